@@ -1,0 +1,183 @@
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "cli/cli.h"
+
+void cli_train_usage(FILE *f) {
+    fprintf(f,
+        "usage: ctron train [options]\n"
+        "\n"
+        "model shape\n"
+        "  --layers N        transformer blocks (default 2)\n"
+        "  --hidden N        hidden size h, divisible by --heads (default 64)\n"
+        "  --heads N         attention heads a (default 4)\n"
+        "  --seq N           sequence length s (default 64)\n"
+        "  --batch N         micro-batch size b, sequences (default 8)\n"
+        "  --vocab N         vocabulary size v, at least 256 for byte-level data (default 256)\n"
+        "  --dropout P       dropout probability, 0 <= P < 1 (default 0.1)\n"
+        "\n"
+        "optimisation\n"
+        "  --steps N         optimizer steps (default 300)\n"
+        "  --lr X            peak learning rate (default 1e-3)\n"
+        "  --min-lr X        final learning rate of the cosine decay (default lr/10)\n"
+        "  --warmup N        linear warmup steps (default min(100, steps/10))\n"
+        "  --weight-decay X  AdamW decoupled weight decay on weight matrices and wte (default 0.1)\n"
+        "  --clip X          global gradient-norm clip, 0 disables (default 1.0)\n"
+        "  --grad-accum N    micro-batches per step (default 1)\n"
+        "  --seed N          seed for initialisation, dropout and data order (default 1337)\n"
+        "\n"
+        "data, evaluation, output\n"
+        "  --data FILE       text file, byte-level tokens (default data/kjv.txt)\n"
+        "  --val-frac X      tail fraction of the file held out for validation (default 0.1)\n"
+        "  --eval-every N    validation loss every N steps, 0 = only at the end (default 100)\n"
+        "  --eval-batches N  validation batches per evaluation (default 8)\n"
+        "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
+        "  --log FILE        one JSON object per step (step, loss, val_loss, lr, ms, tokens_per_s, act_bytes)\n"
+        "  --print-every N   progress line every N steps when stdout is not a terminal (default 1)\n"
+        "  --ledger          print the activation ledger (measured vs predicted) after the first step\n"
+        "  --sample N        after training, print N sampled bytes\n"
+        "  --prompt TEXT     prompt for --sample (default a newline)\n"
+        "  -h, --help        this text\n");
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ctron train: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputs("\n(see ctron train --help)\n", stderr);
+    va_end(ap);
+    return CTRON_EXIT_USAGE;
+}
+
+static int parse_int(const char *flag, const char *text, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end != '\0')
+        return usage_error("%s: expected an integer, got '%s'", flag, text);
+    if (v < lo || v > hi) return usage_error("%s: %ld is out of range, expected %ld..%ld", flag, v, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *text, double lo, double hi, int hi_open, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || end == text || *end != '\0' || !isfinite(v))
+        return usage_error("%s: expected a number, got '%s'", flag, text);
+    if (v < lo || v > hi || (hi_open && v >= hi))
+        return usage_error("%s: %g is out of range, expected %g <= value %s %g", flag, v, lo, hi_open ? "<" : "<=", hi);
+    *out = v;
+    return 0;
+}
+
+enum {
+    OPT_LAYERS = 1000, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_DROPOUT, OPT_STEPS, OPT_LR,
+    OPT_MIN_LR, OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_ACCUM, OPT_SEED, OPT_DATA, OPT_VAL_FRAC, OPT_EVAL_EVERY,
+    OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT
+};
+
+int cli_parse_train(int argc, char **argv, TrainOptions *o) {
+    static const struct option opts[] = {
+        {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
+        {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
+        {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
+        {"dropout", required_argument, 0, OPT_DROPOUT}, {"steps", required_argument, 0, OPT_STEPS},
+        {"lr", required_argument, 0, OPT_LR}, {"min-lr", required_argument, 0, OPT_MIN_LR},
+        {"warmup", required_argument, 0, OPT_WARMUP}, {"weight-decay", required_argument, 0, OPT_WD},
+        {"clip", required_argument, 0, OPT_CLIP}, {"grad-accum", required_argument, 0, OPT_ACCUM},
+        {"seed", required_argument, 0, OPT_SEED}, {"data", required_argument, 0, OPT_DATA},
+        {"val-frac", required_argument, 0, OPT_VAL_FRAC}, {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+        {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES}, {"threads", required_argument, 0, OPT_THREADS},
+        {"log", required_argument, 0, OPT_LOG}, {"print-every", required_argument, 0, OPT_PRINT_EVERY},
+        {"ledger", no_argument, 0, OPT_LEDGER}, {"sample", required_argument, 0, OPT_SAMPLE},
+        {"prompt", required_argument, 0, OPT_PROMPT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    train_options_default(o);
+    GPTConfig *c = &o->model;
+    double x;
+    int rc = 0, seed;
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        switch (ch) {
+        case OPT_LAYERS: rc = parse_int("--layers", optarg, 1, 65535, &c->layers); break;
+        case OPT_HIDDEN: rc = parse_int("--hidden", optarg, 1, INT_MAX, &c->hidden); break;
+        case OPT_HEADS: rc = parse_int("--heads", optarg, 1, INT_MAX, &c->heads); break;
+        case OPT_SEQ: rc = parse_int("--seq", optarg, 1, INT_MAX, &c->seq); break;
+        case OPT_BATCH: rc = parse_int("--batch", optarg, 1, INT_MAX, &c->batch); break;
+        case OPT_VOCAB: rc = parse_int("--vocab", optarg, 1, INT_MAX, &c->vocab); break;
+        case OPT_DROPOUT: rc = parse_float("--dropout", optarg, 0.0, 1.0, 1, &x); c->dropout = (float)x; break;
+        case OPT_STEPS: rc = parse_int("--steps", optarg, 1, INT_MAX, &o->steps); break;
+        case OPT_LR: rc = parse_float("--lr", optarg, 1e-12, 10.0, 0, &x); o->lr = (float)x; break;
+        case OPT_MIN_LR: rc = parse_float("--min-lr", optarg, 0.0, 10.0, 0, &x); o->min_lr = (float)x; break;
+        case OPT_WARMUP: rc = parse_int("--warmup", optarg, 0, INT_MAX, &o->warmup); break;
+        case OPT_WD: rc = parse_float("--weight-decay", optarg, 0.0, 10.0, 0, &x); o->weight_decay = (float)x; break;
+        case OPT_CLIP: rc = parse_float("--clip", optarg, 0.0, 1e9, 0, &x); o->clip = (float)x; break;
+        case OPT_ACCUM: rc = parse_int("--grad-accum", optarg, 1, 65535, &o->grad_accum); break;
+        case OPT_SEED: rc = parse_int("--seed", optarg, 0, INT_MAX, &seed); o->seed = (uint64_t)seed; break;
+        case OPT_DATA: o->data_path = optarg; break;
+        case OPT_VAL_FRAC: rc = parse_float("--val-frac", optarg, 0.0, 1.0, 1, &x); o->val_frac = x; break;
+        case OPT_EVAL_EVERY: rc = parse_int("--eval-every", optarg, 0, INT_MAX, &o->eval_every); break;
+        case OPT_EVAL_BATCHES: rc = parse_int("--eval-batches", optarg, 1, 1000000, &o->eval_batches); break;
+        case OPT_THREADS: rc = parse_int("--threads", optarg, 1, 4096, &o->threads); break;
+        case OPT_LOG: o->log_path = optarg; break;
+        case OPT_PRINT_EVERY: rc = parse_int("--print-every", optarg, 1, INT_MAX, &o->print_every); break;
+        case OPT_LEDGER: o->show_ledger = 1; break;
+        case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
+        case OPT_PROMPT: o->sample_prompt = optarg; break;
+        case 'h': cli_train_usage(stdout); return -1;
+        case ':': return usage_error("%s: missing value", flag);
+        default: return usage_error("unknown option '%s'", flag);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+
+    // Shapes that make sense together.
+    if (c->hidden % c->heads != 0)
+        return usage_error("--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
+    if (c->vocab < 256)
+        return usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
+    if ((long long)c->seq * c->batch * 4 * c->hidden > INT_MAX || (long long)c->vocab * c->hidden > INT_MAX ||
+        (long long)c->seq * c->batch * c->vocab > INT_MAX || (long long)c->seq * c->seq * c->heads > (1LL << 34))
+        return usage_error("model too large for 32-bit BLAS indices: --seq %d --batch %d --hidden %d --vocab %d",
+                           c->seq, c->batch, c->hidden, c->vocab);
+    if (o->min_lr > o->lr) return usage_error("--min-lr %g is above --lr %g", (double)o->min_lr, (double)o->lr);
+    if (o->warmup > o->steps) return usage_error("--warmup %d is longer than --steps %d", o->warmup, o->steps);
+    if (o->val_frac <= 0.0) return usage_error("--val-frac must be > 0 (validation needs held-out data)");
+
+    // The data must exist and hold a full window (seq+1 tokens) in both splits.
+    struct stat st;
+    if (stat(o->data_path, &st) != 0)
+        return usage_error("--data: cannot read '%s': %s", o->data_path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return usage_error("--data: '%s' is not a regular file", o->data_path);
+    if (st.st_size == 0) return usage_error("--data: '%s' is empty", o->data_path);
+    long long n = st.st_size, n_val = (long long)((double)n * o->val_frac), n_train = n - n_val;
+    if (n_train < (long long)c->seq + 1 || n_val < (long long)c->seq + 1)
+        return usage_error("--seq %d is longer than the data: '%s' has %lld tokens (%lld train, %lld validation), "
+                           "each split needs at least %d", c->seq, o->data_path, n, n_train, n_val, c->seq + 1);
+    if (o->log_path) {
+        FILE *f = fopen(o->log_path, "a");
+        if (!f) return usage_error("--log: cannot write '%s': %s", o->log_path, strerror(errno));
+        fclose(f);
+    }
+    return 0;
+}
+
+int cli_train_main(int argc, char **argv) {
+    TrainOptions o;
+    int rc = cli_parse_train(argc, argv, &o);
+    if (rc == -1) return 0;
+    if (rc) return rc;
+    return train_run(&o);
+}

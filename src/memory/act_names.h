@@ -1,0 +1,24 @@
+// The names under which saved activations are counted (DESIGN.md §2).
+#ifndef CTRON_ACT_NAMES_H
+#define CTRON_ACT_NAMES_H
+
+typedef enum {
+    // per layer, the paper's table
+    ACT_LN1_IN, ACT_QKV_IN, ACT_Q, ACT_K, ACT_ATTN_PROB, ACT_ATTN_MASK, ACT_ATTN_DROP, ACT_V, ACT_PROJ_IN,
+    ACT_DROP1_MASK, ACT_LN2_IN, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_DROP2_MASK,
+    ACT_N_CORE,
+    // extras: per-layer LayerNorm statistics, then the model-level tensors
+    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_EMB_MASK, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS,
+    ACT_COUNT
+} ActName;
+
+const char *act_name_str(ActName n);
+static inline int act_is_core(ActName n) { return n < ACT_N_CORE; }
+static inline int act_is_mask(ActName n) {
+    return n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK || n == ACT_EMB_MASK;
+}
+// LN statistics and logits are always fp32, whatever act_dtype is.
+static inline int act_is_fp32_always(ActName n) {
+    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS;
+}
+#endif

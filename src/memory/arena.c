@@ -1,0 +1,43 @@
+#include "memory/arena.h"
+#include "util/common.h"
+
+void arena_init(Arena *ar, size_t capacity, int max_entries, Ledger *ledger) {
+    ar->base = xmalloc(capacity);
+    ar->capacity = capacity;
+    ar->top = 0;
+    ar->entries = xmalloc((size_t)max_entries * sizeof(ArenaEntry));
+    ar->n_entries = 0;
+    ar->max_entries = max_entries;
+    ar->ledger = ledger;
+}
+
+void arena_free(Arena *ar) {
+    free(ar->base);
+    free(ar->entries);
+    ar->base = NULL;
+    ar->entries = NULL;
+}
+
+void *arena_push(Arena *ar, ActName name, int layer, size_t bytes) {
+    size_t padded = arena_padded(bytes);
+    // The arena is sized from the analytic model: running out means the model and the code disagree.
+    if (ar->top + padded > ar->capacity || ar->n_entries == ar->max_entries)
+        ctron_fatal("activation arena overflow pushing %s (layer %d, %zu bytes): %zu of %zu bytes used",
+                    act_name_str(name), layer, bytes, ar->top, ar->capacity);
+    ArenaEntry *e = &ar->entries[ar->n_entries++];
+    e->offset = ar->top;
+    e->bytes = bytes;
+    e->name = name;
+    e->layer = layer;
+    ar->top += padded;
+    ledger_add(ar->ledger, name, layer, bytes);
+    return ar->base + e->offset;
+}
+
+void arena_pop_to(Arena *ar, int mark) {
+    while (ar->n_entries > mark) {
+        ArenaEntry *e = &ar->entries[--ar->n_entries];
+        ledger_sub(ar->ledger, e->name, e->layer, e->bytes);
+        ar->top = e->offset;
+    }
+}

@@ -1,0 +1,25 @@
+// The ledger: bytes held for backward, per layer and per name, now and at peak.
+#ifndef CTRON_LEDGER_H
+#define CTRON_LEDGER_H
+#include <stddef.h>
+#include <stdio.h>
+#include "memory/act_names.h"
+
+typedef struct {
+    int layers;            // cell row `layers` holds model-level tensors (layer = -1)
+    size_t *cur;           // [(layers+1) · ACT_COUNT] bytes held now
+    size_t *at_peak;       // the same cells at the moment the total peaked
+    size_t total_cur, total_peak;
+    int paused;            // evaluation/generation forwards are not training state: not counted
+} Ledger;
+
+void ledger_init(Ledger *lg, int layers);
+void ledger_free(Ledger *lg);
+void ledger_add(Ledger *lg, ActName name, int layer, size_t bytes);
+void ledger_sub(Ledger *lg, ActName name, int layer, size_t bytes);
+void ledger_reset_peak(Ledger *lg);
+// Bytes of one cell at peak; layer -1 for model-level tensors.
+size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer);
+// Σ over names of one layer at peak (core names only when core_only).
+size_t ledger_layer_peak(const Ledger *lg, int layer, int core_only);
+#endif

@@ -1,0 +1,100 @@
+// The GPT-2 model of DESIGN.md §1: parameters, the saved activations of a step, forward and backward.
+#ifndef CTRON_GPT_H
+#define CTRON_GPT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "memory/arena.h"
+#include "memory/ledger.h"
+#include "memory/memory_model.h"
+#include "util/philox.h"
+
+typedef struct {
+    int layers, hidden, heads, seq, batch, vocab;
+    float dropout;
+} GPTConfig;
+
+// Views into one flat buffer (parameters or their gradients). Per-layer tensors are stacked [L, ...];
+// weight matrices are [out, in] (nn.Linear orientation); qkv rows are [q | k | v].
+typedef struct {
+    float *wte, *wpe;             // [v,h], [s,h]
+    float *ln1_w, *ln1_b;         // [L,h]
+    float *qkv_w, *qkv_b;         // [L,3h,h], [L,3h]
+    float *proj_w, *proj_b;       // [L,h,h], [L,h]
+    float *ln2_w, *ln2_b;         // [L,h]
+    float *fc1_w, *fc1_b;         // [L,4h,h], [L,4h]
+    float *fc2_w, *fc2_b;         // [L,h,4h], [L,h]
+    float *lnf_w, *lnf_b;         // [h]
+} GPTTensors;
+
+// One named parameter tensor (GPT-2 state-dict names, e.g. "h.0.attn.c_attn.weight").
+typedef struct {
+    char name[48];
+    size_t offset, numel;
+    int ndim, shape[2];
+    int decay;                    // AdamW weight decay applies (weight matrices and wte)
+} ParamInfo;
+
+// Pointers to the tensors one block saved for its backward (NULL when the configuration keeps none).
+typedef struct {
+    float *ln1_in, *ln1_stats, *qkv_in, *q, *k, *v, *attn_prob, *attn_drop, *proj_in;
+    float *ln2_in, *ln2_stats, *fc1_in, *gelu_in, *fc2_in;
+    uint8_t *attn_mask, *drop1_mask, *drop2_mask;
+    int mark;                     // arena entry where this block's tensors begin
+} BlockActs;
+
+typedef struct {
+    uint8_t *emb_mask;
+    float *lnf_in, *lnf_stats, *lm_in, *logits;
+    int mark_head;                // arena entry of lnf_in
+} ModelActs;
+
+typedef struct {
+    GPTConfig cfg;
+    size_t n_params;
+    float *params, *grads;
+    GPTTensors w, g;
+    ParamInfo *info;
+    int n_info;
+
+    ActShape shape;               // the saved-activation shape of a training micro-batch
+    Ledger ledger;
+    Arena arena;
+    BlockActs *blocks;
+    ModelActs head;
+    int s_cur, b_cur;             // shape of the batch whose activations are held now
+
+    // Workspace: temporaries of one op, never held across layers (not activations).
+    float *ws_out;                // [s,b,h] projection / FC2 output
+    float *d_res, *d_tmp, *d_q, *d_k, *d_v;  // [s,b,h] gradients
+    float *d_4h;                  // [s,b,4h]
+    float *attn_scratch;          // [threads, s, s]
+    float *row_loss;              // [s,b]
+    size_t workspace_bytes;
+} GPT;
+
+// Where the random numbers of a micro-batch come from (DESIGN.md §3).
+typedef struct {
+    uint64_t seed;
+    uint32_t step;
+    uint32_t sample0;             // global index of the micro-batch's first sequence in the step
+    int train;                    // dropout on, activations kept for backward
+} StepCtx;
+
+// Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.
+void gpt_init(GPT *m, const GPTConfig *cfg, int act_bytes, int mask_bytes);
+void gpt_free(GPT *m);
+// Parameters drawn from Philox keyed by seed: each element is a function of its tensor and index.
+void gpt_init_weights(GPT *m, uint64_t seed);
+// tokens, targets [s,b]. Training: returns Σ loss over the s·b rows and leaves grad_scale·dloss/dlogits
+// in place of the logits, ready for gpt_backward. Evaluation (train = 0): returns Σ loss (targets may be
+// NULL; then returns 0) and leaves the logits readable via m->head.logits.
+double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
+                   float grad_scale);
+// Accumulates parameter gradients into m->grads and releases every saved activation.
+void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx);
+// Releases the activations of an evaluation forward.
+void gpt_release(GPT *m);
+void gpt_zero_grad(GPT *m);
+size_t gpt_num_params(const GPTConfig *cfg);
+const ParamInfo *gpt_find_param(const GPT *m, const char *name);
+#endif

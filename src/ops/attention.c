@@ -1,0 +1,81 @@
+#include "ops/attention.h"
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+
+// Row i of a causal score matrix: softmax over keys 0..i, zeros after.
+static void causal_softmax_rows(float *p, int s) {
+    for (int i = 0; i < s; i++) {
+        float *row = p + (size_t)i * s;
+        float m = row[0];
+        for (int c = 1; c <= i; c++) m = row[c] > m ? row[c] : m;
+        float sum = 0.0f;
+        for (int c = 0; c <= i; c++) { row[c] = expf(row[c] - m); sum += row[c]; }
+        float inv = 1.0f / sum;
+        for (int c = 0; c <= i; c++) row[c] *= inv;
+        for (int c = i + 1; c < s; c++) row[c] = 0.0f;
+    }
+}
+
+void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
+                       const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0) {
+    int d = h / a, ld = b * h;
+    float scale = 1.0f / sqrtf((float)d);
+    size_t ss = (size_t)s * s;
+    float keep_scale = 1.0f / (1.0f - site.p);
+    // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded.
+#pragma omp parallel for schedule(static)
+    for (int bj = 0; bj < b * a; bj++) {
+        int bi = bj / a, j = bj % a;
+        size_t off = (size_t)bi * h + (size_t)j * d;
+        float *P = prob + (size_t)bj * ss;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, scale, q + off, ld, k + off, ld, 0.0f, P, s);
+        causal_softmax_rows(P, s);
+        const float *D = P;
+        if (keep) {
+            uint8_t *K = keep + (size_t)bj * ss;
+            float *Dw = drop + (size_t)bj * ss;
+            dropout_mask_run(K, site, sample0 + (uint32_t)bi, (uint64_t)j * ss, ss);
+            for (size_t e = 0; e < ss; e++) Dw[e] = K[e] ? P[e] * keep_scale : 0.0f;
+            D = Dw;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, D, s, v + off, ld, 0.0f, ctx + off, ld);
+    }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                        const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
+                        float *scratch, int s, int b, int a, int h, float p) {
+    int d = h / a, ld = b * h;
+    float scale = 1.0f / sqrtf((float)d);
+    size_t ss = (size_t)s * s;
+    float keep_scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static)
+    for (int bj = 0; bj < b * a; bj++) {
+        int bi = bj / a, j = bj % a;
+        size_t off = (size_t)bi * h + (size_t)j * d;
+        const float *P = prob + (size_t)bj * ss;
+        const float *D = keep ? drop + (size_t)bj * ss : P;
+        float *dP = scratch + (size_t)omp_get_thread_num() * ss;
+        // d(attn_drop) = dctx · vᵀ ;  dv = attn_dropᵀ · dctx
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, 1.0f, dctx + off, ld, v + off, ld, 0.0f, dP, s);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, D, s, dctx + off, ld, 0.0f, dv + off, ld);
+        if (keep) {
+            const uint8_t *K = keep + (size_t)bj * ss;
+            for (size_t e = 0; e < ss; e++) dP[e] = K[e] ? dP[e] * keep_scale : 0.0f;
+        }
+        // softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)); masked entries have P = 0.
+        for (int i = 0; i < s; i++) {
+            float *dr = dP + (size_t)i * s;
+            const float *pr = P + (size_t)i * s;
+            float dot = 0.0f;
+            for (int c = 0; c <= i; c++) dot += dr[c] * pr[c];
+            for (int c = 0; c <= i; c++) dr[c] = pr[c] * (dr[c] - dot);
+            for (int c = i + 1; c < s; c++) dr[c] = 0.0f;
+        }
+        // dq = scale · dS · k ;  dk = scale · dSᵀ · q
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, scale, dP, s, k + off, ld, 0.0f, dq + off, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, scale, dP, s, q + off, ld, 0.0f, dk + off, ld);
+    }
+}

@@ -1,0 +1,16 @@
+// Causal multi-head attention core: softmax(q kᵀ/√d + causal) → dropout → · v.
+// q, k, v and the context are [s, b, h] (head j = columns j·d .. j·d+d−1); probabilities are
+// [b, a, s, s]. Each (sequence, head) pair is two GEMMs on strided views: no copies.
+#ifndef CTRON_ATTENTION_H
+#define CTRON_ATTENTION_H
+#include <stdint.h>
+#include "ops/dropout.h"
+
+// q,k,v [s,b,h] -> ctx [s,b,h]; prob [b,a,s,s]; keep, drop [b,a,s,s] (both NULL when p = 0).
+void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
+                       const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0);
+// dctx [s,b,h] -> dq, dk, dv [s,b,h]; scratch holds s·s floats per OpenMP thread.
+void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                        const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
+                        float *scratch, int s, int b, int a, int h, float p);
+#endif

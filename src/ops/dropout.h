@@ -1,0 +1,33 @@
+// Dropout whose keep/drop decision is a pure function of
+// (seed, step, sample, layer, site, element index within the sample), from Philox4x32-10.
+// The sample is the sequence's index in the step's global batch and the index is taken in the
+// unsharded tensor, so a mask never depends on threads, micro-batching or the parallel layout.
+#ifndef CTRON_DROPOUT_H
+#define CTRON_DROPOUT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "util/philox.h"
+
+enum { SITE_EMB = 0, SITE_ATTN = 1, SITE_DROP1 = 2, SITE_DROP2 = 3 };
+
+typedef struct {
+    philox_key key;    // from the run's seed
+    uint32_t step;     // optimizer step
+    uint32_t layer;    // block index (0 for the embedding site)
+    uint32_t site;     // SITE_*
+    float p;           // drop probability, 0 <= p < 1
+} DropoutSite;
+
+// keep[i] = 1/0 for per-sample element indices first .. first+count-1 of one sample.
+void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t first, size_t count);
+// Mask of an [s, b, w] activation; column c of row (si, bi) has index si·w + c in sample sample0 + bi.
+void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s, int b, int w, uint32_t sample0);
+
+// out[r,c] = res[r,c] + keep·(y[r,c] + bias[c])/(1−p)  ([n, w]; keep NULL means p = 0; bias may be NULL)
+void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,
+                              const uint8_t *keep, float p, int n, int w);
+// x[i] = x[i]·keep[i]/(1−p) in place — forward and backward of dropout are the same map.
+void dropout_apply(float *x, const uint8_t *keep, float p, size_t count);
+// dy[i] = dout[i]·keep[i]/(1−p)
+void dropout_backward(float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
+#endif

@@ -1,0 +1,60 @@
+#include "ops/layernorm.h"
+#include <math.h>
+#include <stddef.h>
+
+void layernorm_forward(float *y, float *stats, const float *x, const float *w, const float *b, int n, int h) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * h;
+        float *yr = y + (size_t)r * h;
+        float sum = 0.0f;
+        for (int c = 0; c < h; c++) sum += xr[c];
+        float mean = sum / (float)h;
+        float var = 0.0f;
+        for (int c = 0; c < h; c++) { float d = xr[c] - mean; var += d * d; }
+        float rstd = 1.0f / sqrtf(var / (float)h + LN_EPS);
+        for (int c = 0; c < h; c++) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+        stats[2 * r] = mean;
+        stats[2 * r + 1] = rstd;
+    }
+}
+
+void layernorm_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+                        const float *stats, const float *w, int n, int h) {
+    // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · w; rows in parallel.
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * h, *dyr = dy + (size_t)r * h;
+        float *dxr = dx + (size_t)r * h;
+        float mean = stats[2 * r], rstd = stats[2 * r + 1];
+        float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+        for (int c = 0; c < h; c++) {
+            float xhat = (xr[c] - mean) * rstd, dxhat = dyr[c] * w[c];
+            sum_dxhat += dxhat;
+            sum_dxhat_xhat += dxhat * xhat;
+        }
+        float m1 = sum_dxhat / (float)h, m2 = sum_dxhat_xhat / (float)h;
+        for (int c = 0; c < h; c++) {
+            float xhat = (xr[c] - mean) * rstd;
+            float g = rstd * (dyr[c] * w[c] - m1 - xhat * m2);
+            dxr[c] = accumulate ? dxr[c] + g : g;
+        }
+    }
+    // dw, db: column chunks in parallel, rows in order, so the sum order never depends on threads.
+    enum { CHUNK = 64 };
+    int nchunks = (h + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int ch = 0; ch < nchunks; ch++) {
+        int c0 = ch * CHUNK, c1 = c0 + CHUNK < h ? c0 + CHUNK : h;
+        float aw[CHUNK] = {0}, ab[CHUNK] = {0};
+        for (int r = 0; r < n; r++) {
+            const float *xr = x + (size_t)r * h, *dyr = dy + (size_t)r * h;
+            float mean = stats[2 * r], rstd = stats[2 * r + 1];
+            for (int c = c0; c < c1; c++) {
+                aw[c - c0] += dyr[c] * (xr[c] - mean) * rstd;
+                ab[c - c0] += dyr[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) { dw[c] += aw[c - c0]; db[c] += ab[c - c0]; }
+    }
+}

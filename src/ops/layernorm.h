@@ -1,0 +1,12 @@
+// LayerNorm over the last dimension, eps 1e-5. stats holds (mean, rstd) per row: the backward reads them.
+#ifndef CTRON_LAYERNORM_H
+#define CTRON_LAYERNORM_H
+
+#define LN_EPS 1e-5f
+
+// x[n,h] -> y[n,h], stats[n,2]
+void layernorm_forward(float *y, float *stats, const float *x, const float *w, const float *b, int n, int h);
+// dy[n,h], x[n,h], stats[n,2] -> dx[n,h] (+= when accumulate), dw[h] +=, db[h] +=
+void layernorm_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+                        const float *stats, const float *w, int n, int h);
+#endif

@@ -1,0 +1,40 @@
+#include "train/adamw.h"
+#include <math.h>
+#include "util/common.h"
+
+void adamw_init(AdamW *opt, size_t n_params, float beta1, float beta2, float eps, float weight_decay) {
+    opt->beta1 = beta1;
+    opt->beta2 = beta2;
+    opt->eps = eps;
+    opt->weight_decay = weight_decay;
+    opt->m = xcalloc(n_params * sizeof(float));
+    opt->v = xcalloc(n_params * sizeof(float));
+    opt->n = n_params;
+    opt->t = 0;
+}
+
+void adamw_free(AdamW *opt) {
+    free(opt->m);
+    free(opt->v);
+    opt->m = opt->v = NULL;
+}
+
+void adamw_step(AdamW *opt, GPT *m, float lr) {
+    opt->t++;
+    float b1 = opt->beta1, b2 = opt->beta2;
+    float c1 = 1.0f - powf(b1, (float)opt->t), c2 = 1.0f - powf(b2, (float)opt->t);
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        float *w = m->params + pi->offset, *g = m->grads + pi->offset;
+        float *mm = opt->m + pi->offset, *vv = opt->v + pi->offset;
+        float decay = pi->decay ? opt->weight_decay : 0.0f;
+        long n = (long)pi->numel;
+#pragma omp parallel for schedule(static)
+        for (long e = 0; e < n; e++) {
+            mm[e] = b1 * mm[e] + (1.0f - b1) * g[e];
+            vv[e] = b2 * vv[e] + (1.0f - b2) * g[e] * g[e];
+            float mhat = mm[e] / c1, vhat = vv[e] / c2;
+            w[e] -= lr * (mhat / (sqrtf(vhat) + opt->eps) + decay * w[e]);
+        }
+    }
+}

@@ -1,0 +1,18 @@
+// AdamW with decoupled weight decay (Loshchilov & Hutter), fp32 state.
+#ifndef CTRON_ADAMW_H
+#define CTRON_ADAMW_H
+#include <stddef.h>
+#include "model/gpt.h"
+
+typedef struct {
+    float beta1, beta2, eps, weight_decay;
+    float *m, *v;       // [n_params] first and second moments
+    size_t n;
+    long t;             // steps taken
+} AdamW;
+
+void adamw_init(AdamW *opt, size_t n_params, float beta1, float beta2, float eps, float weight_decay);
+void adamw_free(AdamW *opt);
+// One update of every parameter of m with its gradient; decay only where ParamInfo.decay is set.
+void adamw_step(AdamW *opt, GPT *m, float lr);
+#endif

@@ -1,0 +1,187 @@
+#include "train/trainer.h"
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "data/dataset.h"
+#include "memory/ledger_report.h"
+#include "train/adamw.h"
+#include "train/grad_norm.h"
+#include "train/sample.h"
+#include "train/schedule.h"
+#include "util/common.h"
+
+void train_options_default(TrainOptions *o) {
+    memset(o, 0, sizeof *o);
+    GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = 64, .batch = 8, .vocab = 256, .dropout = 0.1f};
+    o->model = c;
+    o->steps = 300;
+    o->grad_accum = 1;
+    o->warmup = -1;            // -1: min(100, steps/10)
+    o->eval_every = 100;
+    o->eval_batches = 8;
+    o->print_every = 1;
+    o->threads = 0;            // 0: all cores
+    o->lr = 1e-3f;
+    o->min_lr = -1.0f;         // -1: lr/10
+    o->weight_decay = 0.1f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->clip = 1.0f;
+    o->val_frac = 0.1;
+    o->seed = 1337;
+    o->data_path = "data/kjv.txt";
+}
+
+double train_flops_per_step(const GPTConfig *c, int grad_accum) {
+    double seqs = (double)c->batch * grad_accum, tokens = seqs * c->seq;
+    double n = (double)gpt_num_params(c);
+    return 6.0 * n * tokens + 12.0 * c->layers * (double)c->seq * c->seq * c->hidden * seqs;
+}
+
+static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets) {
+    const GPTConfig *c = &m->cfg;
+    double sum = 0.0;
+    StepCtx ctx = {0, 0, 0, 0};
+    for (int k = 0; k < n_batches; k++) {
+        dataset_val_batch(ds, c->seq, c->batch, k, n_batches, tokens, targets);
+        sum += gpt_forward(m, tokens, targets, c->seq, c->batch, ctx, 0.0f);
+        gpt_release(m);
+    }
+    return sum / ((double)n_batches * c->seq * c->batch);
+}
+
+static void format_eta(double seconds, char *buf, size_t len) {
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, len, "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+    else if (s >= 60) snprintf(buf, len, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, len, "%lds", s);
+}
+
+static void write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
+                           size_t act_bytes, double grad_norm) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", step);
+    cJSON_AddNumberToObject(o, "loss", loss);
+    if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
+    cJSON_AddNumberToObject(o, "lr", lr);
+    cJSON_AddNumberToObject(o, "ms", ms);
+    cJSON_AddNumberToObject(o, "tokens_per_s", tps);
+    cJSON_AddNumberToObject(o, "act_bytes", (double)act_bytes);
+    cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
+    char *text = cJSON_PrintUnformatted(o);
+    fprintf(log, "%s\n", text);
+    fflush(log);
+    cJSON_free(text);
+    cJSON_Delete(o);
+}
+
+int train_run(const TrainOptions *o) {
+    const GPTConfig *c = &o->model;
+    char err[512], b1[32];
+    if (o->threads > 0) omp_set_num_threads(o->threads);
+
+    Dataset ds;
+    if (dataset_load_bytes(&ds, o->data_path, o->val_frac, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron: error: %s\n", err);
+        return 1;
+    }
+    FILE *log = NULL;
+    if (o->log_path && !(log = fopen(o->log_path, "w"))) {
+        fprintf(stderr, "ctron: error: cannot open --log file '%s': %s\n", o->log_path, strerror(errno));
+        dataset_free(&ds);
+        return 1;
+    }
+
+    GPT m;
+    gpt_init(&m, c, (int)sizeof(float), 1);
+    gpt_init_weights(&m, o->seed);
+    AdamW opt;
+    adamw_init(&opt, m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
+    int warmup = o->warmup >= 0 ? o->warmup : (o->steps / 10 < 100 ? o->steps / 10 : 100);
+    LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
+
+    size_t n_tok = (size_t)c->seq * c->batch;
+    int32_t *tokens = xmalloc(n_tok * sizeof(int32_t)), *targets = xmalloc(n_tok * sizeof(int32_t));
+    double flops = train_flops_per_step(c, o->grad_accum);
+    int tty = isatty(fileno(stdout));
+    printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
+           c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
+    printf("  %zu parameters (%s), data %s: %zu train / %zu val tokens, %d threads\n", m.n_params,
+           format_bytes((double)m.n_params * 4, b1, sizeof b1), o->data_path, ds.n_train, dataset_n_val(&ds),
+           omp_get_max_threads());
+    fflush(stdout);
+
+    double t_start = now_seconds(), train_seconds = 0.0, last_val = NAN;
+    for (int step = 1; step <= o->steps; step++) {
+        double t0 = now_seconds();
+        float lr = lr_at(&sched, step);
+        gpt_zero_grad(&m);
+        double loss_sum = 0.0;
+        float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum);
+        for (int mb = 0; mb < o->grad_accum; mb++) {
+            StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(mb * c->batch), 1};
+            dataset_train_batch(&ds, c->seq, c->batch, o->seed, (uint32_t)step, ctx.sample0, tokens, targets);
+            loss_sum += gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
+            gpt_backward(&m, tokens, ctx);
+        }
+        double loss = loss_sum / ((double)n_tok * o->grad_accum);
+        double norm = grad_global_norm(m.grads, m.n_params);
+        grad_clip(m.grads, m.n_params, norm, o->clip);
+        adamw_step(&opt, &m, lr);
+        double step_s = now_seconds() - t0;
+        train_seconds += step_s;
+
+        double val = NAN;
+        if ((o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps) {
+            val = evaluate(&m, &ds, o->eval_batches, tokens, targets);
+            last_val = val;
+        }
+        double tps = (double)n_tok * o->grad_accum / step_s;
+        if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak, norm);
+
+        if (step == 1 && o->show_ledger) {
+            if (tty) printf("\n");
+            ledger_print_report(stdout, &m.ledger, &m.shape);
+        }
+        int print = step == 1 || step == o->steps || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);
+        if (print || tty) {
+            char eta[32], line[256];
+            format_eta(train_seconds / step * (o->steps - step), eta, sizeof eta);
+            int k = snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f GFLOP/s | act %s | ETA %s",
+                             (int)snprintf(NULL, 0, "%d", o->steps), step, o->steps, loss, (double)lr, tps,
+                             flops / step_s * 1e-9, format_bytes((double)m.ledger.total_peak, b1, sizeof b1), eta);
+            if (!isnan(val) && k > 0 && (size_t)k < sizeof line)
+                snprintf(line + k, sizeof line - (size_t)k, " | val %.4f", val);
+            if (tty) printf("\r%s\033[K%s", line, (!isnan(val) || step == o->steps) ? "\n" : "");
+            else printf("%s\n", line);
+            fflush(stdout);
+        }
+    }
+    double wall = now_seconds() - t_start;
+    printf("done: %d steps in %.1f s (%.1f ms/step training), final val loss %.4f, activation peak %s\n",
+           o->steps, wall, train_seconds / o->steps * 1e3, last_val,
+           format_bytes((double)m.ledger.total_peak, b1, sizeof b1));
+
+    if (o->sample_tokens > 0) {
+        const char *prompt = o->sample_prompt ? o->sample_prompt : "\n";
+        int np = (int)strlen(prompt);
+        int32_t *pt = xmalloc((size_t)(np + 1) * sizeof(int32_t));
+        for (int i = 0; i < np; i++) pt[i] = (uint8_t)prompt[i];
+        printf("sample (%d bytes, temperature 0.8):\n%s", o->sample_tokens, prompt);
+        sample_bytes(&m, pt, np, o->sample_tokens, 0.8f, o->seed, stdout);
+        printf("\n");
+        free(pt);
+    }
+
+    free(tokens);
+    free(targets);
+    adamw_free(&opt);
+    gpt_free(&m);
+    dataset_free(&ds);
+    if (log) fclose(log);
+    return 0;
+}

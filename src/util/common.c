@@ -1,0 +1,34 @@
+#include "util/common.h"
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+
+void ctron_fatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ctron: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+void *xmalloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes == 0) bytes = CTRON_ALIGN;
+    if (posix_memalign(&p, CTRON_ALIGN, align_up(bytes, CTRON_ALIGN)) != 0 || !p)
+        ctron_fatal("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+void *xcalloc(size_t bytes) {
+    void *p = xmalloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

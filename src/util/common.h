@@ -1,0 +1,20 @@
+// Shared helpers: checked allocation and fatal errors for internal invariants.
+#ifndef CTRON_COMMON_H
+#define CTRON_COMMON_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CTRON_ALIGN 64
+
+// Allocation failure or a broken internal invariant: print and exit(1).
+// (User errors are reported by the CLI with exit code 2 before we get here.)
+_Noreturn void ctron_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+void *xmalloc(size_t bytes);            // 64-byte aligned, exits on failure
+void *xcalloc(size_t bytes);            // aligned and zeroed
+static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+double now_seconds(void);               // monotonic clock
+#endif
