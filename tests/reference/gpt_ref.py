@@ -10,8 +10,8 @@ little-endian u64 header length N, then N bytes of JSON
 then the raw little-endian data; offsets are relative to the start of the data.
 
 IN holds:
-  __metadata__: L, h, a, s, b, v (integers) and p (dropout probability, float),
-                all as strings.
+  __metadata__: layers, hidden, heads, seq, batch, vocab (integers) and
+                dropout (probability, float), all as strings.
   tokens, targets      I32 [s, b]   sequence-major: element [si, bi]
   wte.weight [v, h], wpe.weight [s, h], ln_f.weight/bias [h], and per layer l:
   h.{l}.ln_1.weight/bias [h], h.{l}.attn.c_attn.weight [3h, h] / .bias [3h]
@@ -137,10 +137,10 @@ def forward(P, M, tokens, targets, L, a, p):
 def load(path):
     meta, T = read_safetensors(path)
     try:
-        L, h, a, s, b, v = (int(meta[k]) for k in "L h a s b v".split())
-        p = float(meta["p"])
+        L, h, a, s, b, v = (int(meta[k]) for k in "layers hidden heads seq batch vocab".split())
+        p = float(meta["dropout"])
     except (KeyError, ValueError, TypeError) as e:
-        fail(f"{path}: __metadata__ must hold integers L, h, a, s, b, v and float p ({e!r})")
+        fail(f"{path}: __metadata__ must hold integers layers, hidden, heads, seq, batch, vocab and float dropout ({e!r})")
     if min(L, h, a, s, b, v) < 1 or h % a or not 0.0 <= p < 1.0:
         fail(f"{path}: bad sizes L={L} h={h} a={a} s={s} b={b} v={v} p={p} "
              f"(need all >= 1, h % a == 0, 0 <= p < 1)")

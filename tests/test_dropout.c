@@ -1,0 +1,66 @@
+// Dropout masks are a pure function of (seed, step, sample, layer, site, element index): the same
+// for every thread count and every way of splitting the batch into micro-batches.
+#include <omp.h>
+#include <string.h>
+#include "check.h"
+#include "ops/dropout.h"
+#include "util/common.h"
+
+int main(void) {
+    int s = 33, b = 8, w = 70;
+    size_t n = (size_t)s * b * w;
+    DropoutSite site = {philox_key_from_seed(99), 12, 3, SITE_DROP1, 0.25f};
+    uint8_t *m1 = xmalloc(n), *m2 = xmalloc(n), *half0 = xmalloc(n / 2), *half1 = xmalloc(n / 2);
+
+    omp_set_num_threads(1);
+    dropout_mask_sbw(m1, site, s, b, w, 0);
+    omp_set_num_threads(2);
+    dropout_mask_sbw(m2, site, s, b, w, 0);
+    CHECK(memcmp(m1, m2, n) == 0, "mask differs between 1 and 2 threads");
+
+    // Two micro-batches of 4 sequences (samples 0-3 and 4-7) give the rows of one batch of 8.
+    dropout_mask_sbw(half0, site, s, 4, w, 0);
+    dropout_mask_sbw(half1, site, s, 4, w, 4);
+    int same = 1;
+    for (int si = 0; si < s; si++)
+        for (int bi = 0; bi < b; bi++) {
+            const uint8_t *part = bi < 4 ? half0 + ((size_t)si * 4 + bi) * w : half1 + ((size_t)si * 4 + bi - 4) * w;
+            if (memcmp(part, m1 + ((size_t)si * b + bi) * w, (size_t)w) != 0) same = 0;
+        }
+    CHECK(same, "micro-batched masks differ from the whole-batch mask");
+
+    // Keep fraction close to 1 - p (n = 18480: 4 sigma ~ 0.013).
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) kept += m1[i];
+    double frac = (double)kept / (double)n;
+    CHECK(frac > 0.75 - 0.013 && frac < 0.75 + 0.013, "keep fraction %.4f, expected 0.75", frac);
+
+    // A run that starts mid-sample (the sharded case) draws the same bits as the whole sample.
+    uint8_t run[100], whole[300];
+    dropout_mask_run(whole, site, 5, 0, 300);
+    dropout_mask_run(run, site, 5, 101, 100);
+    CHECK(memcmp(run, whole + 101, 100) == 0, "an offset run differs from the same span of the whole sample");
+
+    // Every key component changes the mask.
+    DropoutSite other[4] = {site, site, site, site};
+    other[0].step++;
+    other[1].layer++;
+    other[2].site = SITE_DROP2;
+    other[3].key = philox_key_from_seed(100);
+    for (int i = 0; i < 4; i++) {
+        dropout_mask_sbw(m2, other[i], s, b, w, 0);
+        CHECK(memcmp(m1, m2, n) != 0, "changing key component %d left the mask unchanged", i);
+    }
+    dropout_mask_sbw(m2, site, s, b, w, 8);
+    CHECK(memcmp(m1, m2, n) != 0, "changing the sample index left the mask unchanged");
+
+    // p = 0 keeps everything.
+    DropoutSite none = site;
+    none.p = 0.0f;
+    dropout_mask_sbw(m2, none, s, b, w, 0);
+    size_t all = 0;
+    for (size_t i = 0; i < n; i++) all += m2[i];
+    CHECK(all == n, "p = 0 dropped %zu elements", n - all);
+    free(m1); free(m2); free(half0); free(half1);
+    return check_summary();
+}

@@ -1,0 +1,124 @@
+// Whole-model parity with PyTorch: ctron and tests/reference/gpt_ref.py (float64) run the same
+// weights, batch and dropout masks; loss must agree to 1e-5 relative and every parameter gradient
+// to 1e-4 relative (max-abs normalised). Runs with dropout 0 and with dropout 0.1.
+// usage: test_parity PYTHON REF_SCRIPT WORKDIR
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "check.h"
+#include "io/safetensors.h"
+#include "model/gpt.h"
+#include "util/common.h"
+
+static void run_case(const char *python, const char *script, const char *dir, float dropout) {
+    GPTConfig cfg = {.layers = 2, .hidden = 64, .heads = 4, .seq = 32, .batch = 3, .vocab = 256, .dropout = dropout};
+    GPT m;
+    gpt_init(&m, &cfg, 4, 1);
+    gpt_init_weights(&m, 42);
+    // Non-trivial LN and bias parameters so their gradients are exercised.
+    for (int i = 0; i < m.n_info; i++) {
+        ParamInfo *pi = &m.info[i];
+        if (strstr(pi->name, "bias") || strstr(pi->name, "ln_"))
+            for (size_t e = 0; e < pi->numel; e++)
+                m.params[pi->offset + e] += 0.05f * sinf((float)(e * 7 + (size_t)i));
+    }
+    int s = cfg.seq, b = cfg.batch, h = cfg.hidden, a = cfg.heads, n = s * b;
+    int32_t *tokens = xmalloc((size_t)n * 4), *targets = xmalloc((size_t)n * 4);
+    uint32_t x = 12345;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        tokens[i] = (int32_t)(x % 256);
+        targets[i] = (int32_t)((x >> 8) % 256);
+    }
+    StepCtx ctx = {7, 3, 0, 1};
+    gpt_zero_grad(&m);
+    double loss = gpt_forward(&m, tokens, targets, s, b, ctx, 1.0f / (float)n) / n;
+
+    StFile in;
+    st_init(&in);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%d", cfg.layers); st_add_meta(&in, "layers", buf);
+    snprintf(buf, sizeof buf, "%d", h); st_add_meta(&in, "hidden", buf);
+    snprintf(buf, sizeof buf, "%d", a); st_add_meta(&in, "heads", buf);
+    snprintf(buf, sizeof buf, "%d", s); st_add_meta(&in, "seq", buf);
+    snprintf(buf, sizeof buf, "%d", b); st_add_meta(&in, "batch", buf);
+    snprintf(buf, sizeof buf, "%d", cfg.vocab); st_add_meta(&in, "vocab", buf);
+    snprintf(buf, sizeof buf, "%.9g", (double)dropout); st_add_meta(&in, "dropout", buf);
+    int64_t sb[2] = {s, b}, sbh[3] = {s, b, h}, bass[4] = {b, a, s, s};
+    st_add(&in, "tokens", ST_I32, 2, sb, tokens);
+    st_add(&in, "targets", ST_I32, 2, sb, targets);
+    for (int i = 0; i < m.n_info; i++) {
+        ParamInfo *pi = &m.info[i];
+        int64_t shape[2] = {pi->shape[0], pi->shape[1]};
+        st_add(&in, pi->name, ST_F32, pi->ndim, shape, m.params + pi->offset);
+    }
+    // The masks ctron drew (they live in the arena until backward releases them).
+    char names[64][48];
+    int nn = 0;
+    if (dropout > 0.0f) {
+        st_add(&in, "mask.emb", ST_U8, 3, sbh, m.head.emb_mask);
+        for (int l = 0; l < cfg.layers; l++) {
+            snprintf(names[nn], 48, "mask.h.%d.attn", l); st_add(&in, names[nn++], ST_U8, 4, bass, m.blocks[l].attn_mask);
+            snprintf(names[nn], 48, "mask.h.%d.drop1", l); st_add(&in, names[nn++], ST_U8, 3, sbh, m.blocks[l].drop1_mask);
+            snprintf(names[nn], 48, "mask.h.%d.drop2", l); st_add(&in, names[nn++], ST_U8, 3, sbh, m.blocks[l].drop2_mask);
+        }
+    }
+    char in_path[512], out_path[512], cmd[2048], err[512];
+    snprintf(in_path, sizeof in_path, "%s/in_p%g.safetensors", dir, (double)dropout);
+    snprintf(out_path, sizeof out_path, "%s/out_p%g.safetensors", dir, (double)dropout);
+    CHECK(st_write(&in, in_path, err, sizeof err) == 0, "write %s: %s", in_path, err);
+    st_free(&in);
+    gpt_backward(&m, tokens, ctx);
+
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s'", python, script, in_path, out_path);
+    int rc = system(cmd);
+    CHECK(rc == 0, "reference script failed (%d): %s", rc, cmd);
+    StFile out;
+    if (rc != 0 || st_read(&out, out_path, err, sizeof err) != 0) {
+        CHECK(0, "cannot read reference output %s", out_path);
+        gpt_free(&m);
+        return;
+    }
+    const StTensor *lt = st_find(&out, "loss");
+    double ref_loss = lt ? ((const float *)lt->data)[0] : NAN;
+    double rel = fabs(loss - ref_loss) / fabs(ref_loss);
+    CHECK(rel < 1e-5, "p=%g loss ctron %.8f torch %.8f rel %.2e", (double)dropout, loss, ref_loss, rel);
+    printf("p=%g: loss ctron %.7f torch %.7f (rel %.1e)\n", (double)dropout, loss, ref_loss, rel);
+    double worst = 0.0;
+    const char *worst_name = "";
+    for (int i = 0; i < m.n_info; i++) {
+        ParamInfo *pi = &m.info[i];
+        char gname[80];
+        snprintf(gname, sizeof gname, "grad.%s", pi->name);
+        const StTensor *gt = st_find(&out, gname);
+        CHECK(gt && gt->nbytes == pi->numel * 4, "reference gradient %s missing or wrong size", gname);
+        if (!gt || gt->nbytes != pi->numel * 4) continue;
+        const float *ref = gt->data, *got = m.grads + pi->offset;
+        double maxref = 0.0, maxdiff = 0.0;
+        for (size_t e = 0; e < pi->numel; e++) {
+            maxref = fmax(maxref, fabs(ref[e]));
+            maxdiff = fmax(maxdiff, fabs((double)got[e] - ref[e]));
+        }
+        double r = maxdiff / fmax(maxref, 1e-12);
+        CHECK(r < 1e-4, "p=%g gradient %s: max|diff| %.3e, max|ref| %.3e, rel %.2e", (double)dropout, pi->name,
+              maxdiff, maxref, r);
+        if (r > worst) { worst = r; worst_name = pi->name; }
+    }
+    printf("p=%g: worst gradient rel error %.2e (%s)\n", (double)dropout, worst, worst_name);
+    st_free(&out);
+    free(tokens);
+    free(targets);
+    gpt_free(&m);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: %s PYTHON REF_SCRIPT WORKDIR\n", argv[0]);
+        return 2;
+    }
+    mkdir(argv[3], 0755);
+    run_case(argv[1], argv[2], argv[3], 0.0f);
+    run_case(argv[1], argv[2], argv[3], 0.1f);
+    return check_summary();
+}
