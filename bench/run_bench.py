@@ -9,12 +9,13 @@ thread count, and reports per implementation:
                  every run dropped as warm-up
     tokens/s     s*b / (ms/1000)
     GFLOP/s      FLOPs per step / (ms/1000) / 1e9, with
-                 FLOPs per step = 6*N*s*b + 6*L*b*s^2*h
+                 FLOPs per step = 6*N*s*b + 12*L*b*s^2*h
                  (N = parameter count incl. both embeddings, tied output layer
                  counted once; 6*N*tokens = forward 2*N + backward 4*N per token;
-                 6*L*b*s^2*h = QK^T and (probs . V), 2*s^2*h each per sequence
-                 per layer in the forward when only the causal (lower-triangle)
-                 half is counted, times 3 for forward + backward)
+                 12*L*b*s^2*h = QK^T and (probs . V), 2*s^2*h each per sequence
+                 per layer in the forward over the full s x s matrix (as
+                 computed, and as the paper's Eq. 7 counts it), times 3 for
+                 forward + backward; ctron prints the same figure)
     peak RSS     ru_maxrss of the child from os.wait4 (KiB, shown in MiB)
     saved bytes  ctron: act_bytes from its step log (activation-ledger peak);
                  peer: bytes of the tensors autograd saves in one forward
@@ -47,9 +48,9 @@ CONFIGS = {
     "L": dict(layers=12, hidden=768, heads=12, seq=2048, batch=1, vocab=8192, dropout=0.1),
 }
 
-FLOP_FORMULA = ("FLOPs/step = 6*N*s*b + 6*L*b*s^2*h "
+FLOP_FORMULA = ("FLOPs/step = 6*N*s*b + 12*L*b*s^2*h "
                 "(N = parameters incl. token and position embeddings, tied output counted once; "
-                "attention term = QK^T and P.V over the causal half, x3 for fwd+bwd)")
+                "attention term = QK^T and P.V over the full s x s matrix, x3 for fwd+bwd)")
 EQ7_FORMULA = "model FLOPs/step (paper Eq. 7) = 72*b*L*s*h^2*(1 + s/(6h) + v/(12hL))"
 
 
@@ -70,7 +71,7 @@ def n_params(c):
 
 def flops_per_step(c):
     L, h, s, b = c["layers"], c["hidden"], c["seq"], c["batch"]
-    return 6 * n_params(c) * s * b + 6 * L * b * s * s * h
+    return 6 * n_params(c) * s * b + 12 * L * b * s * s * h
 
 
 def eq7_flops_per_step(c):

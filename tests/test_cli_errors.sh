@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every class of bad flag exits with code 2 and a message that names the flag or value.
+set -uo pipefail
+ctron=$1; data=$2
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+: > "$dir/empty.txt"
+printf 'tiny data file' > "$dir/small.txt"
+pass=0; fail=0
+expect() {  # expect "needle" args...
+  local needle=$1; shift
+  out=$("$ctron" "$@" 2>&1 > /dev/null); rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$needle" <<< "$out"; then pass=$((pass+1))
+  else fail=$((fail+1)); echo "FAIL: ctron $* -> rc $rc, message: $out (wanted '$needle')"; fi
+}
+expect "not divisible by --heads"  train --hidden 100 --heads 3 --data "$data"
+expect "--layers: 0 is out of range" train --layers 0 --data "$data"
+expect "--seq: -5 is out of range" train --seq -5 --data "$data"
+expect "--batch: expected an integer, got 'four'" train --batch four --data "$data"
+expect "--hidden: expected an integer, got '12x'" train --hidden 12x --data "$data"
+expect "--dropout: 1 is out of range"  train --dropout 1 --data "$data"
+expect "--lr: expected a number, got 'fast'" train --lr fast --data "$data"
+expect "--steps: 0 is out of range" train --steps 0 --data "$data"
+expect "--grad-accum: 0 is out of range" train --grad-accum 0 --data "$data"
+expect "--threads: 0 is out of range" train --threads 0 --data "$data"
+expect "--vocab 100 is too small" train --vocab 100 --data "$data"
+expect "--data: cannot read '$dir/missing.txt'" train --data "$dir/missing.txt"
+expect "--data: '$dir/empty.txt' is empty" train --data "$dir/empty.txt"
+expect "--data: '$dir' is not a regular file" train --data "$dir"
+expect "--seq 64 is longer than the data" train --seq 64 --data "$dir/small.txt"
+expect "--log: cannot write '$dir/no/such/dir/log'" train --log "$dir/no/such/dir/log" --data "$data"
+expect "unknown option '--bogus'" train --bogus 3
+expect "--steps: missing value" train --data "$data" --steps
+expect "unexpected argument 'extra'" train --data "$data" extra
+expect "--min-lr 0.1 is above --lr" train --lr 0.01 --min-lr 0.1 --data "$data"
+expect "unknown command 'trian'" trian
+# --help is not an error
+if "$ctron" train --help | grep -q -- "--grad-accum"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: train --help"; fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
