@@ -17,7 +17,8 @@ thread count, and reports per implementation:
                  computed, and as the paper's Eq. 7 counts it), times 3 for
                  forward + backward; ctron prints the same figure)
     peak RSS     ru_maxrss of the child from os.wait4 (KiB, shown in MiB)
-    saved bytes  ctron: act_bytes from its step log (activation-ledger peak);
+    saved bytes  ctron: act_bytes / act_layer_bytes from its step log (activation-ledger
+                 peak in total and for one block, LN statistics included);
                  peer: bytes of the tensors autograd saves in one forward
                  (total and per block)
     ratio        peer ms / ctron ms (> 1: ctron is faster); also the median of
@@ -189,6 +190,8 @@ def run_ctron(args, c, env, workdir, tag):
     res["loss_last"] = losses[-1] if losses else None
     acts = [x["act_bytes"] for x in recs if isinstance(x.get("act_bytes"), (int, float))]
     res["act_bytes"] = max(acts) if acts else None
+    layer = [x["act_layer_bytes"] for x in recs if isinstance(x.get("act_layer_bytes"), (int, float))]
+    res["act_layer_bytes"] = max(layer) if layer else None
     res["ok"] = r["rc"] == 0 and bool(timed)
     if not res["ok"]:
         why = (f"timed out after {args.timeout} s" if r["timed_out"]
@@ -334,7 +337,8 @@ def aggregate(c, runs):
     if ok[0]["impl"] == "ctron":
         acts = [r["act_bytes"] for r in ok if r["act_bytes"] is not None]
         agg["act_bytes_total"] = max(acts) if acts else None
-        agg["act_bytes_per_layer"] = None
+        layer = [r.get("act_layer_bytes") for r in ok if r.get("act_layer_bytes") is not None]
+        agg["act_bytes_per_layer"] = max(layer) if layer else None
     else:
         s = ok[0]["summary"]
         agg["act_bytes_total"] = s["saved_bytes_total"]

@@ -38,7 +38,7 @@ void cli_train_usage(FILE *f) {
         "  --eval-every N    validation loss every N steps, 0 = only at the end (default 100)\n"
         "  --eval-batches N  validation batches per evaluation (default 8)\n"
         "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
-        "  --log FILE        one JSON object per step (step, loss, val_loss, lr, ms, tokens_per_s, act_bytes)\n"
+        "  --log FILE        one JSON object per step (step, loss, val_loss, lr, ms, tokens_per_s, act_bytes, ...)\n"
         "  --print-every N   progress line every N steps when stdout is not a terminal (default 1)\n"
         "  --ledger          print the activation ledger (measured vs predicted) after the first step\n"
         "  --sample N        after training, print N sampled bytes\n"

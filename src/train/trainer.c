@@ -62,7 +62,7 @@ static void format_eta(double seconds, char *buf, size_t len) {
 }
 
 static void write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
-                           size_t act_bytes, double grad_norm) {
+                           size_t act_bytes, size_t act_layer_bytes, double grad_norm) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", step);
     cJSON_AddNumberToObject(o, "loss", loss);
@@ -71,6 +71,7 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     cJSON_AddNumberToObject(o, "ms", ms);
     cJSON_AddNumberToObject(o, "tokens_per_s", tps);
     cJSON_AddNumberToObject(o, "act_bytes", (double)act_bytes);
+    cJSON_AddNumberToObject(o, "act_layer_bytes", (double)act_layer_bytes);
     cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
     char *text = cJSON_PrintUnformatted(o);
     fprintf(log, "%s\n", text);
@@ -141,7 +142,8 @@ int train_run(const TrainOptions *o) {
             last_val = val;
         }
         double tps = (double)n_tok * o->grad_accum / step_s;
-        if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak, norm);
+        if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
+                                ledger_layer_peak(&m.ledger, 0, 0), norm);
 
         if (step == 1 && o->show_ledger) {
             if (tty) printf("\n");
