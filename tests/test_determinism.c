@@ -25,7 +25,7 @@ static float *train(uint64_t seed, int steps, int mb_size, double *losses) {
     cfg.batch = mb_size;
     int accum = CFG.batch / mb_size, s = cfg.seq;
     GPT m;
-    gpt_init(&m, &cfg, 4, 1);
+    gpt_init(&m, &cfg, NULL);
     gpt_init_weights(&m, seed);
     AdamW opt;
     adamw_init(&opt, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);

@@ -10,7 +10,7 @@
 static void check_shape(int L, int h, int a, int s, int b, int v, float p) {
     GPTConfig cfg = {.layers = L, .hidden = h, .heads = a, .seq = s, .batch = b, .vocab = v, .dropout = p};
     GPT m;
-    gpt_init(&m, &cfg, 4, 1);
+    gpt_init(&m, &cfg, NULL);
     gpt_init_weights(&m, 1);
     size_t n = (size_t)s * b;
     int32_t *tok = xcalloc(n * 4), *tgt = xcalloc(n * 4);

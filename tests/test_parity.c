@@ -14,7 +14,7 @@
 static void run_case(const char *python, const char *script, const char *dir, float dropout) {
     GPTConfig cfg = {.layers = 2, .hidden = 64, .heads = 4, .seq = 32, .batch = 3, .vocab = 256, .dropout = dropout};
     GPT m;
-    gpt_init(&m, &cfg, 4, 1);
+    gpt_init(&m, &cfg, NULL);
     gpt_init_weights(&m, 42);
     // Non-trivial LN and bias parameters so their gradients are exercised.
     for (int i = 0; i < m.n_info; i++) {

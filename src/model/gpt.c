@@ -99,7 +99,9 @@ const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
     return NULL;
 }
 
-void gpt_init(GPT *m, const GPTConfig *cfg, int act_bytes, int mask_bytes) {
+void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) {
+    (void)policy;
+    int act_bytes = 4, mask_bytes = 1;
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     const GPTConfig *c = &m->cfg;

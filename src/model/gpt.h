@@ -6,6 +6,7 @@
 #include "memory/arena.h"
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
+#include "model/policy.h"
 #include "util/philox.h"
 
 typedef struct {
@@ -81,7 +82,8 @@ typedef struct {
 } StepCtx;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.
-void gpt_init(GPT *m, const GPTConfig *cfg, int act_bytes, int mask_bytes);
+// policy NULL: no recompute, fp32 activations, byte masks. The policy is copied.
+void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy);
 void gpt_free(GPT *m);
 // Parameters drawn from Philox keyed by seed: each element is a function of its tensor and index.
 void gpt_init_weights(GPT *m, uint64_t seed);

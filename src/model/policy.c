@@ -1,0 +1,163 @@
+#include "model/policy.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "util/common.h"
+
+const char *recompute_name(LayerRecompute k) {
+    return k == RECOMPUTE_SELECTIVE ? "selective" : k == RECOMPUTE_FULL ? "full" : "none";
+}
+const char *mask_mode_name(MaskMode m) { return m == MASKS_BITS ? "bits" : m == MASKS_REGEN ? "regen" : "bytes"; }
+const char *act_dtype_name(ActDtype d) { return d == ACT_BF16 ? "bf16" : "fp32"; }
+
+static void alloc_plan(MemoryPolicy *p, int layers) {
+    p->layers = layers;
+    p->kind = xcalloc(sizeof(LayerRecompute) * (size_t)layers);
+    p->group_start = xcalloc(sizeof(int) * (size_t)layers);
+    for (int l = 0; l < layers; l++) p->group_start[l] = l;
+}
+
+void policy_default(MemoryPolicy *p, int layers) {
+    memset(p, 0, sizeof *p);
+    alloc_plan(p, layers);
+}
+
+void policy_free(MemoryPolicy *p) {
+    free(p->kind);
+    free(p->group_start);
+    memset(p, 0, sizeof *p);
+}
+
+int policy_parse_masks(const char *text, MaskMode *out) {
+    if (strcmp(text, "bytes") == 0) *out = MASKS_BYTES;
+    else if (strcmp(text, "bits") == 0) *out = MASKS_BITS;
+    else if (strcmp(text, "regen") == 0) *out = MASKS_REGEN;
+    else return -1;
+    return 0;
+}
+
+int policy_parse_dtype(const char *text, ActDtype *out) {
+    if (strcmp(text, "fp32") == 0) *out = ACT_FP32;
+    else if (strcmp(text, "bf16") == 0) *out = ACT_BF16;
+    else return -1;
+    return 0;
+}
+
+static int parse_kind(const char *text, size_t len, LayerRecompute *out) {
+    const char *names[] = {"none", "selective", "full"};
+    for (int k = 0; k < 3; k++)
+        if (strlen(names[k]) == len && strncmp(text, names[k], len) == 0) { *out = (LayerRecompute)k; return 0; }
+    return -1;
+}
+
+static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t errlen) {
+    int L = p->layers;
+    int *seen = xcalloc(sizeof(int) * (size_t)L);
+    const char *s = list;
+    int rc = 0;
+    while (*s && rc == 0) {
+        const char *end = strchr(s, ',');
+        size_t len = end ? (size_t)(end - s) : strlen(s);
+        const char *colon = memchr(s, ':', len);
+        char *q;
+        long lo, hi;
+        LayerRecompute kind;
+        errno = 0;
+        lo = strtol(s, &q, 10);
+        hi = lo;
+        if (!colon || q == s || errno) rc = -1;
+        else if (*q == '-') { const char *r = q + 1; hi = strtol(r, &q, 10); if (q == r) rc = -1; }
+        if (rc == 0 && q != colon) rc = -1;
+        if (rc == 0 && parse_kind(colon + 1, len - (size_t)(colon + 1 - s), &kind) != 0) rc = -1;
+        if (rc) {
+            snprintf(err, errlen, "--recompute-layers: cannot parse '%.*s' (expected FIRST[-LAST]:none|selective|full)",
+                     (int)len, s);
+            break;
+        }
+        if (lo < 0 || hi >= L || lo > hi) {
+            snprintf(err, errlen, "--recompute-layers: range %ld-%ld is outside layers 0-%d", lo, hi, L - 1);
+            rc = -1;
+            break;
+        }
+        for (long l = lo; l <= hi; l++) {
+            if (seen[l]) {
+                snprintf(err, errlen, "--recompute-layers: layer %ld is listed twice", l);
+                rc = -1;
+                break;
+            }
+            seen[l] = 1;
+            p->kind[l] = kind;
+        }
+        s = end ? end + 1 : s + len;
+    }
+    for (int l = 0; l < L && rc == 0; l++)
+        if (!seen[l]) {
+            snprintf(err, errlen, "--recompute-layers: layer %d is not covered (the list must name every layer 0-%d)",
+                     l, L - 1);
+            rc = -1;
+        }
+    free(seen);
+    return rc;
+}
+
+int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char *method, int num_layers,
+                 const char *layer_list, char *err, size_t errlen) {
+    ActDtype dt = p->act_dtype;
+    MaskMode mm = p->masks;
+    memset(p, 0, sizeof *p);
+    p->act_dtype = dt;
+    p->masks = mm;
+    alloc_plan(p, layers);
+    if (layer_list) return parse_layer_list(p, layer_list, err, errlen);
+    LayerRecompute kind;
+    if (!recompute || parse_kind(recompute, strlen(recompute), &kind) != 0) {
+        snprintf(err, errlen, "--recompute: unknown policy '%s' (expected none, selective or full)",
+                 recompute ? recompute : "");
+        return -1;
+    }
+    if (kind != RECOMPUTE_FULL) {
+        for (int l = 0; l < layers; l++) p->kind[l] = kind;
+        return 0;
+    }
+    int uniform = !method || strcmp(method, "uniform") == 0;
+    if (!uniform && strcmp(method, "block") != 0) {
+        snprintf(err, errlen, "--recompute-method: unknown method '%s' (expected uniform or block)", method);
+        return -1;
+    }
+    if (num_layers < 1 || num_layers > layers) {
+        snprintf(err, errlen, "--recompute-num-layers %d must be between 1 and the layer count %d", num_layers, layers);
+        return -1;
+    }
+    for (int l = 0; l < layers; l++) {
+        if (uniform) {                       // groups of N layers, each storing only its input
+            p->kind[l] = RECOMPUTE_FULL;
+            p->group_start[l] = l / num_layers * num_layers;
+        } else {                             // the first N layers recomputed one by one, the rest stored
+            p->kind[l] = l < num_layers ? RECOMPUTE_FULL : RECOMPUTE_NONE;
+        }
+    }
+    return 0;
+}
+
+void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < p->layers && used < len;) {
+        int r = l;
+        while (r + 1 < p->layers && p->kind[r + 1] == p->kind[l]) r++;
+        int n = l == r ? snprintf(buf + used, len - used, "%s%d:%s", used ? "," : "", l, recompute_name(p->kind[l]))
+                       : snprintf(buf + used, len - used, "%s%d-%d:%s", used ? "," : "", l, r, recompute_name(p->kind[l]));
+        if (n < 0) break;
+        used += (size_t)n;
+        if (p->kind[l] == RECOMPUTE_FULL) {
+            int groups = 0;
+            for (int k = l; k <= r; k++) groups += p->group_start[k] == k;
+            if (groups != r - l + 1 && used < len) {
+                n = snprintf(buf + used, len - used, "(groups of %d)", p->layers > 0 ? (r - l + 1) / groups : 0);
+                if (n > 0) used += (size_t)n;
+            }
+        }
+        l = r + 1;
+    }
+}

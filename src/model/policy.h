@@ -1,0 +1,34 @@
+// What a run keeps for backward: recompute policy per layer, dropout-mask storage, stored precision.
+#ifndef CTRON_POLICY_H
+#define CTRON_POLICY_H
+#include <stddef.h>
+
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 } LayerRecompute;
+typedef enum { MASKS_BYTES = 0, MASKS_BITS = 1, MASKS_REGEN = 2 } MaskMode;
+typedef enum { ACT_FP32 = 0, ACT_BF16 = 1 } ActDtype;
+
+// The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
+// input (the checkpoint); the whole group is run forward again in backward.
+typedef struct {
+    int layers;
+    LayerRecompute *kind;     // [layers]
+    int *group_start;         // [layers] first layer of this layer's full-recompute group (= l otherwise)
+    ActDtype act_dtype;
+    MaskMode masks;
+} MemoryPolicy;
+
+// Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,
+// --recompute-num-layers N, or an explicit list "0-3:full,4-11:selective" (each full layer of a
+// list is its own group). Returns 0, or -1 with a message naming the bad value in err.
+int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char *method, int num_layers,
+                 const char *layer_list, char *err, size_t errlen);
+int policy_parse_masks(const char *text, MaskMode *out);
+int policy_parse_dtype(const char *text, ActDtype *out);
+void policy_default(MemoryPolicy *p, int layers);   // none, fp32, byte masks
+void policy_free(MemoryPolicy *p);
+const char *recompute_name(LayerRecompute k);
+const char *mask_mode_name(MaskMode m);
+const char *act_dtype_name(ActDtype d);
+// e.g. "none" / "full(uniform, 2)" / "0-3:full,4-11:selective" — for headers and reports.
+void policy_describe(const MemoryPolicy *p, char *buf, size_t len);
+#endif
