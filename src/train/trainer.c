@@ -98,7 +98,7 @@ int train_run(const TrainOptions *o) {
     }
 
     GPT m;
-    gpt_init(&m, c, NULL)sizeof(float), 1);
+    gpt_init(&m, c, NULL);
     gpt_init_weights(&m, o->seed);
     AdamW opt;
     adamw_init(&opt, m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
