@@ -1,77 +1,176 @@
-// The ledger measures exactly what DESIGN.md §2 predicts. The expected bytes are written out here
-// from the table (e = 4 bytes per fp32 element, k = 1 byte per mask element), not taken from
-// ctron's own analytic model, and the analytic model is checked against the same numbers.
+// The ledger measures exactly what the analytic model predicts, for every recompute policy ×
+// stored precision × mask mode, on two shapes (one where 5as/h is large). The expected bytes are
+// derived here from DESIGN.md §2's table and the policy rules, independently of ctron's own
+// analytic model, which is checked against the same numbers; the paper's closed forms are checked
+// where they apply (bf16 + byte masks: sbh(34 + 5as/h), selective 34sbh, full 2sbh).
 #include <string.h>
 #include "check.h"
 #include "memory/memory_model.h"
 #include "model/gpt.h"
 #include "util/common.h"
 
-static void check_shape(int L, int h, int a, int s, int b, int v, float p) {
-    GPTConfig cfg = {.layers = L, .hidden = h, .heads = a, .seq = s, .batch = b, .vocab = v, .dropout = p};
+typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; } Shape;
+
+// DESIGN.md §2: elements per name of one layer (0 when the configuration has no such tensor).
+static size_t table_elements(const Shape *sh, ActName n) {
+    size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
+    switch (n) {
+    case ACT_GELU_IN: case ACT_FC2_IN: return 4 * sbh;
+    case ACT_ATTN_PROB: return as2b;
+    case ACT_ATTN_MASK: case ACT_ATTN_DROP: return sh->dropout ? as2b : 0;
+    case ACT_DROP1_MASK: case ACT_DROP2_MASK: return sh->dropout ? sbh : 0;
+    case ACT_LN1_STATS: case ACT_LN2_STATS: return 2 * (size_t)(sh->s * sh->b);
+    default: return sbh;
+    }
+}
+
+static size_t table_bytes(const Shape *sh, ActName n) {
+    size_t el = table_elements(sh, n);
+    if (n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK)
+        return sh->masks == MASKS_BYTES ? el : sh->masks == MASKS_BITS ? (el + 7) / 8 : 0;
+    if (n == ACT_LN1_STATS || n == ACT_LN2_STATS) return 4 * el;
+    return (size_t)sh->e * el;
+}
+
+// The policy rules: none keeps all, selective drops the attention core, full keeps a group's input.
+static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
+    switch (p->kind[l]) {
+    case RECOMPUTE_SELECTIVE:
+        return (n == ACT_ATTN_PROB || n == ACT_ATTN_MASK || n == ACT_ATTN_DROP) ? 0 : table_bytes(sh, n);
+    case RECOMPUTE_FULL:
+        return (n == ACT_LN1_IN && p->group_start[l] == l) ? table_bytes(sh, n) : 0;
+    default:
+        return table_bytes(sh, n);
+    }
+}
+
+static size_t expected_layer_total(const Shape *sh, const MemoryPolicy *p, int l) {
+    size_t sum = 0;
+    for (int n = 0; n <= ACT_LN2_STATS; n++) sum += expected_layer(sh, p, l, (ActName)n);
+    return sum;
+}
+
+static size_t full_layer(const Shape *sh) {
+    size_t sum = 0;
+    for (int n = 0; n <= ACT_LN2_STATS; n++) sum += table_bytes(sh, (ActName)n);
+    return sum;
+}
+
+// Walks the step: the forward's end, then backward layer by layer with what each policy recomputes.
+static size_t expected_peak(const Shape *sh, const MemoryPolicy *p, int L, size_t emb_mask, size_t head) {
+    size_t stored = 0;
+    for (int l = 0; l < L; l++) stored += expected_layer_total(sh, p, l);
+    size_t peak = emb_mask + stored + head;
+    size_t held = emb_mask + stored;          // the head is released before the first block's backward
+    for (int l = L - 1; l >= 0; l--) {
+        size_t extra = 0;
+        if (p->kind[l] == RECOMPUTE_SELECTIVE)
+            extra = table_bytes(sh, ACT_ATTN_PROB) + table_bytes(sh, ACT_ATTN_MASK) + table_bytes(sh, ACT_ATTN_DROP);
+        if (p->kind[l] == RECOMPUTE_FULL && (l == L - 1 || p->kind[l + 1] != RECOMPUTE_FULL ||
+                                             p->group_start[l + 1] != p->group_start[l]))
+            extra = (size_t)(l - p->group_start[l] + 1) * full_layer(sh) - table_bytes(sh, ACT_LN1_IN);
+        if (held + extra > peak) peak = held + extra;
+        held -= expected_layer_total(sh, p, l);
+    }
+    return peak;
+}
+
+static int check_case(int L, const Shape *sh, const char *recompute, const char *method, int num, const char *list) {
+    MemoryPolicy pol;
+    char err[256];
+    pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
+    pol.masks = sh->masks;
+    if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
+        CHECK(0, "policy: %s", err);
+        return 1;
+    }
+    GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
+                     .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f};
     GPT m;
-    gpt_init(&m, &cfg, NULL);
+    gpt_init(&m, &cfg, &pol);
     gpt_init_weights(&m, 1);
-    size_t n = (size_t)s * b;
+    size_t n = (size_t)sh->s * sh->b, sbh = n * (size_t)sh->h, as2b = (size_t)sh->a * sh->s * sh->s * sh->b;
     int32_t *tok = xcalloc(n * 4), *tgt = xcalloc(n * 4);
     for (size_t i = 0; i < n; i++) { tok[i] = (int32_t)(i % 256); tgt[i] = (int32_t)((i * 7) % 256); }
     StepCtx ctx = {5, 1, 0, 1};
-    gpt_forward(&m, tok, tgt, s, b, ctx, 1.0f / (float)n);
+    gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
+    int fails = check_failed;
+    char what[160];
+    snprintf(what, sizeof what, "L%d s%ld b%ld h%ld a%ld %s/%s/%d/%s %s masks %s p%d", L, sh->s, sh->b, sh->h, sh->a,
+             recompute ? recompute : "-", method ? method : "-", num, list ? list : "-", sh->e == 2 ? "bf16" : "fp32",
+             mask_mode_name(sh->masks), sh->dropout);
 
-    // DESIGN.md §2 table, e = 4, k = 1 (no masks and no dropped copy when p = 0).
-    size_t sbh = (size_t)s * b * h, as2b = (size_t)a * s * s * b, e = 4, k = p > 0 ? 1 : 0, d = p > 0 ? 1 : 0;
-    size_t expect[ACT_N_CORE] = {
-        [ACT_LN1_IN] = e * sbh,     [ACT_QKV_IN] = e * sbh,     [ACT_Q] = e * sbh,      [ACT_K] = e * sbh,
-        [ACT_ATTN_PROB] = e * as2b, [ACT_ATTN_MASK] = k * as2b, [ACT_ATTN_DROP] = d * e * as2b,
-        [ACT_V] = e * sbh,          [ACT_PROJ_IN] = e * sbh,    [ACT_DROP1_MASK] = k * sbh,
-        [ACT_LN2_IN] = e * sbh,     [ACT_FC1_IN] = e * sbh,     [ACT_GELU_IN] = 4 * e * sbh,
-        [ACT_FC2_IN] = 4 * e * sbh, [ACT_DROP2_MASK] = k * sbh};
-    size_t per_layer = p > 0 ? 66 * sbh + 9 * as2b : 64 * sbh + 4 * as2b;   // sbh(16e + 2k) + as²b(2e + k)
-    size_t stats = 2 * (size_t)s * b * 4;
-    size_t extras = k * sbh /*emb_mask*/ + e * sbh /*lnf_in*/ + stats /*lnf_stats*/ + e * sbh /*lm_in*/ +
-                    4 * (size_t)s * b * v /*logits*/;
-
-    size_t sum = 0;
-    for (int nm = 0; nm < ACT_N_CORE; nm++) sum += expect[nm];
-    CHECK(sum == per_layer, "table sum %zu != closed form %zu", sum, per_layer);
-    ActShape sh = m.shape;
-    CHECK(act_layer_core_bytes(&sh) == per_layer, "analytic per layer %zu, expected %zu", act_layer_core_bytes(&sh),
-          per_layer);
     for (int l = 0; l < L; l++) {
-        for (int nm = 0; nm < ACT_N_CORE; nm++) {
-            size_t got = ledger_peak_bytes(&m.ledger, (ActName)nm, l);
-            CHECK(got == expect[nm], "L%d h%d a%d s%d b%d p%g: layer %d %s measured %zu expected %zu", L, h, a, s, b,
-                  (double)p, l, act_name_str((ActName)nm), got, expect[nm]);
+        for (int nm = 0; nm <= ACT_LN2_STATS; nm++) {
+            size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l), want = expected_layer(sh, &pol, l, (ActName)nm);
+            CHECK(got == want, "%s: layer %d %s measured %zu expected %zu", what, l, act_name_str((ActName)nm), got, want);
+            CHECK(act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm) == want, "%s: analytic layer %d %s", what, l,
+                  act_name_str((ActName)nm));
         }
-        CHECK(ledger_layer_peak(&m.ledger, l, 1) == per_layer, "layer %d total %zu expected %zu", l,
-              ledger_layer_peak(&m.ledger, l, 1), per_layer);
-        CHECK(ledger_peak_bytes(&m.ledger, ACT_LN1_STATS, l) == stats && ledger_peak_bytes(&m.ledger, ACT_LN2_STATS, l) == stats,
-              "layer %d LN statistics", l);
     }
-    size_t total = (size_t)L * (per_layer + 2 * stats) + extras;
-    CHECK(m.ledger.total_peak == total, "total at peak measured %zu expected %zu", m.ledger.total_peak, total);
-    CHECK(act_total_bytes(&sh) == total, "analytic total %zu expected %zu", act_total_bytes(&sh), total);
-    printf("L%d h%d a%d s%d b%d v%d p%g: %zu bytes per layer (%s), %zu total: measured == predicted\n", L, h, a, s, b,
-           v, (double)p, per_layer, p > 0 ? "66sbh + 9as^2b" : "64sbh + 4as^2b", total);
+    // The paper's closed forms (per layer, table names only).
+    size_t k = sh->masks == MASKS_BYTES ? 1 : 0;
+    if (sh->dropout && sh->masks != MASKS_BITS) {
+        size_t e = (size_t)sh->e;
+        size_t none = (16 * e + 2 * k) * sbh + (2 * e + k) * as2b, sel = (16 * e + 2 * k) * sbh;
+        for (int l = 0; l < L; l++) {
+            size_t got = ledger_layer_stored(&m.ledger, l, 1);
+            if (pol.kind[l] == RECOMPUTE_NONE) CHECK(got == none, "%s: layer %d %zu != sbh(16e+2k)+as²b(2e+k) %zu", what, l, got, none);
+            if (pol.kind[l] == RECOMPUTE_SELECTIVE) CHECK(got == sel, "%s: layer %d %zu != sbh(16e+2k) %zu", what, l, got, sel);
+            if (pol.kind[l] == RECOMPUTE_FULL)
+                CHECK(got == (pol.group_start[l] == l ? e * sbh : 0), "%s: full layer %d keeps %zu", what, l, got);
+            if (e == 2 && k == 1 && pol.kind[l] == RECOMPUTE_NONE)   // the paper: sbh(34 + 5as/h)
+                CHECK(got * (size_t)sh->h == 34 * sbh * (size_t)sh->h + 5 * (size_t)sh->a * sh->s * sbh,
+                      "%s: layer %d is not sbh(34 + 5as/h)", what, l);
+        }
+    }
+    size_t stats = 2 * n * 4, emb_mask = sh->dropout ? (sh->masks == MASKS_BYTES ? sbh : sh->masks == MASKS_BITS ? (sbh + 7) / 8 : 0) : 0;
+    size_t head = (size_t)sh->e * sbh /*lnf_in*/ + stats /*lnf_stats*/ + (size_t)sh->e * sbh /*lm_in*/ +
+                  4 * n * (size_t)sh->v /*logits*/;
+    size_t fwd = emb_mask + head;
+    for (int l = 0; l < L; l++) fwd += expected_layer_total(sh, &pol, l);
+    CHECK(m.ledger.total_fwd_end == fwd, "%s: end of forward %zu expected %zu", what, m.ledger.total_fwd_end, fwd);
+    CHECK(act_forward_end_bytes(&m.shape, &pol) == fwd, "%s: analytic end of forward", what);
 
-    // Backward releases every saved tensor, layer by layer.
     gpt_backward(&m, tok, ctx);
-    CHECK(m.ledger.total_cur == 0 && m.arena.n_entries == 0 && m.arena.top == 0,
-          "after backward %zu bytes still held in %d entries", m.ledger.total_cur, m.arena.n_entries);
-    // An evaluation forward does not move the training peak.
-    size_t peak = m.ledger.total_peak;
+    size_t peak = expected_peak(sh, &pol, L, emb_mask, head);
+    CHECK(m.ledger.total_peak == peak, "%s: peak %zu expected %zu", what, m.ledger.total_peak, peak);
+    CHECK(act_peak_bytes(&m.shape, &pol) == peak, "%s: analytic peak %zu expected %zu", what,
+          act_peak_bytes(&m.shape, &pol), peak);
+    CHECK(m.ledger.total_cur == 0 && m.arena.n_entries == 0, "%s: %zu bytes still held after backward", what,
+          m.ledger.total_cur);
+    // An evaluation forward keeps nothing and does not move the training peak.
     StepCtx eval = {5, 1, 0, 0};
-    gpt_forward(&m, tok, tgt, s, b, eval, 0.0f);
-    gpt_release(&m);
-    CHECK(m.ledger.total_peak == peak, "evaluation changed the training peak");
+    gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, eval, 0.0f);
+    CHECK(m.arena.n_entries == 0 && m.ledger.total_peak == peak, "%s: evaluation used the arena", what);
     free(tok);
     free(tgt);
     gpt_free(&m);
+    policy_free(&pol);
+    return check_failed != fails;
 }
 
 int main(void) {
-    check_shape(2, 64, 4, 64, 8, 256, 0.1f);    // the tiny training config
-    check_shape(2, 64, 4, 64, 8, 256, 0.0f);    // no dropout: no masks, no dropped copy
-    check_shape(3, 32, 8, 128, 2, 300, 0.2f);   // 5as/h = 160: the s² terms dominate
+    // The tiny training config, and one where 5as/h = 160 dominates the bill.
+    const long shapes[2][5] = {{64, 8, 64, 4, 256}, {128, 2, 32, 8, 300}};
+    const int L = 4;
+    struct { const char *rc, *method; int num; const char *list; } policies[] = {
+        {"none", NULL, 0, NULL}, {"selective", NULL, 0, NULL}, {"full", "uniform", 1, NULL},
+        {"full", "uniform", 2, NULL}, {"full", "block", 2, NULL}, {NULL, NULL, 0, "0:full,1-2:selective,3:none"}};
+    int cases = 0, bad = 0;
+    for (int si = 0; si < 2; si++)
+        for (int pi = 0; pi < 6; pi++)
+            for (int e = 2; e <= 4; e += 2)
+                for (int mm = 0; mm < 3; mm++)
+                    for (int d = 0; d < 2; d++) {
+                        if (!d && mm) continue;   // masks only exist with dropout
+                        Shape sh = {shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], shapes[si][4], d, e,
+                                    (MaskMode)mm};
+                        bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num,
+                                          policies[pi].list);
+                        cases++;
+                    }
+    printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout), %d with "
+           "a mismatch\n", cases, bad);
     return check_summary();
 }

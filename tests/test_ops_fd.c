@@ -291,7 +291,7 @@ typedef struct {
 static double gelu_objective(void *p) {
     GeluCtx *c = p;
     memcpy(c->xs, c->x, (size_t)c->n * c->cols * sizeof(float));
-    bias_gelu_forward(c->y, c->xs, c->bias, c->n, c->cols);
+    bias_gelu_forward(c->y, c->xs, c->bias, c->n, c->cols, 0);
     return dot_rows(c->y, c->r, c->n, c->cols, c->cols);
 }
 
@@ -304,7 +304,7 @@ static void test_gelu(int n, int cols) {
     GeluCtx ctx = {x, bias, r, alloc_floats(count), alloc_floats(count), n, cols};
 
     float *gelu_in = alloc_copy(x, count), *y = alloc_floats(count);
-    bias_gelu_forward(y, gelu_in, bias, n, cols);
+    bias_gelu_forward(y, gelu_in, bias, n, cols, 0);
     int in_ok = 1;
     for (size_t e = 0; e < count; e++) in_ok &= gelu_in[e] == x[e] + bias[e % cols];
     CHECK(in_ok, "%s: x is not x + bias after bias_gelu_forward", op);
@@ -409,7 +409,7 @@ typedef struct {
 static double attention_objective(void *p) {
     AttnCtx *c = p;
     attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->h, c->site,
-                      c->sample0);
+                      c->sample0, 0);
     return dot_rows(c->ctx, c->r, c->s * c->b, c->h, c->h);
 }
 
@@ -425,7 +425,7 @@ static void test_attention(int s, int b, int a, int h, float p) {
     // Saved activations for the analytic backward (the objective uses its own buffers).
     float *ctx_out = alloc_floats(nx), *prob = alloc_floats(np), *drop = p > 0 ? alloc_floats(np) : NULL;
     uint8_t *keep = p > 0 ? malloc(np) : NULL;
-    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, h, site, sample0);
+    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, h, site, sample0, 0);
     if (keep) {
         size_t dropped = 0; // among causal entries only
         for (int bj = 0; bj < b * a; bj++)

@@ -14,11 +14,13 @@ void ledger_init(Ledger *lg, int layers) {
     size_t n = (size_t)(layers + 1) * ACT_COUNT * sizeof(size_t);
     lg->cur = xcalloc(n);
     lg->at_peak = xcalloc(n);
+    lg->at_fwd_end = xcalloc(n);
 }
 
 void ledger_free(Ledger *lg) {
     free(lg->cur);
     free(lg->at_peak);
+    free(lg->at_fwd_end);
     memset(lg, 0, sizeof *lg);
 }
 
@@ -49,5 +51,19 @@ size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer) { return lg-
 size_t ledger_layer_peak(const Ledger *lg, int layer, int core_only) {
     size_t sum = 0;
     for (int n = 0; n < (core_only ? ACT_N_CORE : ACT_COUNT); n++) sum += lg->at_peak[cell(lg, (ActName)n, layer)];
+    return sum;
+}
+
+void ledger_snapshot_forward_end(Ledger *lg) {
+    if (lg->paused) return;
+    lg->total_fwd_end = lg->total_cur;
+    memcpy(lg->at_fwd_end, lg->cur, (size_t)(lg->layers + 1) * ACT_COUNT * sizeof(size_t));
+}
+
+size_t ledger_stored_bytes(const Ledger *lg, ActName name, int layer) { return lg->at_fwd_end[cell(lg, name, layer)]; }
+
+size_t ledger_layer_stored(const Ledger *lg, int layer, int core_only) {
+    size_t sum = 0;
+    for (int n = 0; n < (core_only ? ACT_N_CORE : ACT_COUNT); n++) sum += lg->at_fwd_end[cell(lg, (ActName)n, layer)];
     return sum;
 }

@@ -9,7 +9,8 @@ typedef struct {
     int layers;            // cell row `layers` holds model-level tensors (layer = -1)
     size_t *cur;           // [(layers+1) · ACT_COUNT] bytes held now
     size_t *at_peak;       // the same cells at the moment the total peaked
-    size_t total_cur, total_peak;
+    size_t *at_fwd_end;    // the same cells at the end of the last training forward (what each layer keeps)
+    size_t total_cur, total_peak, total_fwd_end;
     int paused;            // evaluation/generation forwards are not training state: not counted
 } Ledger;
 
@@ -18,6 +19,11 @@ void ledger_free(Ledger *lg);
 void ledger_add(Ledger *lg, ActName name, int layer, size_t bytes);
 void ledger_sub(Ledger *lg, ActName name, int layer, size_t bytes);
 void ledger_reset_peak(Ledger *lg);
+void ledger_snapshot_forward_end(Ledger *lg);
+// Bytes of one cell at the end of the last training forward; layer -1 for model-level tensors.
+size_t ledger_stored_bytes(const Ledger *lg, ActName name, int layer);
+// Σ over names of one layer at the end of the forward (core names only when core_only).
+size_t ledger_layer_stored(const Ledger *lg, int layer, int core_only);
 // Bytes of one cell at peak; layer -1 for model-level tensors.
 size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer);
 // Σ over names of one layer at peak (core names only when core_only).

@@ -5,8 +5,9 @@
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
 
-// Prints the table; returns the number of cells where measured != predicted.
-int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh);
+// Prints what each name keeps (summed over layers, and layer 0 alone) at the end of the forward,
+// and the step's peak; returns the number of cells where measured != predicted.
+int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const MemoryPolicy *p);
 // "12.3 MiB"
 const char *format_bytes(double bytes, char *buf, size_t len);
 #endif

@@ -1,48 +1,116 @@
 #include "memory/memory_model.h"
 
+// Per rank: TP splits heads and the 4h dimension; SP additionally splits the sequence of the
+// tensors TP leaves replicated (LN inputs, column-parallel inputs, residual dropout masks).
 size_t act_elements(const ActShape *sh, ActName name) {
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, sp_div = sh->sp ? t : 1;
     size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
+    size_t rows = (size_t)(sh->s * sh->b);
     switch (name) {
-    case ACT_LN1_IN: case ACT_QKV_IN: case ACT_Q: case ACT_K: case ACT_V: case ACT_PROJ_IN:
-    case ACT_LN2_IN: case ACT_FC1_IN: case ACT_LNF_IN: case ACT_LM_IN:
-        return sbh;
+    case ACT_LN1_IN: case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: case ACT_LNF_IN: case ACT_LM_IN:
+        return sbh / sp_div;
+    case ACT_Q: case ACT_K: case ACT_V: case ACT_PROJ_IN:
+        return sbh / t;
     case ACT_GELU_IN: case ACT_FC2_IN:
-        return 4 * sbh;
+        return 4 * sbh / t;
     case ACT_ATTN_PROB:
-        return as2b;
+        return as2b / t;
     case ACT_ATTN_MASK: case ACT_ATTN_DROP:
-        return sh->dropout ? as2b : 0;     // without dropout attn_drop is attn_prob itself
+        return sh->dropout ? as2b / t : 0;   // without dropout attn_drop is attn_prob itself
     case ACT_DROP1_MASK: case ACT_DROP2_MASK: case ACT_EMB_MASK:
-        return sh->dropout ? sbh : 0;
+        return sh->dropout ? sbh / sp_div : 0;
     case ACT_LN1_STATS: case ACT_LN2_STATS: case ACT_LNF_STATS:
-        return 2 * (size_t)(sh->s * sh->b);  // mean and 1/std per row
+        return 2 * rows / sp_div;            // mean and 1/std per row
     case ACT_LOGITS:
-        return (size_t)(sh->s * sh->b * sh->v);
+        return rows * (size_t)sh->v / t;     // vocabulary-parallel
     default:
         return 0;
     }
 }
 
-size_t act_bytes(const ActShape *sh, ActName name) {
-    size_t per = act_is_mask(name) ? (size_t)sh->mask_bytes : act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes;
-    return act_elements(sh, name) * per;
+size_t act_tensor_bytes(const ActShape *sh, ActName name) {
+    size_t n = act_elements(sh, name);
+    if (act_is_mask(name))
+        return sh->masks == MASKS_BYTES ? n : sh->masks == MASKS_BITS ? (n + 7) / 8 : 0;
+    return n * (act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes);
 }
 
-size_t act_layer_core_bytes(const ActShape *sh) {
+int act_kept(LayerRecompute kind, int group_start, ActName name) {
+    switch (kind) {
+    case RECOMPUTE_NONE:
+        return 1;
+    case RECOMPUTE_SELECTIVE:   // the attention core is recomputed from q, k, v
+        return name != ACT_ATTN_PROB && name != ACT_ATTN_MASK && name != ACT_ATTN_DROP;
+    case RECOMPUTE_FULL:        // only a group's input, the checkpoint
+        return group_start && name == ACT_LN1_IN;
+    }
+    return 1;
+}
+
+size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
+    LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
+    int start = p ? p->group_start[l] == l : 1;
+    return act_kept(kind, start, name) ? act_tensor_bytes(sh, name) : 0;
+}
+
+size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
     size_t sum = 0;
-    for (int n = 0; n < ACT_N_CORE; n++) sum += act_bytes(sh, (ActName)n);
+    for (int n = 0; n < ACT_N_CORE; n++) sum += act_layer_name_bytes(sh, p, l, (ActName)n);
     return sum;
 }
 
-size_t act_layer_bytes(const ActShape *sh) {
-    return act_layer_core_bytes(sh) + act_bytes(sh, ACT_LN1_STATS) + act_bytes(sh, ACT_LN2_STATS);
+size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    return act_layer_core_bytes(sh, p, l) + act_layer_name_bytes(sh, p, l, ACT_LN1_STATS) +
+           act_layer_name_bytes(sh, p, l, ACT_LN2_STATS);
 }
 
 size_t act_model_extra_bytes(const ActShape *sh) {
-    return act_bytes(sh, ACT_EMB_MASK) + act_bytes(sh, ACT_LNF_IN) + act_bytes(sh, ACT_LNF_STATS) +
-           act_bytes(sh, ACT_LM_IN) + act_bytes(sh, ACT_LOGITS);
+    return act_tensor_bytes(sh, ACT_EMB_MASK) + act_tensor_bytes(sh, ACT_LNF_IN) +
+           act_tensor_bytes(sh, ACT_LNF_STATS) + act_tensor_bytes(sh, ACT_LM_IN) + act_tensor_bytes(sh, ACT_LOGITS);
 }
 
-size_t act_total_bytes(const ActShape *sh) {
-    return (size_t)sh->L * act_layer_bytes(sh) + act_model_extra_bytes(sh);
+size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    size_t sum = act_model_extra_bytes(sh);
+    for (int l = 0; l < sh->L; l++) sum += act_layer_bytes(sh, p, l);
+    return sum;
+}
+
+// A layer's full bill, as a none-policy layer (what a recomputed layer holds during its backward).
+static size_t layer_full_bytes(const ActShape *sh) {
+    size_t sum = 0;
+    for (int n = 0; n < ACT_LN2_STATS + 1; n++) sum += act_tensor_bytes(sh, (ActName)n);
+    return sum;
+}
+
+size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    size_t peak = act_forward_end_bytes(sh, p);
+    // Backward releases the head first, then each layer after its backward. Before layer l's
+    // backward the embedding mask and layers 0..l are held, plus what l's policy recomputes.
+    size_t below = act_tensor_bytes(sh, ACT_EMB_MASK);
+    for (int l = 0; l < sh->L; l++) {
+        LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
+        size_t held = below + act_layer_bytes(sh, p, l);
+        if (kind == RECOMPUTE_SELECTIVE) {
+            held += act_tensor_bytes(sh, ACT_ATTN_PROB) + act_tensor_bytes(sh, ACT_ATTN_MASK) +
+                    act_tensor_bytes(sh, ACT_ATTN_DROP);
+        } else if (kind == RECOMPUTE_FULL) {
+            // At the last layer of a group the whole group is recomputed, on top of its checkpoint.
+            int g0 = p->group_start[l];
+            int last = l + 1 == sh->L || p->kind[l + 1] != RECOMPUTE_FULL || p->group_start[l + 1] != g0;
+            if (last) {
+                size_t group = (size_t)(l - g0 + 1) * layer_full_bytes(sh) - act_tensor_bytes(sh, ACT_LN1_IN);
+                held += group;   // `below` already holds the checkpoint (or `held` does, when l == g0)
+            }
+        }
+        if (held > peak) peak = held;
+        below += act_layer_bytes(sh, p, l);
+    }
+    return peak;
+}
+
+int act_max_entries(const MemoryPolicy *p) {
+    // ≤ 17 entries per layer (names + LN statistics), the model-level tensors, and the recomputed
+    // attention core of one layer.
+    int L = p ? p->layers : 0;
+    return 17 * L + 8 + 3;
 }

@@ -1,26 +1,40 @@
-// The analytic activation model (the paper's §4, generalised; DESIGN.md §2): bytes each saved
-// tensor takes, per layer and for the model-level extras. The ledger must measure exactly this.
+// The analytic activation model (the paper's §4, generalised; DESIGN.md §2): the bytes each saved
+// tensor takes, which tensors each recompute policy keeps, the bill per layer, and the peak of a
+// training step including what backward recomputes. The ledger must measure exactly this.
 #ifndef CTRON_MEMORY_MODEL_H
 #define CTRON_MEMORY_MODEL_H
 #include <stddef.h>
 #include "memory/act_names.h"
+#include "model/policy.h"
 
 typedef struct {
     long s, b, h, a, L, v;
     int elem_bytes;    // e: bytes per stored activation element (4 fp32, 2 bf16)
-    int mask_bytes;    // k: bytes per dropout-mask element
+    MaskMode masks;    // bytes: 1 byte per element; bits: 1 bit (⌈n/8⌉ bytes per tensor); regen: none
     int dropout;       // 0 when p = 0: no masks and no dropped copy are kept
+    int t;             // tensor-parallel size (1: none); per-rank shards follow DESIGN.md §2
+    int sp;            // sequence parallelism on
 } ActShape;
 
-// Elements of one saved tensor (0 when the configuration keeps none).
+// Elements of one tensor on one rank (0 when the configuration never has it).
 size_t act_elements(const ActShape *sh, ActName name);
-size_t act_bytes(const ActShape *sh, ActName name);
-// Σ of the paper's per-layer names (no LN statistics).
-size_t act_layer_core_bytes(const ActShape *sh);
-// Per layer, LN statistics included.
-size_t act_layer_bytes(const ActShape *sh);
+// Bytes one tensor takes when it is kept.
+size_t act_tensor_bytes(const ActShape *sh, ActName name);
+// Does a layer under this policy keep `name` through the forward? (group_start: the layer's input
+// is a full-recompute checkpoint)
+int act_kept(LayerRecompute kind, int group_start, ActName name);
+
+// Bytes layer l keeps from its forward to its backward: one name, the paper's names (core), or
+// everything including LN statistics.
+size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
+size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 // Model-level extras: embedding mask, final LN input and statistics, output-layer input, logits.
 size_t act_model_extra_bytes(const ActShape *sh);
-// Everything held at the end of a training forward.
-size_t act_total_bytes(const ActShape *sh);
+// Held at the end of a training forward.
+size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p);
+// The step's peak: the forward's end or a backward point holding recomputed tensors.
+size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p);
+// Largest number of arena entries alive at once (sizes the arena's bookkeeping).
+int act_max_entries(const MemoryPolicy *p);
 #endif

@@ -35,43 +35,12 @@ typedef struct {
     int decay;                    // AdamW weight decay applies (weight matrices and wte)
 } ParamInfo;
 
-// Pointers to the tensors one block saved for its backward (NULL when the configuration keeps none).
+// What one block (or, for layer -1, the model around the blocks) holds for backward: the arena
+// copy of each named tensor (fp32, bf16 or mask storage); NULL when the policy does not keep it.
 typedef struct {
-    float *ln1_in, *ln1_stats, *qkv_in, *q, *k, *v, *attn_prob, *attn_drop, *proj_in;
-    float *ln2_in, *ln2_stats, *fc1_in, *gelu_in, *fc2_in;
-    uint8_t *attn_mask, *drop1_mask, *drop2_mask;
+    void *saved[ACT_COUNT];
     int mark;                     // arena entry where this block's tensors begin
 } BlockActs;
-
-typedef struct {
-    uint8_t *emb_mask;
-    float *lnf_in, *lnf_stats, *lm_in, *logits;
-    int mark_head;                // arena entry of lnf_in
-} ModelActs;
-
-typedef struct {
-    GPTConfig cfg;
-    size_t n_params;
-    float *params, *grads;
-    GPTTensors w, g;
-    ParamInfo *info;
-    int n_info;
-
-    ActShape shape;               // the saved-activation shape of a training micro-batch
-    Ledger ledger;
-    Arena arena;
-    BlockActs *blocks;
-    ModelActs head;
-    int s_cur, b_cur;             // shape of the batch whose activations are held now
-
-    // Workspace: temporaries of one op, never held across layers (not activations).
-    float *ws_out;                // [s,b,h] projection / FC2 output
-    float *d_res, *d_tmp, *d_q, *d_k, *d_v;  // [s,b,h] gradients
-    float *d_4h;                  // [s,b,4h]
-    float *attn_scratch;          // [threads, s, s]
-    float *row_loss;              // [s,b]
-    size_t workspace_bytes;
-} GPT;
 
 // Where the random numbers of a micro-batch come from (DESIGN.md §3).
 typedef struct {
@@ -81,6 +50,35 @@ typedef struct {
     int train;                    // dropout on, activations kept for backward
 } StepCtx;
 
+typedef struct {
+    GPTConfig cfg;
+    MemoryPolicy policy;          // recompute plan, mask storage, stored precision
+    size_t n_params;
+    float *params, *grads;
+    GPTTensors w, g;
+    ParamInfo *info;
+    int n_info;
+
+    ActShape shape;               // the saved-activation shape of a training micro-batch
+    Ledger ledger;
+    Arena arena;
+    BlockActs *blocks;            // [layers]
+    BlockActs model_acts;         // emb_mask, lnf_in, lnf_stats, lm_in, logits
+    int mark_head;                // arena entry of lnf_in
+    float *logits;                // [s,b,v] of the last forward (arena or workspace); gradient after training
+    StepCtx ctx;                  // the micro-batch whose activations are held now
+    int s_cur, b_cur;
+
+    // Workspace: temporaries of one op, never held across layers (not activations).
+    float *ws_out;                // [s,b,h] projection / FC2 output
+    float *d_res, *d_tmp, *d_q, *d_k, *d_v;  // [s,b,h] gradients
+    float *d_4h;                  // [s,b,4h]
+    float *attn_scratch;          // [threads, s, s]
+    float *row_loss;              // [s,b]
+    void *work[ACT_COUNT + 1];    // fp32 working copy per name (+1: second ln1_in), allocated on first use
+    size_t workspace_bytes;
+} GPT;
+
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.
 // policy NULL: no recompute, fp32 activations, byte masks. The policy is copied.
 void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy);
@@ -89,12 +87,12 @@ void gpt_free(GPT *m);
 void gpt_init_weights(GPT *m, uint64_t seed);
 // tokens, targets [s,b]. Training: returns Σ loss over the s·b rows and leaves grad_scale·dloss/dlogits
 // in place of the logits, ready for gpt_backward. Evaluation (train = 0): returns Σ loss (targets may be
-// NULL; then returns 0) and leaves the logits readable via m->head.logits.
+// NULL; then returns 0) and leaves the logits readable via m->logits; nothing goes to the arena.
 double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
                    float grad_scale);
 // Accumulates parameter gradients into m->grads and releases every saved activation.
 void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx);
-// Releases the activations of an evaluation forward.
+// Releases whatever a forward left in the arena (a training forward that is not followed by backward).
 void gpt_release(GPT *m);
 void gpt_zero_grad(GPT *m);
 size_t gpt_num_params(const GPTConfig *cfg);

@@ -1,4 +1,5 @@
 #include "ops/attention.h"
+#include "ops/bf16.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -19,7 +20,8 @@ static void causal_softmax_rows(float *p, int s) {
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0) {
+                       const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0,
+                       int round_bf16) {
     int d = h / a, ld = b * h;
     float scale = 1.0f / sqrtf((float)d);
     size_t ss = (size_t)s * s;
@@ -32,16 +34,27 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
         float *P = prob + (size_t)bj * ss;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, scale, q + off, ld, k + off, ld, 0.0f, P, s);
         causal_softmax_rows(P, s);
+        if (round_bf16)
+            for (size_t e = 0; e < ss; e++) P[e] = bf16_to_f32(bf16_from_f32(P[e]));
         const float *D = P;
         if (keep) {
             uint8_t *K = keep + (size_t)bj * ss;
             float *Dw = drop + (size_t)bj * ss;
             dropout_mask_run(K, site, sample0 + (uint32_t)bi, (uint64_t)j * ss, ss);
             for (size_t e = 0; e < ss; e++) Dw[e] = K[e] ? P[e] * keep_scale : 0.0f;
+            if (round_bf16)
+                for (size_t e = 0; e < ss; e++) Dw[e] = bf16_to_f32(bf16_from_f32(Dw[e]));
             D = Dw;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, D, s, v + off, ld, 0.0f, ctx + off, ld);
+        if (ctx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, D, s, v + off, ld, 0.0f, ctx + off, ld);
     }
+}
+
+void attention_mask(uint8_t *keep, int s, int b, int a, DropoutSite site, uint32_t sample0) {
+    size_t ss = (size_t)s * s;
+#pragma omp parallel for schedule(static)
+    for (int bj = 0; bj < b * a; bj++)
+        dropout_mask_run(keep + (size_t)bj * ss, site, sample0 + (uint32_t)(bj / a), (uint64_t)(bj % a) * ss, ss);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,

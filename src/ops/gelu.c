@@ -1,4 +1,5 @@
 #include "ops/gelu.h"
+#include "ops/bf16.h"
 #include <math.h>
 
 #define GELU_K 0.7978845608028654f  // sqrt(2/pi)
@@ -8,14 +9,22 @@ float gelu_scalar(float x) {
     return 0.5f * x * (1.0f + tanhf(GELU_K * (x + GELU_C * x * x * x)));
 }
 
-void bias_gelu_forward(float *y, float *x, const float *bias, int n, int cols) {
+void bias_gelu_forward(float *y, float *x, const float *bias, int n, int cols, int round_bf16) {
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
         float *xr = x + (size_t)r * cols, *yr = y + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) {
-            float v = xr[c] + bias[c];
-            xr[c] = v;
-            yr[c] = gelu_scalar(v);
+        if (round_bf16) {
+            for (int c = 0; c < cols; c++) {
+                float v = bf16_to_f32(bf16_from_f32(xr[c] + bias[c]));
+                xr[c] = v;
+                yr[c] = bf16_to_f32(bf16_from_f32(gelu_scalar(v)));
+            }
+        } else {
+            for (int c = 0; c < cols; c++) {
+                float v = xr[c] + bias[c];
+                xr[c] = v;
+                yr[c] = gelu_scalar(v);
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 #include <stddef.h>
 
 // x[n,cols] += bias[cols] in place (x becomes gelu_in), y[n,cols] = gelu(x): one sweep.
-void bias_gelu_forward(float *y, float *x, const float *bias, int n, int cols);
+// round_bf16: x and y are rounded to bf16 before use, as when they are stored in bf16.
+void bias_gelu_forward(float *y, float *x, const float *bias, int n, int cols, int round_bf16);
 // dx[i] = dy[i] · gelu'(x[i]); dx may alias dy.
 void gelu_backward(float *dx, const float *dy, const float *x, size_t count);
 float gelu_scalar(float x);

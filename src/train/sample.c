@@ -15,7 +15,7 @@ void sample_bytes(GPT *m, const int32_t *prompt, int n_prompt, int n_new, float 
     for (int t = 0; t < n_new; t++) {
         int start = len > s_max ? len - s_max : 0, s = len - start;
         gpt_forward(m, ctx + start, NULL, s, 1, sc, 0.0f);   // [s,1] is the same layout as [s]
-        const float *z = m->head.logits + (size_t)(s - 1) * v;
+        const float *z = m->logits + (size_t)(s - 1) * v;
         double mx = z[0], sum = 0.0;
         for (int c = 1; c < v; c++) mx = z[c] > mx ? z[c] : mx;
         for (int c = 0; c < v; c++) { prob[c] = exp((z[c] - mx) / temperature); sum += prob[c]; }

@@ -147,7 +147,7 @@ int train_run(const TrainOptions *o) {
 
         if (step == 1 && o->show_ledger) {
             if (tty) printf("\n");
-            ledger_print_report(stdout, &m.ledger, &m.shape);
+            ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
         }
         int print = step == 1 || step == o->steps || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);
         if (print || tty) {

@@ -1,0 +1,115 @@
+#include "model/saved.h"
+#include <string.h>
+#include "ops/attention.h"
+#include "ops/bf16.h"
+#include "ops/dropout.h"
+#include "util/common.h"
+
+static int stored_bf16(const GPT *m, ActName name) {
+    return m->policy.act_dtype == ACT_BF16 && !act_is_fp32_always(name) && !act_is_mask(name);
+}
+
+void *work_slot(GPT *m, ActName name, int layer) {
+    int slot = (name == ACT_LN1_IN && (layer & 1)) ? ACT_COUNT : (int)name;
+    if (!m->work[slot]) {
+        // Sized for a whole training micro-batch: fp32 for tensors, one byte per mask element.
+        ActShape full = m->shape;
+        full.t = 1;
+        full.sp = 0;
+        full.dropout = 1;
+        size_t bytes = act_elements(&full, name) * (act_is_mask(name) ? 1 : sizeof(float));
+        m->work[slot] = xmalloc(bytes);
+        m->workspace_bytes += bytes;
+    }
+    return m->work[slot];
+}
+
+void work_free(GPT *m) {
+    for (int i = 0; i <= ACT_COUNT; i++) { free(m->work[i]); m->work[i] = NULL; }
+}
+
+float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep) {
+    if (keep && !stored_bf16(m, name)) {
+        float *p = arena_push(&m->arena, name, layer, n * sizeof(float));
+        A->saved[name] = p;
+        return p;
+    }
+    return work_slot(m, name, layer);
+}
+
+void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded) {
+    if (!stored_bf16(m, name)) return;
+    if (keep) {
+        uint16_t *p = arena_push(&m->arena, name, layer, n * sizeof(uint16_t));
+        bf16_pack(p, buf, n);                 // exact when already rounded
+        A->saved[name] = p;
+        if (!rounded) bf16_unpack(buf, p, n);  // the forward goes on with the stored value
+    } else if (!rounded) {
+        bf16_round(buf, n);
+    }
+}
+
+static _Noreturn void not_kept(const GPT *m, ActName name, int layer) {
+    char plan[256];
+    policy_describe(&m->policy, plan, sizeof plan);
+    ctron_fatal("backward of layer %d needs %s, which the policy (%s, masks %s) did not keep", layer,
+                act_name_str(name), plan, mask_mode_name(m->policy.masks));
+}
+
+const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
+    void *p = A->saved[name];
+    if (!p) not_kept(m, name, layer);
+    if (!stored_bf16(m, name)) return p;
+    float *buf = work_slot(m, name, layer);
+    bf16_unpack(buf, p, n);
+    return buf;
+}
+
+uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep) {
+    if (keep && m->policy.masks == MASKS_BYTES) {
+        uint8_t *p = arena_push(&m->arena, name, layer, n);
+        A->saved[name] = p;
+        return p;
+    }
+    return work_slot(m, name, layer);
+}
+
+void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf, size_t n, int keep) {
+    if (!keep || m->policy.masks != MASKS_BITS) return;
+    uint8_t *p = arena_push(&m->arena, name, layer, mask_bits_bytes(n));
+    mask_pack_bits(p, buf, n);
+    A->saved[name] = p;
+}
+
+// The mask the forward drew, drawn again: dropout is a pure function of its Philox key.
+static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
+    const GPTConfig *c = &m->cfg;
+    DropoutSite site = {philox_key_from_seed(m->ctx.seed), m->ctx.step, (uint32_t)(layer < 0 ? 0 : layer), 0,
+                        c->dropout};
+    switch (name) {
+    case ACT_EMB_MASK: site.site = SITE_EMB; break;
+    case ACT_DROP1_MASK: site.site = SITE_DROP1; break;
+    case ACT_DROP2_MASK: site.site = SITE_DROP2; break;
+    case ACT_ATTN_MASK:
+        site.site = SITE_ATTN;
+        attention_mask(keep, m->s_cur, m->b_cur, c->heads, site, m->ctx.sample0);
+        return;
+    default:
+        ctron_fatal("regenerate: %s is not a dropout mask", act_name_str(name));
+    }
+    dropout_mask_sbw(keep, site, m->s_cur, m->b_cur, c->hidden, m->ctx.sample0);
+}
+
+const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
+    if (m->policy.masks == MASKS_REGEN) {
+        uint8_t *buf = work_slot(m, name, layer);
+        regenerate(m, name, layer, buf);
+        return buf;
+    }
+    void *p = A->saved[name];
+    if (!p) not_kept(m, name, layer);
+    if (m->policy.masks == MASKS_BYTES) return p;
+    uint8_t *buf = work_slot(m, name, layer);
+    mask_unpack_bits(buf, p, n);
+    return buf;
+}

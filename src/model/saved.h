@@ -1,0 +1,25 @@
+// How the model keeps a tensor for backward: the forward writes fp32 into the buffer saved_out
+// gives (the arena itself when the tensor is kept in fp32, else a workspace slot); saved_done
+// rounds it to bf16 when activations are stored in bf16 — the forward goes on with the rounded
+// value, so recomputation sees exactly what storage would have kept — and packs it into the
+// arena. The backward gets fp32 back from saved_in, which refuses a tensor the policy did not keep.
+// Masks alike: kept as bytes, packed to bits, or regenerated from the Philox key.
+#ifndef CTRON_SAVED_H
+#define CTRON_SAVED_H
+#include <stddef.h>
+#include <stdint.h>
+#include "model/gpt.h"
+
+float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep);
+// rounded: the op already rounded the values to bf16 (attention, GeLU do it inside their sweep).
+void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded);
+const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
+
+uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep);
+void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf, size_t n, int keep);
+const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
+
+// A workspace slot for tensor `name` (layer parity picks one of two for ln1_in).
+void *work_slot(GPT *m, ActName name, int layer);
+void work_free(GPT *m);
+#endif

@@ -1,0 +1,26 @@
+// bf16 storage of fp32 activations: round-to-nearest-even, packing and unpacking.
+#ifndef CTRON_BF16_H
+#define CTRON_BF16_H
+#include <stddef.h>
+#include <stdint.h>
+
+static inline uint16_t bf16_from_f32(float x) {
+    union { float f; uint32_t u; } v = {x};
+    if ((v.u & 0x7F800000u) == 0x7F800000u && (v.u & 0x007FFFFFu)) return (uint16_t)((v.u >> 16) | 0x40u);  // quiet NaN
+    v.u += 0x7FFFu + ((v.u >> 16) & 1u);
+    return (uint16_t)(v.u >> 16);
+}
+static inline float bf16_to_f32(uint16_t b) {
+    union { uint32_t u; float f; } v = {(uint32_t)b << 16};
+    return v.f;
+}
+// x[i] = bf16(x[i]) as fp32: the value the forward goes on with when the tensor is stored in bf16.
+void bf16_round(float *x, size_t n);
+void bf16_pack(uint16_t *dst, const float *src, size_t n);
+void bf16_unpack(float *dst, const uint16_t *src, size_t n);
+
+// Dropout masks as bits: bit i of byte i/8 = keep[i].
+void mask_pack_bits(uint8_t *bits, const uint8_t *keep, size_t n);
+void mask_unpack_bits(uint8_t *keep, const uint8_t *bits, size_t n);
+static inline size_t mask_bits_bytes(size_t n) { return (n + 7) / 8; }
+#endif
