@@ -1,0 +1,12 @@
+// Work accounting (the paper's Appendix A, DESIGN.md §5).
+#ifndef CTRON_FLOPS_H
+#define CTRON_FLOPS_H
+#include "model/policy.h"
+
+// Model FLOPs of one step, Eq. 7: 72·B·L·s·h²·(1 + s/(6h) + v/(12hL)), B = sequences per step.
+double flops_model(double B, double L, double s, double h, double v);
+// Hardware FLOPs: what the policy recomputes on top. A selective layer counts Eq. 8 as printed,
+// 72·B·s·h²·(1 + s/(3h)); a full-recompute layer one more forward, its Eq. 7 part × 4/3; the output
+// layer is never recomputed. policy NULL: no recomputation (= model FLOPs).
+double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers);
+#endif
