@@ -33,6 +33,15 @@ expect "--steps: missing value" train --data "$data" --steps
 expect "unexpected argument 'extra'" train --data "$data" extra
 expect "--min-lr 0.1 is above --lr" train --lr 0.01 --min-lr 0.1 --data "$data"
 expect "unknown command 'trian'" trian
+expect "--recompute: unknown policy 'partial'" train --recompute partial --data "$data"
+expect "--recompute-method: unknown method 'random'" train --recompute full --recompute-method random --data "$data"
+expect "--recompute-num-layers 3 must be between 1 and the layer count 2" train --layers 2 --recompute full --recompute-num-layers 3 --data "$data"
+expect "--recompute-layers: layer 3 is not covered" train --layers 4 --recompute-layers 0-2:full --data "$data"
+expect "--recompute-layers: layer 1 is listed twice" train --layers 4 --recompute-layers 0-1:full,1-3:none --data "$data"
+expect "--recompute-layers: range 2-7 is outside layers 0-3" train --layers 4 --recompute-layers 0-1:full,2-7:none --data "$data"
+expect "--recompute-layers: cannot parse '0-1:most'" train --layers 4 --recompute-layers 0-1:most,2-3:none --data "$data"
+expect "--dropout-masks: unknown mode 'nibbles'" train --dropout-masks nibbles --data "$data"
+expect "--act-dtype: unknown type 'fp8'" train --act-dtype fp8 --data "$data"
 # --help is not an error
 if "$ctron" train --help | grep -q -- "--grad-accum"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: train --help"; fi
 echo "$pass passed, $fail failed"

@@ -32,6 +32,15 @@ void cli_train_usage(FILE *f) {
         "  --grad-accum N    micro-batches per step (default 1)\n"
         "  --seed N          seed for initialisation, dropout and data order (default 1337)\n"
         "\n"
+        "activation memory (docs/MEMORY.md)\n"
+        "  --recompute none|selective|full   what backward recomputes instead of keeping (default none)\n"
+        "  --recompute-method uniform|block  full: checkpoint every group of N layers / recompute only the first N\n"
+        "  --recompute-num-layers N          N for --recompute-method (default 1)\n"
+        "  --recompute-layers LIST           per-layer choice, e.g. 0-3:full,4-11:selective (every layer once)\n"
+        "  --dropout-masks bytes|bits|regen  keep masks as bytes, packed bits, or regenerate them (default bytes)\n"
+        "  --act-dtype fp32|bf16             precision of kept activations; compute is fp32 (default fp32)\n"
+        "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
+        "\n"
         "data, evaluation, output\n"
         "  --data FILE       text file, byte-level tokens (default data/kjv.txt)\n"
         "  --val-frac X      tail fraction of the file held out for validation (default 0.1)\n"
@@ -82,7 +91,8 @@ static int parse_float(const char *flag, const char *text, double lo, double hi,
 enum {
     OPT_LAYERS = 1000, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_DROPOUT, OPT_STEPS, OPT_LR,
     OPT_MIN_LR, OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_ACCUM, OPT_SEED, OPT_DATA, OPT_VAL_FRAC, OPT_EVAL_EVERY,
-    OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT
+    OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
+    OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o) {
@@ -99,7 +109,12 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES}, {"threads", required_argument, 0, OPT_THREADS},
         {"log", required_argument, 0, OPT_LOG}, {"print-every", required_argument, 0, OPT_PRINT_EVERY},
         {"ledger", no_argument, 0, OPT_LEDGER}, {"sample", required_argument, 0, OPT_SAMPLE},
-        {"prompt", required_argument, 0, OPT_PROMPT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"prompt", required_argument, 0, OPT_PROMPT},
+        {"recompute", required_argument, 0, OPT_RECOMPUTE}, {"recompute-method", required_argument, 0, OPT_RC_METHOD},
+        {"recompute-num-layers", required_argument, 0, OPT_RC_NUM},
+        {"recompute-layers", required_argument, 0, OPT_RC_LAYERS}, {"dropout-masks", required_argument, 0, OPT_MASKS},
+        {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"peak-gflops", required_argument, 0, OPT_PEAK},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     train_options_default(o);
     GPTConfig *c = &o->model;
     double x;
@@ -135,6 +150,19 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         case OPT_LEDGER: o->show_ledger = 1; break;
         case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
         case OPT_PROMPT: o->sample_prompt = optarg; break;
+        case OPT_RECOMPUTE: o->recompute = optarg; break;
+        case OPT_RC_METHOD: o->recompute_method = optarg; break;
+        case OPT_RC_NUM: rc = parse_int("--recompute-num-layers", optarg, 1, 65535, &o->recompute_num_layers); break;
+        case OPT_RC_LAYERS: o->recompute_layers = optarg; break;
+        case OPT_MASKS:
+            if (policy_parse_masks(optarg, &o->masks) != 0)
+                return usage_error("--dropout-masks: unknown mode '%s' (expected bytes, bits or regen)", optarg);
+            break;
+        case OPT_ACT_DTYPE:
+            if (policy_parse_dtype(optarg, &o->act_dtype) != 0)
+                return usage_error("--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
+            break;
+        case OPT_PEAK: rc = parse_float("--peak-gflops", optarg, 1e-3, 1e12, 0, &x); o->peak_gflops = x; break;
         case 'h': cli_train_usage(stdout); return -1;
         case ':': return usage_error("%s: missing value", flag);
         default: return usage_error("unknown option '%s'", flag);
@@ -152,6 +180,12 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         (long long)c->seq * c->batch * c->vocab > INT_MAX || (long long)c->seq * c->seq * c->heads > (1LL << 34))
         return usage_error("model too large for 32-bit BLAS indices: --seq %d --batch %d --hidden %d --vocab %d",
                            c->seq, c->batch, c->hidden, c->vocab);
+    {
+        char err[256];
+        MemoryPolicy pol;
+        if (train_build_policy(o, &pol, err, sizeof err) != 0) { policy_free(&pol); return usage_error("%s", err); }
+        policy_free(&pol);
+    }
     if (o->min_lr > o->lr) return usage_error("--min-lr %g is above --lr %g", (double)o->min_lr, (double)o->lr);
     if (o->warmup > o->steps) return usage_error("--warmup %d is longer than --steps %d", o->warmup, o->steps);
     if (o->val_frac <= 0.0) return usage_error("--val-frac must be > 0 (validation needs held-out data)");

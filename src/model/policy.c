@@ -146,8 +146,10 @@ void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
     for (int l = 0; l < p->layers && used < len;) {
         int r = l;
         while (r + 1 < p->layers && p->kind[r + 1] == p->kind[l]) r++;
-        int n = l == r ? snprintf(buf + used, len - used, "%s%d:%s", used ? "," : "", l, recompute_name(p->kind[l]))
-                       : snprintf(buf + used, len - used, "%s%d-%d:%s", used ? "," : "", l, r, recompute_name(p->kind[l]));
+        int all = l == 0 && r == p->layers - 1;   // one policy for every layer: just its name
+        int n = all ? snprintf(buf, len, "%s", recompute_name(p->kind[l]))
+                : l == r ? snprintf(buf + used, len - used, "%s%d:%s", used ? "," : "", l, recompute_name(p->kind[l]))
+                         : snprintf(buf + used, len - used, "%s%d-%d:%s", used ? "," : "", l, r, recompute_name(p->kind[l]));
         if (n < 0) break;
         used += (size_t)n;
         if (p->kind[l] == RECOMPUTE_FULL) {

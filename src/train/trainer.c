@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "data/dataset.h"
+#include "memory/flops.h"
 #include "memory/ledger_report.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
@@ -34,12 +35,22 @@ void train_options_default(TrainOptions *o) {
     o->val_frac = 0.1;
     o->seed = 1337;
     o->data_path = "data/kjv.txt";
+    o->recompute = "none";
+    o->recompute_method = "uniform";
+    o->recompute_num_layers = 1;
+    o->masks = MASKS_BYTES;
+    o->act_dtype = ACT_FP32;
+}
+
+int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
+    p->act_dtype = o->act_dtype;
+    p->masks = o->masks;
+    return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
+                        o->recompute_layers, err, errlen);
 }
 
 double train_flops_per_step(const GPTConfig *c, int grad_accum) {
-    double seqs = (double)c->batch * grad_accum, tokens = seqs * c->seq;
-    double n = (double)gpt_num_params(c);
-    return 6.0 * n * tokens + 12.0 * c->layers * (double)c->seq * c->seq * c->hidden * seqs;
+    return flops_model((double)c->batch * grad_accum, c->layers, c->seq, c->hidden, c->vocab);
 }
 
 static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets) {
@@ -97,8 +108,15 @@ int train_run(const TrainOptions *o) {
         return 1;
     }
 
+    MemoryPolicy policy;
+    if (train_build_policy(o, &policy, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron: error: %s\n", err);
+        dataset_free(&ds);
+        if (log) fclose(log);
+        return 1;
+    }
     GPT m;
-    gpt_init(&m, c, NULL);
+    gpt_init(&m, c, &policy);
     gpt_init_weights(&m, o->seed);
     AdamW opt;
     adamw_init(&opt, m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
@@ -108,12 +126,21 @@ int train_run(const TrainOptions *o) {
     size_t n_tok = (size_t)c->seq * c->batch;
     int32_t *tokens = xmalloc(n_tok * sizeof(int32_t)), *targets = xmalloc(n_tok * sizeof(int32_t));
     double flops = train_flops_per_step(c, o->grad_accum);
+    double hw_flops = flops_hardware((double)c->batch * o->grad_accum, c->seq, c->hidden, c->vocab, &policy, c->layers);
+    double peak = o->peak_gflops;
     int tty = isatty(fileno(stdout));
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
     printf("  %zu parameters (%s), data %s: %zu train / %zu val tokens, %d threads\n", m.n_params,
            format_bytes((double)m.n_params * 4, b1, sizeof b1), o->data_path, ds.n_train, dataset_n_val(&ds),
            omp_get_max_threads());
+    char plan[256];
+    policy_describe(&policy, plan, sizeof plan);
+    printf("  recompute %s, %s activations, %s dropout masks; activations predicted %s at peak",
+           plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
+           format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
+    if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
+    printf("\n");
     fflush(stdout);
 
     double t_start = now_seconds(), train_seconds = 0.0, last_val = NAN;
@@ -153,9 +180,15 @@ int train_run(const TrainOptions *o) {
         if (print || tty) {
             char eta[32], line[256];
             format_eta(train_seconds / step * (o->steps - step), eta, sizeof eta);
-            int k = snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f GFLOP/s | act %s | ETA %s",
+            int k = snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f GFLOP/s",
                              (int)snprintf(NULL, 0, "%d", o->steps), step, o->steps, loss, (double)lr, tps,
-                             flops / step_s * 1e-9, format_bytes((double)m.ledger.total_peak, b1, sizeof b1), eta);
+                             flops / step_s * 1e-9);
+            if (peak > 0 && k > 0 && (size_t)k < sizeof line)
+                k += snprintf(line + k, sizeof line - (size_t)k, " | MFU %.1f%% HFU %.1f%%",
+                              100.0 * flops / step_s * 1e-9 / peak, 100.0 * hw_flops / step_s * 1e-9 / peak);
+            if (k > 0 && (size_t)k < sizeof line)
+                k += snprintf(line + k, sizeof line - (size_t)k, " | act %s | ETA %s",
+                              format_bytes((double)m.ledger.total_peak, b1, sizeof b1), eta);
             if (!isnan(val) && k > 0 && (size_t)k < sizeof line)
                 snprintf(line + k, sizeof line - (size_t)k, " | val %.4f", val);
             if (tty) printf("\r%s\033[K%s", line, (!isnan(val) || step == o->steps) ? "\n" : "");
@@ -183,6 +216,7 @@ int train_run(const TrainOptions *o) {
     free(targets);
     adamw_free(&opt);
     gpt_free(&m);
+    policy_free(&policy);
     dataset_free(&ds);
     if (log) fclose(log);
     return 0;

@@ -3,6 +3,7 @@
 #define CTRON_TRAINER_H
 #include <stdint.h>
 #include "model/gpt.h"
+#include "model/policy.h"
 
 typedef struct {
     GPTConfig model;
@@ -12,12 +13,20 @@ typedef struct {
     uint64_t seed;
     const char *data_path, *log_path, *sample_prompt;
     int show_ledger;     // print measured vs predicted ledger after the first step
+    // What is kept for backward (see model/policy.h): Megatron's recompute options, mask storage,
+    // stored precision.
+    const char *recompute, *recompute_method, *recompute_layers;
+    int recompute_num_layers;
+    MaskMode masks;
+    ActDtype act_dtype;
+    double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);
+// The MemoryPolicy the options describe; -1 with a message naming the bad flag.
+int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
 // Runs the whole training; returns the process exit code (0, or 1 on a runtime failure).
 int train_run(const TrainOptions *o);
-// Model FLOPs of one optimizer step: 6·N·tokens + 12·L·s²·h per sequence (attention scores and ·V,
-// forward and backward).
+// Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
 #endif
