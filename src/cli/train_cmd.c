@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli/cli.h"
+#include "cli/train_ckpt_args.h"
 
 void cli_train_usage(FILE *f) {
     fprintf(f,
@@ -49,9 +50,17 @@ void cli_train_usage(FILE *f) {
         "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
         "  --log FILE        one JSON object per step (step, loss, val_loss, lr, ms, tokens_per_s, act_bytes, ...)\n"
         "  --print-every N   progress line every N steps when stdout is not a terminal (default 1)\n"
-        "  --ledger          print the activation ledger (measured vs predicted) after the first step\n"
+        "  --no-ledger       do not print the activation ledger (measured vs predicted) after the first step\n"
         "  --sample N        after training, print N sampled bytes\n"
         "  --prompt TEXT     prompt for --sample (default a newline)\n"
+        "\n"
+        "checkpoints (docs/CHECKPOINTS.md)\n"
+        "  --ckpt-dir DIR    save checkpoints to DIR/step_NNNNNNNN (atomically)\n"
+        "  --save-every N    save every N steps; always at the last step (default 0: only at the last)\n"
+        "  --keep K          keep the newest K checkpoints, 0 = all (default 3)\n"
+        "  --stop-after N    stop after step N of --steps (saving there); resume later with --resume\n"
+        "  --resume DIR      continue from the newest checkpoint in DIR (or from a step_ directory) up to\n"
+        "                    --steps; flags left out take the checkpoint's values, given ones must agree\n"
         "  -h, --help        this text\n");
 }
 
@@ -92,7 +101,8 @@ enum {
     OPT_LAYERS = 1000, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_DROPOUT, OPT_STEPS, OPT_LR,
     OPT_MIN_LR, OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_ACCUM, OPT_SEED, OPT_DATA, OPT_VAL_FRAC, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
-    OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK
+    OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
+    OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o) {
@@ -114,15 +124,23 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         {"recompute-num-layers", required_argument, 0, OPT_RC_NUM},
         {"recompute-layers", required_argument, 0, OPT_RC_LAYERS}, {"dropout-masks", required_argument, 0, OPT_MASKS},
         {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"peak-gflops", required_argument, 0, OPT_PEAK},
+        {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
+        {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+        {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
+        {"resume", required_argument, 0, OPT_RESUME},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     train_options_default(o);
+    const char *given[sizeof opts / sizeof opts[0]];   // long names of the flags given (--resume merges by them)
+    int n_given = 0, li = -1;
     GPTConfig *c = &o->model;
     double x;
     int rc = 0, seed;
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
+        if (ch >= 1000 && li >= 0 && n_given < (int)(sizeof given / sizeof given[0])) given[n_given++] = opts[li].name;
+        li = -1;
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         switch (ch) {
         case OPT_LAYERS: rc = parse_int("--layers", optarg, 1, 65535, &c->layers); break;
@@ -147,7 +165,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         case OPT_THREADS: rc = parse_int("--threads", optarg, 1, 4096, &o->threads); break;
         case OPT_LOG: o->log_path = optarg; break;
         case OPT_PRINT_EVERY: rc = parse_int("--print-every", optarg, 1, INT_MAX, &o->print_every); break;
-        case OPT_LEDGER: o->show_ledger = 1; break;
+        case OPT_LEDGER: o->show_ledger = 1; break;   // the default; kept for scripts that ask for it
+        case OPT_NO_LEDGER: o->show_ledger = 0; break;
         case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
         case OPT_PROMPT: o->sample_prompt = optarg; break;
         case OPT_RECOMPUTE: o->recompute = optarg; break;
@@ -163,6 +182,11 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
                 return usage_error("--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
             break;
         case OPT_PEAK: rc = parse_float("--peak-gflops", optarg, 1e-3, 1e12, 0, &x); o->peak_gflops = x; break;
+        case OPT_CKPT_DIR: o->ckpt_dir = optarg; break;
+        case OPT_SAVE_EVERY: rc = parse_int("--save-every", optarg, 0, INT_MAX, &o->save_every); break;
+        case OPT_KEEP: rc = parse_int("--keep", optarg, 0, INT_MAX, &o->keep); break;
+        case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
+        case OPT_RESUME: o->resume = optarg; break;
         case 'h': cli_train_usage(stdout); return -1;
         case ':': return usage_error("%s: missing value", flag);
         default: return usage_error("unknown option '%s'", flag);
@@ -170,6 +194,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         if (rc) return rc;
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if ((rc = cli_train_ckpt_flags(o, given, n_given)) != 0) return rc;
 
     // Shapes that make sense together.
     if (c->hidden % c->heads != 0)
@@ -205,7 +230,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         if (!f) return usage_error("--log: cannot write '%s': %s", o->log_path, strerror(errno));
         fclose(f);
     }
-    return 0;
+    return cli_train_ckpt_dir(o);
 }
 
 int cli_train_main(int argc, char **argv) {

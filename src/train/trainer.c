@@ -13,6 +13,7 @@
 #include "train/grad_norm.h"
 #include "train/sample.h"
 #include "train/schedule.h"
+#include "train/train_ckpt.h"
 #include "util/common.h"
 
 void train_options_default(TrainOptions *o) {
@@ -35,11 +36,13 @@ void train_options_default(TrainOptions *o) {
     o->val_frac = 0.1;
     o->seed = 1337;
     o->data_path = "data/kjv.txt";
+    o->keep = 3;
     o->recompute = "none";
     o->recompute_method = "uniform";
     o->recompute_num_layers = 1;
     o->masks = MASKS_BYTES;
     o->act_dtype = ACT_FP32;
+    o->show_ledger = 1;
 }
 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
@@ -122,6 +125,16 @@ int train_run(const TrainOptions *o) {
     adamw_init(&opt, m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
     int warmup = o->warmup >= 0 ? o->warmup : (o->steps / 10 < 100 ? o->steps / 10 : 100);
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
+    // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
+    int start = o->resume ? train_ckpt_resume(o, &m, &opt) : 0, last = train_ckpt_last_step(o), saves = 0, failed = 0;
+    if (start < 0) {
+        adamw_free(&opt);
+        gpt_free(&m);
+        policy_free(&policy);
+        dataset_free(&ds);
+        if (log) fclose(log);
+        return 1;
+    }
 
     size_t n_tok = (size_t)c->seq * c->batch;
     int32_t *tokens = xmalloc(n_tok * sizeof(int32_t)), *targets = xmalloc(n_tok * sizeof(int32_t));
@@ -144,7 +157,7 @@ int train_run(const TrainOptions *o) {
     fflush(stdout);
 
     double t_start = now_seconds(), train_seconds = 0.0, last_val = NAN;
-    for (int step = 1; step <= o->steps; step++) {
+    for (int step = start + 1; step <= last; step++) {
         double t0 = now_seconds();
         float lr = lr_at(&sched, step);
         gpt_zero_grad(&m);
@@ -170,16 +183,16 @@ int train_run(const TrainOptions *o) {
         }
         double tps = (double)n_tok * o->grad_accum / step_s;
         if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
-                                ledger_layer_peak(&m.ledger, 0, 0), norm);
+                                ledger_layer_stored(&m.ledger, 0, 0), norm);
 
-        if (step == 1 && o->show_ledger) {
+        if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
             ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
         }
-        int print = step == 1 || step == o->steps || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);
+        int print = step == start + 1 || step == last || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);
         if (print || tty) {
             char eta[32], line[256];
-            format_eta(train_seconds / step * (o->steps - step), eta, sizeof eta);
+            format_eta(train_seconds / (step - start) * (last - step), eta, sizeof eta);
             int k = snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f GFLOP/s",
                              (int)snprintf(NULL, 0, "%d", o->steps), step, o->steps, loss, (double)lr, tps,
                              flops / step_s * 1e-9);
@@ -191,15 +204,22 @@ int train_run(const TrainOptions *o) {
                               format_bytes((double)m.ledger.total_peak, b1, sizeof b1), eta);
             if (!isnan(val) && k > 0 && (size_t)k < sizeof line)
                 snprintf(line + k, sizeof line - (size_t)k, " | val %.4f", val);
-            if (tty) printf("\r%s\033[K%s", line, (!isnan(val) || step == o->steps) ? "\n" : "");
+            if (tty) printf("\r%s\033[K%s", line, (!isnan(val) || step == last) ? "\n" : "");
             else printf("%s\n", line);
             fflush(stdout);
+        }
+        if (train_ckpt_due(o, step, last) && train_ckpt_save(o, &m, &opt, &sched, step, ++saves) != 0) {
+            failed = 1;
+            break;
         }
     }
     double wall = now_seconds() - t_start;
     printf("done: %d steps in %.1f s (%.1f ms/step training), final val loss %.4f, activation peak %s\n",
-           o->steps, wall, train_seconds / o->steps * 1e3, last_val,
+           last - start, wall, train_seconds / (last - start) * 1e3, last_val,
            format_bytes((double)m.ledger.total_peak, b1, sizeof b1));
+    if (last < o->steps && !failed)
+        printf("stopped after step %d of %d (--stop-after)%s%s\n", last, o->steps,
+               o->ckpt_dir ? "; continue with --resume " : "", o->ckpt_dir ? o->ckpt_dir : "");
 
     if (o->sample_tokens > 0) {
         const char *prompt = o->sample_prompt ? o->sample_prompt : "\n";
@@ -219,5 +239,5 @@ int train_run(const TrainOptions *o) {
     policy_free(&policy);
     dataset_free(&ds);
     if (log) fclose(log);
-    return 0;
+    return failed ? 1 : 0;
 }
