@@ -19,6 +19,16 @@ static void causal_softmax_rows(float *p, int s) {
     }
 }
 
+// The dropout mask of one head's [s, s] probabilities. Only keys 0..i of query i can be nonzero,
+// so only they are drawn; the rest is 0 (dropped), which keeps the mask bytes deterministic.
+static void causal_mask_rows(uint8_t *keep, DropoutSite site, uint32_t sample, int head, int s) {
+    for (int i = 0; i < s; i++) {
+        uint8_t *row = keep + (size_t)i * s;
+        dropout_mask_run(row, site, sample, ((uint64_t)head * s + (uint64_t)i) * (uint64_t)s, (size_t)i + 1);
+        for (int c = i + 1; c < s; c++) row[c] = 0;
+    }
+}
+
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
                        const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0,
                        int round_bf16) {
@@ -40,10 +50,14 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
         if (keep) {
             uint8_t *K = keep + (size_t)bj * ss;
             float *Dw = drop + (size_t)bj * ss;
-            dropout_mask_run(K, site, sample0 + (uint32_t)bi, (uint64_t)j * ss, ss);
-            for (size_t e = 0; e < ss; e++) Dw[e] = K[e] ? P[e] * keep_scale : 0.0f;
-            if (round_bf16)
-                for (size_t e = 0; e < ss; e++) Dw[e] = bf16_to_f32(bf16_from_f32(Dw[e]));
+            causal_mask_rows(K, site, sample0 + (uint32_t)bi, j, s);
+            for (int i = 0; i < s; i++) {
+                size_t r = (size_t)i * s;
+                for (int c = 0; c <= i; c++) Dw[r + c] = K[r + c] ? P[r + c] * keep_scale : 0.0f;
+                if (round_bf16)
+                    for (int c = 0; c <= i; c++) Dw[r + c] = bf16_to_f32(bf16_from_f32(Dw[r + c]));
+                for (int c = i + 1; c < s; c++) Dw[r + c] = 0.0f;
+            }
             D = Dw;
         }
         if (ctx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, D, s, v + off, ld, 0.0f, ctx + off, ld);
@@ -53,8 +67,7 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
 void attention_mask(uint8_t *keep, int s, int b, int a, DropoutSite site, uint32_t sample0) {
     size_t ss = (size_t)s * s;
 #pragma omp parallel for schedule(static)
-    for (int bj = 0; bj < b * a; bj++)
-        dropout_mask_run(keep + (size_t)bj * ss, site, sample0 + (uint32_t)(bj / a), (uint64_t)(bj % a) * ss, ss);
+    for (int bj = 0; bj < b * a; bj++) causal_mask_rows(keep + (size_t)bj * ss, site, sample0 + (uint32_t)(bj / a), bj % a, s);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
@@ -76,7 +89,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, D, s, dctx + off, ld, 0.0f, dv + off, ld);
         if (keep) {
             const uint8_t *K = keep + (size_t)bj * ss;
-            for (size_t e = 0; e < ss; e++) dP[e] = K[e] ? dP[e] * keep_scale : 0.0f;
+            for (int i = 0; i < s; i++)   // above the diagonal P = 0, so dS = 0 whatever dP is
+                for (size_t e = (size_t)i * s; e <= (size_t)i * s + (size_t)i; e++) dP[e] = K[e] ? dP[e] * keep_scale : 0.0f;
         }
         // softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)); masked entries have P = 0.
         for (int i = 0; i < s; i++) {
