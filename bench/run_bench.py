@@ -1,9 +1,13 @@
 #!/usr/bin/python3
 """Benchmark ctron against the PyTorch peer (bench/peers/torch_gpt.py).
 
-For each selected config, runs ctron and the peer alternately on the same
-model shape (ctron, peer, ctron, peer, ... for --rounds rounds), with the same
-thread count, and reports per implementation:
+For each selected config and each activation-memory policy, runs ctron and the
+peer on the same model shape with the same thread count. One round visits every
+policy once, ctron and peer back to back for the policies both implement
+(none, selective, full), ctron alone for ctron-only variants (bf16 activations,
+packed or regenerated dropout masks). Successive rounds rotate the policy order
+by one and swap which implementation goes first, so slow drift of a shared
+machine does not always hit the same run. Per (implementation, policy):
 
     ms/step      median over all rounds of the per-step times, the first step of
                  every run dropped as warm-up
@@ -15,18 +19,25 @@ thread count, and reports per implementation:
                  12*L*b*s^2*h = QK^T and (probs . V), 2*s^2*h each per sequence
                  per layer in the forward over the full s x s matrix (as
                  computed, and as the paper's Eq. 7 counts it), times 3 for
-                 forward + backward; ctron prints the same figure)
+                 forward + backward; ctron prints the same figure). Model
+                 FLOPs: recomputation is not counted.
+    overhead     ms/step of the policy / ms/step of the same implementation's
+                 `none`, minus 1 (medians)
     peak RSS     ru_maxrss of the child from os.wait4 (KiB, shown in MiB)
-    saved bytes  ctron: act_bytes / act_layer_bytes from its step log (activation-ledger
-                 peak in total and for one block, LN statistics included);
-                 peer: bytes of the tensors autograd saves in one forward
-                 (total and per block)
-    ratio        peer ms / ctron ms (> 1: ctron is faster); also the median of
-                 the per-round paired ratios in the JSON
+    saved bytes  ctron: act_bytes / act_layer_bytes from its step log (activation-
+                 ledger peak of the step, recomputation included, and what layer 0
+                 keeps between forward and backward, LN statistics included);
+                 peer: bytes of the tensors autograd saves in one forward (total
+                 and per block; transient recomputation not included)
+    x smaller    ctron none's per-layer bytes / this row's per-layer bytes
+    ratio        peer ms / ctron ms for the same policy (> 1: ctron is faster);
+                 also the median of the per-round paired ratios in the JSON
 
 Absolute times on a shared machine are noise; ratios within one invocation
 are the result. Writes bench/results/<date>.json (all raw numbers and the
-environment) and bench/results/<date>.md (the table), and prints the table.
+environment), bench/results/<date>.md (the tables, also printed) and two plots,
+bench/results/<date>-throughput.svg and <date>-activations.svg.
+`--replot FILE.json` rebuilds the tables and plots from a saved JSON.
 """
 
 import argparse
@@ -42,6 +53,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PEER = os.path.join(HERE, "peers", "torch_gpt.py")
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True     # no bench/__pycache__ from importing svgplot
+import svgplot  # noqa: E402  (bench/svgplot.py, no third-party dependency)
 
 CONFIGS = {
     "T": dict(layers=4, hidden=256, heads=4, seq=128, batch=8, vocab=8192, dropout=0.1),
@@ -57,6 +71,96 @@ EQ7_FORMULA = "model FLOPs/step (paper Eq. 7) = 72*b*L*s*h^2*(1 + s/(6h) + v/(12
 
 class BenchError(Exception):
     pass
+
+
+# --------------------------------------------------------------------------
+# Policies
+# --------------------------------------------------------------------------
+#
+# A policy name is a recompute mode, optionally followed by '+'-separated
+# modifiers: none | selective | full, then any of fp32 | bf16 (stored activation
+# precision) and bytes | bits | regen (dropout masks). Defaults (fp32, bytes) are
+# dropped from the canonical name, so "none+fp32+bytes" is "none". A name with
+# no modifier is a *shared* policy that both implementations run; a name with a
+# modifier is a ctron-only variant (the peer has no equivalent) and the peer is
+# skipped for it.
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+DTYPES = ("fp32", "bf16")
+MASKS = ("bytes", "bits", "regen")
+DEFAULT_POLICIES = "none,selective,full"
+DEFAULT_VARIANTS = "selective+bf16+regen,none+bf16"
+
+
+def parse_policy(name):
+    parts = [p.strip() for p in name.split("+")]
+    if not parts or parts[0] not in RECOMPUTE_MODES:
+        raise ValueError(f"policy {name!r}: must start with one of {'|'.join(RECOMPUTE_MODES)}")
+    pol = {"recompute": parts[0], "act_dtype": "fp32", "masks": "bytes"}
+    seen = set()
+    for m in parts[1:]:
+        if m in DTYPES:
+            key = "act_dtype"
+        elif m in MASKS:
+            key = "masks"
+        else:
+            raise ValueError(f"policy {name!r}: unknown modifier {m!r}; expected "
+                             f"{'|'.join(DTYPES)} or {'|'.join(MASKS)}")
+        if key in seen:
+            raise ValueError(f"policy {name!r}: {key} given twice")
+        seen.add(key)
+        pol[key] = m
+    canon = [pol["recompute"]]
+    if pol["act_dtype"] != "fp32":
+        canon.append(pol["act_dtype"])
+    if pol["masks"] != "bytes":
+        canon.append(pol["masks"])
+    pol["name"] = "+".join(canon)
+    pol["shared"] = len(canon) == 1
+    return pol
+
+
+def ctron_policy_args(pol):
+    """The ctron flags of a policy. full = every layer checkpointed (uniform, 1 layer)."""
+    a = ["--recompute", pol["recompute"]]
+    if pol["recompute"] == "full":
+        a += ["--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if pol["act_dtype"] != "fp32":
+        a += ["--act-dtype", pol["act_dtype"]]
+    if pol["masks"] != "bytes":
+        a += ["--dropout-masks", pol["masks"]]
+    return a
+
+
+def peer_policy_args(pol):
+    return ["--recompute", pol["recompute"]]
+
+
+# --------------------------------------------------------------------------
+# Memory pre-check
+# --------------------------------------------------------------------------
+
+def estimate_peak_bytes(c, impl):
+    """Rough peak RSS of one run under recompute none (the largest policy).
+
+    Saved activations (the formulas in bench/README.md and docs/MEMORY.md), the
+    logits (peer: logits, log-softmax and their gradient), parameters +
+    gradients + two AdamW moments (16 bytes per parameter), a few s x s
+    gradient buffers of the attention backward, and the runtime (Python +
+    torch ~ 400 MiB). Within ~20 % of measured peak RSS at T and S. Only used
+    to warn before a run that would not fit.
+    """
+    L, h, a, s, b, v = (c[k] for k in ("layers", "hidden", "heads", "seq", "batch", "vocab"))
+    sbh, as2b, sb = s * b * h, a * s * s * b, s * b
+    if impl == "torch":
+        per_layer = 72 * sbh + 12 * as2b + 16 * sb
+        head = 3 * 4 * sb * v
+        runtime = 400 << 20
+    else:
+        per_layer = 66 * sbh + 9 * as2b + 16 * sb
+        head = 4 * sb * v
+        runtime = 64 << 20
+    return L * per_layer + head + 4 * 4 * sbh + 16 * n_params(c) + 3 * 4 * as2b + runtime
 
 
 # --------------------------------------------------------------------------
@@ -154,7 +258,7 @@ def timed_steps(step_recs):
 # One run of each implementation
 # --------------------------------------------------------------------------
 
-def run_ctron(args, c, env, workdir, tag):
+def run_ctron(args, c, pol, env, workdir, tag):
     log = os.path.join(workdir, f"{tag}.jsonl")
     cmd = [args.ctron, "train",
            "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
@@ -162,9 +266,11 @@ def run_ctron(args, c, env, workdir, tag):
            "--batch", str(c["batch"]), "--vocab", str(c["vocab"]),
            "--dropout", str(c["dropout"]), "--steps", str(args.steps),
            "--threads", str(args.threads), "--lr", "3e-4",
-           "--data", args.data, "--log", log] + list(args.ctron_arg)
+           # validation runs once, after the last step, outside `ms`: keep it short
+           "--eval-batches", "1",
+           "--data", args.data, "--log", log] + ctron_policy_args(pol) + list(args.ctron_arg)
     r = run_child(cmd, env, args.timeout, ROOT)
-    res = dict(impl="ctron", cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
+    res = dict(impl="ctron", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"])
     log_text = ""
     if os.path.exists(log):
@@ -199,20 +305,26 @@ def run_ctron(args, c, env, workdir, tag):
                else f"log {log} has {len(uniq)} step lines with 'ms' (need >= 2)")
         res["error"] = why
         res["stderr_tail"] = tail(r["stderr"]) or tail(r["stdout"])
-    elif len(uniq) != args.steps:
-        res["warning"] = f"log has {len(uniq)} step lines, expected {args.steps}"
+    else:
+        warn = []
+        if len(uniq) != args.steps:
+            warn.append(f"log has {len(uniq)} step lines, expected {args.steps}")
+        if res["act_bytes"] is None or res["act_layer_bytes"] is None:
+            warn.append("log lacks act_bytes/act_layer_bytes")
+        if warn:
+            res["warning"] = "; ".join(warn)
     return res
 
 
-def run_peer(args, c, env, tag):
+def run_peer(args, c, pol, env, tag):
     cmd = [args.python, PEER,
            "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
            "--heads", str(c["heads"]), "--seq", str(c["seq"]),
            "--batch", str(c["batch"]), "--vocab", str(c["vocab"]),
            "--dropout", str(c["dropout"]), "--steps", str(args.steps),
-           "--threads", str(args.threads), "--recompute", args.peer_recompute]
+           "--threads", str(args.threads)] + peer_policy_args(pol)
     r = run_child(cmd, env, args.timeout, ROOT)
-    res = dict(impl="torch", cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
+    res = dict(impl="torch", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"])
     recs, _ = parse_json_lines(r["stdout"])
     steps = [x for x in recs if "step" in x and "ms" in x and "peer" not in x]
@@ -248,11 +360,12 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def mem_total_kib():
+def meminfo_kib(field):
+    """A /proc/meminfo field (MemTotal, MemAvailable) in KiB, or None."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except (OSError, ValueError):
         pass
@@ -296,7 +409,7 @@ def environment(args, torch_version):
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "mem_total_kib": mem_total_kib(),
+        "mem_total_kib": meminfo_kib("MemTotal"),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "peer_python": args.python,
@@ -313,10 +426,11 @@ def environment(args, torch_version):
 
 
 # --------------------------------------------------------------------------
-# Aggregation and the table
+# Aggregation
 # --------------------------------------------------------------------------
 
 def aggregate(c, runs):
+    """Summary of the runs of one (implementation, policy); None if none succeeded."""
     ok = [r for r in runs if r["ok"]]
     if not ok:
         return None
@@ -343,12 +457,63 @@ def aggregate(c, runs):
         s = ok[0]["summary"]
         agg["act_bytes_total"] = s["saved_bytes_total"]
         agg["act_bytes_per_layer"] = s["saved_bytes_per_layer"]
+        agg["act_bytes_blocks"] = s.get("saved_bytes_blocks")
         agg["act_bytes_embed"] = s.get("saved_bytes_embed")
         agg["act_bytes_head"] = s.get("saved_bytes_head")
         agg["n_params_peer"] = s.get("n_params")
         agg["torch_threads"] = s.get("threads")
     return agg
 
+
+def summarise_config(c, policies, runs, impls, rounds):
+    """summary[impl][policy] = aggregate (+ overhead and x-smaller), ratios[policy]."""
+    summary = {}
+    for impl in impls:
+        summary[impl] = {}
+        for pol in policies:
+            if impl == "torch" and not pol["shared"]:
+                continue
+            sel = [r for r in runs if r["impl"] == impl and r["policy"] == pol["name"]]
+            if sel:
+                summary[impl][pol["name"]] = aggregate(c, sel)
+    ref_layer = (summary.get("ctron", {}).get("none") or {}).get("act_bytes_per_layer")
+    for impl, per in summary.items():
+        base = per.get("none")
+        for name, agg in per.items():
+            if agg is None:
+                continue
+            agg["overhead_pct_vs_none"] = (
+                (agg["ms_median"] / base["ms_median"] - 1) * 100 if base else None)
+            lay = agg.get("act_bytes_per_layer")
+            agg["layer_x_smaller_vs_ctron_none"] = (ref_layer / lay if ref_layer and lay else None)
+            agg["layer_pct_of_ctron_none"] = (100.0 * lay / ref_layer if ref_layer and lay else None)
+    ratios = {}
+    for pol in policies:
+        if not pol["shared"]:
+            continue
+        a = summary.get("ctron", {}).get(pol["name"])
+        b = summary.get("torch", {}).get(pol["name"])
+        if not (a and b):
+            continue
+        paired = []
+        for rnd in range(1, rounds + 1):
+            ra = next((r for r in runs if r["impl"] == "ctron" and r["policy"] == pol["name"]
+                       and r["round"] == rnd and r["ok"]), None)
+            rb = next((r for r in runs if r["impl"] == "torch" and r["policy"] == pol["name"]
+                       and r["round"] == rnd and r["ok"]), None)
+            if ra and rb:
+                paired.append(rb["ms_median"] / ra["ms_median"])
+        ratios[pol["name"]] = {
+            "torch_over_ctron": b["ms_median"] / a["ms_median"],
+            "paired_per_round": paired,
+            "paired_median": statistics.median(paired) if paired else None,
+        }
+    return summary, ratios
+
+
+# --------------------------------------------------------------------------
+# The tables
+# --------------------------------------------------------------------------
 
 def mib(x):
     return "–" if x is None else f"{x / 2**20:.2f}"
@@ -358,58 +523,238 @@ def fmt(x, nd=1):
     return "–" if x is None else f"{x:.{nd}f}"
 
 
-def markdown(result):
+def shape_str(name, c):
+    return (f"{name} (L{c['layers']} h{c['hidden']} a{c['heads']} s{c['seq']} "
+            f"b{c['batch']} v{c['vocab']} p{c['dropout']})")
+
+
+def impl_label(impl, env):
+    if impl == "torch":
+        return f"PyTorch {env.get('torch_version') or ''}".strip()
+    return "ctron"
+
+
+def plot_paths(result, md_dir):
+    """{kind: (path relative to md_dir)} of the plots that were written."""
+    return {k: os.path.relpath(p, md_dir) for k, p in result.get("plots", {}).items()}
+
+
+def markdown(result, md_dir):
     env = result["environment"]
+    specs = result["policy_specs"]
     lines = [
         f"# ctron vs PyTorch peer — {result['date']}",
         "",
         f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed), threads {env['threads']}, "
         f"torch {env['torch_version']}, steps/run {result['steps']} (first dropped), "
-        f"rounds {result['rounds']}, peer recompute `{result['peer_recompute']}`.",
+        f"rounds {result['rounds']}. Policies (both): `{','.join(result['policies']) or '–'}`; "
+        f"ctron-only variants: `{','.join(result['ctron_variants']) or '–'}`.",
         "",
-        f"{FLOP_FORMULA}. Saved activations: ctron = activation-ledger peak (`act_bytes`), "
-        "torch = unique storages saved by autograd in one forward (parameters excluded). "
-        "Ratio = torch ms / ctron ms (> 1 means ctron is faster). "
+        "ctron flags per policy: " + "; ".join(
+            f"{n} = `{' '.join(ctron_policy_args(specs[n]))}`" for n in result["policy_order"])
+        + ". Peer: `--recompute none|selective|full` (torch.utils.checkpoint; selective = "
+        "the attention core QKᵀ…·V, full = every block).",
+        "",
+        f"{FLOP_FORMULA}; recomputation not counted. Overhead = ms/step over the same "
+        "implementation's `none` − 1 (medians). Peak act.: ctron = activation-ledger peak of the "
+        "step (`act_bytes`, recomputation included); torch = unique storages autograd saves in "
+        "one forward (parameters excluded; checkpoint recomputation is transient and not "
+        "included). Per layer: ctron = `act_layer_bytes` (layer 0, LN statistics included); "
+        "torch = saved bytes per block. × smaller = ctron none per-layer bytes / this row's. "
+        "torch/ctron = torch ms / ctron ms for the same policy (> 1: ctron faster). "
         "Absolute times on a shared machine are noise; compare ratios within this run.",
         "",
-        "| config | impl | ms/step (median) | tokens/s | GFLOP/s | peak RSS MiB "
-        "| saved act. total MiB | saved act. per layer MiB | torch/ctron ms |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, cres in result["configs"].items():
         c = cres["config"]
-        shape = (f"{name} (L{c['layers']} h{c['hidden']} a{c['heads']} s{c['seq']} "
-                 f"b{c['batch']} v{c['vocab']} p{c['dropout']})")
-        for impl in ("ctron", "torch"):
-            agg = cres["summary"].get(impl)
-            if impl not in cres["summary"]:
-                continue
-            if agg is None:
-                err = next((r.get("error") for r in cres["runs"] if r["impl"] == impl), "failed")
-                lines.append(f"| {shape} | {impl} | failed: {err} | | | | | | |")
-                continue
-            ratio = ""
-            if impl == "torch" and cres.get("ratio_torch_over_ctron") is not None:
-                ratio = f"{cres['ratio_torch_over_ctron']:.2f}"
-            lines.append(
-                f"| {shape} | {impl} | {fmt(agg['ms_median'])} | {fmt(agg['tokens_per_s'], 0)} "
-                f"| {fmt(agg['gflops'], 2)} | {mib(agg['peak_rss_kib'] * 1024)} "
-                f"| {mib(agg['act_bytes_total'])} | {mib(agg['act_bytes_per_layer'])} | {ratio} |")
-    lines.append("")
+        lines.append(f"## {shape_str(name, c)}")
+        lines.append("")
+        lines.append(f"{cres['n_params']:,} parameters, {cres['flops_per_step'] / 1e9:.1f} GFLOP "
+                     f"per step, {cres['tokens_per_step']} tokens per step.")
+        lines.append("")
+        lines.append("| impl | policy | ms/step | tokens/s | GFLOP/s | overhead vs none "
+                     "| peak RSS MiB | peak act. MiB | per layer MiB | per layer × smaller "
+                     "| torch/ctron |")
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for pname in cres["policies"]:
+            for impl in ("ctron", "torch"):
+                per = cres["summary"].get(impl, {})
+                if pname not in per:
+                    continue
+                agg = per[pname]
+                label = impl_label(impl, env)
+                if agg is None:
+                    err = next((r["error"] for r in cres["runs"] if r["impl"] == impl
+                                and r["policy"] == pname and r.get("error")), "no successful run")
+                    lines.append(f"| {label} | {pname} | failed: {err} | | | | | | | | |")
+                    continue
+                ov = agg.get("overhead_pct_vs_none")
+                ov = "ref" if pname == "none" and ov is not None else (
+                    "–" if ov is None else f"{ov:+.1f} %")
+                xs = agg.get("layer_x_smaller_vs_ctron_none")
+                xs = "–" if xs is None else f"{xs:.2f}×"
+                ratio = ""
+                if impl == "torch" and pname in cres.get("ratios", {}):
+                    ratio = f"{cres['ratios'][pname]['torch_over_ctron']:.2f}"
+                lines.append(
+                    f"| {label} | {pname} | {fmt(agg['ms_median'])} | {fmt(agg['tokens_per_s'], 0)} "
+                    f"| {fmt(agg['gflops'], 1)} | {ov} | {mib(agg['peak_rss_kib'] * 1024)} "
+                    f"| {mib(agg['act_bytes_total'])} | {mib(agg['act_bytes_per_layer'])} "
+                    f"| {xs} | {ratio} |")
+        lines.append("")
+    paths = plot_paths(result, md_dir)
+    if "throughput" in paths:
+        lines += ["## Plots", "", f"![tokens/s by policy, ctron vs PyTorch]({paths['throughput']})", ""]
+    if "activations" in paths:
+        lines += [f"![activation bytes per layer by policy, % of ctron none]({paths['activations']})", ""]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+# The plots
+# --------------------------------------------------------------------------
+
+def _series(result):
+    env = result["environment"]
+    return [("ctron", "ctron"), ("torch", f"{impl_label('torch', env)} peer")]
+
+
+def throughput_svg(result):
+    panels = []
+    for name, cres in result["configs"].items():
+        groups = []
+        for pname in cres["policies"]:
+            bars = {}
+            for impl in ("ctron", "torch"):
+                per = cres["summary"].get(impl, {})
+                if pname in per:
+                    agg = per[pname]
+                    bars[impl] = agg["tokens_per_s"] if agg else None
+            if bars:
+                groups.append({"label": pname, "bars": bars})
+        if groups:
+            panels.append({"title": shape_str(name, cres["config"]), "groups": groups})
+    if not panels:
+        return None
+    env = result["environment"]
+    return svgplot.bar_chart(
+        "Training throughput by activation-memory policy",
+        f"{result['date']} · {env['cpu_model']}, {env['threads']} threads · median of "
+        f"{result['rounds']} round(s) × {result['steps'] - 1} timed steps · higher is better",
+        panels, _series(result), "tokens/s",
+        lambda v: f"{v:.0f}" if v >= 10 else f"{v:.1f}",
+        note="full = every layer recomputed (ctron: --recompute-method uniform "
+             "--recompute-num-layers 1; PyTorch: checkpoint per block). Each panel has its own scale.")
+
+
+def activations_svg(result):
+    panels, ref_name = [], None
+    for name, cres in result["configs"].items():
+        ref = (cres["summary"].get("ctron", {}).get("none") or {}).get("act_bytes_per_layer")
+        rname = "ctron none"
+        if not ref:
+            ref = (cres["summary"].get("torch", {}).get("none") or {}).get("act_bytes_per_layer")
+            rname = "PyTorch none"
+        if not ref:
+            continue
+        ref_name = ref_name or rname
+        groups = []
+        for pname in cres["policies"]:
+            bars = {}
+            for impl in ("ctron", "torch"):
+                per = cres["summary"].get(impl, {})
+                if pname in per:
+                    lay = (per[pname] or {}).get("act_bytes_per_layer")
+                    bars[impl] = 100.0 * lay / ref if lay else None
+            if bars:
+                groups.append({"label": pname, "bars": bars})
+        panels.append({"title": f"{name}: 100 % = {ref / 2**20:.2f} MiB per layer",
+                       "groups": groups})
+    if not panels:
+        return None
+    return svgplot.bar_chart(
+        "Activation memory per transformer layer, by policy",
+        f"{result['date']} · percent of {ref_name}"
+        + (" (fp32, 1-byte dropout masks)" if ref_name == "ctron none" else "")
+        + " · lower is better",
+        panels, _series(result), f"% of {ref_name}",
+        lambda v: f"{v:.0f}%" if v >= 9.95 else f"{v:.1f}%",
+        ref_value=100.0, ref_label=f"{ref_name} = 100 %",
+        note="ctron: act_layer_bytes (what layer 0 keeps between forward and backward, LN "
+             "statistics included); PyTorch: bytes autograd saves per block.")
+
+
+def write_plots(result, plot_dir):
+    os.makedirs(plot_dir, exist_ok=True)
+    result["plots"] = {}
+    for kind, fn in (("throughput", throughput_svg), ("activations", activations_svg)):
+        svg = fn(result)
+        if svg is None:
+            continue
+        path = os.path.join(plot_dir, f"{result['date']}-{kind}.svg")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(svg)
+        result["plots"][kind] = path
+
+
+def shown_path(p):
+    """p relative to the repository when inside it, else absolute."""
+    p = os.path.abspath(p)
+    return os.path.relpath(p, ROOT) if p.startswith(ROOT + os.sep) else p
+
+
+def write_report(result, out_dir, plot_dir, stem):
+    """Writes <stem>.json, <stem>.md and the plots; prints the tables."""
+    os.makedirs(out_dir, exist_ok=True)
+    write_plots(result, plot_dir)
+    jpath = os.path.join(out_dir, f"{stem}.json")
+    mpath = os.path.join(out_dir, f"{stem}.md")
+    table = markdown(result, out_dir)
+    saved = dict(result, plots={k: shown_path(p) for k, p in result["plots"].items()})
+    with open(jpath, "w") as f:
+        json.dump(saved, f, indent=1)
+        f.write("\n")
+    with open(mpath, "w") as f:
+        f.write(table)
+    print(table)
+    written = [jpath, mpath] + list(result["plots"].values())
+    print("wrote " + ", ".join(shown_path(p) for p in written), file=sys.stderr)
 
 
 # --------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------
 
+def parse_policy_list(ap, flag, text, shared_only):
+    out = []
+    for name in [x.strip() for x in text.split(",") if x.strip()]:
+        try:
+            pol = parse_policy(name)
+        except ValueError as e:
+            ap.error(f"{flag}: {e}")
+        if shared_only and not pol["shared"]:
+            ap.error(f"{flag}: {name!r} has modifiers; the peer runs only "
+                     f"{'|'.join(RECOMPUTE_MODES)} (put ctron-only variants in --ctron-variants)")
+        out.append(pol)
+    return out
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        description="Benchmark ctron against the PyTorch peer, alternating runs.")
+        description="Benchmark ctron against the PyTorch peer, alternating runs, "
+                    "for each activation-memory policy.")
     ap.add_argument("--configs", default="T,S",
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (default T,S)")
+    ap.add_argument("--policies", default=DEFAULT_POLICIES,
+                    help="policies run by both ctron and the peer, comma-separated subset of "
+                         f"{','.join(RECOMPUTE_MODES)} (default {DEFAULT_POLICIES})")
+    ap.add_argument("--ctron-variants", default=DEFAULT_VARIANTS,
+                    help="ctron-only policies, comma-separated: a recompute mode plus '+'-joined "
+                         f"modifiers from {'|'.join(DTYPES)} and {'|'.join(MASKS)}, e.g. "
+                         f"full+bf16+bits; '' for none (default {DEFAULT_VARIANTS})")
     ap.add_argument("--steps", type=int, default=6, help="steps per run, first dropped (default 6)")
-    ap.add_argument("--rounds", type=int, default=2, help="ctron/peer alternations (default 2)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="rounds; each runs every policy once per implementation (default 2)")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for both implementations (default: all CPUs)")
     ap.add_argument("--ctron", default=os.path.join(ROOT, "build", "ctron"),
@@ -418,16 +763,19 @@ def parse_args(argv):
                     help="training text for ctron (default data/kjv.txt)")
     ap.add_argument("--python", default="/usr/bin/python3",
                     help="Python with PyTorch for the peer (default /usr/bin/python3)")
-    ap.add_argument("--peer-recompute", choices=["none", "selective", "full"], default="none",
-                    help="recompute policy of the peer (default none)")
     ap.add_argument("--ctron-arg", action="append", default=[],
-                    help="extra argument appended to the ctron command (repeatable)")
+                    help="extra argument appended to every ctron command (repeatable)")
     ap.add_argument("--peer-only", action="store_true",
-                    help="run only the PyTorch peer (no ctron binary needed)")
+                    help="run only the PyTorch peer (no ctron binary needed; variants skipped)")
     ap.add_argument("--timeout", type=float, default=1800,
                     help="seconds before a run is killed (0 = never; default 1800)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"),
                     help="where <date>.json and <date>.md go (default bench/results)")
+    ap.add_argument("--plot-dir", default=None,
+                    help="where <date>-throughput.svg and <date>-activations.svg go "
+                         "(default: --out-dir; the .md links to them relatively)")
+    ap.add_argument("--replot", metavar="FILE.json", default=None,
+                    help="run nothing: rebuild FILE.md and the plots from a saved result")
     args = ap.parse_args(argv)
 
     names = [x.strip() for x in args.configs.split(",") if x.strip()]
@@ -436,6 +784,18 @@ def parse_args(argv):
         ap.error(f"--configs {args.configs!r}: unknown {unknown or 'empty list'}; "
                  f"expected a comma-separated subset of {','.join(CONFIGS)}")
     args.config_names = list(dict.fromkeys(names))
+    shared = parse_policy_list(ap, "--policies", args.policies, shared_only=True)
+    variants = parse_policy_list(ap, "--ctron-variants", args.ctron_variants, shared_only=False)
+    if args.peer_only:
+        variants = []
+    order, seen = [], set()
+    for pol in shared + variants:          # a variant equal to a shared policy runs once
+        if pol["name"] not in seen:
+            seen.add(pol["name"])
+            order.append(pol)
+    if not order:
+        ap.error("no policy to run: --policies and --ctron-variants are both empty")
+    args.policy_list = order
     if args.steps < 2:
         ap.error(f"--steps {args.steps}: expected >= 2 (the first step is dropped as warm-up)")
     if args.rounds < 1:
@@ -444,6 +804,8 @@ def parse_args(argv):
         ap.error(f"--threads {args.threads}: expected >= 1")
     if args.timeout < 0:
         ap.error(f"--timeout {args.timeout}: expected >= 0")
+    if args.plot_dir is None:
+        args.plot_dir = args.out_dir
     return args
 
 
@@ -465,8 +827,53 @@ def check_inputs(args):
                          f"(pass --data PATH)")
 
 
+def schedule(policies, rounds, impls):
+    """[(round, policy, impl)] in run order.
+
+    Round r visits the policies rotated left by r-1; within a shared policy the
+    two implementations run back to back, ctron first in odd rounds and the
+    peer first in even rounds; ctron-only variants run ctron alone.
+    """
+    out = []
+    n = len(policies)
+    for rnd in range(1, rounds + 1):
+        k = (rnd - 1) % n
+        for pol in policies[k:] + policies[:k]:
+            these = [i for i in impls if i == "ctron" or pol["shared"]]
+            if rnd % 2 == 0:
+                these = these[::-1]
+            out += [(rnd, pol, impl) for impl in these]
+    return out
+
+
+def replot(args):
+    path = args.replot
+    try:
+        with open(path) as f:
+            result = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"run_bench.py: error: cannot read {path}: {e}", file=sys.stderr)
+        return 2
+    if "policy_specs" not in result:
+        print(f"run_bench.py: error: {path} predates --policies (no policy_specs); "
+              f"nothing to replot", file=sys.stderr)
+        return 2
+    out_dir = os.path.dirname(os.path.abspath(path))
+    plot_dir = args.plot_dir if args.plot_dir != args.out_dir else out_dir
+    write_plots(result, plot_dir)
+    md = os.path.splitext(path)[0] + ".md"
+    table = markdown(result, out_dir)
+    with open(md, "w") as f:
+        f.write(table)
+    print(table)
+    print("wrote " + ", ".join([md] + list(result["plots"].values())), file=sys.stderr)
+    return 0
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.replot:
+        return replot(args)
     try:
         check_inputs(args)
     except BenchError as e:
@@ -477,85 +884,79 @@ def main(argv=None):
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(args.threads)
 
+    impls = ["torch"] if args.peer_only else ["ctron", "torch"]
+    policies = args.policy_list
     date = time.strftime("%Y-%m-%d")
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     load_start = os.getloadavg()
     result = {"date": date, "started": started, "steps": args.steps, "rounds": args.rounds,
-              "peer_recompute": args.peer_recompute, "flop_formula": FLOP_FORMULA,
-              "eq7_formula": EQ7_FORMULA, "configs": {}}
+              "policies": [p["name"] for p in policies if p["shared"]],
+              "ctron_variants": [p["name"] for p in policies if not p["shared"]],
+              "policy_order": [p["name"] for p in policies],
+              "policy_specs": {p["name"]: p for p in policies},
+              "ctron_policy_args": {p["name"]: ctron_policy_args(p) for p in policies},
+              "peer_policy_args": {p["name"]: peer_policy_args(p) for p in policies if p["shared"]},
+              "flop_formula": FLOP_FORMULA, "eq7_formula": EQ7_FORMULA, "configs": {}}
     torch_version = None
     failed = False
 
     with tempfile.TemporaryDirectory(prefix="ctron-bench-") as workdir:
         for name in args.config_names:
             c = CONFIGS[name]
+            avail = meminfo_kib("MemAvailable")
+            est = {impl: estimate_peak_bytes(c, impl) for impl in impls}
+            for impl, b in est.items():
+                if avail and b > avail * 1024 * 0.9:
+                    print(f"warning: [{name}] {impl} with recompute none may need about "
+                          f"{b / 2**30:.1f} GiB; {avail / 2**20:.1f} GiB available",
+                          file=sys.stderr, flush=True)
             runs = []
-            for rnd in range(1, args.rounds + 1):
-                impls = ["torch"] if args.peer_only else ["ctron", "torch"]
-                for impl in impls:
-                    label = f"[{name} round {rnd}/{args.rounds}] {impl}"
-                    print(f"{label}: running ...", file=sys.stderr, flush=True)
-                    if impl == "ctron":
-                        r = run_ctron(args, c, env, workdir, f"{name}-r{rnd}")
-                    else:
-                        r = run_peer(args, c, env, f"{name}-r{rnd}")
-                        if r.get("summary"):
-                            torch_version = r["summary"].get("torch_version")
-                    r["round"] = rnd
-                    runs.append(r)
-                    if r["ok"]:
-                        print(f"{label}: median {r['ms_median']:.1f} ms/step over "
-                              f"{len(r['ms_timed'])} steps, loss {r['loss_first']:.3f} -> "
-                              f"{r['loss_last']:.3f}, peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB"
-                              + (f" ({r['warning']})" if r.get("warning") else ""),
-                              file=sys.stderr, flush=True)
-                    else:
-                        failed = True
-                        print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
-                              file=sys.stderr, flush=True)
-            summ = {}
-            for impl in (["torch"] if args.peer_only else ["ctron", "torch"]):
-                summ[impl] = aggregate(c, [r for r in runs if r["impl"] == impl])
+            plan = schedule(policies, args.rounds, impls)
+            for seq, (rnd, pol, impl) in enumerate(plan, 1):
+                label = f"[{name} round {rnd}/{args.rounds} run {seq}/{len(plan)}] {impl} {pol['name']}"
+                print(f"{label}: running ...", file=sys.stderr, flush=True)
+                tag = f"{name}-{pol['name']}-r{rnd}"
+                if impl == "ctron":
+                    r = run_ctron(args, c, pol, env, workdir, tag)
+                else:
+                    r = run_peer(args, c, pol, env, tag)
+                    if r.get("summary"):
+                        torch_version = r["summary"].get("torch_version")
+                r["round"] = rnd
+                r["seq"] = seq
+                runs.append(r)
+                if r["ok"]:
+                    act = r["act_layer_bytes"] if impl == "ctron" else \
+                        r["summary"]["saved_bytes_per_layer"]
+                    print(f"{label}: median {r['ms_median']:.1f} ms/step over "
+                          f"{len(r['ms_timed'])} steps, loss {r['loss_first']:.3f} -> "
+                          f"{r['loss_last']:.3f}, peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB, "
+                          f"per layer {mib(act)} MiB"
+                          + (f" ({r['warning']})" if r.get("warning") else ""),
+                          file=sys.stderr, flush=True)
+                else:
+                    failed = True
+                    print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
+                          file=sys.stderr, flush=True)
+            summ, ratios = summarise_config(c, policies, runs, impls, args.rounds)
             cres = {"config": dict(c), "n_params": n_params(c),
                     "flops_per_step": flops_per_step(c),
                     "eq7_flops_per_step": eq7_flops_per_step(c),
                     "tokens_per_step": c["seq"] * c["batch"],
-                    "summary": summ, "runs": runs}
-            tsum = summ.get("torch")
-            if tsum and tsum.get("n_params_peer") not in (None, cres["n_params"]):
-                print(f"warning: peer has {tsum['n_params_peer']} parameters, formula says "
+                    "memory_estimate_bytes": est, "mem_available_kib": avail,
+                    "policies": [p["name"] for p in policies],
+                    "summary": summ, "ratios": ratios, "runs": runs}
+            tnone = summ.get("torch", {}).get("none")
+            if tnone and tnone.get("n_params_peer") not in (None, cres["n_params"]):
+                print(f"warning: peer has {tnone['n_params_peer']} parameters, formula says "
                       f"{cres['n_params']}", file=sys.stderr)
-            if summ.get("ctron") and summ.get("torch"):
-                cres["ratio_torch_over_ctron"] = summ["torch"]["ms_median"] / summ["ctron"]["ms_median"]
-                paired = []
-                for rnd in range(1, args.rounds + 1):
-                    a = next((r for r in runs if r["impl"] == "ctron" and r["round"] == rnd and r["ok"]), None)
-                    b = next((r for r in runs if r["impl"] == "torch" and r["round"] == rnd and r["ok"]), None)
-                    if a and b:
-                        paired.append(b["ms_median"] / a["ms_median"])
-                cres["ratio_paired_per_round"] = paired
-                cres["ratio_paired_median"] = statistics.median(paired) if paired else None
-            else:
-                cres["ratio_torch_over_ctron"] = None
             result["configs"][name] = cres
 
     result["environment"] = environment(args, torch_version)
     result["environment"]["loadavg_start"] = load_start   # 1/5/15-min load: a noise hint
     result["environment"]["loadavg_end"] = os.getloadavg()
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-
-    os.makedirs(args.out_dir, exist_ok=True)
-    jpath = os.path.join(args.out_dir, f"{date}.json")
-    mpath = os.path.join(args.out_dir, f"{date}.md")
-    table = markdown(result)
-    with open(jpath, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-    with open(mpath, "w") as f:
-        f.write(table)
-    print(table)
-    print(f"wrote {os.path.relpath(jpath, ROOT)} and {os.path.relpath(mpath, ROOT)}",
-          file=sys.stderr)
+    write_report(result, args.out_dir, args.plot_dir, date)
     return 1 if failed else 0
 
 

@@ -12,3 +12,10 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
+# Python's safetensors package, for the checkpoint interop test (tests/test_interop.py). Optional:
+# without it (offline, no pip) that test reads and writes the format with its own numpy code.
+if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null && /usr/bin/python3 -m pip --version >/dev/null 2>&1; then
+  echo "setup: pip-installing safetensors (optional)"
+  /usr/bin/python3 -m pip install -q --retries 0 --timeout 15 --break-system-packages safetensors >/dev/null 2>&1 \
+    || echo "setup: safetensors not installed (offline?); tests/test_interop.py falls back to numpy"
+fi

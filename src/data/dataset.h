@@ -1,5 +1,5 @@
-// Byte-level text data (256 symbols): the file's bytes are the tokens. The last val_frac of the
-// file is the held-out validation split.
+// Training data as token ids: a token file, BPE-encoded text or byte-level text (dataset_load).
+// Tokens [0, n_train) are the training split, the rest the held-out validation split.
 #ifndef CTRON_DATASET_H
 #define CTRON_DATASET_H
 #include <stddef.h>
@@ -14,6 +14,23 @@ typedef struct {
 
 // Returns 0, or -1 with a message in err (missing, unreadable or empty file).
 int dataset_load_bytes(Dataset *ds, const char *path, double val_frac, char *err, size_t errlen);
+
+// What the trainer calls (src/data/dataset_load.c). Loads path for a model of `vocab` tokens:
+//  - a token file (data/tokenfile.h, recognised by its magic number) is read as stored;
+//  - any other file is text, encoded with the BPE vocabulary at tokenizer_path
+//    (tokenizer/bpe.h), or byte by byte (tokens 0..255) when tokenizer_path is NULL.
+// The last val_frac of the tokens is the validation split. A tokenizer larger than vocab, or any
+// token >= vocab, is an error. Returns 0, or -1 with a message in err (ds is then empty).
+int dataset_load(Dataset *ds, const char *path, const char *tokenizer_path, double val_frac, int vocab,
+                 char *err, size_t errlen);
+// The same with an explicit validation file (same rules as path; val_frac is then ignored): all
+// of train_path is the training split, all of val_path the validation split, stored back to back
+// in ds->tokens. val_path NULL: exactly dataset_load.
+int dataset_load_split(Dataset *ds, const char *train_path, const char *val_path, const char *tokenizer_path,
+                       double val_frac, int vocab, char *err, size_t errlen);
+// 0 when both splits hold a full window of seq+1 tokens; -1 with a message otherwise. Call it
+// after loading: the token count of text is only known once it is encoded.
+int dataset_check_windows(const Dataset *ds, int seq, char *err, size_t errlen);
 void dataset_free(Dataset *ds);
 static inline size_t dataset_n_val(const Dataset *ds) { return ds->n - ds->n_train; }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "util/common.h"
 
@@ -45,6 +46,28 @@ void st_add(StFile *f, const char *name, StDtype dtype, int ndim, const int64_t 
     t->nbytes = numel * st_dtype_size(dtype);
 }
 
+void st_add_transposed(StFile *f, const char *name, int64_t rows, int64_t cols, const float *data) {
+    int64_t shape[2] = {rows, cols};
+    st_add(f, name, ST_F32, 2, shape, data);
+    f->t[f->n - 1].transposed = 1;
+}
+
+// Writes the transpose of src ([cols, rows]) as [rows, cols], a block of output rows at a time so
+// both sides are read and written in long runs.
+static int write_transposed(FILE *out, const float *src, size_t rows, size_t cols) {
+    enum { BLOCK = 32 };
+    float *buf = xmalloc(BLOCK * cols * sizeof(float));
+    int ok = 1;
+    for (size_t r0 = 0; ok && r0 < rows; r0 += BLOCK) {
+        size_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
+        for (size_t c = 0; c < cols; c++)
+            for (size_t r = 0; r < nr; r++) buf[r * cols + c] = src[c * rows + r0 + r];
+        ok = fwrite(buf, sizeof(float), nr * cols, out) == nr * cols;
+    }
+    free(buf);
+    return ok;
+}
+
 static char *xstrdup(const char *s) {
     char *d = xmalloc(strlen(s) + 1);
     strcpy(d, s);
@@ -61,6 +84,10 @@ void st_add_meta(StFile *f, const char *key, const char *value) {
 }
 
 int st_write(const StFile *f, const char *path, char *err, size_t errlen) {
+    return st_write_hooked(f, path, NULL, NULL, err, errlen);
+}
+
+int st_write_hooked(const StFile *f, const char *path, StWriteHook hook, void *ctx, char *err, size_t errlen) {
     cJSON *hdr = cJSON_CreateObject();
     if (f->n_meta) {
         cJSON *meta = cJSON_AddObjectToObject(hdr, "__metadata__");
@@ -95,7 +122,12 @@ int st_write(const StFile *f, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < 8; i++) le[i] = (uint8_t)(hlen >> (8 * i));
     int ok = fwrite(le, 1, 8, out) == 8 && fwrite(json, 1, jlen, out) == jlen;
     for (size_t i = jlen; ok && i < padded; i++) ok = fputc(' ', out) != EOF;
-    for (int i = 0; ok && i < f->n; i++) ok = fwrite(f->t[i].data, 1, f->t[i].nbytes, out) == f->t[i].nbytes;
+    for (int i = 0; ok && i < f->n; i++) {
+        const StTensor *t = &f->t[i];
+        ok = t->transposed ? write_transposed(out, t->data, (size_t)t->shape[0], (size_t)t->shape[1])
+                           : fwrite(t->data, 1, t->nbytes, out) == t->nbytes;
+        if (ok && hook) { ok = fflush(out) == 0; hook(ctx, i, f->n); }   // the bytes are in the file now
+    }
     cJSON_free(json);
     ok = ok && fflush(out) == 0 && fsync(fd) == 0;
     if (fclose(out) != 0) ok = 0;
@@ -107,76 +139,210 @@ int st_write(const StFile *f, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+// A JSON number that is a whole value in 0..2^53 (exactly representable; safetensors uses u64).
+static int json_u53(const cJSON *x, uint64_t *out) {
+    if (!cJSON_IsNumber(x)) return -1;
+    double v = x->valuedouble;
+    if (!(v >= 0.0) || v > 9007199254740992.0 || v != (double)(uint64_t)v) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+typedef struct { uint64_t begin, end; int index; } Span;
+
+static int span_cmp(const void *a, const void *b) {
+    const Span *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+// Parses one header entry into a new tensor of f; on error fills err and returns -1.
+static int read_entry(StFile *f, const cJSON *it, const uint8_t *data, uint64_t data_len, Span *span,
+                      const char *path, char *err, size_t errlen) {
+    const char *name = it->string;
+    if (strlen(name) >= sizeof f->t[0].name) {
+        snprintf(err, errlen, "'%s': tensor name '%.40s...' is longer than %zu bytes", path, name,
+                 sizeof f->t[0].name - 1);
+        return -1;
+    }
+    if (st_find(f, name)) {
+        snprintf(err, errlen, "'%s': tensor '%s' appears twice in the header", path, name);
+        return -1;
+    }
+    if (!cJSON_IsObject(it)) {
+        snprintf(err, errlen, "'%s': entry '%s' is not an object {dtype, shape, data_offsets}", path, name);
+        return -1;
+    }
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(it, "dtype"), *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"),
+                *of = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(of)) {
+        snprintf(err, errlen, "'%s': tensor '%s' lacks a dtype string, a shape array or a data_offsets array", path,
+                 name);
+        return -1;
+    }
+    int di = -1;
+    for (int k = 0; k < 3; k++)
+        if (strcmp(dt->valuestring, dtype_name[k]) == 0) di = k;
+    if (di < 0) {
+        snprintf(err, errlen, "'%s': tensor '%s' has dtype '%.16s'; ctron reads F32, I32 and U8", path, name,
+                 dt->valuestring);
+        return -1;
+    }
+    int ndim = cJSON_GetArraySize(sh);
+    if (ndim > 4) {
+        snprintf(err, errlen, "'%s': tensor '%s' has %d dimensions; ctron reads at most 4", path, name, ndim);
+        return -1;
+    }
+    uint64_t dims[4], numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (json_u53(cJSON_GetArrayItem(sh, d), &dims[d]) != 0) {
+            snprintf(err, errlen, "'%s': tensor '%s': shape entry %d is not a non-negative integer", path, name, d);
+            return -1;
+        }
+        if (dims[d] && numel > (UINT64_C(1) << 53) / dims[d]) {
+            snprintf(err, errlen, "'%s': tensor '%s': shape is too large", path, name);
+            return -1;
+        }
+        numel *= dims[d];
+    }
+    uint64_t b0, b1;
+    if (cJSON_GetArraySize(of) != 2 || json_u53(cJSON_GetArrayItem(of, 0), &b0) != 0 ||
+        json_u53(cJSON_GetArrayItem(of, 1), &b1) != 0) {
+        snprintf(err, errlen, "'%s': tensor '%s': data_offsets must be two non-negative integers [begin, end]", path,
+                 name);
+        return -1;
+    }
+    if (b1 < b0) {
+        snprintf(err, errlen, "'%s': tensor '%s': data_offsets [%llu, %llu] are out of order (end before begin)",
+                 path, name, (unsigned long long)b0, (unsigned long long)b1);
+        return -1;
+    }
+    if (b1 > data_len) {
+        snprintf(err, errlen, "'%s': tensor '%s': data_offsets [%llu, %llu] run past the data section (%llu bytes)",
+                 path, name, (unsigned long long)b0, (unsigned long long)b1, (unsigned long long)data_len);
+        return -1;
+    }
+    uint64_t want = numel * st_dtype_size((StDtype)di);
+    if (b1 - b0 != want) {
+        snprintf(err, errlen, "'%s': tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but its shape and dtype "
+                 "need %llu", path, name, (unsigned long long)b0, (unsigned long long)b1,
+                 (unsigned long long)(b1 - b0), (unsigned long long)want);
+        return -1;
+    }
+    StTensor *t = st_new(f);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = (StDtype)di;
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) t->shape[d] = (int64_t)dims[d];
+    t->data = data + b0;
+    t->nbytes = (size_t)(b1 - b0);
+    span->begin = b0;
+    span->end = b1;
+    span->index = f->n - 1;
+    return 0;
+}
+
+// The tensors, in offset order, must cover [0, data_len) exactly once.
+static int check_tiling(const StFile *f, Span *spans, int n, uint64_t data_len, const char *path, char *err,
+                        size_t errlen) {
+    qsort(spans, (size_t)n, sizeof *spans, span_cmp);
+    uint64_t at = 0;
+    const char *prev = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *name = f->t[spans[i].index].name;
+        if (spans[i].begin < at) {
+            snprintf(err, errlen, "'%s': tensors '%s' and '%s' overlap (byte %llu is claimed by both)", path, prev,
+                     name, (unsigned long long)spans[i].begin);
+            return -1;
+        }
+        if (spans[i].begin > at) {
+            snprintf(err, errlen, "'%s': bytes %llu..%llu of the data section (before tensor '%s') belong to no tensor",
+                     path, (unsigned long long)at, (unsigned long long)spans[i].begin, name);
+            return -1;
+        }
+        at = spans[i].end;
+        prev = name;
+    }
+    if (at != data_len) {
+        snprintf(err, errlen, "'%s': the data section has %llu bytes but the tensors cover only %llu", path,
+                 (unsigned long long)data_len, (unsigned long long)at);
+        return -1;
+    }
+    return 0;
+}
+
+static int read_fail(StFile *f, cJSON *hdr, Span *spans) {
+    cJSON_Delete(hdr);
+    free(spans);
+    st_free(f);
+    return -1;
+}
+
 int st_read(StFile *f, const char *path, char *err, size_t errlen) {
     st_init(f);
-    FILE *in = fopen(path, "rb");
-    if (!in) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
-    fseek(in, 0, SEEK_END);
-    long size = ftell(in);
-    rewind(in);
-    if (size < 8) { fclose(in); snprintf(err, errlen, "'%s' is too short for a safetensors file", path); return -1; }
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        snprintf(err, errlen, "'%s' is not a regular file", path);
+        return -1;
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    if (size < 8) {
+        close(fd);
+        snprintf(err, errlen, "'%s' is too short for a safetensors file (%llu bytes)", path, (unsigned long long)size);
+        return -1;
+    }
     f->blob = xmalloc((size_t)size);
-    size_t got = fread(f->blob, 1, (size_t)size, in);
-    fclose(in);
-    if (got != (size_t)size) { snprintf(err, errlen, "short read of '%s'", path); st_free(f); return -1; }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, f->blob + got, (size_t)size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != size) { snprintf(err, errlen, "short read of '%s'", path); st_free(f); return -1; }
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->blob[i] << (8 * i);
-    if (hlen > (uint64_t)size - 8) {
-        snprintf(err, errlen, "'%s': header size %llu exceeds the file", path, (unsigned long long)hlen);
+    if (hlen == 0) {
+        snprintf(err, errlen, "'%s': header size is 0 (a header is at least '{}')", path);
         st_free(f);
         return -1;
     }
-    cJSON *hdr = cJSON_ParseWithLength((const char *)f->blob + 8, (size_t)hlen);
-    if (!cJSON_IsObject(hdr)) {
-        snprintf(err, errlen, "'%s': header is not a JSON object", path);
-        cJSON_Delete(hdr);
+    if (hlen > size - 8) {
+        snprintf(err, errlen, "'%s': header size %llu exceeds the file (%llu bytes after the size field)", path,
+                 (unsigned long long)hlen, (unsigned long long)(size - 8));
         st_free(f);
         return -1;
+    }
+    const char *text = (const char *)f->blob + 8, *end = NULL;
+    cJSON *hdr = cJSON_ParseWithLengthOpts(text, (size_t)hlen, &end, 0);
+    int trailing = 0;
+    for (const char *c = end; hdr && c < text + hlen; c++) trailing |= *c != ' ' && *c != '\n' && *c != '\t';
+    if (!cJSON_IsObject(hdr) || trailing) {
+        snprintf(err, errlen, "'%s': header (%llu bytes) is not one JSON object", path, (unsigned long long)hlen);
+        return read_fail(f, hdr, NULL);
     }
     const uint8_t *data = f->blob + 8 + hlen;
-    size_t data_len = (size_t)size - 8 - hlen;
-    int rc = 0;
-    for (cJSON *it = hdr->child; it && rc == 0; it = it->next) {
+    uint64_t data_len = size - 8 - hlen;
+    Span *spans = xmalloc(sizeof(Span) * (size_t)(cJSON_GetArraySize(hdr) + 1));
+    int n_spans = 0;
+    for (cJSON *it = hdr->child; it; it = it->next) {
         if (strcmp(it->string, "__metadata__") == 0) {
             for (cJSON *kv = it->child; kv; kv = kv->next)
                 if (cJSON_IsString(kv)) st_add_meta(f, kv->string, kv->valuestring);
             continue;
         }
-        cJSON *dt = cJSON_GetObjectItem(it, "dtype"), *sh = cJSON_GetObjectItem(it, "shape"),
-              *of = cJSON_GetObjectItem(it, "data_offsets");
-        int di = -1;
-        for (int k = 0; k < 3 && cJSON_IsString(dt); k++)
-            if (strcmp(dt->valuestring, dtype_name[k]) == 0) di = k;
-        if (di < 0 || !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > 4 || !cJSON_IsArray(of) ||
-            cJSON_GetArraySize(of) != 2 || strlen(it->string) >= sizeof f->t[0].name) {
-            snprintf(err, errlen, "'%s': tensor '%s' has a malformed or unsupported entry", path, it->string);
-            rc = -1;
-            break;
-        }
-        StTensor *t = st_new(f);
-        snprintf(t->name, sizeof t->name, "%s", it->string);
-        t->dtype = (StDtype)di;
-        t->ndim = cJSON_GetArraySize(sh);
-        size_t numel = 1;
-        for (int d = 0; d < t->ndim; d++) {
-            double v = cJSON_GetArrayItem(sh, d)->valuedouble;
-            if (v < 0 || v > 1e15) { rc = -1; break; }
-            t->shape[d] = (int64_t)v;
-            numel *= (size_t)v;
-        }
-        double b0 = cJSON_GetArrayItem(of, 0)->valuedouble, b1 = cJSON_GetArrayItem(of, 1)->valuedouble;
-        if (rc || b0 < 0 || b1 < b0 || b1 > (double)data_len || (size_t)(b1 - b0) != numel * st_dtype_size(t->dtype)) {
-            snprintf(err, errlen, "'%s': tensor '%s' has offsets that do not match its shape or the file", path,
-                     it->string);
-            rc = -1;
-            break;
-        }
-        t->data = data + (size_t)b0;
-        t->nbytes = (size_t)(b1 - b0);
+        if (read_entry(f, it, data, data_len, &spans[n_spans], path, err, errlen) != 0) return read_fail(f, hdr, spans);
+        n_spans++;
     }
+    if (check_tiling(f, spans, n_spans, data_len, path, err, errlen) != 0) return read_fail(f, hdr, spans);
     cJSON_Delete(hdr);
-    if (rc) st_free(f);
-    return rc;
+    free(spans);
+    return 0;
 }
 
 const StTensor *st_find(const StFile *f, const char *name) {

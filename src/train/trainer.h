@@ -20,6 +20,15 @@ typedef struct {
     MaskMode masks;
     ActDtype act_dtype;
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
+    // Checkpoints (io/checkpoint.h, docs/CHECKPOINTS.md): save to ckpt_dir (NULL: never) every
+    // save_every steps (0: only at the end) and at the last step, keeping the newest keep (0: all);
+    // stop_after > 0 ends the run after that step although the schedule spans steps.
+    const char *ckpt_dir;
+    int save_every, keep, stop_after;
+    // --resume (NULL: a fresh run): resume_step_dir is the checkpoint it resolved to; the CLI took
+    // the run's settings from its state.json, and ckpt_dir and data_path may point into these buffers.
+    const char *resume;
+    char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);

@@ -1,0 +1,194 @@
+// ctron generate: load a checkpoint, continue a prompt with the KV-cache inference path.
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/generate_cmd.h"
+#include "io/checkpoint.h"
+#include "memory/ledger_report.h"
+#include "model/generate.h"
+#include "tokenizer/bpe.h"
+#include "util/common.h"
+
+#define CMD "generate"
+
+typedef struct {
+    const char *ckpt, *prompt;
+    int tokens, top_k, threads, json;
+    float temperature;
+    uint64_t seed;
+    char step_dir[4096];
+    CkptState state;
+    Bpe bpe;                // the checkpoint's tokenizer.json, when it has one
+    int has_bpe;
+    int32_t *prompt_ids;    // the prompt, encoded
+    int n_prompt;
+} GenArgs;
+
+void cli_generate_usage(FILE *f) {
+    fprintf(f,
+        "usage: ctron generate --ckpt DIR [options]\n"
+        "\n"
+        "  --ckpt DIR        a run directory (its newest checkpoint) or one step_NNNNNNNN directory\n"
+        "  --prompt TEXT     text to continue (default a newline)\n"
+        "  --tokens N        tokens to generate (default 200)\n"
+        "  --temperature T   softmax temperature, 0 = greedy (default 0.8)\n"
+        "  --top-k K         sample among the K most likely tokens, 0 = all (default 0)\n"
+        "  --seed N          sampling seed: the same seed gives the same tokens (default 1337)\n"
+        "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
+        "  --json            print one JSON object (token ids and speed) instead of the text\n"
+        "  -h, --help        this text\n"
+        "\n"
+        "Text is encoded with the checkpoint's tokenizer.json (BPE) when it has one, else byte by byte.\n"
+        "When prompt + output outgrow the model's sequence length the window slides: the newest half\n"
+        "is prefilled again and generation goes on.\n"
+        "Speed (tokens/s) goes to stderr.\n");
+}
+
+enum { OPT_CKPT = 1000, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON };
+
+static int parse(int argc, char **argv, GenArgs *g) {
+    static const struct option opts[] = {
+        {"ckpt", required_argument, 0, OPT_CKPT}, {"prompt", required_argument, 0, OPT_PROMPT},
+        {"tokens", required_argument, 0, OPT_TOKENS}, {"temperature", required_argument, 0, OPT_TEMP},
+        {"top-k", required_argument, 0, OPT_TOPK}, {"seed", required_argument, 0, OPT_SEED},
+        {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    memset(g, 0, sizeof *g);
+    g->prompt = "\n";
+    g->tokens = 200;
+    g->temperature = 0.8f;
+    g->seed = 1337;
+    double x;
+    int rc = 0, seed, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        switch (ch) {
+        case OPT_CKPT: g->ckpt = optarg; break;
+        case OPT_PROMPT: g->prompt = optarg; break;
+        case OPT_TOKENS: rc = args_int(CMD, "--tokens", optarg, 1, 100000000, &g->tokens); break;
+        case OPT_TEMP: rc = args_double(CMD, "--temperature", optarg, 0.0, 100.0, 0, &x); g->temperature = (float)x; break;
+        case OPT_TOPK: rc = args_int(CMD, "--top-k", optarg, 0, 1 << 30, &g->top_k); break;
+        case OPT_SEED: rc = args_int(CMD, "--seed", optarg, 0, 2147483647, &seed); g->seed = (uint64_t)seed; break;
+        case OPT_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &g->threads); break;
+        case OPT_JSON: g->json = 1; break;
+        case 'h': cli_generate_usage(stdout); return -1;
+        case ':': return args_error(CMD, "%s: missing value", flag);
+        default: return args_error(CMD, "unknown option '%s'", flag);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (!g->ckpt) return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory)");
+    char err[1024];
+    if (ckpt_resolve(g->ckpt, g->step_dir, sizeof g->step_dir, NULL, 0, err, sizeof err) != 0 ||
+        ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
+        return args_error(CMD, "--ckpt: %s", err);
+    int v = g->state.model.vocab;
+    if (g->top_k > v) return args_error(CMD, "--top-k %d exceeds the model's vocabulary of %d", g->top_k, v);
+    if (g->prompt[0] == '\0') return args_error(CMD, "--prompt is empty: generation needs at least one token");
+    size_t n_bytes = strlen(g->prompt), n_ids = n_bytes;
+    if (g->state.tokenizer_path[0]) {   // a BPE run: its vocabulary was saved beside the weights
+        if (bpe_load(&g->bpe, g->state.tokenizer_path, err, sizeof err) != 0)
+            return args_error(CMD, "--ckpt: %s", err);
+        g->has_bpe = 1;
+        if (g->bpe.vocab_size > v)
+            return args_error(CMD, "--ckpt: tokenizer.json has %d tokens but the model only %d", g->bpe.vocab_size, v);
+        g->prompt_ids = bpe_encode(&g->bpe, (const uint8_t *)g->prompt, n_bytes, &n_ids);
+    } else {
+        g->prompt_ids = xmalloc(n_bytes * sizeof(int32_t));
+        for (size_t i = 0; i < n_bytes; i++) {
+            g->prompt_ids[i] = (unsigned char)g->prompt[i];
+            if (g->prompt_ids[i] >= v)
+                return args_error(CMD, "--prompt: byte %d is outside the model's vocabulary of %d", g->prompt_ids[i], v);
+        }
+    }
+    g->n_prompt = (int)n_ids;
+    return 0;
+}
+
+// Writes one token's text as soon as it is drawn. Ids past the tokenizer's (or the 256 bytes) are
+// unused rows of a larger model vocabulary: '?'.
+static void emit_token(void *ctx, int32_t tok) {
+    const GenArgs *g = ctx;
+    if (g->has_bpe && tok < g->bpe.vocab_size) {
+        size_t len;
+        const uint8_t *bytes = bpe_token_bytes(&g->bpe, tok, &len);
+        fwrite(bytes, 1, len, stdout);
+    } else {
+        fputc(!g->has_bpe && tok < 256 ? tok : '?', stdout);
+    }
+    fflush(stdout);
+}
+
+static void free_args(GenArgs *g) {
+    if (g->has_bpe) bpe_free(&g->bpe);
+    free(g->prompt_ids);
+}
+
+static void print_json(const GenArgs *g, const int32_t *out, const GenStats *st) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "checkpoint", g->step_dir);
+    cJSON_AddNumberToObject(o, "step", g->state.step);
+    cJSON_AddNumberToObject(o, "prompt_tokens", st->prompt_tokens);
+    cJSON_AddNumberToObject(o, "prompt_used", st->prompt_used);
+    cJSON *t = cJSON_AddArrayToObject(o, "tokens");
+    for (int i = 0; i < st->generated; i++) cJSON_AddItemToArray(t, cJSON_CreateNumber(out[i]));
+    cJSON_AddNumberToObject(o, "seconds", st->total_seconds);
+    cJSON_AddNumberToObject(o, "tokens_per_s", st->generated / st->total_seconds);
+    cJSON_AddNumberToObject(o, "decode_tokens_per_s", st->decode_tokens ? st->decode_tokens / st->decode_seconds : 0.0);
+    cJSON_AddNumberToObject(o, "slides", st->slides);
+    char *text = cJSON_PrintUnformatted(o);
+    printf("%s\n", text);
+    cJSON_free(text);
+    cJSON_Delete(o);
+}
+
+int cli_generate_main(int argc, char **argv) {
+    GenArgs g;
+    int rc = parse(argc, argv, &g);
+    if (rc) free_args(&g);
+    if (rc == -1) return 0;
+    if (rc) return rc;
+    if (g.threads > 0) omp_set_num_threads(g.threads);
+
+    GPTConfig cfg = g.state.model;
+    cfg.batch = 1;            // inference runs one sequence; the training batch is irrelevant here
+    cfg.dropout = 0.0f;
+    GPT m;
+    gpt_init(&m, &cfg, NULL);
+    char err[1024];
+    if (ckpt_load(g.step_dir, &m, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron generate: error: %s\n", err);
+        gpt_free(&m);
+        free_args(&g);
+        return 1;
+    }
+    int n_prompt = g.n_prompt;
+    int32_t *out = xmalloc((size_t)g.tokens * sizeof(int32_t));
+    if (n_prompt > cfg.seq)
+        fprintf(stderr, "ctron generate: note: the prompt has %d tokens, the model %d positions: using its last %d\n",
+                n_prompt, cfg.seq, cfg.seq);
+    GenOptions go = {g.tokens, g.temperature, g.top_k, g.seed};
+    GenStats st;
+    if (!g.json) fputs(g.prompt, stdout);
+    generate(&m, g.prompt_ids, n_prompt, &go, out, g.json ? NULL : emit_token, &g, &st);
+    if (g.json) print_json(&g, out, &st);
+    else printf("\n");
+    char b1[32];
+    fprintf(stderr, "ctron generate: %d tokens in %.3f s: %.0f tokens/s (decode %.0f tokens/s; prefill %d tokens in "
+            "%.1f ms; window slid %d times; KV cache %s) from %s (step %d)\n", st.generated, st.total_seconds,
+            st.generated / st.total_seconds, st.decode_tokens ? st.decode_tokens / st.decode_seconds : 0.0,
+            st.prefill_tokens, st.prefill_seconds * 1e3, st.slides, format_bytes((double)st.cache_bytes, b1, sizeof b1),
+            g.step_dir, g.state.step);
+    free(out);
+    free_args(&g);
+    gpt_free(&m);
+    return 0;
+}

@@ -1,0 +1,303 @@
+// ctron memory: per-rank activation memory, parameter state and FLOPs of a model and layout,
+// beside the paper's Figure 7 comparison. Nothing is allocated or run: it is the analytic model.
+#include "cli/memory_cmd.h"
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "memory/fig7_svg.h"
+#include "memory/memory_report.h"
+#include "memory/presets.h"
+
+#define CMD "memory"
+#define MAX_MODELS 16
+
+typedef struct {
+    const char *preset;                            // comma list; NULL: gpt2 as the base
+    int layers, hidden, heads, seq, batch, vocab;  // 0 = from the preset
+    int tp, pp, interleave, gpus, global_batch;    // 0 = from the preset
+    int sp;
+    const char *recompute, *method, *list;
+    int num_layers;                                // 0 = not given
+    const char *act_dtype, *masks;
+    double dropout, iter_time, peak_tflops;
+    int dropout_given;
+    int json;
+    const char *plot;
+    int several;                                   // more than one model: errors name the preset
+} MemArgs;
+
+void cli_memory_usage(FILE *f) {
+    fprintf(f,
+        "usage: ctron memory [--preset NAME[,NAME…]] [options]\n"
+        "\n"
+        "Per-rank activation memory of the first pipeline stage (the analytic model of ctron's\n"
+        "ledger), parameter and optimizer state, FLOPs and MFU/HFU — beside the paper's Table 2 /\n"
+        "Figure 7 comparison of tensor parallelism, sequence parallelism and recomputation.\n"
+        "\n"
+        "model (a preset's fields, overridden by any flag given)\n"
+        "  --preset LIST            22B, 175B, 530B, 1T (the paper's Table 3 models and layouts),\n"
+        "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, or 'paper' (the four\n"
+        "                           Table 3 models); several names print them side by side\n"
+        "                           (default gpt2)\n"
+        "  --layers N --hidden N --heads N --seq N --vocab N\n"
+        "                           L, h, a, s, v (v as allocated: pad it so that t divides it)\n"
+        "  --batch N                micro-batch b (sequences)\n"
+        "layout\n"
+        "  --tp T                   tensor-parallel size; must divide heads and vocab\n"
+        "  --sp                     sequence parallelism (T must divide the sequence)\n"
+        "  --pp P                   pipeline stages; must divide layers\n"
+        "  --interleave M           virtual stages per rank (interleaved 1F1B; P·M must divide layers)\n"
+        "  --gpus N                 GPUs in all (default the preset's data-parallel size × T × P)\n"
+        "  --global-batch B         sequences per iteration (default the preset's micro-batches per\n"
+        "                           pipeline × b × dp)\n"
+        "what is kept\n"
+        "  --recompute none|selective|full          (default none)\n"
+        "  --recompute-method uniform|block         full: groups of N, or the first N layers (default uniform)\n"
+        "  --recompute-num-layers N                 full: N (default 1); per model chunk when pipelined\n"
+        "  --recompute-layers LIST                  per layer, e.g. 0-3:full,4-47:selective (every layer)\n"
+        "  --act-dtype fp32|bf16                    stored activations (default bf16, as the paper)\n"
+        "  --dropout-masks bytes|bits|regen         mask storage (default bytes)\n"
+        "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
+        "work\n"
+        "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
+        "                           Table 5's time when the policy is full or SP + selective)\n"
+        "  --peak-tflops X          per-GPU peak (default 312, A100 bf16)\n"
+        "output\n"
+        "  --json                   one JSON object ({\"models\": […]} for several presets)\n"
+        "  --plot FILE.svg          a Figure-7-style bar chart of the model(s)\n"
+        "  -h, --help               this text\n");
+}
+
+enum {
+    OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
+    OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
+    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT
+};
+
+static int parse(int argc, char **argv, MemArgs *a) {
+    static const struct option opts[] = {
+        {"preset", required_argument, 0, OPT_PRESET}, {"layers", required_argument, 0, OPT_LAYERS},
+        {"hidden", required_argument, 0, OPT_HIDDEN}, {"heads", required_argument, 0, OPT_HEADS},
+        {"seq", required_argument, 0, OPT_SEQ}, {"batch", required_argument, 0, OPT_BATCH},
+        {"vocab", required_argument, 0, OPT_VOCAB}, {"tp", required_argument, 0, OPT_TP},
+        {"sp", no_argument, 0, OPT_SP}, {"pp", required_argument, 0, OPT_PP},
+        {"interleave", required_argument, 0, OPT_INTERLEAVE}, {"gpus", required_argument, 0, OPT_GPUS},
+        {"global-batch", required_argument, 0, OPT_GLOBAL_BATCH}, {"recompute", required_argument, 0, OPT_RECOMPUTE},
+        {"recompute-method", required_argument, 0, OPT_METHOD},
+        {"recompute-num-layers", required_argument, 0, OPT_NUM_LAYERS},
+        {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
+        {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
+        {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
+        {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->act_dtype = "bf16";
+    a->masks = "bytes";
+    a->dropout = 0.1;
+    a->peak_tflops = 312.0;
+    const int big = 1 << 30;
+    int rc = 0, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        switch (ch) {
+        case OPT_PRESET: a->preset = optarg; break;
+        case OPT_LAYERS: rc = args_int(CMD, "--layers", optarg, 1, 65535, &a->layers); break;
+        case OPT_HIDDEN: rc = args_int(CMD, "--hidden", optarg, 1, 1 << 20, &a->hidden); break;
+        case OPT_HEADS: rc = args_int(CMD, "--heads", optarg, 1, 1 << 20, &a->heads); break;
+        case OPT_SEQ: rc = args_int(CMD, "--seq", optarg, 1, 1 << 24, &a->seq); break;
+        case OPT_BATCH: rc = args_int(CMD, "--batch", optarg, 1, 1 << 20, &a->batch); break;
+        case OPT_VOCAB: rc = args_int(CMD, "--vocab", optarg, 1, big, &a->vocab); break;
+        case OPT_TP: rc = args_int(CMD, "--tp", optarg, 1, 1 << 16, &a->tp); break;
+        case OPT_SP: a->sp = 1; break;
+        case OPT_PP: rc = args_int(CMD, "--pp", optarg, 1, 65535, &a->pp); break;
+        case OPT_INTERLEAVE: rc = args_int(CMD, "--interleave", optarg, 1, 65535, &a->interleave); break;
+        case OPT_GPUS: rc = args_int(CMD, "--gpus", optarg, 1, big, &a->gpus); break;
+        case OPT_GLOBAL_BATCH: rc = args_int(CMD, "--global-batch", optarg, 1, big, &a->global_batch); break;
+        case OPT_RECOMPUTE: a->recompute = optarg; break;
+        case OPT_METHOD: a->method = optarg; break;
+        case OPT_NUM_LAYERS: rc = args_int(CMD, "--recompute-num-layers", optarg, 1, 65535, &a->num_layers); break;
+        case OPT_LIST: a->list = optarg; break;
+        case OPT_DTYPE: a->act_dtype = optarg; break;
+        case OPT_MASKS: a->masks = optarg; break;
+        case OPT_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &a->dropout); a->dropout_given = 1; break;
+        case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
+        case OPT_PEAK: rc = args_double(CMD, "--peak-tflops", optarg, 1e-9, 1e12, 0, &a->peak_tflops); break;
+        case OPT_JSON: a->json = 1; break;
+        case OPT_PLOT: a->plot = optarg; break;
+        case 'h': cli_memory_usage(stdout); return -1;
+        case ':': return args_error(CMD, "%s: missing value", flag);
+        default: return args_error(CMD, "unknown option '%s'", flag);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
+
+    ActDtype dt;
+    MaskMode mm;
+    if (policy_parse_dtype(a->act_dtype, &dt) != 0)
+        return args_error(CMD, "--act-dtype: unknown type '%s' (expected fp32 or bf16)", a->act_dtype);
+    if (policy_parse_masks(a->masks, &mm) != 0)
+        return args_error(CMD, "--dropout-masks: unknown mode '%s' (expected bytes, bits or regen)", a->masks);
+    if (a->list && a->recompute)
+        return args_error(CMD, "--recompute-layers replaces --recompute: give one of them");
+    int full = a->recompute && strcmp(a->recompute, "full") == 0;
+    if ((a->method || a->num_layers) && !full)
+        return args_error(CMD, "%s is only for --recompute full", a->method ? "--recompute-method" : "--recompute-num-layers");
+    if (!a->recompute && !a->list) a->recompute = "none";
+    if (full && !a->num_layers) a->num_layers = 1;
+    if (a->plot && a->plot[0] == '\0') return args_error(CMD, "--plot: empty file name");
+    return 0;
+}
+
+// "paper" → the four Table 3 models; otherwise each comma-separated name must be a preset.
+static int resolve_presets(const char *list, const ModelPreset **out, int *n) {
+    *n = 0;
+    if (!list) { out[(*n)++] = preset_find("gpt2"); return 0; }
+    char buf[512];
+    if (strlen(list) >= sizeof buf) return args_error(CMD, "--preset: list too long");
+    strcpy(buf, list);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        const char *names[4] = {tok};
+        int k = 1;
+        if (strcasecmp(tok, "paper") == 0) { names[0] = "22B"; names[1] = "175B"; names[2] = "530B"; names[3] = "1T"; k = 4; }
+        for (int i = 0; i < k; i++) {
+            const ModelPreset *p = preset_find(names[i]);
+            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s or paper)", names[i], preset_names());
+            if (*n == MAX_MODELS) return args_error(CMD, "--preset: at most %d models", MAX_MODELS);
+            out[(*n)++] = p;
+        }
+    }
+    if (*n == 0) return args_error(CMD, "--preset: empty list");
+    return 0;
+}
+
+static int pick(int given, int preset) { return given ? given : preset; }
+
+// A usage error in one model's configuration; with several presets the message says which.
+__attribute__((format(printf, 3, 4))) static int cfg_error(const MemArgs *a, const ModelPreset *p, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return a->several ? args_error(CMD, "preset %s: %s", p->name, msg) : args_error(CMD, "%s", msg);
+}
+
+// One preset with the flags applied, validated; fills c (its policy is allocated).
+static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c) {
+    memset(c, 0, sizeof *c);
+    int L = pick(a->layers, p->L), h = pick(a->hidden, p->h), heads = pick(a->heads, p->a), s = pick(a->seq, p->s);
+    int b = pick(a->batch, p->micro_batch), v = pick(a->vocab, p->v);
+    int t = pick(a->tp, p->t), pp = pick(a->pp, p->p), m = pick(a->interleave, p->m);
+    if (a->pp && !a->interleave) m = 1;   // a preset's interleaving belongs to its own pipeline size
+    int dp0 = p->gpus / (p->t * p->p), nmb0 = p->global_batch / (p->micro_batch * dp0);
+    long gpus = a->gpus ? a->gpus : (long)t * pp * dp0;
+
+    if (h % heads) return cfg_error(a, p, "--hidden %d is not divisible by --heads %d", h, heads);
+    if (heads % t)
+        return cfg_error(a, p, "--tp %d does not divide --heads %d (heads are split across tensor-parallel ranks)", t, heads);
+    if (v % t)
+        return cfg_error(a, p, "--vocab %d is not divisible by --tp %d (the vocabulary is split across ranks: pad it, "
+                          "e.g. to %d; Megatron pads to a multiple of 128·t = %d)", v, t, (v + t - 1) / t * t,
+                          (v + 128 * t - 1) / (128 * t) * 128 * t);
+    if (a->sp && s % t)
+        return cfg_error(a, p, "--sp: --seq %d is not divisible by --tp %d (each rank keeps s/t rows)", s, t);
+    if (L % pp) return cfg_error(a, p, "--pp %d does not divide --layers %d", pp, L);
+    if (m > 1 && pp == 1) return cfg_error(a, p, "--interleave %d needs --pp > 1 (it splits each stage's layers)", m);
+    if (L % (pp * m))
+        return cfg_error(a, p, "--interleave %d: --layers %d is not divisible by pp × interleave = %d", m, L, pp * m);
+    if (gpus % ((long)t * pp))
+        return cfg_error(a, p, "--gpus %ld is not a multiple of tp × pp = %d", gpus, t * pp);
+    long dp = gpus / ((long)t * pp);
+    long B = a->global_batch ? a->global_batch : (long)nmb0 * b * dp;
+    if (B % (b * dp))
+        return cfg_error(a, p, "--global-batch %ld is not a multiple of micro-batch × data-parallel size = %d × %ld",
+                          B, b, dp);
+    // Every count must fit the 64-bit byte arithmetic of the model (as²b and sbv are the largest).
+    double biggest = 4.0 * heads * (double)s * s * b + 4.0 * (double)s * b * v + 34.0 * (double)s * b * h * L;
+    if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
+
+    int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab;
+    int pristine = !shaped && !a->batch && !a->tp && !a->pp && !a->interleave && !a->gpus && !a->global_batch;
+    snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);
+    snprintf(c->label, sizeof c->label, "%s%s", !a->preset && shaped ? "custom shape, other fields from gpt2" : p->label,
+             pristine || !a->preset ? "" : ", with flags overriding it");
+    ActDtype dt = ACT_BF16;
+    MaskMode mm = MASKS_BYTES;
+    policy_parse_dtype(a->act_dtype, &dt);
+    policy_parse_masks(a->masks, &mm);
+    c->lay.sh = (ActShape){.s = s, .b = b, .h = h, .a = heads, .L = L, .v = v, .elem_bytes = dt == ACT_BF16 ? 2 : 4,
+                           .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp};
+    c->lay.p = pp;
+    c->lay.m = m;
+    c->lay.microbatches = B / (b * dp);
+    c->dropout = a->dropout;
+    c->global_batch = B;
+    c->gpus = (int)gpus;
+    c->peak_tflops = a->peak_tflops;
+    c->policy.act_dtype = dt;
+    c->policy.masks = mm;
+    char err[512];
+    if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
+        return cfg_error(a, p, "%s", err);
+
+    // Table 5's iteration time applies only to the preset's own shape and layout.
+    int all_sel = 1, all_full = 1;
+    for (int l = 0; l < L; l++) {
+        all_sel &= c->policy.kind[l] == RECOMPUTE_SELECTIVE;
+        all_full &= c->policy.kind[l] == RECOMPUTE_FULL;
+    }
+    c->iter_time = a->iter_time;
+    if (!a->iter_time && pristine) {
+        double paper = all_sel && a->sp ? p->iter_sel_s : all_full ? p->iter_full_s : 0.0;
+        if (paper > 0) { c->iter_time = paper; c->iter_time_from_paper = 1; }
+    }
+    return 0;
+}
+
+int cli_memory_main(int argc, char **argv) {
+    MemArgs a;
+    int rc = parse(argc, argv, &a);
+    if (rc == -1) return 0;
+    if (rc) return rc;
+    const ModelPreset *presets[MAX_MODELS];
+    int n;
+    if ((rc = resolve_presets(a.preset, presets, &n)) != 0) return rc;
+    a.several = n > 1;
+    MemoryConfig cfgs[MAX_MODELS];
+    int built = 0;
+    for (; built < n && rc == 0; built++) rc = build_config(&a, presets[built], &cfgs[built]);
+    if (rc == 0 && a.plot) {
+        char err[512];
+        if (fig7_svg_save(a.plot, cfgs, n, err, sizeof err) != 0) rc = args_error(CMD, "%s", err);
+        else fprintf(stderr, "ctron memory: wrote %s\n", a.plot);
+    }
+    if (rc == 0 && a.json) {
+        cJSON *root;
+        if (n == 1) {
+            root = memory_report_json(&cfgs[0]);
+        } else {
+            root = cJSON_CreateObject();
+            cJSON *arr = cJSON_AddArrayToObject(root, "models");
+            for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, memory_report_json(&cfgs[i]));
+        }
+        char *text = cJSON_Print(root);
+        printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(root);
+    } else if (rc == 0) {
+        if (n == 1) memory_report_text(stdout, &cfgs[0]);
+        else memory_report_compare(stdout, cfgs, n);
+    }
+    for (int i = 0; i < built; i++) policy_free(&cfgs[i].policy);
+    return rc;
+}

@@ -1,0 +1,138 @@
+// ctron peak: a benchmark, not a test — cblas_sgemm on square matrices, best of several runs.
+#include "cli/peak_cmd.h"
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "util/peak.h"
+
+#define CMD "peak"
+#define MAX_SIZES 8
+
+typedef struct {
+    int threads, repeats, json, show, n_sizes;
+    int sizes[MAX_SIZES];
+    const char *cache;
+} PeakArgs;
+
+void cli_peak_usage(FILE *f) {
+    fprintf(f,
+        "usage: ctron peak [options]\n"
+        "\n"
+        "Measures the fp32 GEMM peak of this machine (cblas_sgemm, square matrices, the best run) and\n"
+        "caches it per CPU model and thread count; `ctron train` takes its default --peak-gflops from it.\n"
+        "\n"
+        "  --threads N        OpenMP/OpenBLAS threads (default: all cores)\n"
+        "  --sizes LIST       matrix sizes, e.g. 1024,2048 (default), 64..16384\n"
+        "  --repeats N        timed runs per size after one warm-up (default 5)\n"
+        "  --cache FILE       the cache file (default $CTRON_PEAK_CACHE, $XDG_CACHE_HOME/ctron/peak.json\n"
+        "                     or ~/.cache/ctron/peak.json)\n"
+        "  --show             print the cached figure for this CPU and thread count; measure nothing\n"
+        "  --json             one JSON object\n"
+        "  -h, --help         this text\n");
+}
+
+enum { OPT_THREADS = 1000, OPT_SIZES, OPT_REPEATS, OPT_CACHE, OPT_SHOW, OPT_JSON };
+
+static int parse_sizes(const char *text, PeakArgs *a) {
+    char buf[256];
+    if (strlen(text) >= sizeof buf || !*text) return args_error(CMD, "--sizes: expected a list like 1024,2048, got '%s'", text);
+    strcpy(buf, text);
+    a->n_sizes = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (a->n_sizes == MAX_SIZES) return args_error(CMD, "--sizes: at most %d sizes", MAX_SIZES);
+        int rc = args_int(CMD, "--sizes", tok, 64, 16384, &a->sizes[a->n_sizes]);
+        if (rc) return rc;
+        a->n_sizes++;
+    }
+    return a->n_sizes ? 0 : args_error(CMD, "--sizes: expected a list like 1024,2048, got '%s'", text);
+}
+
+static int parse(int argc, char **argv, PeakArgs *a) {
+    static const struct option opts[] = {
+        {"threads", required_argument, 0, OPT_THREADS}, {"sizes", required_argument, 0, OPT_SIZES},
+        {"repeats", required_argument, 0, OPT_REPEATS}, {"cache", required_argument, 0, OPT_CACHE},
+        {"show", no_argument, 0, OPT_SHOW}, {"json", no_argument, 0, OPT_JSON},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    memset(a, 0, sizeof *a);
+    a->repeats = 5;
+    a->sizes[0] = 1024;
+    a->sizes[1] = 2048;
+    a->n_sizes = 2;
+    int rc = 0, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        switch (ch) {
+        case OPT_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &a->threads); break;
+        case OPT_SIZES: rc = parse_sizes(optarg, a); break;
+        case OPT_REPEATS: rc = args_int(CMD, "--repeats", optarg, 1, 1000, &a->repeats); break;
+        case OPT_CACHE: a->cache = optarg; break;
+        case OPT_SHOW: a->show = 1; break;
+        case OPT_JSON: a->json = 1; break;
+        case 'h': cli_peak_usage(stdout); return -1;
+        case ':': return args_error(CMD, "%s: missing value", flag);
+        default: return args_error(CMD, "unknown option '%s'", flag);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (a->cache && !*a->cache) return args_error(CMD, "--cache: empty file name");
+    return 0;
+}
+
+int cli_peak_main(int argc, char **argv) {
+    PeakArgs a;
+    int rc = parse(argc, argv, &a);
+    if (rc == -1) return 0;
+    if (rc) return rc;
+    char path[4096], cpu[256], err[512];
+    if (a.cache) snprintf(path, sizeof path, "%s", a.cache);
+    else if (peak_cache_path(path, sizeof path) != 0) path[0] = '\0';
+    peak_cpu_model(cpu, sizeof cpu);
+    int threads = peak_threads(a.threads), best_size = 0;
+    double gflops = 0.0;
+    int stored = 0;
+    if (a.show) {
+        if (!path[0] || peak_cache_read(path, cpu, threads, &gflops) != 0) {
+            fprintf(stderr, "ctron peak: no cached figure for '%s' with %d threads in %s (run ctron peak)\n", cpu,
+                    threads, path[0] ? path : "(no cache path: set HOME or XDG_CACHE_HOME)");
+            return 1;
+        }
+    } else {
+        gflops = peak_gflops_measure_sizes(threads, a.sizes, a.n_sizes, a.repeats, &best_size);
+        if (!path[0]) fprintf(stderr, "ctron peak: not cached: neither HOME nor XDG_CACHE_HOME is set\n");
+        else if (peak_cache_write(path, cpu, threads, gflops, err, sizeof err) != 0)
+            fprintf(stderr, "ctron peak: not cached: %s\n", err);
+        else stored = 1;
+    }
+    if (a.json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "gflops", gflops);
+        cJSON_AddNumberToObject(o, "threads", threads);
+        cJSON_AddStringToObject(o, "cpu", cpu);
+        cJSON_AddBoolToObject(o, "measured", !a.show);
+        if (!a.show) {
+            cJSON_AddNumberToObject(o, "best_size", best_size);
+            cJSON_AddNumberToObject(o, "repeats", a.repeats);
+        }
+        cJSON_AddStringToObject(o, "cache", path);
+        cJSON_AddBoolToObject(o, "cached", a.show || stored);
+        char *text = cJSON_PrintUnformatted(o);
+        printf("%s\n", text);
+        cJSON_free(text);
+        cJSON_Delete(o);
+    } else if (a.show) {
+        printf("fp32 GEMM peak: %.1f GFLOP/s (cached; threads %d, %s)\n", gflops, threads, cpu);
+    } else {
+        printf("fp32 GEMM peak: %.1f GFLOP/s (cblas_sgemm n=%d, best of %d; threads %d, %s)\n", gflops, best_size,
+               a.repeats, threads, cpu);
+        if (stored) printf("cached in %s\n", path);
+    }
+    return a.show || stored || !path[0] ? 0 : 1;
+}

@@ -1,0 +1,98 @@
+#include "data/tokenfile.h"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "util/common.h"
+#include "util/fileio.h"
+
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+int tokenfile_write(const char *path, const int32_t *tokens, size_t n, char *err, size_t errlen) {
+    if (n > INT32_MAX) {
+        snprintf(err, errlen, "'%s': %zu tokens do not fit a token file (at most %d)", path, n, INT32_MAX);
+        return -1;
+    }
+    uint8_t header[TOKENFILE_HEADER_BYTES] = {0};
+    put_le32(header, TOKENFILE_MAGIC);
+    put_le32(header + 4, TOKENFILE_VERSION);
+    put_le32(header + 8, (uint32_t)n);
+    uint8_t *body = xmalloc(n ? 2 * n : 1);
+    for (size_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= TOKENFILE_MAX_VOCAB) {
+            snprintf(err, errlen, "'%s': token %d at position %zu does not fit a token file (expected 0..%d)", path,
+                     tokens[i], i, TOKENFILE_MAX_VOCAB - 1);
+            free(body);
+            return -1;
+        }
+        body[2 * i] = (uint8_t)tokens[i];
+        body[2 * i + 1] = (uint8_t)(tokens[i] >> 8);
+    }
+    const void *parts[2] = {header, body};
+    size_t sizes[2] = {sizeof header, 2 * n};
+    int rc = fileio_write_atomic(path, parts, sizes, 2, err, errlen);
+    free(body);
+    return rc;
+}
+
+int tokenfile_read(const char *path, int vocab, int32_t **tokens, size_t *n, char *err, size_t errlen) {
+    *tokens = NULL;
+    *n = 0;
+    uint8_t *data;
+    size_t size;
+    if (fileio_read_all(path, &data, &size, err, errlen) != 0) return -1;
+    int rc = -1;
+    uint32_t magic = size >= 4 ? get_le32(data) : 0;
+    if (size >= 4 && magic != TOKENFILE_MAGIC) {
+        snprintf(err, errlen, "'%s' is not a token file: magic number %u, expected %d", path, magic,
+                 TOKENFILE_MAGIC);
+    } else if (size < TOKENFILE_HEADER_BYTES) {
+        snprintf(err, errlen, "'%s': truncated header: the file has %zu bytes, a token-file header has %d", path,
+                 size, TOKENFILE_HEADER_BYTES);
+    } else if (get_le32(data + 4) != TOKENFILE_VERSION) {
+        snprintf(err, errlen, "'%s': token-file version %u, expected %d", path, get_le32(data + 4),
+                 TOKENFILE_VERSION);
+    } else {
+        uint32_t raw = get_le32(data + 8);
+        size_t count = raw, want = TOKENFILE_HEADER_BYTES + 2 * count;
+        if (raw > INT32_MAX) {
+            snprintf(err, errlen, "'%s': token count %d in the header is negative", path, (int32_t)raw);
+        } else if (size != want) {
+            snprintf(err, errlen, "'%s': the header says %zu tokens (%zu bytes with the header) but the file has "
+                     "%zu bytes", path, count, want, size);
+        } else {
+            int32_t *t = xmalloc((count ? count : 1) * sizeof *t);
+            const uint8_t *body = data + TOKENFILE_HEADER_BYTES;
+            rc = 0;
+            for (size_t i = 0; i < count; i++) {
+                t[i] = (int32_t)(body[2 * i] | body[2 * i + 1] << 8);
+                if (vocab > 0 && t[i] >= vocab) {
+                    snprintf(err, errlen, "'%s': token %d at position %zu is outside the vocabulary 0..%d", path,
+                             t[i], i, vocab - 1);
+                    rc = -1;
+                    break;
+                }
+            }
+            if (rc == 0) { *tokens = t; *n = count; }
+            else free(t);
+        }
+    }
+    free(data);
+    return rc;
+}
+
+int tokenfile_sniff(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    uint8_t head[4];
+    size_t got = fread(head, 1, 4, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { snprintf(err, errlen, "cannot read '%s'", path); return -1; }
+    return got == 4 && get_le32(head) == TOKENFILE_MAGIC;
+}

@@ -1,0 +1,334 @@
+#include "io/checkpoint.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "io/ckpt_fs.h"
+#include "io/ckpt_state.h"
+#include "io/safetensors.h"
+#include "util/common.h"
+#include "util/fileio.h"
+
+#define MODEL_FILE "model.safetensors"
+#define OPTIM_FILE "optimizer.safetensors"
+#define STATE_FILE "state.json"
+
+void ckpt_step_dir(const char *dir, int step, char *out, size_t len) {
+    snprintf(out, len, "%s/step_%08d", dir, step);
+}
+
+int ckpt_is_conv1d(const ParamInfo *pi) { return pi->ndim == 2 && strncmp(pi->name, "h.", 2) == 0; }
+
+int ckpt_test_crash_in_save(void) {
+    const char *s = getenv("CTRON_TEST_CRASH_IN_SAVE");
+    return s ? atoi(s) : 0;
+}
+
+// ---- save ----------------------------------------------------------------------------------
+
+// The shape a parameter has in the file: Conv1D weights are [in, out].
+static void file_shape(const ParamInfo *pi, int64_t shape[2]) {
+    int t = ckpt_is_conv1d(pi);
+    shape[0] = t ? pi->shape[1] : pi->shape[0];
+    shape[1] = t ? pi->shape[0] : pi->shape[1];
+}
+
+static void add_params(StFile *f, const GPT *m, const float *base, const char *prefix) {
+    char name[128];
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        int64_t shape[2];
+        file_shape(pi, shape);
+        snprintf(name, sizeof name, "%s%s", prefix, pi->name);
+        if (ckpt_is_conv1d(pi)) st_add_transposed(f, name, shape[0], shape[1], base + pi->offset);
+        else st_add(f, name, ST_F32, pi->ndim, shape, base + pi->offset);
+    }
+}
+
+static void crash_hook(void *ctx, int i, int n) {
+    // Half the tensors are in the file (and flushed to it): the save is visibly incomplete.
+    if (*(const int *)ctx && i == n / 2) raise(SIGKILL);
+}
+
+static int write_files(const char *tmp, const GPT *m, const AdamW *opt, const CkptState *st,
+                       const CkptSaveOptions *so, char *err, size_t errlen) {
+    int crash = so->crash_in_save;
+    char path[4200], buf[32];
+    StFile f;
+    st_init(&f);
+    st_add_meta(&f, "format", "pt");            // what Hugging Face loaders expect of a PyTorch state dict
+    st_add_meta(&f, "ctron_weight_orientation", "conv1d");
+    snprintf(buf, sizeof buf, "%d", st->step);
+    st_add_meta(&f, "ctron_step", buf);
+    add_params(&f, m, m->params, "");
+    snprintf(path, sizeof path, "%s/%s", tmp, MODEL_FILE);
+    int rc = st_write_hooked(&f, path, crash_hook, &crash, err, errlen);
+    st_free(&f);
+    if (rc) return -1;
+
+    st_init(&f);
+    st_add_meta(&f, "format", "pt");
+    st_add_meta(&f, "ctron_weight_orientation", "conv1d");
+    add_params(&f, m, opt->m, "m.");
+    add_params(&f, m, opt->v, "v.");
+    snprintf(path, sizeof path, "%s/%s", tmp, OPTIM_FILE);
+    rc = st_write(&f, path, err, errlen);
+    st_free(&f);
+    if (rc) return -1;
+
+    CkptState rec = *st;
+    rec.tokenizer_path[0] = '\0';
+    if (so->tokenizer_json) {   // the vocabulary travels with the weights it belongs to
+        snprintf(path, sizeof path, "%s/tokenizer.json", tmp);
+        const void *parts[1] = {so->tokenizer_json};
+        if (fileio_write_atomic(path, parts, &so->tokenizer_bytes, 1, err, errlen) != 0) return -1;
+        snprintf(rec.tokenizer_path, sizeof rec.tokenizer_path, "tokenizer.json");
+    }
+    snprintf(path, sizeof path, "%s/%s", tmp, STATE_FILE);
+    return ckpt_state_write(path, &rec, err, errlen);
+}
+
+int ckpt_save(const char *dir, const GPT *m, const AdamW *opt, const CkptState *st, const CkptSaveOptions *so,
+              char *err, size_t errlen) {
+    char tmp[4096], final[4096], old[4096];
+    if (fs_mkdir_p(dir, err, errlen) != 0) return -1;
+    // Leftovers of a run killed mid-save or mid-prune: incomplete by construction (one writer per DIR).
+    fs_remove_prefixed(dir, ".tmp-step_");
+    fs_remove_prefixed(dir, ".del-step_");
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step_%08d", dir, st->step);
+    ckpt_step_dir(dir, st->step, final, sizeof final);
+    if (mkdir(tmp, 0755) != 0) {
+        snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+        return -1;
+    }
+    if (write_files(tmp, m, opt, st, so, err, errlen) != 0 || fs_fsync_dir(tmp, err, errlen) != 0) {
+        fs_remove_tree(tmp);
+        return -1;
+    }
+    // A checkpoint of the same step already there (a run resumed from an earlier step): move it
+    // aside first, since rename() cannot replace a non-empty directory.
+    struct stat sb;
+    old[0] = '\0';
+    if (stat(final, &sb) == 0) {
+        snprintf(old, sizeof old, "%s/.del-step_%08d", dir, st->step);
+        if (rename(final, old) != 0) {
+            snprintf(err, errlen, "cannot move the old '%s' aside: %s", final, strerror(errno));
+            fs_remove_tree(tmp);
+            return -1;
+        }
+    }
+    if (rename(tmp, final) != 0) {
+        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+        fs_remove_tree(tmp);
+        return -1;
+    }
+    if (fs_fsync_dir(dir, err, errlen) != 0) return -1;
+    if (old[0]) fs_remove_tree(old);
+
+    // Prune only now that the new checkpoint is complete and durable.
+    if (so->keep > 0) {
+        int *steps, n = fs_list_steps(dir, &steps);
+        for (int i = 0; i + so->keep < n; i++) {   // steps are ascending: the oldest come first
+            char victim[4096], gone[4096];
+            ckpt_step_dir(dir, steps[i], victim, sizeof victim);
+            // Renamed first so that a half-deleted directory is never mistaken for a checkpoint.
+            snprintf(gone, sizeof gone, "%s/.del-step_%08d", dir, steps[i]);
+            if (rename(victim, gone) == 0) fs_remove_tree(gone);
+            else fprintf(stderr, "ctron: warning: cannot remove old checkpoint '%s': %s\n", victim, strerror(errno));
+        }
+        free(steps);
+    }
+    return 0;
+}
+
+// ---- resolve -------------------------------------------------------------------------------
+
+static void parent_dir(const char *path, char *out, size_t len) {
+    snprintf(out, len, "%s", path);
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, len, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
+int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, size_t run_len, char *err,
+                 size_t errlen) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(err, errlen, "checkpoint '%s' does not exist", path);
+        return -1;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "checkpoint '%s' is not a directory (expected a run directory or a step_NNNNNNNN "
+                 "directory)", path);
+        return -1;
+    }
+    char state[4200], name[4096];
+    snprintf(name, sizeof name, "%s", path);
+    for (size_t n = strlen(name); n > 1 && name[n - 1] == '/';) name[--n] = '\0';
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    if (strncmp(base, ".tmp-", 5) == 0 || strncmp(base, ".del-", 5) == 0) {
+        snprintf(err, errlen, "'%s' is an incomplete save or a deletion in progress; it is never loaded", path);
+        return -1;
+    }
+    snprintf(state, sizeof state, "%s/%s", path, STATE_FILE);
+    if (stat(state, &sb) == 0) {
+        snprintf(step_dir, len, "%s", path);
+        if (run_dir) parent_dir(path, run_dir, run_len);
+        return 0;
+    }
+    int *steps, n = fs_list_steps(path, &steps);
+    if (n == 0) {
+        free(steps);
+        snprintf(err, errlen, "no checkpoint in '%s': it holds no step_NNNNNNNN directory and no %s (.tmp-* "
+                 "directories are incomplete saves and are never loaded)", path, STATE_FILE);
+        return -1;
+    }
+    ckpt_step_dir(path, steps[n - 1], step_dir, len);
+    free(steps);
+    if (run_dir) snprintf(run_dir, run_len, "%s", path);
+    return 0;
+}
+
+// ---- load ----------------------------------------------------------------------------------
+
+int ckpt_read_state(const char *step_dir, CkptState *st, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", step_dir, STATE_FILE);
+    return ckpt_state_read(path, st, err, errlen);
+}
+
+#define CONFIG_MISMATCH(field, fmt, a, b)                                                                       \
+    do {                                                                                                        \
+        snprintf(err, errlen, "checkpoint '%s' has %s " fmt " but the model being loaded has " fmt, step_dir,   \
+                 field, a, b);                                                                                  \
+        return -1;                                                                                              \
+    } while (0)
+
+static int check_config(const char *step_dir, const CkptState *st, const GPT *m, const AdamW *opt, char *err,
+                        size_t errlen) {
+    const GPTConfig *a = &st->model, *b = &m->cfg;
+    if (a->layers != b->layers) CONFIG_MISMATCH("layers", "%d", a->layers, b->layers);
+    if (a->hidden != b->hidden) CONFIG_MISMATCH("hidden", "%d", a->hidden, b->hidden);
+    if (a->heads != b->heads) CONFIG_MISMATCH("heads", "%d", a->heads, b->heads);
+    if (a->seq != b->seq) CONFIG_MISMATCH("seq", "%d", a->seq, b->seq);
+    if (a->vocab != b->vocab) CONFIG_MISMATCH("vocab", "%d", a->vocab, b->vocab);
+    if (!opt) return 0;
+    // Resuming training: the step must also be the same step.
+    if (a->batch != b->batch) CONFIG_MISMATCH("batch", "%d", a->batch, b->batch);
+    if (a->dropout != b->dropout) CONFIG_MISMATCH("dropout", "%g", (double)a->dropout, (double)b->dropout);
+    if (st->beta1 != opt->beta1) CONFIG_MISMATCH("AdamW beta1", "%g", (double)st->beta1, (double)opt->beta1);
+    if (st->beta2 != opt->beta2) CONFIG_MISMATCH("AdamW beta2", "%g", (double)st->beta2, (double)opt->beta2);
+    if (st->eps != opt->eps) CONFIG_MISMATCH("AdamW eps", "%g", (double)st->eps, (double)opt->eps);
+    if (st->weight_decay != opt->weight_decay)
+        CONFIG_MISMATCH("weight decay", "%g", (double)st->weight_decay, (double)opt->weight_decay);
+    return 0;
+}
+
+static void shape_text(const int64_t *shape, int ndim, char *buf, size_t len) {
+    size_t k = (size_t)snprintf(buf, len, "[");
+    for (int d = 0; d < ndim && k < len; d++) k += (size_t)snprintf(buf + k, len - k, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (k < len) snprintf(buf + k, len - k, "]");
+}
+
+// HF GPT-2 files may carry the causal-mask buffers of GPT2Attention; they hold no parameters.
+static int is_known_buffer(const char *name) {
+    const char *dot = strstr(name, ".attn.");
+    if (strncmp(name, "h.", 2) != 0 || !dot) return 0;
+    return strcmp(dot, ".attn.bias") == 0 || strcmp(dot, ".attn.masked_bias") == 0;
+}
+
+// Every parameter of m is in f under prefix+name, F32, with its file shape; f holds nothing else.
+static int check_tensors(const StFile *f, const GPT *m, const char *path, const char *prefix, int n_prefixes,
+                         char *err, size_t errlen) {
+    char name[128], want[64], got[64];
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        snprintf(name, sizeof name, "%s%s", prefix, pi->name);
+        const StTensor *t = st_find(f, name);
+        if (!t) {
+            snprintf(err, errlen, "'%s' lacks tensor '%s'", path, name);
+            return -1;
+        }
+        if (t->dtype != ST_F32) {
+            snprintf(err, errlen, "'%s': tensor '%s' is %s; ctron checkpoints are F32", path, name,
+                     t->dtype == ST_I32 ? "I32" : "U8");
+            return -1;
+        }
+        int64_t shape[2];
+        file_shape(pi, shape);
+        int same = t->ndim == pi->ndim;
+        for (int d = 0; same && d < pi->ndim; d++) same = t->shape[d] == shape[d];
+        if (!same) {
+            shape_text(shape, pi->ndim, want, sizeof want);
+            shape_text(t->shape, t->ndim, got, sizeof got);
+            snprintf(err, errlen, "'%s': tensor '%s' has shape %s, the model needs %s%s", path, name, got, want,
+                     ckpt_is_conv1d(pi) ? " (Conv1D [in, out] orientation)" : "");
+            return -1;
+        }
+    }
+    for (int i = 0; i < f->n; i++) {
+        const char *n = f->t[i].name, *base = n;
+        size_t plen = strlen(prefix);
+        if (n_prefixes > 1) {   // optimizer file: "m." or "v."
+            if (strncmp(n, "m.", 2) == 0 || strncmp(n, "v.", 2) == 0) base = n + 2;
+            else base = NULL;
+        } else if (plen) {
+            base = strncmp(n, prefix, plen) == 0 ? n + plen : NULL;
+        }
+        if (base && gpt_find_param(m, base)) continue;
+        if (!plen && n_prefixes == 1 && is_known_buffer(n)) continue;
+        snprintf(err, errlen, "'%s' holds tensor '%s', which this model does not have (%d layers, %s names)", path,
+                 n, m->cfg.layers, n_prefixes > 1 ? "m.<param>/v.<param>" : "GPT-2 state-dict");
+        return -1;
+    }
+    return 0;
+}
+
+static void copy_params(float *dst, const StFile *f, const GPT *m, const char *prefix) {
+    char name[128];
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i];
+        snprintf(name, sizeof name, "%s%s", prefix, pi->name);
+        const float *src = st_find(f, name)->data;
+        float *d = dst + pi->offset;
+        if (!ckpt_is_conv1d(pi)) { memcpy(d, src, pi->numel * sizeof(float)); continue; }
+        size_t out = (size_t)pi->shape[0], in = (size_t)pi->shape[1];   // file: [in, out]
+        for (size_t r = 0; r < out; r++)
+            for (size_t c = 0; c < in; c++) d[r * in + c] = src[c * out + r];
+    }
+}
+
+int ckpt_load(const char *step_dir, GPT *m, AdamW *opt, CkptState *st_out, char *err, size_t errlen) {
+    CkptState st;
+    if (ckpt_read_state(step_dir, &st, err, errlen) != 0) return -1;
+    if (check_config(step_dir, &st, m, opt, err, errlen) != 0) return -1;
+    char mpath[4200], opath[4200];
+    snprintf(mpath, sizeof mpath, "%s/%s", step_dir, MODEL_FILE);
+    snprintf(opath, sizeof opath, "%s/%s", step_dir, OPTIM_FILE);
+    StFile mf, of;
+    st_init(&of);
+    if (st_read(&mf, mpath, err, errlen) != 0) return -1;
+    int rc = check_tensors(&mf, m, mpath, "", 1, err, errlen);
+    if (rc == 0 && opt) {
+        rc = st_read(&of, opath, err, errlen);
+        if (rc == 0) rc = check_tensors(&of, m, opath, "m.", 2, err, errlen);
+        if (rc == 0) rc = check_tensors(&of, m, opath, "v.", 2, err, errlen);
+    }
+    if (rc == 0) {   // everything is valid: only now is anything overwritten
+        copy_params(m->params, &mf, m, "");
+        if (opt) {
+            copy_params(opt->m, &of, m, "m.");
+            copy_params(opt->v, &of, m, "v.");
+            opt->t = st.adam_t;
+        }
+        if (st_out) *st_out = st;
+    }
+    st_free(&mf);
+    st_free(&of);
+    return rc;
+}

@@ -1,0 +1,206 @@
+#include "io/ckpt_state.h"
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "util/common.h"
+#include "util/fileio.h"
+#include "util/philox.h"
+
+// The shortest decimal whose (float) is f: 0.1f is written as 0.1, not 0.10000000149011612, and
+// (float) of the number read back is f, bit for bit.
+static double short_float(float f) {
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+        double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return (double)f;
+}
+
+int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t errlen) {
+    const GPTConfig *c = &st->model;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "format", CKPT_FORMAT);
+    cJSON_AddNumberToObject(o, "format_version", CKPT_FORMAT_VERSION);
+    cJSON_AddNumberToObject(o, "step", st->step);
+
+    cJSON *mo = cJSON_AddObjectToObject(o, "model");
+    cJSON_AddStringToObject(mo, "arch", "gpt2");
+    cJSON_AddNumberToObject(mo, "layers", c->layers);
+    cJSON_AddNumberToObject(mo, "hidden", c->hidden);
+    cJSON_AddNumberToObject(mo, "heads", c->heads);
+    cJSON_AddNumberToObject(mo, "seq", c->seq);
+    cJSON_AddNumberToObject(mo, "batch", c->batch);
+    cJSON_AddNumberToObject(mo, "vocab", c->vocab);
+    cJSON_AddNumberToObject(mo, "dropout", short_float(c->dropout));
+    cJSON_AddNumberToObject(mo, "layer_norm_eps", 1e-5);
+    cJSON_AddStringToObject(mo, "activation", "gelu_tanh");
+    cJSON_AddBoolToObject(mo, "tied_embeddings", 1);
+
+    cJSON *op = cJSON_AddObjectToObject(o, "optimizer");
+    cJSON_AddStringToObject(op, "type", "adamw");
+    cJSON_AddNumberToObject(op, "beta1", short_float(st->beta1));
+    cJSON_AddNumberToObject(op, "beta2", short_float(st->beta2));
+    cJSON_AddNumberToObject(op, "eps", short_float(st->eps));
+    cJSON_AddNumberToObject(op, "weight_decay", short_float(st->weight_decay));
+    cJSON_AddNumberToObject(op, "t", (double)st->adam_t);
+
+    cJSON *sc = cJSON_AddObjectToObject(o, "schedule");
+    cJSON_AddStringToObject(sc, "type", "warmup_cosine");
+    cJSON_AddNumberToObject(sc, "lr", short_float(st->lr));
+    cJSON_AddNumberToObject(sc, "min_lr", short_float(st->min_lr));
+    cJSON_AddNumberToObject(sc, "warmup", st->warmup);
+    cJSON_AddNumberToObject(sc, "steps", st->total_steps);
+
+    cJSON *tr = cJSON_AddObjectToObject(o, "training");
+    cJSON_AddNumberToObject(tr, "grad_accum", st->grad_accum);
+    cJSON_AddNumberToObject(tr, "clip", short_float(st->clip));
+    cJSON_AddNumberToObject(tr, "seed", (double)st->seed);
+
+    // The data position: windows are drawn from Philox keyed by (seed, step, sample), so the next
+    // step number is all a resumed run needs to see the same sequences.
+    cJSON *da = cJSON_AddObjectToObject(o, "data");
+    cJSON_AddStringToObject(da, "path", st->data_path);
+    cJSON_AddNumberToObject(da, "val_frac", st->val_frac);
+    cJSON_AddStringToObject(da, "order", "philox4x32-10(seed, step, sample)");
+    cJSON_AddNumberToObject(da, "next_step", st->step + 1);
+    cJSON_AddNumberToObject(da, "samples_per_step", (double)c->batch * st->grad_accum);
+
+    cJSON *rn = cJSON_AddObjectToObject(o, "rng");
+    cJSON_AddStringToObject(rn, "generator", "philox4x32-10");
+    cJSON_AddNumberToObject(rn, "seed", (double)st->seed);
+    philox_key key = philox_key_from_seed(st->seed);
+    cJSON *k = cJSON_AddArrayToObject(rn, "key");
+    cJSON_AddItemToArray(k, cJSON_CreateNumber(key.v[0]));
+    cJSON_AddItemToArray(k, cJSON_CreateNumber(key.v[1]));
+
+    cJSON *ck = cJSON_AddObjectToObject(o, "checkpointing");
+    cJSON_AddNumberToObject(ck, "save_every", st->save_every);
+    cJSON_AddNumberToObject(ck, "keep", st->keep);
+
+    cJSON *ev = cJSON_AddObjectToObject(o, "evaluation");
+    cJSON_AddNumberToObject(ev, "eval_every", st->eval_every);
+    cJSON_AddNumberToObject(ev, "eval_batches", st->eval_batches);
+
+    cJSON *fi = cJSON_AddObjectToObject(o, "files");
+    cJSON_AddStringToObject(fi, "model", "model.safetensors");
+    cJSON_AddStringToObject(fi, "optimizer", "optimizer.safetensors");
+    cJSON_AddStringToObject(fi, "weight_orientation", "conv1d");
+    cJSON_AddStringToObject(o, "tokenizer", st->tokenizer_path[0] ? "tokenizer.json" : "bytes");
+
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    size_t n = strlen(text);
+    const void *parts[2] = {text, "\n"};
+    size_t sizes[2] = {n, 1};
+    int rc = fileio_write_atomic(path, parts, sizes, 2, err, errlen);
+    cJSON_free(text);
+    return rc;
+}
+
+typedef struct {
+    const cJSON *root;
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+} Reader;
+
+static const cJSON *field(Reader *r, const char *section, const char *name) {
+    const cJSON *obj = section ? cJSON_GetObjectItemCaseSensitive(r->root, section) : r->root;
+    const cJSON *x = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
+    if (!x && !r->failed) {
+        snprintf(r->err, r->errlen, "'%s' lacks %s%s%s", r->path, section ? section : "", section ? "." : "", name);
+        r->failed = 1;
+    }
+    return x;
+}
+
+static void bad(Reader *r, const char *section, const char *name, const char *what) {
+    if (r->failed) return;
+    snprintf(r->err, r->errlen, "'%s': %s%s%s must be %s", r->path, section ? section : "", section ? "." : "", name,
+             what);
+    r->failed = 1;
+}
+
+static double number(Reader *r, const char *section, const char *name, double lo, double hi, int integer) {
+    const cJSON *x = field(r, section, name);
+    if (!x) return 0.0;
+    double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    char what[96];
+    snprintf(what, sizeof what, "%s in %g..%g", integer ? "an integer" : "a number", lo, hi);
+    if (!(v >= lo && v <= hi) || (integer && v != floor(v))) bad(r, section, name, what);
+    return v;
+}
+
+static const char *string(Reader *r, const char *section, const char *name) {
+    const cJSON *x = field(r, section, name);
+    if (x && !cJSON_IsString(x)) bad(r, section, name, "a string");
+    return x && cJSON_IsString(x) ? x->valuestring : "";
+}
+
+int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
+    uint8_t *data;
+    size_t n;
+    if (fileio_read_all(path, &data, &n, err, errlen) != 0) return -1;
+    cJSON *root = cJSON_ParseWithLength((const char *)data, n);
+    free(data);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "'%s' is not a JSON object", path);
+        cJSON_Delete(root);
+        return -1;
+    }
+    Reader r = {root, path, err, errlen, 0};
+    memset(st, 0, sizeof *st);
+    const char *format = string(&r, NULL, "format");
+    if (!r.failed && strcmp(format, CKPT_FORMAT) != 0) bad(&r, NULL, "format", "\"" CKPT_FORMAT "\"");
+    double version = number(&r, NULL, "format_version", 1, 1e9, 1);
+    if (!r.failed && version > CKPT_FORMAT_VERSION) {
+        snprintf(err, errlen, "'%s' has format_version %g; this ctron reads version %d (written by a newer ctron?)",
+                 path, version, CKPT_FORMAT_VERSION);
+        r.failed = 1;
+    }
+    st->step = (int)number(&r, NULL, "step", 0, 2147483647, 1);
+    GPTConfig *c = &st->model;
+    const char *arch = string(&r, "model", "arch");
+    if (!r.failed && strcmp(arch, "gpt2") != 0) bad(&r, "model", "arch", "\"gpt2\"");
+    c->layers = (int)number(&r, "model", "layers", 1, 65535, 1);
+    c->hidden = (int)number(&r, "model", "hidden", 1, 2147483647, 1);
+    c->heads = (int)number(&r, "model", "heads", 1, 2147483647, 1);
+    c->seq = (int)number(&r, "model", "seq", 1, 2147483647, 1);
+    c->batch = (int)number(&r, "model", "batch", 1, 2147483647, 1);
+    c->vocab = (int)number(&r, "model", "vocab", 1, 2147483647, 1);
+    c->dropout = (float)number(&r, "model", "dropout", 0, 0.999999, 0);
+    if (!r.failed && c->hidden % c->heads != 0) bad(&r, "model", "hidden", "divisible by model.heads");
+    st->beta1 = (float)number(&r, "optimizer", "beta1", 0, 1, 0);
+    st->beta2 = (float)number(&r, "optimizer", "beta2", 0, 1, 0);
+    st->eps = (float)number(&r, "optimizer", "eps", 0, 1, 0);
+    st->weight_decay = (float)number(&r, "optimizer", "weight_decay", 0, 1e9, 0);
+    st->adam_t = (long)number(&r, "optimizer", "t", 0, 9e15, 1);
+    st->lr = (float)number(&r, "schedule", "lr", 0, 1e9, 0);
+    st->min_lr = (float)number(&r, "schedule", "min_lr", 0, 1e9, 0);
+    st->warmup = (int)number(&r, "schedule", "warmup", 0, 2147483647, 1);
+    st->total_steps = (int)number(&r, "schedule", "steps", 1, 2147483647, 1);
+    st->grad_accum = (int)number(&r, "training", "grad_accum", 1, 65535, 1);
+    st->clip = (float)number(&r, "training", "clip", 0, 1e30, 0);
+    st->seed = (uint64_t)number(&r, "training", "seed", 0, 9007199254740992.0, 1);
+    snprintf(st->data_path, sizeof st->data_path, "%s", string(&r, "data", "path"));
+    st->val_frac = number(&r, "data", "val_frac", 0, 1, 0);
+    st->save_every = (int)number(&r, "checkpointing", "save_every", 0, 2147483647, 1);
+    st->keep = (int)number(&r, "checkpointing", "keep", 0, 2147483647, 1);
+    st->eval_every = (int)number(&r, "evaluation", "eval_every", 0, 2147483647, 1);
+    st->eval_batches = (int)number(&r, "evaluation", "eval_batches", 1, 1000000, 1);
+    const char *tok = string(&r, NULL, "tokenizer");
+    if (!r.failed && strcmp(tok, "tokenizer.json") == 0) {   // beside state.json
+        const char *slash = strrchr(path, '/');
+        int dir_len = slash ? (int)(slash - path) : 1;
+        snprintf(st->tokenizer_path, sizeof st->tokenizer_path, "%.*s/tokenizer.json", dir_len, slash ? path : ".");
+    } else if (!r.failed && strcmp(tok, "bytes") != 0) {
+        bad(&r, NULL, "tokenizer", "\"bytes\" or \"tokenizer.json\"");
+    }
+    cJSON_Delete(root);
+    return r.failed ? -1 : 0;
+}

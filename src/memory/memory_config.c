@@ -1,0 +1,38 @@
+#include "memory/memory_config.h"
+#include <string.h>
+#include "memory/flops.h"
+
+void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
+    const ActShape *sh = &c->lay.sh;
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < TECH_COUNT; k++) {
+        out->tech_ok[k] = technique_applies(sh->s, sh->t, (Technique)k);
+        out->tech_layer[k] = technique_layer_bytes(sh->s, sh->b, sh->h, sh->a, sh->t, (Technique)k);
+    }
+    for (int k = 0; k < TECH_COUNT; k++)
+        out->tech_pct[k] = 100.0 * (double)out->tech_layer[k] / (double)out->tech_layer[TECH_TP];
+
+    stage_activations(&c->lay, &c->policy, &out->act);
+    out->paper_extra = stage_paper_extra_bytes(&c->lay);
+
+    // ctron keeps parameters, gradients and AdamW's m and v in fp32 (DESIGN.md §1), unsharded over
+    // data parallelism (no ZeRO / distributed optimizer).
+    out->params = stage_param_count(&c->lay);
+    out->param_bytes = 4.0 * out->params;
+    out->grad_bytes = 4.0 * out->params;
+    out->adam_bytes = 8.0 * out->params;
+    out->state_bytes = out->param_bytes + out->grad_bytes + out->adam_bytes;
+    out->total_bytes = out->act.peak + out->state_bytes;
+
+    int tp = sh->t > 1 ? sh->t : 1;
+    out->dp = c->gpus / (tp * c->lay.p);
+    double B = (double)c->global_batch;
+    out->model_flops = flops_model(B, (double)sh->L, (double)sh->s, (double)sh->h, (double)sh->v);
+    out->hw_flops = flops_hardware(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L);
+    out->mfu = out->hfu = -1.0;
+    if (c->iter_time > 0 && c->gpus > 0 && c->peak_tflops > 0) {
+        double capacity = c->iter_time * c->gpus * c->peak_tflops * 1e12;
+        out->mfu = out->model_flops / capacity;
+        out->hfu = out->hw_flops / capacity;
+    }
+}

@@ -1,0 +1,276 @@
+#include "memory/memory_report.h"
+#include <string.h>
+#include "memory/ledger_report.h"
+
+// Layers that keep the same names: one column each in the per-name table.
+typedef struct { LayerRecompute kind; int group_input; int count; int first; } LayerClass;
+
+static int layer_classes(const MemoryConfig *c, LayerClass *cls, int max) {
+    int n = 0;
+    for (int i = 0; i < stage_layer_count(&c->lay); i++) {
+        int l = stage_layer(&c->lay, i);
+        LayerRecompute k = c->policy.kind[l];
+        int gi = k == RECOMPUTE_FULL && c->policy.group_start[l] == l;
+        int j = 0;
+        while (j < n && !(cls[j].kind == k && cls[j].group_input == gi)) j++;
+        if (j == n && n < max) cls[n++] = (LayerClass){k, gi, 0, l};
+        if (j < n) cls[j].count++;
+    }
+    return n;
+}
+
+static const char *class_name(const LayerClass *k, char *buf, size_t len) {
+    if (k->kind == RECOMPUTE_FULL) snprintf(buf, len, "full:%s ×%d", k->group_input ? "input" : "inner", k->count);
+    else snprintf(buf, len, "%s ×%d", recompute_name(k->kind), k->count);
+    return buf;
+}
+
+static const char *fmt(double bytes, char *buf, size_t len) { return format_bytes(bytes, buf, len); }
+
+static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
+    const ActShape *sh = &c->lay.sh;
+    char plan[256];
+    policy_describe(&c->policy, plan, sizeof plan);
+    fprintf(f, "ctron memory: %s — %s\n", c->name, c->label);
+    fprintf(f, "  shape   L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld\n", sh->L, sh->h, sh->a, sh->s, sh->b, sh->v);
+    fprintf(f, "  layout  t=%d%s p=%d m=%d · %d GPUs (dp %d) · global batch %ld, micro-batches per pipeline %ld\n",
+            sh->t, sh->sp ? " +SP" : "", c->lay.p, c->lay.m, c->gpus, m->dp, c->global_batch, c->lay.microbatches);
+    fprintf(f, "  policy  recompute %s · %s activations · dropout %g, masks %s\n", plan,
+            sh->elem_bytes == 2 ? "bf16" : "fp32", c->dropout, sh->dropout ? mask_mode_name(sh->masks) : "none");
+}
+
+static void print_names(FILE *f, const MemoryConfig *c) {
+    LayerClass cls[4];
+    int n = layer_classes(c, cls, 4);
+    char b[32], name[32];
+    fprintf(f, "\nSaved per layer, per rank (this configuration; first stage's layers)\n  %-12s", "name");
+    for (int j = 0; j < n; j++) fprintf(f, " %16s", class_name(&cls[j], name, sizeof name));
+    fputc('\n', f);
+    for (int a = 0; a <= ACT_LN2_STATS; a++) {
+        fprintf(f, "  %-12s", act_name_str((ActName)a));
+        for (int j = 0; j < n; j++)
+            fprintf(f, " %16s", fmt((double)act_layer_name_bytes(&c->lay.sh, &c->policy, cls[j].first, (ActName)a), b,
+                                    sizeof b));
+        fputc('\n', f);
+    }
+    fprintf(f, "  %-12s", "layer total");
+    for (int j = 0; j < n; j++)
+        fprintf(f, " %16s", fmt((double)act_layer_bytes(&c->lay.sh, &c->policy, cls[j].first), b, sizeof b));
+    fputc('\n', f);
+}
+
+static void print_techniques(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
+    char b1[32], b2[32];
+    double per = stage_layer_count(&c->lay) * stage_layer_factor(&c->lay);
+    fprintf(f, "\nThe paper's comparison (Table 2, Figure 7): per layer, per rank, e = 2, k = 1, LN statistics ignored\n");
+    fprintf(f, "  %-23s %-22s %13s %11s %16s\n", "technique", "formula", "bytes/layer", "% of TP", "first stage");
+    for (int k = 0; k < TECH_COUNT; k++) {
+        if (!m->tech_ok[k]) {
+            fprintf(f, "  %-23s %-22s %13s   (SP needs t | s)\n", technique_label((Technique)k),
+                    technique_formula((Technique)k), "n/a");
+            continue;
+        }
+        fprintf(f, "  %-23s %-22s %13s %9.1f %% %16s\n", technique_label((Technique)k), technique_formula((Technique)k),
+                fmt((double)m->tech_layer[k], b1, sizeof b1), m->tech_pct[k], fmt(m->tech_layer[k] * per, b2, sizeof b2));
+    }
+    fprintf(f, "  (first stage = bytes/layer × L/p layers × %.4g for the micro-batches in flight: Eq. 5%s)\n",
+            stage_layer_factor(&c->lay), stage_layer_factor(&c->lay) != stage_in_flight(&c->lay)
+                                             ? ", interleaved: p × (1 + (p−1)/(pm))" : "");
+}
+
+static void print_extras(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
+    const ActShape *sh = &c->lay.sh;
+    char b[32];
+    int fl = stage_in_flight(&c->lay);
+    fprintf(f, "\nModel extras on the first stage, per rank\n");
+    fprintf(f, "  %-12s %14s  × %d in flight\n", "emb_mask", fmt((double)act_tensor_bytes(sh, ACT_EMB_MASK), b, sizeof b), fl);
+    const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS};
+    for (int i = 0; i < 4; i++) {
+        if (c->lay.p == 1) fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), fmt((double)act_tensor_bytes(sh, last[i]), b, sizeof b));
+        else fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), "(last stage)");
+    }
+    fprintf(f, "  %-12s %14s\n", "extras", fmt(m->act.extras, b, sizeof b));
+    fprintf(f, "  paper's extra term (sbhL/t)(p/L + δ_{p=1}(4/L)(1+v/h)): %s (assumes SP; no LN statistics)\n",
+            fmt(m->paper_extra, b, sizeof b));
+}
+
+static void print_stage(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
+    char b[32], b2[32], b3[32];
+    int n = stage_layer_count(&c->lay);
+    fprintf(f, "\nFirst pipeline stage, per rank\n");
+    fprintf(f, "  %-34s %d of %ld", "layers on the stage", n, c->lay.sh.L);
+    if (c->lay.m > 1) fprintf(f, " (%d chunks of %d)", c->lay.m, n / c->lay.m);
+    fprintf(f, "\n  %-34s %d, holding %.4g × its layers' activations (Eq. 5%s)\n", "micro-batches in flight",
+            stage_in_flight(&c->lay), stage_layer_factor(&c->lay),
+            stage_layer_factor(&c->lay) != stage_in_flight(&c->lay) ? ", interleaved" : "");
+    fprintf(f, "  %-34s %14s\n", "activations of its layers", fmt(m->act.layers, b, sizeof b));
+    fprintf(f, "  %-34s %14s\n", "model extras", fmt(m->act.extras, b, sizeof b));
+    fprintf(f, "  %-34s %14s\n", "held at the end of the forward", fmt(m->act.held, b, sizeof b));
+    fprintf(f, "  %-34s %14s\n", "recomputed in backward (largest)", fmt(m->act.working, b, sizeof b));
+    fprintf(f, "  %-34s %14s%s\n", "activation peak of the step", fmt(m->act.peak, b, sizeof b),
+            c->lay.p == 1 ? "" : "  (upper bound: held + largest recompute)");
+    fprintf(f, "  %-34s %14.4g\n", "parameters", m->params);
+    fprintf(f, "  %-34s %14s\n", "  weights (fp32, 4 B)", fmt(m->param_bytes, b, sizeof b));
+    fprintf(f, "  %-34s %14s\n", "  gradients (fp32, 4 B)", fmt(m->grad_bytes, b, sizeof b));
+    fprintf(f, "  %-34s %14s\n", "  AdamW m and v (fp32, 8 B)", fmt(m->adam_bytes, b, sizeof b));
+    fprintf(f, "  %-34s %14s  (activations %s + state %s)\n", "total per rank", fmt(m->total_bytes, b, sizeof b),
+            fmt(m->act.peak, b2, sizeof b2), fmt(m->state_bytes, b3, sizeof b3));
+}
+
+static void print_flops(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
+    fprintf(f, "\nWork per iteration (global batch %ld sequences)\n", c->global_batch);
+    fprintf(f, "  %-34s %.4g PFLOP\n", "model FLOPs (Eq. 7)", m->model_flops / 1e15);
+    fprintf(f, "  %-34s %.4g PFLOP (+%.1f %%)\n", "hardware FLOPs (with recompute)", m->hw_flops / 1e15,
+            100.0 * (m->hw_flops / m->model_flops - 1.0));
+    if (m->mfu < 0) {
+        fprintf(f, "  MFU/HFU: give --iter-time SECONDS (and --gpus, --peak-tflops)\n");
+        return;
+    }
+    fprintf(f, "  %-34s %.4g s%s · %d GPUs × %g TFLOP/s\n", "iteration time", c->iter_time,
+            c->iter_time_from_paper ? " (paper, Table 5)" : "", c->gpus, c->peak_tflops);
+    fprintf(f, "  %-34s %.2f %%\n", "MFU", 100.0 * m->mfu);
+    fprintf(f, "  %-34s %.2f %%\n", "HFU", 100.0 * m->hfu);
+}
+
+void memory_report_text(FILE *f, const MemoryConfig *c) {
+    MemorySummary m;
+    memory_summarize(c, &m);
+    print_header(f, c, &m);
+    print_names(f, c);
+    print_techniques(f, c, &m);
+    print_extras(f, c, &m);
+    print_stage(f, c, &m);
+    print_flops(f, c, &m);
+}
+
+void memory_report_compare(FILE *f, const MemoryConfig *cs, int n) {
+    char b[32], b2[32], b3[32];
+    fprintf(f, "Activation memory per layer per rank, percent of the TP baseline (the paper's Figure 7; e = 2, k = 1)\n");
+    const Technique cols[] = {TECH_TP_SP, TECH_TP_SELECTIVE, TECH_TP_SP_SELECTIVE, TECH_FULL, TECH_NO_PARALLEL};
+    fprintf(f, "  %-12s %3s %12s %9s %9s %11s %9s %9s %14s\n", "model", "t", "TP baseline", "TP+SP", "TP+sel",
+            "TP+SP+sel", "full", "t=1", "SP+sel/layer");
+    for (int i = 0; i < n; i++) {
+        MemorySummary m;
+        memory_summarize(&cs[i], &m);
+        fprintf(f, "  %-12s %3d %12s", cs[i].name, cs[i].lay.sh.t, fmt((double)m.tech_layer[TECH_TP], b, sizeof b));
+        const int width[] = {9, 9, 11, 9, 9};
+        for (int k = 0; k < 5; k++) {
+            if (m.tech_ok[cols[k]]) fprintf(f, " %*.1f%%", width[k] - 1, m.tech_pct[cols[k]]);
+            else fprintf(f, " %*s", width[k], "n/a");
+        }
+        fprintf(f, " %14s\n", m.tech_ok[TECH_TP_SP_SELECTIVE] ? fmt((double)m.tech_layer[TECH_TP_SP_SELECTIVE], b, sizeof b) : "n/a");
+    }
+    char plan[256];
+    policy_describe(&cs[0].policy, plan, sizeof plan);
+    fprintf(f, "\nFirst pipeline stage per rank, this configuration (%srecompute %s, %s activations, masks %s)\n",
+            cs[0].lay.sh.sp ? "SP, " : "", plan, cs[0].lay.sh.elem_bytes == 2 ? "bf16" : "fp32",
+            cs[0].lay.sh.dropout ? mask_mode_name(cs[0].lay.sh.masks) : "none");
+    fprintf(f, "  %-12s %3s %3s %2s %6s %9s %13s %13s %13s %8s %8s\n", "model", "t", "p", "m", "layers", "in flight",
+            "activations", "param state", "total", "MFU", "HFU");
+    for (int i = 0; i < n; i++) {
+        MemorySummary m;
+        memory_summarize(&cs[i], &m);
+        const StageLayout *lay = &cs[i].lay;
+        fprintf(f, "  %-12s %3d %3d %2d %6d %9.4g %13s %13s %13s", cs[i].name, lay->sh.t, lay->p, lay->m,
+                stage_layer_count(lay), stage_layer_factor(lay), fmt(m.act.peak, b, sizeof b),
+                fmt(m.state_bytes, b2, sizeof b2), fmt(m.total_bytes, b3, sizeof b3));
+        if (m.mfu >= 0) fprintf(f, " %7.2f%% %7.2f%%\n", 100.0 * m.mfu, 100.0 * m.hfu);
+        else fprintf(f, " %8s %8s\n", "-", "-");
+    }
+}
+
+cJSON *memory_report_json(const MemoryConfig *c) {
+    MemorySummary m;
+    memory_summarize(c, &m);
+    const ActShape *sh = &c->lay.sh;
+    char plan[256];
+    policy_describe(&c->policy, plan, sizeof plan);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", c->name);
+    cJSON *shape = cJSON_AddObjectToObject(o, "shape");
+    cJSON_AddNumberToObject(shape, "layers", (double)sh->L);
+    cJSON_AddNumberToObject(shape, "hidden", (double)sh->h);
+    cJSON_AddNumberToObject(shape, "heads", (double)sh->a);
+    cJSON_AddNumberToObject(shape, "seq", (double)sh->s);
+    cJSON_AddNumberToObject(shape, "micro_batch", (double)sh->b);
+    cJSON_AddNumberToObject(shape, "vocab", (double)sh->v);
+    cJSON *lay = cJSON_AddObjectToObject(o, "layout");
+    cJSON_AddNumberToObject(lay, "tp", sh->t);
+    cJSON_AddBoolToObject(lay, "sp", sh->sp);
+    cJSON_AddNumberToObject(lay, "pp", c->lay.p);
+    cJSON_AddNumberToObject(lay, "interleave", c->lay.m);
+    cJSON_AddNumberToObject(lay, "gpus", c->gpus);
+    cJSON_AddNumberToObject(lay, "dp", m.dp);
+    cJSON_AddNumberToObject(lay, "global_batch", (double)c->global_batch);
+    cJSON_AddNumberToObject(lay, "microbatches_per_pipeline", (double)c->lay.microbatches);
+    cJSON *pol = cJSON_AddObjectToObject(o, "policy");
+    cJSON_AddStringToObject(pol, "recompute", plan);
+    cJSON_AddStringToObject(pol, "act_dtype", sh->elem_bytes == 2 ? "bf16" : "fp32");
+    cJSON_AddStringToObject(pol, "dropout_masks", mask_mode_name(sh->masks));
+    cJSON_AddNumberToObject(pol, "dropout", c->dropout);
+
+    cJSON *classes = cJSON_AddArrayToObject(o, "layer_classes");
+    LayerClass cls[4];
+    int n = layer_classes(c, cls, 4);
+    for (int j = 0; j < n; j++) {
+        cJSON *k = cJSON_CreateObject();
+        cJSON_AddStringToObject(k, "recompute", recompute_name(cls[j].kind));
+        if (cls[j].kind == RECOMPUTE_FULL) cJSON_AddBoolToObject(k, "group_input", cls[j].group_input);
+        cJSON_AddNumberToObject(k, "layers", cls[j].count);
+        cJSON *bytes = cJSON_AddObjectToObject(k, "bytes");
+        for (int a = 0; a <= ACT_LN2_STATS; a++)
+            cJSON_AddNumberToObject(bytes, act_name_str((ActName)a),
+                                    (double)act_layer_name_bytes(sh, &c->policy, cls[j].first, (ActName)a));
+        cJSON_AddNumberToObject(k, "total", (double)act_layer_bytes(sh, &c->policy, cls[j].first));
+        cJSON_AddItemToArray(classes, k);
+    }
+
+    cJSON *paper = cJSON_AddObjectToObject(o, "paper_comparison");
+    double per = stage_layer_count(&c->lay) * stage_layer_factor(&c->lay);
+    for (int k = 0; k < TECH_COUNT; k++) {
+        cJSON *t = cJSON_AddObjectToObject(paper, technique_key((Technique)k));
+        cJSON_AddStringToObject(t, "label", technique_label((Technique)k));
+        cJSON_AddStringToObject(t, "formula", technique_formula((Technique)k));
+        cJSON_AddBoolToObject(t, "applies", m.tech_ok[k]);
+        cJSON_AddNumberToObject(t, "bytes_per_layer", (double)m.tech_layer[k]);
+        cJSON_AddNumberToObject(t, "percent_of_tp", m.tech_pct[k]);
+        cJSON_AddNumberToObject(t, "first_stage_bytes", (double)m.tech_layer[k] * per);
+    }
+
+    cJSON *ex = cJSON_AddObjectToObject(o, "extras");
+    cJSON_AddNumberToObject(ex, "emb_mask", (double)act_tensor_bytes(sh, ACT_EMB_MASK));
+    cJSON_AddNumberToObject(ex, "emb_mask_in_flight", stage_in_flight(&c->lay));
+    const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS};
+    for (int i = 0; i < 4; i++)
+        cJSON_AddNumberToObject(ex, act_name_str(last[i]), c->lay.p == 1 ? (double)act_tensor_bytes(sh, last[i]) : 0.0);
+    cJSON_AddNumberToObject(ex, "total", m.act.extras);
+    cJSON_AddNumberToObject(ex, "paper_formula", m.paper_extra);
+
+    cJSON *st = cJSON_AddObjectToObject(o, "first_stage");
+    cJSON_AddNumberToObject(st, "layers", stage_layer_count(&c->lay));
+    cJSON_AddNumberToObject(st, "in_flight", stage_in_flight(&c->lay));
+    cJSON_AddNumberToObject(st, "layer_factor", stage_layer_factor(&c->lay));
+    cJSON_AddNumberToObject(st, "layers_bytes", m.act.layers);
+    cJSON_AddNumberToObject(st, "extras_bytes", m.act.extras);
+    cJSON_AddNumberToObject(st, "held_bytes", m.act.held);
+    cJSON_AddNumberToObject(st, "recompute_working_bytes", m.act.working);
+    cJSON_AddNumberToObject(st, "activation_peak_bytes", m.act.peak);
+    cJSON_AddNumberToObject(st, "parameters", m.params);
+    cJSON_AddNumberToObject(st, "param_bytes", m.param_bytes);
+    cJSON_AddNumberToObject(st, "grad_bytes", m.grad_bytes);
+    cJSON_AddNumberToObject(st, "adam_bytes", m.adam_bytes);
+    cJSON_AddNumberToObject(st, "total_bytes", m.total_bytes);
+
+    cJSON *fl = cJSON_AddObjectToObject(o, "flops");
+    cJSON_AddNumberToObject(fl, "model_per_iteration", m.model_flops);
+    cJSON_AddNumberToObject(fl, "hardware_per_iteration", m.hw_flops);
+    if (m.mfu >= 0) {
+        cJSON_AddNumberToObject(fl, "iter_time_s", c->iter_time);
+        cJSON_AddBoolToObject(fl, "iter_time_from_paper", c->iter_time_from_paper);
+        cJSON_AddNumberToObject(fl, "gpus", c->gpus);
+        cJSON_AddNumberToObject(fl, "peak_tflops", c->peak_tflops);
+        cJSON_AddNumberToObject(fl, "mfu", m.mfu);
+        cJSON_AddNumberToObject(fl, "hfu", m.hfu);
+    }
+    return o;
+}

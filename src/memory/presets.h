@@ -1,0 +1,20 @@
+// Named model shapes and layouts for `ctron memory`: the paper's Table 3 models and GPT-2's four sizes.
+#ifndef CTRON_PRESETS_H
+#define CTRON_PRESETS_H
+
+typedef struct {
+    const char *name;          // "22B", "gpt2-xl", … (matched case-insensitively)
+    const char *label;         // one line for reports
+    int a, h, L, s, v;         // v is the vocabulary as the model allocates it (already padded)
+    int t, p, m;               // tensor-, pipeline-parallel size, interleaved stages per rank
+    int gpus, global_batch, micro_batch;
+    double iter_full_s;        // Table 5: iteration time with full recompute (0: not published)
+    double iter_sel_s;         //          and with sequence parallelism + selective recompute
+} ModelPreset;
+
+int preset_count(void);
+const ModelPreset *preset_at(int i);
+const ModelPreset *preset_find(const char *name);   // NULL when unknown
+// "22B, 175B, …": the accepted names, for help texts and errors.
+const char *preset_names(void);
+#endif

@@ -1,0 +1,100 @@
+#include "memory/stage_model.h"
+#include <stdio.h>
+#include <string.h>
+
+static int chunk_layers(const StageLayout *lay) { return (int)(lay->sh.L / ((long)lay->p * lay->m)); }
+
+int stage_layer_count(const StageLayout *lay) { return (int)(lay->sh.L / lay->p); }
+
+int stage_layer(const StageLayout *lay, int i) {
+    int lc = chunk_layers(lay);
+    return (i / lc) * lay->p * lc + i % lc;
+}
+
+int stage_in_flight(const StageLayout *lay) {
+    return lay->microbatches < lay->p ? (int)lay->microbatches : lay->p;
+}
+
+double stage_layer_factor(const StageLayout *lay) {
+    double f = stage_in_flight(lay);
+    // The interleaved warm-up runs (p−1)/m extra chunk-forwards ahead; with fewer than p micro-batches
+    // there is no steady state to interleave.
+    if (lay->m > 1 && lay->microbatches >= lay->p) f *= 1.0 + (double)(lay->p - 1) / ((double)lay->p * lay->m);
+    return f;
+}
+
+int stage_policy_build(MemoryPolicy *pol, const StageLayout *lay, const char *recompute, const char *method,
+                       int num_layers, const char *layer_list, char *err, size_t errlen) {
+    int L = (int)lay->sh.L, lc = chunk_layers(lay);
+    if (layer_list || lc == L || !recompute || strcmp(recompute, "full") != 0)
+        return policy_build(pol, L, recompute, method, num_layers, layer_list, err, errlen);
+    MemoryPolicy chunk = {.act_dtype = pol->act_dtype, .masks = pol->masks};
+    char inner[256];
+    if (policy_build(&chunk, lc, recompute, method, num_layers, NULL, inner, sizeof inner) != 0) {
+        snprintf(err, errlen, "%s (with pipelining it counts the layers of one model chunk, L/(pp·interleave) = %d)",
+                 inner, lc);
+        policy_free(&chunk);
+        return -1;
+    }
+    if (policy_build(pol, L, "none", NULL, 0, NULL, err, errlen) != 0) { policy_free(&chunk); return -1; }
+    for (int l = 0; l < L; l++) {
+        pol->kind[l] = chunk.kind[l % lc];
+        pol->group_start[l] = l / lc * lc + chunk.group_start[l % lc];
+    }
+    policy_free(&chunk);
+    return 0;
+}
+
+// A none-policy layer's whole bill, LN statistics included: what a recomputed layer holds again.
+static size_t layer_full_bytes(const ActShape *sh) {
+    size_t sum = 0;
+    for (int n = 0; n <= ACT_LN2_STATS; n++) sum += act_tensor_bytes(sh, (ActName)n);
+    return sum;
+}
+
+size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int l) {
+    LayerRecompute kind = pol ? pol->kind[l] : RECOMPUTE_NONE;
+    if (kind == RECOMPUTE_SELECTIVE)
+        return act_tensor_bytes(sh, ACT_ATTN_PROB) + act_tensor_bytes(sh, ACT_ATTN_MASK) +
+               act_tensor_bytes(sh, ACT_ATTN_DROP);
+    if (kind != RECOMPUTE_FULL) return 0;
+    // As in act_peak_bytes: at a group's last layer the whole group is rebuilt on its checkpoint.
+    int g0 = pol->group_start[l];
+    int last = l + 1 == pol->layers || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
+    return last ? (size_t)(l - g0 + 1) * layer_full_bytes(sh) - act_tensor_bytes(sh, ACT_LN1_IN) : 0;
+}
+
+void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out) {
+    const ActShape *sh = &lay->sh;
+    size_t layers = 0, working = 0;
+    for (int i = 0; i < stage_layer_count(lay); i++) {
+        int l = stage_layer(lay, i);
+        layers += act_layer_bytes(sh, pol, l);
+        size_t w = stage_recompute_working(sh, pol, l);
+        if (w > working) working = w;
+    }
+    memset(out, 0, sizeof *out);
+    out->layers = (double)layers * stage_layer_factor(lay);
+    out->extras = (double)act_tensor_bytes(sh, ACT_EMB_MASK) * stage_in_flight(lay);
+    if (lay->p == 1) out->extras = (double)act_model_extra_bytes(sh);
+    out->held = out->layers + out->extras;
+    out->working = (double)working;
+    out->peak = lay->p == 1 ? (double)act_peak_bytes(sh, pol) : out->held + out->working;
+}
+
+double stage_paper_extra_bytes(const StageLayout *lay) {
+    const ActShape *sh = &lay->sh;
+    double sbh = (double)sh->s * sh->b * sh->h, t = sh->t > 1 ? sh->t : 1;
+    double extra = sbh * lay->p / t;
+    if (lay->p == 1) extra += 4.0 * sbh / t * (1.0 + (double)sh->v / sh->h);
+    return extra;
+}
+
+double stage_param_count(const StageLayout *lay) {
+    const ActShape *sh = &lay->sh;
+    double h = (double)sh->h, t = sh->t > 1 ? sh->t : 1;
+    double layer = 12.0 * h * h / t + 7.0 * h / t + 6.0 * h;
+    double n = stage_layer_count(lay) * layer + (double)sh->v * h / t + (double)sh->s * h;
+    if (lay->p == 1) n += 2.0 * h;
+    return n;
+}

@@ -1,0 +1,47 @@
+// One rank of the first pipeline stage: which layers it holds, how many micro-batches it keeps in
+// flight (the paper's Eq. 5 and the interleaved factor), its activation bill on top of the per-layer
+// model (memory_model.h), and its parameters and optimizer state.
+#ifndef CTRON_STAGE_MODEL_H
+#define CTRON_STAGE_MODEL_H
+#include <stddef.h>
+#include "memory/memory_model.h"
+
+typedef struct {
+    ActShape sh;        // one micro-batch on one tensor-parallel rank; sh.L is the whole model
+    int p;              // pipeline stages
+    int m;              // interleaved model chunks per stage (1: plain 1F1B)
+    long microbatches;  // micro-batches per pipeline per iteration: B / (b · dp)
+} StageLayout;
+
+// The first stage holds chunks 0, p, 2p, … of L/(pm) layers each (chunk c = layers c·L/(pm) …).
+int stage_layer_count(const StageLayout *lay);              // L / p
+int stage_layer(const StageLayout *lay, int i);             // global index of its i-th layer
+int stage_in_flight(const StageLayout *lay);                // micro-batches started, not finished: min(p, n)
+// Micro-batches' worth of the stage's layers held at once: p for 1F1B, × (1 + (p−1)/(pm)) interleaved.
+double stage_layer_factor(const StageLayout *lay);
+
+// Megatron's semantics under pipelining: --recompute-method/--recompute-num-layers apply within each
+// model chunk of L/(pm) layers (uniform groups never straddle stages; block recomputes the first N of
+// every chunk); an explicit list names every layer of the model. Returns 0 or -1 with err.
+int stage_policy_build(MemoryPolicy *pol, const StageLayout *lay, const char *recompute, const char *method,
+                       int num_layers, const char *layer_list, char *err, size_t errlen);
+
+typedef struct {
+    double layers;     // its layers' bytes × stage_layer_factor
+    double extras;     // embedding mask × in flight; with p = 1 also final LN, output-layer input, logits
+    double held;       // layers + extras: the most any point of the forward keeps
+    double working;    // the largest transient backward recomputes (one layer's attention core or a group)
+    double peak;       // p = 1: act_peak_bytes exactly; p > 1: held + working (an upper bound)
+} StageActivations;
+
+// What backward rebuilds on top of the stored bytes when it reaches layer l (0 for none).
+size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int l);
+void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out);
+// The paper's extra term, (sbhL/t)(p/L + δ_{p=1}(4/L)(1 + v/h)), bytes.
+double stage_paper_extra_bytes(const StageLayout *lay);
+
+// Parameters on one rank of the first stage: L/p layers of 12h²/t + 7h/t + 6h (QKV, Proj, FC1, FC2
+// weights and the column-parallel biases sharded, Proj/FC2 biases and LayerNorms replicated), the
+// vocabulary-parallel token embedding vh/t, the position embedding sh, and with p = 1 the final LN.
+double stage_param_count(const StageLayout *lay);
+#endif

@@ -1,0 +1,144 @@
+#include "train/train_ckpt.h"
+#include <stdio.h>
+#include <string.h>
+#include "memory/ledger_report.h"
+#include "util/common.h"
+
+int train_ckpt_last_step(const TrainOptions *o) {
+    return o->stop_after > 0 && o->stop_after < o->steps ? o->stop_after : o->steps;
+}
+
+int train_ckpt_due(const TrainOptions *o, int step, int last) {
+    if (!o->ckpt_dir) return 0;
+    return step == last || (o->save_every > 0 && step % o->save_every == 0);
+}
+
+void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule *sched, int step, CkptState *st) {
+    memset(st, 0, sizeof *st);
+    st->step = step;
+    st->model = o->model;
+    st->beta1 = opt->beta1;
+    st->beta2 = opt->beta2;
+    st->eps = opt->eps;
+    st->weight_decay = opt->weight_decay;
+    st->adam_t = opt->t;
+    st->lr = sched->lr;
+    st->min_lr = sched->min_lr;
+    st->warmup = sched->warmup;
+    st->total_steps = sched->steps;
+    st->grad_accum = o->grad_accum;
+    st->clip = o->clip;
+    st->seed = o->seed;
+    st->val_frac = o->val_frac;
+    snprintf(st->data_path, sizeof st->data_path, "%s", o->data_path);
+    st->save_every = o->save_every;
+    st->keep = o->keep;
+    st->eval_every = o->eval_every;
+    st->eval_batches = o->eval_batches;
+}
+
+int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const LRSchedule *sched, int step,
+                    int save_index) {
+    CkptState st;
+    train_ckpt_state(o, opt, sched, step, &st);
+    int crash_at = ckpt_test_crash_in_save();
+    // TOKENIZER HOOK: when the trainer trains on BPE tokens (a --tokenizer flag), read the vocabulary
+    // file once at the start of the run and pass its bytes here (so.tokenizer_json/tokenizer_bytes):
+    // it is then saved as tokenizer.json and `ctron generate` encodes and decodes with it.
+    CkptSaveOptions so = {o->keep, crash_at > 0 && crash_at == save_index, NULL, 0};
+    char err[1024], path[4096], b1[32];
+    double t0 = now_seconds();
+    if (ckpt_save(o->ckpt_dir, m, opt, &st, &so, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron: error: checkpoint at step %d: %s\n", step, err);
+        return -1;
+    }
+    ckpt_step_dir(o->ckpt_dir, step, path, sizeof path);
+    printf("saved %s (%s of weights and optimizer state, %.0f ms)\n", path,
+           format_bytes(3.0 * (double)m->n_params * sizeof(float), b1, sizeof b1), (now_seconds() - t0) * 1e3);
+    fflush(stdout);
+    return 0;
+}
+
+int train_ckpt_resume(const TrainOptions *o, GPT *m, AdamW *opt) {
+    CkptState st;
+    char err[1024];
+    if (ckpt_load(o->resume_step_dir, m, opt, &st, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron: error: cannot resume: %s\n", err);
+        return -1;
+    }
+    printf("resumed from %s at step %d of %d\n", o->resume_step_dir, st.step, o->steps);
+    if (st.total_steps != o->steps)
+        printf("  note: the checkpoint's run had --steps %d; the cosine schedule now spans %d steps\n", st.total_steps,
+               o->steps);
+    fflush(stdout);
+    return st.step;
+}
+
+// ---- --resume and the command line -------------------------------------------------------------
+
+static int was_given(const char *const *given, int n, const char *flag) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(given[i], flag) == 0) return 1;
+    return 0;
+}
+
+#define MISMATCH(flag, fmt, mine, theirs)                                                                      \
+    do {                                                                                                       \
+        snprintf(err, errlen, "--resume: --%s " fmt " does not match the checkpoint's " fmt " (%s/state.json); " \
+                 "leave --%s out to continue with the checkpoint's value", flag, mine, theirs,                  \
+                 o->resume_step_dir, flag);                                                                    \
+        return -1;                                                                                             \
+    } while (0)
+
+// The flag, when given, must equal the checkpoint's value; when not given, it takes it.
+#define AGREE(flag, field, ck, fmt, cast)                                                                     \
+    do {                                                                                                      \
+        if (!was_given(given, n_given, flag)) field = (ck);                                                   \
+        else if ((field) != (ck)) MISMATCH(flag, fmt, (cast)(field), (cast)(ck));                             \
+    } while (0)
+
+int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *given, int n_given, char *err,
+                     size_t errlen) {
+    GPTConfig *c = &o->model;
+    const GPTConfig *k = &st->model;
+    AGREE("layers", c->layers, k->layers, "%d", int);
+    AGREE("hidden", c->hidden, k->hidden, "%d", int);
+    AGREE("heads", c->heads, k->heads, "%d", int);
+    AGREE("seq", c->seq, k->seq, "%d", int);
+    AGREE("batch", c->batch, k->batch, "%d", int);
+    AGREE("vocab", c->vocab, k->vocab, "%d", int);
+    AGREE("dropout", c->dropout, k->dropout, "%g", double);
+    AGREE("lr", o->lr, st->lr, "%g", double);
+    AGREE("min-lr", o->min_lr, st->min_lr, "%g", double);
+    AGREE("warmup", o->warmup, st->warmup, "%d", int);
+    AGREE("weight-decay", o->weight_decay, st->weight_decay, "%g", double);
+    AGREE("clip", o->clip, st->clip, "%g", double);
+    AGREE("grad-accum", o->grad_accum, st->grad_accum, "%d", int);
+    AGREE("seed", o->seed, st->seed, "%llu", unsigned long long);
+    AGREE("val-frac", o->val_frac, st->val_frac, "%g", double);
+    // No flags: AdamW's betas come from the checkpoint (eps is checked when the tensors load).
+    o->beta1 = st->beta1;
+    o->beta2 = st->beta2;
+    if (!was_given(given, n_given, "steps")) o->steps = st->total_steps;
+    if (o->steps <= st->step) {
+        snprintf(err, errlen, "--resume: the checkpoint %s is at step %d, and --steps is %d: nothing is left to train "
+                 "(give a larger --steps to train on)", o->resume_step_dir, st->step, o->steps);
+        return -1;
+    }
+    if (o->stop_after > 0 && o->stop_after <= st->step) {
+        snprintf(err, errlen, "--stop-after %d: the checkpoint %s is already at step %d", o->stop_after,
+                 o->resume_step_dir, st->step);
+        return -1;
+    }
+    snprintf(o->resume_data_path, sizeof o->resume_data_path, "%s", st->data_path);
+    if (!was_given(given, n_given, "data")) o->data_path = o->resume_data_path;
+    else if (strcmp(o->data_path, st->data_path) != 0)
+        fprintf(stderr, "ctron train: note: --data '%s' differs from the checkpoint's '%s'; the data order is "
+                "the same only if the file is the same\n", o->data_path, st->data_path);
+    if (!was_given(given, n_given, "ckpt-dir")) o->ckpt_dir = o->resume_run_dir;
+    if (!was_given(given, n_given, "save-every")) o->save_every = st->save_every;
+    if (!was_given(given, n_given, "keep")) o->keep = st->keep;
+    if (!was_given(given, n_given, "eval-every")) o->eval_every = st->eval_every;
+    if (!was_given(given, n_given, "eval-batches")) o->eval_batches = st->eval_batches;
+    return 0;
+}

@@ -1,0 +1,75 @@
+#include "util/fileio.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "util/common.h"
+
+int fileio_read_all(const char *path, uint8_t **data, size_t *n, char *err, size_t errlen) {
+    *data = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size, got = 0;
+    uint8_t *buf = xmalloc(size);
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            snprintf(err, errlen, "short read of '%s': %zu of %zu bytes%s%s", path, got, size, r < 0 ? ": " : "",
+                     r < 0 ? strerror(errno) : "");
+            free(buf);
+            close(fd);
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *data = buf;
+    *n = size;
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int fileio_write_atomic(const char *path, const void *const *parts, const size_t *sizes, int n_parts,
+                        char *err, size_t errlen) {
+    size_t tlen = strlen(path) + 5;
+    char *tmp = xmalloc(tlen);
+    snprintf(tmp, tlen, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    int ok = 1;
+    for (int i = 0; ok && i < n_parts; i++) ok = write_all(fd, parts[i], sizes[i]) == 0;
+    ok = ok && fsync(fd) == 0;
+    int saved = errno;
+    if (close(fd) != 0 && ok) { ok = 0; saved = errno; }
+    if (ok && rename(tmp, path) != 0) { ok = 0; saved = errno; }
+    if (!ok) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(saved));
+        unlink(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : -1;
+}

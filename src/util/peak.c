@@ -1,0 +1,181 @@
+#include "util/peak.h"
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include "util/common.h"
+#include "util/fileio.h"
+
+int peak_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+
+double peak_gflops_measure_sizes(int threads, const int *sizes, int n_sizes, int repeats, int *best_size) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(peak_threads(threads));   // the OpenMP build of OpenBLAS follows this
+    double best = 0.0;
+    for (int i = 0; i < n_sizes; i++) {
+        size_t n = (size_t)sizes[i];
+        float *a = xmalloc(n * n * sizeof(float)), *b = xmalloc(n * n * sizeof(float)), *c = xcalloc(n * n * sizeof(float));
+        for (size_t k = 0; k < n * n; k++) {      // values that stay normal: no denormal slow paths
+            a[k] = (float)((k * 7 + 3) % 13) / 13.0f - 0.5f;
+            b[k] = (float)((k * 5 + 1) % 11) / 11.0f - 0.5f;
+        }
+        int N = (int)n;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);  // warm-up
+        for (int r = 0; r < repeats; r++) {
+            double t0 = now_seconds();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+            double dt = now_seconds() - t0;
+            double gf = dt > 0 ? 2.0 * (double)n * n * n / dt * 1e-9 : 0.0;
+            if (gf > best) {
+                best = gf;
+                if (best_size) *best_size = N;
+            }
+        }
+        free(a);
+        free(b);
+        free(c);
+    }
+    omp_set_num_threads(saved);
+    return best;
+}
+
+double peak_gflops_measure(int threads) {
+    const int sizes[] = {1024, 2048};
+    return peak_gflops_measure_sizes(threads, sizes, 2, 5, NULL);
+}
+
+void peak_cpu_model(char *buf, size_t len) {
+    snprintf(buf, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        char *s = colon + 1;
+        while (*s == ' ' || *s == '\t') s++;
+        size_t n = strlen(s);
+        while (n && (s[n - 1] == '\n' || s[n - 1] == ' ')) s[--n] = '\0';
+        if (n) snprintf(buf, len, "%s", s);
+        break;
+    }
+    fclose(f);
+}
+
+int peak_cache_path(char *buf, size_t len) {
+    const char *env = getenv("CTRON_PEAK_CACHE");
+    if (env && *env) return snprintf(buf, len, "%s", env) < (int)len ? 0 : -1;
+    env = getenv("XDG_CACHE_HOME");
+    if (env && *env) return snprintf(buf, len, "%s/ctron/peak.json", env) < (int)len ? 0 : -1;
+    env = getenv("HOME");
+    if (env && *env) return snprintf(buf, len, "%s/.cache/ctron/peak.json", env) < (int)len ? 0 : -1;
+    return -1;
+}
+
+static cJSON *load(const char *path) {
+    uint8_t *data;
+    size_t n;
+    char err[256];
+    if (fileio_read_all(path, &data, &n, err, sizeof err) != 0) return NULL;
+    cJSON *root = cJSON_ParseWithLength((const char *)data, n);
+    free(data);
+    if (root && !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(root, "entries"))) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    return root;
+}
+
+static cJSON *find_entry(cJSON *entries, const char *cpu, int threads) {
+    cJSON *e;
+    cJSON_ArrayForEach(e, entries) {
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "cpu"), *t = cJSON_GetObjectItemCaseSensitive(e, "threads");
+        if (cJSON_IsString(c) && cJSON_IsNumber(t) && strcmp(c->valuestring, cpu) == 0 && t->valuedouble == threads)
+            return e;
+    }
+    return NULL;
+}
+
+int peak_cache_read(const char *path, const char *cpu, int threads, double *out) {
+    cJSON *root = load(path);
+    if (!root) return -1;
+    cJSON *e = find_entry(cJSON_GetObjectItemCaseSensitive(root, "entries"), cpu, threads);
+    cJSON *g = e ? cJSON_GetObjectItemCaseSensitive(e, "gflops") : NULL;
+    int rc = -1;
+    if (cJSON_IsNumber(g) && g->valuedouble > 0) {
+        *out = g->valuedouble;
+        rc = 0;
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+// mkdir -p of path's folder.
+static int make_parents(const char *path, char *err, size_t errlen) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) {
+        snprintf(err, errlen, "cache path too long: '%s'", path);
+        return -1;
+    }
+    for (char *p = dir + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create '%s': %s", dir, strerror(errno));
+            return -1;
+        }
+        *p = '/';
+    }
+    return 0;
+}
+
+int peak_cache_write(const char *path, const char *cpu, int threads, double gflops, char *err, size_t errlen) {
+    if (make_parents(path, err, errlen) != 0) return -1;
+    cJSON *root = load(path);   // a malformed cache is replaced, not merged
+    if (!root) {
+        root = cJSON_CreateObject();
+        cJSON_AddNumberToObject(root, "version", 1);
+        cJSON_AddArrayToObject(root, "entries");
+    }
+    cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
+    cJSON *e = find_entry(entries, cpu, threads);
+    if (e) cJSON_Delete(cJSON_DetachItemViaPointer(entries, e));
+    e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "cpu", cpu);
+    cJSON_AddNumberToObject(e, "threads", threads);
+    cJSON_AddNumberToObject(e, "gflops", gflops);
+    cJSON_AddNumberToObject(e, "measured_at", (double)time(NULL));
+    cJSON_AddItemToArray(entries, e);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    size_t n = strlen(text);
+    text[n] = '\n';   // the terminator's byte becomes the file's final newline
+    const void *parts[] = {text};
+    const size_t sizes[] = {n + 1};
+    int rc = fileio_write_atomic(path, parts, sizes, 1, err, errlen);
+    cJSON_free(text);
+    return rc;
+}
+
+int peak_gflops_cached(int threads, double *out) {
+    char path[4096], cpu[256];
+    if (peak_cache_path(path, sizeof path) != 0) return -1;
+    peak_cpu_model(cpu, sizeof cpu);
+    return peak_cache_read(path, cpu, peak_threads(threads), out);
+}
+
+int peak_gflops_store(int threads, double gflops, char *err, size_t errlen) {
+    char path[4096], cpu[256];
+    if (peak_cache_path(path, sizeof path) != 0) {
+        snprintf(err, errlen, "no cache folder: neither CTRON_PEAK_CACHE, XDG_CACHE_HOME nor HOME is set");
+        return -1;
+    }
+    peak_cpu_model(cpu, sizeof cpu);
+    return peak_cache_write(path, cpu, peak_threads(threads), gflops, err, errlen);
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# ctron generate: the same seed gives the same tokens, another seed others; every id is inside the
+# vocabulary; temperature 0 is greedy (= top-k 1); the window slides past the model's positions;
+# bad flags and bad checkpoints are refused with a message (exit 2 / exit 1).
+set -uo pipefail
+ctron=$1; data=$2
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+"$ctron" train --layers 2 --hidden 32 --heads 2 --seq 32 --batch 4 --vocab 300 --steps 30 --threads 2 \
+  --eval-every 0 --eval-batches 1 --data "$data" --ckpt-dir "$dir/run" --print-every 100 > /dev/null || bad "training failed"
+gen() { "$ctron" generate --ckpt "$dir/run" --threads 1 --json "$@" 2> "$dir/gen.err"; }
+ids() { /usr/bin/python3 -c 'import json,sys; print(" ".join(map(str, json.load(sys.stdin)["tokens"])))'; }
+a=$(gen --prompt "And God said" --tokens 100 --seed 5 | ids)
+b=$(gen --prompt "And God said" --tokens 100 --seed 5 | ids)
+c=$(gen --prompt "And God said" --tokens 100 --seed 6 | ids)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "seed 5 twice gave different tokens"
+[ "$a" != "$c" ] && ok || bad "seeds 5 and 6 gave the same tokens"
+[ "$(wc -w <<< "$a")" -eq 100 ] && ok || bad "asked for 100 tokens, got $(wc -w <<< "$a")"
+out_of_range=$(tr ' ' '\n' <<< "$a $c" | awk '$1 < 0 || $1 >= 300' | wc -l)
+[ "$out_of_range" -eq 0 ] && ok || bad "$out_of_range token ids outside 0..299"
+grep -q "tokens/s" "$dir/gen.err" && ok || bad "no tokens/s report: $(cat "$dir/gen.err")"
+g0=$(gen --temperature 0 --tokens 40 --seed 1 | ids); g1=$(gen --top-k 1 --tokens 40 --seed 2 | ids)
+[ -n "$g0" ] && [ "$g0" = "$g1" ] && ok || bad "temperature 0 and top-k 1 differ"
+# 100 tokens after a 12-token prompt in 32 positions: the window slid.
+slides=$(gen --prompt "And God said" --tokens 100 --seed 5 | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["slides"])')
+[ "$slides" -gt 0 ] && ok || bad "the window never slid ($slides)"
+long=$(head -c 100 "$data" | tr -d '\0')
+gen --prompt "$long" --tokens 5 > /dev/null && grep -q "using its last 32" "$dir/gen.err" && ok || bad "long prompt: $(cat "$dir/gen.err")"
+text=$("$ctron" generate --ckpt "$dir/run/step_00000030" --prompt "In the beginning" --tokens 20 --threads 1 2> /dev/null)
+[[ "$text" == "In the beginning"* ]] && ok || bad "text output does not start with the prompt: $text"
+
+# A BPE checkpoint (tokenizer.json beside the weights, named in state.json): the prompt is encoded
+# with it (fewer tokens than bytes) and the output decoded with it.
+head -c 200000 "$data" > "$dir/corpus.txt"
+if "$ctron" tokenize train --vocab 300 --in "$dir/corpus.txt" --out "$dir/tok.json" > /dev/null 2>&1; then
+  cp -r "$dir/run/step_00000030" "$dir/bpe"
+  cp "$dir/tok.json" "$dir/bpe/tokenizer.json"
+  /usr/bin/python3 - "$dir/bpe/state.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); s["tokenizer"] = "tokenizer.json"; json.dump(s, open(sys.argv[1], "w"))
+PY
+  n=$("$ctron" generate --ckpt "$dir/bpe" --prompt "And the LORD said unto Moses" --tokens 10 --json --threads 1 2>/dev/null       | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["prompt_tokens"], max(d["tokens"]) < 300)')
+  [ "${n#* }" = "True" ] && [ "${n% *}" -lt 28 ] && ok || bad "BPE prompt: prompt_tokens/ids in range = '$n' (the prompt has 28 bytes)"
+  text=$("$ctron" generate --ckpt "$dir/bpe" --prompt "And the LORD" --tokens 10 --threads 1 2> /dev/null)
+  [[ "$text" == "And the LORD"* ]] && ok || bad "BPE text output: $text"
+else
+  bad "ctron tokenize train failed"
+fi
+
+expect() {  # expect rc "needle" args...
+  local want=$1 needle=$2; shift 2
+  out=$("$ctron" generate "$@" 2>&1 > /dev/null); rc=$?
+  if [ $rc -eq "$want" ] && grep -q -- "$needle" <<< "$out"; then ok
+  else bad "ctron generate $* -> rc $rc, message: $out (wanted rc $want, '$needle')"; fi
+}
+expect 2 "--ckpt is required"
+expect 2 "checkpoint '$dir/none' does not exist" --ckpt "$dir/none"
+expect 2 "--temperature: -1 is out of range" --ckpt "$dir/run" --temperature -1
+expect 2 "--top-k 301 exceeds the model's vocabulary of 300" --ckpt "$dir/run" --top-k 301
+expect 2 "--prompt is empty" --ckpt "$dir/run" --prompt ""
+expect 2 "--tokens: 0 is out of range" --ckpt "$dir/run" --tokens 0
+expect 2 "unknown option '--bogus'" --ckpt "$dir/run" --bogus
+head -c 100 "$dir/run/step_00000030/model.safetensors" > "$dir/trunc" && mv "$dir/trunc" "$dir/run/step_00000030/model.safetensors"
+expect 1 "exceeds the file" --ckpt "$dir/run"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
