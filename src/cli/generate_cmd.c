@@ -12,6 +12,7 @@
 #include "memory/ledger_report.h"
 #include "model/generate.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/text.h"
 #include "util/common.h"
 
 #define CMD "generate"
@@ -117,13 +118,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
 // unused rows of a larger model vocabulary: '?'.
 static void emit_token(void *ctx, int32_t tok) {
     const GenArgs *g = ctx;
-    if (g->has_bpe && tok < g->bpe.vocab_size) {
-        size_t len;
-        const uint8_t *bytes = bpe_token_bytes(&g->bpe, tok, &len);
-        fwrite(bytes, 1, len, stdout);
-    } else {
-        fputc(!g->has_bpe && tok < 256 ? tok : '?', stdout);
-    }
+    text_write_token(g->has_bpe ? &g->bpe : NULL, tok, stdout);
     fflush(stdout);
 }
 
@@ -181,6 +176,7 @@ int cli_generate_main(int argc, char **argv) {
     generate(&m, g.prompt_ids, n_prompt, &go, out, g.json ? NULL : emit_token, &g, &st);
     if (g.json) print_json(&g, out, &st);
     else printf("\n");
+    fflush(stdout);
     char b1[32];
     fprintf(stderr, "ctron generate: %d tokens in %.3f s: %.0f tokens/s (decode %.0f tokens/s; prefill %d tokens in "
             "%.1f ms; window slid %d times; KV cache %s) from %s (step %d)\n", st.generated, st.total_seconds,

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli/cli.h"
+#include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
 
 void cli_train_usage(FILE *f) {
@@ -43,15 +44,17 @@ void cli_train_usage(FILE *f) {
         "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
         "\n"
         "data, evaluation, output\n"
-        "  --data FILE       text file, byte-level tokens (default data/kjv.txt)\n"
-        "  --val-frac X      tail fraction of the file held out for validation (default 0.1)\n"
+        "  --data FILE       a token file (llm.c format), or text: BPE with --tokenizer, else bytes (default data/kjv.txt)\n"
+        "  --tokenizer FILE  BPE vocabulary (ctron tokenize train) for text data; saved with checkpoints\n"
+        "  --val-data FILE   validation data (same kinds as --data); default: the tail of --data\n"
+        "  --val-frac X      tail fraction of --data held out for validation (default 0.1)\n"
         "  --eval-every N    validation loss every N steps, 0 = only at the end (default 100)\n"
         "  --eval-batches N  validation batches per evaluation (default 8)\n"
         "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
         "  --log FILE        one JSON object per step (step, loss, val_loss, lr, ms, tokens_per_s, act_bytes, ...)\n"
         "  --print-every N   progress line every N steps when stdout is not a terminal (default 1)\n"
         "  --no-ledger       do not print the activation ledger (measured vs predicted) after the first step\n"
-        "  --sample N        after training, print N sampled bytes\n"
+        "  --sample N        after training, print N sampled tokens (KV-cache generation)\n"
         "  --prompt TEXT     prompt for --sample (default a newline)\n"
         "\n"
         "checkpoints (docs/CHECKPOINTS.md)\n"
@@ -102,7 +105,8 @@ enum {
     OPT_MIN_LR, OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_ACCUM, OPT_SEED, OPT_DATA, OPT_VAL_FRAC, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
-    OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER
+    OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
+    OPT_TOKENIZER, OPT_VAL_DATA
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o) {
@@ -125,6 +129,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         {"recompute-layers", required_argument, 0, OPT_RC_LAYERS}, {"dropout-masks", required_argument, 0, OPT_MASKS},
         {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"peak-gflops", required_argument, 0, OPT_PEAK},
         {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
+        {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -167,6 +172,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         case OPT_PRINT_EVERY: rc = parse_int("--print-every", optarg, 1, INT_MAX, &o->print_every); break;
         case OPT_LEDGER: o->show_ledger = 1; break;   // the default; kept for scripts that ask for it
         case OPT_NO_LEDGER: o->show_ledger = 0; break;
+        case OPT_TOKENIZER: o->tokenizer_path = optarg; break;
+        case OPT_VAL_DATA: o->val_path = optarg; break;
         case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
         case OPT_PROMPT: o->sample_prompt = optarg; break;
         case OPT_RECOMPUTE: o->recompute = optarg; break;
@@ -221,10 +228,25 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         return usage_error("--data: cannot read '%s': %s", o->data_path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return usage_error("--data: '%s' is not a regular file", o->data_path);
     if (st.st_size == 0) return usage_error("--data: '%s' is empty", o->data_path);
-    long long n = st.st_size, n_val = (long long)((double)n * o->val_frac), n_train = n - n_val;
-    if (n_train < (long long)c->seq + 1 || n_val < (long long)c->seq + 1)
-        return usage_error("--seq %d is longer than the data: '%s' has %lld tokens (%lld train, %lld validation), "
-                           "each split needs at least %d", c->seq, o->data_path, n, n_train, n_val, c->seq + 1);
+    if (o->val_path) {
+        if (stat(o->val_path, &st) != 0) return usage_error("--val-data: cannot read '%s': %s", o->val_path, strerror(errno));
+        if (!S_ISREG(st.st_mode) || st.st_size == 0)
+            return usage_error("--val-data: '%s' is not a non-empty regular file", o->val_path);
+    }
+    if (o->tokenizer_path && stat(o->tokenizer_path, &st) != 0)
+        return usage_error("--tokenizer: cannot read '%s': %s", o->tokenizer_path, strerror(errno));
+    // Byte-level text: its size is its token count, so a too-long --seq is caught here; token files
+    // and BPE text are checked once loaded (train_run, also exit 2).
+    char err[256];
+    int is_tokens = tokenfile_sniff(o->data_path, err, sizeof err);
+    if (is_tokens < 0) return usage_error("--data: %s", err);
+    if (!is_tokens && !o->tokenizer_path && !o->val_path) {
+        stat(o->data_path, &st);
+        long long n = st.st_size, n_val = (long long)((double)n * o->val_frac), n_train = n - n_val;
+        if (n_train < (long long)c->seq + 1 || n_val < (long long)c->seq + 1)
+            return usage_error("--seq %d is longer than the data: '%s' has %lld tokens (%lld train, %lld validation), "
+                               "each split needs at least %d", c->seq, o->data_path, n, n_train, n_val, c->seq + 1);
+    }
     if (o->log_path) {
         FILE *f = fopen(o->log_path, "a");
         if (!f) return usage_error("--log: cannot write '%s': %s", o->log_path, strerror(errno));

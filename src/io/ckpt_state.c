@@ -64,6 +64,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     // step number is all a resumed run needs to see the same sequences.
     cJSON *da = cJSON_AddObjectToObject(o, "data");
     cJSON_AddStringToObject(da, "path", st->data_path);
+    cJSON_AddStringToObject(da, "val_path", st->val_path);
     cJSON_AddNumberToObject(da, "val_frac", st->val_frac);
     cJSON_AddStringToObject(da, "order", "philox4x32-10(seed, step, sample)");
     cJSON_AddNumberToObject(da, "next_step", st->step + 1);
@@ -188,6 +189,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     st->clip = (float)number(&r, "training", "clip", 0, 1e30, 0);
     st->seed = (uint64_t)number(&r, "training", "seed", 0, 9007199254740992.0, 1);
     snprintf(st->data_path, sizeof st->data_path, "%s", string(&r, "data", "path"));
+    snprintf(st->val_path, sizeof st->val_path, "%s", string(&r, "data", "val_path"));
     st->val_frac = number(&r, "data", "val_frac", 0, 1, 0);
     st->save_every = (int)number(&r, "checkpointing", "save_every", 0, 2147483647, 1);
     st->keep = (int)number(&r, "checkpointing", "keep", 0, 2147483647, 1);

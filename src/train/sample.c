@@ -1,33 +1,35 @@
 #include "train/sample.h"
-#include <math.h>
+#include <string.h>
+#include "model/generate.h"
+#include "tokenizer/text.h"
 #include "util/common.h"
-#include "util/philox.h"
 
-void sample_bytes(GPT *m, const int32_t *prompt, int n_prompt, int n_new, float temperature, uint64_t seed,
-                  FILE *out) {
-    int s_max = m->cfg.seq, v = m->cfg.vocab;
-    int32_t *ctx = xmalloc((size_t)(n_prompt + n_new + 1) * sizeof(int32_t));
-    for (int i = 0; i < n_prompt; i++) ctx[i] = prompt[i];
-    int len = n_prompt;
-    double *prob = xmalloc((size_t)v * sizeof(double));
-    philox_key key = philox_key_from_seed(seed);
-    StepCtx sc = {seed, 0, 0, 0};
-    for (int t = 0; t < n_new; t++) {
-        int start = len > s_max ? len - s_max : 0, s = len - start;
-        gpt_forward(m, ctx + start, NULL, s, 1, sc, 0.0f);   // [s,1] is the same layout as [s]
-        const float *z = m->logits + (size_t)(s - 1) * v;
-        double mx = z[0], sum = 0.0;
-        for (int c = 1; c < v; c++) mx = z[c] > mx ? z[c] : mx;
-        for (int c = 0; c < v; c++) { prob[c] = exp((z[c] - mx) / temperature); sum += prob[c]; }
-        gpt_release(m);
-        philox_ctr ctr = {{(uint32_t)t, 0, 0, (uint32_t)PHILOX_SAMPLE << 24}};
-        double u = philox_uniform(philox4x32_10(ctr, key).v[0]) * sum, acc = 0.0;
-        int tok = v - 1;
-        for (int c = 0; c < v; c++) { acc += prob[c]; if (u < acc) { tok = c; break; } }
-        ctx[len++] = tok;
-        fputc(tok < 256 ? tok : '?', out);
-        fflush(out);
+typedef struct { const Bpe *bpe; FILE *out; } SampleSink;
+
+static void write_token(void *ctx, int32_t tok) {
+    SampleSink *sink = ctx;
+    text_write_token(sink->bpe, tok, sink->out);
+    fflush(sink->out);
+}
+
+void sample_text(const GPT *m, const Bpe *bpe, const char *prompt, int n_new, float temperature, int top_k,
+                 uint64_t seed, FILE *out) {
+    size_t n_prompt;
+    int32_t *ids = text_encode(bpe, prompt, strlen(prompt), &n_prompt);
+    if (n_prompt == 0) {   // generation needs a first token: start from a newline
+        free(ids);
+        ids = text_encode(bpe, "\n", 1, &n_prompt);
     }
-    free(prob);
-    free(ctx);
+    for (size_t i = 0; i < n_prompt; i++)
+        if (ids[i] >= m->cfg.vocab) ids[i] = '?';   // a byte the model's vocabulary does not have
+    int32_t *gen = xmalloc((size_t)n_new * sizeof(int32_t));
+    GenOptions go = {n_new, temperature, top_k, seed};
+    GenStats st;
+    SampleSink sink = {bpe, out};
+    fputs(prompt, out);
+    generate(m, ids, (int)n_prompt, &go, gen, write_token, &sink, &st);
+    fprintf(out, "\n(%d tokens, %.0f tokens/s)\n", st.generated,
+            st.total_seconds > 0 ? st.generated / st.total_seconds : 0.0);
+    free(gen);
+    free(ids);
 }

@@ -1,11 +1,13 @@
-// Text sampling from a trained model (byte-level tokens), temperature sampling from Philox.
+// The text sample at the end of `ctron train --sample N`: KV-cache generation (model/generate.h)
+// from the trained model, decoded with the run's tokenizer.
 #ifndef CTRON_SAMPLE_H
 #define CTRON_SAMPLE_H
 #include <stdint.h>
 #include <stdio.h>
 #include "model/gpt.h"
+#include "tokenizer/bpe.h"
 
-// Continues prompt[0..n_prompt) by n_new tokens, writing each new byte to out as it is drawn.
-void sample_bytes(GPT *m, const int32_t *prompt, int n_prompt, int n_new, float temperature, uint64_t seed,
-                  FILE *out);
+// Continues prompt by n_new tokens (bpe NULL: byte-level), writing the text to out as it is drawn.
+void sample_text(const GPT *m, const Bpe *bpe, const char *prompt, int n_new, float temperature, int top_k,
+                 uint64_t seed, FILE *out);
 #endif

@@ -31,6 +31,7 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     st->seed = o->seed;
     st->val_frac = o->val_frac;
     snprintf(st->data_path, sizeof st->data_path, "%s", o->data_path);
+    snprintf(st->val_path, sizeof st->val_path, "%s", o->val_path ? o->val_path : "");
     st->save_every = o->save_every;
     st->keep = o->keep;
     st->eval_every = o->eval_every;
@@ -38,14 +39,13 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
 }
 
 int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const LRSchedule *sched, int step,
-                    int save_index) {
+                    int save_index, const void *tokenizer_json, size_t tokenizer_bytes) {
     CkptState st;
     train_ckpt_state(o, opt, sched, step, &st);
     int crash_at = ckpt_test_crash_in_save();
-    // TOKENIZER HOOK: when the trainer trains on BPE tokens (a --tokenizer flag), read the vocabulary
-    // file once at the start of the run and pass its bytes here (so.tokenizer_json/tokenizer_bytes):
-    // it is then saved as tokenizer.json and `ctron generate` encodes and decodes with it.
-    CkptSaveOptions so = {o->keep, crash_at > 0 && crash_at == save_index, NULL, 0};
+    // The vocabulary travels as bytes read at the start of the run: a resumed run's tokenizer.json
+    // lives in a step directory that --keep may prune.
+    CkptSaveOptions so = {o->keep, crash_at > 0 && crash_at == save_index, tokenizer_json, tokenizer_bytes};
     char err[1024], path[4096], b1[32];
     double t0 = now_seconds();
     if (ckpt_save(o->ckpt_dir, m, opt, &st, &so, err, sizeof err) != 0) {
@@ -130,6 +130,15 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
                  o->resume_step_dir, st->step);
         return -1;
     }
+    // The split decides which windows are training data: an explicit validation file must persist.
+    snprintf(o->resume_val_path, sizeof o->resume_val_path, "%s", st->val_path);
+    if (!was_given(given, n_given, "val-data")) o->val_path = st->val_path[0] ? o->resume_val_path : NULL;
+    else if (strcmp(o->val_path, st->val_path) != 0)
+        fprintf(stderr, "ctron train: note: --val-data '%s' differs from the checkpoint's '%s'\n", o->val_path,
+                st->val_path);
+    // The vocabulary: the checkpoint's own copy unless one is given.
+    snprintf(o->resume_tokenizer_path, sizeof o->resume_tokenizer_path, "%s", st->tokenizer_path);
+    if (!was_given(given, n_given, "tokenizer")) o->tokenizer_path = st->tokenizer_path[0] ? o->resume_tokenizer_path : NULL;
     snprintf(o->resume_data_path, sizeof o->resume_data_path, "%s", st->data_path);
     if (!was_given(given, n_given, "data")) o->data_path = o->resume_data_path;
     else if (strcmp(o->data_path, st->data_path) != 0)

@@ -17,7 +17,7 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
 // Saves (save_index counts this process's saves from 1, for the crash test hook) and prints a
 // line. Returns 0, or -1 with the error printed.
 int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const LRSchedule *sched, int step,
-                    int save_index);
+                    int save_index, const void *tokenizer_json, size_t tokenizer_bytes);
 // Loads o->resume_step_dir into m and opt. Returns the step to continue after, or -1 (printed).
 int train_ckpt_resume(const TrainOptions *o, GPT *m, AdamW *opt);
 

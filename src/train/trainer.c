@@ -14,7 +14,10 @@
 #include "train/sample.h"
 #include "train/schedule.h"
 #include "train/train_ckpt.h"
+#include "tokenizer/bpe.h"
 #include "util/common.h"
+#include "util/fileio.h"
+#include "util/peak.h"
 
 void train_options_default(TrainOptions *o) {
     memset(o, 0, sizeof *o);
@@ -99,23 +102,35 @@ int train_run(const TrainOptions *o) {
     char err[512], b1[32];
     if (o->threads > 0) omp_set_num_threads(o->threads);
 
+    // Data and vocabulary are user input: a problem with them is a usage error (exit 2).
     Dataset ds;
-    if (dataset_load_bytes(&ds, o->data_path, o->val_frac, err, sizeof err) != 0) {
-        fprintf(stderr, "ctron: error: %s\n", err);
-        return 1;
+    if (dataset_load_split(&ds, o->data_path, o->val_path, o->tokenizer_path, o->val_frac, c->vocab, err,
+                           sizeof err) != 0 ||
+        dataset_check_windows(&ds, c->seq, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron train: %s\n", err);
+        dataset_free(&ds);
+        return 2;
+    }
+    Bpe bpe;
+    uint8_t *tokenizer_json = NULL;
+    size_t tokenizer_bytes = 0;
+    if (o->tokenizer_path && (bpe_load(&bpe, o->tokenizer_path, err, sizeof err) != 0 ||
+                              fileio_read_all(o->tokenizer_path, &tokenizer_json, &tokenizer_bytes, err, sizeof err) != 0)) {
+        fprintf(stderr, "ctron train: --tokenizer: %s\n", err);
+        dataset_free(&ds);
+        return 2;
     }
     FILE *log = NULL;
-    if (o->log_path && !(log = fopen(o->log_path, "w"))) {
-        fprintf(stderr, "ctron: error: cannot open --log file '%s': %s\n", o->log_path, strerror(errno));
-        dataset_free(&ds);
-        return 1;
-    }
-
     MemoryPolicy policy;
-    if (train_build_policy(o, &policy, err, sizeof err) != 0) {
-        fprintf(stderr, "ctron: error: %s\n", err);
+    int policy_ok = train_build_policy(o, &policy, err, sizeof err) == 0;
+    if (!policy_ok) fprintf(stderr, "ctron: error: %s\n", err);
+    else if (o->log_path && !(log = fopen(o->log_path, "w")))
+        fprintf(stderr, "ctron: error: cannot open --log file '%s': %s\n", o->log_path, strerror(errno));
+    if (!policy_ok || (o->log_path && !log)) {
+        if (policy_ok) policy_free(&policy);
+        if (o->tokenizer_path) bpe_free(&bpe);
+        free(tokenizer_json);
         dataset_free(&ds);
-        if (log) fclose(log);
         return 1;
     }
     GPT m;
@@ -131,6 +146,8 @@ int train_run(const TrainOptions *o) {
         adamw_free(&opt);
         gpt_free(&m);
         policy_free(&policy);
+        if (o->tokenizer_path) bpe_free(&bpe);
+        free(tokenizer_json);
         dataset_free(&ds);
         if (log) fclose(log);
         return 1;
@@ -141,6 +158,15 @@ int train_run(const TrainOptions *o) {
     double flops = train_flops_per_step(c, o->grad_accum);
     double hw_flops = flops_hardware((double)c->batch * o->grad_accum, c->seq, c->hidden, c->vocab, &policy, c->layers);
     double peak = o->peak_gflops;
+    if (peak <= 0 && peak_gflops_cached(o->threads, &peak) != 0) {
+        // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
+        printf("measuring this machine's sgemm peak for MFU/HFU (once; cached, see `ctron peak`)...\n");
+        fflush(stdout);
+        peak = peak_gflops_measure(o->threads);
+        char perr[256];
+        if (peak_gflops_store(o->threads, peak, perr, sizeof perr) != 0)
+            fprintf(stderr, "ctron train: note: the peak was not cached: %s\n", perr);
+    }
     int tty = isatty(fileno(stdout));
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
@@ -208,7 +234,8 @@ int train_run(const TrainOptions *o) {
             else printf("%s\n", line);
             fflush(stdout);
         }
-        if (train_ckpt_due(o, step, last) && train_ckpt_save(o, &m, &opt, &sched, step, ++saves) != 0) {
+        if (train_ckpt_due(o, step, last) && train_ckpt_save(o, &m, &opt, &sched, step, ++saves, tokenizer_json,
+                                                                 tokenizer_bytes) != 0) {
             failed = 1;
             break;
         }
@@ -221,15 +248,10 @@ int train_run(const TrainOptions *o) {
         printf("stopped after step %d of %d (--stop-after)%s%s\n", last, o->steps,
                o->ckpt_dir ? "; continue with --resume " : "", o->ckpt_dir ? o->ckpt_dir : "");
 
-    if (o->sample_tokens > 0) {
-        const char *prompt = o->sample_prompt ? o->sample_prompt : "\n";
-        int np = (int)strlen(prompt);
-        int32_t *pt = xmalloc((size_t)(np + 1) * sizeof(int32_t));
-        for (int i = 0; i < np; i++) pt[i] = (uint8_t)prompt[i];
-        printf("sample (%d bytes, temperature 0.8):\n%s", o->sample_tokens, prompt);
-        sample_bytes(&m, pt, np, o->sample_tokens, 0.8f, o->seed, stdout);
-        printf("\n");
-        free(pt);
+    if (o->sample_tokens > 0 && !failed) {
+        printf("sample (%d tokens, temperature 0.8, top-k 40):\n", o->sample_tokens);
+        sample_text(&m, o->tokenizer_path ? &bpe : NULL, o->sample_prompt ? o->sample_prompt : "\n",
+                    o->sample_tokens, 0.8f, 40, o->seed, stdout);
     }
 
     free(tokens);
@@ -238,6 +260,8 @@ int train_run(const TrainOptions *o) {
     gpt_free(&m);
     policy_free(&policy);
     dataset_free(&ds);
+    if (o->tokenizer_path) bpe_free(&bpe);
+    free(tokenizer_json);
     if (log) fclose(log);
     return failed ? 1 : 0;
 }

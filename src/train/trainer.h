@@ -12,6 +12,8 @@ typedef struct {
     double val_frac;
     uint64_t seed;
     const char *data_path, *log_path, *sample_prompt;
+    const char *tokenizer_path;  // BPE vocabulary for text data (NULL: byte-level); saved with checkpoints
+    const char *val_path;        // explicit validation file (NULL: the last val_frac of data_path)
     int show_ledger;     // print measured vs predicted ledger after the first step
     // What is kept for backward (see model/policy.h): Megatron's recompute options, mask storage,
     // stored precision.
@@ -29,6 +31,7 @@ typedef struct {
     // the run's settings from its state.json, and ckpt_dir and data_path may point into these buffers.
     const char *resume;
     char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
+    char resume_val_path[1024], resume_tokenizer_path[1024];
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);
