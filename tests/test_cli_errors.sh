@@ -42,6 +42,7 @@ expect "--recompute-layers: range 2-7 is outside layers 0-3" train --layers 4 --
 expect "--recompute-layers: cannot parse '0-1:most'" train --layers 4 --recompute-layers 0-1:most,2-3:none --data "$data"
 expect "--dropout-masks: unknown mode 'nibbles'" train --dropout-masks nibbles --data "$data"
 expect "--act-dtype: unknown type 'fp8'" train --act-dtype fp8 --data "$data"
+expect "--data-order: unknown order 'backwards'" train --data-order backwards --data "$data"
 # --help is not an error
 if "$ctron" train --help | grep -q -- "--grad-accum"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: train --help"; fi
 echo "$pass passed, $fail failed"

@@ -48,6 +48,7 @@ void cli_train_usage(FILE *f) {
         "  --tokenizer FILE  BPE vocabulary (ctron tokenize train) for text data; saved with checkpoints\n"
         "  --val-data FILE   validation data (same kinds as --data); default: the tail of --data\n"
         "  --val-frac X      tail fraction of --data held out for validation (default 0.1)\n"
+        "  --data-order O    random (windows at Philox-drawn offsets, default) or sequential (consecutive windows)\n"
         "  --eval-every N    validation loss every N steps, 0 = only at the end (default 100)\n"
         "  --eval-batches N  validation batches per evaluation (default 8)\n"
         "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
@@ -106,7 +107,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o) {
@@ -130,6 +131,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"peak-gflops", required_argument, 0, OPT_PEAK},
         {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
         {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
+        {"data-order", required_argument, 0, OPT_DATA_ORDER},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -174,6 +176,11 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         case OPT_NO_LEDGER: o->show_ledger = 0; break;
         case OPT_TOKENIZER: o->tokenizer_path = optarg; break;
         case OPT_VAL_DATA: o->val_path = optarg; break;
+        case OPT_DATA_ORDER:
+            if (strcmp(optarg, "random") == 0) o->data_order = DATA_RANDOM;
+            else if (strcmp(optarg, "sequential") == 0) o->data_order = DATA_SEQUENTIAL;
+            else return usage_error("--data-order: unknown order '%s' (expected random or sequential)", optarg);
+            break;
         case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
         case OPT_PROMPT: o->sample_prompt = optarg; break;
         case OPT_RECOMPUTE: o->recompute = optarg; break;

@@ -46,15 +46,22 @@ static void fill_window(const int32_t *src, size_t off, int s, int b, int bi, in
     }
 }
 
-void dataset_train_batch(const Dataset *ds, int s, int b, uint64_t seed, uint32_t step, uint32_t sample0,
-                         int32_t *tokens, int32_t *targets) {
+void dataset_train_batch(const Dataset *ds, int s, int b, DataOrder order, uint64_t seed, uint32_t step,
+                         uint32_t sample0, uint32_t samples_per_step, int32_t *tokens, int32_t *targets) {
     size_t span = ds->n_train - (size_t)s;   // offsets 0 .. span-1 keep s+1 tokens inside the split
     philox_key key = philox_key_from_seed(seed);
     for (int bi = 0; bi < b; bi++) {
-        philox_ctr ctr = {{sample0 + (uint32_t)bi, step, 0, (uint32_t)PHILOX_DATA << 24}};
-        philox_ctr r = philox4x32_10(ctr, key);
-        uint64_t x = ((uint64_t)r.v[0] << 32) | r.v[1];
-        fill_window(ds->tokens, (size_t)(x % span), s, b, bi, tokens, targets);
+        uint32_t sample = sample0 + (uint32_t)bi;
+        size_t off;
+        if (order == DATA_SEQUENTIAL) {
+            uint64_t k = (uint64_t)(step - 1) * samples_per_step + sample;
+            off = (size_t)((k * (uint64_t)s) % span);
+        } else {
+            philox_ctr ctr = {{sample, step, 0, (uint32_t)PHILOX_DATA << 24}};
+            philox_ctr r = philox4x32_10(ctr, key);
+            off = (size_t)((((uint64_t)r.v[0] << 32) | r.v[1]) % span);
+        }
+        fill_window(ds->tokens, off, s, b, bi, tokens, targets);
     }
 }
 

@@ -34,10 +34,17 @@ int dataset_check_windows(const Dataset *ds, int seq, char *err, size_t errlen);
 void dataset_free(Dataset *ds);
 static inline size_t dataset_n_val(const Dataset *ds) { return ds->n - ds->n_train; }
 
-// Training batch [s,b]: sequence bi starts at an offset drawn from Philox keyed by
-// (seed, step, global sample sample0 + bi), so the data order does not depend on micro-batching.
-void dataset_train_batch(const Dataset *ds, int s, int b, uint64_t seed, uint32_t step, uint32_t sample0,
-                         int32_t *tokens, int32_t *targets);
+// The order of training windows. Both are pure functions of (seed, step, sample), so they do not
+// depend on micro-batching or the layout, and a resumed run continues where it stopped.
+typedef enum {
+    DATA_RANDOM,       // each window starts at an offset drawn from Philox (sampling with replacement)
+    DATA_SEQUENTIAL    // window k of the run (k = (step−1)·samples_per_step + sample) starts at k·s, wrapping
+} DataOrder;
+
+// Training batch [s,b] of step `step` (from 1): sequence bi is global sample sample0 + bi of the
+// step's samples_per_step. Every window lies inside the training split (never past its end).
+void dataset_train_batch(const Dataset *ds, int s, int b, DataOrder order, uint64_t seed, uint32_t step,
+                         uint32_t sample0, uint32_t samples_per_step, int32_t *tokens, int32_t *targets);
 // Validation batch k of n_batches: windows spread evenly over the validation split, always the same.
 void dataset_val_batch(const Dataset *ds, int s, int b, int k, int n_batches, int32_t *tokens, int32_t *targets);
 #endif

@@ -33,6 +33,7 @@ typedef struct {
     double val_frac;
     char data_path[1024];
     char val_path[1024];          // --val-data: an explicit validation file ("" when val_frac splits)
+    int data_order;               // DataOrder (data/dataset.h): random or sequential windows
     int save_every, keep;         // the run's checkpoint cadence (a resumed run keeps it by default)
     int eval_every, eval_batches; // and its evaluation settings (idem)
     // Reading: the checkpoint's tokenizer.json (the BPE vocabulary of its tokens, tokenizer/bpe.h),

@@ -1,4 +1,5 @@
 #include "io/ckpt_state.h"
+#include "data/dataset.h"
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,7 +67,8 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     cJSON_AddStringToObject(da, "path", st->data_path);
     cJSON_AddStringToObject(da, "val_path", st->val_path);
     cJSON_AddNumberToObject(da, "val_frac", st->val_frac);
-    cJSON_AddStringToObject(da, "order", "philox4x32-10(seed, step, sample)");
+    cJSON_AddStringToObject(da, "order", st->data_order == DATA_SEQUENTIAL ? "sequential" : "random");
+    cJSON_AddStringToObject(da, "order_key", "philox4x32-10(seed, step, sample) / (step-1)*samples_per_step+sample");
     cJSON_AddNumberToObject(da, "next_step", st->step + 1);
     cJSON_AddNumberToObject(da, "samples_per_step", (double)c->batch * st->grad_accum);
 
@@ -190,6 +192,10 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     st->seed = (uint64_t)number(&r, "training", "seed", 0, 9007199254740992.0, 1);
     snprintf(st->data_path, sizeof st->data_path, "%s", string(&r, "data", "path"));
     snprintf(st->val_path, sizeof st->val_path, "%s", string(&r, "data", "val_path"));
+    const char *order = string(&r, "data", "order");
+    if (!r.failed && strcmp(order, "random") != 0 && strcmp(order, "sequential") != 0)
+        bad(&r, "data", "order", "\"random\" or \"sequential\"");
+    st->data_order = strcmp(order, "sequential") == 0 ? DATA_SEQUENTIAL : DATA_RANDOM;
     st->val_frac = number(&r, "data", "val_frac", 0, 1, 0);
     st->save_every = (int)number(&r, "checkpointing", "save_every", 0, 2147483647, 1);
     st->keep = (int)number(&r, "checkpointing", "keep", 0, 2147483647, 1);

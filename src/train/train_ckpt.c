@@ -32,6 +32,7 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     st->val_frac = o->val_frac;
     snprintf(st->data_path, sizeof st->data_path, "%s", o->data_path);
     snprintf(st->val_path, sizeof st->val_path, "%s", o->val_path ? o->val_path : "");
+    st->data_order = (int)o->data_order;
     st->save_every = o->save_every;
     st->keep = o->keep;
     st->eval_every = o->eval_every;
@@ -116,6 +117,7 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     AGREE("grad-accum", o->grad_accum, st->grad_accum, "%d", int);
     AGREE("seed", o->seed, st->seed, "%llu", unsigned long long);
     AGREE("val-frac", o->val_frac, st->val_frac, "%g", double);
+    AGREE("data-order", o->data_order, (DataOrder)st->data_order, "%d", int);
     // No flags: AdamW's betas come from the checkpoint (eps is checked when the tensors load).
     o->beta1 = st->beta1;
     o->beta2 = st->beta2;

@@ -191,7 +191,8 @@ int train_run(const TrainOptions *o) {
         float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum);
         for (int mb = 0; mb < o->grad_accum; mb++) {
             StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(mb * c->batch), 1};
-            dataset_train_batch(&ds, c->seq, c->batch, o->seed, (uint32_t)step, ctx.sample0, tokens, targets);
+            dataset_train_batch(&ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
+                                (uint32_t)(c->batch * o->grad_accum), tokens, targets);
             loss_sum += gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
             gpt_backward(&m, tokens, ctx);
         }
@@ -241,8 +242,10 @@ int train_run(const TrainOptions *o) {
         }
     }
     double wall = now_seconds() - t_start;
-    printf("done: %d steps in %.1f s (%.1f ms/step training), final val loss %.4f, activation peak %s\n",
-           last - start, wall, train_seconds / (last - start) * 1e3, last_val,
+    char val_text[32] = "-";
+    if (!isnan(last_val)) snprintf(val_text, sizeof val_text, "%.4f", last_val);
+    printf("done: %d steps in %.1f s (%.1f ms/step training), final val loss %s, activation peak %s\n",
+           last - start, wall, train_seconds / (last - start) * 1e3, val_text,
            format_bytes((double)m.ledger.total_peak, b1, sizeof b1));
     if (last < o->steps && !failed)
         printf("stopped after step %d of %d (--stop-after)%s%s\n", last, o->steps,

@@ -2,6 +2,7 @@
 #ifndef CTRON_TRAINER_H
 #define CTRON_TRAINER_H
 #include <stdint.h>
+#include "data/dataset.h"
 #include "model/gpt.h"
 #include "model/policy.h"
 
@@ -14,6 +15,7 @@ typedef struct {
     const char *data_path, *log_path, *sample_prompt;
     const char *tokenizer_path;  // BPE vocabulary for text data (NULL: byte-level); saved with checkpoints
     const char *val_path;        // explicit validation file (NULL: the last val_frac of data_path)
+    DataOrder data_order;        // random windows (default) or sequential
     int show_ledger;     // print measured vs predicted ledger after the first step
     // What is kept for backward (see model/policy.h): Megatron's recompute options, mask storage,
     // stored precision.

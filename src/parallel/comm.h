@@ -1,0 +1,108 @@
+// The communication interface (DESIGN.md §4): a world of ranks, process groups split from it, and
+// the collectives TP, SP and DP need, on fp32 buffers. Two backends sit behind it: Open MPI (built
+// when CMake finds MPI, CTRON_HAVE_MPI) and a single process (always built). Nothing here includes
+// mpi.h, so callers compile the same either way.
+//
+// Byte counters. Every collective adds, to the counter of its kind on the group it ran on, the bytes
+// one rank sends under the bandwidth-optimal algorithm on a ring of n ranks, for a tensor of N bytes
+// (N = the full, unsharded tensor: the all-reduce buffer, the all-gather output, the reduce-scatter
+// input, the broadcast buffer):
+//   all-reduce      2(n−1)/n · N   (a reduce-scatter followed by an all-gather)
+//   all-gather       (n−1)/n · N
+//   reduce-scatter   (n−1)/n · N
+//   broadcast        (n−1)/n · N   (pipelined along a chain: n−1 links carry N; averaged per rank)
+// So SP's all-gather + reduce-scatter of an N-byte activation count exactly the bytes of TP's
+// all-reduce of it (Korthikanti et al. §4.2.2), and a group of one rank counts zero. These are the
+// algorithm's bytes, not what the MPI library happens to do; all-reduce rounds down when n does not
+// divide N (never the case for TP/SP activations, whose rows divide by t).
+#ifndef CTRON_COMM_H
+#define CTRON_COMM_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { COMM_ALLREDUCE, COMM_ALLGATHER, COMM_REDUCE_SCATTER, COMM_BROADCAST, COMM_KINDS } CommKind;
+
+typedef struct {
+    uint64_t bytes[COMM_KINDS];  // the convention above, summed since the last reset
+    uint64_t calls[COMM_KINDS];  // collectives run, size-1 groups included
+} CommStats;
+
+typedef enum {
+    COMM_AUTO,    // MPI when built with it and started by a launcher (mpirun/mpiexec), else single
+    COMM_SINGLE,  // one process, no MPI even when built with it
+    COMM_MPI,     // MPI; an error when ctron was built without it
+} CommBackend;
+
+struct CommOps;  // the backend's functions (comm_backend.h)
+
+// A process group: a sub-communicator of the world. size/rank are its own; world_rank/world_size
+// name the process in messages. Read the fields, do not write them.
+typedef struct {
+    int size, rank;
+    int world_rank, world_size;
+    char name[16];               // "world", "tp", "dp", or what comm_split was given
+    CommStats stats;
+    const struct CommOps *ops;
+    void *handle;                // the backend's communicator (an MPI_Comm), NULL for single
+} CommGroup;
+
+typedef struct {
+    CommGroup world;
+    CommBackend backend;         // COMM_SINGLE or COMM_MPI once initialised
+    int finalize_mpi;            // we called MPI_Init, so comm_finalize calls MPI_Finalize
+} Comm;
+
+// Ranks = dp × tp, laid out tp-fastest as in Megatron: world rank r has tp rank r % tp and dp rank
+// r / tp, so a TP group is tp consecutive ranks (the ones that share a node first) and a DP group
+// is the ranks with the same tp rank, tp apart.
+typedef struct {
+    int tp, dp;
+    CommGroup tp_group, dp_group;
+} CommGrid;
+
+// Starts the backend (MPI_Init_thread when MPI; argc/argv may be NULL). Returns 0, or -1 with a
+// message in err (COMM_MPI without MPI built in; a launcher started several ranks of a build
+// without MPI). MPI calls then return errors instead of aborting, and every failure is reported
+// through comm_abort.
+int comm_init(Comm *c, CommBackend want, int *argc, char ***argv, char *err, size_t errlen);
+// Frees the world group and calls MPI_Finalize when comm_init called MPI_Init (collective).
+// Free grids and split groups first.
+void comm_finalize(Comm *c);
+const char *comm_backend_name(CommBackend b);
+
+// Splits the world into the dp × tp grid (collective over the world). Returns 0, or -1 with a
+// message in err when tp < 1 or tp does not divide the world size (every rank gets the same
+// error: let rank 0 print it).
+int comm_grid(Comm *c, int tp, CommGrid *grid, char *err, size_t errlen);
+void comm_grid_free(CommGrid *grid);
+// MPI_Comm_split: the ranks of parent with the same color form a group, ranked by key (ties by
+// parent rank). Collective over parent; color ≥ 0.
+void comm_split(CommGroup *parent, int color, int key, const char *name, CommGroup *out);
+void comm_group_free(CommGroup *g);
+
+// The collectives: every rank of g calls them, in the same order, with the same sizes. n and chunk
+// count floats. On a group of one rank they copy (or do nothing in place) and count zero bytes.
+// Sum over the ranks: recv[i] = Σ send[i]. In place when send == recv.
+void comm_allreduce_sum(CommGroup *g, const float *send, float *recv, size_t n);
+// recv[r·chunk .. (r+1)·chunk) = rank r's send[0 .. chunk). In place when send == recv + rank·chunk.
+void comm_allgather(CommGroup *g, const float *send, float *recv, size_t chunk);
+// recv[0 .. chunk) = Σ over ranks of send[rank·chunk .. (rank+1)·chunk). send holds size·chunk
+// floats; send and recv must not overlap.
+void comm_reduce_scatter_sum(CommGroup *g, const float *send, float *recv, size_t chunk);
+// Every rank's buf[0 .. n) = root's.
+void comm_broadcast(CommGroup *g, float *buf, size_t n, int root);
+void comm_barrier(CommGroup *g);
+
+// Prints "ctron: error: rank R of N: <message>" once, from the calling rank, and ends every rank
+// of the job with exit status 1 (MPI_Abort on the world; exit(1) for a single process). For broken
+// invariants and failed MPI calls; a user error every rank detects alike should instead be printed
+// by rank 0, followed by comm_finalize and exit(2) on all ranks.
+_Noreturn void comm_abort(const CommGroup *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// The counters: a copy, a reset, the bytes of one kind by the convention above, a kind's name.
+CommStats comm_stats(const CommGroup *g);
+void comm_stats_reset(CommGroup *g);
+uint64_t comm_bytes_for(CommKind kind, int n_ranks, uint64_t tensor_bytes);
+uint64_t comm_stats_total_bytes(const CommStats *s);
+const char *comm_kind_name(CommKind kind);
+#endif
