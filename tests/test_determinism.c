@@ -41,8 +41,7 @@ static float *train(uint64_t seed, int steps, int mb_size, double *losses) {
         }
         losses[step - 1] = sum / (s * CFG.batch);
         double norm = grad_global_norm(m.grads, m.n_params);
-        grad_clip(m.grads, m.n_params, norm, 1.0f);
-        adamw_step(&opt, &m, 1e-3f);
+        adamw_step(&opt, &m, 1e-3f, grad_clip_scale(norm, 1.0f));
     }
     float *out = xmalloc(m.n_params * sizeof(float));
     memcpy(out, m.params, m.n_params * sizeof(float));

@@ -2,6 +2,7 @@
 #include "ops/bf16.h"
 #include <cblas.h>
 #include <math.h>
+#include "ops/fastmath.h"
 #include <omp.h>
 #include <stddef.h>
 
@@ -10,10 +11,13 @@ static void causal_softmax_rows(float *p, int s) {
     for (int i = 0; i < s; i++) {
         float *row = p + (size_t)i * s;
         float m = row[0];
+#pragma omp simd reduction(max : m)
         for (int c = 1; c <= i; c++) m = row[c] > m ? row[c] : m;
         float sum = 0.0f;
-        for (int c = 0; c <= i; c++) { row[c] = expf(row[c] - m); sum += row[c]; }
+#pragma omp simd reduction(+ : sum)
+        for (int c = 0; c <= i; c++) { row[c] = ctron_expf(row[c] - m); sum += row[c]; }
         float inv = 1.0f / sum;
+#pragma omp simd
         for (int c = 0; c <= i; c++) row[c] *= inv;
         for (int c = i + 1; c < s; c++) row[c] = 0.0f;
     }
@@ -97,7 +101,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
             float *dr = dP + (size_t)i * s;
             const float *pr = P + (size_t)i * s;
             float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
             for (int c = 0; c <= i; c++) dot += dr[c] * pr[c];
+#pragma omp simd
             for (int c = 0; c <= i; c++) dr[c] = pr[c] * (dr[c] - dot);
             for (int c = i + 1; c < s; c++) dr[c] = 0.0f;
         }

@@ -1,12 +1,15 @@
 #include "ops/crossentropy.h"
 #include <math.h>
+#include "ops/fastmath.h"
 #include <stddef.h>
 
 static inline float row_logsumexp(const float *z, int v, float *max_out) {
     float m = z[0];
+#pragma omp simd reduction(max : m)
     for (int c = 1; c < v; c++) m = z[c] > m ? z[c] : m;
     float sum = 0.0f;
-    for (int c = 0; c < v; c++) sum += expf(z[c] - m);
+#pragma omp simd reduction(+ : sum)
+    for (int c = 0; c < v; c++) sum += ctron_expf(z[c] - m);
     *max_out = m;
     return m + logf(sum);
 }
@@ -18,7 +21,8 @@ double crossentropy_forward_backward(float *logits, const int32_t *targets, floa
         float *z = logits + (size_t)r * v;
         float m, lse = row_logsumexp(z, v, &m);
         row_loss[r] = lse - z[targets[r]];
-        for (int c = 0; c < v; c++) z[c] = expf(z[c] - lse) * grad_scale;
+#pragma omp simd
+        for (int c = 0; c < v; c++) z[c] = ctron_expf(z[c] - lse) * grad_scale;
         z[targets[r]] -= grad_scale;
     }
     double total = 0.0;

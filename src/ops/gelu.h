@@ -8,5 +8,6 @@
 void bias_gelu_forward(float *y, float *x, const float *bias, int n, int cols, int round_bf16);
 // dx[i] = dy[i] · gelu'(x[i]); dx may alias dy.
 void gelu_backward(float *dx, const float *dy, const float *x, size_t count);
+#pragma omp declare simd
 float gelu_scalar(float x);
 #endif

@@ -8,11 +8,14 @@ void layernorm_forward(float *y, float *stats, const float *x, const float *w, c
         const float *xr = x + (size_t)r * h;
         float *yr = y + (size_t)r * h;
         float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
         for (int c = 0; c < h; c++) sum += xr[c];
         float mean = sum / (float)h;
         float var = 0.0f;
+#pragma omp simd reduction(+ : var)
         for (int c = 0; c < h; c++) { float d = xr[c] - mean; var += d * d; }
         float rstd = 1.0f / sqrtf(var / (float)h + LN_EPS);
+#pragma omp simd
         for (int c = 0; c < h; c++) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
         stats[2 * r] = mean;
         stats[2 * r + 1] = rstd;
@@ -28,12 +31,14 @@ void layernorm_backward(float *dx, int accumulate, float *dw, float *db, const f
         float *dxr = dx + (size_t)r * h;
         float mean = stats[2 * r], rstd = stats[2 * r + 1];
         float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
         for (int c = 0; c < h; c++) {
             float xhat = (xr[c] - mean) * rstd, dxhat = dyr[c] * w[c];
             sum_dxhat += dxhat;
             sum_dxhat_xhat += dxhat * xhat;
         }
         float m1 = sum_dxhat / (float)h, m2 = sum_dxhat_xhat / (float)h;
+#pragma omp simd
         for (int c = 0; c < h; c++) {
             float xhat = (xr[c] - mean) * rstd;
             float g = rstd * (dyr[c] * w[c] - m1 - xhat * m2);

@@ -19,7 +19,7 @@ void adamw_free(AdamW *opt) {
     opt->m = opt->v = NULL;
 }
 
-void adamw_step(AdamW *opt, GPT *m, float lr) {
+void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale) {
     opt->t++;
     float b1 = opt->beta1, b2 = opt->beta2;
     float c1 = 1.0f - powf(b1, (float)opt->t), c2 = 1.0f - powf(b2, (float)opt->t);
@@ -29,10 +29,11 @@ void adamw_step(AdamW *opt, GPT *m, float lr) {
         float *mm = opt->m + pi->offset, *vv = opt->v + pi->offset;
         float decay = pi->decay ? opt->weight_decay : 0.0f;
         long n = (long)pi->numel;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (long e = 0; e < n; e++) {
-            mm[e] = b1 * mm[e] + (1.0f - b1) * g[e];
-            vv[e] = b2 * vv[e] + (1.0f - b2) * g[e] * g[e];
+            float ge = g[e] * grad_scale;
+            mm[e] = b1 * mm[e] + (1.0f - b1) * ge;
+            vv[e] = b2 * vv[e] + (1.0f - b2) * ge * ge;
             float mhat = mm[e] / c1, vhat = vv[e] / c2;
             w[e] -= lr * (mhat / (sqrtf(vhat) + opt->eps) + decay * w[e]);
         }

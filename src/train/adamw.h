@@ -13,6 +13,7 @@ typedef struct {
 
 void adamw_init(AdamW *opt, size_t n_params, float beta1, float beta2, float eps, float weight_decay);
 void adamw_free(AdamW *opt);
-// One update of every parameter of m with its gradient; decay only where ParamInfo.decay is set.
-void adamw_step(AdamW *opt, GPT *m, float lr);
+// One update of every parameter of m with its gradient times grad_scale (the clipping factor, applied
+// here rather than in a separate pass over the gradients); decay only where ParamInfo.decay is set.
+void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale);
 #endif

@@ -17,10 +17,7 @@ double grad_global_norm(const float *g, size_t n) {
     return sqrt(total);
 }
 
-float grad_clip(float *g, size_t n, double norm, float max_norm) {
+float grad_clip_scale(double norm, float max_norm) {
     if (max_norm <= 0.0f || !(norm > max_norm)) return 1.0f;
-    float scale = (float)(max_norm / (norm + 1e-6));
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) g[i] *= scale;
-    return scale;
+    return (float)(max_norm / (norm + 1e-6));
 }

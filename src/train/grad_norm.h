@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 double grad_global_norm(const float *g, size_t n);
-// Scales g by max_norm / norm when norm > max_norm (max_norm <= 0 disables); returns the scale applied.
-float grad_clip(float *g, size_t n, double norm, float max_norm);
+// The clipping factor: max_norm / norm when norm > max_norm, else 1 (max_norm <= 0 disables).
+// The optimizer applies it (adamw_step's grad_scale).
+float grad_clip_scale(double norm, float max_norm);
 #endif

@@ -78,8 +78,11 @@ static void format_eta(double seconds, char *buf, size_t len) {
     else snprintf(buf, len, "%lds", s);
 }
 
+// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer.
+typedef struct { double fwd, bwd, opt; } StepTimes;
+
 static void write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
-                           size_t act_bytes, size_t act_layer_bytes, double grad_norm) {
+                           size_t act_bytes, size_t act_layer_bytes, double grad_norm, const StepTimes *t) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", step);
     cJSON_AddNumberToObject(o, "loss", loss);
@@ -90,6 +93,9 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     cJSON_AddNumberToObject(o, "act_bytes", (double)act_bytes);
     cJSON_AddNumberToObject(o, "act_layer_bytes", (double)act_layer_bytes);
     cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
+    cJSON_AddNumberToObject(o, "fwd_ms", t->fwd * 1e3);
+    cJSON_AddNumberToObject(o, "bwd_ms", t->bwd * 1e3);
+    cJSON_AddNumberToObject(o, "opt_ms", t->opt * 1e3);
     char *text = cJSON_PrintUnformatted(o);
     fprintf(log, "%s\n", text);
     fflush(log);
@@ -187,19 +193,25 @@ int train_run(const TrainOptions *o) {
         double t0 = now_seconds();
         float lr = lr_at(&sched, step);
         gpt_zero_grad(&m);
+        StepTimes times = {0, 0, 0};
         double loss_sum = 0.0;
         float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum);
         for (int mb = 0; mb < o->grad_accum; mb++) {
             StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(mb * c->batch), 1};
             dataset_train_batch(&ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
                                 (uint32_t)(c->batch * o->grad_accum), tokens, targets);
+            double f0 = now_seconds();
             loss_sum += gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
+            double f1 = now_seconds();
             gpt_backward(&m, tokens, ctx);
+            times.fwd += f1 - f0;
+            times.bwd += now_seconds() - f1;
         }
         double loss = loss_sum / ((double)n_tok * o->grad_accum);
+        double o0 = now_seconds();
         double norm = grad_global_norm(m.grads, m.n_params);
-        grad_clip(m.grads, m.n_params, norm, o->clip);
-        adamw_step(&opt, &m, lr);
+        adamw_step(&opt, &m, lr, grad_clip_scale(norm, o->clip));
+        times.opt = now_seconds() - o0;
         double step_s = now_seconds() - t0;
         train_seconds += step_s;
 
@@ -210,7 +222,7 @@ int train_run(const TrainOptions *o) {
         }
         double tps = (double)n_tok * o->grad_accum / step_s;
         if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
-                                ledger_layer_stored(&m.ledger, 0, 0), norm);
+                                ledger_layer_stored(&m.ledger, 0, 0), norm, &times);
 
         if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
