@@ -64,8 +64,7 @@ static size_t expected_peak(const Shape *sh, const MemoryPolicy *p, int L, size_
     size_t held = emb_mask + stored;          // the head is released before the first block's backward
     for (int l = L - 1; l >= 0; l--) {
         size_t extra = 0;
-        if (p->kind[l] == RECOMPUTE_SELECTIVE)
-            extra = table_bytes(sh, ACT_ATTN_PROB) + table_bytes(sh, ACT_ATTN_MASK) + table_bytes(sh, ACT_ATTN_DROP);
+        // selective: the core is recomputed per head in workspace, nothing held for the layer
         if (p->kind[l] == RECOMPUTE_FULL && (l == L - 1 || p->kind[l + 1] != RECOMPUTE_FULL ||
                                              p->group_start[l + 1] != p->group_start[l]))
             extra = (size_t)(l - p->group_start[l] + 1) * full_layer(sh) - table_bytes(sh, ACT_LN1_IN);

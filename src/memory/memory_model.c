@@ -90,10 +90,9 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
     for (int l = 0; l < sh->L; l++) {
         LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
         size_t held = below + act_layer_bytes(sh, p, l);
-        if (kind == RECOMPUTE_SELECTIVE) {
-            held += act_tensor_bytes(sh, ACT_ATTN_PROB) + act_tensor_bytes(sh, ACT_ATTN_MASK) +
-                    act_tensor_bytes(sh, ACT_ATTN_DROP);
-        } else if (kind == RECOMPUTE_FULL) {
+        // A selective layer recomputes its attention core one (sequence, head) at a time inside the
+        // backward, in per-thread workspace: nothing extra is held for the layer.
+        if (kind == RECOMPUTE_FULL) {
             // At the last layer of a group the whole group is recomputed, on top of its checkpoint.
             int g0 = p->group_start[l];
             int last = l + 1 == sh->L || p->kind[l + 1] != RECOMPUTE_FULL || p->group_start[l + 1] != g0;
@@ -109,8 +108,7 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
 }
 
 int act_max_entries(const MemoryPolicy *p) {
-    // ≤ 17 entries per layer (names + LN statistics), the model-level tensors, and the recomputed
-    // attention core of one layer.
+    // ≤ 17 entries per layer (names + LN statistics) and the model-level tensors.
     int L = p ? p->layers : 0;
-    return 17 * L + 8 + 3;
+    return 17 * L + 8;
 }

@@ -54,9 +54,13 @@ void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) {
     m->d_k = xmalloc(nh * sizeof(float));
     m->d_v = xmalloc(nh * sizeof(float));
     m->d_4h = xmalloc(4 * nh * sizeof(float));
-    m->attn_scratch = xmalloc(threads * ss * sizeof(float));
+    // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
+    int any_selective = 0;
+    for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
+    size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : ss;
+    m->attn_scratch = xmalloc(threads * scratch * sizeof(float));
     m->row_loss = xmalloc((size_t)c->seq * c->batch * sizeof(float));
-    m->workspace_bytes = (10 * nh + threads * ss + (size_t)c->seq * c->batch) * sizeof(float);
+    m->workspace_bytes = (10 * nh + threads * scratch + (size_t)c->seq * c->batch) * sizeof(float);
 }
 
 void gpt_free(GPT *m) {
@@ -85,7 +89,7 @@ static DropoutSite site_of(const GPT *m, int layer, int site) {
     return d;
 }
 
-// softmax(q kᵀ/√d) → dropout (→ · v into ctx, unless ctx is NULL): the part selective recompute redoes.
+// softmax(q kᵀ/√d) → dropout → · v into ctx: the part selective recompute redoes (in its backward).
 static void attention_core(GPT *m, int l, const float *q, const float *k, const float *v, float *ctx, int pass) {
     const GPTConfig *c = &m->cfg;
     BlockActs *A = &m->blocks[l];
@@ -274,10 +278,14 @@ static void block_backward(GPT *m, int l) {
     linear_backward(d_ctx, h, 0, g.proj_w, g.proj_b, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nh), h, w.proj_w,
                     n, h, h);
     const float *q = saved_in(m, A, ACT_Q, l, nh), *k = saved_in(m, A, ACT_K, l, nh), *v = saved_in(m, A, ACT_V, l, nh);
-    if (m->policy.kind[l] == RECOMPUTE_SELECTIVE) attention_core(m, l, q, k, v, NULL, PASS_RECOMPUTE);
-    attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
-                       drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
-                       drop ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v, m->attn_scratch, s, b, a, h, p);
+    if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
+        attention_backward_recompute(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, m->attn_scratch, s, b, a, h,
+                                     site_of(m, l, SITE_ATTN), m->ctx.sample0, m->policy.act_dtype == ACT_BF16);
+    else
+        attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
+                           drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
+                           drop ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v, m->attn_scratch, s, b, a,
+                           h, p);
     size_t hh = (size_t)h * h;
     const float *qkv_in = saved_in(m, A, ACT_QKV_IN, l, nh);
     linear_backward(m->d_tmp, h, 0, g.qkv_w, g.qkv_b, m->d_q, h, qkv_in, h, w.qkv_w, n, h, h);

@@ -18,4 +18,12 @@ void attention_mask(uint8_t *keep, int s, int b, int a, DropoutSite site, uint32
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
                         float *scratch, int s, int b, int a, int h, float p);
+// Selective recompute, fused: each (sequence, head) recomputes its P, mask and dropped P into this
+// thread's scratch (ATTENTION_RECOMPUTE_SCRATCH(s) floats per OpenMP thread) with exactly the
+// forward's code, then runs its backward while they are still in cache. Nothing is held for the
+// whole layer, so nothing goes to the arena.
+#define ATTENTION_RECOMPUTE_SCRATCH(s) (3 * (size_t)(s) * (size_t)(s) + ((size_t)(s) * (size_t)(s) + 3) / 4)
+void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                  DropoutSite site, uint32_t sample0, int round_bf16);
 #endif
