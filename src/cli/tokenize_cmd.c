@@ -1,4 +1,5 @@
 #include "cli/tokenize_cmd.h"
+#include "cli/args.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -36,15 +37,7 @@ void cli_tokenize_usage(FILE *f) {
         "  -h, --help         this text\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ctron tokenize: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(see ctron tokenize --help)\n", stderr);
-    va_end(ap);
-    return CTRON_EXIT_USAGE;
-}
+#define usage_error(...) args_error("tokenize", __VA_ARGS__)
 
 static int runtime_error(const char *msg) {
     fprintf(stderr, "ctron tokenize: error: %s\n", msg);
@@ -133,26 +126,16 @@ static int parse(int argc, char **argv, TokenizeOptions *o) {
     int ch;
     while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-        char *end;
         switch (ch) {
         case OPT_VOCAB: {
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end != '\0')
-                return usage_error("--vocab: expected an integer, got '%s'", optarg);
-            if (v < 256 || v > BPE_MAX_VOCAB)
-                return usage_error("--vocab: %ld is out of range, expected 256..%d (256 bytes + merges; token "
-                                   "files store uint16)", v, BPE_MAX_VOCAB);
-            o->vocab = (int)v;
+            // 256 bytes + merges; token files store uint16, so at most BPE_MAX_VOCAB
+            int rc = args_int("tokenize", "--vocab", optarg, 256, BPE_MAX_VOCAB, &o->vocab);
+            if (rc) return rc;
             break;
         }
         case OPT_VAL_FRAC: {
-            errno = 0;
-            double v = strtod(optarg, &end);
-            if (errno || end == optarg || *end != '\0' || !isfinite(v))
-                return usage_error("--val-frac: expected a number, got '%s'", optarg);
-            if (v < 0.0 || v >= 1.0) return usage_error("--val-frac: %g is out of range, expected 0 <= value < 1", v);
-            o->val_frac = v;
+            int rc = args_double("tokenize", "--val-frac", optarg, 0.0, 1.0, 1, &o->val_frac);
+            if (rc) return rc;
             o->val_frac_given = 1;
             break;
         }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
@@ -68,38 +69,10 @@ void cli_train_usage(FILE *f) {
         "  -h, --help        this text\n");
 }
 
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ctron train: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputs("\n(see ctron train --help)\n", stderr);
-    va_end(ap);
-    return CTRON_EXIT_USAGE;
-}
-
-static int parse_int(const char *flag, const char *text, long lo, long hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end != '\0')
-        return usage_error("%s: expected an integer, got '%s'", flag, text);
-    if (v < lo || v > hi) return usage_error("%s: %ld is out of range, expected %ld..%ld", flag, v, lo, hi);
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_float(const char *flag, const char *text, double lo, double hi, int hi_open, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (errno || end == text || *end != '\0' || !isfinite(v))
-        return usage_error("%s: expected a number, got '%s'", flag, text);
-    if (v < lo || v > hi || (hi_open && v >= hi))
-        return usage_error("%s: %g is out of range, expected %g <= value %s %g", flag, v, lo, hi_open ? "<" : "<=", hi);
-    *out = v;
-    return 0;
-}
+// Usage errors (exit 2) through the helpers every subcommand shares (cli/args.h).
+#define usage_error(...) args_error("train", __VA_ARGS__)
+#define parse_int(flag, text, lo, hi, out) args_int("train", flag, text, lo, hi, out)
+#define parse_float(flag, text, lo, hi, hi_open, out) args_double("train", flag, text, lo, hi, hi_open, out)
 
 enum {
     OPT_LAYERS = 1000, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_DROPOUT, OPT_STEPS, OPT_LR,
