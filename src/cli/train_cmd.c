@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include <unistd.h>
+#include "parallel/comm.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
 
@@ -235,10 +237,41 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
     return cli_train_ckpt_dir(o);
 }
 
+// Every rank parses the same flags; all must agree that they are good before any rank starts
+// (one rank going on alone would wait forever in its first collective). Rank 0 prints the usual
+// message; a rank that alone rejects its inputs (say --data missing on its host) prints its own.
+static int parse_on_all_ranks(Comm *comm, int argc, char **argv, TrainOptions *o) {
+    CommGroup *w = &comm->world;
+    int saved = -1;
+    if (w->rank != 0) {   // the same message from every rank would be noise
+        fflush(stderr);
+        saved = dup(fileno(stderr));
+        if (!freopen("/dev/null", "w", stderr)) saved = -1;
+    }
+    int rc = cli_parse_train(argc, argv, o);
+    if (saved >= 0) { fflush(stderr); dup2(saved, fileno(stderr)); close(saved); }
+    float flags[2] = {rc != 0 && rc != -1 ? 1.0f : 0.0f, w->rank == 0 && rc != 0 && rc != -1 ? 1.0f : 0.0f};
+    if (w->size > 1) comm_allreduce_sum(w, flags, flags, 2);
+    if (flags[0] > 0.0f) {
+        if (rc > 0 && w->rank != 0 && flags[1] == 0.0f) {   // only here: say why, once per such rank
+            fprintf(stderr, "ctron train (rank %d of %d): ", w->rank, w->size);
+            cli_parse_train(argc, argv, o);
+        }
+        return CTRON_EXIT_USAGE;
+    }
+    return rc;
+}
+
 int cli_train_main(int argc, char **argv) {
+    Comm comm;
+    char err[256];
+    if (comm_init(&comm, COMM_AUTO, &argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "ctron train: %s\n", err);
+        return 1;
+    }
     TrainOptions o;
-    int rc = cli_parse_train(argc, argv, &o);
-    if (rc == -1) return 0;
-    if (rc) return rc;
-    return train_run(&o);
+    int rc = parse_on_all_ranks(&comm, argc, argv, &o);
+    if (rc == 0) rc = train_run(&o, &comm);
+    comm_finalize(&comm);
+    return rc == -1 ? 0 : rc;
 }

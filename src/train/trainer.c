@@ -59,16 +59,39 @@ double train_flops_per_step(const GPTConfig *c, int grad_accum) {
     return flops_model((double)c->batch * grad_accum, c->layers, c->seq, c->hidden, c->vocab);
 }
 
-static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets) {
+// Sums a few numbers over all ranks (no-op on one). fp32, as the interface moves fp32.
+static void sum_over_ranks(CommGroup *w, float *x, size_t n) {
+    if (w->size > 1) comm_allreduce_sum(w, x, x, n);
+}
+
+// True on every rank when ok is true on every rank: a rank must never go on alone into a collective.
+static int all_ok(CommGroup *w, int ok) {
+    float bad = ok ? 0.0f : 1.0f;
+    sum_over_ranks(w, &bad, 1);
+    return bad == 0.0f;
+}
+
+// Validation batches are shared out over the ranks and their loss sums added up.
+static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets, CommGroup *w) {
     const GPTConfig *c = &m->cfg;
     double sum = 0.0;
     StepCtx ctx = {0, 0, 0, 0};
-    for (int k = 0; k < n_batches; k++) {
+    for (int k = w->rank; k < n_batches; k += w->size) {
         dataset_val_batch(ds, c->seq, c->batch, k, n_batches, tokens, targets);
         sum += gpt_forward(m, tokens, targets, c->seq, c->batch, ctx, 0.0f);
         gpt_release(m);
     }
-    return sum / ((double)n_batches * c->seq * c->batch);
+    float total = (float)sum;
+    sum_over_ranks(w, &total, 1);
+    return (w->size > 1 ? (double)total : sum) / ((double)n_batches * c->seq * c->batch);
+}
+
+// Data parallelism: every rank's gradients are summed (each already carries its share of the mean),
+// in buckets so no second parameter-sized buffer is needed.
+static void allreduce_grads(CommGroup *w, float *g, size_t n) {
+    if (w->size == 1) return;
+    enum { BUCKET = 1 << 22 };   // 16 MiB of fp32 per call
+    for (size_t off = 0; off < n; off += BUCKET) comm_allreduce_sum(w, g + off, g + off, n - off < BUCKET ? n - off : BUCKET);
 }
 
 static void format_eta(double seconds, char *buf, size_t len) {
@@ -103,26 +126,38 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     cJSON_Delete(o);
 }
 
-int train_run(const TrainOptions *o) {
+int train_run(const TrainOptions *o, Comm *comm) {
     const GPTConfig *c = &o->model;
+    CommGroup *world = &comm->world;
+    int rank = world->rank, nranks = world->size;
     char err[512], b1[32];
     if (o->threads > 0) omp_set_num_threads(o->threads);
+    // Rank 0 speaks for the run: progress, ledger report, log, checkpoints, sample.
+    if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
 
-    // Data and vocabulary are user input: a problem with them is a usage error (exit 2).
+    // Data and vocabulary are user input: a problem with them is a usage error (exit 2), on every
+    // rank at once when any rank has it.
     Dataset ds;
-    if (dataset_load_split(&ds, o->data_path, o->val_path, o->tokenizer_path, o->val_frac, c->vocab, err,
-                           sizeof err) != 0 ||
-        dataset_check_windows(&ds, c->seq, err, sizeof err) != 0) {
-        fprintf(stderr, "ctron train: %s\n", err);
-        dataset_free(&ds);
-        return 2;
-    }
     Bpe bpe;
     uint8_t *tokenizer_json = NULL;
     size_t tokenizer_bytes = 0;
-    if (o->tokenizer_path && (bpe_load(&bpe, o->tokenizer_path, err, sizeof err) != 0 ||
-                              fileio_read_all(o->tokenizer_path, &tokenizer_json, &tokenizer_bytes, err, sizeof err) != 0)) {
-        fprintf(stderr, "ctron train: --tokenizer: %s\n", err);
+    int data_ok = dataset_load_split(&ds, o->data_path, o->val_path, o->tokenizer_path, o->val_frac, c->vocab, err,
+                                     sizeof err) == 0 &&
+                  dataset_check_windows(&ds, c->seq, err, sizeof err) == 0;
+    if (data_ok && o->tokenizer_path) {
+        if (bpe_load(&bpe, o->tokenizer_path, err, sizeof err) != 0) data_ok = 0;
+        else if (fileio_read_all(o->tokenizer_path, &tokenizer_json, &tokenizer_bytes, err, sizeof err) != 0) {
+            bpe_free(&bpe);
+            data_ok = 0;
+        }
+    }
+    if (!data_ok) {
+        if (nranks > 1) fprintf(stderr, "ctron train (rank %d of %d): %s\n", rank, nranks, err);
+        else fprintf(stderr, "ctron train: %s\n", err);
+    }
+    if (!all_ok(world, data_ok)) {
+        if (data_ok && o->tokenizer_path) bpe_free(&bpe);
+        free(tokenizer_json);
         dataset_free(&ds);
         return 2;
     }
@@ -130,9 +165,9 @@ int train_run(const TrainOptions *o) {
     MemoryPolicy policy;
     int policy_ok = train_build_policy(o, &policy, err, sizeof err) == 0;
     if (!policy_ok) fprintf(stderr, "ctron: error: %s\n", err);
-    else if (o->log_path && !(log = fopen(o->log_path, "w")))
+    else if (rank == 0 && o->log_path && !(log = fopen(o->log_path, "w")))
         fprintf(stderr, "ctron: error: cannot open --log file '%s': %s\n", o->log_path, strerror(errno));
-    if (!policy_ok || (o->log_path && !log)) {
+    if (!policy_ok || (rank == 0 && o->log_path && !log)) {
         if (policy_ok) policy_free(&policy);
         if (o->tokenizer_path) bpe_free(&bpe);
         free(tokenizer_json);
@@ -148,7 +183,7 @@ int train_run(const TrainOptions *o) {
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
     // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
     int start = o->resume ? train_ckpt_resume(o, &m, &opt) : 0, last = train_ckpt_last_step(o), saves = 0, failed = 0;
-    if (start < 0) {
+    if (!all_ok(world, start >= 0)) {
         adamw_free(&opt);
         gpt_free(&m);
         policy_free(&policy);
@@ -161,10 +196,12 @@ int train_run(const TrainOptions *o) {
 
     size_t n_tok = (size_t)c->seq * c->batch;
     int32_t *tokens = xmalloc(n_tok * sizeof(int32_t)), *targets = xmalloc(n_tok * sizeof(int32_t));
-    double flops = train_flops_per_step(c, o->grad_accum);
-    double hw_flops = flops_hardware((double)c->batch * o->grad_accum, c->seq, c->hidden, c->vocab, &policy, c->layers);
+    // One optimizer step covers batch × grad_accum sequences on each of the nranks ranks.
+    int seqs_per_rank = c->batch * o->grad_accum;
+    double flops = train_flops_per_step(c, o->grad_accum * nranks);
+    double hw_flops = flops_hardware((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy, c->layers);
     double peak = o->peak_gflops;
-    if (peak <= 0 && peak_gflops_cached(o->threads, &peak) != 0) {
+    if (rank == 0 && peak <= 0 && peak_gflops_cached(o->threads, &peak) != 0) {
         // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
         printf("measuring this machine's sgemm peak for MFU/HFU (once; cached, see `ctron peak`)...\n");
         fflush(stdout);
@@ -176,6 +213,9 @@ int train_run(const TrainOptions *o) {
     int tty = isatty(fileno(stdout));
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
+    if (nranks > 1)
+        printf("  data parallel over %d ranks (%s): %d sequences per step, ranks take %d each\n", nranks,
+               comm_backend_name(comm->backend), seqs_per_rank * nranks, seqs_per_rank);
     printf("  %zu parameters (%s), data %s: %zu train / %zu val tokens, %d threads\n", m.n_params,
            format_bytes((double)m.n_params * 4, b1, sizeof b1), o->data_path, ds.n_train, dataset_n_val(&ds),
            omp_get_max_threads());
@@ -195,11 +235,13 @@ int train_run(const TrainOptions *o) {
         gpt_zero_grad(&m);
         StepTimes times = {0, 0, 0};
         double loss_sum = 0.0;
-        float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum);
+        // The step's sequences are numbered across ranks (rank r holds r·batch·accum onwards), so
+        // data windows and dropout masks are those of the one-process run with nranks × accum.
+        float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum * (float)nranks);
         for (int mb = 0; mb < o->grad_accum; mb++) {
-            StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(mb * c->batch), 1};
+            StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(rank * seqs_per_rank + mb * c->batch), 1};
             dataset_train_batch(&ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
-                                (uint32_t)(c->batch * o->grad_accum), tokens, targets);
+                                (uint32_t)(seqs_per_rank * nranks), tokens, targets);
             double f0 = now_seconds();
             loss_sum += gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
             double f1 = now_seconds();
@@ -207,8 +249,11 @@ int train_run(const TrainOptions *o) {
             times.fwd += f1 - f0;
             times.bwd += now_seconds() - f1;
         }
-        double loss = loss_sum / ((double)n_tok * o->grad_accum);
         double o0 = now_seconds();
+        allreduce_grads(world, m.grads, m.n_params);
+        float loss_total = (float)loss_sum;
+        sum_over_ranks(world, &loss_total, 1);
+        double loss = (nranks > 1 ? (double)loss_total : loss_sum) / ((double)n_tok * o->grad_accum * nranks);
         double norm = grad_global_norm(m.grads, m.n_params);
         adamw_step(&opt, &m, lr, grad_clip_scale(norm, o->clip));
         times.opt = now_seconds() - o0;
@@ -217,10 +262,10 @@ int train_run(const TrainOptions *o) {
 
         double val = NAN;
         if ((o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps) {
-            val = evaluate(&m, &ds, o->eval_batches, tokens, targets);
+            val = evaluate(&m, &ds, o->eval_batches, tokens, targets, world);
             last_val = val;
         }
-        double tps = (double)n_tok * o->grad_accum / step_s;
+        double tps = (double)n_tok * o->grad_accum * nranks / step_s;
         if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
                                 ledger_layer_stored(&m.ledger, 0, 0), norm, &times);
 
@@ -247,10 +292,13 @@ int train_run(const TrainOptions *o) {
             else printf("%s\n", line);
             fflush(stdout);
         }
-        if (train_ckpt_due(o, step, last) && train_ckpt_save(o, &m, &opt, &sched, step, ++saves, tokenizer_json,
-                                                                 tokenizer_bytes) != 0) {
-            failed = 1;
-            break;
+        if (train_ckpt_due(o, step, last)) {   // rank 0 writes; every rank learns whether it worked
+            int saved = rank != 0 || train_ckpt_save(o, &m, &opt, &sched, step, ++saves, tokenizer_json,
+                                                     tokenizer_bytes) == 0;
+            if (!all_ok(world, saved)) {
+                failed = 1;
+                break;
+            }
         }
     }
     double wall = now_seconds() - t_start;
@@ -263,7 +311,7 @@ int train_run(const TrainOptions *o) {
         printf("stopped after step %d of %d (--stop-after)%s%s\n", last, o->steps,
                o->ckpt_dir ? "; continue with --resume " : "", o->ckpt_dir ? o->ckpt_dir : "");
 
-    if (o->sample_tokens > 0 && !failed) {
+    if (o->sample_tokens > 0 && !failed && rank == 0) {
         printf("sample (%d tokens, temperature 0.8, top-k 40):\n", o->sample_tokens);
         sample_text(&m, o->tokenizer_path ? &bpe : NULL, o->sample_prompt ? o->sample_prompt : "\n",
                     o->sample_tokens, 0.8f, 40, o->seed, stdout);

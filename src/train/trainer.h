@@ -5,6 +5,7 @@
 #include "data/dataset.h"
 #include "model/gpt.h"
 #include "model/policy.h"
+#include "parallel/comm.h"
 
 typedef struct {
     GPTConfig model;
@@ -39,8 +40,10 @@ typedef struct {
 void train_options_default(TrainOptions *o);
 // The MemoryPolicy the options describe; -1 with a message naming the bad flag.
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
-// Runs the whole training; returns the process exit code (0, or 1 on a runtime failure).
-int train_run(const TrainOptions *o);
+// Runs the whole training on every rank of comm (data parallel over all of them: each rank takes
+// its share of the step's sequences, gradients are summed across ranks); returns the process exit
+// code (0, 1 on a runtime failure, 2 on bad data on any rank).
+int train_run(const TrainOptions *o, Comm *comm);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
 #endif
