@@ -102,7 +102,7 @@ static void format_eta(double seconds, char *buf, size_t len) {
 }
 
 // Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer.
-typedef struct { double fwd, bwd, opt; } StepTimes;
+typedef struct { double fwd, bwd, opt; CommStats comm; } StepTimes;
 
 static void write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
                            size_t act_bytes, size_t act_layer_bytes, double grad_norm, const StepTimes *t) {
@@ -119,6 +119,10 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     cJSON_AddNumberToObject(o, "fwd_ms", t->fwd * 1e3);
     cJSON_AddNumberToObject(o, "bwd_ms", t->bwd * 1e3);
     cJSON_AddNumberToObject(o, "opt_ms", t->opt * 1e3);
+    // Bytes this rank moved in the step's collectives, by kind (docs/PARALLEL.md's convention).
+    cJSON *comm = cJSON_AddObjectToObject(o, "comm_bytes");
+    for (int k = 0; k < COMM_KINDS; k++)
+        if (t->comm.calls[k]) cJSON_AddNumberToObject(comm, comm_kind_name((CommKind)k), (double)t->comm.bytes[k]);
     char *text = cJSON_PrintUnformatted(o);
     fprintf(log, "%s\n", text);
     fflush(log);
@@ -233,7 +237,9 @@ int train_run(const TrainOptions *o, Comm *comm) {
         double t0 = now_seconds();
         float lr = lr_at(&sched, step);
         gpt_zero_grad(&m);
-        StepTimes times = {0, 0, 0};
+        StepTimes times;
+        memset(&times, 0, sizeof times);
+        comm_stats_reset(world);
         double loss_sum = 0.0;
         // The step's sequences are numbered across ranks (rank r holds r·batch·accum onwards), so
         // data windows and dropout masks are those of the one-process run with nranks × accum.
@@ -257,6 +263,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         double norm = grad_global_norm(m.grads, m.n_params);
         adamw_step(&opt, &m, lr, grad_clip_scale(norm, o->clip));
         times.opt = now_seconds() - o0;
+        times.comm = comm_stats(world);   // before validation, which communicates too
         double step_s = now_seconds() - t0;
         train_seconds += step_s;
 
