@@ -18,7 +18,5 @@ int main(void) {
         0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd);
     kat(0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
         0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1);
-    // Uniform mapping stays inside [0, 1).
-    CHECK(philox_uniform(0) == 0.0f && philox_uniform(0xffffffffu) < 1.0f, "philox_uniform range");
     return check_summary();
 }

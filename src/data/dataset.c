@@ -5,35 +5,6 @@
 #include "util/common.h"
 #include "util/philox.h"
 
-int dataset_load_bytes(Dataset *ds, const char *path, double val_frac, char *err, size_t errlen) {
-    memset(ds, 0, sizeof *ds);
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "cannot open data file '%s': %s", path, strerror(errno)); return -1; }
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); snprintf(err, errlen, "cannot seek in '%s'", path); return -1; }
-    long size = ftell(f);
-    rewind(f);
-    if (size <= 0) { fclose(f); snprintf(err, errlen, "data file '%s' is empty", path); return -1; }
-    uint8_t *bytes = xmalloc((size_t)size);
-    size_t got = fread(bytes, 1, (size_t)size, f);
-    fclose(f);
-    if (got != (size_t)size) {
-        free(bytes);
-        snprintf(err, errlen, "short read of '%s': %zu of %ld bytes", path, got, size);
-        return -1;
-    }
-    ds->n = (size_t)size;
-    ds->tokens = xmalloc(ds->n * sizeof(int32_t));
-    int max_tok = 0;
-    for (size_t i = 0; i < ds->n; i++) {
-        ds->tokens[i] = bytes[i];
-        if (bytes[i] > max_tok) max_tok = bytes[i];
-    }
-    free(bytes);
-    ds->max_token = max_tok;
-    ds->n_train = ds->n - (size_t)((double)ds->n * val_frac);
-    return 0;
-}
-
 void dataset_free(Dataset *ds) {
     free(ds->tokens);
     memset(ds, 0, sizeof *ds);

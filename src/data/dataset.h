@@ -12,9 +12,6 @@ typedef struct {
     int max_token;          // largest token id present
 } Dataset;
 
-// Returns 0, or -1 with a message in err (missing, unreadable or empty file).
-int dataset_load_bytes(Dataset *ds, const char *path, double val_frac, char *err, size_t errlen);
-
 // What the trainer calls (src/data/dataset_load.c). Loads path for a model of `vocab` tokens:
 //  - a token file (data/tokenfile.h, recognised by its magic number) is read as stored;
 //  - any other file is text, encoded with the BPE vocabulary at tokenizer_path

@@ -3,6 +3,7 @@
 #include "data/dataset.h"
 #include "data/tokenfile.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/text.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
@@ -18,14 +19,7 @@ static int load_tokens(const char *path, const Bpe *bpe, int vocab, int32_t **to
     uint8_t *text;
     size_t len;
     if (fileio_read_all(path, &text, &len, err, errlen) != 0) return -1;
-    int32_t *t;
-    if (bpe) {
-        t = bpe_encode(bpe, text, len, n);
-    } else {
-        t = xmalloc((len ? len : 1) * sizeof *t);
-        for (size_t i = 0; i < len; i++) t[i] = text[i];
-        *n = len;
-    }
+    int32_t *t = text_encode(bpe, (const char *)text, len, n);
     free(text);
     for (size_t i = 0; i < *n; i++)
         if (t[i] >= vocab) {

@@ -41,18 +41,7 @@ void ledger_sub(Ledger *lg, ActName name, int layer, size_t bytes) {
     lg->total_cur -= bytes;
 }
 
-void ledger_reset_peak(Ledger *lg) {
-    lg->total_peak = lg->total_cur;
-    memcpy(lg->at_peak, lg->cur, (size_t)(lg->layers + 1) * ACT_COUNT * sizeof(size_t));
-}
-
 size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer) { return lg->at_peak[cell(lg, name, layer)]; }
-
-size_t ledger_layer_peak(const Ledger *lg, int layer, int core_only) {
-    size_t sum = 0;
-    for (int n = 0; n < (core_only ? ACT_N_CORE : ACT_COUNT); n++) sum += lg->at_peak[cell(lg, (ActName)n, layer)];
-    return sum;
-}
 
 void ledger_snapshot_forward_end(Ledger *lg) {
     if (lg->paused) return;

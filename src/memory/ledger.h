@@ -18,7 +18,6 @@ void ledger_init(Ledger *lg, int layers);
 void ledger_free(Ledger *lg);
 void ledger_add(Ledger *lg, ActName name, int layer, size_t bytes);
 void ledger_sub(Ledger *lg, ActName name, int layer, size_t bytes);
-void ledger_reset_peak(Ledger *lg);
 void ledger_snapshot_forward_end(Ledger *lg);
 // Bytes of one cell at the end of the last training forward; layer -1 for model-level tensors.
 size_t ledger_stored_bytes(const Ledger *lg, ActName name, int layer);
@@ -26,6 +25,4 @@ size_t ledger_stored_bytes(const Ledger *lg, ActName name, int layer);
 size_t ledger_layer_stored(const Ledger *lg, int layer, int core_only);
 // Bytes of one cell at peak; layer -1 for model-level tensors.
 size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer);
-// Σ over names of one layer at peak (core names only when core_only).
-size_t ledger_layer_peak(const Ledger *lg, int layer, int core_only);
 #endif

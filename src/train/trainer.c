@@ -169,7 +169,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
     MemoryPolicy policy;
     int policy_ok = train_build_policy(o, &policy, err, sizeof err) == 0;
     if (!policy_ok) fprintf(stderr, "ctron: error: %s\n", err);
-    else if (rank == 0 && o->log_path && !(log = fopen(o->log_path, "w")))
+    // A resumed run appends: the log of the steps before the checkpoint is not lost.
+    else if (rank == 0 && o->log_path && !(log = fopen(o->log_path, o->resume ? "a" : "w")))
         fprintf(stderr, "ctron: error: cannot open --log file '%s': %s\n", o->log_path, strerror(errno));
     if (!policy_ok || (rank == 0 && o->log_path && !log)) {
         if (policy_ok) policy_free(&policy);

@@ -18,6 +18,4 @@ static inline philox_key philox_key_from_seed(uint64_t seed) {
     return k;
 }
 
-// Uniform in [0, 1) with 24 random bits.
-static inline float philox_uniform(uint32_t r) { return (float)(r >> 8) * (1.0f / 16777216.0f); }
 #endif
