@@ -13,14 +13,14 @@ int main(void) {
     uint8_t *m1 = xmalloc(n), *m2 = xmalloc(n), *half0 = xmalloc(n / 2), *half1 = xmalloc(n / 2);
 
     omp_set_num_threads(1);
-    dropout_mask_sbw(m1, site, s, b, w, 0);
+    dropout_mask_sbw(m1, site, 0, s, b, w, 0);
     omp_set_num_threads(2);
-    dropout_mask_sbw(m2, site, s, b, w, 0);
+    dropout_mask_sbw(m2, site, 0, s, b, w, 0);
     CHECK(memcmp(m1, m2, n) == 0, "mask differs between 1 and 2 threads");
 
     // Two micro-batches of 4 sequences (samples 0-3 and 4-7) give the rows of one batch of 8.
-    dropout_mask_sbw(half0, site, s, 4, w, 0);
-    dropout_mask_sbw(half1, site, s, 4, w, 4);
+    dropout_mask_sbw(half0, site, 0, s, 4, w, 0);
+    dropout_mask_sbw(half1, site, 0, s, 4, w, 4);
     int same = 1;
     for (int si = 0; si < s; si++)
         for (int bi = 0; bi < b; bi++) {
@@ -62,16 +62,16 @@ int main(void) {
     other[2].site = SITE_DROP2;
     other[3].key = philox_key_from_seed(100);
     for (int i = 0; i < 4; i++) {
-        dropout_mask_sbw(m2, other[i], s, b, w, 0);
+        dropout_mask_sbw(m2, other[i], 0, s, b, w, 0);
         CHECK(memcmp(m1, m2, n) != 0, "changing key component %d left the mask unchanged", i);
     }
-    dropout_mask_sbw(m2, site, s, b, w, 8);
+    dropout_mask_sbw(m2, site, 0, s, b, w, 8);
     CHECK(memcmp(m1, m2, n) != 0, "changing the sample index left the mask unchanged");
 
     // p = 0 keeps everything.
     DropoutSite none = site;
     none.p = 0.0f;
-    dropout_mask_sbw(m2, none, s, b, w, 0);
+    dropout_mask_sbw(m2, none, 0, s, b, w, 0);
     size_t all = 0;
     for (size_t i = 0; i < n; i++) all += m2[i];
     CHECK(all == n, "p = 0 dropped %zu elements", n - all);

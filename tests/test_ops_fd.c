@@ -363,7 +363,7 @@ static void test_dropout(int s, int b, int w, float p) {
     size_t count = (size_t)n * w;
     DropoutSite site = {philox_key_from_seed(20240607u), 3, 1, SITE_DROP1, p};
     uint8_t *keep = malloc(count);
-    dropout_mask_sbw(keep, site, s, b, w, 5);
+    dropout_mask_sbw(keep, site, 0, s, b, w, 5);
     size_t kept = 0;
     for (size_t e = 0; e < count; e++) kept += keep[e];
     CHECK(kept > 0 && kept < count, "dropout p=%.2f: mask of %zu elements keeps %zu (not a real test)", p, count, kept);
@@ -408,7 +408,7 @@ typedef struct {
 
 static double attention_objective(void *p) {
     AttnCtx *c = p;
-    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->h, c->site,
+    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->h, 0, c->site,
                       c->sample0, 0);
     return dot_rows(c->ctx, c->r, c->s * c->b, c->h, c->h);
 }
@@ -425,7 +425,7 @@ static void test_attention(int s, int b, int a, int h, float p) {
     // Saved activations for the analytic backward (the objective uses its own buffers).
     float *ctx_out = alloc_floats(nx), *prob = alloc_floats(np), *drop = p > 0 ? alloc_floats(np) : NULL;
     uint8_t *keep = p > 0 ? malloc(np) : NULL;
-    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, h, site, sample0, 0);
+    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, h, 0, site, sample0, 0);
     if (keep) {
         size_t dropped = 0; // among causal entries only
         for (int bj = 0; bj < b * a; bj++)

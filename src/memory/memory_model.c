@@ -22,7 +22,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
     case ACT_LN1_STATS: case ACT_LN2_STATS: case ACT_LNF_STATS:
         return 2 * rows / sp_div;            // mean and 1/std per row
     case ACT_LOGITS:
-        return rows * (size_t)sh->v / t;     // vocabulary-parallel
+        return rows * (((size_t)sh->v + t - 1) / t);   // vocabulary-parallel, padded to a multiple of t
     default:
         return 0;
     }

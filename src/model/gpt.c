@@ -15,12 +15,40 @@
 #include "ops/gelu.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
+#include "ops/vocab_parallel.h"
+#include "model/tp_regions.h"
 #include "util/common.h"
 
-void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) {
+void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) { gpt_init_tp(m, cfg, policy, NULL); }
+
+// This rank's widths under the layout (all of the model when t = 1).
+static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
+    TPLayout one = {1, 0, 0, NULL};
+    m->tp = tp && tp->t > 1 ? *tp : one;
+    int t = m->tp.t;
+    m->hl = c->hidden / t;
+    m->al = c->heads / t;
+    m->fl = 4 * c->hidden / t;
+    m->vl = (c->vocab + t - 1) / t;
+    m->head0 = m->tp.rank * m->al;
+    m->v0 = m->tp.rank * m->vl;
+}
+
+void gpt_init_params(GPT *m, const GPTConfig *cfg) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    set_layout(m, cfg, NULL);
+    m->n_params = local_num_params(m);
+    m->params = xcalloc(m->n_params * sizeof(float));
+    bind_tensors(m, &m->w, m->params);
+    build_info(m);
+}
+
+void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     const GPTConfig *c = &m->cfg;
+    set_layout(m, c, tp);
     policy_default(&m->policy, c->layers);
     if (policy) {
         memcpy(m->policy.kind, policy->kind, sizeof(LayerRecompute) * (size_t)c->layers);
@@ -28,15 +56,15 @@ void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) {
         m->policy.act_dtype = policy->act_dtype;
         m->policy.masks = policy->masks;
     }
-    m->n_params = gpt_num_params(c);
+    m->n_params = local_num_params(m);
     m->params = xcalloc(m->n_params * sizeof(float));
     m->grads = xcalloc(m->n_params * sizeof(float));
-    bind_tensors(&m->w, m->params, c);
-    bind_tensors(&m->g, m->grads, c);
+    bind_tensors(m, &m->w, m->params);
+    bind_tensors(m, &m->g, m->grads);
     build_info(m);
 
     ActShape sh = {c->seq, c->batch, c->hidden, c->heads, c->layers, c->vocab,
-                   m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, 1, 0};
+                   m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, m->tp.t, m->tp.sp};
     m->shape = sh;
     // The arena holds exactly what the analytic model predicts at peak, plus alignment of each entry.
     int max_entries = act_max_entries(&m->policy);
@@ -45,22 +73,26 @@ void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) {
     arena_init(&m->arena, capacity, max_entries, &m->ledger);
     m->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
 
-    size_t nh = (size_t)c->seq * c->batch * c->hidden, ss = (size_t)c->seq * c->seq;
+    size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl, ss = (size_t)c->seq * c->seq;
     size_t threads = (size_t)omp_get_max_threads();
     m->ws_out = xmalloc(nh * sizeof(float));
+    m->ws_gather = xmalloc(nh * sizeof(float));
     m->d_res = xmalloc(nh * sizeof(float));
     m->d_tmp = xmalloc(nh * sizeof(float));
-    m->d_q = xmalloc(nh * sizeof(float));
-    m->d_k = xmalloc(nh * sizeof(float));
-    m->d_v = xmalloc(nh * sizeof(float));
-    m->d_4h = xmalloc(4 * nh * sizeof(float));
+    m->d_q = xmalloc(nhl * sizeof(float));
+    m->d_k = xmalloc(nhl * sizeof(float));
+    m->d_v = xmalloc(nhl * sizeof(float));
+    m->d_4h = xmalloc(n * (size_t)m->fl * sizeof(float));
     // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
     int any_selective = 0;
     for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
     size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : ss;
     m->attn_scratch = xmalloc(threads * scratch * sizeof(float));
-    m->row_loss = xmalloc((size_t)c->seq * c->batch * sizeof(float));
-    m->workspace_bytes = (10 * nh + threads * scratch + (size_t)c->seq * c->batch) * sizeof(float);
+    m->row_loss = xmalloc(n * sizeof(float));
+    m->ce_lse = xmalloc(n * sizeof(float));
+    m->ce_part = xmalloc(n * 3 * (size_t)m->tp.t * sizeof(float));
+    m->workspace_bytes = (4 * nh + 3 * nhl + n * (size_t)m->fl + threads * scratch + 2 * n + 3 * n * (size_t)m->tp.t) *
+                         sizeof(float);
 }
 
 void gpt_free(GPT *m) {
@@ -69,7 +101,7 @@ void gpt_free(GPT *m) {
     policy_free(&m->policy);
     work_free(m);
     free(m->params); free(m->grads); free(m->info); free(m->blocks);
-    free(m->ws_out); free(m->d_res); free(m->d_tmp); free(m->d_q); free(m->d_k); free(m->d_v);
+    free(m->ws_out); free(m->ws_gather); free(m->ce_part); free(m->ce_lse); free(m->d_res); free(m->d_tmp); free(m->d_q); free(m->d_k); free(m->d_v);
     free(m->d_4h); free(m->attn_scratch); free(m->row_loss);
     memset(m, 0, sizeof *m);
 }
@@ -89,19 +121,19 @@ static DropoutSite site_of(const GPT *m, int layer, int site) {
     return d;
 }
 
-// softmax(q kᵀ/√d) → dropout → · v into ctx: the part selective recompute redoes (in its backward).
+// softmax(q kᵀ/√d) → dropout → · v into ctx, over this rank's heads: the part selective recompute
+// redoes (in its backward).
 static void attention_core(GPT *m, int l, const float *q, const float *k, const float *v, float *ctx, int pass) {
-    const GPTConfig *c = &m->cfg;
     BlockActs *A = &m->blocks[l];
     int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
-    size_t as2b = (size_t)c->heads * s * s * b;
+    size_t as2b = (size_t)m->al * s * s * b;
     DropoutSite site = site_of(m, l, SITE_ATTN);
     int drop = site.p > 0.0f;
     int kp = keeps(m, l, ACT_ATTN_PROB, pass), km = keeps(m, l, ACT_ATTN_MASK, pass), kd = keeps(m, l, ACT_ATTN_DROP, pass);
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
     uint8_t *mask = drop ? mask_out(m, A, ACT_ATTN_MASK, l, as2b, km) : NULL;
     float *dropped = drop ? saved_out(m, A, ACT_ATTN_DROP, l, as2b, kd) : NULL;
-    attention_forward(ctx, prob, mask, dropped, q, k, v, s, b, c->heads, c->hidden, site, m->ctx.sample0, bf16);
+    attention_forward(ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->hl, m->head0, site, m->ctx.sample0, bf16);
     saved_done(m, A, ACT_ATTN_PROB, l, prob, as2b, kp, 1);
     if (drop) {
         mask_done(m, A, ACT_ATTN_MASK, l, mask, as2b, km);
@@ -111,93 +143,120 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
 
 enum { OUT_NEXT_BLOCK, OUT_HEAD, OUT_DISCARD };
 
+// Rows of the residual stream on this rank (s/t positions under SP) times the hidden size.
+static size_t rank_rows_h(const GPT *m) { return (size_t)m->s_rank * m->b_cur * m->cfg.hidden; }
+
 // Allocates block l's input (ln1_in of l) where block l−1 or the embedding writes it.
 static float *input_of(GPT *m, int l, int pass) {
     m->blocks[l].mark = arena_mark(&m->arena);
-    size_t nh = (size_t)m->s_cur * m->b_cur * m->cfg.hidden;
-    return saved_out(m, &m->blocks[l], ACT_LN1_IN, l, nh, keeps(m, l, ACT_LN1_IN, pass));
+    return saved_out(m, &m->blocks[l], ACT_LN1_IN, l, rank_rows_h(m), keeps(m, l, ACT_LN1_IN, pass));
 }
 
 // Where block l's output goes, allocated after the block's own tensors (the arena is a stack):
 // the next block's ln1_in, the final LN's input, or scratch when a recomputed group's output is
 // not needed.
 static float *output_of(GPT *m, int l, int pass, int where) {
-    size_t nh = (size_t)m->s_cur * m->b_cur * m->cfg.hidden;
     if (where == OUT_NEXT_BLOCK) return input_of(m, l + 1, pass);
     if (where == OUT_DISCARD) return m->d_tmp;
     m->mark_head = arena_mark(&m->arena);
-    return saved_out(m, &m->model_acts, ACT_LNF_IN, -1, nh, m->ctx.train);
+    return saved_out(m, &m->model_acts, ACT_LNF_IN, -1, rank_rows_h(m), m->ctx.train);
 }
 
 static void output_done(GPT *m, int l, int pass, int where, float *out) {
-    size_t nh = (size_t)m->s_cur * m->b_cur * m->cfg.hidden;
+    size_t nh = rank_rows_h(m);
     if (where == OUT_NEXT_BLOCK) saved_done(m, &m->blocks[l + 1], ACT_LN1_IN, l + 1, out, nh, keeps(m, l + 1, ACT_LN1_IN, pass), 0);
     else if (where == OUT_HEAD) saved_done(m, &m->model_acts, ACT_LNF_IN, -1, out, nh, m->ctx.train, 0);
 }
 
-// One block forward from x (this block's ln1_in, already rounded and kept as the policy says).
-// Returns the block output (see output_of), rounded and kept likewise.
+// The residual dropout mask of a site over this rank's rows (global positions: layout-invariant).
+static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int site, int keep) {
+    size_t nh = rank_rows_h(m);
+    uint8_t *mask = mask_out(m, A, name, l, nh, keep);
+    dropout_mask_sbw(mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->ctx.sample0);
+    mask_done(m, A, name, l, mask, nh, keep);
+    return mask;
+}
+
+// One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
+// the policy says). Returns the block output (see output_of), rounded and kept likewise. Under TP
+// the linears hold this rank's columns; LN, dropout and residual run on the rank's rows (all rows
+// without SP).
 static float *block_forward(GPT *m, int l, const float *x, int pass, int where) {
     const GPTConfig *c = &m->cfg;
-    int h = c->hidden, n = m->s_cur * m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
-    size_t nh = (size_t)n * h;
+    int h = c->hidden, hl = m->hl, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    int bf16 = m->policy.act_dtype == ACT_BF16;
+    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl;
     BlockActs *A = &m->blocks[l];
-    BlockTensors w = block_tensors(&m->w, h, l);
+    BlockTensors w = block_tensors(m, &m->w, l);
     float p = m->ctx.train ? c->dropout : 0.0f;
     int drop = p > 0.0f;
 #define KEEP(name) keeps(m, l, name, pass)
 
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
-    float *ln1_stats = saved_out(m, A, ACT_LN1_STATS, l, 2 * (size_t)n, KEEP(ACT_LN1_STATS));
-    float *qkv_in = saved_out(m, A, ACT_QKV_IN, l, nh, KEEP(ACT_QKV_IN));
-    layernorm_forward(qkv_in, ln1_stats, x, w.ln1_w, w.ln1_b, n, h);
-    saved_done(m, A, ACT_QKV_IN, l, qkv_in, nh, KEEP(ACT_QKV_IN), 0);
-    float *q = saved_out(m, A, ACT_Q, l, nh, KEEP(ACT_Q));
-    float *k = saved_out(m, A, ACT_K, l, nh, KEEP(ACT_K));
-    float *v = saved_out(m, A, ACT_V, l, nh, KEEP(ACT_V));
-    linear_forward(q, h, qkv_in, h, w.qkv_w, w.qkv_b, n, h, h);
-    linear_forward(k, h, qkv_in, h, w.qkv_w + (size_t)h * h, w.qkv_b + h, n, h, h);
-    linear_forward(v, h, qkv_in, h, w.qkv_w + 2 * (size_t)h * h, w.qkv_b + 2 * h, n, h, h);
-    saved_done(m, A, ACT_Q, l, q, nh, KEEP(ACT_Q), 0);
-    saved_done(m, A, ACT_K, l, k, nh, KEEP(ACT_K), 0);
-    saved_done(m, A, ACT_V, l, v, nh, KEEP(ACT_V), 0);
-    float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nh, KEEP(ACT_PROJ_IN));
+    float *ln1_stats = saved_out(m, A, ACT_LN1_STATS, l, 2 * (size_t)nr, KEEP(ACT_LN1_STATS));
+    float *qkv_in = saved_out(m, A, ACT_QKV_IN, l, nrh, KEEP(ACT_QKV_IN));
+    layernorm_forward(qkv_in, ln1_stats, x, w.ln1_w, w.ln1_b, nr, h);
+    saved_done(m, A, ACT_QKV_IN, l, qkv_in, nrh, KEEP(ACT_QKV_IN), 0);
+    const float *qkv_all = tp_gather_rows(m, qkv_in, m->ws_gather, h, TPC_BLOCK);   // g
+    float *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
+    float *k = saved_out(m, A, ACT_K, l, nhl, KEEP(ACT_K));
+    float *v = saved_out(m, A, ACT_V, l, nhl, KEEP(ACT_V));
+    linear_forward(q, hl, qkv_all, h, w.qkv_w, w.qkv_b, n, h, hl);
+    linear_forward(k, hl, qkv_all, h, w.qkv_w + (size_t)hl * h, w.qkv_b + hl, n, h, hl);
+    linear_forward(v, hl, qkv_all, h, w.qkv_w + 2 * (size_t)hl * h, w.qkv_b + 2 * hl, n, h, hl);
+    saved_done(m, A, ACT_Q, l, q, nhl, KEEP(ACT_Q), 0);
+    saved_done(m, A, ACT_K, l, k, nhl, KEEP(ACT_K), 0);
+    saved_done(m, A, ACT_V, l, v, nhl, KEEP(ACT_V), 0);
+    float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nhl, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
-    saved_done(m, A, ACT_PROJ_IN, l, proj_in, nh, KEEP(ACT_PROJ_IN), 0);
-    linear_forward(m->ws_out, h, proj_in, h, w.proj_w, NULL, n, h, h);
-    uint8_t *drop1 = NULL;
-    if (drop) {
-        drop1 = mask_out(m, A, ACT_DROP1_MASK, l, nh, KEEP(ACT_DROP1_MASK));
-        dropout_mask_sbw(drop1, site_of(m, l, SITE_DROP1), m->s_cur, m->b_cur, h, m->ctx.sample0);
-        mask_done(m, A, ACT_DROP1_MASK, l, drop1, nh, KEEP(ACT_DROP1_MASK));
-    }
-    float *x1 = saved_out(m, A, ACT_LN2_IN, l, nh, KEEP(ACT_LN2_IN));
-    dropout_residual_forward(x1, x, m->ws_out, w.proj_b, drop1, p, n, h);
-    saved_done(m, A, ACT_LN2_IN, l, x1, nh, KEEP(ACT_LN2_IN), 0);
+    saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
+    linear_forward(m->ws_out, h, proj_in, hl, w.proj_w, NULL, n, hl, h);
+    const float *attn_out = tp_reduce_rows(m, m->ws_out, m->ws_gather, h, TPC_BLOCK);   // ḡ
+    uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
+    float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
+    dropout_residual_forward(x1, x, attn_out, w.proj_b, drop1, p, nr, h);
+    saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
-    float *ln2_stats = saved_out(m, A, ACT_LN2_STATS, l, 2 * (size_t)n, KEEP(ACT_LN2_STATS));
-    float *fc1_in = saved_out(m, A, ACT_FC1_IN, l, nh, KEEP(ACT_FC1_IN));
-    layernorm_forward(fc1_in, ln2_stats, x1, w.ln2_w, w.ln2_b, n, h);
-    saved_done(m, A, ACT_FC1_IN, l, fc1_in, nh, KEEP(ACT_FC1_IN), 0);
-    float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, 4 * nh, KEEP(ACT_GELU_IN));
-    float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, 4 * nh, KEEP(ACT_FC2_IN));
-    linear_forward(gelu_in, 4 * h, fc1_in, h, w.fc1_w, NULL, n, h, 4 * h);
-    bias_gelu_forward(fc2_in, gelu_in, w.fc1_b, n, 4 * h, bf16);
-    saved_done(m, A, ACT_GELU_IN, l, gelu_in, 4 * nh, KEEP(ACT_GELU_IN), 1);
-    saved_done(m, A, ACT_FC2_IN, l, fc2_in, 4 * nh, KEEP(ACT_FC2_IN), 1);
-    linear_forward(m->ws_out, h, fc2_in, 4 * h, w.fc2_w, NULL, n, 4 * h, h);
-    uint8_t *drop2 = NULL;
-    if (drop) {
-        drop2 = mask_out(m, A, ACT_DROP2_MASK, l, nh, KEEP(ACT_DROP2_MASK));
-        dropout_mask_sbw(drop2, site_of(m, l, SITE_DROP2), m->s_cur, m->b_cur, h, m->ctx.sample0);
-        mask_done(m, A, ACT_DROP2_MASK, l, drop2, nh, KEEP(ACT_DROP2_MASK));
-    }
+    float *ln2_stats = saved_out(m, A, ACT_LN2_STATS, l, 2 * (size_t)nr, KEEP(ACT_LN2_STATS));
+    float *fc1_in = saved_out(m, A, ACT_FC1_IN, l, nrh, KEEP(ACT_FC1_IN));
+    layernorm_forward(fc1_in, ln2_stats, x1, w.ln2_w, w.ln2_b, nr, h);
+    saved_done(m, A, ACT_FC1_IN, l, fc1_in, nrh, KEEP(ACT_FC1_IN), 0);
+    const float *fc1_all = tp_gather_rows(m, fc1_in, m->ws_gather, h, TPC_BLOCK);   // g
+    float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
+    float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
+    linear_forward(gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);
+    bias_gelu_forward(fc2_in, gelu_in, w.fc1_b, n, fl, bf16);
+    saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
+    saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
+    linear_forward(m->ws_out, h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
+    const float *mlp_out = tp_reduce_rows(m, m->ws_out, m->ws_gather, h, TPC_BLOCK);   // ḡ
+    uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     float *out = output_of(m, l, pass, where);
-    dropout_residual_forward(out, x1, m->ws_out, w.fc2_b, drop2, p, n, h);
+    dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);
     return out;
 #undef KEEP
+}
+
+// x = Dropout(wte[tokens] + wpe) on this rank's rows. Under TP each rank looks up the tokens of its
+// vocabulary rows; the sum over ranks (all-reduce, or reduce-scatter to the rank's rows under SP)
+// has exactly one nonzero term per row, so x is bitwise the single-process embedding.
+static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
+    int s = m->s_cur, b = m->b_cur, h = m->cfg.hidden;
+    if (m->tp.t <= 1) {
+        embedding_forward(x, tokens, m->w.wte, m->w.wpe, s, b, h);
+        return;
+    }
+    embedding_vocab_forward(m->ws_out, tokens, m->w.wte, m->v0, m->vl, s * b, h);
+    if (m->tp.sp) {
+        comm_reduce_scatter_sum(m->tp.group, m->ws_out, x, rank_rows_h(m));
+        m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)s * b * h * sizeof(float));
+    } else {
+        comm_allreduce_sum(m->tp.group, m->ws_out, x, (size_t)s * b * h);
+        m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
+    }
+    embedding_add_positions(x, m->w.wpe, m->s0, m->s_rank, b, h);
 }
 
 double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
@@ -206,116 +265,146 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     if (m->arena.n_entries != 0) ctron_fatal("gpt_forward: activations of the previous forward are still held");
     if (s > c->seq || b > c->batch || s < 1 || b < 1)
         ctron_fatal("gpt_forward: batch [%d, %d] exceeds the model's [%d, %d]", s, b, c->seq, c->batch);
-    int h = c->hidden, v = c->vocab, n = s * b, L = c->layers, train = ctx.train;
-    size_t nh = (size_t)n * h;
+    if (m->tp.sp && s % m->tp.t != 0)
+        ctron_fatal("gpt_forward: sequence parallelism needs the sequence (%d) divisible by t = %d", s, m->tp.t);
+    int h = c->hidden, n = s * b, L = c->layers, train = ctx.train, vl = m->vl;
     float p = train ? c->dropout : 0.0f;
     m->ledger.paused = !train;
     m->ctx = ctx;
     m->s_cur = s;
     m->b_cur = b;
+    m->s_rank = m->tp.sp ? s / m->tp.t : s;
+    m->s0 = m->tp.sp ? m->tp.rank * m->s_rank : 0;
+    size_t nrh = rank_rows_h(m), nr = (size_t)m->s_rank * b;
     memset(&m->model_acts, 0, sizeof m->model_acts);
     for (int l = 0; l < L; l++) memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
     BlockActs *M = &m->model_acts;
 
     // x = Dropout(wte[tokens] + wpe)
-    uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nh, train) : NULL;
+    uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, train) : NULL;
     float *x = input_of(m, 0, PASS_FORWARD);
-    embedding_forward(x, tokens, m->w.wte, m->w.wpe, s, b, h);
+    embed_forward(m, x, tokens);
     if (emb_mask) {
-        dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), s, b, h, ctx.sample0);
-        mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nh, train);
-        dropout_apply(x, emb_mask, p, nh);
+        dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, b, h, ctx.sample0);
+        mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
+        dropout_apply(x, emb_mask, p, nrh);
     }
-    saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
+    saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
 
     for (int l = 0; l < L; l++) x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
 
-    // logits = LN_f(x) · wteᵀ ; loss = cross-entropy
-    float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * (size_t)n, train);
-    float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nh, train);
-    layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, n, h);
-    saved_done(m, M, ACT_LM_IN, -1, lm_in, nh, train, 0);
-    float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * v, train);
-    linear_forward(logits, v, lm_in, h, m->w.wte, NULL, n, h, v);
+    // logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
+    float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
+    float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train);
+    layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
+    saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train, 0);
+    const float *lm_all = tp_gather_rows(m, lm_in, m->ws_gather, h, TPC_VOCAB);
+    float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
+    linear_forward(logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
     ledger_snapshot_forward_end(&m->ledger);
     if (!targets) return 0.0;
-    if (train) return crossentropy_forward_backward(logits, targets, m->row_loss, n, v, grad_scale);
-    return crossentropy_loss(logits, targets, m->row_loss, n, v);
+    if (m->tp.t <= 1) {
+        if (train) return crossentropy_forward_backward(logits, targets, m->row_loss, n, vl, grad_scale);
+        return crossentropy_loss(logits, targets, m->row_loss, n, vl);
+    }
+    // Three numbers per row from every rank: its max, its Σexp and its target logit.
+    float *part = m->ce_part + (size_t)m->tp.rank * n * 3;
+    crossentropy_vocab_partial(part, logits, targets, n, vl, m->v0, c->vocab);
+    tp_allgather(m, part, m->ce_part, (size_t)n * 3, TPC_VOCAB);
+    double loss = crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, m->tp.t, n);
+    if (train) crossentropy_vocab_backward(logits, m->ce_lse, targets, n, vl, m->v0, c->vocab, grad_scale);
+    return loss;
 }
 
-// d_res holds dL/d(block output) on entry and dL/d(block input) on return. Block l's tensors are
-// all held (kept by the forward, or recomputed just before); selective layers redo the attention core.
+// The rank's copy of a kept input of a column-parallel linear, for its weight gradient: the kept
+// tensor itself, or under SP its s/t shard gathered again.
+static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
+    const float *shard = saved_in(m, A, name, layer, rank_rows_h(m));
+    return tp_gather_rows(m, shard, m->ws_gather, m->cfg.hidden, TPC_REGATHER);
+}
+
+// d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
+// l's tensors are all held (kept by the forward, or recomputed just before); selective layers redo
+// the attention core.
 static void block_backward(GPT *m, int l) {
     const GPTConfig *c = &m->cfg;
-    int h = c->hidden, a = c->heads, s = m->s_cur, b = m->b_cur, n = s * b;
-    size_t nh = (size_t)n * h, as2b = (size_t)a * s * s * b;
+    int h = c->hidden, hl = m->hl, fl = m->fl, s = m->s_cur, b = m->b_cur, n = s * b, nr = m->s_rank * b;
+    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl, as2b = (size_t)m->al * s * s * b;
     float p = c->dropout;
     int drop = p > 0.0f;
     BlockActs *A = &m->blocks[l];
-    BlockTensors w = block_tensors(&m->w, h, l), g = block_tensors(&m->g, h, l);
+    BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
-    const float *d_fc2_out = m->d_res;
+    const float *d_mlp_out = m->d_res;
     if (drop) {
-        dropout_backward(m->d_tmp, m->d_res, mask_in(m, A, ACT_DROP2_MASK, l, nh), p, nh);
-        d_fc2_out = m->d_tmp;
+        dropout_backward(m->d_tmp, m->d_res, mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
+        d_mlp_out = m->d_tmp;
     }
-    linear_backward(m->d_4h, 4 * h, 0, g.fc2_w, g.fc2_b, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, 4 * nh), 4 * h,
-                    w.fc2_w, n, 4 * h, h);
-    gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, 4 * nh), 4 * nh);
-    linear_backward(m->d_tmp, h, 0, g.fc1_w, g.fc1_b, m->d_4h, 4 * h, saved_in(m, A, ACT_FC1_IN, l, nh), h, w.fc1_w,
-                    n, h, 4 * h);
-    layernorm_backward(m->d_res, 1, g.ln2_w, g.ln2_b, m->d_tmp, saved_in(m, A, ACT_LN2_IN, l, nh),
-                       saved_in(m, A, ACT_LN2_STATS, l, 2 * (size_t)n), w.ln2_w, n, h);
+    bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
+    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
+    linear_backward(m->d_4h, fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w, n,
+                    fl, h);
+    gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+    const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
+    linear_backward(m->ws_out, h, 0, g.fc1_w, g.fc1_b, m->d_4h, fl, fc1_in, h, w.fc1_w, n, h, fl);
+    const float *d_fc1_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);     // g backward
+    layernorm_backward(m->d_res, 1, g.ln2_w, g.ln2_b, d_fc1_in, saved_in(m, A, ACT_LN2_IN, l, nrh),
+                       saved_in(m, A, ACT_LN2_STATS, l, 2 * (size_t)nr), w.ln2_w, nr, h);
 
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
-    const float *d_proj_out = m->d_res;
+    const float *d_attn_out = m->d_res;
     if (drop) {
-        dropout_backward(m->d_tmp, m->d_res, mask_in(m, A, ACT_DROP1_MASK, l, nh), p, nh);
-        d_proj_out = m->d_tmp;
+        dropout_backward(m->d_tmp, m->d_res, mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
+        d_attn_out = m->d_tmp;
     }
-    float *d_ctx = m->d_4h;  // [s,b,h] slice of the 4h scratch
-    linear_backward(d_ctx, h, 0, g.proj_w, g.proj_b, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nh), h, w.proj_w,
-                    n, h, h);
-    const float *q = saved_in(m, A, ACT_Q, l, nh), *k = saved_in(m, A, ACT_K, l, nh), *v = saved_in(m, A, ACT_V, l, nh);
+    bias_backward(g.proj_b, d_attn_out, h, nr, h);
+    const float *d_proj_out = tp_gather_rows(m, d_attn_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
+    float *d_ctx = m->d_4h;  // [s,b,h/t] slice of the MLP scratch
+    linear_backward(d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
+                    n, hl, h);
+    const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
     if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
-        attention_backward_recompute(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, m->attn_scratch, s, b, a, h,
-                                     site_of(m, l, SITE_ATTN), m->ctx.sample0, m->policy.act_dtype == ACT_BF16);
+        attention_backward_recompute(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, m->attn_scratch, s, b, m->al, hl,
+                                     m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0,
+                                     m->policy.act_dtype == ACT_BF16);
     else
         attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
                            drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
-                           drop ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v, m->attn_scratch, s, b, a,
-                           h, p);
-    size_t hh = (size_t)h * h;
-    const float *qkv_in = saved_in(m, A, ACT_QKV_IN, l, nh);
-    linear_backward(m->d_tmp, h, 0, g.qkv_w, g.qkv_b, m->d_q, h, qkv_in, h, w.qkv_w, n, h, h);
-    linear_backward(m->d_tmp, h, 1, g.qkv_w + hh, g.qkv_b + h, m->d_k, h, qkv_in, h, w.qkv_w + hh, n, h, h);
-    linear_backward(m->d_tmp, h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * h, m->d_v, h, qkv_in, h, w.qkv_w + 2 * hh, n, h, h);
-    layernorm_backward(m->d_res, 1, g.ln1_w, g.ln1_b, m->d_tmp, saved_in(m, A, ACT_LN1_IN, l, nh),
-                       saved_in(m, A, ACT_LN1_STATS, l, 2 * (size_t)n), w.ln1_w, n, h);
+                           drop ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v, m->attn_scratch, s, b,
+                           m->al, hl, p);
+    size_t hh = (size_t)hl * h;
+    const float *qkv_in = regather(m, A, ACT_QKV_IN, l);
+    linear_backward(m->ws_out, h, 0, g.qkv_w, g.qkv_b, m->d_q, hl, qkv_in, h, w.qkv_w, n, h, hl);
+    linear_backward(m->ws_out, h, 1, g.qkv_w + hh, g.qkv_b + hl, m->d_k, hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
+    linear_backward(m->ws_out, h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, m->d_v, hl, qkv_in, h, w.qkv_w + 2 * hh, n,
+                    h, hl);
+    const float *d_qkv_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);      // g backward
+    layernorm_backward(m->d_res, 1, g.ln1_w, g.ln1_b, d_qkv_in, saved_in(m, A, ACT_LN1_IN, l, nrh),
+                       saved_in(m, A, ACT_LN1_STATS, l, 2 * (size_t)nr), w.ln1_w, nr, h);
 }
 
 // Runs the forward of layers g0..g1 again from g0's checkpoint, keeping everything, so that their
 // backward can follow. The recomputation is the same code on the same inputs: bit-identical.
 static void recompute_group(GPT *m, int g0, int g1) {
-    size_t nh = (size_t)m->s_cur * m->b_cur * m->cfg.hidden;
-    const float *x = saved_in(m, &m->blocks[g0], ACT_LN1_IN, g0, nh);
+    const float *x = saved_in(m, &m->blocks[g0], ACT_LN1_IN, g0, rank_rows_h(m));
     for (int l = g0; l <= g1; l++) x = block_forward(m, l, x, PASS_RECOMPUTE, l < g1 ? OUT_NEXT_BLOCK : OUT_DISCARD);
 }
 
 void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     const GPTConfig *c = &m->cfg;
     if (!ctx.train || !m->ctx.train) ctron_fatal("gpt_backward after an evaluation forward");
-    int s = m->s_cur, b = m->b_cur, h = c->hidden, v = c->vocab, n = s * b, L = c->layers;
-    size_t nh = (size_t)n * h;
+    int s = m->s_cur, b = m->b_cur, h = c->hidden, vl = m->vl, n = s * b, L = c->layers, nr = m->s_rank * b;
+    size_t nrh = rank_rows_h(m);
     BlockActs *M = &m->model_acts;
     const MemoryPolicy *pol = &m->policy;
 
     // logits = lm_in · wteᵀ (the logits buffer already holds dL/dlogits), then the final LN
-    linear_backward(m->d_tmp, h, 0, m->g.wte, NULL, m->logits, v, saved_in(m, M, ACT_LM_IN, -1, nh), h, m->w.wte, n,
-                    h, v);
-    layernorm_backward(m->d_res, 0, m->g.lnf_w, m->g.lnf_b, m->d_tmp, saved_in(m, M, ACT_LNF_IN, -1, nh),
-                       saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)n), m->w.lnf_w, n, h);
+    const float *lm_in = regather(m, M, ACT_LM_IN, -1);
+    linear_backward(m->ws_out, h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+    const float *d_lm_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_VOCAB);
+    layernorm_backward(m->d_res, 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
+                       saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
     arena_pop_to(&m->arena, m->mark_head);
 
     for (int l = L - 1; l >= 0; l--) {
@@ -330,8 +419,14 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     }
 
     // x = Dropout(wte[tokens] + wpe)
-    if (c->dropout > 0.0f) dropout_apply(m->d_res, mask_in(m, M, ACT_EMB_MASK, -1, nh), c->dropout, nh);
-    embedding_backward(m->g.wte, m->g.wpe, m->d_res, tokens, s, b, h);
+    if (c->dropout > 0.0f) dropout_apply(m->d_res, mask_in(m, M, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
+    if (m->tp.t <= 1) {
+        embedding_backward(m->g.wte, m->g.wpe, m->d_res, tokens, s, b, h);
+    } else {
+        embedding_positions_backward(m->g.wpe, m->d_res, m->s0, m->s_rank, b, h);
+        const float *d_x = tp_gather_rows(m, m->d_res, m->ws_gather, h, TPC_VOCAB);
+        embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
+    }
     arena_pop_to(&m->arena, 0);
     memset(M->saved, 0, sizeof M->saved);
 }

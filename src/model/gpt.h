@@ -7,6 +7,7 @@
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
 #include "model/policy.h"
+#include "parallel/comm.h"
 #include "util/philox.h"
 
 typedef struct {
@@ -27,13 +28,34 @@ typedef struct {
     float *lnf_w, *lnf_b;         // [h]
 } GPTTensors;
 
-// One named parameter tensor (GPT-2 state-dict names, e.g. "h.0.attn.c_attn.weight").
+// How a tensor is split over the TP ranks (Megatron): column-parallel weights and biases and the
+// vocabulary-parallel embedding hold a slice of the rows (c_attn splits q, k and v separately: 3
+// row blocks), row-parallel weights a slice of the columns; the rest is replicated.
+typedef enum { TP_REPLICATED, TP_ROWS, TP_COLS } TPSplit;
+
+// One named parameter tensor (GPT-2 state-dict names, e.g. "h.0.attn.c_attn.weight"). shape is
+// this rank's shard; full_shape the model's tensor.
 typedef struct {
     char name[48];
     size_t offset, numel;
-    int ndim, shape[2];
+    int ndim, shape[2], full_shape[2];
     int decay;                    // AdamW weight decay applies (weight matrices and wte)
+    TPSplit split;
+    int row_blocks;               // TP_ROWS: row blocks split separately (3 for c_attn)
+    int sp_partial;               // under SP each TP rank computes part of this gradient: all-reduce over TP
 } ParamInfo;
+
+// What the TP group's bytes were moved for (comm.h's convention): the conjugate operators inside
+// the blocks (f/f̄ all-reduces, or SP's g/ḡ all-gathers and reduce-scatters), SP's re-gathering in
+// backward of the column-parallel inputs it kept as shards, and the vocabulary-parallel embedding,
+// output layer and cross-entropy.
+typedef enum { TPC_BLOCK, TPC_REGATHER, TPC_VOCAB, TPC_PURPOSES } TPCommPurpose;
+
+// The rank's place in tensor (and sequence) parallelism. t = 1: the whole model on this process.
+typedef struct {
+    int t, rank, sp;
+    CommGroup *group;             // the TP group (NULL or a group of one when t = 1)
+} TPLayout;
 
 // What one block (or, for layer -1, the model around the blocks) holds for backward: the arena
 // copy of each named tensor (fp32, bf16 or mask storage); NULL when the policy does not keep it.
@@ -53,7 +75,13 @@ typedef struct {
 typedef struct {
     GPTConfig cfg;
     MemoryPolicy policy;          // recompute plan, mask storage, stored precision
-    size_t n_params;
+    TPLayout tp;
+    // This rank's widths: hidden columns of q/k/v/context (h/t), heads (a/t), MLP columns (4h/t),
+    // vocabulary rows (⌈v/t⌉: the vocabulary is padded to a multiple of t), first head, first
+    // vocabulary row, and its sequence rows: s_rank positions from s0 (all of them without SP).
+    int hl, al, fl, vl, head0, v0;
+    size_t n_params;              // this rank's parameters (its shards and the replicated tensors)
+    uint64_t comm_bytes[TPC_PURPOSES];  // TP bytes moved since the caller last zeroed them
     float *params, *grads;
     GPTTensors w, g;
     ParamInfo *info;
@@ -68,9 +96,13 @@ typedef struct {
     float *logits;                // [s,b,v] of the last forward (arena or workspace); gradient after training
     StepCtx ctx;                  // the micro-batch whose activations are held now
     int s_cur, b_cur;
+    int s0, s_rank;               // the sequence rows this rank holds (SP: s/t of them from s0)
 
     // Workspace: temporaries of one op, never held across layers (not activations).
-    float *ws_out;                // [s,b,h] projection / FC2 output
+    float *ws_out;                // [s,b,h] projection / FC2 output (partial sums under TP)
+    float *ws_gather;             // [s,b,h] a gathered (SP) or reduced input/gradient
+    float *ce_part;               // [t, s·b, 3] vocabulary-parallel cross-entropy partials
+    float *ce_lse;                // [s·b] log-sum-exp per row
     float *d_res, *d_tmp, *d_q, *d_k, *d_v;  // [s,b,h] gradients
     float *d_4h;                  // [s,b,4h]
     float *attn_scratch;          // [threads, s, s]
@@ -82,9 +114,21 @@ typedef struct {
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.
 // policy NULL: no recompute, fp32 activations, byte masks. The policy is copied.
 void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy);
+// The same for one rank of a TP group (tp NULL: t = 1). heads, 4·hidden and, with SP, seq must be
+// divisible by t (the CLI checks). Every TP rank of a group calls gpt_forward/backward together.
+void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp);
+// Parameters (and their names) only, the whole model: what checkpoints and generation use.
+void gpt_init_params(GPT *m, const GPTConfig *cfg);
 void gpt_free(GPT *m);
-// Parameters drawn from Philox keyed by seed: each element is a function of its tensor and index.
+// Parameters drawn from Philox keyed by seed: each element is a function of its tensor and its index
+// in the unsharded tensor, so every TP layout starts from the same model.
 void gpt_init_weights(GPT *m, uint64_t seed);
+// Between the whole model's flat layout (gpt_init_params) and this rank's shards: a copy of this
+// rank's slices out of full (padded vocabulary rows become 0), or the gathering of every rank's
+// slices into full (collective over the TP group; every rank receives the whole model). src/dst
+// are laid out as m->params (e.g. gradients or optimizer moments).
+void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst);
+void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf);
 // tokens, targets [s,b]. Training: returns Σ loss over the s·b rows and leaves grad_scale·dloss/dlogits
 // in place of the logits, ready for gpt_backward. Evaluation (train = 0): returns Σ loss (targets may be
 // NULL; then returns 0) and leaves the logits readable via m->logits; nothing goes to the arena.

@@ -6,12 +6,12 @@
 #include "model/params.h"
 #include "util/common.h"
 
-BlockTensors block_tensors(const GPTTensors *t, int h, int l) {
-    size_t L = (size_t)l, H = (size_t)h;
+BlockTensors block_tensors(const GPT *m, const GPTTensors *t, int l) {
+    size_t L = (size_t)l, H = (size_t)m->cfg.hidden, hl = (size_t)m->hl, fl = (size_t)m->fl;
     BlockTensors b = {
-        t->ln1_w + L * H, t->ln1_b + L * H, t->qkv_w + L * 3 * H * H, t->qkv_b + L * 3 * H,
-        t->proj_w + L * H * H, t->proj_b + L * H, t->ln2_w + L * H, t->ln2_b + L * H,
-        t->fc1_w + L * 4 * H * H, t->fc1_b + L * 4 * H, t->fc2_w + L * 4 * H * H, t->fc2_b + L * H};
+        t->ln1_w + L * H, t->ln1_b + L * H, t->qkv_w + L * 3 * hl * H, t->qkv_b + L * 3 * hl,
+        t->proj_w + L * H * hl, t->proj_b + L * H, t->ln2_w + L * H, t->ln2_b + L * H,
+        t->fc1_w + L * fl * H, t->fc1_b + L * fl, t->fc2_w + L * H * fl, t->fc2_b + L * H};
     return b;
 }
 
@@ -21,61 +21,81 @@ size_t gpt_num_params(const GPTConfig *c) {
     return (size_t)c->vocab * h + (size_t)c->seq * h + L * per_layer + 2 * h;
 }
 
-// Lays the tensors out in one buffer (stacked per kind) and records their names.
-void bind_tensors(GPTTensors *t, float *base, const GPTConfig *c) {
-    size_t h = (size_t)c->hidden, L = (size_t)c->layers;
+size_t local_num_params(const GPT *m) {
+    size_t h = (size_t)m->cfg.hidden, L = (size_t)m->cfg.layers, hl = (size_t)m->hl, fl = (size_t)m->fl;
+    size_t per_layer = 2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h;
+    return (size_t)m->vl * h + (size_t)m->cfg.seq * h + L * per_layer + 2 * h;
+}
+
+// Lays the tensors out in one buffer (stacked per kind).
+void bind_tensors(const GPT *m, GPTTensors *t, float *base) {
+    size_t h = (size_t)m->cfg.hidden, L = (size_t)m->cfg.layers, hl = (size_t)m->hl, fl = (size_t)m->fl;
     float *p = base;
 #define TAKE(field, count) do { t->field = p; p += (count); } while (0)
-    TAKE(wte, (size_t)c->vocab * h); TAKE(wpe, (size_t)c->seq * h);
+    TAKE(wte, (size_t)m->vl * h); TAKE(wpe, (size_t)m->cfg.seq * h);
     TAKE(ln1_w, L * h); TAKE(ln1_b, L * h);
-    TAKE(qkv_w, L * 3 * h * h); TAKE(qkv_b, L * 3 * h);
-    TAKE(proj_w, L * h * h); TAKE(proj_b, L * h);
+    TAKE(qkv_w, L * 3 * hl * h); TAKE(qkv_b, L * 3 * hl);
+    TAKE(proj_w, L * h * hl); TAKE(proj_b, L * h);
     TAKE(ln2_w, L * h); TAKE(ln2_b, L * h);
-    TAKE(fc1_w, L * 4 * h * h); TAKE(fc1_b, L * 4 * h);
-    TAKE(fc2_w, L * 4 * h * h); TAKE(fc2_b, L * h);
+    TAKE(fc1_w, L * fl * h); TAKE(fc1_b, L * fl);
+    TAKE(fc2_w, L * h * fl); TAKE(fc2_b, L * h);
     TAKE(lnf_w, h); TAKE(lnf_b, h);
 #undef TAKE
 }
 
-static void add_info(GPT *m, const char *name, const float *ptr, int rows, int cols, int decay) {
+typedef struct { int rows, cols, full_rows, full_cols; TPSplit split; int blocks; } Shard;
+
+static void add_info(GPT *m, const char *name, const float *ptr, Shard sh, int decay) {
     ParamInfo *pi = &m->info[m->n_info++];
     snprintf(pi->name, sizeof pi->name, "%s", name);
     pi->offset = (size_t)(ptr - m->params);
-    pi->ndim = cols > 0 ? 2 : 1;
-    pi->shape[0] = rows;
-    pi->shape[1] = cols > 0 ? cols : 0;
-    pi->numel = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    pi->ndim = sh.cols > 0 ? 2 : 1;
+    pi->shape[0] = sh.rows;
+    pi->shape[1] = sh.cols > 0 ? sh.cols : 0;
+    pi->full_shape[0] = sh.full_rows;
+    pi->full_shape[1] = sh.cols > 0 ? sh.full_cols : 0;
+    pi->numel = (size_t)sh.rows * (size_t)(sh.cols > 0 ? sh.cols : 1);
     pi->decay = decay;
+    pi->split = sh.split;
+    pi->row_blocks = sh.blocks;
+    // SP runs LayerNorms, the row-parallel biases, dropout and the position embedding on s/t rows.
+    pi->sp_partial = m->tp.sp && sh.split == TP_REPLICATED;
 }
 
 void build_info(GPT *m) {
-    int h = m->cfg.hidden;
+    int h = m->cfg.hidden, hl = m->hl, fl = m->fl;
     m->info = xmalloc(sizeof(ParamInfo) * (size_t)(4 + 12 * m->cfg.layers));
     m->n_info = 0;
+    Shard vec = {h, 0, h, 0, TP_REPLICATED, 1};
+    Shard wte = {m->vl, h, m->cfg.vocab, h, TP_ROWS, 1}, wpe = {m->cfg.seq, h, m->cfg.seq, h, TP_REPLICATED, 1};
+    Shard qkv_w = {3 * hl, h, 3 * h, h, TP_ROWS, 3}, qkv_b = {3 * hl, 0, 3 * h, 0, TP_ROWS, 3};
+    Shard proj_w = {h, hl, h, h, TP_COLS, 1};
+    Shard fc1_w = {fl, h, 4 * h, h, TP_ROWS, 1}, fc1_b = {fl, 0, 4 * h, 0, TP_ROWS, 1};
+    Shard fc2_w = {h, fl, h, 4 * h, TP_COLS, 1};
     // Weight decay: weight matrices and the (tied) token embedding; not biases, LN or positions.
-    add_info(m, "wte.weight", m->w.wte, m->cfg.vocab, h, 1);
-    add_info(m, "wpe.weight", m->w.wpe, m->cfg.seq, h, 0);
+    add_info(m, "wte.weight", m->w.wte, wte, 1);
+    add_info(m, "wpe.weight", m->w.wpe, wpe, 0);
     char name[48];
     for (int l = 0; l < m->cfg.layers; l++) {
-        BlockTensors b = block_tensors(&m->w, h, l);
-#define INFO(suffix, ptr, rows, cols, decay) \
-        do { snprintf(name, sizeof name, "h.%d.%s", l, suffix); add_info(m, name, ptr, rows, cols, decay); } while (0)
-        INFO("ln_1.weight", b.ln1_w, h, 0, 0);
-        INFO("ln_1.bias", b.ln1_b, h, 0, 0);
-        INFO("attn.c_attn.weight", b.qkv_w, 3 * h, h, 1);
-        INFO("attn.c_attn.bias", b.qkv_b, 3 * h, 0, 0);
-        INFO("attn.c_proj.weight", b.proj_w, h, h, 1);
-        INFO("attn.c_proj.bias", b.proj_b, h, 0, 0);
-        INFO("ln_2.weight", b.ln2_w, h, 0, 0);
-        INFO("ln_2.bias", b.ln2_b, h, 0, 0);
-        INFO("mlp.c_fc.weight", b.fc1_w, 4 * h, h, 1);
-        INFO("mlp.c_fc.bias", b.fc1_b, 4 * h, 0, 0);
-        INFO("mlp.c_proj.weight", b.fc2_w, h, 4 * h, 1);
-        INFO("mlp.c_proj.bias", b.fc2_b, h, 0, 0);
+        BlockTensors b = block_tensors(m, &m->w, l);
+#define INFO(suffix, ptr, shard, decay) \
+        do { snprintf(name, sizeof name, "h.%d.%s", l, suffix); add_info(m, name, ptr, shard, decay); } while (0)
+        INFO("ln_1.weight", b.ln1_w, vec, 0);
+        INFO("ln_1.bias", b.ln1_b, vec, 0);
+        INFO("attn.c_attn.weight", b.qkv_w, qkv_w, 1);
+        INFO("attn.c_attn.bias", b.qkv_b, qkv_b, 0);
+        INFO("attn.c_proj.weight", b.proj_w, proj_w, 1);
+        INFO("attn.c_proj.bias", b.proj_b, vec, 0);
+        INFO("ln_2.weight", b.ln2_w, vec, 0);
+        INFO("ln_2.bias", b.ln2_b, vec, 0);
+        INFO("mlp.c_fc.weight", b.fc1_w, fc1_w, 1);
+        INFO("mlp.c_fc.bias", b.fc1_b, fc1_b, 0);
+        INFO("mlp.c_proj.weight", b.fc2_w, fc2_w, 1);
+        INFO("mlp.c_proj.bias", b.fc2_b, vec, 0);
 #undef INFO
     }
-    add_info(m, "ln_f.weight", m->w.lnf_w, h, 0, 0);
-    add_info(m, "ln_f.bias", m->w.lnf_b, h, 0, 0);
+    add_info(m, "ln_f.weight", m->w.lnf_w, vec, 0);
+    add_info(m, "ln_f.bias", m->w.lnf_b, vec, 0);
 }
 
 const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
@@ -98,7 +118,23 @@ static void fill_normal(float *x, size_t n, float std, uint64_t seed, uint32_t i
     }
 }
 
+static void init_whole(GPT *m, uint64_t seed);
+
 void gpt_init_weights(GPT *m, uint64_t seed) {
+    if (m->tp.t <= 1) {
+        init_whole(m, seed);
+        return;
+    }
+    // Each element is drawn at its index in the unsharded tensor: initialise the whole model and keep
+    // this rank's slices (a transient copy of the model, once per run).
+    GPT full;
+    gpt_init_params(&full, &m->cfg);
+    init_whole(&full, seed);
+    gpt_shard_from_full(m, &full, full.params, m->params);
+    gpt_free(&full);
+}
+
+static void init_whole(GPT *m, uint64_t seed) {
     // GPT-2 initialisation: N(0, 0.02²) for weights and embeddings, residual projections scaled by
     // 1/√(2L), zero biases, LayerNorm weight 1 and bias 0.
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
@@ -122,3 +158,54 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
 
 void gpt_zero_grad(GPT *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
+
+// Element (row, col) of this rank's shard of pi ↔ the element of the unsharded tensor, or -1 for a
+// padded vocabulary row that the model does not have.
+static long full_index(const ParamInfo *pi, int t_rank, long row, long col) {
+    long cols = pi->ndim == 2 ? pi->full_shape[1] : 1;
+    switch (pi->split) {
+    case TP_REPLICATED:
+        return row * cols + col;
+    case TP_ROWS: {
+        long blk_local = pi->shape[0] / pi->row_blocks, blk_full = pi->full_shape[0] / pi->row_blocks;
+        long blk = row / blk_local, r = (long)t_rank * blk_local + row % blk_local;
+        if (r >= blk_full) return -1;
+        return (blk * blk_full + r) * cols + col;
+    }
+    case TP_COLS:
+        return row * cols + (long)t_rank * pi->shape[1] + col;
+    }
+    return -1;
+}
+
+// Copies between this rank's tensors (local) and the unsharded ones (full), for rank t_rank's slices.
+static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, float *full_buf, int to_local) {
+    for (int i = 0; i < m->n_info; i++) {
+        const ParamInfo *pi = &m->info[i], *fi = &full->info[i];
+        long rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1;
+        float *lp = local + pi->offset, *fp = full_buf + fi->offset;
+#pragma omp parallel for schedule(static)
+        for (long r = 0; r < rows; r++)
+            for (long c = 0; c < cols; c++) {
+                long f = full_index(pi, t_rank, r, c);
+                if (to_local) lp[r * cols + c] = f < 0 ? 0.0f : fp[f];
+                else if (f >= 0) fp[f] = lp[r * cols + c];
+            }
+    }
+}
+
+void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst) {
+    shard_copy(m, full, m->tp.t > 1 ? m->tp.rank : 0, dst, (float *)full_buf, 1);
+}
+
+void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf) {
+    int t = m->tp.t > 1 ? m->tp.t : 1;
+    if (t == 1) {
+        shard_copy(m, full, 0, (float *)src, full_buf, 0);
+        return;
+    }
+    float *all = xmalloc(m->n_params * (size_t)t * sizeof(float));
+    comm_allgather(m->tp.group, src, all, m->n_params);
+    for (int r = 0; r < t; r++) shard_copy(m, full, r, all + (size_t)r * m->n_params, full_buf, 0);
+    free(all);
+}

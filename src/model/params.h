@@ -8,7 +8,10 @@ typedef struct {
     float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 } BlockTensors;
 
-BlockTensors block_tensors(const GPTTensors *t, int h, int l);
-void bind_tensors(GPTTensors *t, float *base, const GPTConfig *c);
+// Layer l's slices (m gives this rank's widths).
+BlockTensors block_tensors(const GPT *m, const GPTTensors *t, int l);
+// This rank's parameter count, the views into base, and the names and shard descriptions.
+size_t local_num_params(const GPT *m);
+void bind_tensors(const GPT *m, GPTTensors *t, float *base);
 void build_info(GPT *m);
 #endif

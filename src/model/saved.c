@@ -92,12 +92,12 @@ static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
     case ACT_DROP2_MASK: site.site = SITE_DROP2; break;
     case ACT_ATTN_MASK:
         site.site = SITE_ATTN;
-        attention_mask(keep, m->s_cur, m->b_cur, c->heads, site, m->ctx.sample0);
+        attention_mask(keep, m->s_cur, m->b_cur, m->al, m->head0, site, m->ctx.sample0);
         return;
     default:
         ctron_fatal("regenerate: %s is not a dropout mask", act_name_str(name));
     }
-    dropout_mask_sbw(keep, site, m->s_cur, m->b_cur, c->hidden, m->ctx.sample0);
+    dropout_mask_sbw(keep, site, m->s0, m->s_rank, m->b_cur, c->hidden, m->ctx.sample0);
 }
 
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {

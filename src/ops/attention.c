@@ -57,7 +57,7 @@ static void head_core(float *P, uint8_t *K, float *D, const float *q, const floa
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0,
+                       const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16) {
     int d = h / a, ld = b * h;
     size_t ss = (size_t)s * s;
@@ -68,15 +68,16 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
         size_t off = (size_t)bi * h + (size_t)j * d;
         float *P = prob + (size_t)bj * ss, *D = keep ? drop + (size_t)bj * ss : P;
         head_core(P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi,
-                  j, round_bf16);
+                  head0 + j, round_bf16);
         if (ctx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, D, s, v + off, ld, 0.0f, ctx + off, ld);
     }
 }
 
-void attention_mask(uint8_t *keep, int s, int b, int a, DropoutSite site, uint32_t sample0) {
+void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0) {
     size_t ss = (size_t)s * s;
 #pragma omp parallel for schedule(static)
-    for (int bj = 0; bj < b * a; bj++) causal_mask_rows(keep + (size_t)bj * ss, site, sample0 + (uint32_t)(bj / a), bj % a, s);
+    for (int bj = 0; bj < b * a; bj++)
+        causal_mask_rows(keep + (size_t)bj * ss, site, sample0 + (uint32_t)(bj / a), head0 + bj % a, s);
 }
 
 // Backward of one (sequence, head) from its P, K, D; dP is s·s scratch.
@@ -124,7 +125,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                   const float *k, const float *v, float *scratch, int s, int b, int a, int h,
-                                  DropoutSite site, uint32_t sample0, int round_bf16) {
+                                  int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
     int d = h / a, ld = b * h, drop = site.p > 0.0f;
     size_t ss = (size_t)s * s;
 #pragma omp parallel for schedule(static)
@@ -135,7 +136,7 @@ void attention_backward_recompute(float *dq, float *dk, float *dv, const float *
         float *P = scratch + (size_t)omp_get_thread_num() * ATTENTION_RECOMPUTE_SCRATCH(s);
         float *D = drop ? P + ss : P, *dP = P + 2 * ss;
         uint8_t *K = drop ? (uint8_t *)(P + 3 * ss) : NULL;
-        head_core(P, K, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi, j, round_bf16);
+        head_core(P, K, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
         head_backward(dq + off, dk + off, dv + off, dctx + off, P, K, D, q + off, k + off, v + off, dP, s, d, ld,
                       site.p);
     }

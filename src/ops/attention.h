@@ -8,12 +8,13 @@
 
 // q,k,v [s,b,h] -> ctx [s,b,h]; prob [b,a,s,s]; keep, drop [b,a,s,s] (both NULL when p = 0).
 // ctx NULL skips · v (selective recompute needs only prob, keep and drop). round_bf16: prob and drop
-// are rounded to bf16 before use, as when they are stored in bf16.
+// are rounded to bf16 before use, as when they are stored in bf16. Under tensor parallelism a rank
+// holds heads head0 .. head0+a−1 of the model (h = its a·d columns); masks use the global head.
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int h, DropoutSite site, uint32_t sample0,
+                       const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16);
 // The attention dropout mask [b,a,s,s] alone, exactly as attention_forward draws it.
-void attention_mask(uint8_t *keep, int s, int b, int a, DropoutSite site, uint32_t sample0);
+void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
 // dctx [s,b,h] -> dq, dk, dv [s,b,h]; scratch holds s·s floats per OpenMP thread.
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
@@ -25,5 +26,5 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 #define ATTENTION_RECOMPUTE_SCRATCH(s) (3 * (size_t)(s) * (size_t)(s) + ((size_t)(s) * (size_t)(s) + 3) / 4)
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                   const float *k, const float *v, float *scratch, int s, int b, int a, int h,
-                                  DropoutSite site, uint32_t sample0, int round_bf16);
+                                  int head0, DropoutSite site, uint32_t sample0, int round_bf16);
 #endif

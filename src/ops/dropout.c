@@ -64,10 +64,10 @@ void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t
     }
 }
 
-void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s, int b, int w, uint32_t sample0) {
+void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0) {
 #pragma omp parallel for schedule(static)
     for (int row = 0; row < s * b; row++) {
-        int si = row / b, bi = row % b;
+        int si = s0 + row / b, bi = row % b;
         dropout_mask_run(keep + (size_t)row * w, site, sample0 + (uint32_t)bi, (uint64_t)si * (uint64_t)w, (size_t)w);
     }
 }

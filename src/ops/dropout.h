@@ -20,8 +20,10 @@ typedef struct {
 
 // keep[i] = 1/0 for per-sample element indices first .. first+count-1 of one sample.
 void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t first, size_t count);
-// Mask of an [s, b, w] activation; column c of row (si, bi) has index si·w + c in sample sample0 + bi.
-void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s, int b, int w, uint32_t sample0);
+// Mask of an [s, b, w] activation whose first row is sequence position s0 (s0 > 0 for a rank's
+// shard under sequence parallelism): column c of row (si, bi) has index (s0+si)·w + c in sample
+// sample0 + bi.
+void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0);
 
 // out[r,c] = res[r,c] + keep·(y[r,c] + bias[c])/(1−p)  ([n, w]; keep NULL means p = 0; bias may be NULL)
 void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,
