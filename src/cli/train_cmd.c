@@ -61,6 +61,11 @@ void cli_train_usage(FILE *f) {
         "  --sample N        after training, print N sampled tokens (KV-cache generation)\n"
         "  --prompt TEXT     prompt for --sample (default a newline)\n"
         "\n"
+        "parallelism (docs/PARALLEL.md; launch with mpirun -np N, N = dp x tp)\n"
+        "  --tp T            tensor-parallel size: T consecutive ranks share each layer (heads split) (default 1)\n"
+        "  --sp              sequence parallelism in the TP group: LN, dropout, residual on s/T rows each\n"
+        "  --zero 0|1        1: ZeRO-1, AdamW state sharded over the data-parallel ranks (default 0)\n"
+        "\n"
         "checkpoints (docs/CHECKPOINTS.md)\n"
         "  --ckpt-dir DIR    save checkpoints to DIR/step_NNNNNNNN (atomically)\n"
         "  --save-every N    save every N steps; always at the last step (default 0: only at the last)\n"
@@ -82,7 +87,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o) {
@@ -107,6 +112,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
         {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
+        {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -176,6 +182,9 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         case OPT_KEEP: rc = parse_int("--keep", optarg, 0, INT_MAX, &o->keep); break;
         case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
         case OPT_RESUME: o->resume = optarg; break;
+        case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
+        case OPT_SP: o->sp = 1; break;
+        case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;
         case 'h': cli_train_usage(stdout); return -1;
         case ':': return usage_error("%s: missing value", flag);
         default: return usage_error("unknown option '%s'", flag);
@@ -249,6 +258,10 @@ static int parse_on_all_ranks(Comm *comm, int argc, char **argv, TrainOptions *o
         if (!freopen("/dev/null", "w", stderr)) saved = -1;
     }
     int rc = cli_parse_train(argc, argv, o);
+    if (rc == 0) {   // the layout needs the world's size; every rank reaches the same verdict
+        char err[512];
+        if (train_check_layout(o, w->size, err, sizeof err) != 0) rc = usage_error("%s", err);
+    }
     if (saved >= 0) { fflush(stderr); dup2(saved, fileno(stderr)); close(saved); }
     float flags[2] = {rc != 0 && rc != -1 ? 1.0f : 0.0f, w->rank == 0 && rc != 0 && rc != -1 ? 1.0f : 0.0f};
     if (w->size > 1) comm_allreduce_sum(w, flags, flags, 2);

@@ -7,8 +7,8 @@ void adamw_init(AdamW *opt, size_t n_params, float beta1, float beta2, float eps
     opt->beta2 = beta2;
     opt->eps = eps;
     opt->weight_decay = weight_decay;
-    opt->m = xcalloc(n_params * sizeof(float));
-    opt->v = xcalloc(n_params * sizeof(float));
+    opt->m = xcalloc((n_params ? n_params : 1) * sizeof(float));
+    opt->v = xcalloc((n_params ? n_params : 1) * sizeof(float));
     opt->n = n_params;
     opt->t = 0;
 }
@@ -19,16 +19,19 @@ void adamw_free(AdamW *opt) {
     opt->m = opt->v = NULL;
 }
 
-void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale) {
-    opt->t++;
+void adamw_tick(AdamW *opt) { opt->t++; }
+
+void adamw_update_range(AdamW *opt, GPT *m, float lr, float grad_scale, size_t lo, size_t hi, size_t state_off) {
     float b1 = opt->beta1, b2 = opt->beta2;
     float c1 = 1.0f - powf(b1, (float)opt->t), c2 = 1.0f - powf(b2, (float)opt->t);
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *pi = &m->info[i];
-        float *w = m->params + pi->offset, *g = m->grads + pi->offset;
-        float *mm = opt->m + pi->offset, *vv = opt->v + pi->offset;
+        size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
+        if (a >= z) continue;
+        float *w = m->params + a, *g = m->grads + a;
+        float *mm = opt->m + state_off + (a - lo), *vv = opt->v + state_off + (a - lo);
         float decay = pi->decay ? opt->weight_decay : 0.0f;
-        long n = (long)pi->numel;
+        long n = (long)(z - a);
 #pragma omp parallel for simd schedule(static)
         for (long e = 0; e < n; e++) {
             float ge = g[e] * grad_scale;
@@ -38,4 +41,9 @@ void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale) {
             w[e] -= lr * (mhat / (sqrtf(vhat) + opt->eps) + decay * w[e]);
         }
     }
+}
+
+void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale) {
+    adamw_tick(opt);
+    adamw_update_range(opt, m, lr, grad_scale, 0, m->n_params, 0);
 }

@@ -6,7 +6,7 @@
 
 typedef struct {
     float beta1, beta2, eps, weight_decay;
-    float *m, *v;       // [n_params] first and second moments
+    float *m, *v;       // [n] first and second moments (all parameters, or a ZeRO-1 rank's share)
     size_t n;
     long t;             // steps taken
 } AdamW;
@@ -16,4 +16,9 @@ void adamw_free(AdamW *opt);
 // One update of every parameter of m with its gradient times grad_scale (the clipping factor, applied
 // here rather than in a separate pass over the gradients); decay only where ParamInfo.decay is set.
 void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale);
+// The same in pieces (ZeRO-1: a rank updates the parameters whose state it holds): adamw_tick once
+// per step, then adamw_update_range for parameters [lo, hi) of m's flat buffer, whose moments are
+// opt->m/v[state_off ..].
+void adamw_tick(AdamW *opt);
+void adamw_update_range(AdamW *opt, GPT *m, float lr, float grad_scale, size_t lo, size_t hi, size_t state_off);
 #endif

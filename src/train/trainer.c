@@ -11,6 +11,9 @@
 #include "memory/ledger_report.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
+#include "train/grads_dist.h"
+#include "train/train_dist.h"
+#include "train/zero.h"
 #include "train/sample.h"
 #include "train/schedule.h"
 #include "train/train_ckpt.h"
@@ -46,6 +49,30 @@ void train_options_default(TrainOptions *o) {
     o->masks = MASKS_BYTES;
     o->act_dtype = ACT_FP32;
     o->show_ledger = 1;
+    o->tp = 1;
+}
+
+int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen) {
+    const GPTConfig *c = &o->model;
+    if (o->tp < 1 || world_size % o->tp != 0) {
+        snprintf(err, errlen, "--tp %d does not divide the %d rank%s of this run (ranks = dp x tp; launch with "
+                 "mpirun -np N where N is a multiple of %d)", o->tp, world_size, world_size == 1 ? "" : "s", o->tp);
+        return -1;
+    }
+    if (c->heads % o->tp != 0) {
+        snprintf(err, errlen, "--tp %d does not divide --heads %d (each TP rank takes whole heads)", o->tp, c->heads);
+        return -1;
+    }
+    if (o->sp && o->tp < 2) {
+        snprintf(err, errlen, "--sp splits the sequence over the TP group: it needs --tp 2 or more");
+        return -1;
+    }
+    if (o->sp && c->seq % o->tp != 0) {
+        snprintf(err, errlen, "--sp needs --seq %d divisible by --tp %d (each TP rank holds s/t positions)", c->seq,
+                 o->tp);
+        return -1;
+    }
+    return 0;
 }
 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
@@ -71,7 +98,8 @@ static int all_ok(CommGroup *w, int ok) {
     return bad == 0.0f;
 }
 
-// Validation batches are shared out over the ranks and their loss sums added up.
+// Validation batches are shared out over the dp groups and their loss sums added up (a TP group
+// computes each of its batches together).
 static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets, CommGroup *w) {
     const GPTConfig *c = &m->cfg;
     double sum = 0.0;
@@ -86,13 +114,6 @@ static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens
     return (w->size > 1 ? (double)total : sum) / ((double)n_batches * c->seq * c->batch);
 }
 
-// Data parallelism: every rank's gradients are summed (each already carries its share of the mean),
-// in buckets so no second parameter-sized buffer is needed.
-static void allreduce_grads(CommGroup *w, float *g, size_t n) {
-    if (w->size == 1) return;
-    enum { BUCKET = 1 << 22 };   // 16 MiB of fp32 per call
-    for (size_t off = 0; off < n; off += BUCKET) comm_allreduce_sum(w, g + off, g + off, n - off < BUCKET ? n - off : BUCKET);
-}
 
 static void format_eta(double seconds, char *buf, size_t len) {
     long s = (long)(seconds + 0.5);
@@ -101,8 +122,19 @@ static void format_eta(double seconds, char *buf, size_t len) {
     else snprintf(buf, len, "%lds", s);
 }
 
-// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer.
-typedef struct { double fwd, bwd, opt; CommStats comm; } StepTimes;
+// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer; and
+// the bytes this rank moved, by collective and (TP) by purpose.
+typedef struct { double fwd, bwd, opt; CommStats comm; uint64_t tp_bytes[TPC_PURPOSES]; } StepTimes;
+
+// The step's collectives on all of this rank's groups.
+static CommStats step_comm_stats(const CommGroup *world, const CommGroup *tp, const CommGroup *dp) {
+    CommStats sum = comm_stats(world), a = comm_stats(tp), b = comm_stats(dp);
+    for (int k = 0; k < COMM_KINDS; k++) {
+        sum.bytes[k] += a.bytes[k] + b.bytes[k];
+        sum.calls[k] += a.calls[k] + b.calls[k];
+    }
+    return sum;
+}
 
 static void write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
                            size_t act_bytes, size_t act_layer_bytes, double grad_norm, const StepTimes *t) {
@@ -123,6 +155,13 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     cJSON *comm = cJSON_AddObjectToObject(o, "comm_bytes");
     for (int k = 0; k < COMM_KINDS; k++)
         if (t->comm.calls[k]) cJSON_AddNumberToObject(comm, comm_kind_name((CommKind)k), (double)t->comm.bytes[k]);
+    // The TP group's part of it by purpose: inside the blocks (f/f̄ or g/ḡ), SP's re-gathers, vocabulary.
+    if (t->tp_bytes[TPC_BLOCK] + t->tp_bytes[TPC_REGATHER] + t->tp_bytes[TPC_VOCAB] > 0) {
+        cJSON *tp = cJSON_AddObjectToObject(o, "tp_bytes");
+        cJSON_AddNumberToObject(tp, "block", (double)t->tp_bytes[TPC_BLOCK]);
+        cJSON_AddNumberToObject(tp, "regather", (double)t->tp_bytes[TPC_REGATHER]);
+        cJSON_AddNumberToObject(tp, "vocab", (double)t->tp_bytes[TPC_VOCAB]);
+    }
     char *text = cJSON_PrintUnformatted(o);
     fprintf(log, "%s\n", text);
     fflush(log);
@@ -133,8 +172,16 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
 int train_run(const TrainOptions *o, Comm *comm) {
     const GPTConfig *c = &o->model;
     CommGroup *world = &comm->world;
-    int rank = world->rank, nranks = world->size;
+    int rank = world->rank;
     char err[512], b1[32];
+    // The dp × tp grid (the CLI checked the layout); nranks counts the data-parallel groups.
+    CommGrid grid;
+    if (comm_grid(comm, o->tp, &grid, err, sizeof err) != 0) {
+        if (rank == 0) fprintf(stderr, "ctron: error: %s\n", err);
+        return 2;
+    }
+    CommGroup *dpg = &grid.dp_group, *tpg = &grid.tp_group;
+    int nranks = grid.dp, dp_rank = dpg->rank;
     if (o->threads > 0) omp_set_num_threads(o->threads);
     // Rank 0 speaks for the run: progress, ledger report, log, checkpoints, sample.
     if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
@@ -156,13 +203,14 @@ int train_run(const TrainOptions *o, Comm *comm) {
         }
     }
     if (!data_ok) {
-        if (nranks > 1) fprintf(stderr, "ctron train (rank %d of %d): %s\n", rank, nranks, err);
+        if (world->size > 1) fprintf(stderr, "ctron train (rank %d of %d): %s\n", rank, world->size, err);
         else fprintf(stderr, "ctron train: %s\n", err);
     }
     if (!all_ok(world, data_ok)) {
         if (data_ok && o->tokenizer_path) bpe_free(&bpe);
         free(tokenizer_json);
         dataset_free(&ds);
+        comm_grid_free(&grid);
         return 2;
     }
     FILE *log = NULL;
@@ -177,17 +225,38 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (o->tokenizer_path) bpe_free(&bpe);
         free(tokenizer_json);
         dataset_free(&ds);
+        comm_grid_free(&grid);
         return 1;
     }
     GPT m;
-    gpt_init(&m, c, &policy);
+    TPLayout tpl = {o->tp, tpg->rank, o->sp, tpg};
+    gpt_init_tp(&m, c, &policy, &tpl);
     gpt_init_weights(&m, o->seed);
+    // ZeRO-1: this rank keeps the AdamW moments of its pieces only.
+    Zero zero_state, *zero = NULL;
+    if (o->zero) {
+        zero_init(&zero_state, dpg, m.n_params);
+        zero = &zero_state;
+    }
     AdamW opt;
-    adamw_init(&opt, m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
+    adamw_init(&opt, zero ? zero->n_owned : m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
+    int sharded = o->tp > 1 || zero;
     int warmup = o->warmup >= 0 ? o->warmup : (o->steps / 10 < 100 ? o->steps / 10 : 100);
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
     // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
-    int start = o->resume ? train_ckpt_resume(o, &m, &opt) : 0, last = train_ckpt_last_step(o), saves = 0, failed = 0;
+    int start = 0, last = train_ckpt_last_step(o), saves = 0, failed = 0;
+    if (o->resume && !sharded) {
+        start = train_ckpt_resume(o, &m, &opt);
+    } else if (o->resume) {   // every rank reads the whole checkpoint and keeps its shards
+        GPT full;
+        AdamW full_opt;
+        gpt_init_params(&full, c);
+        adamw_init(&full_opt, full.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
+        start = train_ckpt_resume(o, &full, &full_opt);
+        if (start >= 0) dist_load_whole(&m, &opt, zero, &full, &full_opt);
+        adamw_free(&full_opt);
+        gpt_free(&full);
+    }
     if (!all_ok(world, start >= 0)) {
         adamw_free(&opt);
         gpt_free(&m);
@@ -196,6 +265,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
         free(tokenizer_json);
         dataset_free(&ds);
         if (log) fclose(log);
+        if (zero) zero_free(zero);
+        comm_grid_free(&grid);
         return 1;
     }
 
@@ -218,10 +289,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
     int tty = isatty(fileno(stdout));
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
-    if (nranks > 1)
-        printf("  data parallel over %d ranks (%s): %d sequences per step, ranks take %d each\n", nranks,
-               comm_backend_name(comm->backend), seqs_per_rank * nranks, seqs_per_rank);
-    printf("  %zu parameters (%s), data %s: %zu train / %zu val tokens, %d threads\n", m.n_params,
+    if (world->size > 1)
+        printf("  %d ranks (%s) = dp %d x tp %d%s%s: %d sequences per step, each dp group takes %d\n", world->size,
+               comm_backend_name(comm->backend), nranks, o->tp, o->sp ? ", sequence parallel" : "",
+               zero ? ", ZeRO-1 optimizer" : "", seqs_per_rank * nranks, seqs_per_rank);
+    printf("  %zu parameters (%s per rank), data %s: %zu train / %zu val tokens, %d threads\n", m.n_params,
            format_bytes((double)m.n_params * 4, b1, sizeof b1), o->data_path, ds.n_train, dataset_n_val(&ds),
            omp_get_max_threads());
     char plan[256];
@@ -241,12 +313,15 @@ int train_run(const TrainOptions *o, Comm *comm) {
         StepTimes times;
         memset(&times, 0, sizeof times);
         comm_stats_reset(world);
+        comm_stats_reset(tpg);
+        comm_stats_reset(dpg);
+        memset(m.comm_bytes, 0, sizeof m.comm_bytes);
         double loss_sum = 0.0;
-        // The step's sequences are numbered across ranks (rank r holds r·batch·accum onwards), so
-        // data windows and dropout masks are those of the one-process run with nranks × accum.
+        // The step's sequences are numbered across dp groups (group r holds r·batch·accum onwards),
+        // so data windows and dropout masks are those of the one-process run with nranks × accum.
         float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum * (float)nranks);
         for (int mb = 0; mb < o->grad_accum; mb++) {
-            StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(rank * seqs_per_rank + mb * c->batch), 1};
+            StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(dp_rank * seqs_per_rank + mb * c->batch), 1};
             dataset_train_batch(&ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
                                 (uint32_t)(seqs_per_rank * nranks), tokens, targets);
             double f0 = now_seconds();
@@ -257,20 +332,32 @@ int train_run(const TrainOptions *o, Comm *comm) {
             times.bwd += now_seconds() - f1;
         }
         double o0 = now_seconds();
-        allreduce_grads(world, m.grads, m.n_params);
-        float loss_total = (float)loss_sum;
-        sum_over_ranks(world, &loss_total, 1);
+        grads_reduce_sp(&m);
+        if (zero) zero_reduce_scatter(zero, m.grads);
+        else grads_allreduce_dp(dpg, m.grads, m.n_params);
+        float loss_total = (float)loss_sum;   // every TP rank of a group has the group's loss
+        sum_over_ranks(dpg, &loss_total, 1);
         double loss = (nranks > 1 ? (double)loss_total : loss_sum) / ((double)n_tok * o->grad_accum * nranks);
-        double norm = grad_global_norm(m.grads, m.n_params);
-        adamw_step(&opt, &m, lr, grad_clip_scale(norm, o->clip));
+        double norm = grads_global_norm(&m, zero, tpg, dpg);
+        float clip_scale = grad_clip_scale(norm, o->clip);
+        if (!zero) {
+            adamw_step(&opt, &m, lr, clip_scale);
+        } else {   // update the owned pieces, then everyone gets every piece
+            adamw_tick(&opt);
+            size_t lo, hi, off = 0;
+            for (size_t k = 0; zero_piece(zero, k, &lo, &hi); k++, off += hi - lo)
+                adamw_update_range(&opt, &m, lr, clip_scale, lo, hi, off);
+            zero_allgather(zero, m.params);
+        }
         times.opt = now_seconds() - o0;
-        times.comm = comm_stats(world);   // before validation, which communicates too
+        times.comm = step_comm_stats(world, tpg, dpg);   // before validation, which communicates too
+        memcpy(times.tp_bytes, m.comm_bytes, sizeof times.tp_bytes);
         double step_s = now_seconds() - t0;
         train_seconds += step_s;
 
         double val = NAN;
         if ((o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps) {
-            val = evaluate(&m, &ds, o->eval_batches, tokens, targets, world);
+            val = evaluate(&m, &ds, o->eval_batches, tokens, targets, dpg);
             last_val = val;
         }
         double tps = (double)n_tok * o->grad_accum * nranks / step_s;
@@ -280,6 +367,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
             ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
+            if (world->size > 1) dist_ledger_report(stdout, &m, world);
         }
         int print = step == start + 1 || step == last || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);
         if (print || tty) {
@@ -290,7 +378,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
                              flops / step_s * 1e-9);
             if (peak > 0 && k > 0 && (size_t)k < sizeof line)
                 k += snprintf(line + k, sizeof line - (size_t)k, " | MFU %.1f%% HFU %.1f%%",
-                              100.0 * flops / step_s * 1e-9 / peak, 100.0 * hw_flops / step_s * 1e-9 / peak);
+                              100.0 * flops / step_s * 1e-9 / (peak * world->size),
+                              100.0 * hw_flops / step_s * 1e-9 / (peak * world->size));
             if (k > 0 && (size_t)k < sizeof line)
                 k += snprintf(line + k, sizeof line - (size_t)k, " | act %s | ETA %s",
                               format_bytes((double)m.ledger.total_peak, b1, sizeof b1), eta);
@@ -301,8 +390,24 @@ int train_run(const TrainOptions *o, Comm *comm) {
             fflush(stdout);
         }
         if (train_ckpt_due(o, step, last)) {   // rank 0 writes; every rank learns whether it worked
-            int saved = rank != 0 || train_ckpt_save(o, &m, &opt, &sched, step, ++saves, tokenizer_json,
+            int saved = 1;
+            ++saves;
+            if (!sharded) {
+                saved = rank != 0 || train_ckpt_save(o, &m, &opt, &sched, step, saves, tokenizer_json,
                                                      tokenizer_bytes) == 0;
+            } else {   // the unsharded model and state, gathered for rank 0 to write
+                GPT full;
+                AdamW full_opt;
+                gpt_init_params(&full, c);
+                adamw_init(&full_opt, dp_rank == 0 ? full.n_params : 0, opt.beta1, opt.beta2, opt.eps,
+                           opt.weight_decay);
+                dist_gather_whole(&m, &opt, zero, &grid, &full, &full_opt);
+                if (rank == 0)
+                    saved = train_ckpt_save(o, &full, &full_opt, &sched, step, saves, tokenizer_json,
+                                            tokenizer_bytes) == 0;
+                adamw_free(&full_opt);
+                gpt_free(&full);
+            }
             if (!all_ok(world, saved)) {
                 failed = 1;
                 break;
@@ -319,20 +424,31 @@ int train_run(const TrainOptions *o, Comm *comm) {
         printf("stopped after step %d of %d (--stop-after)%s%s\n", last, o->steps,
                o->ckpt_dir ? "; continue with --resume " : "", o->ckpt_dir ? o->ckpt_dir : "");
 
-    if (o->sample_tokens > 0 && !failed && rank == 0) {
-        printf("sample (%d tokens, temperature 0.8, top-k 40):\n", o->sample_tokens);
-        sample_text(&m, o->tokenizer_path ? &bpe : NULL, o->sample_prompt ? o->sample_prompt : "\n",
-                    o->sample_tokens, 0.8f, 40, o->seed, stdout);
+    if (o->sample_tokens > 0 && !failed) {
+        GPT full;
+        int gathered = o->tp > 1;   // rank 0 samples from the whole model
+        if (gathered) {
+            gpt_init_params(&full, c);
+            dist_gather_whole(&m, NULL, NULL, &grid, &full, NULL);
+        }
+        if (rank == 0) {
+            printf("sample (%d tokens, temperature 0.8, top-k 40):\n", o->sample_tokens);
+            sample_text(gathered ? &full : &m, o->tokenizer_path ? &bpe : NULL,
+                        o->sample_prompt ? o->sample_prompt : "\n", o->sample_tokens, 0.8f, 40, o->seed, stdout);
+        }
+        if (gathered) gpt_free(&full);
     }
 
     free(tokens);
     free(targets);
     adamw_free(&opt);
+    if (zero) zero_free(zero);
     gpt_free(&m);
     policy_free(&policy);
     dataset_free(&ds);
     if (o->tokenizer_path) bpe_free(&bpe);
     free(tokenizer_json);
     if (log) fclose(log);
+    comm_grid_free(&grid);
     return failed ? 1 : 0;
 }

@@ -25,6 +25,10 @@ typedef struct {
     MaskMode masks;
     ActDtype act_dtype;
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
+    // Parallel layout (docs/PARALLEL.md): ranks = dp × tp, tp consecutive ranks per TP group.
+    int tp;              // tensor-parallel size (1: none)
+    int sp;              // sequence parallelism within the TP group
+    int zero;            // 1: ZeRO-1, AdamW state sharded over the dp ranks
     // Checkpoints (io/checkpoint.h, docs/CHECKPOINTS.md): save to ckpt_dir (NULL: never) every
     // save_every steps (0: only at the end) and at the last step, keeping the newest keep (0: all);
     // stop_after > 0 ends the run after that step although the schedule spans steps.
@@ -38,11 +42,14 @@ typedef struct {
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);
+// Does the layout fit the model and the world (t divides the ranks and the heads; SP needs t > 1
+// and s divisible by t)? 0, or -1 with a message naming the flags. Every rank gets the same answer.
+int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen);
 // The MemoryPolicy the options describe; -1 with a message naming the bad flag.
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
-// Runs the whole training on every rank of comm (data parallel over all of them: each rank takes
-// its share of the step's sequences, gradients are summed across ranks); returns the process exit
-// code (0, 1 on a runtime failure, 2 on bad data on any rank).
+// Runs the whole training on every rank of comm, laid out as dp × tp (each dp group takes its
+// share of the step's sequences, gradients are summed across dp groups; a TP group shares each
+// layer); returns the process exit code (0, 1 on a runtime failure, 2 on bad data on any rank).
 int train_run(const TrainOptions *o, Comm *comm);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);

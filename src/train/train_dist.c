@@ -1,0 +1,75 @@
+#include "train/train_dist.h"
+#include <string.h>
+#include "memory/ledger_report.h"
+#include "util/common.h"
+
+// A ZeRO rank's moments over the whole local buffer: its pieces, then every rank's via all-gather.
+static float *unshard_state(Zero *zero, const float *owned, size_t n) {
+    float *buf = xcalloc(n * sizeof(float));
+    zero_unpack(zero, owned, buf);
+    zero_allgather(zero, buf);
+    return buf;
+}
+
+void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *grid, GPT *full, AdamW *full_opt) {
+    const float *mm = opt ? opt->m : NULL, *vv = opt ? opt->v : NULL;
+    float *mm_buf = NULL, *vv_buf = NULL;
+    if (opt && zero) {
+        mm = mm_buf = unshard_state(zero, opt->m, m->n_params);
+        vv = vv_buf = unshard_state(zero, opt->v, m->n_params);
+    }
+    if (grid->dp_group.rank == 0) {
+        gpt_gather_to_full(m, full, m->params, full->params);
+        if (opt) {
+            gpt_gather_to_full(m, full, mm, full_opt->m);
+            gpt_gather_to_full(m, full, vv, full_opt->v);
+            full_opt->t = opt->t;
+        }
+    }
+    free(mm_buf);
+    free(vv_buf);
+}
+
+void dist_load_whole(GPT *m, AdamW *opt, const Zero *zero, const GPT *full, const AdamW *full_opt) {
+    gpt_shard_from_full(m, full, full->params, m->params);
+    if (!opt) return;
+    float *buf = zero ? xmalloc(m->n_params * sizeof(float)) : NULL;
+    gpt_shard_from_full(m, full, full_opt->m, zero ? buf : opt->m);
+    if (zero) zero_pack(zero, buf, opt->m);
+    gpt_shard_from_full(m, full, full_opt->v, zero ? buf : opt->v);
+    if (zero) zero_pack(zero, buf, opt->v);
+    opt->t = full_opt->t;
+    free(buf);
+}
+
+// Byte counts travel as fp32 pairs: ⌊b / 2^16⌋ and b mod 2^16, exact below 2^40 bytes.
+static void put(float *p, size_t b) { p[0] = (float)(b >> 16); p[1] = (float)(b & 0xFFFF); }
+static size_t get(const float *p) { return ((size_t)p[0] << 16) + (size_t)p[1]; }
+
+int dist_ledger_report(FILE *f, const GPT *m, CommGroup *world) {
+    enum { FIELDS = 6 };
+    const Ledger *lg = &m->ledger;
+    size_t mine[FIELDS] = {ledger_layer_stored(lg, 0, 0), act_layer_bytes(&m->shape, &m->policy, 0), lg->total_fwd_end,
+                           act_forward_end_bytes(&m->shape, &m->policy), lg->total_peak,
+                           act_peak_bytes(&m->shape, &m->policy)};
+    float send[2 * FIELDS], *all = xmalloc((size_t)world->size * 2 * FIELDS * sizeof(float));
+    for (int i = 0; i < FIELDS; i++) put(send + 2 * i, mine[i]);
+    comm_allgather(world, send, all, 2 * FIELDS);
+    int bad = 0;
+    char b1[32], b2[32], b3[32], b4[32];
+    fprintf(f, "activation bytes per rank (t=%d%s): measured vs predicted for the layout\n", m->shape.t,
+            m->shape.sp ? ", sequence parallel" : "");
+    fprintf(f, "  %-5s %13s %13s %12s %12s %12s %12s\n", "rank", "layer 0", "predicted", "fwd end", "predicted",
+            "peak", "predicted");
+    for (int r = 0; r < world->size; r++) {
+        size_t v[FIELDS];
+        for (int i = 0; i < FIELDS; i++) v[i] = get(all + ((size_t)r * FIELDS + i) * 2);
+        int ok = v[0] == v[1] && v[2] == v[3] && v[4] == v[5];
+        bad += !ok;
+        fprintf(f, "  %-5d %13zu %13zu %12s %12s %12s %12s  %s\n", r, v[0], v[1], format_bytes((double)v[2], b1, sizeof b1),
+                format_bytes((double)v[3], b2, sizeof b2), format_bytes((double)v[4], b3, sizeof b3),
+                format_bytes((double)v[5], b4, sizeof b4), ok ? "ok" : "MISMATCH");
+    }
+    free(all);
+    return bad;
+}
