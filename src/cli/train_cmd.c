@@ -90,7 +90,7 @@ enum {
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO
 };
 
-int cli_parse_train(int argc, char **argv, TrainOptions *o) {
+int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     static const struct option opts[] = {
         {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
         {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
@@ -118,6 +118,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o) {
         {"resume", required_argument, 0, OPT_RESUME},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     train_options_default(o);
+    o->world_size = world_size;
     const char *given[sizeof opts / sizeof opts[0]];   // long names of the flags given (--resume merges by them)
     int n_given = 0, li = -1;
     GPTConfig *c = &o->model;
@@ -257,7 +258,7 @@ static int parse_on_all_ranks(Comm *comm, int argc, char **argv, TrainOptions *o
         saved = dup(fileno(stderr));
         if (!freopen("/dev/null", "w", stderr)) saved = -1;
     }
-    int rc = cli_parse_train(argc, argv, o);
+    int rc = cli_parse_train(argc, argv, o, w->size);
     if (rc == 0) {   // the layout needs the world's size; every rank reaches the same verdict
         char err[512];
         if (train_check_layout(o, w->size, err, sizeof err) != 0) rc = usage_error("%s", err);
@@ -268,7 +269,7 @@ static int parse_on_all_ranks(Comm *comm, int argc, char **argv, TrainOptions *o
     if (flags[0] > 0.0f) {
         if (rc > 0 && w->rank != 0 && flags[1] == 0.0f) {   // only here: say why, once per such rank
             fprintf(stderr, "ctron train (rank %d of %d): ", w->rank, w->size);
-            cli_parse_train(argc, argv, o);
+            cli_parse_train(argc, argv, o, w->size);
         }
         return CTRON_EXIT_USAGE;
     }

@@ -26,7 +26,9 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     st->min_lr = sched->min_lr;
     st->warmup = sched->warmup;
     st->total_steps = sched->steps;
-    st->grad_accum = o->grad_accum;
+    // The one-process equivalent: micro-batches per step over all data-parallel groups, so that the
+    // checkpoint resumes at any layout with the same global batch.
+    st->grad_accum = o->grad_accum * train_dp_groups(o);
     st->clip = o->clip;
     st->seed = o->seed;
     st->val_frac = o->val_frac;
@@ -114,7 +116,22 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     AGREE("warmup", o->warmup, st->warmup, "%d", int);
     AGREE("weight-decay", o->weight_decay, st->weight_decay, "%g", double);
     AGREE("clip", o->clip, st->clip, "%g", double);
-    AGREE("grad-accum", o->grad_accum, st->grad_accum, "%d", int);
+    // The checkpoint's accumulation is over all data-parallel groups: split it over this run's.
+    int dp = train_dp_groups(o);
+    if (!was_given(given, n_given, "grad-accum")) {
+        if (st->grad_accum % dp != 0) {
+            snprintf(err, errlen, "--resume: the checkpoint's step of %d micro-batches (%s/state.json) cannot be "
+                     "split over %d data-parallel groups; use a layout whose dp divides %d", st->grad_accum,
+                     o->resume_step_dir, dp, st->grad_accum);
+            return -1;
+        }
+        o->grad_accum = st->grad_accum / dp;
+    } else if (o->grad_accum * dp != st->grad_accum) {
+        snprintf(err, errlen, "--resume: --grad-accum %d over %d data-parallel group%s is %d micro-batches per step, "
+                 "the checkpoint's is %d (%s/state.json); leave --grad-accum out to keep the checkpoint's batch",
+                 o->grad_accum, dp, dp == 1 ? "" : "s", o->grad_accum * dp, st->grad_accum, o->resume_step_dir);
+        return -1;
+    }
     AGREE("seed", o->seed, st->seed, "%llu", unsigned long long);
     AGREE("val-frac", o->val_frac, st->val_frac, "%g", double);
     AGREE("data-order", o->data_order, (DataOrder)st->data_order, "%d", int);

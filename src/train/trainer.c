@@ -50,6 +50,11 @@ void train_options_default(TrainOptions *o) {
     o->act_dtype = ACT_FP32;
     o->show_ledger = 1;
     o->tp = 1;
+    o->world_size = 1;
+}
+
+int train_dp_groups(const TrainOptions *o) {
+    return o->tp >= 1 && o->world_size >= o->tp && o->world_size % o->tp == 0 ? o->world_size / o->tp : 1;
 }
 
 int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen) {

@@ -29,6 +29,7 @@ typedef struct {
     int tp;              // tensor-parallel size (1: none)
     int sp;              // sequence parallelism within the TP group
     int zero;            // 1: ZeRO-1, AdamW state sharded over the dp ranks
+    int world_size;      // ranks of the run (the CLI sets it): dp = world_size / tp
     // Checkpoints (io/checkpoint.h, docs/CHECKPOINTS.md): save to ckpt_dir (NULL: never) every
     // save_every steps (0: only at the end) and at the last step, keeping the newest keep (0: all);
     // stop_after > 0 ends the run after that step although the schedule spans steps.
@@ -51,6 +52,8 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
 // share of the step's sequences, gradients are summed across dp groups; a TP group shares each
 // layer); returns the process exit code (0, 1 on a runtime failure, 2 on bad data on any rank).
 int train_run(const TrainOptions *o, Comm *comm);
+// Data-parallel groups of the run: world_size / tp (1 when the layout does not fit; checked apart).
+int train_dp_groups(const TrainOptions *o);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
 #endif

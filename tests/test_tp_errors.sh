@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# A bad layout ends every rank promptly with one clear message from rank 0 and exit 2 (issue 5):
+# t not dividing the ranks or the heads, SP with s not divisible by t or without TP, and a data
+# file missing on one rank of a TP group. The timeout catches a hang.
+# usage: test_tp_errors.sh CTRON DATA MPIEXEC [mpiexec flags...]
+set -uo pipefail
+ctron=$1; data=$2; shift 2; launch=("$@")
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+base=(--layers 1 --hidden 32 --heads 4 --seq 32 --batch 2 --steps 2 --threads 1 --no-ledger --data "$data")
+bad() {   # bad NP 'expected message' flags...
+  local np=$1 msg=$2; shift 2
+  local start=$(date +%s)
+  timeout 60 "${launch[@]}" -np "$np" "$ctron" train "${base[@]}" "$@" > "$dir/out" 2>&1
+  local rc=$? took=$(( $(date +%s) - start ))
+  check "[ $rc -eq 2 ]" "np $np $*: exit $rc, expected 2 (124 = hung): $(head -3 "$dir/out")"
+  check "[ \"\$(grep -cF -- '$msg' '$dir/out')\" -eq 1 ]" "np $np $*: expected one '$msg': $(head -5 "$dir/out")"
+  check "[ $took -lt 30 ]" "np $np $*: took $took s"
+}
+bad 2 "--tp 3 does not divide the 2 ranks" --tp 3
+bad 4 "--tp 4 does not divide --heads 6" --tp 4 --heads 6 --hidden 48
+bad 2 "--sp needs --seq 31 divisible by --tp 2" --tp 2 --sp --seq 31
+bad 1 "--sp splits the sequence over the TP group: it needs --tp 2 or more" --sp
+bad 2 "--zero: 2 is out of range" --tp 2 --zero 2
+# rank 1 of a TP group cannot read the data: both exit 2, the message names the file once
+start=$(date +%s)
+timeout 60 "${launch[@]}" -np 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then d=/nonexistent/kjv.txt; else d="$1"; fi;
+  shift; exec "$@" --data "$d"' sh "$data" "$ctron" train "${base[@]:0:15}" --tp 2 --sp > "$dir/out" 2>&1
+rc=$?; took=$(( $(date +%s) - start ))
+check '[ $rc -eq 2 ]' "missing data on rank 1 of a TP group: exit $rc: $(head -3 "$dir/out")"
+check '[ "$(grep -c "/nonexistent/kjv.txt" "$dir/out")" -eq 1 ]' "expected one message naming the file: $(head -5 "$dir/out")"
+check '[ $took -lt 30 ]' "took $took s"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
