@@ -15,7 +15,6 @@ expect() {  # expect "needle" args...
   else bad "ctron memory $* -> rc $rc, message: $out (wanted '$needle')"; fi
 }
 expect "--tp 3 does not divide --heads 64"        --preset 22B --tp 3
-expect "--vocab 50257 is not divisible by --tp 8" --preset 22B --vocab 50257
 expect "--sp: --seq 2047 is not divisible by --tp 8" --preset 22B --sp --seq 2047
 expect "--pp 5 does not divide --layers 48"       --preset 22B --pp 5
 expect "--interleave 2 needs --pp > 1"            --preset 22B --interleave 2
@@ -69,6 +68,10 @@ then ok; else bad "paper JSON"; fi
 # Overrides: --tp 4 on 22B keeps dp and the batch; a custom shape is named custom.
 if "$ctron" memory --preset 22B --tp 4 --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["layout"]["tp"] == 4 and d["layout"]["gpus"] == 4 and "flops" in d and "mfu" not in d["flops"]'
 then ok; else bad "22B --tp 4 JSON"; fi
+# A vocabulary that t does not divide is padded, as in training: each of 8 ranks holds ⌈50257/8⌉ = 6283
+# logit columns: s·b·6283 elements, fp32 (logits are never stored in bf16).
+if "$ctron" memory --preset 22B --vocab 50257 --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["extras"]["logits"] == 2048 * 4 * 6283 * 4, d["extras"]["logits"]'; then ok
+else bad "ctron memory --preset 22B --vocab 50257: logits per rank should use the vocabulary padded to 50264"; fi
 if "$ctron" memory --layers 4 --hidden 128 --heads 4 --seq 64 --batch 2 --vocab 256 --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["model"] == "custom" and d["shape"]["layers"] == 4'
 then ok; else bad "custom JSON"; fi
 

@@ -205,10 +205,6 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (h % heads) return cfg_error(a, p, "--hidden %d is not divisible by --heads %d", h, heads);
     if (heads % t)
         return cfg_error(a, p, "--tp %d does not divide --heads %d (heads are split across tensor-parallel ranks)", t, heads);
-    if (v % t)
-        return cfg_error(a, p, "--vocab %d is not divisible by --tp %d (the vocabulary is split across ranks: pad it, "
-                          "e.g. to %d; Megatron pads to a multiple of 128·t = %d)", v, t, (v + t - 1) / t * t,
-                          (v + 128 * t - 1) / (128 * t) * 128 * t);
     if (a->sp && s % t)
         return cfg_error(a, p, "--sp: --seq %d is not divisible by --tp %d (each rank keeps s/t rows)", s, t);
     if (L % pp) return cfg_error(a, p, "--pp %d does not divide --layers %d", pp, L);
