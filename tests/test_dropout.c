@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <string.h>
 #include "check.h"
+#include "ops/attention.h"
 #include "ops/dropout.h"
 #include "util/common.h"
 
@@ -28,6 +29,34 @@ int main(void) {
             if (memcmp(part, m1 + ((size_t)si * b + bi) * w, (size_t)w) != 0) same = 0;
         }
     CHECK(same, "micro-batched masks differ from the whole-batch mask");
+
+    // Sequence parallelism: t = 3 ranks' shards of 11 positions from s0 = 0, 11, 22 are the rows
+    // of the whole mask.
+    same = 1;
+    for (int r = 0; r < 3; r++) {
+        dropout_mask_sbw(m2, site, 11 * r, 11, b, w, 0);
+        if (memcmp(m2, m1 + (size_t)11 * r * b * w, (size_t)11 * b * w) != 0) same = 0;
+    }
+    CHECK(same, "an SP shard's mask differs from its rows of the whole mask");
+
+    // Tensor parallelism: heads split over 2 ranks (head0 = 0, 3) draw the whole mask's heads.
+    {
+        int sa = 16, ba = 2, a = 6;
+        size_t ss = (size_t)sa * sa, na = (size_t)ba * a * ss;
+        uint8_t *full = xmalloc(na), *part = xmalloc(na / 2);
+        attention_mask(full, sa, ba, a, 0, site, 7);
+        int heads_ok = 1;
+        for (int r = 0; r < 2; r++) {
+            attention_mask(part, sa, ba, a / 2, 3 * r, site, 7);
+            for (int bi = 0; bi < ba; bi++)
+                for (int j = 0; j < a / 2; j++)
+                    if (memcmp(part + ((size_t)bi * (a / 2) + j) * ss, full + ((size_t)bi * a + 3 * r + j) * ss, ss))
+                        heads_ok = 0;
+        }
+        CHECK(heads_ok, "a TP rank's attention mask differs from its heads of the whole mask");
+        free(full);
+        free(part);
+    }
 
     // Keep fraction close to 1 - p (n = 18480: 4 sigma ~ 0.013).
     size_t kept = 0;

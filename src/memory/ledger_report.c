@@ -12,9 +12,11 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     int bad = 0;
     char b1[32], b2[32], plan[256];
     policy_describe(p, plan, sizeof plan);
-    fprintf(f, "activation ledger: measured vs predicted (s=%ld b=%ld h=%ld a=%ld L=%ld v=%ld; recompute %s; "
+    char layout[64] = "";
+    if (sh->t > 1) snprintf(layout, sizeof layout, "; one rank of t=%d%s", sh->t, sh->sp ? " with SP" : "");
+    fprintf(f, "activation ledger: measured vs predicted (s=%ld b=%ld h=%ld a=%ld L=%ld v=%ld%s; recompute %s; "
                "%s activations; masks %s)\n",
-            sh->s, sh->b, sh->h, sh->a, sh->L, sh->v, plan, act_dtype_name(p->act_dtype),
+            sh->s, sh->b, sh->h, sh->a, sh->L, sh->v, layout, plan, act_dtype_name(p->act_dtype),
             sh->dropout ? mask_mode_name(sh->masks) : "none (dropout 0)");
     fprintf(f, "  %-11s %14s %14s %12s %12s\n", "kept by", "layer 0", "predicted", "all layers", "predicted");
     for (int n = 0; n < ACT_N_CORE + 2; n++) {

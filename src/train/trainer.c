@@ -291,7 +291,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (peak_gflops_store(o->threads, peak, perr, sizeof perr) != 0)
             fprintf(stderr, "ctron train: note: the peak was not cached: %s\n", perr);
     }
-    int tty = isatty(fileno(stdout));
+    // Open MPI hands ranks a pseudo-terminal even when mpirun's output goes to a file: plain lines then.
+    int tty = isatty(fileno(stdout)) && world->size == 1;
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
     if (world->size > 1)
