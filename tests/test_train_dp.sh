@@ -16,30 +16,8 @@ timeout 120 "${launch[@]}" -np 2 "$ctron" train "${common[@]}" --log "$dir/dp.js
 rc=$?
 check '[ $rc -eq 0 ]' "mpirun -np 2 exited $rc: $(tail -3 "$dir/dp.out")"
 check '[ "$(grep -c "\"loss\"" "$dir/dp.jsonl" 2>/dev/null)" = 10 ]' "rank 0 should write 10 log lines"
-/usr/bin/python3 - "$dir" <<'PY'
-import json, struct, sys
-import numpy as np
-d = sys.argv[1]
-def losses(p):
-    return [json.loads(l)["loss"] for l in open(p)]
-a, b = losses(f"{d}/one.jsonl"), losses(f"{d}/dp.jsonl")
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-def tensors(p):
-    raw = open(p, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], "<f4")
-            for k, v in hdr.items() if k != "__metadata__"}
-ta = tensors(f"{d}/one/step_00000010/model.safetensors")
-tb = tensors(f"{d}/dp/step_00000010/model.safetensors")
-# Relative L2 distance of all parameters. (Elementwise, Adam turns rounding-level differences in
-# near-zero gradients into lr-sized steps, so a max-abs measure sees ~1e-4 where the model agrees.)
-num = sum(float(np.sum((ta[k].astype(np.float64) - tb[k]) ** 2)) for k in ta)
-den = sum(float(np.sum(ta[k].astype(np.float64) ** 2)) for k in ta)
-pw = (num / den) ** 0.5
-print(f"loss rel diff {worst:.2e}, parameter rel L2 diff {pw:.2e} over {len(ta)} tensors")
-sys.exit(0 if worst < 1e-5 and pw < 1e-5 and len(a) == len(b) == 10 else 1)
-PY
+/usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/one.jsonl" "$dir/one/step_00000010" \
+  "$dir/dp.jsonl" "$dir/dp/step_00000010" --files model --name "2 ranks vs 1 process"
 check '[ $? -eq 0 ]' "data-parallel run differs from the one-process run"
 # Rank 1 cannot read its data: both ranks exit 2 within the timeout, the message names rank 1.
 start=$(date +%s)

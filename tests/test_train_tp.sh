@@ -15,31 +15,8 @@ common=(--layers 2 --hidden 32 --heads 4 --seq 32 --batch 4 --steps 10 --eval-ev
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/ref2.jsonl" --ckpt-dir "$dir/ref2" > /dev/null
 
 compare() {   # compare NAME REF: losses, parameters and optimizer state of run NAME against REF
-  /usr/bin/python3 - "$dir" "$1" "$2" <<'PY'
-import json, struct, sys
-import numpy as np
-d, name, ref = sys.argv[1:]
-def losses(p):
-    return [json.loads(l)["loss"] for l in open(p)]
-a, b = losses(f"{d}/{ref}.jsonl"), losses(f"{d}/{name}.jsonl")
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b)) if len(a) == len(b) == 10 else 1.0
-def tensors(p):
-    raw = open(p, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    hdr = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], "<f4")
-            for k, v in hdr.items() if k != "__metadata__"}
-def rel_l2(f):
-    ta = tensors(f"{d}/{ref}/step_00000010/{f}.safetensors")
-    tb = tensors(f"{d}/{name}/step_00000010/{f}.safetensors")
-    assert ta.keys() == tb.keys() and all(ta[k].shape == tb[k].shape for k in ta)
-    num = sum(float(np.sum((ta[k].astype(np.float64) - tb[k]) ** 2)) for k in ta)
-    den = sum(float(np.sum(ta[k].astype(np.float64) ** 2)) for k in ta)
-    return (num / den) ** 0.5
-pw, ow = rel_l2("model"), rel_l2("optimizer")
-print(f"{name} vs {ref}: loss rel {worst:.1e}, parameters rel L2 {pw:.1e}, AdamW state rel L2 {ow:.1e}")
-sys.exit(0 if worst < 1e-5 and pw < 1e-5 and ow < 1e-5 else 1)
-PY
+  /usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/$2.jsonl" "$dir/$2/step_00000010" \
+    "$dir/$1.jsonl" "$dir/$1/step_00000010" --name "$1 vs $2"
 }
 
 run() {   # run NAME NP REF flags...: train at a layout, compare with REF

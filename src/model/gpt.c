@@ -177,6 +177,21 @@ static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int sit
     return mask;
 }
 
+// LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),
+// then g: the whole input for the linear (SP all-gathers the rows; otherwise it is the kept tensor).
+static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName out_name, const float *x,
+                                    const float *gamma, const float *beta, int pass) {
+    BlockActs *A = &m->blocks[l];
+    int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h;
+    int keep_out = keeps(m, l, out_name, pass);
+    float *stats = saved_out(m, A, stats_name, l, 2 * (size_t)nr, keeps(m, l, stats_name, pass));
+    float *out = saved_out(m, A, out_name, l, nrh, keep_out);
+    layernorm_forward(out, stats, x, gamma, beta, nr, h);
+    saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
+    return tp_gather_rows(m, out, m->ws_gather, h, TPC_BLOCK);
+}
+
 // One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
 // the policy says). Returns the block output (see output_of), rounded and kept likewise. Under TP
 // the linears hold this rank's columns; LN, dropout and residual run on the rank's rows (all rows
@@ -193,11 +208,7 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
 #define KEEP(name) keeps(m, l, name, pass)
 
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
-    float *ln1_stats = saved_out(m, A, ACT_LN1_STATS, l, 2 * (size_t)nr, KEEP(ACT_LN1_STATS));
-    float *qkv_in = saved_out(m, A, ACT_QKV_IN, l, nrh, KEEP(ACT_QKV_IN));
-    layernorm_forward(qkv_in, ln1_stats, x, w.ln1_w, w.ln1_b, nr, h);
-    saved_done(m, A, ACT_QKV_IN, l, qkv_in, nrh, KEEP(ACT_QKV_IN), 0);
-    const float *qkv_all = tp_gather_rows(m, qkv_in, m->ws_gather, h, TPC_BLOCK);   // g
+    const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass);
     float *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
     float *k = saved_out(m, A, ACT_K, l, nhl, KEEP(ACT_K));
     float *v = saved_out(m, A, ACT_V, l, nhl, KEEP(ACT_V));
@@ -218,11 +229,7 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
-    float *ln2_stats = saved_out(m, A, ACT_LN2_STATS, l, 2 * (size_t)nr, KEEP(ACT_LN2_STATS));
-    float *fc1_in = saved_out(m, A, ACT_FC1_IN, l, nrh, KEEP(ACT_FC1_IN));
-    layernorm_forward(fc1_in, ln2_stats, x1, w.ln2_w, w.ln2_b, nr, h);
-    saved_done(m, A, ACT_FC1_IN, l, fc1_in, nrh, KEEP(ACT_FC1_IN), 0);
-    const float *fc1_all = tp_gather_rows(m, fc1_in, m->ws_gather, h, TPC_BLOCK);   // g
+    const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass);
     float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
     float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
     linear_forward(gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);

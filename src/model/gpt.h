@@ -15,16 +15,17 @@ typedef struct {
     float dropout;
 } GPTConfig;
 
-// Views into one flat buffer (parameters or their gradients). Per-layer tensors are stacked [L, ...];
-// weight matrices are [out, in] (nn.Linear orientation); qkv rows are [q | k | v].
+// Views into one flat buffer (parameters or their gradients): this rank's shards (the whole model
+// when t = 1; hl = h/t, fl = 4h/t, vl = ⌈v/t⌉). Per-layer tensors are stacked [L, ...]; weight
+// matrices are [out, in] (nn.Linear orientation); qkv rows are [q | k | v], each hl rows.
 typedef struct {
-    float *wte, *wpe;             // [v,h], [s,h]
+    float *wte, *wpe;             // [vl,h], [s,h]
     float *ln1_w, *ln1_b;         // [L,h]
-    float *qkv_w, *qkv_b;         // [L,3h,h], [L,3h]
-    float *proj_w, *proj_b;       // [L,h,h], [L,h]
+    float *qkv_w, *qkv_b;         // [L,3hl,h], [L,3hl]
+    float *proj_w, *proj_b;       // [L,h,hl], [L,h]
     float *ln2_w, *ln2_b;         // [L,h]
-    float *fc1_w, *fc1_b;         // [L,4h,h], [L,4h]
-    float *fc2_w, *fc2_b;         // [L,h,4h], [L,h]
+    float *fc1_w, *fc1_b;         // [L,fl,h], [L,fl]
+    float *fc2_w, *fc2_b;         // [L,h,fl], [L,h]
     float *lnf_w, *lnf_b;         // [h]
 } GPTTensors;
 

@@ -1,5 +1,7 @@
 #include "ops/embedding.h"
+#include <limits.h>
 #include <stddef.h>
+#include "ops/vocab_parallel.h"
 
 void embedding_forward(float *x, const int32_t *tokens, const float *wte, const float *wpe, int s, int b, int h) {
 #pragma omp parallel for schedule(static)
@@ -10,16 +12,9 @@ void embedding_forward(float *x, const int32_t *tokens, const float *wte, const 
     }
 }
 
+// The token and position gradients are independent sums: the vocabulary-parallel pair with one
+// rank holding every row gives the same bits.
 void embedding_backward(float *dwte, float *dwpe, const float *dx, const int32_t *tokens, int s, int b, int h) {
-    enum { CHUNK = 64 };
-    int nchunks = (h + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static)
-    for (int ch = 0; ch < nchunks; ch++) {
-        int c0 = ch * CHUNK, c1 = c0 + CHUNK < h ? c0 + CHUNK : h;
-        for (int row = 0; row < s * b; row++) {
-            const float *g = dx + (size_t)row * h;
-            float *te = dwte + (size_t)tokens[row] * h, *pe = dwpe + (size_t)(row / b) * h;
-            for (int c = c0; c < c1; c++) { te[c] += g[c]; pe[c] += g[c]; }
-        }
-    }
+    embedding_vocab_backward(dwte, dx, tokens, 0, INT_MAX, s * b, h);
+    embedding_positions_backward(dwpe, dx, 0, s, b, h);
 }
