@@ -7,6 +7,8 @@
 double flops_model(double B, double L, double s, double h, double v);
 // Hardware FLOPs: what the policy recomputes on top. A selective layer counts Eq. 8 as printed,
 // 72·B·s·h²·(1 + s/(3h)); a full-recompute layer one more forward, its Eq. 7 part × 4/3; the output
-// layer is never recomputed. policy NULL: no recomputation (= model FLOPs).
-double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers);
+// layer is never recomputed. policy NULL: no recomputation (= model FLOPs). ctron_full: count what
+// ctron's full recompute runs — the last layer of each recomputed group skips its FC2 (8·B·s·h²),
+// whose output backward never reads — instead of the paper's whole extra forward.
+double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers, int ctron_full);
 #endif

@@ -28,7 +28,7 @@ void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
     out->dp = c->gpus / (tp * c->lay.p);
     double B = (double)c->global_batch;
     out->model_flops = flops_model(B, (double)sh->L, (double)sh->s, (double)sh->h, (double)sh->v);
-    out->hw_flops = flops_hardware(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L);
+    out->hw_flops = flops_hardware(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L, 0);
     out->mfu = out->hfu = -1.0;
     if (c->iter_time > 0 && c->gpus > 0 && c->peak_tflops > 0) {
         double capacity = c->iter_time * c->gpus * c->peak_tflops * 1e12;

@@ -153,11 +153,9 @@ static float *input_of(GPT *m, int l, int pass) {
 }
 
 // Where block l's output goes, allocated after the block's own tensors (the arena is a stack):
-// the next block's ln1_in, the final LN's input, or scratch when a recomputed group's output is
-// not needed.
+// the next block's ln1_in or the final LN's input (a recomputed group's last block has none).
 static float *output_of(GPT *m, int l, int pass, int where) {
     if (where == OUT_NEXT_BLOCK) return input_of(m, l + 1, pass);
-    if (where == OUT_DISCARD) return m->d_tmp;
     m->mark_head = arena_mark(&m->arena);
     return saved_out(m, &m->model_acts, ACT_LNF_IN, -1, rank_rows_h(m), m->ctx.train);
 }
@@ -193,7 +191,8 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
 }
 
 // One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
-// the policy says). Returns the block output (see output_of), rounded and kept likewise. Under TP
+// the policy says). Returns the block output (see output_of), rounded and kept likewise; NULL for
+// OUT_DISCARD, whose output nobody reads. Under TP
 // the linears hold this rank's columns; LN, dropout and residual run on the rank's rows (all rows
 // without SP).
 static float *block_forward(GPT *m, int l, const float *x, int pass, int where) {
@@ -236,9 +235,12 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     bias_gelu_forward(fc2_in, gelu_in, w.fc1_b, n, fl, bf16);
     saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
     saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
+    uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
+    // A recomputed group's last block ends here: backward reads FC2's input and the mask, never the
+    // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
+    if (where == OUT_DISCARD) return NULL;
     linear_forward(m->ws_out, h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
     const float *mlp_out = tp_reduce_rows(m, m->ws_out, m->ws_gather, h, TPC_BLOCK);   // ḡ
-    uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     float *out = output_of(m, l, pass, where);
     dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);

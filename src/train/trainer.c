@@ -280,7 +280,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     // One optimizer step covers batch × grad_accum sequences on each of the nranks ranks.
     int seqs_per_rank = c->batch * o->grad_accum;
     double flops = train_flops_per_step(c, o->grad_accum * nranks);
-    double hw_flops = flops_hardware((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy, c->layers);
+    double hw_flops = flops_hardware((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy, c->layers, 1);
     double peak = o->peak_gflops;
     if (rank == 0 && peak <= 0 && peak_gflops_cached(o->threads, &peak) != 0) {
         // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
