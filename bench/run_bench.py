@@ -33,11 +33,24 @@ machine does not always hit the same run. Per (implementation, policy):
     ratio        peer ms / ctron ms for the same policy (> 1: ctron is faster);
                  also the median of the per-round paired ratios in the JSON
 
+Then the parallel-layout benchmark (--parallel, default
+single,tp2,tp2+sp,tp2+sp+selective) runs ctron alone at one config (default S)
+in each layout: one process with all T threads, or mpirun -np t ranks with
+--tp t [--sp] and T/t threads each (the same cores in total). Rounds rotate the
+layout order by one. Per layout: median ms/step (the first --parallel-warmup
+steps of every run dropped), tokens/s, speed-up over `single` (single ms /
+layout ms), fwd/bwd/opt ms, the bytes rank 0 moves per step by collective
+(comm_bytes: ring convention, all-reduce 2(t-1)/t, the others (t-1)/t of the
+tensor) and the TP part of it by purpose (tp_bytes: block, regather, vocab),
+and rank 0's activation peak and layer-0 bytes. Skipped, with a note, when
+mpirun is not found.
+
 Absolute times on a shared machine are noise; ratios within one invocation
 are the result. Writes bench/results/<date>.json (all raw numbers and the
 environment), bench/results/<date>.md (the tables, also printed) and two plots,
-bench/results/<date>-throughput.svg and <date>-activations.svg.
-`--replot FILE.json` rebuilds the tables and plots from a saved JSON.
+bench/results/<date>-throughput.svg and <date>-activations.svg (--suffix X:
+<date>-X.json and so on). `--replot FILE.json` rebuilds the tables and plots
+from a saved JSON.
 """
 
 import argparse
@@ -45,6 +58,8 @@ import hashlib
 import json
 import os
 import platform
+import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -67,6 +82,16 @@ FLOP_FORMULA = ("FLOPs/step = 6*N*s*b + 12*L*b*s^2*h "
                 "(N = parameters incl. token and position embeddings, tied output counted once; "
                 "attention term = QK^T and P.V over the full s x s matrix, x3 for fwd+bwd)")
 EQ7_FORMULA = "model FLOPs/step (paper Eq. 7) = 72*b*L*s*h^2*(1 + s/(6h) + v/(12hL))"
+
+
+# The parallel-layout benchmark: the Open MPI launch and the log fields it reports.
+MPIRUN_ARGS = ["--oversubscribe", "--bind-to", "none"]
+# Root in a container; ranks with one thread sleep instead of spinning when they wait.
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMP_WAIT_POLICY": "PASSIVE"}
+DEFAULT_PARALLEL = "single,tp2,tp2+sp,tp2+sp+selective"
+COMM_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
+TP_PURPOSES = ("block", "regather", "vocab")
 
 
 class BenchError(Exception):
@@ -136,6 +161,43 @@ def peer_policy_args(pol):
     return ["--recompute", pol["recompute"]]
 
 
+def parse_layout(name, total_threads):
+    """A parallel layout: `single` or `tp<t>`, then optional '+'-separated `sp` and a recompute
+    mode (default none, dropped from the canonical name), e.g. tp2+sp+selective.
+
+    single = one process with all total_threads threads; tp<t> = mpirun -np t, --tp t, each rank
+    total_threads // t threads (at least 1), so that every layout uses the same cores.
+    """
+    parts = [p.strip() for p in name.split("+")]
+    head = parts[0] if parts else ""
+    if head == "single":
+        tp = 1
+    elif head.startswith("tp") and head[2:].isdigit() and int(head[2:]) >= 2:
+        tp = int(head[2:])
+    else:
+        raise ValueError(f"layout {name!r}: must start with single or tp<N> (N >= 2)")
+    sp, recompute = False, "none"
+    seen = set()
+    for m in parts[1:]:
+        if m == "sp" and tp > 1:
+            key, sp = "sp", True
+        elif m in RECOMPUTE_MODES:
+            key, recompute = "recompute", m
+        else:
+            raise ValueError(f"layout {name!r}: unknown modifier {m!r}; expected "
+                             f"{'sp|' if tp > 1 else ''}{'|'.join(RECOMPUTE_MODES)}")
+        if key in seen:
+            raise ValueError(f"layout {name!r}: {key} given twice")
+        seen.add(key)
+    canon = [head] + (["sp"] if sp else []) + ([recompute] if recompute != "none" else [])
+    pol = parse_policy(recompute)
+    args = ctron_policy_args(pol)
+    if tp > 1:
+        args = ["--tp", str(tp)] + (["--sp"] if sp else []) + args
+    return {"name": "+".join(canon), "ranks": tp, "tp": tp, "sp": sp, "recompute": recompute,
+            "threads_per_rank": max(1, total_threads // tp), "ctron_args": args}
+
+
 # --------------------------------------------------------------------------
 # Memory pre-check
 # --------------------------------------------------------------------------
@@ -188,18 +250,22 @@ def eq7_flops_per_step(c):
 # Running a child with its own peak RSS
 # --------------------------------------------------------------------------
 
-def run_child(cmd, env, timeout_s, cwd):
+def run_child(cmd, env, timeout_s, cwd, own_group=False):
     """Runs cmd; returns dict(rc, wall_s, peak_rss_kib, stdout, stderr, timed_out).
 
     stdout/stderr go to temporary files (not pipes) so that the child can never
     block on a full pipe while we sit in os.wait4, which reaps the child and
-    returns its own rusage (ru_maxrss, KiB on Linux).
+    returns its own rusage (ru_maxrss, KiB on Linux: the largest of the child
+    and the descendants it reaped, e.g. mpirun's ranks). own_group: the child
+    leads a new process group, and a timeout kills the whole group (mpirun and
+    its ranks; Open MPI 4.1's mpirun can hang at shutdown after an error).
     """
     import subprocess
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
         try:
-            p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd)
+            p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd,
+                                 start_new_session=own_group)
         except OSError as e:
             raise BenchError(f"cannot start {cmd[0]!r}: {e}") from e
         timed_out = False
@@ -209,7 +275,13 @@ def run_child(cmd, env, timeout_s, cwd):
                 break
             if timeout_s and time.monotonic() - t0 > timeout_s:
                 timed_out = True
-                p.kill()
+                if own_group:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                else:
+                    p.kill()
                 pid, status, ru = os.wait4(p.pid, 0)
                 break
             time.sleep(0.05)
@@ -258,6 +330,25 @@ def timed_steps(step_recs):
 # One run of each implementation
 # --------------------------------------------------------------------------
 
+def read_step_log(log):
+    """ctron's --log file: (all records, bad lines, one record per step sorted by step).
+
+    Several lines for one step (e.g. a val_loss line) would double count: keeps
+    the first line with "ms" per step.
+    """
+    log_text = ""
+    if os.path.exists(log):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            log_text = f.read()
+    recs, bad = parse_json_lines(log_text)
+    seen, uniq = set(), []
+    for x in recs:
+        if "step" in x and "ms" in x and x["step"] not in seen:
+            seen.add(x["step"])
+            uniq.append(x)
+    return recs, bad, sorted(uniq, key=lambda r: r["step"])
+
+
 def run_ctron(args, c, pol, env, workdir, tag):
     log = os.path.join(workdir, f"{tag}.jsonl")
     cmd = [args.ctron, "train",
@@ -272,21 +363,9 @@ def run_ctron(args, c, pol, env, workdir, tag):
     r = run_child(cmd, env, args.timeout, ROOT)
     res = dict(impl="ctron", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"])
-    log_text = ""
-    if os.path.exists(log):
-        with open(log, encoding="utf-8", errors="replace") as f:
-            log_text = f.read()
-    recs, bad = parse_json_lines(log_text)
+    recs, bad, uniq = read_step_log(log)
     res["log_bad_lines"] = bad
     res["log"] = recs
-    steps = [x for x in recs if "step" in x and "ms" in x]
-    # Several lines for one step (e.g. a val_loss line) would double count:
-    # keep the first line with "ms" per step.
-    seen, uniq = set(), []
-    for x in steps:
-        if x["step"] not in seen:
-            seen.add(x["step"])
-            uniq.append(x)
     all_ms, timed = timed_steps(uniq)
     res["ms_steps"] = all_ms
     res["ms_timed"] = timed
@@ -343,6 +422,183 @@ def run_peer(args, c, pol, env, tag):
                         else "no summary line or fewer than 2 steps in the peer's output")
         res["stderr_tail"] = tail(r["stderr"]) or tail(r["stdout"])
     return res
+
+
+# --------------------------------------------------------------------------
+# Parallel layouts (ctron alone, one config, under mpirun)
+# --------------------------------------------------------------------------
+
+def run_layout(args, c, lay, base_env, workdir, tag):
+    """One ctron run in one parallel layout; the step log is rank 0's."""
+    log = os.path.join(workdir, f"{tag}.jsonl")
+    t = lay["threads_per_rank"]
+    train = [args.ctron, "train",
+             "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
+             "--heads", str(c["heads"]), "--seq", str(c["seq"]),
+             "--batch", str(c["batch"]), "--vocab", str(c["vocab"]),
+             "--dropout", str(c["dropout"]), "--steps", str(args.parallel_steps),
+             "--threads", str(t), "--lr", "3e-4",
+             "--eval-every", "0", "--eval-batches", "1", "--no-ledger",
+             "--data", args.data, "--log", log] + lay["ctron_args"] + list(args.ctron_arg)
+    env = dict(base_env)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[k] = str(t)
+    if lay["ranks"] > 1:
+        cmd = [args.mpirun_path] + MPIRUN_ARGS + ["-np", str(lay["ranks"])] + train
+        env.update(MPI_ENV)
+    else:
+        cmd = train
+    r = run_child(cmd, env, args.parallel_timeout, ROOT, own_group=True)
+    res = dict(impl="ctron", layout=lay["name"], cmd=cmd,
+               env={k: env[k] for k in sorted(MPI_ENV) + ["OMP_NUM_THREADS"] if k in env},
+               rc=r["rc"], wall_s=r["wall_s"], peak_rss_kib=r["peak_rss_kib"],
+               timed_out=r["timed_out"])
+    recs, bad, uniq = read_step_log(log)
+    res["log_bad_lines"] = bad
+    res["log"] = recs
+    w = args.parallel_warmup
+    res["ms_steps"] = [float(x["ms"]) for x in uniq]
+    timed = uniq[w:]
+    res["timed_steps"] = [x["step"] for x in timed]
+    res["ms_timed"] = [float(x["ms"]) for x in timed]
+    res["ms_median"] = statistics.median(res["ms_timed"]) if timed else None
+    res["loss_first"] = uniq[0].get("loss") if uniq else None
+    res["loss_last"] = uniq[-1].get("loss") if uniq else None
+    res["ok"] = r["rc"] == 0 and not r["timed_out"] and bool(timed)
+    if not res["ok"]:
+        res["error"] = (f"timed out after {args.parallel_timeout:g} s" if r["timed_out"]
+                        else f"exit status {r['rc']}" if r["rc"] != 0
+                        else f"log {log} has {len(uniq)} step lines with 'ms' (need > {w})")
+        res["stderr_tail"] = tail(r["stderr"]) or tail(r["stdout"])
+    elif len(uniq) != args.parallel_steps:
+        res["warning"] = f"log has {len(uniq)} step lines, expected {args.parallel_steps}"
+    return res
+
+
+def layout_schedule(layouts, rounds):
+    """[(round, layout)]: round r visits the layouts rotated left by r-1."""
+    n = len(layouts)
+    return [(rnd, lay) for rnd in range(1, rounds + 1)
+            for lay in layouts[(rnd - 1) % n:] + layouts[:(rnd - 1) % n]]
+
+
+def _median_of(recs, key):
+    vals = [float(x[key]) for x in recs if isinstance(x.get(key), (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def _per_step_bytes(recs, field, keys):
+    """{key: bytes} of a per-step byte dict (comm_bytes, tp_bytes) over the timed steps: the
+    median per key (a key a step does not report counts 0), and whether the steps disagree."""
+    out, varies = {}, False
+    for k in keys:
+        vals = [float((x.get(field) or {}).get(k, 0)) for x in recs]
+        out[k] = statistics.median(vals) if vals else None
+        varies = varies or (len(set(vals)) > 1)
+    return out, varies
+
+
+def summarise_layouts(c, layouts, runs, rounds):
+    """summary[layout] = medians over every timed step of its successful runs (None if none)."""
+    tokens = c["seq"] * c["batch"]
+    summary = {}
+    for lay in layouts:
+        ok = [r for r in runs if r["layout"] == lay["name"] and r["ok"]]
+        if not ok:
+            summary[lay["name"]] = None
+            continue
+        timed = []
+        for r in ok:
+            by_step = {x["step"]: x for x in r["log"] if "step" in x and "ms" in x}
+            timed += [by_step[st] for st in r["timed_steps"] if st in by_step]
+        med = statistics.median(float(x["ms"]) for x in timed)
+        comm, comm_varies = _per_step_bytes(timed, "comm_bytes", COMM_KINDS)
+        tp, tp_varies = _per_step_bytes(timed, "tp_bytes", TP_PURPOSES)
+        acts = [x["act_bytes"] for x in timed if isinstance(x.get("act_bytes"), (int, float))]
+        layer = [x["act_layer_bytes"] for x in timed
+                 if isinstance(x.get("act_layer_bytes"), (int, float))]
+        summary[lay["name"]] = {
+            "runs_ok": len(ok), "runs": sum(r["layout"] == lay["name"] for r in runs),
+            "timed_steps": len(timed),
+            "ms_median": med, "ms_round_medians": [r["ms_median"] for r in ok],
+            "ms_min": min(float(x["ms"]) for x in timed),
+            "ms_max": max(float(x["ms"]) for x in timed),
+            "tokens_per_s": tokens / (med / 1e3),
+            "gflops": flops_per_step(c) / (med / 1e3) / 1e9,
+            "fwd_ms": _median_of(timed, "fwd_ms"), "bwd_ms": _median_of(timed, "bwd_ms"),
+            "opt_ms": _median_of(timed, "opt_ms"),
+            "comm_bytes": comm, "comm_bytes_total": sum(v for v in comm.values() if v),
+            "tp_bytes": tp, "bytes_vary_between_steps": comm_varies or tp_varies,
+            "act_bytes": max(acts) if acts else None,
+            "act_layer_bytes": max(layer) if layer else None,
+            "peak_rss_kib": max(r["peak_rss_kib"] for r in ok),
+            "loss_step1": ok[0]["loss_first"],
+        }
+    base = summary.get("single")
+    for name, agg in summary.items():
+        if agg is None:
+            continue
+        agg["speedup_vs_single"] = base["ms_median"] / agg["ms_median"] if base else None
+        paired = []
+        for rnd in range(1, rounds + 1):
+            a = next((r for r in runs if r["layout"] == "single" and r["round"] == rnd
+                      and r["ok"]), None)
+            b = next((r for r in runs if r["layout"] == name and r["round"] == rnd and r["ok"]),
+                     None)
+            if a and b:
+                paired.append(a["ms_median"] / b["ms_median"])
+        agg["speedup_paired_per_round"] = paired
+        agg["speedup_paired_median"] = statistics.median(paired) if paired else None
+    return summary
+
+
+def run_parallel_bench(args, workdir):
+    """The parallel section of the result, or None when no layout was asked for."""
+    if not args.layout_list:
+        return None, False
+    name = args.parallel_config
+    c = CONFIGS[name]
+    sec = {"config_name": name, "config": dict(c), "n_params": n_params(c),
+           "flops_per_step": flops_per_step(c), "tokens_per_step": c["seq"] * c["batch"],
+           "layouts": args.layout_list, "steps": args.parallel_steps,
+           "warmup": args.parallel_warmup, "rounds": args.parallel_rounds,
+           "threads_total": args.threads, "mpirun_args": MPIRUN_ARGS, "mpi_env": MPI_ENV}
+    if args.peer_only:
+        sec["skipped"] = "--peer-only: no ctron binary"
+        return sec, False
+    needs_mpi = any(lay["ranks"] > 1 for lay in args.layout_list)
+    if needs_mpi and not args.mpirun_path:
+        sec["skipped"] = (f"mpirun not found ({args.mpirun!r} is not on PATH or not executable); "
+                          f"install Open MPI or pass --mpirun PATH")
+        print(f"note: parallel benchmark skipped: {sec['skipped']}", file=sys.stderr, flush=True)
+        return sec, False
+    if needs_mpi:
+        v = run_child([args.mpirun_path, "--version"], dict(os.environ), 30, ROOT)
+        sec["mpirun"] = {"path": args.mpirun_path,
+                         "version": (v["stdout"].strip().splitlines() or [None])[0]}
+    base_env = dict(os.environ)
+    runs, failed = [], False
+    plan = layout_schedule(args.layout_list, args.parallel_rounds)
+    for seq, (rnd, lay) in enumerate(plan, 1):
+        label = (f"[parallel {name} round {rnd}/{args.parallel_rounds} run {seq}/{len(plan)}] "
+                 f"{lay['name']} ({lay['ranks']} x {lay['threads_per_rank']} threads)")
+        print(f"{label}: running ...", file=sys.stderr, flush=True)
+        r = run_layout(args, c, lay, base_env, workdir, f"par-{lay['name']}-r{rnd}")
+        r["round"] = rnd
+        r["seq"] = seq
+        runs.append(r)
+        if r["ok"]:
+            print(f"{label}: median {r['ms_median']:.1f} ms/step over {len(r['ms_timed'])} steps, "
+                  f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}"
+                  + (f" ({r['warning']})" if r.get("warning") else ""),
+                  file=sys.stderr, flush=True)
+        else:
+            failed = True
+            print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
+                  file=sys.stderr, flush=True)
+    sec["summary"] = summarise_layouts(c, args.layout_list, runs, args.parallel_rounds)
+    sec["runs"] = runs
+    return sec, failed
 
 
 # --------------------------------------------------------------------------
@@ -519,6 +775,10 @@ def mib(x):
     return "–" if x is None else f"{x / 2**20:.2f}"
 
 
+def mib0(x):
+    return "0" if x == 0 else mib(x)
+
+
 def fmt(x, nd=1):
     return "–" if x is None else f"{x:.{nd}f}"
 
@@ -539,8 +799,73 @@ def plot_paths(result, md_dir):
     return {k: os.path.relpath(p, md_dir) for k, p in result.get("plots", {}).items()}
 
 
+def parallel_markdown(sec, env):
+    """The parallel section's lines (a heading, a note and the table)."""
+    c = sec["config"]
+    lines = [f"## Parallel layouts: {shape_str(sec['config_name'], c)}", ""]
+    if sec.get("skipped"):
+        return lines + [f"Skipped: {sec['skipped']}.", ""]
+    mpi = sec.get("mpirun") or {}
+    lines += [
+        f"ctron alone, {sec['rounds']} round(s) × {sec['steps']} steps per run (first "
+        f"{sec['warmup']} dropped); each round visits the layouts in turn, rotated by one per "
+        f"round. {sec['threads_total']} threads in all: `single` = one process, `tpN` = "
+        f"`{os.path.basename(mpi.get('path') or 'mpirun')} {' '.join(sec['mpirun_args'])} -np N` "
+        f"({(mpi.get('version') or 'Open MPI').replace('mpirun (Open MPI)', 'Open MPI')}) "
+        f"with `--tp N [--sp]` and "
+        f"{sec['threads_total']}/N threads per rank, env "
+        + ", ".join(f"{k}={v}" for k, v in sec["mpi_env"].items()) + ". "
+        "× single = single ms / layout ms (> 1: faster). Bytes are per step, rank 0's "
+        "(`comm_bytes`: ring convention, all-reduce 2(t−1)/t × tensor, all-gather, "
+        "reduce-scatter and broadcast (t−1)/t × tensor; `tp_bytes`: the TP group's part by "
+        "purpose, block = the f/f̄ (TP) or g/ḡ (SP) collectives in the blocks, regather = SP's "
+        "backward re-gather of the kept LN outputs, vocab = embedding/output layer and "
+        "cross-entropy). Act. peak / layer 0: rank 0's `act_bytes` / `act_layer_bytes`. "
+        "Peak RSS: the largest process.",
+        "",
+        "| layout | ranks × threads | ms/step | tokens/s | × single | fwd ms | bwd ms | opt ms "
+        "| all-reduce MiB | all-gather MiB | reduce-scatter MiB | broadcast MiB "
+        "| TP block MiB | TP regather MiB | TP vocab MiB | act. peak MiB | layer 0 MiB "
+        "| peak RSS MiB | loss step 1 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+        "|---:|---:|",
+    ]
+    for lay in sec["layouts"]:
+        agg = sec["summary"].get(lay["name"])
+        rt = f"{lay['ranks']} × {lay['threads_per_rank']}"
+        if agg is None:
+            err = next((r["error"] for r in sec["runs"] if r["layout"] == lay["name"]
+                        and r.get("error")), "no successful run")
+            lines.append(f"| {lay['name']} | {rt} | failed: {err} |" + " |" * 16)
+            continue
+        sp = agg.get("speedup_vs_single")
+        sp = "ref" if lay["name"] == "single" else ("–" if sp is None else f"{sp:.2f}")
+        cb, tb = agg["comm_bytes"], agg["tp_bytes"]
+        lines.append(
+            f"| {lay['name']} | {rt} | {fmt(agg['ms_median'])} | {fmt(agg['tokens_per_s'], 0)} "
+            f"| {sp} | {fmt(agg['fwd_ms'])} | {fmt(agg['bwd_ms'])} | {fmt(agg['opt_ms'])} | "
+            + " | ".join(mib0(cb.get(k)) for k in COMM_KINDS) + " | "
+            + " | ".join(mib0(tb.get(k)) for k in TP_PURPOSES)
+            + f" | {mib(agg['act_bytes'])} | {mib(agg['act_layer_bytes'])} "
+            f"| {mib(agg['peak_rss_kib'] * 1024)} | {fmt(agg['loss_step1'], 4)} |")
+    lines.append("")
+    flags = "; ".join(f"{lay['name']} = `{' '.join(lay['ctron_args'])}`" for lay in sec["layouts"])
+    lines += [f"ctron flags per layout: {flags}.", ""]
+    if any((a or {}).get("bytes_vary_between_steps") for a in sec["summary"].values()):
+        lines += ["Note: some byte counts differ between steps; the table shows medians.", ""]
+    return lines
+
+
 def markdown(result, md_dir):
     env = result["environment"]
+    if not result["configs"]:            # the parallel benchmark alone
+        lines = [f"# ctron parallel layouts — {result['date']}", "",
+                 f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed). "
+                 "Absolute times on a shared machine are noise; compare ratios within this run.",
+                 ""]
+        if result.get("parallel"):
+            lines += parallel_markdown(result["parallel"], env)
+        return "\n".join(lines)
     specs = result["policy_specs"]
     lines = [
         f"# ctron vs PyTorch peer — {result['date']}",
@@ -602,6 +927,8 @@ def markdown(result, md_dir):
                     f"| {mib(agg['act_bytes_total'])} | {mib(agg['act_bytes_per_layer'])} "
                     f"| {xs} | {ratio} |")
         lines.append("")
+    if result.get("parallel"):
+        lines += parallel_markdown(result["parallel"], env)
     paths = plot_paths(result, md_dir)
     if "throughput" in paths:
         lines += ["## Plots", "", f"![tokens/s by policy, ctron vs PyTorch]({paths['throughput']})", ""]
@@ -691,7 +1018,7 @@ def write_plots(result, plot_dir):
         svg = fn(result)
         if svg is None:
             continue
-        path = os.path.join(plot_dir, f"{result['date']}-{kind}.svg")
+        path = os.path.join(plot_dir, f"{result.get('stem') or result['date']}-{kind}.svg")
         with open(path, "w", encoding="utf-8") as f:
             f.write(svg)
         result["plots"][kind] = path
@@ -744,7 +1071,8 @@ def parse_args(argv):
         description="Benchmark ctron against the PyTorch peer, alternating runs, "
                     "for each activation-memory policy.")
     ap.add_argument("--configs", default="T,S",
-                    help="comma-separated subset of " + ",".join(CONFIGS) + " (default T,S)")
+                    help="comma-separated subset of " + ",".join(CONFIGS) + " (default T,S); "
+                         "'' runs only the parallel benchmark")
     ap.add_argument("--policies", default=DEFAULT_POLICIES,
                     help="policies run by both ctron and the peer, comma-separated subset of "
                          f"{','.join(RECOMPUTE_MODES)} (default {DEFAULT_POLICIES})")
@@ -774,16 +1102,61 @@ def parse_args(argv):
     ap.add_argument("--plot-dir", default=None,
                     help="where <date>-throughput.svg and <date>-activations.svg go "
                          "(default: --out-dir; the .md links to them relatively)")
+    ap.add_argument("--parallel", default=DEFAULT_PARALLEL,
+                    help="parallel layouts run by ctron alone at --parallel-config, comma-separated: "
+                         "single or tp<N>, then '+'-joined sp and a recompute mode, e.g. "
+                         f"tp2+sp+selective; '' for none (default {DEFAULT_PARALLEL})")
+    ap.add_argument("--parallel-config", default="S",
+                    help="config of the parallel benchmark, one of " + ",".join(CONFIGS)
+                         + " (default S)")
+    ap.add_argument("--parallel-steps", type=int, default=6,
+                    help="steps per parallel run (default 6)")
+    ap.add_argument("--parallel-warmup", type=int, default=1,
+                    help="first steps of every parallel run dropped (default 1)")
+    ap.add_argument("--parallel-rounds", type=int, default=2,
+                    help="rounds of the parallel benchmark, each runs every layout once (default 2)")
+    ap.add_argument("--parallel-timeout", type=float, default=600,
+                    help="seconds before a parallel run (mpirun and its ranks) is killed "
+                         "(0 = never; default 600)")
+    ap.add_argument("--mpirun", default="mpirun",
+                    help="Open MPI launcher, a name on PATH or a path (default mpirun); "
+                         "if not found the parallel benchmark is skipped")
+    ap.add_argument("--suffix", default="",
+                    help="output names <date>-SUFFIX.json/.md/-throughput.svg... instead of <date>.*")
     ap.add_argument("--replot", metavar="FILE.json", default=None,
                     help="run nothing: rebuild FILE.md and the plots from a saved result")
     args = ap.parse_args(argv)
 
     names = [x.strip() for x in args.configs.split(",") if x.strip()]
     unknown = [x for x in names if x not in CONFIGS]
-    if not names or unknown:
-        ap.error(f"--configs {args.configs!r}: unknown {unknown or 'empty list'}; "
+    if unknown:
+        ap.error(f"--configs {args.configs!r}: unknown {unknown}; "
                  f"expected a comma-separated subset of {','.join(CONFIGS)}")
     args.config_names = list(dict.fromkeys(names))
+    if args.parallel_config not in CONFIGS:
+        ap.error(f"--parallel-config {args.parallel_config!r}: expected one of {','.join(CONFIGS)}")
+    layouts, seen = [], set()
+    for lname in [x.strip() for x in args.parallel.split(",") if x.strip()]:
+        try:
+            lay = parse_layout(lname, args.threads if args.threads >= 1 else 1)
+        except ValueError as e:
+            ap.error(f"--parallel: {e}")
+        if lay["name"] not in seen:
+            seen.add(lay["name"])
+            layouts.append(lay)
+    if layouts and "single" not in seen:    # the reference of every ratio
+        layouts.insert(0, parse_layout("single", args.threads if args.threads >= 1 else 1))
+    args.layout_list = layouts
+    if not args.config_names and not layouts:
+        ap.error("nothing to run: --configs and --parallel are both empty")
+    if layouts and args.parallel_steps <= args.parallel_warmup:
+        ap.error(f"--parallel-steps {args.parallel_steps} must exceed --parallel-warmup "
+                 f"{args.parallel_warmup}")
+    if args.parallel_warmup < 0 or args.parallel_rounds < 1 or args.parallel_timeout < 0:
+        ap.error("--parallel-warmup >= 0, --parallel-rounds >= 1, --parallel-timeout >= 0 expected")
+    if args.suffix and (os.sep in args.suffix or args.suffix.startswith(".")):
+        ap.error(f"--suffix {args.suffix!r}: a plain name expected")
+    args.mpirun_path = shutil.which(args.mpirun)
     shared = parse_policy_list(ap, "--policies", args.policies, shared_only=True)
     variants = parse_policy_list(ap, "--ctron-variants", args.ctron_variants, shared_only=False)
     if args.peer_only:
@@ -810,7 +1183,7 @@ def parse_args(argv):
 
 
 def check_inputs(args):
-    if not (os.path.isfile(args.python) and os.access(args.python, os.X_OK)):
+    if args.config_names and not (os.path.isfile(args.python) and os.access(args.python, os.X_OK)):
         raise BenchError(f"Python for the peer not found or not executable: {args.python} "
                          f"(pass --python PATH)")
     if args.peer_only:
@@ -951,12 +1324,17 @@ def main(argv=None):
                 print(f"warning: peer has {tnone['n_params_peer']} parameters, formula says "
                       f"{cres['n_params']}", file=sys.stderr)
             result["configs"][name] = cres
+        par, par_failed = run_parallel_bench(args, workdir)
+        if par is not None:
+            result["parallel"] = par
+        failed = failed or par_failed
 
     result["environment"] = environment(args, torch_version)
     result["environment"]["loadavg_start"] = load_start   # 1/5/15-min load: a noise hint
     result["environment"]["loadavg_end"] = os.getloadavg()
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    write_report(result, args.out_dir, args.plot_dir, date)
+    result["stem"] = f"{date}-{args.suffix}" if args.suffix else date
+    write_report(result, args.out_dir, args.plot_dir, result["stem"])
     return 1 if failed else 0
 
 
