@@ -13,6 +13,7 @@
 #include "parallel/comm.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
+#include "memory/ledger_report.h"
 
 void cli_train_usage(FILE *f) {
     fprintf(f,
@@ -58,6 +59,8 @@ void cli_train_usage(FILE *f) {
         "  --log FILE        one JSON object per step (step, loss, val_loss, lr, ms, tokens_per_s, act_bytes, ...)\n"
         "  --print-every N   progress line every N steps when stdout is not a terminal (default 1)\n"
         "  --no-ledger       do not print the activation ledger (measured vs predicted) after the first step\n"
+        "  --max-bad-steps N a step with a non-finite loss or gradient norm is skipped; stop after N in a row\n"
+        "                    with a diagnostic, keeping the last checkpoint (default 5, 0 = never stop)\n"
         "  --sample N        after training, print N sampled tokens (KV-cache generation)\n"
         "  --prompt TEXT     prompt for --sample (default a newline)\n"
         "\n"
@@ -87,7 +90,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -112,7 +115,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
         {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
-        {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -183,6 +186,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         case OPT_KEEP: rc = parse_int("--keep", optarg, 0, INT_MAX, &o->keep); break;
         case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
         case OPT_RESUME: o->resume = optarg; break;
+        case OPT_MAX_BAD: rc = parse_int("--max-bad-steps", optarg, 0, INT_MAX, &o->max_bad_steps); break;
         case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
         case OPT_SP: o->sp = 1; break;
         case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;
@@ -200,6 +204,18 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         return usage_error("--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
     if (c->vocab < 256)
         return usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
+    {   // Absurd sizes are refused with what they would need, before anything is allocated.
+        double state, act, need = train_memory_estimate(o, &state, &act);
+        double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+        char b1[32], b2[32], b3[32], b4[32];
+        if (ram > 0 && need > ram)
+            return usage_error("the model (--layers %d --hidden %d --heads %d --seq %d --batch %d --vocab %d) would "
+                               "need about %s per rank (%s of parameters, gradients and AdamW state, up to %s of "
+                               "activations), more than this machine's %s of memory", c->layers, c->hidden, c->heads,
+                               c->seq, c->batch, c->vocab, format_bytes(need, b1, sizeof b1),
+                               format_bytes(state, b2, sizeof b2), format_bytes(act, b3, sizeof b3),
+                               format_bytes(ram, b4, sizeof b4));
+    }
     if ((long long)c->seq * c->batch * 4 * c->hidden > INT_MAX || (long long)c->vocab * c->hidden > INT_MAX ||
         (long long)c->seq * c->batch * c->vocab > INT_MAX || (long long)c->seq * c->seq * c->heads > (1LL << 34))
         return usage_error("model too large for 32-bit BLAS indices: --seq %d --batch %d --hidden %d --vocab %d",

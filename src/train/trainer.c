@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "train/grads_dist.h"
+#include "train/guards.h"
 #include "train/train_dist.h"
 #include "train/zero.h"
 #include "train/sample.h"
@@ -51,6 +53,22 @@ void train_options_default(TrainOptions *o) {
     o->show_ledger = 1;
     o->tp = 1;
     o->world_size = 1;
+    o->max_bad_steps = 5;
+}
+
+double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes) {
+    const GPTConfig *c = &o->model;
+    double t = o->tp > 0 ? o->tp : 1, dp = train_dp_groups(o);
+    double L = c->layers, h = c->hidden, a = c->heads, s = c->seq, b = c->batch, v = c->vocab;
+    double hl = h / t, fl = 4 * h / t, vl = ceil(v / t);
+    double n = vl * h + s * h + L * (2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h) + 2 * h;
+    // parameters and gradients, AdamW's two moments (split over dp with ZeRO-1)
+    *state_bytes = 8 * n + 8 * n / (o->zero ? dp : 1);
+    // activations: the none-policy fp32 bill with byte masks (an upper bound for every policy),
+    // the logits, and the per-layer workspace
+    double sbh = s * b * h;
+    *act_bytes = L * sbh * (66 + 9 * a * s / h) / t + s * b * vl * 4 + 4 * (10 * sbh + 4 * s * s);
+    return *state_bytes + *act_bytes;
 }
 
 int train_dp_groups(const TrainOptions *o) {
@@ -129,7 +147,12 @@ static void format_eta(double seconds, char *buf, size_t len) {
 
 // Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer; and
 // the bytes this rank moved, by collective and (TP) by purpose.
-typedef struct { double fwd, bwd, opt; CommStats comm; uint64_t tp_bytes[TPC_PURPOSES]; } StepTimes;
+typedef struct {
+    double fwd, bwd, opt;
+    CommStats comm;
+    uint64_t tp_bytes[TPC_PURPOSES];
+    int skipped;          // the numerical guard skipped this step
+} StepTimes;
 
 // The step's collectives on all of this rank's groups.
 static CommStats step_comm_stats(const CommGroup *world, const CommGroup *tp, const CommGroup *dp) {
@@ -145,14 +168,17 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
                            size_t act_bytes, size_t act_layer_bytes, double grad_norm, const StepTimes *t) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", step);
-    cJSON_AddNumberToObject(o, "loss", loss);
+    if (isfinite(loss)) cJSON_AddNumberToObject(o, "loss", loss);
+    else cJSON_AddStringToObject(o, "loss", isnan(loss) ? "nan" : "inf");
     if (!isnan(val_loss)) cJSON_AddNumberToObject(o, "val_loss", val_loss);
     cJSON_AddNumberToObject(o, "lr", lr);
     cJSON_AddNumberToObject(o, "ms", ms);
     cJSON_AddNumberToObject(o, "tokens_per_s", tps);
     cJSON_AddNumberToObject(o, "act_bytes", (double)act_bytes);
     cJSON_AddNumberToObject(o, "act_layer_bytes", (double)act_layer_bytes);
-    cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
+    if (isfinite(grad_norm)) cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
+    else cJSON_AddStringToObject(o, "grad_norm", isnan(grad_norm) ? "nan" : "inf");
+    if (t->skipped) cJSON_AddBoolToObject(o, "skipped", 1);
     cJSON_AddNumberToObject(o, "fwd_ms", t->fwd * 1e3);
     cJSON_AddNumberToObject(o, "bwd_ms", t->bwd * 1e3);
     cJSON_AddNumberToObject(o, "opt_ms", t->opt * 1e3);
@@ -174,6 +200,30 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     cJSON_Delete(o);
 }
 
+// Saves the checkpoint of step: rank 0 writes the model (gathered from its shards under TP or
+// ZeRO). Collective over the world; 0 on every rank when it worked, -1 on every rank otherwise.
+static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt, Zero *zero, CommGroup *world,
+                           CommGrid *grid, const LRSchedule *sched, int step, int save_index,
+                           const void *tokenizer_json, size_t tokenizer_bytes) {
+    int saved = 1;
+    if (o->tp <= 1 && !zero) {
+        saved = world->rank != 0 ||
+                train_ckpt_save(o, m, opt, sched, step, save_index, tokenizer_json, tokenizer_bytes) == 0;
+    } else {   // the unsharded model and state, gathered for rank 0 to write
+        GPT full;
+        AdamW full_opt;
+        gpt_init_params(&full, &o->model);
+        adamw_init(&full_opt, grid->dp_group.rank == 0 ? full.n_params : 0, opt->beta1, opt->beta2, opt->eps,
+                   opt->weight_decay);
+        dist_gather_whole(m, opt, zero, grid, &full, &full_opt);
+        if (world->rank == 0)
+            saved = train_ckpt_save(o, &full, &full_opt, sched, step, save_index, tokenizer_json, tokenizer_bytes) == 0;
+        adamw_free(&full_opt);
+        gpt_free(&full);
+    }
+    return all_ok(world, saved) ? 0 : -1;
+}
+
 int train_run(const TrainOptions *o, Comm *comm) {
     const GPTConfig *c = &o->model;
     CommGroup *world = &comm->world;
@@ -186,6 +236,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         return 2;
     }
     CommGroup *dpg = &grid.dp_group, *tpg = &grid.tp_group;
+    guard_install_signals();
     int nranks = grid.dp, dp_rank = dpg->rank;
     if (o->threads > 0) omp_set_num_threads(o->threads);
     // Rank 0 speaks for the run: progress, ledger report, log, checkpoints, sample.
@@ -249,7 +300,9 @@ int train_run(const TrainOptions *o, Comm *comm) {
     int warmup = o->warmup >= 0 ? o->warmup : (o->steps / 10 < 100 ? o->steps / 10 : 100);
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
     // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
-    int start = 0, last = train_ckpt_last_step(o), saves = 0, failed = 0;
+    int start = 0, last = train_ckpt_last_step(o), saves = 0, failed = 0, bad_run = 0, interrupted = 0, saved_at = -1;
+    int completed = start;
+    size_t *bad_counts = xcalloc((size_t)m.n_info * sizeof(size_t));
     if (o->resume && !sharded) {
         start = train_ckpt_resume(o, &m, &opt);
     } else if (o->resume) {   // every rank reads the whole checkpoint and keeps its shards
@@ -334,6 +387,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
             loss_sum += gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
             double f1 = now_seconds();
             gpt_backward(&m, tokens, ctx);
+            guard_test_inject_nan(&m, step, rank);
             times.fwd += f1 - f0;
             times.bwd += now_seconds() - f1;
         }
@@ -346,9 +400,32 @@ int train_run(const TrainOptions *o, Comm *comm) {
         double loss = (nranks > 1 ? (double)loss_total : loss_sum) / ((double)n_tok * o->grad_accum * nranks);
         double norm = grads_global_norm(&m, zero, tpg, dpg);
         float clip_scale = grad_clip_scale(norm, o->clip);
-        if (!zero) {
+        if (!isfinite(loss) || !isfinite(norm)) {
+            // Not applied: the parameters and AdamW state stay those of the last good step.
+            times.skipped = 1;
+            bad_run++;
+            int first = guard_first_nonfinite(&m, world, bad_counts);
+            fprintf(stderr, "ctron train: step %d: %s is not finite (first non-finite gradient: %s); step skipped "
+                    "(%d in a row, --max-bad-steps %d)\n", step, isfinite(loss) ? "the gradient norm" : "the loss",
+                    first >= 0 ? m.info[first].name : "none, the loss itself", bad_run, o->max_bad_steps);
+            if (o->max_bad_steps > 0 && bad_run >= o->max_bad_steps) {
+                char path[1200], gerr[1300];
+                snprintf(path, sizeof path, "%s/nonfinite_step_%08d.json", o->ckpt_dir ? o->ckpt_dir : ".", step);
+                if (rank == 0 && guard_write_diagnostic(path, &m, step, loss, norm, first, bad_counts, bad_run, gerr,
+                                                        sizeof gerr) != 0)
+                    fprintf(stderr, "ctron train: %s\n", gerr);
+                if (rank == 0)
+                    fprintf(stderr, "ctron: error: %d steps in a row were not finite; stopping at step %d without "
+                            "saving (the last checkpoint is the last good state); diagnostic: %s\n", bad_run, step,
+                            path);
+                failed = 3;
+                break;
+            }
+        } else if (!zero) {
+            bad_run = 0;
             adamw_step(&opt, &m, lr, clip_scale);
         } else {   // update the owned pieces, then everyone gets every piece
+            bad_run = 0;
             adamw_tick(&opt);
             size_t lo, hi, off = 0;
             for (size_t k = 0; zero_piece(zero, k, &lo, &hi); k++, off += hi - lo)
@@ -370,6 +447,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
                                 ledger_layer_stored(&m.ledger, 0, 0), norm, &times);
 
+        completed = step;
         if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
             ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
@@ -395,42 +473,41 @@ int train_run(const TrainOptions *o, Comm *comm) {
             else printf("%s\n", line);
             fflush(stdout);
         }
-        if (train_ckpt_due(o, step, last)) {   // rank 0 writes; every rank learns whether it worked
-            int saved = 1;
-            ++saves;
-            if (!sharded) {
-                saved = rank != 0 || train_ckpt_save(o, &m, &opt, &sched, step, saves, tokenizer_json,
-                                                     tokenizer_bytes) == 0;
-            } else {   // the unsharded model and state, gathered for rank 0 to write
-                GPT full;
-                AdamW full_opt;
-                gpt_init_params(&full, c);
-                adamw_init(&full_opt, dp_rank == 0 ? full.n_params : 0, opt.beta1, opt.beta2, opt.eps,
-                           opt.weight_decay);
-                dist_gather_whole(&m, &opt, zero, &grid, &full, &full_opt);
-                if (rank == 0)
-                    saved = train_ckpt_save(o, &full, &full_opt, &sched, step, saves, tokenizer_json,
-                                            tokenizer_bytes) == 0;
-                adamw_free(&full_opt);
-                gpt_free(&full);
-            }
-            if (!all_ok(world, saved)) {
+        // A skipped step saves nothing: with --keep, its checkpoint could prune the last good one.
+        if (train_ckpt_due(o, step, last) && bad_run > 0) {
+            printf("no checkpoint at step %d: the step was skipped (not finite); the last one stays\n", step);
+        } else if (train_ckpt_due(o, step, last)) {   // rank 0 writes; every rank learns whether it worked
+            if (save_checkpoint(o, &m, &opt, zero, world, &grid, &sched, step, ++saves, tokenizer_json, tokenizer_bytes) != 0) {
                 failed = 1;
                 break;
             }
+            saved_at = step;
+        }
+        // SIGINT/SIGTERM on any rank: every rank stops after this step, with a checkpoint.
+        int sig = guard_signal_pending();
+        if (!all_ok(world, sig == 0)) {
+            interrupted = sig ? sig : SIGTERM;
+            printf("interrupted (%s) after step %d of %d\n", interrupted == SIGINT ? "SIGINT" : "SIGTERM", step, o->steps);
+            fflush(stdout);
+            if (o->ckpt_dir && saved_at != step &&
+                save_checkpoint(o, &m, &opt, zero, world, &grid, &sched, step, ++saves, tokenizer_json, tokenizer_bytes) != 0)
+                failed = 1;
+            else if (o->ckpt_dir)
+                printf("continue with --resume %s\n", o->ckpt_dir);
+            break;
         }
     }
     double wall = now_seconds() - t_start;
     char val_text[32] = "-";
     if (!isnan(last_val)) snprintf(val_text, sizeof val_text, "%.4f", last_val);
     printf("done: %d steps in %.1f s (%.1f ms/step training), final val loss %s, activation peak %s\n",
-           last - start, wall, train_seconds / (last - start) * 1e3, val_text,
+           completed - start, wall, completed > start ? train_seconds / (completed - start) * 1e3 : 0.0, val_text,
            format_bytes((double)m.ledger.total_peak, b1, sizeof b1));
-    if (last < o->steps && !failed)
+    if (last < o->steps && !failed && !interrupted)
         printf("stopped after step %d of %d (--stop-after)%s%s\n", last, o->steps,
                o->ckpt_dir ? "; continue with --resume " : "", o->ckpt_dir ? o->ckpt_dir : "");
 
-    if (o->sample_tokens > 0 && !failed) {
+    if (o->sample_tokens > 0 && !failed && !interrupted) {
         GPT full;
         int gathered = o->tp > 1;   // rank 0 samples from the whole model
         if (gathered) {
@@ -456,5 +533,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     free(tokenizer_json);
     if (log) fclose(log);
     comm_grid_free(&grid);
-    return failed ? 1 : 0;
+    free(bad_counts);
+    if (failed) return failed;
+    return interrupted ? 128 + interrupted : 0;
 }

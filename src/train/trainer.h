@@ -30,6 +30,7 @@ typedef struct {
     int sp;              // sequence parallelism within the TP group
     int zero;            // 1: ZeRO-1, AdamW state sharded over the dp ranks
     int world_size;      // ranks of the run (the CLI sets it): dp = world_size / tp
+    int max_bad_steps;   // stop after this many non-finite steps in a row (0: never); each is skipped
     // Checkpoints (io/checkpoint.h, docs/CHECKPOINTS.md): save to ckpt_dir (NULL: never) every
     // save_every steps (0: only at the end) and at the last step, keeping the newest keep (0: all);
     // stop_after > 0 ends the run after that step although the schedule spans steps.
@@ -50,8 +51,13 @@ int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
 // Runs the whole training on every rank of comm, laid out as dp × tp (each dp group takes its
 // share of the step's sequences, gradients are summed across dp groups; a TP group shares each
-// layer); returns the process exit code (0, 1 on a runtime failure, 2 on bad data on any rank).
+// layer); returns the process exit code: 0; 1 on a runtime failure; 2 on bad data on any rank;
+// 3 when --max-bad-steps non-finite steps came in a row; 128 + signal after SIGINT/SIGTERM (the
+// step finished and saved).
 int train_run(const TrainOptions *o, Comm *comm);
+// Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
+// parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
+double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes);
 // Data-parallel groups of the run: world_size / tp (1 when the layout does not fit; checked apart).
 int train_dp_groups(const TrainOptions *o);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.

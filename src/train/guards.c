@@ -1,0 +1,88 @@
+#include "train/guards.h"
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "util/common.h"
+
+int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
+    int first = -1;
+    for (int i = 0; i < m->n_info; i++) {
+        const float *g = m->grads + m->info[i].offset;
+        size_t bad = 0;
+        for (size_t e = 0; e < m->info[i].numel; e++) bad += !isfinite(g[e]);
+        if (counts) counts[i] = bad;
+        if (bad && first < 0) first = i;
+    }
+    if (world->size == 1) return first;
+    // The smallest index over the ranks (TP shards differ; names are the same on every rank).
+    float *all = xmalloc((size_t)world->size * sizeof(float)), mine = first < 0 ? (float)m->n_info : (float)first;
+    comm_allgather(world, &mine, all, 1);
+    int best = m->n_info;
+    for (int r = 0; r < world->size; r++) best = (int)all[r] < best ? (int)all[r] : best;
+    free(all);
+    return best < m->n_info ? best : -1;
+}
+
+int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss, double norm, int first,
+                           const size_t *counts, int bad_steps, char *err, size_t errlen) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", step);
+    cJSON_AddStringToObject(o, "loss", isfinite(loss) ? "finite" : isnan(loss) ? "nan" : "inf");
+    if (isfinite(loss)) cJSON_AddNumberToObject(o, "loss_value", loss);
+    cJSON_AddStringToObject(o, "grad_norm", isfinite(norm) ? "finite" : isnan(norm) ? "nan" : "inf");
+    cJSON_AddNumberToObject(o, "consecutive_bad_steps", bad_steps);
+    cJSON_AddStringToObject(o, "first_nonfinite_gradient", first >= 0 ? m->info[first].name : "");
+    cJSON *t = cJSON_AddObjectToObject(o, "nonfinite_elements_rank0");
+    for (int i = 0; i < m->n_info; i++)
+        if (counts[i]) cJSON_AddNumberToObject(t, m->info[i].name, (double)counts[i]);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    FILE *f = fopen(path, "w");
+    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0) ok = 0;
+    cJSON_free(text);
+    if (!ok) {
+        snprintf(err, errlen, "cannot write the diagnostic '%s'", path);
+        return -1;
+    }
+    return 0;
+}
+
+void guard_test_inject_nan(GPT *m, int step, int world_rank) {
+    const char *spec = getenv("CTRON_TEST_NAN_STEPS");
+    if (!spec || world_rank != 0) return;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
+        if (atoi(tok) == step) {
+            const ParamInfo *pi = gpt_find_param(m, "h.0.mlp.c_fc.weight");
+            if (pi) m->grads[pi->offset] = NAN;
+        }
+}
+
+static volatile sig_atomic_t pending;
+
+static void on_signal(int sig) {
+    if (pending) {   // the second one: the default action, now
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    pending = sig;
+}
+
+void guard_install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    // A write past a file-size limit fails with EFBIG (reported) instead of killing the process.
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+int guard_signal_pending(void) { return (int)pending; }

@@ -1,0 +1,27 @@
+// What keeps a long run from being lost (docs/RELIABILITY.md): the numerical guard (a step whose
+// loss or gradient norm is not finite is skipped, not applied; too many in a row stop the run with
+// a diagnostic) and the stop signals (SIGINT/SIGTERM finish the step, save, and exit).
+#ifndef CTRON_GUARDS_H
+#define CTRON_GUARDS_H
+#include <stddef.h>
+#include "model/gpt.h"
+#include "parallel/comm.h"
+
+// Index (ParamInfo order) of the first parameter whose gradient holds a non-finite value on any
+// rank of world, or -1; collective over world. counts[n_info] (may be NULL) gets this rank's
+// non-finite elements per tensor.
+int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts);
+// Writes the diagnostic of a run stopped by non-finite steps: step, loss, norm, the first tensor,
+// this rank's non-finite counts per tensor. 0, or -1 with err.
+int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss, double norm, int first,
+                           const size_t *counts, int bad_steps, char *err, size_t errlen);
+// Test hook: CTRON_TEST_NAN_STEPS="3,5" poisons one gradient element of h.0.mlp.c_fc.weight on
+// world rank 0 after the backward of those steps (as an overflow in that layer would).
+void guard_test_inject_nan(GPT *m, int step, int world_rank);
+
+// SIGINT and SIGTERM set a flag the training loop reads at the end of each step; a second one
+// while the first is handled acts as the default (ends the process; checkpoints are atomic).
+void guard_install_signals(void);
+// The signal received (SIGINT, SIGTERM) or 0.
+int guard_signal_pending(void);
+#endif
