@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A bad layout ends every rank promptly with one clear message from rank 0 and exit 2 (issue 5):
+# A bad layout (and a rank that dies) ends every rank promptly with one clear message from rank 0 and exit 2 (issue 5):
 # t not dividing the ranks or the heads, SP with s not divisible by t or without TP, and a data
 # file missing on one rank of a TP group. The timeout catches a hang.
 # usage: test_tp_errors.sh CTRON DATA MPIEXEC [mpiexec flags...]
@@ -31,5 +31,15 @@ rc=$?; took=$(( $(date +%s) - start ))
 check '[ $rc -eq 2 ]' "missing data on rank 1 of a TP group: exit $rc: $(head -3 "$dir/out")"
 check '[ "$(grep -c "/nonexistent/kjv.txt" "$dir/out")" -eq 1 ]' "expected one message naming the file: $(head -5 "$dir/out")"
 check '[ $took -lt 30 ]' "took $took s"
+# A rank killed mid-run (SIGKILL two seconds in, during TP collectives): the others do not wait
+# forever; mpirun ends the job with a non-zero status and names the process, within seconds.
+start=$(date +%s)
+timeout 60 "${launch[@]}" -np 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then "$@" & p=$!; sleep 2; kill -9 $p;
+  wait $p; exit 137; else exec "$@"; fi' sh "$ctron" train "${base[@]}" --steps 1000000 --print-every 100000 --tp 2 \
+  > "$dir/out" 2>&1
+rc=$?; took=$(( $(date +%s) - start ))
+check '[ $rc -ne 0 ] && [ $rc -ne 124 ]' "a killed rank: exit $rc (124 = hung)"
+check 'grep -q "exited with non-zero status\|exited on signal" "$dir/out"' "expected mpirun to report the dead rank: $(tail -5 "$dir/out")"
+check '[ $took -lt 30 ]' "a killed rank: the job took $took s to end"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
