@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 PY    ?= /usr/bin/python3
 
-.PHONY: all setup build data demo test bench clean
+.PHONY: all setup build data demo test bench clean sanitize valgrind fuzz
 
 all: build
 
@@ -28,5 +28,26 @@ test: build data
 bench: build data
 	@$(PY) bench/run_bench.py
 
+# AddressSanitizer + UndefinedBehaviorSanitizer build of everything, then every test that runs in one
+# process (the MPI ones are left out: Open MPI's own allocations would be reported), including the
+# short training runs of the shell tests. Any report fails the test that made it.
+SAN_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
+          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=PASSIVE
+sanitize: setup data
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRON_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && $(SAN_ENV) ctest --output-on-failure -j 2 -LE mpi
+
+# valgrind memcheck of a tiny training step (2 steps, checkpoint, resume). Valgrind does not
+# decode AVX-512: a build without -march=native, and OpenBLAS held to its AVX2 kernels.
+valgrind: setup data
+	@cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-vg -j $(JOBS) --target ctron
+	@bash scripts/valgrind.sh build-vg/ctron
+
+# libFuzzer targets over every reader of outside input, FUZZ_SECONDS each (default 60).
+fuzz: setup
+	@bash scripts/fuzz.sh
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-vg build-fuzz

@@ -1,0 +1,30 @@
+// --recompute-layers LIST (e.g. 0-3:full,4-11:selective) and the other policy words: parsed into
+// a plan that covers every layer exactly once, or refused with a message.
+#include "fuzz_input.h"
+#include "model/policy.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > 4096) return 0;
+    char *text = malloc(size);
+    memcpy(text, data + 1, size - 1);
+    text[size - 1] = '\0';
+    int layers = 1 + data[0] % 64;
+    char err[512];
+    MemoryPolicy p;
+    memset(&p, 0, sizeof p);
+    if (policy_build(&p, layers, "none", "uniform", 1, text, err, sizeof err) == 0) {
+        for (int l = 0; l < layers; l++) {
+            if (p.kind[l] != RECOMPUTE_NONE && p.kind[l] != RECOMPUTE_SELECTIVE && p.kind[l] != RECOMPUTE_FULL) abort();
+            if (p.group_start[l] < 0 || p.group_start[l] > l) abort();
+        }
+        char plan[256];
+        policy_describe(&p, plan, sizeof plan);
+    }
+    policy_free(&p);
+    MaskMode mm;
+    ActDtype dt;
+    (void)policy_parse_masks(text, &mm);
+    (void)policy_parse_dtype(text, &dt);
+    free(text);
+    return 0;
+}
