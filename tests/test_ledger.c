@@ -9,13 +9,13 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; } Shape;
+typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; } Shape;
 
 // DESIGN.md §2: elements per name of one layer (0 when the configuration has no such tensor).
 static size_t table_elements(const Shape *sh, ActName n) {
     size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
     switch (n) {
-    case ACT_GELU_IN: case ACT_FC2_IN: return 4 * sbh;
+    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: return 4 * sbh;
     case ACT_ATTN_PROB: return as2b;
     case ACT_ATTN_MASK: case ACT_ATTN_DROP: return sh->dropout ? as2b : 0;
     case ACT_DROP1_MASK: case ACT_DROP2_MASK: return sh->dropout ? sbh : 0;
@@ -29,11 +29,23 @@ static size_t table_bytes(const Shape *sh, ActName n) {
     if (n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK)
         return sh->masks == MASKS_BYTES ? el : sh->masks == MASKS_BITS ? (el + 7) / 8 : 0;
     if (n == ACT_LN1_STATS || n == ACT_LN2_STATS) return 4 * el;
+    if (n == ACT_GELU_BRANCH) return (el + 7) / 8;   // one bit per GeLU input
     return (size_t)sh->e * el;
+}
+
+// Tempo's rules: gelu keeps one bit per element instead of gelu_in, layernorm drops the LN inputs
+// (the LN outputs are kept anyway), softmax drops attn_drop (the mask and attn_prob rebuild it).
+static int tempo_drops(const Shape *sh, ActName n) {
+    if (n == ACT_GELU_BRANCH) return !(sh->tempo & TEMPO_GELU);
+    if (n == ACT_GELU_IN) return (sh->tempo & TEMPO_GELU) != 0;
+    if (n == ACT_LN1_IN || n == ACT_LN2_IN) return (sh->tempo & TEMPO_LAYERNORM) != 0;
+    if (n == ACT_ATTN_DROP) return (sh->tempo & TEMPO_SOFTMAX) != 0;
+    return 0;
 }
 
 // The policy rules: none keeps all, selective drops the attention core, full keeps a group's input.
 static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
+    if (p->kind[l] != RECOMPUTE_FULL && tempo_drops(sh, n)) return 0;
     switch (p->kind[l]) {
     case RECOMPUTE_SELECTIVE:
         return (n == ACT_ATTN_PROB || n == ACT_ATTN_MASK || n == ACT_ATTN_DROP) ? 0 : table_bytes(sh, n);
@@ -46,13 +58,15 @@ static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActN
 
 static size_t expected_layer_total(const Shape *sh, const MemoryPolicy *p, int l) {
     size_t sum = 0;
-    for (int n = 0; n <= ACT_LN2_STATS; n++) sum += expected_layer(sh, p, l, (ActName)n);
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += expected_layer(sh, p, l, (ActName)n);
     return sum;
 }
 
-static size_t full_layer(const Shape *sh) {
+// What a recomputed layer holds in its backward: a none layer's bill under Tempo, ln1_in aside.
+static size_t full_layer_but_input(const Shape *sh) {
     size_t sum = 0;
-    for (int n = 0; n <= ACT_LN2_STATS; n++) sum += table_bytes(sh, (ActName)n);
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (n != ACT_LN1_IN && !tempo_drops(sh, (ActName)n)) sum += table_bytes(sh, (ActName)n);
     return sum;
 }
 
@@ -67,7 +81,9 @@ static size_t expected_peak(const Shape *sh, const MemoryPolicy *p, int L, size_
         // selective: the core is recomputed per head in workspace, nothing held for the layer
         if (p->kind[l] == RECOMPUTE_FULL && (l == L - 1 || p->kind[l + 1] != RECOMPUTE_FULL ||
                                              p->group_start[l + 1] != p->group_start[l]))
-            extra = (size_t)(l - p->group_start[l] + 1) * full_layer(sh) - table_bytes(sh, ACT_LN1_IN);
+            // the group again on its checkpoint; the later layers' inputs too, unless Tempo drops them
+            extra = (size_t)(l - p->group_start[l] + 1) * full_layer_but_input(sh) +
+                    (size_t)(l - p->group_start[l]) * (tempo_drops(sh, ACT_LN1_IN) ? 0 : table_bytes(sh, ACT_LN1_IN));
         if (held + extra > peak) peak = held + extra;
         held -= expected_layer_total(sh, p, l);
     }
@@ -79,6 +95,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     char err[256];
     pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
     pol.masks = sh->masks;
+    pol.tempo = sh->tempo;
     if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
         return 1;
@@ -95,12 +112,12 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     int fails = check_failed;
     char what[160];
-    snprintf(what, sizeof what, "L%d s%ld b%ld h%ld a%ld %s/%s/%d/%s %s masks %s p%d", L, sh->s, sh->b, sh->h, sh->a,
-             recompute ? recompute : "-", method ? method : "-", num, list ? list : "-", sh->e == 2 ? "bf16" : "fp32",
-             mask_mode_name(sh->masks), sh->dropout);
+    snprintf(what, sizeof what, "L%d s%ld b%ld h%ld a%ld %s/%s/%d/%s %s masks %s p%d tempo %u", L, sh->s, sh->b, sh->h,
+             sh->a, recompute ? recompute : "-", method ? method : "-", num, list ? list : "-",
+             sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo);
 
     for (int l = 0; l < L; l++) {
-        for (int nm = 0; nm <= ACT_LN2_STATS; nm++) {
+        for (int nm = 0; nm < ACT_N_LAYER; nm++) {
             size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l), want = expected_layer(sh, &pol, l, (ActName)nm);
             CHECK(got == want, "%s: layer %d %s measured %zu expected %zu", what, l, act_name_str((ActName)nm), got, want);
             CHECK(act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm) == want, "%s: analytic layer %d %s", what, l,
@@ -109,7 +126,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     }
     // The paper's closed forms (per layer, table names only).
     size_t k = sh->masks == MASKS_BYTES ? 1 : 0;
-    if (sh->dropout && sh->masks != MASKS_BITS) {
+    if (sh->dropout && sh->masks != MASKS_BITS && !sh->tempo) {
         size_t e = (size_t)sh->e;
         size_t none = (16 * e + 2 * k) * sbh + (2 * e + k) * as2b, sel = (16 * e + 2 * k) * sbh;
         for (int l = 0; l < L; l++) {
@@ -164,12 +181,24 @@ int main(void) {
                     for (int d = 0; d < 2; d++) {
                         if (!d && mm) continue;   // masks only exist with dropout
                         Shape sh = {shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], shapes[si][4], d, e,
-                                    (MaskMode)mm};
+                                    (MaskMode)mm, 0};
                         bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num,
                                           policies[pi].list);
                         cases++;
                     }
-    printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout), %d with "
-           "a mismatch\n", cases, bad);
+    // Tempo: each part and all of them, under every policy, fp32 and bf16, byte masks and regenerated.
+    unsigned tempos[] = {TEMPO_GELU, TEMPO_LAYERNORM, TEMPO_SOFTMAX, TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX};
+    int tempo_cases = 0;
+    for (int ti = 0; ti < 4; ti++)
+        for (int pi = 0; pi < 6; pi++)
+            for (int e = 2; e <= 4; e += 2)
+                for (int mm = 0; mm < 3; mm += 2) {
+                    Shape sh = {shapes[1][0], shapes[1][1], shapes[1][2], shapes[1][3], shapes[1][4], 1, e, (MaskMode)mm,
+                                tempos[ti]};
+                    bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list);
+                    tempo_cases++;
+                }
+    printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout) and %d with "
+           "Tempo (4 part sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases, tempo_cases, bad);
     return check_summary();
 }

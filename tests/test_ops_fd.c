@@ -436,7 +436,7 @@ static void test_attention(int s, int b, int a, int h, float p) {
 
     float *dq = alloc_fill(nx, 1000.0f), *dk = alloc_fill(nx, 1000.0f), *dv = alloc_fill(nx, 1000.0f);
     float *scratch = alloc_floats((size_t)omp_get_max_threads() * s * s);
-    attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, h, p);
+    attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, h, p, 0);
 
     AttnCtx ctx = {q, k, v, r, alloc_floats(nx), alloc_floats(np), p > 0 ? alloc_floats(np) : NULL,
                    p > 0 ? malloc(np) : NULL, site, sample0, s, b, a, h};

@@ -24,7 +24,7 @@ typedef struct {
     int sp;
     const char *recompute, *method, *list;
     int num_layers;                                // 0 = not given
-    const char *act_dtype, *masks;
+    const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
     int json;
@@ -64,6 +64,7 @@ void cli_memory_usage(FILE *f) {
         "  --act-dtype fp32|bf16                    stored activations (default bf16, as the paper)\n"
         "  --dropout-masks bytes|bits|regen         mask storage (default bytes)\n"
         "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
+        "  --tempo LIST                             Tempo parts: gelu, layernorm, softmax, all (default none)\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -77,7 +78,7 @@ void cli_memory_usage(FILE *f) {
 enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
-    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT
+    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -93,6 +94,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"recompute-num-layers", required_argument, 0, OPT_NUM_LAYERS},
         {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
+        {"tempo", required_argument, 0, OPT_TEMPO},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -126,6 +128,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_NUM_LAYERS: rc = args_int(CMD, "--recompute-num-layers", optarg, 1, 65535, &a->num_layers); break;
         case OPT_LIST: a->list = optarg; break;
         case OPT_DTYPE: a->act_dtype = optarg; break;
+        case OPT_TEMPO: a->tempo = optarg; break;
         case OPT_MASKS: a->masks = optarg; break;
         case OPT_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &a->dropout); a->dropout_given = 1; break;
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
@@ -146,6 +149,9 @@ static int parse(int argc, char **argv, MemArgs *a) {
         return args_error(CMD, "--act-dtype: unknown type '%s' (expected fp32 or bf16)", a->act_dtype);
     if (policy_parse_masks(a->masks, &mm) != 0)
         return args_error(CMD, "--dropout-masks: unknown mode '%s' (expected bytes, bits or regen)", a->masks);
+    unsigned tempo;
+    char terr[256];
+    if (a->tempo && policy_parse_tempo(a->tempo, &tempo, terr, sizeof terr) != 0) return args_error(CMD, "%s", terr);
     if (a->list && a->recompute)
         return args_error(CMD, "--recompute-layers replaces --recompute: give one of them");
     int full = a->recompute && strcmp(a->recompute, "full") == 0;
@@ -229,6 +235,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
              pristine || !a->preset ? "" : ", with flags overriding it");
     ActDtype dt = ACT_BF16;
     MaskMode mm = MASKS_BYTES;
+    char err_unused[256];
     policy_parse_dtype(a->act_dtype, &dt);
     policy_parse_masks(a->masks, &mm);
     c->lay.sh = (ActShape){.s = s, .b = b, .h = h, .a = heads, .L = L, .v = v, .elem_bytes = dt == ACT_BF16 ? 2 : 4,
@@ -242,6 +249,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     c->peak_tflops = a->peak_tflops;
     c->policy.act_dtype = dt;
     c->policy.masks = mm;
+    c->policy.tempo = 0;
+    if (a->tempo) policy_parse_tempo(a->tempo, &c->policy.tempo, err_unused, sizeof err_unused);
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

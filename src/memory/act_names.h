@@ -7,8 +7,11 @@ typedef enum {
     ACT_LN1_IN, ACT_QKV_IN, ACT_Q, ACT_K, ACT_ATTN_PROB, ACT_ATTN_MASK, ACT_ATTN_DROP, ACT_V, ACT_PROJ_IN,
     ACT_DROP1_MASK, ACT_LN2_IN, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_DROP2_MASK,
     ACT_N_CORE,
-    // extras: per-layer LayerNorm statistics, then the model-level tensors
-    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_EMB_MASK, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS,
+    // per-layer extras: LayerNorm statistics; Tempo's GeLU branch bits (kept instead of gelu_in)
+    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH,
+    ACT_N_LAYER,
+    // the model-level tensors
+    ACT_EMB_MASK = ACT_N_LAYER, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS,
     ACT_COUNT
 } ActName;
 
@@ -17,6 +20,8 @@ static inline int act_is_core(ActName n) { return n < ACT_N_CORE; }
 static inline int act_is_mask(ActName n) {
     return n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK || n == ACT_EMB_MASK;
 }
+// Kept as one bit per element, whatever the mask mode (Tempo's GeLU branch).
+static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH; }
 // LN statistics and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
     return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS;

@@ -1,4 +1,5 @@
 #include "memory/ledger_report.h"
+#include <string.h>
 
 const char *format_bytes(double bytes, char *buf, size_t len) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -12,15 +13,19 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     int bad = 0;
     char b1[32], b2[32], plan[256];
     policy_describe(p, plan, sizeof plan);
-    char layout[64] = "";
+    char layout[96] = "", tempo[48];
     if (sh->t > 1) snprintf(layout, sizeof layout, "; one rank of t=%d%s", sh->t, sh->sp ? " with SP" : "");
+    if (p->tempo) {
+        size_t k = strlen(layout);
+        snprintf(layout + k, sizeof layout - k, "; tempo %s", tempo_describe(p->tempo, tempo, sizeof tempo));
+    }
     fprintf(f, "activation ledger: measured vs predicted (s=%ld b=%ld h=%ld a=%ld L=%ld v=%ld%s; recompute %s; "
                "%s activations; masks %s)\n",
             sh->s, sh->b, sh->h, sh->a, sh->L, sh->v, layout, plan, act_dtype_name(p->act_dtype),
             sh->dropout ? mask_mode_name(sh->masks) : "none (dropout 0)");
     fprintf(f, "  %-11s %14s %14s %12s %12s\n", "kept by", "layer 0", "predicted", "all layers", "predicted");
-    for (int n = 0; n < ACT_N_CORE + 2; n++) {
-        if (n == ACT_N_CORE) fprintf(f, "  -- LayerNorm statistics --\n");
+    for (int n = 0; n < ACT_N_LAYER; n++) {
+        if (n == ACT_N_CORE) fprintf(f, "  -- LayerNorm statistics, Tempo's GeLU bits --\n");
         ActName name = (ActName)n;
         size_t got_all = 0, pred_all = 0;
         int ok = 1;

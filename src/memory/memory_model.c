@@ -11,7 +11,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return sbh / sp_div;
     case ACT_Q: case ACT_K: case ACT_V: case ACT_PROJ_IN:
         return sbh / t;
-    case ACT_GELU_IN: case ACT_FC2_IN:
+    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH:
         return 4 * sbh / t;
     case ACT_ATTN_PROB:
         return as2b / t;
@@ -30,27 +30,28 @@ size_t act_elements(const ActShape *sh, ActName name) {
 
 size_t act_tensor_bytes(const ActShape *sh, ActName name) {
     size_t n = act_elements(sh, name);
+    if (act_is_bits(name)) return (n + 7) / 8;
     if (act_is_mask(name))
         return sh->masks == MASKS_BYTES ? n : sh->masks == MASKS_BITS ? (n + 7) / 8 : 0;
     return n * (act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes);
 }
 
-int act_kept(LayerRecompute kind, int group_start, ActName name) {
-    switch (kind) {
-    case RECOMPUTE_NONE:
-        return 1;
-    case RECOMPUTE_SELECTIVE:   // the attention core is recomputed from q, k, v
-        return name != ACT_ATTN_PROB && name != ACT_ATTN_MASK && name != ACT_ATTN_DROP;
-    case RECOMPUTE_FULL:        // only a group's input, the checkpoint
-        return group_start && name == ACT_LN1_IN;
-    }
+int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
+    if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
+    // Tempo: what each part keeps instead (policy.h)
+    if (name == ACT_GELU_BRANCH) return (tempo & TEMPO_GELU) != 0;
+    if (name == ACT_GELU_IN && (tempo & TEMPO_GELU)) return 0;
+    if ((name == ACT_LN1_IN || name == ACT_LN2_IN) && (tempo & TEMPO_LAYERNORM)) return 0;
+    if (name == ACT_ATTN_DROP && (tempo & TEMPO_SOFTMAX)) return 0;
+    // selective: the attention core is recomputed from q, k, v
+    if (kind == RECOMPUTE_SELECTIVE) return name != ACT_ATTN_PROB && name != ACT_ATTN_MASK && name != ACT_ATTN_DROP;
     return 1;
 }
 
 size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
     LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
     int start = p ? p->group_start[l] == l : 1;
-    return act_kept(kind, start, name) ? act_tensor_bytes(sh, name) : 0;
+    return act_kept(kind, start, p ? p->tempo : 0, name) ? act_tensor_bytes(sh, name) : 0;
 }
 
 size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
@@ -60,8 +61,9 @@ size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
 }
 
 size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
-    return act_layer_core_bytes(sh, p, l) + act_layer_name_bytes(sh, p, l, ACT_LN1_STATS) +
-           act_layer_name_bytes(sh, p, l, ACT_LN2_STATS);
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += act_layer_name_bytes(sh, p, l, (ActName)n);
+    return sum;
 }
 
 size_t act_model_extra_bytes(const ActShape *sh) {
@@ -75,32 +77,35 @@ size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {
     return sum;
 }
 
-// A layer's full bill, as a none-policy layer (what a recomputed layer holds during its backward).
-static size_t layer_full_bytes(const ActShape *sh) {
+// What a recomputed layer holds during its backward besides its input: a none-policy layer's bill
+// (with the policy's Tempo parts) without ln1_in.
+static size_t layer_recomputed_bytes(const ActShape *sh, unsigned tempo) {
     size_t sum = 0;
-    for (int n = 0; n < ACT_LN2_STATS + 1; n++) sum += act_tensor_bytes(sh, (ActName)n);
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (n != ACT_LN1_IN && act_kept(RECOMPUTE_NONE, 1, tempo, (ActName)n)) sum += act_tensor_bytes(sh, (ActName)n);
     return sum;
+}
+
+size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    if (!p || p->kind[l] != RECOMPUTE_FULL) return 0;
+    // At the last layer of a group the whole group is recomputed on top of its checkpoint (held
+    // already); the later layers' inputs are kept too unless Tempo's LayerNorm drops them.
+    int g0 = p->group_start[l];
+    int last = l + 1 == sh->L || p->kind[l + 1] != RECOMPUTE_FULL || p->group_start[l + 1] != g0;
+    if (!last) return 0;
+    size_t inputs = act_kept(RECOMPUTE_NONE, 1, p->tempo, ACT_LN1_IN) ? act_tensor_bytes(sh, ACT_LN1_IN) : 0;
+    return (size_t)(l - g0 + 1) * layer_recomputed_bytes(sh, p->tempo) + (size_t)(l - g0) * inputs;
 }
 
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
     size_t peak = act_forward_end_bytes(sh, p);
     // Backward releases the head first, then each layer after its backward. Before layer l's
-    // backward the embedding mask and layers 0..l are held, plus what l's policy recomputes.
+    // backward the embedding mask and layers 0..l are held, plus what l's policy recomputes (a
+    // selective layer recomputes its attention core one (sequence, head) at a time inside the
+    // backward, in per-thread workspace: nothing extra is held for it).
     size_t below = act_tensor_bytes(sh, ACT_EMB_MASK);
     for (int l = 0; l < sh->L; l++) {
-        LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
-        size_t held = below + act_layer_bytes(sh, p, l);
-        // A selective layer recomputes its attention core one (sequence, head) at a time inside the
-        // backward, in per-thread workspace: nothing extra is held for the layer.
-        if (kind == RECOMPUTE_FULL) {
-            // At the last layer of a group the whole group is recomputed, on top of its checkpoint.
-            int g0 = p->group_start[l];
-            int last = l + 1 == sh->L || p->kind[l + 1] != RECOMPUTE_FULL || p->group_start[l + 1] != g0;
-            if (last) {
-                size_t group = (size_t)(l - g0 + 1) * layer_full_bytes(sh) - act_tensor_bytes(sh, ACT_LN1_IN);
-                held += group;   // `below` already holds the checkpoint (or `held` does, when l == g0)
-            }
-        }
+        size_t held = below + act_layer_bytes(sh, p, l) + act_recompute_working_bytes(sh, p, l);
         if (held > peak) peak = held;
         below += act_layer_bytes(sh, p, l);
     }
@@ -108,7 +113,7 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
 }
 
 int act_max_entries(const MemoryPolicy *p) {
-    // ≤ 17 entries per layer (names + LN statistics) and the model-level tensors.
+    // ≤ ACT_N_LAYER entries per layer (names, LN statistics, Tempo's bits) and the model-level tensors.
     int L = p ? p->layers : 0;
-    return 17 * L + 8;
+    return ACT_N_LAYER * L + 8;
 }

@@ -21,8 +21,8 @@ size_t act_elements(const ActShape *sh, ActName name);
 // Bytes one tensor takes when it is kept.
 size_t act_tensor_bytes(const ActShape *sh, ActName name);
 // Does a layer under this policy keep `name` through the forward? (group_start: the layer's input
-// is a full-recompute checkpoint)
-int act_kept(LayerRecompute kind, int group_start, ActName name);
+// is a full-recompute checkpoint; tempo: the TEMPO_* bits of the policy)
+int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name);
 
 // Bytes layer l keeps from its forward to its backward: one name, the paper's names (core), or
 // everything including LN statistics.
@@ -33,6 +33,9 @@ size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_model_extra_bytes(const ActShape *sh);
 // Held at the end of a training forward.
 size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p);
+// What layer l's backward holds on top of the stored layers: a full-recompute group rebuilt at its
+// last layer (0 for other layers and policies).
+size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 // The step's peak: the forward's end or a backward point holding recomputed tensors.
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p);
 // Largest number of arena entries alive at once (sizes the arena's bookkeeping).

@@ -35,8 +35,10 @@ static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m)
     fprintf(f, "  shape   L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld\n", sh->L, sh->h, sh->a, sh->s, sh->b, sh->v);
     fprintf(f, "  layout  t=%d%s p=%d m=%d · %d GPUs (dp %d) · global batch %ld, micro-batches per pipeline %ld\n",
             sh->t, sh->sp ? " +SP" : "", c->lay.p, c->lay.m, c->gpus, m->dp, c->global_batch, c->lay.microbatches);
-    fprintf(f, "  policy  recompute %s · %s activations · dropout %g, masks %s\n", plan,
-            sh->elem_bytes == 2 ? "bf16" : "fp32", c->dropout, sh->dropout ? mask_mode_name(sh->masks) : "none");
+    char tempo[48];
+    fprintf(f, "  policy  recompute %s · %s activations · dropout %g, masks %s · tempo %s\n", plan,
+            sh->elem_bytes == 2 ? "bf16" : "fp32", c->dropout, sh->dropout ? mask_mode_name(sh->masks) : "none",
+            tempo_describe(c->policy.tempo, tempo, sizeof tempo));
 }
 
 static void print_names(FILE *f, const MemoryConfig *c) {
@@ -46,7 +48,7 @@ static void print_names(FILE *f, const MemoryConfig *c) {
     fprintf(f, "\nSaved per layer, per rank (this configuration; first stage's layers)\n  %-12s", "name");
     for (int j = 0; j < n; j++) fprintf(f, " %16s", class_name(&cls[j], name, sizeof name));
     fputc('\n', f);
-    for (int a = 0; a <= ACT_LN2_STATS; a++) {
+    for (int a = 0; a < ACT_N_LAYER; a++) {
         fprintf(f, "  %-12s", act_name_str((ActName)a));
         for (int j = 0; j < n; j++)
             fprintf(f, " %16s", fmt((double)act_layer_name_bytes(&c->lay.sh, &c->policy, cls[j].first, (ActName)a), b,
@@ -206,6 +208,8 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     cJSON *pol = cJSON_AddObjectToObject(o, "policy");
     cJSON_AddStringToObject(pol, "recompute", plan);
     cJSON_AddStringToObject(pol, "act_dtype", sh->elem_bytes == 2 ? "bf16" : "fp32");
+    char tempo[48];
+    cJSON_AddStringToObject(pol, "tempo", tempo_describe(c->policy.tempo, tempo, sizeof tempo));
     cJSON_AddStringToObject(pol, "dropout_masks", mask_mode_name(sh->masks));
     cJSON_AddNumberToObject(pol, "dropout", c->dropout);
 
@@ -218,7 +222,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
         if (cls[j].kind == RECOMPUTE_FULL) cJSON_AddBoolToObject(k, "group_input", cls[j].group_input);
         cJSON_AddNumberToObject(k, "layers", cls[j].count);
         cJSON *bytes = cJSON_AddObjectToObject(k, "bytes");
-        for (int a = 0; a <= ACT_LN2_STATS; a++)
+        for (int a = 0; a < ACT_N_LAYER; a++)
             cJSON_AddNumberToObject(bytes, act_name_str((ActName)a),
                                     (double)act_layer_name_bytes(sh, &c->policy, cls[j].first, (ActName)a));
         cJSON_AddNumberToObject(k, "total", (double)act_layer_bytes(sh, &c->policy, cls[j].first));

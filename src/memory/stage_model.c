@@ -45,23 +45,13 @@ int stage_policy_build(MemoryPolicy *pol, const StageLayout *lay, const char *re
     return 0;
 }
 
-// A none-policy layer's whole bill, LN statistics included: what a recomputed layer holds again.
-static size_t layer_full_bytes(const ActShape *sh) {
-    size_t sum = 0;
-    for (int n = 0; n <= ACT_LN2_STATS; n++) sum += act_tensor_bytes(sh, (ActName)n);
-    return sum;
-}
-
 size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int l) {
     LayerRecompute kind = pol ? pol->kind[l] : RECOMPUTE_NONE;
     if (kind == RECOMPUTE_SELECTIVE)
         return act_tensor_bytes(sh, ACT_ATTN_PROB) + act_tensor_bytes(sh, ACT_ATTN_MASK) +
                act_tensor_bytes(sh, ACT_ATTN_DROP);
-    if (kind != RECOMPUTE_FULL) return 0;
     // As in act_peak_bytes: at a group's last layer the whole group is rebuilt on its checkpoint.
-    int g0 = pol->group_start[l];
-    int last = l + 1 == pol->layers || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
-    return last ? (size_t)(l - g0 + 1) * layer_full_bytes(sh) - act_tensor_bytes(sh, ACT_LN1_IN) : 0;
+    return act_recompute_working_bytes(sh, pol, l);
 }
 
 void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out) {

@@ -55,6 +55,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         memcpy(m->policy.group_start, policy->group_start, sizeof(int) * (size_t)c->layers);
         m->policy.act_dtype = policy->act_dtype;
         m->policy.masks = policy->masks;
+        m->policy.tempo = policy->tempo;
     }
     m->n_params = local_num_params(m);
     m->params = xcalloc(m->n_params * sizeof(float));
@@ -86,7 +87,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
     int any_selective = 0;
     for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
-    size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : ss;
+    size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : (m->policy.tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
     m->attn_scratch = xmalloc(threads * scratch * sizeof(float));
     m->row_loss = xmalloc(n * sizeof(float));
     m->ce_lse = xmalloc(n * sizeof(float));
@@ -111,8 +112,9 @@ enum { PASS_FORWARD, PASS_RECOMPUTE };
 // Does this pass keep `name` of layer l? A recompute pass keeps everything (its backward follows).
 static int keeps(const GPT *m, int l, ActName name, int pass) {
     if (!m->ctx.train) return 0;
-    if (pass == PASS_RECOMPUTE) return 1;
-    return act_kept(m->policy.kind[l], m->policy.group_start[l] == l, name);
+    // A recompute pass keeps what a none layer would (its backward follows at once).
+    if (pass == PASS_RECOMPUTE) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name);
+    return act_kept(m->policy.kind[l], m->policy.group_start[l] == l, m->policy.tempo, name);
 }
 
 static DropoutSite site_of(const GPT *m, int layer, int site) {
@@ -235,6 +237,7 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     bias_gelu_forward(fc2_in, gelu_in, w.fc1_b, n, fl, bf16);
     saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
     saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
+    if (KEEP(ACT_GELU_BRANCH)) gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl), gelu_in, nfl);
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     // A recomputed group's last block ends here: backward reads FC2's input and the mask, never the
     // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
@@ -332,6 +335,23 @@ static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
     return tp_gather_rows(m, shard, m->ws_gather, m->cfg.hidden, TPC_REGATHER);
 }
 
+static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) != 0; }
+
+// d_res += dL/d(LN input) for one of the block's LayerNorms: from its kept input, or with Tempo from
+// its kept output (the input of the next linear) and the statistics.
+static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActName stats_name, const float *dy,
+                          const float *gamma, const float *beta, float *dgamma, float *dbeta) {
+    BlockActs *A = &m->blocks[l];
+    int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h;
+    const float *stats = saved_in(m, A, stats_name, l, 2 * (size_t)nr);
+    if (tempo(m, TEMPO_LAYERNORM))
+        layernorm_backward_from_output(m->d_res, 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
+                                       beta, nr, h);
+    else
+        layernorm_backward(m->d_res, 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
+}
+
 // d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
 // l's tensors are all held (kept by the forward, or recomputed just before); selective layers redo
 // the attention core.
@@ -354,12 +374,15 @@ static void block_backward(GPT *m, int l) {
     const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
     linear_backward(m->d_4h, fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w, n,
                     fl, h);
-    gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+    if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
+        gelu_backward_from_output(m->d_4h, m->d_4h, saved_in(m, A, ACT_FC2_IN, l, nfl), bits_in(m, A, ACT_GELU_BRANCH, l),
+                                  nfl);
+    else
+        gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
     const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
     linear_backward(m->ws_out, h, 0, g.fc1_w, g.fc1_b, m->d_4h, fl, fc1_in, h, w.fc1_w, n, h, fl);
     const float *d_fc1_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);     // g backward
-    layernorm_backward(m->d_res, 1, g.ln2_w, g.ln2_b, d_fc1_in, saved_in(m, A, ACT_LN2_IN, l, nrh),
-                       saved_in(m, A, ACT_LN2_STATS, l, 2 * (size_t)nr), w.ln2_w, nr, h);
+    norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
 
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
     const float *d_attn_out = m->d_res;
@@ -380,8 +403,8 @@ static void block_backward(GPT *m, int l) {
     else
         attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
                            drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
-                           drop ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v, m->attn_scratch, s, b,
-                           m->al, hl, p);
+                           drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v,
+                           m->attn_scratch, s, b, m->al, hl, p, m->policy.act_dtype == ACT_BF16);
     size_t hh = (size_t)hl * h;
     const float *qkv_in = regather(m, A, ACT_QKV_IN, l);
     linear_backward(m->ws_out, h, 0, g.qkv_w, g.qkv_b, m->d_q, hl, qkv_in, h, w.qkv_w, n, h, hl);
@@ -389,8 +412,7 @@ static void block_backward(GPT *m, int l) {
     linear_backward(m->ws_out, h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, m->d_v, hl, qkv_in, h, w.qkv_w + 2 * hh, n,
                     h, hl);
     const float *d_qkv_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);      // g backward
-    layernorm_backward(m->d_res, 1, g.ln1_w, g.ln1_b, d_qkv_in, saved_in(m, A, ACT_LN1_IN, l, nrh),
-                       saved_in(m, A, ACT_LN1_STATS, l, 2 * (size_t)nr), w.ln1_w, nr, h);
+    norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
 }
 
 // Runs the forward of layers g0..g1 again from g0's checkpoint, keeping everything, so that their

@@ -105,9 +105,11 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
                  const char *layer_list, char *err, size_t errlen) {
     ActDtype dt = p->act_dtype;
     MaskMode mm = p->masks;
+    unsigned tempo = p->tempo;
     memset(p, 0, sizeof *p);
     p->act_dtype = dt;
     p->masks = mm;
+    p->tempo = tempo;
     alloc_plan(p, layers);
     if (layer_list) return parse_layer_list(p, layer_list, err, errlen);
     LayerRecompute kind;
@@ -162,4 +164,39 @@ void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
         }
         l = r + 1;
     }
+}
+
+int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen) {
+    static const struct { const char *name; unsigned bit; } parts[] = {
+        {"gelu", TEMPO_GELU}, {"layernorm", TEMPO_LAYERNORM}, {"softmax", TEMPO_SOFTMAX},
+        {"all", TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX}, {"none", 0}};
+    unsigned bits = 0;
+    const char *p = text;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int found = 0;
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+            if (strlen(parts[i].name) == len && strncmp(parts[i].name, p, len) == 0) {
+                bits |= parts[i].bit;
+                found = 1;
+            }
+        if (!found) {
+            snprintf(err, errlen, "--tempo: unknown part '%.*s' (expected gelu, layernorm, softmax, all or none, "
+                     "comma-separated)", (int)(len < 40 ? len : 40), p);
+            return -1;
+        }
+        p += len;
+        if (*p == ',') p++;
+    }
+    *out = bits;
+    return 0;
+}
+
+const char *tempo_describe(unsigned tempo, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s%s%s", tempo & TEMPO_GELU ? "gelu," : "", tempo & TEMPO_LAYERNORM ? "layernorm," : "",
+             tempo & TEMPO_SOFTMAX ? "softmax," : "", tempo ? "" : "none");
+    size_t n = strlen(buf);
+    if (n && buf[n - 1] == ',') buf[n - 1] = '\0';
+    return buf;
 }

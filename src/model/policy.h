@@ -6,6 +6,14 @@
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 } LayerRecompute;
 typedef enum { MASKS_BYTES = 0, MASKS_BITS = 1, MASKS_REGEN = 2 } MaskMode;
 typedef enum { ACT_FP32 = 0, ACT_BF16 = 1 } ActDtype;
+// Tempo (Andoorveedu et al., NeurIPS 2022), each part a bit of MemoryPolicy.tempo:
+//   gelu      keep the GeLU output (fc2_in, kept anyway) and one branch bit, not gelu_in; backward
+//             inverts GeLU on its branch to get the derivative
+//   layernorm keep the LN output (qkv_in / fc1_in, kept anyway), not ln1_in / ln2_in; backward
+//             recovers x̂ = (y − β)/γ
+//   softmax   keep the softmax output and the dropout mask, not attn_drop; backward re-forms the
+//             dropped probabilities from them, per head, with the forward's arithmetic (exact)
+enum { TEMPO_GELU = 1, TEMPO_LAYERNORM = 2, TEMPO_SOFTMAX = 4 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.
@@ -15,6 +23,7 @@ typedef struct {
     int *group_start;         // [layers] first layer of this layer's full-recompute group (= l otherwise)
     ActDtype act_dtype;
     MaskMode masks;
+    unsigned tempo;           // TEMPO_* bits
 } MemoryPolicy;
 
 // Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,
@@ -24,6 +33,11 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
                  const char *layer_list, char *err, size_t errlen);
 int policy_parse_masks(const char *text, MaskMode *out);
 int policy_parse_dtype(const char *text, ActDtype *out);
+// "gelu,layernorm,softmax" (any subset, comma-separated; "none" or "" for no bit, "all" for all).
+// Returns 0, or -1 naming the unknown word in err.
+int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen);
+// "gelu,softmax" / "none"
+const char *tempo_describe(unsigned tempo, char *buf, size_t len);
 void policy_default(MemoryPolicy *p, int layers);   // none, fp32, byte masks
 void policy_free(MemoryPolicy *p);
 const char *recompute_name(LayerRecompute k);

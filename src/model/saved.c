@@ -113,3 +113,14 @@ const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) 
     mask_unpack_bits(buf, p, n);
     return buf;
 }
+
+uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
+    uint8_t *p = arena_push(&m->arena, name, layer, (n + 7) / 8);
+    A->saved[name] = p;
+    return p;
+}
+
+const uint8_t *bits_in(GPT *m, BlockActs *A, ActName name, int layer) {
+    if (!A->saved[name]) not_kept(m, name, layer);
+    return A->saved[name];
+}

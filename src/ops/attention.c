@@ -33,6 +33,20 @@ static void causal_mask_rows(uint8_t *keep, DropoutSite site, uint32_t sample, i
     }
 }
 
+// D = dropped P = K ? P/(1−p) : 0, rounded to bf16 when asked: the forward forms it from the fresh
+// P, Tempo's backward (attention_backward without D) from the stored P — the same arithmetic on
+// the same values, so the same bits.
+static void form_dropped(float *D, const float *P, const uint8_t *K, int s, float keep_scale, int round_bf16) {
+    for (int i = 0; i < s; i++) {
+        size_t r = (size_t)i * s;
+#pragma omp simd
+        for (int c = 0; c <= i; c++) D[r + c] = K[r + c] ? P[r + c] * keep_scale : 0.0f;
+        if (round_bf16)
+            for (int c = 0; c <= i; c++) D[r + c] = bf16_to_f32(bf16_from_f32(D[r + c]));
+        for (int c = i + 1; c < s; c++) D[r + c] = 0.0f;
+    }
+}
+
 // One (sequence, head) of the core: P = causal softmax(q kᵀ/√d), its dropout mask K and D = dropped
 // P (K, D NULL without dropout), rounded to bf16 when asked. The forward and selective recompute
 // both run exactly this, so a recomputed head equals the stored one bit for bit.
@@ -46,14 +60,7 @@ static void head_core(float *P, uint8_t *K, float *D, const float *q, const floa
         for (size_t e = 0; e < ss; e++) P[e] = bf16_to_f32(bf16_from_f32(P[e]));
     if (!K) return;
     causal_mask_rows(K, site, sample, head, s);
-    for (int i = 0; i < s; i++) {
-        size_t r = (size_t)i * s;
-#pragma omp simd
-        for (int c = 0; c <= i; c++) D[r + c] = K[r + c] ? P[r + c] * keep_scale : 0.0f;
-        if (round_bf16)
-            for (int c = 0; c <= i; c++) D[r + c] = bf16_to_f32(bf16_from_f32(D[r + c]));
-        for (int c = i + 1; c < s; c++) D[r + c] = 0.0f;
-    }
+    form_dropped(D, P, K, s, keep_scale, round_bf16);
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
@@ -111,15 +118,21 @@ static void head_backward(float *dq, float *dk, float *dv, const float *dctx, co
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                        float *scratch, int s, int b, int a, int h, float p) {
+                        float *scratch, int s, int b, int a, int h, float p, int round_bf16) {
     int d = h / a, ld = b * h;
     size_t ss = (size_t)s * s;
+    float keep_scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static)
     for (int bj = 0; bj < b * a; bj++) {
         size_t off = (size_t)(bj / a) * h + (size_t)(bj % a) * d, o = (size_t)bj * ss;
-        const float *P = prob + o;
-        head_backward(dq + off, dk + off, dv + off, dctx + off, P, keep ? keep + o : NULL, keep ? drop + o : P,
-                      q + off, k + off, v + off, scratch + (size_t)omp_get_thread_num() * ss, s, d, ld, p);
+        const float *P = prob + o, *D = keep ? drop + o : P;
+        float *dP = scratch + (size_t)omp_get_thread_num() * (keep && !drop ? 2 : 1) * ss;
+        if (keep && !drop) {   // Tempo: D again from P and the mask, in this thread's scratch
+            form_dropped(dP + ss, P, keep + o, s, keep_scale, round_bf16);
+            D = dP + ss;
+        }
+        head_backward(dq + off, dk + off, dv + off, dctx + off, P, keep ? keep + o : NULL, D, q + off, k + off,
+                      v + off, dP, s, d, ld, p);
     }
 }
 

@@ -15,10 +15,12 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
                        int round_bf16);
 // The attention dropout mask [b,a,s,s] alone, exactly as attention_forward draws it.
 void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
-// dctx [s,b,h] -> dq, dk, dv [s,b,h]; scratch holds s·s floats per OpenMP thread.
+// dctx [s,b,h] -> dq, dk, dv [s,b,h]; scratch holds s·s floats per OpenMP thread. Tempo's fused
+// softmax–dropout: drop NULL with keep given re-forms the dropped probabilities from prob and keep
+// per head (exactly as the forward did, round_bf16 alike); scratch then holds 2·s·s per thread.
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                        float *scratch, int s, int b, int a, int h, float p);
+                        float *scratch, int s, int b, int a, int h, float p, int round_bf16);
 // Selective recompute, fused: each (sequence, head) recomputes its P, mask and dropped P into this
 // thread's scratch (ATTENTION_RECOMPUTE_SCRATCH(s) floats per OpenMP thread) with exactly the
 // forward's code, then runs its backward while they are still in cache. Nothing is held for the

@@ -41,3 +41,60 @@ void gelu_backward(float *dx, const float *dy, const float *x, size_t count) {
         dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
     }
 }
+
+// Tempo's in-place GeLU. GeLU falls on (−∞, x_min] and rises on [x_min, ∞), so the output and the
+// side of x_min (one bit) determine the input.
+#define GELU_XMIN (-0.75246141f)   // argmin of the tanh-form GeLU (f(x_min) = −0.170041)
+
+static inline float gelu_slope(float v) {
+    float t = ctron_tanhf(GELU_K * (v + GELU_C * v * v * v));
+    float dt = GELU_K * (1.0f + 3.0f * GELU_C * v * v) * (1.0f - t * t);
+    return 0.5f * (1.0f + t) + 0.5f * v * dt;
+}
+
+void gelu_branch_pack(uint8_t *bits, const float *x, size_t count) {
+    size_t nbytes = (count + 7) / 8;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < nbytes; i++) {
+        uint8_t b = 0;
+        for (size_t j = 0; j < 8 && 8 * i + j < count; j++) b |= (uint8_t)((x[8 * i + j] >= GELU_XMIN) << j);
+        bits[i] = b;
+    }
+}
+
+// The x on the given side of x_min with gelu(x) = y: Newton's method kept inside a bracket that
+// holds the root (bisection when a step leaves it). On the falling side x below −12 gives gelu(x)
+// = −0 in fp32, so that is where the bracket starts.
+static float gelu_invert(float y, int right) {
+    float lo, hi, x;
+    if (right) {
+        if (y <= -0.17004075f) return GELU_XMIN;
+        lo = GELU_XMIN;
+        hi = y > 0.0f ? y + 1.0f : 0.0f;
+        x = y > 0.0f ? y : 0.5f * (lo + hi);
+    } else {
+        if (y >= 0.0f) return -12.0f;
+        if (y <= -0.17004075f) return GELU_XMIN;
+        lo = -12.0f;
+        hi = GELU_XMIN;
+        x = 0.5f * (lo + hi);
+    }
+    for (int it = 0; it < 40; it++) {
+        float g = gelu_scalar(x) - y, d = gelu_slope(x);
+        // on the rising side g < 0 means x is too small; on the falling side, too large
+        if ((g < 0.0f) == (right != 0)) lo = x; else hi = x;
+        float next = d != 0.0f ? x - g / d : 0.5f * (lo + hi);
+        if (!(next > lo && next < hi)) next = 0.5f * (lo + hi);
+        if (fabsf(next - x) <= 1e-7f * (1.0f + fabsf(x))) return next;
+        x = next;
+    }
+    return x;
+}
+
+void gelu_backward_from_output(float *dx, const float *dy, const float *y, const uint8_t *bits, size_t count) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        int right = (bits[i / 8] >> (i % 8)) & 1;
+        dx[i] = dy[i] * gelu_slope(gelu_invert(y[i], right));
+    }
+}

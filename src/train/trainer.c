@@ -101,6 +101,7 @@ int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
+    p->tempo = o->tempo;
     return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
                         o->recompute_layers, err, errlen);
 }
@@ -357,8 +358,10 @@ int train_run(const TrainOptions *o, Comm *comm) {
            omp_get_max_threads());
     char plan[256];
     policy_describe(&policy, plan, sizeof plan);
-    printf("  recompute %s, %s activations, %s dropout masks; activations predicted %s at peak",
+    char tempo[48];
+    printf("  recompute %s, %s activations, %s dropout masks, tempo %s; activations predicted %s at peak",
            plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
+           tempo_describe(policy.tempo, tempo, sizeof tempo),
            format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
     if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
     printf("\n");
