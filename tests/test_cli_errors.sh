@@ -44,6 +44,6 @@ expect "--dropout-masks: unknown mode 'nibbles'" train --dropout-masks nibbles -
 expect "--act-dtype: unknown type 'fp8'" train --act-dtype fp8 --data "$data"
 expect "--data-order: unknown order 'backwards'" train --data-order backwards --data "$data"
 # --help is not an error
-if "$ctron" train --help | grep -q -- "--grad-accum"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: train --help"; fi
+help=$("$ctron" train --help); if grep -q -- "--grad-accum" <<< "$help"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: train --help"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,13 +9,13 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; } Shape;
+typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; int gelu_bits; } Shape;
 
 // DESIGN.md §2: elements per name of one layer (0 when the configuration has no such tensor).
 static size_t table_elements(const Shape *sh, ActName n) {
     size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
     switch (n) {
-    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: return 4 * sbh;
+    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE: return 4 * sbh;
     case ACT_ATTN_PROB: return as2b;
     case ACT_ATTN_MASK: case ACT_ATTN_DROP: return sh->dropout ? as2b : 0;
     case ACT_DROP1_MASK: case ACT_DROP2_MASK: return sh->dropout ? sbh : 0;
@@ -30,6 +30,7 @@ static size_t table_bytes(const Shape *sh, ActName n) {
         return sh->masks == MASKS_BYTES ? el : sh->masks == MASKS_BITS ? (el + 7) / 8 : 0;
     if (n == ACT_LN1_STATS || n == ACT_LN2_STATS) return 4 * el;
     if (n == ACT_GELU_BRANCH) return (el + 7) / 8;   // one bit per GeLU input
+    if (n == ACT_GELU_CODE) return (el * (size_t)sh->gelu_bits + 7) / 8;   // k bits per GeLU input
     return (size_t)sh->e * el;
 }
 
@@ -37,7 +38,8 @@ static size_t table_bytes(const Shape *sh, ActName n) {
 // (the LN outputs are kept anyway), softmax drops attn_drop (the mask and attn_prob rebuild it).
 static int tempo_drops(const Shape *sh, ActName n) {
     if (n == ACT_GELU_BRANCH) return !(sh->tempo & TEMPO_GELU);
-    if (n == ACT_GELU_IN) return (sh->tempo & TEMPO_GELU) != 0;
+    if (n == ACT_GELU_CODE) return !(sh->tempo & GELU_FEWBIT);
+    if (n == ACT_GELU_IN) return (sh->tempo & (TEMPO_GELU | GELU_FEWBIT)) != 0;
     if (n == ACT_LN1_IN || n == ACT_LN2_IN) return (sh->tempo & TEMPO_LAYERNORM) != 0;
     if (n == ACT_ATTN_DROP) return (sh->tempo & TEMPO_SOFTMAX) != 0;
     return 0;
@@ -96,6 +98,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
     pol.masks = sh->masks;
     pol.tempo = sh->tempo;
+    pol.gelu_bits = sh->gelu_bits;
     if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
         return 1;
@@ -181,24 +184,27 @@ int main(void) {
                     for (int d = 0; d < 2; d++) {
                         if (!d && mm) continue;   // masks only exist with dropout
                         Shape sh = {shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], shapes[si][4], d, e,
-                                    (MaskMode)mm, 0};
+                                    (MaskMode)mm, 0, 0};
                         bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num,
                                           policies[pi].list);
                         cases++;
                     }
     // Tempo: each part and all of them, under every policy, fp32 and bf16, byte masks and regenerated.
-    unsigned tempos[] = {TEMPO_GELU, TEMPO_LAYERNORM, TEMPO_SOFTMAX, TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX};
+    // Few-Bit GeLU with k = 1 and 3 (3 does not divide a byte), alone and with Tempo's other parts.
+    unsigned tempos[] = {TEMPO_GELU, TEMPO_LAYERNORM, TEMPO_SOFTMAX, TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX,
+                         GELU_FEWBIT, GELU_FEWBIT | TEMPO_LAYERNORM | TEMPO_SOFTMAX};
     int tempo_cases = 0;
-    for (int ti = 0; ti < 4; ti++)
+    for (int ti = 0; ti < 6; ti++)
         for (int pi = 0; pi < 6; pi++)
             for (int e = 2; e <= 4; e += 2)
                 for (int mm = 0; mm < 3; mm += 2) {
                     Shape sh = {shapes[1][0], shapes[1][1], shapes[1][2], shapes[1][3], shapes[1][4], 1, e, (MaskMode)mm,
-                                tempos[ti]};
+                                tempos[ti], tempos[ti] & GELU_FEWBIT ? 1 + 2 * (pi % 2) : 0};
                     bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list);
                     tempo_cases++;
                 }
     printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout) and %d with "
-           "Tempo (4 part sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases, tempo_cases, bad);
+           "Tempo / Few-Bit (6 option sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases,
+           tempo_cases, bad);
     return check_summary();
 }

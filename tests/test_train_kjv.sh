@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 300 steps of the tiny config (L2 h64 a4 s64 b8) on the KJV bytes must reach a validation loss
 # below 2.7 nats (uniform over 256 bytes is ln 256 = 5.55; this machine reaches about 2.51),
-# with fp32 activations and with bf16 storage + selective recompute + regenerated masks; the
-# first-step ledger report must match the analytic model everywhere.
+# with fp32 activations and with bf16 storage + selective recompute + regenerated masks; Few-Bit
+# GeLU with k = 2 and Tempo reach within 2 % of the fp32 run; the first-step ledger report must
+# match the analytic model everywhere.
 set -euo pipefail
 ctron=$1; data=$2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -26,9 +27,18 @@ run() {  # name, extra flags...
   check '! grep -q MISMATCH "$dir/$name.out"' "$name: ledger report has a MISMATCH"
   check 'grep -q "peak of the step.*ok" "$dir/$name.out"' "$name: ledger report lacks the peak line"
   eval "act_$name=$act"
+  eval "val_$name=$val"
 }
 run fp32
 run bf16 --act-dtype bf16 --recompute selective --dropout-masks regen
+# Few-Bit GeLU with 2-bit codes and all of Tempo: within 2 % of the exact run's validation loss.
+run fewbit2 --gelu-bits 2
+run tempo --tempo all
+for name in fewbit2 tempo; do
+  v=$(eval echo "\$val_$name")
+  check 'awk -v a="$v" -v b="$val_fp32" "BEGIN{exit !(a < b * 1.02)}"' \
+    "$name: val_loss $v not within 2 % of the exact run's $val_fp32"
+done
 # fp32 keeps 66sbh + 9as²b per layer; bf16 + selective + regenerated masks keeps 32sbh: less than half.
 check '[ "$act_fp32" -eq 7524352 ]' "fp32 act_bytes $act_fp32, expected 7524352"
 check '[ $((act_bf16 * 2)) -lt "$act_fp32" ]' "bf16/selective/regen act_bytes $act_bf16 not below half of $act_fp32"

@@ -27,6 +27,7 @@ typedef struct {
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
+    int gelu_bits;
     int json;
     const char *plot;
     int several;                                   // more than one model: errors name the preset
@@ -65,6 +66,7 @@ void cli_memory_usage(FILE *f) {
         "  --dropout-masks bytes|bits|regen         mask storage (default bytes)\n"
         "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
         "  --tempo LIST                             Tempo parts: gelu, layernorm, softmax, all (default none)\n"
+        "  --gelu-bits K                            Few-Bit GeLU codes of K bits (1..4) instead of gelu_in\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -78,7 +80,7 @@ void cli_memory_usage(FILE *f) {
 enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
-    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO
+    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -94,7 +96,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"recompute-num-layers", required_argument, 0, OPT_NUM_LAYERS},
         {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
-        {"tempo", required_argument, 0, OPT_TEMPO},
+        {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -129,6 +131,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_LIST: a->list = optarg; break;
         case OPT_DTYPE: a->act_dtype = optarg; break;
         case OPT_TEMPO: a->tempo = optarg; break;
+        case OPT_GELU_BITS: rc = args_int(CMD, "--gelu-bits", optarg, 0, 4, &a->gelu_bits); break;
         case OPT_MASKS: a->masks = optarg; break;
         case OPT_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &a->dropout); a->dropout_given = 1; break;
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
@@ -152,6 +155,8 @@ static int parse(int argc, char **argv, MemArgs *a) {
     unsigned tempo;
     char terr[256];
     if (a->tempo && policy_parse_tempo(a->tempo, &tempo, terr, sizeof terr) != 0) return args_error(CMD, "%s", terr);
+    if (a->tempo && a->gelu_bits && (tempo & TEMPO_GELU))
+        return args_error(CMD, "--gelu-bits %d and --tempo gelu both replace gelu_in: choose one", a->gelu_bits);
     if (a->list && a->recompute)
         return args_error(CMD, "--recompute-layers replaces --recompute: give one of them");
     int full = a->recompute && strcmp(a->recompute, "full") == 0;
@@ -239,7 +244,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     policy_parse_dtype(a->act_dtype, &dt);
     policy_parse_masks(a->masks, &mm);
     c->lay.sh = (ActShape){.s = s, .b = b, .h = h, .a = heads, .L = L, .v = v, .elem_bytes = dt == ACT_BF16 ? 2 : 4,
-                           .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp};
+                           .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits};
     c->lay.p = pp;
     c->lay.m = m;
     c->lay.microbatches = B / (b * dp);
@@ -251,6 +256,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     c->policy.masks = mm;
     c->policy.tempo = 0;
     if (a->tempo) policy_parse_tempo(a->tempo, &c->policy.tempo, err_unused, sizeof err_unused);
+    if (a->gelu_bits) c->policy.tempo |= GELU_FEWBIT;
+    c->policy.gelu_bits = a->gelu_bits;
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

@@ -47,6 +47,8 @@ void cli_train_usage(FILE *f) {
         "  --act-dtype fp32|bf16             precision of kept activations; compute is fp32 (default fp32)\n"
         "  --tempo LIST                      Tempo's in-place gelu, layernorm and fused softmax (dropout),\n"
         "                                    comma-separated, or all (default none)\n"
+        "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
+        "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
         "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
         "\n"
         "data, evaluation, output\n"
@@ -92,7 +94,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -117,7 +119,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
         {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
-        {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
+        {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -193,6 +196,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             if (policy_parse_tempo(optarg, &o->tempo, err, sizeof err) != 0) return usage_error("%s", err);
             break;
         }
+        case OPT_GELU_BITS: rc = parse_int("--gelu-bits", optarg, 0, 4, &o->gelu_bits); break;
         case OPT_MAX_BAD: rc = parse_int("--max-bad-steps", optarg, 0, INT_MAX, &o->max_bad_steps); break;
         case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
         case OPT_SP: o->sp = 1; break;
@@ -233,6 +237,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         if (train_build_policy(o, &pol, err, sizeof err) != 0) { policy_free(&pol); return usage_error("%s", err); }
         policy_free(&pol);
     }
+    if (o->gelu_bits && (o->tempo & TEMPO_GELU))
+        return usage_error("--gelu-bits %d and --tempo gelu both replace gelu_in: choose one", o->gelu_bits);
     if (o->min_lr > o->lr) return usage_error("--min-lr %g is above --lr %g", (double)o->min_lr, (double)o->lr);
     if (o->warmup > o->steps) return usage_error("--warmup %d is longer than --steps %d", o->warmup, o->steps);
     if (o->val_frac <= 0.0) return usage_error("--val-frac must be > 0 (validation needs held-out data)");

@@ -8,7 +8,8 @@ typedef enum {
     ACT_DROP1_MASK, ACT_LN2_IN, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_DROP2_MASK,
     ACT_N_CORE,
     // per-layer extras: LayerNorm statistics; Tempo's GeLU branch bits (kept instead of gelu_in)
-    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH,
+    // and Few-Bit's k-bit GeLU codes (kept instead of gelu_in)
+    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE,
     ACT_N_LAYER,
     // the model-level tensors
     ACT_EMB_MASK = ACT_N_LAYER, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS,
@@ -20,8 +21,8 @@ static inline int act_is_core(ActName n) { return n < ACT_N_CORE; }
 static inline int act_is_mask(ActName n) {
     return n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK || n == ACT_EMB_MASK;
 }
-// Kept as one bit per element, whatever the mask mode (Tempo's GeLU branch).
-static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH; }
+// Kept as bits whatever the mask mode: Tempo's GeLU branch (1 per element), Few-Bit codes (k).
+static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == ACT_GELU_CODE; }
 // LN statistics and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
     return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS;

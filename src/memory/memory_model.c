@@ -11,7 +11,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return sbh / sp_div;
     case ACT_Q: case ACT_K: case ACT_V: case ACT_PROJ_IN:
         return sbh / t;
-    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH:
+    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE:
         return 4 * sbh / t;
     case ACT_ATTN_PROB:
         return as2b / t;
@@ -30,6 +30,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
 
 size_t act_tensor_bytes(const ActShape *sh, ActName name) {
     size_t n = act_elements(sh, name);
+    if (name == ACT_GELU_CODE) return (n * (size_t)sh->gelu_bits + 7) / 8;
     if (act_is_bits(name)) return (n + 7) / 8;
     if (act_is_mask(name))
         return sh->masks == MASKS_BYTES ? n : sh->masks == MASKS_BITS ? (n + 7) / 8 : 0;
@@ -40,7 +41,8 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
     // Tempo: what each part keeps instead (policy.h)
     if (name == ACT_GELU_BRANCH) return (tempo & TEMPO_GELU) != 0;
-    if (name == ACT_GELU_IN && (tempo & TEMPO_GELU)) return 0;
+    if (name == ACT_GELU_CODE) return (tempo & GELU_FEWBIT) != 0;
+    if (name == ACT_GELU_IN && (tempo & (TEMPO_GELU | GELU_FEWBIT))) return 0;
     if ((name == ACT_LN1_IN || name == ACT_LN2_IN) && (tempo & TEMPO_LAYERNORM)) return 0;
     if (name == ACT_ATTN_DROP && (tempo & TEMPO_SOFTMAX)) return 0;
     // selective: the attention core is recomputed from q, k, v

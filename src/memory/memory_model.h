@@ -14,6 +14,7 @@ typedef struct {
     int dropout;       // 0 when p = 0: no masks and no dropped copy are kept
     int t;             // tensor-parallel size (1: none); per-rank shards follow DESIGN.md §2
     int sp;            // sequence parallelism on
+    int gelu_bits;     // k of Few-Bit GeLU codes (0: none kept)
 } ActShape;
 
 // Elements of one tensor on one rank (0 when the configuration never has it).

@@ -13,6 +13,7 @@
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/gelu.h"
+#include "ops/gelu_fewbit.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/vocab_parallel.h"
@@ -56,7 +57,9 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->policy.act_dtype = policy->act_dtype;
         m->policy.masks = policy->masks;
         m->policy.tempo = policy->tempo;
+        m->policy.gelu_bits = policy->gelu_bits;
     }
+    if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     m->n_params = local_num_params(m);
     m->params = xcalloc(m->n_params * sizeof(float));
     m->grads = xcalloc(m->n_params * sizeof(float));
@@ -65,7 +68,8 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     build_info(m);
 
     ActShape sh = {c->seq, c->batch, c->hidden, c->heads, c->layers, c->vocab,
-                   m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, m->tp.t, m->tp.sp};
+                   m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, m->tp.t, m->tp.sp,
+                   m->policy.tempo & GELU_FEWBIT ? m->policy.gelu_bits : 0};
     m->shape = sh;
     // The arena holds exactly what the analytic model predicts at peak, plus alignment of each entry.
     int max_entries = act_max_entries(&m->policy);
@@ -238,6 +242,10 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
     saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
     if (KEEP(ACT_GELU_BRANCH)) gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl), gelu_in, nfl);
+    if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
+        const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
+        fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k), gelu_in, nfl, fb);
+    }
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     // A recomputed group's last block ends here: backward reads FC2's input and the mask, never the
     // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
@@ -374,7 +382,10 @@ static void block_backward(GPT *m, int l) {
     const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
     linear_backward(m->d_4h, fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w, n,
                     fl, h);
-    if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
+    if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
+        fewbit_gelu_backward(m->d_4h, m->d_4h, bits_in(m, A, ACT_GELU_CODE, l), nfl,
+                             fewbit_gelu_table(m->policy.gelu_bits));
+    else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
         gelu_backward_from_output(m->d_4h, m->d_4h, saved_in(m, A, ACT_FC2_IN, l, nfl), bits_in(m, A, ACT_GELU_BRANCH, l),
                                   nfl);
     else

@@ -106,10 +106,12 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     ActDtype dt = p->act_dtype;
     MaskMode mm = p->masks;
     unsigned tempo = p->tempo;
+    int gelu_bits = p->gelu_bits;
     memset(p, 0, sizeof *p);
     p->act_dtype = dt;
     p->masks = mm;
     p->tempo = tempo;
+    p->gelu_bits = gelu_bits;
     alloc_plan(p, layers);
     if (layer_list) return parse_layer_list(p, layer_list, err, errlen);
     LayerRecompute kind;
@@ -194,6 +196,7 @@ int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen
 }
 
 const char *tempo_describe(unsigned tempo, char *buf, size_t len) {
+    tempo &= TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX;
     snprintf(buf, len, "%s%s%s%s", tempo & TEMPO_GELU ? "gelu," : "", tempo & TEMPO_LAYERNORM ? "layernorm," : "",
              tempo & TEMPO_SOFTMAX ? "softmax," : "", tempo ? "" : "none");
     size_t n = strlen(buf);

@@ -14,6 +14,10 @@ typedef enum { ACT_FP32 = 0, ACT_BF16 = 1 } ActDtype;
 //   softmax   keep the softmax output and the dropout mask, not attn_drop; backward re-forms the
 //             dropped probabilities from them, per head, with the forward's arithmetic (exact)
 enum { TEMPO_GELU = 1, TEMPO_LAYERNORM = 2, TEMPO_SOFTMAX = 4 };
+// Few-Bit Backward (Novikov et al.): keep a k-bit code of the GeLU input instead of gelu_in, and
+// use the optimal piecewise-constant GeLU′ of its 2^k levels in backward (ops/gelu_fewbit.h).
+// A bit of MemoryPolicy.tempo too (the options that change what a layer keeps); k is gelu_bits.
+enum { GELU_FEWBIT = 8 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.
@@ -23,7 +27,8 @@ typedef struct {
     int *group_start;         // [layers] first layer of this layer's full-recompute group (= l otherwise)
     ActDtype act_dtype;
     MaskMode masks;
-    unsigned tempo;           // TEMPO_* bits
+    unsigned tempo;           // TEMPO_* and GELU_FEWBIT bits
+    int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
 } MemoryPolicy;
 
 // Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,

@@ -114,8 +114,8 @@ const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) 
     return buf;
 }
 
-uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
-    uint8_t *p = arena_push(&m->arena, name, layer, (n + 7) / 8);
+uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits) {
+    uint8_t *p = arena_push(&m->arena, name, layer, (nbits + 7) / 8);
     A->saved[name] = p;
     return p;
 }

@@ -19,8 +19,8 @@ uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int k
 void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf, size_t n, int keep);
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
 
-// One bit per element, kept in the arena (Tempo's GeLU branch): where to pack n bits, and them again.
-uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
+// Bits kept in the arena (Tempo's GeLU branch, Few-Bit codes): where to pack nbits bits, and them again.
+uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits);
 const uint8_t *bits_in(GPT *m, BlockActs *A, ActName name, int layer);
 
 // A workspace slot for tensor `name` (layer parity picks one of two for ln1_in).

@@ -101,7 +101,8 @@ int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
-    p->tempo = o->tempo;
+    p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0);
+    p->gelu_bits = o->gelu_bits;
     return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
                         o->recompute_layers, err, errlen);
 }
@@ -359,9 +360,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
     char plan[256];
     policy_describe(&policy, plan, sizeof plan);
     char tempo[48];
-    printf("  recompute %s, %s activations, %s dropout masks, tempo %s; activations predicted %s at peak",
+    char fewbit[32] = "";
+    if (policy.gelu_bits) snprintf(fewbit, sizeof fewbit, ", %d-bit GeLU codes", policy.gelu_bits);
+    printf("  recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
            plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
-           tempo_describe(policy.tempo, tempo, sizeof tempo),
+           tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,
            format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
     if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
     printf("\n");

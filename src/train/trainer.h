@@ -25,6 +25,7 @@ typedef struct {
     MaskMode masks;
     ActDtype act_dtype;
     unsigned tempo;      // TEMPO_* bits (model/policy.h): --tempo gelu,layernorm,softmax
+    int gelu_bits;       // --gelu-bits K: Few-Bit GeLU codes of K bits (0: exact GeLU′)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
     // Parallel layout (docs/PARALLEL.md): ranks = dp × tp, tp consecutive ranks per TP group.
     int tp;              // tensor-parallel size (1: none)
