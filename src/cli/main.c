@@ -6,6 +6,7 @@
 #include "cli/generate_cmd.h"
 #include "cli/memory_cmd.h"
 #include "cli/peak_cmd.h"
+#include "cli/plan_cmd.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -16,6 +17,7 @@ static void usage(FILE *f) {
         "  tokenize  learn a BPE vocabulary, encode text to a token file and back (ctron tokenize --help)\n"
         "  generate  continue a prompt from a checkpoint (ctron generate --help)\n"
         "  memory    activation memory, state and FLOPs of a model and layout (ctron memory --help)\n"
+        "  plan      the cheapest recompute mix whose activations fit a memory budget (ctron plan --help)\n"
         "  peak      measure and cache this machine's fp32 GEMM peak (ctron peak --help)\n"
         "  help      this text\n");
 }
@@ -27,6 +29,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "tokenize") == 0) return cli_tokenize_main(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") == 0) return cli_generate_main(argc - 1, argv + 1);
     if (strcmp(cmd, "memory") == 0) return cli_memory_main(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0) return cli_plan_main(argc - 1, argv + 1);
     if (strcmp(cmd, "peak") == 0) return cli_peak_main(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) { usage(stdout); return 0; }
     fprintf(stderr, "ctron: unknown command '%s'\n", cmd);

@@ -47,6 +47,8 @@ void cli_train_usage(FILE *f) {
         "  --act-dtype fp32|bf16             precision of kept activations; compute is fp32 (default fp32)\n"
         "  --tempo LIST                      Tempo's in-place gelu, layernorm and fused softmax (dropout),\n"
         "                                    comma-separated, or all (default none)\n"
+        "  --mem-budget BYTES                plan recompute, masks and Tempo for these activation bytes per\n"
+        "                                    rank (e.g. 2GiB; see ctron plan) and hold the arena to them\n"
         "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
         "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
         "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
@@ -94,7 +96,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -120,7 +122,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
         {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
-        {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -196,6 +198,10 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             if (policy_parse_tempo(optarg, &o->tempo, err, sizeof err) != 0) return usage_error("%s", err);
             break;
         }
+        case OPT_MEM_BUDGET:
+            if (parse_bytes(optarg, &o->mem_budget) != 0)
+                return usage_error("--mem-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            break;
         case OPT_GELU_BITS: rc = parse_int("--gelu-bits", optarg, 0, 4, &o->gelu_bits); break;
         case OPT_MAX_BAD: rc = parse_int("--max-bad-steps", optarg, 0, INT_MAX, &o->max_bad_steps); break;
         case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
@@ -236,6 +242,14 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         MemoryPolicy pol;
         if (train_build_policy(o, &pol, err, sizeof err) != 0) { policy_free(&pol); return usage_error("%s", err); }
         policy_free(&pol);
+    }
+    if (o->mem_budget > 0) {   // the planner chooses these; a flag that also chooses one is ambiguous
+        static const char *const chosen[] = {"recompute", "recompute-method", "recompute-num-layers",
+                                             "recompute-layers", "dropout-masks", "tempo", "gelu-bits"};
+        for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
+            for (int j = 0; j < n_given; j++)
+                if (strcmp(given[j], chosen[i]) == 0)
+                    return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
     }
     if (o->gelu_bits && (o->tempo & TEMPO_GELU))
         return usage_error("--gelu-bits %d and --tempo gelu both replace gelu_in: choose one", o->gelu_bits);

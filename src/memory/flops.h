@@ -11,4 +11,9 @@ double flops_model(double B, double L, double s, double h, double v);
 // ctron's full recompute runs — the last layer of each recomputed group skips its FC2 (8·B·s·h²),
 // whose output backward never reads — instead of the paper's whole extra forward.
 double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers, int ctron_full);
+// What one layer recomputes, per B sequences: selective, the attention core (Eq. 8 − Eq. 7:
+// 12·B·s²·h); full, one more forward of the layer (24·B·s·h²·(1 + s/(6h))), less its FC2
+// (8·B·s·h²) when it is the last layer of its group and ctron_full.
+double flops_recompute_selective(double B, double s, double h);
+double flops_recompute_full(double B, double s, double h, int skip_fc2);
 #endif

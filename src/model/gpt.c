@@ -74,6 +74,12 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     // The arena holds exactly what the analytic model predicts at peak, plus alignment of each entry.
     int max_entries = act_max_entries(&m->policy);
     size_t capacity = act_peak_bytes(&sh, &m->policy) + (size_t)max_entries * 64;
+    if (policy && policy->arena_budget) {   // a hard limit: exceeding it is a bug, the arena aborts with the ledger
+        if (capacity > policy->arena_budget)
+            ctron_fatal("the policy needs %zu bytes of activations, more than the --mem-budget of %zu", capacity,
+                        policy->arena_budget);
+        capacity = policy->arena_budget;
+    }
     ledger_init(&m->ledger, c->layers);
     arena_init(&m->arena, capacity, max_entries, &m->ledger);
     m->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);

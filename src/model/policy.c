@@ -107,7 +107,9 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     MaskMode mm = p->masks;
     unsigned tempo = p->tempo;
     int gelu_bits = p->gelu_bits;
+    size_t arena_budget = p->arena_budget;
     memset(p, 0, sizeof *p);
+    p->arena_budget = arena_budget;
     p->act_dtype = dt;
     p->masks = mm;
     p->tempo = tempo;

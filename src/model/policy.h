@@ -29,6 +29,7 @@ typedef struct {
     MaskMode masks;
     unsigned tempo;           // TEMPO_* and GELU_FEWBIT bits
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
+    size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)
 } MemoryPolicy;
 
 // Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,

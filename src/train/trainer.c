@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "memory/flops.h"
 #include "memory/ledger_report.h"
+#include "memory/planner.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "train/grads_dist.h"
@@ -98,7 +99,58 @@ int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t 
     return 0;
 }
 
+static ActShape options_shape(const TrainOptions *o) {
+    const GPTConfig *c = &o->model;
+    ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
+                   .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c->dropout > 0.0f,
+                   .t = o->tp, .sp = o->sp};
+    return sh;
+}
+
+int train_plan(const TrainOptions *o, double budget, MemPlan *plan) {
+    ActShape sh = options_shape(o);
+    return plan_memory(&sh, budget, plan);
+}
+
+int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
+    MemPlan p;
+    int ok = train_plan(o, budget, &p) == 0;
+    const GPTConfig *c = &o->model;
+    char b1[32], b2[32], flags[256];
+    plan_flags(&p, c->layers, flags, sizeof flags);
+    if (!ok) {
+        fprintf(f, "no plan fits %s of activations per rank (L=%d h=%d a=%d s=%d b=%d v=%d, t=%d%s, %s): the least "
+                "any plan needs is %s (%s); raise the budget, shorten --seq or --batch, or add TP ranks with --sp\n",
+                format_bytes(budget, b1, sizeof b1), c->layers, c->hidden, c->heads, c->seq, c->batch, c->vocab, o->tp,
+                o->sp ? " +SP" : "", act_dtype_name(o->act_dtype), format_bytes((double)p.arena_bytes, b2, sizeof b2),
+                flags);
+        return -1;
+    }
+    fprintf(f, "plan for %s of activations per rank: %d layers full, %d selective, %d none; masks %s; tempo %s\n",
+            format_bytes(budget, b1, sizeof b1), p.n_full, p.n_sel, c->layers - p.n_full - p.n_sel,
+            mask_mode_name(p.masks), tempo_describe(p.tempo, b2, sizeof b2));
+    fprintf(f, "  predicted activation peak %s (%zu bytes; the arena with alignment %zu)\n",
+            format_bytes((double)p.act_peak, b1, sizeof b1), p.act_peak, p.arena_bytes);
+    fprintf(f, "  recompute %.3g GFLOP per micro-batch per rank = %.1f %% of the model's %.3g GFLOP\n",
+            p.extra_flops * 1e-9, 100.0 * p.extra_flops / p.model_flops, p.model_flops * 1e-9);
+    fprintf(f, "  ctron train flags: %s\n", flags);
+    return 0;
+}
+
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
+    if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
+        MemPlan plan;
+        ActShape sh = options_shape(o);
+        if (plan_memory(&sh, o->mem_budget, &plan) != 0) {
+            char b1[32], b2[32];
+            snprintf(err, errlen, "--mem-budget %s: no plan fits; the least any needs is %s (see ctron plan)",
+                     format_bytes(o->mem_budget, b1, sizeof b1), format_bytes((double)plan.arena_bytes, b2, sizeof b2));
+            return -1;
+        }
+        plan_policy(&plan, &sh, p);
+        p->arena_budget = (size_t)o->mem_budget;
+        return 0;
+    }
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
     p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0);

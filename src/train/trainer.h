@@ -2,7 +2,9 @@
 #ifndef CTRON_TRAINER_H
 #define CTRON_TRAINER_H
 #include <stdint.h>
+#include <stdio.h>
 #include "data/dataset.h"
+#include "memory/planner.h"
 #include "model/gpt.h"
 #include "model/policy.h"
 #include "parallel/comm.h"
@@ -26,6 +28,7 @@ typedef struct {
     ActDtype act_dtype;
     unsigned tempo;      // TEMPO_* bits (model/policy.h): --tempo gelu,layernorm,softmax
     int gelu_bits;       // --gelu-bits K: Few-Bit GeLU codes of K bits (0: exact GeLU′)
+    double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
     // Parallel layout (docs/PARALLEL.md): ranks = dp × tp, tp consecutive ranks per TP group.
     int tp;              // tensor-parallel size (1: none)
@@ -57,6 +60,11 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
 // 3 when --max-bad-steps non-finite steps came in a row; 128 + signal after SIGINT/SIGTERM (the
 // step finished and saved).
 int train_run(const TrainOptions *o, Comm *comm);
+// --mem-budget / ctron plan: the plan for this run's shape and layout (memory/planner.h); 0, or
+// -1 when none fits (*plan is then the one of least memory).
+int train_plan(const TrainOptions *o, double budget, MemPlan *plan);
+// Prints the plan (or why none fits) for a budget; 0 when one fits.
+int train_print_plan(FILE *f, const TrainOptions *o, double budget);
 // Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
 // parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes);

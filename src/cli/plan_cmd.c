@@ -1,0 +1,75 @@
+#include "cli/plan_cmd.h"
+#include <getopt.h>
+#include <string.h>
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "memory/ledger_report.h"
+#include "memory/planner.h"
+
+#define CMD "plan"
+
+void cli_plan_usage(FILE *f) {
+    fprintf(f,
+        "usage: ctron plan --budget BYTES [model and layout flags]\n"
+        "\n"
+        "Chooses, from the analytic model, the per-layer recompute policy (none / selective / full),\n"
+        "dropout-mask storage and Tempo parts with the fewest recompute FLOPs whose activation peak per\n"
+        "rank fits BYTES (e.g. 6GiB, 512MiB); prints the plan, its bytes and FLOPs, and the train flags.\n"
+        "`ctron train --mem-budget BYTES` plans the same way and holds the arena to BYTES.\n"
+        "\n"
+        "  --budget BYTES      activation budget per rank (B, KiB, MiB, GiB, or KB/MB/GB)\n"
+        "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults)\n"
+        "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
+        "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n");
+}
+
+int cli_plan_main(int argc, char **argv) {
+    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE };
+    static const struct option opts[] = {
+        {"budget", required_argument, 0, O_BUDGET}, {"layers", required_argument, 0, O_LAYERS},
+        {"hidden", required_argument, 0, O_HIDDEN}, {"heads", required_argument, 0, O_HEADS},
+        {"seq", required_argument, 0, O_SEQ}, {"batch", required_argument, 0, O_BATCH},
+        {"vocab", required_argument, 0, O_VOCAB}, {"dropout", required_argument, 0, O_DROPOUT},
+        {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    TrainOptions o;
+    train_options_default(&o);
+    GPTConfig *c = &o.model;
+    double budget = 0, p;
+    int rc = 0, ch;
+    optind = 1;
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+        switch (ch) {
+        case O_BUDGET:
+            if (parse_bytes(optarg, &budget) != 0)
+                return args_error(CMD, "--budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            break;
+        case O_LAYERS: rc = args_int(CMD, "--layers", optarg, 1, 65535, &c->layers); break;
+        case O_HIDDEN: rc = args_int(CMD, "--hidden", optarg, 1, 1 << 20, &c->hidden); break;
+        case O_HEADS: rc = args_int(CMD, "--heads", optarg, 1, 1 << 20, &c->heads); break;
+        case O_SEQ: rc = args_int(CMD, "--seq", optarg, 1, 1 << 24, &c->seq); break;
+        case O_BATCH: rc = args_int(CMD, "--batch", optarg, 1, 1 << 20, &c->batch); break;
+        case O_VOCAB: rc = args_int(CMD, "--vocab", optarg, 1, 1 << 24, &c->vocab); break;
+        case O_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &p); c->dropout = (float)p; break;
+        case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
+        case O_SP: o.sp = 1; break;
+        case O_DTYPE:
+            if (policy_parse_dtype(optarg, &o.act_dtype) != 0)
+                return args_error(CMD, "--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
+            break;
+        case 'h': cli_plan_usage(stdout); return 0;
+        case ':': return args_error(CMD, "%s: missing value", flag);
+        default: return args_error(CMD, "unknown option '%s'", flag);
+        }
+        if (rc) return rc;
+    }
+    if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (budget <= 0) return args_error(CMD, "--budget is required (e.g. --budget 6GiB)");
+    if (c->hidden % c->heads) return args_error(CMD, "--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
+    o.world_size = o.tp;
+    char err[512];
+    if (train_check_layout(&o, o.tp, err, sizeof err) != 0) return args_error(CMD, "%s", err);
+    return train_print_plan(stdout, &o, budget) == 0 ? 0 : CTRON_EXIT_USAGE;
+}

@@ -1,0 +1,102 @@
+#include "memory/planner.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "memory/flops.h"
+#include "util/common.h"
+
+static void fill_policy(MemoryPolicy *pol, int L, int n_full, int n_sel) {
+    for (int l = 0; l < L; l++) {
+        pol->kind[l] = l < n_full ? RECOMPUTE_FULL : l < n_full + n_sel ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
+        pol->group_start[l] = l;
+    }
+}
+
+static int passes_of(MaskMode masks, unsigned tempo) {
+    return (masks == MASKS_BITS ? 1 : masks == MASKS_REGEN ? 2 : 0) + !!(tempo & TEMPO_SOFTMAX) +
+           !!(tempo & TEMPO_LAYERNORM) + 2 * !!(tempo & TEMPO_GELU);
+}
+
+// a better than b: fewer recompute FLOPs, then fewer extra passes, then fewer bytes
+static int better(const MemPlan *a, const MemPlan *b) {
+    if (a->extra_flops != b->extra_flops) return a->extra_flops < b->extra_flops;
+    if (a->passes != b->passes) return a->passes < b->passes;
+    return a->arena_bytes < b->arena_bytes;
+}
+
+int plan_memory(const ActShape *base, double budget, MemPlan *out) {
+    int L = (int)base->L, t = base->t > 1 ? base->t : 1;
+    MemoryPolicy pol;
+    policy_default(&pol, L);
+    pol.act_dtype = base->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
+    double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
+    double model = flops_model(B, L, s, h, v) / t;
+    MemPlan best = {0}, smallest = {0};
+    int found = 0, have_smallest = 0;
+    MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
+    for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
+        for (unsigned tempo = 0; tempo < 8; tempo++)
+            for (int nf = 0; nf <= L; nf++)
+                for (int ns = 0; ns + nf <= L; ns++) {
+                    ActShape sh = *base;
+                    sh.masks = modes[mi];
+                    sh.gelu_bits = 0;
+                    pol.masks = modes[mi];
+                    pol.tempo = tempo;
+                    fill_policy(&pol, L, nf, ns);
+                    MemPlan p = {nf, ns, modes[mi], tempo, act_peak_bytes(&sh, &pol), 0, 0.0, model,
+                                 passes_of(modes[mi], tempo)};
+                    p.arena_bytes = p.act_peak + (size_t)act_max_entries(&pol) * 64;
+                    p.extra_flops = (ns * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1)) / t;
+                    if (!have_smallest || p.arena_bytes < smallest.arena_bytes ||
+                        (p.arena_bytes == smallest.arena_bytes && better(&p, &smallest))) {
+                        smallest = p;
+                        have_smallest = 1;
+                    }
+                    if ((double)p.arena_bytes <= budget && (!found || better(&p, &best))) {
+                        best = p;
+                        found = 1;
+                    }
+                }
+    policy_free(&pol);
+    *out = found ? best : smallest;
+    return found ? 0 : -1;
+}
+
+void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol) {
+    policy_default(pol, (int)sh->L);
+    pol->act_dtype = sh->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
+    pol->masks = p->masks;
+    pol->tempo = p->tempo;
+    fill_policy(pol, (int)sh->L, p->n_full, p->n_sel);
+}
+
+void plan_flags(const MemPlan *p, int layers, char *buf, size_t len) {
+    char list[128] = "", tempo[48];
+    int k = 0;
+    if (p->n_full) k += snprintf(list + k, sizeof list - (size_t)k, "0-%d:full", p->n_full - 1);
+    if (p->n_sel)
+        k += snprintf(list + k, sizeof list - (size_t)k, "%s%d-%d:selective", k ? "," : "", p->n_full,
+                      p->n_full + p->n_sel - 1);
+    if (p->n_full + p->n_sel < layers)
+        snprintf(list + k, sizeof list - (size_t)k, "%s%d-%d:none", k ? "," : "", p->n_full + p->n_sel, layers - 1);
+    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s", list, mask_mode_name(p->masks),
+             tempo_describe(p->tempo, tempo, sizeof tempo));
+}
+
+int parse_bytes(const char *text, double *out) {
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0) || !isfinite(v)) return -1;
+    static const struct { const char *suffix; double scale; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1024}, {"KB", 1e3}, {"KiB", 1024}, {"M", 1048576}, {"MB", 1e6}, {"MiB", 1048576},
+        {"G", 1073741824.0}, {"GB", 1e9}, {"GiB", 1073741824.0}, {"T", 1099511627776.0}, {"TB", 1e12},
+        {"TiB", 1099511627776.0}};
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(end, units[i].suffix) == 0) {
+            *out = v * units[i].scale;
+            return 0;
+        }
+    return -1;
+}

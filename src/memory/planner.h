@@ -1,0 +1,33 @@
+// The memory-budget planner (`ctron plan`, `ctron train --mem-budget`): among the recompute
+// policies per layer (Megatron's none / selective / full), the dropout-mask storage and Tempo's
+// parts, the combination with the fewest recompute FLOPs that keeps the step's activation peak
+// (the arena, as the analytic model predicts it, entry alignment included) within a budget; ties
+// go to the plan with the fewest extra element-wise passes. Few-Bit GeLU changes the gradient and
+// is never chosen. Layers are alike, so a plan is: layers 0..F−1 full (each its own group; they
+// are recomputed last, when the fewest layers are held), the next S selective, the rest none.
+#ifndef CTRON_PLANNER_H
+#define CTRON_PLANNER_H
+#include <stddef.h>
+#include "memory/memory_model.h"
+#include "model/policy.h"
+
+typedef struct MemPlan {
+    int n_full, n_sel;
+    MaskMode masks;
+    unsigned tempo;
+    size_t act_peak;        // predicted bytes at the step's peak (the ledger's figure)
+    size_t arena_bytes;     // what the arena needs for it: the peak plus each entry's alignment
+    double extra_flops;     // recompute FLOPs per micro-batch per rank, on top of the model's
+    double model_flops;     // the model's FLOPs per micro-batch per rank (Eq. 7 / t)
+    int passes;             // element-wise extras: mask bits 1, regenerated masks 2, Tempo parts 1 + gelu 2
+} MemPlan;
+
+// sh: the shape and layout (s, b, h, a, L, v, e, dropout, t, sp; masks are chosen here). Returns 0
+// with the best plan whose arena_bytes <= budget, or -1 with *out the plan of least memory.
+int plan_memory(const ActShape *sh, double budget, MemPlan *out);
+// The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.
+void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol);
+void plan_flags(const MemPlan *p, int layers, char *buf, size_t len);
+// "6GiB", "512MiB", "1.5G", "2e9" (bytes): returns 0, or -1 when it is not a positive size.
+int parse_bytes(const char *text, double *out);
+#endif

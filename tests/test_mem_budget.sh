@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# ctron train --mem-budget (issue 7): on three budgets the planner's choice runs with a measured
+# activation peak at or below the budget (and the ledger equal to the prediction); a budget no
+# plan fits is refused before training, with the least memory any plan needs.
+# usage: test_mem_budget.sh CTRON DATA
+set -uo pipefail
+ctron=$1; data=$2
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+shape=(--layers 4 --hidden 64 --heads 4 --seq 64 --batch 8 --dropout 0.1)
+for budget in 6MiB 3MiB 2400KiB; do
+  "$ctron" plan --budget $budget "${shape[@]}" > "$dir/plan.out" 2>&1
+  rc=$?
+  check '[ $rc -eq 0 ]' "ctron plan --budget $budget: $(cat "$dir/plan.out")"
+  "$ctron" train "${shape[@]}" --steps 3 --threads 1 --data "$data" --mem-budget $budget --log "$dir/b.jsonl" \
+    > "$dir/train.out" 2>&1
+  rc=$?
+  check '[ $rc -eq 0 ]' "train --mem-budget $budget: exit $rc: $(tail -3 "$dir/train.out")"
+  peak=$(tail -1 "$dir/b.jsonl" | grep -o '"act_bytes":[0-9]*' | cut -d: -f2)
+  limit=$(/usr/bin/python3 -c "import sys; v=sys.argv[1]; print(int(float(v[:-3]) * {'MiB': 2**20, 'KiB': 2**10}[v[-3:]]))" $budget)
+  echo "budget $budget = $limit bytes: measured peak $peak; $(head -1 "$dir/plan.out")"
+  check '[ -n "$peak" ] && [ "$peak" -le "$limit" ]' "--mem-budget $budget: measured peak $peak exceeds $limit"
+  check '! grep -q MISMATCH "$dir/train.out"' "--mem-budget $budget: ledger differs from the prediction"
+  flags=$(grep -o "ctron train flags: .*" "$dir/plan.out" | sed 's/ctron train flags: //')
+  check 'grep -q "recompute" <<< "$flags"' "ctron plan should print the train flags: $(cat "$dir/plan.out")"
+done
+"$ctron" train "${shape[@]}" --steps 1 --threads 1 --data "$data" --mem-budget 100KiB > "$dir/none.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ]' "an impossible budget: exit $rc, expected 2"
+check 'grep -q "no plan fits; the least any needs is" "$dir/none.out" && ! grep -q "^step" "$dir/none.out"' \
+  "an impossible budget must be refused before training: $(head -3 "$dir/none.out")"
+"$ctron" train "${shape[@]}" --steps 1 --data "$data" --mem-budget 3MiB --recompute full > "$dir/both.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--mem-budget plans --recompute itself" "$dir/both.out"' \
+  "--mem-budget with --recompute should be refused: $(head -2 "$dir/both.out")"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,42 @@
+// The memory-budget planner (memory/planner.h): a budget that holds everything keeps everything; as
+// the budget falls the plan's recompute FLOPs never fall and its bytes always fit; no plan below
+// the least memory any plan needs, and then the plan returned is that least one.
+#include <math.h>
+#include "check.h"
+#include "memory/planner.h"
+#include "util/common.h"
+
+int main(void) {
+    ActShape sh = {.s = 256, .b = 4, .h = 768, .a = 12, .L = 12, .v = 8192, .elem_bytes = 2, .masks = MASKS_BYTES,
+                   .dropout = 1, .t = 1, .sp = 0};
+    MemPlan p;
+    CHECK(plan_memory(&sh, 1e15, &p) == 0, "a huge budget must fit");
+    CHECK(p.n_full == 0 && p.n_sel == 0 && p.masks == MASKS_BYTES && p.tempo == 0 && p.extra_flops == 0.0,
+          "a huge budget should keep everything (got %d full, %d selective, masks %d, tempo %u)", p.n_full, p.n_sel,
+          (int)p.masks, p.tempo);
+    size_t all = p.arena_bytes;
+    MemPlan least;
+    CHECK(plan_memory(&sh, 1.0, &least) == -1, "1 byte cannot fit");
+    CHECK(least.n_full == 12 && least.masks == MASKS_REGEN, "the least-memory plan should recompute every layer "
+          "and regenerate masks (got %d full, masks %d)", least.n_full, (int)least.masks);
+    double prev_flops = -1.0;
+    int steps = 0;
+    for (double budget = (double)all; budget >= (double)least.arena_bytes; budget *= 0.9, steps++) {
+        CHECK(plan_memory(&sh, budget, &p) == 0, "budget %.0f: no plan although the least needs %zu", budget,
+              least.arena_bytes);
+        CHECK((double)p.arena_bytes <= budget, "budget %.0f: plan needs %zu", budget, p.arena_bytes);
+        CHECK(p.extra_flops >= prev_flops, "budget %.0f: recompute FLOPs fell (%.3g < %.3g) with less memory", budget,
+              p.extra_flops, prev_flops);
+        prev_flops = p.extra_flops;
+    }
+    CHECK(steps >= 5, "only %d budgets between everything and the least", steps);
+    // Memory that Tempo's free parts and mask bits can save costs no recompute at all.
+    CHECK(plan_memory(&sh, (double)all - 1.0, &p) == 0 && p.extra_flops == 0.0 && p.passes > 0,
+          "just below everything, a plan without recompute should fit (got %.3g FLOPs)", p.extra_flops);
+    double b;
+    CHECK(parse_bytes("6GiB", &b) == 0 && b == 6.0 * 1073741824.0, "6GiB");
+    CHECK(parse_bytes("512MB", &b) == 0 && b == 512e6, "512MB");
+    CHECK(parse_bytes("2e9", &b) == 0 && b == 2e9, "2e9");
+    CHECK(parse_bytes("-1G", &b) != 0 && parse_bytes("6 GiB", &b) != 0 && parse_bytes("lots", &b) != 0, "bad sizes");
+    return check_summary();
+}
