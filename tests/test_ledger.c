@@ -93,7 +93,7 @@ static size_t expected_peak(const Shape *sh, const MemoryPolicy *p, int L, size_
 }
 
 static int check_case(int L, const Shape *sh, const char *recompute, const char *method, int num, const char *list) {
-    MemoryPolicy pol;
+    MemoryPolicy pol = {0};
     char err[256];
     pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
     pol.masks = sh->masks;

@@ -20,7 +20,7 @@ typedef struct {
 
 static void run(Trace *t, const char *rc, const char *method, int num, const char *list, ActDtype dt, MaskMode mm,
                 unsigned tempo) {
-    MemoryPolicy pol;
+    MemoryPolicy pol = {0};
     char err[256];
     pol.act_dtype = dt;
     pol.masks = mm;

@@ -138,6 +138,7 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
 }
 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
