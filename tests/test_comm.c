@@ -36,7 +36,7 @@ static void test_allreduce(CommGroup *g) {
 
 static void test_allgather(CommGroup *g) {
     int n = g->size, r = g->rank, chunk = N / n;
-    float send[N], recv[N], inplace[N];
+    float send[N] = {0}, recv[N], inplace[N] = {0};
     for (int j = 0; j < chunk; j++) send[j] = inplace[r * chunk + j] = (float)(100 * r + j);
     comm_allgather(g, send, recv, (size_t)chunk);
     comm_allgather(g, inplace + r * chunk, inplace, (size_t)chunk);
