@@ -7,7 +7,7 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
     --show-leak-kinds=definite --track-origins=yes)
 export OPENBLAS_CORETYPE=Haswell OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
-tiny=(--layers 1 --hidden 16 --heads 2 --seq 16 --batch 2 --threads 1 --eval-batches 1 --data data/kjv.txt)
+tiny=(--layers 1 --hidden 16 --heads 2 --seq 16 --batch 2 --threads 1 --eval-batches 1 --peak-gflops 100 --data data/kjv.txt)
 echo "valgrind: ctron train (2 steps, checkpoint)"
 "${vg[@]}" "$ctron" train "${tiny[@]}" --steps 3 --stop-after 2 --ckpt-dir "$dir/ck" --no-ledger > "$dir/out" 2>&1 \
   || { cat "$dir/out"; exit 1; }
