@@ -12,6 +12,6 @@ echo "valgrind: ctron train (2 steps, checkpoint)"
 "${vg[@]}" "$ctron" train "${tiny[@]}" --steps 3 --stop-after 2 --ckpt-dir "$dir/ck" --no-ledger > "$dir/out" 2>&1 \
   || { cat "$dir/out"; exit 1; }
 echo "valgrind: ctron train --resume (1 step, selective recompute, bf16, regenerated masks, sample)"
-"${vg[@]}" "$ctron" train --resume "$dir/ck" --recompute selective --act-dtype bf16 --dropout-masks regen \
+"${vg[@]}" "$ctron" train --resume "$dir/ck" --peak-gflops 100 --recompute selective --act-dtype bf16 --dropout-masks regen \
   --sample 8 > "$dir/out" 2>&1 || { cat "$dir/out"; exit 1; }
 echo "valgrind: clean"
