@@ -9,7 +9,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; int gelu_bits; } Shape;
+typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; int gelu_bits; int mini; } Shape;
 
 // DESIGN.md §2: elements per name of one layer (0 when the configuration has no such tensor).
 static size_t table_elements(const Shape *sh, ActName n) {
@@ -37,6 +37,8 @@ static size_t table_bytes(const Shape *sh, ActName n) {
 // Tempo's rules: gelu keeps one bit per element instead of gelu_in, layernorm drops the LN inputs
 // (the LN outputs are kept anyway), softmax drops attn_drop (the mask and attn_prob rebuild it).
 static int tempo_drops(const Shape *sh, ActName n) {
+    // mini-seq: the MLP keeps nothing of its own (FC1 and GeLU are recomputed in chunks)
+    if ((n == ACT_GELU_IN || n == ACT_FC2_IN || n == ACT_GELU_BRANCH || n == ACT_GELU_CODE) && sh->mini) return 1;
     if (n == ACT_GELU_BRANCH) return !(sh->tempo & TEMPO_GELU);
     if (n == ACT_GELU_CODE) return !(sh->tempo & GELU_FEWBIT);
     if (n == ACT_GELU_IN) return (sh->tempo & (TEMPO_GELU | GELU_FEWBIT)) != 0;
@@ -99,6 +101,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     pol.masks = sh->masks;
     pol.tempo = sh->tempo;
     pol.gelu_bits = sh->gelu_bits;
+    pol.mini_seq = sh->mini;
     if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
         return 1;
@@ -144,8 +147,8 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
         }
     }
     size_t stats = 2 * n * 4, emb_mask = sh->dropout ? (sh->masks == MASKS_BYTES ? sbh : sh->masks == MASKS_BITS ? (sbh + 7) / 8 : 0) : 0;
-    size_t head = (size_t)sh->e * sbh /*lnf_in*/ + stats /*lnf_stats*/ + (size_t)sh->e * sbh /*lm_in*/ +
-                  4 * n * (size_t)sh->v /*logits*/;
+    size_t head = (size_t)sh->e * sbh /*lnf_in*/ + stats /*lnf_stats*/ +
+                  (sh->mini ? 4 * sbh /*lm_grad, fp32*/ : (size_t)sh->e * sbh /*lm_in*/ + 4 * n * (size_t)sh->v /*logits*/);
     size_t fwd = emb_mask + head;
     for (int l = 0; l < L; l++) fwd += expected_layer_total(sh, &pol, l);
     CHECK(m.ledger.total_fwd_end == fwd, "%s: end of forward %zu expected %zu", what, m.ledger.total_fwd_end, fwd);
@@ -184,7 +187,7 @@ int main(void) {
                     for (int d = 0; d < 2; d++) {
                         if (!d && mm) continue;   // masks only exist with dropout
                         Shape sh = {shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], shapes[si][4], d, e,
-                                    (MaskMode)mm, 0, 0};
+                                    (MaskMode)mm, 0, 0, 0};
                         bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num,
                                           policies[pi].list);
                         cases++;
@@ -192,19 +195,21 @@ int main(void) {
     // Tempo: each part and all of them, under every policy, fp32 and bf16, byte masks and regenerated.
     // Few-Bit GeLU with k = 1 and 3 (3 does not divide a byte), alone and with Tempo's other parts.
     unsigned tempos[] = {TEMPO_GELU, TEMPO_LAYERNORM, TEMPO_SOFTMAX, TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX,
-                         GELU_FEWBIT, GELU_FEWBIT | TEMPO_LAYERNORM | TEMPO_SOFTMAX};
+                         GELU_FEWBIT, GELU_FEWBIT | TEMPO_LAYERNORM | TEMPO_SOFTMAX, MINI_SEQ,
+                         MINI_SEQ | TEMPO_LAYERNORM | TEMPO_SOFTMAX};
     int tempo_cases = 0;
-    for (int ti = 0; ti < 6; ti++)
+    for (int ti = 0; ti < 8; ti++)
         for (int pi = 0; pi < 6; pi++)
             for (int e = 2; e <= 4; e += 2)
                 for (int mm = 0; mm < 3; mm += 2) {
                     Shape sh = {shapes[1][0], shapes[1][1], shapes[1][2], shapes[1][3], shapes[1][4], 1, e, (MaskMode)mm,
-                                tempos[ti], tempos[ti] & GELU_FEWBIT ? 1 + 2 * (pi % 2) : 0};
+                                tempos[ti], tempos[ti] & GELU_FEWBIT ? 1 + 2 * (pi % 2) : 0,
+                                tempos[ti] & MINI_SEQ ? 3 + pi : 0};
                     bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list);
                     tempo_cases++;
                 }
     printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout) and %d with "
-           "Tempo / Few-Bit (6 option sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases,
+           "Tempo / Few-Bit / mini-seq (8 option sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases,
            tempo_cases, bad);
     return check_summary();
 }

@@ -17,8 +17,10 @@ int main(void) {
     size_t all = p.arena_bytes;
     MemPlan least;
     CHECK(plan_memory(&sh, 1.0, &least) == -1, "1 byte cannot fit");
-    CHECK(least.n_full == 12 && least.masks == MASKS_REGEN, "the least-memory plan should recompute every layer "
-          "and regenerate masks (got %d full, masks %d)", least.n_full, (int)least.masks);
+    CHECK(least.n_full + least.n_sel == 12 && least.n_full >= 11 && least.masks == MASKS_REGEN && (least.tempo & MINI_SEQ),
+          "the least-memory plan should recompute (almost) every layer in full, regenerate masks and chunk the MLP "
+          "and output layer (got %d full, %d selective, masks %d, options %u)", least.n_full, least.n_sel,
+          (int)least.masks, least.tempo);
     double prev_flops = -1.0;
     int steps = 0;
     for (double budget = (double)all; budget >= (double)least.arena_bytes; budget *= 0.9, steps++) {

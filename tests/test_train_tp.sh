@@ -37,6 +37,7 @@ run dp2tp2    4 ref2 --tp 2 --recompute full
 run dp2tp2sp  4 ref2 --tp 2 --sp --dropout-masks bits
 run zero      4 ref2 --tp 2 --sp --zero 1
 run zero_dp   2 ref2 --zero 1
+run tp2mini   2 ref1 --tp 2 --sp --mini-seq 3 --tempo layernorm,softmax
 
 # A checkpoint of one layout resumes at another: dp 2 × tp 2 + SP stops after step 5, one process
 # goes on to step 10 and must land where the uninterrupted one-process run did.

@@ -27,7 +27,7 @@ typedef struct {
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
-    int gelu_bits;
+    int gelu_bits, mini_seq;
     int json;
     const char *plot;
     int several;                                   // more than one model: errors name the preset
@@ -67,6 +67,8 @@ void cli_memory_usage(FILE *f) {
         "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
         "  --tempo LIST                             Tempo parts: gelu, layernorm, softmax, all (default none)\n"
         "  --gelu-bits K                            Few-Bit GeLU codes of K bits (1..4) instead of gelu_in\n"
+        "  --mini-seq M                             MLP and output layer in M sequence chunks (keeps no\n"
+        "                                           gelu_in, fc2_in, lm_in or logits; lm_grad instead)\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -80,7 +82,7 @@ void cli_memory_usage(FILE *f) {
 enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
-    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS
+    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -97,6 +99,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
+        {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -132,6 +135,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_DTYPE: a->act_dtype = optarg; break;
         case OPT_TEMPO: a->tempo = optarg; break;
         case OPT_GELU_BITS: rc = args_int(CMD, "--gelu-bits", optarg, 0, 4, &a->gelu_bits); break;
+        case OPT_MINI_SEQ: rc = args_int(CMD, "--mini-seq", optarg, 0, 65536, &a->mini_seq); break;
         case OPT_MASKS: a->masks = optarg; break;
         case OPT_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &a->dropout); a->dropout_given = 1; break;
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
@@ -244,7 +248,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     policy_parse_dtype(a->act_dtype, &dt);
     policy_parse_masks(a->masks, &mm);
     c->lay.sh = (ActShape){.s = s, .b = b, .h = h, .a = heads, .L = L, .v = v, .elem_bytes = dt == ACT_BF16 ? 2 : 4,
-                           .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits};
+                           .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits,
+                           .mini_seq = a->mini_seq > 1 ? a->mini_seq : 0};
     c->lay.p = pp;
     c->lay.m = m;
     c->lay.microbatches = B / (b * dp);
@@ -258,6 +263,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (a->tempo) policy_parse_tempo(a->tempo, &c->policy.tempo, err_unused, sizeof err_unused);
     if (a->gelu_bits) c->policy.tempo |= GELU_FEWBIT;
     c->policy.gelu_bits = a->gelu_bits;
+    if (a->mini_seq > 1) c->policy.tempo |= MINI_SEQ;
+    c->policy.mini_seq = a->mini_seq > 1 ? a->mini_seq : 0;
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

@@ -12,7 +12,8 @@ typedef enum {
     ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE,
     ACT_N_LAYER,
     // the model-level tensors
-    ACT_EMB_MASK = ACT_N_LAYER, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS,
+    // (with --mini-seq the output layer runs in chunks and keeps only dL/d lm_in: lm_grad)
+    ACT_EMB_MASK = ACT_N_LAYER, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS, ACT_LM_GRAD,
     ACT_COUNT
 } ActName;
 
@@ -25,6 +26,6 @@ static inline int act_is_mask(ActName n) {
 static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == ACT_GELU_CODE; }
 // LN statistics and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
-    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS;
+    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD;
 }
 #endif

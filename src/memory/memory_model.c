@@ -7,8 +7,12 @@ size_t act_elements(const ActShape *sh, ActName name) {
     size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
     size_t rows = (size_t)(sh->s * sh->b);
     switch (name) {
-    case ACT_LN1_IN: case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: case ACT_LNF_IN: case ACT_LM_IN:
+    case ACT_LM_IN:
+        return sh->mini_seq > 1 ? 0 : sbh / sp_div;
+    case ACT_LN1_IN: case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: case ACT_LNF_IN:
         return sbh / sp_div;
+    case ACT_LM_GRAD:                        // every row's partial sum (TP reduces it in backward)
+        return sh->mini_seq > 1 ? sbh : 0;
     case ACT_Q: case ACT_K: case ACT_V: case ACT_PROJ_IN:
         return sbh / t;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE:
@@ -22,6 +26,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
     case ACT_LN1_STATS: case ACT_LN2_STATS: case ACT_LNF_STATS:
         return 2 * rows / sp_div;            // mean and 1/std per row
     case ACT_LOGITS:
+        if (sh->mini_seq > 1) return 0;
         return rows * (((size_t)sh->v + t - 1) / t);   // vocabulary-parallel, padded to a multiple of t
     default:
         return 0;
@@ -39,6 +44,10 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name) {
 
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
+    // Mini-seq: the MLP's inner tensors are recomputed chunk by chunk, whatever else is asked
+    if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GELU_BRANCH || name == ACT_GELU_CODE) &&
+        (tempo & MINI_SEQ))
+        return 0;
     // Tempo: what each part keeps instead (policy.h)
     if (name == ACT_GELU_BRANCH) return (tempo & TEMPO_GELU) != 0;
     if (name == ACT_GELU_CODE) return (tempo & GELU_FEWBIT) != 0;
@@ -70,7 +79,8 @@ size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
 
 size_t act_model_extra_bytes(const ActShape *sh) {
     return act_tensor_bytes(sh, ACT_EMB_MASK) + act_tensor_bytes(sh, ACT_LNF_IN) +
-           act_tensor_bytes(sh, ACT_LNF_STATS) + act_tensor_bytes(sh, ACT_LM_IN) + act_tensor_bytes(sh, ACT_LOGITS);
+           act_tensor_bytes(sh, ACT_LNF_STATS) + act_tensor_bytes(sh, ACT_LM_IN) + act_tensor_bytes(sh, ACT_LOGITS) +
+           act_tensor_bytes(sh, ACT_LM_GRAD);
 }
 
 size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {

@@ -15,6 +15,7 @@ typedef struct {
     int t;             // tensor-parallel size (1: none); per-rank shards follow DESIGN.md §2
     int sp;            // sequence parallelism on
     int gelu_bits;     // k of Few-Bit GeLU codes (0: none kept)
+    int mini_seq;      // chunks of the Mini-Sequence MLP and output layer (0: off)
 } ActShape;
 
 // Elements of one tensor on one rank (0 when the configuration never has it).

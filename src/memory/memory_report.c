@@ -86,8 +86,8 @@ static void print_extras(FILE *f, const MemoryConfig *c, const MemorySummary *m)
     int fl = stage_in_flight(&c->lay);
     fprintf(f, "\nModel extras on the first stage, per rank\n");
     fprintf(f, "  %-12s %14s  × %d in flight\n", "emb_mask", fmt((double)act_tensor_bytes(sh, ACT_EMB_MASK), b, sizeof b), fl);
-    const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS};
-    for (int i = 0; i < 4; i++) {
+    const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS, ACT_LM_GRAD};
+    for (int i = 0; i < (int)(sizeof last / sizeof last[0]); i++) {
         if (c->lay.p == 1) fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), fmt((double)act_tensor_bytes(sh, last[i]), b, sizeof b));
         else fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), "(last stage)");
     }
@@ -244,8 +244,8 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     cJSON *ex = cJSON_AddObjectToObject(o, "extras");
     cJSON_AddNumberToObject(ex, "emb_mask", (double)act_tensor_bytes(sh, ACT_EMB_MASK));
     cJSON_AddNumberToObject(ex, "emb_mask_in_flight", stage_in_flight(&c->lay));
-    const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS};
-    for (int i = 0; i < 4; i++)
+    const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS, ACT_LM_GRAD};
+    for (int i = 0; i < (int)(sizeof last / sizeof last[0]); i++)
         cJSON_AddNumberToObject(ex, act_name_str(last[i]), c->lay.p == 1 ? (double)act_tensor_bytes(sh, last[i]) : 0.0);
     cJSON_AddNumberToObject(ex, "total", m.act.extras);
     cJSON_AddNumberToObject(ex, "paper_formula", m.paper_extra);

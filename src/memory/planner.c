@@ -36,19 +36,24 @@ int plan_memory(const ActShape *base, double budget, MemPlan *out) {
     int found = 0, have_smallest = 0;
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
-        for (unsigned tempo = 0; tempo < 8; tempo++)
+        for (unsigned opt = 0; opt < 16; opt++)
             for (int nf = 0; nf <= L; nf++)
                 for (int ns = 0; ns + nf <= L; ns++) {
+                    unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0);
+                    if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;   // no GeLU input to replace
                     ActShape sh = *base;
                     sh.masks = modes[mi];
                     sh.gelu_bits = 0;
+                    sh.mini_seq = tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
                     pol.masks = modes[mi];
                     pol.tempo = tempo;
+                    pol.mini_seq = sh.mini_seq;
                     fill_policy(&pol, L, nf, ns);
                     MemPlan p = {nf, ns, modes[mi], tempo, act_peak_bytes(&sh, &pol), 0, 0.0, model,
                                  passes_of(modes[mi], tempo)};
                     p.arena_bytes = p.act_peak + (size_t)act_max_entries(&pol) * 64;
-                    p.extra_flops = (ns * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1)) / t;
+                    p.extra_flops = (ns * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
+                                     (tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0)) / t;
                     if (!have_smallest || p.arena_bytes < smallest.arena_bytes ||
                         (p.arena_bytes == smallest.arena_bytes && better(&p, &smallest))) {
                         smallest = p;
@@ -69,6 +74,7 @@ void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol) {
     pol->act_dtype = sh->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
     pol->masks = p->masks;
     pol->tempo = p->tempo;
+    pol->mini_seq = p->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
     fill_policy(pol, (int)sh->L, p->n_full, p->n_sel);
 }
 
@@ -81,8 +87,8 @@ void plan_flags(const MemPlan *p, int layers, char *buf, size_t len) {
                       p->n_full + p->n_sel - 1);
     if (p->n_full + p->n_sel < layers)
         snprintf(list + k, sizeof list - (size_t)k, "%s%d-%d:none", k ? "," : "", p->n_full + p->n_sel, layers - 1);
-    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s", list, mask_mode_name(p->masks),
-             tempo_describe(p->tempo, tempo, sizeof tempo));
+    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s%s", list, mask_mode_name(p->masks),
+             tempo_describe(p->tempo, tempo, sizeof tempo), p->tempo & MINI_SEQ ? " --mini-seq 4" : "");
 }
 
 int parse_bytes(const char *text, double *out) {

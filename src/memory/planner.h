@@ -2,7 +2,9 @@
 // policies per layer (Megatron's none / selective / full), the dropout-mask storage and Tempo's
 // parts, the combination with the fewest recompute FLOPs that keeps the step's activation peak
 // (the arena, as the analytic model predicts it, entry alignment included) within a budget; ties
-// go to the plan with the fewest extra element-wise passes. Few-Bit GeLU changes the gradient and
+// go to the plan with the fewest extra element-wise passes. Mini-seq (PLAN_MINI_SEQ chunks) is one
+// more option: it recomputes FC1 in backward (8·B·s·h² per layer) and keeps no MLP intermediates
+// and no logits. Few-Bit GeLU changes the gradient and
 // is never chosen. Layers are alike, so a plan is: layers 0..F−1 full (each its own group; they
 // are recomputed last, when the fewest layers are held), the next S selective, the rest none.
 #ifndef CTRON_PLANNER_H
@@ -11,10 +13,12 @@
 #include "memory/memory_model.h"
 #include "model/policy.h"
 
+#define PLAN_MINI_SEQ 4
+
 typedef struct MemPlan {
     int n_full, n_sel;
     MaskMode masks;
-    unsigned tempo;
+    unsigned tempo;         // TEMPO_* parts, and MINI_SEQ when the MLP and output layer run in chunks
     size_t act_peak;        // predicted bytes at the step's peak (the ledger's figure)
     size_t arena_bytes;     // what the arena needs for it: the peak plus each entry's alignment
     double extra_flops;     // recompute FLOPs per micro-batch per rank, on top of the model's

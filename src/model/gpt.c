@@ -58,6 +58,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->policy.masks = policy->masks;
         m->policy.tempo = policy->tempo;
         m->policy.gelu_bits = policy->gelu_bits;
+        m->policy.mini_seq = policy->mini_seq;
     }
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     m->n_params = local_num_params(m);
@@ -69,7 +70,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 
     ActShape sh = {c->seq, c->batch, c->hidden, c->heads, c->layers, c->vocab,
                    m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, m->tp.t, m->tp.sp,
-                   m->policy.tempo & GELU_FEWBIT ? m->policy.gelu_bits : 0};
+                   m->policy.tempo & GELU_FEWBIT ? m->policy.gelu_bits : 0, m->policy.mini_seq > 1 ? m->policy.mini_seq : 0};
     m->shape = sh;
     // The arena holds exactly what the analytic model predicts at peak, plus alignment of each entry.
     int max_entries = act_max_entries(&m->policy);
@@ -93,7 +94,17 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     m->d_q = xmalloc(nhl * sizeof(float));
     m->d_k = xmalloc(nhl * sizeof(float));
     m->d_v = xmalloc(nhl * sizeof(float));
-    m->d_4h = xmalloc(n * (size_t)m->fl * sizeof(float));
+    int mini = m->policy.mini_seq > 1;
+    // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
+    m->d_4h = xmalloc(n * (size_t)(mini ? m->hl : m->fl) * sizeof(float));
+    size_t mini_rows = mini ? (n + (size_t)m->policy.mini_seq - 1) / (size_t)m->policy.mini_seq : 0;
+    if (mini) {
+        m->mini_a = xmalloc(mini_rows * (size_t)m->fl * sizeof(float));
+        m->mini_b = xmalloc(mini_rows * (size_t)m->fl * sizeof(float));
+        m->mini_c = xmalloc(mini_rows * (size_t)m->fl * sizeof(float));
+        m->mini_logits = xmalloc(mini_rows * (size_t)m->vl * sizeof(float));
+        m->ws_gather2 = xmalloc(nh * sizeof(float));
+    }
     // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
     int any_selective = 0;
     for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
@@ -102,7 +113,8 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     m->row_loss = xmalloc(n * sizeof(float));
     m->ce_lse = xmalloc(n * sizeof(float));
     m->ce_part = xmalloc(n * 3 * (size_t)m->tp.t * sizeof(float));
-    m->workspace_bytes = (4 * nh + 3 * nhl + n * (size_t)m->fl + threads * scratch + 2 * n + 3 * n * (size_t)m->tp.t) *
+    m->workspace_bytes = (4 * nh + 3 * nhl + n * (size_t)(mini ? m->hl : m->fl) + threads * scratch + 2 * n +
+                          3 * n * (size_t)m->tp.t + mini_rows * (3 * (size_t)m->fl + (size_t)m->vl) + (mini ? nh : 0)) *
                          sizeof(float);
 }
 
@@ -114,6 +126,7 @@ void gpt_free(GPT *m) {
     free(m->params); free(m->grads); free(m->info); free(m->blocks);
     free(m->ws_out); free(m->ws_gather); free(m->ce_part); free(m->ce_lse); free(m->d_res); free(m->d_tmp); free(m->d_q); free(m->d_k); free(m->d_v);
     free(m->d_4h); free(m->attn_scratch); free(m->row_loss);
+    free(m->mini_a); free(m->mini_b); free(m->mini_c); free(m->mini_logits); free(m->ws_gather2);
     memset(m, 0, sizeof *m);
 }
 
@@ -202,6 +215,48 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     return tp_gather_rows(m, out, m->ws_gather, h, TPC_BLOCK);
 }
 
+// Rows [*r0, *r1) of chunk c when n rows (sequence-major: whole positions) are cut into M chunks.
+static void chunk_rows(int n, int M, int c, int *r0, int *r1) {
+    int per = (n + M - 1) / M;
+    *r0 = c * per < n ? c * per : n;
+    *r1 = *r0 + per < n ? *r0 + per : n;
+}
+
+// FC1 + bias + GeLU of rows [r0, r0+nc) into the chunk buffers mini_a (GeLU input), mini_b (output).
+static void mlp_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
+    int h = m->cfg.hidden, fl = m->fl;
+    linear_forward(m->mini_a, fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
+    bias_gelu_forward(m->mini_b, m->mini_a, w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
+}
+
+// Mini-seq MLP forward: FC2(GeLU(FC1(x))) one chunk of the sequence at a time, into ws_out.
+static void mlp_forward_chunks(GPT *m, const BlockTensors *w, const float *x_all) {
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
+    for (int c = 0; c < m->policy.mini_seq; c++) {
+        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
+        if (r1 <= r0) continue;
+        mlp_chunk_inner(m, w, x_all, r0, r1 - r0);
+        linear_forward(m->ws_out + (size_t)r0 * h, h, m->mini_b, fl, w->fc2_w, NULL, r1 - r0, fl, h);
+    }
+}
+
+// Mini-seq MLP backward: per chunk, FC1 and GeLU again, then the FC2, GeLU and FC1 backward;
+// dL/dx (the rank's partial sum under TP) into ws_out.
+static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensors *g, const float *x_all,
+                                const float *d_out) {
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
+    for (int c = 0; c < m->policy.mini_seq; c++) {
+        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
+        int nc = r1 - r0;
+        if (nc <= 0) continue;
+        mlp_chunk_inner(m, w, x_all, r0, nc);
+        linear_backward(m->mini_c, fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, m->mini_b, fl, w->fc2_w, nc, fl, h);
+        gelu_backward(m->mini_c, m->mini_c, m->mini_a, (size_t)nc * fl);
+        linear_backward(m->ws_out + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, m->mini_c, fl, x_all + (size_t)r0 * h, h,
+                        w->fc1_w, nc, h, fl);
+    }
+}
+
 // One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
 // the policy says). Returns the block output (see output_of), rounded and kept likewise; NULL for
 // OUT_DISCARD, whose output nobody reads. Under TP
@@ -241,22 +296,28 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
     const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass);
-    float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
-    float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
-    linear_forward(gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);
-    bias_gelu_forward(fc2_in, gelu_in, w.fc1_b, n, fl, bf16);
-    saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
-    saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
-    if (KEEP(ACT_GELU_BRANCH)) gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl), gelu_in, nfl);
-    if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
-        const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
-        fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k), gelu_in, nfl, fb);
+    int mini = m->policy.mini_seq > 1;
+    const float *fc2_in = NULL;
+    if (!mini) {
+        float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
+        float *fc2_out_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
+        linear_forward(gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);
+        bias_gelu_forward(fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
+        saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
+        saved_done(m, A, ACT_FC2_IN, l, fc2_out_in, nfl, KEEP(ACT_FC2_IN), 1);
+        if (KEEP(ACT_GELU_BRANCH)) gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl), gelu_in, nfl);
+        if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
+            const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
+            fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k), gelu_in, nfl, fb);
+        }
+        fc2_in = fc2_out_in;
     }
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     // A recomputed group's last block ends here: backward reads FC2's input and the mask, never the
     // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
     if (where == OUT_DISCARD) return NULL;
-    linear_forward(m->ws_out, h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
+    if (mini) mlp_forward_chunks(m, &w, fc1_all);   // FC1, GeLU, FC2 a chunk at a time; nothing kept
+    else linear_forward(m->ws_out, h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
     const float *mlp_out = tp_reduce_rows(m, m->ws_out, m->ws_gather, h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
     dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
@@ -283,6 +344,40 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     }
     embedding_add_positions(x, m->w.wpe, m->s0, m->s_rank, b, h);
+}
+
+// Mini-seq output layer + cross-entropy, one chunk of the sequence at a time: the chunk's logits,
+// its loss and (training) at once its backward — dL/dwte accumulates, dL/d lm_in goes to lm_grad,
+// kept for gpt_backward. Returns Σ loss over the rows.
+static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, int train, float grad_scale) {
+    int h = m->cfg.hidden, vl = m->vl, n = m->s_cur * m->b_cur, t = m->tp.t, r0, r1;
+    BlockActs *M = &m->model_acts;
+    float *lm_grad = train ? saved_out(m, M, ACT_LM_GRAD, -1, (size_t)n * h, 1) : NULL;
+    double loss = 0.0;
+    for (int c = 0; c < m->policy.mini_seq; c++) {
+        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
+        int nc = r1 - r0;
+        if (nc <= 0) continue;
+        float *logits = m->mini_logits;
+        linear_forward(logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
+        if (t <= 1) {
+            loss += train ? crossentropy_forward_backward(logits, targets + r0, m->row_loss, nc, vl, grad_scale)
+                          : crossentropy_loss(logits, targets + r0, m->row_loss, nc, vl);
+        } else {
+            float *part = m->ce_part + (size_t)m->tp.rank * nc * 3;
+            crossentropy_vocab_partial(part, logits, targets + r0, nc, vl, m->v0, m->cfg.vocab);
+            tp_allgather(m, part, m->ce_part, (size_t)nc * 3, TPC_VOCAB);
+            loss += crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, t, nc);
+            if (train) crossentropy_vocab_backward(logits, m->ce_lse, targets + r0, nc, vl, m->v0, m->cfg.vocab, grad_scale);
+        }
+        if (train)
+            linear_backward(lm_grad + (size_t)r0 * h, h, 0, m->g.wte, NULL, logits, vl, lm_all + (size_t)r0 * h, h,
+                            m->w.wte, nc, h, vl);
+    }
+    if (train) saved_done(m, M, ACT_LM_GRAD, -1, lm_grad, (size_t)n * h, 1, 0);
+    m->logits = NULL;
+    ledger_snapshot_forward_end(&m->ledger);
+    return loss;
 }
 
 double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
@@ -320,11 +415,13 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     for (int l = 0; l < L; l++) x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
 
     // logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
+    int mini = m->policy.mini_seq > 1 && targets;
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
-    float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train);
+    float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
     layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
-    saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train, 0);
+    saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, m->ws_gather, h, TPC_VOCAB);
+    if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
     linear_forward(logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
     ledger_snapshot_forward_end(&m->ledger);
@@ -386,18 +483,23 @@ static void block_backward(GPT *m, int l) {
     }
     bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
     const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
-    linear_backward(m->d_4h, fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w, n,
-                    fl, h);
-    if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
-        fewbit_gelu_backward(m->d_4h, m->d_4h, bits_in(m, A, ACT_GELU_CODE, l), nfl,
-                             fewbit_gelu_table(m->policy.gelu_bits));
-    else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
-        gelu_backward_from_output(m->d_4h, m->d_4h, saved_in(m, A, ACT_FC2_IN, l, nfl), bits_in(m, A, ACT_GELU_BRANCH, l),
-                                  nfl);
-    else
-        gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
-    const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
-    linear_backward(m->ws_out, h, 0, g.fc1_w, g.fc1_b, m->d_4h, fl, fc1_in, h, w.fc1_w, n, h, fl);
+    if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
+        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), m->ws_gather2, h, TPC_REGATHER);
+        mlp_backward_chunks(m, &w, &g, fc1_in, d_fc2_out);
+    } else {
+        linear_backward(m->d_4h, fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
+                        n, fl, h);
+        if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
+            fewbit_gelu_backward(m->d_4h, m->d_4h, bits_in(m, A, ACT_GELU_CODE, l), nfl,
+                                 fewbit_gelu_table(m->policy.gelu_bits));
+        else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
+            gelu_backward_from_output(m->d_4h, m->d_4h, saved_in(m, A, ACT_FC2_IN, l, nfl),
+                                      bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
+        else
+            gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+        const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
+        linear_backward(m->ws_out, h, 0, g.fc1_w, g.fc1_b, m->d_4h, fl, fc1_in, h, w.fc1_w, n, h, fl);
+    }
     const float *d_fc1_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);     // g backward
     norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
 
@@ -448,9 +550,16 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     const MemoryPolicy *pol = &m->policy;
 
     // logits = lm_in · wteᵀ (the logits buffer already holds dL/dlogits), then the final LN
-    const float *lm_in = regather(m, M, ACT_LM_IN, -1);
-    linear_backward(m->ws_out, h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
-    const float *d_lm_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_VOCAB);
+    const float *d_lm_in;
+    if (m->policy.mini_seq > 1) {   // the forward did the output layer's backward; its dL/d lm_in was kept
+        const float *lm_grad = saved_in(m, M, ACT_LM_GRAD, -1, (size_t)n * h);
+        if (m->tp.t > 1) memcpy(m->ws_out, lm_grad, (size_t)n * h * sizeof(float));
+        d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_VOCAB) : lm_grad;
+    } else {
+        const float *lm_in = regather(m, M, ACT_LM_IN, -1);
+        linear_backward(m->ws_out, h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+        d_lm_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_VOCAB);
+    }
     layernorm_backward(m->d_res, 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
                        saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
     arena_pop_to(&m->arena, m->mark_head);

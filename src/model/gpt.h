@@ -104,6 +104,10 @@ typedef struct {
     float *ws_gather;             // [s,b,h] a gathered (SP) or reduced input/gradient
     float *ce_part;               // [t, s·b, 3] vocabulary-parallel cross-entropy partials
     float *ce_lse;                // [s·b] log-sum-exp per row
+    // Mini-seq (policy.mini_seq > 1): one chunk's GeLU input, output and gradient [⌈s·b/M⌉, 4h/t],
+    // its logits [⌈s·b/M⌉, ⌈v/t⌉], and a second gathered input [s,b,h] (SP's kept fc1_in shard
+    // gathered while ws_gather holds the FC2 gradient); NULL otherwise.
+    float *mini_a, *mini_b, *mini_c, *mini_logits, *ws_gather2;
     float *d_res, *d_tmp, *d_q, *d_k, *d_v;  // [s,b,h] gradients
     float *d_4h;                  // [s,b,4h]
     float *attn_scratch;          // [threads, s, s]

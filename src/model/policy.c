@@ -106,9 +106,10 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     ActDtype dt = p->act_dtype;
     MaskMode mm = p->masks;
     unsigned tempo = p->tempo;
-    int gelu_bits = p->gelu_bits;
+    int gelu_bits = p->gelu_bits, mini_seq = p->mini_seq;
     size_t arena_budget = p->arena_budget;
     memset(p, 0, sizeof *p);
+    p->mini_seq = mini_seq;
     p->arena_budget = arena_budget;
     p->act_dtype = dt;
     p->masks = mm;
@@ -198,7 +199,7 @@ int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen
 }
 
 const char *tempo_describe(unsigned tempo, char *buf, size_t len) {
-    tempo &= TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX;
+    tempo &= TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX;   // Few-Bit and mini-seq are reported apart
     snprintf(buf, len, "%s%s%s%s", tempo & TEMPO_GELU ? "gelu," : "", tempo & TEMPO_LAYERNORM ? "layernorm," : "",
              tempo & TEMPO_SOFTMAX ? "softmax," : "", tempo ? "" : "none");
     size_t n = strlen(buf);

@@ -18,6 +18,11 @@ enum { TEMPO_GELU = 1, TEMPO_LAYERNORM = 2, TEMPO_SOFTMAX = 4 };
 // use the optimal piecewise-constant GeLU′ of its 2^k levels in backward (ops/gelu_fewbit.h).
 // A bit of MemoryPolicy.tempo too (the options that change what a layer keeps); k is gelu_bits.
 enum { GELU_FEWBIT = 8 };
+// Mini-Sequence Transformer (Luo et al.): the MLP and the output layer + cross-entropy run in
+// MemoryPolicy.mini_seq chunks of the sequence. The MLP keeps neither gelu_in nor fc2_in (backward
+// recomputes FC1 and GeLU chunk by chunk); the output layer finishes its backward inside the
+// forward, chunk by chunk, and keeps only dL/d lm_in (lm_grad): the logits are never whole.
+enum { MINI_SEQ = 16 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.
@@ -29,6 +34,7 @@ typedef struct {
     MaskMode masks;
     unsigned tempo;           // TEMPO_* and GELU_FEWBIT bits
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
+    int mini_seq;             // chunks of MINI_SEQ (>= 2), 0 otherwise
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)
 } MemoryPolicy;
 

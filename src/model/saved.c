@@ -17,6 +17,7 @@ void *work_slot(GPT *m, ActName name, int layer) {
         full.t = 1;
         full.sp = 0;
         full.dropout = 1;
+        full.mini_seq = 0;
         size_t bytes = act_elements(&full, name) * (act_is_mask(name) ? 1 : sizeof(float));
         m->work[slot] = xmalloc(bytes);
         m->workspace_bytes += bytes;

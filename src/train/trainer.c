@@ -126,9 +126,10 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
                 flags);
         return -1;
     }
-    fprintf(f, "plan for %s of activations per rank: %d layers full, %d selective, %d none; masks %s; tempo %s\n",
+    fprintf(f, "plan for %s of activations per rank: %d layers full, %d selective, %d none; masks %s; tempo %s%s\n",
             format_bytes(budget, b1, sizeof b1), p.n_full, p.n_sel, c->layers - p.n_full - p.n_sel,
-            mask_mode_name(p.masks), tempo_describe(p.tempo, b2, sizeof b2));
+            mask_mode_name(p.masks), tempo_describe(p.tempo, b2, sizeof b2),
+            p.tempo & MINI_SEQ ? "; mini-seq 4" : "");
     fprintf(f, "  predicted activation peak %s (%zu bytes; the arena with alignment %zu)\n",
             format_bytes((double)p.act_peak, b1, sizeof b1), p.act_peak, p.arena_bytes);
     fprintf(f, "  recompute %.3g GFLOP per micro-batch per rank = %.1f %% of the model's %.3g GFLOP\n",
@@ -154,8 +155,9 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     }
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
-    p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0);
+    p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0);
     p->gelu_bits = o->gelu_bits;
+    p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
                         o->recompute_layers, err, errlen);
 }
@@ -415,6 +417,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     char tempo[48];
     char fewbit[32] = "";
     if (policy.gelu_bits) snprintf(fewbit, sizeof fewbit, ", %d-bit GeLU codes", policy.gelu_bits);
+    if (policy.mini_seq) snprintf(fewbit, sizeof fewbit, ", mini-seq %d", policy.mini_seq);
     printf("  recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
            plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
            tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,
