@@ -27,6 +27,15 @@ int main(void) {
         CHECK(plan_memory(&sh, budget, &p) == 0, "budget %.0f: no plan although the least needs %zu", budget,
               least.arena_bytes);
         CHECK((double)p.arena_bytes <= budget, "budget %.0f: plan needs %zu", budget, p.arena_bytes);
+        // the planner's closed-form peak is the analytic model's for the plan's policy
+        MemoryPolicy pol;
+        plan_policy(&p, &sh, &pol);
+        ActShape psh = sh;
+        psh.masks = p.masks;
+        psh.mini_seq = pol.mini_seq;
+        CHECK(act_peak_bytes(&psh, &pol) == p.act_peak, "budget %.0f: plan peak %zu, analytic model %zu", budget,
+              p.act_peak, act_peak_bytes(&psh, &pol));
+        policy_free(&pol);
         CHECK(p.extra_flops >= prev_flops, "budget %.0f: recompute FLOPs fell (%.3g < %.3g) with less memory", budget,
               p.extra_flops, prev_flops);
         prev_flops = p.extra_flops;
@@ -35,10 +44,17 @@ int main(void) {
     // Memory that Tempo's free parts and mask bits can save costs no recompute at all.
     CHECK(plan_memory(&sh, (double)all - 1.0, &p) == 0 && p.extra_flops == 0.0 && p.passes > 0,
           "just below everything, a plan without recompute should fit (got %.3g FLOPs)", p.extra_flops);
+    // A deep model plans at once (the search is O(L log L) per option set).
+    ActShape deep = sh;
+    deep.L = 20000;
+    deep.h = 8;
+    deep.a = 2;
+    CHECK(plan_memory(&deep, 1e9, &p) == 0 || p.arena_bytes > 1e9, "20000 layers");
     double b;
     CHECK(parse_bytes("6GiB", &b) == 0 && b == 6.0 * 1073741824.0, "6GiB");
     CHECK(parse_bytes("512MB", &b) == 0 && b == 512e6, "512MB");
     CHECK(parse_bytes("2e9", &b) == 0 && b == 2e9, "2e9");
-    CHECK(parse_bytes("-1G", &b) != 0 && parse_bytes("6 GiB", &b) != 0 && parse_bytes("lots", &b) != 0, "bad sizes");
+    CHECK(parse_bytes("-1G", &b) != 0 && parse_bytes("6 GiB", &b) != 0 && parse_bytes("lots", &b) != 0 &&
+              parse_bytes("5e67", &b) != 0, "bad sizes");
     return check_summary();
 }

@@ -135,7 +135,10 @@ static double number(Reader *r, const char *section, const char *name, double lo
     double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
     char what[96];
     snprintf(what, sizeof what, "%s in %g..%g", integer ? "an integer" : "a number", lo, hi);
-    if (!(v >= lo && v <= hi) || (integer && v != floor(v))) bad(r, section, name, what);
+    if (!(v >= lo && v <= hi) || (integer && v != floor(v))) {
+        bad(r, section, name, what);
+        return lo;   // the caller converts to int and friends: never an out-of-range value (found by fuzzing)
+    }
     return v;
 }
 

@@ -98,15 +98,25 @@ static size_t layer_recomputed_bytes(const ActShape *sh, unsigned tempo) {
     return sum;
 }
 
+size_t act_layer_kind_bytes(const ActShape *sh, LayerRecompute kind, int group_start, unsigned tempo) {
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (act_kept(kind, group_start, tempo, (ActName)n)) sum += act_tensor_bytes(sh, (ActName)n);
+    return sum;
+}
+
+size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int n) {
+    size_t inputs = act_kept(RECOMPUTE_NONE, 1, tempo, ACT_LN1_IN) ? act_tensor_bytes(sh, ACT_LN1_IN) : 0;
+    return (size_t)n * layer_recomputed_bytes(sh, tempo) + (size_t)(n - 1) * inputs;
+}
+
 size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
     if (!p || p->kind[l] != RECOMPUTE_FULL) return 0;
     // At the last layer of a group the whole group is recomputed on top of its checkpoint (held
     // already); the later layers' inputs are kept too unless Tempo's LayerNorm drops them.
     int g0 = p->group_start[l];
     int last = l + 1 == sh->L || p->kind[l + 1] != RECOMPUTE_FULL || p->group_start[l + 1] != g0;
-    if (!last) return 0;
-    size_t inputs = act_kept(RECOMPUTE_NONE, 1, p->tempo, ACT_LN1_IN) ? act_tensor_bytes(sh, ACT_LN1_IN) : 0;
-    return (size_t)(l - g0 + 1) * layer_recomputed_bytes(sh, p->tempo) + (size_t)(l - g0) * inputs;
+    return last ? act_group_working_bytes(sh, p->tempo, l - g0 + 1) : 0;
 }
 
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {

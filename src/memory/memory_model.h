@@ -31,6 +31,11 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
 size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
 size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
+// What one layer of a kind keeps (LN statistics and Tempo's bits included), and what a full-
+// recompute group of n layers holds again during its backward on top of its checkpoint: the
+// planner's closed forms (equal to the sums above for its plans).
+size_t act_layer_kind_bytes(const ActShape *sh, LayerRecompute kind, int group_start, unsigned tempo);
+size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int n);
 // Model-level extras: embedding mask, final LN input and statistics, output-layer input, logits.
 size_t act_model_extra_bytes(const ActShape *sh);
 // Held at the end of a training forward.

@@ -25,46 +25,71 @@ static int better(const MemPlan *a, const MemPlan *b) {
     return a->arena_bytes < b->arena_bytes;
 }
 
+// The peak of the plan F full (groups of one, first), S selective, the rest none, in closed form:
+// the end of the forward, or the backward of the last full layer (layers 0..F−1 held, the last one
+// rebuilt on its checkpoint). Every other backward point holds less than the end of the forward.
+typedef struct { size_t none, sel, ck, work, extras, emb; } LayerBills;
+
+static size_t plan_peak(const LayerBills *k, int L, int nf, int ns) {
+    size_t fwd = k->extras + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none;
+    size_t last_full = nf ? k->emb + (size_t)nf * k->ck + k->work : 0;
+    return fwd > last_full ? fwd : last_full;
+}
+
 int plan_memory(const ActShape *base, double budget, MemPlan *out) {
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
     policy_default(&pol, L);
-    pol.act_dtype = base->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
+    size_t align = (size_t)act_max_entries(&pol) * 64;
+    policy_free(&pol);
     double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
     double model = flops_model(B, L, s, h, v) / t;
     MemPlan best = {0}, smallest = {0};
     int found = 0, have_smallest = 0;
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
-        for (unsigned opt = 0; opt < 16; opt++)
-            for (int nf = 0; nf <= L; nf++)
-                for (int ns = 0; ns + nf <= L; ns++) {
-                    unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0);
-                    if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;   // no GeLU input to replace
-                    ActShape sh = *base;
-                    sh.masks = modes[mi];
-                    sh.gelu_bits = 0;
-                    sh.mini_seq = tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
-                    pol.masks = modes[mi];
-                    pol.tempo = tempo;
-                    pol.mini_seq = sh.mini_seq;
-                    fill_policy(&pol, L, nf, ns);
-                    MemPlan p = {nf, ns, modes[mi], tempo, act_peak_bytes(&sh, &pol), 0, 0.0, model,
-                                 passes_of(modes[mi], tempo)};
-                    p.arena_bytes = p.act_peak + (size_t)act_max_entries(&pol) * 64;
-                    p.extra_flops = (ns * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
-                                     (tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0)) / t;
-                    if (!have_smallest || p.arena_bytes < smallest.arena_bytes ||
-                        (p.arena_bytes == smallest.arena_bytes && better(&p, &smallest))) {
-                        smallest = p;
-                        have_smallest = 1;
-                    }
-                    if ((double)p.arena_bytes <= budget && (!found || better(&p, &best))) {
-                        best = p;
-                        found = 1;
-                    }
+        for (unsigned opt = 0; opt < 16; opt++) {
+            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0);
+            if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;   // no GeLU input to replace
+            ActShape sh = *base;
+            sh.masks = modes[mi];
+            sh.gelu_bits = 0;
+            sh.mini_seq = tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
+            LayerBills k = {act_layer_kind_bytes(&sh, RECOMPUTE_NONE, 1, tempo),
+                            act_layer_kind_bytes(&sh, RECOMPUTE_SELECTIVE, 1, tempo),
+                            act_layer_kind_bytes(&sh, RECOMPUTE_FULL, 1, tempo), act_group_working_bytes(&sh, tempo, 1),
+                            act_model_extra_bytes(&sh), act_tensor_bytes(&sh, ACT_EMB_MASK)};
+            for (int nf = 0; nf <= L; nf++) {
+                // the least memory with nf full layers: every other layer selective
+                MemPlan p = {nf, L - nf, modes[mi], tempo, plan_peak(&k, L, nf, L - nf), 0, 0.0, model,
+                             passes_of(modes[mi], tempo)};
+                p.arena_bytes = p.act_peak + align;
+                p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
+                                 (tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0)) / t;
+                if (!have_smallest || p.arena_bytes < smallest.arena_bytes ||
+                    (p.arena_bytes == smallest.arena_bytes && better(&p, &smallest))) {
+                    smallest = p;
+                    have_smallest = 1;
                 }
-    policy_free(&pol);
+                if ((double)p.arena_bytes > budget) continue;
+                // memory falls and FLOPs rise with each selective layer: the fewest that fit
+                int lo = 0, hi = L - nf;
+                while (lo < hi) {
+                    int mid = (lo + hi) / 2;
+                    if ((double)(plan_peak(&k, L, nf, mid) + align) <= budget) hi = mid;
+                    else lo = mid + 1;
+                }
+                p.n_sel = lo;
+                p.act_peak = plan_peak(&k, L, nf, lo);
+                p.arena_bytes = p.act_peak + align;
+                p.extra_flops = (lo * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
+                                 (tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0)) / t;
+                if (!found || better(&p, &best)) {
+                    best = p;
+                    found = 1;
+                }
+            }
+        }
     *out = found ? best : smallest;
     return found ? 0 : -1;
 }
@@ -101,6 +126,8 @@ int parse_bytes(const char *text, double *out) {
         {"TiB", 1099511627776.0}};
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(end, units[i].suffix) == 0) {
+            // above 2^60 bytes (an exabyte) a size means nothing here, and it must fit a size_t (fuzzing)
+            if (v * units[i].scale > 1152921504606846976.0) return -1;
             *out = v * units[i].scale;
             return 0;
         }

@@ -32,6 +32,6 @@ int plan_memory(const ActShape *sh, double budget, MemPlan *out);
 // The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.
 void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol);
 void plan_flags(const MemPlan *p, int layers, char *buf, size_t len);
-// "6GiB", "512MiB", "1.5G", "2e9" (bytes): returns 0, or -1 when it is not a positive size.
+// "6GiB", "512MiB", "1.5G", "2e9" (bytes): returns 0, or -1 when it is not a positive size up to 2^60.
 int parse_bytes(const char *text, double *out);
 #endif
