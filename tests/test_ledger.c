@@ -20,6 +20,7 @@ static size_t table_elements(const Shape *sh, ActName n) {
     case ACT_ATTN_MASK: case ACT_ATTN_DROP: return sh->dropout ? as2b : 0;
     case ACT_DROP1_MASK: case ACT_DROP2_MASK: return sh->dropout ? sbh : 0;
     case ACT_LN1_STATS: case ACT_LN2_STATS: return 2 * (size_t)(sh->s * sh->b);
+    case ACT_ATTN_LSE: return (size_t)(sh->a * sh->s * sh->b);
     default: return sbh;
     }
 }
@@ -28,7 +29,7 @@ static size_t table_bytes(const Shape *sh, ActName n) {
     size_t el = table_elements(sh, n);
     if (n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK)
         return sh->masks == MASKS_BYTES ? el : sh->masks == MASKS_BITS ? (el + 7) / 8 : 0;
-    if (n == ACT_LN1_STATS || n == ACT_LN2_STATS) return 4 * el;
+    if (n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_ATTN_LSE) return 4 * el;
     if (n == ACT_GELU_BRANCH) return (el + 7) / 8;   // one bit per GeLU input
     if (n == ACT_GELU_CODE) return (el * (size_t)sh->gelu_bits + 7) / 8;   // k bits per GeLU input
     return (size_t)sh->e * el;
@@ -39,6 +40,9 @@ static size_t table_bytes(const Shape *sh, ActName n) {
 static int tempo_drops(const Shape *sh, ActName n) {
     // mini-seq: the MLP keeps nothing of its own (FC1 and GeLU are recomputed in chunks)
     if ((n == ACT_GELU_IN || n == ACT_FC2_IN || n == ACT_GELU_BRANCH || n == ACT_GELU_CODE) && sh->mini) return 1;
+    // flash attention: the log-sum-exp instead of the s×s tensors
+    if (n == ACT_ATTN_LSE) return !(sh->tempo & ATTN_FLASH);
+    if ((n == ACT_ATTN_PROB || n == ACT_ATTN_MASK || n == ACT_ATTN_DROP) && (sh->tempo & ATTN_FLASH)) return 1;
     if (n == ACT_GELU_BRANCH) return !(sh->tempo & TEMPO_GELU);
     if (n == ACT_GELU_CODE) return !(sh->tempo & GELU_FEWBIT);
     if (n == ACT_GELU_IN) return (sh->tempo & (TEMPO_GELU | GELU_FEWBIT)) != 0;
@@ -196,9 +200,9 @@ int main(void) {
     // Few-Bit GeLU with k = 1 and 3 (3 does not divide a byte), alone and with Tempo's other parts.
     unsigned tempos[] = {TEMPO_GELU, TEMPO_LAYERNORM, TEMPO_SOFTMAX, TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX,
                          GELU_FEWBIT, GELU_FEWBIT | TEMPO_LAYERNORM | TEMPO_SOFTMAX, MINI_SEQ,
-                         MINI_SEQ | TEMPO_LAYERNORM | TEMPO_SOFTMAX};
+                         MINI_SEQ | TEMPO_LAYERNORM | TEMPO_SOFTMAX, ATTN_FLASH, ATTN_FLASH | MINI_SEQ | TEMPO_GELU};
     int tempo_cases = 0;
-    for (int ti = 0; ti < 8; ti++)
+    for (int ti = 0; ti < 10; ti++)
         for (int pi = 0; pi < 6; pi++)
             for (int e = 2; e <= 4; e += 2)
                 for (int mm = 0; mm < 3; mm += 2) {
@@ -209,7 +213,7 @@ int main(void) {
                     tempo_cases++;
                 }
     printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout) and %d with "
-           "Tempo / Few-Bit / mini-seq (8 option sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases,
+           "Tempo / Few-Bit / mini-seq / flash (10 option sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases,
            tempo_cases, bad);
     return check_summary();
 }

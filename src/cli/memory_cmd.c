@@ -27,7 +27,7 @@ typedef struct {
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
-    int gelu_bits, mini_seq;
+    int gelu_bits, mini_seq, flash;
     int json;
     const char *plot;
     int several;                                   // more than one model: errors name the preset
@@ -67,6 +67,7 @@ void cli_memory_usage(FILE *f) {
         "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
         "  --tempo LIST                             Tempo parts: gelu, layernorm, softmax, all (default none)\n"
         "  --gelu-bits K                            Few-Bit GeLU codes of K bits (1..4) instead of gelu_in\n"
+        "  --attention flash                        tiled attention: attn_lse instead of the s x s tensors\n"
         "  --mini-seq M                             MLP and output layer in M sequence chunks (keeps no\n"
         "                                           gelu_in, fc2_in, lm_in or logits; lm_grad instead)\n"
         "work\n"
@@ -82,7 +83,7 @@ void cli_memory_usage(FILE *f) {
 enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
-    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ
+    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -99,7 +100,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
-        {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
+        {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -136,6 +137,11 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_TEMPO: a->tempo = optarg; break;
         case OPT_GELU_BITS: rc = args_int(CMD, "--gelu-bits", optarg, 0, 4, &a->gelu_bits); break;
         case OPT_MINI_SEQ: rc = args_int(CMD, "--mini-seq", optarg, 0, 65536, &a->mini_seq); break;
+        case OPT_ATTENTION:
+            if (strcmp(optarg, "flash") && strcmp(optarg, "standard"))
+                return args_error(CMD, "--attention: unknown kind '%s' (expected standard or flash)", optarg);
+            a->flash = strcmp(optarg, "flash") == 0;
+            break;
         case OPT_MASKS: a->masks = optarg; break;
         case OPT_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &a->dropout); a->dropout_given = 1; break;
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
@@ -264,6 +270,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (a->gelu_bits) c->policy.tempo |= GELU_FEWBIT;
     c->policy.gelu_bits = a->gelu_bits;
     if (a->mini_seq > 1) c->policy.tempo |= MINI_SEQ;
+    if (a->flash) c->policy.tempo |= ATTN_FLASH;
     c->policy.mini_seq = a->mini_seq > 1 ? a->mini_seq : 0;
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)

@@ -47,6 +47,8 @@ void cli_train_usage(FILE *f) {
         "  --act-dtype fp32|bf16             precision of kept activations; compute is fp32 (default fp32)\n"
         "  --tempo LIST                      Tempo's in-place gelu, layernorm and fused softmax (dropout),\n"
         "                                    comma-separated, or all (default none)\n"
+        "  --attention flash|standard        flash: tiled attention with an online softmax, keeping one\n"
+        "                                    log-sum-exp per row instead of the s x s tensors (default standard)\n"
         "  --mini-seq M                      Mini-Sequence: the MLP and the output layer + cross-entropy run in\n"
         "                                    M chunks; no GeLU input/output or logits are kept (default off)\n"
         "  --mem-budget BYTES                plan recompute, masks and Tempo for these activation bytes per\n"
@@ -98,7 +100,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -125,7 +127,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
         {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
         {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
-        {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -201,6 +203,11 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             if (policy_parse_tempo(optarg, &o->tempo, err, sizeof err) != 0) return usage_error("%s", err);
             break;
         }
+        case OPT_ATTENTION:
+            if (strcmp(optarg, "flash") == 0) o->flash = 1;
+            else if (strcmp(optarg, "standard") == 0) o->flash = 0;
+            else return usage_error("--attention: unknown kind '%s' (expected standard or flash)", optarg);
+            break;
         case OPT_MINI_SEQ: rc = parse_int("--mini-seq", optarg, 0, 65536, &o->mini_seq); break;
         case OPT_MEM_BUDGET:
             if (parse_bytes(optarg, &o->mem_budget) != 0)
@@ -255,6 +262,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
                 if (strcmp(given[j], chosen[i]) == 0)
                     return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
     }
+    if (o->flash && (o->tempo & TEMPO_SOFTMAX))
+        return usage_error("--attention flash keeps no softmax output: --tempo softmax has nothing to fuse");
     if (o->mini_seq > 1 && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("--mini-seq %d keeps no GeLU input at all: --gelu-bits and --tempo gelu have nothing to "
                            "replace", o->mini_seq);

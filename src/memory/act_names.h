@@ -9,7 +9,8 @@ typedef enum {
     ACT_N_CORE,
     // per-layer extras: LayerNorm statistics; Tempo's GeLU branch bits (kept instead of gelu_in)
     // and Few-Bit's k-bit GeLU codes (kept instead of gelu_in)
-    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE,
+    // and flash attention's log-sum-exp per query row (kept instead of the s×s tensors)
+    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE, ACT_ATTN_LSE,
     ACT_N_LAYER,
     // the model-level tensors
     // (with --mini-seq the output layer runs in chunks and keeps only dL/d lm_in: lm_grad)
@@ -26,6 +27,7 @@ static inline int act_is_mask(ActName n) {
 static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == ACT_GELU_CODE; }
 // LN statistics and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
-    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD;
+    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD ||
+           n == ACT_ATTN_LSE;
 }
 #endif

@@ -23,6 +23,8 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return sh->dropout ? as2b / t : 0;   // without dropout attn_drop is attn_prob itself
     case ACT_DROP1_MASK: case ACT_DROP2_MASK: case ACT_EMB_MASK:
         return sh->dropout ? sbh / sp_div : 0;
+    case ACT_ATTN_LSE:
+        return (size_t)(sh->a * sh->s * sh->b) / t;   // one per query row and head
     case ACT_LN1_STATS: case ACT_LN2_STATS: case ACT_LNF_STATS:
         return 2 * rows / sp_div;            // mean and 1/std per row
     case ACT_LOGITS:
@@ -48,6 +50,9 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GELU_BRANCH || name == ACT_GELU_CODE) &&
         (tempo & MINI_SEQ))
         return 0;
+    // Flash attention: the log-sum-exp instead of the s×s tensors
+    if (name == ACT_ATTN_LSE) return (tempo & ATTN_FLASH) != 0;
+    if ((name == ACT_ATTN_PROB || name == ACT_ATTN_MASK || name == ACT_ATTN_DROP) && (tempo & ATTN_FLASH)) return 0;
     // Tempo: what each part keeps instead (policy.h)
     if (name == ACT_GELU_BRANCH) return (tempo & TEMPO_GELU) != 0;
     if (name == ACT_GELU_CODE) return (tempo & GELU_FEWBIT) != 0;

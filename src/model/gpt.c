@@ -14,6 +14,7 @@
 #include "ops/embedding.h"
 #include "ops/gelu.h"
 #include "ops/gelu_fewbit.h"
+#include "ops/flash_attention.h"
 #include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/vocab_parallel.h"
@@ -109,6 +110,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     int any_selective = 0;
     for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
     size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : (m->policy.tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
+    if (m->policy.tempo & ATTN_FLASH) scratch = FLASH_SCRATCH(c->seq, c->hidden / c->heads);   // no s×s at all
     m->attn_scratch = xmalloc(threads * scratch * sizeof(float));
     m->row_loss = xmalloc(n * sizeof(float));
     m->ce_lse = xmalloc(n * sizeof(float));
@@ -153,6 +155,14 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
     size_t as2b = (size_t)m->al * s * s * b;
     DropoutSite site = site_of(m, l, SITE_ATTN);
+    if (m->policy.tempo & ATTN_FLASH) {   // tiles with an online softmax: only the log-sum-exp is kept
+        size_t asb = (size_t)m->al * s * b;
+        int kl = keeps(m, l, ACT_ATTN_LSE, pass);
+        float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
+        flash_attention_forward(ctx, lse, q, k, v, m->attn_scratch, s, b, m->al, m->hl, m->head0, site, m->ctx.sample0);
+        saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
+        return;
+    }
     int drop = site.p > 0.0f;
     int kp = keeps(m, l, ACT_ATTN_PROB, pass), km = keeps(m, l, ACT_ATTN_MASK, pass), kd = keeps(m, l, ACT_ATTN_DROP, pass);
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
@@ -515,7 +525,11 @@ static void block_backward(GPT *m, int l) {
     linear_backward(d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
                     n, hl, h);
     const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
-    if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
+    if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
+        flash_attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
+                                 saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), m->attn_scratch, s, b, m->al,
+                                 hl, m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0);
+    else if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
         attention_backward_recompute(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, m->attn_scratch, s, b, m->al, hl,
                                      m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0,
                                      m->policy.act_dtype == ACT_BF16);

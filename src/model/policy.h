@@ -23,6 +23,10 @@ enum { GELU_FEWBIT = 8 };
 // recomputes FC1 and GeLU chunk by chunk); the output layer finishes its backward inside the
 // forward, chunk by chunk, and keeps only dL/d lm_in (lm_grad): the logits are never whole.
 enum { MINI_SEQ = 16 };
+// Flash-style attention (ops/flash_attention.h): keeps q, k, v, the output and attn_lse (one float
+// per query row and head) instead of attn_prob, attn_mask and attn_drop; backward recomputes the
+// probabilities tile by tile.
+enum { ATTN_FLASH = 32 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.

@@ -155,7 +155,8 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     }
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
-    p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0);
+    p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0) |
+               (o->flash ? ATTN_FLASH : 0);
     p->gelu_bits = o->gelu_bits;
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
@@ -418,6 +419,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     char fewbit[32] = "";
     if (policy.gelu_bits) snprintf(fewbit, sizeof fewbit, ", %d-bit GeLU codes", policy.gelu_bits);
     if (policy.mini_seq) snprintf(fewbit, sizeof fewbit, ", mini-seq %d", policy.mini_seq);
+    if (policy.tempo & ATTN_FLASH) snprintf(fewbit + strlen(fewbit), sizeof fewbit - strlen(fewbit), ", flash attention");
     printf("  recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
            plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
            tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,

@@ -28,6 +28,7 @@ typedef struct {
     ActDtype act_dtype;
     unsigned tempo;      // TEMPO_* bits (model/policy.h): --tempo gelu,layernorm,softmax
     int gelu_bits;       // --gelu-bits K: Few-Bit GeLU codes of K bits (0: exact GeLU′)
+    int flash;           // --attention flash: tiled attention keeping only the log-sum-exp
     int mini_seq;        // --mini-seq M: MLP and output layer in M chunks of the sequence (0/1: off)
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine

@@ -1,0 +1,26 @@
+// Flash-style causal attention on the CPU (Dao et al.'s tiling, here per (sequence, head) on one
+// thread): softmax(q kᵀ/√d + causal) → dropout → · v computed in 64×64 tiles with an online
+// softmax, keeping only the output and one log-sum-exp per query row; backward recomputes each
+// tile's probabilities from q, k and the log-sum-exp. No s×s matrix exists at any time (scratch is
+// O(tile²) per thread). Dropout draws each tile's mask from the same Philox key and element index
+// as attention_forward (ops/attention.h), so the masks are identical and regenerable.
+// Layouts as ops/attention.h: q, k, v, ctx [s, b, h] (head j = columns j·d ..), lse [b, a, s].
+#ifndef CTRON_FLASH_ATTENTION_H
+#define CTRON_FLASH_ATTENTION_H
+#include <stddef.h>
+#include <stdint.h>
+#include "ops/dropout.h"
+
+#define FLASH_TILE 64
+// Per-thread scratch, floats: S/P tile, dP tile, mask tile (bytes, rounded up), O accumulator,
+// row max/sum and the backward's row dot products.
+#define FLASH_SCRATCH(s, d) (2 * FLASH_TILE * FLASH_TILE + FLASH_TILE * FLASH_TILE / 4 + FLASH_TILE * (size_t)(d) + \
+                             3 * FLASH_TILE + (size_t)(s))
+
+void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
+                             int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0);
+// dctx [s,b,h] -> dq, dk, dv [s,b,h] (overwritten); ctx and lse from the forward.
+void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
+                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a,
+                              int h, int head0, DropoutSite site, uint32_t sample0);
+#endif

@@ -1,0 +1,64 @@
+// Flash-style attention (ops/flash_attention.h) against the standard kernel (ops/attention.h), with
+// dropout, on a sequence that is not a multiple of the tile (70 = 64 + 6) and a head offset (TP):
+// the same output and gradients within fp32 summation-order differences, and the same dropout
+// masks (a tile's mask is the standard mask's entries).
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+#include "check.h"
+#include "ops/attention.h"
+#include "ops/flash_attention.h"
+#include "util/common.h"
+#include "util/philox.h"
+
+static float val(uint32_t i) {
+    philox_ctr c = {{i, 7, 0, 0}};
+    return (float)philox4x32_10(c, philox_key_from_seed(11)).v[0] / 4294967296.0f * 2.0f - 1.0f;
+}
+
+static double rel(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); den += (double)b[i] * b[i]; }
+    return sqrt(num / den);
+}
+
+int main(void) {
+    enum { S = 70, B = 2, A = 3, D = 8, H = A * D };
+    size_t n = (size_t)S * B * H, ss = (size_t)S * S;
+    for (int dropout = 0; dropout < 2; dropout++) {
+        DropoutSite site = {philox_key_from_seed(3), 2, 1, SITE_ATTN, dropout ? 0.2f : 0.0f};
+        float *q = xmalloc(n * 4), *k = xmalloc(n * 4), *v = xmalloc(n * 4), *g = xmalloc(n * 4);
+        for (size_t i = 0; i < n; i++) { q[i] = val((uint32_t)i); k[i] = val((uint32_t)(i + n)); v[i] = val((uint32_t)(i + 2 * n)); g[i] = val((uint32_t)(i + 3 * n)); }
+        // standard: probabilities, mask, dropped, output; then its backward
+        float *prob = xmalloc(B * A * ss * 4), *drop = xmalloc(B * A * ss * 4), *ctx = xmalloc(n * 4);
+        uint8_t *keep = xmalloc(B * A * ss);
+        attention_forward(ctx, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, S, B, A, H, 5, site, 9, 0);
+        float *dq = xmalloc(n * 4), *dk = xmalloc(n * 4), *dv = xmalloc(n * 4), *scr = xmalloc(ss * 4 * (size_t)omp_get_max_threads());
+        attention_backward(dq, dk, dv, g, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, scr, S, B, A, H,
+                           site.p, 0);
+        // flash
+        float *fctx = xmalloc(n * 4), *lse = xmalloc((size_t)B * A * S * 4), *fscr = xmalloc(FLASH_SCRATCH(S, D) * 4 * (size_t)omp_get_max_threads());
+        float *fdq = xmalloc(n * 4), *fdk = xmalloc(n * 4), *fdv = xmalloc(n * 4);
+        flash_attention_forward(fctx, lse, q, k, v, fscr, S, B, A, H, 5, site, 9);
+        flash_attention_backward(fdq, fdk, fdv, g, q, k, v, fctx, lse, fscr, S, B, A, H, 5, site, 9);
+        double e_ctx = rel(fctx, ctx, n), e_q = rel(fdq, dq, n), e_k = rel(fdk, dk, n), e_v = rel(fdv, dv, n);
+        printf("dropout %.1f: rel L2 output %.1e, dq %.1e, dk %.1e, dv %.1e\n", (double)site.p, e_ctx, e_q, e_k, e_v);
+        CHECK(e_ctx < 1e-6 && e_q < 1e-5 && e_k < 1e-5 && e_v < 1e-5, "flash differs from standard attention (dropout %g)",
+              (double)site.p);
+        // log-sum-exp: row i of head j is log Σ_c exp(score) — check through the stored probabilities
+        int lse_ok = 1;
+        for (int bj = 0; bj < B * A; bj++)
+            for (int i = 0; i < S; i++) {
+                // P[i][0] = exp(q_i·k_0·scale − lse_i)
+                int bi = bj / A, j = bj % A;
+                double dot = 0;
+                for (int c = 0; c < D; c++) dot += (double)q[(size_t)i * B * H + bi * H + j * D + c] * k[(size_t)bi * H + j * D + c];
+                double p0 = exp(dot / sqrt((double)D) - lse[(size_t)bj * S + i]);
+                if (fabs(p0 - prob[(size_t)bj * ss + (size_t)i * S]) > 1e-5) lse_ok = 0;
+            }
+        CHECK(lse_ok, "flash log-sum-exp does not reproduce the softmax (dropout %g)", (double)site.p);
+        free(q); free(k); free(v); free(g); free(prob); free(drop); free(ctx); free(keep); free(dq); free(dk); free(dv);
+        free(scr); free(fctx); free(lse); free(fscr); free(fdq); free(fdk); free(fdv);
+    }
+    return check_summary();
+}
