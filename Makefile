@@ -27,6 +27,7 @@ test: build data
 
 bench: build data
 	@$(PY) bench/run_bench.py
+	@$(PY) bench/options_bench.py
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, then every test that runs in one
 # process (the MPI ones are left out: Open MPI's own allocations would be reported), including the

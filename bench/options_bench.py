@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""Beyond the paper (issue 7): what each memory option keeps and costs, and how long a sequence
+fits a fixed activation budget with the planner versus the paper's policies.
+
+1. Measured, config L (12 layers, hidden 768, 12 heads, seq 2048, micro-batch 1, vocab 8192,
+   dropout 0.1, fp32 storage unless the row says otherwise), ctron alone: for each option, the
+   activation bytes of layer 0 and of the step's peak (from ctron's log: the ledger, which tests
+   hold equal to the analytic model), and the median ms/step (the first step of each run dropped),
+   with the overhead over `none` from the same invocation. Runs alternate over --rounds rounds.
+2. Analytic (ctron memory / ctron plan, the same model the ledger matches), the longest sequence
+   (a multiple of 64) whose activation peak per rank fits --budget (default 4 GiB), for none,
+   selective, full and the planner, with the recompute FLOPs each needs at that length.
+
+Writes bench/results/<date>-options.json and .md (also printed).
+"""
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPE = ["--layers", "12", "--hidden", "768", "--heads", "12", "--batch", "1", "--vocab", "8192"]
+OPTIONS = [
+    ("none", []),
+    ("selective", ["--recompute", "selective"]),
+    ("full", ["--recompute", "full"]),
+    ("tempo all", ["--tempo", "all"]),
+    ("few-bit GeLU k=2", ["--gelu-bits", "2"]),
+    ("mini-seq 8", ["--mini-seq", "8"]),
+    ("flash attention", ["--attention", "flash"]),
+    ("selective + bf16 + regen", ["--recompute", "selective", "--act-dtype", "bf16", "--dropout-masks", "regen"]),
+    ("flash + mini-seq 8 + tempo ln + bits", ["--attention", "flash", "--mini-seq", "8", "--tempo", "layernorm",
+                                              "--dropout-masks", "bits"]),
+]
+
+
+def run_ctron(ctron, args, seq, opts, workdir, tag):
+    log = os.path.join(workdir, tag.replace(" ", "_") + ".jsonl")
+    cmd = [ctron, "train"] + SHAPE + ["--seq", str(seq), "--steps", str(args.steps), "--eval-every", "0",
+                                      "--eval-batches", "1", "--threads", str(args.threads), "--no-ledger",
+                                      "--data", args.data, "--log", log, "--peak-gflops", "100"] + opts
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=args.timeout)
+    rows = [json.loads(line) for line in open(log)]
+    return rows
+
+
+def fits(ctron, seq, budget, policy_args):
+    out = subprocess.run([ctron, "memory"] + SHAPE + ["--seq", str(seq), "--act-dtype", "fp32", "--json"] + policy_args,
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out)
+    return d["first_stage"]["activation_peak_bytes"] <= budget, d
+
+
+def plan_fits(ctron, seq, budget):
+    r = subprocess.run([ctron, "plan", "--budget", str(int(budget))] + SHAPE + ["--seq", str(seq)],
+                       capture_output=True, text=True)
+    return r.returncode == 0, r.stdout.strip()
+
+
+def longest(pred, hi=1 << 20):
+    lo = 64
+    if not pred(lo):
+        return 0
+    while lo * 2 <= hi and pred(lo * 2):
+        lo *= 2
+    step = lo // 2
+    while step >= 64:
+        if pred(lo + step):
+            lo += step
+        step //= 2
+    return lo
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ctron", default=os.path.join(ROOT, "build", "ctron"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "data", "kjv.txt"))
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--budget", type=float, default=4 * 2**30, help="activation budget in bytes (default 4 GiB)")
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--suffix", default="options")
+    ap.add_argument("--skip-measure", action="store_true", help="only the analytic longest-sequence table")
+    args = ap.parse_args()
+
+    results = {"date": datetime.date.today().isoformat(), "seq": args.seq, "threads": args.threads,
+               "budget": args.budget, "measured": {}, "longest": {}}
+    if not args.skip_measure:
+        times = {name: [] for name, _ in OPTIONS}
+        with tempfile.TemporaryDirectory() as work:
+            for rnd in range(args.rounds):
+                order = OPTIONS[rnd % len(OPTIONS):] + OPTIONS[:rnd % len(OPTIONS)]
+                for name, opts in order:
+                    rows = run_ctron(args.ctron, args, args.seq, opts, work, f"{name}-{rnd}")
+                    times[name] += [r["ms"] for r in rows[1:]]
+                    results["measured"][name] = {"args": opts, "act_bytes": rows[-1]["act_bytes"],
+                                                 "act_layer_bytes": rows[-1]["act_layer_bytes"],
+                                                 "loss_last": rows[-1]["loss"]}
+                    print(f"  {name}: {rows[-1]['act_layer_bytes'] / 2**20:.1f} MiB/layer, "
+                          f"{statistics.median(r['ms'] for r in rows[1:]):.0f} ms", flush=True)
+        base = statistics.median(times["none"])
+        for name, _ in OPTIONS:
+            ms = statistics.median(times[name])
+            results["measured"][name].update(ms=ms, overhead=ms / base - 1.0, samples=times[name])
+
+    # longest sequence within the budget, analytic
+    for name, pol in [("none", []), ("selective", ["--recompute", "selective"]), ("full", ["--recompute", "full"]),
+                      ("selective + bf16 + regen", ["--recompute", "selective", "--act-dtype", "bf16",
+                                                    "--dropout-masks", "regen"])]:
+        s = longest(lambda q: fits(args.ctron, q, args.budget, pol)[0])
+        results["longest"][name] = {"seq": s}
+    s = longest(lambda q: plan_fits(args.ctron, q, args.budget)[0])
+    ok, text = plan_fits(args.ctron, s, args.budget)
+    results["longest"]["planner"] = {"seq": s, "plan": text}
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    stem = os.path.join(args.out_dir, f"{results['date']}-{args.suffix}")
+    with open(stem + ".json", "w") as f:
+        json.dump(results, f, indent=1)
+    lines = [f"# ctron memory options — {results['date']}", ""]
+    if results["measured"]:
+        lines += [f"Config L (L12 h768 a12 s{args.seq} b1 v8192, dropout 0.1), {args.threads} threads, "
+                  f"{args.rounds} round(s) x {args.steps} steps (first dropped), fp32 storage unless stated.", "",
+                  "| option | layer 0 MiB | step peak MiB | ms/step | overhead vs none |", "|---|---:|---:|---:|---:|"]
+        for name, _ in OPTIONS:
+            r = results["measured"][name]
+            lines.append(f"| {name} | {r['act_layer_bytes'] / 2**20:.1f} | {r['act_bytes'] / 2**20:.1f} | "
+                         f"{r['ms']:.0f} | {100 * r['overhead']:+.1f} % |")
+        lines.append("")
+    lines += [f"Longest sequence (multiple of 64) whose activation peak fits {args.budget / 2**30:.2f} GiB per rank "
+              f"(L12 h768 a12 b1 v8192, fp32 unless stated; the analytic model the ledger matches):", "",
+              "| policy | longest seq | vs none |", "|---|---:|---:|"]
+    none_s = results["longest"]["none"]["seq"]
+    for name, r in results["longest"].items():
+        lines.append(f"| {name} | {r['seq']} | {r['seq'] / none_s:.1f}x |")
+    lines += ["", "Planner at its longest sequence:", "", "```", results["longest"]["planner"]["plan"], "```"]
+    text = "\n".join(lines) + "\n"
+    with open(stem + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
