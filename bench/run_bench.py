@@ -33,6 +33,16 @@ machine does not always hit the same run. Per (implementation, policy):
     ratio        peer ms / ctron ms for the same policy (> 1: ctron is faster);
                  also the median of the per-round paired ratios in the JSON
 
+Each run's step is also split by phase (fwd_ms / bwd_ms / opt_ms from ctron's
+log and from the peer's output; communication 0 for one process; other = the
+rest), medians per (implementation, policy), in a table and a stacked plot.
+
+Then the thread-scaling benchmark (--scaling, default 1,2): ctron and the peer
+at one config (default S) and policy (default none) with each thread count,
+alternating like the policy rounds; per (implementation, threads) ms/step,
+tokens/s, fwd/bwd/opt, the speed-up over the first thread count (and per
+phase), and whether ctron's reaches --scaling-target (default 1.8).
+
 Then the parallel-layout benchmark (--parallel, default
 single,tp2,tp2+sp,tp2+sp+selective) runs ctron alone at one config (default S)
 in each layout: one process with all T threads, or mpirun -np t ranks with
@@ -46,9 +56,11 @@ and rank 0's activation peak and layer-0 bytes. Skipped, with a note, when
 mpirun is not found.
 
 Absolute times on a shared machine are noise; ratios within one invocation
-are the result. Writes bench/results/<date>.json (all raw numbers and the
-environment), bench/results/<date>.md (the tables, also printed) and two plots,
-bench/results/<date>-throughput.svg and <date>-activations.svg (--suffix X:
+are the result. Every run records how many cores other processes kept busy
+meanwhile (other_cores); --wait-quiet waits for a quiet machine before each
+run and --rerun-disturbed repeats disturbed runs at the end. Writes bench/results/<date>.json (all raw numbers and the
+environment), bench/results/<date>.md (the tables, also printed) and three plots,
+bench/results/<date>-throughput.svg, <date>-activations.svg and <date>-breakdown.svg (--suffix X:
 <date>-X.json and so on). `--replot FILE.json` rebuilds the tables and plots
 from a saved JSON.
 """
@@ -90,6 +102,7 @@ MPIRUN_ARGS = ["--oversubscribe", "--bind-to", "none"]
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMP_WAIT_POLICY": "PASSIVE"}
 DEFAULT_PARALLEL = "single,tp2,tp2+sp,tp2+sp+selective"
+DEFAULT_SCALING = "1,2"
 COMM_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
 TP_PURPOSES = ("block", "regather", "vocab")
 
@@ -250,19 +263,68 @@ def eq7_flops_per_step(c):
 # Running a child with its own peak RSS
 # --------------------------------------------------------------------------
 
+def cpu_ticks():
+    """(busy, steal) seconds of all CPUs since boot from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        hz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is inside user)
+    busy = v[0] + v[1] + v[2] + v[5] + v[6]
+    return busy / hz, (v[7] if len(v) > 7 else 0) / hz
+
+
+# A run during which other processes kept more than this many cores busy on average is flagged
+# as disturbed (the machine is shared: builds and tests of other people land on the same cores).
+OTHER_LOAD_FLAG = 0.25
+
+
+def wait_quiet(max_wait_s, label):
+    """Before a run: while other processes keep more than OTHER_LOAD_FLAG cores busy (sampled
+    over 2 s; nothing of ours runs now), wait, at most max_wait_s seconds. Returns the seconds
+    waited (0 when max_wait_s is 0, i.e. --wait-quiet off)."""
+    if max_wait_s <= 0:
+        return 0.0
+    t0 = time.monotonic()
+    said = False
+    while True:
+        a = cpu_ticks()
+        time.sleep(2.0)
+        b = cpu_ticks()
+        if a is None or b is None or (b[0] - a[0]) / 2.0 <= OTHER_LOAD_FLAG:
+            break
+        waited = time.monotonic() - t0
+        if waited >= max_wait_s:
+            print(f"{label}: machine still busy ({(b[0] - a[0]) / 2.0:.2f} cores) after "
+                  f"{waited:.0f} s; running anyway", file=sys.stderr, flush=True)
+            break
+        if not said:
+            print(f"{label}: waiting for the machine to be quiet ({(b[0] - a[0]) / 2.0:.2f} "
+                  f"cores busy) ...", file=sys.stderr, flush=True)
+            said = True
+    return round(time.monotonic() - t0, 1)
+
+
 def run_child(cmd, env, timeout_s, cwd, own_group=False):
     """Runs cmd; returns dict(rc, wall_s, peak_rss_kib, stdout, stderr, timed_out).
 
     stdout/stderr go to temporary files (not pipes) so that the child can never
     block on a full pipe while we sit in os.wait4, which reaps the child and
     returns its own rusage (ru_maxrss, KiB on Linux: the largest of the child
-    and the descendants it reaped, e.g. mpirun's ranks). own_group: the child
+    and the descendants it reaped, e.g. mpirun's ranks). other_cores: the CPU
+    time of the whole machine during the run (/proc/stat) minus the child's own
+    (rusage), per second of wall time -- how many cores something else kept
+    busy, a measure of disturbance; steal_cores: the hypervisor's steal time,
+    likewise. own_group: the child
     leads a new process group, and a timeout kills the whole group (mpirun and
     its ranks; Open MPI 4.1's mpirun can hang at shutdown after an error).
     """
     import subprocess
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
+        ticks0 = cpu_ticks()
         try:
             p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd,
                                  start_new_session=own_group)
@@ -286,14 +348,75 @@ def run_child(cmd, env, timeout_s, cwd, own_group=False):
                 break
             time.sleep(0.05)
         wall = time.monotonic() - t0
+        ticks1 = cpu_ticks()
+        other = steal = None
+        if ticks0 and ticks1 and wall > 0:
+            own = ru.ru_utime + ru.ru_stime
+            other = round(max(0.0, (ticks1[0] - ticks0[0]) - own) / wall, 3)
+            steal = round((ticks1[1] - ticks0[1]) / wall, 3)
         rc = os.waitstatus_to_exitcode(status)
         p.returncode = rc          # reaped by us; keep Popen from waiting again
         out.seek(0)
         err.seek(0)
         return dict(rc=rc, wall_s=round(wall, 3), peak_rss_kib=ru.ru_maxrss,
+                    other_cores=other, steal_cores=steal,
                     stdout=out.read().decode("utf-8", "replace"),
                     stderr=err.read().decode("utf-8", "replace"),
                     timed_out=timed_out)
+
+
+def load_note(r):
+    """' (other load: X cores busy)' for a run that shared the machine, else ''."""
+    o = r.get("other_cores")
+    return f" (other load: {o:.2f} cores busy)" if o is not None and o > OTHER_LOAD_FLAG else ""
+
+
+def disturbed_lines(runs, describe):
+    """A markdown note listing the runs during which other processes kept more than
+    OTHER_LOAD_FLAG cores busy on average (none: an empty list)."""
+    bad = [r for r in runs if (r.get("other_cores") or 0) > OTHER_LOAD_FLAG]
+    if not bad:
+        return []
+    items = ", ".join(f"{describe(r)} round {r['round']} ({r['other_cores']:.2f})" for r in bad)
+    return [f"Disturbed runs (other processes kept more than {OTHER_LOAD_FLAG} cores busy on "
+            f"average, from /proc/stat minus the run's own CPU time): {items}. Their steps are in "
+            "the medians; compare their per-round figures in the JSON.", ""]
+
+
+def rerun_disturbed(args, runs, n_planned, redo):
+    """--rerun-disturbed N: after the planned runs, runs again (same round, implementation and
+    policy or thread count) every run that was disturbed (other_cores > OTHER_LOAD_FLAG) or
+    failed, at most N times each; a re-run replaces the run in `runs` when it failed less or was
+    less disturbed. Returns the replaced runs (kept in the JSON as discarded_runs). redo(run,
+    seq) -> a new run."""
+    discarded, seq = [], n_planned
+    for _ in range(args.rerun_disturbed):
+        todo = [i for i, r in enumerate(runs)
+                if not r["ok"] or (r.get("other_cores") or 0) > OTHER_LOAD_FLAG]
+        if not todo:
+            break
+        for i in todo:
+            seq += 1
+            new = redo(runs[i], seq)
+            new["rerun_of_seq"] = runs[i]["seq"]
+            old = runs[i]
+            better = (new["ok"] and not old["ok"]) or (
+                new["ok"] == old["ok"] and (new.get("other_cores") or 0) < (old.get("other_cores") or 0))
+            if better:
+                runs[i] = new
+                discarded.append(old)
+            else:
+                discarded.append(new)
+    return discarded
+
+
+def rerun_lines(discarded):
+    """A markdown note on --rerun-disturbed: how many runs were run again."""
+    if not discarded:
+        return []
+    return [f"{len(discarded)} run(s) discarded after a re-run (`--rerun-disturbed`: a failed or "
+            "disturbed run is run again at the end, same round; the less disturbed one counts; "
+            "the other is in the JSON's `discarded_runs`).", ""]
 
 
 def tail(text, n=15):
@@ -330,6 +453,16 @@ def timed_steps(step_recs):
 # One run of each implementation
 # --------------------------------------------------------------------------
 
+def unique_steps(recs):
+    """One record per step, sorted by step: the first record with "ms" for each step."""
+    seen, uniq = set(), []
+    for x in recs:
+        if "step" in x and "ms" in x and x["step"] not in seen:
+            seen.add(x["step"])
+            uniq.append(x)
+    return sorted(uniq, key=lambda r: r["step"])
+
+
 def read_step_log(log):
     """ctron's --log file: (all records, bad lines, one record per step sorted by step).
 
@@ -341,12 +474,46 @@ def read_step_log(log):
         with open(log, encoding="utf-8", errors="replace") as f:
             log_text = f.read()
     recs, bad = parse_json_lines(log_text)
-    seen, uniq = set(), []
-    for x in recs:
-        if "step" in x and "ms" in x and x["step"] not in seen:
-            seen.add(x["step"])
-            uniq.append(x)
-    return recs, bad, sorted(uniq, key=lambda r: r["step"])
+    return recs, bad, unique_steps(recs)
+
+
+# The parts of a step's time in the breakdown table and plot.
+PHASES = ("fwd", "bwd", "opt", "comm", "other")
+PHASE_NAMES = {"fwd": "forward", "bwd": "backward", "opt": "optimizer",
+               "comm": "communication", "other": "other"}
+
+
+def step_phases(step_recs):
+    """{phase: [ms per timed step]} from step records sorted by step (the first dropped), or
+    None when a timed step lacks fwd_ms/bwd_ms/opt_ms.
+
+    fwd/bwd/opt: the log's fwd_ms, bwd_ms (recomputation included), opt_ms (ctron: clipping +
+    AdamW; peer: AdamW + zero_grad). comm: 0 -- every run here is one process, with no
+    collectives (ctron's fwd_ms/bwd_ms would include them otherwise). other: ms minus the three,
+    i.e. what the step spends outside them (ctron: zeroing the gradients and fetching the batch;
+    peer: drawing the random batch).
+    """
+    timed = step_recs[1:]
+    keys = ("fwd_ms", "bwd_ms", "opt_ms")
+    if not timed or not all(isinstance(r.get(k), (int, float)) for r in timed for k in keys):
+        return None
+    out = {k: [] for k in PHASES}
+    for r in timed:
+        fwd, bwd, opt = (float(r[k]) for k in keys)
+        out["fwd"].append(fwd)
+        out["bwd"].append(bwd)
+        out["opt"].append(opt)
+        out["comm"].append(0.0)
+        out["other"].append(float(r["ms"]) - fwd - bwd - opt)
+    return out
+
+
+def phase_medians(runs):
+    """{phase: median ms} over every timed step of runs, or None if a run has no split."""
+    ph = [r.get("phases_timed") for r in runs]
+    if not ph or not all(ph):
+        return None
+    return {k: statistics.median(v for p in ph for v in p[k]) for k in PHASES}
 
 
 def run_ctron(args, c, pol, env, workdir, tag):
@@ -362,7 +529,8 @@ def run_ctron(args, c, pol, env, workdir, tag):
            "--data", args.data, "--log", log] + ctron_policy_args(pol) + list(args.ctron_arg)
     r = run_child(cmd, env, args.timeout, ROOT)
     res = dict(impl="ctron", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
-               peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"])
+               peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
+               other_cores=r["other_cores"], steal_cores=r["steal_cores"])
     recs, bad, uniq = read_step_log(log)
     res["log_bad_lines"] = bad
     res["log"] = recs
@@ -370,6 +538,7 @@ def run_ctron(args, c, pol, env, workdir, tag):
     res["ms_steps"] = all_ms
     res["ms_timed"] = timed
     res["ms_median"] = statistics.median(timed) if timed else None
+    res["phases_timed"] = step_phases(uniq)
     losses = [x["loss"] for x in sorted(uniq, key=lambda x: x["step"]) if "loss" in x]
     res["loss_first"] = losses[0] if losses else None
     res["loss_last"] = losses[-1] if losses else None
@@ -404,7 +573,8 @@ def run_peer(args, c, pol, env, tag):
            "--threads", str(args.threads)] + peer_policy_args(pol)
     r = run_child(cmd, env, args.timeout, ROOT)
     res = dict(impl="torch", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
-               peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"])
+               peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
+               other_cores=r["other_cores"], steal_cores=r["steal_cores"])
     recs, _ = parse_json_lines(r["stdout"])
     steps = [x for x in recs if "step" in x and "ms" in x and "peer" not in x]
     summary = next((x for x in recs if x.get("peer") == "torch"), None)
@@ -412,6 +582,8 @@ def run_peer(args, c, pol, env, tag):
     res["ms_steps"] = all_ms
     res["ms_timed"] = timed
     res["ms_median"] = statistics.median(timed) if timed else None
+    # fwd_ms/bwd_ms/opt_ms per step (torch_gpt.py times its phases; an older peer did not)
+    res["phases_timed"] = step_phases(sorted(steps, key=lambda x: x["step"]))
     res["loss_first"] = steps[0]["loss"] if steps else None
     res["loss_last"] = steps[-1]["loss"] if steps else None
     res["summary"] = summary
@@ -422,6 +594,103 @@ def run_peer(args, c, pol, env, tag):
                         else "no summary line or fewer than 2 steps in the peer's output")
         res["stderr_tail"] = tail(r["stderr"]) or tail(r["stdout"])
     return res
+
+
+# --------------------------------------------------------------------------
+# Thread scaling (one config, one policy, ctron and the peer at each thread count)
+# --------------------------------------------------------------------------
+
+def summarise_scaling(c, threads, runs, impls, rounds):
+    """summary[impl][str(t)] = aggregate + speed-up over the fewest threads (None if no run)."""
+    summary = {}
+    t0 = threads[0]
+    for impl in impls:
+        per = {}
+        for t in threads:
+            sel = [r for r in runs if r["impl"] == impl and r["threads"] == t]
+            per[str(t)] = aggregate(c, sel) if sel else None
+        base = per.get(str(t0))
+        for t in threads:
+            agg = per[str(t)]
+            if agg is None:
+                continue
+            agg["threads"] = t
+            agg["speedup"] = base["ms_median"] / agg["ms_median"] if base else None
+            agg["efficiency"] = (agg["speedup"] * t0 / t) if agg["speedup"] else None
+            bp, ap = (base or {}).get("phase_ms"), agg.get("phase_ms")
+            agg["phase_speedup"] = ({k: (bp[k] / ap[k] if ap[k] > 0 else None)
+                                     for k in ("fwd", "bwd", "opt")} if bp and ap else None)
+            paired = []
+            for rnd in range(1, rounds + 1):
+                a = next((r for r in runs if r["impl"] == impl and r["threads"] == t0
+                          and r["round"] == rnd and r["ok"]), None)
+                b = next((r for r in runs if r["impl"] == impl and r["threads"] == t
+                          and r["round"] == rnd and r["ok"]), None)
+                if a and b:
+                    paired.append(a["ms_median"] / b["ms_median"])
+            agg["speedup_paired_per_round"] = paired
+            agg["speedup_paired_median"] = statistics.median(paired) if paired else None
+        summary[impl] = per
+    return summary
+
+
+def run_scaling_bench(args, impls, workdir):
+    """The thread-scaling section of the result (None when --scaling is ''), and whether a run
+    failed. Config --scaling-config, policy --scaling-policy, each thread count of --scaling;
+    a round visits the thread counts in turn (rotated by one per round), ctron and the peer back
+    to back at each (the peer first in even rounds), like the policy rounds."""
+    if not args.scaling_threads:
+        return None, False
+    name = args.scaling_config
+    c = CONFIGS[name]
+    pol = args.scaling_pol
+    threads = args.scaling_threads
+    sec = {"config_name": name, "config": dict(c), "policy": pol["name"],
+           "threads": threads, "steps": args.scaling_steps, "rounds": args.scaling_rounds,
+           "target_speedup": args.scaling_target, "impls": impls,
+           "flops_per_step": flops_per_step(c), "tokens_per_step": c["seq"] * c["batch"]}
+    # schedule() alternates "policies": here one pseudo-policy per thread count
+    slots = [{"name": f"{t} thread{'s' if t != 1 else ''}", "shared": True, "threads": t}
+             for t in threads]
+    plan = schedule(slots, args.scaling_rounds, impls)
+
+    def one(rnd, seq, t, impl, label):
+        print(f"{label}: running ...", file=sys.stderr, flush=True)
+        sub = argparse.Namespace(**vars(args))
+        sub.threads, sub.steps = t, args.scaling_steps
+        env = dict(os.environ)
+        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[k] = str(t)
+        tag = f"scal-{name}-{pol['name']}-t{t}-r{rnd}"
+        waited = wait_quiet(args.wait_quiet, label)
+        r = run_ctron(sub, c, pol, env, workdir, tag) if impl == "ctron" else \
+            run_peer(sub, c, pol, env, tag)
+        r["threads"] = t
+        r["waited_s"] = waited
+        r["round"] = rnd
+        r["seq"] = seq
+        if r["ok"]:
+            print(f"{label}: median {r['ms_median']:.1f} ms/step over {len(r['ms_timed'])} steps"
+                  + (f" ({r['warning']})" if r.get("warning") else "") + load_note(r),
+                  file=sys.stderr, flush=True)
+        else:
+            print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
+                  file=sys.stderr, flush=True)
+        return r
+
+    runs = []
+    for seq, (rnd, slot, impl) in enumerate(plan, 1):
+        runs.append(one(rnd, seq, slot["threads"], impl,
+                        f"[scaling {name} {pol['name']} round {rnd}/{args.scaling_rounds} run "
+                        f"{seq}/{len(plan)}] {impl} {slot['name']}"))
+    sec["discarded_runs"] = rerun_disturbed(
+        args, runs, len(plan),
+        lambda r, seq: one(r["round"], seq, r["threads"], r["impl"],
+                           f"[scaling {name} {pol['name']} re-run {seq}, round {r['round']}] "
+                           f"{r['impl']} {r['threads']} thread(s)"))
+    sec["summary"] = summarise_scaling(c, threads, runs, impls, args.scaling_rounds)
+    sec["runs"] = runs
+    return sec, any(not r["ok"] for r in runs)
 
 
 # --------------------------------------------------------------------------
@@ -452,7 +721,8 @@ def run_layout(args, c, lay, base_env, workdir, tag):
     res = dict(impl="ctron", layout=lay["name"], cmd=cmd,
                env={k: env[k] for k in sorted(MPI_ENV) + ["OMP_NUM_THREADS"] if k in env},
                rc=r["rc"], wall_s=r["wall_s"], peak_rss_kib=r["peak_rss_kib"],
-               timed_out=r["timed_out"])
+               timed_out=r["timed_out"], other_cores=r["other_cores"],
+               steal_cores=r["steal_cores"])
     recs, bad, uniq = read_step_log(log)
     res["log_bad_lines"] = bad
     res["log"] = recs
@@ -583,14 +853,16 @@ def run_parallel_bench(args, workdir):
         label = (f"[parallel {name} round {rnd}/{args.parallel_rounds} run {seq}/{len(plan)}] "
                  f"{lay['name']} ({lay['ranks']} x {lay['threads_per_rank']} threads)")
         print(f"{label}: running ...", file=sys.stderr, flush=True)
+        waited = wait_quiet(args.wait_quiet, label)
         r = run_layout(args, c, lay, base_env, workdir, f"par-{lay['name']}-r{rnd}")
+        r["waited_s"] = waited
         r["round"] = rnd
         r["seq"] = seq
         runs.append(r)
         if r["ok"]:
             print(f"{label}: median {r['ms_median']:.1f} ms/step over {len(r['ms_timed'])} steps, "
                   f"loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}"
-                  + (f" ({r['warning']})" if r.get("warning") else ""),
+                  + (f" ({r['warning']})" if r.get("warning") else "") + load_note(r),
                   file=sys.stderr, flush=True)
         else:
             failed = True
@@ -703,6 +975,7 @@ def aggregate(c, runs):
         "gflops_eq7": eq7_flops_per_step(c) / (med / 1e3) / 1e9,
         "peak_rss_kib": max(r["peak_rss_kib"] for r in ok),
         "loss_first": ok[0]["loss_first"],
+        "phase_ms": phase_medians(ok),
     }
     if ok[0]["impl"] == "ctron":
         acts = [r["act_bytes"] for r in ok if r["act_bytes"] is not None]
@@ -849,6 +1122,7 @@ def parallel_markdown(sec, env):
             + f" | {mib(agg['act_bytes'])} | {mib(agg['act_layer_bytes'])} "
             f"| {mib(agg['peak_rss_kib'] * 1024)} | {fmt(agg['loss_step1'], 4)} |")
     lines.append("")
+    lines += disturbed_lines(sec["runs"], lambda r: r["layout"])
     flags = "; ".join(f"{lay['name']} = `{' '.join(lay['ctron_args'])}`" for lay in sec["layouts"])
     lines += [f"ctron flags per layout: {flags}.", ""]
     if any((a or {}).get("bytes_vary_between_steps") for a in sec["summary"].values()):
@@ -856,15 +1130,120 @@ def parallel_markdown(sec, env):
     return lines
 
 
+def phase_cells(ph):
+    """fwd | bwd | opt | comm | other cells of a breakdown row."""
+    if not ph:
+        return ["–"] * len(PHASES)
+    return [fmt(ph[k]) for k in PHASES]
+
+
+def breakdown_markdown(cres, env):
+    """A config's step-time table: the phase medians of every (implementation, policy)."""
+    lines = ["Step time by phase (median ms over the same timed steps as ms/step; fwd = forward "
+             "with the loss, bwd = backward with its recomputation, opt = ctron: clipping + AdamW, "
+             "peer: AdamW + zero_grad; comm = 0, one process has no collectives; other = ms − "
+             "fwd − bwd − opt, per step: gradient zeroing and the batch; the medians need not "
+             "add up to ms/step exactly):", "",
+             "| impl | policy | fwd ms | bwd ms | opt ms | comm ms | other ms | ms/step "
+             "| bwd / fwd |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for pname in cres["policies"]:
+        for impl in ("ctron", "torch"):
+            agg = cres["summary"].get(impl, {}).get(pname)
+            if agg is None:
+                continue
+            ph = agg.get("phase_ms")
+            ratio = fmt(ph["bwd"] / ph["fwd"], 2) if ph and ph["fwd"] > 0 else "–"
+            lines.append(f"| {impl_label(impl, env)} | {pname} | "
+                         + " | ".join(phase_cells(ph))
+                         + f" | {fmt(agg['ms_median'])} | {ratio} |")
+    lines.append("")
+    return lines
+
+
+def scaling_verdict(sec, impl):
+    """(speed-up of the most threads over the fewest, met?) for impl, or (None, None)."""
+    per = sec["summary"].get(impl) or {}
+    agg = per.get(str(sec["threads"][-1]))
+    if not agg or agg.get("speedup") is None or len(sec["threads"]) < 2:
+        return None, None
+    return agg["speedup"], agg["speedup"] >= sec["target_speedup"]
+
+
+def scaling_markdown(sec, env):
+    """The thread-scaling section's lines."""
+    c = sec["config"]
+    t0, tn = sec["threads"][0], sec["threads"][-1]
+    lines = [f"## Thread scaling: {shape_str(sec['config_name'], c)}, recompute "
+             f"{sec['policy']}", "",
+             f"{sec['rounds']} round(s) × {sec['steps']} steps per run (first dropped); each round "
+             f"visits the thread counts {', '.join(map(str, sec['threads']))} in turn (rotated by "
+             "one per round), ctron and the peer back to back at each, the peer first in even "
+             "rounds. Threads = `--threads T` and OMP/OPENBLAS/MKL_NUM_THREADS = T. "
+             f"× {t0} = ms/step at {t0} thread(s) / ms/step here (tokens/s ratio), from the "
+             "medians; per round: the same ratio of each round's run medians; efficiency = "
+             f"× {t0} / (T / {t0}). Phase columns: median fwd/bwd/opt ms, and their own "
+             f"× {t0} in brackets.", "",
+             f"| impl | threads | ms/step | tokens/s | GFLOP/s | fwd ms | bwd ms | opt ms "
+             f"| other ms | × {t0} thread(s) | per round | efficiency |",
+             "|---|---:|---:|---:|---:|---|---|---|---:|---:|---|---:|"]
+    for impl in sec["impls"]:
+        per = sec["summary"].get(impl) or {}
+        for t in sec["threads"]:
+            agg = per.get(str(t))
+            label = impl_label(impl, env)
+            if agg is None:
+                err = next((r["error"] for r in sec["runs"] if r["impl"] == impl
+                            and r["threads"] == t and r.get("error")), "no successful run")
+                lines.append(f"| {label} | {t} | failed: {err} |" + " |" * 9)
+                continue
+            ph, ps = agg.get("phase_ms"), agg.get("phase_speedup")
+            cells = []
+            for k in ("fwd", "bwd", "opt"):
+                if not ph:
+                    cells.append("–")
+                elif t == t0 or not ps or ps.get(k) is None:
+                    cells.append(fmt(ph[k]))
+                else:
+                    cells.append(f"{fmt(ph[k])} ({ps[k]:.2f}×)")
+            sp = "ref" if t == t0 else ("–" if agg.get("speedup") is None
+                                        else f"**{agg['speedup']:.2f}×**")
+            pr = "" if t == t0 else ", ".join(f"{x:.2f}" for x in agg["speedup_paired_per_round"])
+            eff = "" if t == t0 or agg.get("efficiency") is None else f"{agg['efficiency']:.0%}"
+            lines.append(f"| {label} | {t} | {fmt(agg['ms_median'])} "
+                         f"| {fmt(agg['tokens_per_s'], 0)} | {fmt(agg['gflops'], 1)} | "
+                         + " | ".join(cells)
+                         + f" | {fmt(ph['other']) if ph else '–'} | {sp} | {pr} | {eff} |")
+    lines.append("")
+    lines += disturbed_lines(sec["runs"], lambda r: f"{r['impl']} {r['threads']} thread(s)")
+    lines += rerun_lines(sec.get("discarded_runs"))
+    for impl in sec["impls"]:
+        sp, met = scaling_verdict(sec, impl)
+        if sp is None:
+            continue
+        line = (f"{impl_label(impl, env)}: {tn} threads / {t0} = **{sp:.2f}×** tokens/s")
+        if impl == "ctron":
+            line += (f" — target ≥ {sec['target_speedup']:g}×: "
+                     + ("**met**" if met else "**not met**"))
+        lines.append(line + ".")
+        lines.append("")
+    return lines
+
+
 def markdown(result, md_dir):
     env = result["environment"]
-    if not result["configs"]:            # the parallel benchmark alone
-        lines = [f"# ctron parallel layouts — {result['date']}", "",
-                 f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed). "
-                 "Absolute times on a shared machine are noise; compare ratios within this run.",
-                 ""]
+    if not result["configs"]:            # the scaling and/or parallel benchmark alone
+        lines = [f"# ctron {'thread scaling' if result.get('scaling') else 'parallel layouts'}"
+                 f" — {result['date']}", "",
+                 f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed)"
+                 + (f", torch {env['torch_version']}" if env.get("torch_version") else "")
+                 + ". Absolute times on a shared machine are noise; compare ratios within this "
+                 "run.", ""]
+        if result.get("scaling"):
+            lines += scaling_markdown(result["scaling"], env)
         if result.get("parallel"):
             lines += parallel_markdown(result["parallel"], env)
+        lines += plots_markdown(result, md_dir)
         return "\n".join(lines)
     specs = result["policy_specs"]
     lines = [
@@ -927,14 +1306,29 @@ def markdown(result, md_dir):
                     f"| {mib(agg['act_bytes_total'])} | {mib(agg['act_bytes_per_layer'])} "
                     f"| {xs} | {ratio} |")
         lines.append("")
+        lines += disturbed_lines(cres["runs"], lambda r: f"{r['impl']} {r['policy']}")
+        lines += rerun_lines(cres.get("discarded_runs"))
+        lines += breakdown_markdown(cres, env)
+    if result.get("scaling"):
+        lines += scaling_markdown(result["scaling"], env)
     if result.get("parallel"):
         lines += parallel_markdown(result["parallel"], env)
-    paths = plot_paths(result, md_dir)
-    if "throughput" in paths:
-        lines += ["## Plots", "", f"![tokens/s by policy, ctron vs PyTorch]({paths['throughput']})", ""]
-    if "activations" in paths:
-        lines += [f"![activation bytes per layer by policy, % of ctron none]({paths['activations']})", ""]
+    lines += plots_markdown(result, md_dir)
     return "\n".join(lines)
+
+
+def plots_markdown(result, md_dir):
+    paths = plot_paths(result, md_dir)
+    alt = {"throughput": "tokens/s by policy, ctron vs PyTorch",
+           "activations": "activation bytes per layer by policy, % of ctron none",
+           "breakdown": "step time by phase (forward, backward, optimizer, communication)"}
+    shown = [k for k in ("throughput", "activations", "breakdown") if k in paths]
+    if not shown:
+        return []
+    lines = ["## Plots", ""]
+    for k in shown:
+        lines += [f"![{alt[k]}]({paths[k]})", ""]
+    return lines
 
 
 # --------------------------------------------------------------------------
@@ -1011,10 +1405,72 @@ def activations_svg(result):
              "statistics included); PyTorch: bytes autograd saves per block.")
 
 
+BREAKDOWN_SEGMENTS = [("fwd", "forward", "#4c78a8"), ("bwd", "backward", "#f58518"),
+                      ("opt", "optimizer", "#54a24b"),
+                      ("comm", "communication (0: one process)", "#e45756"),
+                      ("other", "other (batch, zeroing)", "#bab0ac")]
+
+
+def _breakdown_bar(impl, agg):
+    short = "ctron" if impl == "ctron" else "torch"
+    if agg is None:
+        return {"key": short, "label": short, "parts": {}, "total": None}
+    ph = agg.get("phase_ms")
+    if ph:
+        parts = {k: max(0.0, ph[k]) for k in PHASES}
+    else:                                 # an older peer or log: the total only
+        parts = {"total": agg["ms_median"]}
+    return {"key": short, "label": short, "parts": parts, "total": agg["ms_median"]}
+
+
+def breakdown_svg(result):
+    """Stacked ms/step by phase: one panel per config (a group per policy, a bar per
+    implementation), and one for the thread-scaling runs (a group per thread count)."""
+    panels, no_split = [], False
+    for name, cres in result["configs"].items():
+        groups = []
+        for pname in cres["policies"]:
+            bars = [_breakdown_bar(impl, cres["summary"][impl][pname])
+                    for impl in ("ctron", "torch") if pname in cres["summary"].get(impl, {})]
+            if bars:
+                groups.append({"label": pname, "bars": bars})
+        if groups:
+            panels.append({"title": shape_str(name, cres["config"]), "groups": groups})
+    sec = result.get("scaling")
+    if sec and sec.get("summary"):
+        groups = []
+        for t in sec["threads"]:
+            bars = [_breakdown_bar(impl, (sec["summary"].get(impl) or {}).get(str(t)))
+                    for impl in sec["impls"]]
+            groups.append({"label": f"{t} thread{'s' if t != 1 else ''}", "bars": bars})
+        panels.append({"title": f"{sec['config_name']} {sec['policy']}: threads", "groups": groups})
+    if not panels:
+        return None
+    for p in panels:
+        for g in p["groups"]:
+            no_split = no_split or any("total" in b["parts"] for b in g["bars"])
+    segs = BREAKDOWN_SEGMENTS + ([("total", "step (no split logged)", "#999999")]
+                                 if no_split else [])
+    env = result["environment"]
+    sub = (f"{result['date']} · {env['cpu_model']} · median ms per step over all timed steps "
+           f"· lower is better")
+    return svgplot.stacked_bar_chart(
+        "Step time by phase: forward, backward, optimizer, communication",
+        sub, panels, segs, "ms per step",
+        lambda v: f"{v:.0f}",
+        note=f"ctron: fwd_ms / bwd_ms / opt_ms of its log (backward includes recomputation, "
+             f"optimizer = clipping + AdamW); {impl_label('torch', env)} peer: the same phases "
+             f"timed around model(), loss.backward() and AdamW + zero_grad. Communication is 0: "
+             f"every run is one process. Segments are per-phase medians; the number on a bar is "
+             f"the median ms/step. Main panels: {env['threads']} threads; each panel has its "
+             f"own scale.")
+
+
 def write_plots(result, plot_dir):
     os.makedirs(plot_dir, exist_ok=True)
     result["plots"] = {}
-    for kind, fn in (("throughput", throughput_svg), ("activations", activations_svg)):
+    for kind, fn in (("throughput", throughput_svg), ("activations", activations_svg),
+                     ("breakdown", breakdown_svg)):
         svg = fn(result)
         if svg is None:
             continue
@@ -1072,7 +1528,7 @@ def parse_args(argv):
                     "for each activation-memory policy.")
     ap.add_argument("--configs", default="T,S",
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (default T,S); "
-                         "'' runs only the parallel benchmark")
+                         "'' runs only the thread-scaling and parallel benchmarks")
     ap.add_argument("--policies", default=DEFAULT_POLICIES,
                     help="policies run by both ctron and the peer, comma-separated subset of "
                          f"{','.join(RECOMPUTE_MODES)} (default {DEFAULT_POLICIES})")
@@ -1095,6 +1551,14 @@ def parse_args(argv):
                     help="extra argument appended to every ctron command (repeatable)")
     ap.add_argument("--peer-only", action="store_true",
                     help="run only the PyTorch peer (no ctron binary needed; variants skipped)")
+    ap.add_argument("--wait-quiet", type=float, default=0, metavar="SECONDS",
+                    help="before each run, wait up to SECONDS while other processes keep more "
+                         f"than {OTHER_LOAD_FLAG} cores busy (0 = off, the default)")
+    ap.add_argument("--rerun-disturbed", type=int, default=0, metavar="N",
+                    help="after the planned rounds, run again each run of the configs and the "
+                         "thread-scaling part that failed or during which other processes kept "
+                         f"more than {OTHER_LOAD_FLAG} cores busy, up to N times; the less "
+                         "disturbed run counts (default 0)")
     ap.add_argument("--timeout", type=float, default=1800,
                     help="seconds before a run is killed (0 = never; default 1800)")
     ap.add_argument("--out-dir", default=os.path.join(HERE, "results"),
@@ -1102,6 +1566,23 @@ def parse_args(argv):
     ap.add_argument("--plot-dir", default=None,
                     help="where <date>-throughput.svg and <date>-activations.svg go "
                          "(default: --out-dir; the .md links to them relatively)")
+    ap.add_argument("--scaling", default=DEFAULT_SCALING,
+                    help="thread counts of the thread-scaling benchmark (ctron and the peer at "
+                         "--scaling-config, --scaling-policy), comma-separated, ascending; the "
+                         f"first is the reference; '' for none (default {DEFAULT_SCALING})")
+    ap.add_argument("--scaling-config", default="S",
+                    help="config of the thread-scaling benchmark, one of " + ",".join(CONFIGS)
+                         + " (default S)")
+    ap.add_argument("--scaling-policy", default="none",
+                    help="policy of the thread-scaling benchmark, one of "
+                         f"{'|'.join(RECOMPUTE_MODES)} (default none)")
+    ap.add_argument("--scaling-steps", type=int, default=4,
+                    help="steps per thread-scaling run, first dropped (default 4)")
+    ap.add_argument("--scaling-rounds", type=int, default=2,
+                    help="rounds of the thread-scaling benchmark (default 2)")
+    ap.add_argument("--scaling-target", type=float, default=1.8,
+                    help="ctron speed-up (most threads over fewest) the report checks against "
+                         "(default 1.8)")
     ap.add_argument("--parallel", default=DEFAULT_PARALLEL,
                     help="parallel layouts run by ctron alone at --parallel-config, comma-separated: "
                          "single or tp<N>, then '+'-joined sp and a recompute mode, e.g. "
@@ -1147,8 +1628,25 @@ def parse_args(argv):
     if layouts and "single" not in seen:    # the reference of every ratio
         layouts.insert(0, parse_layout("single", args.threads if args.threads >= 1 else 1))
     args.layout_list = layouts
-    if not args.config_names and not layouts:
-        ap.error("nothing to run: --configs and --parallel are both empty")
+    try:
+        scal = [int(x) for x in args.scaling.split(",") if x.strip()]
+    except ValueError:
+        ap.error(f"--scaling {args.scaling!r}: expected comma-separated thread counts")
+    if any(t < 1 for t in scal) or scal != sorted(set(scal)):
+        ap.error(f"--scaling {args.scaling!r}: expected distinct ascending thread counts >= 1")
+    if len(scal) == 1:
+        ap.error(f"--scaling {args.scaling!r}: need at least two thread counts (or '' for none)")
+    args.scaling_threads = scal
+    if args.scaling_config not in CONFIGS:
+        ap.error(f"--scaling-config {args.scaling_config!r}: expected one of {','.join(CONFIGS)}")
+    if args.scaling_policy not in RECOMPUTE_MODES:
+        ap.error(f"--scaling-policy {args.scaling_policy!r}: expected one of "
+                 f"{'|'.join(RECOMPUTE_MODES)}")
+    args.scaling_pol = parse_policy(args.scaling_policy)
+    if scal and (args.scaling_steps < 2 or args.scaling_rounds < 1):
+        ap.error("--scaling-steps >= 2 and --scaling-rounds >= 1 expected")
+    if not args.config_names and not layouts and not scal:
+        ap.error("nothing to run: --configs, --scaling and --parallel are all empty")
     if layouts and args.parallel_steps <= args.parallel_warmup:
         ap.error(f"--parallel-steps {args.parallel_steps} must exceed --parallel-warmup "
                  f"{args.parallel_warmup}")
@@ -1169,6 +1667,7 @@ def parse_args(argv):
     if not order:
         ap.error("no policy to run: --policies and --ctron-variants are both empty")
     args.policy_list = order
+    args.policy_by_name = {p["name"]: p for p in order}
     if args.steps < 2:
         ap.error(f"--steps {args.steps}: expected >= 2 (the first step is dropped as warm-up)")
     if args.rounds < 1:
@@ -1177,13 +1676,18 @@ def parse_args(argv):
         ap.error(f"--threads {args.threads}: expected >= 1")
     if args.timeout < 0:
         ap.error(f"--timeout {args.timeout}: expected >= 0")
+    if args.rerun_disturbed < 0:
+        ap.error(f"--rerun-disturbed {args.rerun_disturbed}: expected >= 0")
+    if args.wait_quiet < 0:
+        ap.error(f"--wait-quiet {args.wait_quiet}: expected >= 0")
     if args.plot_dir is None:
         args.plot_dir = args.out_dir
     return args
 
 
 def check_inputs(args):
-    if args.config_names and not (os.path.isfile(args.python) and os.access(args.python, os.X_OK)):
+    if (args.config_names or args.scaling_threads) and not (
+            os.path.isfile(args.python) and os.access(args.python, os.X_OK)):
         raise BenchError(f"Python for the peer not found or not executable: {args.python} "
                          f"(pass --python PATH)")
     if args.peer_only:
@@ -1219,6 +1723,21 @@ def schedule(policies, rounds, impls):
     return out
 
 
+def add_missing_phases(result):
+    """A result saved before the phase split: derive it from the ctron runs' step logs (the
+    peer's old output has no split; its bar then shows the total only)."""
+    for cres in result.get("configs", {}).values():
+        for r in cres.get("runs", []):
+            if "phases_timed" not in r and r.get("impl") == "ctron" and r.get("log"):
+                r["phases_timed"] = step_phases(unique_steps(r["log"]))
+        for impl, per in cres.get("summary", {}).items():
+            for pname, agg in per.items():
+                if agg is not None and "phase_ms" not in agg:
+                    agg["phase_ms"] = phase_medians(
+                        [r for r in cres["runs"] if r["impl"] == impl and r["policy"] == pname
+                         and r["ok"]])
+
+
 def replot(args):
     path = args.replot
     try:
@@ -1231,6 +1750,7 @@ def replot(args):
         print(f"run_bench.py: error: {path} predates --policies (no policy_specs); "
               f"nothing to replot", file=sys.stderr)
         return 2
+    add_missing_phases(result)
     out_dir = os.path.dirname(os.path.abspath(path))
     plot_dir = args.plot_dir if args.plot_dir != args.out_dir else out_dir
     write_plots(result, plot_dir)
@@ -1269,9 +1789,13 @@ def main(argv=None):
               "policy_specs": {p["name"]: p for p in policies},
               "ctron_policy_args": {p["name"]: ctron_policy_args(p) for p in policies},
               "peer_policy_args": {p["name"]: peer_policy_args(p) for p in policies if p["shared"]},
-              "flop_formula": FLOP_FORMULA, "eq7_formula": EQ7_FORMULA, "configs": {}}
+              "flop_formula": FLOP_FORMULA, "eq7_formula": EQ7_FORMULA,
+              "wait_quiet_s": args.wait_quiet, "other_load_flag_cores": OTHER_LOAD_FLAG,
+              "configs": {}}
     torch_version = None
     failed = False
+    # someone may rebuild build/ctron while this runs: compare its hash before and after
+    ctron_sha_start = None if args.peer_only else file_sha256(args.ctron)
 
     with tempfile.TemporaryDirectory(prefix="ctron-bench-") as workdir:
         for name in args.config_names:
@@ -1283,12 +1807,13 @@ def main(argv=None):
                     print(f"warning: [{name}] {impl} with recompute none may need about "
                           f"{b / 2**30:.1f} GiB; {avail / 2**20:.1f} GiB available",
                           file=sys.stderr, flush=True)
-            runs = []
             plan = schedule(policies, args.rounds, impls)
-            for seq, (rnd, pol, impl) in enumerate(plan, 1):
-                label = f"[{name} round {rnd}/{args.rounds} run {seq}/{len(plan)}] {impl} {pol['name']}"
+
+            def one(rnd, seq, pol, impl, label):
+                nonlocal torch_version
                 print(f"{label}: running ...", file=sys.stderr, flush=True)
                 tag = f"{name}-{pol['name']}-r{rnd}"
+                waited = wait_quiet(args.wait_quiet, label)
                 if impl == "ctron":
                     r = run_ctron(args, c, pol, env, workdir, tag)
                 else:
@@ -1297,7 +1822,7 @@ def main(argv=None):
                         torch_version = r["summary"].get("torch_version")
                 r["round"] = rnd
                 r["seq"] = seq
-                runs.append(r)
+                r["waited_s"] = waited
                 if r["ok"]:
                     act = r["act_layer_bytes"] if impl == "ctron" else \
                         r["summary"]["saved_bytes_per_layer"]
@@ -1305,12 +1830,23 @@ def main(argv=None):
                           f"{len(r['ms_timed'])} steps, loss {r['loss_first']:.3f} -> "
                           f"{r['loss_last']:.3f}, peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB, "
                           f"per layer {mib(act)} MiB"
-                          + (f" ({r['warning']})" if r.get("warning") else ""),
+                          + (f" ({r['warning']})" if r.get("warning") else "") + load_note(r),
                           file=sys.stderr, flush=True)
                 else:
-                    failed = True
                     print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
                           file=sys.stderr, flush=True)
+                return r
+
+            runs = []
+            for seq, (rnd, pol, impl) in enumerate(plan, 1):
+                runs.append(one(rnd, seq, pol, impl, f"[{name} round {rnd}/{args.rounds} run "
+                                                     f"{seq}/{len(plan)}] {impl} {pol['name']}"))
+            discarded = rerun_disturbed(
+                args, runs, len(plan),
+                lambda r, seq: one(r["round"], seq, args.policy_by_name[r["policy"]], r["impl"],
+                                   f"[{name} re-run {seq}, round {r['round']}] {r['impl']} "
+                                   f"{r['policy']}"))
+            failed = failed or any(not r["ok"] for r in runs)
             summ, ratios = summarise_config(c, policies, runs, impls, args.rounds)
             cres = {"config": dict(c), "n_params": n_params(c),
                     "flops_per_step": flops_per_step(c),
@@ -1318,18 +1854,30 @@ def main(argv=None):
                     "tokens_per_step": c["seq"] * c["batch"],
                     "memory_estimate_bytes": est, "mem_available_kib": avail,
                     "policies": [p["name"] for p in policies],
-                    "summary": summ, "ratios": ratios, "runs": runs}
+                    "summary": summ, "ratios": ratios, "runs": runs,
+                    "discarded_runs": discarded}
             tnone = summ.get("torch", {}).get("none")
             if tnone and tnone.get("n_params_peer") not in (None, cres["n_params"]):
                 print(f"warning: peer has {tnone['n_params_peer']} parameters, formula says "
                       f"{cres['n_params']}", file=sys.stderr)
             result["configs"][name] = cres
+        scal, scal_failed = run_scaling_bench(args, impls, workdir)
+        if scal is not None:
+            result["scaling"] = scal
+            torch_version = torch_version or next(
+                (r["summary"].get("torch_version") for r in scal["runs"] if r.get("summary")), None)
+        failed = failed or scal_failed
         par, par_failed = run_parallel_bench(args, workdir)
         if par is not None:
             result["parallel"] = par
         failed = failed or par_failed
 
     result["environment"] = environment(args, torch_version)
+    if not args.peer_only:
+        result["environment"]["ctron"]["sha256_start"] = ctron_sha_start
+        if ctron_sha_start != result["environment"]["ctron"]["sha256"]:
+            print(f"warning: {args.ctron} changed during the benchmark (rebuilt?); runs may mix "
+                  f"two binaries", file=sys.stderr)
     result["environment"]["loadavg_start"] = load_start   # 1/5/15-min load: a noise hint
     result["environment"]["loadavg_end"] = os.getloadavg()
     result["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")

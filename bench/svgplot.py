@@ -1,7 +1,9 @@
 """Dependency-free SVG bar charts for bench/run_bench.py.
 
 One chart = a row of panels (one per config), each with its own y axis; a panel
-holds groups (one per policy) of bars (one per implementation). Plain SVG 1.1,
+holds groups (one per policy) of bars (one per implementation). bar_chart draws
+one value per bar; stacked_bar_chart splits each bar into segments (e.g. the
+forward / backward / optimizer / communication time of a step). Plain SVG 1.1,
 written by hand: no matplotlib, no fonts beyond the viewer's sans-serif.
 """
 
@@ -184,6 +186,115 @@ def bar_chart(title, subtitle, panels, series, ylabel, value_label,
             y = y_of(ref_value)
             out.append(f"<line x1='{_num(px)}' y1='{_num(y)}' x2='{_num(px + pw)}' y2='{_num(y)}' "
                        f"stroke='#444' stroke-width='1' stroke-dasharray='4 3'/>")
+        x0 += pad_l + pw + pad_r
+    for i, line in enumerate(note_lines):
+        out.append(_text(12, height - 8 - 14 * (len(note_lines) - 1 - i), line, size=10,
+                         anchor="start", fill="#555"))
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def stacked_bar_chart(title, subtitle, panels, segments, ylabel, value_label,
+                      bar_w=34, note=None):
+    """Returns an SVG document (str) of stacked bars.
+
+    panels:   [{"title": str, "groups": [{"label": str, "bars": [bar, ...]}]}]
+    bar:      {"key": series key (tooltip), "label": text under the bar,
+               "parts": {segment_key: value}, "total": value above the bar or None}
+              A bar with total None and no parts draws "n/a". Parts are stacked
+              bottom-up in the order of `segments`; a part that is 0 or missing
+              draws nothing (its legend entry stays, so a category that is 0,
+              such as communication in one process, is still shown as one).
+    segments: [(key, legend text, colour)]
+    value_label: f(value) -> text (above the bar, and in each segment's tooltip).
+    """
+    gap_in, gap_group = 4, 24
+    pad_l, pad_r = 64, 14
+    top, plot_h = 100, 250
+    label_lines = max([1] + [len(g["label"].split("+")) for p in panels for g in p["groups"]])
+    bottom = 22 + 12 + 11 * label_lines + 6
+    panel_ws = []
+    for p in panels:
+        w = 0
+        for g in p["groups"]:
+            nb = max(1, len(g["bars"]))
+            w += nb * bar_w + (nb - 1) * gap_in + gap_group
+        panel_ws.append(max(160, w + gap_group))
+    legend_w = sum(30 + 7 * len(text) for _, text, _ in segments)
+    width = int(max(sum(pad_l + pw + pad_r for pw in panel_ws) + 10,
+                    24 + _text_w(title, 15, bold=True), 24 + _text_w(subtitle or "", 11),
+                    24 + legend_w, 560))
+    panel_ws[-1] += width - 10 - sum(pad_l + pw + pad_r for pw in panel_ws)
+    note_lines = _wrap(note, int((width - 24) / (0.58 * 10))) if note else []
+    height = top + plot_h + bottom + 14 * len(note_lines)
+    colour = {k: c for k, _, c in segments}
+
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+           f"viewBox='0 0 {width} {height}' {FONT}>",
+           f"<rect x='0' y='0' width='{width}' height='{height}' fill='white'/>",
+           _text(12, 22, title, size=15, anchor="start", weight="bold")]
+    if subtitle:
+        out.append(_text(12, 40, subtitle, size=11, anchor="start", fill="#555"))
+    lx = 12
+    for key, text, col in segments:
+        out.append(f"<rect x='{lx}' y='50' width='12' height='12' fill='{col}'/>")
+        out.append(_text(lx + 17, 60, text, size=11, anchor="start"))
+        lx += 30 + 7 * len(text)
+
+    x0 = 0
+    for p, pw in zip(panels, panel_ws):
+        px = x0 + pad_l
+        tops = []
+        for g in p["groups"]:
+            for b in g["bars"]:
+                stack = sum(v for v in b["parts"].values() if v and v > 0)
+                tops.append(max(stack, b.get("total") or 0))
+        vmax = max(tops + [0])
+        ticks = nice_ticks(vmax * 1.12 if vmax else 1)
+        ytop = ticks[-1]
+
+        def y_of(v):
+            return top + plot_h - plot_h * (v / ytop if ytop else 0)
+
+        out.append(_text(px + pw / 2, top - 12, p["title"], size=12, weight="bold"))
+        for t in ticks:
+            y = y_of(t)
+            out.append(f"<line x1='{_num(px)}' y1='{_num(y)}' x2='{_num(px + pw)}' y2='{_num(y)}' "
+                       f"stroke='#e3e3e3' stroke-width='1'/>")
+            out.append(_text(px - 5, y + 4, _tick_label(t), size=10, anchor="end", fill="#444"))
+        out.append(f"<line x1='{_num(px)}' y1='{top}' x2='{_num(px)}' y2='{top + plot_h}' stroke='#444'/>")
+        out.append(f"<line x1='{_num(px)}' y1='{top + plot_h}' x2='{_num(px + pw)}' "
+                   f"y2='{top + plot_h}' stroke='#444'/>")
+        out.append(_text(px - 46, top + plot_h / 2, ylabel, size=11, rotate=-90, fill="#444"))
+        span = sum(max(1, len(g["bars"])) * (bar_w + gap_in) - gap_in + gap_group
+                   for g in p["groups"]) - gap_group
+        gx = px + max(gap_group, (pw - span) / 2)
+        for g in p["groups"]:
+            nb = max(1, len(g["bars"]))
+            gw = nb * bar_w + (nb - 1) * gap_in
+            for i, b in enumerate(g["bars"]):
+                bx = gx + i * (bar_w + gap_in)
+                out.append(_text(bx + bar_w / 2, top + plot_h + 12, b["label"], size=9, fill="#444"))
+                parts = [(k, b["parts"].get(k)) for k, _, _ in segments]
+                if b.get("total") is None and not any(v for _, v in parts):
+                    out.append(_text(bx + bar_w / 2, top + plot_h - 4, "n/a", size=9, fill="#999"))
+                    continue
+                base = 0.0
+                for k, v in parts:
+                    if not v or v <= 0:
+                        continue
+                    y1, y0 = y_of(base + v), y_of(base)
+                    tip = escape(f"{b['key']} {g['label']} {k}: {value_label(v)}")
+                    out.append(f"<rect x='{_num(bx)}' y='{_num(y1)}' width='{bar_w}' "
+                               f"height='{_num(y0 - y1)}' fill='{colour.get(k, '#888')}'>"
+                               f"<title>{tip}</title></rect>")
+                    base += v
+                shown = b.get("total") if b.get("total") is not None else base
+                out.append(_text(bx + bar_w / 2, y_of(max(base, shown)) - 3, value_label(shown),
+                                 size=9, fill="#222"))
+            label, _ = _multiline(gx + gw / 2, top + plot_h + 27, g["label"])
+            out.append(label)
+            gx += gw + gap_group
         x0 += pad_l + pw + pad_r
     for i, line in enumerate(note_lines):
         out.append(_text(12, height - 8 - 14 * (len(note_lines) - 1 - i), line, size=10,

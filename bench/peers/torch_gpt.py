@@ -19,12 +19,17 @@ weight matrices, i.e. linear weights and both embeddings; none on biases and
 LayerNorm gains/biases), random token batches from a seeded generator.
 
 Output (stdout), one JSON object per line:
-    {"step": i, "ms": ..., "loss": ...}            for i = 1..steps
+    {"step": i, "ms": ..., "loss": ...,
+     "fwd_ms": ..., "bwd_ms": ..., "opt_ms": ...}  for i = 1..steps
     {"peer": "torch", ..., "saved_bytes_total": ..., "saved_bytes_per_layer": ...,
      "ms_median": ..., "peak_rss_kib": ...}       once, at the end
 
 ms covers one whole optimizer step: batch generation, forward, backward,
-AdamW update and zeroing the gradients. ms_median is the median over steps
+AdamW update and zeroing the gradients. fwd_ms (forward and loss), bwd_ms
+(loss.backward(), checkpoint recomputation included) and opt_ms (AdamW step +
+zero_grad) split it with time.perf_counter (CPU eager ops are synchronous, so
+each call has finished its work when it returns); the rest is the random batch.
+There is no communication (one process). ms_median is the median over steps
 2..N (step 1 is warm-up) or step 1 when only one step is run.
 
 Saved-activation bytes are measured on the forward of step 1 (the warm-up step,
@@ -288,6 +293,12 @@ def parse_args(argv):
     return args
 
 
+def _phase_median(recs, key):
+    """Median of one phase over steps 2..N (step 1 when only one step ran)."""
+    vals = [r[key] for r in (recs[1:] if len(recs) > 1 else recs)]
+    return statistics.median(vals) if vals else None
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
 
@@ -306,11 +317,12 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed + 1)
 
     meter = SavedTensorMeter(model)
-    step_ms, losses = [], []
+    step_ms, losses, phases = [], [], []
     for step in range(1, args.steps + 1):
         t0 = time.perf_counter()
         idx = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
         tgt = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
+        t_fwd = time.perf_counter()
         if step == 1:
             model.meter = meter
             with meter.hooks():
@@ -318,14 +330,23 @@ def main(argv=None):
             model.meter = _NullMeter()
         else:
             loss = model(idx, tgt)
+        t_bwd = time.perf_counter()
         loss.backward()
+        t_opt = time.perf_counter()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        ms = (time.perf_counter() - t0) * 1e3
+        t1 = time.perf_counter()
+        ms = (t1 - t0) * 1e3
         lv = loss.item()
         step_ms.append(ms)
         losses.append(lv)
-        print(json.dumps({"step": step, "ms": round(ms, 3), "loss": lv}), flush=True)
+        # CPU eager execution is synchronous: each phase has finished when its call returns.
+        rec = {"step": step, "ms": round(ms, 3), "loss": lv,
+               "fwd_ms": round((t_bwd - t_fwd) * 1e3, 3),
+               "bwd_ms": round((t_opt - t_bwd) * 1e3, 3),
+               "opt_ms": round((t1 - t_opt) * 1e3, 3)}
+        phases.append(rec)
+        print(json.dumps(rec), flush=True)
 
     regions = meter.by_region()
     block_bytes = [regions.get(f"block{i}", 0) for i in range(args.layers)]
@@ -347,6 +368,11 @@ def main(argv=None):
         "saved_bytes_head": regions.get("head", 0),
         "ms_median": statistics.median(timed) if timed else None,
         "ms_steps": [round(m, 3) for m in step_ms],
+        # medians over the same steps as ms_median: forward (incl. the loss), backward
+        # (incl. checkpoint recomputation), AdamW + zero_grad; the rest of ms is the batch
+        "fwd_ms_median": _phase_median(phases, "fwd_ms"),
+        "bwd_ms_median": _phase_median(phases, "bwd_ms"),
+        "opt_ms_median": _phase_median(phases, "opt_ms"),
         "loss_first": losses[0] if losses else None,
         "loss_last": losses[-1] if losses else None,
         "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
