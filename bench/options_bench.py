@@ -8,8 +8,8 @@ fits a fixed activation budget with the planner versus the paper's policies.
    hold equal to the analytic model), and the median ms/step (the first step of each run dropped),
    with the overhead over `none` from the same invocation. Runs alternate over --rounds rounds.
 2. Analytic (ctron memory / ctron plan, the same model the ledger matches), the longest sequence
-   (a multiple of 64) whose activation peak per rank fits --budget (default 4 GiB), for none,
-   selective, full and the planner, with the recompute FLOPs each needs at that length.
+   (a multiple of 64) whose activation peak per rank plus the attention scratch of its threads fits
+   --budget (default 4 GiB), for none, selective, full and the planner.
 
 Writes bench/results/<date>-options.json and .md (also printed).
 """
@@ -48,16 +48,24 @@ def run_ctron(ctron, args, seq, opts, workdir, tag):
     return rows
 
 
-def fits(ctron, seq, budget, policy_args):
+def scratch(seq, threads, selective):
+    # the attention backward's per-thread scratch, as ctron allocates it (src/model/gpt.c): s² floats,
+    # or with selective recompute 3s² floats + s² mask bytes
+    per = (3 * seq * seq + (seq * seq + 3) // 4) if selective else seq * seq
+    return 4 * per * threads
+
+
+def fits(ctron, seq, budget, policy_args, threads):
     out = subprocess.run([ctron, "memory"] + SHAPE + ["--seq", str(seq), "--act-dtype", "fp32", "--json"] + policy_args,
                          check=True, capture_output=True, text=True).stdout
     d = json.loads(out)
-    return d["first_stage"]["activation_peak_bytes"] <= budget, d
+    sel = "selective" in policy_args
+    return d["first_stage"]["activation_peak_bytes"] + scratch(seq, threads, sel) <= budget, d
 
 
-def plan_fits(ctron, seq, budget):
-    r = subprocess.run([ctron, "plan", "--budget", str(int(budget))] + SHAPE + ["--seq", str(seq)],
-                       capture_output=True, text=True)
+def plan_fits(ctron, seq, budget, threads):
+    r = subprocess.run([ctron, "plan", "--budget", str(int(budget)), "--threads", str(threads)] + SHAPE +
+                       ["--seq", str(seq)], capture_output=True, text=True)
     return r.returncode == 0, r.stdout.strip()
 
 
@@ -114,10 +122,10 @@ def main():
     for name, pol in [("none", []), ("selective", ["--recompute", "selective"]), ("full", ["--recompute", "full"]),
                       ("selective + bf16 + regen", ["--recompute", "selective", "--act-dtype", "bf16",
                                                     "--dropout-masks", "regen"])]:
-        s = longest(lambda q: fits(args.ctron, q, args.budget, pol)[0])
+        s = longest(lambda q: fits(args.ctron, q, args.budget, pol, args.threads)[0])
         results["longest"][name] = {"seq": s}
-    s = longest(lambda q: plan_fits(args.ctron, q, args.budget)[0])
-    ok, text = plan_fits(args.ctron, s, args.budget)
+    s = longest(lambda q: plan_fits(args.ctron, q, args.budget, args.threads)[0])
+    ok, text = plan_fits(args.ctron, s, args.budget, args.threads)
     results["longest"]["planner"] = {"seq": s, "plan": text}
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -134,8 +142,9 @@ def main():
             lines.append(f"| {name} | {r['act_layer_bytes'] / 2**20:.1f} | {r['act_bytes'] / 2**20:.1f} | "
                          f"{r['ms']:.0f} | {100 * r['overhead']:+.1f} % |")
         lines.append("")
-    lines += [f"Longest sequence (multiple of 64) whose activation peak fits {args.budget / 2**30:.2f} GiB per rank "
-              f"(L12 h768 a12 b1 v8192, fp32 unless stated; the analytic model the ledger matches):", "",
+    lines += [f"Longest sequence (multiple of 64) whose activation peak plus the attention backward's scratch of "
+              f"{args.threads} threads fits {args.budget / 2**30:.2f} GiB per rank (L12 h768 a12 b1 v8192, fp32 unless "
+              f"stated; the analytic model the ledger matches):", "",
               "| policy | longest seq | vs none |", "|---|---:|---:|"]
     none_s = results["longest"]["none"]["seq"]
     for name, r in results["longest"].items():

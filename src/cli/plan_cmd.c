@@ -14,23 +14,27 @@ void cli_plan_usage(FILE *f) {
         "\n"
         "Chooses, from the analytic model, the per-layer recompute policy (none / selective / full),\n"
         "dropout-mask storage and Tempo parts with the fewest recompute FLOPs whose activation peak per\n"
-        "rank fits BYTES (e.g. 6GiB, 512MiB); prints the plan, its bytes and FLOPs, and the train flags.\n"
+        "rank (and the attention scratch of its threads) fits BYTES (e.g. 6GiB, 512MiB); prints the plan,\n"
+        "its bytes and FLOPs, and the train flags.\n"
         "`ctron train --mem-budget BYTES` plans the same way and holds the arena to BYTES.\n"
         "\n"
         "  --budget BYTES      activation budget per rank (B, KiB, MiB, GiB, or KB/MB/GB)\n"
         "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults)\n"
         "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
-        "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n");
+        "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n"
+        "  --threads N         OpenMP threads of the run: each holds the attention backward's scratch,\n"
+        "                      which the budget counts (default: all cores, as train)\n");
 }
 
 int cli_plan_main(int argc, char **argv) {
-    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE };
+    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"layers", required_argument, 0, O_LAYERS},
         {"hidden", required_argument, 0, O_HIDDEN}, {"heads", required_argument, 0, O_HEADS},
         {"seq", required_argument, 0, O_SEQ}, {"batch", required_argument, 0, O_BATCH},
         {"vocab", required_argument, 0, O_VOCAB}, {"dropout", required_argument, 0, O_DROPOUT},
         {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
+        {"threads", required_argument, 0, O_THREADS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
     train_options_default(&o);
@@ -55,6 +59,7 @@ int cli_plan_main(int argc, char **argv) {
         case O_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &p); c->dropout = (float)p; break;
         case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
         case O_SP: o.sp = 1; break;
+        case O_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &o.threads); break;
         case O_DTYPE:
             if (policy_parse_dtype(optarg, &o.act_dtype) != 0)
                 return args_error(CMD, "--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);

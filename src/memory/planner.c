@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory/flops.h"
+#include "ops/attention.h"
+#include "ops/flash_attention.h"
 #include "util/common.h"
 
 static void fill_policy(MemoryPolicy *pol, int L, int n_full, int n_sel) {
@@ -18,11 +20,20 @@ static int passes_of(MaskMode masks, unsigned tempo) {
            !!(tempo & TEMPO_LAYERNORM) + 2 * !!(tempo & TEMPO_GELU);
 }
 
+// The attention backward's scratch over all threads, as gpt_init allocates it.
+static size_t scratch_of(const ActShape *sh, int threads, unsigned tempo, int any_selective) {
+    size_t s = (size_t)sh->s, ss = s * s, per;
+    if (tempo & ATTN_FLASH) per = FLASH_SCRATCH(s, (size_t)(sh->h / sh->a));
+    else if (any_selective) per = ATTENTION_RECOMPUTE_SCRATCH(s);
+    else per = (tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
+    return per * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
+}
+
 // a better than b: fewer recompute FLOPs, then fewer extra passes, then fewer bytes
 static int better(const MemPlan *a, const MemPlan *b) {
     if (a->extra_flops != b->extra_flops) return a->extra_flops < b->extra_flops;
     if (a->passes != b->passes) return a->passes < b->passes;
-    return a->arena_bytes < b->arena_bytes;
+    return a->arena_bytes + a->scratch_bytes < b->arena_bytes + b->scratch_bytes;
 }
 
 // The peak of the plan F full (groups of one, first), S selective, the rest none, in closed form:
@@ -36,7 +47,7 @@ static size_t plan_peak(const LayerBills *k, int L, int nf, int ns) {
     return fwd > last_full ? fwd : last_full;
 }
 
-int plan_memory(const ActShape *base, double budget, MemPlan *out) {
+int plan_memory(const ActShape *base, int threads, double budget, MemPlan *out) {
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
     policy_default(&pol, L);
@@ -48,9 +59,10 @@ int plan_memory(const ActShape *base, double budget, MemPlan *out) {
     int found = 0, have_smallest = 0;
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
-        for (unsigned opt = 0; opt < 16; opt++) {
-            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0);
-            if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;   // no GeLU input to replace
+        for (unsigned opt = 0; opt < 32; opt++) {
+            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
+            if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
+            if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
             ActShape sh = *base;
             sh.masks = modes[mi];
             sh.gelu_bits = 0;
@@ -59,31 +71,38 @@ int plan_memory(const ActShape *base, double budget, MemPlan *out) {
                             act_layer_kind_bytes(&sh, RECOMPUTE_SELECTIVE, 1, tempo),
                             act_layer_kind_bytes(&sh, RECOMPUTE_FULL, 1, tempo), act_group_working_bytes(&sh, tempo, 1),
                             act_model_extra_bytes(&sh), act_tensor_bytes(&sh, ACT_EMB_MASK)};
+            double flash_flops = tempo & ATTN_FLASH ? L * flops_recompute_selective(B, s, h) : 0.0;
+            double mini_flops = tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0;
             for (int nf = 0; nf <= L; nf++) {
                 // the least memory with nf full layers: every other layer selective
-                MemPlan p = {nf, L - nf, modes[mi], tempo, plan_peak(&k, L, nf, L - nf), 0, 0.0, model,
+                MemPlan p = {nf, L - nf, modes[mi], tempo, plan_peak(&k, L, nf, L - nf), 0, 0, 0.0, model,
                              passes_of(modes[mi], tempo)};
                 p.arena_bytes = p.act_peak + align;
+                p.scratch_bytes = scratch_of(&sh, threads, tempo, L - nf > 0);
                 p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
-                                 (tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0)) / t;
-                if (!have_smallest || p.arena_bytes < smallest.arena_bytes ||
-                    (p.arena_bytes == smallest.arena_bytes && better(&p, &smallest))) {
+                                 mini_flops + flash_flops) / t;
+                size_t total = p.arena_bytes + p.scratch_bytes;
+                if (!have_smallest || total < smallest.arena_bytes + smallest.scratch_bytes ||
+                    (total == smallest.arena_bytes + smallest.scratch_bytes && better(&p, &smallest))) {
                     smallest = p;
                     have_smallest = 1;
                 }
-                if ((double)p.arena_bytes > budget) continue;
-                // memory falls and FLOPs rise with each selective layer: the fewest that fit
+                if ((double)total > budget) continue;
+                // memory falls and FLOPs rise with each selective layer: the fewest that fit (the
+                // scratch is selective's as soon as one layer is)
                 int lo = 0, hi = L - nf;
                 while (lo < hi) {
                     int mid = (lo + hi) / 2;
-                    if ((double)(plan_peak(&k, L, nf, mid) + align) <= budget) hi = mid;
+                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch_of(&sh, threads, tempo, mid > 0)) <= budget)
+                        hi = mid;
                     else lo = mid + 1;
                 }
                 p.n_sel = lo;
                 p.act_peak = plan_peak(&k, L, nf, lo);
                 p.arena_bytes = p.act_peak + align;
+                p.scratch_bytes = scratch_of(&sh, threads, tempo, lo > 0);
                 p.extra_flops = (lo * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
-                                 (tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0)) / t;
+                                 mini_flops + flash_flops) / t;
                 if (!found || better(&p, &best)) {
                     best = p;
                     found = 1;
@@ -99,7 +118,7 @@ void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol) {
     pol->act_dtype = sh->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
     pol->masks = p->masks;
     pol->tempo = p->tempo;
-    pol->mini_seq = p->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
+    pol->mini_seq = p->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;   // ATTN_FLASH rides in tempo
     fill_policy(pol, (int)sh->L, p->n_full, p->n_sel);
 }
 
@@ -112,8 +131,9 @@ void plan_flags(const MemPlan *p, int layers, char *buf, size_t len) {
                       p->n_full + p->n_sel - 1);
     if (p->n_full + p->n_sel < layers)
         snprintf(list + k, sizeof list - (size_t)k, "%s%d-%d:none", k ? "," : "", p->n_full + p->n_sel, layers - 1);
-    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s%s", list, mask_mode_name(p->masks),
-             tempo_describe(p->tempo, tempo, sizeof tempo), p->tempo & MINI_SEQ ? " --mini-seq 4" : "");
+    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s%s%s", list, mask_mode_name(p->masks),
+             tempo_describe(p->tempo, tempo, sizeof tempo), p->tempo & MINI_SEQ ? " --mini-seq 4" : "",
+             p->tempo & ATTN_FLASH ? " --attention flash" : "");
 }
 
 int parse_bytes(const char *text, double *out) {

@@ -4,7 +4,9 @@
 // (the arena, as the analytic model predicts it, entry alignment included) within a budget; ties
 // go to the plan with the fewest extra element-wise passes. Mini-seq (PLAN_MINI_SEQ chunks) is one
 // more option: it recomputes FC1 in backward (8·B·s·h² per layer) and keeps no MLP intermediates
-// and no logits. Few-Bit GeLU changes the gradient and
+// and no logits. Flash attention is another: it recomputes the attention scores in backward (counted
+// as selective's) and keeps a log-sum-exp; its gain is the attention scratch, which the budget
+// counts with the activations (at long sequences selective's 3s² floats per thread do not fit). Few-Bit GeLU changes the gradient and
 // is never chosen. Layers are alike, so a plan is: layers 0..F−1 full (each its own group; they
 // are recomputed last, when the fewest layers are held), the next S selective, the rest none.
 #ifndef CTRON_PLANNER_H
@@ -21,14 +23,18 @@ typedef struct MemPlan {
     unsigned tempo;         // TEMPO_* parts, and MINI_SEQ when the MLP and output layer run in chunks
     size_t act_peak;        // predicted bytes at the step's peak (the ledger's figure)
     size_t arena_bytes;     // what the arena needs for it: the peak plus each entry's alignment
+    size_t scratch_bytes;   // the attention backward's per-thread scratch, all threads (s² floats per
+                            // thread for the standard kernel, ~3s² with selective recompute, O(tile²)
+                            // with flash attention): outside the arena, inside the budget
     double extra_flops;     // recompute FLOPs per micro-batch per rank, on top of the model's
     double model_flops;     // the model's FLOPs per micro-batch per rank (Eq. 7 / t)
     int passes;             // element-wise extras: mask bits 1, regenerated masks 2, Tempo parts 1 + gelu 2
 } MemPlan;
 
-// sh: the shape and layout (s, b, h, a, L, v, e, dropout, t, sp; masks are chosen here). Returns 0
-// with the best plan whose arena_bytes <= budget, or -1 with *out the plan of least memory.
-int plan_memory(const ActShape *sh, double budget, MemPlan *out);
+// sh: the shape and layout (s, b, h, a, L, v, e, dropout, t, sp; masks are chosen here); threads:
+// the OpenMP threads the run uses. Returns 0 with the best plan whose arena_bytes + scratch_bytes
+// <= budget, or -1 with *out the plan of least memory.
+int plan_memory(const ActShape *sh, int threads, double budget, MemPlan *out);
 // The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.
 void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol);
 void plan_flags(const MemPlan *p, int layers, char *buf, size_t len);

@@ -107,9 +107,12 @@ static ActShape options_shape(const TrainOptions *o) {
     return sh;
 }
 
+// The OpenMP threads the run will use (each holds its own attention scratch).
+static int run_threads(const TrainOptions *o) { return o->threads > 0 ? o->threads : omp_get_max_threads(); }
+
 int train_plan(const TrainOptions *o, double budget, MemPlan *plan) {
     ActShape sh = options_shape(o);
-    return plan_memory(&sh, budget, plan);
+    return plan_memory(&sh, run_threads(o), budget, plan);
 }
 
 int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
@@ -122,7 +125,8 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
         fprintf(f, "no plan fits %s of activations per rank (L=%d h=%d a=%d s=%d b=%d v=%d, t=%d%s, %s): the least "
                 "any plan needs is %s (%s); raise the budget, shorten --seq or --batch, or add TP ranks with --sp\n",
                 format_bytes(budget, b1, sizeof b1), c->layers, c->hidden, c->heads, c->seq, c->batch, c->vocab, o->tp,
-                o->sp ? " +SP" : "", act_dtype_name(o->act_dtype), format_bytes((double)p.arena_bytes, b2, sizeof b2),
+                o->sp ? " +SP" : "", act_dtype_name(o->act_dtype),
+                format_bytes((double)(p.arena_bytes + p.scratch_bytes), b2, sizeof b2),
                 flags);
         return -1;
     }
@@ -130,8 +134,9 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
             format_bytes(budget, b1, sizeof b1), p.n_full, p.n_sel, c->layers - p.n_full - p.n_sel,
             mask_mode_name(p.masks), tempo_describe(p.tempo, b2, sizeof b2),
             p.tempo & MINI_SEQ ? "; mini-seq 4" : "");
-    fprintf(f, "  predicted activation peak %s (%zu bytes; the arena with alignment %zu)\n",
-            format_bytes((double)p.act_peak, b1, sizeof b1), p.act_peak, p.arena_bytes);
+    fprintf(f, "  predicted activation peak %s (%zu bytes; the arena with alignment %zu) + attention scratch %s "
+            "(%d threads)\n", format_bytes((double)p.act_peak, b1, sizeof b1), p.act_peak, p.arena_bytes,
+            format_bytes((double)p.scratch_bytes, b2, sizeof b2), run_threads(o));
     fprintf(f, "  recompute %.3g GFLOP per micro-batch per rank = %.1f %% of the model's %.3g GFLOP\n",
             p.extra_flops * 1e-9, 100.0 * p.extra_flops / p.model_flops, p.model_flops * 1e-9);
     fprintf(f, "  ctron train flags: %s\n", flags);
@@ -143,14 +148,15 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
-        if (plan_memory(&sh, o->mem_budget, &plan) != 0) {
+        if (plan_memory(&sh, run_threads(o), o->mem_budget, &plan) != 0) {
             char b1[32], b2[32];
             snprintf(err, errlen, "--mem-budget %s: no plan fits; the least any needs is %s (see ctron plan)",
-                     format_bytes(o->mem_budget, b1, sizeof b1), format_bytes((double)plan.arena_bytes, b2, sizeof b2));
+                     format_bytes(o->mem_budget, b1, sizeof b1),
+                     format_bytes((double)(plan.arena_bytes + plan.scratch_bytes), b2, sizeof b2));
             return -1;
         }
         plan_policy(&plan, &sh, p);
-        p->arena_budget = (size_t)o->mem_budget;
+        p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes;   // the scratch lives outside the arena
         return 0;
     }
     p->act_dtype = o->act_dtype;
