@@ -3,6 +3,7 @@
 # for FUZZ_SECONDS (default 60) on its seed corpus (tests/fuzz/corpus/<target>, read only; new
 # inputs go to build-fuzz/corpus/<target>). Prints executions per target; a crash stops with the
 # input saved under build-fuzz/crashes/ — add it to tests/fuzz/regress/<target>/ with the fix.
+# FUZZ_SEED (default 1) makes CI's short runs repeat the same exploration; FUZZ_SEED=0 draws one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
@@ -16,6 +17,7 @@ for t in $targets; do
   mkdir -p "$work"
   log=build-fuzz/fuzz_$t.log
   if ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+       -seed="${FUZZ_SEED:-1}" \
        -max_len=65536 -print_final_stats=1 -close_fd_mask=3 -artifact_prefix="$PWD/build-fuzz/crashes/$t-" "$work" "$PWD/tests/fuzz/corpus/$t" \
        > "$log" 2>&1; then
     runs=$(grep -o "stat::number_of_executed_units: *[0-9]*" "$log" | grep -o "[0-9]*$" || echo "?")
