@@ -1,0 +1,159 @@
+// A run's options before it starts: defaults, the layout check, the up-front memory estimate, the
+// memory plan and the policy they describe, and the step's model FLOPs.
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include "memory/flops.h"
+#include "memory/ledger_report.h"
+#include "memory/planner.h"
+#include "train/trainer.h"
+
+void train_options_default(TrainOptions *o) {
+    memset(o, 0, sizeof *o);
+    GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = 64, .batch = 8, .vocab = 256, .dropout = 0.1f};
+    o->model = c;
+    o->steps = 300;
+    o->grad_accum = 1;
+    o->warmup = -1;            // -1: min(100, steps/10)
+    o->eval_every = 100;
+    o->eval_batches = 8;
+    o->print_every = 1;
+    o->threads = 0;            // 0: all cores
+    o->lr = 1e-3f;
+    o->min_lr = -1.0f;         // -1: lr/10
+    o->weight_decay = 0.1f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->clip = 1.0f;
+    o->val_frac = 0.1;
+    o->seed = 1337;
+    o->data_path = "data/kjv.txt";
+    o->keep = 3;
+    o->recompute = "none";
+    o->recompute_method = "uniform";
+    o->recompute_num_layers = 1;
+    o->masks = MASKS_BYTES;
+    o->act_dtype = ACT_FP32;
+    o->show_ledger = 1;
+    o->tp = 1;
+    o->world_size = 1;
+    o->max_bad_steps = 5;
+}
+
+double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes) {
+    const GPTConfig *c = &o->model;
+    double t = o->tp > 0 ? o->tp : 1, dp = train_dp_groups(o);
+    double L = c->layers, h = c->hidden, a = c->heads, s = c->seq, b = c->batch, v = c->vocab;
+    double hl = h / t, fl = 4 * h / t, vl = ceil(v / t);
+    double n = vl * h + s * h + L * (2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h) + 2 * h;
+    // parameters and gradients, AdamW's two moments (split over dp with ZeRO-1)
+    *state_bytes = 8 * n + 8 * n / (o->zero ? dp : 1);
+    // activations: the none-policy fp32 bill with byte masks (an upper bound for every policy),
+    // the logits, and the per-layer workspace
+    double sbh = s * b * h;
+    *act_bytes = L * sbh * (66 + 9 * a * s / h) / t + s * b * vl * 4 + 4 * (10 * sbh + 4 * s * s);
+    return *state_bytes + *act_bytes;
+}
+
+int train_dp_groups(const TrainOptions *o) {
+    return o->tp >= 1 && o->world_size >= o->tp && o->world_size % o->tp == 0 ? o->world_size / o->tp : 1;
+}
+
+int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen) {
+    const GPTConfig *c = &o->model;
+    if (o->tp < 1 || world_size % o->tp != 0) {
+        snprintf(err, errlen, "--tp %d does not divide the %d rank%s of this run (ranks = dp x tp; launch with "
+                 "mpirun -np N where N is a multiple of %d)", o->tp, world_size, world_size == 1 ? "" : "s", o->tp);
+        return -1;
+    }
+    if (c->heads % o->tp != 0) {
+        snprintf(err, errlen, "--tp %d does not divide --heads %d (each TP rank takes whole heads)", o->tp, c->heads);
+        return -1;
+    }
+    if (o->sp && o->tp < 2) {
+        snprintf(err, errlen, "--sp splits the sequence over the TP group: it needs --tp 2 or more");
+        return -1;
+    }
+    if (o->sp && c->seq % o->tp != 0) {
+        snprintf(err, errlen, "--sp needs --seq %d divisible by --tp %d (each TP rank holds s/t positions)", c->seq,
+                 o->tp);
+        return -1;
+    }
+    return 0;
+}
+
+static ActShape options_shape(const TrainOptions *o) {
+    const GPTConfig *c = &o->model;
+    ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
+                   .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c->dropout > 0.0f,
+                   .t = o->tp, .sp = o->sp};
+    return sh;
+}
+
+// The OpenMP threads the run will use (each holds its own attention scratch).
+static int run_threads(const TrainOptions *o) { return o->threads > 0 ? o->threads : omp_get_max_threads(); }
+
+int train_plan(const TrainOptions *o, double budget, MemPlan *plan) {
+    ActShape sh = options_shape(o);
+    return plan_memory(&sh, run_threads(o), budget, plan);
+}
+
+int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
+    MemPlan p;
+    int ok = train_plan(o, budget, &p) == 0;
+    const GPTConfig *c = &o->model;
+    char b1[32], b2[32], flags[256];
+    plan_flags(&p, c->layers, flags, sizeof flags);
+    if (!ok) {
+        fprintf(f, "no plan fits %s of activations per rank (L=%d h=%d a=%d s=%d b=%d v=%d, t=%d%s, %s): the least "
+                "any plan needs is %s (%s); raise the budget, shorten --seq or --batch, or add TP ranks with --sp\n",
+                format_bytes(budget, b1, sizeof b1), c->layers, c->hidden, c->heads, c->seq, c->batch, c->vocab, o->tp,
+                o->sp ? " +SP" : "", act_dtype_name(o->act_dtype),
+                format_bytes((double)(p.arena_bytes + p.scratch_bytes), b2, sizeof b2),
+                flags);
+        return -1;
+    }
+    fprintf(f, "plan for %s of activations per rank: %d layers full, %d selective, %d none; masks %s; tempo %s%s\n",
+            format_bytes(budget, b1, sizeof b1), p.n_full, p.n_sel, c->layers - p.n_full - p.n_sel,
+            mask_mode_name(p.masks), tempo_describe(p.tempo, b2, sizeof b2),
+            p.tempo & MINI_SEQ ? "; mini-seq 4" : "");
+    fprintf(f, "  predicted activation peak %s (%zu bytes; the arena with alignment %zu) + attention scratch %s "
+            "(%d threads)\n", format_bytes((double)p.act_peak, b1, sizeof b1), p.act_peak, p.arena_bytes,
+            format_bytes((double)p.scratch_bytes, b2, sizeof b2), run_threads(o));
+    fprintf(f, "  recompute %.3g GFLOP per micro-batch per rank = %.1f %% of the model's %.3g GFLOP\n",
+            p.extra_flops * 1e-9, 100.0 * p.extra_flops / p.model_flops, p.model_flops * 1e-9);
+    fprintf(f, "  ctron train flags: %s\n", flags);
+    return 0;
+}
+
+int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
+    if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
+        MemPlan plan;
+        ActShape sh = options_shape(o);
+        if (plan_memory(&sh, run_threads(o), o->mem_budget, &plan) != 0) {
+            char b1[32], b2[32];
+            snprintf(err, errlen, "--mem-budget %s: no plan fits; the least any needs is %s (see ctron plan)",
+                     format_bytes(o->mem_budget, b1, sizeof b1),
+                     format_bytes((double)(plan.arena_bytes + plan.scratch_bytes), b2, sizeof b2));
+            return -1;
+        }
+        plan_policy(&plan, &sh, p);
+        p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes;   // the scratch lives outside the arena
+        return 0;
+    }
+    p->act_dtype = o->act_dtype;
+    p->masks = o->masks;
+    p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0) |
+               (o->flash ? ATTN_FLASH : 0);
+    p->gelu_bits = o->gelu_bits;
+    p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
+    return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
+                        o->recompute_layers, err, errlen);
+}
+
+double train_flops_per_step(const GPTConfig *c, int grad_accum) {
+    return flops_model((double)c->batch * grad_accum, c->layers, c->seq, c->hidden, c->vocab);
+}
+
