@@ -89,6 +89,29 @@ def _multiline(x, y, s, size=10, sep="+"):
     return "".join(out), len(lines)
 
 
+def _panel_frame(out, p, px, pw, top, plot_h, vmax, ylabel, bar_w, gap_in, gap_group):
+    """One panel's title, y grid with tick labels, axes and y label; returns the value -> y map and
+    the x where the first bar group starts (the groups centred in the panel)."""
+    ticks = nice_ticks(vmax * 1.12 if vmax else 1)
+    ytop = ticks[-1]
+
+    def y_of(v):
+        return top + plot_h - plot_h * (v / ytop if ytop else 0)
+
+    out.append(_text(px + pw / 2, top - 12, p["title"], size=12, weight="bold"))
+    for t in ticks:
+        y = y_of(t)
+        out.append(f"<line x1='{_num(px)}' y1='{_num(y)}' x2='{_num(px + pw)}' y2='{_num(y)}' "
+                   f"stroke='#e3e3e3' stroke-width='1'/>")
+        out.append(_text(px - 5, y + 4, _tick_label(t), size=10, anchor="end", fill="#444"))
+    out.append(f"<line x1='{_num(px)}' y1='{top}' x2='{_num(px)}' y2='{top + plot_h}' stroke='#444'/>")
+    out.append(f"<line x1='{_num(px)}' y1='{top + plot_h}' x2='{_num(px + pw)}' "
+               f"y2='{top + plot_h}' stroke='#444'/>")
+    out.append(_text(px - 46, top + plot_h / 2, ylabel, size=11, rotate=-90, fill="#444"))
+    span = sum(max(1, len(g["bars"])) * (bar_w + gap_in) - gap_in + gap_group for g in p["groups"]) - gap_group
+    return y_of, px + max(gap_group, (pw - span) / 2)
+
+
 def bar_chart(title, subtitle, panels, series, ylabel, value_label,
               ref_value=None, ref_label=None, bar_w=24, note=None):
     """Returns an SVG document (str).
@@ -145,25 +168,7 @@ def bar_chart(title, subtitle, panels, series, ylabel, value_label,
         px = x0 + pad_l
         vals = [v for g in p["groups"] for v in g["bars"].values() if v is not None]
         vmax = max(vals + ([ref_value] if ref_value is not None else []) + [0])
-        ticks = nice_ticks(vmax * 1.12 if vmax else 1)
-        ytop = ticks[-1]
-
-        def y_of(v):
-            return top + plot_h - plot_h * (v / ytop if ytop else 0)
-
-        out.append(_text(px + pw / 2, top - 12, p["title"], size=12, weight="bold"))
-        for t in ticks:
-            y = y_of(t)
-            out.append(f"<line x1='{_num(px)}' y1='{_num(y)}' x2='{_num(px + pw)}' y2='{_num(y)}' "
-                       f"stroke='#e3e3e3' stroke-width='1'/>")
-            out.append(_text(px - 5, y + 4, _tick_label(t), size=10, anchor="end", fill="#444"))
-        out.append(f"<line x1='{_num(px)}' y1='{top}' x2='{_num(px)}' y2='{top + plot_h}' stroke='#444'/>")
-        out.append(f"<line x1='{_num(px)}' y1='{top + plot_h}' x2='{_num(px + pw)}' "
-                   f"y2='{top + plot_h}' stroke='#444'/>")
-        out.append(_text(px - 46, top + plot_h / 2, ylabel, size=11, rotate=-90, fill="#444"))
-        span = sum(max(1, len(g["bars"])) * (bar_w + gap_in) - gap_in + gap_group
-                   for g in p["groups"]) - gap_group
-        gx = px + max(gap_group, (pw - span) / 2)
+        y_of, gx = _panel_frame(out, p, px, pw, top, plot_h, vmax, ylabel, bar_w, gap_in, gap_group)
         for g in p["groups"]:
             keys = [k for k, _ in series if k in g["bars"]]
             nb = max(1, len(keys))
@@ -250,25 +255,7 @@ def stacked_bar_chart(title, subtitle, panels, segments, ylabel, value_label,
                 stack = sum(v for v in b["parts"].values() if v and v > 0)
                 tops.append(max(stack, b.get("total") or 0))
         vmax = max(tops + [0])
-        ticks = nice_ticks(vmax * 1.12 if vmax else 1)
-        ytop = ticks[-1]
-
-        def y_of(v):
-            return top + plot_h - plot_h * (v / ytop if ytop else 0)
-
-        out.append(_text(px + pw / 2, top - 12, p["title"], size=12, weight="bold"))
-        for t in ticks:
-            y = y_of(t)
-            out.append(f"<line x1='{_num(px)}' y1='{_num(y)}' x2='{_num(px + pw)}' y2='{_num(y)}' "
-                       f"stroke='#e3e3e3' stroke-width='1'/>")
-            out.append(_text(px - 5, y + 4, _tick_label(t), size=10, anchor="end", fill="#444"))
-        out.append(f"<line x1='{_num(px)}' y1='{top}' x2='{_num(px)}' y2='{top + plot_h}' stroke='#444'/>")
-        out.append(f"<line x1='{_num(px)}' y1='{top + plot_h}' x2='{_num(px + pw)}' "
-                   f"y2='{top + plot_h}' stroke='#444'/>")
-        out.append(_text(px - 46, top + plot_h / 2, ylabel, size=11, rotate=-90, fill="#444"))
-        span = sum(max(1, len(g["bars"])) * (bar_w + gap_in) - gap_in + gap_group
-                   for g in p["groups"]) - gap_group
-        gx = px + max(gap_group, (pw - span) / 2)
+        y_of, gx = _panel_frame(out, p, px, pw, top, plot_h, vmax, ylabel, bar_w, gap_in, gap_group)
         for g in p["groups"]:
             nb = max(1, len(g["bars"]))
             gw = nb * bar_w + (nb - 1) * gap_in

@@ -10,7 +10,7 @@
 
 // Fills full (gpt_init_params) and, when opt is not NULL, the whole AdamW state into full_opt
 // (adamw_init with full.n_params), on the ranks of dp group 0 (grid->dp_group.rank == 0; other
-// ranks' full and full_opt are untouched). Collective over the world: ZeRO pieces are gathered
+// ranks' full and full_opt are untouched and need not be allocated). Collective over the world: ZeRO pieces are gathered
 // over dp, TP shards over tp. zero NULL: the state is not sharded over dp.
 void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *grid, GPT *full, AdamW *full_opt);
 // Sets this rank's parameters (and optimizer state when opt) from the whole model (no communication).

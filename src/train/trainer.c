@@ -125,11 +125,15 @@ static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt
         saved = world->rank != 0 ||
                 train_ckpt_save(o, m, opt, sched, step, save_index, tokenizer_json, tokenizer_bytes) == 0;
     } else {   // the unsharded model and state, gathered for rank 0 to write
+        // Only the ranks of dp group 0 receive the whole model; the others only send their pieces.
         GPT full;
         AdamW full_opt;
-        gpt_init_params(&full, &o->model);
-        adamw_init(&full_opt, grid->dp_group.rank == 0 ? full.n_params : 0, opt->beta1, opt->beta2, opt->eps,
-                   opt->weight_decay);
+        memset(&full, 0, sizeof full);
+        memset(&full_opt, 0, sizeof full_opt);
+        if (grid->dp_group.rank == 0) {
+            gpt_init_params(&full, &o->model);
+            adamw_init(&full_opt, full.n_params, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
+        }
         dist_gather_whole(m, opt, zero, grid, &full, &full_opt);
         if (world->rank == 0)
             saved = train_ckpt_save(o, &full, &full_opt, sched, step, save_index, tokenizer_json, tokenizer_bytes) == 0;
@@ -267,9 +271,14 @@ int train_run(const TrainOptions *o, Comm *comm) {
         printf("  %d ranks (%s) = dp %d x tp %d%s%s: %d sequences per step, each dp group takes %d\n", world->size,
                comm_backend_name(comm->backend), nranks, o->tp, o->sp ? ", sequence parallel" : "",
                zero ? ", ZeRO-1 optimizer" : "", seqs_per_rank * nranks, seqs_per_rank);
-    printf("  %zu parameters (%s per rank), data %s: %zu train / %zu val tokens, %d threads\n", m.n_params,
-           format_bytes((double)m.n_params * 4, b1, sizeof b1), o->data_path, ds.n_train, dataset_n_val(&ds),
-           omp_get_max_threads());
+    char b2[48] = "";
+    if (o->tp > 1) {   // TP ranks hold their shards
+        char b3[32];
+        snprintf(b2, sizeof b2, "; %s on each rank", format_bytes((double)m.n_params * 4, b3, sizeof b3));
+    }
+    printf("  %zu parameters (%s%s), data %s: %zu train / %zu val tokens, %d threads\n", gpt_num_params(c),
+           format_bytes((double)gpt_num_params(c) * 4, b1, sizeof b1), b2, o->data_path, ds.n_train,
+           dataset_n_val(&ds), omp_get_max_threads());
     char plan[256];
     policy_describe(&policy, plan, sizeof plan);
     char tempo[48];
@@ -430,9 +439,10 @@ int train_run(const TrainOptions *o, Comm *comm) {
 
     if (o->sample_tokens > 0 && !failed && !interrupted) {
         GPT full;
-        int gathered = o->tp > 1;   // rank 0 samples from the whole model
+        memset(&full, 0, sizeof full);
+        int gathered = o->tp > 1;   // rank 0 samples from the whole model (gathered by dp group 0)
         if (gathered) {
-            gpt_init_params(&full, c);
+            if (dp_rank == 0) gpt_init_params(&full, c);
             dist_gather_whole(&m, NULL, NULL, &grid, &full, NULL);
         }
         if (rank == 0) {
