@@ -9,7 +9,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; int gelu_bits; int mini; } Shape;
+typedef struct { long s, b, h, a, v; int dropout; int e; MaskMode masks; unsigned tempo; int gelu_bits; int mini; unsigned offload; } Shape;
 
 // DESIGN.md §2: elements per name of one layer (0 when the configuration has no such tensor).
 static size_t table_elements(const Shape *sh, ActName n) {
@@ -52,7 +52,7 @@ static int tempo_drops(const Shape *sh, ActName n) {
 }
 
 // The policy rules: none keeps all, selective drops the attention core, full keeps a group's input.
-static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
+static size_t expected_kept(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
     if (p->kind[l] != RECOMPUTE_FULL && tempo_drops(sh, n)) return 0;
     switch (p->kind[l]) {
     case RECOMPUTE_SELECTIVE:
@@ -62,6 +62,29 @@ static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActN
     default:
         return table_bytes(sh, n);
     }
+}
+
+// In the arena: what is kept and not offloaded; in the offload pool: what is kept and offloaded.
+static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
+    return (sh->offload >> n & 1u) ? 0 : expected_kept(sh, p, l, n);
+}
+
+static size_t expected_offload(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
+    return (sh->offload >> n & 1u) ? expected_kept(sh, p, l, n) : 0;
+}
+
+// The stage: two slots (one when a single layer offloads) of the largest layer's offloaded tensors,
+// each 64-byte aligned.
+static size_t expected_stage(const Shape *sh, const MemoryPolicy *p, int L) {
+    size_t span = 0;
+    int layers = 0;
+    for (int l = 0; l < L; l++) {
+        size_t x = 0;
+        for (int n = 0; n < ACT_N_LAYER; n++) x += (expected_offload(sh, p, l, (ActName)n) + 63) / 64 * 64;
+        layers += x > 0;
+        span = x > span ? x : span;
+    }
+    return (size_t)(layers < 2 ? layers : 2) * span;
 }
 
 static size_t expected_layer_total(const Shape *sh, const MemoryPolicy *p, int l) {
@@ -106,6 +129,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     pol.tempo = sh->tempo;
     pol.gelu_bits = sh->gelu_bits;
     pol.mini_seq = sh->mini;
+    pol.offload = sh->offload;
     if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
         return 1;
@@ -122,9 +146,9 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     int fails = check_failed;
     char what[160];
-    snprintf(what, sizeof what, "L%d s%ld b%ld h%ld a%ld %s/%s/%d/%s %s masks %s p%d tempo %u", L, sh->s, sh->b, sh->h,
-             sh->a, recompute ? recompute : "-", method ? method : "-", num, list ? list : "-",
-             sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo);
+    snprintf(what, sizeof what, "L%d s%ld b%ld h%ld a%ld %s/%s/%d/%s %s masks %s p%d tempo %u offload %#x", L, sh->s,
+             sh->b, sh->h, sh->a, recompute ? recompute : "-", method ? method : "-", num, list ? list : "-",
+             sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo, sh->offload);
 
     for (int l = 0; l < L; l++) {
         for (int nm = 0; nm < ACT_N_LAYER; nm++) {
@@ -132,11 +156,27 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
             CHECK(got == want, "%s: layer %d %s measured %zu expected %zu", what, l, act_name_str((ActName)nm), got, want);
             CHECK(act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm) == want, "%s: analytic layer %d %s", what, l,
                   act_name_str((ActName)nm));
+            if (!sh->offload) continue;
+            size_t off = expected_offload(sh, &pol, l, (ActName)nm);
+            CHECK(ledger_stored_bytes(&m.off.ledger, (ActName)nm, l) == off, "%s: layer %d %s in the pool: %zu, expected %zu",
+                  what, l, act_name_str((ActName)nm), ledger_stored_bytes(&m.off.ledger, (ActName)nm, l), off);
+            CHECK(act_layer_offload_name_bytes(&m.shape, &pol, l, (ActName)nm) == off, "%s: analytic pool layer %d %s",
+                  what, l, act_name_str((ActName)nm));
         }
     }
+    size_t stage = expected_stage(sh, &pol, L), pool = 0;
+    for (int l = 0; l < L; l++)
+        for (int nm = 0; nm < ACT_N_LAYER; nm++) pool += expected_offload(sh, &pol, l, (ActName)nm);
+    CHECK(ledger_stored_bytes(&m.ledger, ACT_OFFLOAD_STAGE, -1) == stage, "%s: stage %zu expected %zu", what,
+          ledger_stored_bytes(&m.ledger, ACT_OFFLOAD_STAGE, -1), stage);
+    CHECK(act_offload_stage_bytes(&m.shape, &pol) == stage && act_offload_pool_bytes(&m.shape, &pol) == pool,
+          "%s: analytic stage/pool", what);
+    if (sh->offload)
+        CHECK(m.off.ledger.total_fwd_end == pool, "%s: pool at the end of forward %zu expected %zu", what,
+              m.off.ledger.total_fwd_end, pool);
     // The paper's closed forms (per layer, table names only).
     size_t k = sh->masks == MASKS_BYTES ? 1 : 0;
-    if (sh->dropout && sh->masks != MASKS_BITS && !sh->tempo) {
+    if (sh->dropout && sh->masks != MASKS_BITS && !sh->tempo && !sh->offload) {
         size_t e = (size_t)sh->e;
         size_t none = (16 * e + 2 * k) * sbh + (2 * e + k) * as2b, sel = (16 * e + 2 * k) * sbh;
         for (int l = 0; l < L; l++) {
@@ -153,18 +193,21 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     size_t stats = 2 * n * 4, emb_mask = sh->dropout ? (sh->masks == MASKS_BYTES ? sbh : sh->masks == MASKS_BITS ? (sbh + 7) / 8 : 0) : 0;
     size_t head = (size_t)sh->e * sbh /*lnf_in*/ + stats /*lnf_stats*/ +
                   (sh->mini ? 4 * sbh /*lm_grad, fp32*/ : (size_t)sh->e * sbh /*lm_in*/ + 4 * n * (size_t)sh->v /*logits*/);
-    size_t fwd = emb_mask + head;
+    size_t fwd = emb_mask + stage + head;
     for (int l = 0; l < L; l++) fwd += expected_layer_total(sh, &pol, l);
     CHECK(m.ledger.total_fwd_end == fwd, "%s: end of forward %zu expected %zu", what, m.ledger.total_fwd_end, fwd);
     CHECK(act_forward_end_bytes(&m.shape, &pol) == fwd, "%s: analytic end of forward", what);
 
     gpt_backward(&m, tok, ctx);
-    size_t peak = expected_peak(sh, &pol, L, emb_mask, head);
+    size_t peak = expected_peak(sh, &pol, L, emb_mask + stage, head);   // the stage sits below every layer
     CHECK(m.ledger.total_peak == peak, "%s: peak %zu expected %zu", what, m.ledger.total_peak, peak);
     CHECK(act_peak_bytes(&m.shape, &pol) == peak, "%s: analytic peak %zu expected %zu", what,
           act_peak_bytes(&m.shape, &pol), peak);
     CHECK(m.ledger.total_cur == 0 && m.arena.n_entries == 0, "%s: %zu bytes still held after backward", what,
           m.ledger.total_cur);
+    if (sh->offload)
+        CHECK(m.off.ledger.total_cur == 0 && m.off.ledger.total_peak == pool, "%s: pool after backward %zu, peak %zu",
+              what, m.off.ledger.total_cur, m.off.ledger.total_peak);
     // An evaluation forward keeps nothing and does not move the training peak.
     StepCtx eval = {5, 1, 0, 0};
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, eval, 0.0f);
@@ -191,7 +234,7 @@ int main(void) {
                     for (int d = 0; d < 2; d++) {
                         if (!d && mm) continue;   // masks only exist with dropout
                         Shape sh = {shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], shapes[si][4], d, e,
-                                    (MaskMode)mm, 0, 0, 0};
+                                    (MaskMode)mm, 0, 0, 0, 0};
                         bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num,
                                           policies[pi].list);
                         cases++;
@@ -208,10 +251,27 @@ int main(void) {
                 for (int mm = 0; mm < 3; mm += 2) {
                     Shape sh = {shapes[1][0], shapes[1][1], shapes[1][2], shapes[1][3], shapes[1][4], 1, e, (MaskMode)mm,
                                 tempos[ti], tempos[ti] & GELU_FEWBIT ? 1 + 2 * (pi % 2) : 0,
-                                tempos[ti] & MINI_SEQ ? 3 + pi : 0};
+                                tempos[ti] & MINI_SEQ ? 3 + pi : 0, 0};
                     bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list);
                     tempo_cases++;
                 }
+    // Offload: a few tensor sets (the checkpoint ln1_in, the MLP, masks and bits, everything) under
+    // every policy, both precisions and all mask modes, with some of the other options.
+    unsigned offloads[] = {1u << ACT_LN1_IN, 1u << ACT_FC1_IN | 1u << ACT_GELU_IN | 1u << ACT_FC2_IN,
+                           1u << ACT_ATTN_MASK | 1u << ACT_DROP1_MASK | 1u << ACT_GELU_BRANCH | 1u << ACT_LN2_STATS,
+                           (1u << ACT_N_LAYER) - 1};
+    unsigned off_tempo[] = {0, TEMPO_GELU | TEMPO_SOFTMAX, ATTN_FLASH | MINI_SEQ};
+    int offload_cases = 0;
+    for (int oi = 0; oi < 4; oi++)
+        for (int ti = 0; ti < 3; ti++)
+            for (int pi = 0; pi < 6; pi++)
+                for (int mm = 0; mm < 3; mm++) {
+                    Shape sh = {shapes[0][0], shapes[0][1], shapes[0][2], shapes[0][3], shapes[0][4], 1, mm == 1 ? 2 : 4,
+                                (MaskMode)mm, off_tempo[ti], 0, off_tempo[ti] & MINI_SEQ ? 3 : 0, offloads[oi]};
+                    bad += check_case(L, &sh, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list);
+                    offload_cases++;
+                }
+    printf("%d with --offload (4 tensor sets x 3 option sets x 6 policies x 3 mask modes)\n", offload_cases);
     printf("%d configurations (2 shapes x 6 policies x fp32/bf16 x bytes/bits/regen masks, and no dropout) and %d with "
            "Tempo / Few-Bit / mini-seq / flash (10 option sets x 6 policies x fp32/bf16 x bytes/regen), %d with a mismatch\n", cases,
            tempo_cases, bad);

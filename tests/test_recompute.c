@@ -3,6 +3,8 @@
 // for bf16 storage. bf16 storage follows fp32 within 1e-2 relative.
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include "check.h"
 #include "model/gpt.h"
 #include "train/adamw.h"
@@ -11,6 +13,10 @@
 
 enum { STEPS = 5, L = 4 };
 static const GPTConfig CFG = {.layers = L, .hidden = 32, .heads = 4, .seq = 24, .batch = 3, .vocab = 256, .dropout = 0.1f};
+
+// --offload for the runs that follow (0: none) and its directory (NULL: host memory).
+static unsigned g_offload;
+static const char *g_offload_dir;
 
 typedef struct {
     double loss[STEPS];
@@ -26,6 +32,8 @@ static void run(Trace *t, const char *rc, const char *method, int num, const cha
     pol.masks = mm;
     pol.tempo = tempo;
     pol.mini_seq = (tempo & MINI_SEQ) ? 5 : 0;   // 5 chunks of 72 rows: uneven, the last one short
+    pol.offload = g_offload;
+    pol.offload_dir = g_offload_dir;
     if (policy_build(&pol, L, rc, method, num, list, err, sizeof err) != 0) ctron_fatal("%s", err);
     GPT m;
     gpt_init(&m, &CFG, &pol);
@@ -153,6 +161,47 @@ int main(void) {
             trace_free(&t_full);
             trace_free(&t_sel);
         }
+
+    // Offload moves bytes out and back unchanged: bitwise the run without it, under every policy and
+    // mask mode, from host memory and from a file, and with the options that keep other tensors.
+    char dir[] = "/tmp/ctron-offload-test-XXXXXX";
+    if (!mkdtemp(dir)) ctron_fatal("mkdtemp failed");
+    int offload_runs = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (int mm = 0; mm < 3; mm++)
+            for (int pi = -1; pi < 5; pi++) {
+                Trace t;
+                char what[160];
+                g_offload = (1u << ACT_N_LAYER) - 1;   // everything a layer keeps
+                g_offload_dir = (pi + mm) % 2 ? dir : NULL;
+                if (pi < 0) run(&t, "none", NULL, 0, NULL, (ActDtype)dt, (MaskMode)mm, 0);
+                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, (ActDtype)dt,
+                         (MaskMode)mm, 0);
+                snprintf(what, sizeof what, "offload all (%s), %s, %s masks, %s", g_offload_dir ? "file" : "host",
+                         pi < 0 ? "none" : policies[pi].name, masks[mm], dt ? "bf16" : "fp32");
+                same(&ref[dt], &t, what);
+                trace_free(&t);
+                offload_runs++;
+            }
+    unsigned off_parts[] = {TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX, ATTN_FLASH | MINI_SEQ | TEMPO_LAYERNORM};
+    unsigned off_sets[] = {1u << ACT_FC2_IN | 1u << ACT_GELU_BRANCH | 1u << ACT_LN1_STATS,
+                           1u << ACT_ATTN_LSE | 1u << ACT_Q | 1u << ACT_K | 1u << ACT_V | 1u << ACT_LN1_IN};
+    for (int k = 0; k < 2; k++) {
+        Trace t, t_off;
+        g_offload = 0;
+        run(&t, "selective", NULL, 0, NULL, ACT_BF16, MASKS_BITS, off_parts[k]);
+        g_offload = off_sets[k];
+        g_offload_dir = k ? dir : NULL;
+        run(&t_off, "selective", NULL, 0, NULL, ACT_BF16, MASKS_BITS, off_parts[k]);
+        same(&t, &t_off, k ? "offload q,k,v,ln1_in,attn_lse with flash + mini-seq" : "offload fc2_in,gelu_branch with tempo");
+        trace_free(&t);
+        trace_free(&t_off);
+        offload_runs++;
+    }
+    g_offload = 0;
+    g_offload_dir = NULL;
+    rmdir(dir);
+    printf("%d offload runs bitwise equal to the runs without offload\n", offload_runs);
 
     // bf16 storage changes the numbers a little, not the training.
     double rel = fabs(ref[1].loss[STEPS - 1] - ref[0].loss[STEPS - 1]) / ref[0].loss[STEPS - 1];

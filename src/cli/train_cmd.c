@@ -53,6 +53,10 @@ void cli_train_usage(FILE *f) {
         "                                    M chunks; no GeLU input/output or logits are kept (default off)\n"
         "  --mem-budget BYTES                plan recompute, masks and Tempo for these activation bytes per\n"
         "                                    rank (e.g. 2GiB; see ctron plan) and hold the arena to them\n"
+        "  --offload LIST                    keep these per-layer tensors (e.g. fc1_in,gelu_in,fc2_in, or all) in\n"
+        "                                    an offload pool, out of the arena, fetched back before backward\n"
+        "  --offload-dir DIR                 the offload pool is a file in DIR (unlinked at once; default: host\n"
+        "                                    memory); written and read by an I/O thread overlapped with compute\n"
         "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
         "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
         "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
@@ -100,7 +104,8 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
+    OPT_OFFLOAD, OPT_OFFLOAD_DIR
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -127,7 +132,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
         {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
         {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
-        {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
+        {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -209,6 +215,12 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             else return usage_error("--attention: unknown kind '%s' (expected standard or flash)", optarg);
             break;
         case OPT_MINI_SEQ: rc = parse_int("--mini-seq", optarg, 0, 65536, &o->mini_seq); break;
+        case OPT_OFFLOAD: {
+            char err[320];
+            if (policy_parse_offload(optarg, &o->offload, err, sizeof err) != 0) return usage_error("%s", err);
+            break;
+        }
+        case OPT_OFFLOAD_DIR: o->offload_dir = optarg; break;
         case OPT_MEM_BUDGET:
             if (parse_bytes(optarg, &o->mem_budget) != 0)
                 return usage_error("--mem-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
@@ -262,6 +274,14 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
                 if (strcmp(given[j], chosen[i]) == 0)
                     return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
     }
+    if (o->offload_dir && !o->offload) return usage_error("--offload-dir %s without --offload: nothing would go there", o->offload_dir);
+    if (o->offload_dir) {
+        struct stat sd;
+        if (stat(o->offload_dir, &sd) != 0 || !S_ISDIR(sd.st_mode) || access(o->offload_dir, W_OK | X_OK) != 0)
+            return usage_error("--offload-dir: '%s' is not a writable directory", o->offload_dir);
+    }
+    if (o->offload && o->mem_budget > 0)
+        return usage_error("--mem-budget plans what the arena keeps; --offload is not part of its plans yet: give one of them");
     if (o->flash && (o->tempo & TEMPO_SOFTMAX))
         return usage_error("--attention flash keeps no softmax output: --tempo softmax has nothing to fuse");
     if (o->mini_seq > 1 && (o->gelu_bits || (o->tempo & TEMPO_GELU)))

@@ -15,6 +15,8 @@ typedef enum {
     // the model-level tensors
     // (with --mini-seq the output layer runs in chunks and keeps only dL/d lm_in: lm_grad)
     ACT_EMB_MASK = ACT_N_LAYER, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS, ACT_LM_GRAD,
+    // with --offload: the two layer slots where offloaded tensors are written and fetched back
+    ACT_OFFLOAD_STAGE,
     ACT_COUNT
 } ActName;
 

@@ -41,6 +41,8 @@ void ledger_sub(Ledger *lg, ActName name, int layer, size_t bytes) {
     lg->total_cur -= bytes;
 }
 
+size_t ledger_cur_bytes(const Ledger *lg, ActName name, int layer) { return lg->cur[cell(lg, name, layer)]; }
+
 size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer) { return lg->at_peak[cell(lg, name, layer)]; }
 
 void ledger_snapshot_forward_end(Ledger *lg) {

@@ -23,6 +23,8 @@ void ledger_snapshot_forward_end(Ledger *lg);
 size_t ledger_stored_bytes(const Ledger *lg, ActName name, int layer);
 // Σ over names of one layer at the end of the forward (core names only when core_only).
 size_t ledger_layer_stored(const Ledger *lg, int layer, int core_only);
+// Bytes of one cell now; layer -1 for model-level tensors.
+size_t ledger_cur_bytes(const Ledger *lg, ActName name, int layer);
 // Bytes of one cell at peak; layer -1 for model-level tensors.
 size_t ledger_peak_bytes(const Ledger *lg, ActName name, int layer);
 #endif

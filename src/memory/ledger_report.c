@@ -43,7 +43,9 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     fprintf(f, "  -- model extras --\n");
     for (int n = ACT_EMB_MASK; n < ACT_COUNT; n++) {
         ActName name = (ActName)n;
-        size_t got = ledger_stored_bytes(lg, name, -1), pred = act_tensor_bytes(sh, name);
+        size_t got = ledger_stored_bytes(lg, name, -1),
+               pred = name == ACT_OFFLOAD_STAGE ? act_offload_stage_bytes(sh, p) : act_tensor_bytes(sh, name);
+        if (name == ACT_OFFLOAD_STAGE && !p->offload) continue;
         bad += got != pred;
         fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), got, pred,
                 format_bytes((double)got, b1, sizeof b1), format_bytes((double)pred, b2, sizeof b2),
@@ -56,5 +58,37 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     fprintf(f, "  peak of the step (recomputation included): measured %zu (%s), predicted %zu (%s)  %s\n",
             lg->total_peak, format_bytes((double)lg->total_peak, b1, sizeof b1), peak,
             format_bytes((double)peak, b2, sizeof b2), lg->total_peak == peak ? "ok" : "MISMATCH");
+    return bad;
+}
+
+int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
+                         double stored, double loaded, double wait_s) {
+    int bad = 0;
+    char b1[32], b2[32], what[256];
+    fprintf(f, "offload pool (%s; --offload %s): measured vs predicted\n", where,
+            offload_describe(p->offload, what, sizeof what));
+    for (int n = 0; n < ACT_N_LAYER; n++) {
+        ActName name = (ActName)n;
+        if (!act_offloaded(p, name)) continue;
+        size_t got_all = 0, pred_all = 0;
+        int ok = 1;
+        for (int l = 0; l < pool->layers; l++) {
+            size_t got = ledger_stored_bytes(pool, name, l), pred = act_layer_offload_name_bytes(sh, p, l, name);
+            got_all += got;
+            pred_all += pred;
+            ok &= got == pred;
+        }
+        bad += !ok;
+        fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), ledger_stored_bytes(pool, name, 0),
+                act_layer_offload_name_bytes(sh, p, 0, name), format_bytes((double)got_all, b1, sizeof b1),
+                format_bytes((double)pred_all, b2, sizeof b2), ok ? "ok" : "MISMATCH");
+    }
+    size_t want = act_offload_pool_bytes(sh, p);
+    bad += pool->total_fwd_end != want || pool->total_peak != want;
+    fprintf(f, "  in the pool at the end of forward: measured %zu (%s), predicted %zu  %s\n", pool->total_fwd_end,
+            format_bytes((double)pool->total_fwd_end, b1, sizeof b1), want,
+            pool->total_fwd_end == want && pool->total_peak == want ? "ok" : "MISMATCH");
+    fprintf(f, "  moved this step: %s out, %s back; the step waited %.1f ms for the transfers\n",
+            format_bytes(stored, b1, sizeof b1), format_bytes(loaded, b2, sizeof b2), wait_s * 1e3);
     return bad;
 }

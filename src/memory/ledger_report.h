@@ -10,4 +10,8 @@
 int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const MemoryPolicy *p);
 // "12.3 MiB"
 const char *format_bytes(double bytes, char *buf, size_t len);
+// The offload pool's ledger (--offload) against the model: bytes per name, the pool at the end of the
+// forward; where the pool is, what moved and how long the step waited for it.
+int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
+                         double stored, double loaded, double wait_s);
 #endif

@@ -67,7 +67,42 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
 size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
     LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
     int start = p ? p->group_start[l] == l : 1;
+    if (act_offloaded(p, name)) return 0;
     return act_kept(kind, start, p ? p->tempo : 0, name) ? act_tensor_bytes(sh, name) : 0;
+}
+
+size_t act_layer_offload_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
+    if (!act_offloaded(p, name)) return 0;
+    return act_kept(p->kind[l], p->group_start[l] == l, p->tempo, name) ? act_tensor_bytes(sh, name) : 0;
+}
+
+size_t act_layer_offload_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += act_layer_offload_name_bytes(sh, p, l, (ActName)n);
+    return sum;
+}
+
+size_t act_layer_offload_span(const ActShape *sh, const MemoryPolicy *p, int l) {
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += (act_layer_offload_name_bytes(sh, p, l, (ActName)n) + 63) / 64 * 64;
+    return sum;
+}
+
+size_t act_offload_stage_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    size_t span = 0;
+    int layers = 0;
+    for (int l = 0; p && p->offload && l < sh->L; l++) {
+        size_t x = act_layer_offload_span(sh, p, l);
+        layers += x > 0;
+        if (x > span) span = x;
+    }
+    return (layers < 2 ? (size_t)layers : 2) * span;
+}
+
+size_t act_offload_pool_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    size_t sum = 0;
+    for (int l = 0; p && p->offload && l < sh->L; l++) sum += act_layer_offload_bytes(sh, p, l);
+    return sum;
 }
 
 size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
@@ -89,7 +124,7 @@ size_t act_model_extra_bytes(const ActShape *sh) {
 }
 
 size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {
-    size_t sum = act_model_extra_bytes(sh);
+    size_t sum = act_model_extra_bytes(sh) + act_offload_stage_bytes(sh, p);
     for (int l = 0; l < sh->L; l++) sum += act_layer_bytes(sh, p, l);
     return sum;
 }
@@ -130,7 +165,7 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
     // backward the embedding mask and layers 0..l are held, plus what l's policy recomputes (a
     // selective layer recomputes its attention core one (sequence, head) at a time inside the
     // backward, in per-thread workspace: nothing extra is held for it).
-    size_t below = act_tensor_bytes(sh, ACT_EMB_MASK);
+    size_t below = act_tensor_bytes(sh, ACT_EMB_MASK) + act_offload_stage_bytes(sh, p);
     for (int l = 0; l < sh->L; l++) {
         size_t held = below + act_layer_bytes(sh, p, l) + act_recompute_working_bytes(sh, p, l);
         if (held > peak) peak = held;
@@ -142,5 +177,5 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
 int act_max_entries(const MemoryPolicy *p) {
     // ≤ ACT_N_LAYER entries per layer (names, LN statistics, Tempo's bits) and the model-level tensors.
     int L = p ? p->layers : 0;
-    return ACT_N_LAYER * L + 8;
+    return ACT_N_LAYER * L + 9;
 }

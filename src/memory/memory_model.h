@@ -26,8 +26,13 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name);
 // is a full-recompute checkpoint; tempo: the TEMPO_* bits of the policy)
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name);
 
-// Bytes layer l keeps from its forward to its backward: one name, the paper's names (core), or
-// everything including LN statistics.
+// Is `name` one of the per-layer tensors the policy sends to the offload pool (--offload)?
+static inline int act_offloaded(const MemoryPolicy *p, ActName name) {
+    return p && name < ACT_N_LAYER && (p->offload >> name & 1u);
+}
+
+// Bytes layer l keeps in the arena from its forward to its backward: one name, the paper's names
+// (core), or everything including LN statistics. Offloaded tensors are not in the arena.
 size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
 size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
@@ -45,6 +50,15 @@ size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p);
 size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 // The step's peak: the forward's end or a backward point holding recomputed tensors.
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p);
+// Activation offload. What layer l keeps in the offload pool (one name, or all of them); its region
+// (each tensor 64-byte aligned: the layout of a stage slot and of the pool); the stage, an arena
+// entry of two slots of the largest region (one when a single layer offloads) where the forward
+// writes a layer's offloaded tensors and the backward fetches them back; the pool's bytes.
+size_t act_layer_offload_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+size_t act_layer_offload_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
+size_t act_layer_offload_span(const ActShape *sh, const MemoryPolicy *p, int l);
+size_t act_offload_stage_bytes(const ActShape *sh, const MemoryPolicy *p);
+size_t act_offload_pool_bytes(const ActShape *sh, const MemoryPolicy *p);
 // Largest number of arena entries alive at once (sizes the arena's bookkeeping).
 int act_max_entries(const MemoryPolicy *p);
 #endif

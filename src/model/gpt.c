@@ -6,6 +6,7 @@
 #include "model/gpt.h"
 #include <omp.h>
 #include <string.h>
+#include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/saved.h"
 #include "ops/attention.h"
@@ -60,6 +61,8 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->policy.tempo = policy->tempo;
         m->policy.gelu_bits = policy->gelu_bits;
         m->policy.mini_seq = policy->mini_seq;
+        m->policy.offload = policy->offload;
+        m->policy.offload_dir = policy->offload_dir;
     }
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     m->n_params = local_num_params(m);
@@ -84,6 +87,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     }
     ledger_init(&m->ledger, c->layers);
     arena_init(&m->arena, capacity, max_entries, &m->ledger);
+    offload_init(m);
     m->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
 
     size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl, ss = (size_t)c->seq * c->seq;
@@ -121,6 +125,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 }
 
 void gpt_free(GPT *m) {
+    offload_free(m);
     arena_free(&m->arena);
     ledger_free(&m->ledger);
     policy_free(&m->policy);
@@ -134,12 +139,13 @@ void gpt_free(GPT *m) {
 
 enum { PASS_FORWARD, PASS_RECOMPUTE };
 
-// Does this pass keep `name` of layer l? A recompute pass keeps everything (its backward follows).
+// Does this pass keep `name` of layer l, and where (saved.h's KEEP_*)? A recompute pass keeps what a
+// none layer would, in the arena (its backward follows at once); the forward offloads what --offload names.
 static int keeps(const GPT *m, int l, ActName name, int pass) {
-    if (!m->ctx.train) return 0;
-    // A recompute pass keeps what a none layer would (its backward follows at once).
-    if (pass == PASS_RECOMPUTE) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name);
-    return act_kept(m->policy.kind[l], m->policy.group_start[l] == l, m->policy.tempo, name);
+    if (!m->ctx.train) return KEEP_NO;
+    if (pass == PASS_RECOMPUTE) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name) ? KEEP_ARENA : KEEP_NO;
+    if (!act_kept(m->policy.kind[l], m->policy.group_start[l] == l, m->policy.tempo, name)) return KEEP_NO;
+    return act_offloaded(&m->policy, name) ? KEEP_OFFLOAD : KEEP_ARENA;
 }
 
 static DropoutSite site_of(const GPT *m, int layer, int site) {
@@ -177,6 +183,12 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
 }
 
 enum { OUT_NEXT_BLOCK, OUT_HEAD, OUT_DISCARD };
+
+// What each layer keeps, in the arena and in the offload pool, at the end of a training forward.
+static void snapshot_forward_end(GPT *m) {
+    ledger_snapshot_forward_end(&m->ledger);
+    if (m->off.pool && m->ctx.train) ledger_snapshot_forward_end(&m->off.ledger);
+}
 
 // Rows of the residual stream on this rank (s/t positions under SP) times the hidden size.
 static size_t rank_rows_h(const GPT *m) { return (size_t)m->s_rank * m->b_cur * m->cfg.hidden; }
@@ -315,10 +327,12 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
         bias_gelu_forward(fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
         saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
         saved_done(m, A, ACT_FC2_IN, l, fc2_out_in, nfl, KEEP(ACT_FC2_IN), 1);
-        if (KEEP(ACT_GELU_BRANCH)) gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl), gelu_in, nfl);
+        if (KEEP(ACT_GELU_BRANCH))
+            gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
         if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
             const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
-            fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k), gelu_in, nfl, fb);
+            fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)), gelu_in,
+                               nfl, fb);
         }
         fc2_in = fc2_out_in;
     }
@@ -386,7 +400,7 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
     }
     if (train) saved_done(m, M, ACT_LM_GRAD, -1, lm_grad, (size_t)n * h, 1, 0);
     m->logits = NULL;
-    ledger_snapshot_forward_end(&m->ledger);
+    snapshot_forward_end(m);
     return loss;
 }
 
@@ -410,6 +424,7 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     memset(&m->model_acts, 0, sizeof m->model_acts);
     for (int l = 0; l < L; l++) memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
     BlockActs *M = &m->model_acts;
+    if (train) offload_begin_forward(m);
 
     // x = Dropout(wte[tokens] + wpe)
     uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, train) : NULL;
@@ -422,7 +437,10 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     }
     saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
 
-    for (int l = 0; l < L; l++) x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
+    for (int l = 0; l < L; l++) {
+        x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
+        if (train) offload_layer_stored(m, l);   // to the pool while the next block computes
+    }
 
     // logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
     int mini = m->policy.mini_seq > 1 && targets;
@@ -434,7 +452,7 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
     linear_forward(logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
-    ledger_snapshot_forward_end(&m->ledger);
+    snapshot_forward_end(m);
     if (!targets) return 0.0;
     if (m->tp.t <= 1) {
         if (train) return crossentropy_forward_backward(logits, targets, m->row_loss, n, vl, grad_scale);
@@ -579,6 +597,7 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     arena_pop_to(&m->arena, m->mark_head);
 
     for (int l = L - 1; l >= 0; l--) {
+        offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
         if (pol->kind[l] == RECOMPUTE_FULL) {
             int g0 = pol->group_start[l];
             int last = l + 1 == L || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
@@ -586,6 +605,7 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
         }
         block_backward(m, l);
         arena_pop_to(&m->arena, m->blocks[l].mark);
+        offload_layer_released(m, l);
         memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
     }
 
@@ -598,11 +618,13 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
         const float *d_x = tp_gather_rows(m, m->d_res, m->ws_gather, h, TPC_VOCAB);
         embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
     }
+    offload_end_step(m);
     arena_pop_to(&m->arena, 0);
     memset(M->saved, 0, sizeof M->saved);
 }
 
 void gpt_release(GPT *m) {
+    offload_end_step(m);
     arena_pop_to(&m->arena, 0);
     m->ledger.paused = 0;
 }

@@ -6,6 +6,7 @@
 #include "memory/arena.h"
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
+#include "memory/offload_pool.h"
 #include "model/policy.h"
 #include "parallel/comm.h"
 #include "util/philox.h"
@@ -73,6 +74,22 @@ typedef struct {
     int train;                    // dropout on, activations kept for backward
 } StepCtx;
 
+// Activation offload (policy.offload; model/offload_sched.h): the forward writes a layer's offloaded
+// tensors into a stage slot and queues them to the pool; the backward fetches them back into a slot,
+// the next layer's while the current one computes. Slots alternate between the layers that offload.
+typedef struct {
+    OffloadPool *pool;            // NULL without --offload
+    Ledger ledger;                // bytes in the pool, per layer and name
+    uint8_t *stage;               // the arena entry offload_stage: slots of `span` bytes
+    size_t span;                  // a slot: the largest layer's region
+    size_t *pool_at;              // [layers] where each layer's region starts in the pool
+    int *order;                   // layers that offload, last first (the backward's order)
+    int *slot;                    // [layers] the layer's slot (-1: it offloads nothing)
+    int n_order, cursor;          // cursor: the next of `order` the backward fetches
+    int owner[2];                 // the layer whose tensors a slot holds (-1: none)
+    uint64_t ticket[2];           // the last pool operation on a slot
+} OffloadState;
+
 typedef struct {
     GPTConfig cfg;
     MemoryPolicy policy;          // recompute plan, mask storage, stored precision
@@ -91,6 +108,7 @@ typedef struct {
     ActShape shape;               // the saved-activation shape of a training micro-batch
     Ledger ledger;
     Arena arena;
+    OffloadState off;
     BlockActs *blocks;            // [layers]
     BlockActs model_acts;         // emb_mask, lnf_in, lnf_stats, lm_in, logits
     int mark_head;                // arena entry of lnf_in

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "memory/act_names.h"
 #include "util/common.h"
 
 const char *recompute_name(LayerRecompute k) {
@@ -108,7 +109,11 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     unsigned tempo = p->tempo;
     int gelu_bits = p->gelu_bits, mini_seq = p->mini_seq;
     size_t arena_budget = p->arena_budget;
+    unsigned offload = p->offload;
+    const char *offload_dir = p->offload_dir;
     memset(p, 0, sizeof *p);
+    p->offload = offload;
+    p->offload_dir = offload_dir;
     p->mini_seq = mini_seq;
     p->arena_budget = arena_budget;
     p->act_dtype = dt;
@@ -204,5 +209,50 @@ const char *tempo_describe(unsigned tempo, char *buf, size_t len) {
              tempo & TEMPO_SOFTMAX ? "softmax," : "", tempo ? "" : "none");
     size_t n = strlen(buf);
     if (n && buf[n - 1] == ',') buf[n - 1] = '\0';
+    return buf;
+}
+
+int policy_parse_offload(const char *text, unsigned *out, char *err, size_t errlen) {
+    unsigned bits = 0;
+    const char *p = text;
+    if (strcmp(text, "none") == 0 || !*text) p = "";
+    if (strcmp(text, "all") == 0) {
+        *out = (1u << ACT_N_LAYER) - 1;
+        return 0;
+    }
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        int found = -1;
+        for (int n = 0; n < ACT_N_LAYER; n++)
+            if (strlen(act_name_str((ActName)n)) == len && strncmp(act_name_str((ActName)n), p, len) == 0) found = n;
+        if (found < 0) {
+            snprintf(err, errlen, "--offload: '%.*s' is not a per-layer tensor (expected names such as ln1_in, qkv_in, "
+                     "q, k, v, attn_prob, attn_mask, fc1_in, gelu_in, fc2_in; all or none; comma-separated)",
+                     (int)(len < 40 ? len : 40), p);
+            return -1;
+        }
+        bits |= 1u << found;
+        p += len;
+        if (*p == ',') p++;
+    }
+    *out = bits;
+    return 0;
+}
+
+const char *offload_describe(unsigned offload, char *buf, size_t len) {
+    size_t k = 0;
+    buf[0] = '\0';
+    if (offload == (1u << ACT_N_LAYER) - 1) {
+        snprintf(buf, len, "all");
+        return buf;
+    }
+    for (int n = 0; n < ACT_N_LAYER && k + 1 < len; n++)
+        if (offload >> n & 1) {
+            int w = snprintf(buf + k, len - k, "%s%s", k ? "," : "", act_name_str((ActName)n));
+            if (w < 0 || (size_t)w >= len - k) break;
+            k += (size_t)w;
+        }
+    if (!offload) snprintf(buf, len, "none");
     return buf;
 }

@@ -40,6 +40,8 @@ typedef struct {
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
     int mini_seq;             // chunks of MINI_SEQ (>= 2), 0 otherwise
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)
+    unsigned offload;         // --offload: bit (1 << name) for each per-layer tensor kept in the offload pool
+    const char *offload_dir;  // --offload-dir: the pool is a file there (NULL: host memory); not owned
 } MemoryPolicy;
 
 // Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,
@@ -52,6 +54,10 @@ int policy_parse_dtype(const char *text, ActDtype *out);
 // "gelu,layernorm,softmax" (any subset, comma-separated; "none" or "" for no bit, "all" for all).
 // Returns 0, or -1 naming the unknown word in err.
 int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen);
+// Activation offload: "fc1_in,gelu_in" — per-layer tensor names (the ledger's), "all" for every
+// per-layer tensor, "none" or "" for none. Returns 0, or -1 naming the unknown word in err.
+int policy_parse_offload(const char *text, unsigned *out, char *err, size_t errlen);
+const char *offload_describe(unsigned offload, char *buf, size_t len);
 // "gelu,softmax" / "none"
 const char *tempo_describe(unsigned tempo, char *buf, size_t len);
 void policy_default(MemoryPolicy *p, int layers);   // none, fp32, byte masks

@@ -1,5 +1,6 @@
 #include "model/saved.h"
 #include <string.h>
+#include "model/offload_sched.h"
 #include "ops/attention.h"
 #include "ops/bf16.h"
 #include "ops/dropout.h"
@@ -29,9 +30,14 @@ void work_free(GPT *m) {
     for (int i = 0; i <= ACT_COUNT; i++) { free(m->work[i]); m->work[i] = NULL; }
 }
 
+// The kept copy's place: the arena's top, or the layer's stage slot when it is offloaded.
+static void *keep_place(GPT *m, ActName name, int layer, size_t bytes, int keep) {
+    return keep == KEEP_OFFLOAD ? offload_place(m, name, layer, bytes) : arena_push(&m->arena, name, layer, bytes);
+}
+
 float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep) {
     if (keep && !stored_bf16(m, name)) {
-        float *p = arena_push(&m->arena, name, layer, n * sizeof(float));
+        float *p = keep_place(m, name, layer, n * sizeof(float), keep);
         A->saved[name] = p;
         return p;
     }
@@ -41,7 +47,7 @@ float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int ke
 void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded) {
     if (!stored_bf16(m, name)) return;
     if (keep) {
-        uint16_t *p = arena_push(&m->arena, name, layer, n * sizeof(uint16_t));
+        uint16_t *p = keep_place(m, name, layer, n * sizeof(uint16_t), keep);
         bf16_pack(p, buf, n);                 // exact when already rounded
         A->saved[name] = p;
         if (!rounded) bf16_unpack(buf, p, n);  // the forward goes on with the stored value
@@ -68,7 +74,7 @@ const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
 
 uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep) {
     if (keep && m->policy.masks == MASKS_BYTES) {
-        uint8_t *p = arena_push(&m->arena, name, layer, n);
+        uint8_t *p = keep_place(m, name, layer, n, keep);
         A->saved[name] = p;
         return p;
     }
@@ -77,7 +83,7 @@ uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int k
 
 void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf, size_t n, int keep) {
     if (!keep || m->policy.masks != MASKS_BITS) return;
-    uint8_t *p = arena_push(&m->arena, name, layer, mask_bits_bytes(n));
+    uint8_t *p = keep_place(m, name, layer, mask_bits_bytes(n), keep);
     mask_pack_bits(p, buf, n);
     A->saved[name] = p;
 }
@@ -115,8 +121,8 @@ const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) 
     return buf;
 }
 
-uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits) {
-    uint8_t *p = arena_push(&m->arena, name, layer, (nbits + 7) / 8);
+uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits, int keep) {
+    uint8_t *p = keep_place(m, name, layer, (nbits + 7) / 8, keep);
     A->saved[name] = p;
     return p;
 }

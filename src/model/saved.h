@@ -10,6 +10,9 @@
 #include <stdint.h>
 #include "model/gpt.h"
 
+// keep: not kept (0), kept in the arena, or kept in the offload pool (written to a stage slot).
+enum { KEEP_NO = 0, KEEP_ARENA = 1, KEEP_OFFLOAD = 2 };
+
 float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep);
 // rounded: the op already rounded the values to bf16 (attention, GeLU do it inside their sweep).
 void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded);
@@ -20,7 +23,7 @@ void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
 
 // Bits kept in the arena (Tempo's GeLU branch, Few-Bit codes): where to pack nbits bits, and them again.
-uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits);
+uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits, int keep);
 const uint8_t *bits_in(GPT *m, BlockActs *A, ActName name, int layer);
 
 // A workspace slot for tensor `name` (layer parity picks one of two for ln1_in).

@@ -149,6 +149,8 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
                (o->flash ? ATTN_FLASH : 0);
     p->gelu_bits = o->gelu_bits;
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
+    p->offload = o->offload;
+    p->offload_dir = o->offload_dir;
     return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
                         o->recompute_layers, err, errlen);
 }

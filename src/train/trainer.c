@@ -292,6 +292,13 @@ int train_run(const TrainOptions *o, Comm *comm) {
            format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
     if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
     printf("\n");
+    if (m.off.pool) {
+        char what[256];
+        printf("  offload %s to %s: %s per micro-batch in the pool, %s of stage slots in the arena\n",
+               offload_describe(policy.offload, what, sizeof what), offload_pool_where(m.off.pool),
+               format_bytes((double)act_offload_pool_bytes(&m.shape, &m.policy), b1, sizeof b1),
+               format_bytes((double)act_offload_stage_bytes(&m.shape, &m.policy), b2, sizeof b2));
+    }
     fflush(stdout);
 
     double t_start = now_seconds(), train_seconds = 0.0, last_val = NAN;
@@ -381,6 +388,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
             ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
+            if (m.off.pool) {
+                OffloadStats os = offload_pool_stats(m.off.pool);
+                ledger_print_offload(stdout, &m.off.ledger, &m.shape, &m.policy, offload_pool_where(m.off.pool),
+                                     (double)os.stored, (double)os.loaded, os.wait_s);
+            }
             if (world->size > 1) dist_ledger_report(stdout, &m, world);
         }
         int print = step == start + 1 || step == last || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);

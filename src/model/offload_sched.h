@@ -1,0 +1,26 @@
+// Activation offload in the model's step (--offload): which layers send which tensors to the pool,
+// where each goes in a stage slot and in the pool, and when it moves. The schedule is fixed: the
+// forward fills layer l's slot and queues it to the pool when block l is done; the backward needs a
+// layer's tensors at its own step (a full-recompute checkpoint at the last layer of its group) and
+// fetches the next layer's while the current one computes. Bitwise: the bytes come back unchanged.
+#ifndef CTRON_OFFLOAD_SCHED_H
+#define CTRON_OFFLOAD_SCHED_H
+#include "model/gpt.h"
+
+// After the shape and policy are set; nothing without policy.offload. Fatal when the pool cannot be
+// made (the CLI opens one first to report a bad --offload-dir as a usage error).
+void offload_init(GPT *m);
+void offload_free(GPT *m);
+// A training forward begins: the stage goes on the arena (its bottom entry).
+void offload_begin_forward(GPT *m);
+// Where the forward writes offloaded tensor `name` of `layer` (bytes of it); counted in the pool.
+void *offload_place(GPT *m, ActName name, int layer, size_t bytes);
+// Block `layer`'s forward is done: its region goes to the pool while the next block computes.
+void offload_layer_stored(GPT *m, int layer);
+// Backward step `step`: the tensors it reads are in their slot; the next layer's are on their way.
+void offload_fetch(GPT *m, int step);
+// Layer `layer`'s backward is done: its tensors leave the pool.
+void offload_layer_released(GPT *m, int layer);
+// The step is over (backward done, or a forward released): every transfer finished, the pool empty.
+void offload_end_step(GPT *m);
+#endif
