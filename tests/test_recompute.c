@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "check.h"
 #include "model/gpt.h"
+#include "model/workspace.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "util/common.h"
@@ -17,6 +18,9 @@ static const GPTConfig CFG = {.layers = L, .hidden = 32, .heads = 4, .seq = 24, 
 // --offload for the runs that follow (0: none) and its directory (NULL: host memory).
 static unsigned g_offload;
 static const char *g_offload_dir;
+// --static-plan for the runs that follow: the step's buffers placed by the recorded plan.
+static int g_static;
+static double g_static_peak_over_bound, g_static_saving;   // of the last planned run
 
 typedef struct {
     double loss[STEPS];
@@ -38,6 +42,15 @@ static void run(Trace *t, const char *rc, const char *method, int num, const cha
     GPT m;
     gpt_init(&m, &CFG, &pol);
     gpt_init_weights(&m, 3);
+    if (g_static) {
+        int32_t zeros[24 * 3] = {0};
+        StepCtx ctx0 = {99, 1, 0, 1};
+        StaticPlanReport r = gpt_plan_memory(&m, zeros, zeros, ctx0);
+        CHECK(r.lower_bound <= r.peak && r.peak <= r.naive_sum && r.block >= r.peak && r.saved > 0 && r.temporaries > 0,
+              "static plan: peak %zu, lower bound %zu, naive %zu", r.peak, r.lower_bound, r.naive_sum);
+        g_static_peak_over_bound = (double)r.peak / (double)r.lower_bound;
+        g_static_saving = (double)r.block / (double)r.default_bytes;
+    }
     AdamW opt;
     adamw_init(&opt, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     int s = CFG.seq, b = CFG.batch;
@@ -200,8 +213,51 @@ int main(void) {
     }
     g_offload = 0;
     g_offload_dir = NULL;
-    rmdir(dir);
     printf("%d offload runs bitwise equal to the runs without offload\n", offload_runs);
+
+    // A static memory plan places the same arithmetic elsewhere: bitwise the default layout, under
+    // every policy and mask mode, with the options and with offload.
+    int static_runs = 0;
+    double worst_ratio = 0.0, worst_saving = 0.0;
+    g_static = 1;
+    for (int dt = 0; dt < 2; dt++)
+        for (int mm = 0; mm < 3; mm++)
+            for (int pi = -1; pi < 5; pi++) {
+                Trace t;
+                char what[160];
+                if (pi < 0) run(&t, "none", NULL, 0, NULL, (ActDtype)dt, (MaskMode)mm, 0);
+                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, (ActDtype)dt,
+                         (MaskMode)mm, 0);
+                snprintf(what, sizeof what, "static plan, %s, %s masks, %s", pi < 0 ? "none" : policies[pi].name,
+                         masks[mm], dt ? "bf16" : "fp32");
+                same(&ref[dt], &t, what);
+                trace_free(&t);
+                static_runs++;
+                worst_ratio = g_static_peak_over_bound > worst_ratio ? g_static_peak_over_bound : worst_ratio;
+                worst_saving = g_static_saving > worst_saving ? g_static_saving : worst_saving;
+            }
+    unsigned static_parts[] = {TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX, ATTN_FLASH | MINI_SEQ | TEMPO_LAYERNORM,
+                               MINI_SEQ};
+    for (int k = 0; k < 3; k++) {
+        Trace t, t_plan;
+        g_static = 0;
+        g_offload = k == 2 ? (1u << ACT_N_LAYER) - 1 : 0;
+        g_offload_dir = k == 2 ? dir : NULL;
+        run(&t, "full", "uniform", 2, NULL, ACT_BF16, MASKS_BITS, static_parts[k]);
+        g_static = 1;
+        run(&t_plan, "full", "uniform", 2, NULL, ACT_BF16, MASKS_BITS, static_parts[k]);
+        same(&t, &t_plan, k == 0 ? "static plan with tempo" : k == 1 ? "static plan with flash + mini-seq" :
+                                                               "static plan with mini-seq and offload");
+        trace_free(&t);
+        trace_free(&t_plan);
+        static_runs++;
+    }
+    g_static = 0;
+    g_offload = 0;
+    g_offload_dir = NULL;
+    rmdir(dir);
+    printf("%d static-plan runs bitwise equal to the default layout (plan peak / lower bound <= %.3f, block / "
+           "default <= %.3f)\n", static_runs, worst_ratio, worst_saving);
 
     // bf16 storage changes the numbers a little, not the training.
     double rel = fabs(ref[1].loss[STEPS - 1] - ref[0].loss[STEPS - 1]) / ref[0].loss[STEPS - 1];

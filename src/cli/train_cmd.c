@@ -57,6 +57,9 @@ void cli_train_usage(FILE *f) {
         "                                    an offload pool, out of the arena, fetched back before backward\n"
         "  --offload-dir DIR                 the offload pool is a file in DIR (unlinked at once; default: host\n"
         "                                    memory); written and read by an I/O thread overlapped with compute\n"
+        "  --static-plan                     record one step's saved tensors and temporaries before training and\n"
+        "                                    place every step's at offsets planned from their lifetimes, in one\n"
+        "                                    block (reports the plan against the lower bound and the naive sum)\n"
         "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
         "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
         "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
@@ -105,7 +108,7 @@ enum {
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_OFFLOAD_DIR
+    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -133,7 +136,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
         {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
-        {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
+        {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -221,6 +225,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             break;
         }
         case OPT_OFFLOAD_DIR: o->offload_dir = optarg; break;
+        case OPT_STATIC_PLAN: o->static_plan = 1; break;
         case OPT_MEM_BUDGET:
             if (parse_bytes(optarg, &o->mem_budget) != 0)
                 return usage_error("--mem-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);

@@ -9,6 +9,7 @@ void arena_init(Arena *ar, size_t capacity, int max_entries, Ledger *ledger) {
     ar->n_entries = 0;
     ar->max_entries = max_entries;
     ar->ledger = ledger;
+    ar->mem = NULL;
 }
 
 void arena_free(Arena *ar) {
@@ -29,15 +30,18 @@ void *arena_push(Arena *ar, ActName name, int layer, size_t bytes) {
     e->bytes = bytes;
     e->name = name;
     e->layer = layer;
+    e->plan_id = -1;
     ar->top += padded;
     ledger_add(ar->ledger, name, layer, bytes);
-    return ar->base + e->offset;
+    void *planned = ar->mem ? stepmem_alloc(ar->mem, bytes, MEM_SAVED, (int)name, -1, &e->plan_id) : NULL;
+    return planned ? planned : ar->base + e->offset;
 }
 
 void arena_pop_to(Arena *ar, int mark) {
     while (ar->n_entries > mark) {
         ArenaEntry *e = &ar->entries[--ar->n_entries];
         ledger_sub(ar->ledger, e->name, e->layer, e->bytes);
+        if (ar->mem) stepmem_release(ar->mem, e->plan_id);
         ar->top = e->offset;
     }
 }

@@ -5,8 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "memory/ledger.h"
+#include "memory/step_mem.h"
 
-typedef struct { size_t offset, bytes; ActName name; int layer; } ArenaEntry;
+typedef struct { size_t offset, bytes; ActName name; int layer; int plan_id; } ArenaEntry;
 
 typedef struct {
     uint8_t *base;
@@ -14,6 +15,7 @@ typedef struct {
     ArenaEntry *entries;
     int n_entries, max_entries;
     Ledger *ledger;
+    StepMem *mem;      // --static-plan: pushes are recorded, then placed by the plan (base is freed)
 } Arena;
 
 void arena_init(Arena *ar, size_t capacity, int max_entries, Ledger *ledger);

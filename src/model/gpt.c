@@ -20,6 +20,7 @@
 #include "ops/linear.h"
 #include "ops/vocab_parallel.h"
 #include "model/tp_regions.h"
+#include "model/workspace.h"
 #include "util/common.h"
 
 void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) { gpt_init_tp(m, cfg, policy, NULL); }
@@ -87,41 +88,37 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     }
     ledger_init(&m->ledger, c->layers);
     arena_init(&m->arena, capacity, max_entries, &m->ledger);
+    m->arena.mem = &m->mem;   // --static-plan records and then places the saved tensors
     offload_init(m);
     m->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
 
     size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl, ss = (size_t)c->seq * c->seq;
     size_t threads = (size_t)omp_get_max_threads();
-    m->ws_out = xmalloc(nh * sizeof(float));
-    m->ws_gather = xmalloc(nh * sizeof(float));
-    m->d_res = xmalloc(nh * sizeof(float));
-    m->d_tmp = xmalloc(nh * sizeof(float));
-    m->d_q = xmalloc(nhl * sizeof(float));
-    m->d_k = xmalloc(nhl * sizeof(float));
-    m->d_v = xmalloc(nhl * sizeof(float));
     int mini = m->policy.mini_seq > 1;
-    // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
-    m->d_4h = xmalloc(n * (size_t)(mini ? m->hl : m->fl) * sizeof(float));
     size_t mini_rows = mini ? (n + (size_t)m->policy.mini_seq - 1) / (size_t)m->policy.mini_seq : 0;
-    if (mini) {
-        m->mini_a = xmalloc(mini_rows * (size_t)m->fl * sizeof(float));
-        m->mini_b = xmalloc(mini_rows * (size_t)m->fl * sizeof(float));
-        m->mini_c = xmalloc(mini_rows * (size_t)m->fl * sizeof(float));
-        m->mini_logits = xmalloc(mini_rows * (size_t)m->vl * sizeof(float));
-        m->ws_gather2 = xmalloc(nh * sizeof(float));
-    }
     // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
     int any_selective = 0;
     for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
     size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : (m->policy.tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
     if (m->policy.tempo & ATTN_FLASH) scratch = FLASH_SCRATCH(c->seq, c->hidden / c->heads);   // no s×s at all
-    m->attn_scratch = xmalloc(threads * scratch * sizeof(float));
+    size_t floats[W_COUNT] = {
+        [W_OUT] = nh, [W_GATHER] = nh, [W_GATHER2] = mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
+        [W_D_Q] = nhl, [W_D_K] = nhl, [W_D_V] = nhl,
+        // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
+        [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = threads * scratch,
+        [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
+        [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl};
+    m->workspace_bytes = 0;
+    for (int w = 0; w < W_COUNT; w++) {
+        m->ws_bytes[w] = floats[w] * sizeof(float);
+        m->ws[w] = floats[w] ? xmalloc(m->ws_bytes[w]) : NULL;
+        m->workspace_bytes += m->ws_bytes[w];
+    }
     m->row_loss = xmalloc(n * sizeof(float));
     m->ce_lse = xmalloc(n * sizeof(float));
     m->ce_part = xmalloc(n * 3 * (size_t)m->tp.t * sizeof(float));
-    m->workspace_bytes = (4 * nh + 3 * nhl + n * (size_t)(mini ? m->hl : m->fl) + threads * scratch + 2 * n +
-                          3 * n * (size_t)m->tp.t + mini_rows * (3 * (size_t)m->fl + (size_t)m->vl) + (mini ? nh : 0)) *
-                         sizeof(float);
+    m->workspace_bytes += (2 * n + 3 * n * (size_t)m->tp.t) * sizeof(float);
+    stepmem_init(&m->mem, c->layers + SCOPE_KEYS, mem_tag_name);
 }
 
 void gpt_free(GPT *m) {
@@ -131,9 +128,9 @@ void gpt_free(GPT *m) {
     policy_free(&m->policy);
     work_free(m);
     free(m->params); free(m->grads); free(m->info); free(m->blocks);
-    free(m->ws_out); free(m->ws_gather); free(m->ce_part); free(m->ce_lse); free(m->d_res); free(m->d_tmp); free(m->d_q); free(m->d_k); free(m->d_v);
-    free(m->d_4h); free(m->attn_scratch); free(m->row_loss);
-    free(m->mini_a); free(m->mini_b); free(m->mini_c); free(m->mini_logits); free(m->ws_gather2);
+    for (int w = 0; w < W_COUNT; w++) free(m->ws[w]);
+    free(m->ce_part); free(m->ce_lse); free(m->row_loss);
+    stepmem_free(&m->mem);
     memset(m, 0, sizeof *m);
 }
 
@@ -165,7 +162,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        flash_attention_forward(ctx, lse, q, k, v, m->attn_scratch, s, b, m->al, m->hl, m->head0, site, m->ctx.sample0);
+        flash_attention_forward(ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -234,7 +231,7 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
     layernorm_forward(out, stats, x, gamma, beta, nr, h);
     saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
-    return tp_gather_rows(m, out, m->ws_gather, h, TPC_BLOCK);
+    return tp_gather_rows(m, out, ws(m, W_GATHER), h, TPC_BLOCK);
 }
 
 // Rows [*r0, *r1) of chunk c when n rows (sequence-major: whole positions) are cut into M chunks.
@@ -247,8 +244,8 @@ static void chunk_rows(int n, int M, int c, int *r0, int *r1) {
 // FC1 + bias + GeLU of rows [r0, r0+nc) into the chunk buffers mini_a (GeLU input), mini_b (output).
 static void mlp_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
     int h = m->cfg.hidden, fl = m->fl;
-    linear_forward(m->mini_a, fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
-    bias_gelu_forward(m->mini_b, m->mini_a, w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
+    linear_forward(ws(m, W_MINI_A), fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
+    bias_gelu_forward(ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
 }
 
 // Mini-seq MLP forward: FC2(GeLU(FC1(x))) one chunk of the sequence at a time, into ws_out.
@@ -258,7 +255,7 @@ static void mlp_forward_chunks(GPT *m, const BlockTensors *w, const float *x_all
         chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
         if (r1 <= r0) continue;
         mlp_chunk_inner(m, w, x_all, r0, r1 - r0);
-        linear_forward(m->ws_out + (size_t)r0 * h, h, m->mini_b, fl, w->fc2_w, NULL, r1 - r0, fl, h);
+        linear_forward(ws(m, W_OUT) + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, NULL, r1 - r0, fl, h);
     }
 }
 
@@ -272,9 +269,9 @@ static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensor
         int nc = r1 - r0;
         if (nc <= 0) continue;
         mlp_chunk_inner(m, w, x_all, r0, nc);
-        linear_backward(m->mini_c, fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, m->mini_b, fl, w->fc2_w, nc, fl, h);
-        gelu_backward(m->mini_c, m->mini_c, m->mini_a, (size_t)nc * fl);
-        linear_backward(m->ws_out + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, m->mini_c, fl, x_all + (size_t)r0 * h, h,
+        linear_backward(ws(m, W_MINI_C), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, nc, fl, h);
+        gelu_backward(ws(m, W_MINI_C), ws(m, W_MINI_C), ws(m, W_MINI_A), (size_t)nc * fl);
+        linear_backward(ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, ws(m, W_MINI_C), fl, x_all + (size_t)r0 * h, h,
                         w->fc1_w, nc, h, fl);
     }
 }
@@ -284,7 +281,7 @@ static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensor
 // OUT_DISCARD, whose output nobody reads. Under TP
 // the linears hold this rank's columns; LN, dropout and residual run on the rank's rows (all rows
 // without SP).
-static float *block_forward(GPT *m, int l, const float *x, int pass, int where) {
+static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int where) {
     const GPTConfig *c = &m->cfg;
     int h = c->hidden, hl = m->hl, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     int bf16 = m->policy.act_dtype == ACT_BF16;
@@ -309,8 +306,8 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nhl, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
     saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
-    linear_forward(m->ws_out, h, proj_in, hl, w.proj_w, NULL, n, hl, h);
-    const float *attn_out = tp_reduce_rows(m, m->ws_out, m->ws_gather, h, TPC_BLOCK);   // ḡ
+    linear_forward(ws(m, W_OUT), h, proj_in, hl, w.proj_w, NULL, n, hl, h);
+    const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
     dropout_residual_forward(x1, x, attn_out, w.proj_b, drop1, p, nr, h);
@@ -341,13 +338,22 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
     if (where == OUT_DISCARD) return NULL;
     if (mini) mlp_forward_chunks(m, &w, fc1_all);   // FC1, GeLU, FC2 a chunk at a time; nothing kept
-    else linear_forward(m->ws_out, h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
-    const float *mlp_out = tp_reduce_rows(m, m->ws_out, m->ws_gather, h, TPC_BLOCK);   // ḡ
+    else linear_forward(ws(m, W_OUT), h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
+    const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
     dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);
     return out;
 #undef KEEP
+}
+
+// One block's forward in its scope: its temporaries are free when it returns (its output is the
+// next block's).
+static float *block_forward(GPT *m, int l, const float *x, int pass, int where) {
+    scope_begin(m, l);
+    float *out = block_forward_pass(m, l, x, pass, where);
+    scope_end(m, l);
+    return out;
 }
 
 // x = Dropout(wte[tokens] + wpe) on this rank's rows. Under TP each rank looks up the tokens of its
@@ -359,12 +365,12 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
         embedding_forward(x, tokens, m->w.wte, m->w.wpe, s, b, h);
         return;
     }
-    embedding_vocab_forward(m->ws_out, tokens, m->w.wte, m->v0, m->vl, s * b, h);
+    embedding_vocab_forward(ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
     if (m->tp.sp) {
-        comm_reduce_scatter_sum(m->tp.group, m->ws_out, x, rank_rows_h(m));
+        comm_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     } else {
-        comm_allreduce_sum(m->tp.group, m->ws_out, x, (size_t)s * b * h);
+        comm_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     }
     embedding_add_positions(x, m->w.wpe, m->s0, m->s_rank, b, h);
@@ -382,7 +388,7 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
         chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
         int nc = r1 - r0;
         if (nc <= 0) continue;
-        float *logits = m->mini_logits;
+        float *logits = ws(m, W_MINI_LOGITS);
         linear_forward(logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
         if (t <= 1) {
             loss += train ? crossentropy_forward_backward(logits, targets + r0, m->row_loss, nc, vl, grad_scale)
@@ -404,51 +410,18 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
     return loss;
 }
 
-double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
-                   float grad_scale) {
+// logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
+static double head_forward(GPT *m, const float *x, const int32_t *targets, float grad_scale) {
     const GPTConfig *c = &m->cfg;
-    if (m->arena.n_entries != 0) ctron_fatal("gpt_forward: activations of the previous forward are still held");
-    if (s > c->seq || b > c->batch || s < 1 || b < 1)
-        ctron_fatal("gpt_forward: batch [%d, %d] exceeds the model's [%d, %d]", s, b, c->seq, c->batch);
-    if (m->tp.sp && s % m->tp.t != 0)
-        ctron_fatal("gpt_forward: sequence parallelism needs the sequence (%d) divisible by t = %d", s, m->tp.t);
-    int h = c->hidden, n = s * b, L = c->layers, train = ctx.train, vl = m->vl;
-    float p = train ? c->dropout : 0.0f;
-    m->ledger.paused = !train;
-    m->ctx = ctx;
-    m->s_cur = s;
-    m->b_cur = b;
-    m->s_rank = m->tp.sp ? s / m->tp.t : s;
-    m->s0 = m->tp.sp ? m->tp.rank * m->s_rank : 0;
-    size_t nrh = rank_rows_h(m), nr = (size_t)m->s_rank * b;
-    memset(&m->model_acts, 0, sizeof m->model_acts);
-    for (int l = 0; l < L; l++) memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
     BlockActs *M = &m->model_acts;
-    if (train) offload_begin_forward(m);
-
-    // x = Dropout(wte[tokens] + wpe)
-    uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, train) : NULL;
-    float *x = input_of(m, 0, PASS_FORWARD);
-    embed_forward(m, x, tokens);
-    if (emb_mask) {
-        dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, b, h, ctx.sample0);
-        mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
-        dropout_apply(x, emb_mask, p, nrh);
-    }
-    saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
-
-    for (int l = 0; l < L; l++) {
-        x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
-        if (train) offload_layer_stored(m, l);   // to the pool while the next block computes
-    }
-
-    // logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
+    int h = c->hidden, n = m->s_cur * m->b_cur, train = m->ctx.train, vl = m->vl;
+    size_t nrh = rank_rows_h(m), nr = (size_t)m->s_rank * m->b_cur;
     int mini = m->policy.mini_seq > 1 && targets;
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
     float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
     layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
-    const float *lm_all = tp_gather_rows(m, lm_in, m->ws_gather, h, TPC_VOCAB);
+    const float *lm_all = tp_gather_rows(m, lm_in, ws(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
     linear_forward(logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
@@ -467,11 +440,59 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     return loss;
 }
 
+
+double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
+                   float grad_scale) {
+    const GPTConfig *c = &m->cfg;
+    if (m->arena.n_entries != 0) ctron_fatal("gpt_forward: activations of the previous forward are still held");
+    if (s > c->seq || b > c->batch || s < 1 || b < 1)
+        ctron_fatal("gpt_forward: batch [%d, %d] exceeds the model's [%d, %d]", s, b, c->seq, c->batch);
+    if (m->tp.sp && s % m->tp.t != 0)
+        ctron_fatal("gpt_forward: sequence parallelism needs the sequence (%d) divisible by t = %d", s, m->tp.t);
+    int h = c->hidden, L = c->layers, train = ctx.train;
+    float p = train ? c->dropout : 0.0f;
+    m->ledger.paused = !train;
+    m->ctx = ctx;
+    m->s_cur = s;
+    m->b_cur = b;
+    m->s_rank = m->tp.sp ? s / m->tp.t : s;
+    m->s0 = m->tp.sp ? m->tp.rank * m->s_rank : 0;
+    size_t nrh = rank_rows_h(m);
+    memset(&m->model_acts, 0, sizeof m->model_acts);
+    for (int l = 0; l < L; l++) memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
+    BlockActs *M = &m->model_acts;
+    stepmem_begin(&m->mem, train ? STEP_TRAIN : STEP_EVAL);
+    if (train) offload_begin_forward(m);
+
+    // x = Dropout(wte[tokens] + wpe)
+    scope_begin(m, scope_key(m, SCOPE_EMB));
+    uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, train) : NULL;
+    float *x = input_of(m, 0, PASS_FORWARD);
+    embed_forward(m, x, tokens);
+    if (emb_mask) {
+        dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, b, h, ctx.sample0);
+        mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
+        dropout_apply(x, emb_mask, p, nrh);
+    }
+    saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
+    scope_end(m, scope_key(m, SCOPE_EMB));
+
+    for (int l = 0; l < L; l++) {
+        x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
+        if (train) offload_layer_stored(m, l);   // to the pool while the next block computes
+    }
+
+    scope_begin(m, scope_key(m, SCOPE_HEAD));
+    double loss = head_forward(m, x, targets, grad_scale);
+    scope_end(m, scope_key(m, SCOPE_HEAD));
+    return loss;
+}
+
 // The rank's copy of a kept input of a column-parallel linear, for its weight gradient: the kept
 // tensor itself, or under SP its s/t shard gathered again.
 static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
     const float *shard = saved_in(m, A, name, layer, rank_rows_h(m));
-    return tp_gather_rows(m, shard, m->ws_gather, m->cfg.hidden, TPC_REGATHER);
+    return tp_gather_rows(m, shard, ws(m, W_GATHER), m->cfg.hidden, TPC_REGATHER);
 }
 
 static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) != 0; }
@@ -485,16 +506,16 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
     size_t nrh = (size_t)nr * h;
     const float *stats = saved_in(m, A, stats_name, l, 2 * (size_t)nr);
     if (tempo(m, TEMPO_LAYERNORM))
-        layernorm_backward_from_output(m->d_res, 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
+        layernorm_backward_from_output(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
                                        beta, nr, h);
     else
-        layernorm_backward(m->d_res, 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
+        layernorm_backward(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
 }
 
 // d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
 // l's tensors are all held (kept by the forward, or recomputed just before); selective layers redo
 // the attention core.
-static void block_backward(GPT *m, int l) {
+static void block_backward_pass(GPT *m, int l) {
     const GPTConfig *c = &m->cfg;
     int h = c->hidden, hl = m->hl, fl = m->fl, s = m->s_cur, b = m->b_cur, n = s * b, nr = m->s_rank * b;
     size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl, as2b = (size_t)m->al * s * s * b;
@@ -504,66 +525,72 @@ static void block_backward(GPT *m, int l) {
     BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
-    const float *d_mlp_out = m->d_res;
+    const float *d_mlp_out = ws(m, W_D_RES);
     if (drop) {
-        dropout_backward(m->d_tmp, m->d_res, mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
-        d_mlp_out = m->d_tmp;
+        dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
+        d_mlp_out = ws(m, W_D_TMP);
     }
     bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
-    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
+    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
-        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), m->ws_gather2, h, TPC_REGATHER);
+        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), ws(m, W_GATHER2), h, TPC_REGATHER);
         mlp_backward_chunks(m, &w, &g, fc1_in, d_fc2_out);
     } else {
-        linear_backward(m->d_4h, fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
+        linear_backward(ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
                         n, fl, h);
         if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
-            fewbit_gelu_backward(m->d_4h, m->d_4h, bits_in(m, A, ACT_GELU_CODE, l), nfl,
+            fewbit_gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
                                  fewbit_gelu_table(m->policy.gelu_bits));
         else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
-            gelu_backward_from_output(m->d_4h, m->d_4h, saved_in(m, A, ACT_FC2_IN, l, nfl),
+            gelu_backward_from_output(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
                                       bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
         else
-            gelu_backward(m->d_4h, m->d_4h, saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+            gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
         const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
-        linear_backward(m->ws_out, h, 0, g.fc1_w, g.fc1_b, m->d_4h, fl, fc1_in, h, w.fc1_w, n, h, fl);
+        linear_backward(ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
     }
-    const float *d_fc1_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);     // g backward
+    const float *d_fc1_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);     // g backward
     norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
 
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
-    const float *d_attn_out = m->d_res;
+    const float *d_attn_out = ws(m, W_D_RES);
     if (drop) {
-        dropout_backward(m->d_tmp, m->d_res, mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
-        d_attn_out = m->d_tmp;
+        dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
+        d_attn_out = ws(m, W_D_TMP);
     }
     bias_backward(g.proj_b, d_attn_out, h, nr, h);
-    const float *d_proj_out = tp_gather_rows(m, d_attn_out, m->ws_gather, h, TPC_BLOCK);   // ḡ backward
-    float *d_ctx = m->d_4h;  // [s,b,h/t] slice of the MLP scratch
+    const float *d_proj_out = tp_gather_rows(m, d_attn_out, ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
+    float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     linear_backward(d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
                     n, hl, h);
     const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
-        flash_attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
-                                 saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), m->attn_scratch, s, b, m->al,
+        flash_attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
+                                 saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH), s, b, m->al,
                                  hl, m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0);
     else if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
-        attention_backward_recompute(m->d_q, m->d_k, m->d_v, d_ctx, q, k, v, m->attn_scratch, s, b, m->al, hl,
+        attention_backward_recompute(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl,
                                      m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0,
                                      m->policy.act_dtype == ACT_BF16);
     else
-        attention_backward(m->d_q, m->d_k, m->d_v, d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
+        attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
                            drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
                            drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v,
-                           m->attn_scratch, s, b, m->al, hl, p, m->policy.act_dtype == ACT_BF16);
+                           ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, p, m->policy.act_dtype == ACT_BF16);
     size_t hh = (size_t)hl * h;
     const float *qkv_in = regather(m, A, ACT_QKV_IN, l);
-    linear_backward(m->ws_out, h, 0, g.qkv_w, g.qkv_b, m->d_q, hl, qkv_in, h, w.qkv_w, n, h, hl);
-    linear_backward(m->ws_out, h, 1, g.qkv_w + hh, g.qkv_b + hl, m->d_k, hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
-    linear_backward(m->ws_out, h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, m->d_v, hl, qkv_in, h, w.qkv_w + 2 * hh, n,
+    linear_backward(ws(m, W_OUT), h, 0, g.qkv_w, g.qkv_b, ws(m, W_D_Q), hl, qkv_in, h, w.qkv_w, n, h, hl);
+    linear_backward(ws(m, W_OUT), h, 1, g.qkv_w + hh, g.qkv_b + hl, ws(m, W_D_K), hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
+    linear_backward(ws(m, W_OUT), h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, ws(m, W_D_V), hl, qkv_in, h, w.qkv_w + 2 * hh, n,
                     h, hl);
-    const float *d_qkv_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_BLOCK);      // g backward
+    const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
     norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
+}
+
+static void block_backward(GPT *m, int l) {
+    scope_begin(m, l);
+    block_backward_pass(m, l);
+    scope_end(m, l);
 }
 
 // Runs the forward of layers g0..g1 again from g0's checkpoint, keeping everything, so that their
@@ -580,21 +607,24 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     size_t nrh = rank_rows_h(m);
     BlockActs *M = &m->model_acts;
     const MemoryPolicy *pol = &m->policy;
+    m->ws_memo[W_D_RES] = NULL;   // the running gradient: one temporary for the whole backward
 
     // logits = lm_in · wteᵀ (the logits buffer already holds dL/dlogits), then the final LN
+    scope_begin(m, scope_key(m, SCOPE_HEAD));
     const float *d_lm_in;
     if (m->policy.mini_seq > 1) {   // the forward did the output layer's backward; its dL/d lm_in was kept
         const float *lm_grad = saved_in(m, M, ACT_LM_GRAD, -1, (size_t)n * h);
-        if (m->tp.t > 1) memcpy(m->ws_out, lm_grad, (size_t)n * h * sizeof(float));
-        d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_VOCAB) : lm_grad;
+        if (m->tp.t > 1) memcpy(ws(m, W_OUT), lm_grad, (size_t)n * h * sizeof(float));
+        d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
         const float *lm_in = regather(m, M, ACT_LM_IN, -1);
-        linear_backward(m->ws_out, h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
-        d_lm_in = tp_reduce_rows(m, m->ws_out, m->d_tmp, h, TPC_VOCAB);
+        linear_backward(ws(m, W_OUT), h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+        d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
-    layernorm_backward(m->d_res, 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
+    layernorm_backward(ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
                        saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
     arena_pop_to(&m->arena, m->mark_head);
+    scope_end(m, scope_key(m, SCOPE_HEAD));
 
     for (int l = L - 1; l >= 0; l--) {
         offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
@@ -610,14 +640,17 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     }
 
     // x = Dropout(wte[tokens] + wpe)
-    if (c->dropout > 0.0f) dropout_apply(m->d_res, mask_in(m, M, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
+    scope_begin(m, scope_key(m, SCOPE_EMB));
+    if (c->dropout > 0.0f) dropout_apply(ws(m, W_D_RES), mask_in(m, M, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
     if (m->tp.t <= 1) {
-        embedding_backward(m->g.wte, m->g.wpe, m->d_res, tokens, s, b, h);
+        embedding_backward(m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
     } else {
-        embedding_positions_backward(m->g.wpe, m->d_res, m->s0, m->s_rank, b, h);
-        const float *d_x = tp_gather_rows(m, m->d_res, m->ws_gather, h, TPC_VOCAB);
+        embedding_positions_backward(m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
+        const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), ws(m, W_GATHER), h, TPC_VOCAB);
         embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
     }
+    scope_end(m, scope_key(m, SCOPE_EMB));
+    scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);
     arena_pop_to(&m->arena, 0);
     memset(M->saved, 0, sizeof M->saved);

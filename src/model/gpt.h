@@ -7,6 +7,7 @@
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
 #include "memory/offload_pool.h"
+#include "memory/step_mem.h"
 #include "model/policy.h"
 #include "parallel/comm.h"
 #include "util/philox.h"
@@ -90,6 +91,11 @@ typedef struct {
     uint64_t ticket[2];           // the last pool operation on a slot
 } OffloadState;
 
+typedef enum {
+    W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_COUNT
+} WorkName;
+
 typedef struct {
     GPTConfig cfg;
     MemoryPolicy policy;          // recompute plan, mask storage, stored precision
@@ -117,18 +123,24 @@ typedef struct {
     int s_cur, b_cur;
     int s0, s_rank;               // the sequence rows this rank holds (SP: s/t of them from s0)
 
-    // Workspace: temporaries of one op, never held across layers (not activations).
-    float *ws_out;                // [s,b,h] projection / FC2 output (partial sums under TP)
-    float *ws_gather;             // [s,b,h] a gathered (SP) or reduced input/gradient
+    // Workspace: temporaries of one op or one pass, never held across layers (not activations),
+    // reached through ws() (gpt.c): the buffer of its own, or with --static-plan the place the plan
+    // gives it in the running scope.
+    //   W_OUT      [s,b,h] projection / FC2 output (partial sums under TP)
+    //   W_GATHER   [s,b,h] a gathered (SP) or reduced input/gradient
+    //   W_GATHER2  [s,b,h] mini-seq: SP's kept fc1_in shard gathered while W_GATHER holds the FC2 gradient
+    //   W_D_RES    [s,b,h] the backward's running gradient of the residual stream (the whole backward)
+    //   W_D_TMP, W_D_Q, W_D_K, W_D_V  [s,b,h], [s,b,h/t] ×3 gradients
+    //   W_D_4H     [s,b,4h/t] the MLP's gradient (mini-seq: [s,b,h/t], the attention context's)
+    //   W_ATTN_SCRATCH [threads, s, s] attention backward (flash: tiles)
+    //   W_MINI_A, W_MINI_B, W_MINI_C [⌈s·b/M⌉, 4h/t], W_MINI_LOGITS [⌈s·b/M⌉, ⌈v/t⌉]: one mini-seq chunk
+    float *ws[W_COUNT];
+    size_t ws_bytes[W_COUNT];
+    float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each
+    int scope;                    // --static-plan: the scope running now (a layer, or SCOPE_*)
+    StepMem mem;
     float *ce_part;               // [t, s·b, 3] vocabulary-parallel cross-entropy partials
     float *ce_lse;                // [s·b] log-sum-exp per row
-    // Mini-seq (policy.mini_seq > 1): one chunk's GeLU input, output and gradient [⌈s·b/M⌉, 4h/t],
-    // its logits [⌈s·b/M⌉, ⌈v/t⌉], and a second gathered input [s,b,h] (SP's kept fc1_in shard
-    // gathered while ws_gather holds the FC2 gradient); NULL otherwise.
-    float *mini_a, *mini_b, *mini_c, *mini_logits, *ws_gather2;
-    float *d_res, *d_tmp, *d_q, *d_k, *d_v;  // [s,b,h] gradients
-    float *d_4h;                  // [s,b,4h]
-    float *attn_scratch;          // [threads, s, s]
     float *row_loss;              // [s,b]
     void *work[ACT_COUNT + 1];    // fp32 working copy per name (+1: second ln1_in), allocated on first use
     size_t workspace_bytes;

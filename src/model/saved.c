@@ -1,6 +1,7 @@
 #include "model/saved.h"
 #include <string.h>
 #include "model/offload_sched.h"
+#include "model/workspace.h"
 #include "ops/attention.h"
 #include "ops/bf16.h"
 #include "ops/dropout.h"
@@ -12,14 +13,17 @@ static int stored_bf16(const GPT *m, ActName name) {
 
 void *work_slot(GPT *m, ActName name, int layer) {
     int slot = (name == ACT_LN1_IN && (layer & 1)) ? ACT_COUNT : (int)name;
+    // Sized for a whole training micro-batch: fp32 for tensors, one byte per mask element.
+    ActShape full = m->shape;
+    full.t = 1;
+    full.sp = 0;
+    full.dropout = 1;
+    full.mini_seq = 0;
+    size_t bytes = act_elements(&full, name) * (act_is_mask(name) ? 1 : sizeof(float));
+    // --static-plan: a temporary of the tensor's layer (or the head or embedding), until its scope ends
+    void *planned = stepmem_alloc(&m->mem, bytes, MEM_TEMP, TAG_WORK + (int)name, tensor_scope(m, name, layer), NULL);
+    if (planned) return planned;
     if (!m->work[slot]) {
-        // Sized for a whole training micro-batch: fp32 for tensors, one byte per mask element.
-        ActShape full = m->shape;
-        full.t = 1;
-        full.sp = 0;
-        full.dropout = 1;
-        full.mini_seq = 0;
-        size_t bytes = act_elements(&full, name) * (act_is_mask(name) ? 1 : sizeof(float));
         m->work[slot] = xmalloc(bytes);
         m->workspace_bytes += bytes;
     }

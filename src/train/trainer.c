@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "memory/flops.h"
 #include "memory/ledger_report.h"
+#include "model/workspace.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "train/grads_dist.h"
@@ -299,6 +300,22 @@ int train_run(const TrainOptions *o, Comm *comm) {
                format_bytes((double)act_offload_pool_bytes(&m.shape, &m.policy), b1, sizeof b1),
                format_bytes((double)act_offload_stage_bytes(&m.shape, &m.policy), b2, sizeof b2));
     }
+    if (o->static_plan) {   // every step's buffers at offsets planned from one recorded step
+        int32_t *zeros = xcalloc(n_tok * sizeof(int32_t));
+        StepCtx ctx0 = {o->seed, 0, 0, 1};
+        StaticPlanReport r = gpt_plan_memory(&m, zeros, zeros, ctx0);
+        free(zeros);
+        char f[7][32];
+        printf("  static memory plan (one micro-batch: %d saved tensors and %d temporaries): one block of %s;\n"
+               "    training step %s vs %s live at most (x%.3f; %s of it saved) and %s with no reuse; evaluation %s;\n"
+               "    the default layout held %s (arena and workspace buffers)\n",
+               r.saved, r.temporaries, format_bytes((double)r.block, f[0], 32), format_bytes((double)r.peak, f[1], 32),
+               format_bytes((double)r.lower_bound, f[2], 32), (double)r.peak / (double)r.lower_bound,
+               format_bytes((double)r.saved_at_peak, f[3], 32), format_bytes((double)r.naive_sum, f[4], 32),
+               format_bytes((double)r.eval_peak, f[5], 32), format_bytes((double)r.default_bytes, f[6], 32));
+    }
+    OffloadStats moved0 = {0, 0, 0.0};   // transfers before the first step (the plan's recorded step)
+    if (m.off.pool) moved0 = offload_pool_stats(m.off.pool);
     fflush(stdout);
 
     double t_start = now_seconds(), train_seconds = 0.0, last_val = NAN;
@@ -391,7 +408,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
             if (m.off.pool) {
                 OffloadStats os = offload_pool_stats(m.off.pool);
                 ledger_print_offload(stdout, &m.off.ledger, &m.shape, &m.policy, offload_pool_where(m.off.pool),
-                                     (double)os.stored, (double)os.loaded, os.wait_s);
+                                     (double)(os.stored - moved0.stored), (double)(os.loaded - moved0.loaded),
+                                     os.wait_s - moved0.wait_s);
             }
             if (world->size > 1) dist_ledger_report(stdout, &m, world);
         }
