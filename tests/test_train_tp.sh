@@ -38,6 +38,9 @@ run dp2tp2sp  4 ref2 --tp 2 --sp --dropout-masks bits
 run zero      4 ref2 --tp 2 --sp --zero 1
 run zero_dp   2 ref2 --zero 1
 run tp2mini   2 ref1 --tp 2 --sp --mini-seq 3 --tempo layernorm,softmax
+# offload and a static memory plan on every rank (both exact: the same arithmetic, other places)
+run tp2off    2 ref1 --tp 2 --sp --offload all --static-plan
+run dp2tp2off 4 ref2 --tp 2 --recompute full --offload ln1_in,fc1_in --offload-dir "$dir"
 
 # A checkpoint of one layout resumes at another: dp 2 × tp 2 + SP stops after step 5, one process
 # goes on to step 10 and must land where the uninterrupted one-process run did.

@@ -28,6 +28,7 @@ typedef struct {
     double dropout, iter_time, peak_tflops;
     int dropout_given;
     int gelu_bits, mini_seq, flash;
+    unsigned offload;
     int json;
     const char *plot;
     int several;                                   // more than one model: errors name the preset
@@ -70,6 +71,9 @@ void cli_memory_usage(FILE *f) {
         "  --attention flash                        tiled attention: attn_lse instead of the s x s tensors\n"
         "  --mini-seq M                             MLP and output layer in M sequence chunks (keeps no\n"
         "                                           gelu_in, fc2_in, lm_in or logits; lm_grad instead)\n"
+        "  --offload LIST                           per-layer tensors kept in an offload pool, not on the\n"
+        "                                           device (e.g. fc1_in,gelu_in or all); two layers' worth\n"
+        "                                           stay as stage slots\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -83,7 +87,8 @@ void cli_memory_usage(FILE *f) {
 enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
-    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION
+    OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
+    OPT_OFFLOAD
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -101,6 +106,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},
+        {"offload", required_argument, 0, OPT_OFFLOAD},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -142,6 +148,11 @@ static int parse(int argc, char **argv, MemArgs *a) {
                 return args_error(CMD, "--attention: unknown kind '%s' (expected standard or flash)", optarg);
             a->flash = strcmp(optarg, "flash") == 0;
             break;
+        case OPT_OFFLOAD: {
+            char oerr[320];
+            if (policy_parse_offload(optarg, &a->offload, oerr, sizeof oerr) != 0) return args_error(CMD, "%s", oerr);
+            break;
+        }
         case OPT_MASKS: a->masks = optarg; break;
         case OPT_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &a->dropout); a->dropout_given = 1; break;
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
@@ -272,6 +283,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (a->mini_seq > 1) c->policy.tempo |= MINI_SEQ;
     if (a->flash) c->policy.tempo |= ATTN_FLASH;
     c->policy.mini_seq = a->mini_seq > 1 ? a->mini_seq : 0;
+    c->policy.offload = a->offload;
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

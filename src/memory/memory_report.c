@@ -59,6 +59,12 @@ static void print_names(FILE *f, const MemoryConfig *c) {
     for (int j = 0; j < n; j++)
         fprintf(f, " %16s", fmt((double)act_layer_bytes(&c->lay.sh, &c->policy, cls[j].first), b, sizeof b));
     fputc('\n', f);
+    if (!c->policy.offload) return;
+    char what[256];
+    fprintf(f, "  %-12s", "offloaded");   // --offload: kept in the pool instead (not in the rows above)
+    for (int j = 0; j < n; j++)
+        fprintf(f, " %16s", fmt((double)act_layer_offload_bytes(&c->lay.sh, &c->policy, cls[j].first), b, sizeof b));
+    fprintf(f, "\n  (offloaded: %s)\n", offload_describe(c->policy.offload, what, sizeof what));
 }
 
 static void print_techniques(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
@@ -91,6 +97,9 @@ static void print_extras(FILE *f, const MemoryConfig *c, const MemorySummary *m)
         if (c->lay.p == 1) fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), fmt((double)act_tensor_bytes(sh, last[i]), b, sizeof b));
         else fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), "(last stage)");
     }
+    if (c->policy.offload)
+        fprintf(f, "  %-12s %14s  (two layers' offloaded tensors: the forward writes and the backward fetches here)\n",
+                "offload_stage", fmt((double)act_offload_stage_bytes(sh, &c->policy), b, sizeof b));
     fprintf(f, "  %-12s %14s\n", "extras", fmt(m->act.extras, b, sizeof b));
     fprintf(f, "  paper's extra term (sbhL/t)(p/L + δ_{p=1}(4/L)(1+v/h)): %s (assumes SP; no LN statistics)\n",
             fmt(m->paper_extra, b, sizeof b));
@@ -109,6 +118,9 @@ static void print_stage(FILE *f, const MemoryConfig *c, const MemorySummary *m) 
     fprintf(f, "  %-34s %14s\n", "model extras", fmt(m->act.extras, b, sizeof b));
     fprintf(f, "  %-34s %14s\n", "held at the end of the forward", fmt(m->act.held, b, sizeof b));
     fprintf(f, "  %-34s %14s\n", "recomputed in backward (largest)", fmt(m->act.working, b, sizeof b));
+    if (c->policy.offload)
+        fprintf(f, "  %-34s %14s  (host memory or a file, not in the peak)\n", "in the offload pool",
+                fmt(m->act.offloaded, b, sizeof b));
     fprintf(f, "  %-34s %14s%s\n", "activation peak of the step", fmt(m->act.peak, b, sizeof b),
             c->lay.p == 1 ? "" : "  (upper bound: held + largest recompute)");
     fprintf(f, "  %-34s %14.4g\n", "parameters", m->params);
@@ -211,6 +223,8 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     char tempo[48];
     cJSON_AddStringToObject(pol, "tempo", tempo_describe(c->policy.tempo, tempo, sizeof tempo));
     cJSON_AddStringToObject(pol, "dropout_masks", mask_mode_name(sh->masks));
+    char offload[256];
+    cJSON_AddStringToObject(pol, "offload", offload_describe(c->policy.offload, offload, sizeof offload));
     cJSON_AddNumberToObject(pol, "dropout", c->dropout);
 
     cJSON *classes = cJSON_AddArrayToObject(o, "layer_classes");
@@ -226,6 +240,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
             cJSON_AddNumberToObject(bytes, act_name_str((ActName)a),
                                     (double)act_layer_name_bytes(sh, &c->policy, cls[j].first, (ActName)a));
         cJSON_AddNumberToObject(k, "total", (double)act_layer_bytes(sh, &c->policy, cls[j].first));
+        cJSON_AddNumberToObject(k, "offloaded", (double)act_layer_offload_bytes(sh, &c->policy, cls[j].first));
         cJSON_AddItemToArray(classes, k);
     }
 
@@ -247,6 +262,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     const ActName last[] = {ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS, ACT_LM_GRAD};
     for (int i = 0; i < (int)(sizeof last / sizeof last[0]); i++)
         cJSON_AddNumberToObject(ex, act_name_str(last[i]), c->lay.p == 1 ? (double)act_tensor_bytes(sh, last[i]) : 0.0);
+    cJSON_AddNumberToObject(ex, "offload_stage", (double)act_offload_stage_bytes(sh, &c->policy));
     cJSON_AddNumberToObject(ex, "total", m.act.extras);
     cJSON_AddNumberToObject(ex, "paper_formula", m.paper_extra);
 
@@ -259,6 +275,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     cJSON_AddNumberToObject(st, "held_bytes", m.act.held);
     cJSON_AddNumberToObject(st, "recompute_working_bytes", m.act.working);
     cJSON_AddNumberToObject(st, "activation_peak_bytes", m.act.peak);
+    cJSON_AddNumberToObject(st, "offload_pool_bytes", m.act.offloaded);
     cJSON_AddNumberToObject(st, "parameters", m.params);
     cJSON_AddNumberToObject(st, "param_bytes", m.param_bytes);
     cJSON_AddNumberToObject(st, "grad_bytes", m.grad_bytes);

@@ -56,10 +56,11 @@ size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int 
 
 void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out) {
     const ActShape *sh = &lay->sh;
-    size_t layers = 0, working = 0;
+    size_t layers = 0, working = 0, offloaded = 0;
     for (int i = 0; i < stage_layer_count(lay); i++) {
         int l = stage_layer(lay, i);
         layers += act_layer_bytes(sh, pol, l);
+        if (pol && pol->offload) offloaded += act_layer_offload_bytes(sh, pol, l);
         size_t w = stage_recompute_working(sh, pol, l);
         if (w > working) working = w;
     }
@@ -67,6 +68,8 @@ void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageAct
     out->layers = (double)layers * stage_layer_factor(lay);
     out->extras = (double)act_tensor_bytes(sh, ACT_EMB_MASK) * stage_in_flight(lay);
     if (lay->p == 1) out->extras = (double)act_model_extra_bytes(sh);
+    out->extras += (double)act_offload_stage_bytes(sh, pol);   // --offload: the two stage slots, once
+    out->offloaded = (double)offloaded * stage_layer_factor(lay);
     out->held = out->layers + out->extras;
     out->working = (double)working;
     out->peak = lay->p == 1 ? (double)act_peak_bytes(sh, pol) : out->held + out->working;
