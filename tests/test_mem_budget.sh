@@ -25,6 +25,26 @@ for budget in 6MiB 3MiB 2400KiB; do
   flags=$(grep -o "ctron train flags: .*" "$dir/plan.out" | sed 's/ctron train flags: //')
   check 'grep -q "recompute" <<< "$flags"' "ctron plan should print the train flags: $(cat "$dir/plan.out")"
 done
+# With a pool to offload to, the planner keeps tensors there before it recomputes: no more FLOPs
+# than without, the device peak within the budget, the pool within its own.
+"$ctron" plan --budget 3MiB "${shape[@]}" --threads 1 > "$dir/plan0.out" 2>&1
+"$ctron" plan --budget 3MiB "${shape[@]}" --threads 1 --offload-budget 16MiB > "$dir/plan1.out" 2>&1
+gf() { grep -o "recompute [0-9.e+-]* GFLOP" "$1" | cut -d' ' -f2; }
+check 'grep -q -- "--offload " "$dir/plan1.out"' "--offload-budget: the plan should offload: $(cat "$dir/plan1.out")"
+check "/usr/bin/python3 -c 'import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))' $(gf "$dir/plan1.out") $(gf "$dir/plan0.out")" \
+  "offloading should cut the recompute FLOPs: $(gf "$dir/plan1.out") vs $(gf "$dir/plan0.out") GFLOP"
+mkdir -p "$dir/pool"
+"$ctron" train "${shape[@]}" --steps 3 --threads 1 --data "$data" --mem-budget 3MiB --offload-budget 16MiB \
+  --offload-dir "$dir/pool" --log "$dir/o.jsonl" > "$dir/o.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ]' "train --mem-budget 3MiB --offload-budget 16MiB: exit $rc: $(tail -3 "$dir/o.out")"
+peak=$(tail -1 "$dir/o.jsonl" | grep -o '"act_bytes":[0-9]*' | cut -d: -f2)
+check '[ -n "$peak" ] && [ "$peak" -le 3145728 ]' "--mem-budget 3MiB with offload: measured peak $peak"
+check '! grep -q MISMATCH "$dir/o.out" && grep -q "offload pool (file in" "$dir/o.out"' \
+  "--mem-budget with offload: the ledger or the pool differs from the prediction: $(grep -A8 'offload pool' "$dir/o.out")"
+pool=$(grep -o "in the pool at the end of forward: measured [0-9]*" "$dir/o.out" | grep -o "[0-9]*$")
+check '[ -n "$pool" ] && [ "$pool" -le 16777216 ]' "the pool holds $pool bytes, over its 16 MiB budget"
+echo "budget 3MiB + offload budget 16MiB: measured peak $peak, pool $pool; $(head -1 "$dir/plan1.out")"
 "$ctron" train "${shape[@]}" --steps 1 --threads 1 --data "$data" --mem-budget 100KiB > "$dir/none.out" 2>&1
 rc=$?
 check '[ $rc -eq 2 ]' "an impossible budget: exit $rc, expected 2"

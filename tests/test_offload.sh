@@ -80,7 +80,8 @@ refuse "'fc3_in' is not a per-layer tensor" --offload fc1_in,fc3_in
 refuse "'logits' is not a per-layer tensor" --offload logits
 refuse "is not a writable directory" --offload all --offload-dir "$dir/missing"
 refuse "without --offload" --offload-dir "$dir/pool"
-refuse "--offload is not part of its plans" --offload all --mem-budget 8MiB
+refuse "--mem-budget plans --offload itself" --offload all --mem-budget 8MiB
+refuse "give --mem-budget too" --offload-budget 8MiB
 # A pool the file system cannot hold: reserved before the first step, a clear error, nothing left.
 (ulimit -f 64; exec "$ctron" train "${shape[@]}" --offload all --offload-dir "$dir/pool" > "$dir/full.out" 2>&1)
 rc=$?

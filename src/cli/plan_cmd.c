@@ -23,18 +23,21 @@ void cli_plan_usage(FILE *f) {
         "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
         "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n"
         "  --threads N         OpenMP threads of the run: each holds the attention backward's scratch,\n"
-        "                      which the budget counts (default: all cores, as train)\n");
+        "                      which the budget counts (default: all cores, as train)\n"
+        "  --offload-budget BYTES  the offload pool (host memory or --offload-dir's disk) may hold this\n"
+        "                      much: offload is then an option, preferred to recompute (no FLOPs), the\n"
+        "                      least traffic first (default 0: no offload)\n");
 }
 
 int cli_plan_main(int argc, char **argv) {
-    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS };
+    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS, O_OFFLOAD_BUDGET };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"layers", required_argument, 0, O_LAYERS},
         {"hidden", required_argument, 0, O_HIDDEN}, {"heads", required_argument, 0, O_HEADS},
         {"seq", required_argument, 0, O_SEQ}, {"batch", required_argument, 0, O_BATCH},
         {"vocab", required_argument, 0, O_VOCAB}, {"dropout", required_argument, 0, O_DROPOUT},
         {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
-        {"threads", required_argument, 0, O_THREADS},
+        {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
     train_options_default(&o);
@@ -60,6 +63,10 @@ int cli_plan_main(int argc, char **argv) {
         case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
         case O_SP: o.sp = 1; break;
         case O_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &o.threads); break;
+        case O_OFFLOAD_BUDGET:
+            if (parse_bytes(optarg, &o.offload_budget) != 0)
+                return args_error(CMD, "--offload-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            break;
         case O_DTYPE:
             if (policy_parse_dtype(optarg, &o.act_dtype) != 0)
                 return args_error(CMD, "--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);

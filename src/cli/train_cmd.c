@@ -55,6 +55,8 @@ void cli_train_usage(FILE *f) {
         "                                    rank (e.g. 2GiB; see ctron plan) and hold the arena to them\n"
         "  --offload LIST                    keep these per-layer tensors (e.g. fc1_in,gelu_in,fc2_in, or all) in\n"
         "                                    an offload pool, out of the arena, fetched back before backward\n"
+        "  --offload-budget BYTES            with --mem-budget: the offload pool may hold this much; the planner\n"
+        "                                    then offloads (no FLOPs) before it recomputes\n"
         "  --offload-dir DIR                 the offload pool is a file in DIR (unlinked at once; default: host\n"
         "                                    memory); written and read by an I/O thread overlapped with compute\n"
         "  --static-plan                     record one step's saved tensors and temporaries before training and\n"
@@ -108,7 +110,7 @@ enum {
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN
+    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET
 };
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
@@ -137,7 +139,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
         {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
-        {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -226,6 +228,10 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         }
         case OPT_OFFLOAD_DIR: o->offload_dir = optarg; break;
         case OPT_STATIC_PLAN: o->static_plan = 1; break;
+        case OPT_OFFLOAD_BUDGET:
+            if (parse_bytes(optarg, &o->offload_budget) != 0)
+                return usage_error("--offload-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            break;
         case OPT_MEM_BUDGET:
             if (parse_bytes(optarg, &o->mem_budget) != 0)
                 return usage_error("--mem-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
@@ -279,14 +285,18 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
                 if (strcmp(given[j], chosen[i]) == 0)
                     return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
     }
-    if (o->offload_dir && !o->offload) return usage_error("--offload-dir %s without --offload: nothing would go there", o->offload_dir);
+    if (o->offload_dir && !o->offload && !(o->mem_budget > 0 && o->offload_budget > 0))
+        return usage_error("--offload-dir %s without --offload (or --mem-budget with --offload-budget): nothing would go "
+                           "there", o->offload_dir);
+    if (o->offload_budget > 0 && !(o->mem_budget > 0))
+        return usage_error("--offload-budget is what --mem-budget's planner may offload: give --mem-budget too");
     if (o->offload_dir) {
         struct stat sd;
         if (stat(o->offload_dir, &sd) != 0 || !S_ISDIR(sd.st_mode) || access(o->offload_dir, W_OK | X_OK) != 0)
             return usage_error("--offload-dir: '%s' is not a writable directory", o->offload_dir);
     }
     if (o->offload && o->mem_budget > 0)
-        return usage_error("--mem-budget plans what the arena keeps; --offload is not part of its plans yet: give one of them");
+        return usage_error("--mem-budget plans --offload itself (give --offload-budget to let it): give one of them");
     if (o->flash && (o->tempo & TEMPO_SOFTMAX))
         return usage_error("--attention flash keeps no softmax output: --tempo softmax has nothing to fuse");
     if (o->mini_seq > 1 && (o->gelu_bits || (o->tempo & TEMPO_GELU)))

@@ -29,9 +29,10 @@ static size_t scratch_of(const ActShape *sh, int threads, unsigned tempo, int an
     return per * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
 }
 
-// a better than b: fewer recompute FLOPs, then fewer extra passes, then fewer bytes
+// a better than b: fewer recompute FLOPs, then less offload traffic, then fewer extra passes, then fewer bytes
 static int better(const MemPlan *a, const MemPlan *b) {
     if (a->extra_flops != b->extra_flops) return a->extra_flops < b->extra_flops;
+    if (a->pool_bytes != b->pool_bytes) return a->pool_bytes < b->pool_bytes;
     if (a->passes != b->passes) return a->passes < b->passes;
     return a->arena_bytes + a->scratch_bytes < b->arena_bytes + b->scratch_bytes;
 }
@@ -39,15 +40,77 @@ static int better(const MemPlan *a, const MemPlan *b) {
 // The peak of the plan F full (groups of one, first), S selective, the rest none, in closed form:
 // the end of the forward, or the backward of the last full layer (layers 0..F−1 held, the last one
 // rebuilt on its checkpoint). Every other backward point holds less than the end of the forward.
-typedef struct { size_t none, sel, ck, work, extras, emb; } LayerBills;
+// With offload, each kind's bill is what stays on the device; its offloaded bytes go to the pool
+// and its region (64-byte aligned tensors) sizes the stage: two slots of the largest region.
+typedef struct { size_t none, sel, ck, work, extras, emb; size_t off[3], span[3]; } LayerBills;
+enum { K_NONE, K_SEL, K_CK };
+
+static size_t plan_stage(const LayerBills *k, int L, int nf, int ns) {
+    int counts[3] = {L - nf - ns, ns, nf}, layers = 0;
+    size_t span = 0;
+    for (int i = 0; i < 3; i++)
+        if (counts[i] > 0 && k->span[i] > 0) {
+            layers += counts[i];
+            if (k->span[i] > span) span = k->span[i];
+        }
+    return (size_t)(layers < 2 ? layers : 2) * span;
+}
+
+static size_t plan_pool(const LayerBills *k, int L, int nf, int ns) {
+    return (size_t)(L - nf - ns) * k->off[K_NONE] + (size_t)ns * k->off[K_SEL] + (size_t)nf * k->off[K_CK];
+}
 
 static size_t plan_peak(const LayerBills *k, int L, int nf, int ns) {
-    size_t fwd = k->extras + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none;
-    size_t last_full = nf ? k->emb + (size_t)nf * k->ck + k->work : 0;
+    size_t stage = plan_stage(k, L, nf, ns);
+    size_t fwd = k->extras + stage + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none;
+    size_t last_full = nf ? k->emb + stage + (size_t)nf * k->ck + k->work : 0;
     return fwd > last_full ? fwd : last_full;
 }
 
-int plan_memory(const ActShape *base, int threads, double budget, MemPlan *out) {
+// One layer of a kind under an offload set: its device bill, offloaded bytes and region.
+static void kind_bill(const ActShape *sh, LayerRecompute kind, unsigned tempo, unsigned offload, size_t *dev,
+                      size_t *off, size_t *span) {
+    *dev = *off = *span = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) {
+        if (!act_kept(kind, 1, tempo, (ActName)n)) continue;
+        size_t b = act_tensor_bytes(sh, (ActName)n);
+        if (offload >> n & 1u) { *off += b; *span += (b + 63) / 64 * 64; }
+        else *dev += b;
+    }
+}
+
+static LayerBills bills_of(const ActShape *sh, unsigned tempo, unsigned offload) {
+    LayerBills k;
+    kind_bill(sh, RECOMPUTE_NONE, tempo, offload, &k.none, &k.off[K_NONE], &k.span[K_NONE]);
+    kind_bill(sh, RECOMPUTE_SELECTIVE, tempo, offload, &k.sel, &k.off[K_SEL], &k.span[K_SEL]);
+    kind_bill(sh, RECOMPUTE_FULL, tempo, offload, &k.ck, &k.off[K_CK], &k.span[K_CK]);
+    k.work = act_group_working_bytes(sh, tempo, 1);
+    k.extras = act_model_extra_bytes(sh);
+    k.emb = act_tensor_bytes(sh, ACT_EMB_MASK);
+    return k;
+}
+
+// The offload sets tried: none, then the largest tensors of a none layer first, one more at a time
+// (each set is the smallest traffic that frees its bytes among sets of as many tensors).
+static int offload_sets(const ActShape *sh, unsigned tempo, double offload_budget, unsigned *sets) {
+    int n = 0, order[ACT_N_LAYER], k = 0;
+    sets[n++] = 0;
+    if (offload_budget <= 0) return n;
+    for (int a = 0; a < ACT_N_LAYER; a++)
+        if (act_kept(RECOMPUTE_NONE, 1, tempo, (ActName)a) && act_tensor_bytes(sh, (ActName)a) > 0) order[k++] = a;
+    for (int i = 1; i < k; i++)   // by bytes, largest first (insertion sort: ≤ 20 names)
+        for (int j = i; j > 0 && act_tensor_bytes(sh, (ActName)order[j]) > act_tensor_bytes(sh, (ActName)order[j - 1]); j--) {
+            int x = order[j]; order[j] = order[j - 1]; order[j - 1] = x;
+        }
+    unsigned set = 0;
+    for (int i = 0; i < k; i++) {
+        set |= 1u << order[i];
+        sets[n++] = set;
+    }
+    return n;
+}
+
+int plan_memory(const ActShape *base, int threads, double budget, double offload_budget, MemPlan *out) {
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
     policy_default(&pol, L);
@@ -67,38 +130,41 @@ int plan_memory(const ActShape *base, int threads, double budget, MemPlan *out) 
             sh.masks = modes[mi];
             sh.gelu_bits = 0;
             sh.mini_seq = tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
-            LayerBills k = {act_layer_kind_bytes(&sh, RECOMPUTE_NONE, 1, tempo),
-                            act_layer_kind_bytes(&sh, RECOMPUTE_SELECTIVE, 1, tempo),
-                            act_layer_kind_bytes(&sh, RECOMPUTE_FULL, 1, tempo), act_group_working_bytes(&sh, tempo, 1),
-                            act_model_extra_bytes(&sh), act_tensor_bytes(&sh, ACT_EMB_MASK)};
+            unsigned sets[ACT_N_LAYER + 1];
+            int n_sets = offload_sets(&sh, tempo, offload_budget, sets);
+            for (int oi = 0; oi < n_sets; oi++) {
+            LayerBills k = bills_of(&sh, tempo, sets[oi]);
             double flash_flops = tempo & ATTN_FLASH ? L * flops_recompute_selective(B, s, h) : 0.0;
             double mini_flops = tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0;
             for (int nf = 0; nf <= L; nf++) {
                 // the least memory with nf full layers: every other layer selective
                 MemPlan p = {nf, L - nf, modes[mi], tempo, plan_peak(&k, L, nf, L - nf), 0, 0, 0.0, model,
-                             passes_of(modes[mi], tempo)};
+                             passes_of(modes[mi], tempo), sets[oi], plan_pool(&k, L, nf, L - nf)};
                 p.arena_bytes = p.act_peak + align;
                 p.scratch_bytes = scratch_of(&sh, threads, tempo, L - nf > 0);
                 p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
                                  mini_flops + flash_flops) / t;
                 size_t total = p.arena_bytes + p.scratch_bytes;
+                if ((double)p.pool_bytes > offload_budget) continue;   // even all-selective overflows the pool
                 if (!have_smallest || total < smallest.arena_bytes + smallest.scratch_bytes ||
                     (total == smallest.arena_bytes + smallest.scratch_bytes && better(&p, &smallest))) {
                     smallest = p;
                     have_smallest = 1;
                 }
-                if ((double)total > budget) continue;
-                // memory falls and FLOPs rise with each selective layer: the fewest that fit (the
-                // scratch is selective's as soon as one layer is)
+                if ((double)total > budget || (double)p.pool_bytes > offload_budget) continue;
+                // memory and the pool fall and FLOPs rise with each selective layer: the fewest that fit
+                // (the scratch is selective's as soon as one layer is)
                 int lo = 0, hi = L - nf;
                 while (lo < hi) {
                     int mid = (lo + hi) / 2;
-                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch_of(&sh, threads, tempo, mid > 0)) <= budget)
+                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch_of(&sh, threads, tempo, mid > 0)) <= budget &&
+                        (!sets[oi] || (double)plan_pool(&k, L, nf, mid) <= offload_budget))
                         hi = mid;
                     else lo = mid + 1;
                 }
                 p.n_sel = lo;
                 p.act_peak = plan_peak(&k, L, nf, lo);
+                p.pool_bytes = plan_pool(&k, L, nf, lo);
                 p.arena_bytes = p.act_peak + align;
                 p.scratch_bytes = scratch_of(&sh, threads, tempo, lo > 0);
                 p.extra_flops = (lo * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
@@ -108,8 +174,17 @@ int plan_memory(const ActShape *base, int threads, double budget, MemPlan *out) 
                     found = 1;
                 }
             }
+            }
         }
     *out = found ? best : smallest;
+    // The flags name only what some layer of the plan keeps (selective keeps no attn_prob, say).
+    unsigned kept = 0;
+    int counts[3] = {L - out->n_full - out->n_sel, out->n_sel, out->n_full};
+    LayerRecompute kinds[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+    for (int i = 0; i < 3; i++)
+        for (int n = 0; counts[i] > 0 && n < ACT_N_LAYER; n++)
+            if (act_kept(kinds[i], 1, out->tempo, (ActName)n)) kept |= 1u << n;
+    out->offload &= kept;
     return found ? 0 : -1;
 }
 
@@ -119,6 +194,7 @@ void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol) {
     pol->masks = p->masks;
     pol->tempo = p->tempo;
     pol->mini_seq = p->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;   // ATTN_FLASH rides in tempo
+    pol->offload = p->offload;
     fill_policy(pol, (int)sh->L, p->n_full, p->n_sel);
 }
 
@@ -131,9 +207,14 @@ void plan_flags(const MemPlan *p, int layers, char *buf, size_t len) {
                       p->n_full + p->n_sel - 1);
     if (p->n_full + p->n_sel < layers)
         snprintf(list + k, sizeof list - (size_t)k, "%s%d-%d:none", k ? "," : "", p->n_full + p->n_sel, layers - 1);
-    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s%s%s", list, mask_mode_name(p->masks),
+    char offload[192] = "";
+    if (p->offload) {
+        char what[160];
+        snprintf(offload, sizeof offload, " --offload %s", offload_describe(p->offload, what, sizeof what));
+    }
+    snprintf(buf, len, "--recompute-layers %s --dropout-masks %s --tempo %s%s%s%s", list, mask_mode_name(p->masks),
              tempo_describe(p->tempo, tempo, sizeof tempo), p->tempo & MINI_SEQ ? " --mini-seq 4" : "",
-             p->tempo & ATTN_FLASH ? " --attention flash" : "");
+             p->tempo & ATTN_FLASH ? " --attention flash" : "", offload);
 }
 
 int parse_bytes(const char *text, double *out) {

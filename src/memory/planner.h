@@ -7,7 +7,8 @@
 // and no logits. Flash attention is another: it recomputes the attention scores in backward (counted
 // as selective's) and keeps a log-sum-exp; its gain is the attention scratch, which the budget
 // counts with the activations (at long sequences selective's 3s² floats per thread do not fit). Few-Bit GeLU changes the gradient and
-// is never chosen. Layers are alike, so a plan is: layers 0..F−1 full (each its own group; they
+// is never chosen. Offload (given a pool budget) keeps the named tensors of every layer off the
+// device but for two stage slots; it costs traffic, not FLOPs. Layers are alike, so a plan is: layers 0..F−1 full (each its own group; they
 // are recomputed last, when the fewest layers are held), the next S selective, the rest none.
 #ifndef CTRON_PLANNER_H
 #define CTRON_PLANNER_H
@@ -29,12 +30,16 @@ typedef struct MemPlan {
     double extra_flops;     // recompute FLOPs per micro-batch per rank, on top of the model's
     double model_flops;     // the model's FLOPs per micro-batch per rank (Eq. 7 / t)
     int passes;             // element-wise extras: mask bits 1, regenerated masks 2, Tempo parts 1 + gelu 2
+    unsigned offload;       // per-layer tensors kept in the offload pool (--offload), 0: none
+    size_t pool_bytes;      // the offload pool's bytes (moved out, and mostly back, each micro-batch)
 } MemPlan;
 
 // sh: the shape and layout (s, b, h, a, L, v, e, dropout, t, sp; masks are chosen here); threads:
-// the OpenMP threads the run uses. Returns 0 with the best plan whose arena_bytes + scratch_bytes
-// <= budget, or -1 with *out the plan of least memory.
-int plan_memory(const ActShape *sh, int threads, double budget, MemPlan *out);
+// the OpenMP threads the run uses; offload_budget: bytes the offload pool may take (0: no offload;
+// offload moves no FLOPs, so within it the planner prefers it to recompute and, among offload sets,
+// the least traffic: the largest tensors first). Returns 0 with the best plan whose arena_bytes +
+// scratch_bytes <= budget, or -1 with *out the plan of least memory.
+int plan_memory(const ActShape *sh, int threads, double budget, double offload_budget, MemPlan *out);
 // The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.
 void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol);
 void plan_flags(const MemPlan *p, int layers, char *buf, size_t len);

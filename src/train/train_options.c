@@ -96,7 +96,7 @@ static int run_threads(const TrainOptions *o) { return o->threads > 0 ? o->threa
 
 int train_plan(const TrainOptions *o, double budget, MemPlan *plan) {
     ActShape sh = options_shape(o);
-    return plan_memory(&sh, run_threads(o), budget, plan);
+    return plan_memory(&sh, run_threads(o), budget, o->offload_budget, plan);
 }
 
 int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
@@ -123,6 +123,12 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
             format_bytes((double)p.scratch_bytes, b2, sizeof b2), run_threads(o));
     fprintf(f, "  recompute %.3g GFLOP per micro-batch per rank = %.1f %% of the model's %.3g GFLOP\n",
             p.extra_flops * 1e-9, 100.0 * p.extra_flops / p.model_flops, p.model_flops * 1e-9);
+    if (p.offload) {
+        char what[160];
+        fprintf(f, "  offload %s: %s in the pool per micro-batch (the --offload-budget is %s)\n",
+                offload_describe(p.offload, what, sizeof what), format_bytes((double)p.pool_bytes, b1, sizeof b1),
+                format_bytes(o->offload_budget, b2, sizeof b2));
+    }
     fprintf(f, "  ctron train flags: %s\n", flags);
     return 0;
 }
@@ -132,7 +138,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
-        if (plan_memory(&sh, run_threads(o), o->mem_budget, &plan) != 0) {
+        if (plan_memory(&sh, run_threads(o), o->mem_budget, o->offload_budget, &plan) != 0) {
             char b1[32], b2[32];
             snprintf(err, errlen, "--mem-budget %s: no plan fits; the least any needs is %s (see ctron plan)",
                      format_bytes(o->mem_budget, b1, sizeof b1),
@@ -140,6 +146,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
             return -1;
         }
         plan_policy(&plan, &sh, p);
+        p->offload_dir = o->offload_dir;
         p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes;   // the scratch lives outside the arena
         return 0;
     }
