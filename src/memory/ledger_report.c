@@ -9,6 +9,27 @@ const char *format_bytes(double bytes, char *buf, size_t len) {
     return buf;
 }
 
+typedef size_t (*NamePrediction)(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+
+// One name's row: layer 0 and all layers at the end of the forward, measured vs predicted; 1 when
+// some layer differs.
+static int print_name_row(FILE *f, const Ledger *lg, const ActShape *sh, const MemoryPolicy *p, ActName name,
+                          NamePrediction predict) {
+    char b1[32], b2[32];
+    size_t got_all = 0, pred_all = 0;
+    int ok = 1;
+    for (int l = 0; l < lg->layers; l++) {
+        size_t got = ledger_stored_bytes(lg, name, l), pred = predict(sh, p, l, name);
+        got_all += got;
+        pred_all += pred;
+        ok &= got == pred;
+    }
+    fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), ledger_stored_bytes(lg, name, 0),
+            predict(sh, p, 0, name), format_bytes((double)got_all, b1, sizeof b1),
+            format_bytes((double)pred_all, b2, sizeof b2), ok ? "ok" : "MISMATCH");
+    return !ok;
+}
+
 int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const MemoryPolicy *p) {
     int bad = 0;
     char b1[32], b2[32], plan[256];
@@ -26,19 +47,7 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     fprintf(f, "  %-11s %14s %14s %12s %12s\n", "kept by", "layer 0", "predicted", "all layers", "predicted");
     for (int n = 0; n < ACT_N_LAYER; n++) {
         if (n == ACT_N_CORE) fprintf(f, "  -- LayerNorm statistics, Tempo's GeLU bits --\n");
-        ActName name = (ActName)n;
-        size_t got_all = 0, pred_all = 0;
-        int ok = 1;
-        for (int l = 0; l < lg->layers; l++) {
-            size_t got = ledger_stored_bytes(lg, name, l), pred = act_layer_name_bytes(sh, p, l, name);
-            got_all += got;
-            pred_all += pred;
-            if (got != pred) ok = 0;
-        }
-        bad += !ok;
-        fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), ledger_stored_bytes(lg, name, 0),
-                act_layer_name_bytes(sh, p, 0, name), format_bytes((double)got_all, b1, sizeof b1),
-                format_bytes((double)pred_all, b2, sizeof b2), ok ? "ok" : "MISMATCH");
+        bad += print_name_row(f, lg, sh, p, (ActName)n, act_layer_name_bytes);
     }
     fprintf(f, "  -- model extras --\n");
     for (int n = ACT_EMB_MASK; n < ACT_COUNT; n++) {
@@ -68,20 +77,7 @@ int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const 
     fprintf(f, "offload pool (%s; --offload %s): measured vs predicted\n", where,
             offload_describe(p->offload, what, sizeof what));
     for (int n = 0; n < ACT_N_LAYER; n++) {
-        ActName name = (ActName)n;
-        if (!act_offloaded(p, name)) continue;
-        size_t got_all = 0, pred_all = 0;
-        int ok = 1;
-        for (int l = 0; l < pool->layers; l++) {
-            size_t got = ledger_stored_bytes(pool, name, l), pred = act_layer_offload_name_bytes(sh, p, l, name);
-            got_all += got;
-            pred_all += pred;
-            ok &= got == pred;
-        }
-        bad += !ok;
-        fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), ledger_stored_bytes(pool, name, 0),
-                act_layer_offload_name_bytes(sh, p, 0, name), format_bytes((double)got_all, b1, sizeof b1),
-                format_bytes((double)pred_all, b2, sizeof b2), ok ? "ok" : "MISMATCH");
+        if (act_offloaded(p, (ActName)n)) bad += print_name_row(f, pool, sh, p, (ActName)n, act_layer_offload_name_bytes);
     }
     size_t want = act_offload_pool_bytes(sh, p);
     bad += pool->total_fwd_end != want || pool->total_peak != want;

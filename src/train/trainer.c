@@ -299,6 +299,9 @@ int train_run(const TrainOptions *o, Comm *comm) {
                offload_describe(policy.offload, what, sizeof what), offload_pool_where(m.off.pool),
                format_bytes((double)act_offload_pool_bytes(&m.shape, &m.policy), b1, sizeof b1),
                format_bytes((double)act_offload_stage_bytes(&m.shape, &m.policy), b2, sizeof b2));
+        if (act_offload_stage_bytes(&m.shape, &m.policy) >= act_offload_pool_bytes(&m.shape, &m.policy))
+            printf("  note: the stage holds two layers' offloaded tensors; with %d layers offloading saves no device "
+                   "memory\n", c->layers);
     }
     if (o->static_plan) {   // every step's buffers at offsets planned from one recorded step
         int32_t *zeros = xcalloc(n_tok * sizeof(int32_t));
