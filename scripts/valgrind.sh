@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # valgrind memcheck of a tiny training run: 2 steps with dropout, a checkpoint, a resumed step and
-# text generation. Any invalid access, use of uninitialised memory or definite leak fails it.
+# text generation; then a run with offload to a file (the I/O thread) and a static memory plan.
+# Any invalid access, use of uninitialised memory or definite leak fails it.
 set -euo pipefail
 ctron=${1:-build-vg/ctron}
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
@@ -14,4 +15,8 @@ echo "valgrind: ctron train (2 steps, checkpoint)"
 echo "valgrind: ctron train --resume (1 step, selective recompute, bf16, regenerated masks, sample)"
 "${vg[@]}" "$ctron" train --resume "$dir/ck" --peak-gflops 100 --recompute selective --act-dtype bf16 --dropout-masks regen \
   --sample 8 > "$dir/out" 2>&1 || { cat "$dir/out"; exit 1; }
+echo "valgrind: ctron train (3 layers, offload to a file, static memory plan)"
+mkdir -p "$dir/pool"
+"${vg[@]}" "$ctron" train "${tiny[@]}" --layers 3 --steps 2 --offload all --offload-dir "$dir/pool" --static-plan \
+  --recompute-layers 0:full,1:selective,2:none > "$dir/out" 2>&1 || { cat "$dir/out"; exit 1; }
 echo "valgrind: clean"

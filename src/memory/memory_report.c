@@ -39,6 +39,11 @@ static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m)
     fprintf(f, "  policy  recompute %s · %s activations · dropout %g, masks %s · tempo %s\n", plan,
             sh->elem_bytes == 2 ? "bf16" : "fp32", c->dropout, sh->dropout ? mask_mode_name(sh->masks) : "none",
             tempo_describe(c->policy.tempo, tempo, sizeof tempo));
+    if (c->policy.offload) {
+        char what[256];
+        fprintf(f, "  offload %s (kept in a pool off the device, two layers' worth staged on it)\n",
+                offload_describe(c->policy.offload, what, sizeof what));
+    }
 }
 
 static void print_names(FILE *f, const MemoryConfig *c) {
