@@ -96,7 +96,7 @@ OffloadPool *offload_pool_open(size_t bytes, const char *dir, char *err, size_t 
             return NULL;
         }
     } else {
-        p->mem = xmalloc(bytes);
+        p->mem = xcalloc(bytes);   // touched now: the memory is there before training, not faulted in mid-step
         snprintf(p->where, sizeof p->where, "host memory");
     }
     pthread_mutex_init(&p->lock, NULL);

@@ -94,7 +94,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 
     size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl, ss = (size_t)c->seq * c->seq;
     size_t threads = (size_t)omp_get_max_threads();
-    int mini = m->policy.mini_seq > 1;
+    int mini = m->policy.mini_seq > 1, sp = m->tp.t > 1 && m->tp.sp;
     size_t mini_rows = mini ? (n + (size_t)m->policy.mini_seq - 1) / (size_t)m->policy.mini_seq : 0;
     // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
     int any_selective = 0;
@@ -102,7 +102,8 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : (m->policy.tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
     if (m->policy.tempo & ATTN_FLASH) scratch = FLASH_SCRATCH(c->seq, c->hidden / c->heads);   // no s×s at all
     size_t floats[W_COUNT] = {
-        [W_OUT] = nh, [W_GATHER] = nh, [W_GATHER2] = mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
+        // SP's gathered inputs and gradients (without SP the region edges need no buffer)
+        [W_OUT] = nh, [W_GATHER] = sp ? nh : 0, [W_GATHER2] = sp && mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
         [W_D_Q] = nhl, [W_D_K] = nhl, [W_D_V] = nhl,
         // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
         [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = threads * scratch,
@@ -187,6 +188,10 @@ static void snapshot_forward_end(GPT *m) {
     if (m->off.pool && m->ctx.train) ledger_snapshot_forward_end(&m->off.ledger);
 }
 
+// The buffer an SP region edge gathers or reduce-scatters into (none without SP: the edge is the
+// identity or an in-place all-reduce).
+static float *sp_buf(GPT *m, WorkName w) { return m->tp.t > 1 && m->tp.sp ? ws(m, w) : NULL; }
+
 // Rows of the residual stream on this rank (s/t positions under SP) times the hidden size.
 static size_t rank_rows_h(const GPT *m) { return (size_t)m->s_rank * m->b_cur * m->cfg.hidden; }
 
@@ -231,7 +236,7 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
     layernorm_forward(out, stats, x, gamma, beta, nr, h);
     saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
-    return tp_gather_rows(m, out, ws(m, W_GATHER), h, TPC_BLOCK);
+    return tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
 }
 
 // Rows [*r0, *r1) of chunk c when n rows (sequence-major: whole positions) are cut into M chunks.
@@ -307,7 +312,7 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     attention_core(m, l, q, k, v, proj_in, pass);
     saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
     linear_forward(ws(m, W_OUT), h, proj_in, hl, w.proj_w, NULL, n, hl, h);
-    const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ
+    const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
     dropout_residual_forward(x1, x, attn_out, w.proj_b, drop1, p, nr, h);
@@ -339,7 +344,7 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     if (where == OUT_DISCARD) return NULL;
     if (mini) mlp_forward_chunks(m, &w, fc1_all);   // FC1, GeLU, FC2 a chunk at a time; nothing kept
     else linear_forward(ws(m, W_OUT), h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
-    const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ
+    const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
     dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);
@@ -421,7 +426,7 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
     layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
-    const float *lm_all = tp_gather_rows(m, lm_in, ws(m, W_GATHER), h, TPC_VOCAB);
+    const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
     linear_forward(logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
@@ -492,7 +497,7 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
 // tensor itself, or under SP its s/t shard gathered again.
 static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
     const float *shard = saved_in(m, A, name, layer, rank_rows_h(m));
-    return tp_gather_rows(m, shard, ws(m, W_GATHER), m->cfg.hidden, TPC_REGATHER);
+    return tp_gather_rows(m, shard, sp_buf(m, W_GATHER), m->cfg.hidden, TPC_REGATHER);
 }
 
 static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) != 0; }
@@ -531,9 +536,9 @@ static void block_backward_pass(GPT *m, int l) {
         d_mlp_out = ws(m, W_D_TMP);
     }
     bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
-    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
+    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
-        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), ws(m, W_GATHER2), h, TPC_REGATHER);
+        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
         mlp_backward_chunks(m, &w, &g, fc1_in, d_fc2_out);
     } else {
         linear_backward(ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
@@ -559,7 +564,7 @@ static void block_backward_pass(GPT *m, int l) {
         d_attn_out = ws(m, W_D_TMP);
     }
     bias_backward(g.proj_b, d_attn_out, h, nr, h);
-    const float *d_proj_out = tp_gather_rows(m, d_attn_out, ws(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
+    const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     linear_backward(d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
                     n, hl, h);
@@ -646,7 +651,7 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
         embedding_backward(m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
     } else {
         embedding_positions_backward(m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
-        const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), ws(m, W_GATHER), h, TPC_VOCAB);
+        const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), sp_buf(m, W_GATHER), h, TPC_VOCAB);
         embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
     }
     scope_end(m, scope_key(m, SCOPE_EMB));

@@ -68,6 +68,8 @@ typedef struct {
     CommStats comm;
     uint64_t tp_bytes[TPC_PURPOSES];
     int skipped;          // the numerical guard skipped this step
+    int offload;          // --offload: what the step moved to and from the pool, and waited for it
+    double offload_out, offload_in, offload_wait;
 } StepTimes;
 
 // The step's collectives on all of this rank's groups.
@@ -95,6 +97,12 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
     if (isfinite(grad_norm)) cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
     else cJSON_AddStringToObject(o, "grad_norm", isnan(grad_norm) ? "nan" : "inf");
     if (t->skipped) cJSON_AddBoolToObject(o, "skipped", 1);
+    if (t->offload) {
+        cJSON *off = cJSON_AddObjectToObject(o, "offload");
+        cJSON_AddNumberToObject(off, "out_bytes", t->offload_out);
+        cJSON_AddNumberToObject(off, "in_bytes", t->offload_in);
+        cJSON_AddNumberToObject(off, "wait_ms", t->offload_wait * 1e3);
+    }
     cJSON_AddNumberToObject(o, "fwd_ms", t->fwd * 1e3);
     cJSON_AddNumberToObject(o, "bwd_ms", t->bwd * 1e3);
     cJSON_AddNumberToObject(o, "opt_ms", t->opt * 1e3);
@@ -317,8 +325,6 @@ int train_run(const TrainOptions *o, Comm *comm) {
                format_bytes((double)r.saved_at_peak, f[3], 32), format_bytes((double)r.naive_sum, f[4], 32),
                format_bytes((double)r.eval_peak, f[5], 32), format_bytes((double)r.default_bytes, f[6], 32));
     }
-    OffloadStats moved0 = {0, 0, 0.0};   // transfers before the first step (the plan's recorded step)
-    if (m.off.pool) moved0 = offload_pool_stats(m.off.pool);
     fflush(stdout);
 
     double t_start = now_seconds(), train_seconds = 0.0, last_val = NAN;
@@ -328,6 +334,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
         gpt_zero_grad(&m);
         StepTimes times;
         memset(&times, 0, sizeof times);
+        OffloadStats moved_before = {0, 0, 0.0};
+        if (m.off.pool) moved_before = offload_pool_stats(m.off.pool);
         comm_stats_reset(world);
         comm_stats_reset(tpg);
         comm_stats_reset(dpg);
@@ -394,6 +402,13 @@ int train_run(const TrainOptions *o, Comm *comm) {
         memcpy(times.tp_bytes, m.comm_bytes, sizeof times.tp_bytes);
         double step_s = now_seconds() - t0;
         train_seconds += step_s;
+        if (m.off.pool) {
+            OffloadStats os = offload_pool_stats(m.off.pool);
+            times.offload = 1;
+            times.offload_out = (double)(os.stored - moved_before.stored);
+            times.offload_in = (double)(os.loaded - moved_before.loaded);
+            times.offload_wait = os.wait_s - moved_before.wait_s;
+        }
 
         double val = NAN;
         if ((o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps) {
@@ -409,10 +424,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
             if (tty) printf("\n");
             ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
             if (m.off.pool) {
-                OffloadStats os = offload_pool_stats(m.off.pool);
                 ledger_print_offload(stdout, &m.off.ledger, &m.shape, &m.policy, offload_pool_where(m.off.pool),
-                                     (double)(os.stored - moved0.stored), (double)(os.loaded - moved0.loaded),
-                                     os.wait_s - moved0.wait_s);
+                                     times.offload_out, times.offload_in, times.offload_wait);
             }
             if (world->size > 1) dist_ledger_report(stdout, &m, world);
         }
