@@ -7,7 +7,10 @@
 #include <stdint.h>
 
 static inline float ctron_expf(float x) {
-    x = fminf(fmaxf(x, -87.0f), 88.0f);                 // keeps 2^k a normal float
+    // keeps 2^k a normal float (selects, not fminf/fmaxf: gcc vectorises those calls only with
+    // -ffinite-math-only; a NaN stays NaN here instead of becoming −87)
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
     float k = rintf(x * 1.44269504088896341f);
     float r = fmaf(k, -0.693359375f, x);
     r = fmaf(k, 2.12194440e-4f, r);
