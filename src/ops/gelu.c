@@ -130,7 +130,7 @@ static inline __attribute__((always_inline)) void newton_step(float y, int right
     float l = below ? v : *lo, h = below ? *hi : v;
     // every value computed before it is chosen, so the choices are selects, not branches
     float mid = 0.5f * (l + h), newton = v - g / d;   // d = 0: ±inf or NaN, rejected by the bracket test
-    float next = (d != 0.0f) & (newton >= l) & (newton <= h) ? newton : mid;
+    float next = ((d != 0.0f) & (newton >= l) & (newton <= h)) ? newton : mid;
     // settled: the step is below ~2 ulp, or GeLU(x) is y within the rounding of computing GeLU in
     // fp32 (1 + tanh loses up to an ulp of 1, times x/2): in the left tail y holds few digits and Newton
     // only jitters, while GeLU′ ≈ 0 there makes x's last digits irrelevant to the gradient
@@ -151,7 +151,7 @@ static inline __attribute__((always_inline)) float gelu_invert_fixed(float y, in
     float tail = -2.0f * rough_logf(arg > 1e-30f ? arg : 1e-30f);   // the left tail's start (gelu_invert)
     float mid = 0.5f * (lo + hi), tail_x = -sqrtf(tail > 0.0f ? tail : 0.0f);
     float x = right ? (y > 0.0f ? y : mid) : (tail > 0.0f ? tail_x : mid);
-    x = ((x > lo) & (x < hi)) | (right & (y > 0.0f)) ? x : mid;
+    x = (((x > lo) & (x < hi)) | (right & (y > 0.0f))) ? x : mid;
     int conv = 0;
     // unrolled in full: a loop left here would keep the outer loop from vectorising
 #pragma GCC unroll 16
