@@ -371,6 +371,15 @@ def load_note(r):
     return f" (other load: {o:.2f} cores busy)" if o is not None and o > OTHER_LOAD_FLAG else ""
 
 
+
+def report_run(label, r, detail=""):
+    """One run's line on stderr: its median step time (with detail), or why it failed."""
+    if r["ok"]:
+        print(f"{label}: median {r['ms_median']:.1f} ms/step over {len(r['ms_timed'])} steps{detail}"
+              + (f" ({r['warning']})" if r.get("warning") else "") + load_note(r), file=sys.stderr, flush=True)
+    else:
+        print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}", file=sys.stderr, flush=True)
+
 def disturbed_lines(runs, describe):
     """A markdown note listing the runs during which other processes kept more than
     OTHER_LOAD_FLAG cores busy on average (none: an empty list)."""
@@ -669,13 +678,7 @@ def run_scaling_bench(args, impls, workdir):
         r["waited_s"] = waited
         r["round"] = rnd
         r["seq"] = seq
-        if r["ok"]:
-            print(f"{label}: median {r['ms_median']:.1f} ms/step over {len(r['ms_timed'])} steps"
-                  + (f" ({r['warning']})" if r.get("warning") else "") + load_note(r),
-                  file=sys.stderr, flush=True)
-        else:
-            print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
-                  file=sys.stderr, flush=True)
+        report_run(label, r)
         return r
 
     runs = []
@@ -1823,18 +1826,13 @@ def main(argv=None):
                 r["round"] = rnd
                 r["seq"] = seq
                 r["waited_s"] = waited
+                detail = ""
                 if r["ok"]:
                     act = r["act_layer_bytes"] if impl == "ctron" else \
                         r["summary"]["saved_bytes_per_layer"]
-                    print(f"{label}: median {r['ms_median']:.1f} ms/step over "
-                          f"{len(r['ms_timed'])} steps, loss {r['loss_first']:.3f} -> "
-                          f"{r['loss_last']:.3f}, peak RSS {r['peak_rss_kib'] / 1024:.0f} MiB, "
-                          f"per layer {mib(act)} MiB"
-                          + (f" ({r['warning']})" if r.get("warning") else "") + load_note(r),
-                          file=sys.stderr, flush=True)
-                else:
-                    print(f"{label}: FAILED: {r['error']}\n{r.get('stderr_tail', '')}",
-                          file=sys.stderr, flush=True)
+                    detail = (f", loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}, peak RSS "
+                              f"{r['peak_rss_kib'] / 1024:.0f} MiB, per layer {mib(act)} MiB")
+                report_run(label, r, detail)
                 return r
 
             runs = []

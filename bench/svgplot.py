@@ -55,6 +55,16 @@ def _text_w(s, size, bold=False):
     return len(s) * size * (0.64 if bold else 0.58)
 
 
+
+def _panel_widths(panels, bar_w, gap_in, gap_group):
+    """Each panel's plot width: its groups' bars and gaps (at least 160 px)."""
+    widths = []
+    for p in panels:
+        w = sum(max(1, len(g["bars"])) * bar_w + (max(1, len(g["bars"])) - 1) * gap_in + gap_group
+                for g in p["groups"])
+        widths.append(max(160, w + gap_group))
+    return widths
+
 def _wrap(s, n):
     lines, cur = [], ""
     for word in s.split():
@@ -128,13 +138,7 @@ def bar_chart(title, subtitle, panels, series, ylabel, value_label,
     top, plot_h = 100, 250
     label_lines = max([1] + [len(g["label"].split("+")) for p in panels for g in p["groups"]])
     bottom = 22 + 11 * label_lines + 6
-    panel_ws = []
-    for p in panels:
-        w = 0
-        for g in p["groups"]:
-            nb = max(1, len(g["bars"]))
-            w += nb * bar_w + (nb - 1) * gap_in + gap_group
-        panel_ws.append(max(160, w + gap_group))
+    panel_ws = _panel_widths(panels, bar_w, gap_in, gap_group)
     legend_w = sum(30 + 7 * len(text) for _, text in series)
     if ref_value is not None and ref_label:
         legend_w += 27 + _text_w(ref_label, 11)
@@ -218,13 +222,7 @@ def stacked_bar_chart(title, subtitle, panels, segments, ylabel, value_label,
     top, plot_h = 100, 250
     label_lines = max([1] + [len(g["label"].split("+")) for p in panels for g in p["groups"]])
     bottom = 22 + 12 + 11 * label_lines + 6
-    panel_ws = []
-    for p in panels:
-        w = 0
-        for g in p["groups"]:
-            nb = max(1, len(g["bars"]))
-            w += nb * bar_w + (nb - 1) * gap_in + gap_group
-        panel_ws.append(max(160, w + gap_group))
+    panel_ws = _panel_widths(panels, bar_w, gap_in, gap_group)
     legend_w = sum(30 + 7 * len(text) for _, text, _ in segments)
     width = int(max(sum(pad_l + pw + pad_r for pw in panel_ws) + 10,
                     24 + _text_w(title, 15, bold=True), 24 + _text_w(subtitle or "", 11),

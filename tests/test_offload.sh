@@ -29,11 +29,15 @@ train sel_file --recompute selective --act-dtype bf16 --dropout-masks bits --off
 train plan --static-plan
 train plan_off --static-plan --offload all --offload-dir "$dir/pool"
 train sel_plan --recompute selective --act-dtype bf16 --dropout-masks bits --static-plan
+# A set the policy never keeps (selective recomputes attn_prob): said so, and nothing changes.
+train unkept --recompute selective --act-dtype bf16 --dropout-masks bits --offload attn_prob
+check 'grep -q "note: the policy keeps none of --offload attn_prob: nothing is offloaded" "$dir/unkept.out"' \
+  "offloading a tensor the policy does not keep should say so: $(sed -n 4p "$dir/unkept.out")"
 for r in host file plan plan_off; do
   check '[ "$(losses "$dir/$r.jsonl")" = "$(losses "$dir/plain.jsonl")" ]' \
     "$r: losses $(losses "$dir/$r.jsonl") differ from the plain run's $(losses "$dir/plain.jsonl")"
 done
-for r in sel_file sel_plan; do
+for r in sel_file sel_plan unkept; do
   check '[ "$(losses "$dir/$r.jsonl")" = "$(losses "$dir/sel.jsonl")" ]' "$r: losses differ from the selective run's"
 done
 check '[ -z "$(ls -A "$dir/pool")" ]' "the offload file was left behind: $(ls "$dir/pool")"

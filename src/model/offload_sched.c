@@ -10,6 +10,7 @@ void offload_init(GPT *m) {
     o->owner[0] = o->owner[1] = -1;
     if (!m->policy.offload) return;
     int L = m->cfg.layers;
+    ledger_init(&o->ledger, L);   // even when nothing is offloaded: then every cell stays 0
     o->pool_at = xcalloc(sizeof(size_t) * (size_t)L);
     o->order = xcalloc(sizeof(int) * (size_t)L);
     o->slot = xcalloc(sizeof(int) * (size_t)L);
@@ -24,16 +25,16 @@ void offload_init(GPT *m) {
     }
     for (int l = L - 1; l >= 0; l--)
         if (o->slot[l] >= 0) o->order[o->n_order++] = l;
+    if (at == 0) return;   // the policy keeps none of the named tensors: no pool, no stage (the run says so)
     char err[640];
     o->pool = offload_pool_open(at, m->policy.offload_dir, err, sizeof err);
     if (!o->pool) ctron_fatal("%s", err);
-    ledger_init(&o->ledger, L);
 }
 
 void offload_free(GPT *m) {
     OffloadState *o = &m->off;
-    if (!o->pool) return;
-    offload_pool_close(o->pool);
+    if (!m->policy.offload) return;
+    offload_pool_close(o->pool);   // NULL-safe
     ledger_free(&o->ledger);
     free(o->pool_at); free(o->order); free(o->slot);
     memset(o, 0, sizeof *o);

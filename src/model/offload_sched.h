@@ -7,8 +7,9 @@
 #define CTRON_OFFLOAD_SCHED_H
 #include "model/gpt.h"
 
-// After the shape and policy are set; nothing without policy.offload. Fatal when the pool cannot be
-// made (the CLI opens one first to report a bad --offload-dir as a usage error).
+// After the shape and policy are set; nothing without policy.offload, or when the policy keeps none
+// of the named tensors (m->off.pool stays NULL; the pool's ledger exists and stays empty). Fatal when the pool cannot be made: a directory
+// the CLI accepted but whose disk cannot hold the pool (exit 1, the size named, before any step).
 void offload_init(GPT *m);
 void offload_free(GPT *m);
 // A training forward begins: the stage goes on the arena (its bottom entry).

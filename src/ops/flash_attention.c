@@ -7,6 +7,39 @@
 
 enum { T = FLASH_TILE };
 
+// One thread's FLASH_SCRATCH floats: the score tile (P in the backward), the dP tile, the tile's
+// dropout mask (bytes), the output accumulator O, the running row max and sum, the backward's row
+// terms D (one per query position).
+typedef struct { float *S, *dP; uint8_t *keep; float *O, *mrow, *lrow, *D; } FlashScratch;
+
+static FlashScratch scratch_of(float *scratch, int s, int d) {
+    FlashScratch f;
+    f.S = scratch + (size_t)omp_get_thread_num() * FLASH_SCRATCH(s, d);
+    f.dP = f.S + T * T;
+    f.keep = (uint8_t *)(f.S + 2 * T * T);
+    f.O = f.S + 2 * T * T + T * T / 4;
+    f.mrow = f.O + (size_t)T * d;
+    f.lrow = f.mrow + T;
+    f.D = f.lrow + 2 * T;
+    return f;
+}
+
+// One (sequence, head) of the [s, b, h] tensors: head width d, row stride ld, first column off.
+typedef struct { int d, ld, drop, bi, j; size_t off; float scale, keep_scale; } FlashHead;
+
+static FlashHead head_of(int bj, int b, int a, int h, DropoutSite site) {
+    FlashHead x;
+    x.d = h / a;
+    x.ld = b * h;
+    x.drop = site.p > 0.0f;
+    x.bi = bj / a;
+    x.j = bj % a;
+    x.off = (size_t)x.bi * h + (size_t)x.j * x.d;
+    x.scale = 1.0f / sqrtf((float)x.d);
+    x.keep_scale = x.drop ? 1.0f / (1.0f - site.p) : 1.0f;
+    return x;
+}
+
 // The dropout mask of tile rows [i0, i0+ni) × keys [j0, j0+nj) of one head: the entries of
 // attention_forward's causal mask rows (index (head·s + i)·s + j in the sample).
 static void tile_mask(uint8_t *keep, DropoutSite site, uint32_t sample, int head, int s, int i0, int ni, int j0,
@@ -23,15 +56,15 @@ static void tile_mask(uint8_t *keep, DropoutSite site, uint32_t sample, int head
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
                              int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0) {
-    int d = h / a, ld = b * h, drop = site.p > 0.0f;
-    float scale = 1.0f / sqrtf((float)d), keep_scale = drop ? 1.0f / (1.0f - site.p) : 1.0f;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
-        int bi = bj / a, j = bj % a;
-        size_t off = (size_t)bi * h + (size_t)j * d;
-        float *S = scratch + (size_t)omp_get_thread_num() * FLASH_SCRATCH(s, d);
-        uint8_t *K = (uint8_t *)(S + 2 * T * T);
-        float *O = S + 2 * T * T + T * T / 4, *mrow = O + (size_t)T * d, *lrow = mrow + T;
+        FlashHead hd = head_of(bj, b, a, h, site);
+        int d = hd.d, ld = hd.ld, drop = hd.drop, bi = hd.bi, j = hd.j;
+        size_t off = hd.off;
+        float scale = hd.scale, keep_scale = hd.keep_scale;
+        FlashScratch f = scratch_of(scratch, s, d);
+        float *S = f.S, *O = f.O, *mrow = f.mrow, *lrow = f.lrow;
+        uint8_t *K = f.keep;
         for (int i0 = 0; i0 < s; i0 += T) {
             int ni = s - i0 < T ? s - i0 : T;
             for (int r = 0; r < ni; r++) { mrow[r] = -INFINITY; lrow[r] = 0.0f; }
@@ -73,15 +106,15 @@ void flash_attention_forward(float *ctx, float *lse, const float *q, const float
 void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
                               const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a,
                               int h, int head0, DropoutSite site, uint32_t sample0) {
-    int d = h / a, ld = b * h, drop = site.p > 0.0f;
-    float scale = 1.0f / sqrtf((float)d), keep_scale = drop ? 1.0f / (1.0f - site.p) : 1.0f;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
-        int bi = bj / a, j = bj % a;
-        size_t off = (size_t)bi * h + (size_t)j * d;
-        float *P = scratch + (size_t)omp_get_thread_num() * FLASH_SCRATCH(s, d), *dP = P + T * T;
-        uint8_t *K = (uint8_t *)(P + 2 * T * T);
-        float *D = P + 2 * T * T + T * T / 4 + (size_t)T * d + 3 * T;
+        FlashHead hd = head_of(bj, b, a, h, site);
+        int d = hd.d, ld = hd.ld, drop = hd.drop, bi = hd.bi, j = hd.j;
+        size_t off = hd.off;
+        float scale = hd.scale, keep_scale = hd.keep_scale;
+        FlashScratch f = scratch_of(scratch, s, d);
+        float *P = f.S, *dP = f.dP, *D = f.D;
+        uint8_t *K = f.keep;
         const float *L = lse + (size_t)bj * s;
         // D_i = Σ_c dO[i,c]·O[i,c] = Σ_j P̃_ij dP̃_ij: the softmax backward's row term
         for (int i = 0; i < s; i++) {

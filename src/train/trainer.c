@@ -301,13 +301,17 @@ int train_run(const TrainOptions *o, Comm *comm) {
            format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
     if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
     printf("\n");
-    if (m.off.pool) {
+    if (policy.offload) {
         char what[256];
-        printf("  offload %s to %s: %s per micro-batch in the pool, %s of stage slots in the arena\n",
-               offload_describe(policy.offload, what, sizeof what), offload_pool_where(m.off.pool),
-               format_bytes((double)act_offload_pool_bytes(&m.shape, &m.policy), b1, sizeof b1),
-               format_bytes((double)act_offload_stage_bytes(&m.shape, &m.policy), b2, sizeof b2));
-        if (act_offload_stage_bytes(&m.shape, &m.policy) >= act_offload_pool_bytes(&m.shape, &m.policy))
+        offload_describe(policy.offload, what, sizeof what);
+        if (!m.off.pool)
+            printf("  note: the policy keeps none of --offload %s: nothing is offloaded\n", what);
+        else
+            printf("  offload %s to %s: %s per micro-batch in the pool, %s of stage slots in the arena\n", what,
+                   offload_pool_where(m.off.pool),
+                   format_bytes((double)act_offload_pool_bytes(&m.shape, &m.policy), b1, sizeof b1),
+                   format_bytes((double)act_offload_stage_bytes(&m.shape, &m.policy), b2, sizeof b2));
+        if (m.off.pool && act_offload_stage_bytes(&m.shape, &m.policy) >= act_offload_pool_bytes(&m.shape, &m.policy))
             printf("  note: the stage holds two layers' offloaded tensors; with %d layers offloading saves no device "
                    "memory\n", c->layers);
     }
