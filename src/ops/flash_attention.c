@@ -59,9 +59,7 @@ void flash_attention_forward(float *ctx, float *lse, const float *q, const float
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
         FlashHead hd = head_of(bj, b, a, h, site);
-        int d = hd.d, ld = hd.ld, drop = hd.drop, bi = hd.bi, j = hd.j;
-        size_t off = hd.off;
-        float scale = hd.scale, keep_scale = hd.keep_scale;
+        int d = hd.d, ld = hd.ld;
         FlashScratch f = scratch_of(scratch, s, d);
         float *S = f.S, *O = f.O, *mrow = f.mrow, *lrow = f.lrow;
         uint8_t *K = f.keep;
@@ -71,9 +69,9 @@ void flash_attention_forward(float *ctx, float *lse, const float *q, const float
             memset(O, 0, sizeof(float) * (size_t)ni * d);
             for (int j0 = 0; j0 <= i0 + ni - 1; j0 += T) {   // key tiles up to the causal limit
                 int nj = s - j0 < T ? s - j0 : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, scale, q + off + (size_t)i0 * ld, ld,
-                            k + off + (size_t)j0 * ld, ld, 0.0f, S, T);
-                if (drop) tile_mask(K, site, sample0 + (uint32_t)bi, head0 + j, s, i0, ni, j0, nj);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, hd.scale, q + hd.off + (size_t)i0 * ld, ld,
+                            k + hd.off + (size_t)j0 * ld, ld, 0.0f, S, T);
+                if (hd.drop) tile_mask(K, site, sample0 + (uint32_t)hd.bi, head0 + hd.j, s, i0, ni, j0, nj);
                 for (int r = 0; r < ni; r++) {
                     float *row = S + (size_t)r * T;
                     int cmax = i0 + r - j0;   // last causal column of this row in the tile
@@ -87,15 +85,15 @@ void flash_attention_forward(float *ctx, float *lse, const float *q, const float
                     mrow[r] = mnew;
                     float *orow = O + (size_t)r * d;
                     for (int c = 0; c < d; c++) orow[c] *= corr;
-                    if (drop)
-                        for (int c = 0; c <= cmax; c++) row[c] = K[(size_t)r * T + c] ? row[c] * keep_scale : 0.0f;
+                    if (hd.drop)
+                        for (int c = 0; c <= cmax; c++) row[c] = K[(size_t)r * T + c] ? row[c] * hd.keep_scale : 0.0f;
                 }
                 // O += P̃ · V_tile
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, d, nj, 1.0f, S, T, v + off + (size_t)j0 * ld,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, d, nj, 1.0f, S, T, v + hd.off + (size_t)j0 * ld,
                             ld, 1.0f, O, d);
             }
             for (int r = 0; r < ni; r++) {
-                float inv = 1.0f / lrow[r], *dst = ctx + off + (size_t)(i0 + r) * ld;
+                float inv = 1.0f / lrow[r], *dst = ctx + hd.off + (size_t)(i0 + r) * ld;
                 for (int c = 0; c < d; c++) dst[c] = O[(size_t)r * d + c] * inv;
                 lse[(size_t)bj * s + i0 + r] = mrow[r] + logf(lrow[r]);
             }
@@ -109,35 +107,33 @@ void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
         FlashHead hd = head_of(bj, b, a, h, site);
-        int d = hd.d, ld = hd.ld, drop = hd.drop, bi = hd.bi, j = hd.j;
-        size_t off = hd.off;
-        float scale = hd.scale, keep_scale = hd.keep_scale;
+        int d = hd.d, ld = hd.ld;
         FlashScratch f = scratch_of(scratch, s, d);
         float *P = f.S, *dP = f.dP, *D = f.D;
         uint8_t *K = f.keep;
         const float *L = lse + (size_t)bj * s;
         // D_i = Σ_c dO[i,c]·O[i,c] = Σ_j P̃_ij dP̃_ij: the softmax backward's row term
         for (int i = 0; i < s; i++) {
-            const float *o = ctx + off + (size_t)i * ld, *g = dctx + off + (size_t)i * ld;
+            const float *o = ctx + hd.off + (size_t)i * ld, *g = dctx + hd.off + (size_t)i * ld;
             float acc = 0.0f;
             for (int c = 0; c < d; c++) acc += o[c] * g[c];
             D[i] = acc;
         }
         for (int i = 0; i < s; i++) {
-            memset(dq + off + (size_t)i * ld, 0, sizeof(float) * (size_t)d);
-            memset(dk + off + (size_t)i * ld, 0, sizeof(float) * (size_t)d);
-            memset(dv + off + (size_t)i * ld, 0, sizeof(float) * (size_t)d);
+            memset(dq + hd.off + (size_t)i * ld, 0, sizeof(float) * (size_t)d);
+            memset(dk + hd.off + (size_t)i * ld, 0, sizeof(float) * (size_t)d);
+            memset(dv + hd.off + (size_t)i * ld, 0, sizeof(float) * (size_t)d);
         }
         for (int j0 = 0; j0 < s; j0 += T) {
             int nj = s - j0 < T ? s - j0 : T;
             for (int i0 = j0 / T * T; i0 < s; i0 += T) {   // query tiles at or below the key tile
                 int ni = s - i0 < T ? s - i0 : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, scale, q + off + (size_t)i0 * ld, ld,
-                            k + off + (size_t)j0 * ld, ld, 0.0f, P, T);
-                if (drop) tile_mask(K, site, sample0 + (uint32_t)bi, head0 + j, s, i0, ni, j0, nj);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, hd.scale, q + hd.off + (size_t)i0 * ld, ld,
+                            k + hd.off + (size_t)j0 * ld, ld, 0.0f, P, T);
+                if (hd.drop) tile_mask(K, site, sample0 + (uint32_t)hd.bi, head0 + hd.j, s, i0, ni, j0, nj);
                 // dP̃ = dO · V_tileᵀ
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, 1.0f, dctx + off + (size_t)i0 * ld, ld,
-                            v + off + (size_t)j0 * ld, ld, 0.0f, dP, T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, 1.0f, dctx + hd.off + (size_t)i0 * ld, ld,
+                            v + hd.off + (size_t)j0 * ld, ld, 0.0f, dP, T);
                 for (int r = 0; r < ni; r++) {
                     float *pr = P + (size_t)r * T, *dr = dP + (size_t)r * T;
                     int cmax = i0 + r - j0;
@@ -145,18 +141,18 @@ void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx
                     float li = L[i0 + r], Di = D[i0 + r];
                     for (int c = 0; c < nj; c++) {
                         float p = c <= cmax ? ctron_expf(pr[c] - li) : 0.0f;
-                        float m = drop ? (K[(size_t)r * T + c] ? keep_scale : 0.0f) : 1.0f;
+                        float m = hd.drop ? (K[(size_t)r * T + c] ? hd.keep_scale : 0.0f) : 1.0f;
                         dr[c] = p * (dr[c] * m - Di);   // dS = P ⊙ (dP − D), dP = dP̃ ⊙ mask/(1−p)
                         pr[c] = p * m;                  // P̃, for dV
                     }
                 }
-                // dV_tile += P̃ᵀ dO ; dQ += scale·dS K_tile ; dK_tile += scale·dSᵀ Q
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nj, d, ni, 1.0f, P, T, dctx + off + (size_t)i0 * ld,
-                            ld, 1.0f, dv + off + (size_t)j0 * ld, ld);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, d, nj, scale, dP, T, k + off + (size_t)j0 * ld,
-                            ld, 1.0f, dq + off + (size_t)i0 * ld, ld);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nj, d, ni, scale, dP, T, q + off + (size_t)i0 * ld,
-                            ld, 1.0f, dk + off + (size_t)j0 * ld, ld);
+                // dV_tile += P̃ᵀ dO ; dQ += hd.scale·dS K_tile ; dK_tile += hd.scale·dSᵀ Q
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nj, d, ni, 1.0f, P, T, dctx + hd.off + (size_t)i0 * ld,
+                            ld, 1.0f, dv + hd.off + (size_t)j0 * ld, ld);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, d, nj, hd.scale, dP, T, k + hd.off + (size_t)j0 * ld,
+                            ld, 1.0f, dq + hd.off + (size_t)i0 * ld, ld);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nj, d, ni, hd.scale, dP, T, q + hd.off + (size_t)i0 * ld,
+                            ld, 1.0f, dk + hd.off + (size_t)j0 * ld, ld);
             }
         }
     }
