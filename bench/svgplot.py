@@ -65,6 +65,17 @@ def _panel_widths(panels, bar_w, gap_in, gap_group):
         widths.append(max(160, w + gap_group))
     return widths
 
+
+def _svg_head(width, height, title, subtitle):
+    """The opening of a chart: the svg element, a white page, the title and the subtitle."""
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+           f"viewBox='0 0 {width} {height}' {FONT}>",
+           f"<rect x='0' y='0' width='{width}' height='{height}' fill='white'/>",
+           _text(12, 22, title, size=15, anchor="start", weight="bold")]
+    if subtitle:
+        out.append(_text(12, 40, subtitle, size=11, anchor="start", fill="#555"))
+    return out
+
 def _wrap(s, n):
     lines, cur = [], ""
     for word in s.split():
@@ -150,12 +161,7 @@ def bar_chart(title, subtitle, panels, series, ylabel, value_label,
     note_lines = _wrap(note, int((width - 24) / (0.58 * 10))) if note else []
     height = top + plot_h + bottom + 14 * len(note_lines)
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-           f"viewBox='0 0 {width} {height}' {FONT}>",
-           f"<rect x='0' y='0' width='{width}' height='{height}' fill='white'/>",
-           _text(12, 22, title, size=15, anchor="start", weight="bold")]
-    if subtitle:
-        out.append(_text(12, 40, subtitle, size=11, anchor="start", fill="#555"))
+    out = _svg_head(width, height, title, subtitle)
     # legend
     lx = 12
     for key, text in series:
@@ -232,12 +238,7 @@ def stacked_bar_chart(title, subtitle, panels, segments, ylabel, value_label,
     height = top + plot_h + bottom + 14 * len(note_lines)
     colour = {k: c for k, _, c in segments}
 
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-           f"viewBox='0 0 {width} {height}' {FONT}>",
-           f"<rect x='0' y='0' width='{width}' height='{height}' fill='white'/>",
-           _text(12, 22, title, size=15, anchor="start", weight="bold")]
-    if subtitle:
-        out.append(_text(12, 40, subtitle, size=11, anchor="start", fill="#555"))
+    out = _svg_head(width, height, title, subtitle)
     lx = 12
     for key, text, col in segments:
         out.append(f"<rect x='{lx}' y='50' width='12' height='12' fill='{col}'/>")
