@@ -40,7 +40,7 @@ static float *train(uint64_t seed, int steps, int mb_size, double *losses) {
             gpt_backward(&m, tok, ctx);
         }
         losses[step - 1] = sum / (s * CFG.batch);
-        double norm = grad_global_norm(m.grads, m.n_params);
+        double norm = grad_global_norm(m.be, m.grads, m.n_params);
         adamw_step(&opt, &m, 1e-3f, grad_clip_scale(norm, 1.0f));
     }
     float *out = xmalloc(m.n_params * sizeof(float));

@@ -3,8 +3,8 @@
 #include <omp.h>
 #include <string.h>
 #include "check.h"
-#include "ops/attention.h"
-#include "ops/dropout.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/dropout.h"
 #include "util/common.h"
 
 int main(void) {

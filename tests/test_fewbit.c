@@ -1,12 +1,12 @@
-// Few-Bit GeLU (ops/gelu_fewbit.h): the tables are the optimum of the DP — for k = 1 against an
+// Few-Bit GeLU (backend/cpu/gelu_fewbit.h): the tables are the optimum of the DP — for k = 1 against an
 // exhaustive search over every boundary of the grid, for every k by local optimality (no boundary
 // moved by one grid step, levels re-fitted, does better) — the error falls with k, and the codes
 // round-trip: backward applies the level of the interval each input lies in.
 #include <math.h>
 #include <string.h>
 #include "check.h"
-#include "ops/gelu.h"
-#include "ops/gelu_fewbit.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/gelu_fewbit.h"
 #include "util/common.h"
 
 enum { G = FEWBIT_GRID };

@@ -1,4 +1,4 @@
-// Flash-style attention (ops/flash_attention.h) against the standard kernel (ops/attention.h), with
+// Flash-style attention (backend/cpu/flash_attention.h) against the standard kernel (backend/cpu/attention.h), with
 // dropout, on a sequence that is not a multiple of the tile (70 = 64 + 6) and a head offset (TP):
 // the same output and gradients within fp32 summation-order differences, and the same dropout
 // masks (a tile's mask is the standard mask's entries).
@@ -6,8 +6,8 @@
 #include <omp.h>
 #include <string.h>
 #include "check.h"
-#include "ops/attention.h"
-#include "ops/flash_attention.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/flash_attention.h"
 #include "util/common.h"
 #include "util/philox.h"
 

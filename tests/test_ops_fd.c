@@ -25,13 +25,13 @@
 #include <string.h>
 
 #include "check.h"
-#include "ops/attention.h"
-#include "ops/crossentropy.h"
-#include "ops/dropout.h"
-#include "ops/embedding.h"
-#include "ops/gelu.h"
-#include "ops/layernorm.h"
-#include "ops/linear.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/crossentropy.h"
+#include "backend/cpu/dropout.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/layernorm.h"
+#include "backend/cpu/linear.h"
 #include "util/philox.h"
 
 #define TOL_AFFINE 2e-4

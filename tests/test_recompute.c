@@ -63,7 +63,7 @@ static void run(Trace *t, const char *rc, const char *method, int num, const cha
         gpt_backward(&m, tok, ctx);
         t->grads[step - 1] = xmalloc(m.n_params * sizeof(float));
         memcpy(t->grads[step - 1], m.grads, m.n_params * sizeof(float));
-        adamw_step(&opt, &m, 2e-3f, grad_clip_scale(grad_global_norm(m.grads, m.n_params), 1.0f));
+        adamw_step(&opt, &m, 2e-3f, grad_clip_scale(grad_global_norm(m.be, m.grads, m.n_params), 1.0f));
     }
     t->params = xmalloc(m.n_params * sizeof(float));
     memcpy(t->params, m.params, m.n_params * sizeof(float));

@@ -1,13 +1,13 @@
-// Vocabulary-parallel embedding and cross-entropy (ops/vocab_parallel.h), t ranks simulated in one
+// Vocabulary-parallel embedding and cross-entropy (backend/cpu/vocab_parallel.h), t ranks simulated in one
 // process: the sum of the ranks' lookups is the embedding bit for bit; the combined loss and each
 // rank's gradient columns equal the one-process cross-entropy; padded columns (v = 37 over t = 3
 // ranks of 13) are ignored whatever they hold and get zero gradient.
 #include <math.h>
 #include <string.h>
 #include "check.h"
-#include "ops/crossentropy.h"
-#include "ops/embedding.h"
-#include "ops/vocab_parallel.h"
+#include "backend/cpu/crossentropy.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/vocab_parallel.h"
 #include "util/common.h"
 #include "util/philox.h"
 

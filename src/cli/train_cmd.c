@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include <unistd.h>
+#include "backend/backend.h"
 #include "parallel/comm.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
@@ -44,7 +45,12 @@ void cli_train_usage(FILE *f) {
         "  --recompute-num-layers N          N for --recompute-method (default 1)\n"
         "  --recompute-layers LIST           per-layer choice, e.g. 0-3:full,4-11:selective (every layer once)\n"
         "  --dropout-masks bytes|bits|regen  keep masks as bytes, packed bits, or regenerate them (default bytes)\n"
-        "  --act-dtype fp32|bf16             precision of kept activations; compute is fp32 (default fp32)\n"
+        "  --precision fp32|bf16             compute precision (default fp32). bf16 is mixed precision: fp32\n"
+        "                                    master weights, AdamW state and weight gradients; bf16 GEMMs with\n"
+        "                                    fp32 accumulation; fp32 LN/softmax/GeLU/loss; activations kept in bf16\n"
+        "  --bf16                            the same as --precision bf16 (Megatron's flag)\n"
+        "  --act-dtype fp32|bf16             precision of kept activations; with --precision fp32 compute stays\n"
+        "                                    fp32 (default: fp32, or bf16 under --precision bf16)\n"
         "  --tempo LIST                      Tempo's in-place gelu, layernorm and fused softmax (dropout),\n"
         "                                    comma-separated, or all (default none)\n"
         "  --attention flash|standard        flash: tiled attention with an online softmax, keeping one\n"
@@ -107,11 +113,22 @@ enum {
     OPT_LAYERS = 1000, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_DROPOUT, OPT_STEPS, OPT_LR,
     OPT_MIN_LR, OPT_WARMUP, OPT_WD, OPT_CLIP, OPT_ACCUM, OPT_SEED, OPT_DATA, OPT_VAL_FRAC, OPT_EVAL_EVERY,
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
-    OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PEAK,
+    OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PRECISION, OPT_BF16, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET
 };
+
+// Mixed precision keeps activations in bf16 (the paper's e = 2); fp32 storage would only cost memory.
+static int check_precision(TrainOptions *o, const char *const *given, int n_given) {
+    if (o->precision != PRECISION_BF16) return 0;
+    for (int j = 0; j < n_given; j++)
+        if (strcmp(given[j], "act-dtype") == 0 && o->act_dtype != ACT_BF16)
+            return usage_error("--act-dtype fp32 with --precision bf16: mixed precision keeps activations in bf16 "
+                               "(drop --act-dtype, or use --precision fp32)");
+    o->act_dtype = ACT_BF16;
+    return 0;
+}
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     static const struct option opts[] = {
@@ -131,7 +148,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"recompute", required_argument, 0, OPT_RECOMPUTE}, {"recompute-method", required_argument, 0, OPT_RC_METHOD},
         {"recompute-num-layers", required_argument, 0, OPT_RC_NUM},
         {"recompute-layers", required_argument, 0, OPT_RC_LAYERS}, {"dropout-masks", required_argument, 0, OPT_MASKS},
-        {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"peak-gflops", required_argument, 0, OPT_PEAK},
+        {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"precision", required_argument, 0, OPT_PRECISION},
+        {"bf16", no_argument, 0, OPT_BF16}, {"peak-gflops", required_argument, 0, OPT_PEAK},
         {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
         {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
         {"data-order", required_argument, 0, OPT_DATA_ORDER},
@@ -204,6 +222,14 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             if (policy_parse_dtype(optarg, &o->act_dtype) != 0)
                 return usage_error("--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
             break;
+        case OPT_PRECISION: {
+            Precision pr;
+            if (precision_parse(optarg, &pr) != 0)
+                return usage_error("--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
+            o->precision = (int)pr;
+            break;
+        }
+        case OPT_BF16: o->precision = PRECISION_BF16; break;
         case OPT_PEAK: rc = parse_float("--peak-gflops", optarg, 1e-3, 1e12, 0, &x); o->peak_gflops = x; break;
         case OPT_CKPT_DIR: o->ckpt_dir = optarg; break;
         case OPT_SAVE_EVERY: rc = parse_int("--save-every", optarg, 0, INT_MAX, &o->save_every); break;
@@ -249,6 +275,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if ((rc = cli_train_ckpt_flags(o, given, n_given)) != 0) return rc;
+    if ((rc = check_precision(o, given, n_given)) != 0) return rc;
+    if ((rc = check_precision(o, given, n_given)) != 0) return rc;
 
     // Shapes that make sense together.
     if (c->hidden % c->heads != 0)

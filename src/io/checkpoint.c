@@ -321,6 +321,7 @@ int ckpt_load(const char *step_dir, GPT *m, AdamW *opt, CkptState *st_out, char 
     }
     if (rc == 0) {   // everything is valid: only now is anything overwritten
         copy_params(m->params, &mf, m, "");
+        m->params16_stale = 1;
         if (opt) {
             copy_params(opt->m, &of, m, "m.");
             copy_params(opt->v, &of, m, "v.");

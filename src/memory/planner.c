@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory/flops.h"
-#include "ops/attention.h"
-#include "ops/flash_attention.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/flash_attention.h"
 #include "util/common.h"
 
 static void fill_policy(MemoryPolicy *pol, int L, int n_full, int n_sel) {

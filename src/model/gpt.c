@@ -9,16 +9,9 @@
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/saved.h"
-#include "ops/attention.h"
-#include "ops/crossentropy.h"
-#include "ops/dropout.h"
-#include "ops/embedding.h"
-#include "ops/gelu.h"
-#include "ops/gelu_fewbit.h"
-#include "ops/flash_attention.h"
-#include "ops/layernorm.h"
-#include "ops/linear.h"
-#include "ops/vocab_parallel.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/gelu_fewbit.h"
+#include "backend/cpu/flash_attention.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
 #include "util/common.h"
@@ -58,6 +51,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         memcpy(m->policy.kind, policy->kind, sizeof(LayerRecompute) * (size_t)c->layers);
         memcpy(m->policy.group_start, policy->group_start, sizeof(int) * (size_t)c->layers);
         m->policy.act_dtype = policy->act_dtype;
+        m->policy.precision = policy->precision;
         m->policy.masks = policy->masks;
         m->policy.tempo = policy->tempo;
         m->policy.gelu_bits = policy->gelu_bits;
@@ -66,9 +60,14 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->policy.offload_dir = policy->offload_dir;
     }
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
+    char err[256];
+    m->be = backend_open("cpu", (Precision)m->policy.precision, err, sizeof err);
+    if (!m->be) ctron_fatal("%s", err);
     m->n_params = local_num_params(m);
-    m->params = xcalloc(m->n_params * sizeof(float));
-    m->grads = xcalloc(m->n_params * sizeof(float));
+    m->params = m->be->alloc(m->be, m->n_params * sizeof(float));
+    m->grads = m->be->alloc(m->be, m->n_params * sizeof(float));
+    if (m->policy.precision == PRECISION_BF16) m->params16 = m->be->alloc(m->be, m->n_params * sizeof(uint16_t));
+    m->params16_stale = 1;
     bind_tensors(m, &m->w, m->params);
     bind_tensors(m, &m->g, m->grads);
     build_info(m);
@@ -112,7 +111,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);
-        m->ws[w] = floats[w] ? xmalloc(m->ws_bytes[w]) : NULL;
+        m->ws[w] = floats[w] ? m->be->alloc(m->be, m->ws_bytes[w]) : NULL;
         m->workspace_bytes += m->ws_bytes[w];
     }
     m->row_loss = xmalloc(n * sizeof(float));
@@ -128,14 +127,39 @@ void gpt_free(GPT *m) {
     ledger_free(&m->ledger);
     policy_free(&m->policy);
     work_free(m);
-    free(m->params); free(m->grads); free(m->info); free(m->blocks);
-    for (int w = 0; w < W_COUNT; w++) free(m->ws[w]);
+    if (m->be) {   // a model of gpt_init_tp; gpt_init_params' has host parameters only
+        m->be->free(m->be, m->params);
+        m->be->free(m->be, m->grads);
+        m->be->free(m->be, m->params16);
+        for (int w = 0; w < W_COUNT; w++) m->be->free(m->be, m->ws[w]);
+        backend_close(m->be);
+    } else {
+        free(m->params);
+    }
+    free(m->info); free(m->blocks);
     free(m->ce_part); free(m->ce_lse); free(m->row_loss);
     stepmem_free(&m->mem);
     memset(m, 0, sizeof *m);
 }
 
 enum { PASS_FORWARD, PASS_RECOMPUTE };
+
+// W's bf16 copy under mixed precision (the mirror has the parameters' layout), else NULL.
+static const uint16_t *w16_of(const GPT *m, const float *w) {
+    return m->params16 ? m->params16 + (w - m->params) : NULL;
+}
+
+// y[n,out] = x[n,in] · Wᵀ (+ bias) on the backend.
+static void linear_fwd(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int n,
+                       int in, int out) {
+    m->be->linear_forward(m->be, y, ldy, x, ldx, w, w16_of(m, w), bias, n, in, out);
+}
+
+// dx (= or +=) dy · W;  dW += dyᵀ · x;  db += Σ dy.
+static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
+                       const float *x, int ldx, const float *w, int n, int in, int out) {
+    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x, ldx, w, w16_of(m, w), n, in, out);
+}
 
 // Does this pass keep `name` of layer l, and where (saved.h's KEEP_*)? A recompute pass keeps what a
 // none layer would, in the arena (its backward follows at once); the forward offloads what --offload names.
@@ -163,7 +187,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        flash_attention_forward(ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->ctx.sample0);
+        m->be->flash_attention_forward(ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -172,7 +196,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
     uint8_t *mask = drop ? mask_out(m, A, ACT_ATTN_MASK, l, as2b, km) : NULL;
     float *dropped = drop ? saved_out(m, A, ACT_ATTN_DROP, l, as2b, kd) : NULL;
-    attention_forward(ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->hl, m->head0, site, m->ctx.sample0, bf16);
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->hl, m->head0, site, m->ctx.sample0, bf16);
     saved_done(m, A, ACT_ATTN_PROB, l, prob, as2b, kp, 1);
     if (drop) {
         mask_done(m, A, ACT_ATTN_MASK, l, mask, as2b, km);
@@ -219,7 +243,7 @@ static void output_done(GPT *m, int l, int pass, int where, float *out) {
 static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int site, int keep) {
     size_t nh = rank_rows_h(m);
     uint8_t *mask = mask_out(m, A, name, l, nh, keep);
-    dropout_mask_sbw(mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->ctx.sample0);
+    m->be->dropout_mask_sbw(mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->ctx.sample0);
     mask_done(m, A, name, l, mask, nh, keep);
     return mask;
 }
@@ -234,7 +258,7 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     int keep_out = keeps(m, l, out_name, pass);
     float *stats = saved_out(m, A, stats_name, l, 2 * (size_t)nr, keeps(m, l, stats_name, pass));
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
-    layernorm_forward(out, stats, x, gamma, beta, nr, h);
+    m->be->layernorm_forward(out, stats, x, gamma, beta, nr, h);
     saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
     return tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
 }
@@ -249,8 +273,8 @@ static void chunk_rows(int n, int M, int c, int *r0, int *r1) {
 // FC1 + bias + GeLU of rows [r0, r0+nc) into the chunk buffers mini_a (GeLU input), mini_b (output).
 static void mlp_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
     int h = m->cfg.hidden, fl = m->fl;
-    linear_forward(ws(m, W_MINI_A), fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
-    bias_gelu_forward(ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
+    linear_fwd(m, ws(m, W_MINI_A), fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
+    m->be->bias_gelu_forward(ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
 }
 
 // Mini-seq MLP forward: FC2(GeLU(FC1(x))) one chunk of the sequence at a time, into ws_out.
@@ -260,7 +284,7 @@ static void mlp_forward_chunks(GPT *m, const BlockTensors *w, const float *x_all
         chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
         if (r1 <= r0) continue;
         mlp_chunk_inner(m, w, x_all, r0, r1 - r0);
-        linear_forward(ws(m, W_OUT) + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, NULL, r1 - r0, fl, h);
+        linear_fwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, NULL, r1 - r0, fl, h);
     }
 }
 
@@ -274,9 +298,9 @@ static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensor
         int nc = r1 - r0;
         if (nc <= 0) continue;
         mlp_chunk_inner(m, w, x_all, r0, nc);
-        linear_backward(ws(m, W_MINI_C), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, nc, fl, h);
-        gelu_backward(ws(m, W_MINI_C), ws(m, W_MINI_C), ws(m, W_MINI_A), (size_t)nc * fl);
-        linear_backward(ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, ws(m, W_MINI_C), fl, x_all + (size_t)r0 * h, h,
+        linear_bwd(m, ws(m, W_MINI_C), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, nc, fl, h);
+        m->be->gelu_backward(ws(m, W_MINI_C), ws(m, W_MINI_C), ws(m, W_MINI_A), (size_t)nc * fl);
+        linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, ws(m, W_MINI_C), fl, x_all + (size_t)r0 * h, h,
                         w->fc1_w, nc, h, fl);
     }
 }
@@ -302,20 +326,20 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     float *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
     float *k = saved_out(m, A, ACT_K, l, nhl, KEEP(ACT_K));
     float *v = saved_out(m, A, ACT_V, l, nhl, KEEP(ACT_V));
-    linear_forward(q, hl, qkv_all, h, w.qkv_w, w.qkv_b, n, h, hl);
-    linear_forward(k, hl, qkv_all, h, w.qkv_w + (size_t)hl * h, w.qkv_b + hl, n, h, hl);
-    linear_forward(v, hl, qkv_all, h, w.qkv_w + 2 * (size_t)hl * h, w.qkv_b + 2 * hl, n, h, hl);
+    linear_fwd(m, q, hl, qkv_all, h, w.qkv_w, w.qkv_b, n, h, hl);
+    linear_fwd(m, k, hl, qkv_all, h, w.qkv_w + (size_t)hl * h, w.qkv_b + hl, n, h, hl);
+    linear_fwd(m, v, hl, qkv_all, h, w.qkv_w + 2 * (size_t)hl * h, w.qkv_b + 2 * hl, n, h, hl);
     saved_done(m, A, ACT_Q, l, q, nhl, KEEP(ACT_Q), 0);
     saved_done(m, A, ACT_K, l, k, nhl, KEEP(ACT_K), 0);
     saved_done(m, A, ACT_V, l, v, nhl, KEEP(ACT_V), 0);
     float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nhl, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
     saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
-    linear_forward(ws(m, W_OUT), h, proj_in, hl, w.proj_w, NULL, n, hl, h);
+    linear_fwd(m, ws(m, W_OUT), h, proj_in, hl, w.proj_w, NULL, n, hl, h);
     const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
-    dropout_residual_forward(x1, x, attn_out, w.proj_b, drop1, p, nr, h);
+    m->be->dropout_residual_forward(x1, x, attn_out, w.proj_b, drop1, p, nr, h);
     saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
@@ -325,15 +349,15 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     if (!mini) {
         float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
         float *fc2_out_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
-        linear_forward(gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);
-        bias_gelu_forward(fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
+        linear_fwd(m, gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);
+        m->be->bias_gelu_forward(fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
         saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
         saved_done(m, A, ACT_FC2_IN, l, fc2_out_in, nfl, KEEP(ACT_FC2_IN), 1);
         if (KEEP(ACT_GELU_BRANCH))
-            gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
+            m->be->gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
         if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
             const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
-            fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)), gelu_in,
+            m->be->fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)), gelu_in,
                                nfl, fb);
         }
         fc2_in = fc2_out_in;
@@ -343,10 +367,10 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
     if (where == OUT_DISCARD) return NULL;
     if (mini) mlp_forward_chunks(m, &w, fc1_all);   // FC1, GeLU, FC2 a chunk at a time; nothing kept
-    else linear_forward(ws(m, W_OUT), h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
+    else linear_fwd(m, ws(m, W_OUT), h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
     const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
-    dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
+    m->be->dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);
     return out;
 #undef KEEP
@@ -367,10 +391,10 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
 static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
     int s = m->s_cur, b = m->b_cur, h = m->cfg.hidden;
     if (m->tp.t <= 1) {
-        embedding_forward(x, tokens, m->w.wte, m->w.wpe, s, b, h);
+        m->be->embedding_forward(x, tokens, m->w.wte, m->w.wpe, s, b, h);
         return;
     }
-    embedding_vocab_forward(ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
+    m->be->embedding_vocab_forward(ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
     if (m->tp.sp) {
         comm_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)s * b * h * sizeof(float));
@@ -378,7 +402,7 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
         comm_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     }
-    embedding_add_positions(x, m->w.wpe, m->s0, m->s_rank, b, h);
+    m->be->embedding_add_positions(x, m->w.wpe, m->s0, m->s_rank, b, h);
 }
 
 // Mini-seq output layer + cross-entropy, one chunk of the sequence at a time: the chunk's logits,
@@ -394,19 +418,19 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
         int nc = r1 - r0;
         if (nc <= 0) continue;
         float *logits = ws(m, W_MINI_LOGITS);
-        linear_forward(logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
+        linear_fwd(m, logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
         if (t <= 1) {
-            loss += train ? crossentropy_forward_backward(logits, targets + r0, m->row_loss, nc, vl, grad_scale)
-                          : crossentropy_loss(logits, targets + r0, m->row_loss, nc, vl);
+            loss += train ? m->be->crossentropy_forward_backward(logits, targets + r0, m->row_loss, nc, vl, grad_scale)
+                          : m->be->crossentropy_loss(logits, targets + r0, m->row_loss, nc, vl);
         } else {
             float *part = m->ce_part + (size_t)m->tp.rank * nc * 3;
-            crossentropy_vocab_partial(part, logits, targets + r0, nc, vl, m->v0, m->cfg.vocab);
+            m->be->crossentropy_vocab_partial(part, logits, targets + r0, nc, vl, m->v0, m->cfg.vocab);
             tp_allgather(m, part, m->ce_part, (size_t)nc * 3, TPC_VOCAB);
-            loss += crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, t, nc);
-            if (train) crossentropy_vocab_backward(logits, m->ce_lse, targets + r0, nc, vl, m->v0, m->cfg.vocab, grad_scale);
+            loss += m->be->crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, t, nc);
+            if (train) m->be->crossentropy_vocab_backward(logits, m->ce_lse, targets + r0, nc, vl, m->v0, m->cfg.vocab, grad_scale);
         }
         if (train)
-            linear_backward(lm_grad + (size_t)r0 * h, h, 0, m->g.wte, NULL, logits, vl, lm_all + (size_t)r0 * h, h,
+            linear_bwd(m, lm_grad + (size_t)r0 * h, h, 0, m->g.wte, NULL, logits, vl, lm_all + (size_t)r0 * h, h,
                             m->w.wte, nc, h, vl);
     }
     if (train) saved_done(m, M, ACT_LM_GRAD, -1, lm_grad, (size_t)n * h, 1, 0);
@@ -424,24 +448,24 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     int mini = m->policy.mini_seq > 1 && targets;
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
     float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
-    layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
+    m->be->layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
-    linear_forward(logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
+    linear_fwd(m, logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
     snapshot_forward_end(m);
     if (!targets) return 0.0;
     if (m->tp.t <= 1) {
-        if (train) return crossentropy_forward_backward(logits, targets, m->row_loss, n, vl, grad_scale);
-        return crossentropy_loss(logits, targets, m->row_loss, n, vl);
+        if (train) return m->be->crossentropy_forward_backward(logits, targets, m->row_loss, n, vl, grad_scale);
+        return m->be->crossentropy_loss(logits, targets, m->row_loss, n, vl);
     }
     // Three numbers per row from every rank: its max, its Σexp and its target logit.
     float *part = m->ce_part + (size_t)m->tp.rank * n * 3;
-    crossentropy_vocab_partial(part, logits, targets, n, vl, m->v0, c->vocab);
+    m->be->crossentropy_vocab_partial(part, logits, targets, n, vl, m->v0, c->vocab);
     tp_allgather(m, part, m->ce_part, (size_t)n * 3, TPC_VOCAB);
-    double loss = crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, m->tp.t, n);
-    if (train) crossentropy_vocab_backward(logits, m->ce_lse, targets, n, vl, m->v0, c->vocab, grad_scale);
+    double loss = m->be->crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, m->tp.t, n);
+    if (train) m->be->crossentropy_vocab_backward(logits, m->ce_lse, targets, n, vl, m->v0, c->vocab, grad_scale);
     return loss;
 }
 
@@ -458,6 +482,10 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     float p = train ? c->dropout : 0.0f;
     m->ledger.paused = !train;
     m->ctx = ctx;
+    if (m->params16 && m->params16_stale) {   // mixed precision: the GEMMs' bf16 weights from the masters
+        m->be->bf16_pack(m->params16, m->params, m->n_params);
+        m->params16_stale = 0;
+    }
     m->s_cur = s;
     m->b_cur = b;
     m->s_rank = m->tp.sp ? s / m->tp.t : s;
@@ -475,9 +503,9 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     float *x = input_of(m, 0, PASS_FORWARD);
     embed_forward(m, x, tokens);
     if (emb_mask) {
-        dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, b, h, ctx.sample0);
+        m->be->dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, b, h, ctx.sample0);
         mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
-        dropout_apply(x, emb_mask, p, nrh);
+        m->be->dropout_apply(x, emb_mask, p, nrh);
     }
     saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
     scope_end(m, scope_key(m, SCOPE_EMB));
@@ -511,10 +539,10 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
     size_t nrh = (size_t)nr * h;
     const float *stats = saved_in(m, A, stats_name, l, 2 * (size_t)nr);
     if (tempo(m, TEMPO_LAYERNORM))
-        layernorm_backward_from_output(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
+        m->be->layernorm_backward_from_output(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
                                        beta, nr, h);
     else
-        layernorm_backward(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
+        m->be->layernorm_backward(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
 }
 
 // d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
@@ -532,27 +560,27 @@ static void block_backward_pass(GPT *m, int l) {
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
     const float *d_mlp_out = ws(m, W_D_RES);
     if (drop) {
-        dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
         d_mlp_out = ws(m, W_D_TMP);
     }
-    bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
+    m->be->bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
     const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
         const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
         mlp_backward_chunks(m, &w, &g, fc1_in, d_fc2_out);
     } else {
-        linear_backward(ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
+        linear_bwd(m, ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
                         n, fl, h);
         if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
-            fewbit_gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
+            m->be->fewbit_gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
                                  fewbit_gelu_table(m->policy.gelu_bits));
         else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
-            gelu_backward_from_output(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
+            m->be->gelu_backward_from_output(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
                                       bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
         else
-            gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+            m->be->gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
         const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
-        linear_backward(ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
+        linear_bwd(m, ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
     }
     const float *d_fc1_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);     // g backward
     norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
@@ -560,33 +588,33 @@ static void block_backward_pass(GPT *m, int l) {
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
     const float *d_attn_out = ws(m, W_D_RES);
     if (drop) {
-        dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
         d_attn_out = ws(m, W_D_TMP);
     }
-    bias_backward(g.proj_b, d_attn_out, h, nr, h);
+    m->be->bias_backward(g.proj_b, d_attn_out, h, nr, h);
     const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
-    linear_backward(d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
+    linear_bwd(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
                     n, hl, h);
     const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
-        flash_attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
+        m->be->flash_attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                  saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH), s, b, m->al,
                                  hl, m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0);
     else if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
-        attention_backward_recompute(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl,
+        m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl,
                                      m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0,
                                      m->policy.act_dtype == ACT_BF16);
     else
-        attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
+        m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
                            drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
                            drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v,
                            ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, p, m->policy.act_dtype == ACT_BF16);
     size_t hh = (size_t)hl * h;
     const float *qkv_in = regather(m, A, ACT_QKV_IN, l);
-    linear_backward(ws(m, W_OUT), h, 0, g.qkv_w, g.qkv_b, ws(m, W_D_Q), hl, qkv_in, h, w.qkv_w, n, h, hl);
-    linear_backward(ws(m, W_OUT), h, 1, g.qkv_w + hh, g.qkv_b + hl, ws(m, W_D_K), hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
-    linear_backward(ws(m, W_OUT), h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, ws(m, W_D_V), hl, qkv_in, h, w.qkv_w + 2 * hh, n,
+    linear_bwd(m, ws(m, W_OUT), h, 0, g.qkv_w, g.qkv_b, ws(m, W_D_Q), hl, qkv_in, h, w.qkv_w, n, h, hl);
+    linear_bwd(m, ws(m, W_OUT), h, 1, g.qkv_w + hh, g.qkv_b + hl, ws(m, W_D_K), hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
+    linear_bwd(m, ws(m, W_OUT), h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, ws(m, W_D_V), hl, qkv_in, h, w.qkv_w + 2 * hh, n,
                     h, hl);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
     norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
@@ -619,14 +647,14 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     const float *d_lm_in;
     if (m->policy.mini_seq > 1) {   // the forward did the output layer's backward; its dL/d lm_in was kept
         const float *lm_grad = saved_in(m, M, ACT_LM_GRAD, -1, (size_t)n * h);
-        if (m->tp.t > 1) memcpy(ws(m, W_OUT), lm_grad, (size_t)n * h * sizeof(float));
+        if (m->tp.t > 1) m->be->copy(m->be, ws(m, W_OUT), lm_grad, (size_t)n * h * sizeof(float), COPY_D2D);
         d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
         const float *lm_in = regather(m, M, ACT_LM_IN, -1);
-        linear_backward(ws(m, W_OUT), h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+        linear_bwd(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
-    layernorm_backward(ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
+    m->be->layernorm_backward(ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
                        saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
     arena_pop_to(&m->arena, m->mark_head);
     scope_end(m, scope_key(m, SCOPE_HEAD));
@@ -646,13 +674,13 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
 
     // x = Dropout(wte[tokens] + wpe)
     scope_begin(m, scope_key(m, SCOPE_EMB));
-    if (c->dropout > 0.0f) dropout_apply(ws(m, W_D_RES), mask_in(m, M, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
+    if (c->dropout > 0.0f) m->be->dropout_apply(ws(m, W_D_RES), mask_in(m, M, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
     if (m->tp.t <= 1) {
-        embedding_backward(m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
+        m->be->embedding_backward(m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
     } else {
-        embedding_positions_backward(m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
+        m->be->embedding_positions_backward(m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
         const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), sp_buf(m, W_GATHER), h, TPC_VOCAB);
-        embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
+        m->be->embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
     }
     scope_end(m, scope_key(m, SCOPE_EMB));
     scope_end(m, scope_key(m, SCOPE_BWD));
@@ -660,6 +688,8 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
     arena_pop_to(&m->arena, 0);
     memset(M->saved, 0, sizeof M->saved);
 }
+
+void gpt_params_changed(GPT *m) { m->params16_stale = 1; }
 
 void gpt_release(GPT *m) {
     offload_end_step(m);

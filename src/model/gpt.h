@@ -3,6 +3,7 @@
 #define CTRON_GPT_H
 #include <stddef.h>
 #include <stdint.h>
+#include "backend/backend.h"
 #include "memory/arena.h"
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
@@ -106,7 +107,10 @@ typedef struct {
     int hl, al, fl, vl, head0, v0;
     size_t n_params;              // this rank's parameters (its shards and the replicated tensors)
     uint64_t comm_bytes[TPC_PURPOSES];  // TP bytes moved since the caller last zeroed them
-    float *params, *grads;
+    Backend *be;                  // where tensors live and kernels run (the CPU backend; --precision)
+    float *params, *grads;        // fp32 master weights and gradients
+    uint16_t *params16;           // mixed precision: bf16 copy of params for the GEMMs (NULL under fp32)
+    int params16_stale;           // params changed since the copy was made: refreshed before the next forward
     GPTTensors w, g;
     ParamInfo *info;
     int n_info;
@@ -174,6 +178,9 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx);
 // Releases whatever a forward left in the arena (a training forward that is not followed by backward).
 void gpt_release(GPT *m);
 void gpt_zero_grad(GPT *m);
+// Something other than the optimizer's fused update wrote m->params (initialisation, a checkpoint,
+// ZeRO's gather): the bf16 copy is made again before the next forward.
+void gpt_params_changed(GPT *m);
 size_t gpt_num_params(const GPTConfig *cfg);
 const ParamInfo *gpt_find_param(const GPT *m, const char *name);
 #endif

@@ -7,11 +7,11 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
-#include "ops/dropout.h"
-#include "ops/embedding.h"
-#include "ops/gelu.h"
-#include "ops/layernorm.h"
-#include "ops/linear.h"
+#include "backend/cpu/dropout.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/layernorm.h"
+#include "backend/cpu/linear.h"
 #include "util/common.h"
 
 static const float *param(const GPT *m, const char *name) {

@@ -121,6 +121,7 @@ static void fill_normal(float *x, size_t n, float std, uint64_t seed, uint32_t i
 static void init_whole(GPT *m, uint64_t seed);
 
 void gpt_init_weights(GPT *m, uint64_t seed) {
+    gpt_params_changed(m);
     if (m->tp.t <= 1) {
         init_whole(m, seed);
         return;
@@ -195,6 +196,7 @@ static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, 
 }
 
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst) {
+    if (dst == m->params) ((GPT *)m)->params16_stale = 1;   // the bf16 copy follows the new weights
     shard_copy(m, full, m->tp.t > 1 ? m->tp.rank : 0, dst, (float *)full_buf, 1);
 }
 

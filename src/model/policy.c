@@ -105,6 +105,7 @@ static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t
 int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char *method, int num_layers,
                  const char *layer_list, char *err, size_t errlen) {
     ActDtype dt = p->act_dtype;
+    int precision = p->precision;
     MaskMode mm = p->masks;
     unsigned tempo = p->tempo;
     int gelu_bits = p->gelu_bits, mini_seq = p->mini_seq;
@@ -117,6 +118,7 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     p->mini_seq = mini_seq;
     p->arena_budget = arena_budget;
     p->act_dtype = dt;
+    p->precision = precision;
     p->masks = mm;
     p->tempo = tempo;
     p->gelu_bits = gelu_bits;

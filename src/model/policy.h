@@ -15,7 +15,7 @@ typedef enum { ACT_FP32 = 0, ACT_BF16 = 1 } ActDtype;
 //             dropped probabilities from them, per head, with the forward's arithmetic (exact)
 enum { TEMPO_GELU = 1, TEMPO_LAYERNORM = 2, TEMPO_SOFTMAX = 4 };
 // Few-Bit Backward (Novikov et al.): keep a k-bit code of the GeLU input instead of gelu_in, and
-// use the optimal piecewise-constant GeLU′ of its 2^k levels in backward (ops/gelu_fewbit.h).
+// use the optimal piecewise-constant GeLU′ of its 2^k levels in backward (backend/cpu/gelu_fewbit.h).
 // A bit of MemoryPolicy.tempo too (the options that change what a layer keeps); k is gelu_bits.
 enum { GELU_FEWBIT = 8 };
 // Mini-Sequence Transformer (Luo et al.): the MLP and the output layer + cross-entropy run in
@@ -23,7 +23,7 @@ enum { GELU_FEWBIT = 8 };
 // recomputes FC1 and GeLU chunk by chunk); the output layer finishes its backward inside the
 // forward, chunk by chunk, and keeps only dL/d lm_in (lm_grad): the logits are never whole.
 enum { MINI_SEQ = 16 };
-// Flash-style attention (ops/flash_attention.h): keeps q, k, v, the output and attn_lse (one float
+// Flash-style attention (backend/cpu/flash_attention.h): keeps q, k, v, the output and attn_lse (one float
 // per query row and head) instead of attn_prob, attn_mask and attn_drop; backward recomputes the
 // probabilities tile by tile.
 enum { ATTN_FLASH = 32 };
@@ -35,6 +35,7 @@ typedef struct {
     LayerRecompute *kind;     // [layers]
     int *group_start;         // [layers] first layer of this layer's full-recompute group (= l otherwise)
     ActDtype act_dtype;
+    int precision;            // Precision (backend/backend.h): bf16 = mixed precision (act_dtype is then bf16)
     MaskMode masks;
     unsigned tempo;           // TEMPO_* and GELU_FEWBIT bits
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise

@@ -79,7 +79,7 @@ StaticPlanReport gpt_plan_memory(GPT *m, const int32_t *tokens, const int32_t *t
     // The default storage is not used again: every step is placed in the block.
     free(m->arena.base);
     m->arena.base = NULL;
-    for (int w = 0; w < W_COUNT; w++) { free(m->ws[w]); m->ws[w] = NULL; }
+    for (int w = 0; w < W_COUNT; w++) { m->be->free(m->be, m->ws[w]); m->ws[w] = NULL; }
     work_free(m);
     m->workspace_bytes = (2 * (size_t)s * b + 3 * (size_t)s * b * (size_t)m->tp.t) * sizeof(float);
     return r;

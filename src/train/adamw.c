@@ -28,18 +28,11 @@ void adamw_update_range(AdamW *opt, GPT *m, float lr, float grad_scale, size_t l
         const ParamInfo *pi = &m->info[i];
         size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
         if (a >= z) continue;
-        float *w = m->params + a, *g = m->grads + a;
         float *mm = opt->m + state_off + (a - lo), *vv = opt->v + state_off + (a - lo);
         float decay = pi->decay ? opt->weight_decay : 0.0f;
-        long n = (long)(z - a);
-#pragma omp parallel for simd schedule(static)
-        for (long e = 0; e < n; e++) {
-            float ge = g[e] * grad_scale;
-            mm[e] = b1 * mm[e] + (1.0f - b1) * ge;
-            vv[e] = b2 * vv[e] + (1.0f - b2) * ge * ge;
-            float mhat = mm[e] / c1, vhat = vv[e] / c2;
-            w[e] -= lr * (mhat / (sqrtf(vhat) + opt->eps) + decay * w[e]);
-        }
+        // the bf16 copy is refreshed in the same sweep (mixed precision)
+        m->be->adamw_update(m->params + a, m->params16 ? m->params16 + a : NULL, m->grads + a, mm, vv, z - a, lr, b1,
+                            b2, opt->eps, decay, c1, c2, grad_scale);
     }
 }
 

@@ -21,13 +21,6 @@ void grads_allreduce_dp(CommGroup *dp, float *g, size_t n) {
     for (size_t off = 0; off < n; off += BUCKET) comm_allreduce_sum(dp, g + off, g + off, n - off < BUCKET ? n - off : BUCKET);
 }
 
-static double sum_squares(const float *g, size_t n) {
-    double acc = 0.0;
-#pragma omp parallel for reduction(+ : acc) schedule(static)
-    for (size_t i = 0; i < n; i++) acc += (double)g[i] * (double)g[i];
-    return acc;
-}
-
 // Σ g² over [lo, hi) ∩ the tensors this rank counts.
 static double range_squares(const GPT *m, size_t lo, size_t hi, int count_replicated) {
     double acc = 0.0;
@@ -35,13 +28,13 @@ static double range_squares(const GPT *m, size_t lo, size_t hi, int count_replic
         const ParamInfo *pi = &m->info[i];
         if (pi->split == TP_REPLICATED && !count_replicated) continue;
         size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
-        if (a < z) acc += sum_squares(m->grads + a, z - a);
+        if (a < z) acc += m->be->sum_squares(m->grads + a, z - a);
     }
     return acc;
 }
 
 double grads_global_norm(const GPT *m, const Zero *zero, CommGroup *tp, CommGroup *dp) {
-    if (m->tp.t <= 1 && !zero) return grad_global_norm(m->grads, m->n_params);
+    if (m->tp.t <= 1 && !zero) return grad_global_norm(m->be, m->grads, m->n_params);
     int count_replicated = m->tp.t <= 1 || m->tp.rank == 0;
     double sq = 0.0;
     if (!zero) {

@@ -11,8 +11,7 @@ int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
     int first = -1;
     for (int i = 0; i < m->n_info; i++) {
         const float *g = m->grads + m->info[i].offset;
-        size_t bad = 0;
-        for (size_t e = 0; e < m->info[i].numel; e++) bad += !isfinite(g[e]);
+        size_t bad = m->be->count_nonfinite(g, m->info[i].numel);
         if (counts) counts[i] = bad;
         if (bad && first < 0) first = i;
     }

@@ -135,6 +135,7 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
 
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
+    p->precision = o->precision;
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
@@ -146,6 +147,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
             return -1;
         }
         plan_policy(&plan, &sh, p);
+        p->precision = o->precision;
         p->offload_dir = o->offload_dir;
         p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes;   // the scratch lives outside the arena
         return 0;

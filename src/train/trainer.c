@@ -295,8 +295,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
     if (policy.gelu_bits) snprintf(fewbit, sizeof fewbit, ", %d-bit GeLU codes", policy.gelu_bits);
     if (policy.mini_seq) snprintf(fewbit, sizeof fewbit, ", mini-seq %d", policy.mini_seq);
     if (policy.tempo & ATTN_FLASH) snprintf(fewbit + strlen(fewbit), sizeof fewbit - strlen(fewbit), ", flash attention");
-    printf("  recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
-           plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
+    printf("  %s compute, recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
+           policy.precision == PRECISION_BF16 ? "bf16 mixed-precision" : "fp32", plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
            tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,
            format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
     if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
@@ -400,6 +400,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
             for (size_t k = 0; zero_piece(zero, k, &lo, &hi); k++, off += hi - lo)
                 adamw_update_range(&opt, &m, lr, clip_scale, lo, hi, off);
             zero_allgather(zero, m.params);
+            gpt_params_changed(&m);
         }
         times.opt = now_seconds() - o0;
         times.comm = step_comm_stats(world, tpg, dpg);   // before validation, which communicates too

@@ -26,6 +26,7 @@ typedef struct {
     int recompute_num_layers;
     MaskMode masks;
     ActDtype act_dtype;
+    int precision;       // Precision (backend/backend.h): --precision fp32|bf16
     unsigned tempo;      // TEMPO_* bits (model/policy.h): --tempo gelu,layernorm,softmax
     int gelu_bits;       // --gelu-bits K: Few-Bit GeLU codes of K bits (0: exact GeLU′)
     int flash;           // --attention flash: tiled attention keeping only the log-sum-exp

@@ -1,8 +1,8 @@
-#include "ops/gelu.h"
-#include "ops/bf16.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/bf16.h"
 #include <math.h>
 #include <stdint.h>
-#include "ops/fastmath.h"
+#include "backend/cpu/fastmath.h"
 
 #define GELU_K 0.7978845608028654f  // sqrt(2/pi)
 #define GELU_C 0.044715f

@@ -1,5 +1,6 @@
-#include "ops/linear.h"
+#include "backend/cpu/linear.h"
 #include <cblas.h>
+#include "backend/cpu/gemm_bf16.h"
 
 void bias_add(float *y, int ldy, const float *bias, int n, int cols) {
 #pragma omp parallel for schedule(static)
@@ -36,5 +37,18 @@ void linear_backward(float *dx, int ldx_out, int accumulate, float *dw, float *d
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, lddy, w, in,
                     accumulate ? 1.0f : 0.0f, dx, ldx_out);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, lddy, x, ldx, 1.0f, dw, in);
+    if (db) bias_backward(db, dy, lddy, n, out);
+}
+
+void linear_forward_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, const float *bias, int n,
+                         int in, int out) {
+    gemm_bf16(0, 1, n, out, in, x16, in, w16, in, 0.0f, y, ldy);
+    if (bias) bias_add(y, ldy, bias, n, out);
+}
+
+void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
+                          const uint16_t *dy16, const uint16_t *x16, const uint16_t *w16, int n, int in, int out) {
+    if (dx) gemm_bf16(0, 0, n, in, out, dy16, out, w16, in, accumulate ? 1.0f : 0.0f, dx, ldx_out);
+    gemm_bf16(1, 0, out, in, n, dy16, out, x16, in, 1.0f, dw, in);   // fp32 weight gradients accumulate
     if (db) bias_backward(db, dy, lddy, n, out);
 }

@@ -1,8 +1,8 @@
-#include "ops/vocab_parallel.h"
+#include "backend/cpu/vocab_parallel.h"
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
-#include "ops/fastmath.h"
+#include "backend/cpu/fastmath.h"
 
 void embedding_vocab_forward(float *x, const int32_t *tokens, const float *wte, int v0, int vl, int n, int h) {
 #pragma omp parallel for schedule(static)

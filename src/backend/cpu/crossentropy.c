@@ -1,6 +1,6 @@
-#include "ops/crossentropy.h"
+#include "backend/cpu/crossentropy.h"
 #include <math.h>
-#include "ops/fastmath.h"
+#include "backend/cpu/fastmath.h"
 #include <stddef.h>
 
 static inline float row_logsumexp(const float *z, int v, float *max_out) {

@@ -1,9 +1,9 @@
-#include "ops/flash_attention.h"
+#include "backend/cpu/flash_attention.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
-#include "ops/fastmath.h"
+#include "backend/cpu/fastmath.h"
 
 enum { T = FLASH_TILE };
 

@@ -1,4 +1,4 @@
-#include "ops/layernorm.h"
+#include "backend/cpu/layernorm.h"
 #include <math.h>
 #include <stddef.h>
 

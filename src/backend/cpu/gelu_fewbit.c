@@ -1,4 +1,4 @@
-#include "ops/gelu_fewbit.h"
+#include "backend/cpu/gelu_fewbit.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

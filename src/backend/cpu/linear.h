@@ -2,6 +2,7 @@
 #ifndef CTRON_LINEAR_H
 #define CTRON_LINEAR_H
 #include <stddef.h>
+#include <stdint.h>
 
 // y[n,out] = x[n,in] · W[out,in]ᵀ  (+ bias[out] when bias != NULL); ldx/ldy are row strides.
 void linear_forward(float *y, int ldy, const float *x, int ldx, const float *w, const float *bias,
@@ -15,4 +16,11 @@ void linear_backward(float *dx, int ldx_out, int accumulate, float *dw, float *d
 void bias_backward(float *db, const float *dy, int lddy, int n, int cols);
 // y[r, c] += bias[c]
 void bias_add(float *y, int ldy, const float *bias, int n, int cols);
+
+// Mixed precision (bf16 inputs, fp32 accumulation and outputs): the same maps with x16/dy16/w16 the
+// bf16 copies of x, dy and W (contiguous rows: ld = in or out). dy (fp32) feeds only the bias sum.
+void linear_forward_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, const float *bias, int n,
+                         int in, int out);
+void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
+                          const uint16_t *dy16, const uint16_t *x16, const uint16_t *w16, int n, int in, int out);
 #endif

@@ -18,6 +18,8 @@ static inline float bf16_to_f32(uint16_t b) {
 void bf16_round(float *x, size_t n);
 void bf16_pack(uint16_t *dst, const float *src, size_t n);
 void bf16_unpack(float *dst, const uint16_t *src, size_t n);
+// dst[r, c] = bf16(src[r, c]) for a [rows, cols] view with row strides ld_src / ld_dst.
+void bf16_pack_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
 
 // Dropout masks as bits: bit i of byte i/8 = keep[i].
 void mask_pack_bits(uint8_t *bits, const uint8_t *keep, size_t n);

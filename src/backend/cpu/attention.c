@@ -1,8 +1,8 @@
-#include "ops/attention.h"
-#include "ops/bf16.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/bf16.h"
 #include <cblas.h>
 #include <math.h>
-#include "ops/fastmath.h"
+#include "backend/cpu/fastmath.h"
 #include <omp.h>
 #include <stddef.h>
 

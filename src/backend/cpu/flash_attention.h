@@ -9,7 +9,7 @@
 #define CTRON_FLASH_ATTENTION_H
 #include <stddef.h>
 #include <stdint.h>
-#include "ops/dropout.h"
+#include "backend/cpu/dropout.h"
 
 #define FLASH_TILE 64
 // Per-thread scratch, floats: S/P tile, dP tile, mask tile (bytes, rounded up), O accumulator,

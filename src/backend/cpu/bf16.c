@@ -1,4 +1,4 @@
-#include "ops/bf16.h"
+#include "backend/cpu/bf16.h"
 
 void bf16_round(float *x, size_t n) {
 #pragma omp parallel for schedule(static)
@@ -13,6 +13,15 @@ void bf16_pack(uint16_t *dst, const float *src, size_t n) {
 void bf16_unpack(float *dst, const uint16_t *src, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+
+void bf16_pack_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        uint16_t *d = dst + (size_t)r * ld_dst;
+        const float *x = src + (size_t)r * ld_src;
+        for (int c = 0; c < cols; c++) d[c] = bf16_from_f32(x[c]);
+    }
 }
 
 void mask_pack_bits(uint8_t *bits, const uint8_t *keep, size_t n) {

@@ -4,7 +4,7 @@
 #ifndef CTRON_ATTENTION_H
 #define CTRON_ATTENTION_H
 #include <stdint.h>
-#include "ops/dropout.h"
+#include "backend/cpu/dropout.h"
 
 // q,k,v [s,b,h] -> ctx [s,b,h]; prob [b,a,s,s]; keep, drop [b,a,s,s] (both NULL when p = 0).
 // ctx NULL skips · v (selective recompute needs only prob, keep and drop). round_bf16: prob and drop

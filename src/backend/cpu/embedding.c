@@ -1,7 +1,7 @@
-#include "ops/embedding.h"
+#include "backend/cpu/embedding.h"
 #include <limits.h>
 #include <stddef.h>
-#include "ops/vocab_parallel.h"
+#include "backend/cpu/vocab_parallel.h"
 
 void embedding_forward(float *x, const int32_t *tokens, const float *wte, const float *wpe, int s, int b, int h) {
 #pragma omp parallel for schedule(static)

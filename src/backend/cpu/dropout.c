@@ -1,4 +1,4 @@
-#include "ops/dropout.h"
+#include "backend/cpu/dropout.h"
 
 static inline uint32_t keep_threshold(float p) {
     double t = (double)p * 4294967296.0;

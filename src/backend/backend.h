@@ -1,0 +1,125 @@
+// The backend layer (DESIGN.md §8): the model says *what* is computed, a backend says *where and
+// how*. One table of function pointers carries the device (allocation, copies, memset, events) and
+// the kernels (every forward/backward pair of backend/cpu/*.h, the optimizer update, sums of squares,
+// the non-finite check, bf16 and mask packing). Model, memory and train code reach tensors only
+// through it; the CPU backend (backend/cpu/) is the only code that calls cblas, oneDNN or OpenMP.
+// A kernel's shapes are documented once, in the CPU header that implements it.
+#ifndef CTRON_BACKEND_H
+#define CTRON_BACKEND_H
+#include <stddef.h>
+#include <stdint.h>
+#include "backend/cpu/dropout.h"
+#include "backend/cpu/gelu_fewbit.h"
+
+// fp32: compute and store in fp32. bf16: mixed precision as Megatron does it — fp32 master weights,
+// optimizer state and weight gradients; bf16 weight copies and inputs for the GEMMs (fp32
+// accumulation); fp32 LN/softmax/GeLU/loss arithmetic; saved activations in bf16.
+typedef enum { PRECISION_FP32 = 0, PRECISION_BF16 = 1 } Precision;
+const char *precision_name(Precision p);
+int precision_parse(const char *text, Precision *out);   // "fp32" | "bf16" → 0, else -1
+
+typedef enum { COPY_H2D, COPY_D2H, COPY_D2D } CopyDir;
+
+// An asynchronous copy's completion (a CUDA event on a GPU; done at once on the CPU).
+typedef struct { void *handle; int done; } BackendEvent;
+
+typedef struct Backend Backend;
+struct Backend {
+    const char *name;             // "cpu"
+    Precision precision;
+    void *impl;                   // the backend's own state (scratch, streams, library handles)
+
+    // ---- the device: allocations are opaque outside the backend
+    void *(*alloc)(Backend *be, size_t bytes);     // zero-filled; aborts with the size when it cannot
+    void (*free)(Backend *be, void *p);
+    void (*copy)(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir);
+    void (*copy_async)(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir, BackendEvent *done);
+    void (*event_wait)(Backend *be, BackendEvent *ev);
+    void (*memset)(Backend *be, void *p, int byte, size_t bytes);
+    void (*synchronize)(Backend *be);
+    size_t (*scratch_bytes)(const Backend *be);   // what the backend holds for its own temporaries
+
+    // ---- GEMMs. w16: the bf16 copy of w under mixed precision (NULL: fp32 GEMM).
+    void (*linear_forward)(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                           const uint16_t *w16, const float *bias, int n, int in, int out);
+    void (*linear_backward)(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
+                            const float *dy, int lddy, const float *x, int ldx, const float *w,
+                            const uint16_t *w16, int n, int in, int out);
+    void (*bias_backward)(float *db, const float *dy, int lddy, int n, int cols);
+
+    // ---- attention (bf16: round stored P/D to bf16, and under mixed precision bf16 GEMMs per head)
+    void (*attention_forward)(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
+                              const float *k, const float *v, int s, int b, int a, int h, int head0,
+                              DropoutSite site, uint32_t sample0, int round_bf16);
+    void (*attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                               const uint8_t *keep, const float *drop, const float *q, const float *k,
+                               const float *v, float *scratch, int s, int b, int a, int h, float p, int round_bf16);
+    void (*attention_backward_recompute)(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                         const float *q, const float *k, const float *v, float *scratch, int s,
+                                         int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                                         int round_bf16);
+    void (*flash_attention_forward)(float *ctx, float *lse, const float *q, const float *k, const float *v,
+                                    float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
+                                    uint32_t sample0);
+    void (*flash_attention_backward)(float *dq, float *dk, float *dv, const float *dctx, const float *q,
+                                     const float *k, const float *v, const float *ctx, const float *lse,
+                                     float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
+                                     uint32_t sample0);
+
+    // ---- elementwise and normalisation
+    void (*layernorm_forward)(float *y, float *stats, const float *x, const float *w, const float *b, int n, int h);
+    void (*layernorm_backward)(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+                               const float *stats, const float *w, int n, int h);
+    void (*layernorm_backward_from_output)(float *dx, int accumulate, float *dw, float *db, const float *dy,
+                                           const float *y, const float *stats, const float *w, const float *b,
+                                           int n, int h);
+    void (*bias_gelu_forward)(float *y, float *x, const float *bias, int n, int cols, int round_bf16);
+    void (*gelu_backward)(float *dx, const float *dy, const float *x, size_t count);
+    void (*gelu_branch_pack)(uint8_t *bits, const float *x, size_t count);
+    void (*gelu_backward_from_output)(float *dx, const float *dy, const float *y, const uint8_t *bits, size_t count);
+    void (*fewbit_gelu_encode)(uint8_t *codes, const float *x, size_t count, const FewBitGelu *t);
+    void (*fewbit_gelu_backward)(float *dx, const float *dy, const uint8_t *codes, size_t count, const FewBitGelu *t);
+    void (*attention_mask)(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
+    void (*dropout_mask_sbw)(uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0);
+    void (*dropout_residual_forward)(float *out, const float *res, const float *y, const float *bias,
+                                     const uint8_t *keep, float p, int n, int w);
+    void (*dropout_apply)(float *x, const uint8_t *keep, float p, size_t count);
+    void (*dropout_backward)(float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
+
+    // ---- embedding and loss (vocabulary-parallel forms under TP)
+    void (*embedding_forward)(float *x, const int32_t *tokens, const float *wte, const float *wpe, int s, int b, int h);
+    void (*embedding_backward)(float *dwte, float *dwpe, const float *dx, const int32_t *tokens, int s, int b, int h);
+    void (*embedding_vocab_forward)(float *x, const int32_t *tokens, const float *wte, int v0, int vl, int n, int h);
+    void (*embedding_add_positions)(float *x, const float *wpe, int s0, int s, int b, int h);
+    void (*embedding_vocab_backward)(float *dwte, const float *dx, const int32_t *tokens, int v0, int vl, int n, int h);
+    void (*embedding_positions_backward)(float *dwpe, const float *dx, int s0, int s, int b, int h);
+    double (*crossentropy_forward_backward)(float *logits, const int32_t *targets, float *row_loss, int n, int v,
+                                            float grad_scale);
+    double (*crossentropy_loss)(const float *logits, const int32_t *targets, float *row_loss, int n, int v);
+    void (*crossentropy_vocab_partial)(float *part, const float *logits, const int32_t *targets, int n, int vl,
+                                       int v0, int n_valid);
+    double (*crossentropy_vocab_combine)(float *lse, float *row_loss, const float *parts, int t, int n);
+    void (*crossentropy_vocab_backward)(float *logits, const float *lse, const int32_t *targets, int n, int vl,
+                                        int v0, int n_valid, float grad_scale);
+
+    // ---- storage formats
+    void (*bf16_round)(float *x, size_t n);
+    void (*bf16_pack)(uint16_t *dst, const float *src, size_t n);
+    void (*bf16_unpack)(float *dst, const uint16_t *src, size_t n);
+    void (*mask_pack_bits)(uint8_t *bits, const uint8_t *keep, size_t n);
+    void (*mask_unpack_bits)(uint8_t *keep, const uint8_t *bits, size_t n);
+
+    // ---- the optimizer and the guards
+    // AdamW on [lo, hi) of p/g with moments m/v (indices relative to lo); decay_mask NULL: decay all.
+    // w16 (may be NULL): the bf16 copy of p, refreshed in the same sweep.
+    void (*adamw_update)(float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n, float lr,
+                         float beta1, float beta2, float eps, float wd, float bc1, float bc2, float grad_scale);
+    double (*sum_squares)(const float *x, size_t n);           // fixed summation order
+    size_t (*count_nonfinite)(const float *x, size_t n);
+};
+
+// "cpu" (any precision); "cuda" / "cuda:N" once a CUDA backend is built. NULL with err when the name
+// is unknown or the precision cannot run here.
+Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen);
+void backend_close(Backend *be);
+#endif

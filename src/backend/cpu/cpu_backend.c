@@ -1,0 +1,138 @@
+// The CPU backend: host memory is the device, the kernels are backend/cpu/*.c (OpenBLAS, oneDNN,
+// OpenMP). Under mixed precision the GEMM inputs are converted to bf16 in the backend's scratch
+// (two growable buffers: a GEMM reads at most two converted operands) and the weights come as
+// their bf16 copies.
+#include <stdlib.h>
+#include <string.h>
+#include "backend/backend.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/bf16.h"
+#include "backend/cpu/crossentropy.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/flash_attention.h"
+#include "backend/cpu/gelu.h"
+#include "backend/cpu/layernorm.h"
+#include "backend/cpu/linear.h"
+#include "backend/cpu/optim.h"
+#include "backend/cpu/vocab_parallel.h"
+#include "util/common.h"
+
+typedef struct {
+    uint16_t *scratch[2];
+    size_t cap[2];   // elements
+} CpuImpl;
+
+static uint16_t *scratch(Backend *be, int slot, size_t elems) {
+    CpuImpl *c = be->impl;
+    if (elems > c->cap[slot]) {
+        free(c->scratch[slot]);
+        c->scratch[slot] = xmalloc(elems * sizeof(uint16_t));
+        c->cap[slot] = elems;
+    }
+    return c->scratch[slot];
+}
+
+static size_t cpu_scratch_bytes(const Backend *be) {
+    const CpuImpl *c = be->impl;
+    return (c->cap[0] + c->cap[1]) * sizeof(uint16_t);
+}
+
+// ---- the device
+static void *cpu_alloc(Backend *be, size_t bytes) { (void)be; return xcalloc(bytes ? bytes : 1); }
+static void cpu_free(Backend *be, void *p) { (void)be; free(p); }
+static void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir) {
+    (void)be; (void)dir;
+    if (bytes) memmove(dst, src, bytes);
+}
+// Host to host: the copy is complete when the call returns.
+static void cpu_copy_async(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir, BackendEvent *done) {
+    cpu_copy(be, dst, src, bytes, dir);
+    if (done) done->done = 1;
+}
+static void cpu_event_wait(Backend *be, BackendEvent *ev) { (void)be; (void)ev; }
+static void cpu_memset(Backend *be, void *p, int byte, size_t bytes) { (void)be; if (bytes) memset(p, byte, bytes); }
+static void cpu_synchronize(Backend *be) { (void)be; }
+
+// ---- GEMMs
+static void cpu_linear_forward(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                               const uint16_t *w16, const float *bias, int n, int in, int out) {
+    if (!w16) { linear_forward(y, ldy, x, ldx, w, bias, n, in, out); return; }
+    uint16_t *x16 = scratch(be, 0, (size_t)n * in);
+    bf16_pack_rows(x16, in, x, ldx, n, in);
+    linear_forward_bf16(y, ldy, x16, w16, bias, n, in, out);
+}
+
+static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
+                                const float *dy, int lddy, const float *x, int ldx, const float *w,
+                                const uint16_t *w16, int n, int in, int out) {
+    if (!w16) { linear_backward(dx, ldx_out, accumulate, dw, db, dy, lddy, x, ldx, w, n, in, out); return; }
+    uint16_t *dy16 = scratch(be, 0, (size_t)n * out), *x16 = scratch(be, 1, (size_t)n * in);
+    bf16_pack_rows(dy16, out, dy, lddy, n, out);
+    bf16_pack_rows(x16, in, x, ldx, n, in);
+    linear_backward_bf16(dx, ldx_out, accumulate, dw, db, dy, lddy, dy16, x16, w16, n, in, out);
+}
+
+// ---- attention: the backend argument selects the GEMM precision
+static void cpu_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
+                                  const float *k, const float *v, int s, int b, int a, int h, int head0,
+                                  DropoutSite site, uint32_t sample0, int round_bf16) {
+    (void)be;
+    attention_forward(ctx, prob, keep, drop, q, k, v, s, b, a, h, head0, site, sample0, round_bf16);
+}
+static void cpu_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                                   const uint8_t *keep, const float *drop, const float *q, const float *k,
+                                   const float *v, float *scratch_f, int s, int b, int a, int h, float p,
+                                   int round_bf16) {
+    (void)be;
+    attention_backward(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch_f, s, b, a, h, p, round_bf16);
+}
+static void cpu_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                             const float *q, const float *k, const float *v, float *scratch_f,
+                                             int s, int b, int a, int h, int head0, DropoutSite site,
+                                             uint32_t sample0, int round_bf16) {
+    (void)be;
+    attention_backward_recompute(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, h, head0, site, sample0, round_bf16);
+}
+
+static const Backend cpu_table = {
+    .name = "cpu",
+    .alloc = cpu_alloc, .free = cpu_free, .copy = cpu_copy, .copy_async = cpu_copy_async,
+    .event_wait = cpu_event_wait, .memset = cpu_memset, .synchronize = cpu_synchronize,
+    .scratch_bytes = cpu_scratch_bytes,
+    .linear_forward = cpu_linear_forward, .linear_backward = cpu_linear_backward, .bias_backward = bias_backward,
+    .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
+    .attention_backward_recompute = cpu_attention_backward_recompute,
+    .flash_attention_forward = flash_attention_forward, .flash_attention_backward = flash_attention_backward,
+    .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,
+    .layernorm_backward_from_output = layernorm_backward_from_output,
+    .bias_gelu_forward = bias_gelu_forward, .gelu_backward = gelu_backward, .gelu_branch_pack = gelu_branch_pack,
+    .gelu_backward_from_output = gelu_backward_from_output,
+    .fewbit_gelu_encode = fewbit_gelu_encode, .fewbit_gelu_backward = fewbit_gelu_backward,
+    .attention_mask = attention_mask, .dropout_mask_sbw = dropout_mask_sbw, .dropout_residual_forward = dropout_residual_forward,
+    .dropout_apply = dropout_apply, .dropout_backward = dropout_backward,
+    .embedding_forward = embedding_forward, .embedding_backward = embedding_backward,
+    .embedding_vocab_forward = embedding_vocab_forward, .embedding_add_positions = embedding_add_positions,
+    .embedding_vocab_backward = embedding_vocab_backward, .embedding_positions_backward = embedding_positions_backward,
+    .crossentropy_forward_backward = crossentropy_forward_backward, .crossentropy_loss = crossentropy_loss,
+    .crossentropy_vocab_partial = crossentropy_vocab_partial, .crossentropy_vocab_combine = crossentropy_vocab_combine,
+    .crossentropy_vocab_backward = crossentropy_vocab_backward,
+    .bf16_round = bf16_round, .bf16_pack = bf16_pack, .bf16_unpack = bf16_unpack,
+    .mask_pack_bits = mask_pack_bits, .mask_unpack_bits = mask_unpack_bits,
+    .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .count_nonfinite = cpu_count_nonfinite,
+};
+
+Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    Backend *be = xmalloc(sizeof *be);
+    *be = cpu_table;
+    be->precision = precision;
+    be->impl = xcalloc(sizeof(CpuImpl));
+    return be;
+}
+
+void backend_cpu_close(Backend *be) {
+    CpuImpl *c = be->impl;
+    free(c->scratch[0]);
+    free(c->scratch[1]);
+    free(c);
+}
