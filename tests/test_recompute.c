@@ -1,6 +1,6 @@
 // Recomputation is exact (DESIGN.md §3): with dropout on, 5 training steps give bitwise identical
 // losses, gradients and parameters under every recompute policy and every mask mode, for fp32 and
-// for bf16 storage. bf16 storage follows fp32 within 1e-2 relative.
+// for bf16 storage and for mixed precision (bf16 GEMMs). Both follow fp32 within 1e-2 relative.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -28,11 +28,12 @@ typedef struct {
     float *params;
 } Trace;
 
-static void run(Trace *t, const char *rc, const char *method, int num, const char *list, ActDtype dt, MaskMode mm,
+static void run(Trace *t, const char *rc, const char *method, int num, const char *list, int dt, MaskMode mm,
                 unsigned tempo) {
     MemoryPolicy pol = {0};
     char err[256];
-    pol.act_dtype = dt;
+    pol.act_dtype = dt ? ACT_BF16 : ACT_FP32;   // dt: 0 fp32, 1 bf16 storage, 2 mixed precision (bf16 GEMMs)
+    pol.precision = dt == 2 ? PRECISION_BF16 : PRECISION_FP32;
     pol.masks = mm;
     pol.tempo = tempo;
     pol.mini_seq = (tempo & MINI_SEQ) ? 5 : 0;   // 5 chunks of 72 rows: uneven, the last one short
@@ -72,6 +73,8 @@ static void run(Trace *t, const char *rc, const char *method, int num, const cha
     policy_free(&pol);
 }
 
+static const char *const DT[] = {"fp32", "bf16", "mixed bf16"};
+
 static void trace_free(Trace *t) {
     for (int i = 0; i < STEPS; i++) free(t->grads[i]);
     free(t->params);
@@ -104,19 +107,19 @@ int main(void) {
         {"full", "block", 3, NULL, "full block 3"},
         {NULL, NULL, 0, "0-1:full,2:selective,3:none", "list 0-1:full,2:selective,3:none"}};
     const char *masks[] = {"bytes", "bits", "regen"};
-    Trace ref[2];
-    for (int dt = 0; dt < 2; dt++) {
-        run(&ref[dt], "none", NULL, 0, NULL, (ActDtype)dt, MASKS_BYTES, 0);
+    Trace ref[3];
+    for (int dt = 0; dt < 3; dt++) {
+        run(&ref[dt], "none", NULL, 0, NULL, dt, MASKS_BYTES, 0);
         for (int mm = 0; mm < 3; mm++)
             for (int pi = -1; pi < 5; pi++) {
                 if (pi < 0 && mm == 0) continue;   // the reference itself
                 Trace t;
                 char what[128];
-                if (pi < 0) run(&t, "none", NULL, 0, NULL, (ActDtype)dt, (MaskMode)mm, 0);
-                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, (ActDtype)dt,
+                if (pi < 0) run(&t, "none", NULL, 0, NULL, dt, (MaskMode)mm, 0);
+                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, dt,
                          (MaskMode)mm, 0);
                 snprintf(what, sizeof what, "%s, %s masks, %s", pi < 0 ? "none" : policies[pi].name, masks[mm],
-                         dt ? "bf16" : "fp32");
+                         DT[dt]);
                 same(&ref[dt], &t, what);
                 trace_free(&t);
             }
@@ -126,16 +129,16 @@ int main(void) {
     // input from the output (x̂ = (y − β)/γ; GeLU inverted on its branch): equal up to the rounding
     // of y — fp32 within 1e-5 (relative L2 of each step's gradients), bf16 storage within 2e-2
     // (y is kept in bf16, 8 bits of mantissa) — and exact among themselves under every policy.
-    for (int dt = 0; dt < 2; dt++)
+    for (int dt = 0; dt < 3; dt++)
         for (int mm = 0; mm < 3; mm += 2)
             for (int pi = -1; pi < 3; pi++) {
                 Trace t;
                 char what[128];
-                if (pi < 0) run(&t, "none", NULL, 0, NULL, (ActDtype)dt, (MaskMode)mm, TEMPO_SOFTMAX);
-                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, NULL, (ActDtype)dt, (MaskMode)mm,
+                if (pi < 0) run(&t, "none", NULL, 0, NULL, dt, (MaskMode)mm, TEMPO_SOFTMAX);
+                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, NULL, dt, (MaskMode)mm,
                          TEMPO_SOFTMAX);
                 snprintf(what, sizeof what, "tempo softmax, %s, %s masks, %s", pi < 0 ? "none" : policies[pi].name,
-                         masks[mm], dt ? "bf16" : "fp32");
+                         masks[mm], DT[dt]);
                 same(&ref[dt], &t, what);
                 trace_free(&t);
             }
@@ -148,27 +151,27 @@ int main(void) {
     unsigned parts[] = {TEMPO_LAYERNORM, TEMPO_GELU, TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX, MINI_SEQ,
                         MINI_SEQ | TEMPO_LAYERNORM | TEMPO_SOFTMAX, ATTN_FLASH, ATTN_FLASH | MINI_SEQ | TEMPO_LAYERNORM};
     const char *part_names[] = {"layernorm", "gelu", "all", "mini-seq", "mini+tempo", "flash", "flash+mini+ln"};
-    for (int dt = 0; dt < 2; dt++)
+    for (int dt = 0; dt < 3; dt++)
         for (int k = 0; k < 7; k++) {
             Trace t, t_full, t_sel;
-            run(&t, "none", NULL, 0, NULL, (ActDtype)dt, MASKS_BYTES, parts[k]);
+            run(&t, "none", NULL, 0, NULL, dt, MASKS_BYTES, parts[k]);
             double worst = 0.0, tol = dt ? 2e-2 : 1e-5;
             for (int i = 0; i < STEPS; i++) {
                 double r = grad_rel(ref[dt].grads[i], t.grads[i], np);
                 worst = r > worst ? r : worst;
             }
-            CHECK(worst < tol, "tempo %s, %s: gradients rel L2 %.2e (tolerance %.0e)", part_names[k], dt ? "bf16" : "fp32",
+            CHECK(worst < tol, "tempo %s, %s: gradients rel L2 %.2e (tolerance %.0e)", part_names[k], DT[dt],
                   worst, tol);
             double lrel = fabs(t.loss[STEPS - 1] - ref[dt].loss[STEPS - 1]) / ref[dt].loss[STEPS - 1];
-            CHECK(lrel < tol, "tempo %s, %s: loss rel %.2e", part_names[k], dt ? "bf16" : "fp32", lrel);
+            CHECK(lrel < tol, "tempo %s, %s: loss rel %.2e", part_names[k], DT[dt], lrel);
             printf("tempo %-9s %s: gradients rel L2 %.2e, loss rel %.2e after %d steps\n", part_names[k],
-                   dt ? "bf16" : "fp32", worst, lrel, STEPS);
-            run(&t_full, "full", "uniform", 1, NULL, (ActDtype)dt, MASKS_REGEN, parts[k]);
-            run(&t_sel, "selective", NULL, 0, NULL, (ActDtype)dt, MASKS_BITS, parts[k]);
+                   DT[dt], worst, lrel, STEPS);
+            run(&t_full, "full", "uniform", 1, NULL, dt, MASKS_REGEN, parts[k]);
+            run(&t_sel, "selective", NULL, 0, NULL, dt, MASKS_BITS, parts[k]);
             char what[96];
-            snprintf(what, sizeof what, "tempo %s, full uniform 1 vs none, %s", part_names[k], dt ? "bf16" : "fp32");
+            snprintf(what, sizeof what, "tempo %s, full uniform 1 vs none, %s", part_names[k], DT[dt]);
             same(&t, &t_full, what);
-            snprintf(what, sizeof what, "tempo %s, selective vs none, %s", part_names[k], dt ? "bf16" : "fp32");
+            snprintf(what, sizeof what, "tempo %s, selective vs none, %s", part_names[k], DT[dt]);
             same(&t, &t_sel, what);
             trace_free(&t);
             trace_free(&t_full);
@@ -180,18 +183,18 @@ int main(void) {
     char dir[] = "/tmp/ctron-offload-test-XXXXXX";
     if (!mkdtemp(dir)) ctron_fatal("mkdtemp failed");
     int offload_runs = 0;
-    for (int dt = 0; dt < 2; dt++)
+    for (int dt = 0; dt < 3; dt++)
         for (int mm = 0; mm < 3; mm++)
             for (int pi = -1; pi < 5; pi++) {
                 Trace t;
                 char what[160];
                 g_offload = (1u << ACT_N_LAYER) - 1;   // everything a layer keeps
                 g_offload_dir = (pi + mm) % 2 ? dir : NULL;
-                if (pi < 0) run(&t, "none", NULL, 0, NULL, (ActDtype)dt, (MaskMode)mm, 0);
-                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, (ActDtype)dt,
+                if (pi < 0) run(&t, "none", NULL, 0, NULL, dt, (MaskMode)mm, 0);
+                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, dt,
                          (MaskMode)mm, 0);
                 snprintf(what, sizeof what, "offload all (%s), %s, %s masks, %s", g_offload_dir ? "file" : "host",
-                         pi < 0 ? "none" : policies[pi].name, masks[mm], dt ? "bf16" : "fp32");
+                         pi < 0 ? "none" : policies[pi].name, masks[mm], DT[dt]);
                 same(&ref[dt], &t, what);
                 trace_free(&t);
                 offload_runs++;
@@ -220,16 +223,16 @@ int main(void) {
     int static_runs = 0;
     double worst_ratio = 0.0, worst_saving = 0.0;
     g_static = 1;
-    for (int dt = 0; dt < 2; dt++)
+    for (int dt = 0; dt < 3; dt++)
         for (int mm = 0; mm < 3; mm++)
             for (int pi = -1; pi < 5; pi++) {
                 Trace t;
                 char what[160];
-                if (pi < 0) run(&t, "none", NULL, 0, NULL, (ActDtype)dt, (MaskMode)mm, 0);
-                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, (ActDtype)dt,
+                if (pi < 0) run(&t, "none", NULL, 0, NULL, dt, (MaskMode)mm, 0);
+                else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, dt,
                          (MaskMode)mm, 0);
                 snprintf(what, sizeof what, "static plan, %s, %s masks, %s", pi < 0 ? "none" : policies[pi].name,
-                         masks[mm], dt ? "bf16" : "fp32");
+                         masks[mm], DT[dt]);
                 same(&ref[dt], &t, what);
                 trace_free(&t);
                 static_runs++;
@@ -263,9 +266,17 @@ int main(void) {
     double rel = fabs(ref[1].loss[STEPS - 1] - ref[0].loss[STEPS - 1]) / ref[0].loss[STEPS - 1];
     CHECK(rel < 1e-2, "bf16 vs fp32 loss after %d steps: rel diff %.3e", STEPS, rel);
     CHECK(memcmp(ref[0].loss, ref[1].loss, sizeof ref[0].loss) != 0, "bf16 gave exactly the fp32 losses: not rounding?");
-    printf("fp32 loss %.6f -> %.6f, bf16 %.6f -> %.6f (rel %.1e after %d steps); 35 runs bitwise equal to their reference\n",
+    printf("fp32 loss %.6f -> %.6f, bf16 %.6f -> %.6f (rel %.1e after %d steps); 52 runs bitwise equal to their reference\n",
            ref[0].loss[0], ref[0].loss[STEPS - 1], ref[1].loss[0], ref[1].loss[STEPS - 1], rel, STEPS);
+    // Mixed precision (bf16 GEMM inputs, fp32 accumulation) likewise.
+    double rel_mixed = fabs(ref[2].loss[STEPS - 1] - ref[0].loss[STEPS - 1]) / ref[0].loss[STEPS - 1];
+    CHECK(rel_mixed < 1e-2, "mixed bf16 vs fp32 loss after %d steps: rel diff %.3e", STEPS, rel_mixed);
+    CHECK(memcmp(ref[1].loss, ref[2].loss, sizeof ref[1].loss) != 0, "mixed precision gave exactly bf16 storage's losses: "
+          "are the GEMMs in bf16?");
+    printf("mixed bf16 %.6f -> %.6f (rel %.1e to fp32 after %d steps)\n", ref[2].loss[0], ref[2].loss[STEPS - 1],
+           rel_mixed, STEPS);
     trace_free(&ref[0]);
     trace_free(&ref[1]);
+    trace_free(&ref[2]);
     return check_summary();
 }

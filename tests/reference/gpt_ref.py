@@ -163,20 +163,29 @@ def load(path):
             fail(f"{path}: '{n}' has ids outside [0, {v})")
     if p > 0 and any(T[n][1].max() > 1 for n in want if n.startswith("mask.")):
         fail(f"{path}: mask values must be 0 or 1")
-    P = {n: torch.tensor(T[n][1], dtype=torch.float64, requires_grad=True) for n in param_shapes(L, h, s, v)}
-    M = {n[len("mask."):]: torch.tensor(T[n][1], dtype=torch.float64) for n in want if n.startswith("mask.")}
+    precision = meta.get("precision", "fp64")
+    if precision not in ("fp64", "bf16"):
+        fail(f"{path}: precision '{precision}' (expected fp64 or bf16)")
+    # bf16: fp32 master weights, the forward under CPU autocast (PyTorch's mixed precision)
+    ft = torch.float32 if precision == "bf16" else torch.float64
+    P = {n: torch.tensor(T[n][1], dtype=ft, requires_grad=True) for n in param_shapes(L, h, s, v)}
+    M = {n[len("mask."):]: torch.tensor(T[n][1], dtype=ft) for n in want if n.startswith("mask.")}
     tok, tgt = (torch.tensor(T[n][1], dtype=torch.int64) for n in ("tokens", "targets"))
-    return P, M, tok, tgt, L, a, p
+    return P, M, tok, tgt, L, a, p, precision
 
 
 def main(argv):
     if len(argv) != 3:
         sys.exit(f"usage: {argv[0]} IN.safetensors OUT.safetensors")
-    P, M, tok, tgt, L, a, p = load(argv[1])
-    loss = forward(P, M, tok, tgt, L, a, p)
+    P, M, tok, tgt, L, a, p, precision = load(argv[1])
+    if precision == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = forward(P, M, tok, tgt, L, a, p)
+    else:
+        loss = forward(P, M, tok, tgt, L, a, p)
     loss.backward()
     out = {"loss": np.array([loss.item()], dtype=np.float32)}
-    out.update({"grad." + n: t.grad.numpy().astype(np.float32) for n, t in P.items()})
+    out.update({"grad." + n: t.grad.float().numpy().astype(np.float32) for n, t in P.items()})
     write_safetensors(argv[2], out)
 
 
