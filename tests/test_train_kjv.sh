@@ -2,7 +2,7 @@
 # 300 steps of the tiny config (L2 h64 a4 s64 b8) on the KJV bytes must reach a validation loss
 # below 2.7 nats (uniform over 256 bytes is ln 256 = 5.55; this machine reaches about 2.51),
 # with fp32 activations and with bf16 storage + selective recompute + regenerated masks; Few-Bit
-# GeLU with k = 2 and Tempo reach within 2 % of the fp32 run; the first-step ledger report must
+# GeLU with k = 2 and Tempo reach within 2 % of the fp32 run, mixed precision (bf16) within 1 %; the first-step ledger report must
 # match the analytic model everywhere.
 set -euo pipefail
 ctron=$1; data=$2
@@ -34,6 +34,17 @@ run bf16 --act-dtype bf16 --recompute selective --dropout-masks regen
 # Few-Bit GeLU with 2-bit codes and all of Tempo: within 2 % of the exact run's validation loss.
 run fewbit2 --gelu-bits 2
 run tempo --tempo all
+# Mixed precision (bf16 GEMMs, fp32 masters): the same steps and seed reach fp32's validation loss
+# within 1 %, with recompute none and selective (whose ledger must also match, bf16 storage).
+run mixed --precision bf16
+run mixed_sel --bf16 --recompute selective
+for name in mixed mixed_sel; do
+  v=$(eval echo "\$val_$name")
+  check 'awk -v a="$v" -v b="$val_fp32" "BEGIN{d=a-b; if (d<0) d=-d; exit !(d < b * 0.01)}"' \
+    "$name: val_loss $v not within 1 % of fp32's $val_fp32"
+  check 'grep -q "bf16 mixed-precision compute" "$dir/$name.out"' "$name: the run header does not say bf16 compute"
+done
+check '[ "$act_mixed" -lt "$act_fp32" ]' "mixed act_bytes $act_mixed not below fp32's $act_fp32"
 for name in fewbit2 tempo; do
   v=$(eval echo "\$val_$name")
   check 'awk -v a="$v" -v b="$val_fp32" "BEGIN{exit !(a < b * 1.02)}"' \

@@ -1,10 +1,34 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/bf16.h"
 #include <cblas.h>
+#include "backend/cpu/gemm_bf16.h"
 #include <math.h>
 #include "backend/cpu/fastmath.h"
 #include <omp.h>
 #include <stddef.h>
+
+// C[m,n] = alpha·op(A)·op(B) for one head: sgemm, or with the thread's bf16 scratch t16 (NULL: fp32)
+// bf16 copies of A and B (A first, up to s·s elements; B after it) and a bf16 GEMM with fp32
+// accumulation, alpha applied to the fp32 result.
+static void head_gemm(uint16_t *t16, size_t a_room, int ta, int tb, int m, int n, int k, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float *C, int ldc) {
+    if (!t16) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
+                    lda, B, ldb, 0.0f, C, ldc);
+        return;
+    }
+    int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+    uint16_t *a16 = t16, *b16 = t16 + a_room;
+    bf16_pack_rows(a16, a_cols, A, lda, a_rows, a_cols);
+    bf16_pack_rows(b16, b_cols, B, ldb, b_rows, b_cols);
+    gemm_bf16(ta, tb, m, n, k, a16, a_cols, b16, b_cols, 0.0f, C, ldc);
+    if (alpha != 1.0f)
+        for (int r = 0; r < m; r++) {
+            float *row = C + (size_t)r * ldc;
+#pragma omp simd
+            for (int c = 0; c < n; c++) row[c] *= alpha;
+        }
+}
 
 // Row i of a causal score matrix: softmax over keys 0..i, zeros after.
 static void causal_softmax_rows(float *p, int s) {
@@ -50,11 +74,11 @@ static void form_dropped(float *D, const float *P, const uint8_t *K, int s, floa
 // One (sequence, head) of the core: P = causal softmax(q kᵀ/√d), its dropout mask K and D = dropped
 // P (K, D NULL without dropout), rounded to bf16 when asked. The forward and selective recompute
 // both run exactly this, so a recomputed head equals the stored one bit for bit.
-static void head_core(float *P, uint8_t *K, float *D, const float *q, const float *k, int s, int d, int ld,
-                      DropoutSite site, uint32_t sample, int head, int round_bf16) {
+static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float *q, const float *k, int s, int d,
+                      int ld, DropoutSite site, uint32_t sample, int head, int round_bf16) {
     size_t ss = (size_t)s * s;
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, scale, q, ld, k, ld, 0.0f, P, s);
+    head_gemm(t16, (size_t)s * s, 0, 1, s, s, d, scale, q, ld, k, ld, P, s);
     causal_softmax_rows(P, s);
     if (round_bf16)
         for (size_t e = 0; e < ss; e++) P[e] = bf16_to_f32(bf16_from_f32(P[e]));
@@ -63,9 +87,20 @@ static void head_core(float *P, uint8_t *K, float *D, const float *q, const floa
     form_dropped(D, P, K, s, keep_scale, round_bf16);
 }
 
+// This thread's bf16 GEMM scratch (NULL: fp32 GEMMs).
+static uint16_t *thread_s16(uint16_t *s16, int s, int d) {
+    return s16 ? s16 + (size_t)omp_get_thread_num() * ATTENTION_BF16_SCRATCH(s, d) : NULL;
+}
+
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
                        const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16) {
+    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, h, head0, site, sample0, round_bf16, NULL);
+}
+
+void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
+                            const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                            int round_bf16, uint16_t *s16) {
     int d = h / a, ld = b * h;
     size_t ss = (size_t)s * s;
     // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded.
@@ -74,9 +109,10 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
         int bi = bj / a, j = bj % a;
         size_t off = (size_t)bi * h + (size_t)j * d;
         float *P = prob + (size_t)bj * ss, *D = keep ? drop + (size_t)bj * ss : P;
-        head_core(P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi,
-                  head0 + j, round_bf16);
-        if (ctx) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, 1.0f, D, s, v + off, ld, 0.0f, ctx + off, ld);
+        uint16_t *t16 = thread_s16(s16, s, d);
+        head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + off, s, d, ld, site,
+                  sample0 + (uint32_t)bi, head0 + j, round_bf16);
+        if (ctx) head_gemm(t16, ss, 0, 0, s, d, s, 1.0f, D, s, v + off, ld, ctx + off, ld);
     }
 }
 
@@ -88,13 +124,14 @@ void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite s
 }
 
 // Backward of one (sequence, head) from its P, K, D; dP is s·s scratch.
-static void head_backward(float *dq, float *dk, float *dv, const float *dctx, const float *P, const uint8_t *K,
+static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const float *dctx, const float *P, const uint8_t *K,
                           const float *D, const float *q, const float *k, const float *v, float *dP, int s, int d,
                           int ld, float p) {
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - p);
     // d(attn_drop) = dctx · vᵀ ;  dv = attn_dropᵀ · dctx
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, d, 1.0f, dctx, ld, v, ld, 0.0f, dP, s);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, 1.0f, D, s, dctx, ld, 0.0f, dv, ld);
+    size_t ss = (size_t)s * s;
+    head_gemm(t16, ss, 0, 1, s, s, d, 1.0f, dctx, ld, v, ld, dP, s);
+    head_gemm(t16, ss, 1, 0, s, d, s, 1.0f, D, s, dctx, ld, dv, ld);
     // softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)); above the diagonal P = 0, so dS = 0 there.
     for (int i = 0; i < s; i++) {
         float *dr = dP + (size_t)i * s;
@@ -112,13 +149,19 @@ static void head_backward(float *dq, float *dk, float *dv, const float *dctx, co
         for (int c = i + 1; c < s; c++) dr[c] = 0.0f;
     }
     // dq = scale · dS · k ;  dk = scale · dSᵀ · q
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, d, s, scale, dP, s, k, ld, 0.0f, dq, ld);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, d, s, scale, dP, s, q, ld, 0.0f, dk, ld);
+    head_gemm(t16, ss, 0, 0, s, d, s, scale, dP, s, k, ld, dq, ld);
+    head_gemm(t16, ss, 1, 0, s, d, s, scale, dP, s, q, ld, dk, ld);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
                         float *scratch, int s, int b, int a, int h, float p, int round_bf16) {
+    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch, s, b, a, h, p, round_bf16, NULL);
+}
+
+void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                             const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
+                             float *scratch, int s, int b, int a, int h, float p, int round_bf16, uint16_t *s16) {
     int d = h / a, ld = b * h;
     size_t ss = (size_t)s * s;
     float keep_scale = 1.0f / (1.0f - p);
@@ -131,7 +174,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
             form_dropped(dP + ss, P, keep + o, s, keep_scale, round_bf16);
             D = dP + ss;
         }
-        head_backward(dq + off, dk + off, dv + off, dctx + off, P, keep ? keep + o : NULL, D, q + off, k + off,
+        head_backward(thread_s16(s16, s, d), dq + off, dk + off, dv + off, dctx + off, P, keep ? keep + o : NULL, D,
+                      q + off, k + off,
                       v + off, dP, s, d, ld, p);
     }
 }
@@ -139,6 +183,13 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                   const float *k, const float *v, float *scratch, int s, int b, int a, int h,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, h, head0, site, sample0, round_bf16,
+                                      NULL);
+}
+
+void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                       int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16) {
     int d = h / a, ld = b * h, drop = site.p > 0.0f;
     size_t ss = (size_t)s * s;
 #pragma omp parallel for schedule(static)
@@ -149,8 +200,9 @@ void attention_backward_recompute(float *dq, float *dk, float *dv, const float *
         float *P = scratch + (size_t)omp_get_thread_num() * ATTENTION_RECOMPUTE_SCRATCH(s);
         float *D = drop ? P + ss : P, *dP = P + 2 * ss;
         uint8_t *K = drop ? (uint8_t *)(P + 3 * ss) : NULL;
-        head_core(P, K, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
-        head_backward(dq + off, dk + off, dv + off, dctx + off, P, K, D, q + off, k + off, v + off, dP, s, d, ld,
+        uint16_t *t16 = thread_s16(s16, s, d);
+        head_core(t16, P, K, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
+        head_backward(t16, dq + off, dk + off, dv + off, dctx + off, P, K, D, q + off, k + off, v + off, dP, s, d, ld,
                       site.p);
     }
 }

@@ -3,6 +3,7 @@
 // [b, a, s, s]. Each (sequence, head) pair is two GEMMs on strided views: no copies.
 #ifndef CTRON_ATTENTION_H
 #define CTRON_ATTENTION_H
+#include <stddef.h>
 #include <stdint.h>
 #include "backend/cpu/dropout.h"
 
@@ -29,4 +30,17 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                   const float *k, const float *v, float *scratch, int s, int b, int a, int h,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16);
+
+// Mixed precision: the same, with every per-head GEMM on bf16 copies of its operands (fp32
+// accumulation), made in s16: ATTENTION_BF16_SCRATCH(s, d) elements per OpenMP thread.
+#define ATTENTION_BF16_SCRATCH(s, d) ((size_t)(s) * (size_t)(s) + (size_t)(s) * (size_t)(d))
+void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
+                            const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                            int round_bf16, uint16_t *s16);
+void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                             const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
+                             float *scratch, int s, int b, int a, int h, float p, int round_bf16, uint16_t *s16);
+void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                       int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16);
 #endif

@@ -2,6 +2,7 @@
 // OpenMP). Under mixed precision the GEMM inputs are converted to bf16 in the backend's scratch
 // (two growable buffers: a GEMM reads at most two converted operands) and the weights come as
 // their bf16 copies.
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
@@ -72,26 +73,31 @@ static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumul
     linear_backward_bf16(dx, ldx_out, accumulate, dw, db, dy, lddy, dy16, x16, w16, n, in, out);
 }
 
-// ---- attention: the backend argument selects the GEMM precision
+// ---- attention: under mixed precision the per-head GEMMs run in bf16 in per-thread scratch (slot 1)
+static uint16_t *attention_s16(Backend *be, int s, int a, int h) {
+    if (be->precision != PRECISION_BF16) return NULL;
+    return scratch(be, 1, (size_t)omp_get_max_threads() * ATTENTION_BF16_SCRATCH(s, h / a));
+}
+
 static void cpu_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
                                   const float *k, const float *v, int s, int b, int a, int h, int head0,
                                   DropoutSite site, uint32_t sample0, int round_bf16) {
-    (void)be;
-    attention_forward(ctx, prob, keep, drop, q, k, v, s, b, a, h, head0, site, sample0, round_bf16);
+    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, h, head0, site, sample0, round_bf16,
+                           attention_s16(be, s, a, h));
 }
 static void cpu_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                                    const uint8_t *keep, const float *drop, const float *q, const float *k,
                                    const float *v, float *scratch_f, int s, int b, int a, int h, float p,
                                    int round_bf16) {
-    (void)be;
-    attention_backward(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch_f, s, b, a, h, p, round_bf16);
+    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch_f, s, b, a, h, p, round_bf16,
+                            attention_s16(be, s, a, h));
 }
 static void cpu_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                              const float *q, const float *k, const float *v, float *scratch_f,
                                              int s, int b, int a, int h, int head0, DropoutSite site,
                                              uint32_t sample0, int round_bf16) {
-    (void)be;
-    attention_backward_recompute(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, h, head0, site, sample0, round_bf16);
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, h, head0, site, sample0,
+                                      round_bf16, attention_s16(be, s, a, h));
 }
 
 static const Backend cpu_table = {
