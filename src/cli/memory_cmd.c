@@ -64,6 +64,7 @@ void cli_memory_usage(FILE *f) {
         "  --recompute-num-layers N                 full: N (default 1); per model chunk when pipelined\n"
         "  --recompute-layers LIST                  per layer, e.g. 0-3:full,4-47:selective (every layer)\n"
         "  --act-dtype fp32|bf16                    stored activations (default bf16, as the paper)\n"
+        "  --precision fp32|bf16                    the same: train --precision bf16 keeps activations in bf16\n"
         "  --dropout-masks bytes|bits|regen         mask storage (default bytes)\n"
         "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
         "  --tempo LIST                             Tempo parts: gelu, layernorm, softmax, all (default none)\n"
@@ -103,6 +104,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"recompute-method", required_argument, 0, OPT_METHOD},
         {"recompute-num-layers", required_argument, 0, OPT_NUM_LAYERS},
         {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
+        {"precision", required_argument, 0, OPT_DTYPE},
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},

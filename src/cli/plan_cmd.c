@@ -22,6 +22,7 @@ void cli_plan_usage(FILE *f) {
         "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults)\n"
         "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
         "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n"
+        "  --precision fp32|bf16   the same (train --precision bf16 keeps activations in bf16: e = 2)\n"
         "  --threads N         OpenMP threads of the run: each holds the attention backward's scratch,\n"
         "                      which the budget counts (default: all cores, as train)\n"
         "  --offload-budget BYTES  the offload pool (host memory or --offload-dir's disk) may hold this\n"
@@ -37,6 +38,7 @@ int cli_plan_main(int argc, char **argv) {
         {"seq", required_argument, 0, O_SEQ}, {"batch", required_argument, 0, O_BATCH},
         {"vocab", required_argument, 0, O_VOCAB}, {"dropout", required_argument, 0, O_DROPOUT},
         {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
+        {"precision", required_argument, 0, O_DTYPE},
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
