@@ -1,0 +1,171 @@
+// bf16 GEMM, fp32 accumulation: oneDNN matmul, one cached primitive per shape.
+//
+// Why oneDNN and not OpenBLAS 0.3.21's cblas_sbgemm: see the measurements in the header of
+// docs/BF16_GEMM.md (config S and L shapes, 2 threads): oneDNN's brgemm kernels
+// (brg:avx512_core_bf16) run the forward (NT) and dx (NN) GEMMs at 1.5-2x sbgemm and the
+// accumulating dW (TN) GEMMs at least as fast; sbgemm is the faster one on no shape that matters.
+//
+// Why a cache: creating a oneDNN matmul primitive descriptor costs tens of microseconds to
+// milliseconds (JIT); oneDNN's own primitive cache still rebuilds the descriptor on every call. The
+// key holds everything the primitive depends on, including the OpenMP thread count it was made for:
+// the partitioning (and so the bits) of a primitive is fixed at creation for a given nthr.
+#include "backend/cpu/gemm_bf16.h"
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "util/common.h"
+
+typedef struct {
+    int ta, tb, m, n, k, lda, ldb, ldc, beta1, out_bf16, threads;
+} Key;
+
+typedef struct Entry {
+    Key key;
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, c;   // made once with no data; each call sets the handles
+    struct Entry *next;
+} Entry;
+
+enum { BUCKETS = 256 };
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static Entry *table[BUCKETS];
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+static long n_created, n_calls;
+
+static void dnnl_check(dnnl_status_t st, const char *what) {
+    if (st != dnnl_success) ctron_fatal("gemm_bf16: oneDNN %s failed (status %d)", what, (int)st);
+}
+
+static void release_all(void) {
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < BUCKETS; i++) {
+        for (Entry *e = table[i], *next; e; e = next) {
+            next = e->next;
+            dnnl_primitive_destroy(e->prim);
+            dnnl_memory_destroy(e->a);
+            dnnl_memory_destroy(e->b);
+            dnnl_memory_destroy(e->c);
+            free(e);
+        }
+        table[i] = NULL;
+    }
+    if (stream) dnnl_stream_destroy(stream);
+    if (engine) dnnl_engine_destroy(engine);
+    stream = NULL;
+    engine = NULL;
+    pthread_mutex_unlock(&lock);
+}
+
+void gemm_bf16_release(void) { release_all(); }
+
+static void init_engine(void) {
+    static int registered;
+    dnnl_check(dnnl_engine_create(&engine, dnnl_cpu, 0), "engine_create");
+    dnnl_check(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream_create");
+    if (!registered) atexit(release_all);   // sanitizer builds see no leak
+    registered = 1;
+}
+
+static unsigned hash_key(const Key *k) {
+    const int *w = (const int *)k;
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < sizeof *k / sizeof(int); i++) h = (h ^ (unsigned)w[i]) * 16777619u;
+    return h % BUCKETS;
+}
+
+// A [rows, cols] matrix stored row-major with row stride ld, or transposed (stored [cols, rows]).
+static void md_2d(dnnl_memory_desc_t *md, int rows, int cols, int trans, int ld, dnnl_data_type_t dt) {
+    dnnl_dims_t dims = {rows, cols};
+    dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
+    dnnl_check(dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides), "memory_desc_init_by_strides");
+}
+
+static Entry *create(const Key *k) {
+    dnnl_memory_desc_t amd, bmd, cmd;
+    md_2d(&amd, k->m, k->k, k->ta, k->lda, dnnl_bf16);
+    md_2d(&bmd, k->k, k->n, k->tb, k->ldb, dnnl_bf16);
+    md_2d(&cmd, k->m, k->n, 0, k->ldc, k->out_bf16 ? dnnl_bf16 : dnnl_f32);
+    dnnl_matmul_desc_t desc;
+    dnnl_check(dnnl_matmul_desc_init(&desc, &amd, &bmd, NULL, &cmd), "matmul_desc_init");
+    dnnl_primitive_attr_t attr;
+    dnnl_check(dnnl_primitive_attr_create(&attr), "primitive_attr_create");
+    if (k->beta1) {   // C += A·B: oneDNN's sum post-op adds the old C before the store, in fp32
+        dnnl_post_ops_t po;
+        dnnl_check(dnnl_post_ops_create(&po), "post_ops_create");
+        dnnl_check(dnnl_post_ops_append_sum(po, 1.0f), "post_ops_append_sum");
+        dnnl_check(dnnl_primitive_attr_set_post_ops(attr, po), "primitive_attr_set_post_ops");
+        dnnl_post_ops_destroy(po);
+    }
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success) {
+        char why[256];
+        int native = gemm_bf16_native(why, sizeof why);
+        ctron_fatal("gemm_bf16: oneDNN has no bf16 matmul for %c%c m=%d n=%d k=%d (status %d)%s%s",
+                    k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->m, k->n, k->k, (int)st,
+                    native ? "" : ": ", native ? "" : why);
+    }
+    Entry *e = xcalloc(sizeof *e);
+    e->key = *k;
+    dnnl_check(dnnl_primitive_create(&e->prim, pd), "primitive_create");
+    dnnl_primitive_desc_destroy(pd);
+    dnnl_check(dnnl_memory_create(&e->a, &amd, engine, DNNL_MEMORY_NONE), "memory_create");
+    dnnl_check(dnnl_memory_create(&e->b, &bmd, engine, DNNL_MEMORY_NONE), "memory_create");
+    dnnl_check(dnnl_memory_create(&e->c, &cmd, engine, DNNL_MEMORY_NONE), "memory_create");
+    n_created++;
+    return e;
+}
+
+static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
+                float beta, void *c, int ldc, int out_bf16) {
+    if (m <= 0 || n <= 0) return;
+    if (beta != 0.0f && beta != 1.0f) ctron_fatal("gemm_bf16: beta must be 0 or 1, got %g", (double)beta);
+    if (k <= 0) {   // oneDNN rejects k = 0; the product is empty
+        if (beta == 0.0f)
+            for (int i = 0; i < m; i++)
+                memset((char *)c + (size_t)i * ldc * (out_bf16 ? 2 : 4), 0, (size_t)n * (out_bf16 ? 2 : 4));
+        return;
+    }
+    Key key = {ta != 0, tb != 0, m, n, k, lda, ldb, ldc, beta == 1.0f, out_bf16, omp_get_max_threads()};
+    pthread_mutex_lock(&lock);
+    if (!engine) init_engine();
+    unsigned h = hash_key(&key);
+    Entry *e = table[h];
+    while (e && memcmp(&e->key, &key, sizeof key) != 0) e = e->next;
+    if (!e) {
+        e = create(&key);
+        e->next = table[h];
+        table[h] = e;
+    }
+    n_calls++;
+    dnnl_check(dnnl_memory_set_data_handle(e->a, (void *)a), "memory_set_data_handle");
+    dnnl_check(dnnl_memory_set_data_handle(e->b, (void *)b), "memory_set_data_handle");
+    dnnl_check(dnnl_memory_set_data_handle(e->c, c), "memory_set_data_handle");
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+    dnnl_check(dnnl_primitive_execute(e->prim, stream, 3, args), "primitive_execute");
+    dnnl_check(dnnl_stream_wait(stream), "stream_wait");
+    pthread_mutex_unlock(&lock);
+}
+
+void gemm_bf16(int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b,
+               int ldb, float beta, float *c, int ldc) {
+    run(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, 0);
+}
+
+void gemm_bf16_out_bf16(int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda,
+                        const uint16_t *b, int ldb, uint16_t *c, int ldc) {
+    run(trans_a, trans_b, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, 1);
+}
+
+void gemm_bf16_stats(long *primitives, long *calls) {
+    pthread_mutex_lock(&lock);
+    if (primitives) *primitives = n_created;
+    if (calls) *calls = n_calls;
+    pthread_mutex_unlock(&lock);
+}
