@@ -19,14 +19,18 @@
 #include <string.h>
 #include "util/common.h"
 
+// thread: the OpenMP thread calling from inside a parallel region (attention's per-head GEMMs run
+// one head per thread, concurrently), -1 outside one. Each such thread has entries of its own —
+// memory objects and a stream — so calls run in parallel and only the lookup takes the lock.
 typedef struct {
-    int ta, tb, m, n, k, lda, ldb, ldc, beta1, out_bf16, threads;
+    int ta, tb, m, n, k, lda, ldb, ldc, beta1, out_bf16, threads, thread;
 } Key;
 
 typedef struct Entry {
     Key key;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;   // made once with no data; each call sets the handles
+    dnnl_stream_t stream;    // the entry's own: an entry is used by one thread at a time
     struct Entry *next;
 } Entry;
 
@@ -34,7 +38,6 @@ enum { BUCKETS = 256 };
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Entry *table[BUCKETS];
 static dnnl_engine_t engine;
-static dnnl_stream_t stream;
 static long n_created, n_calls;
 
 static void dnnl_check(dnnl_status_t st, const char *what) {
@@ -50,13 +53,12 @@ static void release_all(void) {
             dnnl_memory_destroy(e->a);
             dnnl_memory_destroy(e->b);
             dnnl_memory_destroy(e->c);
+            dnnl_stream_destroy(e->stream);
             free(e);
         }
         table[i] = NULL;
     }
-    if (stream) dnnl_stream_destroy(stream);
     if (engine) dnnl_engine_destroy(engine);
-    stream = NULL;
     engine = NULL;
     pthread_mutex_unlock(&lock);
 }
@@ -66,7 +68,6 @@ void gemm_bf16_release(void) { release_all(); }
 static void init_engine(void) {
     static int registered;
     dnnl_check(dnnl_engine_create(&engine, dnnl_cpu, 0), "engine_create");
-    dnnl_check(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream_create");
     if (!registered) atexit(release_all);   // sanitizer builds see no leak
     registered = 1;
 }
@@ -118,6 +119,7 @@ static Entry *create(const Key *k) {
     dnnl_check(dnnl_memory_create(&e->a, &amd, engine, DNNL_MEMORY_NONE), "memory_create");
     dnnl_check(dnnl_memory_create(&e->b, &bmd, engine, DNNL_MEMORY_NONE), "memory_create");
     dnnl_check(dnnl_memory_create(&e->c, &cmd, engine, DNNL_MEMORY_NONE), "memory_create");
+    dnnl_check(dnnl_stream_create(&e->stream, engine, dnnl_stream_default_flags), "stream_create");
     n_created++;
     return e;
 }
@@ -132,7 +134,8 @@ static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
                 memset((char *)c + (size_t)i * ldc * (out_bf16 ? 2 : 4), 0, (size_t)n * (out_bf16 ? 2 : 4));
         return;
     }
-    Key key = {ta != 0, tb != 0, m, n, k, lda, ldb, ldc, beta == 1.0f, out_bf16, omp_get_max_threads()};
+    Key key = {ta != 0, tb != 0, m, n, k, lda, ldb, ldc, beta == 1.0f, out_bf16, omp_get_max_threads(),
+               omp_in_parallel() ? omp_get_thread_num() : -1};
     pthread_mutex_lock(&lock);
     if (!engine) init_engine();
     unsigned h = hash_key(&key);
@@ -144,13 +147,15 @@ static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
         table[h] = e;
     }
     n_calls++;
+    // Outside a parallel region calls come from one thread at a time; inside one, the entry is this
+    // thread's own. Either way nobody else uses e while it runs.
+    pthread_mutex_unlock(&lock);
     dnnl_check(dnnl_memory_set_data_handle(e->a, (void *)a), "memory_set_data_handle");
     dnnl_check(dnnl_memory_set_data_handle(e->b, (void *)b), "memory_set_data_handle");
     dnnl_check(dnnl_memory_set_data_handle(e->c, c), "memory_set_data_handle");
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-    dnnl_check(dnnl_primitive_execute(e->prim, stream, 3, args), "primitive_execute");
-    dnnl_check(dnnl_stream_wait(stream), "stream_wait");
-    pthread_mutex_unlock(&lock);
+    dnnl_check(dnnl_primitive_execute(e->prim, e->stream, 3, args), "primitive_execute");
+    dnnl_check(dnnl_stream_wait(e->stream), "stream_wait");
 }
 
 void gemm_bf16(int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b,
