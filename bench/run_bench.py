@@ -1,6 +1,14 @@
 #!/usr/bin/python3
 """Benchmark ctron against the PyTorch peer (bench/peers/torch_gpt.py).
 
+Implementations (--impls, IMPLS): ctron fp32 and `--precision bf16` (left out with a note
+when `ctron train --help` has no --precision), Debian's PyTorch 1.13 fp32 (`torch`, --python)
+and PyPI's newest PyTorch 2.x (--peer-python, installed by bench/setup_peer.sh) in fp32 and
+under CPU autocast bf16, each with explicit attention and with SDPA (`pt2-*`; left out with a
+note when that Python cannot import torch). "PyTorch best" per precision and policy is the
+fastest peer of that precision; ctron of the same precision is compared with it, with the
+issue's targets, and its MFU is taken against `ctron peak [--precision bf16]` of the same run.
+
 For each selected config and each activation-memory policy, runs ctron and the
 peer on the same model shape with the same thread count. One round visits every
 policy once, ctron and peer back to back for the policies both implement
