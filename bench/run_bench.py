@@ -1448,6 +1448,8 @@ def markdown(result, md_dir):
                  f" — {result['date']}", "",
                  f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed)"
                  + (f", torch {env['torch_version']}" if env.get("torch_version") else "")
+                 + (f", torch {env['torch2_version']} (bench/.venv)"
+                    if env.get("torch2_version") else "")
                  + ". Absolute times on a shared machine are noise; compare ratios within this "
                  "run.", ""]
         if result.get("scaling"):
@@ -2009,7 +2011,7 @@ def resolve_impls(args):
             continue
         versions[which], why = probe_torch(python)
         if why:
-            alone = (" Debian's PyTorch 1.13 runs alone as the peer"
+            alone = (" Debian's PyTorch 1.13 runs alone as the peer."
                      if which == "venv" and "torch" in wanted else "")
             notes.append(f"{', '.join(mine)} left out: {why}"
                          + (" (bench/setup_peer.sh installs it; see bench/README.md)."
