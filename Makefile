@@ -26,6 +26,7 @@ test: build data
 	@cd $(BUILD) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j 2
 
 bench: build data
+	@bash bench/setup_peer.sh
 	@$(PY) bench/run_bench.py
 	@$(PY) bench/options_bench.py
 

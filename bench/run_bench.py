@@ -1,6 +1,14 @@
 #!/usr/bin/python3
 """Benchmark ctron against the PyTorch peer (bench/peers/torch_gpt.py).
 
+Implementations (--impls, IMPLS): ctron fp32 and `--precision bf16` (left out with a note
+when `ctron train --help` has no --precision), Debian's PyTorch 1.13 fp32 (`torch`, --python)
+and PyPI's newest PyTorch 2.x (--peer-python, installed by bench/setup_peer.sh) in fp32 and
+under CPU autocast bf16, each with explicit attention and with SDPA (`pt2-*`; left out with a
+note when that Python cannot import torch). "PyTorch best" per precision and policy is the
+fastest peer of that precision; ctron of the same precision is compared with it, with the
+issue's targets, and its MFU is taken against `ctron peak [--precision bf16]` of the same run.
+
 For each selected config and each activation-memory policy, runs ctron and the
 peer on the same model shape with the same thread count. One round visits every
 policy once, ctron and peer back to back for the policies both implement
@@ -105,6 +113,52 @@ DEFAULT_PARALLEL = "single,tp2,tp2+sp,tp2+sp+selective"
 DEFAULT_SCALING = "1,2"
 COMM_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
 TP_PURPOSES = ("block", "regather", "vocab")
+
+# The implementations a config runs, in the order a round runs them (reversed in even rounds).
+# kind: ctron or peer; precision: fp32 or bf16 (ctron: --precision; peer: bf16 = CPU autocast);
+# python: the peer's interpreter, "debian" (--python, Debian's PyTorch 1.13) or "venv"
+# (--peer-python, the PyTorch 2.x that bench/setup_peer.sh installs); attention: the peer's
+# --attention. "ctron" and "torch" keep the names of results saved before the 2.x peer.
+IMPLS = {
+    "ctron": {"kind": "ctron", "precision": "fp32", "short": "ctron"},
+    "torch": {"kind": "peer", "precision": "fp32", "python": "debian", "attention": "explicit",
+              "short": "torch"},
+    "pt2-fp32": {"kind": "peer", "precision": "fp32", "python": "venv",
+                 "attention": "explicit", "short": "pt2+fp32"},
+    "pt2-fp32-sdpa": {"kind": "peer", "precision": "fp32", "python": "venv",
+                      "attention": "sdpa", "short": "pt2+fp32+sdpa"},
+    "ctron-bf16": {"kind": "ctron", "precision": "bf16", "short": "ctron+bf16"},
+    "pt2-bf16": {"kind": "peer", "precision": "bf16", "python": "venv",
+                 "attention": "explicit", "short": "pt2+bf16"},
+    "pt2-bf16-sdpa": {"kind": "peer", "precision": "bf16", "python": "venv",
+                      "attention": "sdpa", "short": "pt2+bf16+sdpa"},
+}
+DEFAULT_IMPLS = ",".join(IMPLS)
+PRECISIONS = ("fp32", "bf16")
+# The issue's targets: ctron tokens/s over PyTorch best of the same precision, per
+# (config, precision, policy); ctron's MFU against the GEMM peak of its precision; bf16
+# recompute overhead over none.
+SPEEDUP_TARGETS = {("S", "bf16", "none"): 1.3, ("L", "bf16", "selective"): 1.5}
+MFU_TARGETS = {("S", "bf16", "none"): 0.70}
+OVERHEAD_TARGETS = {("S", "bf16", "selective"): 3.0, ("S", "bf16", "full"): 30.0}
+
+
+def impl_spec(impl):
+    """IMPLS[impl]; an unknown name (a future result) counts as a fp32 peer."""
+    return IMPLS.get(impl, {"kind": "peer", "precision": "fp32", "short": impl})
+
+
+def is_ctron(impl):
+    return impl_spec(impl)["kind"] == "ctron"
+
+
+def impl_precision(impl):
+    return impl_spec(impl)["precision"]
+
+
+def ctron_of(precision):
+    """The ctron implementation of a precision."""
+    return "ctron" if precision == "fp32" else "ctron-bf16"
 
 
 class BenchError(Exception):
@@ -227,7 +281,7 @@ def estimate_peak_bytes(c, impl):
     """
     L, h, a, s, b, v = (c[k] for k in ("layers", "hidden", "heads", "seq", "batch", "vocab"))
     sbh, as2b, sb = s * b * h, a * s * s * b, s * b
-    if impl == "torch":
+    if not is_ctron(impl):
         per_layer = 72 * sbh + 12 * as2b + 16 * sb
         head = 3 * 4 * sb * v
         runtime = 400 << 20
@@ -525,8 +579,9 @@ def phase_medians(runs):
     return {k: statistics.median(v for p in ph for v in p[k]) for k in PHASES}
 
 
-def run_ctron(args, c, pol, env, workdir, tag):
+def run_ctron(args, c, pol, env, workdir, tag, impl="ctron"):
     log = os.path.join(workdir, f"{tag}.jsonl")
+    precision = ["--precision", "bf16"] if impl_precision(impl) == "bf16" else []
     cmd = [args.ctron, "train",
            "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
            "--heads", str(c["heads"]), "--seq", str(c["seq"]),
@@ -535,9 +590,10 @@ def run_ctron(args, c, pol, env, workdir, tag):
            "--threads", str(args.threads), "--lr", "3e-4",
            # validation runs once, after the last step, outside `ms`: keep it short
            "--eval-batches", "1",
-           "--data", args.data, "--log", log] + ctron_policy_args(pol) + list(args.ctron_arg)
+           "--data", args.data, "--log", log] + precision + ctron_policy_args(pol) \
+        + list(args.ctron_arg)
     r = run_child(cmd, env, args.timeout, ROOT)
-    res = dict(impl="ctron", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
+    res = dict(impl=impl, policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
                other_cores=r["other_cores"], steal_cores=r["steal_cores"])
     recs, bad, uniq = read_step_log(log)
@@ -573,15 +629,25 @@ def run_ctron(args, c, pol, env, workdir, tag):
     return res
 
 
-def run_peer(args, c, pol, env, tag):
-    cmd = [args.python, PEER,
+def peer_args(impl):
+    """The peer's --precision/--attention for an implementation (none for Debian's 1.13: its
+    command stays what it was)."""
+    spec = impl_spec(impl)
+    if spec.get("python") != "venv":
+        return []
+    return ["--precision", spec["precision"], "--attention", spec["attention"]]
+
+
+def run_peer(args, c, pol, env, tag, impl="torch"):
+    python = args.peer_python if impl_spec(impl).get("python") == "venv" else args.python
+    cmd = [python, PEER,
            "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
            "--heads", str(c["heads"]), "--seq", str(c["seq"]),
            "--batch", str(c["batch"]), "--vocab", str(c["vocab"]),
            "--dropout", str(c["dropout"]), "--steps", str(args.steps),
-           "--threads", str(args.threads)] + peer_policy_args(pol)
+           "--threads", str(args.threads)] + peer_policy_args(pol) + peer_args(impl)
     r = run_child(cmd, env, args.timeout, ROOT)
-    res = dict(impl="torch", policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
+    res = dict(impl=impl, policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
                other_cores=r["other_cores"], steal_cores=r["steal_cores"])
     recs, _ = parse_json_lines(r["stdout"])
@@ -670,10 +736,10 @@ def run_scaling_bench(args, impls, workdir):
         env = dict(os.environ)
         for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[k] = str(t)
-        tag = f"scal-{name}-{pol['name']}-t{t}-r{rnd}"
+        tag = f"scal-{name}-{pol['name']}-{impl}-t{t}-r{rnd}"
         waited = wait_quiet(args.wait_quiet, label)
-        r = run_ctron(sub, c, pol, env, workdir, tag) if impl == "ctron" else \
-            run_peer(sub, c, pol, env, tag)
+        r = run_ctron(sub, c, pol, env, workdir, tag, impl) if is_ctron(impl) else \
+            run_peer(sub, c, pol, env, tag, impl)
         r["threads"] = t
         r["waited_s"] = waited
         r["round"] = rnd
@@ -935,7 +1001,14 @@ def file_sha256(path):
         return None
 
 
-def environment(args, torch_version):
+def scaling_impls(impls):
+    """The thread-scaling part runs ctron fp32 and one fp32 peer: PyTorch 2.x (explicit
+    attention) when it runs, else Debian's."""
+    peer = next((i for i in ("pt2-fp32", "torch") if i in impls), None)
+    return [i for i in ("ctron", peer) if i in impls]
+
+
+def environment(args, torch_version, torch2_version=None):
     return {
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
@@ -944,7 +1017,9 @@ def environment(args, torch_version):
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "peer_python": args.python,
-        "torch_version": torch_version,
+        "torch_version": torch_version,            # Debian's, the "torch" peer
+        "peer2_python": args.peer_python,
+        "torch2_version": torch2_version,          # PyPI's, the "pt2-*" peers
         "threads": args.threads,
         "thread_env": {k: str(args.threads) for k in
                        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
@@ -980,7 +1055,7 @@ def aggregate(c, runs):
         "loss_first": ok[0]["loss_first"],
         "phase_ms": phase_medians(ok),
     }
-    if ok[0]["impl"] == "ctron":
+    if is_ctron(ok[0]["impl"]):
         acts = [r["act_bytes"] for r in ok if r["act_bytes"] is not None]
         agg["act_bytes_total"] = max(acts) if acts else None
         layer = [r.get("act_layer_bytes") for r in ok if r.get("act_layer_bytes") is not None]
@@ -997,13 +1072,71 @@ def aggregate(c, runs):
     return agg
 
 
-def summarise_config(c, policies, runs, impls, rounds):
-    """summary[impl][policy] = aggregate (+ overhead and x-smaller), ratios[policy]."""
+def round_median(runs, impl, pname, rnd):
+    """The median ms/step of impl's successful run of policy pname in round rnd, or None."""
+    return next((r["ms_median"] for r in runs if r["impl"] == impl and r["policy"] == pname
+                 and r["round"] == rnd and r["ok"]), None)
+
+
+def best_of_precision(summary, runs, pname, prec, rounds):
+    """The fastest PyTorch variant of one precision at one policy, against ctron of the same
+    precision, or None when no such peer ran. speedup = the variant's ms / ctron's ms (ctron's
+    tokens/s over PyTorch best's: > 1 means ctron is faster); per round: the fastest variant's
+    run median in that round / ctron's."""
+    peers = [impl for impl in summary if not is_ctron(impl) and impl_precision(impl) == prec
+             and summary[impl].get(pname)]
+    if not peers:
+        return None
+    impl = min(peers, key=lambda i: summary[i][pname]["ms_median"])
+    agg = summary[impl][pname]
+    mine = summary.get(ctron_of(prec), {}).get(pname)
+    paired = []
+    for rnd in range(1, rounds + 1):
+        theirs = [m for m in (round_median(runs, i, pname, rnd) for i in peers) if m]
+        own = round_median(runs, ctron_of(prec), pname, rnd)
+        if theirs and own:
+            paired.append(min(theirs) / own)
+    return {"impl": impl, "candidates": peers, "ms_median": agg["ms_median"],
+            "tokens_per_s": agg["tokens_per_s"], "gflops": agg["gflops"],
+            "ctron_impl": ctron_of(prec),
+            "ctron_ms_median": mine["ms_median"] if mine else None,
+            "ctron_mfu": mine.get("mfu") if mine else None,
+            "ctron_overhead_pct_vs_none": mine.get("overhead_pct_vs_none") if mine else None,
+            "speedup": agg["ms_median"] / mine["ms_median"] if mine else None,
+            "paired_per_round": paired,
+            "paired_median": statistics.median(paired) if paired else None}
+
+
+def pytorch_best(summary, runs, policies, rounds):
+    """best[precision][policy] = best_of_precision(...) for every shared policy."""
+    best = {}
+    for prec in PRECISIONS:
+        per = {p["name"]: best_of_precision(summary, runs, p["name"], prec, rounds)
+               for p in policies if p["shared"]}
+        per = {k: v for k, v in per.items() if v}
+        if per:
+            best[prec] = per
+    return best
+
+
+def add_mfu(summary, peaks):
+    """agg["mfu"]: model FLOPs per second over the GEMM peak of the row's precision (None
+    without a measured peak)."""
+    for impl, per in summary.items():
+        peak = ((peaks or {}).get(impl_precision(impl)) or {}).get("gflops")
+        for agg in per.values():
+            if agg is not None:
+                agg["mfu"] = agg["gflops"] / peak if peak else None
+
+
+def summarise_config(c, policies, runs, impls, rounds, peaks=None):
+    """summary[impl][policy] = aggregate (+ overhead, x-smaller and MFU), ratios[policy] (ctron
+    fp32 against Debian's PyTorch, as before the 2.x peer), best[precision][policy]."""
     summary = {}
     for impl in impls:
         summary[impl] = {}
         for pol in policies:
-            if impl == "torch" and not pol["shared"]:
+            if impl != "ctron" and not pol["shared"]:     # ctron-only variants: fp32 ctron
                 continue
             sel = [r for r in runs if r["impl"] == impl and r["policy"] == pol["name"]]
             if sel:
@@ -1019,6 +1152,7 @@ def summarise_config(c, policies, runs, impls, rounds):
             lay = agg.get("act_bytes_per_layer")
             agg["layer_x_smaller_vs_ctron_none"] = (ref_layer / lay if ref_layer and lay else None)
             agg["layer_pct_of_ctron_none"] = (100.0 * lay / ref_layer if ref_layer and lay else None)
+    add_mfu(summary, peaks)
     ratios = {}
     for pol in policies:
         if not pol["shared"]:
@@ -1040,7 +1174,7 @@ def summarise_config(c, policies, runs, impls, rounds):
             "paired_per_round": paired,
             "paired_median": statistics.median(paired) if paired else None,
         }
-    return summary, ratios
+    return summary, ratios, pytorch_best(summary, runs, policies, rounds)
 
 
 # --------------------------------------------------------------------------
@@ -1065,9 +1199,30 @@ def shape_str(name, c):
 
 
 def impl_label(impl, env):
-    if impl == "torch":
-        return f"PyTorch {env.get('torch_version') or ''}".strip()
-    return "ctron"
+    """ctron, ctron bf16, PyTorch 1.13.0a0 (Debian), PyTorch 2.15.0 bf16 SDPA, ..."""
+    spec = impl_spec(impl)
+    if is_ctron(impl):
+        return "ctron" if spec["precision"] == "fp32" else f"ctron {spec['precision']}"
+    if spec.get("python") == "venv":
+        v = (env.get("torch2_version") or "2.x").split("+")[0]
+        return (f"PyTorch {v} {spec['precision']}"
+                + (" SDPA" if spec.get("attention") == "sdpa" else ""))
+    return f"PyTorch {env.get('torch_version') or ''}".strip()
+
+
+def impls_of(summary):
+    """The implementations of a summary dict, in the registry's order."""
+    return [i for i in IMPLS if i in summary] + [i for i in summary if i not in IMPLS]
+
+
+def peer_over_ctron(cres, impl, pname):
+    """A peer row's ms/step over ctron's of the same precision and policy (> 1: ctron faster),
+    or None."""
+    agg = cres["summary"].get(impl, {}).get(pname)
+    mine = cres["summary"].get(ctron_of(impl_precision(impl)), {}).get(pname)
+    if is_ctron(impl) or not agg or not mine:
+        return None
+    return agg["ms_median"] / mine["ms_median"]
 
 
 def plot_paths(result, md_dir):
@@ -1140,6 +1295,59 @@ def phase_cells(ph):
     return [fmt(ph[k]) for k in PHASES]
 
 
+def _target_cell(got, target, higher_is_better=True):
+    if target is None:
+        return ""
+    if got is None:
+        return f"{'≥' if higher_is_better else '≤'} {target:g}: –"
+    met = got >= target if higher_is_better else got <= target
+    return f"{'≥' if higher_is_better else '≤'} {target:g}: **{'met' if met else 'not met'}**"
+
+
+def best_markdown(name, cres, env):
+    """A config's "PyTorch best" table: per precision and policy, the fastest PyTorch variant
+    of that precision and ctron of the same precision against it, with the issue's targets."""
+    best = cres.get("best") or {}
+    if not best:
+        return []
+    lines = ["PyTorch best: per precision and policy, the fastest PyTorch variant of that "
+             "precision (fp32: Debian's 1.13 and 2.x explicit/SDPA; bf16: 2.x under autocast, "
+             "explicit/SDPA). ctron / best = PyTorch best ms / ctron ms = ctron's tokens/s over "
+             "PyTorch best's (> 1: ctron faster); per round: the fastest variant's run median in "
+             "that round / ctron's. MFU: model FLOPs per second / the GEMM peak of the "
+             "precision (`ctron peak`, same run). Overhead: ctron's ms over its own `none`.", "",
+             "| precision | policy | PyTorch best | its ms/step | ctron ms/step | ctron / best "
+             "| per round | target | ctron MFU | target | ctron overhead vs none | target |",
+             "|---|---|---|---:|---:|---:|---|---|---:|---|---:|---|"]
+    for prec in PRECISIONS:
+        for pname, b in (best.get(prec) or {}).items():
+            sp, mfu, ov = b.get("speedup"), b.get("ctron_mfu"), b.get("ctron_overhead_pct_vs_none")
+            key = (name, prec, pname)
+            lines.append(
+                f"| {prec} | {pname} | {impl_label(b['impl'], env)} | {fmt(b['ms_median'])} "
+                f"| {fmt(b.get('ctron_ms_median'))} "
+                f"| {'–' if sp is None else f'**{sp:.2f}×**'} "
+                f"| {', '.join(f'{x:.2f}' for x in b.get('paired_per_round') or [])} "
+                f"| {_target_cell(sp, SPEEDUP_TARGETS.get(key))} "
+                f"| {'–' if mfu is None else f'{mfu:.0%}'} "
+                f"| {_target_cell(mfu, MFU_TARGETS.get(key))} "
+                f"| {'ref' if pname == 'none' else '–' if ov is None else f'{ov:+.1f} %'} "
+                f"| {_target_cell(None if pname == 'none' else ov, OVERHEAD_TARGETS.get(key), False)} |")
+    lines.append("")
+    return lines
+
+
+def peaks_line(result):
+    """The GEMM peaks the MFU column uses, or why there is none."""
+    peaks = result.get("peaks") or {}
+    if not peaks:
+        return []
+    parts = [f"{prec}: " + (f"{p['gflops']:.1f} GFLOP/s" if "gflops" in p else p["skipped"])
+             for prec, p in peaks.items()]
+    return ["GEMM peaks (`ctron peak`, measured at the start of this run): "
+            + "; ".join(parts) + ".", ""]
+
+
 def breakdown_markdown(cres, env):
     """A config's step-time table: the phase medians of every (implementation, policy)."""
     lines = ["Step time by phase (median ms over the same timed steps as ms/step; fwd = forward "
@@ -1151,7 +1359,7 @@ def breakdown_markdown(cres, env):
              "| bwd / fwd |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for pname in cres["policies"]:
-        for impl in ("ctron", "torch"):
+        for impl in impls_of(cres["summary"]):
             agg = cres["summary"].get(impl, {}).get(pname)
             if agg is None:
                 continue
@@ -1240,6 +1448,8 @@ def markdown(result, md_dir):
                  f" — {result['date']}", "",
                  f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed)"
                  + (f", torch {env['torch_version']}" if env.get("torch_version") else "")
+                 + (f", torch {env['torch2_version']} (bench/.venv)"
+                    if env.get("torch2_version") else "")
                  + ". Absolute times on a shared machine are noise; compare ratios within this "
                  "run.", ""]
         if result.get("scaling"):
@@ -1253,22 +1463,35 @@ def markdown(result, md_dir):
         f"# ctron vs PyTorch peer — {result['date']}",
         "",
         f"CPU: {env['cpu_model']} ({env['cpus_allowed']} CPUs allowed), threads {env['threads']}, "
-        f"torch {env['torch_version']}, steps/run {result['steps']} (first dropped), "
+        f"torch {env['torch_version']}"
+        + (f" (Debian) and {env['torch2_version']} (PyPI, bench/.venv)"
+           if env.get("torch2_version") else "")
+        + f", steps/run {result['steps']} (first dropped), "
         f"rounds {result['rounds']}. Policies (both): `{','.join(result['policies']) or '–'}`; "
         f"ctron-only variants: `{','.join(result['ctron_variants']) or '–'}`.",
         "",
         "ctron flags per policy: " + "; ".join(
             f"{n} = `{' '.join(ctron_policy_args(specs[n]))}`" for n in result["policy_order"])
         + ". Peer: `--recompute none|selective|full` (torch.utils.checkpoint; selective = "
-        "the attention core QKᵀ…·V, full = every block).",
+        "the attention core QKᵀ…·V, full = every block)"
+        + (". Implementations: " + ", ".join(
+            f"{impl_label(i, env)} (`{i}`)" for i in result["impls"]) if result.get("impls")
+           else "")
+        + ". ctron bf16 = `--precision bf16`; PyTorch 2.x bf16 = forward and loss under "
+        "`torch.autocast(\"cpu\", dtype=torch.bfloat16)`; SDPA = "
+        "`F.scaled_dot_product_attention`.",
         "",
+        ] + [f"Note: {n}" for n in result.get("impl_notes") or []] + (
+            [""] if result.get("impl_notes") else []) + peaks_line(result) + [
         f"{FLOP_FORMULA}; recomputation not counted. Overhead = ms/step over the same "
         "implementation's `none` − 1 (medians). Peak act.: ctron = activation-ledger peak of the "
         "step (`act_bytes`, recomputation included); torch = unique storages autograd saves in "
         "one forward (parameters excluded; checkpoint recomputation is transient and not "
         "included). Per layer: ctron = `act_layer_bytes` (layer 0, LN statistics included); "
         "torch = saved bytes per block. × smaller = ctron none per-layer bytes / this row's. "
-        "torch/ctron = torch ms / ctron ms for the same policy (> 1: ctron faster). "
+        "MFU = GFLOP/s / the GEMM peak of the row's precision. "
+        "peer/ctron = the peer's ms / ctron's ms of the same precision and policy (> 1: ctron "
+        "faster). "
         "Absolute times on a shared machine are noise; compare ratios within this run.",
         "",
     ]
@@ -1279,12 +1502,12 @@ def markdown(result, md_dir):
         lines.append(f"{cres['n_params']:,} parameters, {cres['flops_per_step'] / 1e9:.1f} GFLOP "
                      f"per step, {cres['tokens_per_step']} tokens per step.")
         lines.append("")
-        lines.append("| impl | policy | ms/step | tokens/s | GFLOP/s | overhead vs none "
+        lines.append("| impl | policy | ms/step | tokens/s | GFLOP/s | MFU | overhead vs none "
                      "| peak RSS MiB | peak act. MiB | per layer MiB | per layer × smaller "
-                     "| torch/ctron |")
-        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                     "| peer/ctron |")
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for pname in cres["policies"]:
-            for impl in ("ctron", "torch"):
+            for impl in impls_of(cres["summary"]):
                 per = cres["summary"].get(impl, {})
                 if pname not in per:
                     continue
@@ -1293,24 +1516,26 @@ def markdown(result, md_dir):
                 if agg is None:
                     err = next((r["error"] for r in cres["runs"] if r["impl"] == impl
                                 and r["policy"] == pname and r.get("error")), "no successful run")
-                    lines.append(f"| {label} | {pname} | failed: {err} | | | | | | | | |")
+                    lines.append(f"| {label} | {pname} | failed: {err} | | | | | | | | | |")
                     continue
                 ov = agg.get("overhead_pct_vs_none")
                 ov = "ref" if pname == "none" and ov is not None else (
                     "–" if ov is None else f"{ov:+.1f} %")
                 xs = agg.get("layer_x_smaller_vs_ctron_none")
                 xs = "–" if xs is None else f"{xs:.2f}×"
-                ratio = ""
-                if impl == "torch" and pname in cres.get("ratios", {}):
-                    ratio = f"{cres['ratios'][pname]['torch_over_ctron']:.2f}"
+                ratio = peer_over_ctron(cres, impl, pname)
+                ratio = "" if ratio is None else f"{ratio:.2f}"
+                mfu = agg.get("mfu")
+                mfu = "–" if mfu is None else f"{mfu:.0%}"
                 lines.append(
                     f"| {label} | {pname} | {fmt(agg['ms_median'])} | {fmt(agg['tokens_per_s'], 0)} "
-                    f"| {fmt(agg['gflops'], 1)} | {ov} | {mib(agg['peak_rss_kib'] * 1024)} "
+                    f"| {fmt(agg['gflops'], 1)} | {mfu} | {ov} | {mib(agg['peak_rss_kib'] * 1024)} "
                     f"| {mib(agg['act_bytes_total'])} | {mib(agg['act_bytes_per_layer'])} "
                     f"| {xs} | {ratio} |")
         lines.append("")
         lines += disturbed_lines(cres["runs"], lambda r: f"{r['impl']} {r['policy']}")
         lines += rerun_lines(cres.get("discarded_runs"))
+        lines += best_markdown(name, cres, env)
         lines += breakdown_markdown(cres, env)
     if result.get("scaling"):
         lines += scaling_markdown(result["scaling"], env)
@@ -1324,8 +1549,9 @@ def plots_markdown(result, md_dir):
     paths = plot_paths(result, md_dir)
     alt = {"throughput": "tokens/s by policy, ctron vs PyTorch",
            "activations": "activation bytes per layer by policy, % of ctron none",
-           "breakdown": "step time by phase (forward, backward, optimizer, communication)"}
-    shown = [k for k in ("throughput", "activations", "breakdown") if k in paths]
+           "breakdown": "step time by phase (forward, backward, optimizer, communication)",
+           "precision": "step time by precision and policy, ctron beside PyTorch best"}
+    shown = [k for k in ("throughput", "activations", "breakdown", "precision") if k in paths]
     if not shown:
         return []
     lines = ["## Plots", ""]
@@ -1339,8 +1565,12 @@ def plots_markdown(result, md_dir):
 # --------------------------------------------------------------------------
 
 def _series(result):
+    """[(impl, legend text)] of every implementation in the result's configs."""
     env = result["environment"]
-    return [("ctron", "ctron"), ("torch", f"{impl_label('torch', env)} peer")]
+    seen = {}
+    for cres in result["configs"].values():
+        seen.update(dict.fromkeys(cres["summary"]))
+    return [(i, impl_label(i, env) + ("" if is_ctron(i) else " peer")) for i in impls_of(seen)]
 
 
 def throughput_svg(result):
@@ -1349,7 +1579,7 @@ def throughput_svg(result):
         groups = []
         for pname in cres["policies"]:
             bars = {}
-            for impl in ("ctron", "torch"):
+            for impl in impls_of(cres["summary"]):
                 per = cres["summary"].get(impl, {})
                 if pname in per:
                     agg = per[pname]
@@ -1385,7 +1615,7 @@ def activations_svg(result):
         groups = []
         for pname in cres["policies"]:
             bars = {}
-            for impl in ("ctron", "torch"):
+            for impl in impls_of(cres["summary"]):
                 per = cres["summary"].get(impl, {})
                 if pname in per:
                     lay = (per[pname] or {}).get("act_bytes_per_layer")
@@ -1415,7 +1645,7 @@ BREAKDOWN_SEGMENTS = [("fwd", "forward", "#4c78a8"), ("bwd", "backward", "#f5851
 
 
 def _breakdown_bar(impl, agg):
-    short = "ctron" if impl == "ctron" else "torch"
+    short = impl_spec(impl)["short"]
     if agg is None:
         return {"key": short, "label": short, "parts": {}, "total": None}
     ph = agg.get("phase_ms")
@@ -1434,7 +1664,7 @@ def breakdown_svg(result):
         groups = []
         for pname in cres["policies"]:
             bars = [_breakdown_bar(impl, cres["summary"][impl][pname])
-                    for impl in ("ctron", "torch") if pname in cres["summary"].get(impl, {})]
+                    for impl in impls_of(cres["summary"]) if pname in cres["summary"][impl]]
             if bars:
                 groups.append({"label": pname, "bars": bars})
         if groups:
@@ -1469,11 +1699,39 @@ def breakdown_svg(result):
              f"own scale.")
 
 
+def precision_svg(result):
+    """ms/step by precision and policy, ctron beside PyTorch best (the fastest PyTorch variant
+    of that precision and policy), a panel per config; None for a result without "best"."""
+    panels = []
+    for name, cres in result["configs"].items():
+        groups = []
+        for prec in PRECISIONS:
+            for pname, b in ((cres.get("best") or {}).get(prec) or {}).items():
+                groups.append({"label": f"{prec}+{pname}",
+                               "bars": {"ctron": b.get("ctron_ms_median"),
+                                        "pytorch-best": b["ms_median"]}})
+        if groups:
+            panels.append({"title": shape_str(name, cres["config"]), "groups": groups})
+    if not panels:
+        return None
+    env = result["environment"]
+    return svgplot.bar_chart(
+        "Step time by precision and policy: ctron beside PyTorch best",
+        f"{result['date']} · {env['cpu_model']}, {env['threads']} threads · median ms per step "
+        f"· lower is better",
+        panels, [("ctron", "ctron (fp32, or --precision bf16)"),
+                 ("pytorch-best", "PyTorch best (fastest variant of the precision)")],
+        "ms per step", lambda v: f"{v:.0f}",
+        note="PyTorch best: the fastest of Debian's 1.13 and 2.x explicit/SDPA for fp32, of 2.x "
+             "autocast bf16 explicit/SDPA for bf16, per policy (which one: the PyTorch best "
+             "table). n/a: ctron of that precision did not run. Each panel has its own scale.")
+
+
 def write_plots(result, plot_dir):
     os.makedirs(plot_dir, exist_ok=True)
     result["plots"] = {}
     for kind, fn in (("throughput", throughput_svg), ("activations", activations_svg),
-                     ("breakdown", breakdown_svg)):
+                     ("breakdown", breakdown_svg), ("precision", precision_svg)):
         svg = fn(result)
         if svg is None:
             continue
@@ -1550,6 +1808,15 @@ def parse_args(argv):
                     help="training text for ctron (default data/kjv.txt)")
     ap.add_argument("--python", default="/usr/bin/python3",
                     help="Python with PyTorch for the peer (default /usr/bin/python3)")
+    ap.add_argument("--peer-python", default=os.path.join(HERE, ".venv", "bin", "peer-python"),
+                    help="Python with PyTorch 2.x for the pt2-* peers (default "
+                         "bench/.venv/bin/peer-python, made by bench/setup_peer.sh); if it "
+                         "cannot import torch, those peers are left out with a note")
+    ap.add_argument("--impls", default=DEFAULT_IMPLS,
+                    help="implementations, comma-separated subset of " + ",".join(IMPLS)
+                         + " (default all; one that cannot run here is left out with a note)")
+    ap.add_argument("--no-peak", action="store_true",
+                    help="do not measure the GEMM peaks (`ctron peak`) for the MFU column")
     ap.add_argument("--ctron-arg", action="append", default=[],
                     help="extra argument appended to every ctron command (repeatable)")
     ap.add_argument("--peer-only", action="store_true",
@@ -1617,6 +1884,12 @@ def parse_args(argv):
         ap.error(f"--configs {args.configs!r}: unknown {unknown}; "
                  f"expected a comma-separated subset of {','.join(CONFIGS)}")
     args.config_names = list(dict.fromkeys(names))
+    impls = [x.strip() for x in args.impls.split(",") if x.strip()]
+    bad = [x for x in impls if x not in IMPLS]
+    if bad or not impls:
+        ap.error(f"--impls {args.impls!r}: unknown {bad}; expected a comma-separated subset of "
+                 f"{','.join(IMPLS)}")
+    args.impl_list = [i for i in IMPLS if i in impls]    # the registry's order
     if args.parallel_config not in CONFIGS:
         ap.error(f"--parallel-config {args.parallel_config!r}: expected one of {','.join(CONFIGS)}")
     layouts, seen = [], set()
@@ -1707,6 +1980,79 @@ def check_inputs(args):
                          f"(pass --data PATH)")
 
 
+def probe_torch(python):
+    """(the torch version python imports, None), or (None, why not)."""
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        return None, f"{python} not found or not executable"
+    r = run_child([python, "-c", "import torch; print(torch.__version__)"], dict(os.environ),
+                  300, ROOT)
+    lines = r["stdout"].strip().splitlines()
+    if r["rc"] != 0 or not lines:
+        return None, f"{python} cannot import torch: {tail(r['stderr'], 1) or r['rc']}"
+    return lines[-1].strip(), None
+
+
+def ctron_help_has(args, command, flag):
+    """Whether `ctron COMMAND --help` mentions flag (a feature another branch may not have
+    merged yet)."""
+    r = run_child([args.ctron, command, "--help"], dict(os.environ), 60, ROOT)
+    return flag in r["stdout"] + r["stderr"]
+
+
+def resolve_impls(args):
+    """The implementations this run can have, out of --impls: the peers whose Python imports
+    torch, ctron bf16 when `ctron train` has --precision. Returns (impls, {"debian"|"venv":
+    torch version}, notes on what was left out and why; each note is also printed)."""
+    wanted = [i for i in args.impl_list if not (args.peer_only and is_ctron(i))]
+    notes, versions = [], {}
+    for which, python in (("debian", args.python), ("venv", args.peer_python)):
+        mine = [i for i in wanted if impl_spec(i).get("python") == which]
+        if not mine:
+            continue
+        versions[which], why = probe_torch(python)
+        if why:
+            alone = (" Debian's PyTorch 1.13 runs alone as the peer."
+                     if which == "venv" and "torch" in wanted else "")
+            notes.append(f"{', '.join(mine)} left out: {why}"
+                         + (" (bench/setup_peer.sh installs it; see bench/README.md)."
+                            if which == "venv" else ".") + alone)
+            wanted = [i for i in wanted if i not in mine]
+    if "ctron-bf16" in wanted and not ctron_help_has(args, "train", "--precision"):
+        notes.append("ctron-bf16 left out: `ctron train --help` has no --precision (this "
+                     "build of ctron has no bf16 training yet).")
+        wanted.remove("ctron-bf16")
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr, flush=True)
+    return wanted, versions, notes
+
+
+def measure_peaks(args, impls, env):
+    """{precision: the JSON of `ctron peak --json [--precision bf16]` (gflops, ...) or
+    {"skipped": why}} for the precisions this run has; {} with --peer-only or --no-peak."""
+    out = {}
+    if args.peer_only or args.no_peak:
+        return out
+    for prec in [p for p in PRECISIONS if any(impl_precision(i) == p for i in impls)]:
+        cmd = [args.ctron, "peak", "--threads", str(args.threads), "--json"]
+        if prec == "bf16":
+            if not ctron_help_has(args, "peak", "--precision"):
+                out[prec] = {"skipped": "`ctron peak --help` has no --precision: no bf16 peak, "
+                                        "no bf16 MFU"}
+                print(f"note: {out[prec]['skipped']}", file=sys.stderr, flush=True)
+                continue
+            cmd += ["--precision", "bf16"]
+        print(f"[peak] {' '.join(cmd[1:])} ...", file=sys.stderr, flush=True)
+        r = run_child(cmd, env, 600, ROOT)
+        recs, _ = parse_json_lines(r["stdout"])
+        got = next((x for x in recs if isinstance(x.get("gflops"), (int, float))), None)
+        out[prec] = dict(got, cmd=cmd) if r["rc"] == 0 and got else {
+            "skipped": f"`{' '.join(cmd[1:])}` failed (exit status {r['rc']}): "
+                       f"{tail(r['stderr'], 1)}", "cmd": cmd}
+        print(f"[peak] {prec}: " + (f"{got['gflops']:.1f} GFLOP/s" if "skipped" not in out[prec]
+                                    else out[prec]["skipped"]), file=sys.stderr, flush=True)
+    return out
+
+
 def schedule(policies, rounds, impls):
     """[(round, policy, impl)] in run order.
 
@@ -1719,7 +2065,7 @@ def schedule(policies, rounds, impls):
     for rnd in range(1, rounds + 1):
         k = (rnd - 1) % n
         for pol in policies[k:] + policies[:k]:
-            these = [i for i in impls if i == "ctron" or pol["shared"]]
+            these = [i for i in impls if i == "ctron" or pol["shared"]]   # variants: ctron fp32
             if rnd % 2 == 0:
                 these = these[::-1]
             out += [(rnd, pol, impl) for impl in these]
@@ -1780,7 +2126,11 @@ def main(argv=None):
     for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         env[k] = str(args.threads)
 
-    impls = ["torch"] if args.peer_only else ["ctron", "torch"]
+    impls, versions, impl_notes = resolve_impls(args)
+    if not impls:
+        print("run_bench.py: error: no implementation left to run", file=sys.stderr)
+        return 2
+    peaks = measure_peaks(args, impls, env)
     policies = args.policy_list
     date = time.strftime("%Y-%m-%d")
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
@@ -1794,8 +2144,10 @@ def main(argv=None):
               "peer_policy_args": {p["name"]: peer_policy_args(p) for p in policies if p["shared"]},
               "flop_formula": FLOP_FORMULA, "eq7_formula": EQ7_FORMULA,
               "wait_quiet_s": args.wait_quiet, "other_load_flag_cores": OTHER_LOAD_FLAG,
+              "impls": impls, "impl_specs": {i: impl_spec(i) for i in impls},
+              "impl_notes": impl_notes, "peaks": peaks,
               "configs": {}}
-    torch_version = None
+    torch_version = versions.get("debian")
     failed = False
     # someone may rebuild build/ctron while this runs: compare its hash before and after
     ctron_sha_start = None if args.peer_only else file_sha256(args.ctron)
@@ -1813,22 +2165,19 @@ def main(argv=None):
             plan = schedule(policies, args.rounds, impls)
 
             def one(rnd, seq, pol, impl, label):
-                nonlocal torch_version
                 print(f"{label}: running ...", file=sys.stderr, flush=True)
-                tag = f"{name}-{pol['name']}-r{rnd}"
+                tag = f"{name}-{pol['name']}-{impl}-r{rnd}"
                 waited = wait_quiet(args.wait_quiet, label)
-                if impl == "ctron":
-                    r = run_ctron(args, c, pol, env, workdir, tag)
+                if is_ctron(impl):
+                    r = run_ctron(args, c, pol, env, workdir, tag, impl)
                 else:
-                    r = run_peer(args, c, pol, env, tag)
-                    if r.get("summary"):
-                        torch_version = r["summary"].get("torch_version")
+                    r = run_peer(args, c, pol, env, tag, impl)
                 r["round"] = rnd
                 r["seq"] = seq
                 r["waited_s"] = waited
                 detail = ""
                 if r["ok"]:
-                    act = r["act_layer_bytes"] if impl == "ctron" else \
+                    act = r["act_layer_bytes"] if is_ctron(impl) else \
                         r["summary"]["saved_bytes_per_layer"]
                     detail = (f", loss {r['loss_first']:.3f} -> {r['loss_last']:.3f}, peak RSS "
                               f"{r['peak_rss_kib'] / 1024:.0f} MiB, per layer {mib(act)} MiB")
@@ -1845,32 +2194,31 @@ def main(argv=None):
                                    f"[{name} re-run {seq}, round {r['round']}] {r['impl']} "
                                    f"{r['policy']}"))
             failed = failed or any(not r["ok"] for r in runs)
-            summ, ratios = summarise_config(c, policies, runs, impls, args.rounds)
+            summ, ratios, best = summarise_config(c, policies, runs, impls, args.rounds, peaks)
             cres = {"config": dict(c), "n_params": n_params(c),
                     "flops_per_step": flops_per_step(c),
                     "eq7_flops_per_step": eq7_flops_per_step(c),
                     "tokens_per_step": c["seq"] * c["batch"],
                     "memory_estimate_bytes": est, "mem_available_kib": avail,
                     "policies": [p["name"] for p in policies],
-                    "summary": summ, "ratios": ratios, "runs": runs,
+                    "summary": summ, "ratios": ratios, "best": best, "runs": runs,
                     "discarded_runs": discarded}
-            tnone = summ.get("torch", {}).get("none")
-            if tnone and tnone.get("n_params_peer") not in (None, cres["n_params"]):
-                print(f"warning: peer has {tnone['n_params_peer']} parameters, formula says "
-                      f"{cres['n_params']}", file=sys.stderr)
+            for impl in impls:
+                tnone = summ.get(impl, {}).get("none") if not is_ctron(impl) else None
+                if tnone and tnone.get("n_params_peer") not in (None, cres["n_params"]):
+                    print(f"warning: peer {impl} has {tnone['n_params_peer']} parameters, "
+                          f"formula says {cres['n_params']}", file=sys.stderr)
             result["configs"][name] = cres
-        scal, scal_failed = run_scaling_bench(args, impls, workdir)
+        scal, scal_failed = run_scaling_bench(args, scaling_impls(impls), workdir)
         if scal is not None:
             result["scaling"] = scal
-            torch_version = torch_version or next(
-                (r["summary"].get("torch_version") for r in scal["runs"] if r.get("summary")), None)
         failed = failed or scal_failed
         par, par_failed = run_parallel_bench(args, workdir)
         if par is not None:
             result["parallel"] = par
         failed = failed or par_failed
 
-    result["environment"] = environment(args, torch_version)
+    result["environment"] = environment(args, torch_version, versions.get("venv"))
     if not args.peer_only:
         result["environment"]["ctron"]["sha256_start"] = ctron_sha_start
         if ctron_sha_start != result["environment"]["ctron"]["sha256"]:

@@ -16,6 +16,12 @@ FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 COLOURS = {
     "ctron": "#1f77b4",
     "torch": "#ff7f0e",
+    "ctron-bf16": "#08306b",
+    "pt2-fp32": "#d62728",
+    "pt2-fp32-sdpa": "#ff9896",
+    "pt2-bf16": "#2ca02c",
+    "pt2-bf16-sdpa": "#98df8a",
+    "pytorch-best": "#9467bd",
 }
 
 

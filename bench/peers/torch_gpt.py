@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch peer for ctron's benchmarks: the same GPT-2 model, trained in fp32.
+"""PyTorch peer for ctron's benchmarks: the same GPT-2 model, trained in fp32 or bf16.
 
 The model is the one in DESIGN.md section 1:
 
@@ -10,9 +10,18 @@ The model is the one in DESIGN.md section 1:
     final LayerNorm, output layer tied to the token embedding (no bias),
     mean cross-entropy.
 
-Attention is written out (QK^T, scale, causal masked_fill, softmax, dropout, .V)
-so that what autograd saves is what an eager implementation saves; there is no
-fused attention kernel in PyTorch 1.13 anyway.
+--attention explicit (the default) writes attention out (QK^T, scale, causal
+masked_fill, softmax, dropout, .V), so that what autograd saves is what an eager
+implementation saves (PyTorch 1.13 has no fused kernel); --attention sdpa calls
+torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p, is_causal=True)
+(PyTorch >= 2.0), which picks its own CPU kernel.
+
+--precision fp32 (the default) trains in fp32. --precision bf16 is PyTorch's
+automatic mixed precision on the CPU: the forward and the loss run under
+torch.autocast("cpu", dtype=torch.bfloat16) (GEMMs on bf16 copies of the
+weights, the ops autocast keeps in fp32 -- softmax, LayerNorm, cross-entropy --
+in fp32), backward outside it; master weights, gradients and AdamW state stay
+fp32. No gradient scaler: bf16 has fp32's exponent range.
 
 Training: AdamW (lr 3e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the 2-D
 weight matrices, i.e. linear weights and both embeddings; none on biases and
@@ -21,7 +30,8 @@ LayerNorm gains/biases), random token batches from a seeded generator.
 Output (stdout), one JSON object per line:
     {"step": i, "ms": ..., "loss": ...,
      "fwd_ms": ..., "bwd_ms": ..., "opt_ms": ...}  for i = 1..steps
-    {"peer": "torch", ..., "saved_bytes_total": ..., "saved_bytes_per_layer": ...,
+    {"peer": "torch", "torch_version": ..., "precision": ..., "attention": ...,
+     "saved_bytes_total": ..., "saved_bytes_per_layer": ...,
      "ms_median": ..., "peak_rss_kib": ...}       once, at the end
 
 ms covers one whole optimizer step: batch generation, forward, backward,
@@ -36,6 +46,10 @@ Saved-activation bytes are measured on the forward of step 1 (the warm-up step,
 which the median ignores) with torch.autograd.graph.saved_tensors_hooks; see
 SavedTensorMeter for what is counted and how blocks are told apart.
 
+Both options are feature-detected: under a PyTorch without
+scaled_dot_product_attention (1.13) --attention sdpa exits with status 2 and a
+message; fp32 with explicit attention runs on every version.
+
 The caller should set OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS
 to --threads before starting Python (the BLAS pools are sized at load time);
 this script also calls torch.set_num_threads(threads) and warns on stderr when
@@ -43,6 +57,7 @@ the environment disagrees.
 """
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -78,6 +93,22 @@ def _storage_key(t):
     return st.data_ptr(), st.size() * st.element_size()
 
 
+_VIEW_FNS = ("TBackward", "ViewBackward", "TransposeBackward", "PermuteBackward",
+             "ExpandBackward")
+
+
+def _is_weight_copy(t):
+    """True when t is (a view of) a dtype cast of a parameter: autocast's bf16 weight copy,
+    which linear saves as t() of the cast. Model state, not an activation."""
+    fn = getattr(t, "grad_fn", None)
+    while fn is not None and type(fn).__name__.startswith(_VIEW_FNS):
+        fn = fn.next_functions[0][0] if fn.next_functions else None
+    if fn is None or not type(fn).__name__.startswith("ToCopyBackward"):
+        return False
+    return any(nxt is not None and type(nxt).__name__ == "AccumulateGrad"
+               for nxt, _ in fn.next_functions)
+
+
 class SavedTensorMeter:
     """Counts the bytes autograd keeps for backward, per region of the model.
 
@@ -96,6 +127,9 @@ class SavedTensorMeter:
     saved by block i's LN1 (or by block i's checkpoint), so it is charged to
     block i, matching ctron's ledger name ln1_in; the last block's output is
     saved by the final LN and lands in "head" (ctron's extras).
+
+    Under --precision bf16, autocast's bf16 copies of the weights (saved by the
+    linear layers for backward) are parameters too and are skipped likewise.
 
     saved_bytes_per_layer is the mean over blocks of the block regions (all
     blocks are identical, so the per-block values are equal); the embedding and
@@ -121,6 +155,8 @@ class SavedTensorMeter:
     def pack(self, t):
         self.n_packed += 1
         ptr, nbytes = _storage_key(t)
+        if _is_weight_copy(t):                  # autocast's bf16 copy of a parameter
+            self.exclude.add(ptr)
         if ptr != 0 and nbytes > 0 and ptr not in self.exclude and ptr not in self.seen:
             self.seen[ptr] = (self.region, nbytes)
         return t
@@ -161,11 +197,22 @@ def attention_core(q, k, v, causal, p_drop, training):
     return torch.matmul(att, v)
 
 
+def attention_sdpa(q, k, v, causal, p_drop, training):
+    """The same through F.scaled_dot_product_attention (causal, dropout p_drop when training);
+    `causal` is unused (is_causal=True)."""
+    return F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop if training else 0.0,
+                                          is_causal=True)
+
+
+ATTENTION = {"explicit": attention_core, "sdpa": attention_sdpa}
+
+
 class Block(nn.Module):
-    def __init__(self, h, a, p_drop, recompute):
+    def __init__(self, h, a, p_drop, recompute, attention="explicit"):
         super().__init__()
         self.h, self.a, self.p = h, a, p_drop
         self.recompute = recompute
+        self.attn = ATTENTION[attention]
         self.ln1 = nn.LayerNorm(h, eps=1e-5)
         self.qkv = nn.Linear(h, 3 * h, bias=True)
         self.proj = nn.Linear(h, h, bias=True)
@@ -187,11 +234,11 @@ class Block(nn.Module):
             # Only q, k, v (views of the QKV output) are kept; QK^T, scale,
             # mask, softmax, dropout and .V run again in backward. The
             # reentrant checkpoint restores the RNG state, so the dropout mask
-            # is the same in the recompute.
-            ctx = tcheckpoint.checkpoint(attention_core, q, k, v, causal,
+            # is the same in the recompute (and the autocast state, under bf16).
+            ctx = tcheckpoint.checkpoint(self.attn, q, k, v, causal,
                                          self.p, self.training, use_reentrant=True)
         else:
-            ctx = attention_core(q, k, v, causal, self.p, self.training)
+            ctx = self.attn(q, k, v, causal, self.p, self.training)
         ctx = ctx.transpose(1, 2).contiguous().view(b, s, h)        # [b,s,h]
         x = x + F.dropout(self.proj(ctx), p=self.p, training=self.training)
         # --- MLP sublayer
@@ -201,7 +248,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, layers, h, a, s, v, p_drop, recompute):
+    def __init__(self, layers, h, a, s, v, p_drop, recompute, attention="explicit"):
         super().__init__()
         if h % a != 0:
             raise ValueError(f"--hidden {h} must be divisible by --heads {a}")
@@ -209,7 +256,8 @@ class GPT(nn.Module):
         self.recompute = recompute
         self.wte = nn.Embedding(v, h)
         self.wpe = nn.Embedding(s, h)
-        self.blocks = nn.ModuleList([Block(h, a, p_drop, recompute) for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(h, a, p_drop, recompute, attention)
+                                     for _ in range(layers)])
         self.lnf = nn.LayerNorm(h, eps=1e-5)
         # True above the diagonal = future positions, masked out.
         self.register_buffer("causal", torch.triu(torch.ones(s, s, dtype=torch.bool), 1),
@@ -280,6 +328,12 @@ def parse_args(argv):
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast('cpu', bfloat16), fp32 "
+                         "master weights and AdamW (default fp32)")
+    ap.add_argument("--attention", choices=["explicit", "sdpa"], default="explicit",
+                    help="explicit QK^T/softmax/dropout/.V, or "
+                         "F.scaled_dot_product_attention (PyTorch >= 2.0) (default explicit)")
     args = ap.parse_args(argv)
     for name in ("layers", "hidden", "heads", "seq", "batch", "vocab", "steps", "threads"):
         val = getattr(args, name)
@@ -290,7 +344,26 @@ def parse_args(argv):
         ap.error(f"--dropout {args.dropout}: expected 0 <= p < 1")
     if args.hidden % args.heads != 0:
         ap.error(f"--hidden {args.hidden} is not divisible by --heads {args.heads}")
+    missing = unsupported(args)
+    if missing:
+        ap.error(f"PyTorch {torch.__version__} lacks {missing}")
     return args
+
+
+def unsupported(args):
+    """What this PyTorch lacks for the chosen options, or None."""
+    if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        return "torch.nn.functional.scaled_dot_product_attention (--attention sdpa needs >= 2.0)"
+    if args.precision == "bf16" and not hasattr(torch, "autocast"):
+        return "torch.autocast (--precision bf16)"
+    return None
+
+
+def forward_context(precision):
+    """The context the forward and the loss run in: CPU autocast to bf16, or nothing."""
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _phase_median(recs, key):
@@ -311,7 +384,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)
 
     model = GPT(args.layers, args.hidden, args.heads, args.seq, args.vocab,
-                args.dropout, args.recompute)
+                args.dropout, args.recompute, args.attention)
     model.train()
     opt = make_optimizer(model, args.lr)
     gen = torch.Generator().manual_seed(args.seed + 1)
@@ -325,11 +398,12 @@ def main(argv=None):
         t_fwd = time.perf_counter()
         if step == 1:
             model.meter = meter
-            with meter.hooks():
+            with meter.hooks(), forward_context(args.precision):
                 loss = model(idx, tgt)
             model.meter = _NullMeter()
         else:
-            loss = model(idx, tgt)
+            with forward_context(args.precision):
+                loss = model(idx, tgt)
         t_bwd = time.perf_counter()
         loss.backward()
         t_opt = time.perf_counter()
@@ -355,11 +429,14 @@ def main(argv=None):
     summary = {
         "peer": "torch",
         "torch_version": torch.__version__,
+        "precision": args.precision,
+        "attention": args.attention,
         "threads": torch.get_num_threads(),
         "config": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
                    "seq": args.seq, "batch": args.batch, "vocab": args.vocab,
                    "dropout": args.dropout, "steps": args.steps,
-                   "recompute": args.recompute, "lr": args.lr, "seed": args.seed},
+                   "recompute": args.recompute, "lr": args.lr, "seed": args.seed,
+                   "precision": args.precision, "attention": args.attention},
         "n_params": n_params(model),
         "saved_bytes_total": total,
         "saved_bytes_per_layer": (sum(block_bytes) / args.layers) if args.layers else 0,
