@@ -13,6 +13,7 @@
 #include "parallel/comm.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
+#include "cli/train_run_dir.h"
 #include "memory/ledger_report.h"
 
 void cli_train_usage(FILE *f) {
@@ -381,8 +382,11 @@ int cli_train_main(int argc, char **argv) {
         return 1;
     }
     TrainOptions o;
+    RunLocks locks = {-1, -1};
     int rc = parse_on_all_ranks(&comm, argc, argv, &o);
+    if (rc == 0) rc = cli_train_claim(&comm, &o, &locks);   // before any collective of the run
     if (rc == 0) rc = train_run(&o, &comm);
+    cli_train_release(&locks);
     comm_finalize(&comm);
     return rc == -1 ? 0 : rc;
 }
