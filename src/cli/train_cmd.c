@@ -14,6 +14,7 @@
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
 #include "cli/train_run_dir.h"
+#include "util/fileio.h"
 #include "memory/ledger_report.h"
 
 void cli_train_usage(FILE *f) {
@@ -113,6 +114,12 @@ enum {
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET
 };
+
+static int was_given(const char *const *given, int n, const char *flag) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(given[i], flag) == 0) return 1;
+    return 0;
+}
 
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     static const struct option opts[] = {
@@ -254,8 +261,11 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     // Shapes that make sense together.
     if (c->hidden % c->heads != 0)
         return usage_error("--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
-    if (c->vocab < 256)
-        return usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
+    if (c->vocab < 256)   // from the flag, or from a checkpoint's state.json: say which
+        return o->resume && !was_given(given, n_given, "vocab")
+                   ? usage_error("--resume: the checkpoint's model.vocab %d (%s/state.json) is too small: byte-level "
+                                 "data needs at least 256 symbols", c->vocab, o->resume_step_dir)
+                   : usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
     {   // Absurd sizes are refused with what they would need, before anything is allocated.
         double state, act, need = train_memory_estimate(o, &state, &act);
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
@@ -325,6 +335,9 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     }
     if (o->tokenizer_path && stat(o->tokenizer_path, &st) != 0)
         return usage_error("--tokenizer: cannot read '%s': %s", o->tokenizer_path, strerror(errno));
+    if (o->tokenizer_path && !S_ISREG(st.st_mode))   // a FIFO would block the first read forever
+        return usage_error("--tokenizer: '%s' is %s, expected a regular file", o->tokenizer_path,
+                           fileio_kind(st.st_mode));
     // Byte-level text: its size is its token count, so a too-long --seq is caught here; token files
     // and BPE text are checked once loaded (train_run, also exit 2).
     char err[256];
