@@ -44,6 +44,7 @@ differ 2 1 "--recompute is 'none' on rank 0, 'selective' on rank 1" --recompute 
 # paths may differ per host: --log on rank 1 only is not a configuration difference
 timeout 60 "${launch[@]}" -np 2 sh -c '[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && exec "$@" --print-every 2; exec "$@"' \
   sh "$ctron" train "${base[@]}" --tp 2 > "$dir/same.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "^done: 4 steps" "$dir/same.out"' "a local difference (--print-every) must not refuse: $(tail -3 "$dir/same.out")"
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "^done: 4 steps" "$dir/same.out"' "a local difference (--print-every) must not refuse: $(tail -3 "$dir/same.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -31,14 +31,17 @@ check '[ $rc -eq 2 ] && grep -qF "'"'$dir/a.jsonl'"' is in use by another ctron 
   "second run on one --log: exit $rc: $(cat "$dir/c.out")"
 check '[ -s "$dir/a.jsonl" ]' "the refused run must not truncate the holder's log"
 kill -TERM $a; wait $a
-check '[ $? -eq 143 ]' "run A after SIGTERM"
+rc=$?
+check '[ $rc -eq 143 ]' "run A after SIGTERM"
 "$ctron" train "${tiny[@]}" --steps 3 --ckpt-dir "$dir/run2" --log "$dir/a.jsonl" > "$dir/d.out" 2>&1
-check '[ $? -eq 0 ]' "once A is gone (its lock released by the kernel) the directory and log are free: $(tail -2 "$dir/d.out")"
+rc=$?
+check '[ $rc -eq 0 ]' "once A is gone (its lock released by the kernel) the directory and log are free: $(tail -2 "$dir/d.out")"
 # a holder killed with SIGKILL leaves no stale lock
 "$ctron" train "${tiny[@]}" --steps 1000000 --print-every 100000 --ckpt-dir "$dir/run3" > "$dir/k.out" 2>&1 &
 k=$!; started "$dir/k.out"; kill -KILL $k; wait $k 2>/dev/null
 "$ctron" train "${tiny[@]}" --steps 2 --ckpt-dir "$dir/run3" > "$dir/k2.out" 2>&1
-check '[ $? -eq 0 ]' "after SIGKILL of the holder: $(tail -2 "$dir/k2.out")"
+rc=$?
+check '[ $rc -eq 0 ]' "after SIGKILL of the holder: $(tail -2 "$dir/k2.out")"
 
 # 3. A read-only run directory: refused before any step (as an unprivileged user: root writes anyway).
 mkdir "$dir/ro"; chmod 555 "$dir/ro"
@@ -90,6 +93,7 @@ rc=$?
 check '[ $rc -eq 129 ] && grep -q "interrupted (SIGHUP) after step" "$dir/hup.out"' "SIGHUP: exit $rc: $(tail -3 "$dir/hup.out")"
 step=$(ls "$dir/hup" | grep "^step_" | tail -1 | sed 's/step_0*//')
 "$ctron" train --resume "$dir/hup" --stop-after $((step + 1)) > "$dir/hup2.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "resumed from .* at step '"$step"' " "$dir/hup2.out"' "resume after SIGHUP: $(tail -2 "$dir/hup2.out")"
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "resumed from .* at step '"$step"' " "$dir/hup2.out"' "resume after SIGHUP: $(tail -2 "$dir/hup2.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
