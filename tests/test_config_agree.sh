@@ -46,5 +46,16 @@ timeout 60 "${launch[@]}" -np 2 sh -c '[ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ] && e
   sh "$ctron" train "${base[@]}" --tp 2 > "$dir/same.out" 2>&1
 rc=$?
 check '[ $rc -eq 0 ] && grep -q "^done: 4 steps" "$dir/same.out"' "a local difference (--print-every) must not refuse: $(tail -3 "$dir/same.out")"
+# Ranks agree on a stop signal too: SIGINT to rank 1 only, and rank 0 names SIGINT (it said SIGTERM).
+timeout 60 "${launch[@]}" -np 2 sh -c 'echo $$ > "$0.${OMPI_COMM_WORLD_RANK:-0}"; exec "$@"' "$dir/pid" \
+  "$ctron" train "${base[@]}" --steps 1000000 --print-every 100000 --tp 2 --ckpt-dir "$dir/sig" > "$dir/sig.out" 2>&1 &
+job=$!
+for _ in $(seq 200); do sleep 0.1; grep -q "^ctron train:" "$dir/sig.out" && [ -s "$dir/pid.1" ] && break; done
+sleep 0.5
+kill -INT "$(cat "$dir/pid.1")"
+wait $job
+rc=$?
+check '[ $rc -eq 130 ] && grep -q "interrupted (SIGINT) after step" "$dir/sig.out" && ls "$dir/sig" | grep -q "^step_"' \
+  "SIGINT to rank 1: exit $rc, expected 130, rank 0 naming SIGINT and a checkpoint: $(grep -v '^--\|^ *$' "$dir/sig.out" | tail -4)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
