@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "check.h"
@@ -32,6 +33,7 @@ static void make_run(GPT *m, AdamW *opt, uint32_t seed) {
     adamw_init(opt, m->n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     fill(opt->m, m->n_params, seed + 1);
     fill(opt->v, m->n_params, seed + 2);
+    for (size_t i = 0; i < m->n_params; i++) opt->v[i] = fabsf(opt->v[i]);   // second moments are >= 0
     opt->t = 7;
 }
 

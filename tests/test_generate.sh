@@ -37,6 +37,7 @@ head -c 200000 "$data" > "$dir/corpus.txt"
 if "$ctron" tokenize train --vocab 300 --in "$dir/corpus.txt" --out "$dir/tok.json" > /dev/null 2>&1; then
   cp -r "$dir/run/step_00000030" "$dir/bpe"
   cp "$dir/tok.json" "$dir/bpe/tokenizer.json"
+  rm "$dir/bpe/checksums.txt"   # assembled by hand: no checksums (loaded with a note)
   /usr/bin/python3 - "$dir/bpe/state.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); s["tokenizer"] = "tokenizer.json"; json.dump(s, open(sys.argv[1], "w"))
@@ -62,7 +63,21 @@ expect 2 "--top-k 301 exceeds the model's vocabulary of 300" --ckpt "$dir/run" -
 expect 2 "--prompt is empty" --ckpt "$dir/run" --prompt ""
 expect 2 "--tokens: 0 is out of range" --ckpt "$dir/run" --tokens 0
 expect 2 "unknown option '--bogus'" --ckpt "$dir/run" --bogus
+# Non-finite weights (issue 17): refused naming the tensor, not 20 times token 255 with exit 0.
+cp -r "$dir/run/step_00000030" "$dir/nan"
+rm "$dir/nan/checksums.txt"   # so that the value check, not the checksum, is what refuses
+/usr/bin/python3 - "$dir/nan/model.safetensors" <<'PY'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+off = 8 + n + json.loads(b[8:8 + n])["wte.weight"]["data_offsets"][0]
+b[off + 4 * 5:off + 4 * 6] = struct.pack("<f", float("nan")); open(sys.argv[1], "wb").write(b)
+PY
+expect 2 "tensor 'wte.weight' holds nan at element 5; weights and optimizer moments must be finite" --ckpt "$dir/nan"
+# A truncated model file: its checksum names it, and generate refuses (exit 2), before and
+# without the checksums (the safetensors reader then finds it).
 head -c 100 "$dir/run/step_00000030/model.safetensors" > "$dir/trunc" && mv "$dir/trunc" "$dir/run/step_00000030/model.safetensors"
-expect 1 "exceeds the file" --ckpt "$dir/run"
+expect 2 "model.safetensors' has 100 bytes, checksums.txt lists" --ckpt "$dir/run"
+rm "$dir/run/step_00000030/checksums.txt"
+expect 2 "exceeds the file" --ckpt "$dir/run"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -16,6 +16,8 @@ expect() {  # expect "needle" args...
 }
 expect "--tp 3 does not divide --heads 64"        --preset 22B --tp 3
 expect "--sp: --seq 2047 is not divisible by --tp 8" --preset 22B --sp --seq 2047
+expect "--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more (this layout has --tp 1)" --sp
+expect "--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more (this layout has --tp 1)" --preset 22B --tp 1 --sp
 expect "--pp 5 does not divide --layers 48"       --preset 22B --pp 5
 expect "--interleave 2 needs --pp > 1"            --preset 22B --interleave 2
 expect "--interleave 5: --layers 96 is not divisible" --preset 175B --interleave 5

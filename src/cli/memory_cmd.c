@@ -239,6 +239,9 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (h % heads) return cfg_error(a, p, "--hidden %d is not divisible by --heads %d", h, heads);
     if (heads % t)
         return cfg_error(a, p, "--tp %d does not divide --heads %d (heads are split across tensor-parallel ranks)", t, heads);
+    if (a->sp && t < 2)   // SP splits the sequence over the TP group: with one rank it changes nothing
+        return cfg_error(a, p, "--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more "
+                         "(this layout has --tp %d)", t);
     if (a->sp && s % t)
         return cfg_error(a, p, "--sp: --seq %d is not divisible by --tp %d (each rank keeps s/t rows)", s, t);
     if (L % pp) return cfg_error(a, p, "--pp %d does not divide --layers %d", pp, L);

@@ -5,7 +5,48 @@
 #include "cli/cli.h"
 #include "io/checkpoint.h"
 #include "io/ckpt_fs.h"
+#include "tokenizer/bpe.h"
 #include "train/train_ckpt.h"
+#include "util/fileio.h"
+
+static int given_flag(const char *const *given, int n, const char *flag) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(given[i], flag) == 0) return 1;
+    return 0;
+}
+
+// Do two vocabulary files define the same tokens? 1 yes, 0 no (why in what), -1 unreadable (err).
+static int same_vocab(const char *a, const char *b, char *what, size_t wlen, char *err, size_t errlen) {
+    Bpe x, y;
+    if (bpe_load(&x, a, err, errlen) != 0) return -1;
+    if (bpe_load(&y, b, err, errlen) != 0) { bpe_free(&x); return -1; }
+    int same = x.n_merges == y.n_merges;
+    if (!same) snprintf(what, wlen, "%d tokens against %d", x.vocab_size, y.vocab_size);
+    for (int i = 0; same && i < x.n_merges; i++)
+        if (x.merges[i][0] != y.merges[i][0] || x.merges[i][1] != y.merges[i][1]) {
+            snprintf(what, wlen, "token %d differs", 256 + i);
+            same = 0;
+        }
+    bpe_free(&x);
+    bpe_free(&y);
+    return same;
+}
+
+// --resume with --tokenizer: the weights' token ids mean what the checkpoint's vocabulary says.
+static int check_resume_tokenizer(const TrainOptions *o, const CkptState *st, char *err, size_t errlen) {
+    if (!st->tokenizer_path[0]) {
+        snprintf(err, errlen, "--resume: the checkpoint %s was trained on bytes (no tokenizer.json); --tokenizer '%s' "
+                 "would give its token ids other meanings; leave --tokenizer out", o->resume_step_dir, o->tokenizer_path);
+        return -1;
+    }
+    char what[96] = "", lerr[1024];
+    int same = same_vocab(o->tokenizer_path, st->tokenizer_path, what, sizeof what, lerr, sizeof lerr);
+    if (same == 1) return 0;
+    if (same < 0) snprintf(err, errlen, "--tokenizer: %s", lerr);
+    else snprintf(err, errlen, "--resume: --tokenizer '%s' is not the vocabulary the checkpoint was trained with "
+                  "('%s': %s); leave --tokenizer out to use the checkpoint's", o->tokenizer_path, st->tokenizer_path, what);
+    return -1;
+}
 
 int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given) {
     char err[2048];
@@ -16,6 +57,8 @@ int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given)
             ckpt_read_state(o->resume_step_dir, &st, err, sizeof err) != 0)
             return args_error("train", "--resume: %s", err);
         if (train_ckpt_merge(o, &st, given, n_given, err, sizeof err) != 0) return args_error("train", "%s", err);
+        if (given_flag(given, n_given, "tokenizer") && check_resume_tokenizer(o, &st, err, sizeof err) != 0)
+            return args_error("train", "%s", err);
     }
     if (!o->ckpt_dir) {
         for (int i = 0; i < n_given; i++)

@@ -14,6 +14,8 @@
 #include "parallel/comm.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
+#include "cli/train_run_dir.h"
+#include "util/fileio.h"
 #include "memory/ledger_report.h"
 
 void cli_train_usage(FILE *f) {
@@ -127,6 +129,12 @@ static int check_precision(TrainOptions *o, const char *const *given, int n_give
             return usage_error("--act-dtype fp32 with --precision bf16: mixed precision keeps activations in bf16 "
                                "(drop --act-dtype, or use --precision fp32)");
     o->act_dtype = ACT_BF16;
+    return 0;
+}
+
+static int was_given(const char *const *given, int n, const char *flag) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(given[i], flag) == 0) return 1;
     return 0;
 }
 
@@ -281,8 +289,11 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     // Shapes that make sense together.
     if (c->hidden % c->heads != 0)
         return usage_error("--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
-    if (c->vocab < 256)
-        return usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
+    if (c->vocab < 256)   // from the flag, or from a checkpoint's state.json: say which
+        return o->resume && !was_given(given, n_given, "vocab")
+                   ? usage_error("--resume: the checkpoint's model.vocab %d (%s/state.json) is too small: byte-level "
+                                 "data needs at least 256 symbols", c->vocab, o->resume_step_dir)
+                   : usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
     {   // Absurd sizes are refused with what they would need, before anything is allocated.
         double state, act, need = train_memory_estimate(o, &state, &act);
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
@@ -352,6 +363,9 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     }
     if (o->tokenizer_path && stat(o->tokenizer_path, &st) != 0)
         return usage_error("--tokenizer: cannot read '%s': %s", o->tokenizer_path, strerror(errno));
+    if (o->tokenizer_path && !S_ISREG(st.st_mode))   // a FIFO would block the first read forever
+        return usage_error("--tokenizer: '%s' is %s, expected a regular file", o->tokenizer_path,
+                           fileio_kind(st.st_mode));
     // Byte-level text: its size is its token count, so a too-long --seq is caught here; token files
     // and BPE text are checked once loaded (train_run, also exit 2).
     char err[256];
@@ -409,8 +423,11 @@ int cli_train_main(int argc, char **argv) {
         return 1;
     }
     TrainOptions o;
+    RunLocks locks = {-1, -1};
     int rc = parse_on_all_ranks(&comm, argc, argv, &o);
+    if (rc == 0) rc = cli_train_claim(&comm, &o, &locks);   // before any collective of the run
     if (rc == 0) rc = train_run(&o, &comm);
+    cli_train_release(&locks);
     comm_finalize(&comm);
     return rc == -1 ? 0 : rc;
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "io/ckpt_fs.h"
+#include "io/ckpt_manifest.h"
+#include "io/ckpt_verify.h"
 #include "io/ckpt_state.h"
 #include "io/safetensors.h"
 #include "util/common.h"
@@ -71,6 +73,7 @@ static int write_files(const char *tmp, const GPT *m, const AdamW *opt, const Ck
     st_init(&f);
     st_add_meta(&f, "format", "pt");
     st_add_meta(&f, "ctron_weight_orientation", "conv1d");
+    st_add_meta(&f, "ctron_step", buf);   // cross-checked against state.json and the model on load
     add_params(&f, m, opt->m, "m.");
     add_params(&f, m, opt->v, "v.");
     snprintf(path, sizeof path, "%s/%s", tmp, OPTIM_FILE);
@@ -87,7 +90,10 @@ static int write_files(const char *tmp, const GPT *m, const AdamW *opt, const Ck
         snprintf(rec.tokenizer_path, sizeof rec.tokenizer_path, "tokenizer.json");
     }
     snprintf(path, sizeof path, "%s/%s", tmp, STATE_FILE);
-    return ckpt_state_write(path, &rec, err, errlen);
+    if (ckpt_state_write(path, &rec, err, errlen) != 0) return -1;
+    // Last: the checksums of everything above (read back from the page cache).
+    const char *names[4] = {MODEL_FILE, OPTIM_FILE, STATE_FILE, "tokenizer.json"};
+    return ckpt_manifest_write(tmp, names, so->tokenizer_json ? 4 : 3, err, errlen);
 }
 
 int ckpt_save(const char *dir, const GPT *m, const AdamW *opt, const CkptState *st, const CkptSaveOptions *so,
@@ -130,6 +136,9 @@ int ckpt_save(const char *dir, const GPT *m, const AdamW *opt, const CkptState *
     // Prune only now that the new checkpoint is complete and durable.
     if (so->keep > 0) {
         int *steps, n = fs_list_steps(dir, &steps);
+        // Only checkpoints up to this one count: a newer step_ left over (say an incomplete copy that
+        // --resume skipped) must not make the prune delete the checkpoint just written.
+        while (n > 0 && steps[n - 1] > st->step) n--;
         for (int i = 0; i + so->keep < n; i++) {   // steps are ascending: the oldest come first
             char victim[4096], gone[4096];
             ckpt_step_dir(dir, steps[i], victim, sizeof victim);
@@ -176,19 +185,51 @@ int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, si
         return -1;
     }
     snprintf(state, sizeof state, "%s/%s", path, STATE_FILE);
-    if (stat(state, &sb) == 0) {
+    char note[1200];
+    if (stat(state, &sb) == 0) {   // a step directory, named explicitly: it must verify
+        if (ckpt_verify(path, note, sizeof note, err, errlen) != 0) return -1;
+        if (note[0]) fprintf(stderr, "ctron: note: %s\n", note);
         snprintf(step_dir, len, "%s", path);
         if (run_dir) parent_dir(path, run_dir, run_len);
         return 0;
     }
+    if (errno == EACCES) {
+        snprintf(err, errlen, "cannot read checkpoint '%s': %s", state, strerror(errno));
+        return -1;
+    }
     int *steps, n = fs_list_steps(path, &steps);
+    if (n < 0) {
+        snprintf(err, errlen, "cannot read the run directory '%s': %s", path, strerror(errno));
+        free(steps);
+        return -1;
+    }
     if (n == 0) {
         free(steps);
         snprintf(err, errlen, "no checkpoint in '%s': it holds no step_NNNNNNNN directory and no %s (.tmp-* "
                  "directories are incomplete saves and are never loaded)", path, STATE_FILE);
         return -1;
     }
-    ckpt_step_dir(path, steps[n - 1], step_dir, len);
+    // The newest checkpoint that verifies; each one skipped is named with the reason.
+    char first_err[1200] = "";
+    int found = -1;
+    for (int i = n - 1; i >= 0 && found < 0; i--) {
+        ckpt_step_dir(path, steps[i], step_dir, len);
+        if (ckpt_verify(step_dir, note, sizeof note, err, errlen) == 0) {
+            found = i;
+            if (note[0]) fprintf(stderr, "ctron: note: %s\n", note);
+        } else {
+            fprintf(stderr, "ctron: note: skipping %s: %s\n", step_dir, err);
+            if (!first_err[0]) snprintf(first_err, sizeof first_err, "%s", err);
+        }
+    }
+    if (found < 0) {
+        snprintf(err, errlen, "no checkpoint in '%s' verifies (%d step_ director%s; the newest: %s)", path, n,
+                 n == 1 ? "y" : "ies", first_err);
+        free(steps);
+        return -1;
+    }
+    if (found < n - 1)
+        fprintf(stderr, "ctron: note: using %s, the newest checkpoint that verifies\n", step_dir);
     free(steps);
     if (run_dir) snprintf(run_dir, run_len, "%s", path);
     return 0;
@@ -314,10 +355,15 @@ int ckpt_load(const char *step_dir, GPT *m, AdamW *opt, CkptState *st_out, char 
     st_init(&of);
     if (st_read(&mf, mpath, err, errlen) != 0) return -1;
     int rc = check_tensors(&mf, m, mpath, "", 1, err, errlen);
+    // The three records of the step agree, and nothing non-finite (or a negative v) is loaded.
+    if (rc == 0) rc = ckpt_check_step(&mf, mpath, st.step, err, errlen);
+    if (rc == 0) rc = ckpt_check_values(&mf, mpath, err, errlen);
     if (rc == 0 && opt) {
         rc = st_read(&of, opath, err, errlen);
         if (rc == 0) rc = check_tensors(&of, m, opath, "m.", 2, err, errlen);
         if (rc == 0) rc = check_tensors(&of, m, opath, "v.", 2, err, errlen);
+        if (rc == 0) rc = ckpt_check_step(&of, opath, st.step, err, errlen);
+        if (rc == 0) rc = ckpt_check_values(&of, opath, err, errlen);
     }
     if (rc == 0) {   // everything is valid: only now is anything overwritten
         copy_params(m->params, &mf, m, "");

@@ -44,7 +44,9 @@ typedef struct {
 // DIR/step_NNNNNNNN (at least 8 digits).
 void ckpt_step_dir(const char *dir, int step, char *out, size_t len);
 // The checkpoint to read from path: path itself when it is a step directory (holds state.json),
-// else the newest step_NNNNNNNN inside it. Incomplete saves (.tmp-*) are never considered.
+// else the newest step_NNNNNNNN inside it that verifies (io/ckpt_verify.h: checksums, steps,
+// values); each newer one skipped is named on stderr with the reason. Incomplete saves (.tmp-*)
+// are never considered.
 // run_dir (may be NULL) receives the directory that holds the step directories.
 int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, size_t run_len, char *err,
                  size_t errlen);

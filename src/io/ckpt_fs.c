@@ -92,7 +92,7 @@ int fs_list_steps(const char *dir, int **steps) {
     *steps = malloc((size_t)cap * sizeof(int));   // plain malloc: it may grow with realloc
     if (!*steps) ctron_fatal("out of memory");
     DIR *d = opendir(dir);
-    if (!d) return 0;
+    if (!d) return -1;   // errno says why (EACCES, ENOENT, ...)
     struct dirent *e;
     char path[4096];
     while ((e = readdir(d)) != NULL) {

@@ -12,6 +12,6 @@ void fs_remove_tree(const char *path);
 // Removes every entry of dir whose name starts with prefix.
 void fs_remove_prefixed(const char *dir, const char *prefix);
 // The steps N of the step_N directories in dir (digits only after "step_"), ascending, in a fresh
-// array (*steps, free() it; never NULL). Returns how many.
+// array (*steps, free() it; never NULL). Returns how many, or -1 (errno set) when dir cannot be read.
 int fs_list_steps(const char *dir, int **steps);
 #endif

@@ -136,7 +136,13 @@ static double number(Reader *r, const char *section, const char *name, double lo
     char what[96];
     snprintf(what, sizeof what, "%s in %g..%g", integer ? "an integer" : "a number", lo, hi);
     if (!(v >= lo && v <= hi) || (integer && v != floor(v))) {
-        bad(r, section, name, what);
+        char got[64];   // say what it is: 1e999 parses as inf, "0.1" is a string
+        if (cJSON_IsNumber(x)) snprintf(got, sizeof got, "%g", v);
+        else snprintf(got, sizeof got, "%s", cJSON_IsString(x) ? "a string" : cJSON_IsBool(x) ? "a boolean" : "not a number");
+        char full[200];
+        snprintf(full, sizeof full, "%s (it is %s%s)", what, got,
+                 cJSON_IsNumber(x) && isinf(v) ? ", out of double range" : "");
+        bad(r, section, name, full);
         return lo;   // the caller converts to int and friends: never an out-of-range value (found by fuzzing)
     }
     return v;
@@ -153,6 +159,13 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     size_t n;
     if (fileio_read_all(path, &data, &n, err, errlen) != 0) return -1;
     cJSON *root = cJSON_ParseWithLength((const char *)data, n);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at && at >= (const char *)data && at <= (const char *)data + n ? (long)(at - (const char *)data) : -1;
+        snprintf(err, errlen, "'%s' is not valid JSON (error near byte %ld)", path, off);
+        free(data);
+        return -1;
+    }
     free(data);
     if (!cJSON_IsObject(root)) {
         snprintf(err, errlen, "'%s' is not a JSON object", path);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "util/common.h"
+#include "util/fileio.h"
 
 static const char *dtype_name[] = {"F32", "I32", "U8"};
 
@@ -281,14 +282,10 @@ static int read_fail(StFile *f, cJSON *hdr, Span *spans) {
 
 int st_read(StFile *f, const char *path, char *err, size_t errlen) {
     st_init(f);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    int fd = fileio_open_regular(path, err, errlen);   // a FIFO is refused, not waited on
+    if (fd < 0) return -1;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        snprintf(err, errlen, "'%s' is not a regular file", path);
-        return -1;
-    }
+    fstat(fd, &sb);
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8) {
         close(fd);

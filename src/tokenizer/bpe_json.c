@@ -75,9 +75,12 @@ int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen) {
         else
             snprintf(err, errlen, "'%s': \"vocab_size\" is missing, expected an integer in 256..%d", path,
                      BPE_MAX_VOCAB);
-    } else if (!cJSON_IsArray(merges) || cJSON_GetArraySize(merges) != v - 256) {
+    } else if (!cJSON_IsArray(merges)) {
+        snprintf(err, errlen, "'%s': \"merges\" is %s, expected an array of vocab_size - 256 = %ld pairs", path,
+                 merges ? "not an array" : "missing", v - 256);
+    } else if (cJSON_GetArraySize(merges) != v - 256) {
         snprintf(err, errlen, "'%s': \"merges\" must be an array of vocab_size - 256 = %ld pairs, it has %d", path,
-                 v - 256, cJSON_IsArray(merges) ? cJSON_GetArraySize(merges) : -1);
+                 v - 256, cJSON_GetArraySize(merges));
     } else {
         int nm = (int)(v - 256), i = 0;
         int32_t (*m)[2] = xmalloc((size_t)(nm ? nm : 1) * sizeof *m);

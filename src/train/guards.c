@@ -80,8 +80,25 @@ void guard_install_signals(void) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);   // a closed terminal or a lost ssh session: save, as for SIGTERM
     // A write past a file-size limit fails with EFBIG (reported) instead of killing the process.
     signal(SIGXFSZ, SIG_IGN);
 }
 
 int guard_signal_pending(void) { return (int)pending; }
+
+int guard_signal_agree(CommGroup *w) {
+    int mine = (int)pending;
+    if (w->size == 1) return mine;
+    // Each rank's signal, so that every rank stops together and names the same one.
+    float me = (float)mine, *all = xmalloc((size_t)w->size * sizeof(float));
+    comm_allgather(w, &me, all, 1);
+    int sig = 0;
+    for (int r = 0; r < w->size && !sig; r++) sig = (int)all[r];
+    free(all);
+    return sig;
+}
+
+const char *guard_signal_name(int sig) {
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+}

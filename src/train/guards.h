@@ -19,9 +19,12 @@ int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss
 // world rank 0 after the backward of those steps (as an overflow in that layer would).
 void guard_test_inject_nan(GPT *m, int step, int world_rank);
 
-// SIGINT and SIGTERM set a flag the training loop reads at the end of each step; a second one
+// SIGINT, SIGTERM and SIGHUP set a flag the training loop reads at the end of each step; a second one
 // while the first is handled acts as the default (ends the process; checkpoints are atomic).
 void guard_install_signals(void);
-// The signal received (SIGINT, SIGTERM) or 0.
+// The signal received (SIGINT, SIGTERM, SIGHUP) or 0.
 int guard_signal_pending(void);
+// Collective over w: the signal of the lowest rank that received one, on every rank, or 0.
+int guard_signal_agree(CommGroup *w);
+const char *guard_signal_name(int sig);   // "SIGINT", "SIGTERM", "SIGHUP"
 #endif

@@ -100,6 +100,8 @@ static int was_given(const char *const *given, int n, const char *flag) {
         else if ((field) != (ck)) MISMATCH(flag, fmt, (cast)(field), (cast)(ck));                             \
     } while (0)
 
+#define ORDER_NAME(x) ((x) == DATA_SEQUENTIAL ? "sequential" : "random")
+
 int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *given, int n_given, char *err,
                      size_t errlen) {
     GPTConfig *c = &o->model;
@@ -134,7 +136,9 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     }
     AGREE("seed", o->seed, st->seed, "%llu", unsigned long long);
     AGREE("val-frac", o->val_frac, st->val_frac, "%g", double);
-    AGREE("data-order", o->data_order, (DataOrder)st->data_order, "%d", int);
+    if (!was_given(given, n_given, "data-order")) o->data_order = (DataOrder)st->data_order;
+    else if (o->data_order != (DataOrder)st->data_order)
+        MISMATCH("data-order", "%s", ORDER_NAME(o->data_order), ORDER_NAME((DataOrder)st->data_order));
     // No flags: AdamW's betas come from the checkpoint (eps is checked when the tensors load).
     o->beta1 = st->beta1;
     o->beta2 = st->beta2;

@@ -82,7 +82,7 @@ static CommStats step_comm_stats(const CommGroup *world, const CommGroup *tp, co
     return sum;
 }
 
-static void write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
+static int write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
                            size_t act_bytes, size_t act_layer_bytes, double grad_norm, const StepTimes *t) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", step);
@@ -118,10 +118,10 @@ static void write_log_line(FILE *log, int step, double loss, double val_loss, fl
         cJSON_AddNumberToObject(tp, "vocab", (double)t->tp_bytes[TPC_VOCAB]);
     }
     char *text = cJSON_PrintUnformatted(o);
-    fprintf(log, "%s\n", text);
-    fflush(log);
+    int ok = fprintf(log, "%s\n", text) >= 0 && fflush(log) == 0;   // 0, or -1 with errno
     cJSON_free(text);
     cJSON_Delete(o);
+    return ok ? 0 : -1;
 }
 
 // Saves the checkpoint of step: rank 0 writes the model (gathered from its shards under TP or
@@ -229,6 +229,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
     // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
     int start = 0, last = train_ckpt_last_step(o), saves = 0, failed = 0, bad_run = 0, interrupted = 0, saved_at = -1;
+    int log_failed = 0;
     int completed = start;
     size_t *bad_counts = xcalloc((size_t)m.n_info * sizeof(size_t));
     if (o->resume && !sharded) {
@@ -253,6 +254,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (log) fclose(log);
         if (zero) zero_free(zero);
         comm_grid_free(&grid);
+        free(bad_counts);
         return 1;
     }
 
@@ -421,8 +423,15 @@ int train_run(const TrainOptions *o, Comm *comm) {
             last_val = val;
         }
         double tps = (double)n_tok * o->grad_accum * nranks / step_s;
-        if (log) write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
-                                ledger_layer_stored(&m.ledger, 0, 0), norm, &times);
+        if (log && write_log_line(log, step, loss, val, lr, step_s * 1e3, tps, m.ledger.total_peak,
+                                  ledger_layer_stored(&m.ledger, 0, 0), norm, &times) != 0) {
+            // Said at once; the training goes on (its checkpoints matter more) and exits 1 at the end.
+            fprintf(stderr, "ctron: error: cannot write --log '%s' at step %d: %s; no more log lines are written, "
+                    "the run goes on and will exit 1\n", o->log_path, step, strerror(errno));
+            fclose(log);
+            log = NULL;
+            log_failed = 1;
+        }
 
         completed = step;
         if (step == start + 1 && o->show_ledger) {
@@ -464,11 +473,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
             }
             saved_at = step;
         }
-        // SIGINT/SIGTERM on any rank: every rank stops after this step, with a checkpoint.
-        int sig = guard_signal_pending();
-        if (!all_ok(world, sig == 0)) {
-            interrupted = sig ? sig : SIGTERM;
-            printf("interrupted (%s) after step %d of %d\n", interrupted == SIGINT ? "SIGINT" : "SIGTERM", step, o->steps);
+        // SIGINT/SIGTERM/SIGHUP on any rank: every rank stops after this step, with a checkpoint.
+        int sig = guard_signal_agree(world);
+        if (sig) {
+            interrupted = sig;
+            printf("interrupted (%s) after step %d of %d\n", guard_signal_name(sig), step, o->steps);
             fflush(stdout);
             if (o->ckpt_dir && saved_at != step &&
                 save_checkpoint(o, &m, &opt, zero, world, &grid, &sched, step, ++saves, tokenizer_json, tokenizer_bytes) != 0)
@@ -513,9 +522,14 @@ int train_run(const TrainOptions *o, Comm *comm) {
     dataset_free(&ds);
     if (o->tokenizer_path) bpe_free(&bpe);
     free(tokenizer_json);
-    if (log) fclose(log);
+    if (log && fclose(log) != 0) {
+        fprintf(stderr, "ctron: error: cannot write --log '%s': %s\n", o->log_path, strerror(errno));
+        log_failed = 1;
+    }
     comm_grid_free(&grid);
     free(bad_counts);
     if (failed) return failed;
-    return interrupted ? 128 + interrupted : 0;
+    if (interrupted) return 128 + interrupted;
+    if (log_failed) fprintf(stderr, "ctron: error: the --log file '%s' is incomplete (see above): exit 1\n", o->log_path);
+    return log_failed ? 1 : 0;
 }

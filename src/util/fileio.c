@@ -7,17 +7,32 @@
 #include <unistd.h>
 #include "util/common.h"
 
-int fileio_read_all(const char *path, uint8_t **data, size_t *n, char *err, size_t errlen) {
-    *data = NULL;
-    *n = 0;
-    int fd = open(path, O_RDONLY);
+const char *fileio_kind(unsigned mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+int fileio_open_regular(const char *path, char *err, size_t errlen) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "'%s' is not a regular file", path);
+        snprintf(err, errlen, "'%s' is %s, expected a regular file", path, fileio_kind(st.st_mode));
         close(fd);
         return -1;
     }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+int fileio_read_all(const char *path, uint8_t **data, size_t *n, char *err, size_t errlen) {
+    *data = NULL;
+    *n = 0;
+    int fd = fileio_open_regular(path, err, errlen);
+    if (fd < 0) return -1;
+    struct stat st;
+    fstat(fd, &st);
     size_t size = (size_t)st.st_size, got = 0;
     uint8_t *buf = xmalloc(size);
     while (got < size) {

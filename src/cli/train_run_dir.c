@@ -1,0 +1,87 @@
+#include "cli/train_run_dir.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include "cli/cli.h"
+#include "io/run_lock.h"
+#include "memory/ledger_report.h"
+#include "model/gpt.h"
+#include "train/train_config.h"
+
+double cli_train_ckpt_bytes(const TrainOptions *o) {
+    struct stat sb;
+    double tok = o->tokenizer_path && stat(o->tokenizer_path, &sb) == 0 ? (double)sb.st_size : 0.0;
+    // 3 fp32 copies of the parameters, plus headers and state.json (a few KiB per tensor name list)
+    return 12.0 * (double)gpt_num_params(&o->model) + tok + 64.0 * 1024 + 256.0 * (o->model.layers + 4);
+}
+
+// Free bytes for an unprivileged writer in dir; CTRON_TEST_FREE_BYTES stands in for a full disk.
+static double free_bytes(const char *dir) {
+    const char *fake = getenv("CTRON_TEST_FREE_BYTES");
+    if (fake) return atof(fake);
+    struct statvfs vs;
+    if (statvfs(dir, &vs) != 0) return -1.0;
+    return (double)vs.f_bavail * (double)vs.f_frsize;
+}
+
+// Is there room for the first checkpoint? Refuse when not (the run's work would be lost at its
+// first save); warn when --keep K cannot hold K + 1 (a save is written before old ones are pruned),
+// since other files may still be deleted by then.
+static int check_room(const TrainOptions *o, char *err, size_t errlen) {
+    double need = cli_train_ckpt_bytes(o), have = free_bytes(o->ckpt_dir);
+    char b1[32], b2[32];
+    if (have < 0) return 0;   // no figure (statvfs unsupported): the save reports its own error
+    if (have < need) {
+        snprintf(err, errlen, "--ckpt-dir '%s': %s free, but one checkpoint of this model needs %s; free space or "
+                 "choose another directory", o->ckpt_dir, format_bytes(have, b1, sizeof b1),
+                 format_bytes(need, b2, sizeof b2));
+        return -1;
+    }
+    int copies = o->keep > 0 ? o->keep + 1 : 2;
+    if (have < need * copies)
+        fprintf(stderr, "ctron train: warning: --ckpt-dir '%s' has %s free, room for %d checkpoint%s of %s; %s\n",
+                o->ckpt_dir, format_bytes(have, b1, sizeof b1), (int)(have / need), (int)(have / need) == 1 ? "" : "s",
+                format_bytes(need, b2, sizeof b2),
+                o->keep > 0 ? "--keep K needs K + 1 at the moment of a save" : "--keep 0 keeps every one");
+    return 0;
+}
+
+static int claim_rank0(const TrainOptions *o, RunLocks *l, char *err, size_t errlen) {
+    if (o->ckpt_dir) {
+        if ((l->dir_fd = run_lock_dir(o->ckpt_dir, err, errlen)) < 0) return -1;
+        if (check_room(o, err, errlen) != 0) return -1;
+    }
+    if (o->log_path && (l->log_fd = run_lock_file(o->log_path, err, errlen)) < 0) {
+        snprintf(err + strlen(err), errlen - strlen(err), " (--log)");
+        return -1;
+    }
+    return 0;
+}
+
+int cli_train_claim(Comm *comm, const TrainOptions *o, RunLocks *l) {
+    CommGroup *w = &comm->world;
+    char err[2048] = "";
+    l->dir_fd = l->log_fd = -1;
+    if (train_config_agree(o, w, err, sizeof err) != 0) {
+        if (w->rank == 0) fprintf(stderr, "ctron train: %s\n", err);
+        return CTRON_EXIT_USAGE;
+    }
+    // Only rank 0 writes checkpoints and the log.
+    float bad = w->rank == 0 && claim_rank0(o, l, err, sizeof err) != 0 ? 1.0f : 0.0f;
+    if (bad > 0.0f) fprintf(stderr, "ctron train: %s\n", err);
+    if (w->size > 1) comm_allreduce_sum(w, &bad, &bad, 1);
+    if (bad > 0.0f) {
+        cli_train_release(l);
+        return CTRON_EXIT_USAGE;
+    }
+    return 0;
+}
+
+void cli_train_release(RunLocks *l) {
+    run_lock_release(l->dir_fd);
+    run_lock_release(l->log_fd);
+    l->dir_fd = l->log_fd = -1;
+}

@@ -1,0 +1,18 @@
+// Before a run starts, on every rank: the ranks agree on the configuration; rank 0 takes the run
+// directory and the log for itself (one writer per run) and checks that the first checkpoint fits.
+#ifndef CTRON_TRAIN_RUN_DIR_H
+#define CTRON_TRAIN_RUN_DIR_H
+#include "parallel/comm.h"
+#include "train/trainer.h"
+
+typedef struct {
+    int dir_fd, log_fd;   // the flocks held for the run (-1: none)
+} RunLocks;
+
+// Collective over comm's world. Returns 0 with the locks held (rank 0), or CTRON_EXIT_USAGE on
+// every rank with one message printed (by rank 0, or by the rank that alone failed).
+int cli_train_claim(Comm *comm, const TrainOptions *o, RunLocks *locks);
+void cli_train_release(RunLocks *locks);
+// Bytes one checkpoint of o takes (weights, AdamW moments, state.json, the tokenizer, headers).
+double cli_train_ckpt_bytes(const TrainOptions *o);
+#endif
