@@ -7,7 +7,7 @@
 #include <string.h>
 #include "backend/cpu/bf16_convert.h"
 #include "check.h"
-#include "ops/bf16.h"
+#include "backend/cpu/bf16.h"
 
 static int compare(const uint32_t *bits, size_t n, uint16_t *out) {
     cvt_f32_to_bf16(out, (const float *)bits, n);

@@ -1,27 +1,17 @@
 #include "backend/cpu/bf16.h"
+#include "backend/cpu/bf16_convert.h"
 
 void bf16_round(float *x, size_t n) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(bf16_from_f32(x[i]));
 }
 
-void bf16_pack(uint16_t *dst, const float *src, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
-}
+void bf16_pack(uint16_t *dst, const float *src, size_t n) { cvt_f32_to_bf16(dst, src, n); }
 
-void bf16_unpack(float *dst, const uint16_t *src, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
-}
+void bf16_unpack(float *dst, const uint16_t *src, size_t n) { cvt_bf16_to_f32(dst, src, n); }
 
 void bf16_pack_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {
-#pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        uint16_t *d = dst + (size_t)r * ld_dst;
-        const float *x = src + (size_t)r * ld_src;
-        for (int c = 0; c < cols; c++) d[c] = bf16_from_f32(x[c]);
-    }
+    cvt_f32_to_bf16_2d(dst, (size_t)ld_dst, src, (size_t)ld_src, (size_t)rows, (size_t)cols);
 }
 
 void mask_pack_bits(uint8_t *bits, const uint8_t *keep, size_t n) {
