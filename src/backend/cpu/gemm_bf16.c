@@ -41,8 +41,7 @@ static void dnnl_check(dnnl_status_t st, const char *what) {
     if (st != dnnl_success) ctron_fatal("gemm_bf16: oneDNN %s failed (status %d)", what, (int)st);
 }
 
-static void release_all(void) {
-    pthread_mutex_lock(&lock);
+static void release_locked(void) {
     for (int i = 0; i < BUCKETS; i++) {
         for (Entry *e = table[i], *next; e; e = next) {
             next = e->next;
@@ -58,16 +57,26 @@ static void release_all(void) {
     if (engine) dnnl_engine_destroy(engine);
     stream = NULL;
     engine = NULL;
+}
+
+void gemm_bf16_release(void) {
+    pthread_mutex_lock(&lock);
+    release_locked();
     pthread_mutex_unlock(&lock);
 }
 
-void gemm_bf16_release(void) { release_all(); }
+// At exit. A fatal error inside gemm_bf16 exits with the lock held: then nothing is freed (no deadlock).
+static void release_at_exit(void) {
+    if (pthread_mutex_trylock(&lock) != 0) return;
+    release_locked();
+    pthread_mutex_unlock(&lock);
+}
 
 static void init_engine(void) {
     static int registered;
     dnnl_check(dnnl_engine_create(&engine, dnnl_cpu, 0), "engine_create");
     dnnl_check(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags), "stream_create");
-    if (!registered) atexit(release_all);   // sanitizer builds see no leak
+    if (!registered) atexit(release_at_exit);   // sanitizer builds see no leak
     registered = 1;
 }
 
@@ -107,7 +116,8 @@ static Entry *create(const Key *k) {
     if (st != dnnl_success) {
         char why[256];
         int native = gemm_bf16_native(why, sizeof why);
-        ctron_fatal("gemm_bf16: oneDNN has no bf16 matmul for %c%c m=%d n=%d k=%d (status %d)%s%s",
+        ctron_fatal("gemm_bf16: oneDNN has no bf16 matmul for %c%c m=%d n=%d k=%d (status %d)%s%s (oneDNN 2.6 needs "
+                    "AVX-512 at least, AVX512-BF16 or AMX to run it natively)",
                     k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->m, k->n, k->k, (int)st,
                     native ? "" : ": ", native ? "" : why);
     }
@@ -151,6 +161,22 @@ static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
     dnnl_check(dnnl_primitive_execute(e->prim, stream, 3, args), "primitive_execute");
     dnnl_check(dnnl_stream_wait(stream), "stream_wait");
     pthread_mutex_unlock(&lock);
+}
+
+int gemm_bf16_support(char *why, size_t len) {
+    int native = gemm_bf16_native(why, len);
+    dnnl_engine_t eng;
+    dnnl_memory_desc_t md, cmd;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return GEMM_BF16_NONE;
+    md_2d(&md, 16, 16, 0, 16, dnnl_bf16);
+    md_2d(&cmd, 16, 16, 0, 16, dnnl_f32);
+    dnnl_check(dnnl_matmul_desc_init(&desc, &md, &md, NULL, &cmd), "matmul_desc_init");
+    int found = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL) == dnnl_success;
+    if (found) dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(eng);
+    return native ? GEMM_BF16_NATIVE : found ? GEMM_BF16_EMULATED : GEMM_BF16_NONE;
 }
 
 void gemm_bf16(int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b,
