@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cpu/bf16_convert.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "ops/bf16.h"
 #include "util/common.h"
@@ -116,6 +117,34 @@ int main(int argc, char **argv) {
         printf("\nprimitive creation: a %dx%dx%d call takes %.3f ms with a new primitive, %.3f ms cached\n", m, n, k,
                fresh * 1e3, cached * 1e3);
         free(a), free(b), free(c);
+    }
+    // The conversions (backend/cpu/bf16_convert.h), GB/s counting bytes read + written: 16 Mi elements
+    // (far past the caches), and a strided 2-D view of 4096 x 768 out of rows of 1024.
+    {
+        size_t n = (size_t)1 << 24;
+        float *f = xmalloc(n * 4), *g = xmalloc(n * 4);
+        uint16_t *h = xmalloc(n * 2);
+        for (size_t i = 0; i < n; i++) f[i] = (float)(i % 1000) * 0.01f - 5.0f;
+        cvt_f32_to_bf16(h, f, n);   // first touch
+        cvt_bf16_to_f32(g, h, n);
+        double t[4] = {1e30, 1e30, 1e30, 1e30};
+        for (int it = 0; it < repeats; it++) {
+            double t0 = now_seconds();
+            cvt_f32_to_bf16(h, f, n);
+            double t1 = now_seconds();
+            cvt_bf16_to_f32(g, h, n);
+            double t2 = now_seconds();
+            cvt_f32_to_bf16_2d(h, 768, f, 1024, 4096, 768);
+            double t3 = now_seconds();
+            cvt_bf16_to_f32_2d(g, 1024, h, 768, 4096, 768);
+            double t4 = now_seconds();
+            double d[4] = {t1 - t0, t2 - t1, t3 - t2, t4 - t3};
+            for (int j = 0; j < 4; j++) if (d[j] < t[j]) t[j] = d[j];
+        }
+        double e2 = 4096.0 * 768;
+        printf("conversions: fp32->bf16 %.1f GB/s, bf16->fp32 %.1f GB/s (16 Mi elements); 2-D 4096x768: %.1f, %.1f GB/s\n",
+               n * 6.0 / t[0] * 1e-9, n * 6.0 / t[1] * 1e-9, e2 * 6 / t[2] * 1e-9, e2 * 6 / t[3] * 1e-9);
+        free(f), free(g), free(h);
     }
     return 0;
 }

@@ -1,14 +1,16 @@
 // bf16 GEMM, fp32 accumulation: oneDNN matmul, one cached primitive per shape.
 //
-// Why oneDNN and not OpenBLAS 0.3.21's cblas_sbgemm: see the measurements in the header of
-// docs/BF16_GEMM.md (config S and L shapes, 2 threads): oneDNN's brgemm kernels
-// (brg:avx512_core_bf16) run the forward (NT) and dx (NN) GEMMs at 1.5-2x sbgemm and the
-// accumulating dW (TN) GEMMs at least as fast; sbgemm is the faster one on no shape that matters.
+// Why oneDNN and not OpenBLAS's cblas_sbgemm (bench/results/2026-11-24-gemm-bf16.md, config S and L
+// shapes, 2 threads): the same speed overall (419 vs 416 GFLOP/s, 2x sgemm; oneDNN 2-7 % ahead on the
+// forward NT and dx NN GEMMs, sbgemm 0-7 % ahead on the accumulating dW TN ones), and Debian's
+// OpenBLAS 0.3.21 is built without BUILD_BFLOAT16: it declares cblas_sbgemm but does not export it.
+// oneDNN also gives the bf16 output and beta 1 (the sum post-op), and runs, emulated, on AVX-512
+// CPUs without BF16.
 //
-// Why a cache: creating a oneDNN matmul primitive descriptor costs tens of microseconds to
-// milliseconds (JIT); oneDNN's own primitive cache still rebuilds the descriptor on every call. The
-// key holds everything the primitive depends on, including the OpenMP thread count it was made for:
-// the partitioning (and so the bits) of a primitive is fixed at creation for a given nthr.
+// Why a cache: a primitive descriptor is rebuilt on every call otherwise (~0.02-0.06 ms on a 2.7 ms
+// GEMM with oneDNN's own primitive cache warm, ~0.3 ms without it: the JIT). The key holds everything
+// the primitive depends on, the OpenMP thread count included: a primitive's partitioning, and so its
+// bits, are fixed at creation for a given number of threads.
 #include "backend/cpu/gemm_bf16.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
