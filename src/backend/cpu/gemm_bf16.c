@@ -15,7 +15,6 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
