@@ -1,4 +1,4 @@
-// The array conversions against the scalar rule of ops/bf16.h, bit for bit: every bit pattern of a
+// The array conversions against the scalar rule of backend/cpu/bf16.h, bit for bit: every bit pattern of a
 // stride through all 2^32 (all of them with --exhaustive), and every special class (zeros, denormals,
 // the rounding ties, the largest finite values, infinities, NaNs); odd lengths for the vector tails;
 // strided 2-D views leaving the padding untouched; bf16 -> fp32 for all 65536 patterns.

@@ -33,6 +33,8 @@ expect "--steps: missing value" train --data "$data" --steps
 expect "unexpected argument 'extra'" train --data "$data" extra
 expect "--min-lr 0.1 is above --lr" train --lr 0.01 --min-lr 0.1 --data "$data"
 expect "unknown command 'trian'" trian
+expect "--precision: expected fp32 or bf16, got 'fp16'" peak --precision fp16
+expect "--precision: missing value" peak --precision
 expect "--recompute: unknown policy 'partial'" train --recompute partial --data "$data"
 expect "--recompute-method: unknown method 'random'" train --recompute full --recompute-method random --data "$data"
 expect "--recompute-num-layers 3 must be between 1 and the layer count 2" train --layers 2 --recompute full --recompute-num-layers 3 --data "$data"

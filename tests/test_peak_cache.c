@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "backend/cpu/gemm_bf16.h"
 #include "check.h"
 #include "util/peak.h"
 
@@ -31,6 +32,37 @@ int main(void) {
     while (f && fgets(line, sizeof line, f)) entries += strstr(line, "\"gflops\"") != NULL;
     if (f) fclose(f);
     CHECK(entries == 3, "three entries in the file, not %d (a replaced one is not duplicated)", entries);
+
+    // Precision is part of the key; an entry without "precision" (the files from before bf16) is fp32,
+    // and a bf16 entry carries no "gflops" (a ctron from before bf16 must not take it for fp32).
+    CHECK(peak_cache_read_prec(path, "cpu X", 4, "bf16", &g) == -1, "no bf16 figure yet");
+    CHECK(peak_cache_read_prec(path, "cpu X", 4, "fp32", &g) == 0 && g == 130.0, "fp32 by name %g", g);
+    CHECK(peak_cache_read_prec(path, "cpu X", 4, NULL, &g) == 0 && g == 130.0, "NULL precision is fp32 %g", g);
+    CHECK(peak_cache_write_prec(path, "cpu X", 4, "bf16", 400.0, err, sizeof err) == 0, "bf16 entry: %s", err);
+    CHECK(peak_cache_read_prec(path, "cpu X", 4, "bf16", &g) == 0 && g == 400.0, "bf16 read back %g", g);
+    CHECK(peak_cache_read(path, "cpu X", 4, &g) == 0 && g == 130.0, "fp32 kept beside bf16 %g", g);
+    CHECK(peak_cache_write_prec(path, "cpu X", 4, "bf16", 410.0, err, sizeof err) == 0, "bf16 replace: %s", err);
+    CHECK(peak_cache_read_prec(path, "cpu X", 4, "bf16", &g) == 0 && g == 410.0, "bf16 replaced %g", g);
+    CHECK(peak_cache_write_prec(path, "cpu X", 4, "fp16", 1.0, err, sizeof err) == -1, "unknown precision refused");
+    CHECK(peak_precision_valid("fp32") && peak_precision_valid("bf16") && !peak_precision_valid("fp16") &&
+              !peak_precision_valid(NULL), "precision names");
+    f = fopen(path, "r");
+    int bf16_entries = 0, legacy_figure_in_bf16 = 0, in_bf16 = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strstr(line, "\"precision\"") && strstr(line, "bf16")) bf16_entries++, in_bf16 = 1;
+        if (in_bf16 && strstr(line, "\"gflops\"")) legacy_figure_in_bf16 = 1;
+        if (strchr(line, '}')) in_bf16 = 0;
+    }
+    if (f) fclose(f);
+    CHECK(bf16_entries == 1 && !legacy_figure_in_bf16, "one bf16 entry, with no plain \"gflops\"");
+    // A file written before bf16 (no precision anywhere) reads as fp32.
+    char old[600];
+    snprintf(old, sizeof old, "%s/old.json", dir);
+    f = fopen(old, "w");
+    fputs("{\"version\":1,\"entries\":[{\"cpu\":\"cpu Z\",\"threads\":2,\"gflops\":205.5,\"measured_at\":1}]}\n", f);
+    fclose(f);
+    CHECK(peak_cache_read_prec(old, "cpu Z", 2, "fp32", &g) == 0 && g == 205.5, "old file is fp32 %g", g);
+    CHECK(peak_cache_read_prec(old, "cpu Z", 2, "bf16", &g) == -1, "old file has no bf16");
 
     // A malformed cache reads as empty and is replaced by the next write.
     f = fopen(path, "w");
@@ -76,6 +108,14 @@ int main(void) {
     int best = 0;
     double gf = peak_gflops_measure_sizes(1, sizes, 1, 1, &best);
     CHECK(gf > 0 && best == 64, "tiny measurement %g at n=%d", gf, best);
+    char why[256];
+    if (gemm_bf16_support(why, sizeof why) != GEMM_BF16_NONE) {
+        best = 0;
+        gf = peak_gflops_measure_sizes_prec(1, "bf16", sizes, 1, 1, &best);
+        CHECK(gf > 0 && best == 64, "tiny bf16 measurement %g at n=%d", gf, best);
+    } else {
+        printf("skipped the bf16 measurement: %s\n", why);
+    }
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

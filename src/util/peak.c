@@ -1,5 +1,7 @@
 #include "util/peak.h"
 #include <cblas.h>
+#include "backend/cpu/bf16_convert.h"
+#include "backend/cpu/gemm_bf16.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <omp.h>
@@ -13,22 +15,45 @@
 
 int peak_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
+int peak_precision_valid(const char *precision) {
+    return precision && (strcmp(precision, "fp32") == 0 || strcmp(precision, "bf16") == 0);
+}
+
+static int is_fp32(const char *precision) { return !precision || strcmp(precision, "fp32") == 0; }
+
+// One n x n x n GEMM of the precision: cblas_sgemm, or gemm_bf16 (bf16 inputs, fp32 output).
+static void square_gemm(int bf16, int N, const float *a, const float *b, const uint16_t *ab, const uint16_t *bb, float *c) {
+    if (bf16) gemm_bf16(0, 0, N, N, N, ab, N, bb, N, 0.0f, c, N);
+    else cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+}
+
 double peak_gflops_measure_sizes(int threads, const int *sizes, int n_sizes, int repeats, int *best_size) {
+    return peak_gflops_measure_sizes_prec(threads, "fp32", sizes, n_sizes, repeats, best_size);
+}
+
+double peak_gflops_measure_sizes_prec(int threads, const char *precision, const int *sizes, int n_sizes, int repeats,
+                                      int *best_size) {
+    int bf16 = !is_fp32(precision);
     int saved = omp_get_max_threads();
     omp_set_num_threads(peak_threads(threads));   // the OpenMP build of OpenBLAS follows this
     double best = 0.0;
     for (int i = 0; i < n_sizes; i++) {
         size_t n = (size_t)sizes[i];
         float *a = xmalloc(n * n * sizeof(float)), *b = xmalloc(n * n * sizeof(float)), *c = xcalloc(n * n * sizeof(float));
+        uint16_t *ab = bf16 ? xmalloc(n * n * 2) : NULL, *bb = bf16 ? xmalloc(n * n * 2) : NULL;
         for (size_t k = 0; k < n * n; k++) {      // values that stay normal: no denormal slow paths
             a[k] = (float)((k * 7 + 3) % 13) / 13.0f - 0.5f;
             b[k] = (float)((k * 5 + 1) % 11) / 11.0f - 0.5f;
         }
+        if (bf16) {
+            cvt_f32_to_bf16(ab, a, n * n);
+            cvt_f32_to_bf16(bb, b, n * n);
+        }
         int N = (int)n;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);  // warm-up
+        square_gemm(bf16, N, a, b, ab, bb, c);   // warm-up (and, in bf16, the primitive's creation)
         for (int r = 0; r < repeats; r++) {
             double t0 = now_seconds();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, b, N, 0.0f, c, N);
+            square_gemm(bf16, N, a, b, ab, bb, c);
             double dt = now_seconds() - t0;
             double gf = dt > 0 ? 2.0 * (double)n * n * n / dt * 1e-9 : 0.0;
             if (gf > best) {
@@ -39,14 +64,18 @@ double peak_gflops_measure_sizes(int threads, const int *sizes, int n_sizes, int
         free(a);
         free(b);
         free(c);
+        free(ab);
+        free(bb);
     }
     omp_set_num_threads(saved);
     return best;
 }
 
-double peak_gflops_measure(int threads) {
+double peak_gflops_measure(int threads) { return peak_gflops_measure_prec(threads, "fp32"); }
+
+double peak_gflops_measure_prec(int threads, const char *precision) {
     const int sizes[] = {1024, 2048};
-    return peak_gflops_measure_sizes(threads, sizes, 2, 5, NULL);
+    return peak_gflops_measure_sizes_prec(threads, precision, sizes, 2, 5, NULL);
 }
 
 void peak_cpu_model(char *buf, size_t len) {
@@ -92,21 +121,38 @@ static cJSON *load(const char *path) {
     return root;
 }
 
-static cJSON *find_entry(cJSON *entries, const char *cpu, int threads) {
+// An entry without "precision" is fp32 (the files written before bf16). The figure of an fp32 entry is
+// "gflops", of another precision "gflops_<precision>": a ctron from before bf16 matches entries by CPU
+// and threads only, and so must find no "gflops" in a bf16 entry.
+static cJSON *find_entry(cJSON *entries, const char *cpu, int threads, const char *precision) {
     cJSON *e;
     cJSON_ArrayForEach(e, entries) {
         cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "cpu"), *t = cJSON_GetObjectItemCaseSensitive(e, "threads");
-        if (cJSON_IsString(c) && cJSON_IsNumber(t) && strcmp(c->valuestring, cpu) == 0 && t->valuedouble == threads)
+        cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "precision");
+        const char *ep = cJSON_IsString(p) ? p->valuestring : "fp32";
+        if (cJSON_IsString(c) && cJSON_IsNumber(t) && strcmp(c->valuestring, cpu) == 0 && t->valuedouble == threads &&
+            strcmp(ep, is_fp32(precision) ? "fp32" : precision) == 0)
             return e;
     }
     return NULL;
 }
 
+static void figure_key(char *key, size_t len, const char *precision) {
+    if (is_fp32(precision)) snprintf(key, len, "gflops");
+    else snprintf(key, len, "gflops_%s", precision);
+}
+
 int peak_cache_read(const char *path, const char *cpu, int threads, double *out) {
+    return peak_cache_read_prec(path, cpu, threads, "fp32", out);
+}
+
+int peak_cache_read_prec(const char *path, const char *cpu, int threads, const char *precision, double *out) {
     cJSON *root = load(path);
     if (!root) return -1;
-    cJSON *e = find_entry(cJSON_GetObjectItemCaseSensitive(root, "entries"), cpu, threads);
-    cJSON *g = e ? cJSON_GetObjectItemCaseSensitive(e, "gflops") : NULL;
+    char key[64];
+    figure_key(key, sizeof key, precision);
+    cJSON *e = find_entry(cJSON_GetObjectItemCaseSensitive(root, "entries"), cpu, threads, precision);
+    cJSON *g = e ? cJSON_GetObjectItemCaseSensitive(e, key) : NULL;
     int rc = -1;
     if (cJSON_IsNumber(g) && g->valuedouble > 0) {
         *out = g->valuedouble;
@@ -136,6 +182,15 @@ static int make_parents(const char *path, char *err, size_t errlen) {
 }
 
 int peak_cache_write(const char *path, const char *cpu, int threads, double gflops, char *err, size_t errlen) {
+    return peak_cache_write_prec(path, cpu, threads, "fp32", gflops, err, errlen);
+}
+
+int peak_cache_write_prec(const char *path, const char *cpu, int threads, const char *precision, double gflops,
+                          char *err, size_t errlen) {
+    if (!is_fp32(precision) && !peak_precision_valid(precision)) {
+        snprintf(err, errlen, "unknown precision '%s'", precision);
+        return -1;
+    }
     if (make_parents(path, err, errlen) != 0) return -1;
     cJSON *root = load(path);   // a malformed cache is replaced, not merged
     if (!root) {
@@ -144,12 +199,15 @@ int peak_cache_write(const char *path, const char *cpu, int threads, double gflo
         cJSON_AddArrayToObject(root, "entries");
     }
     cJSON *entries = cJSON_GetObjectItemCaseSensitive(root, "entries");
-    cJSON *e = find_entry(entries, cpu, threads);
+    cJSON *e = find_entry(entries, cpu, threads, precision);
     if (e) cJSON_Delete(cJSON_DetachItemViaPointer(entries, e));
     e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "cpu", cpu);
     cJSON_AddNumberToObject(e, "threads", threads);
-    cJSON_AddNumberToObject(e, "gflops", gflops);
+    char key[64];
+    figure_key(key, sizeof key, precision);
+    if (!is_fp32(precision)) cJSON_AddStringToObject(e, "precision", precision);
+    cJSON_AddNumberToObject(e, key, gflops);
     cJSON_AddNumberToObject(e, "measured_at", (double)time(NULL));
     cJSON_AddItemToArray(entries, e);
     char *text = cJSON_Print(root);
@@ -163,19 +221,25 @@ int peak_cache_write(const char *path, const char *cpu, int threads, double gflo
     return rc;
 }
 
-int peak_gflops_cached(int threads, double *out) {
+int peak_gflops_cached(int threads, double *out) { return peak_gflops_cached_prec(threads, "fp32", out); }
+
+int peak_gflops_cached_prec(int threads, const char *precision, double *out) {
     char path[4096], cpu[256];
     if (peak_cache_path(path, sizeof path) != 0) return -1;
     peak_cpu_model(cpu, sizeof cpu);
-    return peak_cache_read(path, cpu, peak_threads(threads), out);
+    return peak_cache_read_prec(path, cpu, peak_threads(threads), precision, out);
 }
 
 int peak_gflops_store(int threads, double gflops, char *err, size_t errlen) {
+    return peak_gflops_store_prec(threads, "fp32", gflops, err, errlen);
+}
+
+int peak_gflops_store_prec(int threads, const char *precision, double gflops, char *err, size_t errlen) {
     char path[4096], cpu[256];
     if (peak_cache_path(path, sizeof path) != 0) {
         snprintf(err, errlen, "no cache folder: neither CTRON_PEAK_CACHE, XDG_CACHE_HOME nor HOME is set");
         return -1;
     }
     peak_cpu_model(cpu, sizeof cpu);
-    return peak_cache_write(path, cpu, peak_threads(threads), gflops, err, errlen);
+    return peak_cache_write_prec(path, cpu, peak_threads(threads), precision, gflops, err, errlen);
 }

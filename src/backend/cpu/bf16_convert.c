@@ -7,7 +7,7 @@
 // Below this many elements a conversion runs on one thread: waking the team costs more than it saves.
 enum { PAR_MIN = 1 << 16, CHUNK = 1 << 14 };
 
-// The scalar rule of ops/bf16.h written without a branch, so that the compiler vectorises it.
+// The scalar rule of backend/cpu/bf16.h written without a branch, so that the compiler vectorises it.
 static inline uint16_t f32_bits_to_bf16(uint32_t u) {
     uint32_t nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
     uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;

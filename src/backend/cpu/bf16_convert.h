@@ -1,5 +1,5 @@
 // fp32 <-> bf16 over arrays and strided 2-D views (GEMM operands), OpenMP-parallel and vectorised.
-// Bitwise identical to the scalar bf16_from_f32 / bf16_to_f32 of ops/bf16.h on every input: round to
+// Bitwise identical to the scalar bf16_from_f32 / bf16_to_f32 of backend/cpu/bf16.h on every input: round to
 // nearest even, NaN stays NaN (quietened), denormals kept (not flushed), on every CPU.
 // Called from outside OpenMP regions; inside one it runs on the calling thread.
 #ifndef CTRON_BF16_CONVERT_H

@@ -1,19 +1,20 @@
 // bf16 GEMM, fp32 accumulation: oneDNN matmul, one cached primitive per shape.
 //
-// Why oneDNN and not OpenBLAS 0.3.21's cblas_sbgemm: see the measurements in the header of
-// docs/BF16_GEMM.md (config S and L shapes, 2 threads): oneDNN's brgemm kernels
-// (brg:avx512_core_bf16) run the forward (NT) and dx (NN) GEMMs at 1.5-2x sbgemm and the
-// accumulating dW (TN) GEMMs at least as fast; sbgemm is the faster one on no shape that matters.
+// Why oneDNN and not OpenBLAS's cblas_sbgemm (bench/results/2026-11-24-gemm-bf16.md, config S and L
+// shapes, 2 threads): the same speed overall (419 vs 416 GFLOP/s, 2x sgemm; oneDNN 2-7 % ahead on the
+// forward NT and dx NN GEMMs, sbgemm 0-7 % ahead on the accumulating dW TN ones), and Debian's
+// OpenBLAS 0.3.21 is built without BUILD_BFLOAT16: it declares cblas_sbgemm but does not export it.
+// oneDNN also gives the bf16 output and beta 1 (the sum post-op), and runs, emulated, on AVX-512
+// CPUs without BF16.
 //
-// Why a cache: creating a oneDNN matmul primitive descriptor costs tens of microseconds to
-// milliseconds (JIT); oneDNN's own primitive cache still rebuilds the descriptor on every call. The
-// key holds everything the primitive depends on, including the OpenMP thread count it was made for:
-// the partitioning (and so the bits) of a primitive is fixed at creation for a given nthr.
+// Why a cache: a primitive descriptor is rebuilt on every call otherwise (~0.02-0.06 ms on a 2.7 ms
+// GEMM with oneDNN's own primitive cache warm, ~0.3 ms without it: the JIT). The key holds everything
+// the primitive depends on, the OpenMP thread count included: a primitive's partitioning, and so its
+// bits, are fixed at creation for a given number of threads.
 #include "backend/cpu/gemm_bf16.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,7 @@ static void dnnl_check(dnnl_status_t st, const char *what) {
     if (st != dnnl_success) ctron_fatal("gemm_bf16: oneDNN %s failed (status %d)", what, (int)st);
 }
 
-static void release_all(void) {
-    pthread_mutex_lock(&lock);
+static void release_locked(void) {
     for (int i = 0; i < BUCKETS; i++) {
         for (Entry *e = table[i], *next; e; e = next) {
             next = e->next;
@@ -60,15 +60,25 @@ static void release_all(void) {
     }
     if (engine) dnnl_engine_destroy(engine);
     engine = NULL;
+}
+
+void gemm_bf16_release(void) {
+    pthread_mutex_lock(&lock);
+    release_locked();
     pthread_mutex_unlock(&lock);
 }
 
-void gemm_bf16_release(void) { release_all(); }
+// At exit. A fatal error inside gemm_bf16 exits with the lock held: then nothing is freed (no deadlock).
+static void release_at_exit(void) {
+    if (pthread_mutex_trylock(&lock) != 0) return;
+    release_locked();
+    pthread_mutex_unlock(&lock);
+}
 
 static void init_engine(void) {
     static int registered;
     dnnl_check(dnnl_engine_create(&engine, dnnl_cpu, 0), "engine_create");
-    if (!registered) atexit(release_all);   // sanitizer builds see no leak
+    if (!registered) atexit(release_at_exit);   // sanitizer builds see no leak
     registered = 1;
 }
 
@@ -108,7 +118,8 @@ static Entry *create(const Key *k) {
     if (st != dnnl_success) {
         char why[256];
         int native = gemm_bf16_native(why, sizeof why);
-        ctron_fatal("gemm_bf16: oneDNN has no bf16 matmul for %c%c m=%d n=%d k=%d (status %d)%s%s",
+        ctron_fatal("gemm_bf16: oneDNN has no bf16 matmul for %c%c m=%d n=%d k=%d (status %d)%s%s (oneDNN 2.6 needs "
+                    "AVX-512 at least, AVX512-BF16 or AMX to run it natively)",
                     k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->m, k->n, k->k, (int)st,
                     native ? "" : ": ", native ? "" : why);
     }
@@ -156,6 +167,22 @@ static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
     dnnl_check(dnnl_primitive_execute(e->prim, e->stream, 3, args), "primitive_execute");
     dnnl_check(dnnl_stream_wait(e->stream), "stream_wait");
+}
+
+int gemm_bf16_support(char *why, size_t len) {
+    int native = gemm_bf16_native(why, len);
+    dnnl_engine_t eng;
+    dnnl_memory_desc_t md, cmd;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_desc_t pd;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return GEMM_BF16_NONE;
+    md_2d(&md, 16, 16, 0, 16, dnnl_bf16);
+    md_2d(&cmd, 16, 16, 0, 16, dnnl_f32);
+    dnnl_check(dnnl_matmul_desc_init(&desc, &md, &md, NULL, &cmd), "matmul_desc_init");
+    int found = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL) == dnnl_success;
+    if (found) dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(eng);
+    return native ? GEMM_BF16_NATIVE : found ? GEMM_BF16_EMULATED : GEMM_BF16_NONE;
 }
 
 void gemm_bf16(int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b,
