@@ -35,6 +35,16 @@ expect "--min-lr 0.1 is above --lr" train --lr 0.01 --min-lr 0.1 --data "$data"
 expect "unknown command 'trian'" trian
 expect "--precision: expected fp32 or bf16, got 'fp16'" peak --precision fp16
 expect "--precision: missing value" peak --precision
+# Mixed precision: a bad name, fp32 storage asked with it, and a CPU oneDNN cannot run bf16 on
+# (simulated by holding oneDNN below AVX-512) are refused before training, naming why.
+expect "--precision: unknown precision 'fp16' (expected fp32 or bf16)" train --precision fp16 --data "$data"
+expect "--act-dtype fp32 with --precision bf16" train --bf16 --act-dtype fp32 --data "$data"
+ONEDNN_MAX_CPU_ISA=AVX2 expect "this CPU cannot run bf16 GEMMs (oneDNN is held to avx2" train --bf16 --data "$data"
+# Held to AVX-512 without BF16: it runs, emulated, and says so.
+out=$(ONEDNN_MAX_CPU_ISA=AVX512_CORE "$ctron" train --bf16 --layers 1 --hidden 32 --heads 2 --seq 16 --batch 2 \
+      --steps 1 --threads 1 --no-ledger --eval-batches 1 --peak-gflops 100 --data "$data" 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "the bf16 GEMMs run emulated" <<< "$out"; then pass=$((pass+1))
+else fail=$((fail+1)); echo "FAIL: emulated bf16 -> rc $rc, output: $out"; fi
 expect "--recompute: unknown policy 'partial'" train --recompute partial --data "$data"
 expect "--recompute-method: unknown method 'random'" train --recompute full --recompute-method random --data "$data"
 expect "--recompute-num-layers 3 must be between 1 and the layer count 2" train --layers 2 --recompute full --recompute-num-layers 3 --data "$data"

@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include <unistd.h>
 #include "backend/backend.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "parallel/comm.h"
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
@@ -72,7 +73,8 @@ void cli_train_usage(FILE *f) {
         "                                    block (reports the plan against the lower bound and the naive sum)\n"
         "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
         "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
-        "  --peak-gflops X   peak for MFU/HFU (default: the cached `ctron peak` figure, if any)\n"
+        "  --peak-gflops X   peak for MFU/HFU (default: the `ctron peak --precision P` figure of the run's\n"
+        "                    precision, measured once and cached)\n"
         "\n"
         "data, evaluation, output\n"
         "  --data FILE       a token file (llm.c format), or text: BPE with --tokenizer, else bytes (default data/kjv.txt)\n"
@@ -129,6 +131,13 @@ static int check_precision(TrainOptions *o, const char *const *given, int n_give
             return usage_error("--act-dtype fp32 with --precision bf16: mixed precision keeps activations in bf16 "
                                "(drop --act-dtype, or use --precision fp32)");
     o->act_dtype = ACT_BF16;
+    // Refused up front, not at the first GEMM: oneDNN 2.6 has no bf16 matmul below AVX-512.
+    char why[256];
+    int support = gemm_bf16_support(why, sizeof why);
+    if (support == GEMM_BF16_NONE)
+        return usage_error("--precision bf16: this CPU cannot run bf16 GEMMs (%s); use --precision fp32", why);
+    if (support == GEMM_BF16_EMULATED)
+        fprintf(stderr, "ctron train: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", why);
     return 0;
 }
 
@@ -283,7 +292,6 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if ((rc = cli_train_ckpt_flags(o, given, n_given)) != 0) return rc;
-    if ((rc = check_precision(o, given, n_given)) != 0) return rc;
     if ((rc = check_precision(o, given, n_given)) != 0) return rc;
 
     // Shapes that make sense together.

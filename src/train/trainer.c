@@ -24,6 +24,7 @@
 #include "util/common.h"
 #include "util/fileio.h"
 #include "util/peak.h"
+#include "backend/cpu/gemm_bf16.h"
 
 // Sums a few numbers over all ranks (no-op on one). fp32, as the interface moves fp32.
 static void sum_over_ranks(CommGroup *w, float *x, size_t n) {
@@ -265,13 +266,18 @@ int train_run(const TrainOptions *o, Comm *comm) {
     double flops = train_flops_per_step(c, o->grad_accum * nranks);
     double hw_flops = flops_hardware((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy, c->layers, 1);
     double peak = o->peak_gflops;
-    if (rank == 0 && peak <= 0 && peak_gflops_cached(o->threads, &peak) != 0) {
+    // MFU/HFU against the GEMM peak of the run's precision (bf16: oneDNN's bf16 matmul).
+    const char *prec = precision_name((Precision)o->precision);
+    if (rank == 0 && peak <= 0 && peak_gflops_cached_prec(o->threads, prec, &peak) != 0) {
         // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
-        printf("measuring this machine's sgemm peak for MFU/HFU (once; cached, see `ctron peak`)...\n");
+        printf("measuring this machine's %s GEMM peak for MFU/HFU (once; cached, see `ctron peak --precision %s`)...\n",
+               prec, prec);
         fflush(stdout);
-        peak = peak_gflops_measure(o->threads);
+        peak = peak_gflops_measure_prec(o->threads, prec);
         char perr[256];
-        if (peak_gflops_store(o->threads, peak, perr, sizeof perr) != 0)
+        char why[160];   // an emulated bf16 figure is this process's, not the CPU's: not cached
+        int emulated = o->precision == PRECISION_BF16 && !gemm_bf16_native(why, sizeof why);
+        if (!emulated && peak_gflops_store_prec(o->threads, prec, peak, perr, sizeof perr) != 0)
             fprintf(stderr, "ctron train: note: the peak was not cached: %s\n", perr);
     }
     // Open MPI hands ranks a pseudo-terminal even when mpirun's output goes to a file: plain lines then.
@@ -301,7 +307,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
            policy.precision == PRECISION_BF16 ? "bf16 mixed-precision" : "fp32", plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
            tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,
            format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
-    if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s", peak);
+    if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s (%s)", peak, prec);
     printf("\n");
     if (policy.offload) {
         char what[256];
