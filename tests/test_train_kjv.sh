@@ -43,6 +43,8 @@ for name in mixed mixed_sel; do
   check 'awk -v a="$v" -v b="$val_fp32" "BEGIN{d=a-b; if (d<0) d=-d; exit !(d < b * 0.01)}"' \
     "$name: val_loss $v not within 1 % of fp32's $val_fp32"
   check 'grep -q "bf16 mixed-precision compute" "$dir/$name.out"' "$name: the run header does not say bf16 compute"
+  check 'grep -q "outside the ledger: bf16 weight copy 235.50 KiB" "$dir/$name.out"' \
+    "$name: the report lacks the bf16 weight copy (120576 parameters x 2 bytes)"
 done
 check '[ "$act_mixed" -lt "$act_fp32" ]' "mixed act_bytes $act_mixed not below fp32's $act_fp32"
 for name in fewbit2 tempo; do

@@ -448,6 +448,12 @@ int train_run(const TrainOptions *o, Comm *comm) {
                                      times.offload_out, times.offload_in, times.offload_wait);
             }
             if (world->size > 1) dist_ledger_report(stdout, &m, world);
+            if (m.params16) {   // mixed precision's bytes beside the activations (not in the ledger)
+                char b1[32], b2[32];
+                printf("  outside the ledger: bf16 weight copy %s, backend scratch (bf16 GEMM operands) %s\n",
+                       format_bytes((double)m.n_params * 2, b1, sizeof b1),
+                       format_bytes((double)m.be->scratch_bytes(m.be), b2, sizeof b2));
+            }
         }
         int print = step == start + 1 || step == last || !isnan(val) || (o->print_every > 0 && step % o->print_every == 0);
         if (print || tty) {
