@@ -116,6 +116,30 @@ struct Backend {
                          float beta1, float beta2, float eps, float wd, float bc1, float bc2, float grad_scale);
     double (*sum_squares)(const float *x, size_t n);           // fixed summation order
     size_t (*count_nonfinite)(const float *x, size_t n);
+
+    // ---- host memory the device copies to and from (appended: entries above keep their places)
+    // Zero-filled host memory for copy/copy_async with COPY_H2D / COPY_D2H at full speed: pinned
+    // (page-locked) on a GPU, where a copy from pageable memory is staged and never asynchronous;
+    // aligned heap memory on the CPU. The offload pool lives here. Aborts with the size when it cannot.
+    void *(*host_alloc)(Backend *be, size_t bytes);
+    void (*host_free)(Backend *be, void *p);
+    // 1 when the host may read and write device allocations in place (the CPU backend: host memory is
+    // the device). Only I/O that must run on the host (the offload pool's file) looks at it: without
+    // it, bytes go through a host_alloc bounce buffer with a copy first.
+    int host_addressable;
+
+    // ---- inference with a KV cache (model/infer.c): one sequence, dropout off
+    // y[n,out] = x[n,in] · Wᵀ (+ bias): linear_forward, except that one row (decoding) is a
+    // matrix-vector product that reads W once. w16 as in linear_forward.
+    void (*linear_forward_rows)(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                                const uint16_t *w16, const float *bias, int n, int in, int out);
+    // ctx[i] = softmax(q_i · K[0..p0+i]ᵀ / √d) · V[0..p0+i] for the n new tokens i and every head:
+    // q rows of stride ldq (head j at column j·d), K/V the cache [positions, h] (h = a·d), ctx [n, h].
+    // scores: threads · seq floats of scratch (seq: the cache's capacity). fp32 at every precision.
+    void (*kv_attention_forward)(Backend *be, float *ctx, const float *q, int ldq, const float *kc, const float *vc,
+                                 float *scores, int seq, int p0, int n, int a, int h);
+    // y = gelu(x), elementwise (the tanh form of bias_gelu_forward, without the bias).
+    void (*gelu_forward)(float *y, const float *x, size_t count);
 };
 
 // "cpu" (any precision); "cuda" / "cuda:N" once a CUDA backend is built. NULL with err when the name

@@ -1,8 +1,9 @@
 #include "memory/arena.h"
 #include "util/common.h"
 
-void arena_init(Arena *ar, size_t capacity, int max_entries, Ledger *ledger) {
-    ar->base = xmalloc(capacity);
+void arena_init(Arena *ar, Backend *be, size_t capacity, int max_entries, Ledger *ledger) {
+    ar->be = be;
+    ar->base = be->alloc(be, capacity);
     ar->capacity = capacity;
     ar->top = 0;
     ar->entries = xmalloc((size_t)max_entries * sizeof(ArenaEntry));
@@ -12,10 +13,14 @@ void arena_init(Arena *ar, size_t capacity, int max_entries, Ledger *ledger) {
     ar->mem = NULL;
 }
 
-void arena_free(Arena *ar) {
-    free(ar->base);
-    free(ar->entries);
+void arena_release_block(Arena *ar) {
+    if (ar->base) ar->be->free(ar->be, ar->base);
     ar->base = NULL;
+}
+
+void arena_free(Arena *ar) {
+    arena_release_block(ar);
+    free(ar->entries);
     ar->entries = NULL;
 }
 

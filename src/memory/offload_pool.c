@@ -8,11 +8,16 @@
 #include "util/common.h"
 
 enum { QUEUE = 64 };   // operations in flight; a layer submits one store and one load per step
+// The file's bounce buffer when device memory is not host-addressable: moved in pieces of this size.
+enum { BOUNCE_MAX = 8 << 20 };
 
 typedef struct { int load; size_t at, n; uint8_t *buf; } PoolOp;
 
 struct OffloadPool {
-    uint8_t *mem;                  // host memory backend
+    Backend *be;
+    uint8_t *mem;                  // host memory (the backend's host_alloc: pinned on a GPU)
+    uint8_t *bounce;               // file and a device the host cannot address: host_alloc'd staging
+    size_t bounce_bytes;
     int fd;                        // file backend (-1: host memory)
     char where[512];
     size_t bytes;
@@ -39,13 +44,29 @@ static int file_io(int fd, int load, uint8_t *buf, size_t n, size_t at) {
     return 0;
 }
 
+// Device ↔ host, waited for here (in the I/O thread): on a GPU the copy engine moves it while the
+// compute thread goes on; on the CPU the copy is done when copy_async returns.
+static void move(OffloadPool *p, int load, uint8_t *dev, uint8_t *host, size_t n) {
+    BackendEvent ev = {0};
+    if (load) p->be->copy_async(p->be, dev, host, n, COPY_H2D, &ev);
+    else p->be->copy_async(p->be, host, dev, n, COPY_D2H, &ev);
+    p->be->event_wait(p->be, &ev);
+}
+
 static int run_op(OffloadPool *p, const PoolOp *op) {
     if (p->fd < 0) {
-        if (op->load) memcpy(op->buf, p->mem + op->at, op->n);
-        else memcpy(p->mem + op->at, op->buf, op->n);
+        move(p, op->load, op->buf, p->mem + op->at, op->n);
         return 0;
     }
-    return file_io(p->fd, op->load, op->buf, op->n, op->at) == 0 ? 0 : errno;
+    if (!p->bounce)   // the host reads and writes the device buffer in place (the CPU backend)
+        return file_io(p->fd, op->load, op->buf, op->n, op->at) == 0 ? 0 : errno;
+    for (size_t done = 0; done < op->n; done += p->bounce_bytes) {
+        size_t k = op->n - done < p->bounce_bytes ? op->n - done : p->bounce_bytes;
+        if (!op->load) move(p, 0, op->buf + done, p->bounce, k);
+        if (file_io(p->fd, op->load, p->bounce, k, op->at + done) != 0) return errno;
+        if (op->load) move(p, 1, op->buf + done, p->bounce, k);
+    }
+    return 0;
 }
 
 static void *io_thread(void *arg) {
@@ -86,8 +107,9 @@ static int open_file(OffloadPool *p, const char *dir, size_t bytes, char *err, s
     return 0;
 }
 
-OffloadPool *offload_pool_open(size_t bytes, const char *dir, char *err, size_t errlen) {
+OffloadPool *offload_pool_open(Backend *be, size_t bytes, const char *dir, char *err, size_t errlen) {
     OffloadPool *p = xcalloc(sizeof *p);
+    p->be = be;
     p->bytes = bytes;
     p->fd = -1;
     if (dir) {
@@ -95,8 +117,12 @@ OffloadPool *offload_pool_open(size_t bytes, const char *dir, char *err, size_t 
             free(p);
             return NULL;
         }
+        if (!be->host_addressable) {
+            p->bounce_bytes = bytes < BOUNCE_MAX ? (bytes ? bytes : 1) : BOUNCE_MAX;
+            p->bounce = be->host_alloc(be, p->bounce_bytes);
+        }
     } else {
-        p->mem = xcalloc(bytes);   // touched now: the memory is there before training, not faulted in mid-step
+        p->mem = be->host_alloc(be, bytes);   // zeroed now: there before training, not faulted in mid-step
         snprintf(p->where, sizeof p->where, "host memory");
     }
     pthread_mutex_init(&p->lock, NULL);
@@ -117,7 +143,8 @@ void offload_pool_close(OffloadPool *p) {
     pthread_cond_destroy(&p->work);
     pthread_cond_destroy(&p->done_cv);
     if (p->fd >= 0) close(p->fd);
-    free(p->mem);
+    if (p->mem) p->be->host_free(p->be, p->mem);
+    if (p->bounce) p->be->host_free(p->be, p->bounce);
     free(p);
 }
 

@@ -3,10 +3,15 @@
 // unlinked at once so that nothing is left behind, its blocks reserved up front so that a full
 // disk is an error before training). One I/O thread copies or writes/reads in submission order
 // while the model computes; the caller waits on a ticket only when it needs the bytes.
+// Behind the backend (DESIGN.md §8): the pool's memory is the backend's host_alloc (pinned on a
+// GPU), and every byte moves by the backend's copy_async with COPY_D2H / COPY_H2D and an event the
+// I/O thread waits on, so the compute thread never blocks on a transfer it does not need yet. The
+// file goes through a host bounce buffer when the backend's memory is not host-addressable.
 #ifndef CTRON_OFFLOAD_POOL_H
 #define CTRON_OFFLOAD_POOL_H
 #include <stddef.h>
 #include <stdint.h>
+#include "backend/backend.h"
 
 typedef struct OffloadPool OffloadPool;
 
@@ -16,7 +21,8 @@ typedef struct {
 } OffloadStats;
 
 // bytes: the pool's size. dir NULL: host memory. Returns NULL with a message in err on failure.
-OffloadPool *offload_pool_open(size_t bytes, const char *dir, char *err, size_t errlen);
+// The buffers given to store/load are device allocations of be.
+OffloadPool *offload_pool_open(Backend *be, size_t bytes, const char *dir, char *err, size_t errlen);
 void offload_pool_close(OffloadPool *p);
 // Queue a copy of n bytes to / from the pool at byte `at`; returns its ticket. The buffer must stay
 // untouched until the ticket is waited for.

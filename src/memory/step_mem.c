@@ -16,7 +16,7 @@ void stepmem_free(StepMem *s) {
     for (int k = 0; k < s->nkeys; k++) free(s->held[k]);
     free(s->held); free(s->n_held); free(s->cap_held);
     for (int k = 0; k < STEP_KINDS; k++) static_plan_free(&s->plan[k]);
-    free(s->block);
+    if (s->block) s->be->free(s->be, s->block);
     memset(s, 0, sizeof *s);
 }
 
@@ -71,7 +71,7 @@ void stepmem_scope_end(StepMem *s, int key) {
     s->n_held[key] = 0;
 }
 
-size_t stepmem_solve(StepMem *s) {
+size_t stepmem_solve(StepMem *s, Backend *be) {
     size_t bytes = 0;
     for (int k = 0; k < STEP_KINDS; k++) {
         for (int key = 0; key < s->nkeys; key++) s->n_held[key] = 0;
@@ -79,7 +79,8 @@ size_t stepmem_solve(StepMem *s) {
         if (!static_plan_valid(&s->plan[k])) ctron_fatal("static memory plan: overlapping buffers (a solver bug)");
         if (peak > bytes) bytes = peak;
     }
-    s->block = xmalloc(bytes);
+    s->be = be;
+    s->block = be->alloc(be, bytes);
     s->block_bytes = bytes;
     s->mode = MEM_REPLAY;
     return bytes;

@@ -10,6 +10,7 @@
 #define CTRON_STEP_MEM_H
 #include <stddef.h>
 #include <stdint.h>
+#include "backend/backend.h"
 #include "memory/static_plan.h"
 
 typedef enum { MEM_DEFAULT, MEM_RECORD, MEM_REPLAY } MemMode;
@@ -20,7 +21,9 @@ typedef struct {
     MemMode mode;
     StaticPlan plan[STEP_KINDS];
     int kind, next;                 // the step being recorded or replayed; replay: its next allocation
-    uint8_t *block;                 // replay: the one block of every step (the larger plan's peak)
+    uint8_t *block;                 // replay: the one block of every step (the larger plan's peak), a
+                                    // device allocation of `be`: only offsets into it are computed here
+    Backend *be;
     size_t block_bytes;
     int nkeys;                      // record: temporaries held per scope key until the key's scope ends
     int **held, *n_held, *cap_held;
@@ -37,6 +40,7 @@ void stepmem_begin(StepMem *s, int kind);     // a step of this kind begins
 void *stepmem_alloc(StepMem *s, size_t bytes, int what, int tag, int key, int *id);
 void stepmem_release(StepMem *s, int id);
 void stepmem_scope_end(StepMem *s, int key);
-// Solves the recorded plans, allocates the block and replays from now on. Returns the block's bytes.
-size_t stepmem_solve(StepMem *s);
+// Solves the recorded plans, allocates the block on the backend and replays from now on. Returns the
+// block's bytes.
+size_t stepmem_solve(StepMem *s, Backend *be);
 #endif

@@ -86,7 +86,7 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         capacity = policy->arena_budget;
     }
     ledger_init(&m->ledger, c->layers);
-    arena_init(&m->arena, capacity, max_entries, &m->ledger);
+    arena_init(&m->arena, m->be, capacity, max_entries, &m->ledger);
     m->arena.mem = &m->mem;   // --static-plan records and then places the saved tensors
     offload_init(m);
     m->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
@@ -123,7 +123,8 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 
 void gpt_free(GPT *m) {
     offload_free(m);
-    arena_free(&m->arena);
+    arena_free(&m->arena);   // the arena, the offload pool and the static plan's block go back to the
+    stepmem_free(&m->mem);   // backend before it closes
     ledger_free(&m->ledger);
     policy_free(&m->policy);
     work_free(m);
@@ -138,7 +139,6 @@ void gpt_free(GPT *m) {
     }
     free(m->info); free(m->blocks);
     free(m->ce_part); free(m->ce_lse); free(m->row_loss);
-    stepmem_free(&m->mem);
     memset(m, 0, sizeof *m);
 }
 

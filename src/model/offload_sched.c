@@ -27,7 +27,7 @@ void offload_init(GPT *m) {
         if (o->slot[l] >= 0) o->order[o->n_order++] = l;
     if (at == 0) return;   // the policy keeps none of the named tensors: no pool, no stage (the run says so)
     char err[640];
-    o->pool = offload_pool_open(at, m->policy.offload_dir, err, sizeof err);
+    o->pool = offload_pool_open(m->be, at, m->policy.offload_dir, err, sizeof err);
     if (!o->pool) ctron_fatal("%s", err);
 }
 

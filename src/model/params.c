@@ -157,7 +157,7 @@ static void init_whole(GPT *m, uint64_t seed) {
     }
 }
 
-void gpt_zero_grad(GPT *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+void gpt_zero_grad(GPT *m) { m->be->memset(m->be, m->grads, 0, m->n_params * sizeof(float)); }
 
 
 // Element (row, col) of this rank's shard of pi ↔ the element of the unsharded tensor, or -1 for a

@@ -22,14 +22,17 @@ void *work_slot(GPT *m, ActName name, int layer) {
     void *planned = stepmem_alloc(&m->mem, bytes, MEM_TEMP, TAG_WORK + (int)name, tensor_scope(m, name, layer), NULL);
     if (planned) return planned;
     if (!m->work[slot]) {
-        m->work[slot] = xmalloc(bytes);
+        m->work[slot] = m->be->alloc(m->be, bytes);   // a device tensor, as the workspace
         m->workspace_bytes += bytes;
     }
     return m->work[slot];
 }
 
 void work_free(GPT *m) {
-    for (int i = 0; i <= ACT_COUNT; i++) { free(m->work[i]); m->work[i] = NULL; }
+    for (int i = 0; i <= ACT_COUNT; i++) {
+        if (m->work[i]) m->be->free(m->be, m->work[i]);
+        m->work[i] = NULL;
+    }
 }
 
 // The kept copy's place: the arena's top, or the layer's stage slot when it is offloaded.

@@ -12,6 +12,7 @@
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/flash_attention.h"
 #include "backend/cpu/gelu.h"
+#include "backend/cpu/infer_kernels.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/linear.h"
 #include "backend/cpu/optim.h"
@@ -53,6 +54,10 @@ static void cpu_copy_async(Backend *be, void *dst, const void *src, size_t bytes
 static void cpu_event_wait(Backend *be, BackendEvent *ev) { (void)be; (void)ev; }
 static void cpu_memset(Backend *be, void *p, int byte, size_t bytes) { (void)be; if (bytes) memset(p, byte, bytes); }
 static void cpu_synchronize(Backend *be) { (void)be; }
+// Host memory is the device: the pool's memory is ordinary aligned heap memory, touched (zeroed) now
+// so that it is there before training and not faulted in mid-step.
+static void *cpu_host_alloc(Backend *be, size_t bytes) { (void)be; return xcalloc(bytes ? bytes : 1); }
+static void cpu_host_free(Backend *be, void *p) { (void)be; free(p); }
 
 // ---- GEMMs
 static void cpu_linear_forward(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
@@ -71,6 +76,19 @@ static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumul
     bf16_pack_rows(dy16, out, dy, lddy, n, out);
     bf16_pack_rows(x16, in, x, ldx, n, in);
     linear_backward_bf16(dx, ldx_out, accumulate, dw, db, dy, lddy, dy16, x16, w16, n, in, out);
+}
+
+// Inference: one row is sgemv in fp32 (infer_kernels.h); under mixed precision the bf16 GEMM, whose
+// oneDNN matmul takes one row as it takes many.
+static void cpu_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                                    const uint16_t *w16, const float *bias, int n, int in, int out) {
+    if (n == 1 && !w16) { linear_forward_row(y, x, w, bias, in, out); return; }
+    cpu_linear_forward(be, y, ldy, x, ldx, w, w16, bias, n, in, out);
+}
+static void cpu_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
+                                     const float *vc, float *scores, int seq, int p0, int n, int a, int h) {
+    (void)be;
+    kv_attention_forward(ctx, q, ldq, kc, vc, scores, seq, p0, n, a, h);
 }
 
 // ---- attention: under mixed precision the per-head GEMMs run in bf16 in per-thread scratch (slot 1)
@@ -125,6 +143,9 @@ static const Backend cpu_table = {
     .bf16_round = bf16_round, .bf16_pack = bf16_pack, .bf16_unpack = bf16_unpack,
     .mask_pack_bits = mask_pack_bits, .mask_unpack_bits = mask_unpack_bits,
     .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .count_nonfinite = cpu_count_nonfinite,
+    .host_alloc = cpu_host_alloc, .host_free = cpu_host_free, .host_addressable = 1,
+    .linear_forward_rows = cpu_linear_forward_rows, .kv_attention_forward = cpu_kv_attention_forward,
+    .gelu_forward = gelu_forward,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {
