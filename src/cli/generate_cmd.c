@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/generate_cmd.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "io/checkpoint.h"
 #include "memory/ledger_report.h"
 #include "model/generate.h"
@@ -20,6 +21,7 @@
 typedef struct {
     const char *ckpt, *prompt;
     int tokens, top_k, threads, json;
+    Precision precision;
     float temperature;
     uint64_t seed;
     char step_dir[4096];
@@ -41,6 +43,8 @@ void cli_generate_usage(FILE *f) {
         "  --top-k K         sample among the K most likely tokens, 0 = all (default 0)\n"
         "  --seed N          sampling seed: the same seed gives the same tokens (default 1337)\n"
         "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
+        "  --precision fp32|bf16  fp32 (default) or mixed precision: the GEMMs run on a bf16 copy of the\n"
+        "                    weights (fp32 accumulation), as `ctron train --precision bf16` does\n"
         "  --json            print one JSON object (token ids and speed) instead of the text\n"
         "  -h, --help        this text\n"
         "\n"
@@ -50,7 +54,7 @@ void cli_generate_usage(FILE *f) {
         "Speed (tokens/s) goes to stderr.\n");
 }
 
-enum { OPT_CKPT = 1000, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON };
+enum { OPT_CKPT = 1000, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION };
 
 static int parse(int argc, char **argv, GenArgs *g) {
     static const struct option opts[] = {
@@ -58,6 +62,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         {"tokens", required_argument, 0, OPT_TOKENS}, {"temperature", required_argument, 0, OPT_TEMP},
         {"top-k", required_argument, 0, OPT_TOPK}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
+        {"precision", required_argument, 0, OPT_PRECISION},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(g, 0, sizeof *g);
     g->prompt = "\n";
@@ -79,6 +84,10 @@ static int parse(int argc, char **argv, GenArgs *g) {
         case OPT_SEED: rc = args_int(CMD, "--seed", optarg, 0, 2147483647, &seed); g->seed = (uint64_t)seed; break;
         case OPT_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &g->threads); break;
         case OPT_JSON: g->json = 1; break;
+        case OPT_PRECISION:
+            if (precision_parse(optarg, &g->precision) != 0)
+                return args_error(CMD, "--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
+            break;
         case 'h': cli_generate_usage(stdout); return -1;
         case ':': return args_error(CMD, "%s: missing value", flag);
         default: return args_error(CMD, "unknown option '%s'", flag);
@@ -87,6 +96,14 @@ static int parse(int argc, char **argv, GenArgs *g) {
     }
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!g->ckpt) return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory)");
+    if (g->precision == PRECISION_BF16) {   // as train: refused before any work where oneDNN has no bf16 matmul
+        char why[256];
+        int support = gemm_bf16_support(why, sizeof why);
+        if (support == GEMM_BF16_NONE)
+            return args_error(CMD, "--precision bf16: this CPU cannot run bf16 GEMMs (%s); use --precision fp32", why);
+        if (support == GEMM_BF16_EMULATED)
+            fprintf(stderr, "ctron generate: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", why);
+    }
     char err[1024];
     if (ckpt_resolve(g->ckpt, g->step_dir, sizeof g->step_dir, NULL, 0, err, sizeof err) != 0 ||
         ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
@@ -157,7 +174,11 @@ int cli_generate_main(int argc, char **argv) {
     cfg.batch = 1;            // inference runs one sequence; the training batch is irrelevant here
     cfg.dropout = 0.0f;
     GPT m;
-    gpt_init(&m, &cfg, NULL);
+    MemoryPolicy pol;   // no recompute (nothing is trained); bf16: the model keeps a bf16 weight copy
+    policy_default(&pol, cfg.layers);
+    pol.precision = g.precision;
+    gpt_init(&m, &cfg, &pol);
+    policy_free(&pol);
     char err[1024];
     if (ckpt_load(g.step_dir, &m, NULL, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "ctron generate: error: %s\n", err);

@@ -13,7 +13,7 @@ static void prefill(KVCache *c, const int32_t *hist, int from, int to, float *lo
     st->prefill_seconds += now_seconds() - t0;
 }
 
-void generate(const GPT *m, const int32_t *prompt, int n_prompt, const GenOptions *o, int32_t *out,
+void generate(GPT *m, const int32_t *prompt, int n_prompt, const GenOptions *o, int32_t *out,
               GenTokenFn on_token, void *ctx, GenStats *st) {
     double t_start = now_seconds();
     memset(st, 0, sizeof *st);

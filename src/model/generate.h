@@ -28,6 +28,6 @@ typedef struct {
 typedef void (*GenTokenFn)(void *ctx, int32_t token);
 
 // Continues prompt[0..n_prompt) (n_prompt >= 1, ids < vocab) by o->max_new tokens written to out.
-void generate(const GPT *m, const int32_t *prompt, int n_prompt, const GenOptions *o, int32_t *out,
+void generate(GPT *m, const int32_t *prompt, int n_prompt, const GenOptions *o, int32_t *out,
               GenTokenFn on_token, void *ctx, GenStats *stats);
 #endif

@@ -14,4 +14,7 @@ BlockTensors block_tensors(const GPT *m, const GPTTensors *t, int l);
 size_t local_num_params(const GPT *m);
 void bind_tensors(const GPT *m, GPTTensors *t, float *base);
 void build_info(GPT *m);
+// Mixed precision: makes the bf16 copy of the parameters from the masters when they changed since
+// (gpt_params_changed); nothing under fp32.
+void gpt_refresh_params16(GPT *m);
 #endif

@@ -12,7 +12,7 @@ static void write_token(void *ctx, int32_t tok) {
     fflush(sink->out);
 }
 
-void sample_text(const GPT *m, const Bpe *bpe, const char *prompt, int n_new, float temperature, int top_k,
+void sample_text(GPT *m, const Bpe *bpe, const char *prompt, int n_new, float temperature, int top_k,
                  uint64_t seed, FILE *out) {
     size_t n_prompt;
     int32_t *ids = text_encode(bpe, prompt, strlen(prompt), &n_prompt);

@@ -8,6 +8,6 @@
 #include "tokenizer/bpe.h"
 
 // Continues prompt by n_new tokens (bpe NULL: byte-level), writing the text to out as it is drawn.
-void sample_text(const GPT *m, const Bpe *bpe, const char *prompt, int n_new, float temperature, int top_k,
+void sample_text(GPT *m, const Bpe *bpe, const char *prompt, int n_new, float temperature, int top_k,
                  uint64_t seed, FILE *out);
 #endif
