@@ -22,7 +22,9 @@ void cli_plan_usage(FILE *f) {
         "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults)\n"
         "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
         "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n"
-        "  --precision fp32|bf16   the same (train --precision bf16 keeps activations in bf16: e = 2)\n"
+        "  --precision fp32|bf16   compute precision as train's: bf16 keeps activations in bf16 (e = 2),\n"
+        "                      and the budget also holds the backend's bf16 GEMM operand scratch; the\n"
+        "                      bf16 weight copy (2 bytes per parameter) is printed beside it\n"
         "  --threads N         OpenMP threads of the run: each holds the attention backward's scratch,\n"
         "                      which the budget counts (default: all cores, as train)\n"
         "  --offload-budget BYTES  the offload pool (host memory or --offload-dir's disk) may hold this\n"
@@ -31,14 +33,14 @@ void cli_plan_usage(FILE *f) {
 }
 
 int cli_plan_main(int argc, char **argv) {
-    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS, O_OFFLOAD_BUDGET };
+    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS, O_OFFLOAD_BUDGET, O_PRECISION };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"layers", required_argument, 0, O_LAYERS},
         {"hidden", required_argument, 0, O_HIDDEN}, {"heads", required_argument, 0, O_HEADS},
         {"seq", required_argument, 0, O_SEQ}, {"batch", required_argument, 0, O_BATCH},
         {"vocab", required_argument, 0, O_VOCAB}, {"dropout", required_argument, 0, O_DROPOUT},
         {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
-        {"precision", required_argument, 0, O_DTYPE},
+        {"precision", required_argument, 0, O_PRECISION},
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
@@ -73,6 +75,14 @@ int cli_plan_main(int argc, char **argv) {
             if (policy_parse_dtype(optarg, &o.act_dtype) != 0)
                 return args_error(CMD, "--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
             break;
+        case O_PRECISION: {
+            Precision pr;
+            if (precision_parse(optarg, &pr) != 0)
+                return args_error(CMD, "--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
+            o.precision = pr;
+            o.act_dtype = pr == PRECISION_BF16 ? ACT_BF16 : ACT_FP32;   // as train: mixed precision keeps bf16
+            break;
+        }
         case 'h': cli_plan_usage(stdout); return 0;
         case ':': return args_error(CMD, "%s: missing value", flag);
         default: return args_error(CMD, "unknown option '%s'", flag);

@@ -29,12 +29,39 @@ static size_t scratch_of(const ActShape *sh, int threads, unsigned tempo, int an
     return per * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
 }
 
+size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads) {
+    if (precision != PRECISION_BF16) return 0;
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, n = (size_t)sh->s * (size_t)sh->b, h = (size_t)sh->h;
+    size_t fl = 4 * h / t, vl = ((size_t)sh->v + t - 1) / t, d = h / (size_t)sh->a;
+    size_t rows_mlp = sh->mini_seq > 1 ? (n + (size_t)sh->mini_seq - 1) / (size_t)sh->mini_seq : n;
+    // slot 0: forward inputs (largest n·h: QKV, FC1, head; n·fl: FC2) and backward dy (n·fl: FC1; n·vl: head)
+    size_t slot0 = n * h;
+    if (rows_mlp * fl > slot0) slot0 = rows_mlp * fl;
+    if (rows_mlp * vl > slot0) slot0 = rows_mlp * vl;
+    // slot 1: backward x (n·h: QKV, FC1, head; n·fl: FC2) and attention's per-thread operands
+    size_t slot1 = n * h;
+    if (rows_mlp * fl > slot1) slot1 = rows_mlp * fl;
+    size_t attn = (tempo & ATTN_FLASH) ? 0 : (size_t)(threads > 0 ? threads : 1) * ATTENTION_BF16_SCRATCH(sh->s, d);
+    if (attn > slot1) slot1 = attn;
+    return (slot0 + slot1) * sizeof(uint16_t);
+}
+
+size_t plan_rank_params(const ActShape *sh) {
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, L = (size_t)sh->L;
+    size_t hl = h / t, fl = 4 * h / t, vl = ((size_t)sh->v + t - 1) / t;
+    size_t per_layer = 2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h;
+    return vl * h + (size_t)sh->s * h + L * per_layer + 2 * h;
+}
+
+// The bytes the budget holds: the arena, the attention scratch and mixed precision's GEMM scratch.
+static size_t budget_bytes(const MemPlan *p) { return p->arena_bytes + p->scratch_bytes + p->gemm_scratch_bytes; }
+
 // a better than b: fewer recompute FLOPs, then less offload traffic, then fewer extra passes, then fewer bytes
 static int better(const MemPlan *a, const MemPlan *b) {
     if (a->extra_flops != b->extra_flops) return a->extra_flops < b->extra_flops;
     if (a->pool_bytes != b->pool_bytes) return a->pool_bytes < b->pool_bytes;
     if (a->passes != b->passes) return a->passes < b->passes;
-    return a->arena_bytes + a->scratch_bytes < b->arena_bytes + b->scratch_bytes;
+    return budget_bytes(a) < budget_bytes(b);
 }
 
 // The peak of the plan F full (groups of one, first), S selective, the rest none, in closed form:
@@ -110,7 +137,12 @@ static int offload_sets(const ActShape *sh, unsigned tempo, double offload_budge
     return n;
 }
 
-int plan_memory(const ActShape *base, int threads, double budget, double offload_budget, MemPlan *out) {
+int plan_memory(const ActShape *sh, int threads, double budget, double offload_budget, MemPlan *out) {
+    return plan_memory_precision(sh, PRECISION_FP32, threads, budget, offload_budget, out);
+}
+
+int plan_memory_precision(const ActShape *base, Precision precision, int threads, double budget,
+                          double offload_budget, MemPlan *out) {
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
     policy_default(&pol, L);
@@ -134,20 +166,21 @@ int plan_memory(const ActShape *base, int threads, double budget, double offload
             int n_sets = offload_sets(&sh, tempo, offload_budget, sets);
             for (int oi = 0; oi < n_sets; oi++) {
             LayerBills k = bills_of(&sh, tempo, sets[oi]);
+            size_t gemm = plan_gemm_scratch_bytes(&sh, precision, tempo, threads);   // the same for every nf, ns
             double flash_flops = tempo & ATTN_FLASH ? L * flops_recompute_selective(B, s, h) : 0.0;
             double mini_flops = tempo & MINI_SEQ ? L * 8.0 * B * s * h * h : 0.0;
             for (int nf = 0; nf <= L; nf++) {
                 // the least memory with nf full layers: every other layer selective
                 MemPlan p = {nf, L - nf, modes[mi], tempo, plan_peak(&k, L, nf, L - nf), 0, 0, 0.0, model,
-                             passes_of(modes[mi], tempo), sets[oi], plan_pool(&k, L, nf, L - nf)};
+                             passes_of(modes[mi], tempo), sets[oi], plan_pool(&k, L, nf, L - nf), gemm, 0};
                 p.arena_bytes = p.act_peak + align;
                 p.scratch_bytes = scratch_of(&sh, threads, tempo, L - nf > 0);
                 p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
                                  mini_flops + flash_flops) / t;
-                size_t total = p.arena_bytes + p.scratch_bytes;
+                size_t total = budget_bytes(&p);
                 if ((double)p.pool_bytes > offload_budget) continue;   // even all-selective overflows the pool
-                if (!have_smallest || total < smallest.arena_bytes + smallest.scratch_bytes ||
-                    (total == smallest.arena_bytes + smallest.scratch_bytes && better(&p, &smallest))) {
+                if (!have_smallest || total < budget_bytes(&smallest) ||
+                    (total == budget_bytes(&smallest) && better(&p, &smallest))) {
                     smallest = p;
                     have_smallest = 1;
                 }
@@ -157,7 +190,7 @@ int plan_memory(const ActShape *base, int threads, double budget, double offload
                 int lo = 0, hi = L - nf;
                 while (lo < hi) {
                     int mid = (lo + hi) / 2;
-                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch_of(&sh, threads, tempo, mid > 0)) <= budget &&
+                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch_of(&sh, threads, tempo, mid > 0) + gemm) <= budget &&
                         (!sets[oi] || (double)plan_pool(&k, L, nf, mid) <= offload_budget))
                         hi = mid;
                     else lo = mid + 1;
@@ -177,6 +210,7 @@ int plan_memory(const ActShape *base, int threads, double budget, double offload
             }
         }
     *out = found ? best : smallest;
+    out->weight_copy_bytes = precision == PRECISION_BF16 ? plan_rank_params(base) * sizeof(uint16_t) : 0;
     // The flags name only what some layer of the plan keeps (selective keeps no attn_prob, say).
     unsigned kept = 0;
     int counts[3] = {L - out->n_full - out->n_sel, out->n_sel, out->n_full};

@@ -13,6 +13,7 @@
 #ifndef CTRON_PLANNER_H
 #define CTRON_PLANNER_H
 #include <stddef.h>
+#include "backend/backend.h"
 #include "memory/memory_model.h"
 #include "model/policy.h"
 
@@ -32,6 +33,11 @@ typedef struct MemPlan {
     int passes;             // element-wise extras: mask bits 1, regenerated masks 2, Tempo parts 1 + gelu 2
     unsigned offload;       // per-layer tensors kept in the offload pool (--offload), 0: none
     size_t pool_bytes;      // the offload pool's bytes (moved out, and mostly back, each micro-batch)
+    // Mixed precision's bytes outside the ledger (0 under fp32):
+    size_t gemm_scratch_bytes;  // the backend's bf16 operand scratch (plan_gemm_scratch_bytes): a temporary
+                                // whose size the plan sets (mini-seq, flash), inside the budget
+    size_t weight_copy_bytes;   // the bf16 weight copy, 2 bytes per parameter of the rank: the same for
+                                // every plan, so outside the budget (beside the fp32 weights), printed
 } MemPlan;
 
 // sh: the shape and layout (s, b, h, a, L, v, e, dropout, t, sp; masks are chosen here); threads:
@@ -40,6 +46,19 @@ typedef struct MemPlan {
 // the least traffic: the largest tensors first). Returns 0 with the best plan whose arena_bytes +
 // scratch_bytes <= budget, or -1 with *out the plan of least memory.
 int plan_memory(const ActShape *sh, int threads, double budget, double offload_budget, MemPlan *out);
+// The same at a compute precision: under bf16 the budget also holds gemm_scratch_bytes (arena_bytes +
+// scratch_bytes + gemm_scratch_bytes <= budget) and weight_copy_bytes is filled in. plan_memory is fp32.
+int plan_memory_precision(const ActShape *sh, Precision precision, int threads, double budget, double offload_budget,
+                          MemPlan *out);
+// What the CPU backend's bf16 operand scratch holds after one training step (forward, backward,
+// evaluation forward) of this shape under mixed precision: Backend.scratch_bytes. Two slots that grow
+// to the largest request: GEMM inputs converted to bf16 (forward x [n, in]; backward dy [n, out] in
+// slot 0 and x [n, in] in slot 1; n = s·b rows, or ⌈s·b/M⌉ for mini-seq's chunked MLP and output
+// layer) and, unless flash, attention's per-thread bf16 operands, threads·(s² + s·d) in slot 1.
+// tempo: the plan's (ATTN_FLASH counts); sh->mini_seq > 1: chunks. 0 under fp32 (no conversion).
+size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads);
+// Parameters on one rank (its shards and the replicated tensors), as gpt_init_tp lays them out.
+size_t plan_rank_params(const ActShape *sh);
 // The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.
 void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol);
 void plan_flags(const MemPlan *p, int layers, char *buf, size_t len);

@@ -96,7 +96,7 @@ static int run_threads(const TrainOptions *o) { return o->threads > 0 ? o->threa
 
 int train_plan(const TrainOptions *o, double budget, MemPlan *plan) {
     ActShape sh = options_shape(o);
-    return plan_memory(&sh, run_threads(o), budget, o->offload_budget, plan);
+    return plan_memory_precision(&sh, (Precision)o->precision, run_threads(o), budget, o->offload_budget, plan);
 }
 
 int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
@@ -110,7 +110,7 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
                 "any plan needs is %s (%s); raise the budget, shorten --seq or --batch, or add TP ranks with --sp\n",
                 format_bytes(budget, b1, sizeof b1), c->layers, c->hidden, c->heads, c->seq, c->batch, c->vocab, o->tp,
                 o->sp ? " +SP" : "", act_dtype_name(o->act_dtype),
-                format_bytes((double)(p.arena_bytes + p.scratch_bytes), b2, sizeof b2),
+                format_bytes((double)(p.arena_bytes + p.scratch_bytes + p.gemm_scratch_bytes), b2, sizeof b2),
                 flags);
         return -1;
     }
@@ -121,6 +121,13 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
     fprintf(f, "  predicted activation peak %s (%zu bytes; the arena with alignment %zu) + attention scratch %s "
             "(%d threads)\n", format_bytes((double)p.act_peak, b1, sizeof b1), p.act_peak, p.arena_bytes,
             format_bytes((double)p.scratch_bytes, b2, sizeof b2), run_threads(o));
+    if (o->precision == PRECISION_BF16) {   // mixed precision's bytes that the ledger does not count
+        fprintf(f, "  + bf16 GEMM operand scratch %s (%zu bytes, the backend's; in the budget)\n",
+                format_bytes((double)p.gemm_scratch_bytes, b1, sizeof b1), p.gemm_scratch_bytes);
+        fprintf(f, "  outside the budget: bf16 weight copy %s (%zu bytes: 2 per parameter of the rank, beside the fp32 "
+                "weights, gradients and AdamW moments)\n", format_bytes((double)p.weight_copy_bytes, b1, sizeof b1),
+                p.weight_copy_bytes);
+    }
     fprintf(f, "  recompute %.3g GFLOP per micro-batch per rank = %.1f %% of the model's %.3g GFLOP\n",
             p.extra_flops * 1e-9, 100.0 * p.extra_flops / p.model_flops, p.model_flops * 1e-9);
     if (p.offload) {
@@ -139,17 +146,20 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
-        if (plan_memory(&sh, run_threads(o), o->mem_budget, o->offload_budget, &plan) != 0) {
+        if (plan_memory_precision(&sh, (Precision)o->precision, run_threads(o), o->mem_budget, o->offload_budget,
+                                  &plan) != 0) {
             char b1[32], b2[32];
             snprintf(err, errlen, "--mem-budget %s: no plan fits; the least any needs is %s (see ctron plan)",
                      format_bytes(o->mem_budget, b1, sizeof b1),
-                     format_bytes((double)(plan.arena_bytes + plan.scratch_bytes), b2, sizeof b2));
+                     format_bytes((double)(plan.arena_bytes + plan.scratch_bytes + plan.gemm_scratch_bytes), b2,
+                                  sizeof b2));
             return -1;
         }
         plan_policy(&plan, &sh, p);
         p->precision = o->precision;
         p->offload_dir = o->offload_dir;
-        p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes;   // the scratch lives outside the arena
+        // the attention and GEMM scratch live outside the arena
+        p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes - plan.gemm_scratch_bytes;
         return 0;
     }
     p->act_dtype = o->act_dtype;
