@@ -50,6 +50,14 @@ else
   bad "ctron tokenize train failed"
 fi
 
+# --precision bf16: the GEMMs run on the bf16 weight copy; deterministic and in range like fp32
+# (that the copy is used, and how close its logits are to the bf16 forward's, is tests/test_infer.c's:
+# a 30-step model's bf16 and fp32 logits are too close for 100 sampled tokens to tell apart).
+p1=$(gen --prompt "And God said" --tokens 100 --seed 5 --temperature 1 --precision bf16 | ids)
+p2=$(gen --prompt "And God said" --tokens 100 --seed 5 --temperature 1 --precision bf16 | ids)
+[ "$(wc -w <<< "$p1")" -eq 100 ] && [ "$p1" = "$p2" ] && ok || bad "bf16: 100 tokens twice with seed 5 differ or are missing"
+[ "$(tr ' ' '\n' <<< "$p1" | awk '$1 < 0 || $1 >= 300' | wc -l)" -eq 0 ] && ok || bad "bf16: token ids outside 0..299"
+
 expect() {  # expect rc "needle" args...
   local want=$1 needle=$2; shift 2
   out=$("$ctron" generate "$@" 2>&1 > /dev/null); rc=$?
@@ -57,6 +65,7 @@ expect() {  # expect rc "needle" args...
   else bad "ctron generate $* -> rc $rc, message: $out (wanted rc $want, '$needle')"; fi
 }
 expect 2 "--ckpt is required"
+expect 2 "unknown precision 'fp16'" --ckpt "$dir/run" --precision fp16
 expect 2 "checkpoint '$dir/none' does not exist" --ckpt "$dir/none"
 expect 2 "--temperature: -1 is out of range" --ckpt "$dir/run" --temperature -1
 expect 2 "--top-k 301 exceeds the model's vocabulary of 300" --ckpt "$dir/run" --top-k 301
