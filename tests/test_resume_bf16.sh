@@ -41,7 +41,7 @@ fi
 
 # 1. bf16 stop after 5, plain --resume to 10 == straight.
 "$ctron" train "${args[@]}" --bf16 --ckpt-dir "$dir/p16" --stop-after 5 --log "$dir/p16a.jsonl" > /dev/null || bad "first half failed"
-"$ctron" train --resume "$dir/p16" --threads 2 --log "$dir/p16b.jsonl" > "$dir/p16b.out" || bad "resume failed: $(cat "$dir/p16b.out")"
+"$ctron" train --resume "$dir/p16" --threads 2 --peak-gflops 100 --log "$dir/p16b.jsonl" > "$dir/p16b.out" || bad "resume failed: $(cat "$dir/p16b.out")"
 grep -q "bf16 mixed-precision compute" "$dir/p16b.out" && ok || bad "a plain --resume of a bf16 checkpoint did not continue in bf16"
 grep -q "note: checkpoint" "$dir/p16b.out" && bad "a same-precision resume printed a precision note" || ok
 [ "$(losses "$dir/s16.jsonl" | wc -l)" -eq 10 ] && [ "$(losses "$dir/p16b.jsonl" | wc -l)" -eq 5 ] && ok \
@@ -53,23 +53,24 @@ same_files "$dir/s16/step_00000010" "$dir/p16/step_00000010" "bf16 resume"
 # 2. The record, and fp32 masters in the file (a bf16-rounded copy would have zero low halves).
 [ "$(precision_of "$dir/s16/step_00000010")" = bf16 ] && ok || bad "bf16 run's state.json: precision $(precision_of "$dir/s16/step_00000010")"
 low=$(/usr/bin/python3 - "$dir/s16/step_00000010/model.safetensors" <<'PY'
-import json, struct, sys
+import struct, sys
 import numpy as np
 raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]
 bits = np.frombuffer(raw[8 + n:], "<u4")
-print(f"{np.mean((bits & 0xFFFF) == 0):.4f}")
+print(f"{int(np.sum((bits & 0xFFFF) == 0))} of {bits.size}")
 PY
 )
-# fp32 values have zero low halves with probability 2^-16; the exceptions are values training leaves
-# at their bf16-exact init (the key bias has a zero gradient): 64 of 34688 here.
-/usr/bin/python3 -c "import sys; sys.exit(0 if float('$low') < 0.01 else 1)" && ok \
+# fp32 values have zero low halves with probability 2^-16 (about 1 of the 34688 weights here; 0 measured).
+# A saved bf16 copy would have them all; values left at a bf16-exact init could add a few.
+echo "bf16 checkpoint: $low saved weights are bf16-exact"
+[ "${low%% *}" -lt 100 ] && ok \
   || bad "bf16 checkpoint: $low of the weights are bf16-exact: the bf16 copy was saved, not the fp32 masters"
 
 # 3a. fp32 -> bf16.
 "$ctron" train "${args[@]}" --ckpt-dir "$dir/f32" --stop-after 5 --log "$dir/f32.jsonl" > /dev/null || bad "fp32 first half failed"
 [ "$(precision_of "$dir/f32/step_00000005")" = fp32 ] && ok || bad "fp32 run's state.json: precision $(precision_of "$dir/f32/step_00000005")"
 note="  note: checkpoint step_00000005 was trained with --precision fp32; resuming under bf16 (fp32 master weights and AdamW state carry over unchanged)"
-"$ctron" train --resume "$dir/f32/step_00000005" --bf16 --threads 2 --ckpt-dir "$dir/x" --log "$dir/x.jsonl" > "$dir/x.out" 2>&1
+"$ctron" train --resume "$dir/f32/step_00000005" --bf16 --threads 2 --peak-gflops 100 --ckpt-dir "$dir/x" --log "$dir/x.jsonl" > "$dir/x.out" 2>&1
 rc=$?
 [ $rc -eq 0 ] && ok || bad "fp32 -> bf16 resume exited $rc: $(tail -3 "$dir/x.out")"
 [ "$(grep -cxF -- "$note" "$dir/x.out")" -eq 1 ] && ok || bad "fp32 -> bf16: not exactly one note line '$note' in: $(head -4 "$dir/x.out")"
@@ -85,23 +86,23 @@ assert v10 < v5
 PY
 [ "$(precision_of "$dir/x/step_00000010")" = bf16 ] && ok || bad "the switched run recorded $(precision_of "$dir/x/step_00000010"), not bf16"
 # The switched run's own checkpoints resume plainly in bf16, bitwise.
-"$ctron" train --resume "$dir/f32/step_00000005" --bf16 --threads 2 --stop-after 8 --ckpt-dir "$dir/y" --log "$dir/y1.jsonl" > /dev/null \
+"$ctron" train --resume "$dir/f32/step_00000005" --bf16 --threads 2 --peak-gflops 100 --stop-after 8 --ckpt-dir "$dir/y" --log "$dir/y1.jsonl" > /dev/null \
   || bad "fp32 -> bf16 up to step 8 failed"
-"$ctron" train --resume "$dir/y" --threads 2 --log "$dir/y2.jsonl" > "$dir/y2.out" 2>&1 || bad "plain resume of the switched run failed: $(tail -3 "$dir/y2.out")"
+"$ctron" train --resume "$dir/y" --threads 2 --peak-gflops 100 --log "$dir/y2.jsonl" > "$dir/y2.out" 2>&1 || bad "plain resume of the switched run failed: $(tail -3 "$dir/y2.out")"
 grep -q "note: checkpoint" "$dir/y2.out" && bad "plain resume of a bf16-recorded checkpoint printed a note" || ok
 diff <(losses "$dir/x.jsonl") <(cat "$dir/y1.jsonl" "$dir/y2.jsonl" | losses) > /dev/null && ok || bad "the switched run's resume differs in losses"
 same_files "$dir/x/step_00000010" "$dir/y/step_00000010" "the switched run's resume"
 
 # 3b. bf16 -> fp32: the note, and the same bytes as resuming the same checkpoint recorded as fp32.
 note="  note: checkpoint step_00000008 was trained with --precision bf16; resuming under fp32 (fp32 master weights and AdamW state carry over unchanged)"
-"$ctron" train --resume "$dir/y/step_00000008" --precision fp32 --threads 2 --ckpt-dir "$dir/z" --log "$dir/z.jsonl" > "$dir/z.out" 2>&1 \
+"$ctron" train --resume "$dir/y/step_00000008" --precision fp32 --threads 2 --peak-gflops 100 --ckpt-dir "$dir/z" --log "$dir/z.jsonl" > "$dir/z.out" 2>&1 \
   && ok || bad "bf16 -> fp32 resume failed: $(tail -3 "$dir/z.out")"
 [ "$(grep -cxF -- "$note" "$dir/z.out")" -eq 1 ] && ok || bad "bf16 -> fp32: not exactly one note line '$note' in: $(head -4 "$dir/z.out")"
 grep -q "fp32 compute" "$dir/z.out" && ok || bad "bf16 -> fp32: the run did not compute in fp32"
 mkdir -p "$dir/w" && cp -r "$dir/y/step_00000008" "$dir/w/" && rm "$dir/w/step_00000008/checksums.txt"
 sed -i 's/"precision":\t"bf16"/"precision":\t"fp32"/' "$dir/w/step_00000008/state.json"
 [ "$(precision_of "$dir/w/step_00000008")" = fp32 ] && ok || bad "could not rewrite the copy's precision"
-"$ctron" train --resume "$dir/w" --threads 2 --log "$dir/w.jsonl" > "$dir/w.out" 2>&1 || bad "resume of the fp32-recorded copy failed: $(tail -3 "$dir/w.out")"
+"$ctron" train --resume "$dir/w" --threads 2 --peak-gflops 100 --log "$dir/w.jsonl" > "$dir/w.out" 2>&1 || bad "resume of the fp32-recorded copy failed: $(tail -3 "$dir/w.out")"
 diff <(losses "$dir/z.jsonl") <(losses "$dir/w.jsonl") > /dev/null && ok || bad "bf16 -> fp32 differs from the fp32-recorded copy in losses"
 same_files "$dir/z/step_00000010" "$dir/w/step_00000010" "bf16 -> fp32 against the fp32-recorded copy"
 
@@ -116,14 +117,14 @@ PY
   || bad "ckpt verify of a state.json without precision: $(cat "$dir/old_verify.out")"
 "$ctron" ckpt verify "$dir/s16" > "$dir/s16_verify.out" 2>&1 && grep -q "2 of 2 verify" "$dir/s16_verify.out" && ok \
   || bad "ckpt verify of the bf16 run: $(cat "$dir/s16_verify.out")"
-"$ctron" train --resume "$dir/old" --bf16 --threads 2 --stop-after 6 --ckpt-dir "$dir/old_run" > "$dir/old.out" 2>&1 \
+"$ctron" train --resume "$dir/old" --bf16 --threads 2 --peak-gflops 100 --stop-after 6 --ckpt-dir "$dir/old_run" > "$dir/old.out" 2>&1 \
   && grep -q "note: checkpoint step_00000005 was trained with --precision fp32; resuming under bf16" "$dir/old.out" && ok \
   || bad "resume of a checkpoint without precision under bf16: $(head -3 "$dir/old.out")"
 /usr/bin/python3 - "$dir/old/step_00000005/state.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1])); s["training"]["precision"] = "fp16"; json.dump(s, open(sys.argv[1], "w"), indent=1)
 PY
-out=$("$ctron" train --resume "$dir/old/step_00000005" --threads 2 2>&1 > /dev/null); rc=$?
+out=$("$ctron" train --resume "$dir/old/step_00000005" --threads 2 --peak-gflops 100 2>&1 > /dev/null); rc=$?
 [ $rc -eq 2 ] && grep -q 'training.precision must be "fp32" or "bf16"' <<< "$out" && ok \
   || bad "a state.json with precision fp16 -> rc $rc: $out"
 "$ctron" ckpt verify "$dir/old" > "$dir/bad_verify.out" 2>&1
