@@ -75,24 +75,42 @@ void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int
 void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,
                               const uint8_t *keep, float p, int n, int w) {
     float scale = 1.0f / (1.0f - p);
+    // The NULL tests stay outside the loops, so that each inner loop vectorises (a conditional load
+    // through a NULL pointer cannot be, and an if-converted one costs a microcode assist per element).
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
         size_t o = (size_t)r * w;
-        for (int c = 0; c < w; c++) {
-            float v = y[o + c] + (bias ? bias[c] : 0.0f);
-            out[o + c] = res[o + c] + (keep ? (keep[o + c] ? v * scale : 0.0f) : v);
+        const float *yr = y + o, *rr = res + o;
+        float *outr = out + o;
+        if (keep && bias) {
+            const uint8_t *kr = keep + o;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                float v = yr[c] + bias[c];
+                outr[c] = rr[c] + (kr[c] ? v * scale : 0.0f);
+            }
+        } else if (keep) {
+            const uint8_t *kr = keep + o;
+#pragma omp simd
+            for (int c = 0; c < w; c++) outr[c] = rr[c] + (kr[c] ? yr[c] * scale : 0.0f);
+        } else if (bias) {
+#pragma omp simd
+            for (int c = 0; c < w; c++) outr[c] = rr[c] + (yr[c] + bias[c]);
+        } else {
+#pragma omp simd
+            for (int c = 0; c < w; c++) outr[c] = rr[c] + yr[c];
         }
     }
 }
 
 void dropout_apply(float *x, const uint8_t *keep, float p, size_t count) {
     float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < count; i++) x[i] = keep[i] ? x[i] * scale : 0.0f;
 }
 
 void dropout_backward(float *dy, const float *dout, const uint8_t *keep, float p, size_t count) {
     float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < count; i++) dy[i] = keep[i] ? dout[i] * scale : 0.0f;
 }
