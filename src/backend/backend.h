@@ -39,12 +39,14 @@ struct Backend {
     void (*synchronize)(Backend *be);
     size_t (*scratch_bytes)(const Backend *be);   // what the backend holds for its own temporaries
 
-    // ---- GEMMs. w16: the bf16 copy of w under mixed precision (NULL: fp32 GEMM).
-    void (*linear_forward)(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
-                           const uint16_t *w16, const float *bias, int n, int in, int out);
+    // ---- GEMMs. w16: the bf16 copy of w under mixed precision (NULL: fp32 GEMM). x16: x already in
+    // bf16, [n, in] contiguous (a tensor the arena keeps in bf16), or NULL: the backend rounds x itself,
+    // to the same bits. With w16 and x16 given, x may be NULL: it is not read.
+    void (*linear_forward)(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                           const float *w, const uint16_t *w16, const float *bias, int n, int in, int out);
     void (*linear_backward)(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
-                            const float *dy, int lddy, const float *x, int ldx, const float *w,
-                            const uint16_t *w16, int n, int in, int out);
+                            const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
+                            const float *w, const uint16_t *w16, int n, int in, int out);
     void (*bias_backward)(float *db, const float *dy, int lddy, int n, int cols);
 
     // ---- attention (bf16: round stored P/D to bf16, and under mixed precision bf16 GEMMs per head)

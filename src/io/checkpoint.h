@@ -30,6 +30,11 @@ typedef struct {
     int grad_accum;
     float clip;
     uint64_t seed;
+    // Precision (backend/backend.h) the run trained under, training.precision. The tensors are fp32
+    // master weights and AdamW state either way, so this is a record, not a format: a checkpoint
+    // resumes under either precision. Written by every save; a state.json without it (older ctron)
+    // reads as fp32, the only precision there was.
+    int precision;
     double val_frac;
     char data_path[1024];
     char val_path[1024];          // --val-data: an explicit validation file ("" when val_frac splits)

@@ -1,4 +1,5 @@
 #include "io/ckpt_state.h"
+#include "backend/backend.h"
 #include "data/dataset.h"
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -60,6 +61,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     cJSON_AddNumberToObject(tr, "grad_accum", st->grad_accum);
     cJSON_AddNumberToObject(tr, "clip", short_float(st->clip));
     cJSON_AddNumberToObject(tr, "seed", (double)st->seed);
+    cJSON_AddStringToObject(tr, "precision", precision_name((Precision)st->precision));
 
     // The data position: windows are drawn from Philox keyed by (seed, step, sample), so the next
     // step number is all a resumed run needs to see the same sequences.
@@ -206,6 +208,14 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     st->grad_accum = (int)number(&r, "training", "grad_accum", 1, 65535, 1);
     st->clip = (float)number(&r, "training", "clip", 0, 1e30, 0);
     st->seed = (uint64_t)number(&r, "training", "seed", 0, 9007199254740992.0, 1);
+    // Optional: checkpoints from before mixed precision have none and were trained in fp32.
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "training");
+    st->precision = PRECISION_FP32;
+    if (!r.failed && cJSON_IsObject(tr) && cJSON_GetObjectItemCaseSensitive(tr, "precision")) {
+        Precision p;
+        if (precision_parse(string(&r, "training", "precision"), &p) == 0) st->precision = (int)p;
+        else bad(&r, "training", "precision", "\"fp32\" or \"bf16\"");
+    }
     snprintf(st->data_path, sizeof st->data_path, "%s", string(&r, "data", "path"));
     snprintf(st->val_path, sizeof st->val_path, "%s", string(&r, "data", "val_path"));
     const char *order = string(&r, "data", "order");

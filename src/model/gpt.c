@@ -149,16 +149,30 @@ static const uint16_t *w16_of(const GPT *m, const float *w) {
     return m->params16 ? m->params16 + (w - m->params) : NULL;
 }
 
-// y[n,out] = x[n,in] · Wᵀ (+ bias) on the backend.
+// y[n,out] = x[n,in] · Wᵀ (+ bias) on the backend. x16: x's bf16 copy when the arena keeps one
+// (the GEMM reads it as it is), else NULL (the backend rounds x to the same bits).
+static void linear_fwd16(GPT *m, float *y, int ldy, const float *x, const uint16_t *x16, int ldx, const float *w,
+                         const float *bias, int n, int in, int out) {
+    m->be->linear_forward(m->be, y, ldy, x, x16, ldx, w, w16_of(m, w), bias, n, in, out);
+}
 static void linear_fwd(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int n,
                        int in, int out) {
-    m->be->linear_forward(m->be, y, ldy, x, ldx, w, w16_of(m, w), bias, n, in, out);
+    linear_fwd16(m, y, ldy, x, NULL, ldx, w, bias, n, in, out);
 }
 
+// A GEMM input read back for the backward: the kept bf16 copy as it is when the GEMM runs in bf16
+// (nothing unpacked to fp32 and rounded again), else the fp32 values.
+typedef struct { const float *f32; const uint16_t *bf16; } GemmIn;
+
 // dx (= or +=) dy · W;  dW += dyᵀ · x;  db += Σ dy.
+static void linear_bwd16(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy,
+                         int lddy, GemmIn x, int ldx, const float *w, int n, int in, int out) {
+    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx, w, w16_of(m, w), n,
+                           in, out);
+}
 static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
                        const float *x, int ldx, const float *w, int n, int in, int out) {
-    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x, ldx, w, w16_of(m, w), n, in, out);
+    linear_bwd16(m, dx, ldx_out, accumulate, dw, db, dy, lddy, (GemmIn){x, NULL}, ldx, w, n, in, out);
 }
 
 // Does this pass keep `name` of layer l, and where (saved.h's KEEP_*)? A recompute pass keeps what a
@@ -250,8 +264,9 @@ static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int sit
 
 // LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),
 // then g: the whole input for the linear (SP all-gathers the rows; otherwise it is the kept tensor).
+// x16: the kept bf16 copy of the (whole, ungathered) output for the next GEMM, else NULL.
 static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName out_name, const float *x,
-                                    const float *gamma, const float *beta, int pass) {
+                                    const float *gamma, const float *beta, int pass, const uint16_t **x16) {
     BlockActs *A = &m->blocks[l];
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
@@ -260,7 +275,9 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
     m->be->layernorm_forward(out, stats, x, gamma, beta, nr, h);
     saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
-    return tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
+    const float *all = tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
+    *x16 = all == out ? saved_bf16(m, A, out_name, keep_out) : NULL;
+    return all;
 }
 
 // Rows [*r0, *r1) of chunk c when n rows (sequence-major: whole positions) are cut into M chunks.
@@ -322,20 +339,22 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
 #define KEEP(name) keeps(m, l, name, pass)
 
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
-    const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass);
+    const uint16_t *qkv16, *fc1_16, *x16;
+    const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass, &qkv16);
     float *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
     float *k = saved_out(m, A, ACT_K, l, nhl, KEEP(ACT_K));
     float *v = saved_out(m, A, ACT_V, l, nhl, KEEP(ACT_V));
-    linear_fwd(m, q, hl, qkv_all, h, w.qkv_w, w.qkv_b, n, h, hl);
-    linear_fwd(m, k, hl, qkv_all, h, w.qkv_w + (size_t)hl * h, w.qkv_b + hl, n, h, hl);
-    linear_fwd(m, v, hl, qkv_all, h, w.qkv_w + 2 * (size_t)hl * h, w.qkv_b + 2 * hl, n, h, hl);
+    linear_fwd16(m, q, hl, qkv_all, qkv16, h, w.qkv_w, w.qkv_b, n, h, hl);
+    linear_fwd16(m, k, hl, qkv_all, qkv16, h, w.qkv_w + (size_t)hl * h, w.qkv_b + hl, n, h, hl);
+    linear_fwd16(m, v, hl, qkv_all, qkv16, h, w.qkv_w + 2 * (size_t)hl * h, w.qkv_b + 2 * hl, n, h, hl);
     saved_done(m, A, ACT_Q, l, q, nhl, KEEP(ACT_Q), 0);
     saved_done(m, A, ACT_K, l, k, nhl, KEEP(ACT_K), 0);
     saved_done(m, A, ACT_V, l, v, nhl, KEEP(ACT_V), 0);
     float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nhl, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
     saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
-    linear_fwd(m, ws(m, W_OUT), h, proj_in, hl, w.proj_w, NULL, n, hl, h);
+    x16 = saved_bf16(m, A, ACT_PROJ_IN, KEEP(ACT_PROJ_IN));
+    linear_fwd16(m, ws(m, W_OUT), h, proj_in, x16, hl, w.proj_w, NULL, n, hl, h);
     const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
@@ -343,13 +362,13 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
-    const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass);
+    const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
     int mini = m->policy.mini_seq > 1;
     const float *fc2_in = NULL;
     if (!mini) {
         float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
         float *fc2_out_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
-        linear_fwd(m, gelu_in, fl, fc1_all, h, w.fc1_w, NULL, n, h, fl);
+        linear_fwd16(m, gelu_in, fl, fc1_all, fc1_16, h, w.fc1_w, NULL, n, h, fl);
         m->be->bias_gelu_forward(fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
         saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
         saved_done(m, A, ACT_FC2_IN, l, fc2_out_in, nfl, KEEP(ACT_FC2_IN), 1);
@@ -367,7 +386,8 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
     if (where == OUT_DISCARD) return NULL;
     if (mini) mlp_forward_chunks(m, &w, fc1_all);   // FC1, GeLU, FC2 a chunk at a time; nothing kept
-    else linear_fwd(m, ws(m, W_OUT), h, fc2_in, fl, w.fc2_w, NULL, n, fl, h);
+    else linear_fwd16(m, ws(m, W_OUT), h, fc2_in, saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN)), fl, w.fc2_w, NULL, n, fl,
+                      h);
     const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
     m->be->dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
@@ -452,8 +472,9 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
+    const uint16_t *lm16 = lm_all == lm_in ? saved_bf16(m, M, ACT_LM_IN, train) : NULL;
     float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
-    linear_fwd(m, logits, vl, lm_all, h, m->w.wte, NULL, n, h, vl);
+    linear_fwd16(m, logits, vl, lm_all, lm16, h, m->w.wte, NULL, n, h, vl);
     snapshot_forward_end(m);
     if (!targets) return 0.0;
     if (m->tp.t <= 1) {
@@ -528,6 +549,15 @@ static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
     return tp_gather_rows(m, shard, sp_buf(m, W_GATHER), m->cfg.hidden, TPC_REGATHER);
 }
 
+// A kept GEMM input of `count` elements for the weight gradient: its bf16 copy as kept when the GEMM
+// runs in bf16 and nothing is gathered (no SP), else the fp32 values (gathered under SP).
+static GemmIn saved_gemm_in(GPT *m, BlockActs *A, ActName name, int layer, size_t count, int gathered) {
+    int gathers = gathered && m->tp.t > 1 && m->tp.sp;
+    const uint16_t *b16 = m->params16 && !gathers ? saved_in_bf16(m, A, name, layer) : NULL;
+    if (b16) return (GemmIn){NULL, b16};
+    return (GemmIn){gathered ? regather(m, A, name, layer) : saved_in(m, A, name, layer, count), NULL};
+}
+
 static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) != 0; }
 
 // d_res += dL/d(LN input) for one of the block's LayerNorms: from its kept input, or with Tempo from
@@ -569,8 +599,8 @@ static void block_backward_pass(GPT *m, int l) {
         const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
         mlp_backward_chunks(m, &w, &g, fc1_in, d_fc2_out);
     } else {
-        linear_bwd(m, ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_in(m, A, ACT_FC2_IN, l, nfl), fl, w.fc2_w,
-                        n, fl, h);
+        linear_bwd16(m, ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_gemm_in(m, A, ACT_FC2_IN, l, nfl, 0), fl,
+                     w.fc2_w, n, fl, h);
         if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
             m->be->fewbit_gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
                                  fewbit_gelu_table(m->policy.gelu_bits));
@@ -579,8 +609,8 @@ static void block_backward_pass(GPT *m, int l) {
                                       bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
         else
             m->be->gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
-        const float *fc1_in = regather(m, A, ACT_FC1_IN, l);
-        linear_bwd(m, ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
+        GemmIn fc1_in = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
+        linear_bwd16(m, ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
     }
     const float *d_fc1_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);     // g backward
     norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
@@ -594,8 +624,8 @@ static void block_backward_pass(GPT *m, int l) {
     m->be->bias_backward(g.proj_b, d_attn_out, h, nr, h);
     const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
-    linear_bwd(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_in(m, A, ACT_PROJ_IN, l, nhl), hl, w.proj_w,
-                    n, hl, h);
+    linear_bwd16(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_gemm_in(m, A, ACT_PROJ_IN, l, nhl, 0), hl,
+                 w.proj_w, n, hl, h);
     const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
         m->be->flash_attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
@@ -611,11 +641,11 @@ static void block_backward_pass(GPT *m, int l) {
                            drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v,
                            ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, p, m->policy.act_dtype == ACT_BF16);
     size_t hh = (size_t)hl * h;
-    const float *qkv_in = regather(m, A, ACT_QKV_IN, l);
-    linear_bwd(m, ws(m, W_OUT), h, 0, g.qkv_w, g.qkv_b, ws(m, W_D_Q), hl, qkv_in, h, w.qkv_w, n, h, hl);
-    linear_bwd(m, ws(m, W_OUT), h, 1, g.qkv_w + hh, g.qkv_b + hl, ws(m, W_D_K), hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
-    linear_bwd(m, ws(m, W_OUT), h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, ws(m, W_D_V), hl, qkv_in, h, w.qkv_w + 2 * hh, n,
-                    h, hl);
+    GemmIn qkv_in = saved_gemm_in(m, A, ACT_QKV_IN, l, nrh, 1);
+    linear_bwd16(m, ws(m, W_OUT), h, 0, g.qkv_w, g.qkv_b, ws(m, W_D_Q), hl, qkv_in, h, w.qkv_w, n, h, hl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, g.qkv_w + hh, g.qkv_b + hl, ws(m, W_D_K), hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, ws(m, W_D_V), hl, qkv_in, h,
+                 w.qkv_w + 2 * hh, n, h, hl);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
     norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
 }
@@ -650,8 +680,8 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
         if (m->tp.t > 1) m->be->copy(m->be, ws(m, W_OUT), lm_grad, (size_t)n * h * sizeof(float), COPY_D2D);
         d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
-        const float *lm_in = regather(m, M, ACT_LM_IN, -1);
-        linear_bwd(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+        GemmIn lm_in = saved_gemm_in(m, M, ACT_LM_IN, -1, nrh, 1);
+        linear_bwd16(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
     m->be->layernorm_backward(ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),

@@ -77,6 +77,15 @@ const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
     return buf;
 }
 
+const uint16_t *saved_bf16(const GPT *m, const BlockActs *A, ActName name, int keep) {
+    return keep && stored_bf16(m, name) ? A->saved[name] : NULL;
+}
+
+const uint16_t *saved_in_bf16(GPT *m, BlockActs *A, ActName name, int layer) {
+    if (!A->saved[name]) not_kept(m, name, layer);
+    return stored_bf16(m, name) ? A->saved[name] : NULL;
+}
+
 uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep) {
     if (keep && m->policy.masks == MASKS_BYTES) {
         uint8_t *p = keep_place(m, name, layer, n, keep);

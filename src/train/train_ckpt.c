@@ -1,4 +1,5 @@
 #include "train/train_ckpt.h"
+#include "backend/backend.h"
 #include <stdio.h>
 #include <string.h>
 #include "memory/ledger_report.h"
@@ -31,6 +32,7 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     st->grad_accum = o->grad_accum * train_dp_groups(o);
     st->clip = o->clip;
     st->seed = o->seed;
+    st->precision = o->precision;
     st->val_frac = o->val_frac;
     snprintf(st->data_path, sizeof st->data_path, "%s", o->data_path);
     snprintf(st->val_path, sizeof st->val_path, "%s", o->val_path ? o->val_path : "");
@@ -73,6 +75,14 @@ int train_ckpt_resume(const TrainOptions *o, GPT *m, AdamW *opt) {
     if (st.total_steps != o->steps)
         printf("  note: the checkpoint's run had --steps %d; the cosine schedule now spans %d steps\n", st.total_steps,
                o->steps);
+    // Allowed, not refused: the checkpoint holds fp32 master weights and AdamW state under either
+    // precision, so nothing is lost; only the trajectory from here on is the other precision's.
+    if (st.precision != o->precision) {
+        const char *slash = strrchr(o->resume_step_dir, '/');
+        printf("  note: checkpoint %s was trained with --precision %s; resuming under %s (fp32 master weights and "
+               "AdamW state carry over unchanged)\n", slash ? slash + 1 : o->resume_step_dir,
+               precision_name((Precision)st.precision), precision_name((Precision)o->precision));
+    }
     fflush(stdout);
     return st.step;
 }
@@ -135,6 +145,9 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         return -1;
     }
     AGREE("seed", o->seed, st->seed, "%llu", unsigned long long);
+    // Without --precision (or --bf16) the run continues in the checkpoint's precision, which is what
+    // makes a plain --resume bitwise; a different one is allowed (train_ckpt_resume says so).
+    if (!was_given(given, n_given, "precision") && !was_given(given, n_given, "bf16")) o->precision = st->precision;
     AGREE("val-frac", o->val_frac, st->val_frac, "%g", double);
     if (!was_given(given, n_given, "data-order")) o->data_order = (DataOrder)st->data_order;
     else if (o->data_order != (DataOrder)st->data_order)

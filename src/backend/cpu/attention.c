@@ -1,5 +1,6 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/bf16.h"
+#include "backend/cpu/bf16_convert.h"
 #include <cblas.h>
 #include "backend/cpu/gemm_bf16.h"
 #include <math.h>
@@ -65,8 +66,7 @@ static void form_dropped(float *D, const float *P, const uint8_t *K, int s, floa
         size_t r = (size_t)i * s;
 #pragma omp simd
         for (int c = 0; c <= i; c++) D[r + c] = K[r + c] ? P[r + c] * keep_scale : 0.0f;
-        if (round_bf16)
-            for (int c = 0; c <= i; c++) D[r + c] = bf16_to_f32(bf16_from_f32(D[r + c]));
+        if (round_bf16) bf16_round_row(D + r, (size_t)i + 1);
         for (int c = i + 1; c < s; c++) D[r + c] = 0.0f;
     }
 }
@@ -80,8 +80,7 @@ static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
     head_gemm(t16, (size_t)s * s, 0, 1, s, s, d, scale, q, ld, k, ld, P, s);
     causal_softmax_rows(P, s);
-    if (round_bf16)
-        for (size_t e = 0; e < ss; e++) P[e] = bf16_to_f32(bf16_from_f32(P[e]));
+    if (round_bf16) bf16_round_row(P, ss);
     if (!K) return;
     causal_mask_rows(K, site, sample, head, s);
     form_dropped(D, P, K, s, keep_scale, round_bf16);

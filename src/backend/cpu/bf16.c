@@ -2,8 +2,10 @@
 #include "backend/cpu/bf16_convert.h"
 
 void bf16_round(float *x, size_t n) {
+    enum { CHUNK = 1 << 14 };
+    size_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(bf16_from_f32(x[i]));
+    for (size_t c = 0; c < chunks; c++) bf16_round_row(x + c * CHUNK, c + 1 < chunks ? CHUNK : n - c * CHUNK);
 }
 
 void bf16_pack(uint16_t *dst, const float *src, size_t n) { cvt_f32_to_bf16(dst, src, n); }

@@ -73,6 +73,21 @@ static void to_f32_row(float *dst, const uint16_t *src, size_t n) {
     }
 }
 
+void bf16_round_row(float *x, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    for (; i + 16 <= n; i += 16) {
+        __m512i w = _mm512_cvtepu16_epi32(cvt16(x + i));
+        _mm512_storeu_si512(x + i, _mm512_slli_epi32(w, 16));
+    }
+#endif
+    for (; i < n; i++) {
+        union { float f; uint32_t u; } v = {x[i]};
+        v.u = (uint32_t)f32_bits_to_bf16(v.u) << 16;
+        x[i] = v.f;
+    }
+}
+
 void cvt_f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
     size_t chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)

@@ -12,4 +12,6 @@ void cvt_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 // rows x cols elements; row r of src starts at src + r*ld_src, of dst at dst + r*ld_dst (elements).
 void cvt_f32_to_bf16_2d(uint16_t *dst, size_t ld_dst, const float *src, size_t ld_src, size_t rows, size_t cols);
 void cvt_bf16_to_f32_2d(float *dst, size_t ld_dst, const uint16_t *src, size_t ld_src, size_t rows, size_t cols);
+// x[i] = bf16_to_f32(bf16_from_f32(x[i])) on the calling thread (for kernels already in a parallel region).
+void bf16_round_row(float *x, size_t n);
 #endif

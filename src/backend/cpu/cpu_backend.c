@@ -60,21 +60,28 @@ static void *cpu_host_alloc(Backend *be, size_t bytes) { (void)be; return xcallo
 static void cpu_host_free(Backend *be, void *p) { (void)be; free(p); }
 
 // ---- GEMMs
-static void cpu_linear_forward(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
-                               const uint16_t *w16, const float *bias, int n, int in, int out) {
+static void cpu_linear_forward(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                               const float *w, const uint16_t *w16, const float *bias, int n, int in, int out) {
     if (!w16) { linear_forward(y, ldy, x, ldx, w, bias, n, in, out); return; }
-    uint16_t *x16 = scratch(be, 0, (size_t)n * in);
-    bf16_pack_rows(x16, in, x, ldx, n, in);
+    if (!x16) {
+        uint16_t *packed = scratch(be, 0, (size_t)n * in);
+        bf16_pack_rows(packed, in, x, ldx, n, in);
+        x16 = packed;
+    }
     linear_forward_bf16(y, ldy, x16, w16, bias, n, in, out);
 }
 
 static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
-                                const float *dy, int lddy, const float *x, int ldx, const float *w,
-                                const uint16_t *w16, int n, int in, int out) {
+                                const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
+                                const float *w, const uint16_t *w16, int n, int in, int out) {
     if (!w16) { linear_backward(dx, ldx_out, accumulate, dw, db, dy, lddy, x, ldx, w, n, in, out); return; }
-    uint16_t *dy16 = scratch(be, 0, (size_t)n * out), *x16 = scratch(be, 1, (size_t)n * in);
+    uint16_t *dy16 = scratch(be, 0, (size_t)n * out);
     bf16_pack_rows(dy16, out, dy, lddy, n, out);
-    bf16_pack_rows(x16, in, x, ldx, n, in);
+    if (!x16) {
+        uint16_t *packed = scratch(be, 1, (size_t)n * in);
+        bf16_pack_rows(packed, in, x, ldx, n, in);
+        x16 = packed;
+    }
     linear_backward_bf16(dx, ldx_out, accumulate, dw, db, dy, lddy, dy16, x16, w16, n, in, out);
 }
 

@@ -1,4 +1,7 @@
 #include "backend/cpu/dropout.h"
+#if defined(__AVX512BW__) && defined(__BMI2__)
+#include <immintrin.h>
+#endif
 
 static inline uint32_t keep_threshold(float p) {
     double t = (double)p * 4294967296.0;
@@ -28,6 +31,25 @@ static void philox_batch(uint32_t out[4][PHILOX_BATCH], uint64_t g0, uint32_t c1
     for (int k = 0; k < PHILOX_BATCH; k++) { out[0][k] = x0[k]; out[1][k] = x1[k]; out[2][k] = x2[k]; out[3][k] = x3[k]; }
 }
 
+// keep[4k + lane] = word `lane` of block k ≥ thresh for the batch's 64 elements. With AVX-512 and
+// BMI2: one compare mask per word, its bits spread to every fourth position (pdep), one 64-byte store
+// (the byte-at-a-time transpose was most of the mask's time).
+static void store_keep(uint8_t *dst, uint32_t out[4][PHILOX_BATCH], uint32_t thresh) {
+#if defined(__AVX512BW__) && defined(__BMI2__)
+    _Static_assert(PHILOX_BATCH == 16, "one 512-bit vector of words per lane");
+    __m512i th = _mm512_set1_epi32((int)thresh);
+    uint64_t bits = 0;
+    for (int lane = 0; lane < 4; lane++) {
+        __mmask16 ge = _mm512_cmpge_epu32_mask(_mm512_loadu_si512(out[lane]), th);
+        bits |= _pdep_u64((uint64_t)ge, 0x1111111111111111ull << lane);
+    }
+    _mm512_storeu_si512(dst, _mm512_maskz_set1_epi8(bits, 1));
+#else
+    for (int k = 0; k < PHILOX_BATCH; k++)
+        for (int lane = 0; lane < 4; lane++) dst[4 * k + lane] = out[lane][k] >= thresh;
+#endif
+}
+
 void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t first, size_t count) {
     uint32_t thresh = keep_threshold(site.p);
     uint64_t end = first + count;
@@ -47,9 +69,7 @@ void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t
     uint32_t out[4][PHILOX_BATCH];
     while ((g + PHILOX_BATCH) * 4 <= end && (uint32_t)g <= UINT32_MAX - PHILOX_BATCH) {
         philox_batch(out, g, sample, site.step, c3, site.key);
-        uint8_t *dst = keep + (g * 4 - first);
-        for (int k = 0; k < PHILOX_BATCH; k++)
-            for (int lane = 0; lane < 4; lane++) dst[4 * k + lane] = out[lane][k] >= thresh;
+        store_keep(keep + (g * 4 - first), out, thresh);
         g += PHILOX_BATCH;
     }
     while (g * 4 < end) {
@@ -75,24 +95,42 @@ void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int
 void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,
                               const uint8_t *keep, float p, int n, int w) {
     float scale = 1.0f / (1.0f - p);
+    // The NULL tests stay outside the loops, so that each inner loop vectorises (a conditional load
+    // through a NULL pointer cannot be, and an if-converted one costs a microcode assist per element).
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < n; r++) {
         size_t o = (size_t)r * w;
-        for (int c = 0; c < w; c++) {
-            float v = y[o + c] + (bias ? bias[c] : 0.0f);
-            out[o + c] = res[o + c] + (keep ? (keep[o + c] ? v * scale : 0.0f) : v);
+        const float *yr = y + o, *rr = res + o;
+        float *outr = out + o;
+        if (keep && bias) {
+            const uint8_t *kr = keep + o;
+#pragma omp simd
+            for (int c = 0; c < w; c++) {
+                float v = yr[c] + bias[c];
+                outr[c] = rr[c] + (kr[c] ? v * scale : 0.0f);
+            }
+        } else if (keep) {
+            const uint8_t *kr = keep + o;
+#pragma omp simd
+            for (int c = 0; c < w; c++) outr[c] = rr[c] + (kr[c] ? yr[c] * scale : 0.0f);
+        } else if (bias) {
+#pragma omp simd
+            for (int c = 0; c < w; c++) outr[c] = rr[c] + (yr[c] + bias[c]);
+        } else {
+#pragma omp simd
+            for (int c = 0; c < w; c++) outr[c] = rr[c] + yr[c];
         }
     }
 }
 
 void dropout_apply(float *x, const uint8_t *keep, float p, size_t count) {
     float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < count; i++) x[i] = keep[i] ? x[i] * scale : 0.0f;
 }
 
 void dropout_backward(float *dy, const float *dout, const uint8_t *keep, float p, size_t count) {
     float scale = 1.0f / (1.0f - p);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < count; i++) dy[i] = keep[i] ? dout[i] * scale : 0.0f;
 }

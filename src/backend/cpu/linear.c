@@ -25,6 +25,7 @@ void bias_backward(float *db, const float *dy, int lddy, int n, int cols) {
         float acc[CHUNK] = {0};
         for (int r = 0; r < n; r++) {
             const float *row = dy + (size_t)r * lddy;
+#pragma omp simd
             for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
         }
         for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
