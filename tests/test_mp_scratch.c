@@ -2,7 +2,7 @@
 // the backend's bf16 GEMM operand scratch after one training step (forward, backward, evaluation
 // forward) equals plan_gemm_scratch_bytes exactly, for shapes where each of its terms is the largest
 // (the output layer's n·v, the MLP's n·4h, attention's threads·(s² + s·d)) and for the policies that
-// change it (none, selective, full, mini-seq, flash); the bf16 weight copy is 2 bytes per parameter
+// change it (none, selective, full, mini-seq, flash; not TP/SP, which need a process group); the bf16 weight copy is 2 bytes per parameter
 // of plan_rank_params. Under fp32 both are 0 and the planner's budget is unchanged.
 #include <omp.h>
 #include <stdio.h>
@@ -77,8 +77,9 @@ int main(void) {
     CHECK(plan_memory(&sh, 2, 1e15, 0.0, &p32) == 0 && p32.gemm_scratch_bytes == 0 && p32.weight_copy_bytes == 0,
           "fp32 plans count no mixed-precision bytes (%zu, %zu)", p32.gemm_scratch_bytes, p32.weight_copy_bytes);
     CHECK(plan_memory_precision(&sh, PRECISION_BF16, 2, 1e15, 0.0, &p16) == 0, "a huge budget fits under bf16");
-    // config S, none: the output layer's dy, 1024·8192, and the MLP's x, 1024·3072, two bytes each
-    size_t want = (1024 * 8192 + 1024 * 3072) * 2;
+    // config S, none: the output layer's dy, 1024·8192, and attention's operands on 2 threads,
+    // 2·(256² + 256·64); the backward's x are the arena's bf16 copies. Two bytes each.
+    size_t want = (1024 * 8192 + 2 * (256 * 256 + 256 * 64)) * 2;
     CHECK(p16.gemm_scratch_bytes == want, "S under bf16: GEMM scratch %zu, expected %zu", p16.gemm_scratch_bytes, want);
     CHECK(p16.weight_copy_bytes == 2 * plan_rank_params(&sh) && plan_rank_params(&sh) == 91544064,
           "S's weight copy %zu bytes (%zu parameters, expected 91544064 = 8192·768 + 256·768 + 12·(12·768² + 13·768) + 2·768)", p16.weight_copy_bytes, plan_rank_params(&sh));

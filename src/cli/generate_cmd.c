@@ -22,6 +22,7 @@ typedef struct {
     const char *ckpt, *prompt;
     int tokens, top_k, threads, json;
     Precision precision;
+    int precision_given;    // else the checkpoint's (training.precision)
     float temperature;
     uint64_t seed;
     char step_dir[4096];
@@ -43,8 +44,9 @@ void cli_generate_usage(FILE *f) {
         "  --top-k K         sample among the K most likely tokens, 0 = all (default 0)\n"
         "  --seed N          sampling seed: the same seed gives the same tokens (default 1337)\n"
         "  --threads N       OpenMP/OpenBLAS threads (default: all cores)\n"
-        "  --precision fp32|bf16  fp32 (default) or mixed precision: the GEMMs run on a bf16 copy of the\n"
-        "                    weights (fp32 accumulation), as `ctron train --precision bf16` does\n"
+        "  --precision fp32|bf16  mixed precision (bf16): the GEMMs run on a bf16 copy of the weights\n"
+        "                    (fp32 accumulation), as `ctron train --precision bf16` does (default: the\n"
+        "                    precision the checkpoint was trained in)\n"
         "  --json            print one JSON object (token ids and speed) instead of the text\n"
         "  -h, --help        this text\n"
         "\n"
@@ -87,6 +89,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         case OPT_PRECISION:
             if (precision_parse(optarg, &g->precision) != 0)
                 return args_error(CMD, "--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
+            g->precision_given = 1;
             break;
         case 'h': cli_generate_usage(stdout); return -1;
         case ':': return args_error(CMD, "%s: missing value", flag);
@@ -96,18 +99,18 @@ static int parse(int argc, char **argv, GenArgs *g) {
     }
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!g->ckpt) return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory)");
-    if (g->precision == PRECISION_BF16) {   // as train: refused before any work where oneDNN has no bf16 matmul
-        char why[256];
-        int support = gemm_bf16_support(why, sizeof why);
-        if (support == GEMM_BF16_NONE)
-            return args_error(CMD, "--precision bf16: this CPU cannot run bf16 GEMMs (%s); use --precision fp32", why);
-        if (support == GEMM_BF16_EMULATED)
-            fprintf(stderr, "ctron generate: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", why);
-    }
     char err[1024];
     if (ckpt_resolve(g->ckpt, g->step_dir, sizeof g->step_dir, NULL, 0, err, sizeof err) != 0 ||
         ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
         return args_error(CMD, "--ckpt: %s", err);
+    if (!g->precision_given) g->precision = (Precision)g->state.precision;   // as the run trained
+    if (g->precision == PRECISION_BF16) {   // as train: refused before any work where oneDNN has no bf16 matmul
+        int support = gemm_bf16_support(err, sizeof err);
+        if (support == GEMM_BF16_NONE)
+            return args_error(CMD, "--precision bf16: this CPU cannot run bf16 GEMMs (%s); use --precision fp32", err);
+        if (support == GEMM_BF16_EMULATED)
+            fprintf(stderr, "ctron generate: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", err);
+    }
     int v = g->state.model.vocab;
     if (g->top_k > v) return args_error(CMD, "--top-k %d exceeds the model's vocabulary of %d", g->top_k, v);
     if (g->prompt[0] == '\0') return args_error(CMD, "--prompt is empty: generation needs at least one token");

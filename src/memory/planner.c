@@ -38,9 +38,14 @@ size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned
     size_t slot0 = n * h;
     if (rows_mlp * fl > slot0) slot0 = rows_mlp * fl;
     if (rows_mlp * vl > slot0) slot0 = rows_mlp * vl;
-    // slot 1: backward x (n·h: QKV, FC1, head; n·fl: FC2) and attention's per-thread operands
-    size_t slot1 = n * h;
-    if (rows_mlp * fl > slot1) slot1 = rows_mlp * fl;
+    // slot 1: backward x where the GEMM does not read the arena's bf16 copy — SP's gathered inputs (QKV,
+    // FC1, head: n·h) and mini-seq's chunks (FC2's ⌈n/M⌉·fl, FC1's and the head's ⌈n/M⌉·h) — and
+    // attention's per-thread operands
+    size_t slot1 = sh->t > 1 && sh->sp ? n * h : 0;
+    if (sh->mini_seq > 1) {
+        if (rows_mlp * fl > slot1) slot1 = rows_mlp * fl;
+        if (rows_mlp * h > slot1) slot1 = rows_mlp * h;
+    }
     size_t attn = (tempo & ATTN_FLASH) ? 0 : (size_t)(threads > 0 ? threads : 1) * ATTENTION_BF16_SCRATCH(sh->s, d);
     if (attn > slot1) slot1 = attn;
     return (slot0 + slot1) * sizeof(uint16_t);

@@ -51,10 +51,12 @@ int plan_memory(const ActShape *sh, int threads, double budget, double offload_b
 int plan_memory_precision(const ActShape *sh, Precision precision, int threads, double budget, double offload_budget,
                           MemPlan *out);
 // What the CPU backend's bf16 operand scratch holds after one training step (forward, backward,
-// evaluation forward) of this shape under mixed precision: Backend.scratch_bytes. Two slots that grow
-// to the largest request: GEMM inputs converted to bf16 (forward x [n, in]; backward dy [n, out] in
-// slot 0 and x [n, in] in slot 1; n = s·b rows, or ⌈s·b/M⌉ for mini-seq's chunked MLP and output
-// layer) and, unless flash, attention's per-thread bf16 operands, threads·(s² + s·d) in slot 1.
+// evaluation forward) of this shape under mixed precision (activations kept in bf16, as the CLI
+// demands): Backend.scratch_bytes. Two slots that grow to the largest request. Slot 0: a GEMM input
+// the arena holds no bf16 copy of, converted (the evaluation forward's x [n, in]) and every
+// backward's dy [n, out]: n = s·b rows, or ⌈s·b/M⌉ for mini-seq's chunked MLP and output layer.
+// Slot 1: a backward's x that is not the kept bf16 copy (SP's gathered inputs, mini-seq's chunks)
+// and, unless flash, attention's per-thread bf16 operands, threads·(s² + s·d).
 // tempo: the plan's (ATTN_FLASH counts); sh->mini_seq > 1: chunks. 0 under fp32 (no conversion).
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads);
 // Parameters on one rank (its shards and the replicated tensors), as gpt_init_tp lays them out.

@@ -90,7 +90,7 @@ static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumul
 static void cpu_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
                                     const uint16_t *w16, const float *bias, int n, int in, int out) {
     if (n == 1 && !w16) { linear_forward_row(y, x, w, bias, in, out); return; }
-    cpu_linear_forward(be, y, ldy, x, ldx, w, w16, bias, n, in, out);
+    cpu_linear_forward(be, y, ldy, x, NULL, ldx, w, w16, bias, n, in, out);
 }
 static void cpu_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
                                      const float *vc, float *scores, int seq, int p0, int n, int a, int h) {
