@@ -64,6 +64,8 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
         return snprintf(err, errlen, "interleaving (v=%d) needs p > 1 and micro-batches (%ld) divisible by p=%d",
                         lay->v, n, lay->p), -1;
     if (lay->sp && lay->t == 1) return snprintf(err, errlen, "sp=on needs t > 1"), -1;
+    if (lay->sp && job->s % lay->t)
+        return snprintf(err, errlen, "sp=on splits the sequence: t=%d does not divide s=%ld", lay->t, job->s), -1;
     if (lay->p > CLUSTER_MAX_STAGES) return snprintf(err, errlen, "p=%d: at most %d stages", lay->p, CLUSTER_MAX_STAGES), -1;
     return 0;
 }
@@ -170,6 +172,8 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
             cluster_layer_time(job, gpu, lay, plan.tempo, &plt);
             m.n_full = plan.n_full;
             m.n_sel = plan.n_sel;
+            // the gradients of one layer as the plan's options keep it (flash: no s×s tensors)
+            m.workspace = (double)act_layer_kind_bytes(&ssl.sh, RECOMPUTE_NONE, 1, plan.tempo);
         } else {
             m.n_full = lay->rc == CR_FULL ? ls : 0;
             m.n_sel = lay->rc == CR_SELECTIVE ? ls : 0;
