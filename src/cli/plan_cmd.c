@@ -3,6 +3,7 @@
 #include <string.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/cluster_cmd.h"
 #include "memory/ledger_report.h"
 #include "memory/planner.h"
 
@@ -11,6 +12,7 @@
 void cli_plan_usage(FILE *f) {
     fprintf(f,
         "usage: ctron plan --budget BYTES [model and layout flags]\n"
+        "       ctron plan --cluster …   the fastest layout that fits on a GPU cluster (ctron plan --cluster --help)\n"
         "\n"
         "Chooses, from the analytic model, the per-layer recompute policy (none / selective / full),\n"
         "dropout-mask storage and Tempo parts with the fewest recompute FLOPs whose activation peak per\n"
@@ -33,6 +35,9 @@ void cli_plan_usage(FILE *f) {
 }
 
 int cli_plan_main(int argc, char **argv) {
+    // --cluster: the layout search on a GPU cluster, its own flags (cluster_cmd.c).
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--cluster") == 0) return cli_cluster_main(argc, argv);
     enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS, O_OFFLOAD_BUDGET, O_PRECISION };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"layers", required_argument, 0, O_LAYERS},

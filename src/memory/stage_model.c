@@ -91,3 +91,56 @@ double stage_param_count(const StageLayout *lay) {
     if (lay->p == 1) n += 2.0 * h;
     return n;
 }
+
+int stage_layer_at(const StageLayout *lay, int r, int i) {
+    int lc = chunk_layers(lay);
+    return ((i / lc) * lay->p + r) * lc + i % lc;
+}
+
+double stage_layer_factor_at(const StageLayout *lay, int r) {
+    if (r == 0) return stage_layer_factor(lay);
+    long n = lay->microbatches;
+    if (lay->m > 1 && n >= lay->p) {
+        double chunks = 2.0 * (lay->p - r - 1) + (double)(lay->m - 1) * lay->p + 1.0;
+        if (chunks > (double)n * lay->m) chunks = (double)n * lay->m;
+        return chunks / lay->m;
+    }
+    return (double)(lay->p - r < n ? lay->p - r : n);
+}
+
+void stage_activations_at(const StageLayout *lay, const MemoryPolicy *pol, int r, StageActivations *out) {
+    if (r == 0 || lay->p == 1) {
+        stage_activations(lay, pol, out);
+        return;
+    }
+    const ActShape *sh = &lay->sh;
+    size_t layers = 0, working = 0, offloaded = 0;
+    for (int i = 0; i < stage_layer_count(lay); i++) {
+        int l = stage_layer_at(lay, r, i);
+        layers += act_layer_bytes(sh, pol, l);
+        if (pol && pol->offload) offloaded += act_layer_offload_bytes(sh, pol, l);
+        size_t w = stage_recompute_working(sh, pol, l);
+        if (w > working) working = w;
+    }
+    double factor = stage_layer_factor_at(lay, r);
+    memset(out, 0, sizeof *out);
+    out->layers = (double)layers * factor;
+    if (r == lay->p - 1)
+        out->extras = (double)(act_tensor_bytes(sh, ACT_LNF_IN) + act_tensor_bytes(sh, ACT_LNF_STATS) +
+                               act_tensor_bytes(sh, ACT_LM_IN) + act_tensor_bytes(sh, ACT_LOGITS) +
+                               act_tensor_bytes(sh, ACT_LM_GRAD));
+    out->extras += (double)act_offload_stage_bytes(sh, pol);
+    out->offloaded = (double)offloaded * factor;
+    out->held = out->layers + out->extras;
+    out->working = (double)working;
+    out->peak = out->held + out->working;
+}
+
+double stage_param_count_at(const StageLayout *lay, int r) {
+    if (r == 0) return stage_param_count(lay);
+    const ActShape *sh = &lay->sh;
+    double h = (double)sh->h, t = sh->t > 1 ? sh->t : 1;
+    double n = stage_layer_count(lay) * (12.0 * h * h / t + 7.0 * h / t + 6.0 * h);
+    if (r == lay->p - 1) n += 2.0 * h + (double)sh->v * h / t;
+    return n;
+}

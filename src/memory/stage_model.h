@@ -46,4 +46,19 @@ double stage_paper_extra_bytes(const StageLayout *lay);
 // weights and the column-parallel biases sharded, Proj/FC2 biases and LayerNorms replicated), the
 // vocabulary-parallel token embedding vh/t, the position embedding sh, and with p = 1 the final LN.
 double stage_param_count(const StageLayout *lay);
+
+// Every stage r of p (0 = the first; the functions above are r = 0). Stage r holds chunks r, r + p,
+// r + 2p, …. Under 1F1B it keeps min(p − r, n) micro-batches in flight; interleaved, Megatron's
+// warm-up runs 2(p − r − 1) + (m − 1)p chunk-forwards before the first backward, so it keeps
+// 2(p − r − 1) + (m − 1)p + 1 chunk-micro-batches of L/(pm) layers (for r = 0 this is
+// p(1 + (p−1)/(pm)) stage-layers' worth, Eq. 5's factor). The first stage holds the most.
+int stage_layer_at(const StageLayout *lay, int r, int i);   // global index of stage r's i-th layer
+double stage_layer_factor_at(const StageLayout *lay, int r);
+// As stage_activations, for stage r: the first stage adds the embedding dropout mask for its
+// in-flight micro-batches; the last stage (p > 1) the final LN input and statistics, the output-
+// layer input and the logits of the one micro-batch whose forward and backward it runs back to back.
+void stage_activations_at(const StageLayout *lay, const MemoryPolicy *pol, int r, StageActivations *out);
+// Parameters of stage r: its layers; the first stage the token and position embeddings; the last
+// the final LN and (p > 1) its own copy of the tied output embedding vh/t, as Megatron keeps it.
+double stage_param_count_at(const StageLayout *lay, int r);
 #endif

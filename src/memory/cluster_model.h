@@ -1,0 +1,74 @@
+// The cluster planner's model of one layout on a GPU cluster: the job, the layout, and what the
+// planner predicts for it — per-GPU memory of every pipeline stage (exact, from the analytic
+// activation model) and the step time from a physical model (cluster_time.c). docs/PLANNER.md.
+#ifndef CTRON_CLUSTER_MODEL_H
+#define CTRON_CLUSTER_MODEL_H
+#include "memory/cluster_gpu.h"
+#include "memory/planner.h"
+
+typedef struct {
+    long s, h, a, L, v;     // model shape (v as allocated)
+    long B;                 // global batch, sequences per step
+    int gpus_per_node, nodes;
+    int e;                  // bytes per stored activation element and GEMM operand: 2 (bf16 mixed precision) or 4 (fp32)
+    int dp_overlap;         // the DP gradient reduction overlaps the last micro-batch's backward
+    double reserve_bytes;   // per GPU, for the framework (CUDA context, allocator fragmentation)
+} ClusterJob;
+
+typedef enum { CR_NONE = 0, CR_SELECTIVE, CR_FULL, CR_PLAN, CR_COUNT } ClusterRecompute;
+const char *cluster_recompute_name(ClusterRecompute r);
+int cluster_recompute_parse(const char *text, ClusterRecompute *out);   // 0 or -1
+
+typedef struct {
+    int t, p, v, d, mb, sp, zero;   // v: interleaved model chunks per stage (the paper's m)
+    ClusterRecompute rc;
+} ClusterLayout;
+
+// Step-time parts, seconds; they sum to step_s. Compute parts are the slowest stage's, over its
+// micro-batches; the bubble is the fill and drain of the schedule.
+typedef enum {
+    PART_GEMM, PART_ATTN, PART_ELEM, PART_HEAD, PART_RECOMPUTE, PART_TP_COMM, PART_PP_COMM, PART_DP_COMM,
+    PART_BUBBLE, PART_OPTIMIZER, PART_COUNT
+} TimePart;
+const char *cluster_part_name(TimePart p);     // "gemm", "attention", … (the JSON keys)
+const char *cluster_part_label(TimePart p);    // one line for --explain
+
+// Per-GPU memory of one stage, bytes.
+typedef struct {
+    double weights;       // parameters as the GEMMs read them (bf16 copy; fp32 when e = 4)
+    double grads;         // fp32 gradients
+    double optimizer;     // Adam m, v (and the fp32 master weights under mixed precision), /d with ZeRO-1
+    double activations;   // the stage's in-flight micro-batches (stage_activations_at: held + the recompute transient)
+    double workspace;     // one layer's activation gradients in backward (at most a none layer's bill)
+    double reserve;       // ClusterJob.reserve_bytes
+    double total;
+    int n_full, n_sel;    // the stage's recompute (per stage for CR_PLAN)
+} StageMemory;
+
+#define CLUSTER_MAX_STAGES 1024
+
+typedef struct {
+    ClusterLayout lay;
+    int fits;
+    char reason[160];          // why it does not fit (or is not valid), empty otherwise
+    double step_s, mfu, hfu;
+    double part[PART_COUNT];
+    double mem_max;            // the worst stage's total
+    int worst_stage, slowest_stage;
+    long microbatches;         // per pipeline per step: B / (d · mb)
+    MemPlan plan0;             // CR_PLAN: stage 0's plan
+    int n_stages;              // memory of every stage: in mem[] up to CLUSTER_MAX_STAGES
+    StageMemory *mem;          // NULL unless asked for (cluster_predict's keep_stages)
+} ClusterPrediction;
+
+// Is the layout possible at all (divisibility, t within a node, …)? 0, or -1 with why in err.
+int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, char *err, size_t errlen);
+// Predicts memory and time. keep_stages: fill out->mem (malloc'd, free with cluster_prediction_free).
+void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, int keep_stages,
+                     ClusterPrediction *out);
+void cluster_prediction_free(ClusterPrediction *p);
+// Weights, gradients and optimizer state of the whole model, bytes per parameter without ZeRO:
+// the floor under any layout (2 + 4 + 12 = 18 with mixed precision; 4 + 4 + 8 = 16 in fp32).
+double cluster_state_bytes_per_param(const ClusterJob *job);
+double cluster_param_count(const ClusterJob *job);
+#endif

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# ctron plan --cluster: --layout gives the model's figures for the paper's rows; --json has the
+# interface's shape, best first; --explain prints the parts and the constants; --svg writes SVG;
+# --check prints the errors; bad inputs exit 2 saying what would be needed; the search over a 1T
+# model on 4096 GPUs takes seconds.
+set -uo pipefail
+ctron=$1
+py=${2:-/usr/bin/python3}
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+expect() {  # expect "needle" args...: exit 2 and the message
+  local needle=$1; shift
+  out=$("$ctron" plan --cluster "$@" 2>&1 > /dev/null); rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$needle" <<< "$out"; then ok
+  else bad "ctron plan --cluster $* -> rc $rc, message: $out (wanted '$needle')"; fi
+}
+A100=(--gpu a100-80g --gpus-per-node 8)
+
+# The paper's 175B row (Table 5: 13.75 s with SP + selective): the model's 12.97 s, 54.5 % MFU.
+out=$("$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=8,v=3,d=1,mb=1,sp=on,recompute=selective,zero=0)
+row=$(grep -E '^ +1 +8 +8 +3 +1 +1 +on selective' <<< "$out")
+if grep -q '12.97 .*54.5%' <<< "$row" && grep -q 'yes$' <<< "$row"; then ok; else bad "175B row: $out"; fi
+
+# --json: one object, "layouts" best first, the interface's keys.
+"$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --json --top 5 > "$dir/plan.json" 2> "$dir/err"
+"$py" - "$dir/plan.json" <<'PY' && ok || bad "--json shape: $(head -c 600 "$dir/plan.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert list(d) == ["layouts"], list(d)
+L = d["layouts"]
+assert len(L) == 5
+keys = ["t", "p", "v", "d", "mb", "sp", "recompute", "zero", "step_s", "mfu", "hfu", "mem_bytes_max", "fits", "parts"]
+for x in L:
+    assert list(x) == keys, list(x)
+    assert x["fits"] is True and isinstance(x["sp"], bool) and x["recompute"] in ("none", "selective", "full", "plan")
+    assert x["t"] * x["p"] * x["d"] == 64 and x["mem_bytes_max"] <= 80 * 2**30
+    assert abs(sum(x["parts"].values()) - x["step_s"]) < 1e-9 * x["step_s"]
+    assert set(x["parts"]) == {"gemm", "attention", "elementwise", "head", "recompute", "tp_comm", "pp_comm",
+                               "dp_comm", "bubble", "optimizer"}
+assert [x["step_s"] for x in L] == sorted(x["step_s"] for x in L)
+# the search beats the paper's hand-picked layout (12.97 s in the model)
+assert L[0]["step_s"] < 12.97, L[0]
+PY
+
+# --json of one layout: the 22B row with full recompute: 1.377 s, MFU 33.3 %, HFU 44.2 %.
+"$ctron" plan --cluster "${A100[@]}" --nodes 1 --preset 22B --layout t=8,p=1,mb=4,sp=off,recompute=full --json > "$dir/one.json"
+"$py" - "$dir/one.json" <<'PY' && ok || bad "22B full: $(cat "$dir/one.json")"
+import json, sys
+x = json.load(open(sys.argv[1]))["layouts"][0]
+assert (x["t"], x["p"], x["v"], x["d"], x["mb"], x["sp"], x["recompute"], x["zero"]) == (8, 1, 1, 1, 4, False, "full", 0), x
+assert abs(x["step_s"] - 1.377) < 0.002 and abs(x["mfu"] - 0.333) < 0.001 and abs(x["hfu"] - 0.442) < 0.001, x
+assert x["parts"]["bubble"] == 0 and x["parts"]["pp_comm"] == 0 and x["parts"]["recompute"] > 0.3, x
+PY
+
+# --explain: time by part, memory by stage, the constants; --svg: one bar per layout.
+out=$("$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=8,v=3,mb=1,sp=on,recompute=selective \
+      --explain --svg "$dir/t.svg")
+for needle in "time by part" "bubble " "memory per GPU by part and stage" "     7 " "peak 312 TFLOP/s" \
+              "0.80 of peak at full waves" "an overlapped collective costs 0.50"; do
+  if grep -q -- "$needle" <<< "$out"; then ok; else bad "--explain lacks '$needle': $out"; fi
+done
+"$py" -c "import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); assert len(d.getElementsByTagName('rect')) > 10" \
+  "$dir/t.svg" && ok || bad "--svg: not SVG with bars"
+
+# --check: predicted vs measured, the error.
+printf '# layout seconds\nt=8,p=8,v=3,mb=1,sp=on,recompute=selective 13.75\nt=8,p=8,v=3,mb=1,sp=off,recompute=full 18.13\n' > "$dir/check.txt"
+out=$("$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --check "$dir/check.txt")
+if grep -q -- '13.75 .*12.97 .*-5.7%' <<< "$out" && grep -q -- '18.13 .*17.65 .*-2.7%' <<< "$out" &&
+   grep -q 'mean |error| 4.2% over 2 layouts' <<< "$out"; then ok; else bad "--check: $out"; fi
+
+# Bad inputs: exit 2, saying what would be needed.
+expect "needs at least 235 GPUs of 80 GiB (have 8): weights, gradients and optimizer state alone are 18.1 TB" \
+  "${A100[@]}" --nodes 1 --preset 1T
+expect "t=16 is larger than the 8 GPUs of a node" "${A100[@]}" --nodes 8 --preset 175B --layout t=16,p=4
+expect "--max-t 16 is larger than the 8 GPUs per node" "${A100[@]}" --nodes 8 --preset 175B --max-t 16
+expect "--nvlink-gbs 0: a link bandwidth must be positive" "${A100[@]}" --nodes 8 --preset 175B --nvlink-gbs 0
+expect "--internode-gbs -25: a link bandwidth must be positive" "${A100[@]}" --nodes 8 --preset 175B --internode-gbs -25
+expect "--hbm-gbs 0: a memory bandwidth must be positive" "${A100[@]}" --nodes 8 --preset 175B --hbm-gbs 0
+expect "--gpu: unknown kind 'v100'" --gpu v100 --nodes 8 --preset 175B
+expect "--gpu is required" --nodes 8 --preset 175B
+expect "--nodes is required" --gpu a100-80g --preset 175B
+expect "t·p·d = 8·8·2 = 128, but the cluster has 64 GPUs" "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=8,d=2
+expect "p·v = 8·5 does not divide the 96 layers" "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=8,v=5
+expect "layout recompute=some: expected none, selective, full or plan" "${A100[@]}" --nodes 8 --preset 175B --layout t=8,recompute=some
+expect "no layout fits in 40 GiB per GPU" --gpu a100-40g --nodes 1 --layers 4 --hidden 4096 --heads 32 --vocab 51200 \
+  --seq 1048576 --global-batch 8
+
+# The search over a 1T model on 4096 GPUs: seconds (generous bound: 20 s on a shared machine).
+start=$(date +%s.%N)
+out=$("$ctron" plan --cluster "${A100[@]}" --nodes 512 --preset 1T --global-batch 4096 --top 3)
+rc=$?
+secs=$("$py" -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$start" "$(date +%s.%N)")
+if [ $rc -eq 0 ] && "$py" -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 else 1)" "$secs" &&
+   grep -q '^   1   8  16  8    32   1  on plan         1 ' <<< "$out"; then ok
+else bad "1T on 4096 GPUs: rc $rc in $secs s: $out"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
