@@ -136,10 +136,11 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     if (keep_stages) out->mem = calloc((size_t)lay->p, sizeof *out->mem);
     int ls = stage_layer_count(&sl);
     // One policy for the uniform choices: Megatron's full recompute checkpoints every layer.
-    MemoryPolicy uni;
+    // policy_build allocates the layer plan itself: start from an empty policy (policy_default's
+    // arrays would leak).
+    MemoryPolicy uni = {0};
     char err[256];
     const char *rc = lay->rc == CR_FULL ? "full" : lay->rc == CR_SELECTIVE ? "selective" : "none";
-    policy_default(&uni, (int)job->L);
     uni.act_dtype = job->e == 2 ? ACT_BF16 : ACT_FP32;
     stage_policy_build(&uni, &sl, rc, "uniform", 1, NULL, err, sizeof err);
     LayerTime lt;
