@@ -78,7 +78,9 @@ const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
 }
 
 const uint16_t *saved_bf16(const GPT *m, const BlockActs *A, ActName name, int keep) {
-    return keep && stored_bf16(m, name) ? A->saved[name] : NULL;
+    // Only the arena's copy: an offloaded one sits in the pool (host memory on a GPU), and the
+    // forward's own fp32 value is at hand anyway.
+    return keep == KEEP_ARENA && stored_bf16(m, name) ? A->saved[name] : NULL;
 }
 
 const uint16_t *saved_in_bf16(GPT *m, BlockActs *A, ActName name, int layer) {

@@ -18,7 +18,7 @@ float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int ke
 void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded);
 const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
 // The bf16 copy itself, for a GEMM that reads bf16 anyway (no unpacking, no second rounding):
-// saved_bf16 in the forward, after saved_done (NULL unless kept this pass in bf16); saved_in_bf16 in
+// saved_bf16 in the forward, after saved_done (NULL unless kept this pass in bf16 in the arena); saved_in_bf16 in
 // the backward (NULL when the tensor is kept in fp32; refuses one the policy did not keep).
 const uint16_t *saved_bf16(const GPT *m, const BlockActs *A, ActName name, int keep);
 const uint16_t *saved_in_bf16(GPT *m, BlockActs *A, ActName name, int layer);

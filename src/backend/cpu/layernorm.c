@@ -1,6 +1,7 @@
 #include "backend/cpu/layernorm.h"
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include "util/common.h"
 
 void layernorm_forward(float *y, float *stats, const float *x, const float *w, const float *b, int n, int h) {
@@ -38,15 +39,14 @@ static inline void xhat_row(float *restrict xhat, const float *restrict xr, floa
     }
 }
 
-enum { LN_MAX_ROW = 16384, LN_CHUNK = 64 };
+enum { LN_CHUNK = 64 };
 
 static void backward_impl(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
                           const float *stats, const float *w, const float *beta, int n, int h) {
-    if (h > LN_MAX_ROW) ctron_fatal("layernorm_backward: hidden %d exceeds %d", h, LN_MAX_ROW);
     // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · w; rows in parallel.
 #pragma omp parallel
     {
-        float xhat[LN_MAX_ROW];
+        float *xhat = xmalloc((size_t)h * sizeof(float));   // one row's x̂ per thread, any hidden size
 #pragma omp for schedule(static)
         for (int r = 0; r < n; r++) {
             const float *dyr = dy + (size_t)r * h;
@@ -69,6 +69,7 @@ static void backward_impl(float *dx, int accumulate, float *dw, float *db, const
                 for (int c = 0; c < h; c++) dxr[c] = rstd * (dyr[c] * w[c] - m1 - xhat[c] * m2);
             }
         }
+        free(xhat);
     }
     // dw, db: column chunks in parallel, rows in order, so the sum order never depends on threads.
     int nchunks = (h + LN_CHUNK - 1) / LN_CHUNK;
