@@ -203,7 +203,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     CHECK(m.ledger.total_peak == peak, "%s: peak %zu expected %zu", what, m.ledger.total_peak, peak);
     CHECK(act_peak_bytes(&m.shape, &pol) == peak, "%s: analytic peak %zu expected %zu", what,
           act_peak_bytes(&m.shape, &pol), peak);
-    CHECK(m.ledger.total_cur == 0 && m.arena.n_entries == 0, "%s: %zu bytes still held after backward", what,
+    CHECK(m.ledger.total_cur == 0 && m.act->arena.n_entries == 0, "%s: %zu bytes still held after backward", what,
           m.ledger.total_cur);
     if (sh->offload)
         CHECK(m.off.ledger.total_cur == 0 && m.off.ledger.total_peak == pool, "%s: pool after backward %zu, peak %zu",
@@ -211,7 +211,7 @@ static int check_case(int L, const Shape *sh, const char *recompute, const char 
     // An evaluation forward keeps nothing and does not move the training peak.
     StepCtx eval = {5, 1, 0, 0};
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, eval, 0.0f);
-    CHECK(m.arena.n_entries == 0 && m.ledger.total_peak == peak, "%s: evaluation used the arena", what);
+    CHECK(m.act->arena.n_entries == 0 && m.ledger.total_peak == peak, "%s: evaluation used the arena", what);
     free(tok);
     free(tgt);
     gpt_free(&m);

@@ -73,11 +73,11 @@ static void run_case(const char *python, const char *script, const char *dir, fl
     char names[64][48];
     int nn = 0;
     if (dropout > 0.0f) {
-        st_add(&in, "mask.emb", ST_U8, 3, sbh, m.model_acts.saved[ACT_EMB_MASK]);
+        st_add(&in, "mask.emb", ST_U8, 3, sbh, m.act->model_acts.saved[ACT_EMB_MASK]);
         for (int l = 0; l < cfg.layers; l++) {
-            snprintf(names[nn], 48, "mask.h.%d.attn", l); st_add(&in, names[nn++], ST_U8, 4, bass, m.blocks[l].saved[ACT_ATTN_MASK]);
-            snprintf(names[nn], 48, "mask.h.%d.drop1", l); st_add(&in, names[nn++], ST_U8, 3, sbh, m.blocks[l].saved[ACT_DROP1_MASK]);
-            snprintf(names[nn], 48, "mask.h.%d.drop2", l); st_add(&in, names[nn++], ST_U8, 3, sbh, m.blocks[l].saved[ACT_DROP2_MASK]);
+            snprintf(names[nn], 48, "mask.h.%d.attn", l); st_add(&in, names[nn++], ST_U8, 4, bass, m.act->blocks[l].saved[ACT_ATTN_MASK]);
+            snprintf(names[nn], 48, "mask.h.%d.drop1", l); st_add(&in, names[nn++], ST_U8, 3, sbh, m.act->blocks[l].saved[ACT_DROP1_MASK]);
+            snprintf(names[nn], 48, "mask.h.%d.drop2", l); st_add(&in, names[nn++], ST_U8, 3, sbh, m.act->blocks[l].saved[ACT_DROP2_MASK]);
         }
     }
     char in_path[512], out_path[512], cmd[2048], err[512];

@@ -10,6 +10,7 @@ void arena_init(Arena *ar, Backend *be, size_t capacity, int max_entries, Ledger
     ar->n_entries = 0;
     ar->max_entries = max_entries;
     ar->ledger = ledger;
+    ar->slot = 0;
     ar->mem = NULL;
 }
 
@@ -37,7 +38,7 @@ void *arena_push(Arena *ar, ActName name, int layer, size_t bytes) {
     e->layer = layer;
     e->plan_id = -1;
     ar->top += padded;
-    ledger_add(ar->ledger, name, layer, bytes);
+    ledger_add_slot(ar->ledger, ar->slot, name, layer, bytes);
     void *planned = ar->mem ? stepmem_alloc(ar->mem, bytes, MEM_SAVED, (int)name, -1, &e->plan_id) : NULL;
     return planned ? planned : ar->base + e->offset;
 }
@@ -45,7 +46,7 @@ void *arena_push(Arena *ar, ActName name, int layer, size_t bytes) {
 void arena_pop_to(Arena *ar, int mark) {
     while (ar->n_entries > mark) {
         ArenaEntry *e = &ar->entries[--ar->n_entries];
-        ledger_sub(ar->ledger, e->name, e->layer, e->bytes);
+        ledger_sub_slot(ar->ledger, ar->slot, e->name, e->layer, e->bytes);
         if (ar->mem) stepmem_release(ar->mem, e->plan_id);
         ar->top = e->offset;
     }

@@ -19,6 +19,7 @@ typedef struct {
     ArenaEntry *entries;
     int n_entries, max_entries;
     Ledger *ledger;
+    int slot;          // the ledger slot it counts in (its activation context)
     StepMem *mem;      // --static-plan: pushes are recorded, then placed by the plan (base is freed)
 } Arena;
 

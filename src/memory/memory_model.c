@@ -174,6 +174,20 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
     return peak;
 }
 
+void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, size_t *stored, size_t *backward_peak) {
+    size_t below = l0 == 0 ? act_tensor_bytes(sh, ACT_EMB_MASK) : 0, layers = 0;
+    for (int l = l0; l < l1; l++) layers += act_layer_bytes(sh, p, l);
+    size_t head = l1 == sh->L ? act_model_extra_bytes(sh) - act_tensor_bytes(sh, ACT_EMB_MASK) : 0;
+    *stored = below + layers + head;
+    size_t peak = *stored;
+    for (int l = l0; l < l1; l++) {   // before layer l's backward: the layers below it, l, and what l rebuilds
+        size_t held = below + act_layer_bytes(sh, p, l) + act_recompute_working_bytes(sh, p, l);
+        if (held > peak) peak = held;
+        below += act_layer_bytes(sh, p, l);
+    }
+    *backward_peak = peak;
+}
+
 int act_max_entries(const MemoryPolicy *p) {
     // ≤ ACT_N_LAYER entries per layer (names, LN statistics, Tempo's bits) and the model-level tensors.
     int L = p ? p->layers : 0;

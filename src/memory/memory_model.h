@@ -50,6 +50,12 @@ size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p);
 size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 // The step's peak: the forward's end or a backward point holding recomputed tensors.
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p);
+// A pipeline chunk of layers [l0, l1) for one micro-batch (DESIGN.md §9): what its context holds from
+// the end of its forward to its backward (the first chunk adds the embedding mask; the one ending at L
+// the final LN input and statistics, the output-layer input and the logits), and the most it holds
+// during its backward (the head goes first; a full-recompute group is rebuilt at its last layer).
+// For [0, L) without offload these are act_forward_end_bytes and act_peak_bytes.
+void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, size_t *stored, size_t *backward_peak);
 // Activation offload. What layer l keeps in the offload pool (one name, or all of them); its region
 // (each tensor 64-byte aligned: the layout of a stage slot and of the pool); the stage, an arena
 // entry of two slots of the largest region (one when a single layer offloads) where the forward

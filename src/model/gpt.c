@@ -35,6 +35,7 @@ void gpt_init_params(GPT *m, const GPTConfig *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     set_layout(m, cfg, NULL);
+    m->pp = (PPLayout){1, 0, 1, cfg->layers, 1, 0, NULL};
     m->n_params = local_num_params(m);
     m->params = xcalloc(m->n_params * sizeof(float));
     bind_tensors(m, &m->w, m->params);
@@ -42,10 +43,44 @@ void gpt_init_params(GPT *m, const GPTConfig *cfg) {
 }
 
 void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp) {
+    gpt_init_pp(m, cfg, policy, tp, NULL);
+}
+
+// The plan's policy with nothing recomputed: what --recompute-microbatches' keep-all contexts follow.
+static void policy_keep_all(MemoryPolicy *all, const MemoryPolicy *plan) {
+    policy_default(all, plan->layers);
+    LayerRecompute *kind = all->kind;
+    int *group_start = all->group_start;
+    *all = *plan;
+    all->kind = kind;
+    all->group_start = group_start;
+    for (int l = 0; l < plan->layers; l++) all->group_start[l] = l;   // policy_default: RECOMPUTE_NONE
+}
+
+// Bytes one context's arena needs: the one-process step's peak, or on a pipeline stage the largest
+// backward peak of its chunks (memory_model.h's act_chunk_bytes), and each entry's alignment.
+static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
+    size_t peak = 0, stored, bwd;
+    if (m->pp.p <= 1) {
+        peak = act_peak_bytes(&m->shape, pol);
+    } else {
+        for (int v = 0; v < m->pp.V; v++) {
+            int l0 = (v * m->pp.p + m->pp.rank) * m->pp.n;
+            act_chunk_bytes(&m->shape, pol, l0, l0 + m->pp.n, &stored, &bwd);
+            if (bwd > peak) peak = bwd;
+        }
+    }
+    return peak + (size_t)act_max_entries(pol) * 64;
+}
+
+void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp, const PPLayout *pp) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     const GPTConfig *c = &m->cfg;
     set_layout(m, c, tp);
+    PPLayout one = {1, 0, 1, c->layers, 1, 0, NULL};
+    m->pp = pp && pp->p > 1 ? *pp : one;
+    if (m->pp.contexts < 1) m->pp.contexts = 1;
     policy_default(&m->policy, c->layers);
     if (policy) {
         memcpy(m->policy.kind, policy->kind, sizeof(LayerRecompute) * (size_t)c->layers);
@@ -76,20 +111,29 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
                    m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, m->tp.t, m->tp.sp,
                    m->policy.tempo & GELU_FEWBIT ? m->policy.gelu_bits : 0, m->policy.mini_seq > 1 ? m->policy.mini_seq : 0};
     m->shape = sh;
-    // The arena holds exactly what the analytic model predicts at peak, plus alignment of each entry.
-    int max_entries = act_max_entries(&m->policy);
-    size_t capacity = act_peak_bytes(&sh, &m->policy) + (size_t)max_entries * 64;
-    if (policy && policy->arena_budget) {   // a hard limit: exceeding it is a bug, the arena aborts with the ledger
-        if (capacity > policy->arena_budget)
-            ctron_fatal("the policy needs %zu bytes of activations, more than the --mem-budget of %zu", capacity,
-                        policy->arena_budget);
-        capacity = policy->arena_budget;
+    // Each context's arena holds exactly what the analytic model predicts at its peak, plus alignment
+    // of each entry.
+    if (m->pp.keep_all > 0) policy_keep_all(&m->policy_all, &m->policy);
+    ledger_init_slots(&m->ledger, c->layers, m->pp.contexts);
+    m->acts = xcalloc(sizeof(ActContext) * (size_t)m->pp.contexts);
+    for (int k = 0; k < m->pp.contexts; k++) {
+        ActContext *a = &m->acts[k];
+        a->keep_all = k < m->pp.keep_all;
+        const MemoryPolicy *pol = a->keep_all ? &m->policy_all : &m->policy;
+        size_t capacity = context_capacity(m, pol);
+        if (policy && policy->arena_budget && m->pp.p <= 1) {   // a hard limit: exceeding it is a bug, the arena aborts
+            if (capacity > policy->arena_budget)
+                ctron_fatal("the policy needs %zu bytes of activations, more than the --mem-budget of %zu", capacity,
+                            policy->arena_budget);
+            capacity = policy->arena_budget;
+        }
+        arena_init(&a->arena, m->be, capacity, act_max_entries(pol), &m->ledger);
+        a->arena.slot = k;
+        a->arena.mem = &m->mem;   // --static-plan records and then places the saved tensors
+        a->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
     }
-    ledger_init(&m->ledger, c->layers);
-    arena_init(&m->arena, m->be, capacity, max_entries, &m->ledger);
-    m->arena.mem = &m->mem;   // --static-plan records and then places the saved tensors
+    m->act = &m->acts[0];
     offload_init(m);
-    m->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
 
     size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl, ss = (size_t)c->seq * c->seq;
     size_t threads = (size_t)omp_get_max_threads();
@@ -123,10 +167,15 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 
 void gpt_free(GPT *m) {
     offload_free(m);
-    arena_free(&m->arena);   // the arena, the offload pool and the static plan's block go back to the
-    stepmem_free(&m->mem);   // backend before it closes
+    for (int k = 0; m->acts && k < m->pp.contexts; k++) {   // the arenas, the offload pool and the static plan's
+        arena_free(&m->acts[k].arena);                       // block go back to the backend before it closes
+        free(m->acts[k].blocks);
+    }
+    free(m->acts);
+    stepmem_free(&m->mem);
     ledger_free(&m->ledger);
     policy_free(&m->policy);
+    if (m->policy_all.kind) policy_free(&m->policy_all);
     work_free(m);
     if (m->be) {   // a model of gpt_init_tp; gpt_init_params' has host parameters only
         m->be->free(m->be, m->params);
@@ -137,12 +186,20 @@ void gpt_free(GPT *m) {
     } else {
         free(m->params);
     }
-    free(m->info); free(m->blocks);
+    free(m->info);
     free(m->ce_part); free(m->ce_lse); free(m->row_loss);
     memset(m, 0, sizeof *m);
 }
 
 enum { PASS_FORWARD, PASS_RECOMPUTE };
+
+// The recompute plan of the context in use: the policy, or nothing recomputed for a keep-all context.
+static const MemoryPolicy *plan_of(const GPT *m) { return m->act->keep_all ? &m->policy_all : &m->policy; }
+
+void gpt_use_context(GPT *m, int k) {
+    if (k < 0 || k >= m->pp.contexts) ctron_fatal("gpt_use_context: context %d of %d", k, m->pp.contexts);
+    m->act = &m->acts[k];
+}
 
 // W's bf16 copy under mixed precision (the mirror has the parameters' layout), else NULL.
 static const uint16_t *w16_of(const GPT *m, const float *w) {
@@ -178,22 +235,22 @@ static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw
 // Does this pass keep `name` of layer l, and where (saved.h's KEEP_*)? A recompute pass keeps what a
 // none layer would, in the arena (its backward follows at once); the forward offloads what --offload names.
 static int keeps(const GPT *m, int l, ActName name, int pass) {
-    if (!m->ctx.train) return KEEP_NO;
+    if (!m->act->ctx.train) return KEEP_NO;
     if (pass == PASS_RECOMPUTE) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name) ? KEEP_ARENA : KEEP_NO;
-    if (!act_kept(m->policy.kind[l], m->policy.group_start[l] == l, m->policy.tempo, name)) return KEEP_NO;
+    if (!act_kept(plan_of(m)->kind[l], plan_of(m)->group_start[l] == l, m->policy.tempo, name)) return KEEP_NO;
     return act_offloaded(&m->policy, name) ? KEEP_OFFLOAD : KEEP_ARENA;
 }
 
 static DropoutSite site_of(const GPT *m, int layer, int site) {
-    DropoutSite d = {philox_key_from_seed(m->ctx.seed), m->ctx.step, (uint32_t)layer, (uint32_t)site,
-                     m->ctx.train ? m->cfg.dropout : 0.0f};
+    DropoutSite d = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)layer, (uint32_t)site,
+                     m->act->ctx.train ? m->cfg.dropout : 0.0f};
     return d;
 }
 
 // softmax(q kᵀ/√d) → dropout → · v into ctx, over this rank's heads: the part selective recompute
 // redoes (in its backward).
 static void attention_core(GPT *m, int l, const float *q, const float *k, const float *v, float *ctx, int pass) {
-    BlockActs *A = &m->blocks[l];
+    BlockActs *A = &m->act->blocks[l];
     int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
     size_t as2b = (size_t)m->al * s * s * b;
     DropoutSite site = site_of(m, l, SITE_ATTN);
@@ -201,7 +258,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        m->be->flash_attention_forward(ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->ctx.sample0);
+        m->be->flash_attention_forward(ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->act->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -210,7 +267,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
     uint8_t *mask = drop ? mask_out(m, A, ACT_ATTN_MASK, l, as2b, km) : NULL;
     float *dropped = drop ? saved_out(m, A, ACT_ATTN_DROP, l, as2b, kd) : NULL;
-    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->hl, m->head0, site, m->ctx.sample0, bf16);
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->hl, m->head0, site, m->act->ctx.sample0, bf16);
     saved_done(m, A, ACT_ATTN_PROB, l, prob, as2b, kp, 1);
     if (drop) {
         mask_done(m, A, ACT_ATTN_MASK, l, mask, as2b, km);
@@ -218,12 +275,14 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     }
 }
 
-enum { OUT_NEXT_BLOCK, OUT_HEAD, OUT_DISCARD };
+// Where a block's output goes: the next block's input, the final LN's, nowhere (a recomputed group's
+// last block), or the chunk's output buffer (m->chunk_out: the next pipeline stage's input).
+enum { OUT_NEXT_BLOCK, OUT_HEAD, OUT_DISCARD, OUT_CHUNK };
 
 // What each layer keeps, in the arena and in the offload pool, at the end of a training forward.
 static void snapshot_forward_end(GPT *m) {
     ledger_snapshot_forward_end(&m->ledger);
-    if (m->off.pool && m->ctx.train) ledger_snapshot_forward_end(&m->off.ledger);
+    if (m->off.pool && m->act->ctx.train) ledger_snapshot_forward_end(&m->off.ledger);
 }
 
 // The buffer an SP region edge gathers or reduce-scatters into (none without SP: the edge is the
@@ -235,29 +294,30 @@ static size_t rank_rows_h(const GPT *m) { return (size_t)m->s_rank * m->b_cur * 
 
 // Allocates block l's input (ln1_in of l) where block l−1 or the embedding writes it.
 static float *input_of(GPT *m, int l, int pass) {
-    m->blocks[l].mark = arena_mark(&m->arena);
-    return saved_out(m, &m->blocks[l], ACT_LN1_IN, l, rank_rows_h(m), keeps(m, l, ACT_LN1_IN, pass));
+    m->act->blocks[l].mark = arena_mark(&m->act->arena);
+    return saved_out(m, &m->act->blocks[l], ACT_LN1_IN, l, rank_rows_h(m), keeps(m, l, ACT_LN1_IN, pass));
 }
 
 // Where block l's output goes, allocated after the block's own tensors (the arena is a stack):
 // the next block's ln1_in or the final LN's input (a recomputed group's last block has none).
 static float *output_of(GPT *m, int l, int pass, int where) {
     if (where == OUT_NEXT_BLOCK) return input_of(m, l + 1, pass);
-    m->mark_head = arena_mark(&m->arena);
-    return saved_out(m, &m->model_acts, ACT_LNF_IN, -1, rank_rows_h(m), m->ctx.train);
+    if (where == OUT_CHUNK) return m->chunk_out;
+    m->act->mark_head = arena_mark(&m->act->arena);
+    return saved_out(m, &m->act->model_acts, ACT_LNF_IN, -1, rank_rows_h(m), m->act->ctx.train);
 }
 
 static void output_done(GPT *m, int l, int pass, int where, float *out) {
     size_t nh = rank_rows_h(m);
-    if (where == OUT_NEXT_BLOCK) saved_done(m, &m->blocks[l + 1], ACT_LN1_IN, l + 1, out, nh, keeps(m, l + 1, ACT_LN1_IN, pass), 0);
-    else if (where == OUT_HEAD) saved_done(m, &m->model_acts, ACT_LNF_IN, -1, out, nh, m->ctx.train, 0);
+    if (where == OUT_NEXT_BLOCK) saved_done(m, &m->act->blocks[l + 1], ACT_LN1_IN, l + 1, out, nh, keeps(m, l + 1, ACT_LN1_IN, pass), 0);
+    else if (where == OUT_HEAD) saved_done(m, &m->act->model_acts, ACT_LNF_IN, -1, out, nh, m->act->ctx.train, 0);
 }
 
 // The residual dropout mask of a site over this rank's rows (global positions: layout-invariant).
 static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int site, int keep) {
     size_t nh = rank_rows_h(m);
     uint8_t *mask = mask_out(m, A, name, l, nh, keep);
-    m->be->dropout_mask_sbw(mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->ctx.sample0);
+    m->be->dropout_mask_sbw(mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->act->ctx.sample0);
     mask_done(m, A, name, l, mask, nh, keep);
     return mask;
 }
@@ -267,7 +327,7 @@ static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int sit
 // x16: the kept bf16 copy of the (whole, ungathered) output for the next GEMM, else NULL.
 static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName out_name, const float *x,
                                     const float *gamma, const float *beta, int pass, const uint16_t **x16) {
-    BlockActs *A = &m->blocks[l];
+    BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
     int keep_out = keeps(m, l, out_name, pass);
@@ -332,9 +392,9 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     int h = c->hidden, hl = m->hl, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     int bf16 = m->policy.act_dtype == ACT_BF16;
     size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl;
-    BlockActs *A = &m->blocks[l];
+    BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l);
-    float p = m->ctx.train ? c->dropout : 0.0f;
+    float p = m->act->ctx.train ? c->dropout : 0.0f;
     int drop = p > 0.0f;
 #define KEEP(name) keeps(m, l, name, pass)
 
@@ -430,7 +490,7 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
 // kept for gpt_backward. Returns Σ loss over the rows.
 static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, int train, float grad_scale) {
     int h = m->cfg.hidden, vl = m->vl, n = m->s_cur * m->b_cur, t = m->tp.t, r0, r1;
-    BlockActs *M = &m->model_acts;
+    BlockActs *M = &m->act->model_acts;
     float *lm_grad = train ? saved_out(m, M, ACT_LM_GRAD, -1, (size_t)n * h, 1) : NULL;
     double loss = 0.0;
     for (int c = 0; c < m->policy.mini_seq; c++) {
@@ -454,7 +514,7 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
                             m->w.wte, nc, h, vl);
     }
     if (train) saved_done(m, M, ACT_LM_GRAD, -1, lm_grad, (size_t)n * h, 1, 0);
-    m->logits = NULL;
+    m->logits = m->act->logits = NULL;
     snapshot_forward_end(m);
     return loss;
 }
@@ -462,8 +522,8 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
 // logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
 static double head_forward(GPT *m, const float *x, const int32_t *targets, float grad_scale) {
     const GPTConfig *c = &m->cfg;
-    BlockActs *M = &m->model_acts;
-    int h = c->hidden, n = m->s_cur * m->b_cur, train = m->ctx.train, vl = m->vl;
+    BlockActs *M = &m->act->model_acts;
+    int h = c->hidden, n = m->s_cur * m->b_cur, train = m->act->ctx.train, vl = m->vl;
     size_t nrh = rank_rows_h(m), nr = (size_t)m->s_rank * m->b_cur;
     int mini = m->policy.mini_seq > 1 && targets;
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
@@ -473,7 +533,7 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     const uint16_t *lm16 = lm_all == lm_in ? saved_bf16(m, M, ACT_LM_IN, train) : NULL;
-    float *logits = m->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
+    float *logits = m->logits = m->act->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
     linear_fwd16(m, logits, vl, lm_all, lm16, h, m->w.wte, NULL, n, h, vl);
     snapshot_forward_end(m);
     if (!targets) return 0.0;
@@ -493,16 +553,21 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
 
 double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
                    float grad_scale) {
+    return gpt_forward_chunk(m, 0, m->cfg.layers, tokens, targets, NULL, NULL, s, b, ctx, grad_scale);
+}
+
+// The micro-batch's shape and key in the current context, before its forward.
+static void forward_begin(GPT *m, int l0, int l1, int s, int b, StepCtx ctx) {
     const GPTConfig *c = &m->cfg;
-    if (m->arena.n_entries != 0) ctron_fatal("gpt_forward: activations of the previous forward are still held");
+    if (m->act->arena.n_entries != 0) ctron_fatal("gpt_forward: activations of the previous forward are still held");
     if (s > c->seq || b > c->batch || s < 1 || b < 1)
         ctron_fatal("gpt_forward: batch [%d, %d] exceeds the model's [%d, %d]", s, b, c->seq, c->batch);
     if (m->tp.sp && s % m->tp.t != 0)
         ctron_fatal("gpt_forward: sequence parallelism needs the sequence (%d) divisible by t = %d", s, m->tp.t);
-    int h = c->hidden, L = c->layers, train = ctx.train;
-    float p = train ? c->dropout : 0.0f;
-    m->ledger.paused = !train;
-    m->ctx = ctx;
+    for (int l = l0; l < l1; l++)
+        if (!gpt_owns_layer(m, l)) ctron_fatal("gpt_forward: layer %d is not on pipeline stage %d", l, m->pp.rank);
+    m->ledger.paused = !ctx.train;
+    m->act->ctx = ctx;
     if (m->params16 && m->params16_stale) {   // mixed precision: the GEMMs' bf16 weights from the masters
         m->be->bf16_pack(m->params16, m->params, m->n_params);
         m->params16_stale = 0;
@@ -511,31 +576,57 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
     m->b_cur = b;
     m->s_rank = m->tp.sp ? s / m->tp.t : s;
     m->s0 = m->tp.sp ? m->tp.rank * m->s_rank : 0;
-    size_t nrh = rank_rows_h(m);
-    memset(&m->model_acts, 0, sizeof m->model_acts);
-    for (int l = 0; l < L; l++) memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
-    BlockActs *M = &m->model_acts;
-    stepmem_begin(&m->mem, train ? STEP_TRAIN : STEP_EVAL);
-    if (train) offload_begin_forward(m);
+    memset(&m->act->model_acts, 0, sizeof m->act->model_acts);
+    for (int l = l0; l < l1; l++) memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
+    stepmem_begin(&m->mem, ctx.train ? STEP_TRAIN : STEP_EVAL);
+    if (ctx.train) offload_begin_forward(m);
+}
 
-    // x = Dropout(wte[tokens] + wpe)
+// x = Dropout(wte[tokens] + wpe) into block 0's input.
+static float *embedding_forward(GPT *m, const int32_t *tokens) {
+    int h = m->cfg.hidden, train = m->act->ctx.train;
+    float p = train ? m->cfg.dropout : 0.0f;
+    size_t nrh = rank_rows_h(m);
+    BlockActs *M = &m->act->model_acts;
     scope_begin(m, scope_key(m, SCOPE_EMB));
     uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, train) : NULL;
     float *x = input_of(m, 0, PASS_FORWARD);
     embed_forward(m, x, tokens);
     if (emb_mask) {
-        m->be->dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, b, h, ctx.sample0);
+        m->be->dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, m->b_cur, h, m->act->ctx.sample0);
         mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
         m->be->dropout_apply(x, emb_mask, p, nrh);
     }
-    saved_done(m, &m->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
+    saved_done(m, &m->act->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
     scope_end(m, scope_key(m, SCOPE_EMB));
+    return x;
+}
 
-    for (int l = 0; l < L; l++) {
-        x = block_forward(m, l, x, PASS_FORWARD, l + 1 < L ? OUT_NEXT_BLOCK : OUT_HEAD);
-        if (train) offload_layer_stored(m, l);   // to the pool while the next block computes
+// A chunk's input from the previous stage, kept (and rounded) as block l0's input would be.
+static float *received_input(GPT *m, int l0, const float *input) {
+    size_t nrh = rank_rows_h(m);
+    float *x = input_of(m, l0, PASS_FORWARD);
+    m->be->copy(m->be, x, input, nrh * sizeof(float), COPY_D2D);
+    saved_done(m, &m->act->blocks[l0], ACT_LN1_IN, l0, x, nrh, keeps(m, l0, ACT_LN1_IN, PASS_FORWARD), 0);
+    return x;
+}
+
+double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const int32_t *targets, const float *input,
+                         float *output, int s, int b, StepCtx ctx, float grad_scale) {
+    int L = m->cfg.layers;
+    forward_begin(m, l0, l1, s, b, ctx);
+    float *x = l0 == 0 ? embedding_forward(m, tokens) : received_input(m, l0, input);
+    m->chunk_out = output;
+    for (int l = l0; l < l1; l++) {
+        int where = l + 1 < l1 ? OUT_NEXT_BLOCK : l1 == L ? OUT_HEAD : OUT_CHUNK;
+        x = block_forward(m, l, x, PASS_FORWARD, where);
+        if (ctx.train) offload_layer_stored(m, l);   // to the pool while the next block computes
     }
-
+    m->chunk_out = NULL;
+    if (l1 < L) {
+        snapshot_forward_end(m);
+        return 0.0;
+    }
     scope_begin(m, scope_key(m, SCOPE_HEAD));
     double loss = head_forward(m, x, targets, grad_scale);
     scope_end(m, scope_key(m, SCOPE_HEAD));
@@ -564,7 +655,7 @@ static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) 
 // its kept output (the input of the next linear) and the statistics.
 static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActName stats_name, const float *dy,
                           const float *gamma, const float *beta, float *dgamma, float *dbeta) {
-    BlockActs *A = &m->blocks[l];
+    BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
     const float *stats = saved_in(m, A, stats_name, l, 2 * (size_t)nr);
@@ -584,7 +675,7 @@ static void block_backward_pass(GPT *m, int l) {
     size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl, as2b = (size_t)m->al * s * s * b;
     float p = c->dropout;
     int drop = p > 0.0f;
-    BlockActs *A = &m->blocks[l];
+    BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
@@ -630,10 +721,10 @@ static void block_backward_pass(GPT *m, int l) {
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
         m->be->flash_attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                  saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH), s, b, m->al,
-                                 hl, m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0);
-    else if (m->policy.kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
+                                 hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl,
-                                     m->head0, site_of(m, l, SITE_ATTN), m->ctx.sample0,
+                                     m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0,
                                      m->policy.act_dtype == ACT_BF16);
     else
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
@@ -659,20 +750,22 @@ static void block_backward(GPT *m, int l) {
 // Runs the forward of layers g0..g1 again from g0's checkpoint, keeping everything, so that their
 // backward can follow. The recomputation is the same code on the same inputs: bit-identical.
 static void recompute_group(GPT *m, int g0, int g1) {
-    const float *x = saved_in(m, &m->blocks[g0], ACT_LN1_IN, g0, rank_rows_h(m));
+    const float *x = saved_in(m, &m->act->blocks[g0], ACT_LN1_IN, g0, rank_rows_h(m));
     for (int l = g0; l <= g1; l++) x = block_forward(m, l, x, PASS_RECOMPUTE, l < g1 ? OUT_NEXT_BLOCK : OUT_DISCARD);
 }
 
 void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
-    const GPTConfig *c = &m->cfg;
-    if (!ctx.train || !m->ctx.train) ctron_fatal("gpt_backward after an evaluation forward");
-    int s = m->s_cur, b = m->b_cur, h = c->hidden, vl = m->vl, n = s * b, L = c->layers, nr = m->s_rank * b;
-    size_t nrh = rank_rows_h(m);
-    BlockActs *M = &m->model_acts;
-    const MemoryPolicy *pol = &m->policy;
-    m->ws_memo[W_D_RES] = NULL;   // the running gradient: one temporary for the whole backward
+    if (!ctx.train || !m->act->ctx.train) ctron_fatal("gpt_backward after an evaluation forward");
+    gpt_backward_chunk(m, 0, m->cfg.layers, tokens, NULL, NULL);
+}
 
-    // logits = lm_in · wteᵀ (the logits buffer already holds dL/dlogits), then the final LN
+// logits = lm_in · wteᵀ (the logits buffer already holds dL/dlogits), then the final LN: dL/d(last
+// block's output) into d_res.
+static void head_backward(GPT *m) {
+    const GPTConfig *c = &m->cfg;
+    int h = c->hidden, vl = m->vl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = rank_rows_h(m);
+    BlockActs *M = &m->act->model_acts;
     scope_begin(m, scope_key(m, SCOPE_HEAD));
     const float *d_lm_in;
     if (m->policy.mini_seq > 1) {   // the forward did the output layer's backward; its dL/d lm_in was kept
@@ -681,48 +774,67 @@ void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx) {
         d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
         GemmIn lm_in = saved_gemm_in(m, M, ACT_LM_IN, -1, nrh, 1);
-        linear_bwd16(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+        linear_bwd16(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->act->logits, vl, lm_in, h, m->w.wte, n, h, vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
     m->be->layernorm_backward(ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
                        saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
-    arena_pop_to(&m->arena, m->mark_head);
+    arena_pop_to(&m->act->arena, m->act->mark_head);
     scope_end(m, scope_key(m, SCOPE_HEAD));
+}
 
-    for (int l = L - 1; l >= 0; l--) {
-        offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
-        if (pol->kind[l] == RECOMPUTE_FULL) {
-            int g0 = pol->group_start[l];
-            int last = l + 1 == L || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
-            if (last) recompute_group(m, g0, l);
-        }
-        block_backward(m, l);
-        arena_pop_to(&m->arena, m->blocks[l].mark);
-        offload_layer_released(m, l);
-        memset(m->blocks[l].saved, 0, sizeof m->blocks[l].saved);
-    }
-
-    // x = Dropout(wte[tokens] + wpe)
+// x = Dropout(wte[tokens] + wpe): d_res (dL/dx) into the embeddings' gradients.
+static void embedding_backward(GPT *m, const int32_t *tokens) {
+    const GPTConfig *c = &m->cfg;
+    int s = m->s_cur, b = m->b_cur, h = c->hidden, n = s * b;
+    size_t nrh = rank_rows_h(m);
     scope_begin(m, scope_key(m, SCOPE_EMB));
-    if (c->dropout > 0.0f) m->be->dropout_apply(ws(m, W_D_RES), mask_in(m, M, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
+    if (c->dropout > 0.0f)
+        m->be->dropout_apply(ws(m, W_D_RES), mask_in(m, &m->act->model_acts, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
     if (m->tp.t <= 1) {
         m->be->embedding_backward(m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
     } else {
         m->be->embedding_positions_backward(m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
         const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), sp_buf(m, W_GATHER), h, TPC_VOCAB);
-        m->be->embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, vl, n, h);
+        m->be->embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, m->vl, n, h);
     }
     scope_end(m, scope_key(m, SCOPE_EMB));
+}
+
+void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const float *d_output, float *d_input) {
+    int L = m->cfg.layers;
+    if (!m->act->ctx.train) ctron_fatal("gpt_backward after an evaluation forward");
+    size_t nrh = rank_rows_h(m);
+    const MemoryPolicy *pol = plan_of(m);
+    m->ws_memo[W_D_RES] = NULL;   // the running gradient: one temporary for the whole backward
+    if (l1 == L) head_backward(m);
+    else m->be->copy(m->be, ws(m, W_D_RES), d_output, nrh * sizeof(float), COPY_D2D);
+
+    for (int l = l1 - 1; l >= l0; l--) {
+        offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
+        if (pol->kind[l] == RECOMPUTE_FULL) {   // groups never straddle chunks (the stage policy cuts them)
+            int g0 = pol->group_start[l];
+            int last = l + 1 == l1 || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
+            if (last) recompute_group(m, g0, l);
+        }
+        block_backward(m, l);
+        arena_pop_to(&m->act->arena, m->act->blocks[l].mark);
+        offload_layer_released(m, l);
+        memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
+    }
+
+    if (l0 == 0) embedding_backward(m, tokens);
+    else m->be->copy(m->be, d_input, ws(m, W_D_RES), nrh * sizeof(float), COPY_D2D);
     scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);
-    arena_pop_to(&m->arena, 0);
-    memset(M->saved, 0, sizeof M->saved);
+    arena_pop_to(&m->act->arena, 0);
+    memset(m->act->model_acts.saved, 0, sizeof m->act->model_acts.saved);
 }
 
 void gpt_params_changed(GPT *m) { m->params16_stale = 1; }
 
 void gpt_release(GPT *m) {
     offload_end_step(m);
-    arena_pop_to(&m->arena, 0);
+    arena_pop_to(&m->act->arena, 0);
     m->ledger.paused = 0;
 }

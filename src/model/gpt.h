@@ -47,6 +47,8 @@ typedef struct {
     TPSplit split;
     int row_blocks;               // TP_ROWS: row blocks split separately (3 for c_attn)
     int sp_partial;               // under SP each TP rank computes part of this gradient: all-reduce over TP
+    int full_index;               // its index in the whole model's list (initialisation, checkpoints)
+    int pp_mirror;                // the last pipeline stage's copy of the tied wte: the first stage's counts
 } ParamInfo;
 
 // What the TP group's bytes were moved for (comm.h's convention): the conjugate operators inside
@@ -76,6 +78,31 @@ typedef struct {
     int train;                    // dropout on, activations kept for backward
 } StepCtx;
 
+// One micro-batch's activations between its forward and its backward (DESIGN.md §9): its own arena
+// (a stack, counted in its own ledger slot), the tensors of each block and of the model around the
+// blocks, and the micro-batch's random-number key. A pipeline stage keeps several in flight and frees
+// them in the order its schedule says; the one-process trainer uses one.
+typedef struct {
+    Arena arena;
+    BlockActs *blocks;            // [layers] (a stage fills only its own)
+    BlockActs model_acts;         // emb_mask, lnf_in, lnf_stats, lm_in, logits
+    int mark_head;                // arena entry of lnf_in
+    float *logits;                // dL/dlogits after a training forward of the last chunk
+    StepCtx ctx;
+    int keep_all;                 // --recompute-microbatches: this context keeps every activation
+} ActContext;
+
+// The rank's place in the pipeline (p = 1: every layer here). Stage r holds V model chunks of n =
+// L/(pV) layers: chunk v is global chunk g = v·p + r, layers [g·n, (g+1)·n) (1F1B and GPipe: V = 1;
+// layered: n = 1, layer l on stage l mod p). The embedding lives on the first stage; the final LN,
+// output layer and loss on the last, which keeps its own copy of the tied token embedding.
+typedef struct {
+    int p, rank, V, n;
+    int contexts;                 // activation contexts: the most micro-batch chunks in flight at once
+    int keep_all;                 // contexts 0..keep_all−1 keep every activation (--recompute-microbatches)
+    CommGroup *group;             // the pipeline group (NULL when p = 1)
+} PPLayout;
+
 // Activation offload (policy.offload; model/offload_sched.h): the forward writes a layer's offloaded
 // tensors into a stage slot and queues them to the pool; the backward fetches them back into a slot,
 // the next layer's while the current one computes. Slots alternate between the layers that offload.
@@ -101,6 +128,8 @@ typedef struct {
     GPTConfig cfg;
     MemoryPolicy policy;          // recompute plan, mask storage, stored precision
     TPLayout tp;
+    PPLayout pp;
+    MemoryPolicy policy_all;      // the plan with nothing recomputed: the keep_all contexts' policy
     // This rank's widths: hidden columns of q/k/v/context (h/t), heads (a/t), MLP columns (4h/t),
     // vocabulary rows (⌈v/t⌉: the vocabulary is padded to a multiple of t), first head, first
     // vocabulary row, and its sequence rows: s_rank positions from s0 (all of them without SP).
@@ -116,14 +145,12 @@ typedef struct {
     int n_info;
 
     ActShape shape;               // the saved-activation shape of a training micro-batch
-    Ledger ledger;
-    Arena arena;
+    Ledger ledger;                // one slot per activation context
+    ActContext *acts;             // [pp.contexts]
+    ActContext *act;              // the context the next forward or backward uses (gpt_use_context)
     OffloadState off;
-    BlockActs *blocks;            // [layers]
-    BlockActs model_acts;         // emb_mask, lnf_in, lnf_stats, lm_in, logits
-    int mark_head;                // arena entry of lnf_in
     float *logits;                // [s,b,v] of the last forward (arena or workspace); gradient after training
-    StepCtx ctx;                  // the micro-batch whose activations are held now
+    float *chunk_out;             // a chunk's forward writes its last block's output here (the send buffer)
     int s_cur, b_cur;
     int s0, s_rank;               // the sequence rows this rank holds (SP: s/t of them from s0)
 
@@ -156,6 +183,8 @@ void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy);
 // The same for one rank of a TP group (tp NULL: t = 1). heads, 4·hidden and, with SP, seq must be
 // divisible by t (the CLI checks). Every TP rank of a group calls gpt_forward/backward together.
 void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp);
+// The same for one stage of a pipeline (pp NULL: p = 1). The CLI checked that p·V divides L.
+void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp, const PPLayout *pp);
 // Parameters (and their names) only, the whole model: what checkpoints and generation use.
 void gpt_init_params(GPT *m, const GPTConfig *cfg);
 void gpt_free(GPT *m);
@@ -175,6 +204,22 @@ double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s,
                    float grad_scale);
 // Accumulates parameter gradients into m->grads and releases every saved activation.
 void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx);
+// Pipelines (DESIGN.md §9). The context the next forward/backward uses (0 ≤ k < pp.contexts).
+void gpt_use_context(GPT *m, int k);
+// The forward of layers [l0, l1) of this stage into the current context. l0 = 0 starts from tokens (the
+// embedding); otherwise input is the previous chunk's output [s_rank·b, h]. l1 = L ends in the loss
+// (returned, as gpt_forward); otherwise the last block's output goes to output [s_rank·b, h].
+double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const int32_t *targets, const float *input,
+                         float *output, int s, int b, StepCtx ctx, float grad_scale);
+// Its backward: d_output is dL/d(output) from the next chunk (ignored when l1 = L: the loss's gradient is
+// in the context); dL/d(input) goes to d_input (l0 > 0) or into the embedding's gradient (l0 = 0).
+// Releases the context.
+void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const float *d_output, float *d_input);
+// Does this stage hold layer l, and where is it in the stage's stacked tensors?
+static inline int gpt_owns_layer(const GPT *m, int l) { return (l / m->pp.n) % m->pp.p == m->pp.rank; }
+static inline int gpt_local_layer(const GPT *m, int l) { return (l / m->pp.n) / m->pp.p * m->pp.n + l % m->pp.n; }
+static inline int gpt_first_stage(const GPT *m) { return m->pp.rank == 0; }
+static inline int gpt_last_stage(const GPT *m) { return m->pp.rank == m->pp.p - 1; }
 // Releases whatever a forward left in the arena (a training forward that is not followed by backward).
 void gpt_release(GPT *m);
 void gpt_zero_grad(GPT *m);

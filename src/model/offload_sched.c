@@ -43,7 +43,7 @@ void offload_free(GPT *m) {
 void offload_begin_forward(GPT *m) {
     OffloadState *o = &m->off;
     if (!o->pool) return;
-    o->stage = arena_push(&m->arena, ACT_OFFLOAD_STAGE, -1, act_offload_stage_bytes(&m->shape, &m->policy));
+    o->stage = arena_push(&m->act->arena, ACT_OFFLOAD_STAGE, -1, act_offload_stage_bytes(&m->shape, &m->policy));
     o->owner[0] = o->owner[1] = -1;
     o->cursor = 0;
 }

@@ -7,7 +7,7 @@
 #include "util/common.h"
 
 BlockTensors block_tensors(const GPT *m, const GPTTensors *t, int l) {
-    size_t L = (size_t)l, H = (size_t)m->cfg.hidden, hl = (size_t)m->hl, fl = (size_t)m->fl;
+    size_t L = (size_t)gpt_local_layer(m, l), H = (size_t)m->cfg.hidden, hl = (size_t)m->hl, fl = (size_t)m->fl;
     BlockTensors b = {
         t->ln1_w + L * H, t->ln1_b + L * H, t->qkv_w + L * 3 * hl * H, t->qkv_b + L * 3 * hl,
         t->proj_w + L * H * hl, t->proj_b + L * H, t->ln2_w + L * H, t->ln2_b + L * H,
@@ -21,32 +21,42 @@ size_t gpt_num_params(const GPTConfig *c) {
     return (size_t)c->vocab * h + (size_t)c->seq * h + L * per_layer + 2 * h;
 }
 
+// What this pipeline stage holds besides its layers: the token embedding on the first and the last
+// stage (tied to the output layer), positions on the first, the final LN on the last.
+static int has_wte(const GPT *m) { return gpt_first_stage(m) || gpt_last_stage(m); }
+
 size_t local_num_params(const GPT *m) {
-    size_t h = (size_t)m->cfg.hidden, L = (size_t)m->cfg.layers, hl = (size_t)m->hl, fl = (size_t)m->fl;
+    size_t h = (size_t)m->cfg.hidden, L = (size_t)(m->cfg.layers / m->pp.p), hl = (size_t)m->hl, fl = (size_t)m->fl;
     size_t per_layer = 2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h;
-    return (size_t)m->vl * h + (size_t)m->cfg.seq * h + L * per_layer + 2 * h;
+    return (has_wte(m) ? (size_t)m->vl * h : 0) + (gpt_first_stage(m) ? (size_t)m->cfg.seq * h : 0) + L * per_layer +
+           (gpt_last_stage(m) ? 2 * h : 0);
 }
 
-// Lays the tensors out in one buffer (stacked per kind).
+// Lays the tensors out in one buffer (stacked per kind: the stage's layers in order); a tensor the
+// stage does not hold is NULL.
 void bind_tensors(const GPT *m, GPTTensors *t, float *base) {
-    size_t h = (size_t)m->cfg.hidden, L = (size_t)m->cfg.layers, hl = (size_t)m->hl, fl = (size_t)m->fl;
+    size_t h = (size_t)m->cfg.hidden, L = (size_t)(m->cfg.layers / m->pp.p), hl = (size_t)m->hl, fl = (size_t)m->fl;
     float *p = base;
 #define TAKE(field, count) do { t->field = p; p += (count); } while (0)
-    TAKE(wte, (size_t)m->vl * h); TAKE(wpe, (size_t)m->cfg.seq * h);
+    memset(t, 0, sizeof *t);
+    if (has_wte(m)) TAKE(wte, (size_t)m->vl * h);
+    if (gpt_first_stage(m)) TAKE(wpe, (size_t)m->cfg.seq * h);
     TAKE(ln1_w, L * h); TAKE(ln1_b, L * h);
     TAKE(qkv_w, L * 3 * hl * h); TAKE(qkv_b, L * 3 * hl);
     TAKE(proj_w, L * h * hl); TAKE(proj_b, L * h);
     TAKE(ln2_w, L * h); TAKE(ln2_b, L * h);
     TAKE(fc1_w, L * fl * h); TAKE(fc1_b, L * fl);
     TAKE(fc2_w, L * h * fl); TAKE(fc2_b, L * h);
-    TAKE(lnf_w, h); TAKE(lnf_b, h);
+    if (gpt_last_stage(m)) { TAKE(lnf_w, h); TAKE(lnf_b, h); }
 #undef TAKE
 }
 
 typedef struct { int rows, cols, full_rows, full_cols; TPSplit split; int blocks; } Shard;
 
-static void add_info(GPT *m, const char *name, const float *ptr, Shard sh, int decay) {
+static void add_info(GPT *m, const char *name, const float *ptr, Shard sh, int decay, int full_index) {
     ParamInfo *pi = &m->info[m->n_info++];
+    pi->full_index = full_index;
+    pi->pp_mirror = 0;
     snprintf(pi->name, sizeof pi->name, "%s", name);
     pi->offset = (size_t)(ptr - m->params);
     pi->ndim = sh.cols > 0 ? 2 : 1;
@@ -73,13 +83,19 @@ void build_info(GPT *m) {
     Shard fc1_w = {fl, h, 4 * h, h, TP_ROWS, 1}, fc1_b = {fl, 0, 4 * h, 0, TP_ROWS, 1};
     Shard fc2_w = {h, fl, h, 4 * h, TP_COLS, 1};
     // Weight decay: weight matrices and the (tied) token embedding; not biases, LN or positions.
-    add_info(m, "wte.weight", m->w.wte, wte, 1);
-    add_info(m, "wpe.weight", m->w.wpe, wpe, 0);
+    // full_index: the place in the whole model's list (wte, wpe, 12 per layer, ln_f), on any stage.
+    if (has_wte(m)) {
+        add_info(m, "wte.weight", m->w.wte, wte, 1, 0);
+        m->info[m->n_info - 1].pp_mirror = !gpt_first_stage(m);
+    }
+    if (gpt_first_stage(m)) add_info(m, "wpe.weight", m->w.wpe, wpe, 0, 1);
     char name[48];
     for (int l = 0; l < m->cfg.layers; l++) {
+        if (!gpt_owns_layer(m, l)) continue;
         BlockTensors b = block_tensors(m, &m->w, l);
+        int j = 2 + 12 * l;
 #define INFO(suffix, ptr, shard, decay) \
-        do { snprintf(name, sizeof name, "h.%d.%s", l, suffix); add_info(m, name, ptr, shard, decay); } while (0)
+        do { snprintf(name, sizeof name, "h.%d.%s", l, suffix); add_info(m, name, ptr, shard, decay, j++); } while (0)
         INFO("ln_1.weight", b.ln1_w, vec, 0);
         INFO("ln_1.bias", b.ln1_b, vec, 0);
         INFO("attn.c_attn.weight", b.qkv_w, qkv_w, 1);
@@ -94,8 +110,10 @@ void build_info(GPT *m) {
         INFO("mlp.c_proj.bias", b.fc2_b, vec, 0);
 #undef INFO
     }
-    add_info(m, "ln_f.weight", m->w.lnf_w, vec, 0);
-    add_info(m, "ln_f.bias", m->w.lnf_b, vec, 0);
+    if (gpt_last_stage(m)) {
+        add_info(m, "ln_f.weight", m->w.lnf_w, vec, 0, 2 + 12 * m->cfg.layers);
+        add_info(m, "ln_f.bias", m->w.lnf_b, vec, 0, 3 + 12 * m->cfg.layers);
+    }
 }
 
 const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
@@ -122,7 +140,7 @@ static void init_whole(GPT *m, uint64_t seed);
 
 void gpt_init_weights(GPT *m, uint64_t seed) {
     gpt_params_changed(m);
-    if (m->tp.t <= 1) {
+    if (m->tp.t <= 1 && m->pp.p <= 1) {
         init_whole(m, seed);
         return;
     }
@@ -152,7 +170,7 @@ static void init_whole(GPT *m, uint64_t seed) {
             memset(x, 0, pi->numel * sizeof(float));
         } else {
             int resid = strstr(n, "c_proj.weight") != NULL;
-            fill_normal(x, pi->numel, resid ? resid_std : 0.02f, seed, (uint32_t)i);
+            fill_normal(x, pi->numel, resid ? resid_std : 0.02f, seed, (uint32_t)pi->full_index);
         }
     }
 }
@@ -186,9 +204,12 @@ static long full_index(const ParamInfo *pi, int t_rank, long row, long col) {
 }
 
 // Copies between this rank's tensors (local) and the unsharded ones (full), for rank t_rank's slices.
+// A pipeline stage has its own tensors only; the last stage's copy of wte is not gathered (the first
+// stage's is the same).
 static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, float *full_buf, int to_local) {
     for (int i = 0; i < m->n_info; i++) {
-        const ParamInfo *pi = &m->info[i], *fi = &full->info[i];
+        const ParamInfo *pi = &m->info[i], *fi = &full->info[pi->full_index];
+        if (!to_local && pi->pp_mirror) continue;
         long rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1;
         float *lp = local + pi->offset, *fp = full_buf + fi->offset;
 #pragma omp parallel for schedule(static)

@@ -37,7 +37,7 @@ void work_free(GPT *m) {
 
 // The kept copy's place: the arena's top, or the layer's stage slot when it is offloaded.
 static void *keep_place(GPT *m, ActName name, int layer, size_t bytes, int keep) {
-    return keep == KEEP_OFFLOAD ? offload_place(m, name, layer, bytes) : arena_push(&m->arena, name, layer, bytes);
+    return keep == KEEP_OFFLOAD ? offload_place(m, name, layer, bytes) : arena_push(&m->act->arena, name, layer, bytes);
 }
 
 float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep) {
@@ -107,7 +107,7 @@ void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf
 // The mask the forward drew, drawn again: dropout is a pure function of its Philox key.
 static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
     const GPTConfig *c = &m->cfg;
-    DropoutSite site = {philox_key_from_seed(m->ctx.seed), m->ctx.step, (uint32_t)(layer < 0 ? 0 : layer), 0,
+    DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)(layer < 0 ? 0 : layer), 0,
                         c->dropout};
     switch (name) {
     case ACT_EMB_MASK: site.site = SITE_EMB; break;
@@ -115,12 +115,12 @@ static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
     case ACT_DROP2_MASK: site.site = SITE_DROP2; break;
     case ACT_ATTN_MASK:
         site.site = SITE_ATTN;
-        m->be->attention_mask(keep, m->s_cur, m->b_cur, m->al, m->head0, site, m->ctx.sample0);
+        m->be->attention_mask(keep, m->s_cur, m->b_cur, m->al, m->head0, site, m->act->ctx.sample0);
         return;
     default:
         ctron_fatal("regenerate: %s is not a dropout mask", act_name_str(name));
     }
-    m->be->dropout_mask_sbw(keep, site, m->s0, m->s_rank, m->b_cur, c->hidden, m->ctx.sample0);
+    m->be->dropout_mask_sbw(keep, site, m->s0, m->s_rank, m->b_cur, c->hidden, m->act->ctx.sample0);
 }
 
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {

@@ -62,7 +62,7 @@ StaticPlanReport gpt_plan_memory(GPT *m, const int32_t *tokens, const int32_t *t
     gpt_forward(m, tokens, targets, s, b, ctx, 0.0f);
     gpt_zero_grad(m);
     memset(m->comm_bytes, 0, sizeof m->comm_bytes);
-    r.default_bytes = m->arena.capacity + m->workspace_bytes;
+    r.default_bytes = m->act->arena.capacity + m->workspace_bytes;
 
     r.block = stepmem_solve(&m->mem, m->be);
     const StaticPlan *tr = &m->mem.plan[STEP_TRAIN], *ev = &m->mem.plan[STEP_EVAL];
@@ -77,7 +77,7 @@ StaticPlanReport gpt_plan_memory(GPT *m, const int32_t *tokens, const int32_t *t
     r.eval_lower_bound = ev->lower_bound;
 
     // The default storage is not used again: every step is placed in the block.
-    arena_release_block(&m->arena);
+    arena_release_block(&m->act->arena);
     for (int w = 0; w < W_COUNT; w++) { m->be->free(m->be, m->ws[w]); m->ws[w] = NULL; }
     work_free(m);
     m->workspace_bytes = (2 * (size_t)s * b + 3 * (size_t)s * b * (size_t)m->tp.t) * sizeof(float);
