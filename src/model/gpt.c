@@ -46,17 +46,6 @@ void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     gpt_init_pp(m, cfg, policy, tp, NULL);
 }
 
-// The plan's policy with nothing recomputed: what --recompute-microbatches' keep-all contexts follow.
-static void policy_keep_all(MemoryPolicy *all, const MemoryPolicy *plan) {
-    policy_default(all, plan->layers);
-    LayerRecompute *kind = all->kind;
-    int *group_start = all->group_start;
-    *all = *plan;
-    all->kind = kind;
-    all->group_start = group_start;
-    for (int l = 0; l < plan->layers; l++) all->group_start[l] = l;   // policy_default: RECOMPUTE_NONE
-}
-
 // Bytes one context's arena needs: the one-process step's peak, or on a pipeline stage the largest
 // backward peak of its chunks (memory_model.h's act_chunk_bytes), and each entry's alignment.
 static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
@@ -113,7 +102,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     m->shape = sh;
     // Each context's arena holds exactly what the analytic model predicts at its peak, plus alignment
     // of each entry.
-    if (m->pp.keep_all > 0) policy_keep_all(&m->policy_all, &m->policy);
+    if (m->pp.keep_all > 0) policy_keep_everything(&m->policy_all, &m->policy);
     ledger_init_slots(&m->ledger, c->layers, m->pp.contexts);
     m->acts = xcalloc(sizeof(ActContext) * (size_t)m->pp.contexts);
     for (int k = 0; k < m->pp.contexts; k++) {

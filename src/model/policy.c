@@ -24,6 +24,26 @@ void policy_default(MemoryPolicy *p, int layers) {
     alloc_plan(p, layers);
 }
 
+void policy_keep_everything(MemoryPolicy *all, const MemoryPolicy *plan) {
+    policy_default(all, plan->layers);
+    LayerRecompute *kind = all->kind;
+    int *group_start = all->group_start;
+    *all = *plan;
+    all->kind = kind;
+    all->group_start = group_start;
+    for (int l = 0; l < plan->layers; l++) {
+        all->kind[l] = RECOMPUTE_NONE;
+        all->group_start[l] = l;
+    }
+}
+
+void policy_cut_groups(MemoryPolicy *p, int chunk_layers) {
+    for (int l = 0; chunk_layers > 0 && l < p->layers; l++) {
+        int chunk0 = l / chunk_layers * chunk_layers;
+        if (p->group_start[l] < chunk0) p->group_start[l] = chunk0;
+    }
+}
+
 void policy_free(MemoryPolicy *p) {
     free(p->kind);
     free(p->group_start);

@@ -63,6 +63,12 @@ const char *offload_describe(unsigned offload, char *buf, size_t len);
 const char *tempo_describe(unsigned tempo, char *buf, size_t len);
 void policy_default(MemoryPolicy *p, int layers);   // none, fp32, byte masks
 void policy_free(MemoryPolicy *p);
+// The plan with nothing recomputed (same dtype, masks, Tempo): what --recompute-microbatches' keep-all
+// micro-batches follow. Allocates; policy_free it.
+void policy_keep_everything(MemoryPolicy *all, const MemoryPolicy *plan);
+// Pipelines: a full-recompute group never straddles two model chunks of chunk_layers layers (each chunk
+// runs its backward on its own): groups are cut at chunk starts.
+void policy_cut_groups(MemoryPolicy *p, int chunk_layers);
 const char *recompute_name(LayerRecompute k);
 const char *mask_mode_name(MaskMode m);
 const char *act_dtype_name(ActDtype d);
