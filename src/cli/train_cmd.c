@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "train/pipe_schedule.h"
 #include <unistd.h>
 #include "backend/backend.h"
 #include "backend/cpu/gemm_bf16.h"
@@ -93,10 +94,17 @@ void cli_train_usage(FILE *f) {
         "  --sample N        after training, print N sampled tokens (KV-cache generation)\n"
         "  --prompt TEXT     prompt for --sample (default a newline)\n"
         "\n"
-        "parallelism (docs/PARALLEL.md; launch with mpirun -np N, N = dp x tp)\n"
+        "parallelism (docs/PARALLEL.md; launch with mpirun -np N, N = dp x pp x tp)\n"
         "  --tp T            tensor-parallel size: T consecutive ranks share each layer (heads split) (default 1)\n"
         "  --sp              sequence parallelism in the TP group: LN, dropout, residual on s/T rows each\n"
         "  --zero 0|1        1: ZeRO-1, AdamW state sharded over the data-parallel ranks (default 0)\n"
+        "  --pp P            pipeline stages: stage r holds a contiguous range of layers (default 1)\n"
+        "  --pp-schedule S   1f1b (default), interleaved (with --virtual-stages V), gpipe (all forwards, then all\n"
+        "                    backwards) or layered (layered gradient accumulation; layer l on stage l mod P);\n"
+        "                    the micro-batches of a step are --grad-accum\n"
+        "  --virtual-stages V  interleaved: model chunks per stage (chunk v of stage r starts at v·L/V + r·L/(P·V))\n"
+        "  --recompute-microbatches N  of the micro-batches a stage keeps in flight, N keep every activation;\n"
+        "                    the others follow --recompute (Megatron's micro-batches with partial checkpoints)\n"
         "\n"
         "checkpoints (docs/CHECKPOINTS.md)\n"
         "  --ckpt-dir DIR    save checkpoints to DIR/step_NNNNNNNN (atomically)\n"
@@ -119,7 +127,7 @@ enum {
     OPT_EVAL_BATCHES, OPT_THREADS, OPT_LOG, OPT_PRINT_EVERY, OPT_LEDGER, OPT_SAMPLE, OPT_PROMPT,
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PRECISION, OPT_BF16, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
-    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
+    OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET
 };
 
@@ -175,6 +183,9 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
         {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
         {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
+        {"virtual-stages", required_argument, 0, OPT_VSTAGES},
+        {"recompute-microbatches", required_argument, 0, OPT_RC_MICRO},
         {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
         {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
         {"resume", required_argument, 0, OPT_RESUME},
@@ -284,6 +295,17 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
         case OPT_SP: o->sp = 1; break;
         case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;
+        case OPT_PP: rc = parse_int("--pp", optarg, 1, 4096, &o->pp); break;
+        case OPT_PP_SCHEDULE: {
+            PipeScheduleKind k;
+            if (pipe_schedule_parse(optarg, &k) != 0)
+                return usage_error("--pp-schedule: unknown schedule '%s' (expected 1f1b, interleaved, gpipe or layered)",
+                                   optarg);
+            o->pp_schedule = (int)k;
+            break;
+        }
+        case OPT_VSTAGES: rc = parse_int("--virtual-stages", optarg, 1, 65535, &o->virtual_stages); break;
+        case OPT_RC_MICRO: rc = parse_int("--recompute-microbatches", optarg, 0, 65535, &o->recompute_microbatches); break;
         case 'h': cli_train_usage(stdout); return -1;
         case ':': return usage_error("%s: missing value", flag);
         default: return usage_error("unknown option '%s'", flag);

@@ -68,7 +68,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     const GPTConfig *c = &m->cfg;
     set_layout(m, c, tp);
     PPLayout one = {1, 0, 1, c->layers, 1, 0, NULL};
-    m->pp = pp && pp->p > 1 ? *pp : one;
+    m->pp = pp ? *pp : one;
     if (m->pp.contexts < 1) m->pp.contexts = 1;
     policy_default(&m->policy, c->layers);
     if (policy) {

@@ -228,4 +228,6 @@ void gpt_zero_grad(GPT *m);
 void gpt_params_changed(GPT *m);
 size_t gpt_num_params(const GPTConfig *cfg);
 const ParamInfo *gpt_find_param(const GPT *m, const char *name);
+// The name of the whole model's tensor number full_index (ParamInfo.full_index), on any stage.
+void gpt_param_full_name(const GPTConfig *c, int full_index, char *buf, size_t len);
 #endif

@@ -116,6 +116,19 @@ void build_info(GPT *m) {
     }
 }
 
+void gpt_param_full_name(const GPTConfig *c, int full_index, char *buf, size_t len) {
+    static const char *suffix[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                     "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    int k = full_index - 2, L = c->layers;
+    if (full_index == 0) snprintf(buf, len, "wte.weight");
+    else if (full_index == 1) snprintf(buf, len, "wpe.weight");
+    else if (k >= 0 && k < 12 * L) snprintf(buf, len, "h.%d.%s", k / 12, suffix[k % 12]);
+    else if (k == 12 * L) snprintf(buf, len, "ln_f.weight");
+    else if (k == 12 * L + 1) snprintf(buf, len, "ln_f.bias");
+    else snprintf(buf, len, "?");
+}
+
 const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
     for (int i = 0; i < m->n_info; i++)
         if (strcmp(m->info[i].name, name) == 0) return &m->info[i];

@@ -8,21 +8,21 @@
 #include "util/common.h"
 
 int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
-    int first = -1;
+    int first = -1, none = 4 + 12 * m->cfg.layers;   // indices in the whole model's list (full_index)
     for (int i = 0; i < m->n_info; i++) {
         const float *g = m->grads + m->info[i].offset;
         size_t bad = m->be->count_nonfinite(g, m->info[i].numel);
         if (counts) counts[i] = bad;
-        if (bad && first < 0) first = i;
+        if (bad && first < 0) first = m->info[i].full_index;
     }
     if (world->size == 1) return first;
-    // The smallest index over the ranks (TP shards differ; names are the same on every rank).
-    float *all = xmalloc((size_t)world->size * sizeof(float)), mine = first < 0 ? (float)m->n_info : (float)first;
+    // The smallest index over the ranks (TP shards differ; pipeline stages hold different tensors).
+    float *all = xmalloc((size_t)world->size * sizeof(float)), mine = first < 0 ? (float)none : (float)first;
     comm_allgather(world, &mine, all, 1);
-    int best = m->n_info;
+    int best = none;
     for (int r = 0; r < world->size; r++) best = (int)all[r] < best ? (int)all[r] : best;
     free(all);
-    return best < m->n_info ? best : -1;
+    return best < none ? best : -1;
 }
 
 int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss, double norm, int first,
@@ -33,7 +33,9 @@ int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss
     if (isfinite(loss)) cJSON_AddNumberToObject(o, "loss_value", loss);
     cJSON_AddStringToObject(o, "grad_norm", isfinite(norm) ? "finite" : isnan(norm) ? "nan" : "inf");
     cJSON_AddNumberToObject(o, "consecutive_bad_steps", bad_steps);
-    cJSON_AddStringToObject(o, "first_nonfinite_gradient", first >= 0 ? m->info[first].name : "");
+    char first_name[48] = "";
+    if (first >= 0) gpt_param_full_name(&m->cfg, first, first_name, sizeof first_name);
+    cJSON_AddStringToObject(o, "first_nonfinite_gradient", first_name);
     cJSON *t = cJSON_AddObjectToObject(o, "nonfinite_elements_rank0");
     for (int i = 0; i < m->n_info; i++)
         if (counts[i]) cJSON_AddNumberToObject(t, m->info[i].name, (double)counts[i]);

@@ -7,8 +7,8 @@
 #include "model/gpt.h"
 #include "parallel/comm.h"
 
-// Index (ParamInfo order) of the first parameter whose gradient holds a non-finite value on any
-// rank of world, or -1; collective over world. counts[n_info] (may be NULL) gets this rank's
+// Index in the whole model's list (ParamInfo.full_index; gpt_param_full_name names it) of the first
+// parameter whose gradient holds a non-finite value on any rank of world, or -1; collective over world. counts[n_info] (may be NULL) gets this rank's
 // non-finite elements per tensor.
 int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts);
 // Writes the diagnostic of a run stopped by non-finite steps: step, loss, norm, the first tensor,

@@ -51,6 +51,10 @@
     X("mem-budget", SAME, "%.17g", (o)->mem_budget)                                                  \
     X("tp", SAME, "%d", (o)->tp)                                                                     \
     X("sp", SAME, "%d", (o)->sp)                                                                     \
+    X("pp", SAME, "%d", (o)->pp)                                                                     \
+    X("pp-schedule", SAME, "%d", (o)->pp_schedule)                                                   \
+    X("virtual-stages", SAME, "%d", (o)->virtual_stages)                                             \
+    X("recompute-microbatches", SAME, "%d", (o)->recompute_microbatches)                             \
     X("zero", SAME, "%d", (o)->zero)                                                                 \
     X("ranks", SAME, "%d", (o)->world_size)                                                          \
     X("max-bad-steps", SAME, "%d", (o)->max_bad_steps)                                               \

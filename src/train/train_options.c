@@ -8,6 +8,7 @@
 #include "memory/ledger_report.h"
 #include "memory/planner.h"
 #include "train/trainer.h"
+#include "train/pipe_schedule.h"
 
 void train_options_default(TrainOptions *o) {
     memset(o, 0, sizeof *o);
@@ -37,6 +38,8 @@ void train_options_default(TrainOptions *o) {
     o->act_dtype = ACT_FP32;
     o->show_ledger = 1;
     o->tp = 1;
+    o->pp = 1;
+    o->pp_schedule = PIPE_1F1B;
     o->world_size = 1;
     o->max_bad_steps = 5;
 }
@@ -57,7 +60,8 @@ double train_memory_estimate(const TrainOptions *o, double *state_bytes, double 
 }
 
 int train_dp_groups(const TrainOptions *o) {
-    return o->tp >= 1 && o->world_size >= o->tp && o->world_size % o->tp == 0 ? o->world_size / o->tp : 1;
+    int tp_pp = o->tp * (o->pp > 1 ? o->pp : 1);
+    return o->tp >= 1 && o->world_size >= tp_pp && o->world_size % tp_pp == 0 ? o->world_size / tp_pp : 1;
 }
 
 int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen) {
@@ -80,8 +84,35 @@ int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t 
                  o->tp);
         return -1;
     }
+    if (o->pp > 1 && world_size % (o->pp * o->tp) != 0) {
+        snprintf(err, errlen, "--pp %d x --tp %d = %d does not divide the %d rank%s of this run (ranks = dp x pp x tp)",
+                 o->pp, o->tp, o->pp * o->tp, world_size, world_size == 1 ? "" : "s");
+        return -1;
+    }
+    PipeSpec spec;
+    if (train_pipe_spec(o, &spec, err, errlen) != 0) return -1;
+    if (train_uses_pipeline(o)) {   // what the pipeline executor does not combine with (yet)
+        const char *no = o->static_plan ? "--static-plan" : o->offload ? "--offload" : NULL;
+        if (no) {
+            snprintf(err, errlen, "%s does not work with a pipeline schedule (--pp %d, --pp-schedule %s): its plan and "
+                     "its stage slots are for one micro-batch in flight", no, o->pp, pipe_schedule_name(spec.kind));
+            return -1;
+        }
+    }
+    if (o->recompute_microbatches > 0 && !train_uses_pipeline(o)) {
+        snprintf(err, errlen, "--recompute-microbatches %d needs a pipeline (--pp 2 or more, or --pp-schedule gpipe or "
+                 "layered): with one micro-batch in flight there is nothing to choose from", o->recompute_microbatches);
+        return -1;
+    }
     return 0;
 }
+
+int train_pipe_spec(const TrainOptions *o, PipeSpec *spec, char *err, size_t errlen) {
+    return pipe_spec_init(spec, (PipeScheduleKind)o->pp_schedule, o->pp > 1 ? o->pp : 1, o->virtual_stages,
+                          o->grad_accum, o->model.layers, err, errlen);
+}
+
+int train_uses_pipeline(const TrainOptions *o) { return o->pp > 1 || o->pp_schedule != PIPE_1F1B; }
 
 static ActShape options_shape(const TrainOptions *o) {
     const GPTConfig *c = &o->model;

@@ -8,6 +8,7 @@
 #include "model/gpt.h"
 #include "model/policy.h"
 #include "parallel/comm.h"
+#include "train/pipe_schedule.h"
 
 typedef struct {
     GPTConfig model;
@@ -39,6 +40,10 @@ typedef struct {
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
     // Parallel layout (docs/PARALLEL.md): ranks = dp × tp, tp consecutive ranks per TP group.
     int tp;              // tensor-parallel size (1: none)
+    int pp;              // pipeline stages (1: none); ranks = dp × pp × tp, tp fastest
+    int pp_schedule;     // PipeScheduleKind (train/pipe_schedule.h): --pp-schedule 1f1b|interleaved|gpipe|layered
+    int virtual_stages;  // --virtual-stages V: model chunks per stage (interleaved; 0: not given)
+    int recompute_microbatches;  // --recompute-microbatches N: N of a stage's in-flight contexts keep everything
     int sp;              // sequence parallelism within the TP group
     int zero;            // 1: ZeRO-1, AdamW state sharded over the dp ranks
     int world_size;      // ranks of the run (the CLI sets it): dp = world_size / tp
@@ -59,6 +64,10 @@ void train_options_default(TrainOptions *o);
 // Does the layout fit the model and the world (t divides the ranks and the heads; SP needs t > 1
 // and s divisible by t)? 0, or -1 with a message naming the flags. Every rank gets the same answer.
 int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen);
+// The pipeline schedule of the options (checked: pipe_spec_init's rules); 0, or -1 with the message.
+int train_pipe_spec(const TrainOptions *o, PipeSpec *spec, char *err, size_t errlen);
+// Does the run go through the pipeline executor (a pipeline, or a schedule other than one-process 1F1B)?
+int train_uses_pipeline(const TrainOptions *o);
 // The MemoryPolicy the options describe; -1 with a message naming the bad flag.
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
 // Runs the whole training on every rank of comm, laid out as dp × tp (each dp group takes its
@@ -75,7 +84,7 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget);
 // Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
 // parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes);
-// Data-parallel groups of the run: world_size / tp (1 when the layout does not fit; checked apart).
+// Data-parallel groups of the run: world_size / (tp · pp) (1 when the layout does not fit; checked apart).
 int train_dp_groups(const TrainOptions *o);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
