@@ -111,7 +111,10 @@ MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMP_WAIT_POLICY": "PASSIVE"}
 DEFAULT_PARALLEL = "single,tp2,tp2+sp,tp2+sp+selective"
 DEFAULT_SCALING = "1,2"
-COMM_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast")
+# Every kind a log's comm_bytes may hold (comm_kind_name): the per-step total sums them all; the
+# layout table has columns for the collectives only (no layout here runs a pipeline's send/recv).
+COMM_KINDS = ("all-reduce", "all-gather", "reduce-scatter", "broadcast", "send", "recv")
+COMM_TABLE_KINDS = COMM_KINDS[:4]
 TP_PURPOSES = ("block", "regather", "vocab")
 
 # The implementations a config runs, in the order a round runs them (reversed in even rounds).
@@ -1275,7 +1278,7 @@ def parallel_markdown(sec, env):
         lines.append(
             f"| {lay['name']} | {rt} | {fmt(agg['ms_median'])} | {fmt(agg['tokens_per_s'], 0)} "
             f"| {sp} | {fmt(agg['fwd_ms'])} | {fmt(agg['bwd_ms'])} | {fmt(agg['opt_ms'])} | "
-            + " | ".join(mib0(cb.get(k)) for k in COMM_KINDS) + " | "
+            + " | ".join(mib0(cb.get(k)) for k in COMM_TABLE_KINDS) + " | "
             + " | ".join(mib0(tb.get(k)) for k in TP_PURPOSES)
             + f" | {mib(agg['act_bytes'])} | {mib(agg['act_layer_bytes'])} "
             f"| {mib(agg['peak_rss_kib'] * 1024)} | {fmt(agg['loss_step1'], 4)} |")

@@ -126,7 +126,11 @@ static void test_grid(Comm *c, int tp) {
         return;
     }
     int dp = n / tp;
-    CHECK(grid.tp == tp && grid.dp == dp, "grid %d x %d", grid.dp, grid.tp);
+    CHECK(grid.tp == tp && grid.dp == dp && grid.pp == 1, "grid %d x %d x %d", grid.dp, grid.pp, grid.tp);
+    // comm_grid is the grid of one stage: every pp and embedding group is the rank alone.
+    CHECK(grid.pp_group.size == 1 && grid.pp_group.rank == 0 && grid.emb_group.size == 1 && grid.emb_group.rank == 0,
+          "tp=%d: pp group %d of %d, emb group %d of %d", tp, grid.pp_group.rank, grid.pp_group.size,
+          grid.emb_group.rank, grid.emb_group.size);
     CHECK(grid.tp_group.size == tp && grid.tp_group.rank == r % tp, "tp group rank %d of %d",
           grid.tp_group.rank, grid.tp_group.size);
     CHECK(grid.dp_group.size == dp && grid.dp_group.rank == r / tp, "dp group rank %d of %d",

@@ -1,7 +1,9 @@
 // A rank that gives up ends the whole job: run under mpiexec by test_comm_abort.sh. The last rank
 // fails while the others wait in a collective that would never complete without the abort. Modes:
 // "abort" calls comm_abort; "badroot" passes comm_broadcast an out-of-range root; "mpierror" passes
-// it to the backend directly, past comm.c's checks, so that MPI itself returns the error.
+// it to the backend directly, past comm.c's checks, so that MPI itself returns the error; "selfsend"
+// posts a send to the rank itself (a group of one has no other rank to send to either);
+// "shortrecv" has the last rank receive 4 floats where rank 0 sent 2.
 #include <stdio.h>
 #include <string.h>
 #include "parallel/comm.h"
@@ -26,8 +28,18 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "mpierror") == 0) {
         if (last && c.world.size > 1) c.world.ops->broadcast(&c.world, x, 4, c.world.size + 3);
         else comm_broadcast(&c.world, x, 4, 0);
+    } else if (strcmp(mode, "selfsend") == 0) {
+        CommRequest req;
+        if (last) comm_isend(&c.world, x, 4, c.world.rank, 0, &req);
+        comm_barrier(&c.world);
+    } else if (strcmp(mode, "shortrecv") == 0) {
+        CommRequest req = {0};
+        if (c.world.rank == 0 && !last) comm_isend(&c.world, x, 2, c.world.size - 1, 5, &req);
+        if (last) comm_irecv(&c.world, x, 4, 0, 5, &req);
+        comm_wait(&req);
+        comm_barrier(&c.world);
     } else {
-        fprintf(stderr, "unknown mode '%s' (expected abort, badroot or mpierror)\n", mode);
+        fprintf(stderr, "unknown mode '%s' (expected abort, badroot, mpierror, selfsend or shortrecv)\n", mode);
         return 3;
     }
     // Reached only by a job of one rank that did not abort: a failure of the test.

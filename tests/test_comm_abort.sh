@@ -54,6 +54,7 @@ expect() {
 
 expect "single abort" "rank 0 of 1: deliberate abort from rank 0" "$bin" abort
 expect "single badroot" "root 4 is out of range" "$bin" badroot
+expect "single selfsend" "send on group world of one rank: there is no other rank to send to" "$bin" selfsend
 if [ $# -ge 2 ]; then
   launcher=$1 npflag=$2; shift 2
   for np in 2 4; do
@@ -61,6 +62,8 @@ if [ $# -ge 2 ]; then
     expect "np $np abort" "rank $last of $np: deliberate abort from rank $last" "$launcher" "$npflag" "$np" "$@" "$bin" abort
     expect "np $np badroot" "root $((np + 3)) is out of range" "$launcher" "$npflag" "$np" "$@" "$bin" badroot
     expect "np $np mpierror" "MPI_Bcast on group world (rank $last of $np) failed: " "$launcher" "$npflag" "$np" "$@" "$bin" mpierror
+    expect "np $np selfsend" "send on group world: peer rank $last is this rank itself" "$launcher" "$npflag" "$np" "$@" "$bin" selfsend
+    expect "np $np shortrecv" "recv on group world from rank 0, tag 5: got 2 floats, expected 4" "$launcher" "$npflag" "$np" "$@" "$bin" shortrecv
   done
 fi
 echo "$pass passed, $fail failed"

@@ -1,5 +1,6 @@
 // The backend-independent half of the communication interface: backend choice, argument checks,
-// byte counters, groups of one rank, the dp × tp grid, abort.
+// byte counters, groups of one rank, the dp × pp × tp grid, abort. Point-to-point transfers and
+// non-blocking all-reduces live in comm_nonblocking.c.
 #include "parallel/comm.h"
 #include <stdarg.h>
 #include <stdint.h>
@@ -8,7 +9,8 @@
 #include <string.h>
 #include "parallel/comm_backend.h"
 
-static const char *const KIND_NAMES[COMM_KINDS] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast"};
+static const char *const KIND_NAMES[COMM_KINDS] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast",
+                                                    "send", "recv"};
 
 const char *comm_kind_name(CommKind kind) {
     return (unsigned)kind < COMM_KINDS ? KIND_NAMES[kind] : "unknown";
@@ -24,6 +26,8 @@ const char *comm_backend_name(CommBackend b) {
 }
 
 uint64_t comm_bytes_for(CommKind kind, int n_ranks, uint64_t tensor_bytes) {
+    // A transfer moves its buffer whatever the group's size (comm_isend refuses groups of one).
+    if (kind == COMM_SEND || kind == COMM_RECV) return tensor_bytes;
     if (n_ranks <= 1) return 0;
     uint64_t n = (uint64_t)n_ranks;
     switch (kind) {
@@ -44,7 +48,7 @@ uint64_t comm_stats_total_bytes(const CommStats *s) {
 CommStats comm_stats(const CommGroup *g) { return g->stats; }
 void comm_stats_reset(CommGroup *g) { memset(&g->stats, 0, sizeof g->stats); }
 
-static void count(CommGroup *g, CommKind kind, size_t tensor_floats) {
+void comm_count(CommGroup *g, CommKind kind, size_t tensor_floats) {
     g->stats.calls[kind]++;
     g->stats.bytes[kind] += comm_bytes_for(kind, g->size, (uint64_t)tensor_floats * sizeof(float));
 }
@@ -134,24 +138,48 @@ void comm_group_free(CommGroup *g) {
     memset(g, 0, sizeof *g);
 }
 
-int comm_grid(Comm *c, int tp, CommGrid *grid, char *err, size_t errlen) {
+int comm_grid_pp(Comm *c, int tp, int pp, CommGrid *grid, char *err, size_t errlen) {
     memset(grid, 0, sizeof *grid);
     int n = c->world.size;
-    if (tp < 1 || n % tp != 0) {
+    const char *s = n == 1 ? "" : "s";
+    if (pp < 1) {
+        snprintf(err, errlen, "pipeline-parallel size %d is not a number of stages (expected 1 or more)", pp);
+        return -1;
+    }
+    if (tp < 1 || (pp == 1 && n % tp != 0)) {  // pp = 1 keeps comm_grid's message
         snprintf(err, errlen, "tensor-parallel size %d does not divide the %d rank%s (expected a divisor of %d)",
-                 tp, n, n == 1 ? "" : "s", n);
+                 tp, n, s, n);
+        return -1;
+    }
+    if ((long long)tp * pp > n || n % (tp * pp) != 0) {  // the first test keeps tp·pp from overflowing
+        snprintf(err, errlen, "--pp %d × --tp %d = %lld does not divide the %d rank%s", pp, tp, (long long)tp * pp,
+                 n, s);
         return -1;
     }
     int r = c->world.rank;
+    int t = r % tp, p = (r / tp) % pp, d = r / (tp * pp);
     grid->tp = tp;
-    grid->dp = n / tp;
-    // tp-fastest: a TP group is the tp consecutive ranks of one dp index, a DP group the ranks of one tp index.
-    comm_split(&c->world, r / tp, r % tp, "tp", &grid->tp_group);
-    comm_split(&c->world, r % tp, r / tp, "dp", &grid->dp_group);
+    grid->pp = pp;
+    grid->dp = n / (tp * pp);
+    // Colours name the coordinates a group shares, keys order it by the one it spans. With pp = 1 the
+    // tp and dp splits are comm_grid's of old: (r / tp, r % tp) and (r % tp, r / tp).
+    comm_split(&c->world, d * pp + p, t, "tp", &grid->tp_group);
+    comm_split(&c->world, p * tp + t, d, "dp", &grid->dp_group);
+    comm_split(&c->world, d * tp + t, p, "pp", &grid->pp_group);
+    // The first and last stage of a (dp, tp) pair share a colour below dp·tp; every other rank takes
+    // a colour of its own above it, a group of one.
+    int ends = pp > 1 && (p == 0 || p == pp - 1);
+    comm_split(&c->world, ends ? d * tp + t : grid->dp * tp + r, p == 0 ? 0 : 1, "emb", &grid->emb_group);
     return 0;
 }
 
+int comm_grid(Comm *c, int tp, CommGrid *grid, char *err, size_t errlen) {
+    return comm_grid_pp(c, tp, 1, grid, err, errlen);
+}
+
 void comm_grid_free(CommGrid *grid) {
+    comm_group_free(&grid->emb_group);
+    comm_group_free(&grid->pp_group);
     comm_group_free(&grid->dp_group);
     comm_group_free(&grid->tp_group);
 }
@@ -172,7 +200,7 @@ void comm_allreduce_sum(CommGroup *g, const float *send, float *recv, size_t n) 
     check_buffers(g, "all-reduce", send, recv, n);
     if (send != recv && overlaps(send, n, recv, n))
         comm_abort(g, "all-reduce on group %s: send and recv overlap without being the same buffer", g->name);
-    count(g, COMM_ALLREDUCE, n);
+    comm_count(g, COMM_ALLREDUCE, n);
     if (n == 0) return;
     if (g->size == 1) {
         if (send != recv) memcpy(recv, send, n * sizeof(float));
@@ -187,7 +215,7 @@ void comm_allgather(CommGroup *g, const float *send, float *recv, size_t chunk) 
     int in_place = send == recv + (size_t)g->rank * chunk;
     if (!in_place && overlaps(send, chunk, recv, total))
         comm_abort(g, "all-gather on group %s: send overlaps recv but is not recv + rank·chunk", g->name);
-    count(g, COMM_ALLGATHER, total);
+    comm_count(g, COMM_ALLGATHER, total);
     if (chunk == 0) return;
     if (g->size == 1) {
         if (!in_place) memcpy(recv, send, chunk * sizeof(float));
@@ -201,7 +229,7 @@ void comm_reduce_scatter_sum(CommGroup *g, const float *send, float *recv, size_
     size_t total = chunk * (size_t)g->size;
     if (overlaps(send, total, recv, chunk))
         comm_abort(g, "reduce-scatter on group %s: send and recv overlap", g->name);
-    count(g, COMM_REDUCE_SCATTER, total);
+    comm_count(g, COMM_REDUCE_SCATTER, total);
     if (chunk == 0) return;
     if (g->size == 1) {
         memcpy(recv, send, chunk * sizeof(float));
@@ -214,7 +242,7 @@ void comm_broadcast(CommGroup *g, float *buf, size_t n, int root) {
     check_buffers(g, "broadcast", buf, buf, n);
     if (root < 0 || root >= g->size)
         comm_abort(g, "broadcast on group %s: root %d is out of range (expected 0 to %d)", g->name, root, g->size - 1);
-    count(g, COMM_BROADCAST, n);
+    comm_count(g, COMM_BROADCAST, n);
     if (n == 0 || g->size == 1) return;
     g->ops->broadcast(g, buf, n, root);
 }

@@ -1,6 +1,7 @@
 // What a backend of the communication interface provides (internal to src/parallel). comm.c checks
 // arguments, counts bytes and serves groups of one rank itself, so a backend only ever sees groups
-// of two ranks or more in its collectives, with valid arguments.
+// of two ranks or more in its collectives and transfers, with valid arguments, and only active
+// requests in wait and test.
 #ifndef CTRON_COMM_BACKEND_H
 #define CTRON_COMM_BACKEND_H
 #include "parallel/comm.h"
@@ -11,12 +12,22 @@ struct CommOps {
     void (*reduce_scatter_sum)(CommGroup *g, const float *send, float *recv, size_t chunk);
     void (*broadcast)(CommGroup *g, float *buf, size_t n, int root);
     void (*barrier)(CommGroup *g);
+    // Non-blocking: post on req (comm.c has filled its group, kind, n, peer and tag) and set
+    // req->handle; wait/test complete it, free the handle and set it to NULL.
+    void (*isend)(CommGroup *g, const float *buf, size_t n, int dst, int tag, CommRequest *req);
+    void (*irecv)(CommGroup *g, float *buf, size_t n, int src, int tag, CommRequest *req);
+    void (*iallreduce_sum)(CommGroup *g, float *buf, size_t n, CommRequest *req);  // n > 0
+    void (*wait)(CommRequest *req);
+    int (*test)(CommRequest *req);
     // Fills out->size, out->rank and out->handle; comm.c fills the rest.
     void (*split)(CommGroup *parent, int color, int key, CommGroup *out);
     void (*group_free)(CommGroup *g);
     void (*abort_all)(int status);      // ends every rank; does not return
     void (*finalize)(Comm *c);
 };
+
+// Adds one call of kind on tensor_floats floats to g's counters (comm.h's convention).
+void comm_count(CommGroup *g, CommKind kind, size_t tensor_floats);
 
 // Fill c->world's size, rank, world_rank, world_size, ops and handle, and c->finalize_mpi.
 void comm_single_init(Comm *c);

@@ -1,5 +1,6 @@
 // The single-process backend: a world of one rank. comm.c serves every collective on a group of one
-// rank itself (a copy, zero bytes), so only the group bookkeeping and the exit live here.
+// rank itself (a copy, zero bytes) and refuses point-to-point transfers on it (there is no peer), so
+// only the group bookkeeping and the exit live here.
 #include <stdlib.h>
 #include "parallel/comm_backend.h"
 
@@ -16,7 +17,8 @@ static void single_group_free(CommGroup *g) { (void)g; }
 static void single_abort_all(int status) { exit(status); }
 static void single_finalize(Comm *c) { (void)c; }
 
-// The collectives stay NULL: comm.c never passes a group of one rank to a backend.
+// The collectives and transfers stay NULL: comm.c never passes a group of one rank to a backend
+// (a transfer on one aborts; a non-blocking all-reduce on one is complete when posted).
 static const struct CommOps SINGLE_OPS = {
     .split = single_split,
     .group_free = single_group_free,
