@@ -26,15 +26,16 @@ static double range_squares(const GPT *m, size_t lo, size_t hi, int count_replic
     double acc = 0.0;
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *pi = &m->info[i];
-        if (pi->split == TP_REPLICATED && !count_replicated) continue;
+        if ((pi->split == TP_REPLICATED && !count_replicated) || pi->pp_mirror) continue;
         size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
         if (a < z) acc += m->be->sum_squares(m->grads + a, z - a);
     }
     return acc;
 }
 
-double grads_global_norm(const GPT *m, const Zero *zero, CommGroup *tp, CommGroup *dp) {
-    if (m->tp.t <= 1 && !zero) return grad_global_norm(m->be, m->grads, m->n_params);
+double grads_global_norm(const GPT *m, const Zero *zero, CommGroup *tp, CommGroup *dp, CommGroup *pp) {
+    int stages = pp && pp->size > 1;
+    if (m->tp.t <= 1 && !zero && !stages) return grad_global_norm(m->be, m->grads, m->n_params);
     int count_replicated = m->tp.t <= 1 || m->tp.rank == 0;
     double sq = 0.0;
     if (!zero) {
@@ -47,5 +48,6 @@ double grads_global_norm(const GPT *m, const Zero *zero, CommGroup *tp, CommGrou
     float pair[2] = {(float)sq, (float)(sq - (double)(float)sq)};
     if (tp->size > 1) comm_allreduce_sum(tp, pair, pair, 2);
     if (zero && dp->size > 1) comm_allreduce_sum(dp, pair, pair, 2);
+    if (stages) comm_allreduce_sum(pp, pair, pair, 2);   // each stage its own layers; wte counted once
     return sqrt((double)pair[0] + (double)pair[1]);
 }

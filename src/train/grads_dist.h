@@ -12,6 +12,7 @@ void grads_reduce_sp(GPT *m);
 void grads_allreduce_dp(CommGroup *dp, float *g, size_t n);
 // ‖g‖ of the whole model: sharded tensors count on every TP rank, replicated ones on TP rank 0
 // only; with zero, only the owned pieces of each dp rank hold summed gradients and count. The
-// squares are summed over tp (and dp with zero). Without TP or ZeRO: grad_global_norm.
-double grads_global_norm(const GPT *m, const Zero *zero, CommGroup *tp, CommGroup *dp);
+// squares are summed over tp (and dp with zero) and over the pipeline's stages (pp may be NULL; the last
+// stage's copy of the tied wte does not count). Without TP, ZeRO or stages: grad_global_norm.
+double grads_global_norm(const GPT *m, const Zero *zero, CommGroup *tp, CommGroup *dp, CommGroup *pp);
 #endif

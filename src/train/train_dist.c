@@ -1,6 +1,7 @@
 #include "train/train_dist.h"
 #include <string.h>
 #include "memory/ledger_report.h"
+#include "memory/pipe_memory.h"
 #include "util/common.h"
 
 // A ZeRO rank's moments over the whole local buffer: its pieces, then every rank's via all-gather.
@@ -25,6 +26,15 @@ void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *gri
             gpt_gather_to_full(m, full, vv, full_opt->v);
             full_opt->t = opt->t;
         }
+        // Each stage wrote its own tensors into a zeroed model (wte once): the sum over the stages is the
+        // whole model, exactly.
+        if (grid->pp > 1) {
+            comm_allreduce_sum(&grid->pp_group, full->params, full->params, full->n_params);
+            if (opt) {
+                comm_allreduce_sum(&grid->pp_group, full_opt->m, full_opt->m, full->n_params);
+                comm_allreduce_sum(&grid->pp_group, full_opt->v, full_opt->v, full->n_params);
+            }
+        }
     }
     free(mm_buf);
     free(vv_buf);
@@ -45,6 +55,39 @@ void dist_load_whole(GPT *m, AdamW *opt, const Zero *zero, const GPT *full, cons
 // Byte counts travel as fp32 pairs: ⌊b / 2^16⌋ and b mod 2^16, exact below 2^40 bytes.
 static void put(float *p, size_t b) { p[0] = (float)(b >> 16); p[1] = (float)(b & 0xFFFF); }
 static size_t get(const float *p) { return ((size_t)p[0] << 16) + (size_t)p[1]; }
+
+int dist_pipeline_ledger_report(FILE *f, const GPT *m, const PipeSpec *spec, CommGroup *world, int stage) {
+    enum { FIELDS = 4 };
+    const Ledger *lg = &m->ledger;
+    PipeMemory pm = {spec, &m->shape, &m->policy, m->pp.keep_all > 0 ? &m->policy_all : NULL, m->pp.keep_all};
+    size_t mine[FIELDS] = {(size_t)stage, (size_t)m->pp.contexts, lg->total_peak, pipe_rank_act_peak(&pm, stage)};
+    float send[2 * FIELDS], *all = xmalloc((size_t)world->size * 2 * FIELDS * sizeof(float));
+    for (int i = 0; i < FIELDS; i++) put(send + 2 * i, mine[i]);
+    if (world->size > 1) comm_allgather(world, send, all, 2 * FIELDS);
+    else memcpy(all, send, sizeof send);
+    int bad = 0;
+    char b1[32], b2[32];
+    fprintf(f, "activation bytes per rank at peak (pipeline %s, p=%d, %d chunk%s per stage, m=%d micro-batches; t=%d%s):\n"
+            "  measured vs predicted from the schedule (DESIGN.md §9)\n", pipe_schedule_name(spec->kind), spec->p, spec->V,
+            spec->V == 1 ? "" : "s", spec->m, m->shape.t, m->shape.sp ? ", sequence parallel" : "");
+    fprintf(f, "  %-5s %5s %8s %14s %14s %12s\n", "rank", "stage", "contexts", "peak", "predicted", "");
+    for (int r = 0; r < world->size; r++) {
+        size_t v[FIELDS];
+        for (int i = 0; i < FIELDS; i++) v[i] = get(all + ((size_t)r * FIELDS + i) * 2);
+        int ok = v[2] == v[3];
+        bad += !ok;
+        fprintf(f, "  %-5d %5zu %8zu %14zu %14zu %12s  %s\n", r, v[0], v[1], v[2], v[3],
+                format_bytes((double)v[2], b1, sizeof b1), ok ? "ok" : "MISMATCH");
+    }
+    free(all);
+    // This rank's peak by activation context (micro-batch slot) and by layer.
+    fprintf(f, "  rank %d at its peak, by context (micro-batch slot):", world->rank);
+    for (int k = 0; k < lg->slots; k++)
+        fprintf(f, " %d: %s%s", k, format_bytes((double)ledger_slot_peak_total(lg, k), b2, sizeof b2),
+                k < m->pp.keep_all ? " (keeps all)" : "");
+    fprintf(f, "\n");
+    return bad;
+}
 
 int dist_ledger_report(FILE *f, const GPT *m, CommGroup *world) {
     enum { FIELDS = 6 };

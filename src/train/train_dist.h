@@ -7,6 +7,7 @@
 #include "parallel/comm.h"
 #include "train/adamw.h"
 #include "train/zero.h"
+#include "train/pipe_schedule.h"
 
 // Fills full (gpt_init_params) and, when opt is not NULL, the whole AdamW state into full_opt
 // (adamw_init with full.n_params), on the ranks of dp group 0 (grid->dp_group.rank == 0; other
@@ -18,4 +19,7 @@ void dist_load_whole(GPT *m, AdamW *opt, const Zero *zero, const GPT *full, cons
 // Rank 0 prints every rank's activation bytes (layer 0, end of forward, peak) next to the
 // prediction for its layout; returns the number of ranks that differ (on every rank). Collective.
 int dist_ledger_report(FILE *f, const GPT *m, CommGroup *world);
+// The same under a pipeline schedule: every rank's measured activation peak next to its schedule's
+// prediction (memory/pipe_memory.h), and this rank's peak by context. Returns the ranks that differ.
+int dist_pipeline_ledger_report(FILE *f, const GPT *m, const PipeSpec *spec, CommGroup *world, int stage);
 #endif

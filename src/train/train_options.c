@@ -9,6 +9,7 @@
 #include "memory/planner.h"
 #include "train/trainer.h"
 #include "train/pipe_schedule.h"
+#include "memory/stage_model.h"
 
 void train_options_default(TrainOptions *o) {
     memset(o, 0, sizeof *o);
@@ -174,6 +175,10 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     p->precision = o->precision;
+    if (o->mem_budget > 0 && train_uses_pipeline(o)) {
+        snprintf(err, errlen, "--mem-budget with a pipeline schedule: see ctron plan --pp for the per-stage plan");
+        return -1;
+    }
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
@@ -201,8 +206,19 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     p->offload = o->offload;
     p->offload_dir = o->offload_dir;
-    return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
-                        o->recompute_layers, err, errlen);
+    if (!train_uses_pipeline(o))
+        return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
+                            o->recompute_layers, err, errlen);
+    // Pipelines: Megatron's --recompute-method/--recompute-num-layers count within each model chunk, and
+    // no full-recompute group straddles two chunks (each chunk runs its backward on its own).
+    PipeSpec spec;
+    if (train_pipe_spec(o, &spec, err, errlen) != 0) return -1;
+    StageLayout lay = {options_shape(o), spec.p, spec.V, spec.m};
+    if (stage_policy_build(p, &lay, o->recompute, o->recompute_method, o->recompute_num_layers, o->recompute_layers,
+                           err, errlen) != 0)
+        return -1;
+    policy_cut_groups(p, pipe_layers_per_chunk(&spec));
+    return 0;
 }
 
 double train_flops_per_step(const GPTConfig *c, int grad_accum) {

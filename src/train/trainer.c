@@ -14,6 +14,8 @@
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "train/grads_dist.h"
+#include "train/pipeline.h"
+#include "memory/pipe_memory.h"
 #include "train/guards.h"
 #include "train/train_dist.h"
 #include "train/zero.h"
@@ -40,12 +42,17 @@ static int all_ok(CommGroup *w, int ok) {
 
 // Validation batches are shared out over the dp groups and their loss sums added up (a TP group
 // computes each of its batches together).
-static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets, CommGroup *w) {
+static double evaluate(GPT *m, const Dataset *ds, int n_batches, int32_t *tokens, int32_t *targets, CommGroup *w,
+                       Pipeline *pl) {
     const GPTConfig *c = &m->cfg;
     double sum = 0.0;
     StepCtx ctx = {0, 0, 0, 0};
     for (int k = w->rank; k < n_batches; k += w->size) {
         dataset_val_batch(ds, c->seq, c->batch, k, n_batches, tokens, targets);
+        if (pl) {   // through every stage; each rank of the pipeline gets the loss
+            sum += pipeline_eval_batch(pl, m, tokens, targets, c->seq, c->batch);
+            continue;
+        }
         sum += gpt_forward(m, tokens, targets, c->seq, c->batch, ctx, 0.0f);
         gpt_release(m);
     }
@@ -71,16 +78,47 @@ typedef struct {
     int skipped;          // the numerical guard skipped this step
     int offload;          // --offload: what the step moved to and from the pool, and waited for it
     double offload_out, offload_in, offload_wait;
+    int pp;               // a pipeline schedule ran: every stage's wait for transfers (the bubble) and compute
+    int n_stages;
+    float stage_wait[64], stage_busy[64];
 } StepTimes;
 
-// The step's collectives on all of this rank's groups.
-static CommStats step_comm_stats(const CommGroup *world, const CommGroup *tp, const CommGroup *dp) {
-    CommStats sum = comm_stats(world), a = comm_stats(tp), b = comm_stats(dp);
-    for (int k = 0; k < COMM_KINDS; k++) {
-        sum.bytes[k] += a.bytes[k] + b.bytes[k];
-        sum.calls[k] += a.calls[k] + b.calls[k];
+// The step's collectives and transfers on all of this rank's groups.
+static CommStats step_comm_stats(const CommGroup *world, const CommGrid *grid) {
+    CommStats sum = comm_stats(world);
+    const CommGroup *groups[4] = {&grid->tp_group, &grid->dp_group, &grid->pp_group, &grid->emb_group};
+    for (int i = 0; i < 4; i++) {
+        CommStats a = comm_stats(groups[i]);
+        for (int k = 0; k < COMM_KINDS; k++) {
+            sum.bytes[k] += a.bytes[k];
+            sum.calls[k] += a.calls[k];
+        }
     }
     return sum;
+}
+
+static void reset_comm_stats(CommGroup *world, CommGrid *grid) {
+    comm_stats_reset(world);
+    comm_stats_reset(&grid->tp_group);
+    comm_stats_reset(&grid->dp_group);
+    comm_stats_reset(&grid->pp_group);
+    comm_stats_reset(&grid->emb_group);
+}
+
+// Every stage's seconds waiting for transfers and computing this step, from the ranks of dp group 0
+// and TP rank 0 (world rank = stage · tp), for the log. Collective over the world.
+static void gather_stage_times(StepTimes *t, const Pipeline *pl, CommGroup *world, int tp, int pp) {
+    float mine[2] = {(float)pl->wait_s, (float)(pl->fwd_s + pl->bwd_s)};
+    float *all = xmalloc((size_t)world->size * 2 * sizeof(float));
+    if (world->size > 1) comm_allgather(world, mine, all, 2);
+    else memcpy(all, mine, sizeof mine);
+    t->pp = 1;
+    t->n_stages = pp < 64 ? pp : 64;
+    for (int r = 0; r < t->n_stages; r++) {
+        t->stage_wait[r] = all[2 * r * tp];
+        t->stage_busy[r] = all[2 * r * tp + 1];
+    }
+    free(all);
 }
 
 static int write_log_line(FILE *log, int step, double loss, double val_loss, float lr, double ms, double tps,
@@ -98,6 +136,16 @@ static int write_log_line(FILE *log, int step, double loss, double val_loss, flo
     if (isfinite(grad_norm)) cJSON_AddNumberToObject(o, "grad_norm", grad_norm);
     else cJSON_AddStringToObject(o, "grad_norm", isnan(grad_norm) ? "nan" : "inf");
     if (t->skipped) cJSON_AddBoolToObject(o, "skipped", 1);
+    if (t->pp) {   // the bubble: each stage's wait for its transfers against its compute
+        cJSON *pp = cJSON_AddObjectToObject(o, "pipeline");
+        cJSON *wait = cJSON_AddArrayToObject(pp, "wait_ms"), *busy = cJSON_AddArrayToObject(pp, "busy_ms");
+        cJSON *idle = cJSON_AddArrayToObject(pp, "idle_fraction");
+        for (int r = 0; r < t->n_stages; r++) {
+            cJSON_AddItemToArray(wait, cJSON_CreateNumber(t->stage_wait[r] * 1e3));
+            cJSON_AddItemToArray(busy, cJSON_CreateNumber(t->stage_busy[r] * 1e3));
+            cJSON_AddItemToArray(idle, cJSON_CreateNumber(t->stage_busy[r] > 0 ? t->stage_wait[r] / t->stage_busy[r] : 0.0));
+        }
+    }
     if (t->offload) {
         cJSON *off = cJSON_AddObjectToObject(o, "offload");
         cJSON_AddNumberToObject(off, "out_bytes", t->offload_out);
@@ -131,7 +179,7 @@ static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt
                            CommGrid *grid, const LRSchedule *sched, int step, int save_index,
                            const void *tokenizer_json, size_t tokenizer_bytes) {
     int saved = 1;
-    if (o->tp <= 1 && !zero) {
+    if (o->tp <= 1 && o->pp <= 1 && !zero) {
         saved = world->rank != 0 ||
                 train_ckpt_save(o, m, opt, sched, step, save_index, tokenizer_json, tokenizer_bytes) == 0;
     } else {   // the unsharded model and state, gathered for rank 0 to write
@@ -158,9 +206,9 @@ int train_run(const TrainOptions *o, Comm *comm) {
     CommGroup *world = &comm->world;
     int rank = world->rank;
     char err[512], b1[32];
-    // The dp × tp grid (the CLI checked the layout); nranks counts the data-parallel groups.
+    // The dp × pp × tp grid (the CLI checked the layout); nranks counts the data-parallel groups.
     CommGrid grid;
-    if (comm_grid(comm, o->tp, &grid, err, sizeof err) != 0) {
+    if (comm_grid_pp(comm, o->tp, o->pp, &grid, err, sizeof err) != 0) {
         if (rank == 0) fprintf(stderr, "ctron: error: %s\n", err);
         return 2;
     }
@@ -215,7 +263,22 @@ int train_run(const TrainOptions *o, Comm *comm) {
     }
     GPT m;
     TPLayout tpl = {o->tp, tpg->rank, o->sp, tpg};
-    gpt_init_tp(&m, c, &policy, &tpl);
+    // A pipeline schedule (DESIGN.md §9): this stage's units and the activation contexts they need.
+    Pipeline pipe, *pl = NULL;
+    PipeSpec spec;
+    if (train_uses_pipeline(o)) {
+        if (train_pipe_spec(o, &spec, err, sizeof err) != 0) ctron_fatal("%s", err);   // the CLI checked it
+        pl = &pipe;
+        int s_rank = o->sp ? c->seq / o->tp : c->seq;
+        pipeline_init(pl, &spec, grid.pp_group.rank, &grid.pp_group, dpg, spec.kind == PIPE_LAYERED && !o->zero,
+                      c->seq, c->batch, (size_t)s_rank * c->batch * c->hidden);
+        PPLayout ppl = {spec.p, grid.pp_group.rank, spec.V, pipe_layers_per_chunk(&spec), pl->contexts,
+                        o->recompute_microbatches < pl->contexts ? o->recompute_microbatches : pl->contexts,
+                        &grid.pp_group};
+        gpt_init_pp(&m, c, &policy, &tpl, &ppl);
+    } else {
+        gpt_init_tp(&m, c, &policy, &tpl);
+    }
     gpt_init_weights(&m, o->seed);
     // ZeRO-1: this rank keeps the AdamW moments of its pieces only.
     Zero zero_state, *zero = NULL;
@@ -225,7 +288,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     }
     AdamW opt;
     adamw_init(&opt, zero ? zero->n_owned : m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
-    int sharded = o->tp > 1 || zero;
+    int sharded = o->tp > 1 || o->pp > 1 || zero;
     int warmup = o->warmup >= 0 ? o->warmup : (o->steps / 10 < 100 ? o->steps / 10 : 100);
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
     // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
@@ -247,6 +310,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     }
     if (!all_ok(world, start >= 0)) {
         adamw_free(&opt);
+        if (pl) pipeline_free(pl);
         gpt_free(&m);
         policy_free(&policy);
         if (o->tokenizer_path) bpe_free(&bpe);
@@ -348,15 +412,21 @@ int train_run(const TrainOptions *o, Comm *comm) {
         memset(&times, 0, sizeof times);
         OffloadStats moved_before = {0, 0, 0.0};
         if (m.off.pool) moved_before = offload_pool_stats(m.off.pool);
-        comm_stats_reset(world);
-        comm_stats_reset(tpg);
-        comm_stats_reset(dpg);
+        reset_comm_stats(world, &grid);
         memset(m.comm_bytes, 0, sizeof m.comm_bytes);
         double loss_sum = 0.0;
         // The step's sequences are numbered across dp groups (group r holds r·batch·accum onwards),
         // so data windows and dropout masks are those of the one-process run with nranks × accum.
         float grad_scale = 1.0f / ((float)n_tok * (float)o->grad_accum * (float)nranks);
-        for (int mb = 0; mb < o->grad_accum; mb++) {
+        if (pl) {   // the schedule's units on this stage, with their transfers
+            PipeStep st = {o->seed, step, (uint32_t)(dp_rank * seqs_per_rank), (uint32_t)(seqs_per_rank * nranks),
+                           o->data_order, grad_scale};
+            loss_sum = pipeline_train_step(pl, &m, &ds, &st);
+            guard_test_inject_nan(&m, step, rank);
+            times.fwd = pl->fwd_s;
+            times.bwd = pl->bwd_s;
+        }
+        for (int mb = 0; !pl && mb < o->grad_accum; mb++) {
             StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(dp_rank * seqs_per_rank + mb * c->batch), 1};
             dataset_train_batch(&ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
                                 (uint32_t)(seqs_per_rank * nranks), tokens, targets);
@@ -369,22 +439,34 @@ int train_run(const TrainOptions *o, Comm *comm) {
             times.bwd += now_seconds() - f1;
         }
         double o0 = now_seconds();
+        if (pl) gather_stage_times(&times, pl, world, o->tp, o->pp);
         grads_reduce_sp(&m);
+        // The tied token embedding: the first stage's gradient (embedding) and the last's (output layer).
+        if (grid.emb_group.size > 1) comm_allreduce_sum(&grid.emb_group, m.g.wte, m.g.wte, (size_t)m.vl * c->hidden);
         if (zero) zero_reduce_scatter(zero, m.grads);
+        else if (pl && pl->reduce_layers) pipeline_finish_dp(pl, &m);   // layered: the layers' sums are under way
         else grads_allreduce_dp(dpg, m.grads, m.n_params);
-        float loss_total = (float)loss_sum;   // every TP rank of a group has the group's loss
+        double loss_rows = loss_sum;   // the last stage has the loss: a double as two floats, over the pipeline
+        if (o->pp > 1) {
+            float pair[2] = {(float)loss_sum, (float)(loss_sum - (double)(float)loss_sum)};
+            comm_broadcast(&grid.pp_group, pair, 2, o->pp - 1);
+            loss_rows = (double)pair[0] + (double)pair[1];
+        }
+        float loss_total = (float)loss_rows;   // every TP rank of a group has the group's loss
         sum_over_ranks(dpg, &loss_total, 1);
-        double loss = (nranks > 1 ? (double)loss_total : loss_sum) / ((double)n_tok * o->grad_accum * nranks);
-        double norm = grads_global_norm(&m, zero, tpg, dpg);
+        double loss = (nranks > 1 ? (double)loss_total : loss_rows) / ((double)n_tok * o->grad_accum * nranks);
+        double norm = grads_global_norm(&m, zero, tpg, dpg, &grid.pp_group);
         float clip_scale = grad_clip_scale(norm, o->clip);
         if (!isfinite(loss) || !isfinite(norm)) {
             // Not applied: the parameters and AdamW state stay those of the last good step.
             times.skipped = 1;
             bad_run++;
             int first = guard_first_nonfinite(&m, world, bad_counts);
+            char first_name[48] = "none, the loss itself";
+            if (first >= 0) gpt_param_full_name(c, first, first_name, sizeof first_name);
             fprintf(stderr, "ctron train: step %d: %s is not finite (first non-finite gradient: %s); step skipped "
                     "(%d in a row, --max-bad-steps %d)\n", step, isfinite(loss) ? "the gradient norm" : "the loss",
-                    first >= 0 ? m.info[first].name : "none, the loss itself", bad_run, o->max_bad_steps);
+                    first_name, bad_run, o->max_bad_steps);
             if (o->max_bad_steps > 0 && bad_run >= o->max_bad_steps) {
                 char path[1200], gerr[1300];
                 snprintf(path, sizeof path, "%s/nonfinite_step_%08d.json", o->ckpt_dir ? o->ckpt_dir : ".", step);
@@ -411,7 +493,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
             gpt_params_changed(&m);
         }
         times.opt = now_seconds() - o0;
-        times.comm = step_comm_stats(world, tpg, dpg);   // before validation, which communicates too
+        times.comm = step_comm_stats(world, &grid);   // before validation, which communicates too
         memcpy(times.tp_bytes, m.comm_bytes, sizeof times.tp_bytes);
         double step_s = now_seconds() - t0;
         train_seconds += step_s;
@@ -425,7 +507,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
 
         double val = NAN;
         if ((o->eval_every > 0 && step % o->eval_every == 0) || step == o->steps) {
-            val = evaluate(&m, &ds, o->eval_batches, tokens, targets, dpg);
+            val = evaluate(&m, &ds, o->eval_batches, tokens, targets, dpg, pl);
             last_val = val;
         }
         double tps = (double)n_tok * o->grad_accum * nranks / step_s;
@@ -442,12 +524,13 @@ int train_run(const TrainOptions *o, Comm *comm) {
         completed = step;
         if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
-            ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
+            if (pl) dist_pipeline_ledger_report(stdout, &m, &spec, world, grid.pp_group.rank);
+            else ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
             if (m.off.pool) {
                 ledger_print_offload(stdout, &m.off.ledger, &m.shape, &m.policy, offload_pool_where(m.off.pool),
                                      times.offload_out, times.offload_in, times.offload_wait);
             }
-            if (world->size > 1) dist_ledger_report(stdout, &m, world);
+            if (world->size > 1 && !pl) dist_ledger_report(stdout, &m, world);
             if (m.params16) {   // mixed precision's bytes beside the activations (not in the ledger)
                 char b1[32], b2[32];
                 printf("  outside the ledger: bf16 weight copy %s, backend scratch (bf16 GEMM operands) %s\n",
@@ -512,7 +595,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     if (o->sample_tokens > 0 && !failed && !interrupted) {
         GPT full;
         memset(&full, 0, sizeof full);
-        int gathered = o->tp > 1;   // rank 0 samples from the whole model (gathered by dp group 0)
+        int gathered = o->tp > 1 || o->pp > 1;   // rank 0 samples from the whole model (gathered by dp group 0)
         if (gathered) {
             if (dp_rank == 0) gpt_init_params(&full, c);
             dist_gather_whole(&m, NULL, NULL, &grid, &full, NULL);
@@ -529,6 +612,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     free(targets);
     adamw_free(&opt);
     if (zero) zero_free(zero);
+    if (pl) pipeline_free(pl);
     gpt_free(&m);
     policy_free(&policy);
     dataset_free(&ds);
