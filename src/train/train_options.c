@@ -212,7 +212,9 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     // Pipelines: Megatron's --recompute-method/--recompute-num-layers count within each model chunk, and
     // no full-recompute group straddles two chunks (each chunk runs its backward on its own).
     PipeSpec spec;
-    if (train_pipe_spec(o, &spec, err, errlen) != 0) return -1;
+    if (train_pipe_spec(o, &spec, err, errlen) != 0)   // a bad layout: train_check_layout names the rule
+        return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
+                            o->recompute_layers, err, errlen);
     StageLayout lay = {options_shape(o), spec.p, spec.V, spec.m};
     if (stage_policy_build(p, &lay, o->recompute, o->recompute_method, o->recompute_num_layers, o->recompute_layers,
                            err, errlen) != 0)
