@@ -80,12 +80,27 @@ int dist_pipeline_ledger_report(FILE *f, const GPT *m, const PipeSpec *spec, Com
                 format_bytes((double)v[2], b1, sizeof b1), ok ? "ok" : "MISMATCH");
     }
     free(all);
-    // This rank's peak by activation context (micro-batch slot) and by layer.
-    fprintf(f, "  rank %d at its peak, by context (micro-batch slot):", world->rank);
-    for (int k = 0; k < lg->slots; k++)
-        fprintf(f, " %d: %s%s", k, format_bytes((double)ledger_slot_peak_total(lg, k), b2, sizeof b2),
-                k < m->pp.keep_all ? " (keeps all)" : "");
-    fprintf(f, "\n");
+    // This rank's peak by activation context (micro-batch slot), layer and name.
+    fprintf(f, "  rank %d at its peak, by context (micro-batch slot), layer and name:\n", world->rank);
+    for (int k = 0; k < lg->slots; k++) {
+        fprintf(f, "    context %d%s: %s", k, k < m->pp.keep_all ? " (keeps every activation)" : "",
+                format_bytes((double)ledger_slot_peak_total(lg, k), b2, sizeof b2));
+        for (int l = -1; l < lg->layers; l++) {
+            size_t layer_sum = 0;
+            for (int n = 0; n < ACT_COUNT; n++) layer_sum += ledger_slot_peak_bytes(lg, k, (ActName)n, l);
+            if (layer_sum == 0) continue;
+            if (l < 0) fprintf(f, "; model %zu (", layer_sum);
+            else fprintf(f, "; layer %d %zu (", l, layer_sum);
+            const char *sep = "";
+            for (int n = 0; n < ACT_COUNT; n++) {
+                size_t x = ledger_slot_peak_bytes(lg, k, (ActName)n, l);
+                if (x) fprintf(f, "%s%s %zu", sep, act_name_str((ActName)n), x);
+                if (x) sep = ", ";
+            }
+            fprintf(f, ")");
+        }
+        fprintf(f, "\n");
+    }
     return bad;
 }
 
