@@ -33,30 +33,33 @@ run() {   # run NAME NP REF flags...: train at a layout, compare with REF; the l
   check "[ $ok -eq $np ] && ! grep -q MISMATCH '$dir/$name.out'" \
     "$name: measured activation peak != prediction on some rank: $(grep -A$((np + 2)) 'measured vs predicted' "$dir/$name.out")"
 }
-# micro-batches per step: --grad-accum per dp group (ref4: 4 on one process; ref8: 2 dp groups × 4)
-run pp2          2 ref4 --grad-accum 4 --pp 2
-run pp2_gpipe    2 ref4 --grad-accum 4 --pp 2 --pp-schedule gpipe
+# micro-batches per step: --grad-accum per dp group (ref4: 4 on one process; ref8: 2 dp groups × 4).
+# Every schedule × {TP off, TP, TP+SP} × {DP 1, DP 2, DP 2 + ZeRO-1} that fits in 4 ranks (pp 2 × tp 2 ×
+# dp 2 would need 8), each with another recompute policy or mask storage.
+for sched in 1f1b interleaved gpipe layered; do
+  flags=(--pp-schedule "$sched"); [ "$sched" = interleaved ] && flags+=(--virtual-stages 2)
+  run "${sched}_pp2"       2 ref4 --grad-accum 4 --pp 2 "${flags[@]}"
+  run "${sched}_pp2tp2"    4 ref4 --grad-accum 4 --pp 2 --tp 2 "${flags[@]}" --recompute selective
+  run "${sched}_pp2tp2sp"  4 ref4 --grad-accum 4 --pp 2 --tp 2 --sp "${flags[@]}" --recompute full --dropout-masks bits
+  run "${sched}_dp2pp2"    4 ref8 --grad-accum 4 --pp 2 "${flags[@]}" --recompute full --dropout-masks regen
+  run "${sched}_dp2pp2z"   4 ref8 --grad-accum 4 --pp 2 --zero 1 "${flags[@]}"
+done
+# four stages; --recompute-microbatches (some contexts keep everything); one process running GPipe and
+# layered gradient accumulation (the mailbox instead of transfers); layered with DP on one stage.
 run pp4          4 ref4 --grad-accum 4 --pp 4 --recompute selective
-run pp2_inter    2 ref4 --grad-accum 4 --pp 2 --pp-schedule interleaved --virtual-stages 2
-run pp2_layered  2 ref4 --grad-accum 4 --pp 2 --pp-schedule layered --recompute full
-run pp1_layered  1 ref4 --grad-accum 4 --pp-schedule layered
+run pp4_layered  4 ref4 --grad-accum 4 --pp 4 --pp-schedule layered --recompute full
+run pp2_full2    2 ref4 --grad-accum 4 --pp 2 --recompute full --recompute-num-layers 2
+run pp2tp2sp_rmb 4 ref4 --grad-accum 4 --pp 2 --tp 2 --sp --recompute full --recompute-microbatches 1
+run pp2_rmb_in   2 ref4 --grad-accum 4 --pp 2 --pp-schedule interleaved --virtual-stages 2 --recompute full --recompute-microbatches 2
+run pp1_layered  1 ref4 --grad-accum 4 --pp-schedule layered --recompute selective
 run pp1_gpipe    1 ref4 --grad-accum 4 --pp-schedule gpipe --recompute full --recompute-microbatches 2
-run pp2tp2       4 ref4 --grad-accum 4 --pp 2 --tp 2
-run pp2tp2sp     4 ref4 --grad-accum 4 --pp 2 --tp 2 --sp --recompute full --recompute-microbatches 1
-run pp2tp2sp_in  4 ref4 --grad-accum 4 --pp 2 --tp 2 --sp --pp-schedule interleaved --virtual-stages 2
-run pp2tp2_lay   4 ref4 --grad-accum 4 --pp 2 --tp 2 --sp --pp-schedule layered --dropout-masks bits
-run pp2tp2_gp    4 ref4 --grad-accum 4 --pp 2 --tp 2 --sp --pp-schedule gpipe --recompute selective
-run dp2pp2       4 ref8 --grad-accum 4 --pp 2
-run dp2pp2_zero  4 ref8 --grad-accum 4 --pp 2 --zero 1 --pp-schedule interleaved --virtual-stages 2
-run dp2pp2_lay   4 ref8 --grad-accum 4 --pp 2 --pp-schedule layered
-run dp2pp2_layz  4 ref8 --grad-accum 4 --pp 2 --pp-schedule layered --zero 1 --recompute full
-run dp2pp2_gp    4 ref8 --grad-accum 4 --pp 2 --pp-schedule gpipe --recompute full --recompute-microbatches 1
 run dp2_layered  2 ref8 --grad-accum 4 --pp-schedule layered
 
 # The schedule changes the order, not the arithmetic of a forward: gpipe and 1f1b losses are bitwise equal.
 loss_of() { /usr/bin/python3 -c "import json,sys; print(' '.join(repr(json.loads(l)['loss']) for l in open(sys.argv[1])))" "$1"; }
-check '[ "$(loss_of "$dir/pp2.jsonl")" = "$(loss_of "$dir/pp2_gpipe.jsonl")" ]' "pp2 gpipe and 1f1b losses differ"
-check '[ "$(loss_of "$dir/pp2tp2sp_in.jsonl")" != "" ]' "no losses"
+check '[ "$(loss_of "$dir/1f1b_pp2.jsonl")" = "$(loss_of "$dir/gpipe_pp2.jsonl")" ]' "pp2: gpipe and 1f1b losses differ"
+check '[ "$(loss_of "$dir/1f1b_pp2tp2sp.jsonl")" = "$(loss_of "$dir/gpipe_pp2tp2sp.jsonl")" ]' \
+  "pp2 tp2 sp: gpipe and 1f1b losses differ"
 
 # The bubble is logged per stage, every step.
 check "grep -q '\"pipeline\":{\"wait_ms\":\[' '$dir/pp4.jsonl' && [ \$(grep -c idle_fraction '$dir/pp4.jsonl') -eq 6 ]" \
