@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctron memory: bad flags exit 2 naming the flag; --json parses and holds the paper's numbers;
-# --plot writes well-formed SVG.
+# --plot writes well-formed SVG; --pp prints every stage's exact peak; ctron plan --pp plans each stage.
 set -uo pipefail
 ctron=$1
 py=${2:-/usr/bin/python3}
@@ -42,7 +42,9 @@ expect "--iter-time: 0 is out of range"           --iter-time 0
 expect "--plot: cannot write '$dir/no/x.svg'"     --plot "$dir/no/x.svg"
 expect "unknown option '--bogus'"                 --bogus
 expect "--tp: missing value"                      --tp
-if "$ctron" memory --help | grep -q -- "--recompute-layers"; then ok; else bad "memory --help"; fi
+# (the help is read whole: grep -q stopping early would kill the writer with SIGPIPE under pipefail)
+help=$("$ctron" memory --help)
+if grep -q -- "--recompute-layers" <<< "$help" && grep -q -- "--pp-schedule S" <<< "$help"; then ok; else bad "memory --help"; fi
 
 # JSON: 22B with SP + selective at Table 5's iteration time.
 if "$ctron" memory --preset 22B --sp --recompute selective --json > "$dir/22b.json"; then ok; else bad "--json rc"; fi
@@ -95,5 +97,51 @@ for w in ("22B", "1T", "TP + SP + selective", "% of TP baseline", "66.8", "16.1"
     assert w in texts, w
 PY
 then ok; else bad "SVG not well-formed or incomplete"; fi
+# --pp: every stage from the schedule. fp32, byte masks, s=64 b=2 h=64 a=4 v=128: a layer keeps
+# 66sbh + 9as²b + 16sb (LN statistics) = 837632 bytes, the embedding mask sbh = 8192, the head
+# 8sbh + 8sb + 4sbv = 132096. 1F1B, p = 4, m = 6: stage r holds min(p − r, m) micro-batches of its 2 layers.
+small=(--layers 8 --hidden 64 --heads 4 --seq 64 --batch 2 --vocab 128 --act-dtype fp32)
+if "$ctron" memory "${small[@]}" --pp 4 --grad-accum 6 --json > "$dir/pp.json" && "$py" - "$dir/pp.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s, b, h, a, v, p = 64, 2, 64, 4, 128, 4
+layer = 66*s*b*h + 9*a*s*s*b + 16*s*b
+emb, head = s*b*h, 8*s*b*h + 8*s*b + 4*s*b*v
+assert (layer, emb, head) == (837632, 8192, 132096)
+st = d["stages"]
+assert [x["layers"] for x in st] == ["0-1", "2-3", "4-5", "6-7"], st
+assert [x["contexts"] for x in st] == [4, 3, 2, 1], [x["contexts"] for x in st]
+want = [(p - r) * 2 * layer + (p * emb if r == 0 else 0) + (head if r == p - 1 else 0) for r in range(p)]
+assert [x["peak_bytes"] for x in st] == want == [6733824, 5025792, 3350528, 1807360], [x["peak_bytes"] for x in st]
+assert st[0]["largest"] and d["pipeline"]["largest_stage"] == 0 and d["pipeline"]["micro_batches"] == 6
+eq5 = d["pipeline"]["first_stage_closed_form"]   # Eq. 5: L layers' worth; the embedding masks of p micro-batches
+assert eq5["layers_worth"] == 8 and eq5["schedule_layers_bytes"] == 8 * layer and eq5["layers_agree"], eq5
+assert eq5["rest_bytes"] == p * emb == eq5["paper_extra_bytes"] and eq5["rest_agrees"], eq5
+PY
+then ok; else bad "memory --pp 4 --json: stage peaks"; fi
+out=$("$ctron" memory "${small[@]}" --pp 4 --grad-accum 6)
+if [ "$(grep -cE '^ +[0-3]  [0-9]+-[0-9]+ ' <<< "$out")" -eq 4 ] && grep -qE '^ +0  0-1 .* 6\.42 MiB  <- largest$' <<< "$out" &&
+   [ "$(grep -c -- '— agrees' <<< "$out")" -eq 2 ]; then ok; else bad "memory --pp 4 text: $out"; fi
+expect "--pp-schedule interleaved needs the micro-batches (--grad-accum 6) to be a multiple of --pp 4" \
+  "${small[@]}" --pp 4 --pp-schedule interleaved --virtual-stages 2 --grad-accum 6
+expect "--virtual-stages 2 needs --pp-schedule interleaved (got 1f1b)" "${small[@]}" --pp 4 --pp-schedule 1f1b --virtual-stages 2
+expect "--pp-schedule interleaved needs --virtual-stages V >= 2 (not given)" "${small[@]}" --pp 2 --pp-schedule interleaved
+expect "--virtual-stages 2 and --interleave 3 disagree" "${small[@]}" --pp 2 --virtual-stages 2 --interleave 3
+expect "--pp-schedule: unknown schedule 'zb'"     "${small[@]}" --pp 2 --pp-schedule zb
+expect "--grad-accum 3 and --global-batch 4 disagree" "${small[@]}" --pp 2 --grad-accum 3 --global-batch 4
+
+# ctron plan --pp: each stage its own plan; the first stage (two micro-batches in flight) recomputes more.
+shape=(--layers 8 --hidden 256 --heads 4 --seq 128 --batch 4 --vocab 256 --threads 2)
+out=$("$ctron" plan "${shape[@]}" --pp 2 --grad-accum 4 --mem-budget 20MiB); rc=$?
+s0=$(grep -E '^ +0  0-3 ' <<< "$out" | awk '{print $3, $4, $5}'); s1=$(grep -E '^ +1  4-7 ' <<< "$out" | awk '{print $3, $4, $5}')
+f0=$(grep -E '^ +0  0-3 ' <<< "$out" | awk '{print $9}'); f1=$(grep -E '^ +1  4-7 ' <<< "$out" | awk '{print $9}')
+if [ $rc -eq 0 ] && [ -n "$s0" ] && [ -n "$s1" ] && [ "$s0" != "$s1" ] && "$py" -c "assert $f0 > $f1" &&
+   grep -q -- "ctron train flags: --pp 2 --pp-schedule 1f1b --grad-accum 4 --recompute-layers 0-" <<< "$out"
+then ok; else bad "plan --pp 2: stage 0 '$s0' ($f0 GFLOP) and stage 1 '$s1' ($f1) should differ: $out"; fi
+out=$("$ctron" plan "${shape[@]}" --pp 2 --grad-accum 4 --mem-budget 1MiB); rc=$?
+if [ $rc -eq 2 ] && grep -q "stage 0 does not fit 1.00 MiB: the least it needs is" <<< "$out"; then ok
+else bad "plan --pp 2 --mem-budget 1MiB: rc $rc, $out"; fi
+out=$("$ctron" plan "${shape[@]}" --pp 3 --mem-budget 1GiB 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 2 ] && grep -q "L = 8 layers is not divisible by P = 3 (--pp 3)" <<< "$out"; then ok; else bad "plan --pp 3: rc $rc, $out"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "memory/fig7_svg.h"
 #include "memory/memory_report.h"
+#include "memory/pipe_report.h"
 #include "memory/presets.h"
 
 #define CMD "memory"
@@ -21,6 +22,9 @@ typedef struct {
     const char *preset;                            // comma list; NULL: gpt2 as the base
     int layers, hidden, heads, seq, batch, vocab;  // 0 = from the preset
     int tp, pp, interleave, gpus, global_batch;    // 0 = from the preset
+    int virtual_stages, grad_accum, keep_all;      // --virtual-stages, --grad-accum, --recompute-microbatches
+    PipeScheduleKind schedule;
+    int schedule_given, keep_all_given;
     int sp;
     const char *recompute, *method, *list;
     int num_layers;                                // 0 = not given
@@ -55,6 +59,16 @@ void cli_memory_usage(FILE *f) {
         "  --sp                     sequence parallelism (T must divide the sequence)\n"
         "  --pp P                   pipeline stages; must divide layers\n"
         "  --interleave M           virtual stages per rank (interleaved 1F1B; P·M must divide layers)\n"
+        "  --virtual-stages V       the same as --interleave (give one, or the same value)\n"
+        "  --pp-schedule S          1f1b, interleaved, gpipe or layered (default 1f1b; interleaved when\n"
+        "                           V > 1 is given or the preset interleaves)\n"
+        "  --grad-accum M           micro-batches per step through the pipeline (default the global\n"
+        "                           batch's B / (b·dp), from the preset or --global-batch; P when --pp is\n"
+        "                           given and the preset's global batch gives fewer: the batch follows)\n"
+        "  --recompute-microbatches N  the first N activation contexts keep every activation\n"
+        "                           (Megatron's micro-batches without partial activation checkpointing)\n"
+        "                           With P > 1 or any of these flags, every stage's activation peak is\n"
+        "                           printed from the schedule, beside the paper's Eq. 5 for the first\n"
         "  --gpus N                 GPUs in all (default the preset's data-parallel size × T × P)\n"
         "  --global-batch B         sequences per iteration (default the preset's micro-batches per\n"
         "                           pipeline × b × dp)\n"
@@ -89,7 +103,7 @@ enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD
+    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -109,6 +123,8 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},
         {"offload", required_argument, 0, OPT_OFFLOAD},
+        {"virtual-stages", required_argument, 0, OPT_VIRTUAL_STAGES}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
+        {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM}, {"recompute-microbatches", required_argument, 0, OPT_KEEP_ALL},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -135,6 +151,18 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_SP: a->sp = 1; break;
         case OPT_PP: rc = args_int(CMD, "--pp", optarg, 1, 65535, &a->pp); break;
         case OPT_INTERLEAVE: rc = args_int(CMD, "--interleave", optarg, 1, 65535, &a->interleave); break;
+        case OPT_VIRTUAL_STAGES: rc = args_int(CMD, "--virtual-stages", optarg, 1, 65535, &a->virtual_stages); break;
+        case OPT_PP_SCHEDULE:
+            if (pipe_schedule_parse(optarg, &a->schedule) != 0)
+                return args_error(CMD, "--pp-schedule: unknown schedule '%s' (expected 1f1b, interleaved, gpipe or layered)",
+                                  optarg);
+            a->schedule_given = 1;
+            break;
+        case OPT_GRAD_ACCUM: rc = args_int(CMD, "--grad-accum", optarg, 1, 1 << 20, &a->grad_accum); break;
+        case OPT_KEEP_ALL:
+            rc = args_int(CMD, "--recompute-microbatches", optarg, 0, 1 << 20, &a->keep_all);
+            a->keep_all_given = 1;
+            break;
         case OPT_GPUS: rc = args_int(CMD, "--gpus", optarg, 1, big, &a->gpus); break;
         case OPT_GLOBAL_BATCH: rc = args_int(CMD, "--global-batch", optarg, 1, big, &a->global_batch); break;
         case OPT_RECOMPUTE: a->recompute = optarg; break;
@@ -168,6 +196,9 @@ static int parse(int argc, char **argv, MemArgs *a) {
         if (rc) return rc;
     }
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
+    if (a->virtual_stages && a->interleave && a->virtual_stages != a->interleave)
+        return args_error(CMD, "--virtual-stages %d and --interleave %d disagree: they are the same setting (give one)",
+                          a->virtual_stages, a->interleave);
 
     ActDtype dt;
     MaskMode mm;
@@ -231,8 +262,11 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     memset(c, 0, sizeof *c);
     int L = pick(a->layers, p->L), h = pick(a->hidden, p->h), heads = pick(a->heads, p->a), s = pick(a->seq, p->s);
     int b = pick(a->batch, p->micro_batch), v = pick(a->vocab, p->v);
-    int t = pick(a->tp, p->t), pp = pick(a->pp, p->p), m = pick(a->interleave, p->m);
-    if (a->pp && !a->interleave) m = 1;   // a preset's interleaving belongs to its own pipeline size
+    int vflag = a->virtual_stages ? a->virtual_stages : a->interleave;   // the same setting
+    const char *vname = a->virtual_stages ? "--virtual-stages" : "--interleave";
+    int t = pick(a->tp, p->t), pp = pick(a->pp, p->p), m = pick(vflag, p->m);
+    if (a->pp && !vflag) m = 1;   // a preset's interleaving belongs to its own pipeline size
+    if (a->schedule_given && a->schedule != PIPE_INTERLEAVED && !vflag) m = 1;   // and to its schedule
     int dp0 = p->gpus / (p->t * p->p), nmb0 = p->global_batch / (p->micro_batch * dp0);
     long gpus = a->gpus ? a->gpus : (long)t * pp * dp0;
 
@@ -245,13 +279,22 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (a->sp && s % t)
         return cfg_error(a, p, "--sp: --seq %d is not divisible by --tp %d (each rank keeps s/t rows)", s, t);
     if (L % pp) return cfg_error(a, p, "--pp %d does not divide --layers %d", pp, L);
-    if (m > 1 && pp == 1) return cfg_error(a, p, "--interleave %d needs --pp > 1 (it splits each stage's layers)", m);
+    if (m > 1 && pp == 1) return cfg_error(a, p, "%s %d needs --pp > 1 (it splits each stage's layers)", vname, m);
     if (L % (pp * m))
-        return cfg_error(a, p, "--interleave %d: --layers %d is not divisible by pp × interleave = %d", m, L, pp * m);
+        return cfg_error(a, p, "%s %d: --layers %d is not divisible by pp × interleave = %d", vname, m, L, pp * m);
     if (gpus % ((long)t * pp))
         return cfg_error(a, p, "--gpus %ld is not a multiple of tp × pp = %d", gpus, t * pp);
     long dp = gpus / ((long)t * pp);
     long B = a->global_batch ? a->global_batch : (long)nmb0 * b * dp;
+    if (a->grad_accum) {   // micro-batches per pipeline: the global batch follows
+        if (a->global_batch && a->global_batch != (long)a->grad_accum * b * dp)
+            return cfg_error(a, p, "--grad-accum %d and --global-batch %ld disagree: the global batch is micro-batches × "
+                             "micro-batch × data-parallel size = %d × %d × %ld", a->grad_accum, (long)a->global_batch,
+                             a->grad_accum, b, dp);
+        B = (long)a->grad_accum * b * dp;
+    } else if (!a->global_batch && a->pp && nmb0 < pp) {
+        B = (long)pp * b * dp;   // the preset's batch cannot fill the pipeline: P micro-batches
+    }
     if (B % (b * dp))
         return cfg_error(a, p, "--global-batch %ld is not a multiple of micro-batch × data-parallel size = %d × %ld",
                           B, b, dp);
@@ -260,7 +303,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
 
     int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab;
-    int pristine = !shaped && !a->batch && !a->tp && !a->pp && !a->interleave && !a->gpus && !a->global_batch;
+    int pristine = !shaped && !a->batch && !a->tp && !a->pp && !vflag && !a->gpus && !a->global_batch &&
+                   !a->grad_accum && !a->schedule_given && !a->keep_all_given;
     snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);
     snprintf(c->label, sizeof c->label, "%s%s", !a->preset && shaped ? "custom shape, other fields from gpt2" : p->label,
              pristine || !a->preset ? "" : ", with flags overriding it");
@@ -307,6 +351,34 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     return 0;
 }
 
+// The pipeline of one model for the per-stage section (pr->spec.p = 0: none to report): validated by
+// pipe_spec_init, so the errors are ctron train's.
+static int build_pipe(const MemArgs *a, const ModelPreset *p, const MemoryConfig *c, PipeReport *pr) {
+    memset(pr, 0, sizeof *pr);
+    int vflag = a->virtual_stages ? a->virtual_stages : a->interleave;
+    if (c->lay.p == 1 && !a->pp && !a->schedule_given && !vflag && !a->grad_accum && !a->keep_all_given) return 0;
+    PipeScheduleKind kind = a->schedule_given ? a->schedule : c->lay.m > 1 ? PIPE_INTERLEAVED : PIPE_1F1B;
+    // --interleave 1 always meant "not interleaved"; --virtual-stages is checked as train checks it
+    int vs = a->virtual_stages ? a->virtual_stages : c->lay.m > 1 ? c->lay.m : 0;
+    long m = c->lay.microbatches;
+    if (m > 1 << 20) return cfg_error(a, p, "%ld micro-batches per pipeline: at most %d (lower --global-batch)", m, 1 << 20);
+    char err[512];
+    if (pipe_spec_init(&pr->spec, kind, c->lay.p, vs, (int)m, (int)c->lay.sh.L, err, sizeof err) != 0)
+        return cfg_error(a, p, "%s", err);
+    // the section walks every unit of every rank (~0.4 µs each): keep it to seconds
+    double units = (double)pr->spec.p * pipe_units_per_rank(&pr->spec);
+    if (units > 2e7)
+        return cfg_error(a, p, "the per-stage model would walk %.3g units (pp × 2·m·V); at most 2e7: lower --pp or "
+                         "--grad-accum", units);
+    pr->keep_all = a->keep_all;
+    int dp0 = p->gpus / (p->t * p->p), nmb0 = p->global_batch / (p->micro_batch * dp0);
+    if (a->grad_accum) snprintf(pr->m_from, sizeof pr->m_from, "--grad-accum");
+    else if (a->global_batch) snprintf(pr->m_from, sizeof pr->m_from, "from --global-batch");
+    else if (nmb0 < c->lay.p) snprintf(pr->m_from, sizeof pr->m_from, "= P: the preset's global batch gives %d", nmb0);
+    else snprintf(pr->m_from, sizeof pr->m_from, "from the preset's global batch");
+    return 0;
+}
+
 int cli_memory_main(int argc, char **argv) {
     MemArgs a;
     int rc = parse(argc, argv, &a);
@@ -317,8 +389,12 @@ int cli_memory_main(int argc, char **argv) {
     if ((rc = resolve_presets(a.preset, presets, &n)) != 0) return rc;
     a.several = n > 1;
     MemoryConfig cfgs[MAX_MODELS];
+    PipeReport pipes[MAX_MODELS];
     int built = 0;
-    for (; built < n && rc == 0; built++) rc = build_config(&a, presets[built], &cfgs[built]);
+    for (; built < n && rc == 0; built++) {
+        rc = build_config(&a, presets[built], &cfgs[built]);
+        if (rc == 0) rc = build_pipe(&a, presets[built], &cfgs[built], &pipes[built]);
+    }
     if (rc == 0 && a.plot) {
         char err[512];
         if (fig7_svg_save(a.plot, cfgs, n, err, sizeof err) != 0) rc = args_error(CMD, "%s", err);
@@ -328,10 +404,15 @@ int cli_memory_main(int argc, char **argv) {
         cJSON *root;
         if (n == 1) {
             root = memory_report_json(&cfgs[0]);
+            if (pipes[0].spec.p) pipe_report_json(root, &cfgs[0], &pipes[0]);
         } else {
             root = cJSON_CreateObject();
             cJSON *arr = cJSON_AddArrayToObject(root, "models");
-            for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, memory_report_json(&cfgs[i]));
+            for (int i = 0; i < n; i++) {
+                cJSON *model = memory_report_json(&cfgs[i]);
+                if (pipes[i].spec.p) pipe_report_json(model, &cfgs[i], &pipes[i]);
+                cJSON_AddItemToArray(arr, model);
+            }
         }
         char *text = cJSON_Print(root);
         printf("%s\n", text);
@@ -340,6 +421,7 @@ int cli_memory_main(int argc, char **argv) {
     } else if (rc == 0) {
         if (n == 1) memory_report_text(stdout, &cfgs[0]);
         else memory_report_compare(stdout, cfgs, n);
+        if (n == 1 && pipes[0].spec.p) pipe_report_text(stdout, &cfgs[0], &pipes[0]);
     }
     for (int i = 0; i < built; i++) policy_free(&cfgs[i].policy);
     return rc;

@@ -4,14 +4,17 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/cluster_cmd.h"
+#include "cli/plan_pipe.h"
 #include "memory/ledger_report.h"
 #include "memory/planner.h"
+#include "memory/stage_planner.h"
 
 #define CMD "plan"
 
 void cli_plan_usage(FILE *f) {
     fprintf(f,
         "usage: ctron plan --budget BYTES [model and layout flags]\n"
+        "       ctron plan --pp P [--pp-schedule S] [--virtual-stages V] [--grad-accum M] --budget BYTES …\n"
         "       ctron plan --cluster …   the fastest layout that fits on a GPU cluster (ctron plan --cluster --help)\n"
         "\n"
         "Chooses, from the analytic model, the per-layer recompute policy (none / selective / full),\n"
@@ -20,7 +23,8 @@ void cli_plan_usage(FILE *f) {
         "its bytes and FLOPs, and the train flags.\n"
         "`ctron train --mem-budget BYTES` plans the same way and holds the arena to BYTES.\n"
         "\n"
-        "  --budget BYTES      activation budget per rank (B, KiB, MiB, GiB, or KB/MB/GB)\n"
+        "  --budget BYTES      activation budget per rank (B, KiB, MiB, GiB, or KB/MB/GB); --mem-budget\n"
+        "                      is the same (train's name)\n"
         "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults)\n"
         "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
         "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n"
@@ -31,16 +35,27 @@ void cli_plan_usage(FILE *f) {
         "                      which the budget counts (default: all cores, as train)\n"
         "  --offload-budget BYTES  the offload pool (host memory or --offload-dir's disk) may hold this\n"
         "                      much: offload is then an option, preferred to recompute (no FLOPs), the\n"
-        "                      least traffic first (default 0: no offload)\n");
+        "                      least traffic first (default 0: no offload)\n"
+        "pipeline: each stage planned for its own peak under the schedule (the first holds the most\n"
+        "micro-batches, so it may recompute more); masks and Tempo are one choice for the whole model,\n"
+        "offload is not planned; prints every stage and the whole model's --recompute-layers list\n"
+        "  --pp P              pipeline stages (at most 64); must divide the layers\n"
+        "  --pp-schedule S     1f1b (default), interleaved, gpipe or layered\n"
+        "  --virtual-stages V  model chunks per rank (interleaved only)\n"
+        "  --grad-accum M      micro-batches per step (default P: the pipeline filled)\n");
 }
 
 int cli_plan_main(int argc, char **argv) {
     // --cluster: the layout search on a GPU cluster, its own flags (cluster_cmd.c).
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--cluster") == 0) return cli_cluster_main(argc, argv);
-    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS, O_OFFLOAD_BUDGET, O_PRECISION };
+    enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS,
+           O_OFFLOAD_BUDGET, O_PRECISION, O_PP, O_SCHEDULE, O_VIRTUAL, O_ACCUM };
     static const struct option opts[] = {
-        {"budget", required_argument, 0, O_BUDGET}, {"layers", required_argument, 0, O_LAYERS},
+        {"budget", required_argument, 0, O_BUDGET}, {"mem-budget", required_argument, 0, O_BUDGET},
+        {"layers", required_argument, 0, O_LAYERS},
+        {"pp", required_argument, 0, O_PP}, {"pp-schedule", required_argument, 0, O_SCHEDULE},
+        {"virtual-stages", required_argument, 0, O_VIRTUAL}, {"grad-accum", required_argument, 0, O_ACCUM},
         {"hidden", required_argument, 0, O_HIDDEN}, {"heads", required_argument, 0, O_HEADS},
         {"seq", required_argument, 0, O_SEQ}, {"batch", required_argument, 0, O_BATCH},
         {"vocab", required_argument, 0, O_VOCAB}, {"dropout", required_argument, 0, O_DROPOUT},
@@ -52,15 +67,26 @@ int cli_plan_main(int argc, char **argv) {
     train_options_default(&o);
     GPTConfig *c = &o.model;
     double budget = 0, p;
-    int rc = 0, ch;
+    int rc = 0, ch, pp = 0, virtual_stages = 0, accum = 0, schedule_given = 0;
+    PipeScheduleKind schedule = PIPE_1F1B;
     optind = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+    int li = 0;   // the long option matched: --budget and --mem-budget share a case
+    while ((ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         switch (ch) {
         case O_BUDGET:
             if (parse_bytes(optarg, &budget) != 0)
-                return args_error(CMD, "--budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+                return args_error(CMD, "--%s: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", opts[li].name, optarg);
+            break;
+        case O_PP: rc = args_int(CMD, "--pp", optarg, 1, 65535, &pp); break;
+        case O_VIRTUAL: rc = args_int(CMD, "--virtual-stages", optarg, 1, 65535, &virtual_stages); break;
+        case O_ACCUM: rc = args_int(CMD, "--grad-accum", optarg, 1, 1 << 20, &accum); break;
+        case O_SCHEDULE:
+            if (pipe_schedule_parse(optarg, &schedule) != 0)
+                return args_error(CMD, "--pp-schedule: unknown schedule '%s' (expected 1f1b, interleaved, gpipe or layered)",
+                                  optarg);
+            schedule_given = 1;
             break;
         case O_LAYERS: rc = args_int(CMD, "--layers", optarg, 1, 65535, &c->layers); break;
         case O_HIDDEN: rc = args_int(CMD, "--hidden", optarg, 1, 1 << 20, &c->hidden); break;
@@ -100,5 +126,21 @@ int cli_plan_main(int argc, char **argv) {
     o.world_size = o.tp;
     char err[512];
     if (train_check_layout(&o, o.tp, err, sizeof err) != 0) return args_error(CMD, "%s", err);
-    return train_print_plan(stdout, &o, budget) == 0 ? 0 : CTRON_EXIT_USAGE;
+    if (!pp) {
+        if (schedule_given || virtual_stages || accum)
+            return args_error(CMD, "--%s needs --pp P (the per-stage plan)",
+                              schedule_given ? "pp-schedule" : virtual_stages ? "virtual-stages" : "grad-accum");
+        return train_print_plan(stdout, &o, budget) == 0 ? 0 : CTRON_EXIT_USAGE;
+    }
+    PipeSpec spec;
+    if (pipe_spec_init(&spec, schedule, pp, virtual_stages, accum ? accum : pp, c->layers, err, sizeof err) != 0)
+        return args_error(CMD, "%s", err);
+    if (pp > STAGE_PLAN_MAX_STAGES)
+        return args_error(CMD, "--pp %d: the per-stage planner handles at most %d stages", pp, STAGE_PLAN_MAX_STAGES);
+    // the search walks the schedule for every candidate of every stage: keep it to seconds
+    double walk = (double)pipe_units_per_rank(&spec) * pp * (c->layers / pp + 1);
+    if (walk > 5e6)
+        return args_error(CMD, "--pp %d --grad-accum %d: too large to plan per stage (%.3g unit-layers, at most 5e6); "
+                          "plan with fewer micro-batches (1f1b's peak stops growing at m = p)", pp, spec.m, walk);
+    return plan_print_stages(stdout, &o, &spec, budget) == 0 ? 0 : CTRON_EXIT_USAGE;
 }

@@ -29,6 +29,10 @@ static size_t scratch_of(const ActShape *sh, int threads, unsigned tempo, int an
     return per * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
 }
 
+size_t plan_attention_scratch_bytes(const ActShape *sh, int threads, unsigned tempo, int any_selective) {
+    return scratch_of(sh, threads, tempo, any_selective);
+}
+
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads) {
     if (precision != PRECISION_BF16) return 0;
     size_t t = sh->t > 1 ? (size_t)sh->t : 1, n = (size_t)sh->s * (size_t)sh->b, h = (size_t)sh->h;

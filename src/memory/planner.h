@@ -59,6 +59,9 @@ int plan_memory_precision(const ActShape *sh, Precision precision, int threads, 
 // and, unless flash, attention's per-thread bf16 operands, threads·(s² + s·d).
 // tempo: the plan's (ATTN_FLASH counts); sh->mini_seq > 1: chunks. 0 under fp32 (no conversion).
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads);
+// The attention backward's scratch over all threads, as gpt_init allocates it: s² floats per thread, 2s²
+// with Tempo's softmax, ~3s² once any layer is selective, O(tile²) with flash attention (tempo's bit).
+size_t plan_attention_scratch_bytes(const ActShape *sh, int threads, unsigned tempo, int any_selective);
 // Parameters on one rank (its shards and the replicated tensors), as gpt_init_tp lays them out.
 size_t plan_rank_params(const ActShape *sh);
 // The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.
