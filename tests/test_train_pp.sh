@@ -54,6 +54,9 @@ run pp2_rmb_in   2 ref4 --grad-accum 4 --pp 2 --pp-schedule interleaved --virtua
 run pp1_layered  1 ref4 --grad-accum 4 --pp-schedule layered --recompute selective
 run pp1_gpipe    1 ref4 --grad-accum 4 --pp-schedule gpipe --recompute full --recompute-microbatches 2
 run dp2_layered  2 ref8 --grad-accum 4 --pp-schedule layered
+# --mem-budget plans every stage for its own budget: stage 0 (two micro-batches in flight) recomputes, stage 1 not.
+run pp2_budget   2 ref4 --grad-accum 4 --pp 2 --mem-budget 600KiB
+check "grep -q 'recompute 0:full,1-3:none' '$dir/pp2_budget.out'" "pp2 --mem-budget 600KiB: expected layer 0 full, the rest none: $(grep recompute "$dir/pp2_budget.out" | head -2)"
 
 # The schedule changes the order, not the arithmetic of a forward: gpipe and 1f1b losses are bitwise equal.
 loss_of() { /usr/bin/python3 -c "import json,sys; print(' '.join(repr(json.loads(l)['loss']) for l in open(sys.argv[1])))" "$1"; }

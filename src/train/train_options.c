@@ -10,6 +10,7 @@
 #include "train/trainer.h"
 #include "train/pipe_schedule.h"
 #include "memory/stage_model.h"
+#include "memory/stage_planner.h"
 
 void train_options_default(TrainOptions *o) {
     memset(o, 0, sizeof *o);
@@ -175,9 +176,21 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     p->precision = o->precision;
-    if (o->mem_budget > 0 && train_uses_pipeline(o)) {
-        snprintf(err, errlen, "--mem-budget with a pipeline schedule: see ctron plan --pp for the per-stage plan");
-        return -1;
+    PipeSpec spec;
+    if (o->mem_budget > 0 && train_uses_pipeline(o) && train_pipe_spec(o, &spec, err, errlen) == 0) {
+        // Each stage planned for the budget on its own (memory/stage_planner.h): every rank computes the
+        // same whole-model policy; the first stage, holding the most micro-batches, may recompute more.
+        ActShape sh = options_shape(o);
+        StagePlan rep;
+        if (stage_plan_memory(&spec, &sh, (Precision)o->precision, run_threads(o), o->mem_budget, p, &rep, err,
+                              errlen) != 0) {
+            char why[400];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, errlen, "--mem-budget: %s (see ctron plan --pp)", why);
+            return -1;
+        }
+        p->precision = o->precision;
+        return 0;
     }
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
@@ -211,7 +224,6 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
                             o->recompute_layers, err, errlen);
     // Pipelines: Megatron's --recompute-method/--recompute-num-layers count within each model chunk, and
     // no full-recompute group straddles two chunks (each chunk runs its backward on its own).
-    PipeSpec spec;
     if (train_pipe_spec(o, &spec, err, errlen) != 0)   // a bad layout: train_check_layout names the rule
         return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
                             o->recompute_layers, err, errlen);

@@ -201,6 +201,14 @@ static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt
     return all_ok(world, saved) ? 0 : -1;
 }
 
+// Rank 0's activation peak as the analytic model predicts it: the one-process step, or under a pipeline
+// schedule stage 0's schedule of contexts.
+static size_t predicted_peak(const GPT *m, const PipeSpec *spec) {
+    if (!spec) return act_peak_bytes(&m->shape, &m->policy);
+    PipeMemory pm = {spec, &m->shape, &m->policy, m->pp.keep_all > 0 ? &m->policy_all : NULL, m->pp.keep_all};
+    return pipe_rank_act_peak(&pm, 0);
+}
+
 int train_run(const TrainOptions *o, Comm *comm) {
     const GPTConfig *c = &o->model;
     CommGroup *world = &comm->world;
@@ -370,7 +378,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
     printf("  %s compute, recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
            policy.precision == PRECISION_BF16 ? "bf16 mixed-precision" : "fp32", plan, act_dtype_name(policy.act_dtype), mask_mode_name(policy.masks),
            tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,
-           format_bytes((double)act_peak_bytes(&m.shape, &m.policy), b1, sizeof b1));
+           format_bytes((double)predicted_peak(&m, pl ? &spec : NULL), b1, sizeof b1));
+    if (pl) printf(" on stage 0 (every stage: ctron memory --pp)");
     if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s (%s)", peak, prec);
     printf("\n");
     if (policy.offload) {
