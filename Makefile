@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 PY    ?= /usr/bin/python3
 
-.PHONY: all setup build data demo test bench clean sanitize valgrind fuzz
+.PHONY: all setup build data demo test bench bench-pipeline clean sanitize valgrind fuzz
 
 all: build
 
@@ -29,6 +29,11 @@ bench: build data
 	@bash bench/setup_peer.sh
 	@$(PY) bench/run_bench.py
 	@$(PY) bench/options_bench.py
+
+# Pipeline parallelism on this machine: the bubble, the stages' activation bytes and the point-to-point
+# bytes against their theory (bench/results/<date>-pipeline.md, docs/figures/pipeline_stage_memory.svg).
+bench-pipeline: build data
+	@$(PY) bench/pipeline_bench.py
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, then every test that runs in one
 # process (the MPI ones are left out: Open MPI's own allocations would be reported), including the
