@@ -440,6 +440,9 @@ static int parse_on_all_ranks(Comm *comm, int argc, char **argv, TrainOptions *o
             fprintf(stderr, "ctron train (rank %d of %d): ", w->rank, w->size);
             cli_parse_train(argc, argv, o, w->size);
         }
+        // No rank exits before every message is out: mpirun ends the job at the first non-zero exit.
+        fflush(stderr);
+        if (w->size > 1) comm_barrier(w);
         return CTRON_EXIT_USAGE;
     }
     return rc;
