@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -102,10 +103,10 @@ def eq5_factor(sched, p, V, m):
     """Micro-batches' worth of the stage's L/P layers the first stage holds, over P (i.e. in units
     of the whole model's layers for one micro-batch). Eq. 5 for 1f1b and interleaved."""
     if sched == "1f1b":
-        return min(p, m) / p, "Eq. 5"
+        return min(p, m) / p, "Eq. 5: 1"
     if sched == "interleaved":
-        return 1 + (p - 1) / (p * V), "Eq. 5 × (1 + (P−1)/(P·V))"
-    return m / p, "M/P (all in flight; not Eq. 5)"
+        return 1 + (p - 1) / (p * V), "Eq. 5: 1 + (P−1)/(P·V)"
+    return m / p, "M/P, all M in flight; not Eq. 5"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -143,6 +144,29 @@ def parse_ledger(stdout):
     return rows
 
 
+def sig4(x):
+    return None if x is None else float(f"{x:.4g}")
+
+
+STAGE_FIELDS = ("wait_ms", "busy_ms", "idle_fraction")
+
+
+def step_record(log_steps):
+    """What a run keeps of its log, by column, steps 1.. in order (4 significant digits): ms per step
+    and per step the per-stage wait, busy and idle fraction; rank 0's forward and backward ms (medians
+    of the timed steps); the distinct point-to-point byte counts of its steps."""
+    timed = log_steps[1:]
+    return dict(step_ms=[sig4(x["ms"]) for x in log_steps],
+                **{k: [[sig4(v) for v in x.get("pipeline", {}).get(k, [])] for x in log_steps] for k in STAGE_FIELDS},
+                **{k: sig4(med(x.get(k) for x in timed)) for k in ("fwd_ms", "bwd_ms")},
+                **{k: sorted({x.get("comm_bytes", {}).get(k) for x in log_steps} - {None}) for k in ("send", "recv")})
+
+
+def timed_steps(run):
+    """A run's steps after the first, as dicts of ms and the per-stage lists."""
+    return [dict(ms=run["step_ms"][i], **{k: run[k][i] for k in STAGE_FIELDS}) for i in range(1, len(run["step_ms"]))]
+
+
 def run_once(args, cmd, env, work, tag):
     if args.wait_quiet:
         rb.wait_quiet(args.wait_quiet, tag)
@@ -166,11 +190,9 @@ def run_pipeline(args, p, m, sched, mode, work, tag):
         res = dict(p=p, m=m, schedule=sched, V=V, mode=mode, cmd=cmd,
                    env={k: env[k] for k in sorted(MPI_ENV) + sorted(extra)},
                    rc=r["rc"], wall_s=r["wall_s"], other_cores=r["other_cores"], timed_out=r["timed_out"],
-                   steps=[dict(step=x["step"], ms=x["ms"], fwd_ms=x.get("fwd_ms"), bwd_ms=x.get("bwd_ms"),
-                               send=x.get("comm_bytes", {}).get("send"), recv=x.get("comm_bytes", {}).get("recv"),
-                               **x.get("pipeline", {})) for x in steps],
-                   ledger=parse_ledger(r["stdout"]))
-        res["ok"] = r["rc"] == 0 and len(steps) == args.steps and len(res["ledger"]) == p
+                   **step_record(steps), ledger=parse_ledger(r["stdout"]))
+        res["ok"] = r["rc"] == 0 and len(steps) == args.steps and len(res["ledger"]) == p and \
+            all(len(w) == p for w in res["wait_ms"])
         if not res["ok"]:
             res["error"] = rb.tail(r["stderr"]) or rb.tail(r["stdout"])
         if best is None or (res["ok"] and (not best["ok"] or (res["other_cores"] or 0) < (best["other_cores"] or 0))):
@@ -184,9 +206,10 @@ def run_pipeline(args, p, m, sched, mode, work, tag):
     best["discarded_other_cores"] = discarded
     load = f", other load {best['other_cores']:.2f} cores" if (best["other_cores"] or 0) > rb.OTHER_LOAD_FLAG else ""
     if best["ok"]:
-        idle = statistics.median(s["idle_fraction"][0] for s in best["steps"][1:])
+        timed = timed_steps(best)
+        idle = med(s["idle_fraction"][0] for s in timed)
         print(f"{tag}: stage 0 idle {idle:.3f} (theory {bubble_theory(sched, p, V, m):.3f}), "
-              f"{statistics.median(s['ms'] for s in best['steps'][1:]):.1f} ms/step{load}", file=sys.stderr, flush=True)
+              f"{med(s['ms'] for s in timed):.1f} ms/step{load}", file=sys.stderr, flush=True)
     else:
         print(f"{tag}: FAILED (rc {best['rc']}): {best.get('error', '')}", file=sys.stderr, flush=True)
     return best
@@ -248,7 +271,7 @@ def summarise(result):
     rows = []
     for (p, sched, m, mode), rs in groups.items():
         ok = [r for r in rs if r["ok"]]
-        timed = [s for r in ok for s in r["steps"][1:]]
+        timed = [s for r in ok for s in timed_steps(r)]
         V = rs[0]["V"]
         row = dict(p=p, schedule=sched, m=m, mode=mode, V=V, runs=len(rs), failed=len(rs) - len(ok),
                    theory=bubble_theory(sched, p, V, m), steps=len(timed),
@@ -260,15 +283,15 @@ def summarise(result):
             row["ms"] = med(s["ms"] for s in timed)
             # the slowest stage sets the pace: stage 0 also waits its extra compute, micro-batch by micro-batch
             row["theory_imbalance"] = row["theory"] + (max(row["busy_ms"]) - row["busy_ms"][0]) / row["busy_ms"][0]
-            row["stage0_idle_per_round"] = [med(s["idle_fraction"][0] for s in r["steps"][1:]) for r in ok]
-            tf, tb = med(s["fwd_ms"] for s in timed), med(s["bwd_ms"] for s in timed)
+            row["stage0_idle_per_round"] = [med(s["idle_fraction"][0] for s in timed_steps(r)) for r in ok]
+            tf, tb = med(r["fwd_ms"] for r in ok), med(r["bwd_ms"] for r in ok)
             if sched in ("1f1b", "gpipe") and tf and tb:
                 # stage r idles r·t_b after its last backward, in the step's closing collectives: not a receive
                 beta = tb / (tf + tb)
                 row["theory_receives"] = [(p - 1) / m - r * beta / m for r in range(p)]
             expect = p2p_bytes(p, V, m, cfg["seq"], cfg["batch"], cfg["hidden"])
-            sends = sorted({s["send"] for r in ok for s in r["steps"]})
-            recvs = sorted({s["recv"] for r in ok for s in r["steps"]})
+            sends = sorted({b for r in ok for b in r["send"]})
+            recvs = sorted({b for r in ok for b in r["recv"]})
             row["p2p"] = dict(formula=expect, send=sends, recv=recvs, equal=sends == [expect] and recvs == [expect])
         ledgers = [r["ledger"] for r in ok if r["ledger"]]
         if ledgers:
@@ -346,7 +369,8 @@ def markdown(result, rows, mem, fig_rel):
          f"Model: L {cfg['layers']}, h {cfg['hidden']}, a {cfg['heads']}, s {cfg['seq']}, micro-batch b "
          f"{cfg['batch']}, v {cfg['vocab']}, dropout 0.1, fp32, recompute none; 1 thread per rank; "
          f"{cfg['steps']} steps per run, step 1 dropped, {cfg['rounds']} round(s) pooled. Machine: {env['cpu_model']}, "
-         f"{c} cores; ctron binary sha256 {env['ctron']['sha256'][:12]}… (source {str(env['source_revision'])[:12]}); "
+         f"{c} cores; ctron binary sha256 {env['ctron']['sha256'][:12]}… "
+         f"(source {str(env['source_revision'])[:12]}); "
          f"load average {env['loadavg_start'][0]:.2f} at the start, {env['loadavg_end'][0]:.2f} at the end.", "",
          "Commands (a run, and the one-process reference; `bench/pipeline_bench.py` runs them all):", "", "```",
          f"{result['command']}", ""]
@@ -359,7 +383,8 @@ def markdown(result, rows, mem, fig_rel):
     L += ["```", ""]
     L += ["## The bubble: idle fraction per stage", "",
           "idle = seconds blocked on receives / seconds computing, per stage (the log's `pipeline.idle_fraction`), "
-          "median over the timed steps. Theory: (P−1)/M for 1f1b and gpipe, (P−1)/(V·M) for interleaved and layered. "
+          "median over the timed steps. Theory: (P−1)/M for 1f1b and gpipe, (P−1)/(V·M) for interleaved and "
+          "layered. "
           "Stage 0 starts first and ends last, so its receives hold its whole bubble; stage r > 0 also idles "
           "r·t_b after its last backward, in the step's closing collectives, which is not a receive: for 1f1b and "
           "gpipe its receive share is (P−1)/M − r·t_b/((t_f+t_b)·M) (t_f, t_b: rank 0's forward and backward "
@@ -374,8 +399,12 @@ def markdown(result, rows, mem, fig_rel):
     for mode in cfg["modes"]:
         ex = next((r for r in result["runs"] if r["mode"] == mode), None)
         setting = ", ".join(f"{k.replace('OMPI_MCA_', '')}={v}" for k, v in ex["env"].items() if k not in MPI_ENV)
-        L += [f"### {mode}: waiting ranks {MODE_TEXT[mode]} ({setting})", "",
-              "| P | schedule | M | theory | + imbalance | stage 0 | per stage 0..P−1 | ms/step | 1f1b/gpipe: receive share per stage |",
+        L += [f"### {mode}: waiting ranks {MODE_TEXT[mode]} ({setting})", ""]
+        if mode == "poll":
+            L += [f"Open MPI's own default: poll while the ranks fit the cores (P ≤ {c}), yield when they "
+                  "outnumber them.", ""]
+        L += ["| P | schedule | M | theory | + imbalance | stage 0 | per stage 0..P−1 | ms/step "
+              "| 1f1b/gpipe: receive share per stage |",
               "|---:|---|---:|---:|---:|---:|---|---:|---|"]
         for r in rows:
             if r["mode"] != mode or "idle" not in r:
@@ -390,20 +419,25 @@ def markdown(result, rows, mem, fig_rel):
              f"{rb.OTHER_LOAD_FLAG} cores busy during a run of the row (`other_cores` in the JSON).")
     for s in result["skipped"]:
         L.append(f"Skipped P={s['p']} {s['schedule']} M={s['m']}: {s['why']}.")
-    L += ["", f"## Activation bytes of the first stage (M = {cfg['memory_m']}, measured peaks from the ledger table)", "",
+    L += ["", f"## Activation bytes of the first stage (M = {cfg['memory_m']}, measured peaks from the ledger table)",
+          "",
           f"One process, the same micro-batch, --grad-accum {cfg['memory_m']}: **{single['act_bytes']}** B "
           f"({mib(single['act_bytes'])}); one layer keeps {single['act_layer_bytes']} B. "
           "Eq. 5 bytes = factor × L × one layer's bytes (the paper counts layers only: the one process adds the "
           "final LN, output-layer input and logits, a stage its embedding masks).", "",
-          "| P | schedule | contexts | stage 0 measured | = predicted | ÷ one process | factor | Eq. 5 bytes | measured ÷ Eq. 5 |",
+          "| P | schedule | contexts | stage 0 measured | = predicted | ÷ one process | factor | Eq. 5 bytes "
+          "| measured ÷ Eq. 5 |",
           "|---:|---|---:|---:|---|---:|---|---:|---:|"]
     for x in mem:
-        L.append(f"| {x['p']} | {sched_label(x['schedule'], x['V'])} | {x['contexts']} | {x['peak']} ({mib(x['peak'])}) | "
-                 f"{'yes, every rank' if x['all_ok'] else 'NO'} | **{x['ratio']:.3f}** | {x['factor']:.3f} "
+        same = "" if x["same_every_run"] else " (runs differ!)"
+        L.append(f"| {x['p']} | {sched_label(x['schedule'], x['V'])} | {x['contexts']} | {x['peak']} "
+                 f"({mib(x['peak'])}) | {'yes, every rank' if x['all_ok'] else 'NO'}{same} | "
+                 f"**{x['ratio']:.3f}** | {x['factor']:.3f} "
                  f"({x['factor_what']}) | {x['eq5_bytes']:.0f} | {x['over_eq5']:.4f} |")
     L += ["", f"![per-stage activation peak]({fig_rel})", "",
           "## Point-to-point bytes of rank 0 per step", "",
-          "Formula: Σ over rank 0's chunks g = v·P of M·([g ≠ P·V−1] + [g ≠ 0]) · s·b·h·4 B, sent and received alike.", "",
+          "Formula: Σ over rank 0's chunks g = v·P of M·([g ≠ P·V−1] + [g ≠ 0]) · s·b·h·4 B, sent and received "
+          "alike.", "",
           "| P | schedule | M | formula | send | recv | equal |", "|---:|---|---:|---:|---:|---:|---|"]
     seen = set()
     for r in rows:
@@ -417,7 +451,8 @@ def markdown(result, rows, mem, fig_rel):
                  f"{'yes' if same else '**NO**'} |")
     n_eq = sum(1 for r in rows if "p2p" in r and r["p2p"]["equal"])
     n = sum(1 for r in rows if "p2p" in r)
-    L += ["", f"Every step of every run (both wait modes): {n_eq} of {n} (layout, mode) rows equal the formula exactly.", ""]
+    L += ["", f"Every step of every run (every wait mode): {n_eq} of {n} (layout, mode) rows equal the formula "
+          "exactly.", ""]
     return "\n".join(L)
 
 
@@ -462,7 +497,8 @@ def stage_memory_svg(result, rows):
                        f"<title>{g['label']} stage {x['stage']}: {x['peak']} B measured, {x['predicted']} B "
                        f"predicted, {x['contexts']} contexts</title></rect>")
             out.append(f"<line x1='{svgplot._num(bx - 3)}' y1='{svgplot._num(y_of(pred))}' "
-                       f"x2='{svgplot._num(bx + bar_w + 3)}' y2='{svgplot._num(y_of(pred))}' stroke='#000' stroke-width='2'/>")
+                       f"x2='{svgplot._num(bx + bar_w + 3)}' y2='{svgplot._num(y_of(pred))}' stroke='#000' "
+                       "stroke-width='2'/>")
             out.append(svgplot._text(bx + bar_w / 2, min(y, y_of(pred)) - 5, f"{v:.1f}", size=9))
             out.append(svgplot._text(bx + bar_w / 2, top + plot_h + 12, str(x["stage"]), size=9, fill="#444"))
         out.append(svgplot._text(gx + gw / 2, top + plot_h + 28, g["label"], size=11))
@@ -474,10 +510,22 @@ def stage_memory_svg(result, rows):
     return "\n".join(out) + "\n"
 
 
+def dump_json(result, f):
+    """Top-level keys one per line; a list (runs, summary, memory) one element per line."""
+    items = list(result.items())
+    f.write("{\n")
+    for i, (k, v) in enumerate(items):
+        body = ("[\n" + ",\n".join("  " + json.dumps(x, ensure_ascii=False) for x in v) + "\n ]"
+                if isinstance(v, list) and v else json.dumps(v, ensure_ascii=False))
+        f.write(f" {json.dumps(k)}: {body}{',' if i < len(items) - 1 else ''}\n")
+    f.write("}\n")
+
+
 def write_outputs(result, args):
     rows = summarise(result)
     mem = memory_rows(result, rows)
     result["summary"], result["memory"] = rows, mem
+    os.makedirs(args.out_dir, exist_ok=True)
     stem = os.path.join(args.out_dir, f"{result['date']}-{args.suffix}")
     os.makedirs(os.path.dirname(os.path.abspath(args.figure)), exist_ok=True)
     with open(args.figure, "w") as f:
@@ -486,7 +534,7 @@ def write_outputs(result, args):
     with open(stem + ".md", "w") as f:
         f.write(md)
     with open(stem + ".json", "w") as f:
-        json.dump(result, f, indent=1)
+        dump_json(result, f)
     print(md)
     print(f"wrote {stem}.md, {stem}.json, {args.figure}", file=sys.stderr)
 
@@ -531,13 +579,17 @@ def main():
         if not os.path.exists(path):
             print(f"pipeline_bench: {what} {path} not found (make build data)", file=sys.stderr)
             return 2
+    if not shutil.which(args.mpirun):
+        print(f"pipeline_bench: {args.mpirun} not found (Open MPI: make setup)", file=sys.stderr)
+        return 2
     bad = [x for x in args.schedules if x not in SCHEDULES] + [x for x in args.modes if x not in MODES]
     if bad or args.memory_m not in args.microbatches:
         print(f"pipeline_bench: unknown {bad} or --memory-m not in --microbatches", file=sys.stderr)
         return 2
     load_start = os.getloadavg()
     sha_start = rb.file_sha256(args.ctron)
-    result = dict(date=time.strftime("%Y-%m-%d"), command=" ".join(["python3", "bench/pipeline_bench.py"] + sys.argv[1:]),
+    result = dict(date=time.strftime("%Y-%m-%d"),
+                  command=" ".join(["python3", "bench/pipeline_bench.py"] + sys.argv[1:]),
                   config=dict(layers=args.layers, hidden=args.hidden, heads=args.heads, seq=args.seq, batch=args.batch,
                               vocab=args.vocab, stages=args.stages, microbatches=args.microbatches,
                               schedules=args.schedules, virtual=args.virtual, modes=args.modes,
