@@ -70,19 +70,10 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     PPLayout one = {1, 0, 1, c->layers, 1, 0, NULL};
     m->pp = pp ? *pp : one;
     if (m->pp.contexts < 1) m->pp.contexts = 1;
-    policy_default(&m->policy, c->layers);
-    if (policy) {
-        memcpy(m->policy.kind, policy->kind, sizeof(LayerRecompute) * (size_t)c->layers);
-        memcpy(m->policy.group_start, policy->group_start, sizeof(int) * (size_t)c->layers);
-        m->policy.act_dtype = policy->act_dtype;
-        m->policy.precision = policy->precision;
-        m->policy.masks = policy->masks;
-        m->policy.tempo = policy->tempo;
-        m->policy.gelu_bits = policy->gelu_bits;
-        m->policy.mini_seq = policy->mini_seq;
-        m->policy.offload = policy->offload;
-        m->policy.offload_dir = policy->offload_dir;
-    }
+    if (policy && policy->layers != c->layers)
+        ctron_fatal("gpt_init: a policy of %d layers for a model of %d", policy->layers, c->layers);
+    if (policy) policy_copy(&m->policy, policy);
+    else policy_default(&m->policy, c->layers);
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     char err[256];
     m->be = backend_open("cpu", (Precision)m->policy.precision, err, sizeof err);

@@ -24,13 +24,19 @@ void policy_default(MemoryPolicy *p, int layers) {
     alloc_plan(p, layers);
 }
 
+void policy_copy(MemoryPolicy *dst, const MemoryPolicy *src) {
+    policy_default(dst, src->layers);
+    LayerRecompute *kind = dst->kind;
+    int *group_start = dst->group_start;
+    *dst = *src;
+    dst->kind = kind;
+    dst->group_start = group_start;
+    memcpy(dst->kind, src->kind, sizeof(LayerRecompute) * (size_t)src->layers);
+    memcpy(dst->group_start, src->group_start, sizeof(int) * (size_t)src->layers);
+}
+
 void policy_keep_everything(MemoryPolicy *all, const MemoryPolicy *plan) {
-    policy_default(all, plan->layers);
-    LayerRecompute *kind = all->kind;
-    int *group_start = all->group_start;
-    *all = *plan;
-    all->kind = kind;
-    all->group_start = group_start;
+    policy_copy(all, plan);
     for (int l = 0; l < plan->layers; l++) {
         all->kind[l] = RECOMPUTE_NONE;
         all->group_start[l] = l;

@@ -63,6 +63,8 @@ const char *offload_describe(unsigned offload, char *buf, size_t len);
 const char *tempo_describe(unsigned tempo, char *buf, size_t len);
 void policy_default(MemoryPolicy *p, int layers);   // none, fp32, byte masks
 void policy_free(MemoryPolicy *p);
+// A deep copy (its own per-layer arrays; offload_dir stays borrowed). policy_free it.
+void policy_copy(MemoryPolicy *dst, const MemoryPolicy *src);
 // The plan with nothing recomputed (same dtype, masks, Tempo): what --recompute-microbatches' keep-all
 // micro-batches follow. Allocates; policy_free it.
 void policy_keep_everything(MemoryPolicy *all, const MemoryPolicy *plan);
