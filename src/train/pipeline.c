@@ -35,7 +35,6 @@ int pipeline_init(Pipeline *pl, const PipeSpec *spec, int stage, CommGroup *pp, 
     pipe_units(spec, stage, pl->units);
     pl->contexts = pipe_assign_slots(pl->units, pl->n_units, pl->slot_of);
     pl->act_floats = act_floats;
-    pl->recv = xmalloc(act_floats * sizeof(float));
     size_t n_tok = (size_t)s * b * (size_t)spec->m;
     pl->tokens = xmalloc(n_tok * sizeof(int32_t));
     pl->targets = xmalloc(n_tok * sizeof(int32_t));
@@ -45,19 +44,27 @@ int pipeline_init(Pipeline *pl, const PipeSpec *spec, int stage, CommGroup *pp, 
 void pipeline_free(Pipeline *pl) {
     for (int i = 0; i < pl->n_bufs; i++) {
         if (pl->bufs[i].sending) comm_wait(&pl->bufs[i].req);
-        free(pl->bufs[i].data);
+        pl->be->free(pl->be, pl->bufs[i].data);
     }
+    if (pl->recv) pl->be->free(pl->be, pl->recv);
     free(pl->bufs);
     free(pl->layer_reqs);
     free(pl->units);
     free(pl->slot_of);
-    free(pl->recv);
     free(pl->tokens);
     free(pl->targets);
     memset(pl, 0, sizeof *pl);
 }
 
-size_t pipeline_buffer_bytes(const Pipeline *pl) { return ((size_t)pl->n_bufs + 1) * pl->act_floats * sizeof(float); }
+size_t pipeline_buffer_bytes(const Pipeline *pl) {
+    return ((size_t)pl->n_bufs + (pl->recv != NULL)) * pl->act_floats * sizeof(float);
+}
+
+// Boundary tensors live where the model's tensors do: on its backend, taken on first use.
+static void use_backend(Pipeline *pl, GPT *m) {
+    if (!pl->be) pl->be = m->be;
+    if (!pl->recv) pl->recv = pl->be->alloc(pl->be, pl->act_floats * sizeof(float));
+}
 
 // A buffer to write the next boundary tensor into: one whose send has completed, or a new one (the
 // pool grows to what the schedule keeps in the air at once).
@@ -70,7 +77,7 @@ static PipeBuf *free_buf(Pipeline *pl) {
     pl->bufs = grow(pl->bufs, sizeof(PipeBuf) * (size_t)pl->n_bufs, sizeof(PipeBuf) * (size_t)(pl->n_bufs + 1));
     PipeBuf *q = &pl->bufs[pl->n_bufs++];
     memset(q, 0, sizeof *q);
-    q->data = xmalloc(pl->act_floats * sizeof(float));
+    q->data = pl->be->alloc(pl->be, pl->act_floats * sizeof(float));
     q->local_tag = -1;
     return q;
 }
@@ -150,6 +157,7 @@ double pipeline_train_step(Pipeline *pl, GPT *m, const Dataset *ds, const PipeSt
     const GPTConfig *c = &m->cfg;
     int s = c->seq, b = c->batch, n = pipe_layers_per_chunk(&pl->spec), G = pl->spec.p * pl->spec.V;
     size_t n_tok = (size_t)s * b;
+    use_backend(pl, m);
     pl->wait_s = pl->fwd_s = pl->bwd_s = 0.0;
     for (int mb = 0; mb < pl->spec.m; mb++)
         dataset_train_batch(ds, s, b, st->order, st->seed, (uint32_t)st->step, st->sample0 + (uint32_t)(mb * b),
@@ -189,6 +197,7 @@ double pipeline_eval_batch(Pipeline *pl, GPT *m, const int32_t *tokens, const in
     int n = pipe_layers_per_chunk(&pl->spec), G = pl->spec.p * pl->spec.V;
     StepCtx ctx = {0, 0, 0, 0};
     double loss = 0.0;
+    use_backend(pl, m);
     gpt_use_context(m, 0);
     for (int v = 0; v < pl->spec.V; v++) {
         int g = chunk_global(pl, v), l0 = g * n, first = g == 0, last = g == G - 1;

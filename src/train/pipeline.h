@@ -31,6 +31,7 @@ typedef struct {
     int *slot_of;
     int n_units, contexts;
     size_t act_floats;            // one boundary tensor: s_rank·b·h floats
+    Backend *be;                  // the model's: boundary tensors are device tensors (set on first use)
     float *recv;                  // the input or gradient being received
     PipeBuf *bufs;
     int n_bufs;
@@ -45,6 +46,7 @@ typedef struct {
 // boundary. Returns the number of activation contexts the stage needs (pl->contexts).
 int pipeline_init(Pipeline *pl, const PipeSpec *spec, int stage, CommGroup *pp, CommGroup *dp, int reduce_layers,
                   int s, int b, size_t act_floats);
+// Before gpt_free: the buffers go back to the model's backend.
 void pipeline_free(Pipeline *pl);
 
 typedef struct {

@@ -533,7 +533,12 @@ int train_run(const TrainOptions *o, Comm *comm) {
         completed = step;
         if (step == start + 1 && o->show_ledger) {
             if (tty) printf("\n");
-            if (pl) dist_pipeline_ledger_report(stdout, &m, &spec, world, grid.pp_group.rank);
+            if (pl) {
+                dist_pipeline_ledger_report(stdout, &m, &spec, world, grid.pp_group.rank);
+                char bb[32];   // what the transfers hold: nothing the backward reads, so not in the ledger
+                printf("  outside the ledger: rank 0's boundary buffers %s (%d in its send pool and the receive "
+                       "buffer)\n", format_bytes((double)pipeline_buffer_bytes(pl), bb, sizeof bb), pl->n_bufs);
+            }
             else ledger_print_report(stdout, &m.ledger, &m.shape, &m.policy);
             if (m.off.pool) {
                 ledger_print_offload(stdout, &m.off.ledger, &m.shape, &m.policy, offload_pool_where(m.off.pool),
