@@ -7,18 +7,8 @@
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-pass=0; fail=0
-check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+source "$(dirname "$0")/layout_lib.sh"
 base=(--layers 4 --hidden 32 --heads 4 --seq 32 --batch 2 --steps 2 --threads 1 --no-ledger --data "$data")
-bad() {   # bad NP 'expected message' flags...
-  local np=$1 msg=$2; shift 2
-  local start=$(date +%s)
-  timeout 60 "${launch[@]}" -np "$np" "$ctron" train "${base[@]}" "$@" > "$dir/out" 2>&1
-  local rc=$? took=$(( $(date +%s) - start ))
-  check "[ $rc -eq 2 ]" "np $np $*: exit $rc, expected 2 (124 = hung): $(head -3 "$dir/out")"
-  check "[ \"\$(grep -cF -- '$msg' '$dir/out')\" -eq 1 ]" "np $np $*: expected one '$msg': $(head -5 "$dir/out")"
-  check "[ $took -lt 30 ]" "np $np $*: took $took s"
-}
 bad 2 "--pp 3 x --tp 1 = 3 does not divide the 2 ranks" --pp 3
 bad 4 "--pp 2 x --tp 4 = 8 does not divide the 4 ranks" --pp 2 --tp 4
 bad 2 "L = 3 layers is not divisible by P = 2" --pp 2 --layers 3

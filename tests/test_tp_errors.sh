@@ -6,18 +6,8 @@
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-pass=0; fail=0
-check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+source "$(dirname "$0")/layout_lib.sh"
 base=(--layers 1 --hidden 32 --heads 4 --seq 32 --batch 2 --steps 2 --threads 1 --no-ledger --data "$data")
-bad() {   # bad NP 'expected message' flags...
-  local np=$1 msg=$2; shift 2
-  local start=$(date +%s)
-  timeout 60 "${launch[@]}" -np "$np" "$ctron" train "${base[@]}" "$@" > "$dir/out" 2>&1
-  local rc=$? took=$(( $(date +%s) - start ))
-  check "[ $rc -eq 2 ]" "np $np $*: exit $rc, expected 2 (124 = hung): $(head -3 "$dir/out")"
-  check "[ \"\$(grep -cF -- '$msg' '$dir/out')\" -eq 1 ]" "np $np $*: expected one '$msg': $(head -5 "$dir/out")"
-  check "[ $took -lt 30 ]" "np $np $*: took $took s"
-}
 bad 2 "--tp 3 does not divide the 2 ranks" --tp 3
 bad 4 "--tp 4 does not divide --heads 6" --tp 4 --heads 6 --hidden 48
 bad 2 "--sp needs --seq 31 divisible by --tp 2" --tp 2 --sp --seq 31

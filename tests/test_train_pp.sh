@@ -9,26 +9,15 @@
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-pass=0; fail=0
-check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+source "$(dirname "$0")/layout_lib.sh"
 common=(--layers 4 --hidden 32 --heads 4 --seq 32 --batch 2 --steps 6 --eval-every 3 --dropout 0.1 --vocab 259
         --threads 1 --data "$data")
 "$ctron" train "${common[@]}" --no-ledger --grad-accum 4 --log "$dir/ref4.jsonl" --ckpt-dir "$dir/ref4" > /dev/null
 "$ctron" train "${common[@]}" --no-ledger --grad-accum 8 --log "$dir/ref8.jsonl" --ckpt-dir "$dir/ref8" > /dev/null
 
-compare() {   # compare NAME REF: losses, parameters and optimizer state of run NAME against REF
-  /usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/$2.jsonl" "$dir/$2/step_00000006" \
-    "$dir/$1.jsonl" "$dir/$1/step_00000006" --steps 6 --name "$1 vs $2"
-}
-
 run() {   # run NAME NP REF flags...: train at a layout, compare with REF; the ledger must match everywhere
   local name=$1 np=$2 ref=$3; shift 3
-  timeout 120 "${launch[@]}" -np "$np" "$ctron" train "${common[@]}" "$@" --log "$dir/$name.jsonl" \
-    --ckpt-dir "$dir/$name" > "$dir/$name.out" 2>&1
-  local rc=$?
-  check "[ $rc -eq 0 ]" "$name (np $np $*) exited $rc: $(tail -3 "$dir/$name.out")"
-  compare "$name" "$ref"
-  check "[ $? -eq 0 ]" "$name (np $np $*) differs from the single-process run"
+  train_at "$name" "$np" "$ref" 6 "$@"
   local ok; ok=$(grep -c '  ok$' "$dir/$name.out")
   check "[ $ok -eq $np ] && ! grep -q MISMATCH '$dir/$name.out'" \
     "$name: measured activation peak != prediction on some rank: $(grep -A$((np + 2)) 'measured vs predicted' "$dir/$name.out")"
@@ -78,7 +67,7 @@ timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --grad-accum 8 --
 check '[ $? -eq 0 ]' "resuming at pp 2 tp 2 failed: $(tail -3 "$dir/second.out")"
 "$ctron" train "${common[@]}" --grad-accum 8 --resume "$dir/resumed" --log "$dir/resumed.jsonl" > "$dir/third.out" 2>&1
 check '[ $? -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/third.out")"
-compare resumed ref8
+compare_to resumed ref8 6
 check '[ $? -eq 0 ]' "dp2 pp2 → pp2 tp2 sp → one process differs from one process"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -7,27 +7,13 @@
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-pass=0; fail=0
-check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+source "$(dirname "$0")/layout_lib.sh"
 common=(--layers 2 --hidden 32 --heads 4 --seq 32 --batch 4 --steps 10 --eval-every 5 --dropout 0.1 --vocab 259
         --threads 1 --no-ledger --data "$data")
 "$ctron" train "${common[@]}" --log "$dir/ref1.jsonl" --ckpt-dir "$dir/ref1" > /dev/null
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/ref2.jsonl" --ckpt-dir "$dir/ref2" > /dev/null
 
-compare() {   # compare NAME REF: losses, parameters and optimizer state of run NAME against REF
-  /usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/$2.jsonl" "$dir/$2/step_00000010" \
-    "$dir/$1.jsonl" "$dir/$1/step_00000010" --name "$1 vs $2"
-}
-
-run() {   # run NAME NP REF flags...: train at a layout, compare with REF
-  local name=$1 np=$2 ref=$3; shift 3
-  timeout 120 "${launch[@]}" -np "$np" "$ctron" train "${common[@]}" "$@" --log "$dir/$name.jsonl" \
-    --ckpt-dir "$dir/$name" > "$dir/$name.out" 2>&1
-  local rc=$?
-  check "[ $rc -eq 0 ]" "$name (np $np $*) exited $rc: $(tail -3 "$dir/$name.out")"
-  compare "$name" "$ref"
-  check "[ $? -eq 0 ]" "$name (np $np $*) differs from the single-process run"
-}
+run() { local name=$1 np=$2 ref=$3; shift 3; train_at "$name" "$np" "$ref" 10 "$@"; }   # run NAME NP REF flags...
 # accumulation 2 on one process = 2 data-parallel groups of the same batch
 run tp2       2 ref1 --tp 2
 run tp2sp     2 ref1 --tp 2 --sp
@@ -49,7 +35,7 @@ timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --tp 2 --sp --zer
 check '[ $? -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
 "$ctron" train "${common[@]}" --grad-accum 2 --resume "$dir/resumed" --log "$dir/resumed.jsonl" > "$dir/resume.out" 2>&1
 check '[ $? -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
-compare resumed ref2
+compare_to resumed ref2 10
 check '[ $? -eq 0 ]' "np 4 (tp 2, sp, zero 1) up to step 5 + one process to step 10 differs from one process"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
