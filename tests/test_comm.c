@@ -4,7 +4,7 @@
 // summed over the world and rank 0 prints "N passed, N failed" for the job.
 #include <stdlib.h>
 #include <string.h>
-#include "check.h"
+#include "check_mpi.h"
 #include "parallel/comm.h"
 
 enum { N = 24 };  // divisible by 1, 2, 3, 4: an equal chunk for every group size used
@@ -178,13 +178,5 @@ int main(int argc, char **argv) {
         if (c.world.size % tp == 0) test_grid(&c, tp);
     test_grid_errors(&c);
 
-    // One verdict for the job, so that every rank exits alike.
-    float counts[2] = {(float)check_passed, (float)check_failed};
-    comm_allreduce_sum(&c.world, counts, counts, 2);
-    int rank = c.world.rank;
-    comm_finalize(&c);
-    check_passed = (int)counts[0];
-    check_failed = (int)counts[1];
-    if (rank != 0) return check_failed ? 1 : 0;
-    return check_summary();
+    return check_summary_world(&c);   // one verdict for the job: every rank exits alike
 }

@@ -4,7 +4,7 @@
 // the counts are summed over the world and rank 0 prints "N passed, N failed" for the job.
 #include <stdio.h>
 #include <string.h>
-#include "check.h"
+#include "check_mpi.h"
 #include "parallel/comm.h"
 
 enum { N = 24 };
@@ -238,13 +238,5 @@ int main(int argc, char **argv) {
             if (c.world.size % (tp * pp) == 0) test_grid(&c, tp, pp);
     test_grid_errors(&c);
 
-    // One verdict for the job, so that every rank exits alike.
-    float counts[2] = {(float)check_passed, (float)check_failed};
-    comm_allreduce_sum(&c.world, counts, counts, 2);
-    int rank = c.world.rank;
-    comm_finalize(&c);
-    check_passed = (int)counts[0];
-    check_failed = (int)counts[1];
-    if (rank != 0) return check_failed ? 1 : 0;
-    return check_summary();
+    return check_summary_world(&c);   // one verdict for the job: every rank exits alike
 }
