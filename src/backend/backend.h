@@ -47,7 +47,7 @@ struct Backend {
     void (*linear_backward)(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                             const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
                             const float *w, const uint16_t *w16, int n, int in, int out);
-    void (*bias_backward)(float *db, const float *dy, int lddy, int n, int cols);
+    void (*bias_backward)(Backend *be, float *db, const float *dy, int lddy, int n, int cols);
 
     // ---- attention (bf16: round stored P/D to bf16, and under mixed precision bf16 GEMMs per head)
     void (*attention_forward)(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
@@ -60,64 +60,64 @@ struct Backend {
                                          const float *q, const float *k, const float *v, float *scratch, int s,
                                          int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
                                          int round_bf16);
-    void (*flash_attention_forward)(float *ctx, float *lse, const float *q, const float *k, const float *v,
+    void (*flash_attention_forward)(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
                                     float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
                                     uint32_t sample0);
-    void (*flash_attention_backward)(float *dq, float *dk, float *dv, const float *dctx, const float *q,
+    void (*flash_attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                      const float *k, const float *v, const float *ctx, const float *lse,
                                      float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
                                      uint32_t sample0);
 
     // ---- elementwise and normalisation
-    void (*layernorm_forward)(float *y, float *stats, const float *x, const float *w, const float *b, int n, int h);
-    void (*layernorm_backward)(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+    void (*layernorm_forward)(Backend *be, float *y, float *stats, const float *x, const float *w, const float *b, int n, int h);
+    void (*layernorm_backward)(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
                                const float *stats, const float *w, int n, int h);
-    void (*layernorm_backward_from_output)(float *dx, int accumulate, float *dw, float *db, const float *dy,
+    void (*layernorm_backward_from_output)(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
                                            const float *y, const float *stats, const float *w, const float *b,
                                            int n, int h);
-    void (*bias_gelu_forward)(float *y, float *x, const float *bias, int n, int cols, int round_bf16);
-    void (*gelu_backward)(float *dx, const float *dy, const float *x, size_t count);
-    void (*gelu_branch_pack)(uint8_t *bits, const float *x, size_t count);
-    void (*gelu_backward_from_output)(float *dx, const float *dy, const float *y, const uint8_t *bits, size_t count);
-    void (*fewbit_gelu_encode)(uint8_t *codes, const float *x, size_t count, const FewBitGelu *t);
-    void (*fewbit_gelu_backward)(float *dx, const float *dy, const uint8_t *codes, size_t count, const FewBitGelu *t);
-    void (*attention_mask)(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
-    void (*dropout_mask_sbw)(uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0);
-    void (*dropout_residual_forward)(float *out, const float *res, const float *y, const float *bias,
+    void (*bias_gelu_forward)(Backend *be, float *y, float *x, const float *bias, int n, int cols, int round_bf16);
+    void (*gelu_backward)(Backend *be, float *dx, const float *dy, const float *x, size_t count);
+    void (*gelu_branch_pack)(Backend *be, uint8_t *bits, const float *x, size_t count);
+    void (*gelu_backward_from_output)(Backend *be, float *dx, const float *dy, const float *y, const uint8_t *bits, size_t count);
+    void (*fewbit_gelu_encode)(Backend *be, uint8_t *codes, const float *x, size_t count, const FewBitGelu *t);
+    void (*fewbit_gelu_backward)(Backend *be, float *dx, const float *dy, const uint8_t *codes, size_t count, const FewBitGelu *t);
+    void (*attention_mask)(Backend *be, uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
+    void (*dropout_mask_sbw)(Backend *be, uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0);
+    void (*dropout_residual_forward)(Backend *be, float *out, const float *res, const float *y, const float *bias,
                                      const uint8_t *keep, float p, int n, int w);
-    void (*dropout_apply)(float *x, const uint8_t *keep, float p, size_t count);
-    void (*dropout_backward)(float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
+    void (*dropout_apply)(Backend *be, float *x, const uint8_t *keep, float p, size_t count);
+    void (*dropout_backward)(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
 
     // ---- embedding and loss (vocabulary-parallel forms under TP)
-    void (*embedding_forward)(float *x, const int32_t *tokens, const float *wte, const float *wpe, int s, int b, int h);
-    void (*embedding_backward)(float *dwte, float *dwpe, const float *dx, const int32_t *tokens, int s, int b, int h);
-    void (*embedding_vocab_forward)(float *x, const int32_t *tokens, const float *wte, int v0, int vl, int n, int h);
-    void (*embedding_add_positions)(float *x, const float *wpe, int s0, int s, int b, int h);
-    void (*embedding_vocab_backward)(float *dwte, const float *dx, const int32_t *tokens, int v0, int vl, int n, int h);
-    void (*embedding_positions_backward)(float *dwpe, const float *dx, int s0, int s, int b, int h);
-    double (*crossentropy_forward_backward)(float *logits, const int32_t *targets, float *row_loss, int n, int v,
+    void (*embedding_forward)(Backend *be, float *x, const int32_t *tokens, const float *wte, const float *wpe, int s, int b, int h);
+    void (*embedding_backward)(Backend *be, float *dwte, float *dwpe, const float *dx, const int32_t *tokens, int s, int b, int h);
+    void (*embedding_vocab_forward)(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0, int vl, int n, int h);
+    void (*embedding_add_positions)(Backend *be, float *x, const float *wpe, int s0, int s, int b, int h);
+    void (*embedding_vocab_backward)(Backend *be, float *dwte, const float *dx, const int32_t *tokens, int v0, int vl, int n, int h);
+    void (*embedding_positions_backward)(Backend *be, float *dwpe, const float *dx, int s0, int s, int b, int h);
+    double (*crossentropy_forward_backward)(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
                                             float grad_scale);
-    double (*crossentropy_loss)(const float *logits, const int32_t *targets, float *row_loss, int n, int v);
-    void (*crossentropy_vocab_partial)(float *part, const float *logits, const int32_t *targets, int n, int vl,
+    double (*crossentropy_loss)(Backend *be, const float *logits, const int32_t *targets, float *row_loss, int n, int v);
+    void (*crossentropy_vocab_partial)(Backend *be, float *part, const float *logits, const int32_t *targets, int n, int vl,
                                        int v0, int n_valid);
-    double (*crossentropy_vocab_combine)(float *lse, float *row_loss, const float *parts, int t, int n);
-    void (*crossentropy_vocab_backward)(float *logits, const float *lse, const int32_t *targets, int n, int vl,
+    double (*crossentropy_vocab_combine)(Backend *be, float *lse, float *row_loss, const float *parts, int t, int n);
+    void (*crossentropy_vocab_backward)(Backend *be, float *logits, const float *lse, const int32_t *targets, int n, int vl,
                                         int v0, int n_valid, float grad_scale);
 
     // ---- storage formats
-    void (*bf16_round)(float *x, size_t n);
-    void (*bf16_pack)(uint16_t *dst, const float *src, size_t n);
-    void (*bf16_unpack)(float *dst, const uint16_t *src, size_t n);
-    void (*mask_pack_bits)(uint8_t *bits, const uint8_t *keep, size_t n);
-    void (*mask_unpack_bits)(uint8_t *keep, const uint8_t *bits, size_t n);
+    void (*bf16_round)(Backend *be, float *x, size_t n);
+    void (*bf16_pack)(Backend *be, uint16_t *dst, const float *src, size_t n);
+    void (*bf16_unpack)(Backend *be, float *dst, const uint16_t *src, size_t n);
+    void (*mask_pack_bits)(Backend *be, uint8_t *bits, const uint8_t *keep, size_t n);
+    void (*mask_unpack_bits)(Backend *be, uint8_t *keep, const uint8_t *bits, size_t n);
 
     // ---- the optimizer and the guards
     // AdamW on [lo, hi) of p/g with moments m/v (indices relative to lo); decay_mask NULL: decay all.
     // w16 (may be NULL): the bf16 copy of p, refreshed in the same sweep.
-    void (*adamw_update)(float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n, float lr,
+    void (*adamw_update)(Backend *be, float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n, float lr,
                          float beta1, float beta2, float eps, float wd, float bc1, float bc2, float grad_scale);
-    double (*sum_squares)(const float *x, size_t n);           // fixed summation order
-    size_t (*count_nonfinite)(const float *x, size_t n);
+    double (*sum_squares)(Backend *be, const float *x, size_t n);           // fixed summation order
+    size_t (*count_nonfinite)(Backend *be, const float *x, size_t n);
 
     // ---- host memory the device copies to and from (appended: entries above keep their places)
     // Zero-filled host memory for copy/copy_async with COPY_H2D / COPY_D2H at full speed: pinned
@@ -141,7 +141,7 @@ struct Backend {
     void (*kv_attention_forward)(Backend *be, float *ctx, const float *q, int ldq, const float *kc, const float *vc,
                                  float *scores, int seq, int p0, int n, int a, int h);
     // y = gelu(x), elementwise (the tanh form of bias_gelu_forward, without the bias).
-    void (*gelu_forward)(float *y, const float *x, size_t count);
+    void (*gelu_forward)(Backend *be, float *y, const float *x, size_t count);
 };
 
 // "cpu" (any precision); "cuda" / "cuda:N" once a CUDA backend is built. NULL with err when the name

@@ -238,7 +238,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        m->be->flash_attention_forward(ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->act->ctx.sample0);
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->act->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -297,7 +297,7 @@ static void output_done(GPT *m, int l, int pass, int where, float *out) {
 static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int site, int keep) {
     size_t nh = rank_rows_h(m);
     uint8_t *mask = mask_out(m, A, name, l, nh, keep);
-    m->be->dropout_mask_sbw(mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->act->ctx.sample0);
+    m->be->dropout_mask_sbw(m->be, mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->act->ctx.sample0);
     mask_done(m, A, name, l, mask, nh, keep);
     return mask;
 }
@@ -313,7 +313,7 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     int keep_out = keeps(m, l, out_name, pass);
     float *stats = saved_out(m, A, stats_name, l, 2 * (size_t)nr, keeps(m, l, stats_name, pass));
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
-    m->be->layernorm_forward(out, stats, x, gamma, beta, nr, h);
+    m->be->layernorm_forward(m->be, out, stats, x, gamma, beta, nr, h);
     saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
     const float *all = tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
     *x16 = all == out ? saved_bf16(m, A, out_name, keep_out) : NULL;
@@ -331,7 +331,7 @@ static void chunk_rows(int n, int M, int c, int *r0, int *r1) {
 static void mlp_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
     int h = m->cfg.hidden, fl = m->fl;
     linear_fwd(m, ws(m, W_MINI_A), fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
-    m->be->bias_gelu_forward(ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
+    m->be->bias_gelu_forward(m->be, ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
 }
 
 // Mini-seq MLP forward: FC2(GeLU(FC1(x))) one chunk of the sequence at a time, into ws_out.
@@ -356,7 +356,7 @@ static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensor
         if (nc <= 0) continue;
         mlp_chunk_inner(m, w, x_all, r0, nc);
         linear_bwd(m, ws(m, W_MINI_C), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, nc, fl, h);
-        m->be->gelu_backward(ws(m, W_MINI_C), ws(m, W_MINI_C), ws(m, W_MINI_A), (size_t)nc * fl);
+        m->be->gelu_backward(m->be, ws(m, W_MINI_C), ws(m, W_MINI_C), ws(m, W_MINI_A), (size_t)nc * fl);
         linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, ws(m, W_MINI_C), fl, x_all + (size_t)r0 * h, h,
                         w->fc1_w, nc, h, fl);
     }
@@ -398,7 +398,7 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
-    m->be->dropout_residual_forward(x1, x, attn_out, w.proj_b, drop1, p, nr, h);
+    m->be->dropout_residual_forward(m->be, x1, x, attn_out, w.proj_b, drop1, p, nr, h);
     saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
@@ -409,14 +409,14 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
         float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
         float *fc2_out_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
         linear_fwd16(m, gelu_in, fl, fc1_all, fc1_16, h, w.fc1_w, NULL, n, h, fl);
-        m->be->bias_gelu_forward(fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
+        m->be->bias_gelu_forward(m->be, fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
         saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
         saved_done(m, A, ACT_FC2_IN, l, fc2_out_in, nfl, KEEP(ACT_FC2_IN), 1);
         if (KEEP(ACT_GELU_BRANCH))
-            m->be->gelu_branch_pack(bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
+            m->be->gelu_branch_pack(m->be, bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
         if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
             const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
-            m->be->fewbit_gelu_encode(bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)), gelu_in,
+            m->be->fewbit_gelu_encode(m->be, bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)), gelu_in,
                                nfl, fb);
         }
         fc2_in = fc2_out_in;
@@ -430,7 +430,7 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
                       h);
     const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
-    m->be->dropout_residual_forward(out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
+    m->be->dropout_residual_forward(m->be, out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);
     return out;
 #undef KEEP
@@ -451,10 +451,10 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
 static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
     int s = m->s_cur, b = m->b_cur, h = m->cfg.hidden;
     if (m->tp.t <= 1) {
-        m->be->embedding_forward(x, tokens, m->w.wte, m->w.wpe, s, b, h);
+        m->be->embedding_forward(m->be, x, tokens, m->w.wte, m->w.wpe, s, b, h);
         return;
     }
-    m->be->embedding_vocab_forward(ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
+    m->be->embedding_vocab_forward(m->be, ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
     if (m->tp.sp) {
         comm_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)s * b * h * sizeof(float));
@@ -462,7 +462,7 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
         comm_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     }
-    m->be->embedding_add_positions(x, m->w.wpe, m->s0, m->s_rank, b, h);
+    m->be->embedding_add_positions(m->be, x, m->w.wpe, m->s0, m->s_rank, b, h);
 }
 
 // Mini-seq output layer + cross-entropy, one chunk of the sequence at a time: the chunk's logits,
@@ -480,14 +480,14 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
         float *logits = ws(m, W_MINI_LOGITS);
         linear_fwd(m, logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
         if (t <= 1) {
-            loss += train ? m->be->crossentropy_forward_backward(logits, targets + r0, m->row_loss, nc, vl, grad_scale)
-                          : m->be->crossentropy_loss(logits, targets + r0, m->row_loss, nc, vl);
+            loss += train ? m->be->crossentropy_forward_backward(m->be, logits, targets + r0, m->row_loss, nc, vl, grad_scale)
+                          : m->be->crossentropy_loss(m->be, logits, targets + r0, m->row_loss, nc, vl);
         } else {
             float *part = m->ce_part + (size_t)m->tp.rank * nc * 3;
-            m->be->crossentropy_vocab_partial(part, logits, targets + r0, nc, vl, m->v0, m->cfg.vocab);
+            m->be->crossentropy_vocab_partial(m->be, part, logits, targets + r0, nc, vl, m->v0, m->cfg.vocab);
             tp_allgather(m, part, m->ce_part, (size_t)nc * 3, TPC_VOCAB);
-            loss += m->be->crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, t, nc);
-            if (train) m->be->crossentropy_vocab_backward(logits, m->ce_lse, targets + r0, nc, vl, m->v0, m->cfg.vocab, grad_scale);
+            loss += m->be->crossentropy_vocab_combine(m->be, m->ce_lse, m->row_loss, m->ce_part, t, nc);
+            if (train) m->be->crossentropy_vocab_backward(m->be, logits, m->ce_lse, targets + r0, nc, vl, m->v0, m->cfg.vocab, grad_scale);
         }
         if (train)
             linear_bwd(m, lm_grad + (size_t)r0 * h, h, 0, m->g.wte, NULL, logits, vl, lm_all + (size_t)r0 * h, h,
@@ -508,7 +508,7 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     int mini = m->policy.mini_seq > 1 && targets;
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
     float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
-    m->be->layernorm_forward(lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
+    m->be->layernorm_forward(m->be, lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
@@ -518,15 +518,15 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     snapshot_forward_end(m);
     if (!targets) return 0.0;
     if (m->tp.t <= 1) {
-        if (train) return m->be->crossentropy_forward_backward(logits, targets, m->row_loss, n, vl, grad_scale);
-        return m->be->crossentropy_loss(logits, targets, m->row_loss, n, vl);
+        if (train) return m->be->crossentropy_forward_backward(m->be, logits, targets, m->row_loss, n, vl, grad_scale);
+        return m->be->crossentropy_loss(m->be, logits, targets, m->row_loss, n, vl);
     }
     // Three numbers per row from every rank: its max, its Σexp and its target logit.
     float *part = m->ce_part + (size_t)m->tp.rank * n * 3;
-    m->be->crossentropy_vocab_partial(part, logits, targets, n, vl, m->v0, c->vocab);
+    m->be->crossentropy_vocab_partial(m->be, part, logits, targets, n, vl, m->v0, c->vocab);
     tp_allgather(m, part, m->ce_part, (size_t)n * 3, TPC_VOCAB);
-    double loss = m->be->crossentropy_vocab_combine(m->ce_lse, m->row_loss, m->ce_part, m->tp.t, n);
-    if (train) m->be->crossentropy_vocab_backward(logits, m->ce_lse, targets, n, vl, m->v0, c->vocab, grad_scale);
+    double loss = m->be->crossentropy_vocab_combine(m->be, m->ce_lse, m->row_loss, m->ce_part, m->tp.t, n);
+    if (train) m->be->crossentropy_vocab_backward(m->be, logits, m->ce_lse, targets, n, vl, m->v0, c->vocab, grad_scale);
     return loss;
 }
 
@@ -549,7 +549,7 @@ static void forward_begin(GPT *m, int l0, int l1, int s, int b, StepCtx ctx) {
     m->ledger.paused = !ctx.train;
     m->act->ctx = ctx;
     if (m->params16 && m->params16_stale) {   // mixed precision: the GEMMs' bf16 weights from the masters
-        m->be->bf16_pack(m->params16, m->params, m->n_params);
+        m->be->bf16_pack(m->be, m->params16, m->params, m->n_params);
         m->params16_stale = 0;
     }
     m->s_cur = s;
@@ -573,9 +573,9 @@ static float *embedding_forward(GPT *m, const int32_t *tokens) {
     float *x = input_of(m, 0, PASS_FORWARD);
     embed_forward(m, x, tokens);
     if (emb_mask) {
-        m->be->dropout_mask_sbw(emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, m->b_cur, h, m->act->ctx.sample0);
+        m->be->dropout_mask_sbw(m->be, emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, m->b_cur, h, m->act->ctx.sample0);
         mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
-        m->be->dropout_apply(x, emb_mask, p, nrh);
+        m->be->dropout_apply(m->be, x, emb_mask, p, nrh);
     }
     saved_done(m, &m->act->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
     scope_end(m, scope_key(m, SCOPE_EMB));
@@ -640,10 +640,10 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
     size_t nrh = (size_t)nr * h;
     const float *stats = saved_in(m, A, stats_name, l, 2 * (size_t)nr);
     if (tempo(m, TEMPO_LAYERNORM))
-        m->be->layernorm_backward_from_output(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
+        m->be->layernorm_backward_from_output(m->be, ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
                                        beta, nr, h);
     else
-        m->be->layernorm_backward(ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
+        m->be->layernorm_backward(m->be, ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
 }
 
 // d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
@@ -661,10 +661,10 @@ static void block_backward_pass(GPT *m, int l) {
     // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
     const float *d_mlp_out = ws(m, W_D_RES);
     if (drop) {
-        m->be->dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(m->be, ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
         d_mlp_out = ws(m, W_D_TMP);
     }
-    m->be->bias_backward(g.fc2_b, d_mlp_out, h, nr, h);
+    m->be->bias_backward(m->be, g.fc2_b, d_mlp_out, h, nr, h);
     const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
         const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
@@ -673,13 +673,13 @@ static void block_backward_pass(GPT *m, int l) {
         linear_bwd16(m, ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_gemm_in(m, A, ACT_FC2_IN, l, nfl, 0), fl,
                      w.fc2_w, n, fl, h);
         if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
-            m->be->fewbit_gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
+            m->be->fewbit_gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
                                  fewbit_gelu_table(m->policy.gelu_bits));
         else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
-            m->be->gelu_backward_from_output(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
+            m->be->gelu_backward_from_output(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
                                       bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
         else
-            m->be->gelu_backward(ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+            m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
         GemmIn fc1_in = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
         linear_bwd16(m, ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
     }
@@ -689,17 +689,17 @@ static void block_backward_pass(GPT *m, int l) {
     // x1 = x + Dropout(Proj(Attn(LN1(x))))
     const float *d_attn_out = ws(m, W_D_RES);
     if (drop) {
-        m->be->dropout_backward(ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(m->be, ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
         d_attn_out = ws(m, W_D_TMP);
     }
-    m->be->bias_backward(g.proj_b, d_attn_out, h, nr, h);
+    m->be->bias_backward(m->be, g.proj_b, d_attn_out, h, nr, h);
     const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     linear_bwd16(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_gemm_in(m, A, ACT_PROJ_IN, l, nhl, 0), hl,
                  w.proj_w, n, hl, h);
     const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
-        m->be->flash_attention_backward(ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
+        m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                  saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH), s, b, m->al,
                                  hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
     else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
@@ -757,7 +757,7 @@ static void head_backward(GPT *m) {
         linear_bwd16(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->act->logits, vl, lm_in, h, m->w.wte, n, h, vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
-    m->be->layernorm_backward(ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
+    m->be->layernorm_backward(m->be, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
                        saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
     arena_pop_to(&m->act->arena, m->act->mark_head);
     scope_end(m, scope_key(m, SCOPE_HEAD));
@@ -770,13 +770,13 @@ static void embedding_backward(GPT *m, const int32_t *tokens) {
     size_t nrh = rank_rows_h(m);
     scope_begin(m, scope_key(m, SCOPE_EMB));
     if (c->dropout > 0.0f)
-        m->be->dropout_apply(ws(m, W_D_RES), mask_in(m, &m->act->model_acts, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
+        m->be->dropout_apply(m->be, ws(m, W_D_RES), mask_in(m, &m->act->model_acts, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
     if (m->tp.t <= 1) {
-        m->be->embedding_backward(m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
+        m->be->embedding_backward(m->be, m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
     } else {
-        m->be->embedding_positions_backward(m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
+        m->be->embedding_positions_backward(m->be, m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
         const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), sp_buf(m, W_GATHER), h, TPC_VOCAB);
-        m->be->embedding_vocab_backward(m->g.wte, d_x, tokens, m->v0, m->vl, n, h);
+        m->be->embedding_vocab_backward(m->be, m->g.wte, d_x, tokens, m->v0, m->vl, n, h);
     }
     scope_end(m, scope_key(m, SCOPE_EMB));
 }

@@ -96,12 +96,12 @@ void infer_forward(KVCache *c, const int32_t *tokens, int n, float *logits, int 
         ctron_fatal("infer_forward: %d tokens at position %d exceed the model's %d positions", n, p0, c->seq);
     size_t sh = (size_t)c->seq * h, row = (size_t)h * sizeof(float);
     be->copy(be, c->tok, tokens, (size_t)n * sizeof(int32_t), COPY_H2D);
-    be->embedding_forward(c->x, c->tok, c->wte, c->wpe + (size_t)p0 * h, n, 1, h);
+    be->embedding_forward(be, c->x, c->tok, c->wte, c->wpe + (size_t)p0 * h, n, 1, h);
     for (int l = 0; l < c->layers; l++) {
         const InferLayer *w = &c->layer[l];
         float *kc = c->k + (size_t)l * sh, *vc = c->v + (size_t)l * sh;
         // x1 = x + Proj(Attn(LN1(x)))
-        be->layernorm_forward(c->ln, c->stats, c->x, w->ln1_w, w->ln1_b, n, h);
+        be->layernorm_forward(be, c->ln, c->stats, c->x, w->ln1_w, w->ln1_b, n, h);
         be->linear_forward_rows(be, c->qkv, 3 * h, c->ln, h, w->qkv_w, w->qkv_w16, w->qkv_b, n, h, 3 * h);   // [q | k | v]
         for (int i = 0; i < n; i++) {   // the new keys and values join the cache
             be->copy(be, kc + (size_t)(p0 + i) * h, c->qkv + (size_t)i * 3 * h + h, row, COPY_D2D);
@@ -109,13 +109,13 @@ void infer_forward(KVCache *c, const int32_t *tokens, int n, float *logits, int 
         }
         be->kv_attention_forward(be, c->ctx, c->qkv, 3 * h, kc, vc, c->scores, c->seq, p0, n, c->heads, h);
         be->linear_forward_rows(be, c->tmp, h, c->ctx, h, w->proj_w, w->proj_w16, NULL, n, h, h);
-        be->dropout_residual_forward(c->x, c->x, c->tmp, w->proj_b, NULL, 0.0f, n, h);
+        be->dropout_residual_forward(be, c->x, c->x, c->tmp, w->proj_b, NULL, 0.0f, n, h);
         // x2 = x1 + FC2(GeLU(FC1(LN2(x1))))
-        be->layernorm_forward(c->ln, c->stats, c->x, w->ln2_w, w->ln2_b, n, h);
+        be->layernorm_forward(be, c->ln, c->stats, c->x, w->ln2_w, w->ln2_b, n, h);
         be->linear_forward_rows(be, c->fc_in, 4 * h, c->ln, h, w->fc1_w, w->fc1_w16, w->fc1_b, n, h, 4 * h);
-        be->gelu_forward(c->fc_out, c->fc_in, (size_t)n * 4 * h);
+        be->gelu_forward(be, c->fc_out, c->fc_in, (size_t)n * 4 * h);
         be->linear_forward_rows(be, c->tmp, h, c->fc_out, 4 * h, w->fc2_w, w->fc2_w16, NULL, n, 4 * h, h);
-        be->dropout_residual_forward(c->x, c->x, c->tmp, w->fc2_b, NULL, 0.0f, n, h);
+        be->dropout_residual_forward(be, c->x, c->x, c->tmp, w->fc2_b, NULL, 0.0f, n, h);
     }
     c->pos = p0 + n;
     // logits = LN_f(x) · wteᵀ, for every row or only the last
@@ -127,7 +127,7 @@ void infer_forward(KVCache *c, const int32_t *tokens, int n, float *logits, int 
         c->bytes += (need - c->logits_cap) * sizeof(float);
         c->logits_cap = need;
     }
-    be->layernorm_forward(c->ln, c->stats, c->x + (size_t)first * h, c->lnf_w, c->lnf_b, rows, h);
+    be->layernorm_forward(be, c->ln, c->stats, c->x + (size_t)first * h, c->lnf_w, c->lnf_b, rows, h);
     be->linear_forward_rows(be, c->logits, c->vocab, c->ln, h, c->wte, c->wte16, NULL, rows, h, c->vocab);
     be->copy(be, logits, c->logits, need * sizeof(float), COPY_D2H);
 }

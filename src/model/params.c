@@ -190,7 +190,7 @@ static void init_whole(GPT *m, uint64_t seed) {
 
 void gpt_refresh_params16(GPT *m) {
     if (!m->params16 || !m->params16_stale) return;
-    m->be->bf16_pack(m->params16, m->params, m->n_params);
+    m->be->bf16_pack(m->be, m->params16, m->params, m->n_params);
     m->params16_stale = 0;
 }
 

@@ -53,11 +53,11 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
     if (!stored_bf16(m, name)) return;
     if (keep) {
         uint16_t *p = keep_place(m, name, layer, n * sizeof(uint16_t), keep);
-        m->be->bf16_pack(p, buf, n);                 // exact when already rounded
+        m->be->bf16_pack(m->be, p, buf, n);                 // exact when already rounded
         A->saved[name] = p;
-        if (!rounded) m->be->bf16_unpack(buf, p, n);  // the forward goes on with the stored value
+        if (!rounded) m->be->bf16_unpack(m->be, buf, p, n);  // the forward goes on with the stored value
     } else if (!rounded) {
-        m->be->bf16_round(buf, n);
+        m->be->bf16_round(m->be, buf, n);
     }
 }
 
@@ -73,7 +73,7 @@ const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
     if (!p) not_kept(m, name, layer);
     if (!stored_bf16(m, name)) return p;
     float *buf = work_slot(m, name, layer);
-    m->be->bf16_unpack(buf, p, n);
+    m->be->bf16_unpack(m->be, buf, p, n);
     return buf;
 }
 
@@ -100,7 +100,7 @@ uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int k
 void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf, size_t n, int keep) {
     if (!keep || m->policy.masks != MASKS_BITS) return;
     uint8_t *p = keep_place(m, name, layer, mask_bits_bytes(n), keep);
-    m->be->mask_pack_bits(p, buf, n);
+    m->be->mask_pack_bits(m->be, p, buf, n);
     A->saved[name] = p;
 }
 
@@ -115,12 +115,12 @@ static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
     case ACT_DROP2_MASK: site.site = SITE_DROP2; break;
     case ACT_ATTN_MASK:
         site.site = SITE_ATTN;
-        m->be->attention_mask(keep, m->s_cur, m->b_cur, m->al, m->head0, site, m->act->ctx.sample0);
+        m->be->attention_mask(m->be, keep, m->s_cur, m->b_cur, m->al, m->head0, site, m->act->ctx.sample0);
         return;
     default:
         ctron_fatal("regenerate: %s is not a dropout mask", act_name_str(name));
     }
-    m->be->dropout_mask_sbw(keep, site, m->s0, m->s_rank, m->b_cur, c->hidden, m->act->ctx.sample0);
+    m->be->dropout_mask_sbw(m->be, keep, site, m->s0, m->s_rank, m->b_cur, c->hidden, m->act->ctx.sample0);
 }
 
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
@@ -133,7 +133,7 @@ const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) 
     if (!p) not_kept(m, name, layer);
     if (m->policy.masks == MASKS_BYTES) return p;
     uint8_t *buf = work_slot(m, name, layer);
-    m->be->mask_unpack_bits(buf, p, n);
+    m->be->mask_unpack_bits(m->be, buf, p, n);
     return buf;
 }
 

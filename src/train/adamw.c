@@ -31,7 +31,7 @@ void adamw_update_range(AdamW *opt, GPT *m, float lr, float grad_scale, size_t l
         float *mm = opt->m + state_off + (a - lo), *vv = opt->v + state_off + (a - lo);
         float decay = pi->decay ? opt->weight_decay : 0.0f;
         // the bf16 copy is refreshed in the same sweep (mixed precision)
-        m->be->adamw_update(m->params + a, m->params16 ? m->params16 + a : NULL, m->grads + a, mm, vv, z - a, lr, b1,
+        m->be->adamw_update(m->be, m->params + a, m->params16 ? m->params16 + a : NULL, m->grads + a, mm, vv, z - a, lr, b1,
                             b2, opt->eps, decay, c1, c2, grad_scale);
     }
 }

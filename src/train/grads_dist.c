@@ -28,7 +28,7 @@ static double range_squares(const GPT *m, size_t lo, size_t hi, int count_replic
         const ParamInfo *pi = &m->info[i];
         if ((pi->split == TP_REPLICATED && !count_replicated) || pi->pp_mirror) continue;
         size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
-        if (a < z) acc += m->be->sum_squares(m->grads + a, z - a);
+        if (a < z) acc += m->be->sum_squares(m->be, m->grads + a, z - a);
     }
     return acc;
 }

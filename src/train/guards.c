@@ -11,7 +11,7 @@ int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
     int first = -1, none = 4 + 12 * m->cfg.layers;   // indices in the whole model's list (full_index)
     for (int i = 0; i < m->n_info; i++) {
         const float *g = m->grads + m->info[i].offset;
-        size_t bad = m->be->count_nonfinite(g, m->info[i].numel);
+        size_t bad = m->be->count_nonfinite(m->be, g, m->info[i].numel);
         if (counts) counts[i] = bad;
         if (bad && first < 0) first = m->info[i].full_index;
     }

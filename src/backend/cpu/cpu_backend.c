@@ -125,34 +125,212 @@ static void cpu_attention_backward_recompute(Backend *be, float *dq, float *dk, 
                                       round_bf16, attention_s16(be, s, a, h));
 }
 
+// ---- the stateless kernels: the CPU functions take no backend
+static void be_bias_backward(Backend *be, float *db, const float *dy, int lddy, int n, int cols) {
+    (void)be;
+    bias_backward(db, dy, lddy, n, cols);
+}
+static void be_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                       const float *v, float *scratch, int s, int b, int a, int h, int head0,
+                                       DropoutSite site, uint32_t sample0) {
+    (void)be;
+    flash_attention_forward(ctx, lse, q, k, v, scratch, s, b, a, h, head0, site, sample0);
+}
+static void be_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                        const float *q, const float *k, const float *v, const float *ctx,
+                                        const float *lse, float *scratch, int s, int b, int a, int h, int head0,
+                                        DropoutSite site, uint32_t sample0) {
+    (void)be;
+    flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, h, head0, site, sample0);
+}
+static void be_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w,
+                                 const float *b, int n, int h) {
+    (void)be;
+    layernorm_forward(y, stats, x, w, b, n, h);
+}
+static void be_layernorm_backward(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
+                                  const float *x, const float *stats, const float *w, int n, int h) {
+    (void)be;
+    layernorm_backward(dx, accumulate, dw, db, dy, x, stats, w, n, h);
+}
+static void be_layernorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, float *db,
+                                              const float *dy, const float *y, const float *stats, const float *w,
+                                              const float *b, int n, int h) {
+    (void)be;
+    layernorm_backward_from_output(dx, accumulate, dw, db, dy, y, stats, w, b, n, h);
+}
+static void be_bias_gelu_forward(Backend *be, float *y, float *x, const float *bias, int n, int cols,
+                                 int round_bf16) {
+    (void)be;
+    bias_gelu_forward(y, x, bias, n, cols, round_bf16);
+}
+static void be_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count) {
+    (void)be;
+    gelu_backward(dx, dy, x, count);
+}
+static void be_gelu_branch_pack(Backend *be, uint8_t *bits, const float *x, size_t count) {
+    (void)be;
+    gelu_branch_pack(bits, x, count);
+}
+static void be_gelu_backward_from_output(Backend *be, float *dx, const float *dy, const float *y,
+                                         const uint8_t *bits, size_t count) {
+    (void)be;
+    gelu_backward_from_output(dx, dy, y, bits, count);
+}
+static void be_fewbit_gelu_encode(Backend *be, uint8_t *codes, const float *x, size_t count, const FewBitGelu *t) {
+    (void)be;
+    fewbit_gelu_encode(codes, x, count, t);
+}
+static void be_fewbit_gelu_backward(Backend *be, float *dx, const float *dy, const uint8_t *codes, size_t count,
+                                    const FewBitGelu *t) {
+    (void)be;
+    fewbit_gelu_backward(dx, dy, codes, count, t);
+}
+static void be_attention_mask(Backend *be, uint8_t *keep, int s, int b, int a, int head0, DropoutSite site,
+                              uint32_t sample0) {
+    (void)be;
+    attention_mask(keep, s, b, a, head0, site, sample0);
+}
+static void be_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite site, int s0, int s, int b, int w,
+                                uint32_t sample0) {
+    (void)be;
+    dropout_mask_sbw(keep, site, s0, s, b, w, sample0);
+}
+static void be_dropout_residual_forward(Backend *be, float *out, const float *res, const float *y,
+                                        const float *bias, const uint8_t *keep, float p, int n, int w) {
+    (void)be;
+    dropout_residual_forward(out, res, y, bias, keep, p, n, w);
+}
+static void be_dropout_apply(Backend *be, float *x, const uint8_t *keep, float p, size_t count) {
+    (void)be;
+    dropout_apply(x, keep, p, count);
+}
+static void be_dropout_backward(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p,
+                                size_t count) {
+    (void)be;
+    dropout_backward(dy, dout, keep, p, count);
+}
+static void be_embedding_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, const float *wpe,
+                                 int s, int b, int h) {
+    (void)be;
+    embedding_forward(x, tokens, wte, wpe, s, b, h);
+}
+static void be_embedding_backward(Backend *be, float *dwte, float *dwpe, const float *dx, const int32_t *tokens,
+                                  int s, int b, int h) {
+    (void)be;
+    embedding_backward(dwte, dwpe, dx, tokens, s, b, h);
+}
+static void be_embedding_vocab_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0,
+                                       int vl, int n, int h) {
+    (void)be;
+    embedding_vocab_forward(x, tokens, wte, v0, vl, n, h);
+}
+static void be_embedding_add_positions(Backend *be, float *x, const float *wpe, int s0, int s, int b, int h) {
+    (void)be;
+    embedding_add_positions(x, wpe, s0, s, b, h);
+}
+static void be_embedding_vocab_backward(Backend *be, float *dwte, const float *dx, const int32_t *tokens, int v0,
+                                        int vl, int n, int h) {
+    (void)be;
+    embedding_vocab_backward(dwte, dx, tokens, v0, vl, n, h);
+}
+static void be_embedding_positions_backward(Backend *be, float *dwpe, const float *dx, int s0, int s, int b,
+                                            int h) {
+    (void)be;
+    embedding_positions_backward(dwpe, dx, s0, s, b, h);
+}
+static double be_crossentropy_forward_backward(Backend *be, float *logits, const int32_t *targets, float *row_loss,
+                                               int n, int v, float grad_scale) {
+    (void)be;
+    return crossentropy_forward_backward(logits, targets, row_loss, n, v, grad_scale);
+}
+static double be_crossentropy_loss(Backend *be, const float *logits, const int32_t *targets, float *row_loss, int n,
+                                   int v) {
+    (void)be;
+    return crossentropy_loss(logits, targets, row_loss, n, v);
+}
+static void be_crossentropy_vocab_partial(Backend *be, float *part, const float *logits, const int32_t *targets,
+                                          int n, int vl, int v0, int n_valid) {
+    (void)be;
+    crossentropy_vocab_partial(part, logits, targets, n, vl, v0, n_valid);
+}
+static double be_crossentropy_vocab_combine(Backend *be, float *lse, float *row_loss, const float *parts, int t,
+                                            int n) {
+    (void)be;
+    return crossentropy_vocab_combine(lse, row_loss, parts, t, n);
+}
+static void be_crossentropy_vocab_backward(Backend *be, float *logits, const float *lse, const int32_t *targets,
+                                           int n, int vl, int v0, int n_valid, float grad_scale) {
+    (void)be;
+    crossentropy_vocab_backward(logits, lse, targets, n, vl, v0, n_valid, grad_scale);
+}
+static void be_bf16_round(Backend *be, float *x, size_t n) {
+    (void)be;
+    bf16_round(x, n);
+}
+static void be_bf16_pack(Backend *be, uint16_t *dst, const float *src, size_t n) {
+    (void)be;
+    bf16_pack(dst, src, n);
+}
+static void be_bf16_unpack(Backend *be, float *dst, const uint16_t *src, size_t n) {
+    (void)be;
+    bf16_unpack(dst, src, n);
+}
+static void be_mask_pack_bits(Backend *be, uint8_t *bits, const uint8_t *keep, size_t n) {
+    (void)be;
+    mask_pack_bits(bits, keep, n);
+}
+static void be_mask_unpack_bits(Backend *be, uint8_t *keep, const uint8_t *bits, size_t n) {
+    (void)be;
+    mask_unpack_bits(keep, bits, n);
+}
+static void be_adamw_update(Backend *be, float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n,
+                            float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                            float grad_scale) {
+    (void)be;
+    cpu_adamw_update(p, w16, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale);
+}
+static double be_sum_squares(Backend *be, const float *x, size_t n) {
+    (void)be;
+    return cpu_sum_squares(x, n);
+}
+static size_t be_count_nonfinite(Backend *be, const float *x, size_t n) {
+    (void)be;
+    return cpu_count_nonfinite(x, n);
+}
+static void be_gelu_forward(Backend *be, float *y, const float *x, size_t count) {
+    (void)be;
+    gelu_forward(y, x, count);
+}
+
 static const Backend cpu_table = {
     .name = "cpu",
     .alloc = cpu_alloc, .free = cpu_free, .copy = cpu_copy, .copy_async = cpu_copy_async,
     .event_wait = cpu_event_wait, .memset = cpu_memset, .synchronize = cpu_synchronize,
     .scratch_bytes = cpu_scratch_bytes,
-    .linear_forward = cpu_linear_forward, .linear_backward = cpu_linear_backward, .bias_backward = bias_backward,
+    .linear_forward = cpu_linear_forward, .linear_backward = cpu_linear_backward, .bias_backward = be_bias_backward,
     .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
     .attention_backward_recompute = cpu_attention_backward_recompute,
-    .flash_attention_forward = flash_attention_forward, .flash_attention_backward = flash_attention_backward,
-    .layernorm_forward = layernorm_forward, .layernorm_backward = layernorm_backward,
-    .layernorm_backward_from_output = layernorm_backward_from_output,
-    .bias_gelu_forward = bias_gelu_forward, .gelu_backward = gelu_backward, .gelu_branch_pack = gelu_branch_pack,
-    .gelu_backward_from_output = gelu_backward_from_output,
-    .fewbit_gelu_encode = fewbit_gelu_encode, .fewbit_gelu_backward = fewbit_gelu_backward,
-    .attention_mask = attention_mask, .dropout_mask_sbw = dropout_mask_sbw, .dropout_residual_forward = dropout_residual_forward,
-    .dropout_apply = dropout_apply, .dropout_backward = dropout_backward,
-    .embedding_forward = embedding_forward, .embedding_backward = embedding_backward,
-    .embedding_vocab_forward = embedding_vocab_forward, .embedding_add_positions = embedding_add_positions,
-    .embedding_vocab_backward = embedding_vocab_backward, .embedding_positions_backward = embedding_positions_backward,
-    .crossentropy_forward_backward = crossentropy_forward_backward, .crossentropy_loss = crossentropy_loss,
-    .crossentropy_vocab_partial = crossentropy_vocab_partial, .crossentropy_vocab_combine = crossentropy_vocab_combine,
-    .crossentropy_vocab_backward = crossentropy_vocab_backward,
-    .bf16_round = bf16_round, .bf16_pack = bf16_pack, .bf16_unpack = bf16_unpack,
-    .mask_pack_bits = mask_pack_bits, .mask_unpack_bits = mask_unpack_bits,
-    .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .count_nonfinite = cpu_count_nonfinite,
+    .flash_attention_forward = be_flash_attention_forward, .flash_attention_backward = be_flash_attention_backward,
+    .layernorm_forward = be_layernorm_forward, .layernorm_backward = be_layernorm_backward,
+    .layernorm_backward_from_output = be_layernorm_backward_from_output,
+    .bias_gelu_forward = be_bias_gelu_forward, .gelu_backward = be_gelu_backward, .gelu_branch_pack = be_gelu_branch_pack,
+    .gelu_backward_from_output = be_gelu_backward_from_output,
+    .fewbit_gelu_encode = be_fewbit_gelu_encode, .fewbit_gelu_backward = be_fewbit_gelu_backward,
+    .attention_mask = be_attention_mask, .dropout_mask_sbw = be_dropout_mask_sbw, .dropout_residual_forward = be_dropout_residual_forward,
+    .dropout_apply = be_dropout_apply, .dropout_backward = be_dropout_backward,
+    .embedding_forward = be_embedding_forward, .embedding_backward = be_embedding_backward,
+    .embedding_vocab_forward = be_embedding_vocab_forward, .embedding_add_positions = be_embedding_add_positions,
+    .embedding_vocab_backward = be_embedding_vocab_backward, .embedding_positions_backward = be_embedding_positions_backward,
+    .crossentropy_forward_backward = be_crossentropy_forward_backward, .crossentropy_loss = be_crossentropy_loss,
+    .crossentropy_vocab_partial = be_crossentropy_vocab_partial, .crossentropy_vocab_combine = be_crossentropy_vocab_combine,
+    .crossentropy_vocab_backward = be_crossentropy_vocab_backward,
+    .bf16_round = be_bf16_round, .bf16_pack = be_bf16_pack, .bf16_unpack = be_bf16_unpack,
+    .mask_pack_bits = be_mask_pack_bits, .mask_unpack_bits = be_mask_unpack_bits,
+    .adamw_update = be_adamw_update, .sum_squares = be_sum_squares, .count_nonfinite = be_count_nonfinite,
     .host_alloc = cpu_host_alloc, .host_free = cpu_host_free, .host_addressable = 1,
     .linear_forward_rows = cpu_linear_forward_rows, .kv_attention_forward = cpu_kv_attention_forward,
-    .gelu_forward = gelu_forward,
+    .gelu_forward = be_gelu_forward,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {
