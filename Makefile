@@ -41,14 +41,14 @@ bench-pipeline: build data
 SAN_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:strict_string_checks=1 \
           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 OMP_WAIT_POLICY=PASSIVE
 sanitize: setup data
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRON_SANITIZE=ON >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRON_SANITIZE=ON -DCTRON_CUDA=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && $(SAN_ENV) ctest --output-on-failure -j 2 -LE mpi
 
 # valgrind memcheck of a tiny training step (2 steps, checkpoint, resume). Valgrind does not
 # decode AVX-512: a build without -march=native, and OpenBLAS held to its AVX2 kernels.
 valgrind: setup data
-	@cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake -S . -B build-vg -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCTRON_CUDA=OFF >/dev/null
 	@cmake --build build-vg -j $(JOBS) --target ctron
 	@bash scripts/valgrind.sh build-vg/ctron
 

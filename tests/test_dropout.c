@@ -104,6 +104,18 @@ int main(void) {
     size_t all = 0;
     for (size_t i = 0; i < n; i++) all += m2[i];
     CHECK(all == n, "p = 0 dropped %zu elements", n - all);
+
+    // The one-element decision the CUDA kernels draw with (dropout_keep_at) equals the CPU's batched
+    // mask everywhere, ragged starts and ends included.
+    uint32_t thresh = dropout_keep_threshold(site.p);
+    size_t differ = 0;
+    for (int row = 0; row < s * b; row++) {
+        int si = row / b, bi = row % b;
+        for (int c = 0; c < w; c++)
+            differ += m1[(size_t)row * w + c] !=
+                      dropout_keep_at(site, thresh, (uint32_t)bi, (uint64_t)si * (uint64_t)w + (uint64_t)c);
+    }
+    CHECK(differ == 0, "dropout_keep_at differs from dropout_mask_sbw at %zu of %zu elements", differ, n);
     free(m1); free(m2); free(half0); free(half1);
     return check_summary();
 }

@@ -5,6 +5,13 @@
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen);
 void backend_cpu_close(Backend *be);
+#ifdef CTRON_HAVE_CUDA
+Backend *backend_cuda_open(const char *name, Precision precision, char *err, size_t errlen);
+void backend_cuda_close(Backend *be);
+int backend_has_cuda(void) { return 1; }
+#else
+int backend_has_cuda(void) { return 0; }
+#endif
 
 const char *precision_name(Precision p) { return p == PRECISION_BF16 ? "bf16" : "fp32"; }
 
@@ -17,15 +24,24 @@ int precision_parse(const char *text, Precision *out) {
 
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen) {
     if (!strcmp(name, "cpu")) return backend_cpu_open(precision, err, errlen);
+#ifdef CTRON_HAVE_CUDA
+    if (!strncmp(name, "cuda", 4)) return backend_cuda_open(name, precision, err, errlen);
+    snprintf(err, errlen, "unknown device '%s' (expected cpu, cuda or cuda:N)", name);
+#else
     if (!strncmp(name, "cuda", 4))
-        snprintf(err, errlen, "backend '%s': this ctron was built without the CUDA backend", name);
+        snprintf(err, errlen, "device '%s': this ctron was built without the CUDA backend (no CUDA toolkit at build time)",
+                 name);
     else
-        snprintf(err, errlen, "unknown backend '%s' (expected cpu)", name);
+        snprintf(err, errlen, "unknown device '%s' (expected cpu; this build has no CUDA backend)", name);
+#endif
     return NULL;
 }
 
 void backend_close(Backend *be) {
     if (!be) return;
     if (!strcmp(be->name, "cpu")) backend_cpu_close(be);
+#ifdef CTRON_HAVE_CUDA
+    else if (!strcmp(be->name, "cuda")) backend_cuda_close(be);
+#endif
     free(be);
 }

@@ -23,6 +23,14 @@ typedef enum { COPY_H2D, COPY_D2H, COPY_D2D } CopyDir;
 // An asynchronous copy's completion (a CUDA event on a GPU; done at once on the CPU).
 typedef struct { void *handle; int done; } BackendEvent;
 
+// Which attention kernel a scratch size is for (attention_scratch_floats).
+typedef enum {
+    ATTN_SCRATCH_BACKWARD,            // attention_backward from the stored probabilities
+    ATTN_SCRATCH_BACKWARD_TEMPO,      // the same, with Tempo's in-place softmax (P from the output)
+    ATTN_SCRATCH_RECOMPUTE,           // attention_backward_recompute (selective recompute)
+    ATTN_SCRATCH_FLASH                // flash_attention_forward / _backward
+} AttnScratchKind;
+
 typedef struct Backend Backend;
 struct Backend {
     const char *name;             // "cpu"
@@ -142,10 +150,23 @@ struct Backend {
                                  float *scores, int seq, int p0, int n, int a, int h);
     // y = gelu(x), elementwise (the tanh form of bias_gelu_forward, without the bias).
     void (*gelu_forward)(Backend *be, float *y, const float *x, size_t count);
+    // Floats of the scratch argument the attention kernel of this kind needs for s, b, a (local
+    // heads), h (local width): the model allocates it once, in its workspace. On the CPU it is per
+    // OpenMP thread; a GPU backend sizes it for its own launch.
+    size_t (*attention_scratch_floats)(Backend *be, AttnScratchKind kind, int s, int b, int a, int h);
+
+    // ---- what the device says of itself (the run header)
+    // One line: the device, its driver and runtime; returns snprintf's count.
+    int (*describe)(const Backend *be, char *out, size_t outlen);
+    // Bytes in use on the device as its driver counts them (every allocation of the process, the
+    // libraries' too) and its capacity; 0 and 0 on the CPU, whose memory is the process's.
+    void (*device_memory)(const Backend *be, size_t *in_use, size_t *total);
 };
 
-// "cpu" (any precision); "cuda" / "cuda:N" once a CUDA backend is built. NULL with err when the name
-// is unknown or the precision cannot run here.
+// "cpu" (any precision); "cuda" / "cuda:N" where the CUDA backend is built and a GPU is visible. NULL
+// with err when the name is unknown, no such device is there, or the precision cannot run on it.
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen);
 void backend_close(Backend *be);
+// 1 when this build has the CUDA backend.
+int backend_has_cuda(void);
 #endif

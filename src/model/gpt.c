@@ -115,21 +115,33 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     m->act = &m->acts[0];
     offload_init(m);
 
-    size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl, ss = (size_t)c->seq * c->seq;
-    size_t threads = (size_t)omp_get_max_threads();
+    size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl;
     int mini = m->policy.mini_seq > 1, sp = m->tp.t > 1 && m->tp.sp;
     size_t mini_rows = mini ? (n + (size_t)m->policy.mini_seq - 1) / (size_t)m->policy.mini_seq : 0;
-    // Attention backward scratch per thread: dP, or with selective recompute P, D, dP and the mask.
-    int any_selective = 0;
-    for (int l = 0; l < c->layers; l++) any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
-    size_t scratch = any_selective ? ATTENTION_RECOMPUTE_SCRATCH(c->seq) : (m->policy.tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
-    if (m->policy.tempo & ATTN_FLASH) scratch = FLASH_SCRATCH(c->seq, c->hidden / c->heads);   // no s×s at all
+    // Attention scratch: the backward's (dP; with Tempo's softmax P too), the selective recompute's
+    // (P, D, dP and the mask), or flash's tiles only. The backend sizes each for its own kernels.
+    int any_selective = 0, any_stored = 0;
+    for (int l = 0; l < c->layers; l++) {
+        any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
+        any_stored |= m->policy.kind[l] != RECOMPUTE_SELECTIVE;
+    }
+    AttnScratchKind stored = (m->policy.tempo & TEMPO_SOFTMAX) ? ATTN_SCRATCH_BACKWARD_TEMPO : ATTN_SCRATCH_BACKWARD;
+    size_t scratch = 0;
+    if (m->policy.tempo & ATTN_FLASH) {
+        scratch = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->hl);
+    } else {
+        size_t st = any_stored ? m->be->attention_scratch_floats(m->be, stored, c->seq, c->batch, m->al, m->hl) : 0;
+        size_t re = any_selective
+                        ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->hl)
+                        : 0;
+        scratch = st > re ? st : re;
+    }
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
         [W_OUT] = nh, [W_GATHER] = sp ? nh : 0, [W_GATHER2] = sp && mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
         [W_D_Q] = nhl, [W_D_K] = nhl, [W_D_V] = nhl,
         // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
-        [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = threads * scratch,
+        [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = scratch,
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl};
     m->workspace_bytes = 0;

@@ -3,18 +3,23 @@
 #define CTRON_BF16_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include "util/hd.h"
 
 // Round to nearest even; a NaN stays a NaN, quietened. Written without a branch so that the loops
 // using it vectorise.
-static inline uint16_t bf16_from_f32(float x) {
-    union { float f; uint32_t u; } v = {x};
-    uint32_t nan = (v.u & 0x7FFFFFFFu) > 0x7F800000u;
-    uint32_t rounded = (v.u + 0x7FFFu + ((v.u >> 16) & 1u)) >> 16;
-    return (uint16_t)(nan ? (v.u >> 16) | 0x40u : rounded);
+CT_HD uint16_t bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    return (uint16_t)(nan ? (u >> 16) | 0x40u : rounded);
 }
-static inline float bf16_to_f32(uint16_t b) {
-    union { uint32_t u; float f; } v = {(uint32_t)b << 16};
-    return v.f;
+CT_HD float bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
 }
 // x[i] = bf16(x[i]) as fp32: the value the forward goes on with when the tensor is stored in bf16.
 void bf16_round(float *x, size_t n);

@@ -3,6 +3,7 @@
 // (two growable buffers: a GEMM reads at most two converted operands) and the weights come as
 // their bf16 copies.
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
@@ -303,6 +304,26 @@ static void be_gelu_forward(Backend *be, float *y, const float *x, size_t count)
     gelu_forward(y, x, count);
 }
 
+// Per OpenMP thread: dP; with Tempo's softmax P and dP; recompute P, D, dP and the mask; flash tiles.
+static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
+    (void)be; (void)b;
+    size_t ss = (size_t)s * (size_t)s, per_thread = ss;
+    if (kind == ATTN_SCRATCH_BACKWARD_TEMPO) per_thread = 2 * ss;
+    if (kind == ATTN_SCRATCH_RECOMPUTE) per_thread = ATTENTION_RECOMPUTE_SCRATCH(s);
+    if (kind == ATTN_SCRATCH_FLASH) per_thread = FLASH_SCRATCH(s, h / a);
+    return (size_t)omp_get_max_threads() * per_thread;
+}
+
+static int cpu_describe(const Backend *be, char *out, size_t outlen) {
+    (void)be;
+    return snprintf(out, outlen, "cpu (%d OpenMP threads)", omp_get_max_threads());
+}
+static void cpu_device_memory(const Backend *be, size_t *in_use, size_t *total) {
+    (void)be;
+    *in_use = 0;
+    *total = 0;
+}
+
 static const Backend cpu_table = {
     .name = "cpu",
     .alloc = cpu_alloc, .free = cpu_free, .copy = cpu_copy, .copy_async = cpu_copy_async,
@@ -330,7 +351,8 @@ static const Backend cpu_table = {
     .adamw_update = be_adamw_update, .sum_squares = be_sum_squares, .count_nonfinite = be_count_nonfinite,
     .host_alloc = cpu_host_alloc, .host_free = cpu_host_free, .host_addressable = 1,
     .linear_forward_rows = cpu_linear_forward_rows, .kv_attention_forward = cpu_kv_attention_forward,
-    .gelu_forward = be_gelu_forward,
+    .gelu_forward = be_gelu_forward, .attention_scratch_floats = cpu_attention_scratch_floats,
+    .describe = cpu_describe, .device_memory = cpu_device_memory,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {

@@ -3,11 +3,6 @@
 #include <immintrin.h>
 #endif
 
-static inline uint32_t keep_threshold(float p) {
-    double t = (double)p * 4294967296.0;
-    return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
-}
-
 // 16 Philox blocks side by side (structure of arrays), so the compiler vectorises the rounds:
 // out[lane][k] is word `lane` of block g0 + k. Same numbers as philox4x32_10, block by block.
 enum { PHILOX_BATCH = 16 };
@@ -51,10 +46,10 @@ static void store_keep(uint8_t *dst, uint32_t out[4][PHILOX_BATCH], uint32_t thr
 }
 
 void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t first, size_t count) {
-    uint32_t thresh = keep_threshold(site.p);
+    uint32_t thresh = dropout_keep_threshold(site.p);
     uint64_t end = first + count;
     uint64_t g = first / 4;
-    uint32_t c3 = ((uint32_t)PHILOX_DROPOUT << 24) | ((site.layer & 0xFFFFu) << 8) | (site.site & 0xFFu);
+    uint32_t c3 = dropout_counter_word3(site);
     // Whole batches of 16 blocks (64 elements) inside [first, end); the ragged ends one block at a time.
     uint64_t gb = (first + 3) / 4;
     if (g < gb) {
@@ -73,8 +68,7 @@ void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t
         g += PHILOX_BATCH;
     }
     while (g * 4 < end) {
-        philox_ctr ctr = {{(uint32_t)g, sample, site.step,
-                           ((uint32_t)PHILOX_DROPOUT << 24) | ((site.layer & 0xFFFFu) << 8) | (site.site & 0xFFu)}};
+        philox_ctr ctr = {{(uint32_t)g, sample, site.step, c3}};
         philox_ctr r = philox4x32_10(ctr, site.key);
         for (int lane = 0; lane < 4; lane++) {
             uint64_t idx = g * 4 + (uint64_t)lane;

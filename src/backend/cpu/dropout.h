@@ -6,6 +6,7 @@
 #define CTRON_DROPOUT_H
 #include <stddef.h>
 #include <stdint.h>
+#include "util/hd.h"
 #include "util/philox.h"
 
 enum { SITE_EMB = 0, SITE_ATTN = 1, SITE_DROP1 = 2, SITE_DROP2 = 3 };
@@ -17,6 +18,22 @@ typedef struct {
     uint32_t site;     // SITE_*
     float p;           // drop probability, 0 <= p < 1
 } DropoutSite;
+
+// Element idx of a sample is kept when word idx mod 4 of Philox block idx/4, counter
+// (idx/4, sample, step, stream|layer|site), is at or above p·2³². Shared by both backends.
+CT_HD uint32_t dropout_keep_threshold(float p) {
+    double t = (double)p * 4294967296.0;
+    return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+}
+CT_HD uint32_t dropout_counter_word3(DropoutSite site) {
+    return ((uint32_t)PHILOX_DROPOUT << 24) | ((site.layer & 0xFFFFu) << 8) | (site.site & 0xFFu);
+}
+// The decision for one element (the CPU draws 64 at a time with the same numbers).
+CT_HD int dropout_keep_at(DropoutSite site, uint32_t thresh, uint32_t sample, uint64_t idx) {
+    philox_ctr ctr = {{(uint32_t)(idx / 4), sample, site.step, dropout_counter_word3(site)}};
+    philox_ctr r = philox4x32_10_inline(ctr, site.key);
+    return r.v[idx % 4] >= thresh;
+}
 
 // keep[i] = 1/0 for per-sample element indices first .. first+count-1 of one sample.
 void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t first, size_t count);

@@ -4,9 +4,11 @@
 #ifndef CTRON_FASTMATH_H
 #define CTRON_FASTMATH_H
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
+#include "util/hd.h"
 
-static inline float ctron_expf(float x) {
+CT_HD float ctron_expf(float x) {
     // keeps 2^k a normal float (selects, not fminf/fmaxf: gcc vectorises those calls only with
     // -ffinite-math-only; a NaN stays NaN here instead of becoming −87)
     x = x < -87.0f ? -87.0f : x;
@@ -21,10 +23,12 @@ static inline float ctron_expf(float x) {
     p = fmaf(p, r, 1.6666665459e-1f);
     p = fmaf(p, r, 5.0000001201e-1f);
     p = fmaf(p, r * r, r) + 1.0f;
-    union { uint32_t u; float f; } scale = {(uint32_t)((int32_t)k + 127) << 23};
-    return p * scale.f;
+    uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
 // tanh(x) = 1 − 2/(e^{2x} + 1): exact limits ±1, absolute error ~1e-7.
-static inline float ctron_tanhf(float x) { return 1.0f - 2.0f / (ctron_expf(2.0f * x) + 1.0f); }
+CT_HD float ctron_tanhf(float x) { return 1.0f - 2.0f / (ctron_expf(2.0f * x) + 1.0f); }
 #endif

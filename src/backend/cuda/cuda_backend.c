@@ -1,0 +1,246 @@
+// The CUDA backend (DESIGN.md §8): the device (allocations, copies on a compute stream and a copy
+// stream, pinned host memory) and the table of kernels (cuda_kernels.h). One backend drives one GPU;
+// `cuda:N` picks it. Opening fails with a message naming what is missing (no driver, no device, an
+// index past the devices there are), which the CLI turns into exit 2.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend/cuda/cuda_kernels.h"
+#include "util/common.h"
+
+void cuda_fail(const char *what, const char *detail, const char *file, int line) {
+    fprintf(stderr, "ctron: CUDA error at %s:%d: %s: %s\n", file, line, what, detail);
+    fflush(stderr);
+    abort();
+}
+
+void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes) {
+    CudaImpl *c = cuda_impl(be);
+    if (bytes > c->scratch_cap[slot]) {
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        if (c->scratch[slot]) CUDA_CHECK(cudaFree(c->scratch[slot]));
+        size_t want = bytes < 256 ? 256 : bytes;
+        if (cudaMalloc(&c->scratch[slot], want) != cudaSuccess)
+            ctron_fatal("CUDA: cannot allocate %zu bytes of scratch on cuda:%d", want, c->device);
+        c->scratch_cap[slot] = want;
+    }
+    return c->scratch[slot];
+}
+
+void *cuda_host_result(Backend *be, size_t bytes) {
+    CudaImpl *c = cuda_impl(be);
+    if (bytes > 4096) ctron_fatal("cuda_host_result: %zu bytes asked, 4096 held", bytes);
+    return c->host_result;
+}
+
+static size_t cuda_scratch_bytes(const Backend *be) {
+    const CudaImpl *c = (const CudaImpl *)be->impl;
+    size_t total = c->lt_workspace_bytes;
+    for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++) total += c->scratch_cap[i];
+    return total;
+}
+
+// ---- the device
+static void *cuda_alloc(Backend *be, size_t bytes) {
+    CudaImpl *c = cuda_impl(be);
+    void *p = NULL;
+    size_t n = bytes ? bytes : 1;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        ctron_fatal("CUDA: cannot allocate %zu bytes on cuda:%d (%s; %zu of %zu bytes free)", n, c->device,
+                    cudaGetErrorString(e), free_b, total_b);
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, n, c->stream));   // alloc's contract: zero-filled
+    c->live_bytes += n;
+    return p;
+}
+static void cuda_free(Backend *be, void *p) {
+    if (!p) return;
+    CUDA_CHECK(cudaStreamSynchronize(cuda_stream(be)));
+    CUDA_CHECK(cudaFree(p));
+}
+static enum cudaMemcpyKind copy_kind(CopyDir dir) {
+    return dir == COPY_H2D ? cudaMemcpyHostToDevice : dir == COPY_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+}
+// In stream order. A copy that touches the host returns when it is complete (the caller reads or
+// reuses the host buffer next); device to device is complete for every later kernel.
+static void cuda_copy(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir) {
+    if (!bytes) return;
+    CudaImpl *c = cuda_impl(be);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, copy_kind(dir), c->stream));
+    if (dir != COPY_D2D) CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+// On the copy stream, after everything the compute stream has been given so far (the tensor going
+// out was written there). May be called from another host thread (the offload pool's I/O thread):
+// the current device is per thread. `done` gets an event that event_wait waits for and releases.
+static void cuda_copy_async(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir, BackendEvent *done) {
+    CudaImpl *c = cuda_impl(be);
+    CUDA_CHECK(cudaSetDevice(c->device));
+    cudaEvent_t after_compute;
+    CUDA_CHECK(cudaEventCreateWithFlags(&after_compute, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(after_compute, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, after_compute, 0));
+    CUDA_CHECK(cudaEventDestroy(after_compute));
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, copy_kind(dir), c->copy_stream));
+    if (!done) { CUDA_CHECK(cudaStreamSynchronize(c->copy_stream)); return; }
+    cudaEvent_t ev;
+    CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(ev, c->copy_stream));
+    done->handle = ev;
+    done->done = 0;
+}
+static void cuda_event_wait(Backend *be, BackendEvent *ev) {
+    if (!ev->handle) return;
+    CUDA_CHECK(cudaSetDevice(cuda_impl(be)->device));
+    CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)ev->handle));
+    CUDA_CHECK(cudaEventDestroy((cudaEvent_t)ev->handle));
+    ev->handle = NULL;
+    ev->done = 1;
+}
+static void cuda_memset(Backend *be, void *p, int byte, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, byte, bytes, cuda_stream(be)));
+}
+static void cuda_synchronize(Backend *be) { CUDA_CHECK(cudaStreamSynchronize(cuda_stream(be))); }
+// Pinned, so copies to and from it run on the copy engine at full speed and asynchronously.
+static void *cuda_host_alloc(Backend *be, size_t bytes) {
+    void *p = NULL;
+    size_t n = bytes ? bytes : 1;
+    CUDA_CHECK(cudaSetDevice(cuda_impl(be)->device));
+    if (cudaMallocHost(&p, n) != cudaSuccess) ctron_fatal("CUDA: cannot allocate %zu bytes of pinned host memory", n);
+    memset(p, 0, n);
+    return p;
+}
+static void cuda_host_free(Backend *be, void *p) {
+    (void)be;
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
+static int cuda_describe(const Backend *be, char *out, size_t outlen);
+static void cuda_device_memory(const Backend *be, size_t *in_use, size_t *total) {
+    const CudaImpl *c = (const CudaImpl *)be->impl;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaSetDevice(c->device));
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    *in_use = total_b - free_b;
+    *total = total_b;
+}
+
+static const Backend cuda_table = {
+    .name = "cuda",
+    .alloc = cuda_alloc, .free = cuda_free, .copy = cuda_copy, .copy_async = cuda_copy_async,
+    .event_wait = cuda_event_wait, .memset = cuda_memset, .synchronize = cuda_synchronize,
+    .scratch_bytes = cuda_scratch_bytes,
+    .linear_forward = cuda_linear_forward, .linear_backward = cuda_linear_backward,
+    .bias_backward = cuda_bias_backward,
+    .attention_forward = cuda_attention_forward, .attention_backward = cuda_attention_backward,
+    .attention_backward_recompute = cuda_attention_backward_recompute,
+    .flash_attention_forward = cuda_flash_attention_forward, .flash_attention_backward = cuda_flash_attention_backward,
+    .layernorm_forward = cuda_layernorm_forward, .layernorm_backward = cuda_layernorm_backward,
+    .layernorm_backward_from_output = cuda_layernorm_backward_from_output,
+    .bias_gelu_forward = cuda_bias_gelu_forward, .gelu_backward = cuda_gelu_backward,
+    .gelu_branch_pack = cuda_gelu_branch_pack, .gelu_backward_from_output = cuda_gelu_backward_from_output,
+    .fewbit_gelu_encode = cuda_fewbit_gelu_encode, .fewbit_gelu_backward = cuda_fewbit_gelu_backward,
+    .attention_mask = cuda_attention_mask, .dropout_mask_sbw = cuda_dropout_mask_sbw,
+    .dropout_residual_forward = cuda_dropout_residual_forward,
+    .dropout_apply = cuda_dropout_apply, .dropout_backward = cuda_dropout_backward,
+    .embedding_forward = cuda_embedding_forward, .embedding_backward = cuda_embedding_backward,
+    .embedding_vocab_forward = cuda_embedding_vocab_forward, .embedding_add_positions = cuda_embedding_add_positions,
+    .embedding_vocab_backward = cuda_embedding_vocab_backward,
+    .embedding_positions_backward = cuda_embedding_positions_backward,
+    .crossentropy_forward_backward = cuda_crossentropy_forward_backward, .crossentropy_loss = cuda_crossentropy_loss,
+    .crossentropy_vocab_partial = cuda_crossentropy_vocab_partial,
+    .crossentropy_vocab_combine = cuda_crossentropy_vocab_combine,
+    .crossentropy_vocab_backward = cuda_crossentropy_vocab_backward,
+    .bf16_round = cuda_bf16_round, .bf16_pack = cuda_bf16_pack, .bf16_unpack = cuda_bf16_unpack,
+    .mask_pack_bits = cuda_mask_pack_bits, .mask_unpack_bits = cuda_mask_unpack_bits,
+    .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .count_nonfinite = cuda_count_nonfinite,
+    .host_alloc = cuda_host_alloc, .host_free = cuda_host_free, .host_addressable = 0,
+    .linear_forward_rows = cuda_linear_forward_rows, .kv_attention_forward = cuda_kv_attention_forward,
+    .gelu_forward = cuda_gelu_forward, .attention_scratch_floats = cuda_attention_scratch_floats,
+    .describe = cuda_describe, .device_memory = cuda_device_memory,
+};
+
+// "cuda" or "cuda:N" → N (0 for "cuda"), or -1 when the text is neither.
+static int device_index(const char *name) {
+    if (!strcmp(name, "cuda")) return 0;
+    if (strncmp(name, "cuda:", 5) || !name[5]) return -1;
+    char *end = NULL;
+    long n = strtol(name + 5, &end, 10);
+    return *end || n < 0 || n > 1023 ? -1 : (int)n;
+}
+
+Backend *backend_cuda_open(const char *name, Precision precision, char *err, size_t errlen) {
+    int dev = device_index(name);
+    if (dev < 0) {
+        snprintf(err, errlen, "device '%s': expected cuda or cuda:N with N a device index", name);
+        return NULL;
+    }
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(err, errlen, "device '%s': no CUDA GPU is visible (%s%s)", name,
+                 e != cudaSuccess ? "cudaGetDeviceCount: " : "the driver reports 0 devices",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "");
+        return NULL;
+    }
+    if (dev >= count) {
+        snprintf(err, errlen, "device '%s': only %d CUDA device%s visible (cuda:0..cuda:%d)", name, count,
+                 count == 1 ? " is" : "s are", count - 1);
+        return NULL;
+    }
+    CudaImpl *c = xcalloc(sizeof *c);
+    c->device = dev;
+    CUDA_CHECK(cudaSetDevice(dev));
+    CUDA_CHECK(cudaGetDeviceProperties(&c->prop, dev));
+    if (precision == PRECISION_BF16 && c->prop.major < 8) {
+        snprintf(err, errlen, "device '%s' (%s, compute capability %d.%d): bf16 needs 8.0 or later", name,
+                 c->prop.name, c->prop.major, c->prop.minor);
+        free(c);
+        return NULL;
+    }
+    if (c->prop.major < 9) {
+        snprintf(err, errlen, "device '%s' (%s, compute capability %d.%d): this build has kernels for 9.0 (Hopper)",
+                 name, c->prop.name, c->prop.major, c->prop.minor);
+        free(c);
+        return NULL;
+    }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+    CUBLAS_CHECK(cublasLtCreate(&c->lt));
+    c->lt_workspace_bytes = (size_t)32 << 20;
+    CUDA_CHECK(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));
+    CUDA_CHECK(cudaMallocHost(&c->host_result, 4096));
+    Backend *be = xmalloc(sizeof *be);
+    *be = cuda_table;
+    be->precision = precision;
+    be->impl = c;
+    return be;
+}
+
+void backend_cuda_close(Backend *be) {
+    CudaImpl *c = cuda_impl(be);
+    cudaStreamSynchronize(c->stream);
+    cudaStreamSynchronize(c->copy_stream);
+    for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++) cudaFree(c->scratch[i]);
+    cudaFree(c->lt_workspace);
+    cudaFreeHost(c->host_result);
+    cublasLtDestroy(c->lt);
+    cudaStreamDestroy(c->stream);
+    cudaStreamDestroy(c->copy_stream);
+    free(c);
+}
+
+static int cuda_describe(const Backend *be, char *out, size_t outlen) {
+    const CudaImpl *c = (const CudaImpl *)be->impl;
+    int driver = 0, runtime = 0;
+    cudaDriverGetVersion(&driver);
+    cudaRuntimeGetVersion(&runtime);
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    return snprintf(out, outlen, "cuda:%d %s (sm_%d%d, %d SMs), driver %d.%d, runtime %d.%d, in use %zu of %zu bytes",
+                    c->device, c->prop.name, c->prop.major, c->prop.minor, c->prop.multiProcessorCount,
+                    driver / 1000, (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
+                    total_b - free_b, total_b);
+}

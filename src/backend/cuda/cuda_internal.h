@@ -1,0 +1,77 @@
+// The CUDA backend's own state and helpers, shared by cuda_backend.c (the device, the table) and the
+// kernel files (*.cu). C and CUDA C++ both include it. Only src/backend/cuda/ calls CUDA.
+#ifndef CTRON_CUDA_INTERNAL_H
+#define CTRON_CUDA_INTERNAL_H
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include "backend/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// Growable device scratch, one slot per user, so that two kernels' temporaries never share bytes
+// within a call. Counted by scratch_bytes beside the ledger (the run header prints it).
+typedef enum {
+    CUDA_SCRATCH_GEMM_X,      // gemm.cu: the bf16 copy of x (or of a strided view of it)
+    CUDA_SCRATCH_GEMM_DY,     // gemm.cu: the bf16 copy of dy
+    CUDA_SCRATCH_GEMM_T,      // gemm.cu: a packed copy when a view's stride does not suit cuBLASLt
+    CUDA_SCRATCH_ATTN,        // attention.cu: per-head-batch temporaries the model's scratch does not hold
+    CUDA_SCRATCH_FLASH,       // flash_attention.cu
+    CUDA_SCRATCH_REDUCE,      // optim.cu, crossentropy.cu, layernorm.cu, embedding.cu: per-block partials
+    CUDA_SCRATCH_MISC,        // dropout.cu, gelu.cu
+    CUDA_SCRATCH_SLOTS
+} CudaScratchSlot;
+
+typedef struct {
+    int device;
+    struct cudaDeviceProp prop;
+    cudaStream_t stream;        // every kernel, GEMM and synchronous copy, in order
+    cudaStream_t copy_stream;   // copy_async (the offload pool): overlaps the compute stream
+    cublasLtHandle_t lt;
+    void *lt_workspace;         // cuBLASLt's workspace (32 MiB, the size cuBLAS recommends on Hopper)
+    size_t lt_workspace_bytes;
+    void *scratch[CUDA_SCRATCH_SLOTS];
+    size_t scratch_cap[CUDA_SCRATCH_SLOTS];   // bytes
+    void *host_result;          // pinned: reductions read back to the host (a few doubles)
+    size_t live_bytes;          // what alloc has handed out and free not yet taken back
+} CudaImpl;
+
+static inline CudaImpl *cuda_impl(Backend *be) { return (CudaImpl *)be->impl; }
+static inline cudaStream_t cuda_stream(Backend *be) { return ((CudaImpl *)be->impl)->stream; }
+
+// A failed CUDA or cuBLASLt call mid-run is not recoverable: print what failed, where, and abort.
+void cuda_fail(const char *what, const char *detail, const char *file, int line);
+#define CUDA_CHECK(call)                                                                       \
+    do {                                                                                       \
+        cudaError_t cuda_check_err_ = (call);                                                  \
+        if (cuda_check_err_ != cudaSuccess)                                                    \
+            cuda_fail(#call, cudaGetErrorString(cuda_check_err_), __FILE__, __LINE__);         \
+    } while (0)
+// After every launch: a bad configuration shows here, not at the next synchronisation.
+#define CUDA_LAUNCHED() CUDA_CHECK(cudaGetLastError())
+#define CUBLAS_CHECK(call)                                                                     \
+    do {                                                                                       \
+        cublasStatus_t cublas_check_st_ = (call);                                              \
+        if (cublas_check_st_ != CUBLAS_STATUS_SUCCESS)                                         \
+            cuda_fail(#call, cublasLtGetStatusString(cublas_check_st_), __FILE__, __LINE__);   \
+    } while (0)
+
+// At least `bytes` of device scratch in `slot`. Growing synchronises the stream first (a kernel in
+// flight may still read the old buffer). The contents are not kept.
+void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes);
+// Pinned host memory of at least `bytes` that a reduction's result is copied into (valid until the
+// next call that uses it).
+void *cuda_host_result(Backend *be, size_t bytes);
+
+// Blocks of `threads` for `n` items (at least one block).
+static inline unsigned cuda_blocks(size_t n, unsigned threads) {
+    size_t b = (n + threads - 1) / threads;
+    return (unsigned)(b ? b : 1);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

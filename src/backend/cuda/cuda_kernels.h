@@ -1,0 +1,116 @@
+// The CUDA backend's kernels: one entry per kernel of struct Backend (backend.h documents each, and
+// the CPU header named there gives its shapes). Each group is implemented in the .cu file its
+// heading names. All run on the backend's stream, take device pointers, and are deterministic: no
+// float atomics, fixed reduction orders, so a step repeated or recomputed is bitwise identical.
+#ifndef CTRON_CUDA_KERNELS_H
+#define CTRON_CUDA_KERNELS_H
+#include "backend/cuda/cuda_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- gemm.cu (cuBLASLt)
+void cuda_linear_forward(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                         const float *w, const uint16_t *w16, const float *bias, int n, int in, int out);
+void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
+                          const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx, const float *w,
+                          const uint16_t *w16, int n, int in, int out);
+void cuda_bias_backward(Backend *be, float *db, const float *dy, int lddy, int n, int cols);
+void cuda_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                              const uint16_t *w16, const float *bias, int n, int in, int out);
+
+// ---- attention.cu (standard attention, masks, KV-cache attention)
+void cuda_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
+                            const float *k, const float *v, int s, int b, int a, int h, int head0,
+                            DropoutSite site, uint32_t sample0, int round_bf16);
+void cuda_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
+                             const uint8_t *keep, const float *drop, const float *q, const float *k,
+                             const float *v, float *scratch, int s, int b, int a, int h, float p, int round_bf16);
+void cuda_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                       const float *q, const float *k, const float *v, float *scratch, int s,
+                                       int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                                       int round_bf16);
+void cuda_attention_mask(Backend *be, uint8_t *keep, int s, int b, int a, int head0, DropoutSite site,
+                         uint32_t sample0);
+size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h);
+void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc, const float *vc,
+                               float *scores, int seq, int p0, int n, int a, int h);
+
+// ---- flash_attention.cu (its scratch size feeds cuda_attention_scratch_floats)
+size_t cuda_flash_scratch_floats(int s, int b, int a, int h);
+void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                  const float *v, float *scratch, int s, int b, int a, int h, int head0,
+                                  DropoutSite site, uint32_t sample0);
+void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
+                                   const float *k, const float *v, const float *ctx, const float *lse,
+                                   float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
+                                   uint32_t sample0);
+
+// ---- layernorm.cu
+void cuda_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w, const float *b,
+                            int n, int h);
+void cuda_layernorm_backward(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
+                             const float *x, const float *stats, const float *w, int n, int h);
+void cuda_layernorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, float *db,
+                                         const float *dy, const float *y, const float *stats, const float *w,
+                                         const float *b, int n, int h);
+
+// ---- gelu.cu (GeLU, its bit and Few-Bit forms)
+void cuda_bias_gelu_forward(Backend *be, float *y, float *x, const float *bias, int n, int cols, int round_bf16);
+void cuda_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count);
+void cuda_gelu_branch_pack(Backend *be, uint8_t *bits, const float *x, size_t count);
+void cuda_gelu_backward_from_output(Backend *be, float *dx, const float *dy, const float *y, const uint8_t *bits,
+                                    size_t count);
+void cuda_fewbit_gelu_encode(Backend *be, uint8_t *codes, const float *x, size_t count, const FewBitGelu *t);
+void cuda_fewbit_gelu_backward(Backend *be, float *dx, const float *dy, const uint8_t *codes, size_t count,
+                               const FewBitGelu *t);
+void cuda_gelu_forward(Backend *be, float *y, const float *x, size_t count);
+
+// ---- dropout.cu (Philox masks, dropout, bf16 and mask storage formats)
+void cuda_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite site, int s0, int s, int b, int w,
+                           uint32_t sample0);
+void cuda_dropout_residual_forward(Backend *be, float *out, const float *res, const float *y, const float *bias,
+                                   const uint8_t *keep, float p, int n, int w);
+void cuda_dropout_apply(Backend *be, float *x, const uint8_t *keep, float p, size_t count);
+void cuda_dropout_backward(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
+void cuda_bf16_round(Backend *be, float *x, size_t n);
+void cuda_bf16_pack(Backend *be, uint16_t *dst, const float *src, size_t n);
+void cuda_bf16_unpack(Backend *be, float *dst, const uint16_t *src, size_t n);
+void cuda_mask_pack_bits(Backend *be, uint8_t *bits, const uint8_t *keep, size_t n);
+void cuda_mask_unpack_bits(Backend *be, uint8_t *keep, const uint8_t *bits, size_t n);
+
+// ---- embedding.cu
+void cuda_embedding_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, const float *wpe,
+                            int s, int b, int h);
+void cuda_embedding_backward(Backend *be, float *dwte, float *dwpe, const float *dx, const int32_t *tokens, int s,
+                             int b, int h);
+void cuda_embedding_vocab_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0, int vl,
+                                  int n, int h);
+void cuda_embedding_add_positions(Backend *be, float *x, const float *wpe, int s0, int s, int b, int h);
+void cuda_embedding_vocab_backward(Backend *be, float *dwte, const float *dx, const int32_t *tokens, int v0,
+                                   int vl, int n, int h);
+void cuda_embedding_positions_backward(Backend *be, float *dwpe, const float *dx, int s0, int s, int b, int h);
+
+// ---- crossentropy.cu
+double cuda_crossentropy_forward_backward(Backend *be, float *logits, const int32_t *targets, float *row_loss,
+                                          int n, int v, float grad_scale);
+double cuda_crossentropy_loss(Backend *be, const float *logits, const int32_t *targets, float *row_loss, int n,
+                              int v);
+void cuda_crossentropy_vocab_partial(Backend *be, float *part, const float *logits, const int32_t *targets, int n,
+                                     int vl, int v0, int n_valid);
+double cuda_crossentropy_vocab_combine(Backend *be, float *lse, float *row_loss, const float *parts, int t, int n);
+void cuda_crossentropy_vocab_backward(Backend *be, float *logits, const float *lse, const int32_t *targets, int n,
+                                      int vl, int v0, int n_valid, float grad_scale);
+
+// ---- optim.cu (AdamW, sum of squares, non-finite count)
+void cuda_adamw_update(Backend *be, float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n,
+                       float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                       float grad_scale);
+double cuda_sum_squares(Backend *be, const float *x, size_t n);
+size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
