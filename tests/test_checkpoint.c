@@ -30,7 +30,7 @@ static void fill(float *x, size_t n, uint32_t seed) {
 static void make_run(GPT *m, AdamW *opt, uint32_t seed) {
     gpt_init(m, &CFG, NULL);
     fill(m->params, m->n_params, seed);
-    adamw_init(opt, m->n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    adamw_init(opt, m->be, m->n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     fill(opt->m, m->n_params, seed + 1);
     fill(opt->v, m->n_params, seed + 2);
     for (size_t i = 0; i < m->n_params; i++) opt->v[i] = fabsf(opt->v[i]);   // second moments are >= 0
@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
           strcmp(run, dir) == 0, "resolve step dir: %s -> %s (run %s)", step, found, run);
     GPT m2; AdamW opt2;
     gpt_init(&m2, &CFG, NULL);
-    adamw_init(&opt2, m2.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    adamw_init(&opt2, m2.be, m2.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     CHECK(ckpt_load(step, &m2, &opt2, &back, err, sizeof err) == 0, "load: %s", err);
     size_t bytes = m.n_params * sizeof(float);
     CHECK(memcmp(m.params, m2.params, bytes) == 0, "parameters differ after the round trip");
@@ -239,7 +239,7 @@ int main(int argc, char **argv) {
     CHECK(ckpt_load(step, &m3, NULL, NULL, err, sizeof err) == 0 && memcmp(m3.params, m.params, bytes) == 0,
           "weights-only load with another batch: %s", err);
     AdamW opt3;
-    adamw_init(&opt3, m3.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    adamw_init(&opt3, m3.be, m3.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     CHECK(ckpt_load(step, &m3, &opt3, NULL, err, sizeof err) == -1 && strstr(err, "batch 2"),
           "resuming with another batch was not refused: %s", err);
     adamw_free(&opt3);

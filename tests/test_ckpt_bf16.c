@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     MemoryPolicy psrc;
     bf16_model(&src, &psrc, 5);
     AdamW opt;
-    adamw_init(&opt, src.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    adamw_init(&opt, src.be, src.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     CkptState st;
     memset(&st, 0, sizeof st);
     st.step = 3;

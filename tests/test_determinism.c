@@ -28,7 +28,7 @@ static float *train(uint64_t seed, int steps, int mb_size, double *losses) {
     gpt_init(&m, &cfg, NULL);
     gpt_init_weights(&m, seed);
     AdamW opt;
-    adamw_init(&opt, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    adamw_init(&opt, m.be, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     int32_t tok[256], tgt[256];
     for (int step = 1; step <= steps; step++) {
         gpt_zero_grad(&m);

@@ -53,7 +53,7 @@ static void run(Trace *t, const char *rc, const char *method, int num, const cha
         g_static_saving = (double)r.block / (double)r.default_bytes;
     }
     AdamW opt;
-    adamw_init(&opt, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    adamw_init(&opt, m.be, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     int s = CFG.seq, b = CFG.batch;
     int32_t tok[24 * 3], tgt[24 * 3];
     for (int step = 1; step <= STEPS; step++) {

@@ -5,6 +5,8 @@
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen);
 void backend_cpu_close(Backend *be);
+Backend *backend_guard_open(Precision precision, char *err, size_t errlen);
+void backend_guard_close(Backend *be);
 #ifdef CTRON_HAVE_CUDA
 Backend *backend_cuda_open(const char *name, Precision precision, char *err, size_t errlen);
 void backend_cuda_close(Backend *be);
@@ -24,6 +26,7 @@ int precision_parse(const char *text, Precision *out) {
 
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen) {
     if (!strcmp(name, "cpu")) return backend_cpu_open(precision, err, errlen);
+    if (!strcmp(name, "cpu-guarded")) return backend_guard_open(precision, err, errlen);
 #ifdef CTRON_HAVE_CUDA
     if (!strncmp(name, "cuda", 4)) return backend_cuda_open(name, precision, err, errlen);
     snprintf(err, errlen, "unknown device '%s' (expected cpu, cuda or cuda:N)", name);
@@ -40,6 +43,7 @@ Backend *backend_open(const char *name, Precision precision, char *err, size_t e
 void backend_close(Backend *be) {
     if (!be) return;
     if (!strcmp(be->name, "cpu")) backend_cpu_close(be);
+    else if (!strcmp(be->name, "cpu-guarded")) backend_guard_close(be);
 #ifdef CTRON_HAVE_CUDA
     else if (!strcmp(be->name, "cuda")) backend_cuda_close(be);
 #endif

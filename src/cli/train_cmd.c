@@ -53,6 +53,9 @@ void cli_train_usage(FILE *f) {
         "                                    master weights, AdamW state and weight gradients; bf16 GEMMs with\n"
         "                                    fp32 accumulation; fp32 LN/softmax/GeLU/loss; activations kept in bf16\n"
         "  --bf16                            the same as --precision bf16 (Megatron's flag)\n"
+        "  --device cpu|cuda[:N]|cpu-guarded where the model runs (default cpu). cuda: the N-th GPU (exit 2\n"
+        "                                    when none is visible); cpu-guarded: the CPU with device memory\n"
+        "                                    unreadable to host code (a check that nothing reads tensors directly)\n"
         "  --act-dtype fp32|bf16             precision of kept activations; with --precision fp32 compute stays\n"
         "                                    fp32 (default: fp32, or bf16 under --precision bf16)\n"
         "  --tempo LIST                      Tempo's in-place gelu, layernorm and fused softmax (dropout),\n"
@@ -128,17 +131,30 @@ enum {
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PRECISION, OPT_BF16, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET
+    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE
 };
+
+// The device is opened once here, so that a missing GPU or driver, or an index past the devices
+// there are, is a usage error (exit 2) before any data is read.
+static int check_device(const TrainOptions *o) {
+    if (!o->device) return 0;
+    char err[512] = "";
+    Backend *be = backend_open(o->device, (Precision)o->precision, err, sizeof err);
+    if (!be) return usage_error("--device %s: %s", o->device, err);
+    backend_close(be);
+    return 0;
+}
 
 // Mixed precision keeps activations in bf16 (the paper's e = 2); fp32 storage would only cost memory.
 static int check_precision(TrainOptions *o, const char *const *given, int n_given) {
     if (o->precision != PRECISION_BF16) return 0;
+    int on_cpu = !o->device || strncmp(o->device, "cpu", 3) == 0;
     for (int j = 0; j < n_given; j++)
         if (strcmp(given[j], "act-dtype") == 0 && o->act_dtype != ACT_BF16)
             return usage_error("--act-dtype fp32 with --precision bf16: mixed precision keeps activations in bf16 "
                                "(drop --act-dtype, or use --precision fp32)");
     o->act_dtype = ACT_BF16;
+    if (!on_cpu) return 0;   // the device's own check (check_device)
     // Refused up front, not at the first GEMM: oneDNN 2.6 has no bf16 matmul below AVX-512.
     char why[256];
     int support = gemm_bf16_support(why, sizeof why);
@@ -182,7 +198,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
         {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
-        {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+        {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
         {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
         {"virtual-stages", required_argument, 0, OPT_VSTAGES},
         {"recompute-microbatches", required_argument, 0, OPT_RC_MICRO},
@@ -258,6 +274,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
             break;
         }
         case OPT_BF16: o->precision = PRECISION_BF16; break;
+        case OPT_DEVICE: o->device = optarg; break;
         case OPT_PEAK: rc = parse_float("--peak-gflops", optarg, 1e-3, 1e12, 0, &x); o->peak_gflops = x; break;
         case OPT_CKPT_DIR: o->ckpt_dir = optarg; break;
         case OPT_SAVE_EVERY: rc = parse_int("--save-every", optarg, 0, INT_MAX, &o->save_every); break;
@@ -315,6 +332,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if ((rc = cli_train_ckpt_flags(o, given, n_given)) != 0) return rc;
     if ((rc = check_precision(o, given, n_given)) != 0) return rc;
+    if ((rc = check_device(o)) != 0) return rc;
 
     // Shapes that make sense together.
     if (c->hidden % c->heads != 0)

@@ -76,7 +76,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     else policy_default(&m->policy, c->layers);
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     char err[256];
-    m->be = backend_open("cpu", (Precision)m->policy.precision, err, sizeof err);
+    m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
     if (!m->be) ctron_fatal("%s", err);
     m->n_params = local_num_params(m);
     m->params = m->be->alloc(m->be, m->n_params * sizeof(float));
@@ -150,9 +150,13 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->ws[w] = floats[w] ? m->be->alloc(m->be, m->ws_bytes[w]) : NULL;
         m->workspace_bytes += m->ws_bytes[w];
     }
-    m->row_loss = xmalloc(n * sizeof(float));
-    m->ce_lse = xmalloc(n * sizeof(float));
-    m->ce_part = xmalloc(n * 3 * (size_t)m->tp.t * sizeof(float));
+    m->row_loss = m->be->alloc(m->be, n * sizeof(float));
+    m->ce_lse = m->be->alloc(m->be, n * sizeof(float));
+    m->ce_part = m->be->alloc(m->be, n * 3 * (size_t)m->tp.t * sizeof(float));
+    for (int k = 0; k < m->pp.contexts; k++) {
+        m->acts[k].tokens = m->be->alloc(m->be, n * sizeof(int32_t));
+        m->acts[k].targets = m->be->alloc(m->be, n * sizeof(int32_t));
+    }
     m->workspace_bytes += (2 * n + 3 * n * (size_t)m->tp.t) * sizeof(float);
     stepmem_init(&m->mem, c->layers + SCOPE_KEYS, mem_tag_name);
 }
@@ -162,6 +166,10 @@ void gpt_free(GPT *m) {
     for (int k = 0; m->acts && k < m->pp.contexts; k++) {   // the arenas, the offload pool and the static plan's
         arena_free(&m->acts[k].arena);                       // block go back to the backend before it closes
         free(m->acts[k].blocks);
+        if (m->be) {
+            m->be->free(m->be, m->acts[k].tokens);
+            m->be->free(m->be, m->acts[k].targets);
+        }
     }
     free(m->acts);
     stepmem_free(&m->mem);
@@ -174,12 +182,14 @@ void gpt_free(GPT *m) {
         m->be->free(m->be, m->grads);
         m->be->free(m->be, m->params16);
         for (int w = 0; w < W_COUNT; w++) m->be->free(m->be, m->ws[w]);
+        m->be->free(m->be, m->ce_part);
+        m->be->free(m->be, m->ce_lse);
+        m->be->free(m->be, m->row_loss);
         backend_close(m->be);
     } else {
         free(m->params);
     }
     free(m->info);
-    free(m->ce_part); free(m->ce_lse); free(m->row_loss);
     memset(m, 0, sizeof *m);
 }
 
@@ -607,6 +617,18 @@ double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const in
                          float *output, int s, int b, StepCtx ctx, float grad_scale) {
     int L = m->cfg.layers;
     forward_begin(m, l0, l1, s, b, ctx);
+    // The inputs go to the device once per micro-batch, into the context (backward reads the tokens).
+    size_t rows = (size_t)s * (size_t)b;
+    if (rows > (size_t)m->cfg.seq * (size_t)m->cfg.batch)
+        ctron_fatal("gpt_forward: %d×%d rows, the model holds %d×%d", s, b, m->cfg.seq, m->cfg.batch);
+    if (l0 == 0 && tokens) {
+        m->be->copy(m->be, m->act->tokens, tokens, rows * sizeof(int32_t), COPY_H2D);
+        tokens = m->act->tokens;
+    }
+    if (l1 == L && targets) {
+        m->be->copy(m->be, m->act->targets, targets, rows * sizeof(int32_t), COPY_H2D);
+        targets = m->act->targets;
+    }
     float *x = l0 == 0 ? embedding_forward(m, tokens) : received_input(m, l0, input);
     m->chunk_out = output;
     for (int l = l0; l < l1; l++) {
@@ -815,7 +837,8 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
     }
 
-    if (l0 == 0) embedding_backward(m, tokens);
+    (void)tokens;   // the forward's, kept on the device in the context
+    if (l0 == 0) embedding_backward(m, m->act->tokens);
     else m->be->copy(m->be, d_input, ws(m, W_D_RES), nrh * sizeof(float), COPY_D2D);
     scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);

@@ -90,6 +90,8 @@ typedef struct {
     float *logits;                // dL/dlogits after a training forward of the last chunk
     StepCtx ctx;
     int keep_all;                 // --recompute-microbatches: this context keeps every activation
+    int32_t *tokens, *targets;    // [s·b] on the device: the micro-batch's inputs (the embedding's
+                                  // backward reads the tokens again)
 } ActContext;
 
 // The rank's place in the pipeline (p = 1: every layer here). Stage r holds V model chunks of n =

@@ -149,30 +149,34 @@ static void fill_normal(float *x, size_t n, float std, uint64_t seed, uint32_t i
     }
 }
 
-static void init_whole(GPT *m, uint64_t seed);
+static void init_whole(const GPT *m, float *params, uint64_t seed);
 
 void gpt_init_weights(GPT *m, uint64_t seed) {
     gpt_params_changed(m);
-    if (m->tp.t <= 1 && m->pp.p <= 1) {
-        init_whole(m, seed);
+    if (m->tp.t <= 1 && m->pp.p <= 1) {   // drawn on the host, then one copy to the device
+        float *host = xmalloc(m->n_params * sizeof(float));
+        init_whole(m, host, seed);
+        m->be->copy(m->be, m->params, host, m->n_params * sizeof(float), COPY_H2D);
+        free(host);
         return;
     }
     // Each element is drawn at its index in the unsharded tensor: initialise the whole model and keep
     // this rank's slices (a transient copy of the model, once per run).
     GPT full;
     gpt_init_params(&full, &m->cfg);
-    init_whole(&full, seed);
+    init_whole(&full, full.params, seed);
     gpt_shard_from_full(m, &full, full.params, m->params);
     gpt_free(&full);
 }
 
-static void init_whole(GPT *m, uint64_t seed) {
+// params: host memory laid out as m's parameters.
+static void init_whole(const GPT *m, float *params, uint64_t seed) {
     // GPT-2 initialisation: N(0, 0.02²) for weights and embeddings, residual projections scaled by
     // 1/√(2L), zero biases, LayerNorm weight 1 and bias 0.
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
     for (int i = 0; i < m->n_info; i++) {
         ParamInfo *pi = &m->info[i];
-        float *x = m->params + pi->offset;
+        float *x = params + pi->offset;
         const char *n = pi->name;
         size_t len = strlen(n);
         int is_bias = len > 5 && strcmp(n + len - 5, ".bias") == 0;
@@ -235,19 +239,28 @@ static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, 
     }
 }
 
+// full_buf is host memory (a model of gpt_init_params); dst and src are device tensors of m, which
+// move through one host staging copy.
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst) {
     if (dst == m->params) ((GPT *)m)->params16_stale = 1;   // the bf16 copy follows the new weights
-    shard_copy(m, full, m->tp.t > 1 ? m->tp.rank : 0, dst, (float *)full_buf, 1);
+    float *host = xmalloc(m->n_params * sizeof(float));
+    shard_copy(m, full, m->tp.t > 1 ? m->tp.rank : 0, host, (float *)full_buf, 1);
+    m->be->copy(m->be, dst, host, m->n_params * sizeof(float), COPY_H2D);
+    free(host);
 }
 
 void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf) {
     int t = m->tp.t > 1 ? m->tp.t : 1;
+    float *host = xmalloc(m->n_params * sizeof(float));
+    m->be->copy(m->be, host, src, m->n_params * sizeof(float), COPY_D2H);
     if (t == 1) {
-        shard_copy(m, full, 0, (float *)src, full_buf, 0);
+        shard_copy(m, full, 0, host, full_buf, 0);
+        free(host);
         return;
     }
     float *all = xmalloc(m->n_params * (size_t)t * sizeof(float));
-    comm_allgather(m->tp.group, src, all, m->n_params);
+    comm_allgather(m->tp.group, host, all, m->n_params);
     for (int r = 0; r < t; r++) shard_copy(m, full, r, all + (size_t)r * m->n_params, full_buf, 0);
     free(all);
+    free(host);
 }

@@ -130,24 +130,13 @@ static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t
 
 int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char *method, int num_layers,
                  const char *layer_list, char *err, size_t errlen) {
-    ActDtype dt = p->act_dtype;
-    int precision = p->precision;
-    MaskMode mm = p->masks;
-    unsigned tempo = p->tempo;
-    int gelu_bits = p->gelu_bits, mini_seq = p->mini_seq;
-    size_t arena_budget = p->arena_budget;
-    unsigned offload = p->offload;
-    const char *offload_dir = p->offload_dir;
-    memset(p, 0, sizeof *p);
-    p->offload = offload;
-    p->offload_dir = offload_dir;
-    p->mini_seq = mini_seq;
-    p->arena_budget = arena_budget;
-    p->act_dtype = dt;
-    p->precision = precision;
-    p->masks = mm;
-    p->tempo = tempo;
-    p->gelu_bits = gelu_bits;
+    // Everything but the per-layer plan comes in set (precision, device, masks, Tempo, offload, ...):
+    // kept whole, so that a field added later is not dropped here.
+    MemoryPolicy given = *p;
+    given.layers = 0;
+    given.kind = NULL;
+    given.group_start = NULL;
+    *p = given;
     alloc_plan(p, layers);
     if (layer_list) return parse_layer_list(p, layer_list, err, errlen);
     LayerRecompute kind;

@@ -36,6 +36,7 @@ typedef struct {
     int *group_start;         // [layers] first layer of this layer's full-recompute group (= l otherwise)
     ActDtype act_dtype;
     int precision;            // Precision (backend/backend.h): bf16 = mixed precision (act_dtype is then bf16)
+    const char *device;       // the backend the model runs on: cpu, cpu-guarded, cuda[:N] (NULL: cpu); not owned
     MaskMode masks;
     unsigned tempo;           // TEMPO_* and GELU_FEWBIT bits
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise

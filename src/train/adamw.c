@@ -2,20 +2,27 @@
 #include <math.h>
 #include "util/common.h"
 
-void adamw_init(AdamW *opt, size_t n_params, float beta1, float beta2, float eps, float weight_decay) {
+void adamw_init(AdamW *opt, Backend *be, size_t n_params, float beta1, float beta2, float eps, float weight_decay) {
+    size_t bytes = (n_params ? n_params : 1) * sizeof(float);
+    opt->be = be;
     opt->beta1 = beta1;
     opt->beta2 = beta2;
     opt->eps = eps;
     opt->weight_decay = weight_decay;
-    opt->m = xcalloc((n_params ? n_params : 1) * sizeof(float));
-    opt->v = xcalloc((n_params ? n_params : 1) * sizeof(float));
+    opt->m = be ? be->alloc(be, bytes) : xcalloc(bytes);   // zero-filled either way
+    opt->v = be ? be->alloc(be, bytes) : xcalloc(bytes);
     opt->n = n_params;
     opt->t = 0;
 }
 
 void adamw_free(AdamW *opt) {
-    free(opt->m);
-    free(opt->v);
+    if (opt->be) {
+        opt->be->free(opt->be, opt->m);
+        opt->be->free(opt->be, opt->v);
+    } else {
+        free(opt->m);
+        free(opt->v);
+    }
     opt->m = opt->v = NULL;
 }
 

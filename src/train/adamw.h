@@ -7,11 +7,12 @@
 typedef struct {
     float beta1, beta2, eps, weight_decay;
     float *m, *v;       // [n] first and second moments (all parameters, or a ZeRO-1 rank's share)
+    Backend *be;        // where m and v live (NULL: host memory, the whole-model copy of a checkpoint)
     size_t n;
     long t;             // steps taken
 } AdamW;
 
-void adamw_init(AdamW *opt, size_t n_params, float beta1, float beta2, float eps, float weight_decay);
+void adamw_init(AdamW *opt, Backend *be, size_t n_params, float beta1, float beta2, float eps, float weight_decay);
 void adamw_free(AdamW *opt);
 // One update of every parameter of m with its gradient times grad_scale (the clipping factor, applied
 // here rather than in a separate pass over the gradients); decay only where ParamInfo.decay is set.

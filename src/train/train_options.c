@@ -176,6 +176,7 @@ int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
 int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     p->precision = o->precision;
+    p->device = o->device;
     PipeSpec spec;
     if (o->mem_budget > 0 && train_uses_pipeline(o) && train_pipe_spec(o, &spec, err, errlen) == 0) {
         // Each stage planned for the budget on its own (memory/stage_planner.h): every rank computes the
@@ -190,6 +191,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
             return -1;
         }
         p->precision = o->precision;
+        p->device = o->device;
         return 0;
     }
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
@@ -206,6 +208,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
         }
         plan_policy(&plan, &sh, p);
         p->precision = o->precision;
+        p->device = o->device;
         p->offload_dir = o->offload_dir;
         // the attention and GEMM scratch live outside the arena
         p->arena_budget = (size_t)o->mem_budget - plan.scratch_bytes - plan.gemm_scratch_bytes;

@@ -175,11 +175,35 @@ static int write_log_line(FILE *log, int step, double loss, double val_loss, flo
 
 // Saves the checkpoint of step: rank 0 writes the model (gathered from its shards under TP or
 // ZeRO). Collective over the world; 0 on every rank when it worked, -1 on every rank otherwise.
+// The device, and what its driver says is in use beside what ctron holds there, so that nothing is
+// hidden: weights (+ their bf16 copy), gradients, AdamW moments, the activation arenas, the workspace
+// and the backend's scratch. The rest is the libraries' own (CUDA context, cuBLASLt).
+static void print_device(const GPT *m, const AdamW *opt) {
+    char line[256], b[8][32];
+    m->be->describe(m->be, line, sizeof line);
+    size_t in_use = 0, total = 0, arena = 0;
+    m->be->device_memory(m->be, &in_use, &total);
+    for (int k = 0; k < m->pp.contexts; k++) arena += m->acts[k].arena.capacity;
+    size_t weights = m->n_params * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
+    size_t held = weights + m->n_params * sizeof(float) + 2 * opt->n * sizeof(float) + arena + m->workspace_bytes +
+                  m->be->scratch_bytes(m->be);
+    printf("  device %s\n", line);
+    printf("  on the device: weights %s, gradients %s, AdamW %s, activation arena %s, workspace %s, scratch %s;"
+           " ctron holds %s, the device counts %s in use\n",
+           format_bytes((double)weights, b[0], sizeof b[0]),
+           format_bytes((double)m->n_params * sizeof(float), b[1], sizeof b[1]),
+           format_bytes((double)(2 * opt->n * sizeof(float)), b[2], sizeof b[2]),
+           format_bytes((double)arena, b[3], sizeof b[3]), format_bytes((double)m->workspace_bytes, b[4], sizeof b[4]),
+           format_bytes((double)m->be->scratch_bytes(m->be), b[5], sizeof b[5]),
+           format_bytes((double)held, b[6], sizeof b[6]), format_bytes((double)in_use, b[7], sizeof b[7]));
+}
+
 static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt, Zero *zero, CommGroup *world,
                            CommGrid *grid, const LRSchedule *sched, int step, int save_index,
                            const void *tokenizer_json, size_t tokenizer_bytes) {
     int saved = 1;
-    if (o->tp <= 1 && o->pp <= 1 && !zero) {
+    // A device the host cannot read (a GPU) writes through the gathered copy too: one host model.
+    if (o->tp <= 1 && o->pp <= 1 && !zero && m->be->host_addressable) {
         saved = world->rank != 0 ||
                 train_ckpt_save(o, m, opt, sched, step, save_index, tokenizer_json, tokenizer_bytes) == 0;
     } else {   // the unsharded model and state, gathered for rank 0 to write
@@ -190,7 +214,7 @@ static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt
         memset(&full_opt, 0, sizeof full_opt);
         if (grid->dp_group.rank == 0) {
             gpt_init_params(&full, &o->model);
-            adamw_init(&full_opt, full.n_params, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
+            adamw_init(&full_opt, NULL, full.n_params, opt->beta1, opt->beta2, opt->eps, opt->weight_decay);
         }
         dist_gather_whole(m, opt, zero, grid, &full, &full_opt);
         if (world->rank == 0)
@@ -295,8 +319,9 @@ int train_run(const TrainOptions *o, Comm *comm) {
         zero = &zero_state;
     }
     AdamW opt;
-    adamw_init(&opt, zero ? zero->n_owned : m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
-    int sharded = o->tp > 1 || o->pp > 1 || zero;
+    adamw_init(&opt, m.be, zero ? zero->n_owned : m.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
+    // Loaded through a whole host copy: sharded layouts, and a device the host cannot write (a GPU).
+    int sharded = o->tp > 1 || o->pp > 1 || zero || !m.be->host_addressable;
     int warmup = o->warmup >= 0 ? o->warmup : (o->steps / 10 < 100 ? o->steps / 10 : 100);
     LRSchedule sched = {o->lr, o->min_lr >= 0.0f ? o->min_lr : o->lr / 10.0f, warmup, o->steps};
     // A resumed run continues after the checkpoint's step; last < steps when --stop-after cuts it short.
@@ -310,7 +335,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         GPT full;
         AdamW full_opt;
         gpt_init_params(&full, c);
-        adamw_init(&full_opt, full.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
+        adamw_init(&full_opt, NULL, full.n_params, o->beta1, o->beta2, 1e-8f, o->weight_decay);
         start = train_ckpt_resume(o, &full, &full_opt);
         if (start >= 0) dist_load_whole(&m, &opt, zero, &full, &full_opt);
         adamw_free(&full_opt);
@@ -368,6 +393,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     printf("  %zu parameters (%s%s), data %s: %zu train / %zu val tokens, %d threads\n", gpt_num_params(c),
            format_bytes((double)gpt_num_params(c) * 4, b1, sizeof b1), b2, o->data_path, ds.n_train,
            dataset_n_val(&ds), omp_get_max_threads());
+    if (strcmp(m.be->name, "cpu") != 0) print_device(&m, &opt);
     char plan[256];
     policy_describe(&policy, plan, sizeof plan);
     char tempo[48];
@@ -609,7 +635,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
     if (o->sample_tokens > 0 && !failed && !interrupted) {
         GPT full;
         memset(&full, 0, sizeof full);
-        int gathered = o->tp > 1 || o->pp > 1;   // rank 0 samples from the whole model (gathered by dp group 0)
+        // rank 0 samples from the whole model (gathered by dp group 0), or from a host copy of a GPU's
+        int gathered = o->tp > 1 || o->pp > 1 || !m.be->host_addressable;
         if (gathered) {
             if (dp_rank == 0) gpt_init_params(&full, c);
             dist_gather_whole(&m, NULL, NULL, &grid, &full, NULL);

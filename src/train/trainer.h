@@ -28,6 +28,7 @@ typedef struct {
     MaskMode masks;
     ActDtype act_dtype;
     int precision;       // Precision (backend/backend.h): --precision fp32|bf16
+    const char *device;  // --device cpu|cuda[:N]|cpu-guarded (NULL: cpu)
     unsigned tempo;      // TEMPO_* bits (model/policy.h): --tempo gelu,layernorm,softmax
     int gelu_bits;       // --gelu-bits K: Few-Bit GeLU codes of K bits (0: exact GeLU′)
     int flash;           // --attention flash: tiled attention keeping only the log-sum-exp
