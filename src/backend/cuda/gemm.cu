@@ -1,0 +1,506 @@
+// The GEMMs of the CUDA backend (cuda_kernels.h, semantics of backend/cpu/linear.h and the cpu_linear_*
+// wrappers of cpu_backend.c): cuBLASLt for the products, small kernels for the bf16 rounding of GEMM
+// inputs, the bias gradient and single-row decoding.
+//
+// Row-major to cuBLASLt's column-major: a row-major [r, c] matrix with row stride ld is the column-major
+// [c, r] matrix with leading dimension ld, so row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ. The three
+// products (y, dx, dW; shapes in the comments of each) are written directly in column-major terms.
+//
+// Precision. fp32: CUBLAS_COMPUTE_32F on fp32 operands, TF32 off (COMPUTE_32F never uses TF32; only
+// CUBLAS_COMPUTE_32F_FAST_TF32 would): the fp32 path exists for parity with the CPU. bf16 (w16 != NULL):
+// A and B CUDA_R_16BF, C and D CUDA_R_32F, compute CUBLAS_COMPUTE_32F (fp32 accumulation); x and dy are
+// rounded to bf16 with bf16_from_f32, the CPU's bf16_pack_rows bit for bit; the bias gradient sums the
+// fp32 dy, as the CPU does.
+//
+// Determinism. The cuBLAS guide, "Results reproducibility" (cuBLAS docs §2.1.4): by design every cuBLAS
+// routine gives the same bits run to run on GPUs of the same architecture and SM count with one toolkit
+// version; the multi-stream caveat there concerns library-chosen workspaces and does not apply to
+// cublasLtMatmul given a user-owned workspace (ours: CudaImpl's lt_workspace, one stream). What is not
+// fixed is which algorithm the heuristic picks, and split-K algorithms (partial sums over K reduced in a
+// second step or in place) change the summation order between configurations. So:
+//   - the heuristic is asked with CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = CUBLASLT_REDUCTION_SCHEME_NONE
+//     ("no reduction scheme, dot-product shall be performed in one sequence", cublasLt.h): no split-K at
+//     all. This is what NVIDIA recommends for run-to-run stable results (NVIDIA/CUDALibrarySamples issue
+//     #243: "remove all reduction schemes but CUBLASLT_REDUCTION_SCHEME_NONE from
+//     CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK when querying heuristics"); the returned algorithm's
+//     CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME is checked to be NONE.
+//   - the first heuristic answer for a problem (shapes, strides, types, transposes, epilogue and the
+//     pointer alignments, which the heuristic takes as preferences) is cached with its descriptors in a
+//     table below, so the same problem runs the same algorithm on every call.
+// The bias gradient and the GEMV are our own kernels with fixed summation orders (no atomics).
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include "backend/cuda/cuda_common.cuh"
+
+// ---------------------------------------------------------------------------------------------------
+// Column passes over a row-major fp32 matrix src [rows, cols] (row stride ld): PACK writes its bf16
+// rounding to dst [rows, cols] (contiguous, row stride cols); SUM adds up each column over the rows of
+// one chunk. Block (32, 8): blockIdx.x a tile of 32·VEC columns (thread x: VEC adjacent columns),
+// blockIdx.y a chunk of rows_per_chunk rows, thread y: rows y, y+8, y+16, ... of the chunk.
+// The sum of column c over chunk k: each thread y sums its rows in increasing order, then thread y = 0
+// adds the 8 per-y sums in the order y = 0..7. That order depends on rows, cols and rows_per_chunk
+// only, never on VEC (each column's lanes are the same whether a thread holds 1 or 4 columns), so the
+// scalar and vector forms give the same bits. to_db == 0: out[k·cols + c] = the chunk's sum (partials);
+// to_db == 1: out[c] += the sum (the bias gradient, gridDim.y == 1).
+template <int VEC, bool PACK, bool SUM>
+__global__ static void __launch_bounds__(256) colpass_kernel(const float *__restrict__ src, int ld, int rows, int cols,
+                                                             int rows_per_chunk, uint16_t *__restrict__ dst,
+                                                             float *__restrict__ out, int to_db) {
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c = (blockIdx.x * 32 + tx) * VEC;   // VEC == 4 only when cols % 4 == 0: c < cols covers c..c+3
+    const bool live = c < cols;
+    const int r0 = blockIdx.y * rows_per_chunk;
+    const int r1 = min(rows, r0 + rows_per_chunk);
+    float acc[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; j++) acc[j] = 0.0f;
+    if (live) {
+        for (int r = r0 + ty; r < r1; r += 8) {
+            const float *s = src + (size_t)r * ld + c;
+            float v[VEC];
+            if constexpr (VEC == 4) {
+                float4 q = *reinterpret_cast<const float4 *>(s);
+                v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+            } else {
+                v[0] = s[0];
+            }
+            if constexpr (PACK) {
+                uint16_t *d = dst + (size_t)r * cols + c;
+                if constexpr (VEC == 4) {
+                    uint2 p;
+                    p.x = (uint32_t)bf16_from_f32(v[0]) | ((uint32_t)bf16_from_f32(v[1]) << 16);
+                    p.y = (uint32_t)bf16_from_f32(v[2]) | ((uint32_t)bf16_from_f32(v[3]) << 16);
+                    *reinterpret_cast<uint2 *>(d) = p;
+                } else {
+                    d[0] = bf16_from_f32(v[0]);
+                }
+            }
+            if constexpr (SUM) {
+#pragma unroll
+                for (int j = 0; j < VEC; j++) acc[j] += v[j];
+            }
+        }
+    }
+    if constexpr (SUM) {
+        __shared__ float part[8][32 * VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; j++) part[ty][tx * VEC + j] = acc[j];
+        __syncthreads();
+        if (ty == 0 && live) {
+#pragma unroll
+            for (int j = 0; j < VEC; j++) {
+                float t = part[0][tx * VEC + j];
+#pragma unroll
+                for (int y = 1; y < 8; y++) t += part[y][tx * VEC + j];
+                if (to_db) out[c + j] += t;
+                else out[(size_t)blockIdx.y * cols + c + j] = t;
+            }
+        }
+    }
+}
+
+// How a column pass splits the rows: about 2048 blocks of 128 columns in all, chunks of at least 32 rows.
+// A function of (rows, cols) only, so a sum's order never depends on alignment or the device.
+static void colpass_chunks(int rows, int cols, int *chunks, int *rows_per_chunk) {
+    int col_groups = (cols + 127) / 128;
+    int want = (2048 + col_groups - 1) / col_groups;
+    int most = (rows + 31) / 32;
+    int k = want < most ? want : most;
+    if (k < 1) k = 1;
+    int rpc = (rows + k - 1) / k;
+    if (rpc < 1) rpc = 1;
+    *rows_per_chunk = rpc;
+    *chunks = (rows + rpc - 1) / rpc;
+    if (*chunks < 1) *chunks = 1;
+}
+
+static int aligned_to(const void *p, unsigned bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+template <bool PACK, bool SUM>
+static void colpass_launch(Backend *be, const float *src, int ld, int rows, int cols, int rows_per_chunk, int chunks,
+                           uint16_t *dst, float *out, int to_db) {
+    int vec4 = cols % 4 == 0 && ld % 4 == 0 && aligned_to(src, 16) && (!PACK || aligned_to(dst, 8));
+    dim3 block(32, 8);
+    if (vec4) {
+        dim3 grid((unsigned)((cols / 4 + 31) / 32), (unsigned)chunks);
+        colpass_kernel<4, PACK, SUM><<<grid, block, 0, cuda_stream(be)>>>(src, ld, rows, cols, rows_per_chunk, dst, out,
+                                                                          to_db);
+    } else {
+        dim3 grid((unsigned)((cols + 31) / 32), (unsigned)chunks);
+        colpass_kernel<1, PACK, SUM><<<grid, block, 0, cuda_stream(be)>>>(src, ld, rows, cols, rows_per_chunk, dst, out,
+                                                                          to_db);
+    }
+    CUDA_LAUNCHED();
+}
+
+// dst[r, c] = bf16(src[r, c]) for src [rows, cols] (row stride ld) into dst [rows, cols] contiguous; with db,
+// also db[c] += Σ_r src[r, c] (the bias gradient, fp32, fixed order: chunk sums into CUDA_SCRATCH_GEMM_T, then
+// the chunk sums added up by the same pass). dst may be NULL (the bias gradient alone).
+static void pack_and_colsum(Backend *be, uint16_t *dst, const float *src, int ld, int rows, int cols, float *db) {
+    if (rows <= 0 || cols <= 0) return;
+    int chunks, rpc;
+    colpass_chunks(rows, cols, &chunks, &rpc);
+    if (!db) {
+        colpass_launch<true, false>(be, src, ld, rows, cols, rpc, chunks, dst, NULL, 0);
+        return;
+    }
+    if (chunks == 1) {
+        if (dst) colpass_launch<true, true>(be, src, ld, rows, cols, rpc, 1, dst, db, 1);
+        else colpass_launch<false, true>(be, src, ld, rows, cols, rpc, 1, NULL, db, 1);
+        return;
+    }
+    float *part = (float *)cuda_scratch(be, CUDA_SCRATCH_GEMM_T, (size_t)chunks * cols * sizeof(float));
+    if (dst) colpass_launch<true, true>(be, src, ld, rows, cols, rpc, chunks, dst, part, 0);
+    else colpass_launch<false, true>(be, src, ld, rows, cols, rpc, chunks, NULL, part, 0);
+    // The chunk sums [chunks, cols] as one chunk of `chunks` rows: db[c] += Σ_k part[k, c].
+    colpass_launch<false, true>(be, part, cols, chunks, cols, chunks, 1, NULL, db, 1);
+}
+
+// y[r, c] += bias[c] for y [rows, cols] (row stride ldy): only where cuBLASLt offers no bias epilogue.
+__global__ static void bias_add_kernel(float *__restrict__ y, int ldy, const float *__restrict__ bias, int rows,
+                                       int cols) {
+    size_t total = (size_t)rows * cols;
+    CT_GRID_LOOP(i, total) {
+        size_t r = i / (size_t)cols, c = i % (size_t)cols;
+        y[r * ldy + c] += bias[c];
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// cuBLASLt plans: descriptors and the algorithm, built once per problem and kept.
+typedef struct {
+    const void *be;   // the backend (its handle and workspace)
+    int device;
+    int transa, transb, m, n, k;
+    int64_t lda, ldb, ldd;
+    int bf16;         // A and B CUDA_R_16BF (else CUDA_R_32F); C and D always CUDA_R_32F
+    int bias;         // a bias vector of length m wanted (the epilogue when cuBLASLt has one)
+    uint32_t align_a, align_b, align_d, align_bias;   // pointer alignments (bytes, at most 256)
+} GemmKey;
+
+typedef struct {
+    GemmKey key;
+    int used;
+    int epilogue_bias;   // the bias is added by the epilogue (else by bias_add_kernel)
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+} GemmPlan;
+
+enum { GEMM_PLANS = 1024 };
+static GemmPlan gemm_plans[GEMM_PLANS];
+static pthread_mutex_t gemm_plans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint32_t pointer_alignment(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    if (!u) return 256;
+    uintptr_t low = u & (~u + 1);
+    return low >= 256 ? 256u : (uint32_t)low;
+}
+
+static uint64_t key_hash(const GemmKey *k) {
+    const unsigned char *b = (const unsigned char *)k;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void gemm_problem(const GemmKey *k, char *out, size_t len) {
+    snprintf(out, len, "%s m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%lld ldb=%lld ldd=%lld align %u/%u/%u%s",
+             k->bf16 ? "bf16" : "fp32", k->m, k->n, k->k, k->transa ? 'T' : 'N', k->transb ? 'T' : 'N',
+             (long long)k->lda, (long long)k->ldb, (long long)k->ldd, k->align_a, k->align_b, k->align_d,
+             k->bias ? " +bias" : "");
+}
+
+static void plan_destroy(GemmPlan *p) {
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->ld);
+    cublasLtMatmulDescDestroy(p->desc);
+}
+
+// The descriptors of `key` and the heuristic's first algorithm with no split-K reduction. With a bias the
+// BIAS epilogue is asked for first; if no algorithm offers it, the plan runs without and the bias is added
+// by bias_add_kernel.
+static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key, const float *bias) {
+    CudaImpl *c = cuda_impl(be);
+    memset(p, 0, sizeof *p);
+    memcpy(&p->key, key, sizeof *key);   // bytes, padding included: keys are compared with memcmp
+    cudaDataType_t ab = key->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    // Stored shapes: A is m×k (k×m when transposed), B is k×n (n×k when transposed), C = D is m×n.
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)(key->transa ? key->k : key->m),
+                                            (uint64_t)(key->transa ? key->m : key->k), key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)(key->transb ? key->n : key->k),
+                                            (uint64_t)(key->transb ? key->k : key->n), key->ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, (uint64_t)key->m, (uint64_t)key->n, key->ldd));
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = c->lt_workspace_bytes;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                      sizeof scheme));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_a,
+                                                      sizeof key->align_a));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_b,
+                                                      sizeof key->align_b));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_d,
+                                                      sizeof key->align_d));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_d,
+                                                      sizeof key->align_d));
+
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (key->bias) {
+        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        int32_t bias_type = CUDA_R_32F;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof bias_type));
+        // The heuristic reads the bias pointer's alignment from the descriptor (cublasLt.h).
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        memset(&res, 0, sizeof res);
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
+        if (st == CUBLAS_STATUS_SUCCESS && found >= 1) p->epilogue_bias = 1;
+        else {
+            epi = CUBLASLT_EPILOGUE_DEFAULT;
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+            found = 0;
+        }
+    }
+    if (!p->epilogue_bias) {
+        memset(&res, 0, sizeof res);
+        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
+    }
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    char what[256];
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
+        gemm_problem(key, what, sizeof what);
+        cuda_fail("cublasLtMatmulAlgoGetHeuristic: no algorithm", what, __FILE__, __LINE__);
+    }
+    if (res.state != CUBLAS_STATUS_SUCCESS) {
+        gemm_problem(key, what, sizeof what);
+        cuda_fail("cublasLtMatmulAlgoGetHeuristic: algorithm state", what, __FILE__, __LINE__);
+    }
+    if (res.workspaceSize > c->lt_workspace_bytes) {
+        gemm_problem(key, what, sizeof what);
+        cuda_fail("cublasLtMatmulAlgoGetHeuristic: workspace above the limit asked", what, __FILE__, __LINE__);
+    }
+    uint32_t got_scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &got_scheme,
+                                             sizeof got_scheme, &written) == CUBLAS_STATUS_SUCCESS &&
+        written == sizeof got_scheme && got_scheme != CUBLASLT_REDUCTION_SCHEME_NONE) {
+        gemm_problem(key, what, sizeof what);
+        cuda_fail("cuBLASLt chose a split-K reduction despite REDUCTION_SCHEME_MASK = NONE", what, __FILE__,
+                  __LINE__);
+    }
+    p->algo = res.algo;
+}
+
+// C (= when beta is 0, += when beta is 1) op(A)·op(B) (+ bias[m] broadcast over the columns), column-major:
+// op(A) m×k, op(B) k×n, C m×n with leading dimensions lda, ldb, ldd. A and B bf16 when `bf16`, else fp32.
+static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, const void *a, int lda, const void *b,
+                    int ldb, int bf16, float beta, float *d, int ldd, const float *bias) {
+    if (m <= 0 || n <= 0) return;
+    CudaImpl *c = cuda_impl(be);
+    GemmKey key;
+    memset(&key, 0, sizeof key);   // padding too: the key is hashed and compared as bytes
+    key.be = be;
+    key.device = c->device;
+    key.transa = transa; key.transb = transb;
+    key.m = m; key.n = n; key.k = k;
+    key.lda = lda; key.ldb = ldb; key.ldd = ldd;
+    key.bf16 = bf16;
+    key.bias = bias != NULL;
+    key.align_a = pointer_alignment(a);
+    key.align_b = pointer_alignment(b);
+    key.align_d = pointer_alignment(d);
+    key.align_bias = bias ? pointer_alignment(bias) : 0;
+
+    GemmPlan *plan = NULL, scratch_plan;
+    pthread_mutex_lock(&gemm_plans_lock);
+    uint64_t h = key_hash(&key);
+    for (int probe = 0; probe < GEMM_PLANS; probe++) {
+        GemmPlan *e = &gemm_plans[(h + (uint64_t)probe) % GEMM_PLANS];
+        if (!e->used) {
+            plan_build(be, e, &key, bias);
+            e->used = 1;
+            plan = e;
+            break;
+        }
+        if (!memcmp(&e->key, &key, sizeof key)) { plan = e; break; }
+    }
+    pthread_mutex_unlock(&gemm_plans_lock);
+    int temporary = plan == NULL;   // table full: build (deterministically: same heuristic answer), use, drop
+    if (temporary) {
+        plan_build(be, &scratch_plan, &key, bias);
+        plan = &scratch_plan;
+    }
+    // A plan belongs to one backend, which one host thread drives: setting its bias pointer here is safe.
+    if (bias && plan->epilogue_bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasLtMatmul(c->lt, plan->desc, &alpha, a, plan->la, b, plan->lb, &beta, d, plan->ld, d, plan->ld,
+                                &plan->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
+    int bias_kernel = bias && !plan->epilogue_bias;
+    if (temporary) plan_destroy(&scratch_plan);
+    if (bias_kernel) {
+        // Row-major y [n, m] (row stride ldd) += bias[m].
+        size_t total = (size_t)m * n;
+        bias_add_kernel<<<ct_elementwise_blocks(total, 256), 256, 0, c->stream>>>(d, ldd, bias, n, m);
+        CUDA_LAUNCHED();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Decoding, one row: y[o] = Σ_i x[i]·w[o, i] (+ bias[o]) for o < out, w [out, in] fp32 (BF16W false) or its
+// bf16 copy (BF16W true, x then rounded to bf16 as the bf16 GEMM's input). One warp per output row, 8 rows
+// per block; lane l holds elements l·VEC + 32·VEC·j, summed in that order, then the warp's xor tree: a fixed
+// order. VEC > 1 needs in % VEC == 0 and 16-byte aligned x and w.
+template <int VEC, bool BF16W>
+__global__ static void __launch_bounds__(256) gemv_kernel(float *__restrict__ y, const float *__restrict__ x,
+                                                          const float *__restrict__ w,
+                                                          const uint16_t *__restrict__ w16,
+                                                          const float *__restrict__ bias, int in, int out) {
+    const int lane = threadIdx.x % CT_WARP;
+    const int o = blockIdx.x * (blockDim.x / CT_WARP) + threadIdx.x / CT_WARP;
+    if (o >= out) return;   // the whole warp: o is the same for its 32 lanes
+    float acc = 0.0f;
+    for (int i = lane * VEC; i < in; i += CT_WARP * VEC) {
+        float xv[VEC], wv[VEC];
+        if constexpr (VEC == 1) {
+            xv[0] = x[i];
+        } else {
+#pragma unroll
+            for (int q = 0; q < VEC; q += 4) {
+                float4 t = *reinterpret_cast<const float4 *>(x + i + q);
+                xv[q] = t.x; xv[q + 1] = t.y; xv[q + 2] = t.z; xv[q + 3] = t.w;
+            }
+        }
+        if constexpr (BF16W) {
+            const uint16_t *wr = w16 + (size_t)o * in + i;
+            if constexpr (VEC == 8) {
+                uint4 t = *reinterpret_cast<const uint4 *>(wr);
+                uint32_t u[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    wv[2 * q] = bf16_to_f32((uint16_t)(u[q] & 0xFFFFu));
+                    wv[2 * q + 1] = bf16_to_f32((uint16_t)(u[q] >> 16));
+                }
+            } else {
+#pragma unroll
+                for (int q = 0; q < VEC; q++) wv[q] = bf16_to_f32(wr[q]);
+            }
+#pragma unroll
+            for (int q = 0; q < VEC; q++) xv[q] = bf16_round_f(xv[q]);
+        } else {
+            const float *wr = w + (size_t)o * in + i;
+            if constexpr (VEC == 1) {
+                wv[0] = wr[0];
+            } else {
+#pragma unroll
+                for (int q = 0; q < VEC; q += 4) {
+                    float4 t = *reinterpret_cast<const float4 *>(wr + q);
+                    wv[q] = t.x; wv[q + 1] = t.y; wv[q + 2] = t.z; wv[q + 3] = t.w;
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < VEC; q++) acc = fmaf(xv[q], wv[q], acc);
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) y[o] = bias ? acc + bias[o] : acc;
+}
+
+static void gemv(Backend *be, float *y, const float *x, const float *w, const uint16_t *w16, const float *bias, int in,
+                 int out) {
+    const unsigned threads = 256, rows_per_block = threads / CT_WARP;
+    dim3 grid((unsigned)((out + rows_per_block - 1) / rows_per_block));
+    cudaStream_t s = cuda_stream(be);
+    if (w16) {
+        if (in % 8 == 0 && aligned_to(x, 16) && aligned_to(w16, 16))
+            gemv_kernel<8, true><<<grid, threads, 0, s>>>(y, x, NULL, w16, bias, in, out);
+        else
+            gemv_kernel<1, true><<<grid, threads, 0, s>>>(y, x, NULL, w16, bias, in, out);
+    } else {
+        if (in % 4 == 0 && aligned_to(x, 16) && aligned_to(w, 16))
+            gemv_kernel<4, false><<<grid, threads, 0, s>>>(y, x, w, NULL, bias, in, out);
+        else
+            gemv_kernel<1, false><<<grid, threads, 0, s>>>(y, x, w, NULL, bias, in, out);
+    }
+    CUDA_LAUNCHED();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The entries (cuda_kernels.h).
+
+// y[n,out] = x[n,in]·Wᵀ (+ bias). Column-major: yᵀ [out, n] (ld ldy) = op(W) · xᵀ with W stored [in, out]
+// (ld in) transposed, xᵀ stored [in, n] (ld ldx): m = out, n = n, k = in; the bias (length out = m) by the
+// epilogue. bf16: x16 (given, [n, in] contiguous) or x rounded into CUDA_SCRATCH_GEMM_X, w16 ld in.
+void cuda_linear_forward(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                         const float *w, const uint16_t *w16, const float *bias, int n, int in, int out) {
+    if (n <= 0 || out <= 0) return;
+    if (!w16) {
+        gemm_lt(be, 1, 0, out, n, in, w, in, x, ldx, 0, 0.0f, y, ldy, bias);
+        return;
+    }
+    if (!x16) {
+        uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
+        pack_and_colsum(be, packed, x, ldx, n, in, NULL);
+        x16 = packed;
+    }
+    gemm_lt(be, 1, 0, out, n, in, w16, in, x16, in, 1, 0.0f, y, ldy, bias);
+}
+
+// dx[n,in] (= or +=) dy[n,out]·W: column-major dxᵀ [in, n] (ld ldx_out) = W stored [in, out] (ld in) ·
+// dyᵀ stored [out, n] (ld lddy): m = in, n = n, k = out, beta = accumulate.
+// dW[out,in] += dyᵀ·x: column-major dWᵀ [in, out] (ld in) = xᵀ stored [in, n] (ld ldx) · op(dyᵀ) with dyᵀ
+// stored [out, n] (ld lddy) transposed: m = in, n = out, k = n, beta 1.
+// db[out] += Σ_rows dy (fp32 dy at both precisions). bf16: dy rounded into CUDA_SCRATCH_GEMM_DY ([n, out],
+// the bias sums taken in the same pass), x16 given or x rounded into CUDA_SCRATCH_GEMM_X.
+void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
+                          const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx, const float *w,
+                          const uint16_t *w16, int n, int in, int out) {
+    if (n <= 0 || out <= 0) return;
+    float beta_dx = accumulate ? 1.0f : 0.0f;
+    if (!w16) {
+        if (dx) gemm_lt(be, 0, 0, in, n, out, w, in, dy, lddy, 0, beta_dx, dx, ldx_out, NULL);
+        gemm_lt(be, 0, 1, in, out, n, x, ldx, dy, lddy, 0, 1.0f, dw, in, NULL);
+        if (db) pack_and_colsum(be, NULL, dy, lddy, n, out, db);
+        return;
+    }
+    uint16_t *dy16 = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_DY, (size_t)n * out * sizeof(uint16_t));
+    pack_and_colsum(be, dy16, dy, lddy, n, out, db);
+    if (!x16) {
+        uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
+        pack_and_colsum(be, packed, x, ldx, n, in, NULL);
+        x16 = packed;
+    }
+    if (dx) gemm_lt(be, 0, 0, in, n, out, w16, in, dy16, out, 1, beta_dx, dx, ldx_out, NULL);
+    gemm_lt(be, 0, 1, in, out, n, x16, in, dy16, out, 1, 1.0f, dw, in, NULL);
+}
+
+// db[c] += Σ_r dy[r, c] for dy [n, cols] (row stride lddy): fixed-order chunk sums, then their sum.
+void cuda_bias_backward(Backend *be, float *db, const float *dy, int lddy, int n, int cols) {
+    pack_and_colsum(be, NULL, dy, lddy, n, cols, db);
+}
+
+// Inference: one row is a GEMV that reads W once (fp32, or the bf16 copy with x rounded to bf16, the
+// values the bf16 GEMM would multiply); more rows are linear_forward with x rounded by the backend.
+void cuda_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
+                              const uint16_t *w16, const float *bias, int n, int in, int out) {
+    if (n <= 0 || out <= 0) return;
+    if (n == 1) {
+        gemv(be, y, x, w, w16, bias, in, out);
+        return;
+    }
+    cuda_linear_forward(be, y, ldy, x, NULL, ldx, w, w16, bias, n, in, out);
+}
