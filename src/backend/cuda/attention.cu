@@ -1,0 +1,620 @@
+// Standard (non-flash) causal attention on the GPU: the semantics of backend/cpu/attention.c (and of
+// kv_attention_forward in backend/cpu/infer_kernels.c), the arithmetic on the device.
+//
+// Heads are processed in groups of G = attn_group(s, b, a) (sequence, head) pairs, bj = bi·a + j:
+// since h = a·d, head bj of q, k, v, ctx [s, b, h] starts at column bj·d with row stride b·h, so a
+// group is one strided-batched GEMM (batch stride d) with no copies. Each group holds at most
+// ATTN_GROUP_FLOATS floats per s×s buffer (or one head when s·s is larger), which bounds the
+// backward's scratch; the forward writes straight into the model's [b, a, s, s] probabilities.
+//
+// GEMMs are cuBLASLt strided-batched, fp32 inputs with fp32 compute (CUBLAS_COMPUTE_32F: no TF32),
+// or under mixed precision (be->precision == PRECISION_BF16) bf16 copies of both operands with fp32
+// accumulation, as the CPU's per-head GEMMs. Each GEMM's algorithm is chosen once per shape by the
+// heuristic with the minimal alignments the callers can guarantee (4 bytes for fp32 operands, 16 for
+// our own packed bf16 copies), never from the pointers: the same shape runs the same kernel wherever
+// its buffers sit, so the forward and selective recompute (and a stored backward and Tempo's or
+// recompute's backward) give the same bits, and so does a run whose tensors are placed elsewhere.
+// The forward and selective recompute run the same group code (core_group) over the same groups.
+//
+// Row kernels (softmax, mask and dropout, softmax backward) are one block per row with fixed-order
+// block reductions. Nothing uses atomics; every result is the same bits on every run.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <mutex>
+#include "backend/cuda/cuda_common.cuh"
+
+// Floats per s×s buffer of one group of heads (32 MiB): the group is min(b·a, this / s²) heads, at
+// least one. Large enough that a group's GEMMs fill the GPU, small enough that the backward's scratch
+// (dP; Tempo's D; recompute's P, D, dP and mask) stays bounded whatever b·a is.
+// (A build may set it smaller to exercise many groups on small shapes.)
+#ifndef ATTN_GROUP_FLOATS
+#define ATTN_GROUP_FLOATS ((size_t)1 << 23)
+#endif
+
+static int attn_group(int s, int b, int a) {
+    size_t ss = (size_t)s * (size_t)s, heads = (size_t)b * (size_t)a;
+    size_t g = ATTN_GROUP_FLOATS / ss;
+    if (g < 1) g = 1;
+    if (g > heads) g = heads;
+    return (int)g;
+}
+
+static size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// ---------------------------------------------------------------------------------------------
+// cuBLASLt strided-batched GEMMs, one plan (descriptors + algorithm) per shape, kept in a small
+// cache shared by every backend of the process (keyed by the device: an algorithm is chosen for one).
+
+// Row-major semantics, as cblas_sgemm: C[m, n] = alpha · op(A) · op(B) for `batch` matrices.
+typedef struct {
+    long long dev, ta, tb, m, n, k, lda, ldb, ldc, sa, sb, sc, batch, bf16;
+} GemmKey;
+
+typedef struct {
+    GemmKey key;
+    int used;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;   // cuBLASLt's A (our B), B (our A), C = D
+    cublasLtMatmulAlgo_t algo;
+} GemmPlan;
+
+enum { GEMM_PLANS = 128 };
+static std::mutex gemm_plan_lock;
+static GemmPlan gemm_plans[GEMM_PLANS];
+static int gemm_plan_next;
+
+static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, long long rows, long long cols, long long ld,
+                                          long long batch, long long stride) {
+    cublasLtMatrixLayout_t l;
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, (uint64_t)rows, (uint64_t)cols, (int64_t)ld));
+    int32_t count = (int32_t)batch;
+    int64_t offset = (int64_t)stride;
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
+                                                  sizeof offset));
+    return l;
+}
+
+static void gemm_plan_release(GemmPlan *p) {
+    if (!p->used) return;
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->lc);
+    cublasLtMatmulDescDestroy(p->op);
+    p->used = 0;
+}
+
+// The plan of `key` (caller holds gemm_plan_lock). Row-major C = op(A)·op(B) is column-major
+// Cᵀ = op(B)ᵀ·op(A)ᵀ: cuBLASLt's A is our B with our tb, its B our A with our ta, M = n, N = m.
+static const GemmPlan *gemm_plan(CudaImpl *ci, const GemmKey *key) {
+    for (int i = 0; i < GEMM_PLANS; i++)
+        if (gemm_plans[i].used && !memcmp(&gemm_plans[i].key, key, sizeof *key)) return &gemm_plans[i];
+    GemmPlan *p = &gemm_plans[gemm_plan_next];
+    gemm_plan_next = (gemm_plan_next + 1) % GEMM_PLANS;
+    gemm_plan_release(p);
+    p->key = *key;
+    cudaDataType_t ab = key->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t ta = key->tb ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    // our B: [k, n] row-major (tb = 0) is column-major n×k; [n, k] (tb = 1) is k×n
+    p->la = key->tb ? gemm_layout(ab, key->k, key->n, key->ldb, key->batch, key->sb)
+                    : gemm_layout(ab, key->n, key->k, key->ldb, key->batch, key->sb);
+    // our A: [m, k] row-major (ta = 0) is column-major k×m; [k, m] (ta = 1) is m×k
+    p->lb = key->ta ? gemm_layout(ab, key->m, key->k, key->lda, key->batch, key->sa)
+                    : gemm_layout(ab, key->k, key->m, key->lda, key->batch, key->sa);
+    p->lc = gemm_layout(CUDA_R_32F, key->n, key->m, key->ldc, key->batch, key->sc);
+    p->used = 1;
+
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = ci->lt_workspace_bytes;
+    uint32_t align_ab = key->bf16 ? 16u : 4u, align_c = 4u;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_ab,
+                                                      sizeof align_ab));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab,
+                                                      sizeof align_ab));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                      sizeof align_c));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                      sizeof align_c));
+    cublasLtMatmulHeuristicResult_t result;
+    memset(&result, 0, sizeof result);
+    int found = 0;
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(ci->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &result, &found));
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
+        char what[256];
+        snprintf(what, sizeof what, "%s attention GEMM ta=%lld tb=%lld m=%lld n=%lld k=%lld batch=%lld",
+                 key->bf16 ? "bf16" : "fp32", key->ta, key->tb, key->m, key->n, key->k, key->batch);
+        gemm_plan_release(p);
+        cuda_fail("cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
+    }
+    p->algo = result.algo;
+    return p;
+}
+
+// C[m, n] (ldc, batch stride sc) = alpha · op(A) · op(B), row-major, `batch` matrices; A and B fp32,
+// or bf16 (both) when bf16. Stream-ordered on the backend's stream.
+static void bgemm(Backend *be, int ta, int tb, int m, int n, int k, float alpha, const void *A, int lda, long long sa,
+                  const void *B, int ldb, long long sb, float *C, int ldc, long long sc, int batch, int bf16) {
+    CudaImpl *ci = cuda_impl(be);
+    GemmKey key = {ci->device, ta, tb, m, n, k, lda, ldb, ldc, sa, sb, sc, batch, bf16};
+    float beta = 0.0f;
+    std::lock_guard<std::mutex> guard(gemm_plan_lock);
+    const GemmPlan *p = gemm_plan(ci, &key);
+    CUBLAS_CHECK(cublasLtMatmul(ci->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
+                                ci->lt_workspace, ci->lt_workspace_bytes, ci->stream));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+// Threads of a row kernel: a multiple of 32 (block_sum), enough for a row of s (or s/4 Philox blocks).
+static unsigned row_threads(int s) { return s <= 128 ? 64u : s <= 1024 ? 128u : 256u; }
+
+// The four Philox words of block gq (elements 4·gq .. 4·gq+3) of a sample: dropout_keep_at's draw.
+static __device__ __forceinline__ philox_ctr attn_draw(const DropoutSite &site, uint32_t word3, uint32_t sample,
+                                                       uint64_t gq) {
+    philox_ctr ctr = {{(uint32_t)gq, sample, site.step, word3}};
+    return philox4x32_10_inline(ctr, site.key);
+}
+
+// One block per row of a group of heads: grid g·s (head hg = blockIdx.x / s of the group, global
+// pair bj0 + hg; query i = blockIdx.x % s), block row_threads(s). P [g, s, s] holds the scores
+// scale·q kᵀ and becomes in place the causal softmax (ctron_expf, keys 0..i; zeros after), rounded
+// to bf16 when round_bf16. K NULL: no dropout. Else K [g, s, s] = the mask of head head0 + j of
+// sample sample0 + bi (element (i, c) has index ((head0+j)·s + i)·s + c, drawn for c ≤ i only, 0
+// after) and D = K ? P·keep_scale : 0 (rounded when round_bf16). D16 [g, s, sp], when given: bf16 of
+// what · v reads (D, or P without dropout).
+static __global__ void attn_softmax_rows(float *P, uint8_t *K, float *D, uint16_t *D16, int s, int sp, int bj0, int a,
+                                         int head0, uint32_t sample0, DropoutSite site, uint32_t thresh,
+                                         float keep_scale, int round_bf16) {
+    __shared__ float red[CT_WARP];
+    const size_t row = blockIdx.x;
+    const int i = (int)(row % (size_t)s), hg = (int)(row / (size_t)s);
+    float *pr = P + row * (size_t)s;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c <= i; c += blockDim.x) m = fmaxf(m, pr[c]);
+    m = block_max(m, red);
+    float sum = 0.0f;
+    for (int c = threadIdx.x; c <= i; c += blockDim.x) {
+        float e = ctron_expf(pr[c] - m);
+        pr[c] = e;
+        sum += e;
+    }
+    sum = block_sum(sum, red);   // its barriers also make every e visible to the whole block
+    const float inv = 1.0f / sum;
+    uint16_t *d16 = D16 ? D16 + row * (size_t)sp : NULL;
+    if (!K) {
+        for (int c = threadIdx.x; c < s; c += blockDim.x) {
+            float x = c <= i ? pr[c] * inv : 0.0f;
+            if (round_bf16) x = bf16_round_f(x);
+            pr[c] = x;
+            if (d16) d16[c] = bf16_from_f32(x);
+        }
+        return;
+    }
+    // With dropout a thread takes whole Philox blocks (4 consecutive element indices, one draw).
+    const int bj = bj0 + hg, bi = bj / a, j = bj % a;
+    const uint32_t sample = sample0 + (uint32_t)bi, word3 = dropout_counter_word3(site);
+    const uint64_t base = ((uint64_t)(head0 + j) * (uint64_t)s + (uint64_t)i) * (uint64_t)s;
+    const uint64_t g_first = base / 4, g_last = (base + (uint64_t)s - 1) / 4;
+    uint8_t *kr = K + row * (size_t)s;
+    float *dr = D + row * (size_t)s;
+    for (uint64_t gq = g_first + threadIdx.x; gq <= g_last; gq += blockDim.x) {
+        const long long c0 = (long long)(gq * 4) - (long long)base;   // column of word 0 (may be < 0)
+        philox_ctr r = {{0u, 0u, 0u, 0u}};
+        if (c0 <= (long long)i) r = attn_draw(site, word3, sample, gq);
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const long long cl = c0 + l;
+            if (cl < 0 || cl >= (long long)s) continue;
+            const int c = (int)cl;
+            float x = c <= i ? pr[c] * inv : 0.0f;
+            if (round_bf16) x = bf16_round_f(x);
+            pr[c] = x;
+            const int keep = c <= i && r.v[l] >= thresh;
+            float y = keep ? x * keep_scale : 0.0f;
+            if (round_bf16) y = bf16_round_f(y);
+            kr[c] = (uint8_t)keep;
+            dr[c] = y;
+            if (d16) d16[c] = bf16_from_f32(y);
+        }
+    }
+}
+
+// The mask alone, exactly as attn_softmax_rows draws it: grid b·a·s blocks (pair bj = blockIdx.x / s,
+// query i = blockIdx.x % s), block row_threads(s); K [b·a, s, s].
+static __global__ void attn_mask_rows(uint8_t *K, int s, int a, int head0, uint32_t sample0, DropoutSite site,
+                                      uint32_t thresh) {
+    const size_t row = blockIdx.x;
+    const int i = (int)(row % (size_t)s), bj = (int)(row / (size_t)s), bi = bj / a, j = bj % a;
+    const uint32_t sample = sample0 + (uint32_t)bi, word3 = dropout_counter_word3(site);
+    const uint64_t base = ((uint64_t)(head0 + j) * (uint64_t)s + (uint64_t)i) * (uint64_t)s;
+    const uint64_t g_first = base / 4, g_last = (base + (uint64_t)s - 1) / 4;
+    uint8_t *kr = K + row * (size_t)s;
+    for (uint64_t gq = g_first + threadIdx.x; gq <= g_last; gq += blockDim.x) {
+        const long long c0 = (long long)(gq * 4) - (long long)base;
+        philox_ctr r = {{0u, 0u, 0u, 0u}};
+        if (c0 <= (long long)i) r = attn_draw(site, word3, sample, gq);
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            const long long cl = c0 + l;
+            if (cl < 0 || cl >= (long long)s) continue;
+            kr[cl] = (uint8_t)(cl <= (long long)i && r.v[l] >= thresh);
+        }
+    }
+}
+
+// One block per row of a group: grid g·s (query i = blockIdx.x % s), block row_threads(s); src, K,
+// D [g, s, s], D16 [g, s, sp]. K given (Tempo's backward): D = K ? src·keep_scale : 0 for keys 0..i,
+// 0 after, rounded when round_bf16 — the forward's arithmetic on the stored P, so the same bits. K
+// NULL: the row of src (a stored D or P) as it is. Writes D and/or D16 (either may be NULL).
+static __global__ void attn_dropped_rows(const float *src, const uint8_t *K, float *D, uint16_t *D16, int s, int sp,
+                                         float keep_scale, int round_bf16) {
+    const size_t row = blockIdx.x;
+    const int i = (int)(row % (size_t)s);
+    const float *sr = src + row * (size_t)s;
+    const uint8_t *kr = K ? K + row * (size_t)s : NULL;
+    float *dr = D ? D + row * (size_t)s : NULL;
+    uint16_t *d16 = D16 ? D16 + row * (size_t)sp : NULL;
+    for (int c = threadIdx.x; c < s; c += blockDim.x) {
+        float y;
+        if (kr) {
+            y = c <= i && kr[c] ? sr[c] * keep_scale : 0.0f;
+            if (round_bf16) y = bf16_round_f(y);
+        } else {
+            y = sr[c];
+        }
+        if (dr) dr[c] = y;
+        if (d16) d16[c] = bf16_from_f32(y);
+    }
+}
+
+// Softmax backward of one row: grid g·s (query i = blockIdx.x % s), block row_threads(s); dP, P, K
+// [g, s, s], dS16 [g, s, sp]. dP' = dP (K given: K ? dP·keep_scale : 0), dS = P ⊙ (dP' − Σ dP'⊙P)
+// on keys 0..i, 0 after: in place in dP, or (dS16 given) as bf16 into dS16 with dP left as it was.
+static __global__ void attn_softmax_backward_rows(float *dP, const float *P, const uint8_t *K, uint16_t *dS16, int s,
+                                                  int sp, float keep_scale) {
+    __shared__ float red[CT_WARP];
+    const size_t row = blockIdx.x;
+    const int i = (int)(row % (size_t)s);
+    float *dr = dP + row * (size_t)s;
+    const float *pr = P + row * (size_t)s;
+    const uint8_t *kr = K ? K + row * (size_t)s : NULL;
+    float dot = 0.0f;
+    for (int c = threadIdx.x; c <= i; c += blockDim.x) {
+        float x = dr[c];
+        if (kr) x = kr[c] ? x * keep_scale : 0.0f;
+        dot += x * pr[c];
+    }
+    dot = block_sum(dot, red);
+    uint16_t *d16 = dS16 ? dS16 + row * (size_t)sp : NULL;
+    for (int c = threadIdx.x; c < s; c += blockDim.x) {
+        float y = 0.0f;
+        if (c <= i) {
+            float x = dr[c];
+            if (kr) x = kr[c] ? x * keep_scale : 0.0f;
+            y = pr[c] * (x - dot);
+        }
+        if (d16) d16[c] = bf16_from_f32(y);
+        else dr[c] = y;
+    }
+}
+
+// bf16 copies of a [s, b, h] tensor's heads for the mixed-precision GEMMs: dst [b·a, s, dp] (pair
+// bj's rows of dp elements, 16-byte aligned; columns d..dp−1 zero) from src, pair bj at column bj·d
+// with row stride ba·d. Grid-stride over the ba·s·dp outputs.
+static __global__ void attn_pack_heads(uint16_t *dst, const float *src, int s, int ba, int d, int dp) {
+    const size_t total = (size_t)ba * (size_t)s * (size_t)dp, ld = (size_t)ba * (size_t)d;
+    CT_GRID_LOOP(o, total) {
+        const int c = (int)(o % (size_t)dp);
+        const size_t t = o / (size_t)dp;
+        const size_t r = t % (size_t)s, bj = t / (size_t)s;
+        dst[o] = c < d ? bf16_from_f32(src[r * ld + bj * (size_t)d + (size_t)c]) : (uint16_t)0;
+    }
+}
+
+// KV-cache attention: one block per (new token i, head j) = blockIdx.x (i = / a, j = % a), 128
+// threads. Query row i (stride ldq, head at column j·d) against cache rows 0..p0+i of kc, vc
+// [positions, h]: scores (a warp per key) into sc [n·a, sc_ld], softmax with expf as the CPU, then
+// ctx [n, h] = Σ p_u v_u by ng column groups of keys u ≡ g (mod ng), added in the order g = 0..ng−1.
+static __global__ void attn_kv_rows(float *ctx, const float *q, int ldq, const float *kc, const float *vc, float *sc_all,
+                                    int sc_ld, int p0, int a, int h, int d, float scale) {
+    extern __shared__ float kv_shared[];   // q (d floats), then the ng·d partial sums
+    __shared__ float red[CT_WARP];
+    const int i = (int)blockIdx.x / a, j = (int)blockIdx.x % a, len = p0 + i + 1;
+    const int ng = (int)blockDim.x >= d ? (int)blockDim.x / d : 1;
+    float *qs = kv_shared, *part = kv_shared + d;
+    const float *qrow = q + (size_t)i * (size_t)ldq + (size_t)j * (size_t)d;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) qs[c] = qrow[c];
+    __syncthreads();
+    float *sc = sc_all + (size_t)blockIdx.x * (size_t)sc_ld;
+    const int lane = (int)threadIdx.x % CT_WARP, warp = (int)threadIdx.x / CT_WARP, warps = (int)blockDim.x / CT_WARP;
+    for (int u = warp; u < len; u += warps) {
+        const float *kr = kc + (size_t)u * (size_t)h + (size_t)j * (size_t)d;
+        float acc = 0.0f;
+        for (int c = lane; c < d; c += CT_WARP) acc += qs[c] * kr[c];
+        acc = warp_sum(acc);
+        if (lane == 0) sc[u] = scale * acc;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int u = threadIdx.x; u < len; u += blockDim.x) m = fmaxf(m, sc[u]);
+    m = block_max(m, red);
+    float sum = 0.0f;
+    for (int u = threadIdx.x; u < len; u += blockDim.x) {
+        float e = expf(sc[u] - m);
+        sc[u] = e;
+        sum += e;
+    }
+    sum = block_sum(sum, red);
+    const float inv = 1.0f / sum;
+    for (int u = threadIdx.x; u < len; u += blockDim.x) sc[u] *= inv;
+    __syncthreads();
+    for (int cc = threadIdx.x; cc < ng * d; cc += blockDim.x) {
+        const int g = cc / d, c = cc % d;
+        const float *vcol = vc + (size_t)j * (size_t)d + (size_t)c;
+        float acc = 0.0f;
+        for (int u = g; u < len; u += ng) acc += sc[u] * vcol[(size_t)u * (size_t)h];
+        part[cc] = acc;
+    }
+    __syncthreads();
+    float *out = ctx + (size_t)i * (size_t)h + (size_t)j * (size_t)d;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        float t = 0.0f;
+        for (int g = 0; g < ng; g++) t += part[g * d + c];
+        out[c] = t;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+
+typedef struct {
+    int s, b, a, h, d, ba, ld, group, dp, sp, bf16;
+    size_t ss;
+    float scale;
+} AttnShape;
+
+static AttnShape attn_shape(const Backend *be, int s, int b, int a, int h) {
+    AttnShape t;
+    t.s = s; t.b = b; t.a = a; t.h = h;
+    t.d = h / a;
+    t.ba = b * a;
+    t.ld = b * h;
+    t.group = attn_group(s, b, a);
+    t.dp = (int)round_up((size_t)t.d, 8);
+    t.sp = (int)round_up((size_t)s, 8);
+    t.bf16 = be->precision == PRECISION_BF16;
+    t.ss = (size_t)s * (size_t)s;
+    t.scale = 1.0f / sqrtf((float)t.d);
+    return t;
+}
+
+// A [s, b, h] tensor's heads as GEMM operands: fp32 in place (pair bj at bj·d, ld b·h), or its bf16
+// copy [b·a, s, dp] (pair bj at bj·s·dp, ld dp).
+typedef struct {
+    const void *base;
+    int ld, bf16;
+    long long stride;
+} Heads;
+
+static const void *heads_at(const Heads &v, int bj0) {
+    return v.bf16 ? (const void *)((const uint16_t *)v.base + (size_t)bj0 * (size_t)v.stride)
+                  : (const void *)((const float *)v.base + (size_t)bj0 * (size_t)v.stride);
+}
+
+static Heads heads_f32(const AttnShape &t, const float *x) {
+    Heads v = {x, t.ld, 0, (long long)t.d};
+    return v;
+}
+
+// Mixed precision's bf16 operands in the CUDA_SCRATCH_ATTN slot: q, k, v, dctx [b·a, s, dp] and one
+// group's D or dS [G, s, sp]; each part starts 256-byte aligned.
+typedef struct {
+    uint16_t *q, *k, *v, *g, *p;
+} Bf16Work;
+
+static Bf16Work bf16_work(Backend *be, const AttnShape &t) {
+    size_t heads = round_up((size_t)t.ba * (size_t)t.s * (size_t)t.dp, 128);
+    size_t grp = round_up((size_t)t.group * (size_t)t.s * (size_t)t.sp, 128);
+    uint16_t *w = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_ATTN, (4 * heads + grp) * sizeof(uint16_t));
+    Bf16Work r = {w, w + heads, w + 2 * heads, w + 3 * heads, w + 4 * heads};
+    return r;
+}
+
+static Heads pack_heads(Backend *be, const AttnShape &t, uint16_t *dst, const float *src) {
+    size_t total = (size_t)t.ba * (size_t)t.s * (size_t)t.dp;
+    attn_pack_heads<<<ct_elementwise_blocks(total, 256), 256, 0, cuda_stream(be)>>>(dst, src, t.s, t.ba, t.d, t.dp);
+    CUDA_LAUNCHED();
+    Heads v = {dst, t.dp, 1, (long long)t.s * t.dp};
+    return v;
+}
+
+// One group's P (and K, D, D16): scale · q kᵀ, then the softmax/mask/dropout rows. The forward and
+// selective recompute both run exactly this on the same groups, so a recomputed head is bitwise the
+// stored one.
+static void core_group(Backend *be, const AttnShape &t, int bj0, int g, float *P, uint8_t *K, float *D, uint16_t *D16,
+                       const Heads &q, const Heads &k, int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
+    bgemm(be, 0, 1, t.s, t.s, t.d, t.scale, heads_at(q, bj0), q.ld, q.stride, heads_at(k, bj0), k.ld, k.stride, P, t.s,
+          (long long)t.ss, g, t.bf16);
+    uint32_t thresh = dropout_keep_threshold(site.p);
+    float keep_scale = 1.0f / (1.0f - site.p);
+    attn_softmax_rows<<<(unsigned)((size_t)g * (size_t)t.s), row_threads(t.s), 0, cuda_stream(be)>>>(
+        P, K, D, D16, t.s, t.sp, bj0, t.a, head0, sample0, site, thresh, keep_scale, round_bf16);
+    CUDA_LAUNCHED();
+}
+
+// One group's backward from its P, K (NULL: no dropout), D (fp32 path) or D16 (bf16 path: the
+// dropped probabilities in bf16, overwritten by dS): dP = dctx vᵀ, dv = Dᵀ dctx, dS, dq = scale·dS k,
+// dk = scale·dSᵀ q. dP is the group's [g, s, s] scratch.
+static void backward_group(Backend *be, const AttnShape &t, int bj0, int g, float *dq, float *dk, float *dv,
+                           const Heads &dctx, const Heads &q, const Heads &k, const Heads &v, const float *P,
+                           const uint8_t *K, const float *D, uint16_t *D16, float *dP, float keep_scale) {
+    const int s = t.s, d = t.d, bf = t.bf16;
+    const long long ss = (long long)t.ss, ssp = (long long)t.s * t.sp;
+    const size_t out = (size_t)bj0 * (size_t)d;
+    bgemm(be, 0, 1, s, s, d, 1.0f, heads_at(dctx, bj0), dctx.ld, dctx.stride, heads_at(v, bj0), v.ld, v.stride, dP, s,
+          ss, g, bf);
+    if (bf)
+        bgemm(be, 1, 0, s, d, s, 1.0f, D16, t.sp, ssp, heads_at(dctx, bj0), dctx.ld, dctx.stride, dv + out, t.ld,
+              (long long)d, g, 1);
+    else
+        bgemm(be, 1, 0, s, d, s, 1.0f, D, s, ss, heads_at(dctx, bj0), dctx.ld, dctx.stride, dv + out, t.ld,
+              (long long)d, g, 0);
+    attn_softmax_backward_rows<<<(unsigned)((size_t)g * (size_t)s), row_threads(s), 0, cuda_stream(be)>>>(
+        dP, P, K, bf ? D16 : NULL, s, t.sp, keep_scale);
+    CUDA_LAUNCHED();
+    const void *dS = bf ? (const void *)D16 : (const void *)dP;
+    const int ldS = bf ? t.sp : s;
+    const long long sS = bf ? ssp : ss;
+    bgemm(be, 0, 0, s, d, s, t.scale, dS, ldS, sS, heads_at(k, bj0), k.ld, k.stride, dq + out, t.ld, (long long)d, g, bf);
+    bgemm(be, 1, 0, s, d, s, t.scale, dS, ldS, sS, heads_at(q, bj0), q.ld, q.stride, dk + out, t.ld, (long long)d, g, bf);
+}
+
+extern "C" void cuda_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop,
+                                       const float *q, const float *k, const float *v, int s, int b, int a, int h,
+                                       int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    const AttnShape t = attn_shape(be, s, b, a, h);
+    Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v);
+    Bf16Work w = {NULL, NULL, NULL, NULL, NULL};
+    if (t.bf16) {
+        w = bf16_work(be, t);
+        qh = pack_heads(be, t, w.q, q);
+        kh = pack_heads(be, t, w.k, k);
+        if (ctx) vh = pack_heads(be, t, w.v, v);
+    }
+    for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
+        const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
+        const size_t o = (size_t)bj0 * t.ss;
+        float *P = prob + o, *D = keep ? drop + o : NULL;
+        uint8_t *K = keep ? keep + o : NULL;
+        core_group(be, t, bj0, g, P, K, D, t.bf16 && ctx ? w.p : NULL, qh, kh, head0, site, sample0, round_bf16);
+        if (!ctx) continue;
+        // ctx = D · v (P · v without dropout)
+        float *C = ctx + (size_t)bj0 * (size_t)t.d;
+        if (t.bf16)
+            bgemm(be, 0, 0, s, t.d, s, 1.0f, w.p, t.sp, (long long)s * t.sp, heads_at(vh, bj0), vh.ld, vh.stride, C, t.ld,
+                  (long long)t.d, g, 1);
+        else
+            bgemm(be, 0, 0, s, t.d, s, 1.0f, K ? D : P, s, (long long)t.ss, heads_at(vh, bj0), vh.ld, vh.stride, C, t.ld,
+                  (long long)t.d, g, 0);
+    }
+}
+
+extern "C" void cuda_attention_mask(Backend *be, uint8_t *keep, int s, int b, int a, int head0, DropoutSite site,
+                                    uint32_t sample0) {
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    size_t rows = (size_t)b * (size_t)a * (size_t)s;
+    attn_mask_rows<<<(unsigned)rows, row_threads(s), 0, cuda_stream(be)>>>(keep, s, a, head0, sample0, site,
+                                                                             dropout_keep_threshold(site.p));
+    CUDA_LAUNCHED();
+}
+
+// Scratch (model-allocated, `scratch`): dP [G, s, s], then with Tempo's softmax (keep without drop)
+// D [G, s, s] formed again from P and the mask.
+extern "C" void cuda_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                        const float *prob, const uint8_t *keep, const float *drop, const float *q,
+                                        const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                        float p, int round_bf16) {
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    const AttnShape t = attn_shape(be, s, b, a, h);
+    const float keep_scale = 1.0f / (1.0f - p);
+    const int tempo = keep && !drop;
+    const size_t gs = (size_t)t.group * t.ss;
+    float *dP = scratch, *Dt = scratch + gs;
+    Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v), gh = heads_f32(t, dctx);
+    Bf16Work w = {NULL, NULL, NULL, NULL, NULL};
+    if (t.bf16) {
+        w = bf16_work(be, t);
+        qh = pack_heads(be, t, w.q, q);
+        kh = pack_heads(be, t, w.k, k);
+        vh = pack_heads(be, t, w.v, v);
+        gh = pack_heads(be, t, w.g, dctx);
+    }
+    for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
+        const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
+        const size_t o = (size_t)bj0 * t.ss;
+        const float *P = prob + o, *D = keep ? (tempo ? Dt : drop + o) : P;
+        const uint8_t *K = keep ? keep + o : NULL;
+        const unsigned rows = (unsigned)((size_t)g * (size_t)s);
+        if (tempo)   // D again from P and the mask (fp32 for the fp32 GEMM, else only its bf16 copy)
+            attn_dropped_rows<<<rows, row_threads(s), 0, cuda_stream(be)>>>(P, K, t.bf16 ? NULL : Dt, w.p, s, t.sp,
+                                                                             keep_scale, round_bf16);
+        else if (t.bf16)
+            attn_dropped_rows<<<rows, row_threads(s), 0, cuda_stream(be)>>>(D, NULL, NULL, w.p, s, t.sp, keep_scale,
+                                                                             round_bf16);
+        if (tempo || t.bf16) CUDA_LAUNCHED();
+        backward_group(be, t, bj0, g, dq, dk, dv, gh, qh, kh, vh, P, K, D, w.p, dP, keep_scale);
+    }
+}
+
+// Scratch: P, D, dP [G, s, s] floats each, then the mask [G, s, s] bytes: nothing of the layer is
+// held, one group of heads at a time.
+extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                                  const float *q, const float *k, const float *v, float *scratch,
+                                                  int s, int b, int a, int h, int head0, DropoutSite site,
+                                                  uint32_t sample0, int round_bf16) {
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    const AttnShape t = attn_shape(be, s, b, a, h);
+    const int dropout = site.p > 0.0f;
+    const float keep_scale = 1.0f / (1.0f - site.p);
+    const size_t gs = (size_t)t.group * t.ss;
+    float *P = scratch, *D = dropout ? scratch + gs : scratch, *dP = scratch + 2 * gs;
+    uint8_t *K = dropout ? (uint8_t *)(scratch + 3 * gs) : NULL;
+    Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v), gh = heads_f32(t, dctx);
+    Bf16Work w = {NULL, NULL, NULL, NULL, NULL};
+    if (t.bf16) {
+        w = bf16_work(be, t);
+        qh = pack_heads(be, t, w.q, q);
+        kh = pack_heads(be, t, w.k, k);
+        vh = pack_heads(be, t, w.v, v);
+        gh = pack_heads(be, t, w.g, dctx);
+    }
+    for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
+        const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
+        core_group(be, t, bj0, g, P, K, dropout ? D : NULL, w.p, qh, kh, head0, site, sample0, round_bf16);
+        backward_group(be, t, bj0, g, dq, dk, dv, gh, qh, kh, vh, P, K, D, w.p, dP, keep_scale);
+    }
+}
+
+// Floats of the model's attention scratch: a group's s×s buffers (at most ATTN_GROUP_FLOATS each, or
+// one head's when s² is larger, never more than b·a heads'), the bound holding for every s' ≤ s and
+// b' ≤ b the model may call with. Mixed precision's bf16 copies live in CUDA_SCRATCH_ATTN instead.
+extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
+    (void)be;
+    if (kind == ATTN_SCRATCH_FLASH) return cuda_flash_scratch_floats(s, b, a, h);
+    if (s <= 0 || b <= 0 || a <= 0) return 0;
+    size_t ss = (size_t)s * (size_t)s, all = (size_t)b * (size_t)a * ss;
+    size_t cap = ss > ATTN_GROUP_FLOATS ? ss : ATTN_GROUP_FLOATS;
+    size_t grp = all < cap ? all : cap;
+    switch (kind) {
+    case ATTN_SCRATCH_BACKWARD: return grp;
+    case ATTN_SCRATCH_BACKWARD_TEMPO: return 2 * grp;
+    case ATTN_SCRATCH_RECOMPUTE: return 3 * grp + (grp + 3) / 4;
+    default: return 0;
+    }
+}
+
+// The scores argument (the CPU's per-thread rows) is not used: each (token, head) block keeps its
+// row in CUDA_SCRATCH_ATTN, [n·a, p0+n] floats.
+extern "C" void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
+                                          const float *vc, float *scores, int seq, int p0, int n, int a, int h) {
+    (void)scores;
+    (void)seq;
+    if (n <= 0 || a <= 0) return;
+    const int d = h / a, len = p0 + n;
+    const unsigned threads = 128;
+    const int ng = (int)threads >= d ? (int)threads / d : 1;
+    float *sc = (float *)cuda_scratch(be, CUDA_SCRATCH_ATTN, (size_t)n * (size_t)a * (size_t)len * sizeof(float));
+    size_t shared = ((size_t)d + (size_t)ng * (size_t)d) * sizeof(float);
+    attn_kv_rows<<<(unsigned)((size_t)n * (size_t)a), threads, shared, cuda_stream(be)>>>(
+        ctx, q, ldq, kc, vc, sc, len, p0, a, h, d, 1.0f / sqrtf((float)d));
+    CUDA_LAUNCHED();
+}

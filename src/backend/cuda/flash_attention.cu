@@ -1,0 +1,1005 @@
+// Flash attention on the GPU (backend/cpu/flash_attention.h gives the semantics): causal
+// softmax(q kᵀ/√d) → dropout → · v in 64×64 tiles with an online softmax, keeping ctx [s,b,h] and one
+// log-sum-exp per query, lse [b,a,s]; the backward recomputes each tile's probabilities from q, k and
+// lse. Two arithmetic paths, picked by be->precision:
+//   fp32 — SIMT FMAs, 256 threads per block, the CPU's exp (ctron_expf): matches the CPU to fp32
+//          summation order;
+//   bf16 — mma.sync m16n8k16 (bf16 operands, fp32 accumulation) for every tile product, 128 threads
+//          (four warps of 16 rows), operands staged with cp.async while the previous tile computes,
+//          exp through ex2.approx (bf16 operands dominate the error by far).
+// Dropout: each tile's keep bits are drawn from the same Philox counters as the CPU (element index
+// (head·s + i)·s + j of sample sample0 + bi), so the mask equals attention_forward's.
+// Backward, deterministic without atomics: D = rowsum(dO ∘ O) per query (into the model's scratch),
+// then one block per (key tile, head, sample) accumulates dK, dV over the query tiles in a fixed order,
+// and one block per (query tile, head, sample) accumulates dQ over the key tiles in a fixed order.
+// Head dims up to 128: kernels are instantiated for padded widths 32, 64, 96, 128 (zero columns past d).
+#include <math.h>
+#include "backend/cuda/cuda_common.cuh"
+
+enum { FT = 64 };   // tile rows (queries) and columns (keys)
+
+// Everything a kernel needs to place one (sequence, head) and draw its dropout mask.
+struct FlashDims {
+    int s, b, a, h, d, ld, head0, drop, vec;
+    uint32_t sample0, thresh;
+    float scale, keep_scale;
+    DropoutSite site;
+};
+
+// Where head bj = bi·a + j of the [s, b, h] tensors starts, and its dropout sample and global head.
+struct FlashHead {
+    size_t off;
+    uint32_t sample;
+    int head;
+};
+__device__ __forceinline__ FlashHead flash_head(const FlashDims &f, int bj) {
+    FlashHead x;
+    int bi = bj / f.a, j = bj % f.a;
+    x.off = (size_t)bi * f.h + (size_t)j * f.d;
+    x.sample = f.sample0 + (uint32_t)bi;
+    x.head = f.head0 + j;
+    return x;
+}
+
+// ---- dropout bits of one tile
+// bits[r·4 + w] bit c = keep of query i0 + r, key j0 + 16·w + c (r < 64, w < 4): Philox blocks
+// (e/4, sample, step, word3) of element e = (head·s + i)·s + j, word e mod 4, as dropout_keep_at.
+// Rows past s and 16-key groups wholly above the diagonal are left 0 (their probabilities are 0).
+template <int NT>
+__device__ __forceinline__ void keep_bits_tile(uint16_t *bits, const FlashDims &f, uint32_t sample, int head, int i0,
+                                               int j0) {
+    uint32_t w3 = dropout_counter_word3(f.site);
+    for (int item = threadIdx.x; item < FT * 4; item += NT) {
+        int r = item >> 2, w = item & 3, i = i0 + r, jf = j0 + 16 * w;
+        uint32_t out = 0;
+        if (i < f.s && jf <= i) {
+            uint64_t e0 = ((uint64_t)head * (uint64_t)f.s + (uint64_t)i) * (uint64_t)f.s + (uint64_t)jf;
+            uint64_t blk0 = e0 >> 2;
+            int r4 = (int)(e0 & 3u), nblk = r4 ? 5 : 4;
+            for (int m = 0; m < nblk; m++) {
+                philox_ctr ctr = {{(uint32_t)(blk0 + (uint64_t)m), sample, f.site.step, w3}};
+                philox_ctr rr = philox4x32_10_inline(ctr, f.site.key);
+#pragma unroll
+                for (int w2 = 0; w2 < 4; w2++) {
+                    int c = m * 4 + w2 - r4;
+                    if (c >= 0 && c < 16) out |= (uint32_t)(rr.v[w2] >= f.thresh) << c;
+                }
+            }
+        }
+        bits[item] = (uint16_t)out;
+    }
+}
+__device__ __forceinline__ int keep_bit(const uint16_t *bits, int r, int col) {
+    return (bits[r * 4 + (col >> 4)] >> (col & 15)) & 1;
+}
+
+// ---- D = rowsum(dO ∘ O): one warp per (query, head, sample), 8 per block; Drow [b·a, s] as lse.
+static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, const float *o, const float *dout,
+                                                                  FlashDims f) {
+    size_t item = (size_t)blockIdx.x * 8 + threadIdx.x / CT_WARP;
+    int lane = threadIdx.x % CT_WARP;
+    if (item >= (size_t)f.s * f.b * f.a) return;   // whole warps leave together
+    int bj = (int)(item / (size_t)f.s), i = (int)(item % (size_t)f.s);
+    FlashHead hd = flash_head(f, bj);
+    const float *orow = o + hd.off + (size_t)i * f.ld, *grow = dout + hd.off + (size_t)i * f.ld;
+    float acc = 0.0f;
+    for (int c = lane; c < f.d; c += CT_WARP) acc = fmaf(orow[c], grow[c], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) Drow[item] = acc;
+}
+
+// =====================================================================================================
+// fp32 path: SIMT. Thread t of 256: tr = t/16 owns tile rows 4·tr .. 4·tr+3; tc = t%16 owns tile
+// columns tc + 16·u (u < 4 for 64-wide score tiles, u < DPAD/16 for head-dim accumulators). Row
+// reductions run over the 16 lanes of a half-warp (xor butterflies: every lane ends with the same bits).
+// =====================================================================================================
+template <int DPAD>
+struct F32Smem {
+    static constexpr int LDS = DPAD + 4;   // float row stride of q/k/v/dO tiles (float4 rows, banks spread)
+    static constexpr int LDP = FT + 4;     // float row stride of score tiles
+    static constexpr size_t tile = (size_t)FT * LDS;
+    static constexpr size_t score = (size_t)FT * LDP;
+    static constexpr size_t bits_bytes = FT * 4 * sizeof(uint16_t);
+    static constexpr size_t fwd = (3 * tile + score) * sizeof(float) + bits_bytes;
+    static constexpr size_t dkdv = (4 * tile + 2 * score + 2 * FT) * sizeof(float) + bits_bytes;
+    static constexpr size_t dq = (4 * tile + score + 2 * FT) * sizeof(float) + bits_bytes;
+};
+
+// Rows r0 .. r0+63 of one head (base: its first column; d columns, row stride ld) into dst [64][DPAD+4],
+// zeros past s and past d.
+template <int DPAD, int NT>
+__device__ __forceinline__ void load_tile_f32(float *dst, const float *base, int r0, const FlashDims &f) {
+    constexpr int LDS = F32Smem<DPAD>::LDS;
+    if (f.vec) {
+        constexpr int C4 = DPAD / 4;
+        for (int it = threadIdx.x; it < FT * C4; it += NT) {
+            int r = it / C4, c = (it % C4) * 4;
+            float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (r0 + r < f.s && c < f.d) x = __ldg(reinterpret_cast<const float4 *>(base + (size_t)(r0 + r) * f.ld + c));
+            *reinterpret_cast<float4 *>(dst + r * LDS + c) = x;
+        }
+    } else {
+        for (int it = threadIdx.x; it < FT * DPAD; it += NT) {
+            int r = it / DPAD, c = it % DPAD;
+            dst[r * LDS + c] = (r0 + r < f.s && c < f.d) ? __ldg(base + (size_t)(r0 + r) * f.ld + c) : 0.0f;
+        }
+    }
+}
+// lse and D of query rows i0 .. i0+63 (0 past s).
+__device__ __forceinline__ void load_rows(float *lse_s, float *D_s, const float *lse, const float *Drow, int bj,
+                                          int i0, const FlashDims &f) {
+    for (int r = threadIdx.x; r < FT; r += blockDim.x) {
+        int i = i0 + r;
+        size_t at = (size_t)bj * f.s + i;
+        lse_s[r] = i < f.s ? lse[at] : 0.0f;
+        D_s[r] = i < f.s ? Drow[at] : 0.0f;
+    }
+}
+
+// acc[i][u] += Σ_k A[4·tr+i][k] · B[tc+16u][k] over k < DPAD (A, B [64][DPAD+4] tiles): the 4×4 score
+// block of this thread, float4 loads along k, sequential FMAs per entry.
+template <int DPAD>
+__device__ __forceinline__ void scores_f32(float (&acc)[4][4], const float *A, const float *B, int tr, int tc) {
+    constexpr int LDS = F32Smem<DPAD>::LDS;
+#pragma unroll 4
+    for (int k = 0; k < DPAD; k += 4) {
+        float4 x[4], y[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) x[i] = *reinterpret_cast<const float4 *>(A + (4 * tr + i) * LDS + k);
+#pragma unroll
+        for (int u = 0; u < 4; u++) y[u] = *reinterpret_cast<const float4 *>(B + (tc + 16 * u) * LDS + k);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                float t = acc[i][u];
+                t = fmaf(x[i].x, y[u].x, t);
+                t = fmaf(x[i].y, y[u].y, t);
+                t = fmaf(x[i].z, y[u].z, t);
+                t = fmaf(x[i].w, y[u].w, t);
+                acc[i][u] = t;
+            }
+    }
+}
+// acc[i][u] += Σ_c P[4·tr+i][c] · M[c][tc+16u] over the 64 columns of P ([64][68]) and rows of M
+// ([64][DPAD+4]).
+template <int DPAD>
+__device__ __forceinline__ void pv_f32(float (&acc)[4][DPAD / 16], const float *P, const float *M, int tr, int tc) {
+    constexpr int LDS = F32Smem<DPAD>::LDS, LDP = F32Smem<DPAD>::LDP, NU = DPAD / 16;
+#pragma unroll 2
+    for (int c = 0; c < FT; c += 4) {
+        float4 p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) p[i] = *reinterpret_cast<const float4 *>(P + (4 * tr + i) * LDP + c);
+#pragma unroll
+        for (int cc = 0; cc < 4; cc++) {
+            const float *mrow = M + (c + cc) * LDS + tc;
+#pragma unroll
+            for (int u = 0; u < NU; u++) {
+                float mv = mrow[16 * u];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float pv = cc == 0 ? p[i].x : cc == 1 ? p[i].y : cc == 2 ? p[i].z : p[i].w;
+                    acc[i][u] = fmaf(pv, mv, acc[i][u]);
+                }
+            }
+        }
+    }
+}
+__device__ __forceinline__ float half_warp_max(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+__device__ __forceinline__ float half_warp_sum(float v) {
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}
+
+// Forward, fp32: grid (query tiles, b·a), 256 threads; heaviest query tiles (most key tiles) first.
+template <int DPAD>
+static __global__ void __launch_bounds__(256) flash_fwd_f32(float *ctx, float *lse, const float *q, const float *k,
+                                                            const float *v, FlashDims f) {
+    using SM = F32Smem<DPAD>;
+    constexpr int LDP = SM::LDP, NU = DPAD / 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *Qs = reinterpret_cast<float *>(smem_raw), *Ks = Qs + SM::tile, *Vs = Ks + SM::tile, *Ps = Vs + SM::tile;
+    uint16_t *bits = reinterpret_cast<uint16_t *>(Ps + SM::score);
+    int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
+    int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
+    FlashHead hd = flash_head(f, bj);
+    load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f);
+    float o[4][NU], mrow[4], lrow[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        mrow[i] = -INFINITY;
+        lrow[i] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < NU; u++) o[i][u] = 0.0f;
+    }
+    for (int kt = 0; kt <= qt; kt++) {   // key tiles up to the diagonal
+        int j0 = kt * FT;
+        __syncthreads();   // the previous tile's readers of Ks, Vs, Ps, bits are done
+        load_tile_f32<DPAD, 256>(Ks, k + hd.off, j0, f);
+        load_tile_f32<DPAD, 256>(Vs, v + hd.off, j0, f);
+        if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
+        __syncthreads();
+        float sc[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) sc[i][u] = 0.0f;
+        scores_f32<DPAD>(sc, Qs, Ks, tr, tc);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = 4 * tr + i, row = i0 + r;
+            float mx = mrow[i];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                sc[i][u] *= f.scale;
+                if (j0 + tc + 16 * u <= row) mx = fmaxf(mx, sc[i][u]);
+            }
+            mx = half_warp_max(mx);
+            float corr = ctron_expf(mrow[i] - mx), sum = 0.0f;
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int col = tc + 16 * u;
+                float p = j0 + col <= row ? ctron_expf(sc[i][u] - mx) : 0.0f;
+                sum += p;
+                if (f.drop) p = keep_bit(bits, r, col) ? p * f.keep_scale : 0.0f;
+                Ps[r * LDP + col] = p;
+            }
+            sum = half_warp_sum(sum);
+            lrow[i] = lrow[i] * corr + sum;
+            mrow[i] = mx;
+#pragma unroll
+            for (int u = 0; u < NU; u++) o[i][u] *= corr;
+        }
+        __syncwarp();   // a thread's P̃ rows come from its own half-warp
+        pv_f32<DPAD>(o, Ps, Vs, tr, tc);   // O += P̃ · V_tile
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int row = i0 + 4 * tr + i;
+        if (row >= f.s) continue;
+        float inv = 1.0f / lrow[i];
+        float *dst = ctx + hd.off + (size_t)row * f.ld;
+#pragma unroll
+        for (int u = 0; u < NU; u++)
+            if (tc + 16 * u < f.d) dst[tc + 16 * u] = o[i][u] * inv;
+        if (tc == 0) lse[(size_t)bj * f.s + row] = mrow[i] + logf(lrow[i]);
+    }
+}
+
+// dK, dV, fp32: grid (key tiles, b·a), 256 threads; tr owns keys 4·tr.., tc queries tc+16u of each
+// query tile (scores) and columns tc+16u (accumulators). Query tiles from the diagonal down, in order.
+template <int DPAD>
+static __global__ void __launch_bounds__(256) flash_bwd_dkdv_f32(float *dk, float *dv, const float *q, const float *k,
+                                                                 const float *v, const float *dout, const float *lse,
+                                                                 const float *Drow, FlashDims f) {
+    using SM = F32Smem<DPAD>;
+    constexpr int LDP = SM::LDP, NU = DPAD / 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *Ks = reinterpret_cast<float *>(smem_raw), *Vs = Ks + SM::tile, *Qs = Vs + SM::tile, *Os = Qs + SM::tile;
+    float *Pt = Os + SM::tile, *dSt = Pt + SM::score, *lse_s = dSt + SM::score, *D_s = lse_s + FT;
+    uint16_t *bits = reinterpret_cast<uint16_t *>(D_s + FT);
+    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y;
+    int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
+    FlashHead hd = flash_head(f, bj);
+    load_tile_f32<DPAD, 256>(Ks, k + hd.off, j0, f);
+    load_tile_f32<DPAD, 256>(Vs, v + hd.off, j0, f);
+    float dka[4][NU], dva[4][NU];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int u = 0; u < NU; u++) dka[i][u] = dva[i][u] = 0.0f;
+    for (int qt = kt; qt < ntiles; qt++) {
+        int i0 = qt * FT;
+        __syncthreads();
+        load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f);
+        load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f);
+        load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
+        if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
+        __syncthreads();
+        float st[4][4], dpt[4][4];   // Sᵀ = K Qᵀ and dP̃ᵀ = V dOᵀ, this thread's keys × queries
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) st[i][u] = dpt[i][u] = 0.0f;
+        scores_f32<DPAD>(st, Ks, Qs, tr, tc);
+        scores_f32<DPAD>(dpt, Vs, Os, tr, tc);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int kr = 4 * tr + i, key = j0 + kr;
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int qr = tc + 16 * u, qi = i0 + qr;
+                float p = qi >= key && qi < f.s ? ctron_expf(st[i][u] * f.scale - lse_s[qr]) : 0.0f;
+                float m = f.drop ? (keep_bit(bits, qr, kr) ? f.keep_scale : 0.0f) : 1.0f;
+                dSt[kr * LDP + qr] = p * (dpt[i][u] * m - D_s[qr]);   // dS = P ⊙ (dP − D)
+                Pt[kr * LDP + qr] = p * m;                             // P̃
+            }
+        }
+        __syncwarp();   // a thread's P̃ᵀ, dSᵀ rows come from its own half-warp
+        pv_f32<DPAD>(dva, Pt, Os, tr, tc);    // dV += P̃ᵀ dO
+        pv_f32<DPAD>(dka, dSt, Qs, tr, tc);   // dK += dSᵀ Q (scaled at the end)
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int key = j0 + 4 * tr + i;
+        if (key >= f.s) continue;
+        size_t at = hd.off + (size_t)key * f.ld;
+#pragma unroll
+        for (int u = 0; u < NU; u++)
+            if (tc + 16 * u < f.d) {
+                dk[at + tc + 16 * u] = dka[i][u] * f.scale;
+                dv[at + tc + 16 * u] = dva[i][u];
+            }
+    }
+}
+
+// dQ, fp32: grid (query tiles, b·a), 256 threads; tr owns queries 4·tr.., tc keys tc+16u (scores) and
+// columns tc+16u (dQ). Key tiles from 0 to the diagonal, in order.
+template <int DPAD>
+static __global__ void __launch_bounds__(256) flash_bwd_dq_f32(float *dq, const float *q, const float *k,
+                                                               const float *v, const float *dout, const float *lse,
+                                                               const float *Drow, FlashDims f) {
+    using SM = F32Smem<DPAD>;
+    constexpr int LDP = SM::LDP, NU = DPAD / 16;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *Qs = reinterpret_cast<float *>(smem_raw), *Os = Qs + SM::tile, *Ks = Os + SM::tile, *Vs = Ks + SM::tile;
+    float *dSs = Vs + SM::tile, *lse_s = dSs + SM::score, *D_s = lse_s + FT;
+    uint16_t *bits = reinterpret_cast<uint16_t *>(D_s + FT);
+    int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
+    int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
+    FlashHead hd = flash_head(f, bj);
+    load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f);
+    load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f);
+    load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
+    float dqa[4][NU];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int u = 0; u < NU; u++) dqa[i][u] = 0.0f;
+    for (int kt = 0; kt <= qt; kt++) {
+        int j0 = kt * FT;
+        __syncthreads();
+        load_tile_f32<DPAD, 256>(Ks, k + hd.off, j0, f);
+        load_tile_f32<DPAD, 256>(Vs, v + hd.off, j0, f);
+        if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
+        __syncthreads();
+        float sc[4][4], dp[4][4];   // S = Q Kᵀ, dP̃ = dO Vᵀ
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) sc[i][u] = dp[i][u] = 0.0f;
+        scores_f32<DPAD>(sc, Qs, Ks, tr, tc);
+        scores_f32<DPAD>(dp, Os, Vs, tr, tc);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int r = 4 * tr + i, row = i0 + r;
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int col = tc + 16 * u;
+                float p = j0 + col <= row ? ctron_expf(sc[i][u] * f.scale - lse_s[r]) : 0.0f;
+                float m = f.drop ? (keep_bit(bits, r, col) ? f.keep_scale : 0.0f) : 1.0f;
+                dSs[r * LDP + col] = p * (dp[i][u] * m - D_s[r]);
+            }
+        }
+        __syncwarp();   // a thread's dS rows come from its own half-warp
+        pv_f32<DPAD>(dqa, dSs, Ks, tr, tc);   // dQ += dS K (scaled at the end)
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        int row = i0 + 4 * tr + i;
+        if (row >= f.s) continue;
+        float *dst = dq + hd.off + (size_t)row * f.ld;
+#pragma unroll
+        for (int u = 0; u < NU; u++)
+            if (tc + 16 * u < f.d) dst[tc + 16 * u] = dqa[i][u] * f.scale;
+    }
+}
+
+// =====================================================================================================
+// bf16 path: tensor cores. Four warps; warp w owns tile rows 16·w .. 16·w+15 of its side (queries in
+// the forward and dQ, keys in dK/dV). Tiles arrive in fp32 by cp.async into a staging buffer while the
+// previous tile computes, and are rounded (nearest even) into bf16 tiles [64][DPAD+8] (16-byte row pad:
+// ldmatrix rows fall on distinct banks). mma.sync m16n8k16 fragments (g = lane/4, c = lane%4):
+//   A 16×16: a0 (g, 2c..2c+1), a1 (g+8, 2c..), a2 (g, 2c+8..), a3 (g+8, 2c+8..)
+//   B 16×8 : b0 (k 2c..2c+1, n g), b1 (k 2c+8.., n g)
+//   C 16×8 : c0,c1 (g, 2c, 2c+1), c2,c3 (g+8, 2c, 2c+1)
+// so the C fragments of two adjacent 8-column tiles are the A fragment of a 16-wide k step (P → P·V).
+// =====================================================================================================
+template <int DPAD>
+struct B16Smem {
+    static constexpr int LDB = DPAD + 8;   // bf16 row stride
+    static constexpr size_t tile_b = (size_t)FT * LDB * sizeof(uint16_t);
+    static constexpr size_t stage = (size_t)FT * DPAD * sizeof(float);
+    static constexpr size_t bits_bytes = FT * 4 * sizeof(uint16_t);
+    static constexpr size_t fwd = 2 * stage + 3 * tile_b + bits_bytes;
+    static constexpr size_t bwd = 2 * stage + 4 * tile_b + 2 * FT * sizeof(float) + bits_bytes;
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void *dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const uint16_t *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p))
+                 : "memory");
+}
+// c += a · b (m16n8k16, bf16 in, fp32 accumulate)
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// Two fp32 → one register of bf16 (lo in the low half), round to nearest even.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+// e^x through the SFU (ex2.approx, flush to zero): e^−∞ = 0.
+__device__ __forceinline__ float exp_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x * 1.44269504088896341f));
+    return y;
+}
+
+// Fragment addresses in a bf16 tile [64][LDB]; row0/col0 the 16×16 block's corner.
+// A operand (rows = M): matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) → a0..a3.
+template <int LDB>
+__device__ __forceinline__ const uint16_t *frag_a(const uint16_t *t, int row0, int col0, int lane) {
+    return t + (row0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDB + col0 + (lane >> 4) * 8;
+}
+// B operand from a tile whose rows are the n index (B[k][n] = t[n][k], e.g. K for Q·Kᵀ): matrices
+// (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15) → b0,b1 of n-tile n0 and of n0+8.
+template <int LDB>
+__device__ __forceinline__ const uint16_t *frag_bn(const uint16_t *t, int n0, int k0, int lane) {
+    return t + (n0 + (lane & 7) + (lane >> 4) * 8) * LDB + k0 + ((lane >> 3) & 1) * 8;
+}
+// B operand from a tile whose rows are the k index (B[k][n] = t[k][n], e.g. V for P·V), with .trans:
+// matrices (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15).
+template <int LDB>
+__device__ __forceinline__ const uint16_t *frag_bk(const uint16_t *t, int k0, int n0, int lane) {
+    return t + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDB + n0 + (lane >> 4) * 8;
+}
+
+// Rows r0 .. r0+63 of one head into the fp32 staging tile [64][DPAD] (cp.async; rows past s and
+// columns past d are not copied: the conversion zeros them).
+template <int DPAD, int NT>
+__device__ __forceinline__ void stage_tile(float *st, const float *base, int r0, const FlashDims &f) {
+    if (f.vec) {
+        constexpr int C4 = DPAD / 4;
+        for (int it = threadIdx.x; it < FT * C4; it += NT) {
+            int r = it / C4, c = (it % C4) * 4;
+            if (r0 + r < f.s && c < f.d) cp_async16(st + r * DPAD + c, base + (size_t)(r0 + r) * f.ld + c);
+        }
+    } else {
+        for (int it = threadIdx.x; it < FT * DPAD; it += NT) {
+            int r = it / DPAD, c = it % DPAD;
+            if (r0 + r < f.s && c < f.d) cp_async4(st + r * DPAD + c, base + (size_t)(r0 + r) * f.ld + c);
+        }
+    }
+}
+// Staging tile (rows from r0) → bf16 tile, zeros past s and past d.
+template <int DPAD, int NT>
+__device__ __forceinline__ void convert_tile(uint16_t *dst, const float *st, int r0, const FlashDims &f) {
+    constexpr int C4 = DPAD / 4, LDB = B16Smem<DPAD>::LDB;
+    for (int it = threadIdx.x; it < FT * C4; it += NT) {
+        int r = it / C4, c = (it % C4) * 4;
+        float4 x = *reinterpret_cast<const float4 *>(st + r * DPAD + c);
+        bool rv = r0 + r < f.s;
+        uint2 w;
+        w.x = pack_bf16(rv && c < f.d ? x.x : 0.0f, rv && c + 1 < f.d ? x.y : 0.0f);
+        w.y = pack_bf16(rv && c + 2 < f.d ? x.z : 0.0f, rv && c + 3 < f.d ? x.w : 0.0f);
+        *reinterpret_cast<uint2 *>(dst + r * LDB + c) = w;
+    }
+}
+
+// Forward, bf16: grid (query tiles, b·a), 128 threads; heaviest query tiles first. Each warp keeps its
+// 16 query rows' Q fragments in registers, S (16×64) and O (16×DPAD) in accumulators.
+template <int DPAD>
+static __global__ void __launch_bounds__(128) flash_fwd_bf16(float *ctx, float *lse, const float *q, const float *k,
+                                                             const float *v, FlashDims f) {
+    using SM = B16Smem<DPAD>;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *stK = reinterpret_cast<float *>(smem_raw), *stV = stK + FT * DPAD;
+    uint16_t *Qb = reinterpret_cast<uint16_t *>(stV + FT * DPAD), *Kb = Qb + FT * LDB, *Vb = Kb + FT * LDB;
+    uint16_t *bits = Vb + FT * LDB;
+    int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
+    FlashHead hd = flash_head(f, bj);
+
+    stage_tile<DPAD, 128>(stK, q + hd.off, i0, f);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    convert_tile<DPAD, 128>(Qb, stK, i0, f);
+    __syncthreads();
+    stage_tile<DPAD, 128>(stK, k + hd.off, 0, f);
+    stage_tile<DPAD, 128>(stV, v + hd.off, 0, f);
+    cp_async_commit();
+    uint32_t qf[KS][4];
+#pragma unroll
+    for (int kk = 0; kk < KS; kk++) ldsm_x4(qf[kk], frag_a<LDB>(Qb, w16, kk * 16, lane));
+
+    float o[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;   // this thread's two query rows
+    for (int kt = 0; kt <= qt; kt++) {
+        int j0 = kt * FT;
+        cp_async_wait_all();
+        __syncthreads();   // tile kt staged; the previous tile's readers of Kb, Vb, bits are done
+        convert_tile<DPAD, 128>(Kb, stK, j0, f);
+        convert_tile<DPAD, 128>(Vb, stV, j0, f);
+        if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
+        __syncthreads();
+        if (kt < qt) {   // the next tile streams in while this one computes
+            stage_tile<DPAD, 128>(stK, k + hd.off, j0 + FT, f);
+            stage_tile<DPAD, 128>(stV, v + hd.off, j0 + FT, f);
+            cp_async_commit();
+        }
+        float sacc[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++) sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++)
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t b[4];
+                ldsm_x4(b, frag_bn<LDB>(Kb, np * 16, kk * 16, lane));
+                mma_bf16(sacc[2 * np], qf[kk], b[0], b[1]);
+                mma_bf16(sacc[2 * np + 1], qf[kk], b[2], b[3]);
+            }
+        // online softmax over this tile: rows row0 (entries 0, 1) and row1 (entries 2, 3)
+        float mx0 = m0, mx1 = m1;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int key = j0 + n * 8 + 2 * c + e;
+                sacc[n][e] = key <= row0 ? sacc[n][e] * f.scale : -INFINITY;
+                sacc[n][2 + e] = key <= row1 ? sacc[n][2 + e] * f.scale : -INFINITY;
+                mx0 = fmaxf(mx0, sacc[n][e]);
+                mx1 = fmaxf(mx1, sacc[n][2 + e]);
+            }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 2));
+        float corr0 = exp_fast(m0 - mx0), corr1 = exp_fast(m1 - mx1), sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int col = n * 8 + 2 * c + e;
+                float p0 = exp_fast(sacc[n][e] - mx0), p1 = exp_fast(sacc[n][2 + e] - mx1);   // masked: e^−∞ = 0
+                sum0 += p0;
+                sum1 += p1;
+                if (f.drop) {
+                    p0 = keep_bit(bits, r0, col) ? p0 * f.keep_scale : 0.0f;
+                    p1 = keep_bit(bits, r0 + 8, col) ? p1 * f.keep_scale : 0.0f;
+                }
+                sacc[n][e] = p0;
+                sacc[n][2 + e] = p1;
+            }
+        sum0 += __shfl_xor_sync(0xFFFFFFFFu, sum0, 1);
+        sum0 += __shfl_xor_sync(0xFFFFFFFFu, sum0, 2);
+        sum1 += __shfl_xor_sync(0xFFFFFFFFu, sum1, 1);
+        sum1 += __shfl_xor_sync(0xFFFFFFFFu, sum1, 2);
+        l0 = l0 * corr0 + sum0;
+        l1 = l1 * corr1 + sum1;
+        m0 = mx0;
+        m1 = mx1;
+#pragma unroll
+        for (int n = 0; n < NO; n++) {
+            o[n][0] *= corr0;
+            o[n][1] *= corr0;
+            o[n][2] *= corr1;
+            o[n][3] *= corr1;
+        }
+        // O += P̃ · V_tile
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t a[4] = {pack_bf16(sacc[2 * kk][0], sacc[2 * kk][1]), pack_bf16(sacc[2 * kk][2], sacc[2 * kk][3]),
+                             pack_bf16(sacc[2 * kk + 1][0], sacc[2 * kk + 1][1]),
+                             pack_bf16(sacc[2 * kk + 1][2], sacc[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < KS; dp++) {
+                uint32_t b[4];
+                ldsm_x4_t(b, frag_bk<LDB>(Vb, kk * 16, dp * 16, lane));
+                mma_bf16(o[2 * dp], a, b[0], b[1]);
+                mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+            }
+        }
+    }
+    float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+    float *dst0 = ctx + hd.off + (size_t)row0 * f.ld, *dst1 = ctx + hd.off + (size_t)row1 * f.ld;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int col = n * 8 + 2 * c + e;
+            if (col >= f.d) continue;
+            if (row0 < f.s) dst0[col] = o[n][e] * inv0;
+            if (row1 < f.s) dst1[col] = o[n][2 + e] * inv1;
+        }
+    if (c == 0) {
+        if (row0 < f.s) lse[(size_t)bj * f.s + row0] = m0 + logf(l0);
+        if (row1 < f.s) lse[(size_t)bj * f.s + row1] = m1 + logf(l1);
+    }
+}
+
+// dK, dV, bf16: grid (key tiles, b·a), 128 threads; warp w owns keys 16·w.. of the tile and keeps
+// their dK, dV (16×DPAD each) in accumulators. Query tiles from the diagonal down, in order; each is
+// taken QS queries at a time (QS = 32 at DPAD 128 to stay within registers).
+template <int DPAD>
+static __global__ void __launch_bounds__(128) flash_bwd_dkdv_bf16(float *dk, float *dv, const float *q,
+                                                                  const float *k, const float *v, const float *dout,
+                                                                  const float *lse, const float *Drow, FlashDims f) {
+    using SM = B16Smem<DPAD>;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, QS = DPAD > 96 ? 32 : 64, NQ = QS / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *stA = reinterpret_cast<float *>(smem_raw), *stB = stA + FT * DPAD;
+    float *lse_s = stB + FT * DPAD, *D_s = lse_s + FT;
+    uint16_t *Kb = reinterpret_cast<uint16_t *>(D_s + FT), *Vb = Kb + FT * LDB, *Qb = Vb + FT * LDB,
+             *Ob = Qb + FT * LDB, *bits = Ob + FT * LDB;
+    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
+    FlashHead hd = flash_head(f, bj);
+
+    stage_tile<DPAD, 128>(stA, k + hd.off, j0, f);
+    stage_tile<DPAD, 128>(stB, v + hd.off, j0, f);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    convert_tile<DPAD, 128>(Kb, stA, j0, f);
+    convert_tile<DPAD, 128>(Vb, stB, j0, f);
+    __syncthreads();
+    stage_tile<DPAD, 128>(stA, q + hd.off, j0, f);
+    stage_tile<DPAD, 128>(stB, dout + hd.off, j0, f);
+    cp_async_commit();
+
+    float dka[NO][4], dva[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dka[n][e] = dva[n][e] = 0.0f;
+    int kr0 = w16 + g, key0 = j0 + kr0, key1 = key0 + 8;   // this thread's two keys
+    for (int qt = kt; qt < ntiles; qt++) {
+        int i0 = qt * FT;
+        cp_async_wait_all();
+        __syncthreads();
+        convert_tile<DPAD, 128>(Qb, stA, i0, f);
+        convert_tile<DPAD, 128>(Ob, stB, i0, f);
+        load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
+        if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
+        __syncthreads();
+        if (qt + 1 < ntiles) {
+            stage_tile<DPAD, 128>(stA, q + hd.off, i0 + FT, f);
+            stage_tile<DPAD, 128>(stB, dout + hd.off, i0 + FT, f);
+            cp_async_commit();
+        }
+#pragma unroll
+        for (int q0 = 0; q0 < FT; q0 += QS) {
+            float sacc[NQ][4], pacc[NQ][4];   // Sᵀ = K Qᵀ, dP̃ᵀ = V dOᵀ: this warp's 16 keys × QS queries
+#pragma unroll
+            for (int n = 0; n < NQ; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) sacc[n][e] = pacc[n][e] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t ka[4], va[4];
+                ldsm_x4(ka, frag_a<LDB>(Kb, w16, kk * 16, lane));
+                ldsm_x4(va, frag_a<LDB>(Vb, w16, kk * 16, lane));
+#pragma unroll
+                for (int np = 0; np < QS / 16; np++) {
+                    uint32_t b[4];
+                    ldsm_x4(b, frag_bn<LDB>(Qb, q0 + np * 16, kk * 16, lane));
+                    mma_bf16(sacc[2 * np], ka, b[0], b[1]);
+                    mma_bf16(sacc[2 * np + 1], ka, b[2], b[3]);
+                    ldsm_x4(b, frag_bn<LDB>(Ob, q0 + np * 16, kk * 16, lane));
+                    mma_bf16(pacc[2 * np], va, b[0], b[1]);
+                    mma_bf16(pacc[2 * np + 1], va, b[2], b[3]);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NQ; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int qr = q0 + n * 8 + 2 * c + e, qi = i0 + qr;
+                    float ls = lse_s[qr], Dq = D_s[qr];
+#pragma unroll
+                    for (int hh = 0; hh < 2; hh++) {
+                        int key = hh ? key1 : key0, at = 2 * hh + e;
+                        float p = qi >= key && qi < f.s ? exp_fast(sacc[n][at] * f.scale - ls) : 0.0f;
+                        float m = f.drop ? (keep_bit(bits, qr, kr0 + 8 * hh) ? f.keep_scale : 0.0f) : 1.0f;
+                        pacc[n][at] = p * (pacc[n][at] * m - Dq);   // dSᵀ
+                        sacc[n][at] = p * m;                         // P̃ᵀ
+                    }
+                }
+#pragma unroll
+            for (int kq = 0; kq < QS / 16; kq++) {
+                uint32_t ap[4] = {pack_bf16(sacc[2 * kq][0], sacc[2 * kq][1]),
+                                  pack_bf16(sacc[2 * kq][2], sacc[2 * kq][3]),
+                                  pack_bf16(sacc[2 * kq + 1][0], sacc[2 * kq + 1][1]),
+                                  pack_bf16(sacc[2 * kq + 1][2], sacc[2 * kq + 1][3])};
+                uint32_t ad[4] = {pack_bf16(pacc[2 * kq][0], pacc[2 * kq][1]),
+                                  pack_bf16(pacc[2 * kq][2], pacc[2 * kq][3]),
+                                  pack_bf16(pacc[2 * kq + 1][0], pacc[2 * kq + 1][1]),
+                                  pack_bf16(pacc[2 * kq + 1][2], pacc[2 * kq + 1][3])};
+#pragma unroll
+                for (int dp = 0; dp < KS; dp++) {
+                    uint32_t b[4];
+                    ldsm_x4_t(b, frag_bk<LDB>(Ob, q0 + kq * 16, dp * 16, lane));   // dV += P̃ᵀ dO
+                    mma_bf16(dva[2 * dp], ap, b[0], b[1]);
+                    mma_bf16(dva[2 * dp + 1], ap, b[2], b[3]);
+                    ldsm_x4_t(b, frag_bk<LDB>(Qb, q0 + kq * 16, dp * 16, lane));   // dK += dSᵀ Q
+                    mma_bf16(dka[2 * dp], ad, b[0], b[1]);
+                    mma_bf16(dka[2 * dp + 1], ad, b[2], b[3]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        int key = hh ? key1 : key0;
+        if (key >= f.s) continue;
+        size_t at = hd.off + (size_t)key * f.ld;
+#pragma unroll
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int col = n * 8 + 2 * c + e;
+                if (col >= f.d) continue;
+                dk[at + col] = dka[n][2 * hh + e] * f.scale;
+                dv[at + col] = dva[n][2 * hh + e];
+            }
+    }
+}
+
+// dQ, bf16: grid (query tiles, b·a), 128 threads; warp w owns queries 16·w.. and their dQ (16×DPAD)
+// in accumulators. Key tiles from 0 to the diagonal, in order.
+template <int DPAD>
+static __global__ void __launch_bounds__(128) flash_bwd_dq_bf16(float *dq, const float *q, const float *k,
+                                                                const float *v, const float *dout, const float *lse,
+                                                                const float *Drow, FlashDims f) {
+    using SM = B16Smem<DPAD>;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *stA = reinterpret_cast<float *>(smem_raw), *stB = stA + FT * DPAD;
+    float *lse_s = stB + FT * DPAD, *D_s = lse_s + FT;
+    uint16_t *Qb = reinterpret_cast<uint16_t *>(D_s + FT), *Ob = Qb + FT * LDB, *Kb = Ob + FT * LDB,
+             *Vb = Kb + FT * LDB, *bits = Vb + FT * LDB;
+    int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
+    FlashHead hd = flash_head(f, bj);
+
+    stage_tile<DPAD, 128>(stA, q + hd.off, i0, f);
+    stage_tile<DPAD, 128>(stB, dout + hd.off, i0, f);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    convert_tile<DPAD, 128>(Qb, stA, i0, f);
+    convert_tile<DPAD, 128>(Ob, stB, i0, f);
+    load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
+    __syncthreads();
+    stage_tile<DPAD, 128>(stA, k + hd.off, 0, f);
+    stage_tile<DPAD, 128>(stB, v + hd.off, 0, f);
+    cp_async_commit();
+
+    int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;
+    float ls0 = lse_s[r0], ls1 = lse_s[r0 + 8], D0 = D_s[r0], D1 = D_s[r0 + 8];
+    float dqa[NO][4];
+#pragma unroll
+    for (int n = 0; n < NO; n++) dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.0f;
+    for (int kt = 0; kt <= qt; kt++) {
+        int j0 = kt * FT;
+        cp_async_wait_all();
+        __syncthreads();
+        convert_tile<DPAD, 128>(Kb, stA, j0, f);
+        convert_tile<DPAD, 128>(Vb, stB, j0, f);
+        if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
+        __syncthreads();
+        if (kt < qt) {
+            stage_tile<DPAD, 128>(stA, k + hd.off, j0 + FT, f);
+            stage_tile<DPAD, 128>(stB, v + hd.off, j0 + FT, f);
+            cp_async_commit();
+        }
+        float sacc[8][4], pacc[8][4];   // S = Q Kᵀ, dP̃ = dO Vᵀ: this warp's 16 queries × 64 keys
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) sacc[n][e] = pacc[n][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KS; kk++) {
+            uint32_t qa[4], oa[4];
+            ldsm_x4(qa, frag_a<LDB>(Qb, w16, kk * 16, lane));
+            ldsm_x4(oa, frag_a<LDB>(Ob, w16, kk * 16, lane));
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t b[4];
+                ldsm_x4(b, frag_bn<LDB>(Kb, np * 16, kk * 16, lane));
+                mma_bf16(sacc[2 * np], qa, b[0], b[1]);
+                mma_bf16(sacc[2 * np + 1], qa, b[2], b[3]);
+                ldsm_x4(b, frag_bn<LDB>(Vb, np * 16, kk * 16, lane));
+                mma_bf16(pacc[2 * np], oa, b[0], b[1]);
+                mma_bf16(pacc[2 * np + 1], oa, b[2], b[3]);
+            }
+        }
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int col = n * 8 + 2 * c + e, key = j0 + col;
+                float p0 = key <= row0 ? exp_fast(sacc[n][e] * f.scale - ls0) : 0.0f;
+                float p1 = key <= row1 ? exp_fast(sacc[n][2 + e] * f.scale - ls1) : 0.0f;
+                float m0 = 1.0f, m1 = 1.0f;
+                if (f.drop) {
+                    m0 = keep_bit(bits, r0, col) ? f.keep_scale : 0.0f;
+                    m1 = keep_bit(bits, r0 + 8, col) ? f.keep_scale : 0.0f;
+                }
+                pacc[n][e] = p0 * (pacc[n][e] * m0 - D0);   // dS
+                pacc[n][2 + e] = p1 * (pacc[n][2 + e] * m1 - D1);
+            }
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {   // dQ += dS · K_tile
+            uint32_t a[4] = {pack_bf16(pacc[2 * kk][0], pacc[2 * kk][1]), pack_bf16(pacc[2 * kk][2], pacc[2 * kk][3]),
+                             pack_bf16(pacc[2 * kk + 1][0], pacc[2 * kk + 1][1]),
+                             pack_bf16(pacc[2 * kk + 1][2], pacc[2 * kk + 1][3])};
+#pragma unroll
+            for (int dp = 0; dp < KS; dp++) {
+                uint32_t b[4];
+                ldsm_x4_t(b, frag_bk<LDB>(Kb, kk * 16, dp * 16, lane));
+                mma_bf16(dqa[2 * dp], a, b[0], b[1]);
+                mma_bf16(dqa[2 * dp + 1], a, b[2], b[3]);
+            }
+        }
+    }
+    float *dst0 = dq + hd.off + (size_t)row0 * f.ld, *dst1 = dq + hd.off + (size_t)row1 * f.ld;
+#pragma unroll
+    for (int n = 0; n < NO; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int col = n * 8 + 2 * c + e;
+            if (col >= f.d) continue;
+            if (row0 < f.s) dst0[col] = dqa[n][e] * f.scale;
+            if (row1 < f.s) dst1[col] = dqa[n][2 + e] * f.scale;
+        }
+}
+
+// =====================================================================================================
+// host side
+// =====================================================================================================
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+static FlashDims flash_dims(int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0) {
+    FlashDims f;
+    f.s = s;
+    f.b = b;
+    f.a = a;
+    f.h = h;
+    f.d = h / a;
+    f.ld = b * h;
+    f.head0 = head0;
+    f.sample0 = sample0;
+    f.site = site;
+    f.drop = site.p > 0.0f;
+    f.thresh = dropout_keep_threshold(site.p);
+    f.scale = 1.0f / sqrtf((float)f.d);
+    f.keep_scale = f.drop ? 1.0f / (1.0f - site.p) : 1.0f;
+    f.vec = 0;
+    return f;
+}
+
+// The padded head width a kernel is instantiated for.
+static int flash_dpad(int d) {
+    if (d > 128 || d < 1) cuda_fail("flash attention", "head dim must be 1..128", __FILE__, __LINE__);
+    return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : 128;
+}
+
+template <typename K>
+static void set_smem(K kernel, size_t bytes) {
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+template <int DPAD>
+static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
+                           const FlashDims &f) {
+    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
+    cudaStream_t st = cuda_stream(be);
+    if (be->precision == PRECISION_BF16) {
+        size_t bytes = B16Smem<DPAD>::fwd;
+        set_smem(flash_fwd_bf16<DPAD>, bytes);
+        flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, q, k, v, f);
+    } else {
+        size_t bytes = F32Smem<DPAD>::fwd;
+        set_smem(flash_fwd_f32<DPAD>, bytes);
+        flash_fwd_f32<DPAD><<<grid, 256, bytes, st>>>(ctx, lse, q, k, v, f);
+    }
+    CUDA_LAUNCHED();
+}
+
+template <int DPAD>
+static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const float *q, const float *k,
+                            const float *v, const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
+    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
+    cudaStream_t st = cuda_stream(be);
+    if (be->precision == PRECISION_BF16) {
+        size_t bytes = B16Smem<DPAD>::bwd;
+        set_smem(flash_bwd_dkdv_bf16<DPAD>, bytes);
+        flash_bwd_dkdv_bf16<DPAD><<<grid, 128, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
+        CUDA_LAUNCHED();
+        set_smem(flash_bwd_dq_bf16<DPAD>, bytes);
+        flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+        CUDA_LAUNCHED();
+    } else {
+        size_t bytes = F32Smem<DPAD>::dkdv;
+        set_smem(flash_bwd_dkdv_f32<DPAD>, bytes);
+        flash_bwd_dkdv_f32<DPAD><<<grid, 256, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
+        CUDA_LAUNCHED();
+        bytes = F32Smem<DPAD>::dq;
+        set_smem(flash_bwd_dq_f32<DPAD>, bytes);
+        flash_bwd_dq_f32<DPAD><<<grid, 256, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+        CUDA_LAUNCHED();
+    }
+}
+
+// The model's scratch for flash: the backward's D (one float per query row and head), [b·a, s].
+extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
+    (void)h;
+    return (size_t)s * (size_t)b * (size_t)a;
+}
+
+extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                             const float *v, float *scratch, int s, int b, int a, int h, int head0,
+                                             DropoutSite site, uint32_t sample0) {
+    (void)scratch;
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    FlashDims f = flash_dims(s, b, a, h, head0, site, sample0);
+    f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
+    switch (flash_dpad(f.d)) {
+    case 32: forward_launch<32>(be, ctx, lse, q, k, v, f); break;
+    case 64: forward_launch<64>(be, ctx, lse, q, k, v, f); break;
+    case 96: forward_launch<96>(be, ctx, lse, q, k, v, f); break;
+    default: forward_launch<128>(be, ctx, lse, q, k, v, f); break;
+    }
+}
+
+extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                              const float *q, const float *k, const float *v, const float *ctx,
+                                              const float *lse, float *scratch, int s, int b, int a, int h,
+                                              int head0, DropoutSite site, uint32_t sample0) {
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    FlashDims f = flash_dims(s, b, a, h, head0, site, sample0);
+    f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);
+    size_t rows = (size_t)s * b * a;
+    flash_rowdot_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(be)>>>(scratch, ctx, dctx, f);
+    CUDA_LAUNCHED();
+    switch (flash_dpad(f.d)) {
+    case 32: backward_launch<32>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
+    case 64: backward_launch<64>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
+    case 96: backward_launch<96>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
+    default: backward_launch<128>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
+    }
+}

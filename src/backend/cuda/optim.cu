@@ -1,0 +1,252 @@
+// AdamW, Σ x² and the non-finite count on the GPU, the CPU's semantics (backend/cpu/optim.h).
+//
+// AdamW is elementwise and written op for op in the CPU's order with __fmul_rn / __fadd_rn /
+// __fdiv_rn / __fsqrt_rn: no FMA contraction (the CPU is built -std=c11, which does not contract),
+// IEEE division and square root on both sides, so p, m, v and the bf16 copy are the CPU's bits.
+//
+// The two reductions split [0, n) into groups of four elements (group g = [4g, 4g+4)) and the groups
+// into at most RED_BLOCKS consecutive chunks, one block each, whose thread t takes the chunk's groups
+// t, t+T, ... in order; the chunk sums land in fixed slots of the scratch and one block adds them in a
+// fixed tree. Group, chunk and order depend on n only (float4 loads where x is 16-byte aligned, scalar
+// loads where it is not, the same arithmetic), so a call gives the same bits every time, and the same
+// bits for the same values at any address. Σ x² is in double as on the CPU (each x² is exact in
+// double; only the order of the additions differs from the CPU's 256 chunks, well below 1e-12).
+#include <math.h>
+#include <stdint.h>
+#include "backend/cuda/cuda_common.cuh"
+
+#define ADAMW_THREADS 256
+#define RED_THREADS 256
+#define RED_BLOCKS 1024      // chunks at most; also the final pass's block size
+#define RED_BATCH 4          // groups a thread has in flight
+
+// ---- AdamW
+struct AdamWArgs {
+    float lr, beta1, beta2, eps, wd, bc1, bc2, gs;
+};
+
+// One element, as adamw_step in optim.c; returns the new weight.
+static __device__ __forceinline__ float adamw_elem(float &p, float g, float &m, float &v, const AdamWArgs &a) {
+    float ge = __fmul_rn(g, a.gs);
+    m = __fadd_rn(__fmul_rn(a.beta1, m), __fmul_rn(__fsub_rn(1.0f, a.beta1), ge));
+    v = __fadd_rn(__fmul_rn(a.beta2, v), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, a.beta2), ge), ge));
+    float mhat = __fdiv_rn(m, a.bc1), vhat = __fdiv_rn(v, a.bc2);
+    float step = __fadd_rn(__fdiv_rn(mhat, __fadd_rn(__fsqrt_rn(vhat), a.eps)), __fmul_rn(a.wd, p));
+    p = __fsub_rn(p, __fmul_rn(a.lr, step));
+    return p;
+}
+static __device__ __forceinline__ void adamw_one(float *p, uint16_t *w16, const float *g, float *m, float *v,
+                                                 size_t e, const AdamWArgs &a) {
+    float pe = p[e], me = m[e], ve = v[e];
+    float out = adamw_elem(pe, g[e], me, ve, a);
+    p[e] = pe;
+    m[e] = me;
+    v[e] = ve;
+    if (w16) w16[e] = bf16_from_f32(out);
+}
+
+// p, g, m, v [n] with p+head, g+head, m+head, v+head 16-byte aligned and w16+head (when given) 8-byte
+// aligned (grid-stride, ADAMW_THREADS): elements head + 4i .. head + 4i + 3 as float4 for i < n4;
+// block 0's threads 0..3 take the head elements and 4..7 the tail after the last float4.
+static __global__ void __launch_bounds__(ADAMW_THREADS)
+    adamw_vec_kernel(float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n, size_t head, size_t n4,
+                     AdamWArgs a) {
+    CT_GRID_LOOP(i, n4) {
+        size_t e = head + 4 * i;
+        float4 pp = *reinterpret_cast<float4 *>(p + e);
+        float4 gg = *reinterpret_cast<const float4 *>(g + e);
+        float4 mm = *reinterpret_cast<float4 *>(m + e);
+        float4 vv = *reinterpret_cast<float4 *>(v + e);
+        adamw_elem(pp.x, gg.x, mm.x, vv.x, a);
+        adamw_elem(pp.y, gg.y, mm.y, vv.y, a);
+        adamw_elem(pp.z, gg.z, mm.z, vv.z, a);
+        adamw_elem(pp.w, gg.w, mm.w, vv.w, a);
+        *reinterpret_cast<float4 *>(p + e) = pp;
+        *reinterpret_cast<float4 *>(m + e) = mm;
+        *reinterpret_cast<float4 *>(v + e) = vv;
+        if (w16) {
+            uint2 b;
+            b.x = (uint32_t)bf16_from_f32(pp.x) | ((uint32_t)bf16_from_f32(pp.y) << 16);
+            b.y = (uint32_t)bf16_from_f32(pp.z) | ((uint32_t)bf16_from_f32(pp.w) << 16);
+            *reinterpret_cast<uint2 *>(w16 + e) = b;
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x < 8) {
+        size_t j = threadIdx.x;
+        size_t e = j < 4 ? j : head + 4 * n4 + (j - 4);
+        bool mine = j < 4 ? j < head : e < n;
+        if (mine) adamw_one(p, w16, g, m, v, e, a);
+    }
+}
+
+// p, g, m, v [n] at any alignment (grid-stride, ADAMW_THREADS): one element a thread.
+static __global__ void __launch_bounds__(ADAMW_THREADS)
+    adamw_scalar_kernel(float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n, AdamWArgs a) {
+    CT_GRID_LOOP(e, n) adamw_one(p, w16, g, m, v, e, a);
+}
+
+extern "C" void cuda_adamw_update(Backend *be, float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n,
+                                  float lr, float beta1, float beta2, float eps, float wd, float bc1, float bc2,
+                                  float grad_scale) {
+    if (!n) return;
+    AdamWArgs a = {lr, beta1, beta2, eps, wd, bc1, bc2, grad_scale};
+    cudaStream_t st = cuda_stream(be);
+    // elements before p's first 16-byte boundary; the float4 path when g, m, v (and w16) line up with p
+    size_t head = (size_t)((16u - ((uintptr_t)p & 15u)) & 15u) / sizeof(float);
+    if (head > n) head = n;
+    bool vec = ((uintptr_t)p & 3u) == 0 && (((uintptr_t)(g + head) | (uintptr_t)(m + head) | (uintptr_t)(v + head)) & 15u) == 0 &&
+               (!w16 || ((uintptr_t)(w16 + head) & 7u) == 0);
+    if (vec) {
+        size_t n4 = (n - head) / 4;
+        adamw_vec_kernel<<<ct_elementwise_blocks(n4, ADAMW_THREADS), ADAMW_THREADS, 0, st>>>(p, w16, g, m, v, n, head,
+                                                                                             n4, a);
+    } else {
+        adamw_scalar_kernel<<<ct_elementwise_blocks(n, ADAMW_THREADS), ADAMW_THREADS, 0, st>>>(p, w16, g, m, v, n, a);
+    }
+    CUDA_LAUNCHED();
+}
+
+// ---- the reductions
+// Elements [4g, 4g+4) ∩ [0, n) of x; lanes at or past n read as `fill`.
+static __device__ __forceinline__ float4 red_load4(const float *x, size_t grp, size_t n, bool vec, float fill) {
+    size_t c = 4 * grp;
+    if (vec && c + 4 <= n) return *reinterpret_cast<const float4 *>(x + c);
+    float4 q;
+    q.x = x[c];
+    q.y = c + 1 < n ? x[c + 1] : fill;
+    q.z = c + 2 < n ? x[c + 2] : fill;
+    q.w = c + 3 < n ? x[c + 3] : fill;
+    return q;
+}
+
+// How [0, n) is cut: groups per chunk (at least RED_THREADS, so that a block's threads all have
+// work) and the number of chunks (≤ RED_BLOCKS). A function of n alone.
+static void red_plan(size_t n, size_t *per_chunk, unsigned *chunks) {
+    size_t groups = (n + 3) / 4;
+    size_t per = (groups + RED_BLOCKS - 1) / RED_BLOCKS;
+    if (per < RED_THREADS) per = RED_THREADS;
+    *per_chunk = per;
+    *chunks = (unsigned)((groups + per - 1) / per);
+}
+
+static __device__ __forceinline__ double sq_d(float x) { return (double)x * (double)x; }
+
+// x [n] (grid chunks, block RED_THREADS) -> partial[chunk] = Σ x² over the chunk's groups, in double.
+static __global__ void __launch_bounds__(RED_THREADS)
+    sumsq_chunks_kernel(double *partial, const float *x, size_t n, size_t per) {
+    __shared__ double red[32];
+    const bool vec = ((uintptr_t)x & 15u) == 0;
+    const size_t groups = (n + 3) / 4, g_lo = (size_t)blockIdx.x * per;
+    const size_t g_hi = g_lo + per < groups ? g_lo + per : groups;
+    const size_t T = blockDim.x;
+    double acc = 0.0;
+    for (size_t g0 = g_lo + threadIdx.x; g0 < g_hi; g0 += RED_BATCH * T) {
+        float4 q[RED_BATCH];
+#pragma unroll
+        for (int u = 0; u < RED_BATCH; u++)
+            if (g0 + u * T < g_hi) q[u] = red_load4(x, g0 + u * T, n, vec, 0.0f);
+#pragma unroll
+        for (int u = 0; u < RED_BATCH; u++) {
+            if (g0 + u * T >= g_hi) continue;
+            // lanes past n are 0: adding +0.0 to a sum of squares changes no bit
+            acc += sq_d(q[u].x);
+            acc += sq_d(q[u].y);
+            acc += sq_d(q[u].z);
+            acc += sq_d(q[u].w);
+        }
+    }
+    double total = block_sum_d(acc, red);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+static __device__ __forceinline__ unsigned nonfinite(float x) {
+    return (__float_as_uint(x) & 0x7F800000u) == 0x7F800000u;   // exponent all ones: ±inf or NaN
+}
+static __device__ __forceinline__ unsigned long long block_sum_u64(unsigned long long v, unsigned long long *red) {
+    int lane = threadIdx.x % CT_WARP, warp = threadIdx.x / CT_WARP, warps = blockDim.x / CT_WARP;
+#pragma unroll
+    for (int o = CT_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    unsigned long long t = lane < warps ? red[lane] : 0ull;
+#pragma unroll
+    for (int o = CT_WARP / 2; o > 0; o /= 2) t += __shfl_xor_sync(0xFFFFFFFFu, t, o);
+    __syncthreads();
+    return t;
+}
+
+// x [n] (grid chunks, block RED_THREADS) -> partial[chunk] = how many of the chunk's elements are ±inf
+// or NaN.
+static __global__ void __launch_bounds__(RED_THREADS)
+    nonfinite_chunks_kernel(unsigned long long *partial, const float *x, size_t n, size_t per) {
+    __shared__ unsigned long long red[32];
+    const bool vec = ((uintptr_t)x & 15u) == 0;
+    const size_t groups = (n + 3) / 4, g_lo = (size_t)blockIdx.x * per;
+    const size_t g_hi = g_lo + per < groups ? g_lo + per : groups;
+    const size_t T = blockDim.x;
+    unsigned long long bad = 0;
+    for (size_t g0 = g_lo + threadIdx.x; g0 < g_hi; g0 += RED_BATCH * T) {
+        float4 q[RED_BATCH];
+#pragma unroll
+        for (int u = 0; u < RED_BATCH; u++)
+            if (g0 + u * T < g_hi) q[u] = red_load4(x, g0 + u * T, n, vec, 0.0f);
+#pragma unroll
+        for (int u = 0; u < RED_BATCH; u++) {
+            if (g0 + u * T >= g_hi) continue;
+            bad += nonfinite(q[u].x) + nonfinite(q[u].y) + nonfinite(q[u].z) + nonfinite(q[u].w);
+        }
+    }
+    unsigned long long total = block_sum_u64(bad, red);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+// partial [chunks] (grid 1, block RED_BLOCKS) -> out[0] = Σ: thread t holds chunk t, then a fixed tree.
+static __global__ void __launch_bounds__(RED_BLOCKS) sumsq_final_kernel(double *out, const double *partial, unsigned chunks) {
+    __shared__ double red[32];
+    double v = threadIdx.x < chunks ? partial[threadIdx.x] : 0.0;
+    double total = block_sum_d(v, red);
+    if (threadIdx.x == 0) out[0] = total;
+}
+static __global__ void __launch_bounds__(RED_BLOCKS)
+    nonfinite_final_kernel(unsigned long long *out, const unsigned long long *partial, unsigned chunks) {
+    __shared__ unsigned long long red[32];
+    unsigned long long v = threadIdx.x < chunks ? partial[threadIdx.x] : 0ull;
+    unsigned long long total = block_sum_u64(v, red);
+    if (threadIdx.x == 0) out[0] = total;
+}
+
+// scratch: [0] the result, [1 .. chunks] the chunk partials (8 bytes each)
+extern "C" double cuda_sum_squares(Backend *be, const float *x, size_t n) {
+    if (!n) return 0.0;
+    size_t per;
+    unsigned chunks;
+    red_plan(n, &per, &chunks);
+    cudaStream_t st = cuda_stream(be);
+    double *d = (double *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, (1 + (size_t)RED_BLOCKS) * sizeof(double));
+    sumsq_chunks_kernel<<<chunks, RED_THREADS, 0, st>>>(d + 1, x, n, per);
+    CUDA_LAUNCHED();
+    sumsq_final_kernel<<<1, RED_BLOCKS, 0, st>>>(d, d + 1, chunks);
+    CUDA_LAUNCHED();
+    double *h = (double *)cuda_host_result(be, sizeof(double));
+    CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return *h;
+}
+
+extern "C" size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n) {
+    if (!n) return 0;
+    size_t per;
+    unsigned chunks;
+    red_plan(n, &per, &chunks);
+    cudaStream_t st = cuda_stream(be);
+    unsigned long long *d =
+        (unsigned long long *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, (1 + (size_t)RED_BLOCKS) * sizeof(unsigned long long));
+    nonfinite_chunks_kernel<<<chunks, RED_THREADS, 0, st>>>(d + 1, x, n, per);
+    CUDA_LAUNCHED();
+    nonfinite_final_kernel<<<1, RED_BLOCKS, 0, st>>>(d, d + 1, chunks);
+    CUDA_LAUNCHED();
+    unsigned long long *h = (unsigned long long *)cuda_host_result(be, sizeof(unsigned long long));
+    CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return (size_t)*h;
+}

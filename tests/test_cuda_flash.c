@@ -1,0 +1,186 @@
+// Flash attention on the GPU (backend/cuda/flash_attention.cu) against the CPU backend: the same
+// random q, k, v, dctx through the CPU's flash kernel and the GPU's, forward (ctx, lse) and backward
+// (dq, dk, dv), and against the CPU's standard attention (attention_forward/backward) on the same
+// inputs; at odd shapes (s not a multiple of the 64-row tile, head dims 12, 7, 64, 96, 128), with
+// dropout 0.1 and 0, nonzero head0/sample0 (the dropout mask must be the CPU's element for element),
+// input pointers off 16-byte alignment (the scalar load path), every output poisoned first. Each GPU
+// call runs twice: the second result must equal the first bit for bit.
+//
+// Tolerances (relative L2):
+//  fp32 path (PRECISION_FP32): 1e-5 against both CPU kernels. The GPU sums the same products in
+//    another order (dot products of d ≤ 128 terms, rows of ≤ 512 probabilities, online-softmax
+//    rescaling per 64-key tile), so the expected difference is a few 1e-7 (host emulation of these
+//    kernels measured ≤ 6e-7 at s = 512); 1e-5 leaves an order of magnitude.
+//  bf16 path (PRECISION_BF16): q, k, v, dctx, the dropped probabilities and dS are rounded to bf16
+//    (unit roundoff 2⁻⁹ ≈ 2e-3) for the tensor-core products, accumulated in fp32. An emulation of
+//    exactly this arithmetic measured ctx ≈ 3e-3, lse ≈ 4e-4, dq/dk ≈ 5e-3, dv ≈ 3e-3 against the
+//    CPU's fp32 flash at these shapes; the bounds are about 3× that: 1.5e-2 for ctx/dq/dk/dv, 2e-3
+//    for lse (lse is dominated by the row max, an O(1) value, so its relative error is small).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cuda_check.h"
+#include "util/philox.h"
+
+#define TOL_F32 1e-5
+#define TOL_BF16 1.5e-2
+#define TOL_BF16_LSE 2e-3
+
+typedef struct {
+    int s, b, a, d;
+    float p;
+    int head0;
+    uint32_t sample0;
+    int misalign;   // device inputs start one float past a 16-byte boundary
+} Case;
+
+// The inputs and the CPU's results of one case.
+typedef struct {
+    size_t n, nl;
+    float *q, *k, *v, *g;
+    float *ctx, *lse, *dq, *dk, *dv;           // CPU flash
+    float *sctx, *sdq, *sdk, *sdv;             // CPU standard attention
+} Ref;
+
+static DropoutSite site_of(const Case *c) {
+    DropoutSite site = {philox_key_from_seed(1234), 7, 3, SITE_ATTN, c->p};
+    return site;
+}
+
+static Ref cpu_reference(Backend *cpu, const Case *c) {
+    Ref r;
+    int h = c->a * c->d;
+    size_t ss = (size_t)c->s * c->s, bass = (size_t)c->b * c->a * ss;
+    r.n = (size_t)c->s * c->b * h;
+    r.nl = (size_t)c->b * c->a * c->s;
+    r.q = host_random(r.n, -2.0f, 2.0f);   // scores of a few units: a peaked softmax
+    r.k = host_random(r.n, -2.0f, 2.0f);
+    r.v = host_random(r.n, -1.0f, 1.0f);
+    r.g = host_random(r.n, -1.0f, 1.0f);
+    r.ctx = malloc(r.n * 4), r.lse = malloc(r.nl * 4), r.dq = malloc(r.n * 4), r.dk = malloc(r.n * 4), r.dv = malloc(r.n * 4);
+    r.sctx = malloc(r.n * 4), r.sdq = malloc(r.n * 4), r.sdk = malloc(r.n * 4), r.sdv = malloc(r.n * 4);
+    DropoutSite site = site_of(c);
+    float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, h) * 4);
+    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, h, c->head0, site, c->sample0);
+    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, h,
+                                  c->head0, site, c->sample0);
+    free(scr);
+    int drop = c->p > 0.0f;
+    float *prob = malloc(bass * 4), *dropped = drop ? malloc(bass * 4) : NULL;
+    uint8_t *keep = drop ? malloc(bass) : NULL;
+    float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, h) * 4);
+    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, h, c->head0, site,
+                           c->sample0, 0);
+    cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a,
+                            h, c->p, 0);
+    free(prob), free(dropped), free(keep), free(bscr);
+    return r;
+}
+
+static void ref_free(Ref *r) {
+    float *all[] = {r->q, r->k, r->v, r->g, r->ctx, r->lse, r->dq, r->dk, r->dv, r->sctx, r->sdq, r->sdk, r->sdv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+}
+
+// An input on the device, one float past the allocation's (256-byte aligned) start when misaligned.
+static float *dev_input(Backend *gpu, const float *host, size_t n, int misalign, void **base) {
+    float *d = gpu->alloc(gpu, (n + 1) * sizeof(float));
+    *base = d;
+    gpu->copy(gpu, d + misalign, host, n * sizeof(float), COPY_H2D);
+    return d + misalign;
+}
+
+// Download n floats, print the error, require it within tol.
+static float *expect_close(Backend *gpu, const float *dev, const float *ref, size_t n, double tol, const char *what,
+                           const char *label) {
+    float *got = host_download(gpu, dev, n * sizeof(float));
+    double e = rel_l2(got, ref, n);
+    printf("  %-34s %-12s rel L2 %.3g (tolerance %.1g)\n", label, what, e, tol);
+    CHECK(e <= tol, "%s %s: relative L2 error %.3g, tolerance %.1g", label, what, e, tol);
+    return got;
+}
+
+static void run_case(Backend *gpu, const Case *c, const Ref *r) {
+    int bf16 = gpu->precision == PRECISION_BF16, h = c->a * c->d;
+    double tol = bf16 ? TOL_BF16 : TOL_F32, tol_lse = bf16 ? TOL_BF16_LSE : TOL_F32;
+    char label[128];
+    snprintf(label, sizeof label, "%s s=%d b=%d a=%d d=%d p=%.1f%s", bf16 ? "bf16" : "fp32", c->s, c->b, c->a, c->d,
+             (double)c->p, c->misalign ? " unal" : "");
+    DropoutSite site = site_of(c);
+    size_t n = r->n, nl = r->nl;
+    size_t scratch_floats = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, h);
+    CHECK(scratch_floats >= nl, "%s: flash scratch %zu floats, the backward needs %zu (one per query row and head)",
+          label, scratch_floats, nl);
+    void *bq, *bk, *bv, *bg;
+    float *q = dev_input(gpu, r->q, n, c->misalign, &bq), *k = dev_input(gpu, r->k, n, c->misalign, &bk);
+    float *v = dev_input(gpu, r->v, n, c->misalign, &bv), *g = dev_input(gpu, r->g, n, c->misalign, &bg);
+    float *scratch = dev_poisoned(gpu, (scratch_floats > nl ? scratch_floats : nl) * sizeof(float));
+    float *out[2][5];   // per run: ctx, lse, dq, dk, dv
+    for (int run = 0; run < 2; run++) {
+        float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
+        float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, n * 4), *dv = dev_poisoned(gpu, n * 4);
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, h, c->head0, site, c->sample0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, h, c->head0, site,
+                                      c->sample0);
+        out[run][0] = ctx, out[run][1] = lse, out[run][2] = dq, out[run][3] = dk, out[run][4] = dv;
+    }
+    // against the CPU's flash
+    float *got[5];
+    got[0] = expect_close(gpu, out[0][0], r->ctx, n, tol, "ctx", label);
+    got[1] = expect_close(gpu, out[0][1], r->lse, nl, tol_lse, "lse", label);
+    got[2] = expect_close(gpu, out[0][2], r->dq, n, tol, "dq", label);
+    got[3] = expect_close(gpu, out[0][3], r->dk, n, tol, "dk", label);
+    got[4] = expect_close(gpu, out[0][4], r->dv, n, tol, "dv", label);
+    // against the CPU's standard attention
+    const float *std_ref[] = {r->sctx, NULL, r->sdq, r->sdk, r->sdv};
+    const char *std_name[] = {"ctx/std", NULL, "dq/std", "dk/std", "dv/std"};
+    for (int i = 0; i < 5; i++) {
+        if (!std_ref[i]) continue;
+        double e = rel_l2(got[i], std_ref[i], n);
+        printf("  %-34s %-12s rel L2 %.3g (tolerance %.1g)\n", label, std_name[i], e, tol);
+        CHECK(e <= tol, "%s %s: relative L2 error %.3g against standard attention, tolerance %.1g", label, std_name[i], e,
+              tol);
+    }
+    // the second run, bit for bit
+    const char *names[] = {"ctx (rerun)", "lse (rerun)", "dq (rerun)", "dk (rerun)", "dv (rerun)"};
+    for (int i = 0; i < 5; i++) {
+        size_t count = i == 1 ? nl : n;
+        char what[192];
+        snprintf(what, sizeof what, "%s %s", label, names[i]);
+        CHECK_BYTES_EQUAL(gpu, out[1][i], got[i], count * sizeof(float), what);
+        free(got[i]);
+    }
+    for (int run = 0; run < 2; run++)
+        for (int i = 0; i < 5; i++) gpu->free(gpu, out[run][i]);
+    gpu->free(gpu, scratch);
+    gpu->free(gpu, bq), gpu->free(gpu, bk), gpu->free(gpu, bv), gpu->free(gpu, bg);
+}
+
+int main(void) {
+    Backend *gpu32 = cuda_or_skip(PRECISION_FP32);
+    Backend *gpu16 = cuda_or_skip(PRECISION_BF16);
+    char err[256] = "";
+    Backend *cpu = backend_open("cpu", PRECISION_FP32, err, sizeof err);
+    CHECK(cpu != NULL, "cpu backend: %s", err);
+    if (!cpu) return check_summary();
+    static const Case cases[] = {
+        {37, 3, 4, 12, 0.1f, 5, 9, 1},      // odd s, small d, misaligned inputs (scalar loads)
+        {37, 3, 4, 12, 0.0f, 0, 0, 0},      // the same without dropout, vector loads
+        {130, 2, 3, 64, 0.1f, 3, 17, 0},    // three tiles, the last of 2 rows
+        {130, 2, 3, 64, 0.0f, 0, 0, 0},
+        {45, 1, 2, 7, 0.1f, 1, 2, 0},       // d not a multiple of 4 (scalar loads, padded to 32)
+        {200, 2, 2, 96, 0.1f, 6, 40, 0},    // d = 96 (the 22B per-rank head)
+        {512, 2, 4, 128, 0.1f, 2, 5, 0},    // the larger one, d = 128
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        Ref r = cpu_reference(cpu, &cases[i]);
+        run_case(gpu32, &cases[i], &r);
+        run_case(gpu16, &cases[i], &r);
+        ref_free(&r);
+    }
+    backend_close(cpu);
+    backend_close(gpu16);
+    backend_close(gpu32);
+    return check_summary();
+}
