@@ -103,6 +103,7 @@ static __global__ void embedding_positions_backward_kernel(float *dwpe, const fl
     float *pe = dwpe + ((size_t)s0 + p) * h + c;
     const float *g = dx + p * (size_t)b * h + c;
     float acc = *pe;
+#pragma unroll 8
     for (int bi = 0; bi < b; bi++) acc = fadd(acc, g[(size_t)bi * h]);
     *pe = acc;
 }
@@ -118,8 +119,10 @@ static __global__ void embedding_keys_kernel(unsigned *key, int *row, const int3
 }
 
 // Sorted (key, row)[n] -> dwte[key, c] += dx[row, c] over each key's run, rows in increasing order
-// (the stable sort kept them so). The block whose sorted position starts a run owns it; blocks
-// stride over the positions (blockIdx.x), column tiles on blockIdx.y, one thread per column.
+// (the stable sort kept them so). The block whose sorted position starts a run owns it (its end found
+// by binary search in the ascending keys); blocks stride over the positions (blockIdx.x), column
+// tiles on blockIdx.y, one thread per column. Loads go 8 ahead of the in-order adds (a frequent token
+// has a long run).
 static __global__ void embedding_vocab_accumulate_kernel(float *dwte, const float *dx, const unsigned *key,
                                                          const int *row, int n, unsigned vl, int h) {
     int c = blockIdx.y * blockDim.x + threadIdx.x;
@@ -127,9 +130,23 @@ static __global__ void embedding_vocab_accumulate_kernel(float *dwte, const floa
     for (int i = blockIdx.x; i < n; i += gridDim.x) {
         unsigned k = key[i];
         if (k >= vl || (i > 0 && key[i - 1] == k)) continue;
+        int end = i + 1, hi = n;   // the first position past the run: keys ascend
+        while (end < hi) {
+            int mid = end + (hi - end) / 2;
+            if (key[mid] == k) end = mid + 1;
+            else hi = mid;
+        }
         float *te = dwte + (size_t)k * h + c;
         float acc = *te;
-        for (int j = i; j < n && key[j] == k; j++) acc = fadd(acc, dx[(size_t)row[j] * h + c]);
+        int j = i;
+        for (; j + 8 <= end; j += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = dx[(size_t)row[j + u] * h + c];
+#pragma unroll
+            for (int u = 0; u < 8; u++) acc = fadd(acc, v[u]);
+        }
+        for (; j < end; j++) acc = fadd(acc, dx[(size_t)row[j] * h + c]);
         *te = acc;
     }
 }

@@ -149,6 +149,7 @@ static __global__ void ln_dwdb_partial_kernel(float *part, const float *dy, cons
     int r0 = blockIdx.y * rows, r1 = r0 + rows < n ? r0 + rows : n;
     float wc = w[c], bc = FROM_OUT ? beta[c] : 0.0f;
     float aw = 0.0f, ab = 0.0f;
+#pragma unroll 4
     for (int r = r0; r < r1; r++) {
         size_t o = (size_t)r * h + c;
         float d = dy[o];
