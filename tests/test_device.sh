@@ -25,6 +25,14 @@ for opts in "" "--recompute selective" "--recompute full --dropout-masks bits" "
   if [ -n "$a" ] && [ "$a" = "$b" ]; then ok; else bad "'$opts': cpu [$a] vs cpu-guarded [$b]"; fi
 done
 
+# Nothing hidden: on cpu-guarded the device's count is the sum of its live allocations, which must
+# be exactly what the header says ctron holds there.
+"$ctron" "${base[@]}" --steps 1 --device cpu-guarded > "$dir/hdr.log" 2>&1
+held=$(grep -o 'ctron holds [^(]*([0-9]* B)' "$dir/hdr.log" | grep -o '([0-9]* B)')
+counted=$(grep -o 'the device counts [^(]*([0-9]* B)' "$dir/hdr.log" | grep -o '([0-9]* B)')
+if [ -n "$held" ] && [ "$held" = "$counted" ]; then ok
+else bad "header: '$held' vs '$counted'"; fi
+
 # Checkpoint, resume and sampling through the backend's copies only.
 "$ctron" "${base[@]}" --steps 4 --device cpu-guarded > "$dir/full.log" 2>&1
 "$ctron" "${base[@]}" --steps 4 --stop-after 2 --ckpt-dir "$dir/ck" --device cpu-guarded > /dev/null 2>&1
@@ -46,6 +54,12 @@ out=$("$ctron" "${base[@]}" --device tpu 2>&1 > /dev/null); rc=$?
 if [ $rc -eq 2 ] && grep -q "unknown device 'tpu'" <<< "$out"; then ok; else bad "--device tpu: rc $rc, '$out'"; fi
 out=$("$ctron" "${base[@]}" --device cuda:x 2>&1 > /dev/null); rc=$?
 if [ $rc -eq 2 ] && grep -q "cuda:x" <<< "$out"; then ok; else bad "--device cuda:x: rc $rc, '$out'"; fi
+
+# What the device cannot do is refused with the reason, exit 2.
+out=$("$ctron" "${base[@]}" --device cpu-guarded --offload fc1_in 2>&1 > /dev/null); rc=$?
+if [ $rc -eq 2 ] && grep -q "cpu-guarded with --offload" <<< "$out"; then ok; else bad "cpu-guarded --offload: rc $rc, '$out'"; fi
+out=$("$ctron" "${base[@]}" --device cpu-guarded --tp 2 2>&1 > /dev/null); rc=$?
+if [ $rc -eq 2 ] && grep -q "runs one process" <<< "$out"; then ok; else bad "cpu-guarded --tp 2: rc $rc, '$out'"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -137,7 +137,17 @@ enum {
 // The device is opened once here, so that a missing GPU or driver, or an index past the devices
 // there are, is a usage error (exit 2) before any data is read.
 static int check_device(const TrainOptions *o) {
-    if (!o->device) return 0;
+    if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
+    // Ranks exchange gradients and shards through host memory (MPI); a device the host cannot read needs
+    // NCCL or a CUDA-aware MPI, which ctron does not have yet. Open MPI tells each rank the job's size.
+    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
+    if ((ranks && atoi(ranks) > 1) || o->tp > 1 || o->pp > 1)
+        return usage_error("--device %s runs one process (this job has %s ranks, --tp %d, --pp %d): several ranks "
+                           "exchange tensors through host memory, which this device does not share",
+                           o->device, ranks ? ranks : "1", o->tp, o->pp);
+    if (strcmp(o->device, "cpu-guarded") == 0 && o->offload)
+        return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "
+                           "process and the offload pool copies from its own thread");
     char err[512] = "";
     Backend *be = backend_open(o->device, (Precision)o->precision, err, sizeof err);
     if (!be) return usage_error("--device %s: %s", o->device, err);

@@ -157,7 +157,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->acts[k].tokens = m->be->alloc(m->be, n * sizeof(int32_t));
         m->acts[k].targets = m->be->alloc(m->be, n * sizeof(int32_t));
     }
-    m->workspace_bytes += (2 * n + 3 * n * (size_t)m->tp.t) * sizeof(float);
+    m->io_bytes = (size_t)m->pp.contexts * 2 * n * sizeof(int32_t);
+    m->workspace_bytes += (2 * n + 3 * n * (size_t)m->tp.t) * sizeof(float);   // the cross-entropy rows
     stepmem_init(&m->mem, c->layers + SCOPE_KEYS, mem_tag_name);
 }
 

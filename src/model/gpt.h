@@ -175,6 +175,8 @@ typedef struct {
     float *ce_part;               // [t, s·b, 3] vocabulary-parallel cross-entropy partials
     float *ce_lse;                // [s·b] log-sum-exp per row
     float *row_loss;              // [s,b]
+    size_t io_bytes;              // every context's tokens and targets on the device (the cross-entropy
+                                  // rows count in workspace_bytes)
     void *work[ACT_COUNT + 1];    // fp32 working copy per name (+1: second ln1_in), allocated on first use
     size_t workspace_bytes;
 } GPT;

@@ -179,23 +179,25 @@ static int write_log_line(FILE *log, int step, double loss, double val_loss, flo
 // hidden: weights (+ their bf16 copy), gradients, AdamW moments, the activation arenas, the workspace
 // and the backend's scratch. The rest is the libraries' own (CUDA context, cuBLASLt).
 static void print_device(const GPT *m, const AdamW *opt) {
-    char line[256], b[8][32];
+    char line[256], b[9][32];
     m->be->describe(m->be, line, sizeof line);
     size_t in_use = 0, total = 0, arena = 0;
     m->be->device_memory(m->be, &in_use, &total);
     for (int k = 0; k < m->pp.contexts; k++) arena += m->acts[k].arena.capacity;
     size_t weights = m->n_params * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
     size_t held = weights + m->n_params * sizeof(float) + 2 * opt->n * sizeof(float) + arena + m->workspace_bytes +
-                  m->be->scratch_bytes(m->be);
+                  m->io_bytes + m->be->scratch_bytes(m->be);
     printf("  device %s\n", line);
-    printf("  on the device: weights %s, gradients %s, AdamW %s, activation arena %s, workspace %s, scratch %s;"
-           " ctron holds %s, the device counts %s in use\n",
+    printf("  on the device: weights %s, gradients %s, AdamW %s, activation arena %s, workspace %s, inputs %s,"
+           " scratch %s;"
+           " ctron holds %s (%zu B), the device counts %s (%zu B) in use\n",
            format_bytes((double)weights, b[0], sizeof b[0]),
            format_bytes((double)m->n_params * sizeof(float), b[1], sizeof b[1]),
            format_bytes((double)(2 * opt->n * sizeof(float)), b[2], sizeof b[2]),
            format_bytes((double)arena, b[3], sizeof b[3]), format_bytes((double)m->workspace_bytes, b[4], sizeof b[4]),
+           format_bytes((double)m->io_bytes, b[8], sizeof b[8]),
            format_bytes((double)m->be->scratch_bytes(m->be), b[5], sizeof b[5]),
-           format_bytes((double)held, b[6], sizeof b[6]), format_bytes((double)in_use, b[7], sizeof b[7]));
+           format_bytes((double)held, b[6], sizeof b[6]), held, format_bytes((double)in_use, b[7], sizeof b[7]), in_use);
 }
 
 static int save_checkpoint(const TrainOptions *o, const GPT *m, const AdamW *opt, Zero *zero, CommGroup *world,

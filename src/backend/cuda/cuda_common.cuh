@@ -65,6 +65,41 @@ __device__ __forceinline__ float block_max(float v, float *shared) {
 // The value a tensor stored in bf16 goes on with (round to nearest even, as the CPU).
 __device__ __forceinline__ float bf16_round_f(float x) { return bf16_to_f32(bf16_from_f32(x)); }
 
+// IEEE single-rounded operations that nvcc never contracts into an FMA: the CPU is compiled as ISO
+// C11 (no contraction), so elementwise results that must match its bits use these.
+__device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
+
+static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// Threads for one block per row of h floats read V at a time: a multiple of 32, 32 .. 256.
+static inline unsigned row_threads_v(int h, int V) {
+    unsigned per = (unsigned)((h / V + 31) / 32 * 32);
+    return per < 32 ? 32 : per > 256 ? 256 : per;
+}
+
+// V consecutive floats at p (V = 4: one aligned float4 access).
+template <int V>
+__device__ __forceinline__ void load_v(float (&out)[V], const float *p) {
+    if constexpr (V == 4) {
+        float4 t = *reinterpret_cast<const float4 *>(p);
+        out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) out[j] = p[j];
+    }
+}
+template <int V>
+__device__ __forceinline__ void store_v(float *p, const float (&in)[V]) {
+    if constexpr (V == 4) {
+        *reinterpret_cast<float4 *>(p) = make_float4(in[0], in[1], in[2], in[3]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) p[j] = in[j];
+    }
+}
+
 // Grid-stride loop over [0, n).
 #define CT_GRID_LOOP(i, n) \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)

@@ -8,7 +8,6 @@
 
 enum { DROP_THREADS = 256, MASK_THREADS = 128 };
 
-static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static inline int aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
 
 // keep[s·b, w] for rows (si, bi) = (s0 + row / b, row % b): one block per row, one thread per Philox

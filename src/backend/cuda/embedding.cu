@@ -10,36 +10,9 @@
 
 enum { EMB_COL_THREADS = 128, EMB_KEY_THREADS = 256, EMB_MAX_SEG_BLOCKS = 2048 };
 
-static __device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
 
-static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// Threads for one block per row of h floats read V at a time: a multiple of 32, 32 .. 256.
-static unsigned row_threads(int h, int V) {
-    unsigned per = (unsigned)((h / V + 31) / 32 * 32);
-    return per < 32 ? 32 : per > 256 ? 256 : per;
-}
 
-// Element j of a V-wide group at p (V = 4: one aligned float4).
-template <int V>
-static __device__ __forceinline__ void load_v(float (&out)[V], const float *p) {
-    if constexpr (V == 4) {
-        float4 t = *reinterpret_cast<const float4 *>(p);
-        out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; j++) out[j] = p[j];
-    }
-}
-template <int V>
-static __device__ __forceinline__ void store_v(float *p, const float (&in)[V]) {
-    if constexpr (V == 4) {
-        *reinterpret_cast<float4 *>(p) = make_float4(in[0], in[1], in[2], in[3]);
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; j++) p[j] = in[j];
-    }
-}
 
 // tokens[s·b] -> x[s·b, h] = wte[token] + wpe[row / b]: one block per row, threads over the columns.
 template <int V>
@@ -161,9 +134,9 @@ extern "C" void cuda_embedding_forward(Backend *be, float *x, const int32_t *tok
     unsigned rows = (unsigned)(s * b);
     cudaStream_t st = cuda_stream(be);
     if (h % 4 == 0 && aligned16(x) && aligned16(wte) && aligned16(wpe))
-        embedding_forward_kernel<4><<<rows, row_threads(h, 4), 0, st>>>(x, tokens, wte, wpe, b, h);
+        embedding_forward_kernel<4><<<rows, row_threads_v(h, 4), 0, st>>>(x, tokens, wte, wpe, b, h);
     else
-        embedding_forward_kernel<1><<<rows, row_threads(h, 1), 0, st>>>(x, tokens, wte, wpe, b, h);
+        embedding_forward_kernel<1><<<rows, row_threads_v(h, 1), 0, st>>>(x, tokens, wte, wpe, b, h);
     CUDA_LAUNCHED();
 }
 
@@ -172,9 +145,9 @@ extern "C" void cuda_embedding_vocab_forward(Backend *be, float *x, const int32_
     if (n <= 0 || h <= 0) return;
     cudaStream_t st = cuda_stream(be);
     if (h % 4 == 0 && aligned16(x) && aligned16(wte))
-        embedding_vocab_forward_kernel<4><<<(unsigned)n, row_threads(h, 4), 0, st>>>(x, tokens, wte, v0, vl, h);
+        embedding_vocab_forward_kernel<4><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(x, tokens, wte, v0, vl, h);
     else
-        embedding_vocab_forward_kernel<1><<<(unsigned)n, row_threads(h, 1), 0, st>>>(x, tokens, wte, v0, vl, h);
+        embedding_vocab_forward_kernel<1><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(x, tokens, wte, v0, vl, h);
     CUDA_LAUNCHED();
 }
 
@@ -183,9 +156,9 @@ extern "C" void cuda_embedding_add_positions(Backend *be, float *x, const float 
     unsigned rows = (unsigned)(s * b);
     cudaStream_t st = cuda_stream(be);
     if (h % 4 == 0 && aligned16(x) && aligned16(wpe))
-        embedding_add_positions_kernel<4><<<rows, row_threads(h, 4), 0, st>>>(x, wpe, s0, b, h);
+        embedding_add_positions_kernel<4><<<rows, row_threads_v(h, 4), 0, st>>>(x, wpe, s0, b, h);
     else
-        embedding_add_positions_kernel<1><<<rows, row_threads(h, 1), 0, st>>>(x, wpe, s0, b, h);
+        embedding_add_positions_kernel<1><<<rows, row_threads_v(h, 1), 0, st>>>(x, wpe, s0, b, h);
     CUDA_LAUNCHED();
 }
 

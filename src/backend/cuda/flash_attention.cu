@@ -891,7 +891,6 @@ static __global__ void __launch_bounds__(128) flash_bwd_dq_bf16(float *dq, const
 // =====================================================================================================
 // host side
 // =====================================================================================================
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 static FlashDims flash_dims(int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0) {
     FlashDims f;

@@ -13,11 +13,7 @@
 
 enum { GELU_THREADS = 256 };
 
-static __device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
-static __device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
-static __device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
 
-static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 // tanh(GELU_K·(x + GELU_C·x·x·x)), with the CPU's association ((C·x)·x)·x
 static __device__ __forceinline__ float gelu_tanh(float x) {

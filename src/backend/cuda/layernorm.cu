@@ -14,38 +14,9 @@ enum {
     LN_MIN_CHUNK_ROWS = 32
 };
 
-static __device__ __forceinline__ float fmul(float a, float b) { return __fmul_rn(a, b); }
-static __device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b); }
-static __device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
 
-static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-// Threads for one block per row of h floats read V at a time: a multiple of 32, 32 .. 256.
-static unsigned row_threads(int h, int V) {
-    unsigned per = (unsigned)((h / V + 31) / 32 * 32);
-    return per < 32 ? 32 : per > 256 ? 256 : per;
-}
 
-// V consecutive floats at p (V = 4: one aligned float4 load).
-template <int V>
-static __device__ __forceinline__ void load_v(float (&out)[V], const float *p) {
-    if constexpr (V == 4) {
-        float4 t = *reinterpret_cast<const float4 *>(p);
-        out[0] = t.x; out[1] = t.y; out[2] = t.z; out[3] = t.w;
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; j++) out[j] = p[j];
-    }
-}
-template <int V>
-static __device__ __forceinline__ void store_v(float *p, const float (&in)[V]) {
-    if constexpr (V == 4) {
-        *reinterpret_cast<float4 *>(p) = make_float4(in[0], in[1], in[2], in[3]);
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; j++) p[j] = in[j];
-    }
-}
 
 // x[n,h] -> y[n,h] = (x − mean)·rstd·w + b, stats[n,2] = (mean, rstd): one block per row, threads
 // over the columns V at a time (V = 4 needs h % 4 == 0 and aligned rows); two-pass variance.
@@ -184,9 +155,9 @@ extern "C" void cuda_layernorm_forward(Backend *be, float *y, float *stats, cons
     if (n <= 0 || h <= 0) return;
     cudaStream_t st = cuda_stream(be);
     if (h % 4 == 0 && aligned16(y) && aligned16(x) && aligned16(w) && aligned16(b))
-        ln_forward_kernel<4><<<(unsigned)n, row_threads(h, 4), 0, st>>>(y, stats, x, w, b, h);
+        ln_forward_kernel<4><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(y, stats, x, w, b, h);
     else
-        ln_forward_kernel<1><<<(unsigned)n, row_threads(h, 1), 0, st>>>(y, stats, x, w, b, h);
+        ln_forward_kernel<1><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(y, stats, x, w, b, h);
     CUDA_LAUNCHED();
 }
 
@@ -198,10 +169,10 @@ static void ln_backward(Backend *be, float *dx, int accumulate, float *dw, float
     bool vec = h % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(w) &&
                (!FROM_OUT || aligned16(beta));
     if (vec)
-        ln_backward_rows_kernel<4, FROM_OUT><<<(unsigned)n, row_threads(h, 4), 0, st>>>(dx, accumulate, dy, x, stats,
+        ln_backward_rows_kernel<4, FROM_OUT><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(dx, accumulate, dy, x, stats,
                                                                                           w, beta, h);
     else
-        ln_backward_rows_kernel<1, FROM_OUT><<<(unsigned)n, row_threads(h, 1), 0, st>>>(dx, accumulate, dy, x, stats,
+        ln_backward_rows_kernel<1, FROM_OUT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy, x, stats,
                                                                                           w, beta, h);
     CUDA_LAUNCHED();
 
