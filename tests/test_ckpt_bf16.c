@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
     printf("eval loss: seed 9 %.9g, after loading seed 5 %.9g (fresh model %.9g, saving model %.9g)\n", before / 32,
            la / 32, lc / 32, ls / 32);
 
+    adamw_free(&opt);   // before src: its moments live on src's backend
     gpt_free(&a); gpt_free(&c); gpt_free(&src);
     policy_free(&pa); policy_free(&pc); policy_free(&psrc);
-    adamw_free(&opt);
     return check_summary();
 }

@@ -13,6 +13,7 @@ typedef struct {
 } AdamW;
 
 void adamw_init(AdamW *opt, Backend *be, size_t n_params, float beta1, float beta2, float eps, float weight_decay);
+// Frees m and v through opt->be: call it before freeing the model whose backend that is.
 void adamw_free(AdamW *opt);
 // One update of every parameter of m with its gradient times grad_scale (the clipping factor, applied
 // here rather than in a separate pass over the gradients); decay only where ParamInfo.decay is set.
