@@ -380,9 +380,8 @@ static void test_rope_strided(void) {
 // The table is HF's fp32 angle, cos/sin rounded once: within 0.5 ulp (+ the double evaluation) of
 // cos/sin of that angle at every position up to 8191. A table built from the double angle would be
 // ~5e-4 away at p = 8191 (printed): the test would catch a switch.
-static void test_rope_table(void) {
-    int positions = 8192, d = 128;
-    float theta = 500000.0f;
+static void test_rope_table(int d, float theta) {
+    int positions = 8192;
     float *cs = alloc_f(rope_table_floats(positions, d));
     rope_table(cs, positions, d, theta);
     double err = 0.0, far = 0.0;
@@ -393,9 +392,11 @@ static void test_rope_table(void) {
             err = fmax(err, fabs(cs[(size_t)p * d + d / 2 + j] - sin(a)));
             if (p == positions - 1) far = fmax(far, fabs(cs[(size_t)p * d + j] - cos(p * pow(theta, -2.0 * j / d))));
         }
-    check_err("rope_table d=128 p<8192: vs cos/sin of HF's fp32 angle (abs)", err, 6e-8);
-    printf("  %-64s %.2e (information: HF's fp32 angle vs a double one)\n", "rope_table p=8191: vs the double angle",
-           far);
+    char what[128];
+    snprintf(what, sizeof what, "rope_table d=%d theta=%g p<8192: vs cos/sin of HF's fp32 angle (abs)", d, theta);
+    check_err(what, err, 6e-8);
+    snprintf(what, sizeof what, "rope_table d=%d p=8191: vs the double angle", d);
+    printf("  %-64s %.2e (information: HF's fp32 angle vs a double one)\n", what, far);
     CHECK(far > 1e-5, "the table should follow HF's fp32 angle, not the double one");
     CHECK(cs[0] == 1.0f && cs[d / 2] == 0.0f, "position 0: cos 1, sin 0");
     free(cs);
@@ -613,7 +614,8 @@ int main(void) {
     test_rope(7, 1, 3, 10, 0, 10000.0f);
     test_rope_offset();
     test_rope_strided();
-    test_rope_table();
+    test_rope_table(128, 500000.0f);
+    test_rope_table(80, 10000.0f);   // 2j/d not exact in fp32
     printf("SwiGLU\n");
     test_swiglu(7, 6);
     test_swiglu(5, 10);
