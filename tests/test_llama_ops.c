@@ -6,10 +6,10 @@
 // max|kernel − reference| / max|reference| over the whole tensor. Odd shapes throughout: widths 6,
 // 10, 70 (RMSNorm's dw chunk is 64), heads 3 with kv 1, rows 7, 15, 67.
 // Tolerances (measured maxima in brackets, printed by every check):
-//   TOL_FWD  2e-6  forward vs double (fp32 rounding, ctron_expf's 2 ulp)
-//   TOL_FD   1e-5  backward vs finite differences of the double forward
-//   TOL_SAME 1e-6  two fp32 results equal up to rounding (accumulate flags)
-//   TOL_TEMPO 1e-5 RMSNorm from its fp32 output vs from its input (x̂ = y / w: one rounding of y)
+//   TOL_FWD   2e-6  forward vs double (fp32 rounding, ctron_expf's 2 ulp) [1.2e-7]
+//   TOL_FD    1e-5  backward vs finite differences of the double forward [6.0e-7, RMSNorm dx]
+//   TOL_SAME  1e-6  two fp32 results equal up to rounding (accumulate flags) [2.2e-10]
+//   TOL_TEMPO 1e-5  RMSNorm from its fp32 output vs from its input (x̂ = y / w: one rounding of y) [1.0e-7]
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
