@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "backend/backend.h"
@@ -402,6 +404,40 @@ static void test_rope_table(int d, float theta) {
     free(cs);
 }
 
+// Positions past the table (or an odd head dimension) stop with a message that names them, exit 1
+// (run in a child: ctron_fatal exits).
+static void expect_fatal(const char *what, int positions, int rows, int b, int d, int pos0, const char *needle) {
+    int fds[2];
+    if (pipe(fds) != 0) { CHECK(0, "pipe failed"); return; }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        static float cs[64], x[256];   // static: ctron_fatal's exit must leave no heap block to LeakSanitizer
+        rope_forward(x, x, 16, cs, positions, rows, b, 1, d, pos0, 0);
+        _exit(0);
+    }
+    close(fds[1]);
+    char msg[512] = {0};
+    size_t len = 0;
+    ssize_t got;
+    while ((got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0) len += (size_t)got;   // to EOF
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, needle);
+    printf("  %-64s %s", what, ok ? "refused: " : "NOT REFUSED\n");
+    if (ok) fputs(msg, stdout);
+    CHECK(ok, "%s: expected exit 1 with '%s', got status %d, message '%s'", what, needle, status, msg);
+}
+
+static void test_rope_errors(void) {
+    // rows 12 at b = 2 from pos0 = 3: positions 3 .. 8, the table has 0 .. 7
+    expect_fatal("rope past the table", 8, 12, 2, 6, 3, "positions 3 .. 8 are outside the table's 0 .. 7");
+    expect_fatal("rope with an odd head dimension", 8, 2, 1, 5, 0, "head dimension 5 must be even");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // SwiGLU
 // ---------------------------------------------------------------------------------------------------
@@ -614,6 +650,7 @@ int main(void) {
     test_rope(7, 1, 3, 10, 0, 10000.0f);
     test_rope_offset();
     test_rope_strided();
+    test_rope_errors();
     test_rope_table(128, 500000.0f);
     test_rope_table(80, 10000.0f);   // 2j/d not exact in fp32
     printf("SwiGLU\n");

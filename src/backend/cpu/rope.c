@@ -19,7 +19,8 @@ void rope_table(float *cs, int positions, int d, float theta) {
 
 // Every row's position inside the table, or a fatal error naming the numbers (a caller's bug).
 static void check_positions(const char *op, int positions, int rows, int b, int d, int pos0) {
-    if (d <= 0 || d % 2 || b <= 0) ctron_fatal("%s: head dimension %d must be even and positive, b %d positive", op, d, b);
+    if (d <= 0 || d % 2) ctron_fatal("%s: head dimension %d must be even and positive (rotation pairs j, j + d/2)", op, d);
+    if (b <= 0) ctron_fatal("%s: micro-batch %d must be positive", op, b);
     if (rows > 0 && (pos0 < 0 || pos0 + (rows - 1) / b >= positions))
         ctron_fatal("%s: positions %d .. %d are outside the table's 0 .. %d", op, pos0, pos0 + (rows - 1) / b,
                     positions - 1);
