@@ -58,12 +58,10 @@ typedef struct {
 
 // The input must be a readable regular file.
 static int check_input(const char *flag, const char *path) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return usage_error("%s: cannot read '%s': %s", flag, path, strerror(errno));
-    struct stat st;
-    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    char err[1200];
+    int fd = fileio_open_regular(path, err, sizeof err);   // a FIFO is refused, never waited on
+    if (fd < 0) return usage_error("%s: %s", flag, err);
     close(fd);
-    if (!regular) return usage_error("%s: '%s' is not a regular file", flag, path);
     return 0;
 }
 
@@ -84,6 +82,10 @@ static int check_output(const char *flag, const char *path) {
         rc = usage_error("%s: cannot write '%s': folder '%s' is not writable", flag, path, dir);
     else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         rc = usage_error("%s: '%s' is a folder", flag, path);
+    else {   // a FIFO or /dev/null is written in place, never renamed over; a block device is refused
+        char err[1200];
+        if (fileio_out_kind(path, err, sizeof err) == FILEIO_OUT_REFUSED) rc = usage_error("%s: %s", flag, err);
+    }
     free(dir);
     return rc;
 }

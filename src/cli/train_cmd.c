@@ -310,12 +310,10 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
         case OPT_OFFLOAD_DIR: o->offload_dir = optarg; break;
         case OPT_STATIC_PLAN: o->static_plan = 1; break;
         case OPT_OFFLOAD_BUDGET:
-            if (parse_bytes(optarg, &o->offload_budget) != 0)
-                return usage_error("--offload-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            rc = args_bytes("train", "--offload-budget", optarg, 1, PARSE_BYTES_MAX, &o->offload_budget);
             break;
         case OPT_MEM_BUDGET:
-            if (parse_bytes(optarg, &o->mem_budget) != 0)
-                return usage_error("--mem-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            rc = args_bytes("train", "--mem-budget", optarg, 1, PARSE_BYTES_MAX, &o->mem_budget);
             break;
         case OPT_GELU_BITS: rc = parse_int("--gelu-bits", optarg, 0, 4, &o->gelu_bits); break;
         case OPT_MAX_BAD: rc = parse_int("--max-bad-steps", optarg, 0, INT_MAX, &o->max_bad_steps); break;
@@ -437,8 +435,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
                                "each split needs at least %d", c->seq, o->data_path, n, n_train, n_val, c->seq + 1);
     }
     if (o->log_path) {
-        FILE *f = fopen(o->log_path, "a");
-        if (!f) return usage_error("--log: cannot write '%s': %s", o->log_path, strerror(errno));
+        FILE *f = fileio_fopen_out(o->log_path, 1, err, sizeof err);
+        if (!f) return usage_error("--log: %s", err);
         fclose(f);
     }
     return cli_train_ckpt_dir(o);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "util/common.h"
+#include "util/fileio.h"
 
 int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
     int first = -1, none = 4 + 12 * m->cfg.layers;   // indices in the whole model's list (full_index)
@@ -41,15 +42,13 @@ int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss
         if (counts[i]) cJSON_AddNumberToObject(t, m->info[i].name, (double)counts[i]);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0) ok = 0;
+    const void *parts[2] = {text, "\n"};
+    size_t sizes[2] = {strlen(text), 1};
+    char why[512];
+    int rc = fileio_write_atomic(path, parts, sizes, 2, why, sizeof why);
     cJSON_free(text);
-    if (!ok) {
-        snprintf(err, errlen, "cannot write the diagnostic '%s'", path);
-        return -1;
-    }
-    return 0;
+    if (rc != 0) snprintf(err, errlen, "the diagnostic: %s", why);
+    return rc;
 }
 
 void guard_test_inject_nan(GPT *m, int step, int world_rank) {
