@@ -29,8 +29,8 @@ static int verify_one(const char *step_dir) {
         printf("%s: FAILED: %s\n", step_dir, err);
         return -1;
     }
-    printf("%s: ok%s%s\n", step_dir, note[0] ? " (note: " : "", note[0] ? note : "");
-    if (note[0]) printf(")\n");
+    if (note[0]) printf("%s: ok (note: %s)\n", step_dir, note);
+    else printf("%s: ok\n", step_dir);
     return 0;
 }
 

@@ -53,6 +53,8 @@ void ckpt_step_dir(const char *dir, int step, char *out, size_t len);
 // values); each newer one skipped is named on stderr with the reason. Incomplete saves (.tmp-*)
 // are never considered.
 // run_dir (may be NULL) receives the directory that holds the step directories.
+// Returns 0; -1 when there is no checkpoint to read (missing, not a directory, no step_ directory);
+// -2 when there are checkpoints and none verifies (err says why).
 int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, size_t run_len, char *err,
                  size_t errlen);
 // Reads and validates step_dir/state.json.

@@ -388,7 +388,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     // MFU/HFU against the GEMM peak of the run's precision (bf16: oneDNN's bf16 matmul).
     const char *prec = precision_name((Precision)o->precision);
     char peak_why[512] = "";
-    int peak_raised = 0;
+    int peak_raised = 0, stdout_failed = 0;
     if (rank == 0 && peak <= 0 && peak_gflops_lookup(o->threads, prec, &peak, peak_why, sizeof peak_why) != 0) {
         // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
         if (peak_why[0]) printf("note: %s\n", peak_why);   // absurd or expired: measured again
@@ -622,7 +622,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
                 snprintf(line + k, sizeof line - (size_t)k, " | val %.4f", val);
             if (tty) printf("\r%s\033[K%s", line, (!isnan(val) || step == last) ? "\n" : "");
             else printf("%s\n", line);
-            fflush(stdout);
+            if ((fflush(stdout) != 0 || ferror(stdout)) && !stdout_failed) {   // said once; main() exits 1
+                fprintf(stderr, "ctron: error: cannot write the progress to standard output at step %d: %s; the run "
+                        "goes on (its checkpoints matter more) and will exit 1\n", step, strerror(errno));
+                stdout_failed = 1;
+            }
         }
         // A skipped step saves nothing: with --keep, its checkpoint could prune the last good one.
         if (train_ckpt_due(o, step, last) && bad_run > 0) {
