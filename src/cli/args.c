@@ -54,7 +54,10 @@ int args_bytes(const char *cmd, const char *flag, const char *text, double lo, d
     size_text(hi, b, sizeof b);
     double v;
     if (parse_bytes(text, &v) == 0 && v >= lo && v <= hi) { *out = v; return 0; }
-    strtod(text, &end);   // a number, only too small or too large (0, 1e30)?
+    strtod(text, &end);   // a number with a known unit, only too small or too large (0, 1e30)?
+    char unit[40];
+    double one;
+    int sized = end != text && snprintf(unit, sizeof unit, "1%s", end) < (int)sizeof unit && parse_bytes(unit, &one) == 0;
     return args_error(cmd, "%s: '%s' is %s: expected a size from %s to %s (e.g. 6GiB, 512MiB, 2e9)", flag, text,
-                      end != text ? "out of range" : "not a size", a, b);
+                      sized ? "out of range" : "not a size", a, b);
 }
