@@ -485,6 +485,13 @@ int cli_train_main(int argc, char **argv) {
     RunLocks locks = {-1, -1};
     int rc = parse_on_all_ranks(&comm, argc, argv, &o);
     if (rc == 0) rc = cli_train_claim(&comm, &o, &locks);   // before any collective of the run
+    // Open MPI's mpirun follows its SIGTERM to the ranks with SIGKILL a second later: a preempted run
+    // saves only when launched through scripts/ctron-mpirun (docs/RELIABILITY.md).
+    if (rc == 0 && comm.world.rank == 0 && comm.world.size > 1 && o.ckpt_dir && getenv("OMPI_COMM_WORLD_SIZE") &&
+        !getenv("CTRON_LAUNCHER"))
+        fprintf(stderr, "ctron train: note: a SIGTERM to mpirun reaches the ranks with a SIGKILL one second behind it, "
+                "before a step can finish and save; launch with scripts/ctron-mpirun (it turns SIGTERM into "
+                "SIGUSR1, which every rank saves on) so that a preemption loses nothing\n");
     if (rc == 0) rc = train_run(&o, &comm);
     cli_train_release(&locks);
     comm_finalize(&comm);

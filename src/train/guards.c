@@ -1,6 +1,8 @@
 #include "train/guards.h"
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,13 @@ static void on_signal(int sig) {
     pending = sig;
 }
 
+void guard_test_slow_step(void) {
+    const char *ms = getenv("CTRON_TEST_STEP_SLEEP_MS");
+    if (!ms || atoi(ms) <= 0) return;
+    struct timespec left = {atoi(ms) / 1000, (long)(atoi(ms) % 1000) * 1000000L};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
+}
+
 void guard_install_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -82,6 +91,9 @@ void guard_install_signals(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);   // a closed terminal or a lost ssh session: save, as for SIGTERM
+    // What scripts/ctron-mpirun turns a SIGTERM into: Open MPI's mpirun forwards SIGUSR1 to every rank at
+    // once, whereas its own SIGTERM handling sends SIGKILL one second after SIGTERM (docs/RELIABILITY.md).
+    sigaction(SIGUSR1, &sa, NULL);
     // A write past a file-size limit fails with EFBIG (reported) instead of killing the process.
     signal(SIGXFSZ, SIG_IGN);
 }
@@ -101,5 +113,6 @@ int guard_signal_agree(CommGroup *w) {
 }
 
 const char *guard_signal_name(int sig) {
-    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1"
+                                                                                                  : "a signal";
 }

@@ -498,6 +498,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
             times.fwd += f1 - f0;
             times.bwd += now_seconds() - f1;
         }
+        guard_test_slow_step();
         double o0 = now_seconds();
         if (pl) gather_stage_times(&times, pl, world, o->tp, o->pp);
         grads_reduce_sp(&m);
