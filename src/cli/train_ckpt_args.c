@@ -49,7 +49,7 @@ static int check_resume_tokenizer(const TrainOptions *o, const CkptState *st, ch
     return -1;
 }
 
-int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given) {
+int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given, TrainOptionApply apply) {
     char err[2048];
     if (o->resume) {
         CkptState st;
@@ -62,6 +62,10 @@ int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given)
                          sizeof o->resume_run_dir, err, sizeof err) != 0 ||
             ckpt_read_state(o->resume_step_dir, &st, err, sizeof err) != 0)
             return args_error("train", "--resume: %s", err);
+        // The memory, algorithm and layout options first: the layout decides how the checkpoint's
+        // micro-batches split over data-parallel groups (train_ckpt_merge).
+        if (train_config_resume(o, &st, given, n_given, apply, err, sizeof err) != 0)
+            return args_error("train", "%s", err);
         if (train_ckpt_merge(o, &st, given, n_given, err, sizeof err) != 0) return args_error("train", "%s", err);
         if (given_flag(given, n_given, "tokenizer") && check_resume_tokenizer(o, &st, err, sizeof err) != 0)
             return args_error("train", "%s", err);
