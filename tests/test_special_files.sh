@@ -49,7 +49,7 @@ fi
 
 # E. A FIFO as the output: with a reader it receives the bytes in place; without one, refused at once.
 mkfifo "$dir/fifo"
-cat "$dir/fifo" > "$dir/got.json" &
+timeout 30 cat "$dir/fifo" > "$dir/got.json" &   # bounded: a replaced FIFO has no writer
 reader=$!
 timeout 20 "$ctron" tokenize train --vocab 280 --in "$dir/small.txt" --out "$dir/fifo" > "$dir/w.out" 2>&1
 rc=$?
