@@ -58,10 +58,13 @@ typedef struct {
 
 // The input must be a readable regular file.
 static int check_input(const char *flag, const char *path) {
-    char err[1200];
-    int fd = fileio_open_regular(path, err, sizeof err);   // a FIFO is refused, never waited on
-    if (fd < 0) return usage_error("%s: %s", flag, err);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);   // a FIFO is refused below, never waited on for a writer
+    if (fd < 0) return usage_error("%s: cannot read '%s': %s", flag, path, strerror(errno));
+    struct stat st = {0};
+    int ok = fstat(fd, &st) == 0;
     close(fd);
+    if (!ok || !S_ISREG(st.st_mode))
+        return usage_error("%s: '%s' is not a regular file (it is %s)", flag, path, fileio_kind(st.st_mode));
     return 0;
 }
 
