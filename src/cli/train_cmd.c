@@ -79,7 +79,7 @@ void cli_train_usage(FILE *f) {
         "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
         "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
         "  --peak-gflops X   peak for MFU/HFU (default: the `ctron peak --precision P` figure of the run's\n"
-        "                    precision, measured once and cached)\n"
+        "                    precision, measured and cached for 30 days; a step that runs faster raises it)\n"
         "\n"
         "data, evaluation, output\n"
         "  --data FILE       a token file (llm.c format), or text: BPE with --tokenizer, else bytes (default data/kjv.txt)\n"
@@ -116,7 +116,8 @@ void cli_train_usage(FILE *f) {
         "  --keep K          keep the newest K checkpoints, 0 = all (default 3)\n"
         "  --stop-after N    stop after step N of --steps (saving there); resume later with --resume\n"
         "  --resume DIR      continue from the newest checkpoint in DIR (or from a step_ directory) up to\n"
-        "                    --steps; flags left out take the checkpoint's values, given ones must agree\n"
+        "                    --steps; flags left out take the checkpoint's values (state.json), given ones\n"
+        "                    must agree, or differ with a note where only memory or the layout changes\n"
         "  --list-options    print every option with what --resume does with it, and exit\n"
         "  -h, --help        this text\n");
 }
