@@ -7,6 +7,11 @@
 #  - non-finite weights or moments, or a negative second moment, are refused naming the tensor;
 #  - --resume with another --tokenizer is refused unless the vocabularies are identical;
 #  - a failed resume exits cleanly (no leak under the sanitizers);
+#  - a step_N directory holding another step, or a symlink named step_N, is a bad checkpoint: verify
+#    fails it and --resume falls back naming the reason (issue 23 C);
+#  - verify loads tokenizer.json as generate and resume do: a merge referring forward fails it, and
+#    --resume falls back to the older checkpoint (issue 23 I); verify's note stays on one line;
+#  - generate exits 1 (not 2) on a checkpoint that fails verification (docs/CLI.md);
 #  - messages: data order by name, a state.json number out of range, merges missing, a bad vocab
 #    blamed on state.json, an unreadable run directory.
 # usage: test_ckpt_verify.sh CTRON DATA
@@ -125,5 +130,54 @@ cp -r "$dir/run.orig" "$dir/locked"; chmod 000 "$dir/locked"
 "${asuser[@]}" "$ctron" train --resume "$dir/locked" > "$dir/p.out" 2>&1
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "cannot read .*locked/state.json.*: Permission denied" "$dir/p.out"' "chmod 000: $(cat "$dir/p.out")"
+
+# C. A forged step directory (a copy of step 4 named step 9) and a symlink step_7 -> step_4: verify
+# fails both naming the reason, and --resume takes the real newest, step 6.
+rm -rf "$dir/forge"; cp -r "$dir/run.orig" "$dir/forge"
+cp -r "$dir/forge/step_00000004" "$dir/forge/step_00000009"
+ln -s step_00000004 "$dir/forge/step_00000007"
+"$ctron" ckpt verify "$dir/forge" > "$dir/fg.out" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "step_00000009: FAILED: .* is named for step 9 but its state.json says step 4" "$dir/fg.out" &&
+       grep -q "step_00000007: FAILED: .* is a symbolic link (to '"'step_00000004'"')" "$dir/fg.out" &&
+       grep -q "3 of 5 verify; --resume .* takes step 6" "$dir/fg.out"' "forged step names: $(cat "$dir/fg.out")"
+"$ctron" train --resume "$dir/forge" --steps 7 > "$dir/fr.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "resumed from .*step_00000006 at step 6" "$dir/fr.out" &&
+       grep -q "note: skipping .*step_00000009: .*named for step 9 but its state.json says step 4" "$dir/fr.out"' \
+  "resume past a forged step_9: exit $rc: $(head -6 "$dir/fr.out")"
+"$ctron" generate --ckpt "$dir/forge/step_00000009" --tokens 2 > "$dir/fg2.out" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "error: --ckpt: .*named for step 9" "$dir/fg2.out"' \
+  "generate on a failed step directory exits 1 (docs/CLI.md): exit $rc: $(cat "$dir/fg2.out")"
+
+# I. A tokenizer.json whose merge refers forward (token 256 made of token 299): generate refuses it,
+# so verify must too, and --resume falls back to the older checkpoint that has a good one.
+"$ctron" train "${tiny[@]}" --data "$dir/c.txt" --tokenizer "$dir/t1.json" --vocab 300 --steps 4 --save-every 2 \
+  --keep 0 --ckpt-dir "$dir/fwd" > /dev/null 2>&1
+/usr/bin/python3 - "$dir/fwd/step_00000004" <<'PY'
+import json, os, sys, zlib
+d = sys.argv[1]; p = os.path.join(d, "tokenizer.json")
+t = json.load(open(p)); t["merges"][0] = [279, t["merges"][0][1]]
+b = (json.dumps(t) + "\n").encode(); open(p, "wb").write(b)
+# checksums.txt rewritten to match, as a hand-edited checkpoint would be
+lines = open(os.path.join(d, "checksums.txt")).read().splitlines()
+out = [f"crc32 {zlib.crc32(b):08x} {len(b)} tokenizer.json" if l.endswith(" tokenizer.json") else l for l in lines]
+open(os.path.join(d, "checksums.txt"), "w").write("\n".join(out) + "\n")
+PY
+"$ctron" ckpt verify "$dir/fwd" > "$dir/fw.out" 2>&1
+rc=$?
+check '[ $rc -eq 1 ] && grep -q "step_00000004: FAILED: tokenizer.json: " "$dir/fw.out" && grep -q "takes step 2" "$dir/fw.out"' \
+  "verify a forward merge: exit $rc: $(cat "$dir/fw.out")"
+"$ctron" train --resume "$dir/fwd" --steps 5 > "$dir/fw2.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "resumed from .*step_00000002 at step 2" "$dir/fw2.out" &&
+       grep -q "note: skipping .*step_00000004: tokenizer.json" "$dir/fw2.out"' "resume falls back past it: exit $rc: $(head -4 "$dir/fw2.out")"
+
+# Verify's note (a checkpoint without checksums.txt) is one line, its parenthesis closed on it.
+rm -rf "$dir/nosum"; cp -r "$dir/run.orig/step_00000002" "$dir/nosum"; rm "$dir/nosum/checksums.txt"
+"$ctron" ckpt verify "$dir/nosum" > "$dir/ns.out" 2>&1
+check '[ "$(wc -l < "$dir/ns.out")" -eq 1 ] && grep -q ": ok (note: .*no checksums.txt.*checksummed)$" "$dir/ns.out"' \
+  "the note on one line: $(cat "$dir/ns.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

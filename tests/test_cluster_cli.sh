@@ -87,6 +87,24 @@ expect "layout recompute=some: expected none, selective, full or plan" "${A100[@
 expect "no layout fits in 40 GiB per GPU" --gpu a100-40g --nodes 1 --layers 4 --hidden 4096 --heads 32 --vocab 51200 \
   --seq 1048576 --global-batch 8
 
+# Issue 23 G: a job no layout divides searches an empty list (qsort(NULL, 0) under UBSan, make sanitize).
+expect "no layout divides the job" --gpu a100-80g --nodes 1 --layers 2 --hidden 64 --heads 4 --vocab 1 --seq 1 --global-batch 1
+# Issue 23 H: --check reads a bounded text file: /dev/zero (a device: never ended, its int line counter
+# overflowing), a NUL byte, an overlong line and a huge file are refused at once, naming the line.
+M=(--gpu a100-80g --nodes 1 --preset gpt2 --global-batch 8)
+out=$(timeout 10 "$ctron" plan --cluster "${M[@]}" --check /dev/zero 2>&1 > /dev/null); rc=$?
+if [ $rc -eq 2 ] && grep -q "'/dev/zero' is a character device, expected a regular file" <<< "$out"; then ok
+else bad "--check /dev/zero: rc $rc (124: never ended): $out"; fi
+printf 't=1,p=1,d=8,mb=1 1.0\n\0t=1 2\n' > "$dir/nul.txt"
+expect "--check $dir/nul.txt:2: a NUL byte at offset 21" "${M[@]}" --check "$dir/nul.txt"
+head -c 600 /dev/zero | tr '\0' 'x' > "$dir/long.txt"
+expect "--check $dir/long.txt:1: a line longer than 511 characters" "${M[@]}" --check "$dir/long.txt"
+truncate -s 2M "$dir/huge.txt"
+expect "holds 2097152 bytes, more than the 1048576 this reader takes" "${M[@]}" --check "$dir/huge.txt"
+# --mem gives its range (--mem 1 once asked for 3492316938240 GPUs of 0 GiB).
+expect "--mem: '1' is out of range: expected a size from 1 GiB to 1 PiB" "${A100[@]}" --nodes 8 --preset 175B --mem 1
+expect "--mem: 'lots' is not a size: expected a size from 1 GiB to 1 PiB" "${A100[@]}" --nodes 8 --preset 175B --mem lots
+
 # The search over a 1T model on 4096 GPUs: seconds (generous bound: 20 s on a shared machine).
 start=$(date +%s.%N)
 out=$("$ctron" plan --cluster "${A100[@]}" --nodes 512 --preset 1T --global-batch 4096 --top 3)

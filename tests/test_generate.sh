@@ -81,12 +81,13 @@ b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]
 off = 8 + n + json.loads(b[8:8 + n])["wte.weight"]["data_offsets"][0]
 b[off + 4 * 5:off + 4 * 6] = struct.pack("<f", float("nan")); open(sys.argv[1], "wb").write(b)
 PY
-expect 2 "tensor 'wte.weight' holds nan at element 5; weights and optimizer moments must be finite" --ckpt "$dir/nan"
-# A truncated model file: its checksum names it, and generate refuses (exit 2), before and
+# A checkpoint that fails verification is a runtime error, exit 1, as docs/CLI.md says (issue 23: was 2).
+expect 1 "tensor 'wte.weight' holds nan at element 5; weights and optimizer moments must be finite" --ckpt "$dir/nan"
+# A truncated model file: its checksum names it, and generate refuses (exit 1), before and
 # without the checksums (the safetensors reader then finds it).
 head -c 100 "$dir/run/step_00000030/model.safetensors" > "$dir/trunc" && mv "$dir/trunc" "$dir/run/step_00000030/model.safetensors"
-expect 2 "model.safetensors' has 100 bytes, checksums.txt lists" --ckpt "$dir/run"
+expect 1 "model.safetensors' has 100 bytes, checksums.txt lists" --ckpt "$dir/run"
 rm "$dir/run/step_00000030/checksums.txt"
-expect 2 "exceeds the file" --ckpt "$dir/run"
+expect 1 "exceeds the file" --ckpt "$dir/run"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -143,5 +143,14 @@ if [ $rc -eq 2 ] && grep -q "stage 0 does not fit 1.00 MiB: the least it needs i
 else bad "plan --pp 2 --mem-budget 1MiB: rc $rc, $out"; fi
 out=$("$ctron" plan "${shape[@]}" --pp 3 --mem-budget 1GiB 2>&1 >/dev/null); rc=$?
 if [ $rc -eq 2 ] && grep -q "L = 8 layers is not divisible by P = 3 (--pp 3)" <<< "$out"; then ok; else bad "plan --pp 3: rc $rc, $out"; fi
+# Sizes out of range say the range (issue 23: "not a size" for 0 and 1e30).
+for b in 0 1e30 -5; do
+  out=$("$ctron" plan --budget $b 2>&1 > /dev/null); rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "--budget: '$b' is out of range: expected a size from 1 B to 1 EiB" <<< "$out"; then ok
+  else bad "plan --budget $b -> rc $rc: $out"; fi
+done
+out=$("$ctron" plan --budget 2GiBs 2>&1 > /dev/null); rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--budget: '2GiBs' is not a size: expected a size from 1 B to 1 EiB" <<< "$out"; then ok
+else bad "plan --budget 2GiBs -> rc $rc: $out"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

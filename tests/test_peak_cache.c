@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "backend/cpu/gemm_bf16.h"
 #include "check.h"
@@ -59,7 +60,8 @@ int main(void) {
     char old[600];
     snprintf(old, sizeof old, "%s/old.json", dir);
     f = fopen(old, "w");
-    fputs("{\"version\":1,\"entries\":[{\"cpu\":\"cpu Z\",\"threads\":2,\"gflops\":205.5,\"measured_at\":1}]}\n", f);
+    fprintf(f, "{\"version\":1,\"entries\":[{\"cpu\":\"cpu Z\",\"threads\":2,\"gflops\":205.5,\"measured_at\":%.0f}]}\n",
+            (double)time(NULL) - 86400.0);
     fclose(f);
     CHECK(peak_cache_read_prec(old, "cpu Z", 2, "fp32", &g) == 0 && g == 205.5, "old file is fp32 %g", g);
     CHECK(peak_cache_read_prec(old, "cpu Z", 2, "bf16", &g) == -1, "old file has no bf16");
@@ -113,6 +115,35 @@ int main(void) {
     best = 0;
     gf = peak_gflops_measure_sizes_prec(1, "bf16", sizes, 1, 1, &best);
     CHECK(gf > 0 && best == 64, "tiny bf16 measurement %g at n=%d (support %d: %s)", gf, best, support, why);
+
+    // Issue 23 D: absurd figures and old or undated measurements are refused like a missing one, with
+    // the reason; writing an absurd figure is refused.
+    char planted[600], reason[512];
+    snprintf(planted, sizeof planted, "%s/planted.json", dir);
+    struct { const char *gflops; double age_s; int want; const char *reason; } cases[] = {
+        {"1e-300", 60, -2, "1e-300 GFLOP/s in"}, {"1e308", 60, -2, "1e+308 GFLOP/s in"}, {"-5", 60, -2, "not plausible"},
+        {"150", 31 * 86400.0, -2, "was measured 31 days ago (it expires after 30)"},
+        {"150", -86400.0, -2, "has no valid measured_at (in the future)"}, {"150", 29 * 86400.0, 0, ""},
+        {"0.02", 60, 0, ""}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        f = fopen(planted, "w");
+        fprintf(f, "{\"version\":1,\"entries\":[{\"cpu\":\"cpu P\",\"threads\":1,\"gflops\":%s,\"measured_at\":%.0f}]}\n",
+                cases[i].gflops, (double)time(NULL) - cases[i].age_s);
+        fclose(f);
+        reason[0] = '\0';
+        g = -1;
+        int rc = peak_cache_lookup(planted, "cpu P", 1, "fp32", &g, NULL, reason, sizeof reason);
+        CHECK(rc == cases[i].want && strstr(reason, cases[i].reason), "planted %s GFLOP/s aged %.0f s: rc %d (want %d), '%s'",
+              cases[i].gflops, cases[i].age_s, rc, cases[i].want, reason);
+        CHECK(peak_cache_read(planted, "cpu P", 1, &g) == (cases[i].want == 0 ? 0 : -1), "read agrees for %s", cases[i].gflops);
+    }
+    f = fopen(planted, "w");
+    fputs("{\"version\":1,\"entries\":[{\"cpu\":\"cpu P\",\"threads\":1,\"gflops\":150}]}\n", f);
+    fclose(f);
+    CHECK(peak_cache_lookup(planted, "cpu P", 1, "fp32", &g, NULL, reason, sizeof reason) == -2 && strstr(reason, "(missing)"),
+          "an undated figure is refused: '%s'", reason);
+    CHECK(peak_cache_write(planted, "cpu P", 1, 1e308, err, sizeof err) == -1 && strstr(err, "not a plausible peak"),
+          "an absurd figure is not written: '%s'", err);
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

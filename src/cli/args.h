@@ -9,4 +9,7 @@ int args_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 int args_int(const char *cmd, const char *flag, const char *text, long lo, long hi, int *out);
 // Number in lo..hi (hi excluded when hi_open); returns 0 or the usage-error exit code.
 int args_double(const char *cmd, const char *flag, const char *text, double lo, double hi, int hi_open, double *out);
+// A size in bytes (6GiB, 512MiB, 2e9: memory/planner.h's parse_bytes) in lo..hi bytes; the message
+// gives the range. Returns 0 or the usage-error exit code.
+int args_bytes(const char *cmd, const char *flag, const char *text, double lo, double hi, double *out);
 #endif

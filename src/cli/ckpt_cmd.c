@@ -18,7 +18,9 @@ void cli_ckpt_usage(FILE *f) {
         "Verifies every checkpoint of a run directory DIR (or the one step_NNNNNNNN directory DIR): each\n"
         "file against checksums.txt (size and crc32), state.json, both safetensors files, the step in\n"
         "state.json, model.safetensors and optimizer.safetensors alike, every weight and moment finite\n"
-        "and every second moment >= 0. Prints one line per checkpoint and the one `--resume DIR` takes.\n"
+        "and every second moment >= 0, a step_N name that matches its step and is no symbolic link, and\n"
+        "tokenizer.json as generate and --resume read it. Prints one line per checkpoint and the one\n"
+        "`--resume DIR` takes (it skips each that fails, naming why).\n"
         "Exit 0 when all verify, 1 when one does not, 2 on a usage error.\n");
 }
 
@@ -29,8 +31,8 @@ static int verify_one(const char *step_dir) {
         printf("%s: FAILED: %s\n", step_dir, err);
         return -1;
     }
-    printf("%s: ok%s%s\n", step_dir, note[0] ? " (note: " : "", note[0] ? note : "");
-    if (note[0]) printf(")\n");
+    if (note[0]) printf("%s: ok (note: %s)\n", step_dir, note);
+    else printf("%s: ok\n", step_dir);
     return 0;
 }
 

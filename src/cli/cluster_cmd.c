@@ -13,6 +13,7 @@
 #include "memory/cluster_search.h"
 #include "memory/planner.h"
 #include "memory/presets.h"
+#include "util/fileio.h"
 
 #define CMD "plan --cluster"
 #define GIB 1073741824.0
@@ -199,8 +200,9 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         case O_CLUSTER: case O_GPU: break;
         case O_PEAK: rc = positive("--peak-tflops", optarg, "a GPU's peak", 1e12, &a->gpu.peak_flops); a->custom |= 1; break;
         case O_MEM:
-            if (parse_bytes(optarg, &a->gpu.mem_bytes) != 0)
-                return args_error(CMD, "--mem: '%s' is not a size (expected e.g. 80GiB)", optarg);
+            // A GPU of less than 1 GiB holds no model this planner is for (--mem 1 once asked for 3.5e12 GPUs).
+            if ((rc = args_bytes(CMD, "--mem", optarg, 1073741824.0, 1125899906842624.0, &a->gpu.mem_bytes)) != 0)
+                return rc;
             a->custom |= 2;
             break;
         case O_HBM: rc = positive("--hbm-gbs", optarg, "a memory bandwidth", 1e9, &a->gpu.hbm_bw); a->custom |= 4; break;
@@ -315,14 +317,49 @@ static int explain_nothing_fits(const ClusterArgs *a, const ClusterResults *r) {
                       least->mem_max / GIB, least->worst_stage, ceil(least->mem_max / GIB));
 }
 
+// --check reads a short text file: one line per measured layout.
+enum { CHECK_MAX_BYTES = 1 << 20, CHECK_MAX_LINE = 511 };
+
+// The whole file, refused unless it is text: no NUL byte, no line longer than CHECK_MAX_LINE.
+static int read_check_file(const char *path, char **text, size_t *len) {
+    uint8_t *data;
+    char err[1200];
+    if (fileio_read_bounded(path, CHECK_MAX_BYTES, &data, len, err, sizeof err) != 0)
+        return args_error(CMD, "--check: %s", err);
+    size_t line_start = 0;
+    long line = 1;
+    for (size_t i = 0; i < *len; i++) {
+        if (data[i] == '\0') {
+            free(data);
+            return args_error(CMD, "--check %s:%ld: a NUL byte at offset %zu: expected text lines 'LAYOUT SECONDS'",
+                              path, line, i);
+        }
+        if (data[i] == '\n') { line++; line_start = i + 1; }
+        else if (i - line_start >= CHECK_MAX_LINE) {
+            free(data);
+            return args_error(CMD, "--check %s:%ld: a line longer than %d characters: expected 'LAYOUT SECONDS'", path,
+                              line, CHECK_MAX_LINE);
+        }
+    }
+    *text = (char *)data;
+    return 0;
+}
+
 static int run_check(const ClusterArgs *a) {
-    FILE *f = fopen(a->check, "r");
-    if (!f) return args_error(CMD, "--check: cannot read '%s': %s", a->check, strerror(errno));
-    char line[512];
-    int lineno = 0, n = 0;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_check_file(a->check, &text, &len);
+    if (rc) return rc;
+    long lineno = 0;
+    int n = 0;
     double sum_abs = 0;
     printf("%-58s %10s %10s %8s\n", "layout", "measured s", "predicted", "error");
-    while (fgets(line, sizeof line, f)) {
+    for (size_t at = 0; at < len;) {
+        char line[CHECK_MAX_LINE + 2];
+        size_t k = 0;
+        while (at < len && text[at] != '\n') line[k++] = text[at++];
+        at++;   // the newline
+        line[k] = '\0';
         lineno++;
         char *p = line;
         while (isspace((unsigned char)*p)) p++;
@@ -330,15 +367,15 @@ static int run_check(const ClusterArgs *a) {
         char spec[256];
         double measured;
         if (sscanf(p, "%255s %lf", spec, &measured) != 2 || !(measured > 0)) {
-            fclose(f);
-            return args_error(CMD, "--check %s:%d: expected 'LAYOUT SECONDS', got '%.60s'", a->check, lineno, p);
+            free(text);
+            return args_error(CMD, "--check %s:%ld: expected 'LAYOUT SECONDS', got '%.60s'", a->check, lineno, p);
         }
         ClusterLayout lay;
         char err[256];
         if (cluster_layout_parse(spec, &a->job, &lay, err, sizeof err) != 0 ||
             cluster_layout_check(&a->job, &a->gpu, &lay, err, sizeof err) != 0) {
-            fclose(f);
-            return args_error(CMD, "--check %s:%d: %s", a->check, lineno, err);
+            free(text);
+            return args_error(CMD, "--check %s:%ld: %s", a->check, lineno, err);
         }
         ClusterPrediction pr;
         cluster_predict(&a->job, &a->gpu, &lay, 0, &pr);
@@ -349,7 +386,7 @@ static int run_check(const ClusterArgs *a) {
         sum_abs += fabs(e);
         n++;
     }
-    fclose(f);
+    free(text);
     if (!n) return args_error(CMD, "--check %s: no layouts", a->check);
     printf("mean |error| %.1f%% over %d layouts\n", sum_abs / n, n);
     return 0;

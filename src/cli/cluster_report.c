@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cluster_cmd.h"
+#include "util/fileio.h"
 #include "memory/cluster_time.h"
 
 #define GIB 1073741824.0
@@ -113,8 +114,9 @@ static const char *part_colours[PART_COUNT] = {"#1f77b4", "#aec7e8", "#9edae5", 
 
 int cluster_svg_save(const char *path, const ClusterJob *job, const GpuSpec *gpu, const ClusterPrediction *c, int n,
                      char *err, size_t errlen) {
-    FILE *f = fopen(path, "w");
-    if (!f) return snprintf(err, errlen, "--svg: cannot write '%s': %s", path, strerror(errno)), -1;
+    char why[512];
+    FILE *f = fileio_fopen_out(path, 0, why, sizeof why);
+    if (!f) return snprintf(err, errlen, "--svg: %s", why), -1;
     const double left = 330, bar_h = 24, gap = 12, top = 60, plot_w = 520;
     double height = top + n * (bar_h + gap) + 110, width = left + plot_w + 90, tmax = 0;
     for (int i = 0; i < n; i++)

@@ -100,8 +100,12 @@ static int parse(int argc, char **argv, GenArgs *g) {
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (!g->ckpt) return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory)");
     char err[1024];
-    if (ckpt_resolve(g->ckpt, g->step_dir, sizeof g->step_dir, NULL, 0, err, sizeof err) != 0 ||
-        ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
+    int found = ckpt_resolve(g->ckpt, g->step_dir, sizeof g->step_dir, NULL, 0, err, sizeof err);
+    if (found == -2) {   // checkpoints that fail validation: a runtime error (exit 1, docs/CLI.md), not usage
+        fprintf(stderr, "ctron %s: error: --ckpt: %s\n", CMD, err);
+        return 1;
+    }
+    if (found != 0 || ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
         return args_error(CMD, "--ckpt: %s", err);
     if (!g->precision_given) g->precision = (Precision)g->state.precision;   // as the run trained
     if (g->precision == PRECISION_BF16) {   // as train: said before any work when the GEMMs are not native

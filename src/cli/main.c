@@ -1,4 +1,5 @@
 // ctron: a GPT trainer in C whose every saved activation is named and counted.
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli/cli.h"
@@ -24,17 +25,32 @@ static void usage(FILE *f) {
         "  help      this text\n");
 }
 
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} commands[] = {{"train", cli_train_main},   {"tokenize", cli_tokenize_main}, {"generate", cli_generate_main},
+                {"ckpt", cli_ckpt_main},     {"memory", cli_memory_main},     {"plan", cli_plan_main},
+                {"peak", cli_peak_main}};
+
+// Output that never arrived is a failure (stdout on a full disk or /dev/full): exit 1 at the end, as
+// for a failing --log, with the system's error, unless the command failed already.
+static int check_stdout(int rc) {
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
+    fprintf(stderr, "ctron: error: writing to standard output failed: %s; what was printed is incomplete\n",
+            errno ? strerror(errno) : "an earlier write failed");
+    return rc == 0 ? 1 : rc;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return CTRON_EXIT_USAGE; }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "train") == 0) return cli_train_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "tokenize") == 0) return cli_tokenize_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "generate") == 0) return cli_generate_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "ckpt") == 0) return cli_ckpt_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "memory") == 0) return cli_memory_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "plan") == 0) return cli_plan_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "peak") == 0) return cli_peak_main(argc - 1, argv + 1);
-    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) { usage(stdout); return 0; }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0) return check_stdout(commands[i].run(argc - 1, argv + 1));
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return check_stdout(0);
+    }
     fprintf(stderr, "ctron: unknown command '%s'\n", cmd);
     usage(stderr);
     return CTRON_EXIT_USAGE;

@@ -76,8 +76,8 @@ int cli_plan_main(int argc, char **argv) {
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         switch (ch) {
         case O_BUDGET:
-            if (parse_bytes(optarg, &budget) != 0)
-                return args_error(CMD, "--%s: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", opts[li].name, optarg);
+            if ((rc = args_bytes(CMD, li == 0 ? "--budget" : "--mem-budget", optarg, 1, PARSE_BYTES_MAX, &budget)) != 0)
+                return rc;
             break;
         case O_PP: rc = args_int(CMD, "--pp", optarg, 1, 65535, &pp); break;
         case O_VIRTUAL: rc = args_int(CMD, "--virtual-stages", optarg, 1, 65535, &virtual_stages); break;
@@ -99,8 +99,7 @@ int cli_plan_main(int argc, char **argv) {
         case O_SP: o.sp = 1; break;
         case O_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &o.threads); break;
         case O_OFFLOAD_BUDGET:
-            if (parse_bytes(optarg, &o.offload_budget) != 0)
-                return args_error(CMD, "--offload-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
+            if ((rc = args_bytes(CMD, "--offload-budget", optarg, 1, PARSE_BYTES_MAX, &o.offload_budget)) != 0) return rc;
             break;
         case O_DTYPE:
             if (policy_parse_dtype(optarg, &o.act_dtype) != 0)

@@ -28,7 +28,8 @@ void cli_tokenize_usage(FILE *f) {
         "options\n"
         "  --vocab N          train: vocabulary size, 256..65536\n"
         "  --in FILE          the input file\n"
-        "  --out FILE         the output file (written to FILE.tmp, then renamed)\n"
+        "  --out FILE         the output file (written to FILE.tmp, then renamed; a FIFO or a device such\n"
+        "                     as /dev/null is written in place)\n"
         "  --tokenizer FILE   encode, decode: a vocabulary from `ctron tokenize train`\n"
         "  --val-frac X       encode: the last X of the tokens (0 <= X < 1) go to a validation file\n"
         "                     (default 0: one file)\n"
@@ -58,12 +59,13 @@ typedef struct {
 
 // The input must be a readable regular file.
 static int check_input(const char *flag, const char *path) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);   // a FIFO is refused below, never waited on for a writer
     if (fd < 0) return usage_error("%s: cannot read '%s': %s", flag, path, strerror(errno));
-    struct stat st;
-    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    struct stat st = {0};
+    int ok = fstat(fd, &st) == 0;
     close(fd);
-    if (!regular) return usage_error("%s: '%s' is not a regular file", flag, path);
+    if (!ok || !S_ISREG(st.st_mode))
+        return usage_error("%s: '%s' is not a regular file (it is %s)", flag, path, fileio_kind(st.st_mode));
     return 0;
 }
 
@@ -84,6 +86,10 @@ static int check_output(const char *flag, const char *path) {
         rc = usage_error("%s: cannot write '%s': folder '%s' is not writable", flag, path, dir);
     else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         rc = usage_error("%s: '%s' is a folder", flag, path);
+    else {   // a FIFO or /dev/null is written in place, never renamed over; a block device is refused
+        char err[1200];
+        if (fileio_out_kind(path, err, sizeof err) == FILEIO_OUT_REFUSED) rc = usage_error("%s: %s", flag, err);
+    }
     free(dir);
     return rc;
 }

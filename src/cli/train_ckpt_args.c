@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "io/checkpoint.h"
 #include "io/ckpt_fs.h"
+#include "io/run_lock.h"
 #include "tokenizer/bpe.h"
 #include "train/train_ckpt.h"
 #include "util/fileio.h"
@@ -48,14 +49,23 @@ static int check_resume_tokenizer(const TrainOptions *o, const CkptState *st, ch
     return -1;
 }
 
-int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given) {
+int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given, TrainOptionApply apply) {
     char err[2048];
     if (o->resume) {
         CkptState st;
+        char who[200];
+        // A run in progress may not have saved yet ("no checkpoint" would mislead): name the holder.
+        if (run_lock_holder(o->resume, who, sizeof who))
+            return args_error("train", "--resume: '%s' is in use by another ctron run (%s); wait for it to end or "
+                              "stop it (SIGTERM saves a checkpoint), then resume", o->resume, who[0] ? who : "holder unknown");
         if (ckpt_resolve(o->resume, o->resume_step_dir, sizeof o->resume_step_dir, o->resume_run_dir,
                          sizeof o->resume_run_dir, err, sizeof err) != 0 ||
             ckpt_read_state(o->resume_step_dir, &st, err, sizeof err) != 0)
             return args_error("train", "--resume: %s", err);
+        // The memory, algorithm and layout options first: the layout decides how the checkpoint's
+        // micro-batches split over data-parallel groups (train_ckpt_merge).
+        if (train_config_resume(o, &st, given, n_given, apply, err, sizeof err) != 0)
+            return args_error("train", "%s", err);
         if (train_ckpt_merge(o, &st, given, n_given, err, sizeof err) != 0) return args_error("train", "%s", err);
         if (given_flag(given, n_given, "tokenizer") && check_resume_tokenizer(o, &st, err, sizeof err) != 0)
             return args_error("train", "%s", err);

@@ -17,6 +17,7 @@
 #include "data/tokenfile.h"
 #include "cli/train_ckpt_args.h"
 #include "cli/train_run_dir.h"
+#include "train/train_config.h"
 #include "util/fileio.h"
 #include "memory/ledger_report.h"
 
@@ -78,7 +79,7 @@ void cli_train_usage(FILE *f) {
         "  --gelu-bits K                     Few-Bit GeLU: keep a K-bit code (1..4) of the GeLU input and use\n"
         "                                    the optimal piecewise-constant GeLU' in backward (default 0: exact)\n"
         "  --peak-gflops X   peak for MFU/HFU (default: the `ctron peak --precision P` figure of the run's\n"
-        "                    precision, measured once and cached)\n"
+        "                    precision, measured and cached for 30 days; a step that runs faster raises it)\n"
         "\n"
         "data, evaluation, output\n"
         "  --data FILE       a token file (llm.c format), or text: BPE with --tokenizer, else bytes (default data/kjv.txt)\n"
@@ -115,7 +116,9 @@ void cli_train_usage(FILE *f) {
         "  --keep K          keep the newest K checkpoints, 0 = all (default 3)\n"
         "  --stop-after N    stop after step N of --steps (saving there); resume later with --resume\n"
         "  --resume DIR      continue from the newest checkpoint in DIR (or from a step_ directory) up to\n"
-        "                    --steps; flags left out take the checkpoint's values, given ones must agree\n"
+        "                    --steps; flags left out take the checkpoint's values (state.json), given ones\n"
+        "                    must agree, or differ with a note where only memory or the layout changes\n"
+        "  --list-options    print every option with what --resume does with it, and exit\n"
         "  -h, --help        this text\n");
 }
 
@@ -131,7 +134,7 @@ enum {
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PRECISION, OPT_BF16, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE
+    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS
 };
 
 // The device is opened once here, so that a missing GPU or driver, or an index past the devices
@@ -182,166 +185,195 @@ static int was_given(const char *const *given, int n, const char *flag) {
     return 0;
 }
 
-int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
-    static const struct option opts[] = {
-        {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
-        {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
-        {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
-        {"dropout", required_argument, 0, OPT_DROPOUT}, {"steps", required_argument, 0, OPT_STEPS},
-        {"lr", required_argument, 0, OPT_LR}, {"min-lr", required_argument, 0, OPT_MIN_LR},
-        {"warmup", required_argument, 0, OPT_WARMUP}, {"weight-decay", required_argument, 0, OPT_WD},
-        {"clip", required_argument, 0, OPT_CLIP}, {"grad-accum", required_argument, 0, OPT_ACCUM},
-        {"seed", required_argument, 0, OPT_SEED}, {"data", required_argument, 0, OPT_DATA},
-        {"val-frac", required_argument, 0, OPT_VAL_FRAC}, {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
-        {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES}, {"threads", required_argument, 0, OPT_THREADS},
-        {"log", required_argument, 0, OPT_LOG}, {"print-every", required_argument, 0, OPT_PRINT_EVERY},
-        {"ledger", no_argument, 0, OPT_LEDGER}, {"sample", required_argument, 0, OPT_SAMPLE},
-        {"prompt", required_argument, 0, OPT_PROMPT},
-        {"recompute", required_argument, 0, OPT_RECOMPUTE}, {"recompute-method", required_argument, 0, OPT_RC_METHOD},
-        {"recompute-num-layers", required_argument, 0, OPT_RC_NUM},
-        {"recompute-layers", required_argument, 0, OPT_RC_LAYERS}, {"dropout-masks", required_argument, 0, OPT_MASKS},
-        {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"precision", required_argument, 0, OPT_PRECISION},
-        {"bf16", no_argument, 0, OPT_BF16}, {"peak-gflops", required_argument, 0, OPT_PEAK},
-        {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
-        {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
-        {"data-order", required_argument, 0, OPT_DATA_ORDER},
-        {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
-        {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
-        {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
-        {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
-        {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
-        {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
-        {"virtual-stages", required_argument, 0, OPT_VSTAGES},
-        {"recompute-microbatches", required_argument, 0, OPT_RC_MICRO},
-        {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
-        {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
-        {"resume", required_argument, 0, OPT_RESUME},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    train_options_default(o);
-    o->world_size = world_size;
-    const char *given[sizeof opts / sizeof opts[0]];   // long names of the flags given (--resume merges by them)
-    int n_given = 0, li = -1;
+// Every long option of ctron train (the command line, and --resume's restoring of recorded options).
+static const struct option train_opts[] = {
+    {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
+    {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
+    {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
+    {"dropout", required_argument, 0, OPT_DROPOUT}, {"steps", required_argument, 0, OPT_STEPS},
+    {"lr", required_argument, 0, OPT_LR}, {"min-lr", required_argument, 0, OPT_MIN_LR},
+    {"warmup", required_argument, 0, OPT_WARMUP}, {"weight-decay", required_argument, 0, OPT_WD},
+    {"clip", required_argument, 0, OPT_CLIP}, {"grad-accum", required_argument, 0, OPT_ACCUM},
+    {"seed", required_argument, 0, OPT_SEED}, {"data", required_argument, 0, OPT_DATA},
+    {"val-frac", required_argument, 0, OPT_VAL_FRAC}, {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+    {"eval-batches", required_argument, 0, OPT_EVAL_BATCHES}, {"threads", required_argument, 0, OPT_THREADS},
+    {"log", required_argument, 0, OPT_LOG}, {"print-every", required_argument, 0, OPT_PRINT_EVERY},
+    {"ledger", no_argument, 0, OPT_LEDGER}, {"sample", required_argument, 0, OPT_SAMPLE},
+    {"prompt", required_argument, 0, OPT_PROMPT},
+    {"recompute", required_argument, 0, OPT_RECOMPUTE}, {"recompute-method", required_argument, 0, OPT_RC_METHOD},
+    {"recompute-num-layers", required_argument, 0, OPT_RC_NUM},
+    {"recompute-layers", required_argument, 0, OPT_RC_LAYERS}, {"dropout-masks", required_argument, 0, OPT_MASKS},
+    {"act-dtype", required_argument, 0, OPT_ACT_DTYPE}, {"precision", required_argument, 0, OPT_PRECISION},
+    {"bf16", no_argument, 0, OPT_BF16}, {"peak-gflops", required_argument, 0, OPT_PEAK},
+    {"no-ledger", no_argument, 0, OPT_NO_LEDGER},
+    {"tokenizer", required_argument, 0, OPT_TOKENIZER}, {"val-data", required_argument, 0, OPT_VAL_DATA},
+    {"data-order", required_argument, 0, OPT_DATA_ORDER},
+    {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
+    {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
+    {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
+    {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
+    {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+    {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
+    {"virtual-stages", required_argument, 0, OPT_VSTAGES},
+    {"recompute-microbatches", required_argument, 0, OPT_RC_MICRO},
+    {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
+    {"resume", required_argument, 0, OPT_RESUME},
+    {"list-options", no_argument, 0, OPT_LIST_OPTIONS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+
+// Sets one option from its text (NULL for a flag without a value), as on the command line: 0, -1
+// (done, exit 0: not an option here), or the usage-error exit code with the message printed.
+static int apply_option(TrainOptions *o, int ch, const char *optarg, const char *flag) {
     GPTConfig *c = &o->model;
     double x;
     int rc = 0, seed;
+    (void)flag;
+    switch (ch) {
+    case OPT_LAYERS: rc = parse_int("--layers", optarg, 1, 65535, &c->layers); break;
+    case OPT_HIDDEN: rc = parse_int("--hidden", optarg, 1, INT_MAX, &c->hidden); break;
+    case OPT_HEADS: rc = parse_int("--heads", optarg, 1, INT_MAX, &c->heads); break;
+    case OPT_SEQ: rc = parse_int("--seq", optarg, 1, INT_MAX, &c->seq); break;
+    case OPT_BATCH: rc = parse_int("--batch", optarg, 1, INT_MAX, &c->batch); break;
+    case OPT_VOCAB: rc = parse_int("--vocab", optarg, 1, INT_MAX, &c->vocab); break;
+    case OPT_DROPOUT: rc = parse_float("--dropout", optarg, 0.0, 1.0, 1, &x); c->dropout = (float)x; break;
+    case OPT_STEPS: rc = parse_int("--steps", optarg, 1, INT_MAX, &o->steps); break;
+    case OPT_LR: rc = parse_float("--lr", optarg, 1e-12, 10.0, 0, &x); o->lr = (float)x; break;
+    case OPT_MIN_LR: rc = parse_float("--min-lr", optarg, 0.0, 10.0, 0, &x); o->min_lr = (float)x; break;
+    case OPT_WARMUP: rc = parse_int("--warmup", optarg, 0, INT_MAX, &o->warmup); break;
+    case OPT_WD: rc = parse_float("--weight-decay", optarg, 0.0, 10.0, 0, &x); o->weight_decay = (float)x; break;
+    case OPT_CLIP: rc = parse_float("--clip", optarg, 0.0, 1e9, 0, &x); o->clip = (float)x; break;
+    case OPT_ACCUM: rc = parse_int("--grad-accum", optarg, 1, 65535, &o->grad_accum); break;
+    case OPT_SEED: rc = parse_int("--seed", optarg, 0, INT_MAX, &seed); o->seed = (uint64_t)seed; break;
+    case OPT_DATA: o->data_path = optarg; break;
+    case OPT_VAL_FRAC: rc = parse_float("--val-frac", optarg, 0.0, 1.0, 1, &x); o->val_frac = x; break;
+    case OPT_EVAL_EVERY: rc = parse_int("--eval-every", optarg, 0, INT_MAX, &o->eval_every); break;
+    case OPT_EVAL_BATCHES: rc = parse_int("--eval-batches", optarg, 1, 1000000, &o->eval_batches); break;
+    case OPT_THREADS: rc = parse_int("--threads", optarg, 1, 4096, &o->threads); break;
+    case OPT_LOG: o->log_path = optarg; break;
+    case OPT_PRINT_EVERY: rc = parse_int("--print-every", optarg, 1, INT_MAX, &o->print_every); break;
+    case OPT_LEDGER: o->show_ledger = 1; break;   // the default; kept for scripts that ask for it
+    case OPT_NO_LEDGER: o->show_ledger = 0; break;
+    case OPT_TOKENIZER: o->tokenizer_path = optarg; break;
+    case OPT_VAL_DATA: o->val_path = optarg; break;
+    case OPT_DATA_ORDER:
+        if (strcmp(optarg, "random") == 0) o->data_order = DATA_RANDOM;
+        else if (strcmp(optarg, "sequential") == 0) o->data_order = DATA_SEQUENTIAL;
+        else return usage_error("--data-order: unknown order '%s' (expected random or sequential)", optarg);
+        break;
+    case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
+    case OPT_PROMPT: o->sample_prompt = optarg; break;
+    case OPT_RECOMPUTE: o->recompute = optarg; break;
+    case OPT_RC_METHOD: o->recompute_method = optarg; break;
+    case OPT_RC_NUM: rc = parse_int("--recompute-num-layers", optarg, 1, 65535, &o->recompute_num_layers); break;
+    case OPT_RC_LAYERS: o->recompute_layers = optarg; break;
+    case OPT_MASKS:
+        if (policy_parse_masks(optarg, &o->masks) != 0)
+            return usage_error("--dropout-masks: unknown mode '%s' (expected bytes, bits or regen)", optarg);
+        break;
+    case OPT_ACT_DTYPE:
+        if (policy_parse_dtype(optarg, &o->act_dtype) != 0)
+            return usage_error("--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
+        break;
+    case OPT_PRECISION: {
+        Precision pr;
+        if (precision_parse(optarg, &pr) != 0)
+            return usage_error("--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
+        o->precision = (int)pr;
+        break;
+    }
+    case OPT_BF16: o->precision = PRECISION_BF16; break;
+    case OPT_DEVICE: o->device = optarg; break;
+    case OPT_PEAK: rc = parse_float("--peak-gflops", optarg, 1e-3, 1e12, 0, &x); o->peak_gflops = x; break;
+    case OPT_CKPT_DIR: o->ckpt_dir = optarg; break;
+    case OPT_SAVE_EVERY: rc = parse_int("--save-every", optarg, 0, INT_MAX, &o->save_every); break;
+    case OPT_KEEP: rc = parse_int("--keep", optarg, 0, INT_MAX, &o->keep); break;
+    case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
+    case OPT_RESUME: o->resume = optarg; break;
+    case OPT_TEMPO: {
+        char err[256];
+        if (policy_parse_tempo(optarg, &o->tempo, err, sizeof err) != 0) return usage_error("%s", err);
+        break;
+    }
+    case OPT_ATTENTION:
+        if (strcmp(optarg, "flash") == 0) o->flash = 1;
+        else if (strcmp(optarg, "standard") == 0) o->flash = 0;
+        else return usage_error("--attention: unknown kind '%s' (expected standard or flash)", optarg);
+        break;
+    case OPT_MINI_SEQ: rc = parse_int("--mini-seq", optarg, 0, 65536, &o->mini_seq); break;
+    case OPT_OFFLOAD: {
+        char err[320];
+        if (policy_parse_offload(optarg, &o->offload, err, sizeof err) != 0) return usage_error("%s", err);
+        break;
+    }
+    case OPT_OFFLOAD_DIR: o->offload_dir = optarg; break;
+    case OPT_STATIC_PLAN: o->static_plan = 1; break;
+    case OPT_OFFLOAD_BUDGET:
+        rc = args_bytes("train", "--offload-budget", optarg, 1, PARSE_BYTES_MAX, &o->offload_budget);
+        break;
+    case OPT_MEM_BUDGET:
+        rc = args_bytes("train", "--mem-budget", optarg, 1, PARSE_BYTES_MAX, &o->mem_budget);
+        break;
+    case OPT_GELU_BITS: rc = parse_int("--gelu-bits", optarg, 0, 4, &o->gelu_bits); break;
+    case OPT_MAX_BAD: rc = parse_int("--max-bad-steps", optarg, 0, INT_MAX, &o->max_bad_steps); break;
+    case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
+    case OPT_SP: o->sp = 1; break;
+    case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;
+    case OPT_PP: rc = parse_int("--pp", optarg, 1, 4096, &o->pp); break;
+    case OPT_PP_SCHEDULE: {
+        PipeScheduleKind k;
+        if (pipe_schedule_parse(optarg, &k) != 0)
+            return usage_error("--pp-schedule: unknown schedule '%s' (expected 1f1b, interleaved, gpipe or layered)",
+                               optarg);
+        o->pp_schedule = (int)k;
+        break;
+    }
+    case OPT_VSTAGES: rc = parse_int("--virtual-stages", optarg, 1, 65535, &o->virtual_stages); break;
+    case OPT_RC_MICRO: rc = parse_int("--recompute-microbatches", optarg, 0, 65535, &o->recompute_microbatches); break;
+    default: return usage_error("unknown option '%s'", flag);
+    }
+    return rc;
+}
+
+// apply_option by long name, for --resume (train_config_resume): value is the recorded text.
+static int apply_recorded(TrainOptions *o, const char *name, const char *value) {
+    if (o->n_resume_options == (int)(sizeof o->resume_options / sizeof o->resume_options[0]))
+        return usage_error("--resume: the checkpoint records more options than this ctron restores");
+    char *kept = o->resume_options[o->n_resume_options++];   // string options keep pointing at it
+    snprintf(kept, sizeof o->resume_options[0], "%s", value);
+    value = kept;
+    for (size_t i = 0; train_opts[i].name; i++)
+        if (strcmp(train_opts[i].name, name) == 0) {
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", name);
+            return apply_option(o, train_opts[i].val, train_opts[i].has_arg == no_argument ? NULL : value, flag);
+        }
+    return usage_error("--resume: the checkpoint records an option --%s this ctron does not have", name);
+}
+
+int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
+    train_options_default(o);
+    o->world_size = world_size;
+    enum { N_OPTS = sizeof train_opts / sizeof train_opts[0] };
+    const char *given[N_OPTS];   // long names of the flags given (--resume merges by them)
+    int n_given = 0, li = -1, rc = 0;
+    GPTConfig *c = &o->model;
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":h", opts, &li)) != -1) {
-        if (ch >= 1000 && li >= 0 && n_given < (int)(sizeof given / sizeof given[0])) given[n_given++] = opts[li].name;
+    while ((ch = getopt_long(argc, argv, ":h", train_opts, &li)) != -1) {
+        if (ch >= 1000 && li >= 0 && n_given < N_OPTS) given[n_given++] = train_opts[li].name;
         li = -1;
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         switch (ch) {
-        case OPT_LAYERS: rc = parse_int("--layers", optarg, 1, 65535, &c->layers); break;
-        case OPT_HIDDEN: rc = parse_int("--hidden", optarg, 1, INT_MAX, &c->hidden); break;
-        case OPT_HEADS: rc = parse_int("--heads", optarg, 1, INT_MAX, &c->heads); break;
-        case OPT_SEQ: rc = parse_int("--seq", optarg, 1, INT_MAX, &c->seq); break;
-        case OPT_BATCH: rc = parse_int("--batch", optarg, 1, INT_MAX, &c->batch); break;
-        case OPT_VOCAB: rc = parse_int("--vocab", optarg, 1, INT_MAX, &c->vocab); break;
-        case OPT_DROPOUT: rc = parse_float("--dropout", optarg, 0.0, 1.0, 1, &x); c->dropout = (float)x; break;
-        case OPT_STEPS: rc = parse_int("--steps", optarg, 1, INT_MAX, &o->steps); break;
-        case OPT_LR: rc = parse_float("--lr", optarg, 1e-12, 10.0, 0, &x); o->lr = (float)x; break;
-        case OPT_MIN_LR: rc = parse_float("--min-lr", optarg, 0.0, 10.0, 0, &x); o->min_lr = (float)x; break;
-        case OPT_WARMUP: rc = parse_int("--warmup", optarg, 0, INT_MAX, &o->warmup); break;
-        case OPT_WD: rc = parse_float("--weight-decay", optarg, 0.0, 10.0, 0, &x); o->weight_decay = (float)x; break;
-        case OPT_CLIP: rc = parse_float("--clip", optarg, 0.0, 1e9, 0, &x); o->clip = (float)x; break;
-        case OPT_ACCUM: rc = parse_int("--grad-accum", optarg, 1, 65535, &o->grad_accum); break;
-        case OPT_SEED: rc = parse_int("--seed", optarg, 0, INT_MAX, &seed); o->seed = (uint64_t)seed; break;
-        case OPT_DATA: o->data_path = optarg; break;
-        case OPT_VAL_FRAC: rc = parse_float("--val-frac", optarg, 0.0, 1.0, 1, &x); o->val_frac = x; break;
-        case OPT_EVAL_EVERY: rc = parse_int("--eval-every", optarg, 0, INT_MAX, &o->eval_every); break;
-        case OPT_EVAL_BATCHES: rc = parse_int("--eval-batches", optarg, 1, 1000000, &o->eval_batches); break;
-        case OPT_THREADS: rc = parse_int("--threads", optarg, 1, 4096, &o->threads); break;
-        case OPT_LOG: o->log_path = optarg; break;
-        case OPT_PRINT_EVERY: rc = parse_int("--print-every", optarg, 1, INT_MAX, &o->print_every); break;
-        case OPT_LEDGER: o->show_ledger = 1; break;   // the default; kept for scripts that ask for it
-        case OPT_NO_LEDGER: o->show_ledger = 0; break;
-        case OPT_TOKENIZER: o->tokenizer_path = optarg; break;
-        case OPT_VAL_DATA: o->val_path = optarg; break;
-        case OPT_DATA_ORDER:
-            if (strcmp(optarg, "random") == 0) o->data_order = DATA_RANDOM;
-            else if (strcmp(optarg, "sequential") == 0) o->data_order = DATA_SEQUENTIAL;
-            else return usage_error("--data-order: unknown order '%s' (expected random or sequential)", optarg);
-            break;
-        case OPT_SAMPLE: rc = parse_int("--sample", optarg, 0, 1000000, &o->sample_tokens); break;
-        case OPT_PROMPT: o->sample_prompt = optarg; break;
-        case OPT_RECOMPUTE: o->recompute = optarg; break;
-        case OPT_RC_METHOD: o->recompute_method = optarg; break;
-        case OPT_RC_NUM: rc = parse_int("--recompute-num-layers", optarg, 1, 65535, &o->recompute_num_layers); break;
-        case OPT_RC_LAYERS: o->recompute_layers = optarg; break;
-        case OPT_MASKS:
-            if (policy_parse_masks(optarg, &o->masks) != 0)
-                return usage_error("--dropout-masks: unknown mode '%s' (expected bytes, bits or regen)", optarg);
-            break;
-        case OPT_ACT_DTYPE:
-            if (policy_parse_dtype(optarg, &o->act_dtype) != 0)
-                return usage_error("--act-dtype: unknown type '%s' (expected fp32 or bf16)", optarg);
-            break;
-        case OPT_PRECISION: {
-            Precision pr;
-            if (precision_parse(optarg, &pr) != 0)
-                return usage_error("--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
-            o->precision = (int)pr;
-            break;
-        }
-        case OPT_BF16: o->precision = PRECISION_BF16; break;
-        case OPT_DEVICE: o->device = optarg; break;
-        case OPT_PEAK: rc = parse_float("--peak-gflops", optarg, 1e-3, 1e12, 0, &x); o->peak_gflops = x; break;
-        case OPT_CKPT_DIR: o->ckpt_dir = optarg; break;
-        case OPT_SAVE_EVERY: rc = parse_int("--save-every", optarg, 0, INT_MAX, &o->save_every); break;
-        case OPT_KEEP: rc = parse_int("--keep", optarg, 0, INT_MAX, &o->keep); break;
-        case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
-        case OPT_RESUME: o->resume = optarg; break;
-        case OPT_TEMPO: {
-            char err[256];
-            if (policy_parse_tempo(optarg, &o->tempo, err, sizeof err) != 0) return usage_error("%s", err);
-            break;
-        }
-        case OPT_ATTENTION:
-            if (strcmp(optarg, "flash") == 0) o->flash = 1;
-            else if (strcmp(optarg, "standard") == 0) o->flash = 0;
-            else return usage_error("--attention: unknown kind '%s' (expected standard or flash)", optarg);
-            break;
-        case OPT_MINI_SEQ: rc = parse_int("--mini-seq", optarg, 0, 65536, &o->mini_seq); break;
-        case OPT_OFFLOAD: {
-            char err[320];
-            if (policy_parse_offload(optarg, &o->offload, err, sizeof err) != 0) return usage_error("%s", err);
-            break;
-        }
-        case OPT_OFFLOAD_DIR: o->offload_dir = optarg; break;
-        case OPT_STATIC_PLAN: o->static_plan = 1; break;
-        case OPT_OFFLOAD_BUDGET:
-            if (parse_bytes(optarg, &o->offload_budget) != 0)
-                return usage_error("--offload-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
-            break;
-        case OPT_MEM_BUDGET:
-            if (parse_bytes(optarg, &o->mem_budget) != 0)
-                return usage_error("--mem-budget: '%s' is not a size (expected e.g. 6GiB, 512MiB, 2e9)", optarg);
-            break;
-        case OPT_GELU_BITS: rc = parse_int("--gelu-bits", optarg, 0, 4, &o->gelu_bits); break;
-        case OPT_MAX_BAD: rc = parse_int("--max-bad-steps", optarg, 0, INT_MAX, &o->max_bad_steps); break;
-        case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
-        case OPT_SP: o->sp = 1; break;
-        case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;
-        case OPT_PP: rc = parse_int("--pp", optarg, 1, 4096, &o->pp); break;
-        case OPT_PP_SCHEDULE: {
-            PipeScheduleKind k;
-            if (pipe_schedule_parse(optarg, &k) != 0)
-                return usage_error("--pp-schedule: unknown schedule '%s' (expected 1f1b, interleaved, gpipe or layered)",
-                                   optarg);
-            o->pp_schedule = (int)k;
-            break;
-        }
-        case OPT_VSTAGES: rc = parse_int("--virtual-stages", optarg, 1, 65535, &o->virtual_stages); break;
-        case OPT_RC_MICRO: rc = parse_int("--recompute-microbatches", optarg, 0, 65535, &o->recompute_microbatches); break;
         case 'h': cli_train_usage(stdout); return -1;
+        case OPT_LIST_OPTIONS: train_config_list(stdout); return -1;
         case ':': return usage_error("%s: missing value", flag);
-        default: return usage_error("unknown option '%s'", flag);
+        default: rc = apply_option(o, ch, optarg, flag);
         }
         if (rc) return rc;
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-    if ((rc = cli_train_ckpt_flags(o, given, n_given)) != 0) return rc;
+    if ((rc = cli_train_ckpt_flags(o, given, n_given, apply_recorded)) != 0) return rc;
     if ((rc = check_precision(o, given, n_given)) != 0) return rc;
     if ((rc = check_device(o)) != 0) return rc;
 
@@ -438,8 +470,8 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
                                "each split needs at least %d", c->seq, o->data_path, n, n_train, n_val, c->seq + 1);
     }
     if (o->log_path) {
-        FILE *f = fopen(o->log_path, "a");
-        if (!f) return usage_error("--log: cannot write '%s': %s", o->log_path, strerror(errno));
+        FILE *f = fileio_fopen_out(o->log_path, 1, err, sizeof err);
+        if (!f) return usage_error("--log: %s", err);
         fclose(f);
     }
     return cli_train_ckpt_dir(o);
@@ -488,6 +520,13 @@ int cli_train_main(int argc, char **argv) {
     RunLocks locks = {-1, -1};
     int rc = parse_on_all_ranks(&comm, argc, argv, &o);
     if (rc == 0) rc = cli_train_claim(&comm, &o, &locks);   // before any collective of the run
+    // Open MPI's mpirun follows its SIGTERM to the ranks with SIGKILL a second later: a preempted run
+    // saves only when launched through scripts/ctron-mpirun (docs/RELIABILITY.md).
+    if (rc == 0 && comm.world.rank == 0 && comm.world.size > 1 && o.ckpt_dir && getenv("OMPI_COMM_WORLD_SIZE") &&
+        !getenv("CTRON_LAUNCHER"))
+        fprintf(stderr, "ctron train: note: a SIGTERM to mpirun reaches the ranks with a SIGKILL one second behind it, "
+                "before a step can finish and save; launch with scripts/ctron-mpirun (it turns SIGTERM into "
+                "SIGUSR1, which every rank saves on) so that a preemption loses nothing\n");
     if (rc == 0) rc = train_run(&o, &comm);
     cli_train_release(&locks);
     comm_finalize(&comm);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "util/common.h"
 #include "util/fileio.h"
+#include <unistd.h>
 
 static void put_le32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -87,8 +88,10 @@ int tokenfile_read(const char *path, int vocab, int32_t **tokens, size_t *n, cha
 }
 
 int tokenfile_sniff(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return -1; }
+    int fd = fileio_open_regular(path, err, errlen);   // a FIFO is refused, never waited on
+    if (fd < 0) return -1;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); close(fd); return -1; }
     uint8_t head[4];
     size_t got = fread(head, 1, 4, f);
     int bad = ferror(f);

@@ -187,7 +187,7 @@ int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, si
     snprintf(state, sizeof state, "%s/%s", path, STATE_FILE);
     char note[1200];
     if (stat(state, &sb) == 0) {   // a step directory, named explicitly: it must verify
-        if (ckpt_verify(path, note, sizeof note, err, errlen) != 0) return -1;
+        if (ckpt_verify(path, note, sizeof note, err, errlen) != 0) return -2;
         if (note[0]) fprintf(stderr, "ctron: note: %s\n", note);
         snprintf(step_dir, len, "%s", path);
         if (run_dir) parent_dir(path, run_dir, run_len);
@@ -226,7 +226,7 @@ int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, si
         snprintf(err, errlen, "no checkpoint in '%s' verifies (%d step_ director%s; the newest: %s)", path, n,
                  n == 1 ? "y" : "ies", first_err);
         free(steps);
-        return -1;
+        return -2;
     }
     if (found < n - 1)
         fprintf(stderr, "ctron: note: using %s, the newest checkpoint that verifies\n", step_dir);

@@ -20,6 +20,7 @@
 // Everything state.json records: what a resumed run needs besides the tensors to continue
 // bitwise exactly. Data order and dropout masks are pure functions of (seed, step, sample), so
 // the step and the seed are the whole data position and RNG state.
+#define CKPT_MAX_OPTIONS 48
 typedef struct {
     int step;                     // optimizer steps completed
     GPTConfig model;
@@ -44,6 +45,12 @@ typedef struct {
     // Reading: the checkpoint's tokenizer.json (the BPE vocabulary of its tokens, tokenizer/bpe.h),
     // or empty for byte-level tokens. Saving: ignored (see CkptSaveOptions.tokenizer_json).
     char tokenizer_path[1024];
+    // state.json "options": the train options that change the numbers and have no section above
+    // (memory and algorithm flags, the layout), as flag -> the text the command line takes; the
+    // list is train/train_config.c's. Optional (absent in an older ctron's checkpoints: n_options 0).
+    int n_options;
+    char option_flag[CKPT_MAX_OPTIONS][32];
+    char option_value[CKPT_MAX_OPTIONS][192];
 } CkptState;
 
 // DIR/step_NNNNNNNN (at least 8 digits).
@@ -53,6 +60,8 @@ void ckpt_step_dir(const char *dir, int step, char *out, size_t len);
 // values); each newer one skipped is named on stderr with the reason. Incomplete saves (.tmp-*)
 // are never considered.
 // run_dir (may be NULL) receives the directory that holds the step directories.
+// Returns 0; -1 when there is no checkpoint to read (missing, not a directory, no step_ directory);
+// -2 when there are checkpoints and none verifies (err says why).
 int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, size_t run_len, char *err,
                  size_t errlen);
 // Reads and validates step_dir/state.json.

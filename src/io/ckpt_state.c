@@ -95,6 +95,10 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     cJSON_AddStringToObject(fi, "optimizer", "optimizer.safetensors");
     cJSON_AddStringToObject(fi, "weight_orientation", "conv1d");
     cJSON_AddStringToObject(o, "tokenizer", st->tokenizer_path[0] ? "tokenizer.json" : "bytes");
+    if (st->n_options > 0) {
+        cJSON *op2 = cJSON_AddObjectToObject(o, "options");
+        for (int i = 0; i < st->n_options; i++) cJSON_AddStringToObject(op2, st->option_flag[i], st->option_value[i]);
+    }
 
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
@@ -154,6 +158,24 @@ static const char *string(Reader *r, const char *section, const char *name) {
     const cJSON *x = field(r, section, name);
     if (x && !cJSON_IsString(x)) bad(r, section, name, "a string");
     return x && cJSON_IsString(x) ? x->valuestring : "";
+}
+
+// "options" (optional): an object of at most CKPT_MAX_OPTIONS strings, names and texts of bounded length.
+static void read_options(Reader *r, CkptState *st) {
+    const cJSON *ops = cJSON_GetObjectItemCaseSensitive(r->root, "options"), *x;
+    if (r->failed || !ops) return;
+    if (!cJSON_IsObject(ops)) { bad(r, NULL, "options", "an object of option texts"); return; }
+    cJSON_ArrayForEach(x, ops) {
+        if (st->n_options == CKPT_MAX_OPTIONS) { bad(r, NULL, "options", "at most " "48" " entries"); return; }
+        if (!cJSON_IsString(x) || !x->string || strlen(x->string) >= sizeof st->option_flag[0] ||
+            strlen(x->valuestring) >= sizeof st->option_value[0]) {
+            bad(r, "options", x->string ? x->string : "?", "a string of at most 191 characters under a name of at most 31");
+            return;
+        }
+        snprintf(st->option_flag[st->n_options], sizeof st->option_flag[0], "%s", x->string);
+        snprintf(st->option_value[st->n_options], sizeof st->option_value[0], "%s", x->valuestring);
+        st->n_options++;
+    }
 }
 
 int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
@@ -235,6 +257,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     } else if (!r.failed && strcmp(tok, "bytes") != 0) {
         bad(&r, NULL, "tokenizer", "\"bytes\" or \"tokenizer.json\"");
     }
+    read_options(&r, st);
     cJSON_Delete(root);
     return r.failed ? -1 : 0;
 }

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "io/ckpt_manifest.h"
+#include "tokenizer/bpe.h"
 
 int ckpt_check_values(const StFile *f, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < f->n; i++) {
@@ -71,6 +73,56 @@ static int verify_tensors(const char *dir, const char *name, int step, int requi
     return rc;
 }
 
+// A step directory is its checkpoint: step_N must hold step N, and may not be a symbolic link (--keep
+// prunes by name, and a link's name says nothing of what it points at). Other names (a copy given
+// explicitly, "latest -> step_N") are not step directories and are only checked for their content.
+static int check_step_name(const char *step_dir, int step, char *err, size_t errlen) {
+    char name[4096];
+    snprintf(name, sizeof name, "%s", step_dir);
+    for (size_t n = strlen(name); n > 1 && name[n - 1] == '/';) name[--n] = '\0';
+    const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+    char *end;
+    if (strncmp(base, "step_", 5) != 0 || base[5] < '0' || base[5] > '9') return 0;
+    long named = strtol(base + 5, &end, 10);
+    if (*end != '\0') return 0;
+    struct stat sb;
+    if (lstat(name, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+        char target[4096];
+        ssize_t k = readlink(name, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        snprintf(err, errlen, "'%s' is a symbolic link (to '%s'), not a step directory: a checkpoint is never read "
+                 "through a link named step_N (its name need not match its content, and --keep prunes by name)",
+                 step_dir, target);
+        return -1;
+    }
+    if (named != step) {
+        snprintf(err, errlen, "'%s' is named for step %ld but its state.json says step %d (a copied or renamed "
+                 "directory?)", step_dir, named, step);
+        return -1;
+    }
+    return 0;
+}
+
+// What resume and generate read besides the tensors: a BPE vocabulary that loads (merges refer only to
+// earlier tokens, ...) and fits the model's vocabulary.
+static int verify_tokenizer(const CkptState *st, char *err, size_t errlen) {
+    if (!st->tokenizer_path[0]) return 0;
+    Bpe bpe;
+    char why[1024];
+    if (bpe_load(&bpe, st->tokenizer_path, why, sizeof why) != 0) {
+        snprintf(err, errlen, "tokenizer.json: %s", why);
+        return -1;
+    }
+    int n = bpe.vocab_size;
+    bpe_free(&bpe);
+    if (n > st->model.vocab) {
+        snprintf(err, errlen, "'%s' has %d tokens but the model's vocabulary is %d", st->tokenizer_path, n,
+                 st->model.vocab);
+        return -1;
+    }
+    return 0;
+}
+
 int ckpt_verify(const char *step_dir, char *note, size_t notelen, char *err, size_t errlen) {
     if (note && notelen) note[0] = '\0';
     CkptState st;
@@ -83,6 +135,8 @@ int ckpt_verify(const char *step_dir, char *note, size_t notelen, char *err, siz
     }
     if (verify_sums(step_dir, note, notelen, err, errlen) != 0) return -1;
     if (ckpt_read_state(step_dir, &st, err, errlen) != 0) return -1;
+    if (check_step_name(step_dir, st.step, err, errlen) != 0) return -1;
+    if (verify_tokenizer(&st, err, errlen) != 0) return -1;
     if (verify_tensors(step_dir, "model.safetensors", st.step, 1, err, errlen) != 0) return -1;
     // optimizer.safetensors: generate needs only the weights, so a weights-only directory is usable there
     return verify_tensors(step_dir, "optimizer.safetensors", st.step, 0, err, errlen);

@@ -6,6 +6,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "util/fileio.h"
 
 // Takes the lock on an open descriptor; 0, -2 when held elsewhere, -1 on another error.
 static int take(int fd, const char *path, char *err, size_t errlen) {
@@ -35,11 +36,20 @@ static long flock_holder(int fd) {
 int run_lock_dir(const char *dir, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, RUN_LOCK_FILE);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    // O_NONBLOCK: a FIFO put there must be refused, not waited on (open would block for a reader).
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (fd < 0) {
         snprintf(err, errlen, "cannot create the lock file '%s': %s", path, strerror(errno));
         return -1;
     }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "the lock file '%s' is %s, not a regular file: ctron keeps its run lock there; remove "
+                 "it", path, fileio_kind(sb.st_mode));
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     int rc = take(fd, path, err, errlen);
     if (rc == -2) {   // the holder wrote its pid and host when it took the lock
         char who[160] = "";
@@ -61,9 +71,31 @@ int run_lock_dir(const char *dir, char *err, size_t errlen) {
     return fd;
 }
 
+int run_lock_holder(const char *dir, char *who, size_t wholen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, RUN_LOCK_FILE);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return 0;
+    struct stat sb;
+    int held = 0;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+        ssize_t n = pread(fd, who, wholen - 1, 0);
+        who[n > 0 ? n : 0] = '\0';
+        who[strcspn(who, "\n")] = '\0';
+        held = 1;
+    }
+    close(fd);
+    return held;
+}
+
 int run_lock_file(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    // A FIFO or device is written in place (never blocking on a FIFO nobody reads); a regular file is
+    // created if missing and never truncated.
+    int kind = fileio_out_kind(path, err, errlen), fd;
+    if (kind == FILEIO_OUT_REFUSED) return -1;
+    if (kind == FILEIO_OUT_IN_PLACE) {
+        if ((fd = fileio_open_in_place(path, 1, err, errlen)) < 0) return -1;
+    } else if ((fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0) {
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }

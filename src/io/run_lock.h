@@ -15,6 +15,8 @@ int run_lock_dir(const char *dir, char *err, size_t errlen);
 // Locks the file path itself (created if missing, never truncated): the --log of a run. Same
 // returns; the holder's pid comes from /proc/locks when the kernel shows it.
 int run_lock_file(const char *path, char *err, size_t errlen);
+// Is dir's lock held by another process? 1 with who ("pid P host H"), 0 when free or absent.
+int run_lock_holder(const char *dir, char *who, size_t wholen);
 // Releases (closes) a descriptor from run_lock_dir / run_lock_file; -1 is ignored.
 void run_lock_release(int fd);
 #endif

@@ -110,6 +110,13 @@ int st_write_hooked(const StFile *f, const char *path, StWriteHook hook, void *c
     cJSON_Delete(hdr);
     size_t jlen = strlen(json), padded = align_up(jlen, 8);   // data starts 8-byte aligned
     char tmp[4096];
+    // Tensors go to regular files only: renaming over a FIFO or device node would replace it.
+    if (fileio_out_kind(path, err, errlen) != FILEIO_OUT_REPLACE) {
+        if (fileio_out_kind(path, err, errlen) == FILEIO_OUT_IN_PLACE)
+            snprintf(err, errlen, "'%s' exists and is not a regular file: safetensors are written only as files", path);
+        cJSON_free(json);
+        return -1;
+    }
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {

@@ -61,7 +61,7 @@ int cluster_search(const ClusterJob *job, const GpuSpec *gpu, const ClusterLimit
                             }
         }
     }
-    qsort(out->c, (size_t)out->n, sizeof *out->c, cluster_rank_cmp);
+    if (out->n > 0) qsort(out->c, (size_t)out->n, sizeof *out->c, cluster_rank_cmp);   // c is NULL when none
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "memory/fig7_svg.h"
 #include <errno.h>
 #include <string.h>
+#include "util/fileio.h"
 
 // The bars of one group, in the paper's order; "no parallelism" (≈ 5× the baseline) would flatten
 // every other bar, so it is left to the table.
@@ -90,9 +91,10 @@ void fig7_svg_write(FILE *f, const MemoryConfig *cs, int n) {
 }
 
 int fig7_svg_save(const char *path, const MemoryConfig *cs, int n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "w");
+    char why[512];
+    FILE *f = fileio_fopen_out(path, 0, why, sizeof why);
     if (!f) {
-        snprintf(err, errlen, "--plot: cannot write '%s': %s", path, strerror(errno));
+        snprintf(err, errlen, "--plot: %s", why);
         return -1;
     }
     fig7_svg_write(f, cs, n);

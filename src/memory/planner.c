@@ -271,7 +271,7 @@ int parse_bytes(const char *text, double *out) {
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(end, units[i].suffix) == 0) {
             // above 2^60 bytes (an exabyte) a size means nothing here, and it must fit a size_t (fuzzing)
-            if (v * units[i].scale > 1152921504606846976.0) return -1;
+            if (v * units[i].scale > PARSE_BYTES_MAX) return -1;
             *out = v * units[i].scale;
             return 0;
         }

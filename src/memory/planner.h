@@ -69,4 +69,6 @@ void plan_policy(const MemPlan *p, const ActShape *sh, MemoryPolicy *pol);
 void plan_flags(const MemPlan *p, int layers, char *buf, size_t len);
 // "6GiB", "512MiB", "1.5G", "2e9" (bytes): returns 0, or -1 when it is not a positive size up to 2^60.
 int parse_bytes(const char *text, double *out);
+// The largest size parse_bytes accepts: 2^60 bytes (1 EiB); above it a size means nothing here.
+#define PARSE_BYTES_MAX 1152921504606846976.0
 #endif

@@ -1,11 +1,14 @@
 #include "train/guards.h"
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
+#include <time.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "util/common.h"
+#include "util/fileio.h"
 
 int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
     int first = -1, none = 4 + 12 * m->cfg.layers;   // indices in the whole model's list (full_index)
@@ -41,15 +44,13 @@ int guard_write_diagnostic(const char *path, const GPT *m, int step, double loss
         if (counts[i]) cJSON_AddNumberToObject(t, m->info[i].name, (double)counts[i]);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
-    FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0) ok = 0;
+    const void *parts[2] = {text, "\n"};
+    size_t sizes[2] = {strlen(text), 1};
+    char why[512];
+    int rc = fileio_write_atomic(path, parts, sizes, 2, why, sizeof why);
     cJSON_free(text);
-    if (!ok) {
-        snprintf(err, errlen, "cannot write the diagnostic '%s'", path);
-        return -1;
-    }
-    return 0;
+    if (rc != 0) snprintf(err, errlen, "the diagnostic: %s", why);
+    return rc;
 }
 
 void guard_test_inject_nan(GPT *m, int step, int world_rank) {
@@ -75,6 +76,13 @@ static void on_signal(int sig) {
     pending = sig;
 }
 
+void guard_test_slow_step(void) {
+    const char *ms = getenv("CTRON_TEST_STEP_SLEEP_MS");
+    if (!ms || atoi(ms) <= 0) return;
+    struct timespec left = {atoi(ms) / 1000, (long)(atoi(ms) % 1000) * 1000000L};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
+}
+
 void guard_install_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -83,6 +91,9 @@ void guard_install_signals(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);   // a closed terminal or a lost ssh session: save, as for SIGTERM
+    // What scripts/ctron-mpirun turns a SIGTERM into: Open MPI's mpirun forwards SIGUSR1 to every rank at
+    // once, whereas its own SIGTERM handling sends SIGKILL one second after SIGTERM (docs/RELIABILITY.md).
+    sigaction(SIGUSR1, &sa, NULL);
     // A write past a file-size limit fails with EFBIG (reported) instead of killing the process.
     signal(SIGXFSZ, SIG_IGN);
 }
@@ -102,5 +113,6 @@ int guard_signal_agree(CommGroup *w) {
 }
 
 const char *guard_signal_name(int sig) {
-    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : sig == SIGUSR1 ? "SIGUSR1"
+                                                                                                  : "a signal";
 }

@@ -22,6 +22,9 @@ void guard_test_inject_nan(GPT *m, int step, int world_rank);
 // SIGINT, SIGTERM and SIGHUP set a flag the training loop reads at the end of each step; a second one
 // while the first is handled acts as the default (ends the process; checkpoints are atomic).
 void guard_install_signals(void);
+// Test hook: CTRON_TEST_STEP_SLEEP_MS=N makes every step N ms longer (a sleep between the backward and
+// the optimizer that signals do not cut short): a step longer than mpirun's kill timeout, cheaply.
+void guard_test_slow_step(void);
 // The signal received (SIGINT, SIGTERM, SIGHUP) or 0.
 int guard_signal_pending(void);
 // Collective over w: the signal of the lowest rank that received one, on every rank, or 0.

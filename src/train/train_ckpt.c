@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "memory/ledger_report.h"
+#include "train/train_config.h"
 #include "util/common.h"
 
 int train_ckpt_last_step(const TrainOptions *o) {
@@ -41,6 +42,15 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     st->keep = o->keep;
     st->eval_every = o->eval_every;
     st->eval_batches = o->eval_batches;
+    // Every option that changes the numbers and has no section of its own (train_config.c's list).
+    TrainConfigField f[TRAIN_CONFIG_MAX];
+    int n = train_config_fields(o, f, TRAIN_CONFIG_MAX);
+    for (int i = 0; i < n && st->n_options < CKPT_MAX_OPTIONS; i++)
+        if (train_config_recorded(f[i].resume)) {
+            snprintf(st->option_flag[st->n_options], sizeof st->option_flag[0], "%s", f[i].flag);
+            snprintf(st->option_value[st->n_options], sizeof st->option_value[0], "%s", f[i].value);
+            st->n_options++;
+        }
 }
 
 int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const LRSchedule *sched, int step,

@@ -5,79 +5,90 @@
 #include <string.h>
 #include <zlib.h>
 #include "util/common.h"
+#include "model/policy.h"
+#include "train/pipe_schedule.h"
 
 #define SAME 0
+#define R_FREE RESUME_FREE
+#define R_STATE RESUME_STATE
+#define R_KEEP RESUME_KEEP
+#define R_NOTE RESUME_NOTE
+#define R_LAYOUT RESUME_LAYOUT
+#define R_RECORD RESUME_RECORD
 #define FLOAT_TEXT(x) float_text((char[32]){0}, 32, (x))
 #define LOCAL 1
 
 // Every option of TrainOptions, in one list: a new flag gets one line here, and the MPI ranks then
 // compare it. LOCAL: may legitimately differ between ranks (host paths, what only rank 0 prints).
+// The third column says what --resume does with it (ResumeClass, train_config.h); the recorded ones
+// are written to state.json "options" as the text the command line takes.
 #define TRAIN_CONFIG_LIST(X, o)                                                                      \
-    X("layers", SAME, "%d", (o)->model.layers)                                                       \
-    X("hidden", SAME, "%d", (o)->model.hidden)                                                       \
-    X("heads", SAME, "%d", (o)->model.heads)                                                         \
-    X("seq", SAME, "%d", (o)->model.seq)                                                             \
-    X("batch", SAME, "%d", (o)->model.batch)                                                         \
-    X("vocab", SAME, "%d", (o)->model.vocab)                                                         \
-    X("dropout", SAME, "%s", FLOAT_TEXT((o)->model.dropout))                                           \
-    X("steps", SAME, "%d", (o)->steps)                                                               \
-    X("grad-accum", SAME, "%d", (o)->grad_accum)                                                     \
-    X("warmup", SAME, "%d", (o)->warmup)                                                             \
-    X("eval-every", SAME, "%d", (o)->eval_every)                                                     \
-    X("eval-batches", SAME, "%d", (o)->eval_batches)                                                 \
-    X("sample", SAME, "%d", (o)->sample_tokens)                                                      \
-    X("lr", SAME, "%s", FLOAT_TEXT((o)->lr))                                                           \
-    X("min-lr", SAME, "%s", FLOAT_TEXT((o)->min_lr))                                                   \
-    X("weight-decay", SAME, "%s", FLOAT_TEXT((o)->weight_decay))                                       \
-    X("adam-beta1", SAME, "%s", FLOAT_TEXT((o)->beta1))                                                \
-    X("adam-beta2", SAME, "%s", FLOAT_TEXT((o)->beta2))                                                \
-    X("clip", SAME, "%s", FLOAT_TEXT((o)->clip))                                                       \
-    X("val-frac", SAME, "%.17g", (o)->val_frac)                                                      \
-    X("seed", SAME, "%llu", (unsigned long long)(o)->seed)                                           \
-    X("data-order", SAME, "%s", (o)->data_order == DATA_SEQUENTIAL ? "sequential" : "random")        \
-    X("recompute", SAME, "%s", (o)->recompute)                                                       \
-    X("recompute-method", SAME, "%s", (o)->recompute_method)                                         \
-    X("recompute-num-layers", SAME, "%d", (o)->recompute_num_layers)                                 \
-    X("recompute-layers", SAME, "%s", (o)->recompute_layers ? (o)->recompute_layers : "")            \
-    X("dropout-masks", SAME, "%d", (int)(o)->masks)                                                  \
-    X("act-dtype", SAME, "%d", (int)(o)->act_dtype)                                                  \
-    X("tempo", SAME, "%u", (o)->tempo)                                                               \
-    X("gelu-bits", SAME, "%d", (o)->gelu_bits)                                                       \
-    X("attention", SAME, "%s", (o)->flash ? "flash" : "standard")                                    \
-    X("mini-seq", SAME, "%d", (o)->mini_seq)                                                         \
-    X("offload", SAME, "%u", (o)->offload)                                                           \
-    X("static-plan", SAME, "%d", (o)->static_plan)                                                   \
-    X("offload-budget", SAME, "%.17g", (o)->offload_budget)                                          \
-    X("mem-budget", SAME, "%.17g", (o)->mem_budget)                                                  \
-    X("tp", SAME, "%d", (o)->tp)                                                                     \
-    X("sp", SAME, "%d", (o)->sp)                                                                     \
-    X("pp", SAME, "%d", (o)->pp)                                                                     \
-    X("pp-schedule", SAME, "%d", (o)->pp_schedule)                                                   \
-    X("virtual-stages", SAME, "%d", (o)->virtual_stages)                                             \
-    X("recompute-microbatches", SAME, "%d", (o)->recompute_microbatches)                             \
-    X("zero", SAME, "%d", (o)->zero)                                                                 \
-    X("ranks", SAME, "%d", (o)->world_size)                                                          \
-    X("max-bad-steps", SAME, "%d", (o)->max_bad_steps)                                               \
-    X("save-every", SAME, "%d", (o)->save_every)                                                     \
-    X("keep", SAME, "%d", (o)->keep)                                                                 \
-    X("stop-after", SAME, "%d", (o)->stop_after)                                                     \
-    X("resume-step", SAME, "%.180s", base_name((o)->resume ? (o)->resume_step_dir : ""))                 \
-    X("tokenizer", SAME, "%s", (o)->tokenizer_path ? "bpe" : "bytes")                                \
-    X("val-data", SAME, "%s", (o)->val_path ? "file" : "split")                                      \
-    X("ckpt-dir", SAME, "%s", (o)->ckpt_dir ? "set" : "none")                                        \
-    X("precision", SAME, "%s", precision_name((Precision)(o)->precision))                           \
-    X("data", LOCAL, "%s", (o)->data_path)                                                           \
-    X("val-data-path", LOCAL, "%s", (o)->val_path ? (o)->val_path : "")                              \
-    X("tokenizer-path", LOCAL, "%s", (o)->tokenizer_path ? (o)->tokenizer_path : "")                 \
-    X("ckpt-dir-path", LOCAL, "%s", (o)->ckpt_dir ? (o)->ckpt_dir : "")                              \
-    X("resume-path", LOCAL, "%s", (o)->resume ? (o)->resume : "")                                    \
-    X("offload-dir", LOCAL, "%s", (o)->offload_dir ? (o)->offload_dir : "")                          \
-    X("log", LOCAL, "%s", (o)->log_path ? (o)->log_path : "")                                        \
-    X("prompt", LOCAL, "%s", (o)->sample_prompt ? (o)->sample_prompt : "")                           \
-    X("threads", LOCAL, "%d", (o)->threads)                                                          \
-    X("print-every", LOCAL, "%d", (o)->print_every)                                                  \
-    X("ledger", LOCAL, "%d", (o)->show_ledger)                                                       \
-    X("peak-gflops", LOCAL, "%.17g", (o)->peak_gflops)
+    X("layers", SAME, R_STATE, "%d", (o)->model.layers)                                                       \
+    X("hidden", SAME, R_STATE, "%d", (o)->model.hidden)                                                       \
+    X("heads", SAME, R_STATE, "%d", (o)->model.heads)                                                         \
+    X("seq", SAME, R_STATE, "%d", (o)->model.seq)                                                             \
+    X("batch", SAME, R_STATE, "%d", (o)->model.batch)                                                         \
+    X("vocab", SAME, R_STATE, "%d", (o)->model.vocab)                                                         \
+    X("dropout", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.dropout))                                           \
+    X("steps", SAME, R_STATE, "%d", (o)->steps)                                                               \
+    X("grad-accum", SAME, R_STATE, "%d", (o)->grad_accum)                                                     \
+    X("warmup", SAME, R_STATE, "%d", (o)->warmup)                                                             \
+    X("eval-every", SAME, R_STATE, "%d", (o)->eval_every)                                                     \
+    X("eval-batches", SAME, R_STATE, "%d", (o)->eval_batches)                                                 \
+    X("sample", SAME, R_FREE, "%d", (o)->sample_tokens)                                                      \
+    X("lr", SAME, R_STATE, "%s", FLOAT_TEXT((o)->lr))                                                           \
+    X("min-lr", SAME, R_STATE, "%s", FLOAT_TEXT((o)->min_lr))                                                   \
+    X("weight-decay", SAME, R_STATE, "%s", FLOAT_TEXT((o)->weight_decay))                                       \
+    X("adam-beta1", SAME, R_STATE, "%s", FLOAT_TEXT((o)->beta1))                                                \
+    X("adam-beta2", SAME, R_STATE, "%s", FLOAT_TEXT((o)->beta2))                                                \
+    X("clip", SAME, R_STATE, "%s", FLOAT_TEXT((o)->clip))                                                       \
+    X("val-frac", SAME, R_STATE, "%.17g", (o)->val_frac)                                                      \
+    X("seed", SAME, R_STATE, "%llu", (unsigned long long)(o)->seed)                                           \
+    X("data-order", SAME, R_STATE, "%s", (o)->data_order == DATA_SEQUENTIAL ? "sequential" : "random")        \
+    X("recompute", SAME, R_NOTE, "%s", (o)->recompute)                                                       \
+    X("recompute-method", SAME, R_NOTE, "%s", (o)->recompute_method)                                         \
+    X("recompute-num-layers", SAME, R_NOTE, "%d", (o)->recompute_num_layers)                                 \
+    X("recompute-layers", SAME, R_NOTE, "%s", (o)->recompute_layers ? (o)->recompute_layers : "")            \
+    X("dropout-masks", SAME, R_NOTE, "%s", mask_mode_name((o)->masks))                                                  \
+    X("act-dtype", SAME, R_KEEP, "%s", act_dtype_name((o)->act_dtype))                                                  \
+    X("tempo", SAME, R_KEEP, "%s", tempo_describe((o)->tempo, (char[64]){0}, 64))                                                               \
+    X("gelu-bits", SAME, R_KEEP, "%d", (o)->gelu_bits)                                                       \
+    X("attention", SAME, R_KEEP, "%s", (o)->flash ? "flash" : "standard")                                    \
+    X("mini-seq", SAME, R_KEEP, "%d", (o)->mini_seq)                                                         \
+    X("offload", SAME, R_NOTE, "%s", offload_describe((o)->offload, (char[192]){0}, 192))                                                           \
+    X("static-plan", SAME, R_NOTE, "%d", (o)->static_plan)                                                   \
+    X("offload-budget", SAME, R_NOTE, "%.17g", (o)->offload_budget)                                          \
+    X("mem-budget", SAME, R_KEEP, "%.17g", (o)->mem_budget)                                                  \
+    X("tp", SAME, R_LAYOUT, "%d", (o)->tp)                                                                     \
+    X("sp", SAME, R_LAYOUT, "%d", (o)->sp)                                                                     \
+    X("pp", SAME, R_LAYOUT, "%d", (o)->pp)                                                                     \
+    X("pp-schedule", SAME, R_LAYOUT, "%s", pipe_schedule_name((PipeScheduleKind)(o)->pp_schedule))                                                   \
+    X("virtual-stages", SAME, R_LAYOUT, "%d", (o)->virtual_stages)                                             \
+    X("recompute-microbatches", SAME, R_LAYOUT, "%d", (o)->recompute_microbatches)                             \
+    X("zero", SAME, R_LAYOUT, "%d", (o)->zero)                                                                 \
+    X("ranks", SAME, R_RECORD, "%d", (o)->world_size)                                                          \
+    X("max-bad-steps", SAME, R_NOTE, "%d", (o)->max_bad_steps)                                               \
+    X("save-every", SAME, R_STATE, "%d", (o)->save_every)                                                     \
+    X("keep", SAME, R_STATE, "%d", (o)->keep)                                                                 \
+    X("stop-after", SAME, R_FREE, "%d", (o)->stop_after)                                                     \
+    X("resume-step", SAME, R_FREE, "%.180s", base_name((o)->resume ? (o)->resume_step_dir : ""))                 \
+    X("tokenizer", SAME, R_STATE, "%s", (o)->tokenizer_path ? "bpe" : "bytes")                                \
+    X("val-data", SAME, R_STATE, "%s", (o)->val_path ? "file" : "split")                                      \
+    X("ckpt-dir", SAME, R_STATE, "%s", (o)->ckpt_dir ? "set" : "none")                                        \
+    X("precision", SAME, R_STATE, "%s", precision_name((Precision)(o)->precision))                           \
+    X("device", LOCAL, R_NOTE, "%s", (o)->device ? (o)->device : "cpu")                             \
+    X("data", LOCAL, R_STATE, "%s", (o)->data_path)                                                           \
+    X("val-data-path", LOCAL, R_FREE, "%s", (o)->val_path ? (o)->val_path : "")                              \
+    X("tokenizer-path", LOCAL, R_FREE, "%s", (o)->tokenizer_path ? (o)->tokenizer_path : "")                 \
+    X("ckpt-dir-path", LOCAL, R_FREE, "%s", (o)->ckpt_dir ? (o)->ckpt_dir : "")                              \
+    X("resume-path", LOCAL, R_FREE, "%s", (o)->resume ? (o)->resume : "")                                    \
+    X("offload-dir", LOCAL, R_FREE, "%s", (o)->offload_dir ? (o)->offload_dir : "")                          \
+    X("log", LOCAL, R_FREE, "%s", (o)->log_path ? (o)->log_path : "")                                        \
+    X("prompt", LOCAL, R_FREE, "%s", (o)->sample_prompt ? (o)->sample_prompt : "")                           \
+    X("threads", LOCAL, R_FREE, "%d", (o)->threads)                                                          \
+    X("print-every", LOCAL, R_FREE, "%d", (o)->print_every)                                                  \
+    X("ledger", LOCAL, R_FREE, "%d", (o)->show_ledger)                                                       \
+    X("peak-gflops", LOCAL, R_FREE, "%.17g", (o)->peak_gflops)
 
 // The shortest decimal that reads back as f: exact for the comparison, and readable.
 static const char *float_text(char *buf, size_t len, float f) {
@@ -95,10 +106,11 @@ static const char *base_name(const char *path) {
 
 int train_config_fields(const TrainOptions *o, TrainConfigField *out, int max) {
     int n = 0;
-#define EMIT(flag_, local_, fmt_, value_)                                                            \
+#define EMIT(flag_, local_, resume_, fmt_, value_)                                                   \
     if (n < max) {                                                                                   \
         out[n].flag = flag_;                                                                         \
         out[n].local = local_;                                                                       \
+        out[n].resume = resume_;                                                                     \
         snprintf(out[n].value, sizeof out[n].value, fmt_, value_);                                   \
         n++;                                                                                         \
     }
@@ -167,4 +179,80 @@ int train_config_agree(const TrainOptions *o, CommGroup *w, char *err, size_t er
     free(texts);
     free(all);
     return -1;
+}
+
+int train_config_recorded(int resume_class) {
+    return resume_class == RESUME_KEEP || resume_class == RESUME_NOTE || resume_class == RESUME_LAYOUT ||
+           resume_class == RESUME_RECORD;
+}
+
+static const char *const resume_class_name[] = {"free", "state", "keep", "note", "layout", "record"};
+
+void train_config_list(FILE *f) {
+    TrainOptions o;
+    train_options_default(&o);
+    TrainConfigField fl[TRAIN_CONFIG_MAX];
+    int n = train_config_fields(&o, fl, TRAIN_CONFIG_MAX);
+    for (int i = 0; i < n; i++) fprintf(f, "%s %s\n", fl[i].flag, resume_class_name[fl[i].resume]);
+}
+
+static int was_given(const char *const *given, int n, const char *flag) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(given[i], flag) == 0) return 1;
+    return 0;
+}
+
+static const char *recorded_value(const CkptState *st, const char *flag) {
+    for (int i = 0; i < st->n_options; i++)
+        if (strcmp(st->option_flag[i], flag) == 0) return st->option_value[i];
+    return NULL;
+}
+
+int train_config_resume(TrainOptions *o, const CkptState *st, const char *const *given, int n_given,
+                        TrainOptionApply apply, char *err, size_t errlen) {
+    if (st->n_options == 0) return 0;   // a checkpoint of a ctron from before "options": nothing recorded
+    TrainConfigField f[TRAIN_CONFIG_MAX];
+    int n = train_config_fields(o, f, TRAIN_CONFIG_MAX), layout_noted = 0;
+    const char *ranks = recorded_value(st, "ranks");
+    char ranks_now[32];
+    snprintf(ranks_now, sizeof ranks_now, "%d", o->world_size);
+    int same_ranks = ranks && strcmp(ranks, ranks_now) == 0;
+    // Another --precision brings its own activation type (docs/CHECKPOINTS.md: a bf16 checkpoint under
+    // fp32 is exactly an fp32 one).
+    int other_precision = (was_given(given, n_given, "precision") || was_given(given, n_given, "bf16")) &&
+                          o->precision != st->precision;
+    for (int i = 0; i < n; i++) {
+        const char *ck = recorded_value(st, f[i].flag);
+        int cls = f[i].resume;
+        if (!ck || cls == RESUME_RECORD || !train_config_recorded(cls) || strcmp(ck, f[i].value) == 0) continue;
+        if (other_precision && strcmp(f[i].flag, "act-dtype") == 0) continue;
+        if (was_given(given, n_given, f[i].flag)) {
+            if (cls == RESUME_KEEP) {
+                snprintf(err, errlen, "--resume: --%s %s does not match the checkpoint's %s (%s/state.json): it changes "
+                         "the numbers, so a resumed run would not be the run it continues; leave --%s out to continue "
+                         "with the checkpoint's value", f[i].flag, f[i].value, ck, o->resume_step_dir, f[i].flag);
+                return -1;
+            }
+            fprintf(stderr, "ctron train: note: --%s %s differs from the checkpoint's %s; %s\n", f[i].flag, f[i].value,
+                    ck, cls == RESUME_LAYOUT ? "resuming at this layout (the same run within float rounding, "
+                                               "docs/PARALLEL.md)"
+                                             : "allowed: it changes what is kept in memory, not the numbers");
+            continue;
+        }
+        if (cls == RESUME_LAYOUT && !same_ranks) {
+            if (!layout_noted++)
+                fprintf(stderr, "ctron train: note: the checkpoint ran on %s rank%s, this launch has %d: its layout "
+                        "(--tp --pp --sp --zero, the pipeline schedule) is not restored; resuming at this launch's "
+                        "(the same run within float rounding, docs/PARALLEL.md)\n", ranks ? ranks : "?",
+                        ranks && strcmp(ranks, "1") == 0 ? "" : "s", o->world_size);
+            continue;
+        }
+        int rc = apply(o, f[i].flag, ck);
+        if (rc != 0) {
+            snprintf(err, errlen, "--resume: the checkpoint's --%s '%s' (%s/state.json) cannot be restored", f[i].flag, ck,
+                     o->resume_step_dir);
+            return -1;
+        }
+    }
+    return 0;
 }

@@ -235,6 +235,26 @@ static size_t predicted_peak(const GPT *m, const PipeSpec *spec) {
     return pipe_rank_act_peak(&pm, 0);
 }
 
+// MFU never reads above 100 % unremarked: a step that ran faster than the peak proves the peak low (it
+// was measured on a busy machine). A cached peak is raised to what the step ran at, per rank (the
+// cache too, at the end of the run); a --peak-gflops given is kept, with a note. *raised: 0 not yet,
+// 1 raised, -1 noted.
+static double peak_raise(const TrainOptions *o, double peak, double observed, int *raised) {
+    if (!(peak > 0) || !(observed > peak)) return peak;
+    if (o->peak_gflops > 0) {
+        if (!*raised)
+            printf("note: a step ran at %.1f GFLOP/s per rank, above --peak-gflops %.1f: MFU/HFU read above 100 %%\n",
+                   observed, peak);
+        *raised = -1;
+        return peak;
+    }
+    if (!*raised)
+        printf("note: a step ran at %.1f GFLOP/s per rank, above the cached GEMM peak %.1f (measured on a busy "
+               "machine?): MFU/HFU use the higher figure from here on, and the cache keeps it\n", observed, peak);
+    *raised = 1;
+    return observed;
+}
+
 int train_run(const TrainOptions *o, Comm *comm) {
     const GPTConfig *c = &o->model;
     CommGroup *world = &comm->world;
@@ -285,8 +305,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
     int policy_ok = train_build_policy(o, &policy, err, sizeof err) == 0;
     if (!policy_ok) fprintf(stderr, "ctron: error: %s\n", err);
     // A resumed run appends: the log of the steps before the checkpoint is not lost.
-    else if (rank == 0 && o->log_path && !(log = fopen(o->log_path, o->resume ? "a" : "w")))
-        fprintf(stderr, "ctron: error: cannot open --log file '%s': %s\n", o->log_path, strerror(errno));
+    else if (rank == 0 && o->log_path && !(log = fileio_fopen_out(o->log_path, o->resume != NULL, err, sizeof err)))
+        fprintf(stderr, "ctron: error: --log: %s\n", err);
     if (!policy_ok || (rank == 0 && o->log_path && !log)) {
         if (policy_ok) policy_free(&policy);
         if (o->tokenizer_path) bpe_free(&bpe);
@@ -367,8 +387,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
     double peak = o->peak_gflops;
     // MFU/HFU against the GEMM peak of the run's precision (bf16: oneDNN's bf16 matmul).
     const char *prec = precision_name((Precision)o->precision);
-    if (rank == 0 && peak <= 0 && peak_gflops_cached_prec(o->threads, prec, &peak) != 0) {
+    char peak_why[512] = "";
+    int peak_raised = 0, stdout_failed = 0;
+    if (rank == 0 && peak <= 0 && peak_gflops_lookup(o->threads, prec, &peak, peak_why, sizeof peak_why) != 0) {
         // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
+        if (peak_why[0]) printf("note: %s\n", peak_why);   // absurd or expired: measured again
         printf("measuring this machine's %s GEMM peak for MFU/HFU (once; cached, see `ctron peak --precision %s`)...\n",
                prec, prec);
         fflush(stdout);
@@ -475,6 +498,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
             times.fwd += f1 - f0;
             times.bwd += now_seconds() - f1;
         }
+        guard_test_slow_step();
         double o0 = now_seconds();
         if (pl) gather_stage_times(&times, pl, world, o->tp, o->pp);
         grads_reduce_sp(&m);
@@ -587,6 +611,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
             int k = snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f GFLOP/s",
                              (int)snprintf(NULL, 0, "%d", o->steps), step, o->steps, loss, (double)lr, tps,
                              flops / step_s * 1e-9);
+            peak = peak_raise(o, peak, hw_flops / step_s * 1e-9 / world->size, &peak_raised);
             if (peak > 0 && k > 0 && (size_t)k < sizeof line)
                 k += snprintf(line + k, sizeof line - (size_t)k, " | MFU %.1f%% HFU %.1f%%",
                               100.0 * flops / step_s * 1e-9 / (peak * world->size),
@@ -598,7 +623,11 @@ int train_run(const TrainOptions *o, Comm *comm) {
                 snprintf(line + k, sizeof line - (size_t)k, " | val %.4f", val);
             if (tty) printf("\r%s\033[K%s", line, (!isnan(val) || step == last) ? "\n" : "");
             else printf("%s\n", line);
-            fflush(stdout);
+            if ((fflush(stdout) != 0 || ferror(stdout)) && !stdout_failed) {   // said once; main() exits 1
+                fprintf(stderr, "ctron: error: cannot write the progress to standard output at step %d: %s; the run "
+                        "goes on (its checkpoints matter more) and will exit 1\n", step, strerror(errno));
+                stdout_failed = 1;
+            }
         }
         // A skipped step saves nothing: with --keep, its checkpoint could prune the last good one.
         if (train_ckpt_due(o, step, last) && bad_run > 0) {
@@ -625,6 +654,12 @@ int train_run(const TrainOptions *o, Comm *comm) {
         }
     }
     double wall = now_seconds() - t_start;
+    if (peak_raised == 1) {   // the best this machine has shown (an emulated bf16 figure is not cached)
+        char why[160], perr[256];
+        if ((o->precision != PRECISION_BF16 || gemm_bf16_native(why, sizeof why)) &&
+            peak_gflops_store_prec(o->threads, prec, peak, perr, sizeof perr) != 0)
+            fprintf(stderr, "ctron train: note: the raised peak was not cached: %s\n", perr);
+    }
     char val_text[32] = "-";
     if (!isnan(last_val)) snprintf(val_text, sizeof val_text, "%.4f", last_val);
     printf("done: %d steps in %.1f s (%.1f ms/step training), final val loss %s, activation peak %s\n",

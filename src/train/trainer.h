@@ -59,6 +59,9 @@ typedef struct {
     const char *resume;
     char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
     char resume_val_path[1024], resume_tokenizer_path[1024];
+    // The texts of the options --resume restored from state.json "options" (string options point here).
+    char resume_options[24][192];
+    int n_resume_options;
 } TrainOptions;
 
 void train_options_default(TrainOptions *o);

@@ -147,15 +147,38 @@ int peak_cache_read(const char *path, const char *cpu, int threads, double *out)
 }
 
 int peak_cache_read_prec(const char *path, const char *cpu, int threads, const char *precision, double *out) {
+    char why[256];
+    return peak_cache_lookup(path, cpu, threads, precision, out, NULL, why, sizeof why) == 0 ? 0 : -1;
+}
+
+int peak_cache_lookup(const char *path, const char *cpu, int threads, const char *precision, double *out,
+                      double *measured_at, char *why, size_t whylen) {
     cJSON *root = load(path);
     if (!root) return -1;
     char key[64];
     figure_key(key, sizeof key, precision);
     cJSON *e = find_entry(cJSON_GetObjectItemCaseSensitive(root, "entries"), cpu, threads, precision);
     cJSON *g = e ? cJSON_GetObjectItemCaseSensitive(e, key) : NULL;
+    cJSON *at = e ? cJSON_GetObjectItemCaseSensitive(e, "measured_at") : NULL;
     int rc = -1;
-    if (cJSON_IsNumber(g) && g->valuedouble > 0) {
+    double now = (double)time(NULL), when = cJSON_IsNumber(at) ? at->valuedouble : -1.0;
+    if (!cJSON_IsNumber(g)) {
+        rc = -1;
+    } else if (!(g->valuedouble >= PEAK_GFLOPS_MIN && g->valuedouble <= PEAK_GFLOPS_MAX)) {
+        snprintf(why, whylen, "the cached %s figure %.4g GFLOP/s in %s is not plausible (expected %g to %g GFLOP/s)",
+                 is_fp32(precision) ? "fp32" : precision, g->valuedouble, path, PEAK_GFLOPS_MIN, PEAK_GFLOPS_MAX);
+        rc = -2;
+    } else if (!(when > 0 && when <= now + 60.0)) {
+        snprintf(why, whylen, "the cached %s figure in %s has no valid measured_at (%s)",
+                 is_fp32(precision) ? "fp32" : precision, path, cJSON_IsNumber(at) ? "in the future" : "missing");
+        rc = -2;
+    } else if (now - when > PEAK_CACHE_MAX_AGE_S) {
+        snprintf(why, whylen, "the cached %s figure in %s was measured %.0f days ago (it expires after %.0f)",
+                 is_fp32(precision) ? "fp32" : precision, path, (now - when) / 86400.0, PEAK_CACHE_MAX_AGE_S / 86400.0);
+        rc = -2;
+    } else {
         *out = g->valuedouble;
+        if (measured_at) *measured_at = when;
         rc = 0;
     }
     cJSON_Delete(root);
@@ -189,6 +212,11 @@ int peak_cache_write_prec(const char *path, const char *cpu, int threads, const 
                           char *err, size_t errlen) {
     if (!is_fp32(precision) && !peak_precision_valid(precision)) {
         snprintf(err, errlen, "unknown precision '%s'", precision);
+        return -1;
+    }
+    if (!(gflops >= PEAK_GFLOPS_MIN && gflops <= PEAK_GFLOPS_MAX)) {
+        snprintf(err, errlen, "%.4g GFLOP/s is not a plausible peak (expected %g to %g)", gflops, PEAK_GFLOPS_MIN,
+                 PEAK_GFLOPS_MAX);
         return -1;
     }
     if (make_parents(path, err, errlen) != 0) return -1;
@@ -228,6 +256,13 @@ int peak_gflops_cached_prec(int threads, const char *precision, double *out) {
     if (peak_cache_path(path, sizeof path) != 0) return -1;
     peak_cpu_model(cpu, sizeof cpu);
     return peak_cache_read_prec(path, cpu, peak_threads(threads), precision, out);
+}
+
+int peak_gflops_lookup(int threads, const char *precision, double *out, char *why, size_t whylen) {
+    char path[4096], cpu[256];
+    if (peak_cache_path(path, sizeof path) != 0) return -1;
+    peak_cpu_model(cpu, sizeof cpu);
+    return peak_cache_lookup(path, cpu, peak_threads(threads), precision, out, NULL, why, whylen);
 }
 
 int peak_gflops_store(int threads, double gflops, char *err, size_t errlen) {

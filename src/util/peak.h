@@ -18,6 +18,8 @@ int peak_gflops_store(int threads, double gflops, char *err, size_t errlen);
 // oneDNN or widened to fp32 sgemm).
 double peak_gflops_measure_prec(int threads, const char *precision);
 int peak_gflops_cached_prec(int threads, const char *precision, double *out);
+// The same through peak_cache_lookup: -2 with why when the cached figure is refused.
+int peak_gflops_lookup(int threads, const char *precision, double *out, char *why, size_t whylen);
 int peak_gflops_store_prec(int threads, const char *precision, double gflops, char *err, size_t errlen);
 int peak_precision_valid(const char *precision);     // "fp32" or "bf16"
 
@@ -32,6 +34,16 @@ void peak_cpu_model(char *buf, size_t len);          // /proc/cpuinfo "model nam
 int peak_cache_path(char *buf, size_t len);
 // A missing, unreadable or malformed file, or no entry for (cpu, threads, precision): -1. An entry
 // without "precision" (files from before bf16) is fp32.
+// A figure outside PEAK_GFLOPS_MIN..PEAK_GFLOPS_MAX (1e-300 and 1e308 were once taken and printed as
+// 300 digits), or measured more than PEAK_CACHE_MAX_AGE_S ago (or in the future, or at no recorded
+// time), is refused like a missing one: peak_cache_lookup says why.
+#define PEAK_GFLOPS_MIN 0.01
+#define PEAK_GFLOPS_MAX 1e6
+#define PEAK_CACHE_MAX_AGE_S (30.0 * 86400.0)
+// 0 with *out (and *measured_at, seconds since the epoch; may be NULL); -1 no entry; -2 an entry
+// refused, with why ("1e+308 GFLOP/s is not plausible ...", "measured 40 days ago ...").
+int peak_cache_lookup(const char *path, const char *cpu, int threads, const char *precision, double *out,
+                      double *measured_at, char *why, size_t whylen);
 int peak_cache_read(const char *path, const char *cpu, int threads, double *out);
 int peak_cache_read_prec(const char *path, const char *cpu, int threads, const char *precision, double *out);
 // Adds or replaces the (cpu, threads, precision) entry, keeping the others; creates the folders;

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A plain --resume continues bitwise under every option that changes the numbers (issue 23 B).
+# The cases come from `ctron train --list-options` (train_config.c's one list): every option whose
+# class is state, keep, note or layout must have a value below, or the test fails naming it, so a new
+# flag cannot go untested. For each: a run of 4 steps with the option against the same run stopped
+# after step 2 (--stop-after) and resumed with a plain `--resume DIR`: model.safetensors must be
+# identical (cmp). Layout options run under mpiexec -np 2 when the test is given one.
+# Then: another value of a "keep" option on resume is refused (exit 2) naming the option, the
+# checkpoint's value and the new one; a "note" option changes with a note.
+# usage: test_resume_options.sh CTRON DATA [MPIEXEC mpirun-flags...]
+set -uo pipefail
+ctron=$1; data=$2; shift 2
+mpi=("$@")
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0; skipped=()
+check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+head -c 200000 "$data" > "$dir/text.txt"
+"$ctron" tokenize train --vocab 300 --in "$dir/text.txt" --out "$dir/vocab.json" > /dev/null 2>&1
+head -c 100000 "$data" | tail -c 50000 > "$dir/val.txt"
+base=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --threads 1 --no-ledger --eval-every 0 --peak-gflops 1000
+      --data "$data")
+free=(--threads 1 --peak-gflops 1000)   # free options (no numbers change): given to every run
+
+declare -A value=(
+  [layers]="--layers 3" [hidden]="--hidden 96" [heads]="--heads 2" [seq]="--seq 16" [batch]="--batch 3"
+  [vocab]="--vocab 300" [dropout]="--dropout 0.3" [steps]="--steps 4" [grad-accum]="--grad-accum 2"
+  [warmup]="--warmup 3" [eval-every]="--eval-every 2" [eval-batches]="--eval-every 2 --eval-batches 2"
+  [lr]="--lr 3e-3" [min-lr]="--min-lr 1e-5" [weight-decay]="--weight-decay 0.01" [clip]="--clip 0.05"
+  [val-frac]="--val-frac 0.25" [seed]="--seed 7" [data-order]="--data-order sequential"
+  [recompute]="--recompute full" [recompute-method]="--recompute full --recompute-method block"
+  [recompute-num-layers]="--recompute full --recompute-num-layers 2" [recompute-layers]="--recompute-layers 0:full,1:selective"
+  [dropout-masks]="--dropout-masks regen" [act-dtype]="--act-dtype bf16" [tempo]="--tempo all" [gelu-bits]="--gelu-bits 2"
+  [attention]="--attention flash" [mini-seq]="--mini-seq 2" [offload]="--offload fc1_in,gelu_in" [static-plan]="--static-plan"
+  [offload-budget]="--mem-budget 2MiB --offload-budget 1MiB" [mem-budget]="--mem-budget 1MiB"
+  [pp-schedule]="--pp-schedule layered --grad-accum 2" [virtual-stages]="np2:--layers 4 --pp 2 --pp-schedule interleaved --virtual-stages 2 --grad-accum 2"
+  [recompute-microbatches]="--pp-schedule gpipe --grad-accum 2 --recompute full --recompute-microbatches 1"
+  [max-bad-steps]="--max-bad-steps 2" [save-every]="--save-every 1" [keep]="--save-every 1 --keep 1"
+  [tokenizer]="--data $dir/text.txt --tokenizer $dir/vocab.json --vocab 300" [val-data]="--val-data $dir/val.txt"
+  [ckpt-dir]="" [data]="--data $dir/text.txt" [precision]="--precision bf16" [device]="--device cpu-guarded"
+  [tp]="np2:--tp 2" [sp]="np2:--tp 2 --sp" [pp]="np2:--pp 2 --grad-accum 2" [zero]="np2:--zero 1"
+)
+# No command-line flag: AdamW's betas are fixed (state.json optimizer.beta1/beta2 restores them).
+declare -A noflag=([adam-beta1]=1 [adam-beta2]=1)
+
+"$ctron" train --list-options > "$dir/list" || { echo "FAIL: ctron train --list-options"; exit 1; }
+check '[ "$(grep -c . "$dir/list")" -ge 60 ]' "the option list: $(cat "$dir/list")"
+while read -r flag cls; do
+  case $cls in state|keep|note|layout) ;; *) continue ;; esac
+  [ -n "${noflag[$flag]:-}" ] && continue
+  if [ -z "${value[$flag]+set}" ]; then
+    fail=$((fail+1)); echo "FAIL: --$flag ($cls) has no test value in tests/test_resume_options.sh: add one"; continue
+  fi
+  v=${value[$flag]}; launch=()
+  if [[ $v == np2:* ]]; then
+    v=${v#np2:}
+    if [ ${#mpi[@]} -eq 0 ]; then skipped+=("--$flag (needs mpiexec)"); continue; fi
+    launch=("${mpi[0]}" -np 2 "${mpi[@]:1}")
+  fi
+  rm -rf "$dir/u" "$dir/i"
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$ctron" train "${base[@]}" $v --steps 4 --ckpt-dir "$dir/u" > "$dir/u.out" 2>&1 < /dev/null
+  rc=$?
+  if [ $flag = precision ] && [ $rc -eq 2 ] && grep -q "cannot run bf16 GEMMs" "$dir/u.out"; then
+    skipped+=("--precision bf16 (no bf16 GEMM on this CPU; test_resume_bf16.sh)"); continue
+  fi
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$ctron" train "${base[@]}" $v --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > "$dir/i.out" 2>&1 < /dev/null
+  "${launch[@]}" "$ctron" train --resume "$dir/i" "${free[@]}" > "$dir/r.out" 2>&1 < /dev/null
+  rr=$?
+  check '[ $rc -eq 0 ] && [ $rr -eq 0 ] && cmp -s "$dir/u/step_00000004/model.safetensors" "$dir/i/step_00000004/model.safetensors"' \
+    "--$flag ($cls, $v): uninterrupted exit $rc, resumed exit $rr, model.safetensors $(cmp "$dir/u/step_00000004/model.safetensors" "$dir/i/step_00000004/model.safetensors" 2>&1 | head -1): $(tail -2 "$dir/u.out") / $(tail -3 "$dir/r.out")"
+done < "$dir/list"
+[ ${#skipped[@]} -gt 0 ] && printf 'skipped: %s\n' "${skipped[@]}"
+
+# Another value of a number-changing option on resume: refused, naming it and both values.
+rm -rf "$dir/i"
+"$ctron" train "${base[@]}" --act-dtype bf16 --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > /dev/null 2>&1
+"$ctron" train --resume "$dir/i" "${free[@]}" --act-dtype fp32 > "$dir/k.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --act-dtype fp32 does not match the checkpoint'"'"'s bf16 (.*step_00000002/state.json)" "$dir/k.out"' \
+  "--act-dtype changed on resume: exit $rc: $(cat "$dir/k.out")"
+"$ctron" train --resume "$dir/i" "${free[@]}" --recompute full > "$dir/n.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "note: --recompute full differs from the checkpoint'"'"'s none; allowed" "$dir/n.out" &&
+       grep -q "bf16 activations" "$dir/n.out"' "--recompute changed on resume: exit $rc: $(head -4 "$dir/n.out")"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
