@@ -161,6 +161,11 @@ struct Backend {
     // Bytes in use on the device as its driver counts them (every allocation of the process, the
     // libraries' too) and its capacity; 0 and 0 on the CPU, whose memory is the process's.
     void (*device_memory)(const Backend *be, size_t *in_use, size_t *total);
+
+    // ---- for a device-side communication library (parallel/comm_device.c: NCCL)
+    // The stream every kernel and synchronous copy runs on (a cudaStream_t), so that collectives
+    // enqueued on it are ordered with the kernels; NULL (or a NULL entry) where there is none.
+    void *(*compute_stream)(Backend *be);
 };
 
 // "cpu" (any precision); "cuda" / "cuda:N" where the CUDA backend is built and a GPU is visible. NULL

@@ -138,13 +138,8 @@ enum {
 // there are, is a usage error (exit 2) before any data is read.
 static int check_device(const TrainOptions *o) {
     if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
-    // Ranks exchange gradients and shards through host memory (MPI); a device the host cannot read needs
-    // NCCL or a CUDA-aware MPI, which ctron does not have yet. Open MPI tells each rank the job's size.
-    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
-    if ((ranks && atoi(ranks) > 1) || o->tp > 1 || o->pp > 1)
-        return usage_error("--device %s runs one process (this job has %s ranks, --tp %d, --pp %d): several ranks "
-                           "exchange tensors through host memory, which this device does not share",
-                           o->device, ranks ? ranks : "1", o->tp, o->pp);
+    // Several ranks (--tp, --pp, data parallel, ZeRO) exchange device tensors through comm_device.h:
+    // NCCL where it is built, else staged through host memory around MPI.
     if (strcmp(o->device, "cpu-guarded") == 0 && o->offload)
         return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "
                            "process and the offload pool copies from its own thread");

@@ -38,7 +38,8 @@ typedef enum {
     COMM_MPI,     // MPI; an error when ctron was built without it
 } CommBackend;
 
-struct CommOps;  // the backend's functions (comm_backend.h)
+struct CommOps;     // the backend's functions (comm_backend.h)
+struct CommDevice;  // the device path of a group's tensors (comm_device.h)
 
 // A process group: a sub-communicator of the world. size/rank are its own; world_rank/world_size
 // name the process in messages. Read the fields, do not write them.
@@ -49,6 +50,7 @@ typedef struct {
     CommStats stats;
     const struct CommOps *ops;
     void *handle;                // the backend's communicator (an MPI_Comm), NULL for single
+    struct CommDevice *device;   // set by comm_device_open: how comm_device_* reach device memory
 } CommGroup;
 
 typedef struct {
@@ -78,6 +80,7 @@ typedef struct {
     size_t n;          // floats
     int peer;          // the group rank sent to or received from; -1 for an all-reduce
     int tag;
+    void *staged;      // comm_device.c's host staging slot of a device transfer, NULL otherwise
 } CommRequest;
 
 // Starts the backend (MPI_Init_thread when MPI; argc/argv may be NULL). Returns 0, or -1 with a
