@@ -10,7 +10,7 @@
 #include "parallel/comm_nccl.h"
 #endif
 
-enum { GRID_GROUPS = 4, STAGE_MIN_FLOATS = 1 << 14 };
+enum { GRID_GROUPS = 4 };
 
 // A point-to-point transfer's host bytes: a send's copy of the tensor, or a receive's landing place.
 typedef struct {
@@ -79,8 +79,7 @@ CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats) {
     // reduce-scatter needs its input and its output in it: room for a piece of every rank plus one.
     if (d->path == COMM_DEVICE_STAGED) {
         size_t want = stage_floats < COMM_STAGE_MAX_FLOATS ? stage_floats : COMM_STAGE_MAX_FLOATS;
-        if (want < STAGE_MIN_FLOATS) want = STAGE_MIN_FLOATS;
-        if (want < (size_t)max_size + 1) want = (size_t)max_size + 1;
+        if (want < (size_t)max_size + 1) want = (size_t)max_size + 1;   // one float per rank at least
         d->stage_floats = want;
         d->stage = be->host_alloc(be, want * sizeof(float));
     }
