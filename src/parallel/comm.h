@@ -1,7 +1,8 @@
 // The communication interface (DESIGN.md §4): a world of ranks, process groups split from it, the
-// collectives TP, SP and DP need and the point-to-point transfers PP needs, on fp32 buffers. Two
-// backends sit behind it: Open MPI (built when CMake finds MPI, CTRON_HAVE_MPI) and a single process
-// (always built). Nothing here includes mpi.h, so callers compile the same either way.
+// collectives TP, SP and DP need and the point-to-point transfers PP needs, on fp32 buffers in host
+// memory (comm_device.h takes a device backend's tensors). Two backends sit behind it: Open MPI
+// (built when CMake finds MPI, CTRON_HAVE_MPI) and a single process (always built). Nothing here
+// includes mpi.h, so callers compile the same either way.
 //
 // Byte counters. Every collective adds, to the counter of its kind on the group it ran on, the bytes
 // one rank sends under the bandwidth-optimal algorithm on a ring of n ranks, for a tensor of N bytes
