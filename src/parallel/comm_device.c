@@ -1,14 +1,12 @@
 // Device-aware collectives (comm_device.h): the path chosen per grid, the host-staged path around the
-// MPI backend, and the dispatch to NCCL (comm_nccl.c) where it is built. Device memory is reached
-// only through the backend's copy and memset: this file never dereferences a device pointer.
+// MPI backend, and the dispatch to the device's own library (Backend.collectives: NCCL where the CUDA
+// backend was built with it). Device memory is reached only through the backend's copy and the
+// library: this file never dereferences a device pointer.
 #include "parallel/comm_device.h"
 #include <stdlib.h>
 #include <string.h>
 #include "parallel/comm_backend.h"
 #include "util/common.h"
-#ifdef CTRON_HAVE_NCCL
-#include "parallel/comm_nccl.h"
-#endif
 
 enum { GRID_GROUPS = 4 };
 
@@ -25,8 +23,8 @@ struct CommDevice {
     Backend *be;
     CommDevicePath path;
     CommGroup *groups[GRID_GROUPS];
-    void *nccl[GRID_GROUPS];   // a communicator per group of two ranks or more (NCCL path)
-    void *stream;              // the backend's compute stream (NCCL path)
+    const BackendCollectives *lib;   // the device's collectives (NCCL path), else NULL
+    void *lib_comm[GRID_GROUPS];     // its communicator per group of two ranks or more
     float *stage;              // the collectives' staging buffer (host_alloc: pinned on a GPU)
     size_t stage_floats;
     StageSlot **slots;         // point-to-point slots, reused once their transfer completes
@@ -35,24 +33,32 @@ struct CommDevice {
 
 static int direct(const CommGroup *g) { return !g->device || g->device->path == COMM_DEVICE_DIRECT; }
 
-#ifdef CTRON_HAVE_NCCL
-static void *group_nccl(const CommGroup *g) {
+static void *lib_comm(const CommGroup *g) {
     for (int i = 0; i < GRID_GROUPS; i++)
-        if (g->device->groups[i] == g) return g->device->nccl[i];
-    comm_abort(g, "group %s has no NCCL communicator (it is not one of the grid's)", g->name);
+        if (g->device->groups[i] == g) return g->device->lib_comm[i];
+    comm_abort(g, "group %s has no %s communicator (it is not one of the grid's)", g->name, g->device->lib->name);
 }
-#endif
+
+// A failed library call ends every rank, naming the call, the group and the library's reason.
+static void lib_check(const CommGroup *g, int rc, const char *call) {
+    if (rc != 0)
+        comm_abort(g, "%s %s on group %s (rank %d of %d) failed: %s", g->device->lib->name, call, g->name, g->rank,
+                   g->size, g->device->lib->error_string(rc));
+}
 
 // ---- opening and closing
 
-static int nccl_wanted(Backend *be) {
-#ifdef CTRON_HAVE_NCCL
-    const char *force = getenv("CTRON_COMM_DEVICE");
-    return be->compute_stream && be->compute_stream(be) && !(force && strcmp(force, "staged") == 0);
-#else
-    (void)be;
-    return 0;
-#endif
+// A communicator over g (size ≥ 2), collective over g: rank 0 draws the id, g's MPI broadcast shares
+// it (as floats: MPI_FLOAT copies bits between ranks of one machine type; setup, not counted).
+static void *lib_comm_open(CommDevice *d, CommGroup *g) {
+    size_t n = (d->lib->id_bytes + sizeof(float) - 1) / sizeof(float);
+    float *id = xcalloc(n * sizeof(float));
+    if (g->rank == 0) lib_check(g, d->lib->new_id(id), "unique id");
+    g->ops->broadcast(g, id, n, 0);
+    void *comm = NULL;
+    lib_check(g, d->lib->comm_open(d->be, &comm, g->size, g->rank, id), "communicator init");
+    free(id);
+    return comm;
 }
 
 CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats) {
@@ -67,14 +73,11 @@ CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats) {
         if (groups[i]->size > max_size) max_size = groups[i]->size;
     }
     // Every rank decides alike (the same build, backend and environment): no rank waits alone in NCCL.
-    d->path = nccl_wanted(be) ? COMM_DEVICE_NCCL : COMM_DEVICE_STAGED;
-#ifdef CTRON_HAVE_NCCL
-    if (d->path == COMM_DEVICE_NCCL) {
-        d->stream = be->compute_stream(be);
-        for (int i = 0; i < GRID_GROUPS; i++)   // in the same order on every rank: each creation is collective
-            if (groups[i]->size > 1) d->nccl[i] = comm_nccl_create(groups[i]);
-    }
-#endif
+    const char *force = getenv("CTRON_COMM_DEVICE");
+    d->lib = force && strcmp(force, "staged") == 0 ? NULL : be->collectives;
+    d->path = d->lib ? COMM_DEVICE_NCCL : COMM_DEVICE_STAGED;
+    for (int i = 0; d->lib && i < GRID_GROUPS; i++)   // the same order on every rank: each open is collective
+        if (groups[i]->size > 1) d->lib_comm[i] = lib_comm_open(d, groups[i]);
     // Staged collectives (and, under NCCL, nothing but the transfers' slots) use one host buffer. A
     // reduce-scatter needs its input and its output in it: room for a piece of every rank plus one.
     if (d->path == COMM_DEVICE_STAGED) {
@@ -89,9 +92,7 @@ CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats) {
 void comm_device_close(CommDevice *d) {
     if (!d) return;
     for (int i = 0; i < GRID_GROUPS; i++) {
-#ifdef CTRON_HAVE_NCCL
-        if (d->nccl[i]) comm_nccl_destroy(d->groups[i], d->nccl[i]);
-#endif
+        if (d->lib_comm[i]) lib_check(d->groups[i], d->lib->comm_close(d->lib_comm[i]), "communicator close");
         d->groups[i]->device = NULL;
     }
     for (int i = 0; i < d->n_slots; i++) {
@@ -184,48 +185,40 @@ static void device_copy(CommGroup *g, float *dst, const float *src, size_t n) {
 void comm_device_allreduce_sum(CommGroup *g, const float *send, float *recv, size_t n) {
     if (direct(g)) { comm_allreduce_sum(g, send, recv, n); return; }
     if (!comm_begin_allreduce(g, send, recv, n)) { device_copy(g, recv, send, n); return; }
-#ifdef CTRON_HAVE_NCCL
-    if (g->device->path == COMM_DEVICE_NCCL) {
-        comm_nccl_allreduce(g, group_nccl(g), g->device->stream, send, recv, n);
+    if (g->device->lib) {
+        lib_check(g, g->device->lib->allreduce_sum(g->device->be, lib_comm(g), send, recv, n), "allreduce");
         return;
     }
-#endif
     staged_allreduce(g, send, recv, n);
 }
 
 void comm_device_allgather(CommGroup *g, const float *send, float *recv, size_t chunk) {
     if (direct(g)) { comm_allgather(g, send, recv, chunk); return; }
     if (!comm_begin_allgather(g, send, recv, chunk)) { device_copy(g, recv, send, chunk); return; }
-#ifdef CTRON_HAVE_NCCL
-    if (g->device->path == COMM_DEVICE_NCCL) {
-        comm_nccl_allgather(g, group_nccl(g), g->device->stream, send, recv, chunk);
+    if (g->device->lib) {
+        lib_check(g, g->device->lib->allgather(g->device->be, lib_comm(g), send, recv, chunk), "allgather");
         return;
     }
-#endif
     staged_allgather(g, send, recv, chunk);
 }
 
 void comm_device_reduce_scatter_sum(CommGroup *g, const float *send, float *recv, size_t chunk) {
     if (direct(g)) { comm_reduce_scatter_sum(g, send, recv, chunk); return; }
     if (!comm_begin_reduce_scatter(g, send, recv, chunk)) { device_copy(g, recv, send, chunk); return; }
-#ifdef CTRON_HAVE_NCCL
-    if (g->device->path == COMM_DEVICE_NCCL) {
-        comm_nccl_reduce_scatter(g, group_nccl(g), g->device->stream, send, recv, chunk);
+    if (g->device->lib) {
+        lib_check(g, g->device->lib->reduce_scatter_sum(g->device->be, lib_comm(g), send, recv, chunk), "reduce-scatter");
         return;
     }
-#endif
     staged_reduce_scatter(g, send, recv, chunk);
 }
 
 void comm_device_broadcast(CommGroup *g, float *buf, size_t n, int root) {
     if (direct(g)) { comm_broadcast(g, buf, n, root); return; }
     if (!comm_begin_broadcast(g, buf, n, root)) return;
-#ifdef CTRON_HAVE_NCCL
-    if (g->device->path == COMM_DEVICE_NCCL) {
-        comm_nccl_broadcast(g, group_nccl(g), g->device->stream, buf, n, root);
+    if (g->device->lib) {
+        lib_check(g, g->device->lib->broadcast(g->device->be, lib_comm(g), buf, n, root), "broadcast");
         return;
     }
-#endif
     staged_broadcast(g, buf, n, root);
 }
 

@@ -2,8 +2,9 @@
 // calls take host memory; these take what Backend.alloc returned, and never dereference it on the
 // host. Each group of a grid reaches its device one of three ways, chosen once by comm_device_open:
 //   direct       the backend's memory is the host's (the CPU backend): comm.h's calls, unchanged;
-//   nccl         NCCL communicators over the group, collectives on the backend's compute stream
-//                (built only where NCCL is found: CTRON_HAVE_NCCL); point-to-point stays staged;
+//   nccl         the device's own collectives (Backend.collectives: NCCL, in the CUDA backend where
+//                CMake finds NCCL and MPI), one communicator per group, on the backend's compute
+//                stream; point-to-point transfers stay staged;
 //   host-staged  copy device → a pinned host buffer through Backend.copy, the MPI call on the host
 //                buffer, copy back. Always available; what a device without NCCL runs.
 // Byte counters are comm.h's convention, once per call whatever the path (staging copies are not

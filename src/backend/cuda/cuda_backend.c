@@ -127,13 +127,6 @@ static void cuda_device_memory(const Backend *be, size_t *in_use, size_t *total)
     *total = total_b;
 }
 
-// NCCL (parallel/comm_nccl.c) enqueues its collectives here and creates its communicators on the
-// current device: make it this backend's.
-static void *cuda_compute_stream(Backend *be) {
-    CUDA_CHECK(cudaSetDevice(cuda_impl(be)->device));
-    return (void *)cuda_stream(be);
-}
-
 static const Backend cuda_table = {
     .name = "cuda",
     .alloc = cuda_alloc, .free = cuda_free, .copy = cuda_copy, .copy_async = cuda_copy_async,
@@ -166,7 +159,10 @@ static const Backend cuda_table = {
     .host_alloc = cuda_host_alloc, .host_free = cuda_host_free, .host_addressable = 0,
     .linear_forward_rows = cuda_linear_forward_rows, .kv_attention_forward = cuda_kv_attention_forward,
     .gelu_forward = cuda_gelu_forward, .attention_scratch_floats = cuda_attention_scratch_floats,
-    .describe = cuda_describe, .device_memory = cuda_device_memory, .compute_stream = cuda_compute_stream,
+    .describe = cuda_describe, .device_memory = cuda_device_memory,
+#ifdef CTRON_HAVE_NCCL
+    .collectives = &cuda_nccl_collectives,
+#endif
 };
 
 // "cuda" or "cuda:N" → N (0 for "cuda": the open picks the rank's GPU), or -1 when the text is neither.
