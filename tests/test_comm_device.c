@@ -4,9 +4,11 @@
 // (large; one float per rank; 5 floats), so that each call also runs cut into pieces. Values are small
 // integers: sums are exact in fp32 and compared with ==. The byte counters count each call once, as
 // comm.h's convention says, whatever the pieces. On a group of one rank the calls copy on the device.
-// A host-addressable backend (cpu) gets no device path: the groups keep comm.h's calls.
+// A host-addressable backend (cpu) gets no device path: the groups keep comm.h's calls. The library
+// path (NCCL's, on CUDA) runs against a stand-in library on the same backend.
 // Run plainly (one process) and under mpiexec -n 2 and 4.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "backend/backend.h"
 #include "check_mpi.h"
@@ -189,6 +191,144 @@ static void test_one_rank(CommGroup *g) {
     be->free(be, dr);
 }
 
+// ---- a device library stand-in (the role NCCL plays on CUDA): each collective copies the device
+// buffer to the host, runs comm.h's call on a shadow communicator of the same ranks (its own
+// counters) and copies back. It records what comm_device.c asked of it.
+
+enum { SHADOWS = 4, ID_BYTES = 128 };
+static CommGroup *shadows[SHADOWS];   // the groups comm_open will be asked for, in the order asked
+static int n_shadows, n_opened, n_new_ids, n_closed, n_lib_calls, bad_ids;
+
+static int lib_new_id(void *id) {
+    memset(id, 0xC7, ID_BYTES);
+    ((unsigned char *)id)[0] = (unsigned char)n_opened;   // which open it is for
+    n_new_ids++;
+    return 0;
+}
+static int lib_comm_open(Backend *b, void **comm, int size, int rank, const void *id) {
+    (void)b;
+    const unsigned char *u = id;
+    int ok = u[0] == (unsigned char)n_opened;
+    for (int i = 1; i < ID_BYTES; i++) ok &= u[i] == 0xC7;   // rank 0's id, broadcast to every rank
+    bad_ids += !ok;
+    if (n_opened >= n_shadows || shadows[n_opened]->size != size || shadows[n_opened]->rank != rank) return 1;
+    *comm = shadows[n_opened++];
+    return 0;
+}
+static int lib_comm_close(void *comm) {
+    (void)comm;
+    n_closed++;
+    return 0;
+}
+static float *lib_host(const float *dev, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof(float));
+    host_of(h, dev, n);
+    return h;
+}
+static int lib_allreduce(Backend *b, void *comm, const float *send, float *recv, size_t n) {
+    (void)b;
+    float *h = lib_host(send, n);
+    comm_allreduce_sum(comm, h, h, n);
+    be->copy(be, recv, h, n * sizeof(float), COPY_H2D);
+    free(h);
+    n_lib_calls++;
+    return 0;
+}
+static int lib_allgather(Backend *b, void *comm, const float *send, float *recv, size_t chunk) {
+    (void)b;
+    CommGroup *g = comm;
+    size_t total = chunk * (size_t)g->size;
+    float *h = lib_host(send, chunk), *all = malloc(total * sizeof(float));
+    comm_allgather(g, h, all, chunk);
+    be->copy(be, recv, all, total * sizeof(float), COPY_H2D);
+    free(h);
+    free(all);
+    n_lib_calls++;
+    return 0;
+}
+static int lib_reduce_scatter(Backend *b, void *comm, const float *send, float *recv, size_t chunk) {
+    (void)b;
+    CommGroup *g = comm;
+    float *h = lib_host(send, chunk * (size_t)g->size), *out = malloc(chunk * sizeof(float));
+    comm_reduce_scatter_sum(g, h, out, chunk);
+    be->copy(be, recv, out, chunk * sizeof(float), COPY_H2D);
+    free(h);
+    free(out);
+    n_lib_calls++;
+    return 0;
+}
+static int lib_broadcast(Backend *b, void *comm, float *buf, size_t n, int root) {
+    (void)b;
+    float *h = lib_host(buf, n);
+    comm_broadcast(comm, h, n, root);
+    be->copy(be, buf, h, n * sizeof(float), COPY_H2D);
+    free(h);
+    n_lib_calls++;
+    return 0;
+}
+static const char *lib_error_string(int code) { return code ? "the stand-in was asked for another group" : "ok"; }
+
+static const BackendCollectives STAND_IN = {
+    .name = "stand-in", .id_bytes = ID_BYTES, .new_id = lib_new_id, .comm_open = lib_comm_open,
+    .comm_close = lib_comm_close, .allreduce_sum = lib_allreduce, .allgather = lib_allgather,
+    .reduce_scatter_sum = lib_reduce_scatter, .broadcast = lib_broadcast, .error_string = lib_error_string,
+};
+
+// The library path: one communicator per grid group of two ranks or more, opened in the grid's order
+// from rank 0's id; every collective goes to the library (and is counted once, on the grid's group);
+// no staging buffer; transfers still through host slots; CTRON_COMM_DEVICE=staged overrides it.
+static void test_library(Comm *c) {
+    int tp = c->world.size % 2 == 0 ? 2 : 1;
+    CommGrid grid;
+    char err[256];
+    if (comm_grid_pp(c, tp, 1, &grid, err, sizeof err) != 0) {
+        CHECK(0, "grid: %s", err);
+        return;
+    }
+    CommGroup dup[SHADOWS];
+    CommGroup *order[SHADOWS] = {&grid.tp_group, &grid.dp_group, &grid.pp_group, &grid.emb_group};
+    n_shadows = 0;
+    for (int i = 0; i < SHADOWS; i++)
+        if (order[i]->size > 1) {
+            comm_split(order[i], 0, order[i]->rank, "shadow", &dup[n_shadows]);
+            shadows[n_shadows] = &dup[n_shadows];
+            n_shadows++;
+        }
+    be->collectives = &STAND_IN;
+    CommDevice *d = comm_device_open(&grid, be, 4096);
+    CHECK(comm_device_path(d) == COMM_DEVICE_NCCL && comm_device_host_bytes(d) == 0,
+          "library: path %s with %zu staging bytes", comm_device_path_name(comm_device_path(d)), comm_device_host_bytes(d));
+    CHECK(n_opened == n_shadows && bad_ids == 0, "library: %d of %d communicators opened, %d with another id",
+          n_opened, n_shadows, bad_ids);
+    int roots = 0;
+    for (int i = 0; i < SHADOWS; i++) roots += order[i]->size > 1 && order[i]->rank == 0;
+    CHECK(n_new_ids == roots, "library: %d ids drawn on this rank, expected %d (rank 0 of each group)", n_new_ids, roots);
+    for (int i = 0; i < SHADOWS; i++) {
+        if (order[i]->size < 2) continue;
+        int before = n_lib_calls;
+        test_allreduce(order[i], 0);
+        test_allgather(order[i], 0);
+        test_reduce_scatter(order[i], 0);
+        test_broadcast(order[i], 0);
+        test_nonblocking(order[i], 0);
+        // 2 all-reduces, 2 all-gathers, a reduce-scatter, a broadcast and the non-blocking all-reduce
+        CHECK(n_lib_calls - before == 7, "library: %d calls reached it on %s, expected 7", n_lib_calls - before,
+              order[i]->name);
+    }
+    test_one_rank(&grid.pp_group);
+    comm_device_close(d);
+    CHECK(n_closed == n_shadows, "library: %d of %d communicators closed", n_closed, n_shadows);
+    setenv("CTRON_COMM_DEVICE", "staged", 1);
+    d = comm_device_open(&grid, be, 4096);
+    CHECK(comm_device_path(d) == COMM_DEVICE_STAGED, "CTRON_COMM_DEVICE=staged: path %s",
+          comm_device_path_name(comm_device_path(d)));
+    comm_device_close(d);
+    unsetenv("CTRON_COMM_DEVICE");
+    be->collectives = NULL;
+    for (int i = 0; i < n_shadows; i++) comm_group_free(&dup[i]);
+    comm_grid_free(&grid);
+}
+
 int main(int argc, char **argv) {
     Comm c;
     char err[256];
@@ -233,7 +373,8 @@ int main(int argc, char **argv) {
         comm_device_close(d);
         CHECK(grid.tp_group.device == NULL, "closed, the groups still name the device");
     }
-    backend_close(be);
     comm_grid_free(&grid);
+    test_library(&c);
+    backend_close(be);
     return check_summary_world(&c);
 }
