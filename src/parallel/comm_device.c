@@ -80,7 +80,7 @@ CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats) {
         if (groups[i]->size > 1) d->lib_comm[i] = lib_comm_open(d, groups[i]);
     // Staged collectives (and, under NCCL, nothing but the transfers' slots) use one host buffer. A
     // reduce-scatter needs its input and its output in it: room for a piece of every rank plus one.
-    if (d->path == COMM_DEVICE_STAGED) {
+    if (d->path == COMM_DEVICE_STAGED && max_size > 1) {   // one rank everywhere: only device copies
         size_t want = stage_floats < COMM_STAGE_MAX_FLOATS ? stage_floats : COMM_STAGE_MAX_FLOATS;
         if (want < (size_t)max_size + 1) want = (size_t)max_size + 1;   // one float per rank at least
         d->stage_floats = want;

@@ -26,7 +26,7 @@ enum { COMM_STAGE_MAX_FLOATS = 1 << 22 };
 // Sets the device path of the grid's tp, dp, pp and emb groups for tensors on be (collective over
 // the world: NCCL communicators are created here). stage_floats: the largest collective the caller
 // runs on device memory, which sizes the one host staging buffer (at most COMM_STAGE_MAX_FLOATS;
-// allocated here, reused by every call). Returns NULL for a host-addressable backend: the groups
+// allocated here when a group has two ranks or more, reused by every call). Returns NULL for a host-addressable backend: the groups
 // then keep no device and comm_device_* are comm.h's calls. The environment variable
 // CTRON_COMM_DEVICE=staged forces the host-staged path where NCCL is built.
 CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats);

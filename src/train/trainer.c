@@ -407,7 +407,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
            format_bytes((double)gpt_num_params(c) * 4, b1, sizeof b1), b2, o->data_path, ds.n_train,
            dataset_n_val(&ds), omp_get_max_threads());
     if (strcmp(m.be->name, "cpu") != 0) print_device(&m, &opt, zero);
-    if (cdev) {
+    if (cdev && world->size > 1) {
         char b4[32];
         printf("  collectives on device memory: %s", comm_device_path_name(comm_device_path(cdev)));
         if (comm_device_host_bytes(cdev))
