@@ -13,6 +13,8 @@
 //    NOT_SUPPORTED, with no algorithm), and the legal neighbour of each case succeeds, so the check
 //    cannot pass by refusing everything. An operand outside device memory aborts (forked child).
 // 2b. Two algorithms (chosen at 16- and at 4-byte alignment) give different bits, one algorithm the same.
+// 2c. Stream order: the product reads its operands when the stream runs it (at the host's synchronisation
+//     under the emulated runtime), not when cublasLtMatmul is called.
 // 3. The CT_EMU_LT_NO_ALGO hook: "all", "aligned" and "bias" refuse exactly what they name.
 // 4. cub::DeviceRadixSort::SortPairs: the two-call protocol, a stable sort on [begin_bit, end_bit) against
 //    std::stable_sort, too little temporary storage refused, overlapping ranges abort.
@@ -505,6 +507,26 @@ static void variants(cublasLtHandle_t h) {
 }
 
 
+static void stream_order(cublasLtHandle_t h) {
+    Problem p = problem(CUDA_R_32F);
+    Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 16);
+    cublasLtMatmulHeuristicResult_t r;
+    int found;
+    heuristic(s, &r, &found);
+    float alpha = 1.0f, beta = 0.0f;
+    EXPECT(cublasLtMatmul(h, s.op, &alpha, p.A, s.la, p.B, s.lb, &beta, p.D, s.ld, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
+               CUBLAS_STATUS_SUCCESS,
+           "stream order: matmul");
+    memset(p.A, 0, p.a.bytes());           // read by the stream: A is now zero
+    cudaStreamSynchronize(0);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < p.d.elems(); i++) nonzero += p.D[i] != 0.0f;
+    EXPECT(nonzero == 0, "stream order: %zu elements of D nonzero (the product ran before the stream reached it)",
+           nonzero);
+    lt_free(s);
+    problem_free(p);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // 3. The no-algorithm hook
 
@@ -591,6 +613,7 @@ int main(void) {
     products(h);
     contracts(h);
     variants(h);
+    stream_order(h);
     outside_device_memory(h);
     hook(h);
     radix_sort();
