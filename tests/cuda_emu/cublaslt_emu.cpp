@@ -28,6 +28,11 @@
 //     allocations (ct_emu::device_range), else it reports and aborts: the GPU would fault.
 // A refused call prints one line naming the contract on stderr, so a test log shows why.
 //
+// Different algorithms are different kernels on a GPU, and need not sum in the same order. The stand-in
+// has two: one for operands all at 16-byte alignment or more (K in one pass) and one for anything less
+// (K in two halves added in turn), so code whose algorithm depends on where a tensor happens to sit gives
+// different bits here too, as it may on a GPU. The same algorithm always gives the same bits.
+//
 // Test hook: CT_EMU_LT_NO_ALGO, a comma list read at every heuristic call: "all" (no algorithm for any
 // problem), "aligned" (none when any MIN_ALIGNMENT preference exceeds its element size), "bias" (none with
 // the BIAS epilogue). The heuristic then answers as the real library does when nothing fits.
@@ -73,7 +78,7 @@ struct Pref {
 };
 
 // What an emulated algorithm holds in cublasLtMatmulAlgo_t::data.
-enum { ALGO_MAGIC = 0, ALGO_PROBLEM, ALGO_ALIGN, ALGO_WORKSPACE, ALGO_SCHEME };
+enum { ALGO_MAGIC = 0, ALGO_PROBLEM, ALGO_ALIGN, ALGO_WORKSPACE, ALGO_SCHEME, ALGO_HALVES };
 const uint64_t kAlgoMagic = 0x4354454d554c5431ull;   // "CTEMULT1"
 
 // What ctron could ask of the workspace: the stand-in's algorithms use 1 MiB when they may.
@@ -252,7 +257,19 @@ struct Work {
     float alpha, beta;
     const void *A, *B, *C;
     void *D;
+    bool halves;   // the under-aligned algorithm: K in two halves
 };
+
+// D += alpha · op(A)[:, q0:q1] · op(B)[q0:q1, :] for one batch (A, B as fp32 with their ld).
+void accumulate(const Work &w, const float *A, int lda, const float *B, int ldb, float *D, int q0, int q1) {
+    const int m = (int)w.dd.rows, n = (int)w.dd.cols;
+    if (q1 <= q0) return;
+    const bool ta = w.d.transa != CUBLAS_OP_N, tb = w.d.transb != CUBLAS_OP_N;
+    const float *a = A + (ta ? (size_t)q0 : (size_t)q0 * (size_t)lda);   // column q0 of op(A)
+    const float *b = B + (tb ? (size_t)q0 * (size_t)ldb : (size_t)q0);   // row q0 of op(B)
+    cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, q1 - q0, w.alpha, a,
+                lda, b, ldb, 1.0f, D, (int)w.dd.ld);
+}
 
 void run_matmul(const Work &w) {
     std::vector<float> ta, tb;
@@ -271,9 +288,9 @@ void run_matmul(const Work &w) {
             const float *A = operand(w.A, w.a, i, ta), *B = operand(w.B, w.b, i, tb);
             int lda = w.a.type == CUDA_R_32F ? (int)w.a.ld : (int)w.a.rows;
             int ldb = w.b.type == CUDA_R_32F ? (int)w.b.ld : (int)w.b.rows;
-            cblas_sgemm(CblasColMajor, w.d.transa == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                        w.d.transb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, m, n, k, w.alpha, A, lda, B, ldb, 1.0f, D,
-                        (int)w.dd.ld);
+            const int half = w.halves ? k / 2 : 0;
+            accumulate(w, A, lda, B, ldb, D, 0, half);
+            accumulate(w, A, lda, B, ldb, D, half, k);
         }
         if (w.d.epilogue == CUBLASLT_EPILOGUE_BIAS) {
             const float *bias = (const float *)w.d.bias;
@@ -485,6 +502,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     r.workspaceSize = p.max_workspace >= kAlgoWorkspace ? kAlgoWorkspace : 0;
     r.algo.data[ALGO_WORKSPACE] = r.workspaceSize;
     r.algo.data[ALGO_SCHEME] = CUBLASLT_REDUCTION_SCHEME_NONE;
+    r.algo.data[ALGO_HALVES] = need[0] < 16 || need[1] < 16 || need[2] < 16 || need[3] < 16;
     r.state = CUBLAS_STATUS_SUCCESS;
     r.wavesCount = 1.0f;
     *returned = 1;
@@ -561,6 +579,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t op, 
     w.alpha = *(const float *)alpha;
     w.beta = *(const float *)beta;
     w.A = A; w.B = B; w.C = C; w.D = D;
+    w.halves = algo->data[ALGO_HALVES] != 0;
     ct_emu::stream_submit(stream, [w]() { run_matmul(w); }, "cublasLtMatmul");
     return CUBLAS_STATUS_SUCCESS;
 }

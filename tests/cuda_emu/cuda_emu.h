@@ -28,9 +28,9 @@
 #include <type_traits>
 #include <utility>
 
-// Set by the scheduler each time it resumes a thread.
-extern thread_local uint3 threadIdx, blockIdx;
-extern thread_local dim3 blockDim, gridDim;
+// Set by the scheduler each time it resumes a thread (one grid runs at a time in the process).
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
 
 namespace ct_emu {
 struct Cfg {

@@ -1,7 +1,8 @@
 // The emulated device: a grid runs block after block on the calling OS thread; a block's threads are
 // fibers (a hand-written x86-64 context switch: glibc's swapcontext makes a system call per switch).
-// A thread runs until it waits (at __syncthreads, a warp collective) or returns, and the schedule
-// (CT_EMU_SCHEDULE) picks who runs next:
+// One grid runs at a time in the process (the runtime's lock), so the device's state is plain globals.
+// A thread runs until it waits (at __syncthreads, a warp collective) or returns, then switches straight
+// to the thread the schedule (CT_EMU_SCHEDULE) picks:
 //   rr        every runnable thread in turn, by thread index (the default);
 //   warp      one warp at a time, the lowest first, each as far as it can go before it must wait;
 //   warp-rev  the same, the highest warp first and lanes in descending order (the adversarial order:
@@ -35,11 +36,12 @@
 #define CT_ASAN 0
 #endif
 
-thread_local uint3 threadIdx, blockIdx;
-thread_local dim3 blockDim, gridDim;
+uint3 threadIdx, blockIdx;
+dim3 blockDim, gridDim;
 
-// ct_swap(&save_sp, next_sp): saves the callee-saved registers, MXCSR and the x87 control word on the
-// current stack, stores rsp in *save_sp and resumes the stack next_sp (the System V ABI's contract).
+// ct_swap(&save_sp, next_sp): saves the callee-saved registers on the current stack, stores rsp in
+// *save_sp and resumes the stack next_sp. MXCSR and the x87 control word are not switched: nothing
+// here changes them, and ldmxcsr per switch costs more than the rest.
 extern "C" void ct_swap(void **save_sp, void *next_sp);
 asm(R"(
 .text
@@ -52,14 +54,8 @@ ct_swap:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -93,6 +89,8 @@ struct Fiber {
     int line;
     unsigned mask;             // of the collective it waits at
     std::vector<Copy> async;   // cp.async not yet waited for
+    void *fake;                // AddressSanitizer's fake stack while switched out
+    uint3 idx;                 // its threadIdx
 };
 struct Group {                 // a warp collective being gathered
     unsigned mask, arrived;
@@ -129,12 +127,13 @@ struct Sched {
     uint64_t rng = 0;
     bool running = false;
 #if CT_ASAN
-    const void *sched_bottom = nullptr;
+    const void *sched_bottom = nullptr;   // the OS thread's stack, which run_block switches from
     size_t sched_size = 0;
+    bool from_sched = false;
     void *fake = nullptr;
 #endif
 };
-thread_local Sched S;
+Sched S;
 std::mutex attr_mu;
 std::map<const void *, size_t> smem_attr;   // cudaFuncSetAttribute(MaxDynamicSharedMemorySize)
 std::mutex warn_mu;
@@ -147,22 +146,39 @@ void where(char *out, size_t len, const Fiber &f) {
     else snprintf(out, len, "runnable");
 }
 
-void set_thread_idx(int id) {
-    threadIdx.x = id % blockDim.x;
-    threadIdx.y = (id / blockDim.x) % blockDim.y;
-    threadIdx.z = id / (blockDim.x * blockDim.y);
-}
 
-// Back to the scheduler (the fiber's state says why).
+int pick(int last);
+[[noreturn]] void deadlock();
+
+void set_running(int i) {
+    S.cur = i;
+    S.w[i / 32].runnable &= ~(1u << (i % 32));
+    threadIdx = S.f[i].idx;
+}
+void entered(Fiber *me) {   // first thing on a fiber's stack after a switch to it
+#if CT_ASAN
+    const void *from_bottom;
+    size_t from_size;
+    __sanitizer_finish_switch_fiber(me ? me->fake : nullptr, &from_bottom, &from_size);
+    if (S.from_sched) S.sched_bottom = from_bottom, S.sched_size = from_size, S.from_sched = false;
+#else
+    (void)me;
+#endif
+}
+// From the running fiber, which may not go on (its state says why), to the next the schedule picks;
+// returns when this fiber runs again.
 void yield() {
-    Fiber &me = S.f[S.cur];
+    int me = S.cur;
+    int next = pick(me);
+    if (next < 0) deadlock();
+    set_running(next);
+    if (next == me) return;
+    Fiber &f = S.f[me];
 #if CT_ASAN
-    __sanitizer_start_switch_fiber(&S.fake, S.sched_bottom, S.sched_size);
+    __sanitizer_start_switch_fiber(&f.fake, S.stacks[next], STACK);
 #endif
-    ct_swap(&me.sp, S.sched_sp);
-#if CT_ASAN
-    __sanitizer_finish_switch_fiber(S.fake, nullptr, nullptr);
-#endif
+    ct_swap(&f.sp, S.f[next].sp);
+    entered(&S.f[me]);
 }
 
 void make_runnable(int id) {
@@ -204,9 +220,7 @@ void release_barrier() {
 }
 
 [[noreturn]] void fiber_main() {
-#if CT_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &S.sched_bottom, &S.sched_size);
-#endif
+    entered(nullptr);
     (*S.thread)();
     Fiber &me = S.f[S.cur];
     int wi = S.cur / 32, lane = S.cur % 32;
@@ -220,11 +234,18 @@ void release_barrier() {
                   "(mask %08x): a collective's mask must name only lanes that reach it", S.cur, wi, lane, blockIdx.x,
                   blockIdx.y, blockIdx.z, g.what, g.mask);
     if (S.at_barrier && S.at_barrier == S.live) release_barrier();
+    void *dummy, *to = S.sched_sp;
+    int next = -1;
+    if (S.live) {
+        next = pick(S.cur);
+        if (next < 0) deadlock();
+        set_running(next);
+        to = S.f[next].sp;
+    }
 #if CT_ASAN
-    __sanitizer_start_switch_fiber(nullptr, S.sched_bottom, S.sched_size);
+    __sanitizer_start_switch_fiber(nullptr, next < 0 ? S.sched_bottom : S.stacks[next], next < 0 ? S.sched_size : STACK);
 #endif
-    void *dummy;
-    ct_swap(&dummy, S.sched_sp);
+    ct_swap(&dummy, to);
     abort();
 }
 
@@ -237,23 +258,7 @@ void *fresh_stack(char *base) {
     *--p = 0;                                 // fiber_main's (never used) return address
     *--p = (uint64_t)(uintptr_t)&fiber_main;  // ct_swap's ret goes here
     for (int i = 0; i < 6; i++) *--p = 0;     // rbp rbx r12 r13 r14 r15
-    uint32_t csr[2] = {0x1F80u, 0x037Fu};     // MXCSR, x87 control word: the defaults
-    --p;
-    memcpy(p, csr, sizeof csr);
     return p;
-}
-
-void resume(int i) {
-    S.cur = i;
-    S.w[i / 32].runnable &= ~(1u << (i % 32));
-    set_thread_idx(i);
-#if CT_ASAN
-    __sanitizer_start_switch_fiber(&S.fake, S.stacks[i], STACK);
-#endif
-    ct_swap(&S.sched_sp, S.f[i].sp);
-#if CT_ASAN
-    __sanitizer_finish_switch_fiber(S.fake, &S.sched_bottom, &S.sched_size);
-#endif
 }
 
 // The next thread to run under the policy, or -1 when none can.
@@ -307,13 +312,16 @@ void run_block(unsigned bx, unsigned by, unsigned bz) {
     S.live = S.n;
     S.at_barrier = 0;
     if (S.policy == RANDOM) shuffle_order();
-    int last = S.n - 1;
-    while (S.live > 0) {
-        int next = pick(last);
-        if (next < 0) deadlock();
-        resume(next);
-        last = next;
-    }
+    int first = pick(S.n - 1);
+    set_running(first);
+#if CT_ASAN
+    S.from_sched = true;
+    __sanitizer_start_switch_fiber(&S.fake, S.stacks[first], STACK);
+#endif
+    ct_swap(&S.sched_sp, S.f[first].sp);   // back when the block's last thread returns
+#if CT_ASAN
+    __sanitizer_finish_switch_fiber(S.fake, nullptr, nullptr);
+#endif
 }
 }  // namespace
 
@@ -354,7 +362,9 @@ void run_grid(const char *kernel, const dim3 &grid, const dim3 &block, size_t sm
     S.kernel = kernel;
     S.n = (int)threads;
     S.nw = (S.n + 31) / 32;
-    S.f.assign(threads, Fiber{nullptr, RUNNABLE, "", "", 0, 0, {}});
+    S.f.assign(threads, Fiber{nullptr, RUNNABLE, "", "", 0, 0, {}, nullptr, {0, 0, 0}});
+    for (unsigned i = 0; i < threads; i++)
+        S.f[i].idx = uint3{i % block.x, (i / block.x) % block.y, i / (block.x * block.y)};
     S.w.resize(S.nw);
     S.order.resize(S.nw);
     const char *pol = getenv("CT_EMU_SCHEDULE");
@@ -447,7 +457,7 @@ void warp_collective(unsigned mask, const char *what, const char *file, int line
     Group *g = nullptr;
     for (Group &x : w.groups) {
         if (!(x.mask & mask)) continue;
-        if (x.mask != mask || strcmp(x.what, what)) {
+        if (x.mask != mask || (x.what != what && strcmp(x.what, what))) {
             int other = wi * 32 + __builtin_ctz(x.arrived);
             fatal("lanes of warp %d meet at different warp collectives: lane %d at %s (mask %08x, %s:%d), lane %d at %s "
                   "(mask %08x, %s:%d)", wi, lane, what, mask, file, line, other % 32, x.what, x.mask, S.f[other].file,

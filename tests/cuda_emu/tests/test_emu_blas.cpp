@@ -12,6 +12,9 @@
 // 2. Contracts. Each documented violation gives the status the real library returns (INVALID_VALUE or
 //    NOT_SUPPORTED, with no algorithm), and the legal neighbour of each case succeeds, so the check
 //    cannot pass by refusing everything. An operand outside device memory aborts (forked child).
+// 2b. Two algorithms (chosen at 16- and at 4-byte alignment) give different bits, one algorithm the same.
+// 2c. Stream order: the product reads its operands when the stream runs it (at the host's synchronisation
+//     under the emulated runtime), not when cublasLtMatmul is called.
 // 3. The CT_EMU_LT_NO_ALGO hook: "all", "aligned" and "bias" refuse exactly what they name.
 // 4. cub::DeviceRadixSort::SortPairs: the two-call protocol, a stable sort on [begin_bit, end_bit) against
 //    std::stable_sort, too little temporary storage refused, overlapping ranges abort.
@@ -475,6 +478,55 @@ static void outside_device_memory(cublasLtHandle_t h) {
     EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "host memory as A: abort expected (status %d)", status);
 }
 
+// 2b. Algorithms chosen for different alignments sum in different orders (as different GPU kernels may);
+//     one algorithm always gives the same bits.
+static void variants(cublasLtHandle_t h) {
+    Mat a{64, 40, 64, 1, 0, CUDA_R_32F}, b{64, 30, 64, 1, 0, CUDA_R_32F}, d{40, 30, 40, 1, 0, CUDA_R_32F};
+    std::vector<float> tmp;
+    void *A = fill(a, tmp), *B = fill(b, tmp);
+    float *D = (float *)dmalloc(d.bytes());
+    std::vector<float> out[3];
+    uint32_t aligns[3] = {16, 16, 4};
+    for (int i = 0; i < 3; i++) {
+        Lt s = lt_make(h, 1, 0, a, b, d, d, NULL, aligns[i]);
+        cublasLtMatmulHeuristicResult_t r;
+        int found;
+        heuristic(s, &r, &found);
+        EXPECT(matmul(s, &r.algo, A, B, D) == CUBLAS_STATUS_SUCCESS, "variants: matmul %d", i);
+        out[i].assign(D, D + d.elems());
+        lt_free(s);
+    }
+    EXPECT(!memcmp(out[0].data(), out[1].data(), d.bytes()), "variants: one algorithm, two runs, different bits");
+    size_t differ = 0;
+    for (size_t i = 0; i < d.elems(); i++) differ += memcmp(&out[0][i], &out[2][i], 4) != 0;
+    EXPECT(differ > 0, "variants: the 16-byte and 4-byte algorithms gave the same bits everywhere");
+    printf("variants: %zu of %zu elements differ between the 16- and 4-byte algorithms\n", differ, d.elems());
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(D);
+}
+
+
+static void stream_order(cublasLtHandle_t h) {
+    Problem p = problem(CUDA_R_32F);
+    Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 16);
+    cublasLtMatmulHeuristicResult_t r;
+    int found;
+    heuristic(s, &r, &found);
+    float alpha = 1.0f, beta = 0.0f;
+    EXPECT(cublasLtMatmul(h, s.op, &alpha, p.A, s.la, p.B, s.lb, &beta, p.D, s.ld, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
+               CUBLAS_STATUS_SUCCESS,
+           "stream order: matmul");
+    memset(p.A, 0, p.a.bytes());           // read by the stream: A is now zero
+    cudaStreamSynchronize(0);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < p.d.elems(); i++) nonzero += p.D[i] != 0.0f;
+    EXPECT(nonzero == 0, "stream order: %zu elements of D nonzero (the product ran before the stream reached it)",
+           nonzero);
+    lt_free(s);
+    problem_free(p);
+}
+
 // ---------------------------------------------------------------------------------------------------
 // 3. The no-algorithm hook
 
@@ -560,6 +612,8 @@ int main(void) {
     g_ws = dmalloc(kWs);
     products(h);
     contracts(h);
+    variants(h);
+    stream_order(h);
     outside_device_memory(h);
     hook(h);
     radix_sort();
