@@ -177,7 +177,27 @@ struct Backend {
     void (*swiglu_forward)(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16);
     void (*swiglu_backward)(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy, const float *gate,
                             const float *up, int ld, int n, int f, int round_bf16);
+    // ---- collectives between ranks on this device's memory (NCCL on CUDA), used by
+    // parallel/comm_device.c; NULL where the build has none: ranks then stage through host memory.
+    const struct BackendCollectives *collectives;
 };
+
+// A device's own collective library. Each call returns 0 or a code that error_string names; sizes
+// in floats; a communicator spans the `size` ranks that share one id (rank 0 draws it, the others
+// receive its id_bytes over MPI). Collectives are enqueued on the backend's compute stream, so they
+// are ordered with its kernels and copies; in place as comm.h's contracts say.
+typedef struct BackendCollectives {
+    const char *name;     // "nccl"
+    size_t id_bytes;
+    int (*new_id)(void *id);
+    int (*comm_open)(Backend *be, void **comm, int size, int rank, const void *id);
+    int (*comm_close)(void *comm);
+    int (*allreduce_sum)(Backend *be, void *comm, const float *send, float *recv, size_t n);
+    int (*allgather)(Backend *be, void *comm, const float *send, float *recv, size_t chunk);
+    int (*reduce_scatter_sum)(Backend *be, void *comm, const float *send, float *recv, size_t chunk);
+    int (*broadcast)(Backend *be, void *comm, float *buf, size_t n, int root);
+    const char *(*error_string)(int code);
+} BackendCollectives;
 
 // "cpu" (any precision); "cuda" / "cuda:N" where the CUDA backend is built and a GPU is visible. NULL
 // with err when the name is unknown, no such device is there, or the precision cannot run on it.

@@ -5,7 +5,9 @@
 // kernel host memory, stops at once with a segmentation fault or a message naming the kernel and
 // the argument — what a GPU would do silently wrong. Tests run the one-process trainer on it, so
 // the CPU suite proves the code the CUDA backend runs reaches tensors only through the backend.
-// Single-threaded use only (no offload I/O thread, no MPI): locking is process-wide.
+// Single-threaded use only (no offload I/O thread): locking is process-wide. Several MPI ranks are
+// several processes, each with its own guard; their collectives and transfers stage device tensors
+// through host memory (parallel/comm_device.h), so MPI never touches a guarded page.
 #define _DEFAULT_SOURCE   // MAP_ANONYMOUS
 #include <stdio.h>
 #include <stdlib.h>

@@ -55,8 +55,10 @@ void cli_train_usage(FILE *f) {
         "                                    fp32 accumulation; fp32 LN/softmax/GeLU/loss; activations kept in bf16\n"
         "  --bf16                            the same as --precision bf16 (Megatron's flag)\n"
         "  --device cpu|cuda[:N]|cpu-guarded where the model runs (default cpu). cuda: the N-th GPU (exit 2\n"
-        "                                    when none is visible); cpu-guarded: the CPU with device memory\n"
-        "                                    unreadable to host code (a check that nothing reads tensors directly)\n"
+        "                                    when none is visible; plain cuda under mpirun: each rank's local\n"
+        "                                    GPU); cpu-guarded: the CPU with device memory unreadable to host\n"
+        "                                    code (a check that nothing reads tensors directly). Ranks exchange\n"
+        "                                    device tensors through NCCL where built, else via host memory\n"
         "  --act-dtype fp32|bf16             precision of kept activations; with --precision fp32 compute stays\n"
         "                                    fp32 (default: fp32, or bf16 under --precision bf16)\n"
         "  --tempo LIST                      Tempo's in-place gelu, layernorm and fused softmax (dropout),\n"
@@ -141,13 +143,8 @@ enum {
 // there are, is a usage error (exit 2) before any data is read.
 static int check_device(const TrainOptions *o) {
     if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
-    // Ranks exchange gradients and shards through host memory (MPI); a device the host cannot read needs
-    // NCCL or a CUDA-aware MPI, which ctron does not have yet. Open MPI tells each rank the job's size.
-    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
-    if ((ranks && atoi(ranks) > 1) || o->tp > 1 || o->pp > 1)
-        return usage_error("--device %s runs one process (this job has %s ranks, --tp %d, --pp %d): several ranks "
-                           "exchange tensors through host memory, which this device does not share",
-                           o->device, ranks ? ranks : "1", o->tp, o->pp);
+    // Several ranks (--tp, --pp, data parallel, ZeRO) exchange device tensors through comm_device.h:
+    // NCCL where it is built, else staged through host memory around MPI.
     if (strcmp(o->device, "cpu-guarded") == 0 && o->offload)
         return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "
                            "process and the offload pool copies from its own thread");

@@ -14,6 +14,7 @@
 #include "backend/cpu/flash_attention.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
+#include "parallel/comm_device.h"
 #include "util/common.h"
 
 void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) { gpt_init_tp(m, cfg, policy, NULL); }
@@ -479,10 +480,10 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
     }
     m->be->embedding_vocab_forward(m->be, ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
     if (m->tp.sp) {
-        comm_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
+        comm_device_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     } else {
-        comm_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
+        comm_device_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     }
     m->be->embedding_add_positions(m->be, x, m->w.wpe, m->s0, m->s_rank, b, h);

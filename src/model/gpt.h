@@ -201,6 +201,9 @@ void gpt_init_weights(GPT *m, uint64_t seed);
 // are laid out as m->params (e.g. gradients or optimizer moments).
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst);
 void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf);
+// The same with this rank's side in host memory (ZeRO's unsharded moments).
+void gpt_shard_from_full_host(const GPT *m, const GPT *full, const float *full_buf, float *host);
+void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, float *full_buf);
 // tokens, targets [s,b]. Training: returns Σ loss over the s·b rows and leaves grad_scale·dloss/dlogits
 // in place of the logits, ready for gpt_backward. Evaluation (train = 0): returns Σ loss (targets may be
 // NULL; then returns 0) and leaves the logits readable via m->logits; nothing goes to the arena.

@@ -240,27 +240,34 @@ static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, 
 }
 
 // full_buf is host memory (a model of gpt_init_params); dst and src are device tensors of m, which
-// move through one host staging copy.
+// move through one host staging copy (the _host forms: host memory laid out as m's parameters).
+void gpt_shard_from_full_host(const GPT *m, const GPT *full, const float *full_buf, float *host) {
+    shard_copy(m, full, m->tp.t > 1 ? m->tp.rank : 0, host, (float *)full_buf, 1);
+}
+
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst) {
     if (dst == m->params) ((GPT *)m)->params16_stale = 1;   // the bf16 copy follows the new weights
     float *host = xmalloc(m->n_params * sizeof(float));
-    shard_copy(m, full, m->tp.t > 1 ? m->tp.rank : 0, host, (float *)full_buf, 1);
+    gpt_shard_from_full_host(m, full, full_buf, host);
     m->be->copy(m->be, dst, host, m->n_params * sizeof(float), COPY_H2D);
     free(host);
 }
 
-void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf) {
+void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, float *full_buf) {
     int t = m->tp.t > 1 ? m->tp.t : 1;
-    float *host = xmalloc(m->n_params * sizeof(float));
-    m->be->copy(m->be, host, src, m->n_params * sizeof(float), COPY_D2H);
     if (t == 1) {
-        shard_copy(m, full, 0, host, full_buf, 0);
-        free(host);
+        shard_copy(m, full, 0, (float *)host, full_buf, 0);
         return;
     }
     float *all = xmalloc(m->n_params * (size_t)t * sizeof(float));
     comm_allgather(m->tp.group, host, all, m->n_params);
     for (int r = 0; r < t; r++) shard_copy(m, full, r, all + (size_t)r * m->n_params, full_buf, 0);
     free(all);
+}
+
+void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf) {
+    float *host = xmalloc(m->n_params * sizeof(float));
+    m->be->copy(m->be, host, src, m->n_params * sizeof(float), COPY_D2H);
+    gpt_gather_to_full_host(m, full, host, full_buf);
     free(host);
 }

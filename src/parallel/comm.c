@@ -196,55 +196,60 @@ static int overlaps(const float *a, size_t na, const float *b, size_t nb) {
     return pa < pb + nb * sizeof(float) && pb < pa + na * sizeof(float);
 }
 
-void comm_allreduce_sum(CommGroup *g, const float *send, float *recv, size_t n) {
+// The checks and the count of each collective, shared with comm_device.c: 1 when a backend must move
+// data (a group of two ranks or more, a non-empty tensor), 0 when the caller only copies or is done.
+int comm_begin_allreduce(CommGroup *g, const float *send, const float *recv, size_t n) {
     check_buffers(g, "all-reduce", send, recv, n);
     if (send != recv && overlaps(send, n, recv, n))
         comm_abort(g, "all-reduce on group %s: send and recv overlap without being the same buffer", g->name);
     comm_count(g, COMM_ALLREDUCE, n);
-    if (n == 0) return;
-    if (g->size == 1) {
-        if (send != recv) memcpy(recv, send, n * sizeof(float));
-        return;
-    }
-    g->ops->allreduce_sum(g, send, recv, n);
+    return n > 0 && g->size > 1;
 }
 
-void comm_allgather(CommGroup *g, const float *send, float *recv, size_t chunk) {
+int comm_begin_allgather(CommGroup *g, const float *send, const float *recv, size_t chunk) {
     check_buffers(g, "all-gather", send, recv, chunk);
     size_t total = chunk * (size_t)g->size;
-    int in_place = send == recv + (size_t)g->rank * chunk;
-    if (!in_place && overlaps(send, chunk, recv, total))
+    if (send != recv + (size_t)g->rank * chunk && overlaps(send, chunk, recv, total))
         comm_abort(g, "all-gather on group %s: send overlaps recv but is not recv + rank·chunk", g->name);
     comm_count(g, COMM_ALLGATHER, total);
-    if (chunk == 0) return;
-    if (g->size == 1) {
-        if (!in_place) memcpy(recv, send, chunk * sizeof(float));
-        return;
-    }
-    g->ops->allgather(g, in_place ? NULL : send, recv, chunk);
+    return chunk > 0 && g->size > 1;
 }
 
-void comm_reduce_scatter_sum(CommGroup *g, const float *send, float *recv, size_t chunk) {
+int comm_begin_reduce_scatter(CommGroup *g, const float *send, const float *recv, size_t chunk) {
     check_buffers(g, "reduce-scatter", send, recv, chunk);
     size_t total = chunk * (size_t)g->size;
     if (overlaps(send, total, recv, chunk))
         comm_abort(g, "reduce-scatter on group %s: send and recv overlap", g->name);
     comm_count(g, COMM_REDUCE_SCATTER, total);
-    if (chunk == 0) return;
-    if (g->size == 1) {
-        memcpy(recv, send, chunk * sizeof(float));
-        return;
-    }
-    g->ops->reduce_scatter_sum(g, send, recv, chunk);
+    return chunk > 0 && g->size > 1;
 }
 
-void comm_broadcast(CommGroup *g, float *buf, size_t n, int root) {
+int comm_begin_broadcast(CommGroup *g, const float *buf, size_t n, int root) {
     check_buffers(g, "broadcast", buf, buf, n);
     if (root < 0 || root >= g->size)
         comm_abort(g, "broadcast on group %s: root %d is out of range (expected 0 to %d)", g->name, root, g->size - 1);
     comm_count(g, COMM_BROADCAST, n);
-    if (n == 0 || g->size == 1) return;
-    g->ops->broadcast(g, buf, n, root);
+    return n > 0 && g->size > 1;
+}
+
+void comm_allreduce_sum(CommGroup *g, const float *send, float *recv, size_t n) {
+    if (comm_begin_allreduce(g, send, recv, n)) g->ops->allreduce_sum(g, send, recv, n);
+    else if (n > 0 && send != recv) memcpy(recv, send, n * sizeof(float));
+}
+
+void comm_allgather(CommGroup *g, const float *send, float *recv, size_t chunk) {
+    int in_place = send == recv + (size_t)g->rank * chunk;
+    if (comm_begin_allgather(g, send, recv, chunk)) g->ops->allgather(g, in_place ? NULL : send, recv, chunk);
+    else if (chunk > 0 && !in_place) memcpy(recv, send, chunk * sizeof(float));
+}
+
+void comm_reduce_scatter_sum(CommGroup *g, const float *send, float *recv, size_t chunk) {
+    if (comm_begin_reduce_scatter(g, send, recv, chunk)) g->ops->reduce_scatter_sum(g, send, recv, chunk);
+    else if (chunk > 0) memcpy(recv, send, chunk * sizeof(float));
+}
+
+void comm_broadcast(CommGroup *g, float *buf, size_t n, int root) {
+    if (comm_begin_broadcast(g, buf, n, root)) g->ops->broadcast(g, buf, n, root);
 }
 
 void comm_barrier(CommGroup *g) {

@@ -1,7 +1,8 @@
 // The communication interface (DESIGN.md §4): a world of ranks, process groups split from it, the
-// collectives TP, SP and DP need and the point-to-point transfers PP needs, on fp32 buffers. Two
-// backends sit behind it: Open MPI (built when CMake finds MPI, CTRON_HAVE_MPI) and a single process
-// (always built). Nothing here includes mpi.h, so callers compile the same either way.
+// collectives TP, SP and DP need and the point-to-point transfers PP needs, on fp32 buffers in host
+// memory (comm_device.h takes a device backend's tensors). Two backends sit behind it: Open MPI
+// (built when CMake finds MPI, CTRON_HAVE_MPI) and a single process (always built). Nothing here
+// includes mpi.h, so callers compile the same either way.
 //
 // Byte counters. Every collective adds, to the counter of its kind on the group it ran on, the bytes
 // one rank sends under the bandwidth-optimal algorithm on a ring of n ranks, for a tensor of N bytes
@@ -38,7 +39,8 @@ typedef enum {
     COMM_MPI,     // MPI; an error when ctron was built without it
 } CommBackend;
 
-struct CommOps;  // the backend's functions (comm_backend.h)
+struct CommOps;     // the backend's functions (comm_backend.h)
+struct CommDevice;  // the device path of a group's tensors (comm_device.h)
 
 // A process group: a sub-communicator of the world. size/rank are its own; world_rank/world_size
 // name the process in messages. Read the fields, do not write them.
@@ -49,6 +51,7 @@ typedef struct {
     CommStats stats;
     const struct CommOps *ops;
     void *handle;                // the backend's communicator (an MPI_Comm), NULL for single
+    struct CommDevice *device;   // set by comm_device_open: how comm_device_* reach device memory
 } CommGroup;
 
 typedef struct {
@@ -78,6 +81,7 @@ typedef struct {
     size_t n;          // floats
     int peer;          // the group rank sent to or received from; -1 for an all-reduce
     int tag;
+    void *staged;      // comm_device.c's host staging slot of a device transfer, NULL otherwise
 } CommRequest;
 
 // Starts the backend (MPI_Init_thread when MPI; argc/argv may be NULL). Returns 0, or -1 with a

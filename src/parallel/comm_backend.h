@@ -29,6 +29,18 @@ struct CommOps {
 // Adds one call of kind on tensor_floats floats to g's counters (comm.h's convention).
 void comm_count(CommGroup *g, CommKind kind, size_t tensor_floats);
 
+// The checks and the count of a collective (comm.c): 1 when the backend must move data (two ranks or
+// more, a non-empty tensor), 0 when the caller copies send to recv (one rank) or is done.
+int comm_begin_allreduce(CommGroup *g, const float *send, const float *recv, size_t n);
+int comm_begin_allgather(CommGroup *g, const float *send, const float *recv, size_t chunk);
+int comm_begin_reduce_scatter(CommGroup *g, const float *send, const float *recv, size_t chunk);
+int comm_begin_broadcast(CommGroup *g, const float *buf, size_t n, int root);
+// The checks, the request's fields and the count of a send or receive (comm_nonblocking.c).
+void comm_begin_transfer(CommGroup *g, CommKind kind, const void *buf, size_t n, int peer, int tag, CommRequest *req);
+// A staged device transfer whose MPI part is done: copies a received slot to the device, frees the
+// slot and clears req->staged (comm_device.c).
+void comm_device_complete(CommRequest *req);
+
 // Fill c->world's size, rank, world_rank, world_size, ops and handle, and c->finalize_mpi.
 void comm_single_init(Comm *c);
 #ifdef CTRON_HAVE_MPI

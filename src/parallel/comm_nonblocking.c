@@ -29,18 +29,21 @@ static void start(CommRequest *req, CommGroup *g, CommKind kind, size_t n, int p
     req->tag = tag;
 }
 
+// The checks, the request's fields and the count of a transfer, shared with comm_device.c.
+void comm_begin_transfer(CommGroup *g, CommKind kind, const void *buf, size_t n, int peer, int tag, CommRequest *req) {
+    check_transfer(g, kind == COMM_SEND ? "send" : "recv", buf, n, peer, tag);
+    start(req, g, kind, n, peer, tag);
+    comm_count(g, kind, n);
+}
+
 // n = 0 still posts a message: the two sides match, so a size mismatch cannot hide behind it.
 void comm_isend(CommGroup *g, const float *buf, size_t n, int dst, int tag, CommRequest *req) {
-    check_transfer(g, "send", buf, n, dst, tag);
-    start(req, g, COMM_SEND, n, dst, tag);
-    comm_count(g, COMM_SEND, n);
+    comm_begin_transfer(g, COMM_SEND, buf, n, dst, tag, req);
     g->ops->isend(g, buf, n, dst, tag, req);
 }
 
 void comm_irecv(CommGroup *g, float *buf, size_t n, int src, int tag, CommRequest *req) {
-    check_transfer(g, "recv", buf, n, src, tag);
-    start(req, g, COMM_RECV, n, src, tag);
-    comm_count(g, COMM_RECV, n);
+    comm_begin_transfer(g, COMM_RECV, buf, n, src, tag, req);
     g->ops->irecv(g, buf, n, src, tag, req);
 }
 
@@ -52,12 +55,14 @@ void comm_iallreduce_sum(CommGroup *g, float *buf, size_t n, CommRequest *req) {
     g->ops->iallreduce_sum(g, buf, n, req);
 }
 
+// A device transfer completes when its staged bytes have reached the device (comm_device.c).
 void comm_wait(CommRequest *req) {
-    if (!req->handle) return;
-    req->group->ops->wait(req);
+    if (req->handle) req->group->ops->wait(req);
+    if (req->staged) comm_device_complete(req);
 }
 
 int comm_test(CommRequest *req) {
-    if (!req->handle) return 1;
-    return req->group->ops->test(req);
+    if (req->handle && !req->group->ops->test(req)) return 0;
+    if (req->staged) comm_device_complete(req);
+    return 1;
 }

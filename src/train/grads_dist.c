@@ -1,4 +1,5 @@
 #include "train/grads_dist.h"
+#include "parallel/comm_device.h"
 #include <math.h>
 #include "train/grad_norm.h"
 
@@ -10,7 +11,7 @@ void grads_reduce_sp(GPT *m) {
         size_t lo = m->info[i].offset, hi = lo + m->info[i].numel;
         int j = i + 1;
         while (j < m->n_info && m->info[j].sp_partial && m->info[j].offset == hi) hi += m->info[j++].numel;
-        comm_allreduce_sum(m->tp.group, m->grads + lo, m->grads + lo, hi - lo);
+        comm_device_allreduce_sum(m->tp.group, m->grads + lo, m->grads + lo, hi - lo);
         i = j;
     }
 }
@@ -18,7 +19,7 @@ void grads_reduce_sp(GPT *m) {
 void grads_allreduce_dp(CommGroup *dp, float *g, size_t n) {
     if (dp->size == 1) return;
     enum { BUCKET = 1 << 22 };   // 16 MiB of fp32 per call
-    for (size_t off = 0; off < n; off += BUCKET) comm_allreduce_sum(dp, g + off, g + off, n - off < BUCKET ? n - off : BUCKET);
+    for (size_t off = 0; off < n; off += BUCKET) comm_device_allreduce_sum(dp, g + off, g + off, n - off < BUCKET ? n - off : BUCKET);
 }
 
 // Σ g² over [lo, hi) ∩ the tensors this rank counts.

@@ -1,6 +1,7 @@
 #include "train/pipeline.h"
 #include <string.h>
 #include "model/params.h"
+#include "parallel/comm_device.h"
 #include "util/common.h"
 
 enum { DIR_FORWARD, DIR_BACKWARD, DIR_EVAL, DIRS };
@@ -88,7 +89,7 @@ static void give(Pipeline *pl, PipeBuf *q, int dst, int tag) {
         q->local_tag = tag;
         return;
     }
-    comm_isend(pl->pp, q->data, pl->act_floats, dst, tag, &q->req);
+    comm_device_isend(pl->pp, q->data, pl->act_floats, dst, tag, &q->req);
     q->sending = 1;
 }
 
@@ -101,7 +102,7 @@ static const float *take(Pipeline *pl, int src, int tag) {
         ctron_fatal("pipeline: no chunk output with tag %d on the one stage (schedule out of order)", tag);
     }
     CommRequest req;
-    comm_irecv(pl->pp, pl->recv, pl->act_floats, src, tag, &req);
+    comm_device_irecv(pl->pp, pl->recv, pl->act_floats, src, tag, &req);
     double t0 = now_seconds();
     comm_wait(&req);
     pl->wait_s += now_seconds() - t0;
@@ -140,7 +141,7 @@ static void reduce_layer(Pipeline *pl, GPT *m, int l) {
     size_t count[12] = {h, h, 3 * hl * h, 3 * hl, h * hl, h, h, h, fl * h, fl, h * fl, h};
     for (int i = 0; i < 12; i++) {
         CommRequest r;
-        comm_iallreduce_sum(pl->dp, part[i], count[i], &r);
+        comm_device_iallreduce_sum(pl->dp, part[i], count[i], &r);
         push_req(pl, r);
     }
 }
@@ -150,7 +151,7 @@ void pipeline_finish_dp(Pipeline *pl, GPT *m) {
     pl->n_layer_reqs = 0;
     for (int i = 0; i < m->n_info; i++)   // the tensors outside the layers: embeddings, final LN
         if (strncmp(m->info[i].name, "h.", 2) != 0)
-            comm_allreduce_sum(pl->dp, m->grads + m->info[i].offset, m->grads + m->info[i].offset, m->info[i].numel);
+            comm_device_allreduce_sum(pl->dp, m->grads + m->info[i].offset, m->grads + m->info[i].offset, m->info[i].numel);
 }
 
 double pipeline_train_step(Pipeline *pl, GPT *m, const Dataset *ds, const PipeStep *st) {

@@ -4,12 +4,19 @@
 #include "memory/pipe_memory.h"
 #include "util/common.h"
 
-// A ZeRO rank's moments over the whole local buffer: its pieces, then every rank's via all-gather.
+// A ZeRO rank's moments over the whole local buffer, in host memory: its pieces (on the backend),
+// then every rank's via all-gather.
 static float *unshard_state(Zero *zero, const float *owned, size_t n) {
     float *buf = xcalloc(n * sizeof(float));
     zero_unpack(zero, owned, buf);
-    zero_allgather(zero, buf);
+    zero_allgather_host(zero, buf);
     return buf;
+}
+
+// m's moments, on its backend or (ZeRO, unsharded) in host memory, into the whole model's layout.
+static void gather_state(const GPT *m, const GPT *full, const float *src, int on_host, float *full_buf) {
+    if (on_host) gpt_gather_to_full_host(m, full, src, full_buf);
+    else gpt_gather_to_full(m, full, src, full_buf);
 }
 
 void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *grid, GPT *full, AdamW *full_opt) {
@@ -22,8 +29,8 @@ void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *gri
     if (grid->dp_group.rank == 0) {
         gpt_gather_to_full(m, full, m->params, full->params);
         if (opt) {
-            gpt_gather_to_full(m, full, mm, full_opt->m);
-            gpt_gather_to_full(m, full, vv, full_opt->v);
+            gather_state(m, full, mm, zero != NULL, full_opt->m);
+            gather_state(m, full, vv, zero != NULL, full_opt->v);
             full_opt->t = opt->t;
         }
         // Each stage wrote its own tensors into a zeroed model (wte once): the sum over the stages is the
@@ -40,16 +47,22 @@ void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *gri
     free(vv_buf);
 }
 
+// ZeRO's moments are sharded from the whole model in host memory, then packed onto the backend.
 void dist_load_whole(GPT *m, AdamW *opt, const Zero *zero, const GPT *full, const AdamW *full_opt) {
     gpt_shard_from_full(m, full, full->params, m->params);
     if (!opt) return;
-    float *buf = zero ? xmalloc(m->n_params * sizeof(float)) : NULL;
-    gpt_shard_from_full(m, full, full_opt->m, zero ? buf : opt->m);
-    if (zero) zero_pack(zero, buf, opt->m);
-    gpt_shard_from_full(m, full, full_opt->v, zero ? buf : opt->v);
-    if (zero) zero_pack(zero, buf, opt->v);
+    if (!zero) {
+        gpt_shard_from_full(m, full, full_opt->m, opt->m);
+        gpt_shard_from_full(m, full, full_opt->v, opt->v);
+    } else {
+        float *buf = xmalloc(m->n_params * sizeof(float));
+        gpt_shard_from_full_host(m, full, full_opt->m, buf);
+        zero_pack(zero, buf, opt->m);
+        gpt_shard_from_full_host(m, full, full_opt->v, buf);
+        zero_pack(zero, buf, opt->v);
+        free(buf);
+    }
     opt->t = full_opt->t;
-    free(buf);
 }
 
 // Byte counts travel as fp32 pairs: ⌊b / 2^16⌋ and b mod 2^16, exact below 2^40 bytes.

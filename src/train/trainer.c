@@ -11,6 +11,7 @@
 #include "memory/flops.h"
 #include "memory/ledger_report.h"
 #include "model/workspace.h"
+#include "parallel/comm_device.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "train/grads_dist.h"
@@ -177,26 +178,30 @@ static int write_log_line(FILE *log, int step, double loss, double val_loss, flo
 // ZeRO). Collective over the world; 0 on every rank when it worked, -1 on every rank otherwise.
 // The device, and what its driver says is in use beside what ctron holds there, so that nothing is
 // hidden: weights (+ their bf16 copy), gradients, AdamW moments, the activation arenas, the workspace
-// and the backend's scratch. The rest is the libraries' own (CUDA context, cuBLASLt).
-static void print_device(const GPT *m, const AdamW *opt) {
+// and the backend's scratch, and ZeRO's exchange stage. The rest is the libraries' own (CUDA context,
+// cuBLASLt, NCCL).
+static void print_device(const GPT *m, const AdamW *opt, const Zero *zero) {
     char line[256], b[9][32];
     m->be->describe(m->be, line, sizeof line);
     size_t in_use = 0, total = 0, arena = 0;
     m->be->device_memory(m->be, &in_use, &total);
     for (int k = 0; k < m->pp.contexts; k++) arena += m->acts[k].arena.capacity;
     size_t weights = m->n_params * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
+    size_t stage = zero && zero->be ? ((size_t)zero->dp->size + 1) * zero->piece * sizeof(float) : 0;
     size_t held = weights + m->n_params * sizeof(float) + 2 * opt->n * sizeof(float) + arena + m->workspace_bytes +
-                  m->io_bytes + m->be->scratch_bytes(m->be);
+                  m->io_bytes + m->be->scratch_bytes(m->be) + stage;
     printf("  device %s\n", line);
+    char zs[64] = "";
+    if (stage) snprintf(zs, sizeof zs, ", ZeRO exchange stage %s", format_bytes((double)stage, b[6], sizeof b[6]));
     printf("  on the device: weights %s, gradients %s, AdamW %s, activation arena %s, workspace %s, inputs %s,"
-           " scratch %s;"
+           " scratch %s%s;"
            " ctron holds %s (%zu B), the device counts %s (%zu B) in use\n",
            format_bytes((double)weights, b[0], sizeof b[0]),
            format_bytes((double)m->n_params * sizeof(float), b[1], sizeof b[1]),
            format_bytes((double)(2 * opt->n * sizeof(float)), b[2], sizeof b[2]),
            format_bytes((double)arena, b[3], sizeof b[3]), format_bytes((double)m->workspace_bytes, b[4], sizeof b[4]),
            format_bytes((double)m->io_bytes, b[8], sizeof b[8]),
-           format_bytes((double)m->be->scratch_bytes(m->be), b[5], sizeof b[5]),
+           format_bytes((double)m->be->scratch_bytes(m->be), b[5], sizeof b[5]), zs,
            format_bytes((double)held, b[6], sizeof b[6]), held, format_bytes((double)in_use, b[7], sizeof b[7]), in_use);
 }
 
@@ -334,10 +339,15 @@ int train_run(const TrainOptions *o, Comm *comm) {
         gpt_init_tp(&m, c, &policy, &tpl);
     }
     gpt_init_weights(&m, o->seed);
+    // Collectives on device tensors (NULL on the CPU): staged through a host buffer as large as the
+    // largest of them (ZeRO's reduce-scatter region, the gradient buckets, an activation), or NCCL.
+    size_t stage_floats = m.n_params + m.n_params / (size_t)nranks + (size_t)nranks + 1;
+    if ((size_t)c->seq * c->batch * c->hidden > stage_floats) stage_floats = (size_t)c->seq * c->batch * c->hidden;
+    CommDevice *cdev = comm_device_open(&grid, m.be, stage_floats);
     // ZeRO-1: this rank keeps the AdamW moments of its pieces only.
     Zero zero_state, *zero = NULL;
     if (o->zero) {
-        zero_init(&zero_state, dpg, m.n_params);
+        zero_init(&zero_state, dpg, m.n_params, m.be);
         zero = &zero_state;
     }
     AdamW opt;
@@ -366,13 +376,14 @@ int train_run(const TrainOptions *o, Comm *comm) {
     if (!all_ok(world, start >= 0)) {
         adamw_free(&opt);
         if (pl) pipeline_free(pl);
+        if (zero) zero_free(zero);   // before the model: its stage may be on the model's backend
+        comm_device_close(cdev);
         gpt_free(&m);
         policy_free(&policy);
         if (o->tokenizer_path) bpe_free(&bpe);
         free(tokenizer_json);
         dataset_free(&ds);
         if (log) fclose(log);
-        if (zero) zero_free(zero);
         comm_grid_free(&grid);
         free(bad_counts);
         return 1;
@@ -418,7 +429,15 @@ int train_run(const TrainOptions *o, Comm *comm) {
     printf("  %zu parameters (%s%s), data %s: %zu train / %zu val tokens, %d threads\n", gpt_num_params(c),
            format_bytes((double)gpt_num_params(c) * 4, b1, sizeof b1), b2, o->data_path, ds.n_train,
            dataset_n_val(&ds), omp_get_max_threads());
-    if (strcmp(m.be->name, "cpu") != 0) print_device(&m, &opt);
+    if (strcmp(m.be->name, "cpu") != 0) print_device(&m, &opt, zero);
+    if (cdev && world->size > 1) {
+        char b4[32];
+        printf("  collectives on device memory: %s", comm_device_path_name(comm_device_path(cdev)));
+        if (comm_device_host_bytes(cdev))
+            printf(", %s of host staging (pinned on a GPU; pipeline transfers add one slot each in flight)",
+                   format_bytes((double)comm_device_host_bytes(cdev), b4, sizeof b4));
+        printf("\n");
+    }
     char plan[256];
     policy_describe(&policy, plan, sizeof plan);
     char tempo[48];
@@ -503,7 +522,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (pl) gather_stage_times(&times, pl, world, o->tp, o->pp);
         grads_reduce_sp(&m);
         // The tied token embedding: the first stage's gradient (embedding) and the last's (output layer).
-        if (grid.emb_group.size > 1) comm_allreduce_sum(&grid.emb_group, m.g.wte, m.g.wte, (size_t)m.vl * c->hidden);
+        if (grid.emb_group.size > 1) comm_device_allreduce_sum(&grid.emb_group, m.g.wte, m.g.wte, (size_t)m.vl * c->hidden);
         if (zero) zero_reduce_scatter(zero, m.grads);
         else if (pl && pl->reduce_layers) pipeline_finish_dp(pl, &m);   // layered: the layers' sums are under way
         else grads_allreduce_dp(dpg, m.grads, m.n_params);
@@ -691,6 +710,7 @@ int train_run(const TrainOptions *o, Comm *comm) {
     adamw_free(&opt);
     if (zero) zero_free(zero);
     if (pl) pipeline_free(pl);
+    comm_device_close(cdev);   // after the pipeline's last sends, before the backend closes
     gpt_free(&m);
     policy_free(&policy);
     dataset_free(&ds);

@@ -163,15 +163,29 @@ static const Backend cuda_table = {
     // RMSNorm, RoPE, SwiGLU: the CUDA kernels come with issue 25's CUDA step; nothing calls these yet
     .rmsnorm_forward = NULL, .rmsnorm_backward = NULL, .rmsnorm_backward_from_output = NULL,
     .rope_forward = NULL, .rope_backward = NULL, .swiglu_forward = NULL, .swiglu_backward = NULL,
+#ifdef CTRON_HAVE_NCCL
+    .collectives = &cuda_nccl_collectives,
+#endif
 };
 
-// "cuda" or "cuda:N" → N (0 for "cuda"), or -1 when the text is neither.
+// "cuda" or "cuda:N" → N (0 for "cuda": the open picks the rank's GPU), or -1 when the text is neither.
 static int device_index(const char *name) {
     if (!strcmp(name, "cuda")) return 0;
     if (strncmp(name, "cuda:", 5) || !name[5]) return -1;
     char *end = NULL;
     long n = strtol(name + 5, &end, 10);
     return *end || n < 0 || n > 1023 ? -1 : (int)n;
+}
+
+// The rank's index among the ranks of its node, as launchers announce it (Open MPI, MPICH/Hydra,
+// Slurm), or 0 when there is no launcher.
+static int local_rank(void) {
+    static const char *const VARS[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) {
+        const char *v = getenv(VARS[i]);
+        if (v && *v) return atoi(v) > 0 ? atoi(v) : 0;
+    }
+    return 0;
 }
 
 Backend *backend_cuda_open(const char *name, Precision precision, char *err, size_t errlen) {
@@ -188,6 +202,8 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
                  e != cudaSuccess ? cudaGetErrorString(e) : "");
         return NULL;
     }
+    // Plain "cuda" under a launcher: each rank of a node its own GPU (local rank modulo the GPUs).
+    if (!strcmp(name, "cuda")) dev = local_rank() % count;
     if (dev >= count) {
         snprintf(err, errlen, "device '%s': only %d CUDA device%s visible (cuda:0..cuda:%d)", name, count,
                  count == 1 ? " is" : "s are", count - 1);

@@ -65,6 +65,11 @@ void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes);
 // next call that uses it).
 void *cuda_host_result(Backend *be, size_t bytes);
 
+#ifdef CTRON_HAVE_NCCL
+// NCCL behind Backend.collectives (cuda_nccl.c, built where CMake finds NCCL and MPI).
+extern const BackendCollectives cuda_nccl_collectives;
+#endif
+
 // Blocks of `threads` for `n` items (at least one block).
 static inline unsigned cuda_blocks(size_t n, unsigned threads) {
     size_t b = (n + threads - 1) / threads;
