@@ -10,7 +10,9 @@
 //    ignores it and runs its usual path, which the same checks hold for):
 //    "all"     no algorithm for anything: gemm.cu and attention.cu run gemm_simple instead of aborting;
 //    "aligned" none at 16-byte alignment: gemm.cu's relaxed request (the elements' own alignment);
-//    "bias"    none with the BIAS epilogue: the bias kernel adds the bias.
+//    "bias"    none with the BIAS epilogue: the bias kernel adds the bias;
+//    "splitk", "workspace": only answers a caller must refuse (a split-K reduction despite the mask, a
+//              workspace above the limit): gemm.cu and attention.cu take them as none (gemm_simple).
 //    Each at a shape not planned before (plans are cached per shape), against a double-precision host
 //    reference (relative L2 1e-5: fp32 sums in another order; bf16 operands are rounded on both sides),
 //    attention against the CPU backend; the fallback paths too must give the same bits at two placements.
@@ -193,6 +195,12 @@ int main(void) {
     linear_placements(gpu16, 1, 21, 27, 11, offs16, 3, "none at 16 bytes");
     setenv("CT_EMU_LT_NO_ALGO", "bias", 1);
     linear_placements(gpu, 0, 22, 26, 14, offs, 3, "no BIAS epilogue");
+    setenv("CT_EMU_LT_NO_ALGO", "splitk", 1);
+    linear_placements(gpu, 0, 15, 18, 10, offs, 2, "split-K answers only");
+    attention_against_cpu(cpu, gpu, 11, 1, 2, 4, "split-K answers only:");
+    setenv("CT_EMU_LT_NO_ALGO", "workspace", 1);
+    linear_placements(gpu16, 1, 16, 20, 12, offs16, 2, "answers above the workspace only");
+    attention_against_cpu(cpu, gpu, 10, 1, 2, 3, "answers above the workspace only:");
     unsetenv("CT_EMU_LT_NO_ALGO");
     attention_against_cpu(cpu, gpu, 13, 2, 3, 5, "cuBLASLt:");   // the same shape, its plan now simple
     attention_against_cpu(cpu, gpu, 17, 2, 2, 6, "cuBLASLt:");

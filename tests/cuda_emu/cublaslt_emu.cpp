@@ -35,7 +35,9 @@
 //
 // Test hook: CT_EMU_LT_NO_ALGO, a comma list read at every heuristic call: "all" (no algorithm for any
 // problem), "aligned" (none when any MIN_ALIGNMENT preference exceeds its element size), "bias" (none with
-// the BIAS epilogue). The heuristic then answers as the real library does when nothing fits.
+// the BIAS epilogue). The heuristic then answers as the real library does when nothing fits. Two more make
+// it answer what a caller must not take: "splitk" (an algorithm with an in-place split-K reduction,
+// whatever REDUCTION_SCHEME_MASK allowed) and "workspace" (one needing more than MAX_WORKSPACE_BYTES).
 #include <cblas.h>
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -500,8 +502,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     r.algo.data[ALGO_ALIGN] = (uint64_t)need[0] | (uint64_t)need[1] << 8 | (uint64_t)need[2] << 16 |
                               (uint64_t)need[3] << 24 | (uint64_t)need[4] << 32;
     r.workspaceSize = p.max_workspace >= kAlgoWorkspace ? kAlgoWorkspace : 0;
+    if (no_algo_hook("workspace")) r.workspaceSize = p.max_workspace + 1;
     r.algo.data[ALGO_WORKSPACE] = r.workspaceSize;
-    r.algo.data[ALGO_SCHEME] = CUBLASLT_REDUCTION_SCHEME_NONE;
+    r.algo.data[ALGO_SCHEME] = no_algo_hook("splitk") ? CUBLASLT_REDUCTION_SCHEME_INPLACE : CUBLASLT_REDUCTION_SCHEME_NONE;
     r.algo.data[ALGO_HALVES] = need[0] < 16 || need[1] < 16 || need[2] < 16 || need[3] < 16;
     r.state = CUBLAS_STATUS_SUCCESS;
     r.wavesCount = 1.0f;

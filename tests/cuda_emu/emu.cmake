@@ -49,6 +49,10 @@ function(ctron_emu_cxx target)
   target_compile_options(${target} PRIVATE -O2 -ffp-contract=off -include ${emu_dir}/cuda_emu.h
     -Wall -Wextra -Werror)
   target_link_libraries(${target} PRIVATE OpenMP::OpenMP_C)
+  if(CTRON_SANITIZE)   # make sanitize: the kernels and the emulation under ASan + UBSan too
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-sanitize-recover=all
+      -fno-omit-frame-pointer -g)
+  endif()
 endfunction()
 
 add_library(ctron_cuda_emu_runtime OBJECT ${emu_runtime_sources})
@@ -56,10 +60,11 @@ ctron_emu_cxx(ctron_cuda_emu_runtime)
 add_library(ctron_cuda_emu_kernels OBJECT ${emu_kernel_sources})
 ctron_emu_cxx(ctron_cuda_emu_kernels)
 # The kernels are CUDA C++ that nvcc accepts with -Wall -Wextra -Werror; g++ sees them as host code:
-target_compile_options(ctron_cuda_emu_kernels PRIVATE
+set(CTRON_EMU_KERNEL_FLAGS
   -Wno-unknown-pragmas    # `#pragma unroll` is nvcc's
   -fno-strict-aliasing)   # they pun floats through float4/uint2/bf16x2, as CUDA code may: g++ must not
                           # optimise on the ISO aliasing rules (-Wstrict-aliasing would flag them)
+target_compile_options(ctron_cuda_emu_kernels PRIVATE ${CTRON_EMU_KERNEL_FLAGS})
 
 add_library(ctron_core_emu STATIC src/backend/backend.c src/backend/cuda/cuda_backend.c)
 target_compile_definitions(ctron_core_emu PRIVATE CTRON_HAVE_CUDA CT_EMU)

@@ -58,9 +58,9 @@ plant "removed __syncthreads (block_sum's trailing barrier)" src/backend/cuda/cu
 plant "removed __syncthreads (fp32 flash forward, before a key tile is loaded)" src/backend/cuda/flash_attention.cu \
   '        __syncthreads();   // the previous tile'"'"'s readers of Ks, Vs, Ps, bits are done' '' \
   test_cuda_flash "rr warp-rev"
-plant "wrong shuffle offset (warp_sum xor 3 for 1)" src/backend/cuda/cuda_common.cuh \
+plant "wrong shuffle offset (warp_sum xor 2 for 1)" src/backend/cuda/cuda_common.cuh \
   $'__device__ __forceinline__ float warp_sum(float v) {\n#pragma unroll\n    for (int o = CT_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);' \
-  $'__device__ __forceinline__ float warp_sum(float v) {\n#pragma unroll\n    for (int o = CT_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o == 1 ? 3 : o);' \
+  $'__device__ __forceinline__ float warp_sum(float v) {\n#pragma unroll\n    for (int o = CT_WARP / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, o == 1 ? 2 : o);' \
   test_cuda_elementwise rr
 plant "off-by-one tile bound (bf16 flash staging, r0 + r <= s)" src/backend/cuda/flash_attention.cu \
   'if (r0 + r < f.s && c < f.d) cp_async16(' 'if (r0 + r <= f.s && c < f.d) cp_async16(' \

@@ -168,7 +168,7 @@ static const GemmPlan *gemm_plan(CudaImpl *ci, const GemmKey *key) {
     if (!found) {
         char what[256];
         gemm_key_text(key, what, sizeof what);
-        fprintf(stderr, "ctron: cuBLASLt has no algorithm for the %s on cuda:%d; a simple kernel runs it (slow)\n",
+        fprintf(stderr, "ctron: cuBLASLt offers no usable algorithm for the %s on cuda:%d; a simple kernel runs it (slow)\n",
                 what, ci->device);
         gemm_plan_release(p);
         p->key = *key;

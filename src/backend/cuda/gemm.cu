@@ -317,7 +317,7 @@ static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key) {
     p->kind = PLAN_SIMPLE;
     char what[256];
     gemm_problem(key, what, sizeof what);
-    fprintf(stderr, "ctron: cuBLASLt has no algorithm for the GEMM %s on cuda:%d; a simple kernel runs it (slow)\n",
+    fprintf(stderr, "ctron: cuBLASLt offers no usable algorithm for the GEMM %s on cuda:%d; a simple kernel runs it (slow)\n",
             what, c->device);
 }
 

@@ -15,7 +15,8 @@
 // 2b. Two algorithms (chosen at 16- and at 4-byte alignment) give different bits, one algorithm the same.
 // 2c. Stream order: the product reads its operands when the stream runs it (at the host's synchronisation
 //     under the emulated runtime), not when cublasLtMatmul is called.
-// 3. The CT_EMU_LT_NO_ALGO hook: "all", "aligned" and "bias" refuse exactly what they name.
+// 3. The CT_EMU_LT_NO_ALGO hook: "all", "aligned" and "bias" refuse exactly what they name; "splitk" and
+//    "workspace" answer with what the preference excluded.
 // 4. cub::DeviceRadixSort::SortPairs: the two-call protocol, a stable sort on [begin_bit, end_bit) against
 //    std::stable_sort, too little temporary storage refused, overlapping ranges abort.
 #include <cublasLt.h>
@@ -544,6 +545,14 @@ static void hook(cublasLtHandle_t h) {
     setenv("CT_EMU_LT_NO_ALGO", "bias", 1);
     EXPECT(heuristic(sb, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook bias: BIAS refused");
     EXPECT(heuristic(s16, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook bias: DEFAULT found");
+    setenv("CT_EMU_LT_NO_ALGO", "splitk,workspace", 1);
+    uint32_t scheme = 0;
+    size_t written = 0;
+    EXPECT(heuristic(s16, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1 && r.workspaceSize > kWs &&
+               cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                                    sizeof scheme, &written) == CUBLAS_STATUS_SUCCESS &&
+               scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE,
+           "hook splitk,workspace: an in-place split-K answer above the workspace");
     unsetenv("CT_EMU_LT_NO_ALGO");
     EXPECT(heuristic(sb, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook off");
     lt_free(s16);
