@@ -14,6 +14,9 @@
 // our own packed bf16 copies), never from the pointers: the same shape runs the same kernel wherever
 // its buffers sit, so the forward and selective recompute (and a stored backward and Tempo's or
 // recompute's backward) give the same bits, and so does a run whose tensors are placed elsewhere.
+// As in gemm.cu the heuristic is asked for no split-K reduction (REDUCTION_SCHEME_MASK = NONE: one
+// summation order per algorithm, run to run). Should it have no algorithm for a shape, that shape runs
+// gemm_simple (gemm_simple.cuh: slow, correct, fixed order) with a note on stderr, instead of aborting.
 // The forward and selective recompute run the same group code (core_group) over the same groups.
 //
 // Row kernels (softmax, mask and dropout, softmax backward) are one block per row with fixed-order
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <mutex>
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_simple.cuh"
 
 // Floats per s×s buffer of one group of heads (32 MiB): the group is min(b·a, this / s²) heads, at
 // least one. Large enough that a group's GEMMs fill the GPU, small enough that the backward's scratch
@@ -54,6 +58,8 @@ typedef struct {
 typedef struct {
     GemmKey key;
     int used;
+    int simple;                          // no algorithm: gemm_simple runs the shape (no descriptors)
+    uint32_t align_ab;                   // the A, B alignment the algorithm was chosen for
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;   // cuBLASLt's A (our B), B (our A), C = D
     cublasLtMatmulAlgo_t algo;
@@ -78,21 +84,25 @@ static cublasLtMatrixLayout_t gemm_layout(cudaDataType_t type, long long rows, l
 
 static void gemm_plan_release(GemmPlan *p) {
     if (!p->used) return;
+    p->used = 0;
+    if (p->simple) return;
     cublasLtMatrixLayoutDestroy(p->la);
     cublasLtMatrixLayoutDestroy(p->lb);
     cublasLtMatrixLayoutDestroy(p->lc);
     cublasLtMatmulDescDestroy(p->op);
-    p->used = 0;
 }
 
 // The heuristic's first algorithm for plan p's descriptors, for operands A and B aligned to align_ab
-// bytes and C, D to 4 (what any fp32 tensor is): 1 when there is one. Pointers play no part.
+// bytes and C, D to 4 (what any fp32 tensor is), with no split-K reduction and a workspace within ours:
+// 1 when there is one. Pointers play no part.
 static int gemm_heuristic(CudaImpl *ci, const GemmPlan *p, uint32_t align_ab, cublasLtMatmulAlgo_t *algo) {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = ci->lt_workspace_bytes;
-    uint32_t align_c = 4u;
+    uint32_t align_c = 4u, scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                      sizeof scheme));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_ab,
                                                       sizeof align_ab));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab,
@@ -109,9 +119,21 @@ static int gemm_heuristic(CudaImpl *ci, const GemmPlan *p, uint32_t align_ab, cu
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) return 0;   // what it answers when nothing fits
     CUBLAS_CHECK(st);
-    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) return 0;
+    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS || result.workspaceSize > ci->lt_workspace_bytes) return 0;
+    uint32_t got = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &got, sizeof got,
+                                             &written) == CUBLAS_STATUS_SUCCESS &&
+        written == sizeof got && got != CUBLASLT_REDUCTION_SCHEME_NONE)
+        return 0;
     *algo = result.algo;
     return 1;
+}
+
+static void gemm_key_text(const GemmKey *key, char *what, size_t len) {
+    snprintf(what, len, "%s attention GEMM ta=%lld tb=%lld m=%lld n=%lld k=%lld lda=%lld ldb=%lld ldc=%lld batch=%lld",
+             key->bf16 ? "bf16" : "fp32", key->ta, key->tb, key->m, key->n, key->k, key->lda, key->ldb, key->ldc,
+             key->batch);
 }
 
 // The plan of `key` (caller holds gemm_plan_lock). Row-major C = op(A)·op(B) is column-major
@@ -136,18 +158,22 @@ static const GemmPlan *gemm_plan(CudaImpl *ci, const GemmKey *key) {
                     : gemm_layout(ab, key->k, key->m, key->lda, key->batch, key->sa);
     p->lc = gemm_layout(CUDA_R_32F, key->n, key->m, key->ldc, key->batch, key->sc);
     p->used = 1;
+    p->simple = 0;
 
     // Our bf16 copies are 16-byte aligned; should no algorithm take that with fp32 C at 4 bytes, any
-    // that takes 2 (still a function of the shape alone).
-    int found = gemm_heuristic(ci, p, key->bf16 ? 16u : 4u, &p->algo);
-    if (!found && key->bf16) found = gemm_heuristic(ci, p, 2u, &p->algo);
+    // that takes 2 (still a function of the shape alone); should none take that, gemm_simple.
+    p->align_ab = key->bf16 ? 16u : 4u;
+    int found = gemm_heuristic(ci, p, p->align_ab, &p->algo);
+    if (!found && key->bf16) found = gemm_heuristic(ci, p, p->align_ab = 2u, &p->algo);
     if (!found) {
         char what[256];
-        snprintf(what, sizeof what, "no algorithm for the %s attention GEMM ta=%lld tb=%lld m=%lld n=%lld k=%lld "
-                 "lda=%lld ldb=%lld ldc=%lld batch=%lld", key->bf16 ? "bf16" : "fp32", key->ta, key->tb, key->m,
-                 key->n, key->k, key->lda, key->ldb, key->ldc, key->batch);
+        gemm_key_text(key, what, sizeof what);
+        fprintf(stderr, "ctron: cuBLASLt has no algorithm for the %s on cuda:%d; a simple kernel runs it (slow)\n",
+                what, ci->device);
         gemm_plan_release(p);
-        cuda_fail("cublasLtMatmulAlgoGetHeuristic", what, __FILE__, __LINE__);
+        p->key = *key;
+        p->used = 1;
+        p->simple = 1;
     }
     return p;
 }
@@ -161,8 +187,24 @@ static void bgemm(Backend *be, int ta, int tb, int m, int n, int k, float alpha,
     float beta = 0.0f;
     std::lock_guard<std::mutex> guard(gemm_plan_lock);
     const GemmPlan *p = gemm_plan(ci, &key);
-    CUBLAS_CHECK(cublasLtMatmul(ci->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
-                                ci->lt_workspace, ci->lt_workspace_bytes, ci->stream));
+    if (p->simple) {   // column-major, as the plan: cuBLASLt's A is our B
+        gemm_simple(ci->stream, tb, ta, n, m, k, alpha, B, ldb, sb, A, lda, sa, beta, C, ldc, sc, batch, bf16, NULL);
+        return;
+    }
+    char what[320];
+    // Every operand is as aligned as the plan assumed (fp32 tensors 4 bytes, our bf16 copies 16 by their
+    // layout); a broken invariant is named, never run into the library.
+    if ((uintptr_t)A % p->align_ab || (uintptr_t)B % p->align_ab || (uintptr_t)C % 4u) {
+        gemm_key_text(&key, what, sizeof what);
+        cuda_fail("attention GEMM operand below the plan's alignment", what, __FILE__, __LINE__);
+    }
+    cublasStatus_t st = cublasLtMatmul(ci->lt, p->op, &alpha, B, p->la, A, p->lb, &beta, C, p->lc, C, p->lc, &p->algo,
+                                       ci->lt_workspace, ci->lt_workspace_bytes, ci->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        gemm_key_text(&key, what, sizeof what);
+        snprintf(what + strlen(what), sizeof what - strlen(what), ": %s", cublasLtGetStatusString(st));
+        cuda_fail("cublasLtMatmul", what, __FILE__, __LINE__);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,16 +22,17 @@
 //     ("no reduction scheme, dot-product shall be performed in one sequence", cublasLt.h): no split-K at
 //     all. This is what NVIDIA recommends for run-to-run stable results (NVIDIA/CUDALibrarySamples issue
 //     #243: "remove all reduction schemes but CUBLASLT_REDUCTION_SCHEME_NONE from
-//     CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK when querying heuristics"); the returned algorithm's
-//     CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME is checked to be NONE.
-//   - the first heuristic answer for a problem (shapes, strides, types, transposes, epilogue and the
-//     pointer alignments, which the heuristic takes as preferences) is cached with its descriptors in a
-//     table below, so the same problem runs the same algorithm on every call.
+//     CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK when querying heuristics"); an answer whose
+//     CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME is not NONE counts as no algorithm (the next fallback runs).
+//   - the first heuristic answer for a problem (shapes, strides, types, transposes, epilogue; never the
+//     pointers: see "cuBLASLt plans" below) is cached with its descriptors in a table below, so the same
+//     problem runs the same algorithm on every call, wherever its tensors sit.
 // The bias gradient and the GEMV are our own kernels with fixed summation orders (no atomics).
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/gemm_simple.cuh"
 
 // ---------------------------------------------------------------------------------------------------
 // Column passes over a row-major fp32 matrix src [rows, cols] (row stride ld): PACK writes its bf16
@@ -169,6 +170,24 @@ __global__ static void bias_add_kernel(float *__restrict__ y, int ldy, const flo
 
 // ---------------------------------------------------------------------------------------------------
 // cuBLASLt plans: descriptors and the algorithm, built once per problem and kept.
+//
+// A plan depends on the problem's shape alone (transposes, m, n, k, leading dimensions, precision, bias or
+// not), never on where its tensors sit, so a tensor placed elsewhere (arena or static plan, recompute or
+// stored, another offset in a pool) runs the same algorithm and gives the same bits. The heuristic is asked
+// for operands aligned to GEMM_ALIGN bytes, which every allocation gives (cudaMalloc: 256; the arena's and
+// the static plan's entries: 64). A view at an odd offset (a column slice, a row chunk, a parameter inside
+// the flat buffer, a bias slice) may be less aligned: such an operand is staged through an aligned copy in
+// CUDA_SCRATCH_GEMM_T (D copied in and back), so the algorithm still gets what it was chosen for.
+// For the BIAS epilogue the heuristic reads the bias pointer's alignment from the descriptor (cublasLt.h):
+// it is given a canonical pointer of exactly the plan's alignment, never the caller's.
+//
+// When the heuristic has nothing (or only algorithms above the workspace limit or with a split-K
+// reduction), the next step is tried, in the order of plan_steps: BIAS epilogue at 16 bytes, no epilogue at
+// 16 (bias_add_kernel adds it), the same two at the elements' own alignment (nothing staged), and last
+// gemm_simple (gemm_simple.cuh: slow, correct, fixed order), with one note on stderr naming the shape.
+// Each step is a function of the shape alone, so the fallbacks keep the placement independence.
+enum { GEMM_ALIGN = 16 };
+
 typedef struct {
     const void *be;   // the backend (its handle and workspace)
     int device;
@@ -176,28 +195,27 @@ typedef struct {
     int64_t lda, ldb, ldd;
     int bf16;         // A and B CUDA_R_16BF (else CUDA_R_32F); C and D always CUDA_R_32F
     int bias;         // a bias vector of length m wanted (the epilogue when cuBLASLt has one)
-    uint32_t align_a, align_b, align_d, align_bias;   // pointer alignments (bytes, at most 256)
 } GemmKey;
+
+typedef enum { PLAN_LT, PLAN_SIMPLE } PlanKind;
 
 typedef struct {
     GemmKey key;
     int used;
-    int epilogue_bias;   // the bias is added by the epilogue (else by bias_add_kernel)
+    PlanKind kind;
+    int epilogue_bias;         // the bias is added by the epilogue (else by bias_add_kernel or gemm_simple)
+    uint32_t align_ab, align_d;   // what the algorithm was chosen for: operands below it are staged
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulAlgo_t algo;
 } GemmPlan;
 
+// The heuristic's requests, in order: relaxed 0 asks GEMM_ALIGN bytes, 1 the elements' own size.
+static const struct { int relaxed, epilogue_bias; } plan_steps[] = {{0, 1}, {0, 0}, {1, 1}, {1, 0}};
+
 enum { GEMM_PLANS = 1024 };
 static GemmPlan gemm_plans[GEMM_PLANS];
 static pthread_mutex_t gemm_plans_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static uint32_t pointer_alignment(const void *p) {
-    uintptr_t u = (uintptr_t)p;
-    if (!u) return 256;
-    uintptr_t low = u & (~u + 1);
-    return low >= 256 ? 256u : (uint32_t)low;
-}
 
 static uint64_t key_hash(const GemmKey *k) {
     const unsigned char *b = (const unsigned char *)k;
@@ -207,26 +225,72 @@ static uint64_t key_hash(const GemmKey *k) {
 }
 
 static void gemm_problem(const GemmKey *k, char *out, size_t len) {
-    snprintf(out, len, "%s m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%lld ldb=%lld ldd=%lld align %u/%u/%u%s",
-             k->bf16 ? "bf16" : "fp32", k->m, k->n, k->k, k->transa ? 'T' : 'N', k->transb ? 'T' : 'N',
-             (long long)k->lda, (long long)k->ldb, (long long)k->ldd, k->align_a, k->align_b, k->align_d,
-             k->bias ? " +bias" : "");
+    snprintf(out, len, "%s m=%d n=%d k=%d op(A)=%c op(B)=%c lda=%lld ldb=%lld ldd=%lld%s", k->bf16 ? "bf16" : "fp32",
+             k->m, k->n, k->k, k->transa ? 'T' : 'N', k->transb ? 'T' : 'N', (long long)k->lda, (long long)k->ldb,
+             (long long)k->ldd, k->bias ? " +bias" : "");
 }
 
 static void plan_destroy(GemmPlan *p) {
+    if (p->kind != PLAN_LT) return;
     cublasLtMatrixLayoutDestroy(p->la);
     cublasLtMatrixLayoutDestroy(p->lb);
     cublasLtMatrixLayoutDestroy(p->ld);
     cublasLtMatmulDescDestroy(p->desc);
 }
 
-// The descriptors of `key` and the heuristic's first algorithm with no split-K reduction. With a bias the
-// BIAS epilogue is asked for first; if no algorithm offers it, the plan runs without and the bias is added
-// by bias_add_kernel.
-static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key, const float *bias) {
+// One heuristic request for plan p's descriptors at alignments align_ab (A, B) and align_d (C, D, bias),
+// with or without the BIAS epilogue: 1 and p->algo set when an algorithm qualifies (no split-K reduction,
+// workspace within the limit).
+static int plan_try(CudaImpl *c, GemmPlan *p, uint32_t align_ab, uint32_t align_d, int epilogue_bias) {
+    uint32_t epi = epilogue_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (epilogue_bias) {
+        int32_t bias_type = CUDA_R_32F;
+        // Exactly align_d-aligned (the workspace is cudaMalloc's, 256-aligned); never dereferenced here.
+        const void *canonical = (const char *)c->lt_workspace + align_d;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof bias_type));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &canonical,
+                                                    sizeof canonical));
+    }
+    cublasLtMatmulPreference_t pref;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = c->lt_workspace_bytes;
+    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
+                                                      sizeof scheme));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_ab,
+                                                      sizeof align_ab));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab,
+                                                      sizeof align_ab));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                      sizeof align_d));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                      sizeof align_d));
+    cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    if (st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS) return 0;
+    if (res.workspaceSize > c->lt_workspace_bytes) return 0;
+    uint32_t got_scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &got_scheme,
+                                             sizeof got_scheme, &written) == CUBLAS_STATUS_SUCCESS &&
+        written == sizeof got_scheme && got_scheme != CUBLASLT_REDUCTION_SCHEME_NONE)
+        return 0;
+    p->algo = res.algo;
+    return 1;
+}
+
+// The plan of `key`: the first of plan_steps with an algorithm, else gemm_simple.
+static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key) {
     CudaImpl *c = cuda_impl(be);
     memset(p, 0, sizeof *p);
     memcpy(&p->key, key, sizeof *key);   // bytes, padding included: keys are compared with memcmp
+    p->kind = PLAN_LT;
     cudaDataType_t ab = key->bf16 ? CUDA_R_16BF : CUDA_R_32F;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     int32_t ta = key->transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = key->transb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -238,71 +302,100 @@ static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key, const float
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)(key->transb ? key->n : key->k),
                                             (uint64_t)(key->transb ? key->k : key->n), key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, (uint64_t)key->m, (uint64_t)key->n, key->ldd));
-
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = c->lt_workspace_bytes;
-    uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
-                                                      sizeof scheme));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &key->align_a,
-                                                      sizeof key->align_a));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &key->align_b,
-                                                      sizeof key->align_b));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &key->align_d,
-                                                      sizeof key->align_d));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &key->align_d,
-                                                      sizeof key->align_d));
-
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
-    if (key->bias) {
-        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
-        int32_t bias_type = CUDA_R_32F;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                    sizeof bias_type));
-        // The heuristic reads the bias pointer's alignment from the descriptor (cublasLt.h).
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        memset(&res, 0, sizeof res);
-        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
-        if (st == CUBLAS_STATUS_SUCCESS && found >= 1) p->epilogue_bias = 1;
-        else {
-            epi = CUBLASLT_EPILOGUE_DEFAULT;
-            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-            found = 0;
+    for (size_t i = 0; i < sizeof plan_steps / sizeof plan_steps[0]; i++) {
+        if (plan_steps[i].epilogue_bias && !key->bias) continue;
+        uint32_t align_ab = plan_steps[i].relaxed ? (uint32_t)(key->bf16 ? 2 : 4) : (uint32_t)GEMM_ALIGN;
+        uint32_t align_d = plan_steps[i].relaxed ? 4u : (uint32_t)GEMM_ALIGN;
+        if (plan_try(c, p, align_ab, align_d, plan_steps[i].epilogue_bias)) {
+            p->epilogue_bias = plan_steps[i].epilogue_bias;
+            p->align_ab = align_ab;
+            p->align_d = align_d;
+            return;
         }
     }
-    if (!p->epilogue_bias) {
-        memset(&res, 0, sizeof res);
-        st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
-    }
-    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    plan_destroy(p);
+    p->kind = PLAN_SIMPLE;
     char what[256];
-    if (st != CUBLAS_STATUS_SUCCESS || found < 1) {
-        gemm_problem(key, what, sizeof what);
-        cuda_fail("cublasLtMatmulAlgoGetHeuristic: no algorithm", what, __FILE__, __LINE__);
+    gemm_problem(key, what, sizeof what);
+    fprintf(stderr, "ctron: cuBLASLt has no algorithm for the GEMM %s on cuda:%d; a simple kernel runs it (slow)\n",
+            what, c->device);
+}
+
+// The plan of `key` from the table (built on first use); *temporary when the table is full and the plan
+// must be destroyed after use (built the same way: the same answer).
+static GemmPlan *plan_get(Backend *be, const GemmKey *key, GemmPlan *scratch_plan, int *temporary) {
+    GemmPlan *plan = NULL;
+    pthread_mutex_lock(&gemm_plans_lock);
+    uint64_t h = key_hash(key);
+    for (int probe = 0; probe < GEMM_PLANS; probe++) {
+        GemmPlan *e = &gemm_plans[(h + (uint64_t)probe) % GEMM_PLANS];
+        if (!e->used) {
+            plan_build(be, e, key);
+            e->used = 1;
+            plan = e;
+            break;
+        }
+        if (!memcmp(&e->key, key, sizeof *key)) { plan = e; break; }
     }
-    if (res.state != CUBLAS_STATUS_SUCCESS) {
-        gemm_problem(key, what, sizeof what);
-        cuda_fail("cublasLtMatmulAlgoGetHeuristic: algorithm state", what, __FILE__, __LINE__);
+    pthread_mutex_unlock(&gemm_plans_lock);
+    *temporary = plan == NULL;
+    if (*temporary) {
+        plan_build(be, scratch_plan, key);
+        plan = scratch_plan;
     }
-    if (res.workspaceSize > c->lt_workspace_bytes) {
-        gemm_problem(key, what, sizeof what);
-        cuda_fail("cublasLtMatmulAlgoGetHeuristic: workspace above the limit asked", what, __FILE__, __LINE__);
+    return plan;
+}
+
+// A column-major operand's bytes from its first element to one past its last.
+static size_t span_bytes(int64_t rows, int64_t cols, int64_t ld, size_t elem) {
+    return rows <= 0 || cols <= 0 ? 0 : ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * elem;
+}
+static size_t round256(size_t x) { return (x + 255) / 256 * 256; }
+static int below(const void *p, uint32_t align) { return ((uintptr_t)p % align) != 0; }
+
+// Operands below the plan's alignment, copied into CUDA_SCRATCH_GEMM_T (each part 256-aligned) in stream
+// order: A, B and the bias are read from the copies; D is copied in (beta and the bytes between its
+// columns) and back by stage_finish.
+typedef struct {
+    const void *a, *b;
+    float *d;
+    const float *bias;
+    float *d_orig;   // the caller's D when D is staged, else NULL
+    size_t d_bytes;
+} GemmPtrs;
+
+static void stage_copy(CudaImpl *c, void *dst, const void *src, size_t bytes) {
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+}
+
+static GemmPtrs stage(Backend *be, const GemmPlan *p, const void *a, const void *b, float *d, const float *bias) {
+    CudaImpl *c = cuda_impl(be);
+    const GemmKey *k = &p->key;
+    const size_t eab = k->bf16 ? 2 : 4;
+    GemmPtrs r = {a, b, d, bias, NULL, 0};
+    const size_t sa = span_bytes(k->transa ? k->k : k->m, k->transa ? k->m : k->k, k->lda, eab);
+    const size_t sb = span_bytes(k->transb ? k->n : k->k, k->transb ? k->k : k->n, k->ldb, eab);
+    const size_t sd = span_bytes(k->m, k->n, k->ldd, sizeof(float)), sbias = bias ? (size_t)k->m * sizeof(float) : 0;
+    const int move_a = below(a, p->align_ab) && sa, move_b = below(b, p->align_ab) && sb;
+    const int move_d = below(d, p->align_d), move_bias = p->epilogue_bias && below(bias, p->align_d);
+    size_t total = (move_a ? round256(sa) : 0) + (move_b ? round256(sb) : 0) + (move_d ? round256(sd) : 0) +
+                   (move_bias ? round256(sbias) : 0);
+    if (!total) return r;
+    char *at = (char *)cuda_scratch(be, CUDA_SCRATCH_GEMM_T, total);
+    if (move_a) { stage_copy(c, at, a, sa); r.a = at; at += round256(sa); }
+    if (move_b) { stage_copy(c, at, b, sb); r.b = at; at += round256(sb); }
+    if (move_bias) { stage_copy(c, at, bias, sbias); r.bias = (const float *)at; at += round256(sbias); }
+    if (move_d) {
+        stage_copy(c, at, d, sd);
+        r.d = (float *)at;
+        r.d_orig = d;
+        r.d_bytes = sd;
     }
-    uint32_t got_scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &got_scheme,
-                                             sizeof got_scheme, &written) == CUBLAS_STATUS_SUCCESS &&
-        written == sizeof got_scheme && got_scheme != CUBLASLT_REDUCTION_SCHEME_NONE) {
-        gemm_problem(key, what, sizeof what);
-        cuda_fail("cuBLASLt chose a split-K reduction despite REDUCTION_SCHEME_MASK = NONE", what, __FILE__,
-                  __LINE__);
-    }
-    p->algo = res.algo;
+    return r;
+}
+
+static void stage_finish(Backend *be, const GemmPtrs *r) {
+    if (r->d_orig) stage_copy(cuda_impl(be), r->d_orig, r->d, r->d_bytes);
 }
 
 // C (= when beta is 0, += when beta is 1) op(A)·op(B) (+ bias[m] broadcast over the columns), column-major:
@@ -320,36 +413,29 @@ static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, co
     key.lda = lda; key.ldb = ldb; key.ldd = ldd;
     key.bf16 = bf16;
     key.bias = bias != NULL;
-    key.align_a = pointer_alignment(a);
-    key.align_b = pointer_alignment(b);
-    key.align_d = pointer_alignment(d);
-    key.align_bias = bias ? pointer_alignment(bias) : 0;
 
-    GemmPlan *plan = NULL, scratch_plan;
-    pthread_mutex_lock(&gemm_plans_lock);
-    uint64_t h = key_hash(&key);
-    for (int probe = 0; probe < GEMM_PLANS; probe++) {
-        GemmPlan *e = &gemm_plans[(h + (uint64_t)probe) % GEMM_PLANS];
-        if (!e->used) {
-            plan_build(be, e, &key, bias);
-            e->used = 1;
-            plan = e;
-            break;
-        }
-        if (!memcmp(&e->key, &key, sizeof key)) { plan = e; break; }
+    GemmPlan scratch_plan;
+    int temporary;
+    GemmPlan *plan = plan_get(be, &key, &scratch_plan, &temporary);
+    const float alpha = 1.0f;
+    if (plan->kind == PLAN_SIMPLE) {
+        gemm_simple(c->stream, transa, transb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, d, ldd, 0, 1, bf16, bias);
+        return;
     }
-    pthread_mutex_unlock(&gemm_plans_lock);
-    int temporary = plan == NULL;   // table full: build (deterministically: same heuristic answer), use, drop
-    if (temporary) {
-        plan_build(be, &scratch_plan, &key, bias);
-        plan = &scratch_plan;
-    }
+    GemmPtrs g = stage(be, plan, a, b, d, bias);
     // A plan belongs to one backend, which one host thread drives: setting its bias pointer here is safe.
     if (bias && plan->epilogue_bias)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasLtMatmul(c->lt, plan->desc, &alpha, a, plan->la, b, plan->lb, &beta, d, plan->ld, d, plan->ld,
-                                &plan->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                    sizeof g.bias));
+    cublasStatus_t st = cublasLtMatmul(c->lt, plan->desc, &alpha, g.a, plan->la, g.b, plan->lb, &beta, g.d, plan->ld,
+                                       g.d, plan->ld, &plan->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char what[320];
+        gemm_problem(&key, what, sizeof what);
+        snprintf(what + strlen(what), sizeof what - strlen(what), ": %s", cublasLtGetStatusString(st));
+        cuda_fail("cublasLtMatmul", what, __FILE__, __LINE__);
+    }
+    stage_finish(be, &g);
     int bias_kernel = bias && !plan->epilogue_bias;
     if (temporary) plan_destroy(&scratch_plan);
     if (bias_kernel) {
