@@ -13,6 +13,16 @@
 
 #define CUDA_TEST_SKIP 77
 
+// Whether to run the timed cases: they measure the GPU. The CUDA emulation (tests/cuda_emu/, built with
+// CTRON_CUDA_EMU) runs every other case but shows no speed.
+static inline int cuda_test_timed(void) {
+#ifdef CTRON_CUDA_EMU
+    return 0;
+#else
+    return 1;
+#endif
+}
+
 // The GPU at `precision`, or exit 77 (CTest: skipped) printing why.
 static inline Backend *cuda_or_skip(Precision precision) {
     char err[512] = "";

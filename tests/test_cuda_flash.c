@@ -229,9 +229,13 @@ int main(void) {
         run_case(gpu16, &cases[i], &r);
         ref_free(&r);
     }
-    time_case(gpu16, 2048, 4, 8, 96, 0.1f);
-    time_case(gpu16, 2048, 4, 8, 96, 0.0f);
-    time_case(gpu32, 2048, 4, 8, 96, 0.1f);
+    if (cuda_test_timed()) {
+        time_case(gpu16, 2048, 4, 8, 96, 0.1f);
+        time_case(gpu16, 2048, 4, 8, 96, 0.0f);
+        time_case(gpu32, 2048, 4, 8, 96, 0.1f);
+    } else {
+        printf("  timed cases left out: the emulated GPU shows no speed\n");
+    }
     backend_close(cpu);
     backend_close(gpu16);
     backend_close(gpu32);
