@@ -539,7 +539,7 @@ static void test_stats_multi(Backend *gpu, Backend *cpu) {
     size_t total = 0, offs[MT_COUNT];
     for (int i = 0; i < MT_COUNT; i++) { offs[i] = total + (size_t)(i % 3); total += mt_sizes[i] + (size_t)(i % 3); }
     float *x = host_random(total, -3.0f, 3.0f);
-    const int nan_at = 10, inf_at = 24;   // 200003 and 250007 elements: several chunks each
+    const int nan_at = 10, inf_at = 28;   // 200003 and 250007 elements: several chunks each
     x[offs[nan_at] + mt_sizes[nan_at] - 1] = NAN;
     x[offs[inf_at] + 70000] = -INFINITY;
     float *d_x = dev_floats(gpu, x, total);
