@@ -1,7 +1,9 @@
 // The CUDA backend's loss and optimizer kernels against the CPU backend on the same inputs:
 // cross-entropy over the whole vocabulary (forward+backward and loss only), the vocabulary-parallel
 // trio (partial, combine, backward) with t ranks simulated on one device, AdamW (decay on and off,
-// with and without the bf16 copy, aligned and misaligned views), Σ x² and the non-finite count.
+// with and without the bf16 copy, aligned and misaligned views), Σ x² and the non-finite count; the
+// multi-tensor AdamW and statistics (many tensors of odd sizes and alignments, a planted NaN found)
+// and the deferred loss (the bits of the returned sums).
 // Every GPU output starts poisoned (NaN bytes); every op runs twice and must give the same bits.
 //
 // Tolerances, and why:
@@ -471,6 +473,181 @@ static void test_count_nonfinite(Backend *gpu, Backend *cpu) {
     free(x);
 }
 
+// ---- many tensors at once (optim.cu's multi-tensor path). A model-like flat layout: `count` tensors
+// of odd sizes back to back (so their starts fall at every alignment; some span several of the
+// kernel's 65536-element chunks, some are empty), decay on every other one, the moments at
+// state_off elements from the parameters' offsets (ZeRO's pieces: 0 keeps p, g, m, v lined up,
+// 1 makes every tensor take the scalar path). The same bits as the CPU's per-tensor AdamW, three
+// steps; the table changes between calls (a re-upload) and stays (the cached table).
+static const size_t mt_sizes[] = {1, 3, 0, 7, 65535, 65536, 65537, 5, 131075, 2, 200003, 4, 13, 64, 65541, 9, 1023,
+                                  4097, 6, 1, 33, 70001, 17, 8, 129, 11, 65536, 3, 250007, 2};
+enum { MT_COUNT = (int)(sizeof mt_sizes / sizeof mt_sizes[0]) };
+
+static void test_adamw_multi(Backend *gpu, Backend *cpu, int with_w16, size_t state_off) {
+    char what[160];
+    snprintf(what, sizeof what, "adamw_update_multi: %d tensors, w16=%d, moments at +%zu", MT_COUNT, with_w16,
+             state_off);
+    size_t total = 0, offs[MT_COUNT];
+    for (int i = 0; i < MT_COUNT; i++) { offs[i] = total + 1; total += mt_sizes[i] + 1; }   // odd starts
+    total += 1;
+    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, gs = 0.7f;
+    float *p = host_random(total, -1.0f, 1.0f), *m = calloc(total + state_off, sizeof(float));
+    float *v = calloc(total + state_off, sizeof(float));
+    uint16_t *w16 = with_w16 ? calloc(total, sizeof(uint16_t)) : NULL;
+    float *d_p = dev_floats(gpu, p, total), *d_g = gpu->alloc(gpu, total * sizeof(float));
+    float *d_m = gpu->alloc(gpu, (total + state_off) * sizeof(float));
+    float *d_v = gpu->alloc(gpu, (total + state_off) * sizeof(float));
+    uint16_t *d_w16 = with_w16 ? gpu->alloc(gpu, total * sizeof(uint16_t)) : NULL;
+    AdamWSlice hs[MT_COUNT], ds[MT_COUNT];
+    for (int i = 0; i < MT_COUNT; i++) {
+        size_t o = offs[i];
+        float wd = i % 2 ? 0.1f : 0.0f;
+        hs[i] = (AdamWSlice){p + o, w16 ? w16 + o : NULL, NULL, m + o + state_off, v + o + state_off, mt_sizes[i], wd};
+        ds[i] = (AdamWSlice){d_p + o, d_w16 ? d_w16 + o : NULL, d_g + o, d_m + o + state_off, d_v + o + state_off,
+                             mt_sizes[i], wd};
+    }
+    for (int step = 1; step <= 3; step++) {
+        float *g = host_random(total, -1.0f, 1.0f);
+        g[offs[4]] = 1e3f;
+        gpu->copy(gpu, d_g, g, total * sizeof(float), COPY_H2D);
+        float lr = 3e-4f * (float)step, bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
+        for (int i = 0; i < MT_COUNT; i++)
+            cpu->adamw_update(cpu, hs[i].p, hs[i].w16, g + offs[i], hs[i].m, hs[i].v, hs[i].n, lr, b1, b2, eps,
+                              hs[i].wd, bc1, bc2, gs);
+        if (step == 2) {   // a different table: the first 7 tensors, then the rest
+            gpu->adamw_update_multi(gpu, ds, 7, lr, b1, b2, eps, bc1, bc2, gs);
+            gpu->adamw_update_multi(gpu, ds + 7, MT_COUNT - 7, lr, b1, b2, eps, bc1, bc2, gs);
+        } else {
+            gpu->adamw_update_multi(gpu, ds, MT_COUNT, lr, b1, b2, eps, bc1, bc2, gs);
+        }
+        free(g);
+    }
+    CHECK_BYTES_EQUAL(gpu, d_p, p, total * sizeof(float), what);
+    CHECK_BYTES_EQUAL(gpu, d_m, m, (total + state_off) * sizeof(float), what);
+    CHECK_BYTES_EQUAL(gpu, d_v, v, (total + state_off) * sizeof(float), what);
+    if (with_w16) CHECK_BYTES_EQUAL(gpu, d_w16, w16, total * sizeof(uint16_t), what);
+    gpu->free(gpu, d_p); gpu->free(gpu, d_g); gpu->free(gpu, d_m); gpu->free(gpu, d_v);
+    if (d_w16) gpu->free(gpu, d_w16);
+    free(p); free(m); free(v); free(w16);
+}
+
+// Σ x² and the non-finite count of many ranges in one pass: each Σ within 1e-12 of the CPU's
+// sum_squares of that range, the counts exact; a NaN planted in one tensor and an inf in another
+// are found in those tensors only (the trainer's first non-finite gradient), and both sums are not
+// finite there and finite everywhere else.
+static void test_stats_multi(Backend *gpu, Backend *cpu) {
+    size_t total = 0, offs[MT_COUNT];
+    for (int i = 0; i < MT_COUNT; i++) { offs[i] = total + (size_t)(i % 3); total += mt_sizes[i] + (size_t)(i % 3); }
+    float *x = host_random(total, -3.0f, 3.0f);
+    const int nan_at = 10, inf_at = 28;   // 200003 and 250007 elements: several chunks each
+    x[offs[nan_at] + mt_sizes[nan_at] - 1] = NAN;
+    x[offs[inf_at] + 70000] = -INFINITY;
+    float *d_x = dev_floats(gpu, x, total);
+    const float *hx[MT_COUNT], *dx[MT_COUNT];
+    size_t n[MT_COUNT], bad[MT_COUNT], cbad[MT_COUNT];
+    double sq[MT_COUNT], csq[MT_COUNT];
+    for (int i = 0; i < MT_COUNT; i++) {
+        hx[i] = x + offs[i];
+        dx[i] = d_x + offs[i];
+        n[i] = mt_sizes[i];
+    }
+    cpu->tensor_stats_multi(cpu, hx, n, MT_COUNT, csq, cbad);
+    for (int rep = 0; rep < 2; rep++) {   // the second call reuses the uploaded table
+        memset(bad, 0xAB, sizeof bad);
+        gpu->tensor_stats_multi(gpu, dx, n, MT_COUNT, sq, bad);
+        for (int i = 0; i < MT_COUNT; i++) {
+            size_t want_bad = i == nan_at || i == inf_at;
+            CHECK(bad[i] == want_bad && cbad[i] == want_bad, "tensor_stats_multi rep %d, tensor %d (%zu elements): "
+                  "%zu non-finite (CPU %zu), want %zu", rep, i, n[i], bad[i], cbad[i], want_bad);
+            double one = cpu->sum_squares(cpu, hx[i], n[i]);
+            CHECK(same_double(one, csq[i]), "tensor %d: the CPU's multi-tensor Σ x² is not its sum_squares", i);
+            if (want_bad) CHECK(!isfinite(sq[i]), "tensor %d: Σ x² %g over a non-finite value", i, sq[i]);
+            else CHECK(rel_diff(sq[i], one) <= 1e-12, "tensor_stats_multi rep %d, tensor %d (%zu elements): Σ x² "
+                       "%.17g, CPU %.17g", rep, i, n[i], sq[i], one);
+        }
+    }
+    // only the counts, or only the sums
+    size_t bad2[MT_COUNT];
+    gpu->tensor_stats_multi(gpu, dx, n, MT_COUNT, NULL, bad2);
+    CHECK(memcmp(bad, bad2, sizeof bad) == 0, "tensor_stats_multi: the counts alone differ");
+    double sq2[MT_COUNT];
+    gpu->tensor_stats_multi(gpu, dx + 1, n + 1, MT_COUNT - 1, sq2, NULL);
+    CHECK(same_double(sq2[0], sq[1]) && same_double(sq2[MT_COUNT - 2], sq[MT_COUNT - 1]),
+          "tensor_stats_multi: a range's sum depends on the other ranges of the call");
+    gpu->free(gpu, d_x);
+    free(x);
+}
+
+// The deferred loss (crossentropy_deferred, loss_end_microbatch, loss_take): two micro-batches of
+// two chunks each give the bits of adding crossentropy_forward_backward's returned sums (from 0 per
+// micro-batch, then from 0 over the step), the same rows and gradients; on the CPU too.
+static void test_ce_deferred(Backend *gpu, Backend *cpu, int n, int v) {
+    char what[96];
+    snprintf(what, sizeof what, "crossentropy_deferred n=%d v=%d", n, v);
+    float *z[2];
+    int32_t *tg[2];
+    make_ce_inputs(n, v, &z[0], &tg[0]);
+    make_ce_inputs(n, v, &z[1], &tg[1]);
+    size_t nv = (size_t)n * v;
+    int half = n / 2;
+    for (int side = 0; side < 2; side++) {
+        Backend *be = side ? cpu : gpu;
+        double step_sum = 0.0;
+        float *grad_a[2], *grad_b[2];
+        for (int mb = 0; mb < 2; mb++) {   // returned sums, added as the model did
+            int32_t *t = side ? tg[mb] : dev_upload(gpu, tg[mb], (size_t)n * sizeof(int32_t));
+            float *za = side ? dup_floats(z[mb], nv) : dev_floats(gpu, z[mb], nv);
+            float *rl = side ? malloc((size_t)n * sizeof(float)) : gpu->alloc(gpu, (size_t)n * sizeof(float));
+            double mb_sum = 0.0;
+            mb_sum += be->crossentropy_forward_backward(be, za, t, rl, half, v, 0.25f);
+            mb_sum += be->crossentropy_forward_backward(be, za + (size_t)half * v, t + half, rl + half, n - half, v, 0.25f);
+            step_sum += mb_sum;
+            grad_a[mb] = za;
+            if (side) free(rl); else gpu->free(gpu, rl);
+            if (!side) gpu->free(gpu, t);
+        }
+        for (int mb = 0; mb < 2; mb++) {   // deferred
+            int32_t *t = side ? tg[mb] : dev_upload(gpu, tg[mb], (size_t)n * sizeof(int32_t));
+            float *zb = side ? dup_floats(z[mb], nv) : dev_floats(gpu, z[mb], nv);
+            float *rl = side ? malloc((size_t)n * sizeof(float)) : gpu->alloc(gpu, (size_t)n * sizeof(float));
+            be->crossentropy_deferred(be, zb, t, rl, half, v, 0.25f, 1);
+            be->crossentropy_deferred(be, zb + (size_t)half * v, t + half, rl + half, n - half, v, 0.25f, 1);
+            be->loss_end_microbatch(be);
+            grad_b[mb] = zb;
+            if (side) free(rl); else gpu->free(gpu, rl);
+            if (!side) gpu->free(gpu, t);
+        }
+        double got = be->loss_take(be), again = be->loss_take(be);
+        CHECK(same_double(got, step_sum), "%s on %s: deferred %.17g, returned sums %.17g", what, be->name, got,
+              step_sum);
+        CHECK(again == 0.0, "%s on %s: a second loss_take gives %g, want 0", what, be->name, again);
+        for (int mb = 0; mb < 2; mb++) {
+            if (side) {
+                CHECK(memcmp(grad_a[mb], grad_b[mb], nv * sizeof(float)) == 0, "%s on cpu: gradients differ", what);
+                free(grad_a[mb]);
+                free(grad_b[mb]);
+            } else {
+                float *ga = host_download(gpu, grad_a[mb], nv * sizeof(float));
+                CHECK_BYTES_EQUAL(gpu, grad_b[mb], ga, nv * sizeof(float), what);
+                free(ga);
+                gpu->free(gpu, grad_a[mb]);
+                gpu->free(gpu, grad_b[mb]);
+            }
+        }
+    }
+    // evaluation (train 0): the logits untouched, the loss as crossentropy_loss's
+    int32_t *d_t = dev_upload(gpu, tg[0], (size_t)n * sizeof(int32_t));
+    float *d_z = dev_floats(gpu, z[0], nv), *d_rl = gpu->alloc(gpu, (size_t)n * sizeof(float));
+    double want = gpu->crossentropy_loss(gpu, d_z, d_t, d_rl, n, v);
+    gpu->crossentropy_deferred(gpu, d_z, d_t, d_rl, n, v, 1.0f, 0);
+    gpu->loss_end_microbatch(gpu);
+    double got = gpu->loss_take(gpu);
+    CHECK(same_double(got, want), "%s, evaluation: %.17g, crossentropy_loss %.17g", what, got, want);
+    CHECK_BYTES_EQUAL(gpu, d_z, z[0], nv * sizeof(float), "crossentropy_deferred (evaluation) wrote the logits");
+    gpu->free(gpu, d_t); gpu->free(gpu, d_z); gpu->free(gpu, d_rl);
+    for (int i = 0; i < 2; i++) { free(z[i]); free(tg[i]); }
+}
+
 int main(void) {
     Backend *gpu = cuda_or_skip(PRECISION_FP32);
     char err[256] = "";
@@ -503,6 +680,14 @@ int main(void) {
     for (size_t i = 0; i < sizeof ss / sizeof ss[0]; i++) test_sum_squares(gpu, cpu, ss[i]);
 
     test_count_nonfinite(gpu, cpu);
+
+    for (int w = 0; w < 2; w++) {
+        test_adamw_multi(gpu, cpu, w, 0);
+        test_adamw_multi(gpu, cpu, w, 1);
+    }
+    test_stats_multi(gpu, cpu);
+    test_ce_deferred(gpu, cpu, 37, 1001);
+    test_ce_deferred(gpu, cpu, 64, 50304);
 
     backend_close(cpu);
     backend_close(gpu);

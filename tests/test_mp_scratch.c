@@ -76,7 +76,7 @@ int main(void) {
     MemPlan p32, p16;
     CHECK(plan_memory(&sh, 2, 1e15, 0.0, &p32) == 0 && p32.gemm_scratch_bytes == 0 && p32.weight_copy_bytes == 0,
           "fp32 plans count no mixed-precision bytes (%zu, %zu)", p32.gemm_scratch_bytes, p32.weight_copy_bytes);
-    CHECK(plan_memory_precision(&sh, PRECISION_BF16, 2, 1e15, 0.0, &p16) == 0, "a huge budget fits under bf16");
+    CHECK(plan_memory_precision(&sh, PRECISION_BF16, NULL, 2, 1e15, 0.0, &p16) == 0, "a huge budget fits under bf16");
     // config S, none: the output layer's dy, 1024·8192, and attention's operands on 2 threads,
     // 2·(256² + 256·64); the backward's x are the arena's bf16 copies. Two bytes each.
     size_t want = (1024 * 8192 + 2 * (256 * 256 + 256 * 64)) * 2;
@@ -87,7 +87,7 @@ int main(void) {
     double budget = (double)(p32.arena_bytes + p32.scratch_bytes) + (double)want / 2;
     MemPlan q32, q16;
     CHECK(plan_memory(&sh, 2, budget, 0.0, &q32) == 0 && q32.extra_flops == 0.0, "fp32 keeps everything");
-    CHECK(plan_memory_precision(&sh, PRECISION_BF16, 2, budget, 0.0, &q16) == 0 &&
+    CHECK(plan_memory_precision(&sh, PRECISION_BF16, NULL, 2, budget, 0.0, &q16) == 0 &&
               q16.arena_bytes + q16.scratch_bytes + q16.gemm_scratch_bytes <= budget &&
               (q16.extra_flops > 0.0 || q16.passes > 0),
           "bf16 within %.0f bytes: %zu + %zu + %zu, %.3g FLOPs", budget, q16.arena_bytes, q16.scratch_bytes,

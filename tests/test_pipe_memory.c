@@ -154,11 +154,11 @@ static void test_stage_planner(void) {
           peak_of(&s, &sh, &none, 0), peak_of(&s, &sh, &none, 3));
     policy_free(&none);
     // room for stage 3 and the largest attention scratch of one thread (selective's ~3.25·s² floats)
-    double budget = 1807360.0 + (double)plan_attention_scratch_bytes(&sh, 1, 0, 1) + 65536.0;
+    double budget = 1807360.0 + (double)plan_attention_scratch_bytes(NULL, &sh, 1, 0, 1) + 65536.0;
     MemoryPolicy a, b;
     StagePlan ra, rb;
     char err[512] = "";
-    CHECK(stage_plan_memory(&s, &sh, PRECISION_FP32, 1, budget, &a, &ra, err, sizeof err) == 0, "no plan: %s", err);
+    CHECK(stage_plan_memory(&s, &sh, PRECISION_FP32, NULL, 1, budget, &a, &ra, err, sizeof err) == 0, "no plan: %s", err);
     CHECK(ra.p == 4 && ra.n_layers == 2, "p %d, %d layers per stage", ra.p, ra.n_layers);
     CHECK(ra.n_full[0] + ra.n_sel[0] > ra.n_full[3] + ra.n_sel[3] && ra.extra_flops[0] > ra.extra_flops[3],
           "stage 0 should recompute more than stage 3: %d full %d sel (%.3g FLOPs) vs %d full %d sel (%.3g)",
@@ -182,20 +182,20 @@ static void test_stage_planner(void) {
           "stage 0 fits with layer %d kept whole (%zu): the plan is not the cheapest", last, pipe_rank_act_peak(&pf, 0));
     policy_free(&fewer);
     // every rank computes the same plan
-    CHECK(stage_plan_memory(&s, &sh, PRECISION_FP32, 1, budget, &b, &rb, err, sizeof err) == 0 && same_policy(&a, &b),
+    CHECK(stage_plan_memory(&s, &sh, PRECISION_FP32, NULL, 1, budget, &b, &rb, err, sizeof err) == 0 && same_policy(&a, &b),
           "the plan differs when computed again");
     policy_free(&a);
     policy_free(&b);
 
     // Nothing fits one byte: the least-memory plan, and the message names the first stage (the most held).
-    CHECK(stage_plan_memory(&s, &sh, PRECISION_FP32, 1, 1.0, &a, &ra, err, sizeof err) == -1 && !ra.fits,
+    CHECK(stage_plan_memory(&s, &sh, PRECISION_FP32, NULL, 1, 1.0, &a, &ra, err, sizeof err) == -1 && !ra.fits,
           "1 byte should not fit");
     CHECK(strstr(err, "stage 0 does not fit") && strstr(err, "the least it needs is"), "message: %s", err);
     CHECK(ra.n_full[0] == 2, "stage 0's least memory recomputes both its layers in full (got %d full)", ra.n_full[0]);
     policy_free(&a);
     // --pp above the planner's limit
     PipeSpec big = spec_of(PIPE_1F1B, 65, 0, 1, 65);
-    CHECK(stage_plan_memory(&big, &sh, PRECISION_FP32, 1, 1e12, &a, &ra, err, sizeof err) == -1 &&
+    CHECK(stage_plan_memory(&big, &sh, PRECISION_FP32, NULL, 1, 1e12, &a, &ra, err, sizeof err) == -1 &&
           strstr(err, "at most 64 stages"), "65 stages: %s", err);
 }
 

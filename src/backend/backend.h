@@ -31,6 +31,17 @@ typedef enum {
     ATTN_SCRATCH_FLASH                // flash_attention_forward / _backward
 } AttnScratchKind;
 
+// One tensor (or piece of one) of a multi-tensor AdamW update: the arguments of adamw_update that
+// differ between tensors (w16 may be NULL; wd 0 for the tensors that are not decayed).
+typedef struct {
+    float *p;
+    uint16_t *w16;
+    const float *g;
+    float *m, *v;
+    size_t n;
+    float wd;
+} AdamWSlice;
+
 typedef struct Backend Backend;
 struct Backend {
     const char *name;             // "cpu"
@@ -180,6 +191,37 @@ struct Backend {
     // ---- collectives between ranks on this device's memory (NCCL on CUDA), used by
     // parallel/comm_device.c; NULL where the build has none: ranks then stage through host memory.
     const struct BackendCollectives *collectives;
+    // ---- many tensors at once (the optimizer step, the gradient norm and guards): a GPU runs each in
+    // a few launches over a device-side table of chunks, not a launch per tensor, and reads its
+    // results back once. The CPU loops over its single-tensor kernels.
+    // adamw_update on each of count slices with the shared hyper-parameters: the same bits as one
+    // adamw_update per slice.
+    void (*adamw_update_multi)(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1, float beta2,
+                               float eps, float bc1, float bc2, float grad_scale);
+    // For each of count ranges x[i][0, n[i]): sumsq[i] = Σ x² in double and nonfinite[i] = how many
+    // are ±inf or NaN (either output may be NULL). On the CPU sumsq[i] is sum_squares(x[i], n[i]) to
+    // the bit; on a GPU its fixed summation order differs (a relative 1e-12 at most).
+    void (*tensor_stats_multi)(Backend *be, const float *const *x, const size_t *n, int count, double *sumsq,
+                               size_t *nonfinite);
+
+    // ---- the device's dense peak for MFU/HFU (the run header)
+    // FLOP/s of dense GEMMs at this precision (fp32 runs: fp32, or tf32 where the backend's fp32
+    // GEMMs use tensor cores; bf16: bf16 with fp32 accumulation) and in `source` what the figure is
+    // ("NVIDIA H100 SXM5 datasheet", "unknown device ..."); 0 when the backend does not know it
+    // (the CPU: the caller measures its sgemm, util/peak.h).
+    double (*peak_flops)(const Backend *be, Precision precision, char *source, size_t sourcelen);
+
+    // ---- the loss read back once per step, not once per cross-entropy (a GPU keeps the sums on the
+    // device; model/gpt.h's deferred loss)
+    // crossentropy_forward_backward (train 1) or crossentropy_loss (train 0), with the sum of row_loss
+    // added to the backend's micro-batch sum instead of returned: the same rows, and the same sum.
+    void (*crossentropy_deferred)(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
+                                  float grad_scale, int train);
+    // The step's sum += the micro-batch's (the sum, from 0, of its crossentropy_deferred calls: what a
+    // caller adding their returned sums would have); the micro-batch's sum = 0.
+    void (*loss_end_microbatch)(Backend *be);
+    // The step's sum (the one read-back, which waits for the work before it), and 0 from then on.
+    double (*loss_take)(Backend *be);
 };
 
 // A device's own collective library. Each call returns 0 or a code that error_string names; sizes
@@ -205,4 +247,7 @@ Backend *backend_open(const char *name, Precision precision, char *err, size_t e
 void backend_close(Backend *be);
 // 1 when this build has the CUDA backend.
 int backend_has_cuda(void);
+// The CPU backend's attention_scratch_floats for a run of `threads` OpenMP threads (its op gives this
+// for omp_get_max_threads()): what the planner asks when no device is open yet.
+size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int h, int threads);
 #endif

@@ -507,6 +507,41 @@ static size_t g_count_nonfinite(Backend *be, const float *x, size_t n) {
     guard_close_all(be);
     return r;
 }
+// Every slice's pointers are checked, as adamw_update checks its own.
+static void g_adamw_update_multi(Backend *be, const AdamWSlice *t, int count, float lr, float beta1, float beta2,
+                                 float eps, float bc1, float bc2, float grad_scale) {
+    static const char *const names[] = {"slice p", "slice w16", "slice g", "slice m", "slice v"};
+    for (int i = 0; i < count; i++) {
+        const void *ptrs[] = {t[i].p, t[i].w16, t[i].g, t[i].m, t[i].v};
+        guard_check(be, "adamw_update_multi", names, ptrs, 5);
+    }
+    guard_open_all(be);
+    inner(be)->adamw_update_multi(inner(be), t, count, lr, beta1, beta2, eps, bc1, bc2, grad_scale);
+    guard_close_all(be);
+}
+static void g_tensor_stats_multi(Backend *be, const float *const *x, const size_t *n, int count, double *sumsq,
+                                 size_t *nonfinite) {
+    static const char *const names[] = {"x[i]"};
+    for (int i = 0; i < count; i++) {
+        const void *ptrs[] = {x[i]};
+        guard_check(be, "tensor_stats_multi", names, ptrs, 1);
+    }
+    guard_open_all(be);
+    inner(be)->tensor_stats_multi(inner(be), x, n, count, sumsq, nonfinite);
+    guard_close_all(be);
+}
+static void g_crossentropy_deferred(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
+                                    float grad_scale, int train) {
+    static const char *const names[] = {"logits", "targets", "row_loss"};
+    const void *ptrs[] = {logits, targets, row_loss};
+    guard_check(be, "crossentropy_deferred", names, ptrs, 3);
+    guard_open_all(be);
+    inner(be)->crossentropy_deferred(inner(be), logits, targets, row_loss, n, v, grad_scale, train);
+    guard_close_all(be);
+}
+// The sums are the inner backend's own state (host doubles), not device memory.
+static void g_loss_end_microbatch(Backend *be) { inner(be)->loss_end_microbatch(inner(be)); }
+static double g_loss_take(Backend *be) { return inner(be)->loss_take(inner(be)); }
 static void g_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
                                   const uint16_t *w16, const float *bias, int n, int in, int out) {
     static const char *const names[] = {"y", "x", "w", "w16", "bias"};
@@ -638,6 +673,11 @@ static void guard_kernels(Backend *t) {
     t->adamw_update = g_adamw_update;
     t->sum_squares = g_sum_squares;
     t->count_nonfinite = g_count_nonfinite;
+    t->adamw_update_multi = g_adamw_update_multi;
+    t->tensor_stats_multi = g_tensor_stats_multi;
+    t->crossentropy_deferred = g_crossentropy_deferred;
+    t->loss_end_microbatch = g_loss_end_microbatch;
+    t->loss_take = g_loss_take;
     t->linear_forward_rows = g_linear_forward_rows;
     t->kv_attention_forward = g_kv_attention_forward;
     t->gelu_forward = g_gelu_forward;

@@ -23,7 +23,7 @@ int plan_print_stages(FILE *f, const TrainOptions *o, const PipeSpec *spec, doub
         fprintf(f, "the per-stage planner handles at most %d stages (got --pp %d)\n", STAGE_PLAN_MAX_STAGES, spec->p);
         return -1;
     }
-    int ok = stage_plan_memory(spec, &sh, (Precision)o->precision, threads, budget, &pol, &sp, err, sizeof err) == 0;
+    int ok = stage_plan_memory(spec, &sh, (Precision)o->precision, NULL, threads, budget, &pol, &sp, err, sizeof err) == 0;
     const GPTConfig *c = &o->model;
     char vs[32] = "", tempo[48];
     if (spec->kind == PIPE_INTERLEAVED) snprintf(vs, sizeof vs, ", V=%d", spec->V);

@@ -5,7 +5,6 @@
 #include <string.h>
 #include "memory/flops.h"
 #include "backend/cpu/attention.h"
-#include "backend/cpu/flash_attention.h"
 #include "util/common.h"
 
 static void fill_policy(MemoryPolicy *pol, int L, int n_full, int n_sel) {
@@ -20,17 +19,22 @@ static int passes_of(MaskMode masks, unsigned tempo) {
            !!(tempo & TEMPO_LAYERNORM) + 2 * !!(tempo & TEMPO_GELU);
 }
 
-// The attention backward's scratch over all threads, as gpt_init allocates it.
-static size_t scratch_of(const ActShape *sh, int threads, unsigned tempo, int any_selective) {
-    size_t s = (size_t)sh->s, ss = s * s, per;
-    if (tempo & ATTN_FLASH) per = FLASH_SCRATCH(s, (size_t)(sh->h / sh->a));
-    else if (any_selective) per = ATTENTION_RECOMPUTE_SCRATCH(s);
-    else per = (tempo & TEMPO_SOFTMAX) ? 2 * ss : ss;
-    return per * sizeof(float) * (size_t)(threads > 0 ? threads : 1);
+// Floats of one kind of attention scratch, as the backend sizes it for the rank's heads and width.
+static size_t backend_scratch(Backend *be, int threads, AttnScratchKind kind, const ActShape *sh) {
+    int t = sh->t > 1 ? sh->t : 1, a = sh->a / t, h = sh->h / t;
+    if (be) return be->attention_scratch_floats(be, kind, sh->s, sh->b, a, h);
+    return backend_cpu_attention_scratch_floats(kind, sh->s, sh->b, a, h, threads > 0 ? threads : 1);
 }
 
-size_t plan_attention_scratch_bytes(const ActShape *sh, int threads, unsigned tempo, int any_selective) {
-    return scratch_of(sh, threads, tempo, any_selective);
+size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads, unsigned tempo, int any_selective) {
+    if (tempo & ATTN_FLASH) return backend_scratch(be, threads, ATTN_SCRATCH_FLASH, sh) * sizeof(float);
+    AttnScratchKind stored = (tempo & TEMPO_SOFTMAX) ? ATTN_SCRATCH_BACKWARD_TEMPO : ATTN_SCRATCH_BACKWARD;
+    size_t floats = backend_scratch(be, threads, stored, sh);
+    if (any_selective) {   // gpt_init takes the larger when some layers are selective and others not
+        size_t re = backend_scratch(be, threads, ATTN_SCRATCH_RECOMPUTE, sh);
+        if (re > floats) floats = re;
+    }
+    return floats * sizeof(float);
 }
 
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads) {
@@ -147,10 +151,10 @@ static int offload_sets(const ActShape *sh, unsigned tempo, double offload_budge
 }
 
 int plan_memory(const ActShape *sh, int threads, double budget, double offload_budget, MemPlan *out) {
-    return plan_memory_precision(sh, PRECISION_FP32, threads, budget, offload_budget, out);
+    return plan_memory_precision(sh, PRECISION_FP32, NULL, threads, budget, offload_budget, out);
 }
 
-int plan_memory_precision(const ActShape *base, Precision precision, int threads, double budget,
+int plan_memory_precision(const ActShape *base, Precision precision, Backend *be, int threads, double budget,
                           double offload_budget, MemPlan *out) {
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
@@ -183,7 +187,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, int threads
                 MemPlan p = {nf, L - nf, modes[mi], tempo, plan_peak(&k, L, nf, L - nf), 0, 0, 0.0, model,
                              passes_of(modes[mi], tempo), sets[oi], plan_pool(&k, L, nf, L - nf), gemm, 0};
                 p.arena_bytes = p.act_peak + align;
-                p.scratch_bytes = scratch_of(&sh, threads, tempo, L - nf > 0);
+                p.scratch_bytes = plan_attention_scratch_bytes(be, &sh, threads, tempo, L - nf > 0);
                 p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
                                  mini_flops + flash_flops) / t;
                 size_t total = budget_bytes(&p);
@@ -199,7 +203,8 @@ int plan_memory_precision(const ActShape *base, Precision precision, int threads
                 int lo = 0, hi = L - nf;
                 while (lo < hi) {
                     int mid = (lo + hi) / 2;
-                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch_of(&sh, threads, tempo, mid > 0) + gemm) <= budget &&
+                    size_t scratch = plan_attention_scratch_bytes(be, &sh, threads, tempo, mid > 0);
+                    if ((double)(plan_peak(&k, L, nf, mid) + align + scratch + gemm) <= budget &&
                         (!sets[oi] || (double)plan_pool(&k, L, nf, mid) <= offload_budget))
                         hi = mid;
                     else lo = mid + 1;
@@ -208,7 +213,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, int threads
                 p.act_peak = plan_peak(&k, L, nf, lo);
                 p.pool_bytes = plan_pool(&k, L, nf, lo);
                 p.arena_bytes = p.act_peak + align;
-                p.scratch_bytes = scratch_of(&sh, threads, tempo, lo > 0);
+                p.scratch_bytes = plan_attention_scratch_bytes(be, &sh, threads, tempo, lo > 0);
                 p.extra_flops = (lo * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
                                  mini_flops + flash_flops) / t;
                 if (!found || better(&p, &best)) {

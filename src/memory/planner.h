@@ -47,21 +47,26 @@ typedef struct MemPlan {
 // scratch_bytes <= budget, or -1 with *out the plan of least memory.
 int plan_memory(const ActShape *sh, int threads, double budget, double offload_budget, MemPlan *out);
 // The same at a compute precision: under bf16 the budget also holds gemm_scratch_bytes (arena_bytes +
-// scratch_bytes + gemm_scratch_bytes <= budget) and weight_copy_bytes is filled in. plan_memory is fp32.
-int plan_memory_precision(const ActShape *sh, Precision precision, int threads, double budget, double offload_budget,
-                          MemPlan *out);
+// scratch_bytes + gemm_scratch_bytes <= budget) and weight_copy_bytes is filled in. be: the backend
+// the run will use, which sizes the attention scratch (plan_attention_scratch_bytes); NULL: the CPU
+// backend with `threads` threads. plan_memory is fp32 on the CPU backend.
+int plan_memory_precision(const ActShape *sh, Precision precision, Backend *be, int threads, double budget,
+                          double offload_budget, MemPlan *out);
 // What the CPU backend's bf16 operand scratch holds after one training step (forward, backward,
 // evaluation forward) of this shape under mixed precision (activations kept in bf16, as the CLI
 // demands): Backend.scratch_bytes. Two slots that grow to the largest request. Slot 0: a GEMM input
 // the arena holds no bf16 copy of, converted (the evaluation forward's x [n, in]) and every
 // backward's dy [n, out]: n = s·b rows, or ⌈s·b/M⌉ for mini-seq's chunked MLP and output layer.
 // Slot 1: a backward's x that is not the kept bf16 copy (SP's gathered inputs, mini-seq's chunks)
-// and, unless flash, attention's per-thread bf16 operands, threads·(s² + s·d).
+// and, unless flash, attention's per-thread bf16 operands, threads·(s·max(s, d) + s·d).
 // tempo: the plan's (ATTN_FLASH counts); sh->mini_seq > 1: chunks. 0 under fp32 (no conversion).
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads);
-// The attention backward's scratch over all threads, as gpt_init allocates it: s² floats per thread, 2s²
-// with Tempo's softmax, ~3s² once any layer is selective, O(tile²) with flash attention (tempo's bit).
-size_t plan_attention_scratch_bytes(const ActShape *sh, int threads, unsigned tempo, int any_selective);
+// The attention scratch in bytes, as gpt_init allocates it, sized by the backend's own
+// attention_scratch_floats for the rank's heads (a/t) and width (h/t): flash's tiles (tempo's
+// ATTN_FLASH bit), else the stored-probability backward's (Tempo's softmax form with TEMPO_SOFTMAX),
+// or once any layer is selective the larger of it and the selective recompute's. be NULL: the CPU
+// backend's sizes for `threads` OpenMP threads (planning with no device open: ctron plan, the tests).
+size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads, unsigned tempo, int any_selective);
 // Parameters on one rank (its shards and the replicated tensors), as gpt_init_tp lays them out.
 size_t plan_rank_params(const ActShape *sh);
 // The plan as a MemoryPolicy (act_dtype from e; free with policy_free) and as ctron train flags.

@@ -156,8 +156,8 @@ static void write_plan(const PipeSpec *s, const ActShape *base, Precision precis
     }
 }
 
-int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision precision, int threads, double budget,
-                      MemoryPolicy *out, StagePlan *report, char *err, size_t errlen) {
+int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision precision, Backend *be, int threads,
+                      double budget, MemoryPolicy *out, StagePlan *report, char *err, size_t errlen) {
     int p = spec->p;
     if (p > STAGE_PLAN_MAX_STAGES)
         return snprintf(err, errlen, "the per-stage planner handles at most %d stages (got --pp %d)",
@@ -186,7 +186,7 @@ int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision prec
                 o->masks = modes[mi];
                 o->tempo = tempo;
                 o->allow_sel = allow_sel;
-                o->scratch = plan_attention_scratch_bytes(&o->sh, threads, tempo, allow_sel);
+                o->scratch = plan_attention_scratch_bytes(be, &o->sh, threads, tempo, allow_sel);
                 o->gemm = plan_gemm_scratch_bytes(&o->sh, precision, tempo, threads);
                 o->per_layer_flops = ((tempo & MINI_SEQ ? 8.0 * b * s * h * h : 0.0) +
                                       (tempo & ATTN_FLASH ? flops_recompute_selective(b, s, h) : 0.0)) / t;

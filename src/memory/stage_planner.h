@@ -47,8 +47,9 @@ typedef struct {
 // allocated (policy_free it). Returns 0 when every stage fits; −1 with the least-memory plan in out and
 // report, and a message in err naming a stage that does not fit and the least bytes it needs. Also −1
 // (out untouched) when spec->p > STAGE_PLAN_MAX_STAGES.
-int stage_plan_memory(const PipeSpec *spec, const ActShape *sh, Precision precision, int threads, double budget,
-                      MemoryPolicy *out, StagePlan *report, char *err, size_t errlen);
+// be, threads: who sizes the attention scratch (plan_attention_scratch_bytes; be NULL: the CPU's).
+int stage_plan_memory(const PipeSpec *spec, const ActShape *sh, Precision precision, Backend *be, int threads,
+                      double budget, MemoryPolicy *out, StagePlan *report, char *err, size_t errlen);
 
 // The policy as the --recompute-layers list that reproduces it ("0-1:full,2-5:none,6:full,…"; each
 // full layer of a list is its own group, as the plan's are).

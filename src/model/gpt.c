@@ -491,7 +491,8 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
 
 // Mini-seq output layer + cross-entropy, one chunk of the sequence at a time: the chunk's logits,
 // its loss and (training) at once its backward — dL/dwte accumulates, dL/d lm_in goes to lm_grad,
-// kept for gpt_backward. Returns Σ loss over the rows.
+// kept for gpt_backward. Under TP returns Σ loss over the rows; on one rank the chunks' sums go to the
+// backend's deferred sum (forward_loss reads it) and 0 is returned.
 static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, int train, float grad_scale) {
     int h = m->cfg.hidden, vl = m->vl, n = m->s_cur * m->b_cur, t = m->tp.t, r0, r1;
     BlockActs *M = &m->act->model_acts;
@@ -504,8 +505,7 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
         float *logits = ws(m, W_MINI_LOGITS);
         linear_fwd(m, logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
         if (t <= 1) {
-            loss += train ? m->be->crossentropy_forward_backward(m->be, logits, targets + r0, m->row_loss, nc, vl, grad_scale)
-                          : m->be->crossentropy_loss(m->be, logits, targets + r0, m->row_loss, nc, vl);
+            m->be->crossentropy_deferred(m->be, logits, targets + r0, m->row_loss, nc, vl, grad_scale, train);
         } else {
             float *part = m->ce_part + (size_t)m->tp.rank * nc * 3;
             m->be->crossentropy_vocab_partial(m->be, part, logits, targets + r0, nc, vl, m->v0, m->cfg.vocab);
@@ -523,7 +523,8 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
     return loss;
 }
 
-// logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP)
+// logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP: returned; on one rank
+// to the backend's deferred sum, 0 returned)
 static double head_forward(GPT *m, const float *x, const int32_t *targets, float grad_scale) {
     const GPTConfig *c = &m->cfg;
     BlockActs *M = &m->act->model_acts;
@@ -542,8 +543,8 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     snapshot_forward_end(m);
     if (!targets) return 0.0;
     if (m->tp.t <= 1) {
-        if (train) return m->be->crossentropy_forward_backward(m->be, logits, targets, m->row_loss, n, vl, grad_scale);
-        return m->be->crossentropy_loss(m->be, logits, targets, m->row_loss, n, vl);
+        m->be->crossentropy_deferred(m->be, logits, targets, m->row_loss, n, vl, grad_scale, train);
+        return 0.0;
     }
     // Three numbers per row from every rank: its max, its Σexp and its target logit.
     float *part = m->ce_part + (size_t)m->tp.rank * n * 3;
@@ -554,6 +555,28 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     return loss;
 }
 
+
+// The micro-batch's loss: on one TP rank the backend's deferred sum (the micro-batch's joins the step's,
+// read back here unless the caller defers it to gpt_loss_take); under TP the combine's sum, tp_loss.
+static double forward_loss(GPT *m, double tp_loss, int has_targets) {
+    if (m->tp.t > 1) {
+        if (!m->defer_loss) return tp_loss;
+        m->loss_pending += tp_loss;
+        return 0.0;
+    }
+    if (!has_targets) return 0.0;
+    m->be->loss_end_microbatch(m->be);
+    return m->defer_loss ? 0.0 : m->be->loss_take(m->be);
+}
+
+double gpt_loss_take(GPT *m) {
+    if (m->tp.t > 1) {
+        double r = m->loss_pending;
+        m->loss_pending = 0.0;
+        return r;
+    }
+    return m->be->loss_take(m->be);
+}
 
 double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
                    float grad_scale) {
@@ -646,7 +669,7 @@ double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const in
     scope_begin(m, scope_key(m, SCOPE_HEAD));
     double loss = head_forward(m, x, targets, grad_scale);
     scope_end(m, scope_key(m, SCOPE_HEAD));
-    return loss;
+    return forward_loss(m, loss, targets != NULL);
 }
 
 // The rank's copy of a kept input of a column-parallel linear, for its weight gradient: the kept

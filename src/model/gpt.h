@@ -179,6 +179,8 @@ typedef struct {
                                   // rows count in workspace_bytes)
     void *work[ACT_COUNT + 1];    // fp32 working copy per name (+1: second ln1_in), allocated on first use
     size_t workspace_bytes;
+    int defer_loss;               // gpt_forward leaves its loss for gpt_loss_take (set by the caller)
+    double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
 } GPT;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.
@@ -209,6 +211,11 @@ void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, f
 // NULL; then returns 0) and leaves the logits readable via m->logits; nothing goes to the arena.
 double gpt_forward(GPT *m, const int32_t *tokens, const int32_t *targets, int s, int b, StepCtx ctx,
                    float grad_scale);
+// The deferred loss (the trainer's micro-batches: one read-back per step on a GPU, not one per
+// cross-entropy): while m->defer_loss is set, gpt_forward and gpt_forward_chunk return 0 and add their
+// Σ loss to the step's sum; gpt_loss_take returns that sum (the bits of adding the returns, from 0)
+// and starts the next. With defer_loss clear nothing may be pending.
+double gpt_loss_take(GPT *m);
 // Accumulates parameter gradients into m->grads and releases every saved activation.
 void gpt_backward(GPT *m, const int32_t *tokens, StepCtx ctx);
 // Pipelines (DESIGN.md §9). The context the next forward/backward uses (0 ≤ k < pp.contexts).

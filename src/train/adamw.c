@@ -1,5 +1,6 @@
 #include "train/adamw.h"
 #include <math.h>
+#include <stdlib.h>
 #include "util/common.h"
 
 void adamw_init(AdamW *opt, Backend *be, size_t n_params, float beta1, float beta2, float eps, float weight_decay) {
@@ -28,19 +29,23 @@ void adamw_free(AdamW *opt) {
 
 void adamw_tick(AdamW *opt) { opt->t++; }
 
+// Every tensor's part of [lo, hi) in one multi-tensor update (a few launches on a GPU, not one per tensor).
 void adamw_update_range(AdamW *opt, GPT *m, float lr, float grad_scale, size_t lo, size_t hi, size_t state_off) {
     float b1 = opt->beta1, b2 = opt->beta2;
     float c1 = 1.0f - powf(b1, (float)opt->t), c2 = 1.0f - powf(b2, (float)opt->t);
+    AdamWSlice *t = xmalloc((size_t)(m->n_info ? m->n_info : 1) * sizeof *t);
+    int count = 0;
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *pi = &m->info[i];
         size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
         if (a >= z) continue;
-        float *mm = opt->m + state_off + (a - lo), *vv = opt->v + state_off + (a - lo);
-        float decay = pi->decay ? opt->weight_decay : 0.0f;
         // the bf16 copy is refreshed in the same sweep (mixed precision)
-        m->be->adamw_update(m->be, m->params + a, m->params16 ? m->params16 + a : NULL, m->grads + a, mm, vv, z - a, lr, b1,
-                            b2, opt->eps, decay, c1, c2, grad_scale);
+        t[count++] = (AdamWSlice){m->params + a, m->params16 ? m->params16 + a : NULL, m->grads + a,
+                                  opt->m + state_off + (a - lo), opt->v + state_off + (a - lo), z - a,
+                                  pi->decay ? opt->weight_decay : 0.0f};
     }
+    if (count) m->be->adamw_update_multi(m->be, t, count, lr, b1, b2, opt->eps, c1, c2, grad_scale);
+    free(t);
 }
 
 void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale) {

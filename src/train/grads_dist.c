@@ -1,7 +1,9 @@
 #include "train/grads_dist.h"
 #include "parallel/comm_device.h"
 #include <math.h>
+#include <stdlib.h>
 #include "train/grad_norm.h"
+#include "util/common.h"
 
 void grads_reduce_sp(GPT *m) {
     if (m->tp.t <= 1 || !m->tp.sp) return;
@@ -22,15 +24,29 @@ void grads_allreduce_dp(CommGroup *dp, float *g, size_t n) {
     for (size_t off = 0; off < n; off += BUCKET) comm_device_allreduce_sum(dp, g + off, g + off, n - off < BUCKET ? n - off : BUCKET);
 }
 
-// Σ g² over [lo, hi) ∩ the tensors this rank counts.
+// Σ g² over [lo, hi) ∩ the tensors this rank counts: one multi-tensor pass (one read-back on a GPU),
+// the tensors' sums added in order.
 static double range_squares(const GPT *m, size_t lo, size_t hi, int count_replicated) {
-    double acc = 0.0;
+    size_t cap = (size_t)(m->n_info ? m->n_info : 1);
+    const float **x = xmalloc(cap * sizeof *x);
+    size_t *n = xmalloc(cap * sizeof *n);
+    double *sq = xmalloc(cap * sizeof *sq);
+    int count = 0;
     for (int i = 0; i < m->n_info; i++) {
         const ParamInfo *pi = &m->info[i];
         if ((pi->split == TP_REPLICATED && !count_replicated) || pi->pp_mirror) continue;
         size_t a = pi->offset > lo ? pi->offset : lo, z = pi->offset + pi->numel < hi ? pi->offset + pi->numel : hi;
-        if (a < z) acc += m->be->sum_squares(m->be, m->grads + a, z - a);
+        if (a < z) {
+            x[count] = m->grads + a;
+            n[count++] = z - a;
+        }
     }
+    if (count) m->be->tensor_stats_multi(m->be, x, n, count, sq, NULL);
+    double acc = 0.0;
+    for (int i = 0; i < count; i++) acc += sq[i];
+    free(x);
+    free(n);
+    free(sq);
     return acc;
 }
 

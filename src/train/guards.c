@@ -12,12 +12,21 @@
 
 int guard_first_nonfinite(const GPT *m, CommGroup *world, size_t *counts) {
     int first = -1, none = 4 + 12 * m->cfg.layers;   // indices in the whole model's list (full_index)
+    // every tensor in one multi-tensor pass (one read-back on a GPU)
+    size_t cap = (size_t)(m->n_info ? m->n_info : 1), *bad = xmalloc(cap * sizeof *bad), *n = xmalloc(cap * sizeof *n);
+    const float **g = xmalloc(cap * sizeof *g);
     for (int i = 0; i < m->n_info; i++) {
-        const float *g = m->grads + m->info[i].offset;
-        size_t bad = m->be->count_nonfinite(m->be, g, m->info[i].numel);
-        if (counts) counts[i] = bad;
-        if (bad && first < 0) first = m->info[i].full_index;
+        g[i] = m->grads + m->info[i].offset;
+        n[i] = m->info[i].numel;
     }
+    if (m->n_info) m->be->tensor_stats_multi(m->be, g, n, m->n_info, NULL, bad);
+    for (int i = 0; i < m->n_info; i++) {
+        if (counts) counts[i] = bad[i];
+        if (bad[i] && first < 0) first = m->info[i].full_index;
+    }
+    free(bad);
+    free(n);
+    free(g);
     if (world->size == 1) return first;
     // The smallest index over the ranks (TP shards differ; pipeline stages hold different tensors).
     float *all = xmalloc((size_t)world->size * sizeof(float)), mine = first < 0 ? (float)none : (float)first;

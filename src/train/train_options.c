@@ -127,9 +127,21 @@ static ActShape options_shape(const TrainOptions *o) {
 // The OpenMP threads the run will use (each holds its own attention scratch).
 static int run_threads(const TrainOptions *o) { return o->threads > 0 ? o->threads : omp_get_max_threads(); }
 
+// The backend that sizes the attention scratch of a plan (planner.h): the run's device when it is not
+// the CPU, opened for the question (close it with backend_close); NULL for the CPU backend's sizes at
+// run_threads(o), and where the device cannot be opened (the run itself then stops, saying why).
+static Backend *plan_device(const TrainOptions *o) {
+    if (!o->device || strncmp(o->device, "cpu", 3) == 0) return NULL;
+    char err[256];
+    return backend_open(o->device, (Precision)o->precision, err, sizeof err);
+}
+
 int train_plan(const TrainOptions *o, double budget, MemPlan *plan) {
     ActShape sh = options_shape(o);
-    return plan_memory_precision(&sh, (Precision)o->precision, run_threads(o), budget, o->offload_budget, plan);
+    Backend *be = plan_device(o);
+    int r = plan_memory_precision(&sh, (Precision)o->precision, be, run_threads(o), budget, o->offload_budget, plan);
+    backend_close(be);
+    return r;
 }
 
 int train_print_plan(FILE *f, const TrainOptions *o, double budget) {
@@ -183,8 +195,11 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
         // same whole-model policy; the first stage, holding the most micro-batches, may recompute more.
         ActShape sh = options_shape(o);
         StagePlan rep;
-        if (stage_plan_memory(&spec, &sh, (Precision)o->precision, run_threads(o), o->mem_budget, p, &rep, err,
-                              errlen) != 0) {
+        Backend *be = plan_device(o);
+        int r = stage_plan_memory(&spec, &sh, (Precision)o->precision, be, run_threads(o), o->mem_budget, p, &rep,
+                                  err, errlen);
+        backend_close(be);
+        if (r != 0) {
             char why[400];
             snprintf(why, sizeof why, "%s", err);
             snprintf(err, errlen, "--mem-budget: %s (see ctron plan --pp)", why);
@@ -197,8 +212,11 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
-        if (plan_memory_precision(&sh, (Precision)o->precision, run_threads(o), o->mem_budget, o->offload_budget,
-                                  &plan) != 0) {
+        Backend *be = plan_device(o);
+        int r = plan_memory_precision(&sh, (Precision)o->precision, be, run_threads(o), o->mem_budget,
+                                      o->offload_budget, &plan);
+        backend_close(be);
+        if (r != 0) {
             char b1[32], b2[32];
             snprintf(err, errlen, "--mem-budget %s: no plan fits; the least any needs is %s (see ctron plan)",
                      format_bytes(o->mem_budget, b1, sizeof b1),

@@ -396,11 +396,21 @@ int train_run(const TrainOptions *o, Comm *comm) {
     double flops = train_flops_per_step(c, o->grad_accum * nranks);
     double hw_flops = flops_hardware((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy, c->layers, 1);
     double peak = o->peak_gflops;
-    // MFU/HFU against the GEMM peak of the run's precision (bf16: oneDNN's bf16 matmul).
+    // MFU/HFU against the GEMM peak of the run's precision: a GPU's from its datasheet (the backend's
+    // table), the CPU's measured (bf16: oneDNN's bf16 matmul).
     const char *prec = precision_name((Precision)o->precision);
     char peak_why[512] = "";
     int peak_raised = 0, stdout_failed = 0;
-    if (rank == 0 && peak <= 0 && peak_gflops_lookup(o->threads, prec, &peak, peak_why, sizeof peak_why) != 0) {
+    int cpu_device = strncmp(m.be->name, "cpu", 3) == 0;
+    char peak_src[192];
+    snprintf(peak_src, sizeof peak_src, "%s", o->peak_gflops > 0 ? "--peak-gflops" : prec);
+    if (peak <= 0 && !cpu_device) {
+        char src[160];
+        peak = m.be->peak_flops(m.be, (Precision)o->precision, src, sizeof src) * 1e-9;
+        snprintf(peak_src, sizeof peak_src, "%s", src);
+    }
+    if (rank == 0 && cpu_device && peak <= 0 &&
+        peak_gflops_lookup(o->threads, prec, &peak, peak_why, sizeof peak_why) != 0) {
         // MFU needs this machine's peak: measure it once (a few seconds) and cache it (`ctron peak`).
         if (peak_why[0]) printf("note: %s\n", peak_why);   // absurd or expired: measured again
         printf("measuring this machine's %s GEMM peak for MFU/HFU (once; cached, see `ctron peak --precision %s`)...\n",
@@ -450,7 +460,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
            tempo_describe(policy.tempo, tempo, sizeof tempo), fewbit,
            format_bytes((double)predicted_peak(&m, pl ? &spec : NULL), b1, sizeof b1));
     if (pl) printf(" on stage 0 (every stage: ctron memory --pp)");
-    if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s (%s)", peak, prec);
+    if (peak > 0) printf("; MFU/HFU against %.1f GFLOP/s (%s)", peak, peak_src);
+    else if (!cpu_device) printf("; MFU/HFU unavailable (%s; give --peak-gflops)", peak_src);
     printf("\n");
     if (policy.offload) {
         char what[256];
@@ -505,12 +516,13 @@ int train_run(const TrainOptions *o, Comm *comm) {
             times.fwd = pl->fwd_s;
             times.bwd = pl->bwd_s;
         }
+        m.defer_loss = !pl;   // the micro-batches' losses are read back once, below (gpt_loss_take)
         for (int mb = 0; !pl && mb < o->grad_accum; mb++) {
             StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(dp_rank * seqs_per_rank + mb * c->batch), 1};
             dataset_train_batch(&ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
                                 (uint32_t)(seqs_per_rank * nranks), tokens, targets);
             double f0 = now_seconds();
-            loss_sum += gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
+            gpt_forward(&m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
             double f1 = now_seconds();
             gpt_backward(&m, tokens, ctx);
             guard_test_inject_nan(&m, step, rank);
@@ -526,6 +538,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (zero) zero_reduce_scatter(zero, m.grads);
         else if (pl && pl->reduce_layers) pipeline_finish_dp(pl, &m);   // layered: the layers' sums are under way
         else grads_allreduce_dp(dpg, m.grads, m.n_params);
+        if (!pl) loss_sum = gpt_loss_take(&m);   // the step's one read-back of the loss
+        m.defer_loss = 0;
         double loss_rows = loss_sum;   // the last stage has the loss: a double as two floats, over the pipeline
         if (o->pp > 1) {
             float pair[2] = {(float)loss_sum, (float)(loss_sum - (double)(float)loss_sum)};
@@ -630,7 +644,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
             int k = snprintf(line, sizeof line, "step %*d/%d | loss %.4f | lr %.2e | %.0f tok/s | %.1f GFLOP/s",
                              (int)snprintf(NULL, 0, "%d", o->steps), step, o->steps, loss, (double)lr, tps,
                              flops / step_s * 1e-9);
-            peak = peak_raise(o, peak, hw_flops / step_s * 1e-9 / world->size, &peak_raised);
+            // (a GPU's peak is its datasheet's, never raised nor written to the CPU's cache)
+            if (cpu_device) peak = peak_raise(o, peak, hw_flops / step_s * 1e-9 / world->size, &peak_raised);
             if (peak > 0 && k > 0 && (size_t)k < sizeof line)
                 k += snprintf(line + k, sizeof line - (size_t)k, " | MFU %.1f%% HFU %.1f%%",
                               100.0 * flops / step_s * 1e-9 / (peak * world->size),

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 // C[m,n] = alpha·op(A)·op(B) for one head: sgemm, or with the thread's bf16 scratch t16 (NULL: fp32)
-// bf16 copies of A and B (A first, up to s·s elements; B after it) and a bf16 GEMM with fp32
+// bf16 copies of A and B (A first, in a_room = ATTENTION_BF16_A_ROOM elements; B after it) and a bf16 GEMM with fp32
 // accumulation, alpha applied to the fp32 result.
 static void head_gemm(uint16_t *t16, size_t a_room, int ta, int tb, int m, int n, int k, float alpha, const float *A,
                       int lda, const float *B, int ldb, float *C, int ldc) {
@@ -84,11 +84,11 @@ static void form_dropped(float *D, const float *P, const uint8_t *K, int s, floa
 // both run exactly this, so a recomputed head equals the stored one bit for bit.
 static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float *q, const float *k, int s, int d,
                       int ld, DropoutSite site, uint32_t sample, int head, int round_bf16) {
-    size_t ss = (size_t)s * s;
+    size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
     for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // S[r0:r1, 0:r1] = scale · q[r0:r1] · k[0:r1]ᵀ
         int r1 = block_end(r0, s);
-        head_gemm(t16, ss, 0, 1, r1 - r0, r1, d, scale, q + (size_t)r0 * ld, ld, k, ld, P + (size_t)r0 * s, s);
+        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, scale, q + (size_t)r0 * ld, ld, k, ld, P + (size_t)r0 * s, s);
     }
     causal_softmax_rows(P, s);
     if (round_bf16) bf16_round_row(P, ss);
@@ -112,7 +112,7 @@ void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop,
                             const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
                             int round_bf16, uint16_t *s16) {
     int d = h / a, ld = b * h;
-    size_t ss = (size_t)s * s;
+    size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded.
 #pragma omp parallel for schedule(static)
     for (int bj = 0; bj < b * a; bj++) {
@@ -125,7 +125,7 @@ void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop,
         if (ctx)
             for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // ctx[r0:r1] = D[r0:r1, 0:r1] · v[0:r1]
                 int r1 = block_end(r0, s);
-                head_gemm(t16, ss, 0, 0, r1 - r0, d, r1, 1.0f, D + (size_t)r0 * s, s, v + off, ld,
+                head_gemm(t16, room, 0, 0, r1 - r0, d, r1, 1.0f, D + (size_t)r0 * s, s, v + off, ld,
                           ctx + off + (size_t)r0 * ld, ld);
             }
     }
@@ -144,12 +144,12 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
                           int ld, float p) {
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - p);
     // d(attn_drop) = dctx · vᵀ ;  dv = attn_dropᵀ · dctx
-    size_t ss = (size_t)s * s;
+    size_t room = ATTENTION_BF16_A_ROOM(s, d);
     for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {
         int r1 = block_end(r0, s);
         // dP[r0:r1, 0:r1] = dctx[r0:r1] · v[0:r1]ᵀ ;  dv[r0:r1] = D[r0:s, r0:r1]ᵀ · dctx[r0:s]
-        head_gemm(t16, ss, 0, 1, r1 - r0, r1, d, 1.0f, dctx + (size_t)r0 * ld, ld, v, ld, dP + (size_t)r0 * s, s);
-        head_gemm(t16, ss, 1, 0, r1 - r0, d, s - r0, 1.0f, D + (size_t)r0 * s + r0, s, dctx + (size_t)r0 * ld, ld,
+        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, 1.0f, dctx + (size_t)r0 * ld, ld, v, ld, dP + (size_t)r0 * s, s);
+        head_gemm(t16, room, 1, 0, r1 - r0, d, s - r0, 1.0f, D + (size_t)r0 * s + r0, s, dctx + (size_t)r0 * ld, ld,
                   dv + (size_t)r0 * ld, ld);
     }
     // softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)); above the diagonal P = 0, so dS = 0 there.
@@ -172,8 +172,8 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
     for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {
         int r1 = block_end(r0, s);
         // dq[r0:r1] = scale · dS[r0:r1, 0:r1] · k[0:r1] ;  dk[r0:r1] = scale · dS[r0:s, r0:r1]ᵀ · q[r0:s]
-        head_gemm(t16, ss, 0, 0, r1 - r0, d, r1, scale, dP + (size_t)r0 * s, s, k, ld, dq + (size_t)r0 * ld, ld);
-        head_gemm(t16, ss, 1, 0, r1 - r0, d, s - r0, scale, dP + (size_t)r0 * s + r0, s, q + (size_t)r0 * ld, ld,
+        head_gemm(t16, room, 0, 0, r1 - r0, d, r1, scale, dP + (size_t)r0 * s, s, k, ld, dq + (size_t)r0 * ld, ld);
+        head_gemm(t16, room, 1, 0, r1 - r0, d, s - r0, scale, dP + (size_t)r0 * s + r0, s, q + (size_t)r0 * ld, ld,
                   dk + (size_t)r0 * ld, ld);
     }
 }

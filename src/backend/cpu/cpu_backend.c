@@ -26,6 +26,7 @@
 typedef struct {
     uint16_t *scratch[2];
     size_t cap[2];   // elements
+    double loss_microbatch, loss_step;   // the deferred loss (crossentropy_deferred)
 } CpuImpl;
 
 static uint16_t *scratch(Backend *be, int slot, size_t elems) {
@@ -253,6 +254,24 @@ static double be_crossentropy_loss(Backend *be, const float *logits, const int32
     (void)be;
     return crossentropy_loss(logits, targets, row_loss, n, v);
 }
+// The returned sum, kept: the same bits a caller adding the returns gets.
+static void be_crossentropy_deferred(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n,
+                                     int v, float grad_scale, int train) {
+    CpuImpl *c = be->impl;
+    c->loss_microbatch += train ? crossentropy_forward_backward(logits, targets, row_loss, n, v, grad_scale)
+                                : crossentropy_loss(logits, targets, row_loss, n, v);
+}
+static void be_loss_end_microbatch(Backend *be) {
+    CpuImpl *c = be->impl;
+    c->loss_step += c->loss_microbatch;
+    c->loss_microbatch = 0.0;
+}
+static double be_loss_take(Backend *be) {
+    CpuImpl *c = be->impl;
+    double r = c->loss_step;
+    c->loss_step = 0.0;
+    return r;
+}
 static void be_crossentropy_vocab_partial(Backend *be, float *part, const float *logits, const int32_t *targets,
                                           int n, int vl, int v0, int n_valid) {
     (void)be;
@@ -302,6 +321,28 @@ static size_t be_count_nonfinite(Backend *be, const float *x, size_t n) {
     (void)be;
     return cpu_count_nonfinite(x, n);
 }
+// Many tensors: the single-tensor kernels in turn (each already uses every thread).
+static void be_adamw_update_multi(Backend *be, const AdamWSlice *t, int count, float lr, float beta1, float beta2,
+                                  float eps, float bc1, float bc2, float grad_scale) {
+    (void)be;
+    for (int i = 0; i < count; i++)
+        cpu_adamw_update(t[i].p, t[i].w16, t[i].g, t[i].m, t[i].v, t[i].n, lr, beta1, beta2, eps, t[i].wd, bc1, bc2,
+                         grad_scale);
+}
+static void be_tensor_stats_multi(Backend *be, const float *const *x, const size_t *n, int count, double *sumsq,
+                                  size_t *nonfinite) {
+    (void)be;
+    for (int i = 0; i < count; i++) {
+        if (sumsq) sumsq[i] = cpu_sum_squares(x[i], n[i]);
+        if (nonfinite) nonfinite[i] = cpu_count_nonfinite(x[i], n[i]);
+    }
+}
+// The CPU's peak is measured (util/peak.h), not known: 0.
+static double cpu_peak_flops(const Backend *be, Precision precision, char *source, size_t sourcelen) {
+    (void)be; (void)precision;
+    if (sourcelen) snprintf(source, sourcelen, "measured (the CPU's sgemm)");
+    return 0.0;
+}
 static void be_gelu_forward(Backend *be, float *y, const float *x, size_t count) {
     (void)be;
     gelu_forward(y, x, count);
@@ -342,13 +383,17 @@ static void be_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, f
 }
 
 // Per OpenMP thread: dP; with Tempo's softmax P and dP; recompute P, D, dP and the mask; flash tiles.
-static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
-    (void)be; (void)b;
+size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int h, int threads) {
+    (void)b;
     size_t ss = (size_t)s * (size_t)s, per_thread = ss;
     if (kind == ATTN_SCRATCH_BACKWARD_TEMPO) per_thread = 2 * ss;
     if (kind == ATTN_SCRATCH_RECOMPUTE) per_thread = ATTENTION_RECOMPUTE_SCRATCH(s);
     if (kind == ATTN_SCRATCH_FLASH) per_thread = FLASH_SCRATCH(s, h / a);
-    return (size_t)omp_get_max_threads() * per_thread;
+    return (size_t)threads * per_thread;
+}
+static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
+    (void)be;
+    return backend_cpu_attention_scratch_floats(kind, s, b, a, h, omp_get_max_threads());
 }
 
 static int cpu_describe(const Backend *be, char *out, size_t outlen) {
@@ -394,6 +439,10 @@ static const Backend cpu_table = {
     .rmsnorm_backward_from_output = be_rmsnorm_backward_from_output,
     .rope_forward = be_rope_forward, .rope_backward = be_rope_backward,
     .swiglu_forward = be_swiglu_forward, .swiglu_backward = be_swiglu_backward,
+    .adamw_update_multi = be_adamw_update_multi, .tensor_stats_multi = be_tensor_stats_multi,
+    .peak_flops = cpu_peak_flops,
+    .crossentropy_deferred = be_crossentropy_deferred, .loss_end_microbatch = be_loss_end_microbatch,
+    .loss_take = be_loss_take,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {

@@ -193,14 +193,15 @@ static __global__ void __launch_bounds__(CE_MAX_THREADS)
     ce_row_grad(logits + (size_t)r * vl, vl, k, local >= 0 && local < k ? local : -1, lse[r], gs);
 }
 
-// row_loss [n] (grid 1, block 1024) -> out[0] = Σ in double: thread t sums rows t, t+1024, ... in order,
-// then a fixed shuffle tree.
-static __global__ void __launch_bounds__(CE_SUM_THREADS) ce_sum_rows_kernel(double *out, const float *row_loss, int n) {
+// row_loss [n] (grid 1, block 1024) -> out[0] = Σ in double (add: out[0] += Σ, the deferred loss):
+// thread t sums rows t, t+1024, ... in order, then a fixed shuffle tree.
+static __global__ void __launch_bounds__(CE_SUM_THREADS)
+    ce_sum_rows_kernel(double *out, const float *row_loss, int n, int add) {
     __shared__ double red[32];
     double acc = 0.0;
     for (int i = (int)threadIdx.x; i < n; i += (int)blockDim.x) acc += (double)row_loss[i];
     double total = block_sum_d(acc, red);
-    if (threadIdx.x == 0) out[0] = total;
+    if (threadIdx.x == 0) out[0] = add ? out[0] + total : total;
 }
 
 // Σ row_loss[0..n) on the device, read back.
@@ -208,7 +209,7 @@ static double ce_sum_rows(Backend *be, const float *row_loss, int n) {
     if (n <= 0) return 0.0;
     cudaStream_t st = cuda_stream(be);
     double *d = (double *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, sizeof(double));
-    ce_sum_rows_kernel<<<1, CE_SUM_THREADS, 0, st>>>(d, row_loss, n);
+    ce_sum_rows_kernel<<<1, CE_SUM_THREADS, 0, st>>>(d, row_loss, n, 0);
     CUDA_LAUNCHED();
     double *h = (double *)cuda_host_result(be, sizeof(double));
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(double), cudaMemcpyDeviceToHost, st));
@@ -262,4 +263,36 @@ extern "C" void cuda_crossentropy_vocab_backward(Backend *be, float *logits, con
     ce_vocab_backward_kernel<<<(unsigned)n, ce_threads(vl), 0, cuda_stream(be)>>>(logits, lse, targets, vl, k, v0,
                                                                                  grad_scale);
     CUDA_LAUNCHED();
+}
+
+// ---- the deferred loss: sums kept on the device (CudaImpl.loss_sums), read back by loss_take only
+extern "C" void cuda_crossentropy_deferred(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n,
+                                           int v, float grad_scale, int train) {
+    if (n <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    ce_rows_kernel<<<(unsigned)n, ce_threads(v), 0, st>>>(logits, targets, row_loss, v, grad_scale, train);
+    CUDA_LAUNCHED();
+    // the micro-batch's sum += this call's: the tree of ce_sum_rows, the same bits as the returned sum
+    ce_sum_rows_kernel<<<1, CE_SUM_THREADS, 0, st>>>(cuda_impl(be)->loss_sums, row_loss, n, 1);
+    CUDA_LAUNCHED();
+}
+
+// sums [2] (one thread): the step's += the micro-batch's, which becomes 0.
+static __global__ void loss_end_microbatch_kernel(double *sums) {
+    sums[1] += sums[0];
+    sums[0] = 0.0;
+}
+
+extern "C" void cuda_loss_end_microbatch(Backend *be) {
+    loss_end_microbatch_kernel<<<1, 1, 0, cuda_stream(be)>>>(cuda_impl(be)->loss_sums);
+    CUDA_LAUNCHED();
+}
+
+extern "C" double cuda_loss_take(Backend *be) {
+    cudaStream_t st = cuda_stream(be);
+    double *sums = cuda_impl(be)->loss_sums, *h = (double *)cuda_host_result(be, sizeof(double));
+    CUDA_CHECK(cudaMemcpyAsync(h, sums + 1, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemsetAsync(sums + 1, 0, sizeof(double), st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    return *h;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/gpu_peaks.h"
 #include "util/common.h"
 
 void cuda_fail(const char *what, const char *detail, const char *file, int line) {
@@ -29,14 +30,39 @@ void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes) {
 
 void *cuda_host_result(Backend *be, size_t bytes) {
     CudaImpl *c = cuda_impl(be);
-    if (bytes > 4096) ctron_fatal("cuda_host_result: %zu bytes asked, 4096 held", bytes);
+    if (bytes > c->host_result_cap) {
+        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        CUDA_CHECK(cudaFreeHost(c->host_result));
+        CUDA_CHECK(cudaMallocHost(&c->host_result, bytes));
+        c->host_result_cap = bytes;
+    }
     return c->host_result;
+}
+
+const void *cuda_upload_table(Backend *be, CudaTableSlot slot, const void *host, size_t bytes) {
+    CudaImpl *c = cuda_impl(be);
+    CudaTable *t = &c->tables[slot];
+    if (bytes == t->bytes && (bytes == 0 || memcmp(host, t->host, bytes) == 0)) return t->dev;
+    CUDA_CHECK(cudaStreamSynchronize(c->stream));   // the kernels that read the old table have finished
+    if (bytes > t->cap) {
+        if (t->dev) CUDA_CHECK(cudaFree(t->dev));
+        if (cudaMalloc(&t->dev, bytes) != cudaSuccess)
+            ctron_fatal("CUDA: cannot allocate %zu bytes of kernel tables on cuda:%d", bytes, c->device);
+        free(t->host);
+        t->host = xmalloc(bytes);
+        t->cap = bytes;
+    }
+    memcpy(t->host, host, bytes);
+    t->bytes = bytes;
+    CUDA_CHECK(cudaMemcpyAsync(t->dev, t->host, bytes, cudaMemcpyHostToDevice, c->stream));
+    return t->dev;
 }
 
 static size_t cuda_scratch_bytes(const Backend *be) {
     const CudaImpl *c = (const CudaImpl *)be->impl;
     size_t total = c->lt_workspace_bytes;
     for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++) total += c->scratch_cap[i];
+    for (int i = 0; i < CUDA_TABLES; i++) total += c->tables[i].cap;
     return total;
 }
 
@@ -166,6 +192,10 @@ static const Backend cuda_table = {
 #ifdef CTRON_HAVE_NCCL
     .collectives = &cuda_nccl_collectives,
 #endif
+    .adamw_update_multi = cuda_adamw_update_multi, .tensor_stats_multi = cuda_tensor_stats_multi,
+    .peak_flops = cuda_peak_flops,
+    .crossentropy_deferred = cuda_crossentropy_deferred, .loss_end_microbatch = cuda_loss_end_microbatch,
+    .loss_take = cuda_loss_take,
 };
 
 // "cuda" or "cuda:N" → N (0 for "cuda": the open picks the rank's GPU), or -1 when the text is neither.
@@ -219,9 +249,9 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
         free(c);
         return NULL;
     }
-    if (c->prop.major < 9) {
-        snprintf(err, errlen, "device '%s' (%s, compute capability %d.%d): this build has kernels for 9.0 (Hopper)",
-                 name, c->prop.name, c->prop.major, c->prop.minor);
+    if (c->prop.major < 8) {   // the kernels are built for sm_80, sm_90 and compute_90 PTX (CMakeLists.txt)
+        snprintf(err, errlen, "device '%s' (%s, compute capability %d.%d): this build has kernels for 8.0 (Ampere) "
+                 "and later", name, c->prop.name, c->prop.major, c->prop.minor);
         free(c);
         return NULL;
     }
@@ -231,6 +261,9 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     c->lt_workspace_bytes = (size_t)32 << 20;
     CUDA_CHECK(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));
     CUDA_CHECK(cudaMallocHost(&c->host_result, 4096));
+    c->host_result_cap = 4096;
+    CUDA_CHECK(cudaMalloc((void **)&c->loss_sums, 2 * sizeof(double)));
+    CUDA_CHECK(cudaMemsetAsync(c->loss_sums, 0, 2 * sizeof(double), c->stream));
     Backend *be = xmalloc(sizeof *be);
     *be = cuda_table;
     be->precision = precision;
@@ -243,12 +276,25 @@ void backend_cuda_close(Backend *be) {
     cudaStreamSynchronize(c->stream);
     cudaStreamSynchronize(c->copy_stream);
     for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++) cudaFree(c->scratch[i]);
+    for (int i = 0; i < CUDA_TABLES; i++) {
+        cudaFree(c->tables[i].dev);
+        free(c->tables[i].host);
+    }
     cudaFree(c->lt_workspace);
     cudaFreeHost(c->host_result);
+    cudaFree(c->loss_sums);
     cublasLtDestroy(c->lt);
     cudaStreamDestroy(c->stream);
     cudaStreamDestroy(c->copy_stream);
     free(c);
+}
+
+// The datasheet's dense peak of this device (backend/gpu_peaks.h): fp32 GEMMs run CUBLAS_COMPUTE_32F
+// on the CUDA cores (no TF32, gemm.cu), bf16 GEMMs the tensor cores with fp32 accumulation.
+double cuda_peak_flops(const Backend *be, Precision precision, char *source, size_t sourcelen) {
+    const CudaImpl *c = (const CudaImpl *)be->impl;
+    return gpu_peak_flops(c->prop.name, c->prop.multiProcessorCount,
+                          precision == PRECISION_BF16 ? GPU_PEAK_BF16 : GPU_PEAK_FP32, source, sourcelen);
 }
 
 static int cuda_describe(const Backend *be, char *out, size_t outlen) {

@@ -24,6 +24,14 @@ typedef enum {
     CUDA_SCRATCH_SLOTS
 } CudaScratchSlot;
 
+// Tables the multi-tensor kernels read (optim.cu): each kept on the device with a host copy, and
+// uploaded again only when its bytes change (a training step's tables are the same every step).
+typedef enum { CUDA_TABLE_ADAMW, CUDA_TABLE_STATS, CUDA_TABLES } CudaTableSlot;
+typedef struct {
+    void *dev, *host;
+    size_t bytes, cap;
+} CudaTable;
+
 typedef struct {
     int device;
     struct cudaDeviceProp prop;
@@ -34,7 +42,10 @@ typedef struct {
     size_t lt_workspace_bytes;
     void *scratch[CUDA_SCRATCH_SLOTS];
     size_t scratch_cap[CUDA_SCRATCH_SLOTS];   // bytes
-    void *host_result;          // pinned: reductions read back to the host (a few doubles)
+    void *host_result;          // pinned: reductions read back to the host (a few doubles; grows for
+    size_t host_result_cap;     // the multi-tensor statistics, 16 bytes a tensor)
+    CudaTable tables[CUDA_TABLES];
+    double *loss_sums;          // device: the deferred loss, [0] the micro-batch's sum, [1] the step's
     size_t live_bytes;          // what alloc has handed out and free not yet taken back
 } CudaImpl;
 
@@ -62,8 +73,12 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
 // flight may still read the old buffer). The contents are not kept.
 void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes);
 // Pinned host memory of at least `bytes` that a reduction's result is copied into (valid until the
-// next call that uses it).
+// next call that uses it). Growing synchronises the stream first.
 void *cuda_host_result(Backend *be, size_t bytes);
+// The device copy of `bytes` of host data for table `slot`: copied (in stream order) only when they
+// differ from the last upload to that slot; a change synchronises the stream first, so a kernel in
+// flight never sees the table change under it.
+const void *cuda_upload_table(Backend *be, CudaTableSlot slot, const void *host, size_t bytes);
 
 #ifdef CTRON_HAVE_NCCL
 // NCCL behind Backend.collectives (cuda_nccl.c, built where CMake finds NCCL and MPI).

@@ -102,6 +102,10 @@ void cuda_crossentropy_vocab_partial(Backend *be, float *part, const float *logi
 double cuda_crossentropy_vocab_combine(Backend *be, float *lse, float *row_loss, const float *parts, int t, int n);
 void cuda_crossentropy_vocab_backward(Backend *be, float *logits, const float *lse, const int32_t *targets, int n,
                                       int vl, int v0, int n_valid, float grad_scale);
+void cuda_crossentropy_deferred(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
+                                float grad_scale, int train);
+void cuda_loss_end_microbatch(Backend *be);
+double cuda_loss_take(Backend *be);
 
 // ---- optim.cu (AdamW, sum of squares, non-finite count)
 void cuda_adamw_update(Backend *be, float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n,
@@ -109,6 +113,13 @@ void cuda_adamw_update(Backend *be, float *p, uint16_t *w16, const float *g, flo
                        float grad_scale);
 double cuda_sum_squares(Backend *be, const float *x, size_t n);
 size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n);
+void cuda_adamw_update_multi(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1, float beta2,
+                             float eps, float bc1, float bc2, float grad_scale);
+void cuda_tensor_stats_multi(Backend *be, const float *const *x, const size_t *n, int count, double *sumsq,
+                             size_t *nonfinite);
+
+// ---- cuda_backend.c (the device's datasheet peak, backend/gpu_peaks.h)
+double cuda_peak_flops(const Backend *be, Precision precision, char *source, size_t sourcelen);
 
 #ifdef __cplusplus
 }

@@ -13,7 +13,14 @@
 // then one block per (key tile, head, sample) accumulates dK, dV over the query tiles in a fixed order,
 // and one block per (query tile, head, sample) accumulates dQ over the key tiles in a fixed order.
 // Head dims up to 128: kernels are instantiated for padded widths 32, 64, 96, 128 (zero columns past d).
+// Architectures: mma.sync, ldmatrix and cp.async are sm_80 features (the build's sm_80, sm_90 and
+// compute_90 targets all have them). Each tile kernel says one block per SM is enough
+// (__launch_bounds__(threads, 1)): without it ptxas (CUDA 13) held some instantiations to 128 or 96
+// registers and spilled 8–24 bytes (fwd_f32<64>, fwd_f32<128>, bwd_dkdv_f32<32>, bwd_dq_f32<64>,
+// fwd_bf16<32>); the tiles' shared memory allows one or two blocks per SM anyway. The cuda-static
+// test (tests/check_spills.py) keeps them free of spills.
 #include <math.h>
+#include <stdio.h>
 #include "backend/cuda/cuda_common.cuh"
 
 enum { FT = 64 };   // tile rows (queries) and columns (keys)
@@ -199,7 +206,7 @@ __device__ __forceinline__ float half_warp_sum(float v) {
 
 // Forward, fp32: grid (query tiles, b·a), 256 threads; heaviest query tiles (most key tiles) first.
 template <int DPAD>
-static __global__ void __launch_bounds__(256) flash_fwd_f32(float *ctx, float *lse, const float *q, const float *k,
+static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float *lse, const float *q, const float *k,
                                                             const float *v, FlashDims f) {
     using SM = F32Smem<DPAD>;
     constexpr int LDP = SM::LDP, NU = DPAD / 16;
@@ -275,7 +282,7 @@ static __global__ void __launch_bounds__(256) flash_fwd_f32(float *ctx, float *l
 // dK, dV, fp32: grid (key tiles, b·a), 256 threads; tr owns keys 4·tr.., tc queries tc+16u of each
 // query tile (scores) and columns tc+16u (accumulators). Query tiles from the diagonal down, in order.
 template <int DPAD>
-static __global__ void __launch_bounds__(256) flash_bwd_dkdv_f32(float *dk, float *dv, const float *q, const float *k,
+static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, float *dv, const float *q, const float *k,
                                                                  const float *v, const float *dout, const float *lse,
                                                                  const float *Drow, FlashDims f) {
     using SM = F32Smem<DPAD>;
@@ -342,7 +349,7 @@ static __global__ void __launch_bounds__(256) flash_bwd_dkdv_f32(float *dk, floa
 // dQ, fp32: grid (query tiles, b·a), 256 threads; tr owns queries 4·tr.., tc keys tc+16u (scores) and
 // columns tc+16u (dQ). Key tiles from 0 to the diagonal, in order.
 template <int DPAD>
-static __global__ void __launch_bounds__(256) flash_bwd_dq_f32(float *dq, const float *q, const float *k,
+static __global__ void __launch_bounds__(256, 1) flash_bwd_dq_f32(float *dq, const float *q, const float *k,
                                                                const float *v, const float *dout, const float *lse,
                                                                const float *Drow, FlashDims f) {
     using SM = F32Smem<DPAD>;
@@ -477,7 +484,7 @@ __device__ __forceinline__ void convert_tile(uint16_t *dst, const float *st, int
 // Forward, bf16: grid (query tiles, b·a), 128 threads; heaviest query tiles first. Each warp keeps its
 // 16 query rows' Q fragments in registers, S (16×64) and O (16×DPAD) in accumulators.
 template <int DPAD>
-static __global__ void __launch_bounds__(128) flash_fwd_bf16(float *ctx, float *lse, const float *q, const float *k,
+static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, float *lse, const float *q, const float *k,
                                                              const float *v, FlashDims f) {
     using SM = B16Smem<DPAD>;
     constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8;
@@ -615,7 +622,7 @@ static __global__ void __launch_bounds__(128) flash_fwd_bf16(float *ctx, float *
 // their dK, dV (16×DPAD each) in accumulators. Query tiles from the diagonal down, in order; each is
 // taken QS queries at a time (QS = 32 at DPAD 128 to stay within registers).
 template <int DPAD>
-static __global__ void __launch_bounds__(128) flash_bwd_dkdv_bf16(float *dk, float *dv, const float *q,
+static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, float *dv, const float *q,
                                                                   const float *k, const float *v, const float *dout,
                                                                   const float *lse, const float *Drow, FlashDims f) {
     using SM = B16Smem<DPAD>;
@@ -742,7 +749,7 @@ static __global__ void __launch_bounds__(128) flash_bwd_dkdv_bf16(float *dk, flo
 // dQ, bf16: grid (query tiles, b·a), 128 threads; warp w owns queries 16·w.. and their dQ (16×DPAD)
 // in accumulators. Key tiles from 0 to the diagonal, in order.
 template <int DPAD>
-static __global__ void __launch_bounds__(128) flash_bwd_dq_bf16(float *dq, const float *q, const float *k,
+static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, const float *q, const float *k,
                                                                 const float *v, const float *dout, const float *lse,
                                                                 const float *Drow, FlashDims f) {
     using SM = B16Smem<DPAD>;
@@ -878,8 +885,19 @@ static int flash_dpad(int d) {
     return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : 128;
 }
 
+// The tiles' shared memory, above 48 KiB by opt-in. Devices allow less than Hopper's 227 KiB per block
+// (A100 163 KiB, sm_86/sm_89 99 KiB): a kernel that needs more is refused with the shape and the limit,
+// not with cudaFuncSetAttribute's "invalid argument".
 template <typename K>
-static void set_smem(K kernel, size_t bytes) {
+static void set_smem(Backend *be, K kernel, size_t bytes, const char *which, int d) {
+    const CudaImpl *c = cuda_impl(be);
+    if (bytes > (size_t)c->prop.sharedMemPerBlockOptin) {
+        char why[512];
+        snprintf(why, sizeof why, "%s for head dim %d needs %zu bytes of shared memory per block; %s (sm_%d%d) allows "
+                 "%zu: run without --flash, or with a smaller head dim", which, d, bytes,
+                 c->prop.name, c->prop.major, c->prop.minor, (size_t)c->prop.sharedMemPerBlockOptin);
+        cuda_fail("flash attention", why, __FILE__, __LINE__);
+    }
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
@@ -890,11 +908,11 @@ static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, 
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
         size_t bytes = B16Smem<DPAD>::fwd;
-        set_smem(flash_fwd_bf16<DPAD>, bytes);
+        set_smem(be, flash_fwd_bf16<DPAD>, bytes, "the bf16 forward", f.d);
         flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, q, k, v, f);
     } else {
         size_t bytes = F32Smem<DPAD>::fwd;
-        set_smem(flash_fwd_f32<DPAD>, bytes);
+        set_smem(be, flash_fwd_f32<DPAD>, bytes, "the fp32 forward", f.d);
         flash_fwd_f32<DPAD><<<grid, 256, bytes, st>>>(ctx, lse, q, k, v, f);
     }
     CUDA_LAUNCHED();
@@ -907,19 +925,19 @@ static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const 
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
         size_t bytes = B16Smem<DPAD>::bwd;
-        set_smem(flash_bwd_dkdv_bf16<DPAD>, bytes);
+        set_smem(be, flash_bwd_dkdv_bf16<DPAD>, bytes, "the bf16 backward (dK, dV)", f.d);
         flash_bwd_dkdv_bf16<DPAD><<<grid, 128, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
         CUDA_LAUNCHED();
-        set_smem(flash_bwd_dq_bf16<DPAD>, bytes);
+        set_smem(be, flash_bwd_dq_bf16<DPAD>, bytes, "the bf16 backward (dQ)", f.d);
         flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
         CUDA_LAUNCHED();
     } else {
         size_t bytes = F32Smem<DPAD>::dkdv;
-        set_smem(flash_bwd_dkdv_f32<DPAD>, bytes);
+        set_smem(be, flash_bwd_dkdv_f32<DPAD>, bytes, "the fp32 backward (dK, dV)", f.d);
         flash_bwd_dkdv_f32<DPAD><<<grid, 256, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
         CUDA_LAUNCHED();
         bytes = F32Smem<DPAD>::dq;
-        set_smem(flash_bwd_dq_f32<DPAD>, bytes);
+        set_smem(be, flash_bwd_dq_f32<DPAD>, bytes, "the fp32 backward (dQ)", f.d);
         flash_bwd_dq_f32<DPAD><<<grid, 256, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
         CUDA_LAUNCHED();
     }

@@ -13,6 +13,8 @@
 // double; only the order of the additions differs from the CPU's 256 chunks, well below 1e-12).
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "backend/cuda/cuda_common.cuh"
 
 #define ADAMW_THREADS 256
@@ -45,32 +47,35 @@ static __device__ __forceinline__ void adamw_one(float *p, uint16_t *w16, const 
     if (w16) w16[e] = bf16_from_f32(out);
 }
 
+// Elements e .. e+3, 16-byte aligned in p, g, m, v and 8-byte aligned in w16 (when given).
+static __device__ __forceinline__ void adamw_four(float *p, uint16_t *w16, const float *g, float *m, float *v,
+                                                  size_t e, const AdamWArgs &a) {
+    float4 pp = *reinterpret_cast<float4 *>(p + e);
+    float4 gg = *reinterpret_cast<const float4 *>(g + e);
+    float4 mm = *reinterpret_cast<float4 *>(m + e);
+    float4 vv = *reinterpret_cast<float4 *>(v + e);
+    adamw_elem(pp.x, gg.x, mm.x, vv.x, a);
+    adamw_elem(pp.y, gg.y, mm.y, vv.y, a);
+    adamw_elem(pp.z, gg.z, mm.z, vv.z, a);
+    adamw_elem(pp.w, gg.w, mm.w, vv.w, a);
+    *reinterpret_cast<float4 *>(p + e) = pp;
+    *reinterpret_cast<float4 *>(m + e) = mm;
+    *reinterpret_cast<float4 *>(v + e) = vv;
+    if (w16) {
+        uint2 b;
+        b.x = (uint32_t)bf16_from_f32(pp.x) | ((uint32_t)bf16_from_f32(pp.y) << 16);
+        b.y = (uint32_t)bf16_from_f32(pp.z) | ((uint32_t)bf16_from_f32(pp.w) << 16);
+        *reinterpret_cast<uint2 *>(w16 + e) = b;
+    }
+}
+
 // p, g, m, v [n] with p+head, g+head, m+head, v+head 16-byte aligned and w16+head (when given) 8-byte
 // aligned (grid-stride, ADAMW_THREADS): elements head + 4i .. head + 4i + 3 as float4 for i < n4;
 // block 0's threads 0..3 take the head elements and 4..7 the tail after the last float4.
 static __global__ void __launch_bounds__(ADAMW_THREADS)
     adamw_vec_kernel(float *p, uint16_t *w16, const float *g, float *m, float *v, size_t n, size_t head, size_t n4,
                      AdamWArgs a) {
-    CT_GRID_LOOP(i, n4) {
-        size_t e = head + 4 * i;
-        float4 pp = *reinterpret_cast<float4 *>(p + e);
-        float4 gg = *reinterpret_cast<const float4 *>(g + e);
-        float4 mm = *reinterpret_cast<float4 *>(m + e);
-        float4 vv = *reinterpret_cast<float4 *>(v + e);
-        adamw_elem(pp.x, gg.x, mm.x, vv.x, a);
-        adamw_elem(pp.y, gg.y, mm.y, vv.y, a);
-        adamw_elem(pp.z, gg.z, mm.z, vv.z, a);
-        adamw_elem(pp.w, gg.w, mm.w, vv.w, a);
-        *reinterpret_cast<float4 *>(p + e) = pp;
-        *reinterpret_cast<float4 *>(m + e) = mm;
-        *reinterpret_cast<float4 *>(v + e) = vv;
-        if (w16) {
-            uint2 b;
-            b.x = (uint32_t)bf16_from_f32(pp.x) | ((uint32_t)bf16_from_f32(pp.y) << 16);
-            b.y = (uint32_t)bf16_from_f32(pp.z) | ((uint32_t)bf16_from_f32(pp.w) << 16);
-            *reinterpret_cast<uint2 *>(w16 + e) = b;
-        }
-    }
+    CT_GRID_LOOP(i, n4) adamw_four(p, w16, g, m, v, head + 4 * i, a);
     if (blockIdx.x == 0 && threadIdx.x < 8) {
         size_t j = threadIdx.x;
         size_t e = j < 4 ? j : head + 4 * n4 + (j - 4);
@@ -249,4 +254,182 @@ extern "C" size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n) {
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaStreamSynchronize(st));
     return (size_t)*h;
+}
+
+// ---- many tensors at once (apex's multi_tensor_apply, in a fixed layout)
+// A list of tensors is cut into chunks of MT_CHUNK elements (a tensor's last chunk shorter), one block
+// each, listed in a table on the device: [the tensors][the chunks]. The table of a training step is
+// the same every step, so cuda_upload_table uploads it once; a step then costs one launch for AdamW and two
+// launches and one read-back for the statistics, whatever the number of tensors.
+#define MT_CHUNK ((size_t)1 << 16)   // a multiple of 4: a chunk starts at the tensor's own alignment
+#define MT_THREADS 256
+
+// Table entries have no padding: cuda_upload_table compares their bytes.
+struct MtChunk {
+    size_t tensor, off, len;
+};
+struct MtSlice {   // AdamWSlice, padded explicitly
+    float *p;
+    uint16_t *w16;
+    const float *g;
+    float *m, *v;
+    size_t n;
+    float wd, zero;
+};
+
+// Chunks of the tensors n[0..count) into `chunks` (NULL: count them only); first[i] (when given) the
+// index of tensor i's first chunk, first[count] the total.
+static size_t mt_cut(const size_t *n, size_t stride, int count, MtChunk *chunks, unsigned *first) {
+    size_t k = 0;
+    for (int i = 0; i < count; i++) {
+        size_t len = *(const size_t *)((const char *)n + (size_t)i * stride);
+        if (first) first[i] = (unsigned)k;
+        for (size_t off = 0; off < len; off += MT_CHUNK, k++)
+            if (chunks) chunks[k] = MtChunk{(size_t)i, off, len - off < MT_CHUNK ? len - off : MT_CHUNK};
+    }
+    if (first) first[count] = (unsigned)k;
+    return k;
+}
+
+// The chunk `blockIdx.x` of the table (slices, then chunks) with the shared arguments; each element as
+// adamw_update's kernels do it (adamw_elem), float4 where p, g, m, v line up, so the bits are theirs.
+static __global__ void __launch_bounds__(MT_THREADS)
+    adamw_multi_kernel(const MtSlice *slices, const MtChunk *chunks, AdamWArgs a) {
+    const MtChunk c = chunks[blockIdx.x];
+    const MtSlice t = slices[c.tensor];
+    a.wd = t.wd;
+    float *p = t.p + c.off, *m = t.m + c.off, *v = t.v + c.off;
+    const float *g = t.g + c.off;
+    uint16_t *w16 = t.w16 ? t.w16 + c.off : NULL;
+    const size_t n = c.len;
+    size_t head = (size_t)((16u - ((uintptr_t)p & 15u)) & 15u) / sizeof(float);
+    if (head > n) head = n;
+    const bool vec = ((uintptr_t)p & 3u) == 0 &&
+                     (((uintptr_t)(g + head) | (uintptr_t)(m + head) | (uintptr_t)(v + head)) & 15u) == 0 &&
+                     (!w16 || ((uintptr_t)(w16 + head) & 7u) == 0);
+    if (!vec) {
+        for (size_t e = threadIdx.x; e < n; e += blockDim.x) adamw_one(p, w16, g, m, v, e, a);
+        return;
+    }
+    const size_t n4 = (n - head) / 4;
+    for (size_t i = threadIdx.x; i < n4; i += blockDim.x) adamw_four(p, w16, g, m, v, head + 4 * i, a);
+    if (threadIdx.x < head) adamw_one(p, w16, g, m, v, threadIdx.x, a);
+    for (size_t e = head + 4 * n4 + threadIdx.x; e < n; e += blockDim.x) adamw_one(p, w16, g, m, v, e, a);
+}
+
+extern "C" void cuda_adamw_update_multi(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1,
+                                        float beta2, float eps, float bc1, float bc2, float grad_scale) {
+    if (count <= 0) return;
+    size_t chunks = mt_cut(&slices[0].n, sizeof(AdamWSlice), count, NULL, NULL);
+    if (!chunks) return;
+    size_t tab = (size_t)count * sizeof(MtSlice), bytes = tab + chunks * sizeof(MtChunk);
+    char *host = (char *)malloc(bytes);
+    if (!host) cuda_fail("adamw_update_multi", "cannot allocate the host table", __FILE__, __LINE__);
+    for (int i = 0; i < count; i++) {
+        const AdamWSlice *s = &slices[i];
+        ((MtSlice *)host)[i] = MtSlice{s->p, s->w16, s->g, s->m, s->v, s->n, s->wd, 0.0f};
+    }
+    mt_cut(&slices[0].n, sizeof(AdamWSlice), count, (MtChunk *)(host + tab), NULL);
+    const char *dev = (const char *)cuda_upload_table(be, CUDA_TABLE_ADAMW, host, bytes);
+    free(host);
+    AdamWArgs a = {lr, beta1, beta2, eps, 0.0f, bc1, bc2, grad_scale};
+    adamw_multi_kernel<<<(unsigned)chunks, MT_THREADS, 0, cuda_stream(be)>>>((const MtSlice *)dev,
+                                                                            (const MtChunk *)(dev + tab), a);
+    CUDA_LAUNCHED();
+}
+
+// A range of the statistics' table: its data and its chunks [first, first + chunks).
+struct MtRange {
+    const float *x;
+    size_t n;
+    unsigned first, chunks;
+};
+
+// Chunk blockIdx.x (block MT_THREADS) -> sq[chunk] = Σ x² in double, bad[chunk] = its non-finite count.
+// Groups of four as sumsq_chunks_kernel, thread t taking groups t, t+T, ... of its chunk in order.
+static __global__ void __launch_bounds__(MT_THREADS)
+    stats_chunks_kernel(double *sq, unsigned long long *bad, const MtRange *ranges, const MtChunk *chunks) {
+    __shared__ double red_d[32];
+    __shared__ unsigned long long red_u[32];
+    const MtChunk c = chunks[blockIdx.x];
+    const float *x = ranges[c.tensor].x + c.off;
+    const size_t n = c.len, groups = (n + 3) / 4;
+    const bool vec = ((uintptr_t)x & 15u) == 0;
+    double acc = 0.0;
+    unsigned long long nb = 0;
+    for (size_t grp = threadIdx.x; grp < groups; grp += blockDim.x) {
+        float4 q = red_load4(x, grp, n, vec, 0.0f);   // lanes past n are +0: they change neither result
+        acc += sq_d(q.x);
+        acc += sq_d(q.y);
+        acc += sq_d(q.z);
+        acc += sq_d(q.w);
+        nb += nonfinite(q.x) + nonfinite(q.y) + nonfinite(q.z) + nonfinite(q.w);
+    }
+    double s = block_sum_d(acc, red_d);
+    unsigned long long b = block_sum_u64(nb, red_u);
+    if (threadIdx.x == 0) {
+        sq[blockIdx.x] = s;
+        bad[blockIdx.x] = b;
+    }
+}
+
+// Range blockIdx.x (block MT_THREADS) -> out_sq / out_bad [range]: its chunks' partials, thread t
+// taking chunks t, t+T, ... in order, then a fixed tree.
+static __global__ void __launch_bounds__(MT_THREADS)
+    stats_ranges_kernel(double *out_sq, unsigned long long *out_bad, const double *sq, const unsigned long long *bad,
+                        const MtRange *ranges) {
+    __shared__ double red_d[32];
+    __shared__ unsigned long long red_u[32];
+    const MtRange r = ranges[blockIdx.x];
+    double acc = 0.0;
+    unsigned long long nb = 0;
+    for (unsigned k = threadIdx.x; k < r.chunks; k += blockDim.x) {
+        acc += sq[r.first + k];
+        nb += bad[r.first + k];
+    }
+    double s = block_sum_d(acc, red_d);
+    unsigned long long b = block_sum_u64(nb, red_u);
+    if (threadIdx.x == 0) {
+        out_sq[blockIdx.x] = s;
+        out_bad[blockIdx.x] = b;
+    }
+}
+
+// scratch: [count] sums, [count] counts, then [chunks] partial sums and [chunks] partial counts (8
+// bytes each); one copy back of the first 16·count bytes.
+extern "C" void cuda_tensor_stats_multi(Backend *be, const float *const *x, const size_t *n, int count,
+                                        double *sumsq, size_t *nonfinite) {
+    if (count <= 0) return;
+    size_t chunks = mt_cut(n, sizeof(size_t), count, NULL, NULL);
+    size_t tab = (size_t)count * sizeof(MtRange), bytes = tab + (chunks ? chunks : 1) * sizeof(MtChunk);
+    char *host = (char *)calloc(1, bytes);
+    unsigned *first = (unsigned *)malloc(((size_t)count + 1) * sizeof(unsigned));
+    if (!host || !first) cuda_fail("tensor_stats_multi", "cannot allocate the host table", __FILE__, __LINE__);
+    mt_cut(n, sizeof(size_t), count, (MtChunk *)(host + tab), first);
+    MtRange *ranges = (MtRange *)host;
+    for (int i = 0; i < count; i++) ranges[i] = MtRange{x[i], n[i], first[i], first[i + 1] - first[i]};
+    free(first);
+    cudaStream_t st = cuda_stream(be);
+    const char *dev = (const char *)cuda_upload_table(be, CUDA_TABLE_STATS, host, bytes);
+    free(host);
+    size_t out_bytes = 2 * (size_t)count * 8;
+    char *d = (char *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, out_bytes + 2 * (chunks ? chunks : 1) * 8);
+    double *out_sq = (double *)d, *part_sq = (double *)(d + out_bytes);
+    unsigned long long *out_bad = (unsigned long long *)(d + (size_t)count * 8);
+    unsigned long long *part_bad = (unsigned long long *)(d + out_bytes + chunks * 8);
+    if (chunks) {
+        stats_chunks_kernel<<<(unsigned)chunks, MT_THREADS, 0, st>>>(part_sq, part_bad, (const MtRange *)dev,
+                                                                     (const MtChunk *)(dev + tab));
+        CUDA_LAUNCHED();
+    }
+    stats_ranges_kernel<<<(unsigned)count, MT_THREADS, 0, st>>>(out_sq, out_bad, part_sq, part_bad,
+                                                                (const MtRange *)dev);
+    CUDA_LAUNCHED();
+    char *h = (char *)cuda_host_result(be, out_bytes);
+    CUDA_CHECK(cudaMemcpyAsync(h, d, out_bytes, cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    for (int i = 0; i < count; i++) {
+        if (sumsq) sumsq[i] = ((const double *)h)[i];
+        if (nonfinite) nonfinite[i] = (size_t)((const unsigned long long *)(h + (size_t)count * 8))[i];
+    }
 }
