@@ -96,7 +96,8 @@ note="  note: checkpoint step_00000008 was trained with --precision bf16; resumi
 [ "$(grep -cxF -- "$note" "$dir/z.out")" -eq 1 ] && ok || bad "bf16 -> fp32: not exactly one note line '$note' in: $(head -4 "$dir/z.out")"
 grep -q "fp32 compute" "$dir/z.out" && ok || bad "bf16 -> fp32: the run did not compute in fp32"
 mkdir -p "$dir/w" && cp -r "$dir/y/step_00000008" "$dir/w/" && rm "$dir/w/step_00000008/checksums.txt"
-sed -i 's/"precision":\t"bf16"/"precision":\t"fp32"/' "$dir/w/step_00000008/state.json"
+# as an fp32 run records itself: fp32 precision, and fp32 activations among the recorded options
+sed -i -e 's/"precision":\t"bf16"/"precision":\t"fp32"/' -e 's/"act-dtype":\t"bf16"/"act-dtype":\t"fp32"/' "$dir/w/step_00000008/state.json"
 [ "$(precision_of "$dir/w/step_00000008")" = fp32 ] && ok || bad "could not rewrite the copy's precision"
 "$ctron" train --resume "$dir/w" --threads 2 --peak-gflops 100 --log "$dir/w.jsonl" > "$dir/w.out" 2>&1 || bad "resume of the fp32-recorded copy failed: $(tail -3 "$dir/w.out")"
 diff <(losses "$dir/z.jsonl") <(losses "$dir/w.jsonl") > /dev/null && ok || bad "bf16 -> fp32 differs from the fp32-recorded copy in losses"
