@@ -160,6 +160,9 @@ int main() {
         cudaDeviceSynchronize();
     }
     cudaFreeHost(pinned);
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
     cudaFree(x);
     cudaFree(out);
     printf("%d passed, %d failed\n", checks - failures, failures);
