@@ -161,6 +161,22 @@ struct Backend {
     // Bytes in use on the device as its driver counts them (every allocation of the process, the
     // libraries' too) and its capacity; 0 and 0 on the CPU, whose memory is the process's.
     void (*device_memory)(const Backend *be, size_t *in_use, size_t *total);
+
+    // ---- the Llama block's ops (backend/cpu/rmsnorm.h, rope.h, swiglu.h; docs/LLAMA-OPS.md). rstd: one
+    // fp32 per row. cs: a rope_table copied to the device. round_bf16 as in bias_gelu_forward.
+    void (*rmsnorm_forward)(Backend *be, float *y, float *rstd, const float *x, const float *w, float eps, int n, int h,
+                            int round_bf16);
+    void (*rmsnorm_backward)(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const float *x,
+                             const float *rstd, const float *w, int n, int h);
+    void (*rmsnorm_backward_from_output)(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
+                                         const float *y, const float *rstd, const float *w, int n, int h);
+    void (*rope_forward)(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows, int b,
+                         int heads, int d, int pos0, int round_bf16);
+    void (*rope_backward)(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
+                          int b, int heads, int d, int pos0);
+    void (*swiglu_forward)(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16);
+    void (*swiglu_backward)(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy, const float *gate,
+                            const float *up, int ld, int n, int f, int round_bf16);
 };
 
 // "cpu" (any precision); "cuda" / "cuda:N" where the CUDA backend is built and a GPU is visible. NULL

@@ -531,6 +531,68 @@ static void g_gelu_forward(Backend *be, float *y, const float *x, size_t count) 
     inner(be)->gelu_forward(inner(be), y, x, count);
     guard_close_all(be);
 }
+static void g_rmsnorm_forward(Backend *be, float *y, float *rstd, const float *x, const float *w, float eps, int n,
+                              int h, int round_bf16) {
+    static const char *const names[] = {"y", "rstd", "x", "w"};
+    const void *ptrs[] = {y, rstd, x, w};
+    guard_check(be, "rmsnorm_forward", names, ptrs, 4);
+    guard_open_all(be);
+    inner(be)->rmsnorm_forward(inner(be), y, rstd, x, w, eps, n, h, round_bf16);
+    guard_close_all(be);
+}
+static void g_rmsnorm_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const float *x,
+                               const float *rstd, const float *w, int n, int h) {
+    static const char *const names[] = {"dx", "dw", "dy", "x", "rstd", "w"};
+    const void *ptrs[] = {dx, dw, dy, x, rstd, w};
+    guard_check(be, "rmsnorm_backward", names, ptrs, 6);
+    guard_open_all(be);
+    inner(be)->rmsnorm_backward(inner(be), dx, accumulate, dw, dy, x, rstd, w, n, h);
+    guard_close_all(be);
+}
+static void g_rmsnorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
+                                           const float *y, const float *rstd, const float *w, int n, int h) {
+    static const char *const names[] = {"dx", "dw", "dy", "y", "rstd", "w"};
+    const void *ptrs[] = {dx, dw, dy, y, rstd, w};
+    guard_check(be, "rmsnorm_backward_from_output", names, ptrs, 6);
+    guard_open_all(be);
+    inner(be)->rmsnorm_backward_from_output(inner(be), dx, accumulate, dw, dy, y, rstd, w, n, h);
+    guard_close_all(be);
+}
+static void g_rope_forward(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows,
+                           int b, int heads, int d, int pos0, int round_bf16) {
+    static const char *const names[] = {"y", "x", "cs"};
+    const void *ptrs[] = {y, x, cs};
+    guard_check(be, "rope_forward", names, ptrs, 3);
+    guard_open_all(be);
+    inner(be)->rope_forward(inner(be), y, x, ld, cs, positions, rows, b, heads, d, pos0, round_bf16);
+    guard_close_all(be);
+}
+static void g_rope_backward(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
+                            int b, int heads, int d, int pos0) {
+    static const char *const names[] = {"dx", "dy", "cs"};
+    const void *ptrs[] = {dx, dy, cs};
+    guard_check(be, "rope_backward", names, ptrs, 3);
+    guard_open_all(be);
+    inner(be)->rope_backward(inner(be), dx, dy, ld, cs, positions, rows, b, heads, d, pos0);
+    guard_close_all(be);
+}
+static void g_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16) {
+    static const char *const names[] = {"y", "gate", "up"};
+    const void *ptrs[] = {y, gate, up};
+    guard_check(be, "swiglu_forward", names, ptrs, 3);
+    guard_open_all(be);
+    inner(be)->swiglu_forward(inner(be), y, gate, up, ld, n, f, round_bf16);
+    guard_close_all(be);
+}
+static void g_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
+                              const float *gate, const float *up, int ld, int n, int f, int round_bf16) {
+    static const char *const names[] = {"dgate", "dup", "y", "dy", "gate", "up"};
+    const void *ptrs[] = {dgate, dup, y, dy, gate, up};
+    guard_check(be, "swiglu_backward", names, ptrs, 6);
+    guard_open_all(be);
+    inner(be)->swiglu_backward(inner(be), dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+    guard_close_all(be);
+}
 
 static void guard_kernels(Backend *t) {
     t->linear_forward = g_linear_forward;
@@ -577,6 +639,13 @@ static void guard_kernels(Backend *t) {
     t->linear_forward_rows = g_linear_forward_rows;
     t->kv_attention_forward = g_kv_attention_forward;
     t->gelu_forward = g_gelu_forward;
+    t->rmsnorm_forward = g_rmsnorm_forward;
+    t->rmsnorm_backward = g_rmsnorm_backward;
+    t->rmsnorm_backward_from_output = g_rmsnorm_backward_from_output;
+    t->rope_forward = g_rope_forward;
+    t->rope_backward = g_rope_backward;
+    t->swiglu_forward = g_swiglu_forward;
+    t->swiglu_backward = g_swiglu_backward;
 }
 
 Backend *backend_guard_open(Precision precision, char *err, size_t errlen) {

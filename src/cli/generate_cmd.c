@@ -104,10 +104,10 @@ static int parse(int argc, char **argv, GenArgs *g) {
         ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
         return args_error(CMD, "--ckpt: %s", err);
     if (!g->precision_given) g->precision = (Precision)g->state.precision;   // as the run trained
-    if (g->precision == PRECISION_BF16) {   // as train: refused before any work where oneDNN has no bf16 matmul
+    if (g->precision == PRECISION_BF16) {   // as train: said before any work when the GEMMs are not native
         int support = gemm_bf16_support(err, sizeof err);
-        if (support == GEMM_BF16_NONE)
-            return args_error(CMD, "--precision bf16: this CPU cannot run bf16 GEMMs (%s); use --precision fp32", err);
+        if (support == GEMM_BF16_WIDENED)
+            fprintf(stderr, "ctron generate: note: %s; the bf16 GEMMs run widened to fp32 sgemm, slower than fp32\n", err);
         if (support == GEMM_BF16_EMULATED)
             fprintf(stderr, "ctron generate: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", err);
     }

@@ -165,11 +165,12 @@ static int check_precision(TrainOptions *o, const char *const *given, int n_give
                                "(drop --act-dtype, or use --precision fp32)");
     o->act_dtype = ACT_BF16;
     if (!on_cpu) return 0;   // the device's own check (check_device)
-    // Refused up front, not at the first GEMM: oneDNN 2.6 has no bf16 matmul below AVX-512.
+    // Said up front: below AVX-512 oneDNN 2.6 has no bf16 matmul, and the GEMMs run widened to fp32.
     char why[256];
     int support = gemm_bf16_support(why, sizeof why);
-    if (support == GEMM_BF16_NONE)
-        return usage_error("--precision bf16: this CPU cannot run bf16 GEMMs (%s); use --precision fp32", why);
+    if (support == GEMM_BF16_WIDENED)
+        fprintf(stderr, "ctron train: note: %s; the bf16 GEMMs run widened to fp32 sgemm, correct but slower than fp32\n",
+                why);
     if (support == GEMM_BF16_EMULATED)
         fprintf(stderr, "ctron train: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", why);
     return 0;

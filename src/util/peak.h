@@ -14,8 +14,8 @@ double peak_gflops_measure(int threads);
 int peak_gflops_cached(int threads, double *out);
 // Records a figure for this CPU and thread count in the default cache. Returns 0 or -1 with err.
 int peak_gflops_store(int threads, double gflops, char *err, size_t errlen);
-// The same per precision. Measuring bf16 where gemm_bf16_support() is GEMM_BF16_NONE exits (fatal):
-// check it first.
+// The same per precision (bf16 measures whatever gemm_bf16_support() says runs here: native, emulated by
+// oneDNN or widened to fp32 sgemm).
 double peak_gflops_measure_prec(int threads, const char *precision);
 int peak_gflops_cached_prec(int threads, const char *precision, double *out);
 int peak_gflops_store_prec(int threads, const char *precision, double gflops, char *err, size_t errlen);

@@ -108,14 +108,31 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def forward(P, M, tokens, targets, L, a, p):
-    """Loss of the GPT model. P: float64 params, M: float64 keep-masks without the "mask." prefix."""
+def mm_bf16(x, y):
+    """A bf16 GEMM as autocast means it: bf16 operands, fp32 accumulation, a bf16 result."""
+    return (x.bfloat16().float() @ y.bfloat16().float()).bfloat16()
+
+
+def autocast_gemm_sound():
+    """Whether this PyTorch's CPU bf16 GEMM accumulates in fp32. Some builds (Debian's 1.13 below AVX-512)
+    accumulate in bf16: a k = 256 product is then off by ~3e-2 where one output rounding is 2^-9."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 256, generator=g), torch.randn(256, 64, generator=g)
+    ref = x.bfloat16().float() @ y.bfloat16().float()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = (x @ y).float()
+    return ((got - ref).abs().max() / ref.abs().max()).item() <= 2.0 ** -7
+
+
+def forward(P, M, tokens, targets, L, a, p, mm=torch.matmul):
+    """Loss of the GPT model. P: float64 params, M: float64 keep-masks without the "mask." prefix.
+    mm: the GEMM (mm_bf16 gives autocast's rounding where this PyTorch's own bf16 GEMM is unsound)."""
     s, b = tokens.shape
     h = P["wte.weight"].shape[1]
     d = h // a
     drop = (lambda x, m: x * m / (1.0 - p)) if p > 0 else (lambda x, m: x)
     ln = lambda x, pre: torch.nn.functional.layer_norm(x, (h,), P[pre + ".weight"], P[pre + ".bias"], 1e-5)
-    lin = lambda x, pre: x @ P[pre + ".weight"].t() + P[pre + ".bias"]
+    lin = lambda x, pre: mm(x, P[pre + ".weight"].t()) + P[pre + ".bias"]
     x = P["wte.weight"][tokens] + P["wpe.weight"][:s, None, :]              # [s, b, h]
     x = drop(x, M.get("emb"))
     causal = torch.ones(s, s, dtype=torch.bool).triu(1)                     # key > query
@@ -123,15 +140,15 @@ def forward(P, M, tokens, targets, L, a, p):
         pre = f"h.{l}"
         qkv = lin(ln(x, pre + ".ln_1"), pre + ".attn.c_attn")               # [s, b, 3h]
         q, k, vv = (t.reshape(s, b, a, d).permute(1, 2, 0, 3) for t in qkv.split(h, dim=-1))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)                   # [b, a, s, s]
+        scores = mm(q, k.transpose(-1, -2)) / math.sqrt(d)                  # [b, a, s, s]
         probs = torch.softmax(scores.masked_fill(causal, float("-inf")), dim=-1)
-        ctx = drop(probs, M.get(pre + ".attn")) @ vv                        # [b, a, s, d]
+        ctx = mm(drop(probs, M.get(pre + ".attn")), vv)                      # [b, a, s, d]
         ctx = ctx.permute(2, 0, 1, 3).reshape(s, b, h)
         x1 = x + drop(lin(ctx, pre + ".attn.c_proj"), M.get(pre + ".drop1"))
         mlp = lin(gelu_tanh(lin(ln(x1, pre + ".ln_2"), pre + ".mlp.c_fc")), pre + ".mlp.c_proj")
         x = x1 + drop(mlp, M.get(pre + ".drop2"))
-    logits = ln(x, "ln_f") @ P["wte.weight"].t()                            # [s, b, v]
-    return torch.nn.functional.cross_entropy(logits.reshape(s * b, -1), targets.reshape(-1))
+    logits = mm(ln(x, "ln_f"), P["wte.weight"].t())                          # [s, b, v]
+    return torch.nn.functional.cross_entropy(logits.float().reshape(s * b, -1), targets.reshape(-1))   # fp32, as autocast
 
 
 def load(path):
@@ -178,9 +195,12 @@ def main(argv):
     if len(argv) != 3:
         sys.exit(f"usage: {argv[0]} IN.safetensors OUT.safetensors")
     P, M, tok, tgt, L, a, p, precision = load(argv[1])
-    if precision == "bf16":
+    if precision == "bf16" and autocast_gemm_sound():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = forward(P, M, tok, tgt, L, a, p)
+    elif precision == "bf16":
+        print("gpt_ref: this PyTorch's CPU bf16 GEMM does not accumulate in fp32: autocast's rounding done explicitly")
+        loss = forward(P, M, tok, tgt, L, a, p, mm=mm_bf16).float()
     else:
         loss = forward(P, M, tok, tgt, L, a, p)
     loss.backward()

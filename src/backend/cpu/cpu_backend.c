@@ -17,6 +17,9 @@
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/linear.h"
 #include "backend/cpu/optim.h"
+#include "backend/cpu/rmsnorm.h"
+#include "backend/cpu/rope.h"
+#include "backend/cpu/swiglu.h"
 #include "backend/cpu/vocab_parallel.h"
 #include "util/common.h"
 
@@ -303,6 +306,40 @@ static void be_gelu_forward(Backend *be, float *y, const float *x, size_t count)
     (void)be;
     gelu_forward(y, x, count);
 }
+static void be_rmsnorm_forward(Backend *be, float *y, float *rstd, const float *x, const float *w, float eps, int n,
+                               int h, int round_bf16) {
+    (void)be;
+    rmsnorm_forward(y, rstd, x, w, eps, n, h, round_bf16);
+}
+static void be_rmsnorm_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const float *x,
+                                const float *rstd, const float *w, int n, int h) {
+    (void)be;
+    rmsnorm_backward(dx, accumulate, dw, dy, x, rstd, w, n, h);
+}
+static void be_rmsnorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
+                                            const float *y, const float *rstd, const float *w, int n, int h) {
+    (void)be;
+    rmsnorm_backward_from_output(dx, accumulate, dw, dy, y, rstd, w, n, h);
+}
+static void be_rope_forward(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows,
+                            int b, int heads, int d, int pos0, int round_bf16) {
+    (void)be;
+    rope_forward(y, x, ld, cs, positions, rows, b, heads, d, pos0, round_bf16);
+}
+static void be_rope_backward(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
+                             int b, int heads, int d, int pos0) {
+    (void)be;
+    rope_backward(dx, dy, ld, cs, positions, rows, b, heads, d, pos0);
+}
+static void be_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16) {
+    (void)be;
+    swiglu_forward(y, gate, up, ld, n, f, round_bf16);
+}
+static void be_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
+                               const float *gate, const float *up, int ld, int n, int f, int round_bf16) {
+    (void)be;
+    swiglu_backward(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+}
 
 // Per OpenMP thread: dP; with Tempo's softmax P and dP; recompute P, D, dP and the mask; flash tiles.
 static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
@@ -353,6 +390,10 @@ static const Backend cpu_table = {
     .linear_forward_rows = cpu_linear_forward_rows, .kv_attention_forward = cpu_kv_attention_forward,
     .gelu_forward = be_gelu_forward, .attention_scratch_floats = cpu_attention_scratch_floats,
     .describe = cpu_describe, .device_memory = cpu_device_memory,
+    .rmsnorm_forward = be_rmsnorm_forward, .rmsnorm_backward = be_rmsnorm_backward,
+    .rmsnorm_backward_from_output = be_rmsnorm_backward_from_output,
+    .rope_forward = be_rope_forward, .rope_backward = be_rope_backward,
+    .swiglu_forward = be_swiglu_forward, .swiglu_backward = be_swiglu_backward,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {

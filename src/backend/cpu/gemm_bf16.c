@@ -12,12 +12,14 @@
 // the primitive depends on, the OpenMP thread count included: a primitive's partitioning, and so its
 // bits, are fixed at creation for a given number of threads.
 #include "backend/cpu/gemm_bf16.h"
+#include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "backend/cpu/bf16_convert.h"
 #include "util/common.h"
 
 // thread: the OpenMP thread calling from inside a parallel region (attention's per-head GEMMs run
@@ -29,7 +31,7 @@ typedef struct {
 
 typedef struct Entry {
     Key key;
-    dnnl_primitive_t prim;
+    dnnl_primitive_t prim;   // NULL: oneDNN has no bf16 matmul here; the call runs widened (run_widened)
     dnnl_memory_t a, b, c;   // made once with no data; each call sets the handles
     dnnl_stream_t stream;    // the entry's own: an entry is used by one thread at a time
     struct Entry *next;
@@ -49,6 +51,10 @@ static void release_locked(void) {
     for (int i = 0; i < BUCKETS; i++) {
         for (Entry *e = table[i], *next; e; e = next) {
             next = e->next;
+            if (!e->prim) {
+                free(e);
+                continue;
+            }
             dnnl_primitive_destroy(e->prim);
             dnnl_memory_destroy(e->a);
             dnnl_memory_destroy(e->b);
@@ -115,24 +121,45 @@ static Entry *create(const Key *k) {
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL);
     dnnl_primitive_attr_destroy(attr);
-    if (st != dnnl_success) {
-        char why[256];
-        int native = gemm_bf16_native(why, sizeof why);
-        ctron_fatal("gemm_bf16: oneDNN has no bf16 matmul for %c%c m=%d n=%d k=%d (status %d)%s%s (oneDNN 2.6 needs "
-                    "AVX-512 at least, AVX512-BF16 or AMX to run it natively)",
-                    k->ta ? 'T' : 'N', k->tb ? 'T' : 'N', k->m, k->n, k->k, (int)st,
-                    native ? "" : ": ", native ? "" : why);
-    }
     Entry *e = xcalloc(sizeof *e);
     e->key = *k;
+    n_created++;
+    if (st != dnnl_success) return e;   // below AVX-512: widened to fp32 sgemm (gemm_bf16_support says why)
     dnnl_check(dnnl_primitive_create(&e->prim, pd), "primitive_create");
     dnnl_primitive_desc_destroy(pd);
     dnnl_check(dnnl_memory_create(&e->a, &amd, engine, DNNL_MEMORY_NONE), "memory_create");
     dnnl_check(dnnl_memory_create(&e->b, &bmd, engine, DNNL_MEMORY_NONE), "memory_create");
     dnnl_check(dnnl_memory_create(&e->c, &cmd, engine, DNNL_MEMORY_NONE), "memory_create");
     dnnl_check(dnnl_stream_create(&e->stream, engine, dnnl_stream_default_flags), "stream_create");
-    n_created++;
     return e;
+}
+
+// A stored [rows, cols] bf16 matrix with row stride ld, widened to a dense fp32 one (exact).
+static float *widen(const uint16_t *x, int rows, int cols, int ld) {
+    float *w = xmalloc((size_t)rows * cols * sizeof *w);
+    cvt_bf16_to_f32_2d(w, (size_t)cols, x, (size_t)ld, (size_t)rows, (size_t)cols);
+    return w;
+}
+
+// oneDNN's bf16 matmul needs AVX-512. Below it the same arithmetic, done otherwise: bf16 operands widen
+// exactly to fp32, each product of two 8-bit significands is exact in fp32, and sgemm accumulates in fp32
+// as oneDNN does; only the summation order differs (deterministic for a thread count, like oneDNN's).
+static void run_widened(const Key *k, const uint16_t *a, const uint16_t *b, void *c) {
+    float *wa = widen(a, k->ta ? k->k : k->m, k->ta ? k->m : k->k, k->lda);
+    float *wb = widen(b, k->tb ? k->n : k->k, k->tb ? k->k : k->n, k->ldb);
+    int lda = k->ta ? k->m : k->k, ldb = k->tb ? k->k : k->n;
+    CBLAS_TRANSPOSE ta = k->ta ? CblasTrans : CblasNoTrans, tb = k->tb ? CblasTrans : CblasNoTrans;
+    if (!k->out_bf16) {
+        cblas_sgemm(CblasRowMajor, ta, tb, k->m, k->n, k->k, 1.0f, wa, lda, wb, ldb, k->beta1 ? 1.0f : 0.0f,
+                    (float *)c, k->ldc);
+    } else {   // one rounding to bf16 from the fp32 accumulator
+        float *acc = xmalloc((size_t)k->m * k->n * sizeof *acc);
+        cblas_sgemm(CblasRowMajor, ta, tb, k->m, k->n, k->k, 1.0f, wa, lda, wb, ldb, 0.0f, acc, k->n);
+        cvt_f32_to_bf16_2d((uint16_t *)c, (size_t)k->ldc, acc, (size_t)k->n, (size_t)k->m, (size_t)k->n);
+        free(acc);
+    }
+    free(wa);
+    free(wb);
 }
 
 static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b, int ldb,
@@ -161,6 +188,10 @@ static void run(int ta, int tb, int m, int n, int k, const uint16_t *a, int lda,
     // Outside a parallel region calls come from one thread at a time; inside one, the entry is this
     // thread's own. Either way nobody else uses e while it runs.
     pthread_mutex_unlock(&lock);
+    if (!e->prim) {
+        run_widened(&key, a, b, c);
+        return;
+    }
     dnnl_check(dnnl_memory_set_data_handle(e->a, (void *)a), "memory_set_data_handle");
     dnnl_check(dnnl_memory_set_data_handle(e->b, (void *)b), "memory_set_data_handle");
     dnnl_check(dnnl_memory_set_data_handle(e->c, c), "memory_set_data_handle");
@@ -175,14 +206,14 @@ int gemm_bf16_support(char *why, size_t len) {
     dnnl_memory_desc_t md, cmd;
     dnnl_matmul_desc_t desc;
     dnnl_primitive_desc_t pd;
-    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return GEMM_BF16_NONE;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) return GEMM_BF16_WIDENED;
     md_2d(&md, 16, 16, 0, 16, dnnl_bf16);
     md_2d(&cmd, 16, 16, 0, 16, dnnl_f32);
     dnnl_check(dnnl_matmul_desc_init(&desc, &md, &md, NULL, &cmd), "matmul_desc_init");
     int found = dnnl_primitive_desc_create(&pd, &desc, NULL, eng, NULL) == dnnl_success;
     if (found) dnnl_primitive_desc_destroy(pd);
     dnnl_engine_destroy(eng);
-    return native ? GEMM_BF16_NATIVE : found ? GEMM_BF16_EMULATED : GEMM_BF16_NONE;
+    return native ? GEMM_BF16_NATIVE : found ? GEMM_BF16_EMULATED : GEMM_BF16_WIDENED;
 }
 
 void gemm_bf16(int trans_a, int trans_b, int m, int n, int k, const uint16_t *a, int lda, const uint16_t *b,

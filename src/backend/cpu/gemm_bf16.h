@@ -20,9 +20,10 @@ void gemm_bf16_out_bf16(int trans_a, int trans_b, int m, int n, int k, const uin
 int gemm_bf16_native(char *why, size_t len);
 // What runs here: GEMM_BF16_NATIVE; GEMM_BF16_EMULATED (oneDNN 2.6 on AVX-512 without BF16 runs its
 // gemm:jit kernels, bf16 converted to fp32 inside: correct, several times slower than fp32 sgemm);
-// GEMM_BF16_NONE (below AVX-512, or ONEDNN_MAX_CPU_ISA below avx512_core: gemm_bf16 would exit with
-// the reason). `why` names what the CPU lacks when not native.
-enum { GEMM_BF16_NONE = 0, GEMM_BF16_EMULATED = 1, GEMM_BF16_NATIVE = 2 };
+// GEMM_BF16_WIDENED (below AVX-512, or ONEDNN_MAX_CPU_ISA below avx512_core: oneDNN has no bf16 matmul,
+// so gemm_bf16 widens the operands to fp32 and runs OpenBLAS's sgemm: the same products and fp32
+// accumulation, slower than plain fp32). `why` names what the CPU lacks when not native.
+enum { GEMM_BF16_WIDENED = 0, GEMM_BF16_EMULATED = 1, GEMM_BF16_NATIVE = 2 };
 int gemm_bf16_support(char *why, size_t len);
 // Frees the cached primitives (also done at exit); the next call rebuilds what it needs.
 void gemm_bf16_release(void);

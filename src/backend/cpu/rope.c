@@ -1,0 +1,70 @@
+#include "backend/cpu/rope.h"
+#include <math.h>
+#include <stddef.h>
+#include "backend/cpu/bf16.h"
+#include "util/common.h"
+
+void rope_table(float *cs, int positions, int d, float theta) {
+    int half = d / 2;
+    for (int j = 0; j < half; j++) {
+        float e = (float)(2 * j) / (float)d;
+        float inv = 1.0f / (float)pow((double)theta, (double)e);
+        for (int p = 0; p < positions; p++) {
+            float a = (float)p * inv;
+            cs[(size_t)p * d + j] = (float)cos((double)a);
+            cs[(size_t)p * d + half + j] = (float)sin((double)a);
+        }
+    }
+}
+
+// Every row's position inside the table, or a fatal error naming the numbers (a caller's bug).
+static void check_positions(const char *op, int positions, int rows, int b, int d, int pos0) {
+    if (d <= 0 || d % 2) ctron_fatal("%s: head dimension %d must be even and positive (rotation pairs j, j + d/2)", op, d);
+    if (b <= 0) ctron_fatal("%s: micro-batch %d must be positive", op, b);
+    if (rows > 0 && (pos0 < 0 || pos0 + (rows - 1) / b >= positions))
+        ctron_fatal("%s: positions %d .. %d are outside the table's 0 .. %d", op, pos0, pos0 + (rows - 1) / b,
+                    positions - 1);
+}
+
+// sign +1: the forward rotation, −1: its transpose.
+static void rotate_rows(float *y, const float *x, int ld, const float *cs, int rows, int b, int heads, int d,
+                        int pos0, float sign, int round_bf16) {
+    int half = d / 2;
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *cr = cs + (size_t)(pos0 + r / b) * d, *sr = cr + half;
+        for (int hd = 0; hd < heads; hd++) {
+            const float *x0 = x + (size_t)r * ld + (size_t)hd * d, *x1 = x0 + half;
+            float *y0 = y + (size_t)r * ld + (size_t)hd * d, *y1 = y0 + half;
+            if (round_bf16) {
+#pragma omp simd
+                for (int j = 0; j < half; j++) {
+                    float a, c;
+                    rope_rotate(x0[j], x1[j], cr[j], sign * sr[j], &a, &c);
+                    y0[j] = bf16_to_f32(bf16_from_f32(a));
+                    y1[j] = bf16_to_f32(bf16_from_f32(c));
+                }
+            } else {
+#pragma omp simd
+                for (int j = 0; j < half; j++) {
+                    float a, c;
+                    rope_rotate(x0[j], x1[j], cr[j], sign * sr[j], &a, &c);
+                    y0[j] = a;
+                    y1[j] = c;
+                }
+            }
+        }
+    }
+}
+
+void rope_forward(float *y, const float *x, int ld, const float *cs, int positions, int rows, int b, int heads,
+                  int d, int pos0, int round_bf16) {
+    check_positions("rope_forward", positions, rows, b, d, pos0);
+    rotate_rows(y, x, ld, cs, rows, b, heads, d, pos0, 1.0f, round_bf16);
+}
+
+void rope_backward(float *dx, const float *dy, int ld, const float *cs, int positions, int rows, int b, int heads,
+                   int d, int pos0) {
+    check_positions("rope_backward", positions, rows, b, d, pos0);
+    rotate_rows(dx, dy, ld, cs, rows, b, heads, d, pos0, -1.0f, 0);
+}
