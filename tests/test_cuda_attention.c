@@ -306,6 +306,7 @@ int main(void) {
         {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32},
         {1030, 2, 6, 16, 2, 5, 0.1f, 1, PRECISION_BF16},
     };
+    // The CPU's bf16 reference runs on every CPU (below AVX-512 its GEMMs widen to fp32 sgemm).
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const Case *c = &cases[i];
         int bf = c->prec == PRECISION_BF16;
