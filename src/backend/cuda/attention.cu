@@ -96,38 +96,7 @@ static void gemm_plan_release(GemmPlan *p) {
 // bytes and C, D to 4 (what any fp32 tensor is), with no split-K reduction and a workspace within ours:
 // 1 when there is one. Pointers play no part.
 static int gemm_heuristic(CudaImpl *ci, const GemmPlan *p, uint32_t align_ab, cublasLtMatmulAlgo_t *algo) {
-    cublasLtMatmulPreference_t pref;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = ci->lt_workspace_bytes;
-    uint32_t align_c = 4u, scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
-                                                      sizeof scheme));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_ab,
-                                                      sizeof align_ab));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab,
-                                                      sizeof align_ab));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                                      sizeof align_c));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                                      sizeof align_c));
-    cublasLtMatmulHeuristicResult_t result;
-    memset(&result, 0, sizeof result);
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ci->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &result,
-                                                       &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return 0;   // what it answers when nothing fits
-    CUBLAS_CHECK(st);
-    if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS || result.workspaceSize > ci->lt_workspace_bytes) return 0;
-    uint32_t got = CUBLASLT_REDUCTION_SCHEME_NONE;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &got, sizeof got,
-                                             &written) == CUBLAS_STATUS_SUCCESS &&
-        written == sizeof got && got != CUBLASLT_REDUCTION_SCHEME_NONE)
-        return 0;
-    *algo = result.algo;
-    return 1;
+    return cuda_lt_heuristic(ci->lt, p->op, p->la, p->lb, p->lc, ci->lt_workspace_bytes, align_ab, 4u, algo);
 }
 
 static void gemm_key_text(const GemmKey *key, char *what, size_t len) {

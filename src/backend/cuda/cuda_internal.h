@@ -69,6 +69,14 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
             cuda_fail(#call, cublasLtGetStatusString(cublas_check_st_), __FILE__, __LINE__);   \
     } while (0)
 
+// The first algorithm cuBLASLt's heuristic offers for desc over layouts a, b and c (= d) that needs at
+// most align_ab bytes of alignment of A and B and align_cd of C and D, fits ws bytes of workspace and
+// uses no split-K reduction (its sums would depend on the split): 1 and *algo, or 0 when none does.
+// A status other than success or "not supported" is a ctron bug and aborts (gemm.cu).
+int cuda_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, uint64_t ws, uint32_t align_ab,
+                      uint32_t align_cd, cublasLtMatmulAlgo_t *algo);
+
 // At least `bytes` of device scratch in `slot`. Growing synchronises the stream first (a kernel in
 // flight may still read the old buffer). The contents are not kept.
 void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes);

@@ -253,9 +253,14 @@ static int plan_try(CudaImpl *c, GemmPlan *p, uint32_t align_ab, uint32_t align_
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &canonical,
                                                     sizeof canonical));
     }
+    return cuda_lt_heuristic(c->lt, p->desc, p->la, p->lb, p->ld, c->lt_workspace_bytes, align_ab, align_d, &p->algo);
+}
+
+int cuda_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                      cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, uint64_t ws, uint32_t align_ab,
+                      uint32_t align_cd, cublasLtMatmulAlgo_t *algo) {
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = c->lt_workspace_bytes;
     uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &scheme,
@@ -264,24 +269,25 @@ static int plan_try(CudaImpl *c, GemmPlan *p, uint32_t align_ab, uint32_t align_
                                                       sizeof align_ab));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_ab,
                                                       sizeof align_ab));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                      sizeof align_d));
-    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                                      sizeof align_d));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd,
+                                                      sizeof align_cd));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd,
+                                                      sizeof align_cd));
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->lt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &found);
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &res, &found);
     CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS) return 0;
-    if (res.workspaceSize > c->lt_workspace_bytes) return 0;
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return 0;   // what it answers when nothing fits
+    CUBLAS_CHECK(st);
+    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS || res.workspaceSize > ws) return 0;
     uint32_t got_scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
     size_t written = 0;
     if (cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &got_scheme,
                                              sizeof got_scheme, &written) == CUBLAS_STATUS_SUCCESS &&
         written == sizeof got_scheme && got_scheme != CUBLASLT_REDUCTION_SCHEME_NONE)
         return 0;
-    p->algo = res.algo;
+    *algo = res.algo;
     return 1;
 }
 
