@@ -11,10 +11,10 @@ vg=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=de
 export OPENBLAS_CORETYPE=Haswell OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 tiny=(--layers 1 --hidden 16 --heads 2 --seq 16 --batch 2 --threads 1 --eval-batches 1 --peak-gflops 100 --data data/kjv.txt)
 echo "valgrind: ctron train (2 steps, checkpoint)"
-"${vg[@]}" "$ctron" train "${tiny[@]}" --steps 3 --stop-after 2 --ckpt-dir "$dir/ck" --no-ledger > "$dir/out" 2>&1 \
+"${vg[@]}" "$ctron" train "${tiny[@]}" --act-dtype bf16 --steps 3 --stop-after 2 --ckpt-dir "$dir/ck" --no-ledger > "$dir/out" 2>&1 \
   || { cat "$dir/out"; exit 1; }
-echo "valgrind: ctron train --resume (1 step, selective recompute, bf16, regenerated masks, sample)"
-"${vg[@]}" "$ctron" train --resume "$dir/ck" --peak-gflops 100 --recompute selective --act-dtype bf16 --dropout-masks regen \
+echo "valgrind: ctron train --resume (1 step, selective recompute and regenerated masks on a bf16-activation checkpoint, sample)"
+"${vg[@]}" "$ctron" train --resume "$dir/ck" --peak-gflops 100 --recompute selective --dropout-masks regen \
   --sample 8 > "$dir/out" 2>&1 || { cat "$dir/out"; exit 1; }
 echo "valgrind: ctron train (3 layers, offload to a file, static memory plan)"
 mkdir -p "$dir/pool"
