@@ -11,17 +11,7 @@
 #include <string>
 #include "backend/cuda/cuda_common.cuh"
 
-static int checks, failures;
-#define EXPECT(cond, ...)                                 \
-    do {                                                  \
-        checks++;                                         \
-        if (!(cond)) {                                    \
-            failures++;                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);   \
-            printf(__VA_ARGS__);                          \
-            printf("\n");                                 \
-        }                                                 \
-    } while (0)
+#include "check.h"
 
 // block_sum without its trailing barrier, called twice: the second call's lane-0 writes race the
 // first call's reads of `shared` (correct = 0: with the barrier).
@@ -103,41 +93,41 @@ int main() {
             two_sums<<<2, n>>>(out, x, barrier);
             cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost);
             bool right = host[0] == (float)ref;
-            if (barrier) EXPECT(right, "block sum with its barrier, schedule %s: %g, expected %g", s, host[0], ref);
+            if (barrier) CHECK(right, "block sum with its barrier, schedule %s: %g, expected %g", s, host[0], ref);
             if (!barrier && !strcmp(s, "warp-rev"))
-                EXPECT(!right, "the race without the barrier went unseen under warp-rev (%g)", host[0]);
-            if (!barrier && !strcmp(s, "rr")) EXPECT(right, "rr should hide the race (%g)", host[0]);
+                CHECK(!right, "the race without the barrier went unseen under warp-rev (%g)", host[0]);
+            if (!barrier && !strcmp(s, "rr")) CHECK(right, "rr should hide the race (%g)", host[0]);
         }
     }
     setenv("CT_EMU_SCHEDULE", "rr", 1);
 
     // 2. Warp collectives and barriers the GPU leaves undefined abort, naming the bug.
-    EXPECT(dies_saying([&] { early_exit_shuffle<<<1, 64>>>(out, x); }, "returned"),
+    CHECK(dies_saying([&] { early_exit_shuffle<<<1, 64>>>(out, x); }, "returned"),
            "a full-mask shuffle after half the warp returned");
-    EXPECT(dies_saying([&] { divergent_barrier<<<1, 128>>>(out); }, "different __syncthreads"),
+    CHECK(dies_saying([&] { divergent_barrier<<<1, 128>>>(out); }, "different __syncthreads"),
            "threads at different __syncthreads");
-    EXPECT(dies_saying([&] { fill<<<1, 32>>>(host, 1.0f, 4); }, "in no device allocation"),
+    CHECK(dies_saying([&] { fill<<<1, 32>>>(host, 1.0f, 4); }, "in no device allocation"),
            "a host pointer given to a kernel");
 
     // 3. Launches the GPU refuses are refused, and cudaGetLastError says so.
     fill<<<1, 2048>>>(out, 0.0f, n);
-    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads per block accepted");
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "2048 threads per block accepted");
     bounded<<<1, 256>>>(out);
-    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "256 threads over __launch_bounds__(128) accepted");
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "256 threads over __launch_bounds__(128) accepted");
     fill<<<dim3(1, 70000), 32>>>(out, 0.0f, n);
-    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y = 70000 accepted");
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "grid.y = 70000 accepted");
     read_smem_first<<<1, 32, 64 * 1024>>>(out);
-    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "64 KiB of dynamic shared memory without the attribute");
-    EXPECT(cudaFuncSetAttribute(read_smem_first, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) == cudaSuccess,
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration, "64 KiB of dynamic shared memory without the attribute");
+    CHECK(cudaFuncSetAttribute(read_smem_first, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) == cudaSuccess,
            "the attribute refused");
     read_smem_first<<<1, 32, 64 * 1024>>>(out);
-    EXPECT(cudaGetLastError() == cudaSuccess, "64 KiB with the attribute refused");
+    CHECK(cudaGetLastError() == cudaSuccess, "64 KiB with the attribute refused");
 
     // 4. Dynamic shared memory read before any write: NaN.
     cudaMemcpy(host, out, 32 * 4, cudaMemcpyDeviceToHost);
     int nans = 0;
     for (int i = 0; i < 32; i++) nans += host[i] != host[i];
-    EXPECT(nans == 32, "unwritten dynamic shared memory read as non-NaN in %d of 32 threads", 32 - nans);
+    CHECK(nans == 32, "unwritten dynamic shared memory read as non-NaN in %d of 32 threads", 32 - nans);
 
     // 5. Streams are deferred queues that honour events: a copy on stream b of what stream a writes
     //    sees the write only when b waits for a's event.
@@ -155,8 +145,8 @@ int main() {
         if (wait) cudaStreamWaitEvent(b, ev, 0);
         cudaMemcpyAsync(pinned, out, n * 4, cudaMemcpyDeviceToHost, b);
         cudaStreamSynchronize(b);
-        if (wait) EXPECT(pinned[n - 1] == 5.0f, "with the wait, the copy read %g, not the kernel's 5", pinned[n - 1]);
-        else EXPECT(pinned[n - 1] == 0.0f, "without the wait, the copy should run first: read %g", pinned[n - 1]);
+        if (wait) CHECK(pinned[n - 1] == 5.0f, "with the wait, the copy read %g, not the kernel's 5", pinned[n - 1]);
+        else CHECK(pinned[n - 1] == 0.0f, "without the wait, the copy should run first: read %g", pinned[n - 1]);
         cudaDeviceSynchronize();
     }
     cudaFreeHost(pinned);
@@ -165,6 +155,5 @@ int main() {
     cudaStreamDestroy(b);
     cudaFree(x);
     cudaFree(out);
-    printf("%d passed, %d failed\n", checks - failures, failures);
-    return failures != 0;
+    return check_summary();
 }

@@ -33,18 +33,7 @@
 #include <vector>
 #include <cub/device/device_radix_sort.cuh>
 
-static int failures, checks;
-
-#define EXPECT(cond, ...)                                             \
-    do {                                                              \
-        checks++;                                                     \
-        if (!(cond)) {                                                \
-            failures++;                                               \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);               \
-            printf(__VA_ARGS__);                                      \
-            printf("\n");                                             \
-        }                                                             \
-    } while (0)
+#include "check.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float uniform(float lo, float hi) {
@@ -210,9 +199,9 @@ static void run_case(cublasLtHandle_t h, const Case &t) {
              t.tb ? 'T' : 'N', t.m, t.n, t.k, t.batch, t.interleaved ? " interleaved" : "",
              t.ab == CUDA_R_32F ? "fp32" : "bf16", t.alpha, t.beta, t.bias ? " +bias" : "",
              t.out_of_place ? " C!=D" : "");
-    EXPECT(st == CUBLAS_STATUS_SUCCESS && found == 1 && r.state == CUBLAS_STATUS_SUCCESS, "%s: heuristic", name);
+    CHECK(st == CUBLAS_STATUS_SUCCESS && found == 1 && r.state == CUBLAS_STATUS_SUCCESS, "%s: heuristic", name);
     st = cublasLtMatmul(h, s.op, &t.alpha, A, s.la, B, s.lb, &t.beta, C, s.lc, D, s.ld, &r.algo, g_ws, kWs, 0);
-    EXPECT(st == CUBLAS_STATUS_SUCCESS, "%s: matmul status %d", name, (int)st);
+    CHECK(st == CUBLAS_STATUS_SUCCESS, "%s: matmul status %d", name, (int)st);
     cudaStreamSynchronize(0);
     std::vector<char> inside(d.elems(), 0);
     double worst = 0;
@@ -235,11 +224,11 @@ static void run_case(cublasLtHandle_t h, const Case &t) {
                 double err = fabs((double)D[at] - ref);
                 if (!(err <= bound)) worst = std::isnan(err) ? INFINITY : std::max(worst, err);
             }
-    EXPECT(worst == 0, "%s: an element of D off its reference by %g (beyond the fp32 bound)", name, worst);
+    CHECK(worst == 0, "%s: an element of D off its reference by %g (beyond the fp32 bound)", name, worst);
     size_t changed = 0;
     for (size_t i = 0; i < d.elems(); i++)
         if (!inside[i] && memcmp(&D[i], &hd_before[i], 4)) changed++;
-    EXPECT(changed == 0, "%s: %zu elements of D's buffer outside its matrices changed", name, changed);
+    CHECK(changed == 0, "%s: %zu elements of D's buffer outside its matrices changed", name, changed);
     lt_free(s);
     cudaFree(A);
     cudaFree(B);
@@ -310,68 +299,68 @@ static void contracts(cublasLtHandle_t h) {
     Problem p = problem(CUDA_R_32F);
     {   // the legal problem: success; the algorithm has no split-K reduction and needs ≤ the workspace asked
         Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "legal problem: heuristic");
-        EXPECT(r.workspaceSize <= kWs, "workspace %zu above the preference", r.workspaceSize);
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "legal problem: heuristic");
+        CHECK(r.workspaceSize <= kWs, "workspace %zu above the preference", r.workspaceSize);
         uint32_t scheme = 99;
         size_t written = 0;
-        EXPECT(cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+        CHECK(cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
                                                      sizeof scheme, &written) == CUBLAS_STATUS_SUCCESS &&
                    scheme == CUBLASLT_REDUCTION_SCHEME_NONE && written == sizeof scheme,
                "reduction scheme NONE");
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_SUCCESS, "legal problem: matmul");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_SUCCESS, "legal problem: matmul");
         // pointers below the 16 bytes the algorithm was chosen for: NOT_SUPPORTED; 16-aligned others fine
-        EXPECT(matmul(s, &r.algo, (float *)p.A + 1, p.B, p.D) == CUBLAS_STATUS_NOT_SUPPORTED, "A 4-aligned vs 16");
-        EXPECT(matmul(s, &r.algo, p.A, (float *)p.B + 2, p.D) == CUBLAS_STATUS_NOT_SUPPORTED, "B 8-aligned vs 16");
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D + 1) == CUBLAS_STATUS_NOT_SUPPORTED, "D 4-aligned vs 16");
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D + 4) == CUBLAS_STATUS_SUCCESS, "D 16-aligned at +16 bytes");
+        CHECK(matmul(s, &r.algo, (float *)p.A + 1, p.B, p.D) == CUBLAS_STATUS_NOT_SUPPORTED, "A 4-aligned vs 16");
+        CHECK(matmul(s, &r.algo, p.A, (float *)p.B + 2, p.D) == CUBLAS_STATUS_NOT_SUPPORTED, "B 8-aligned vs 16");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D + 1) == CUBLAS_STATUS_NOT_SUPPORTED, "D 4-aligned vs 16");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D + 4) == CUBLAS_STATUS_SUCCESS, "D 16-aligned at +16 bytes");
         // workspace: the algorithm's need (> 0 with 32 MiB allowed) must be passed
-        EXPECT(r.workspaceSize > 0 && matmul(s, &r.algo, p.A, p.B, p.D, r.workspaceSize - 1) ==
+        CHECK(r.workspaceSize > 0 && matmul(s, &r.algo, p.A, p.B, p.D, r.workspaceSize - 1) ==
                                           CUBLAS_STATUS_INVALID_VALUE,
                "workspace below the algorithm's");
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D, r.workspaceSize) == CUBLAS_STATUS_SUCCESS, "workspace exactly");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D, r.workspaceSize) == CUBLAS_STATUS_SUCCESS, "workspace exactly");
         // requestedAlgoCount ≤ 0
-        EXPECT(cublasLtMatmulAlgoGetHeuristic(h, s.op, s.la, s.lb, s.ld, s.ld, s.pref, 0, &r, &found) ==
+        CHECK(cublasLtMatmulAlgoGetHeuristic(h, s.op, s.la, s.lb, s.ld, s.ld, s.pref, 0, &r, &found) ==
                    CUBLAS_STATUS_INVALID_VALUE,
                "requestedAlgoCount 0");
         // an attribute of the wrong size
         int64_t wide = CUBLAS_OP_T;
-        EXPECT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide) ==
+        CHECK(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSA, &wide, sizeof wide) ==
                    CUBLAS_STATUS_INVALID_VALUE,
                "TRANSA given 8 bytes");
         lt_free(s);
     }
     {   // the same pointers are fine for an algorithm chosen with 4-byte alignment
         Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 4);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "align 4: heuristic");
-        EXPECT(matmul(s, &r.algo, (float *)p.A + 1, (float *)p.B + 1, p.D + 1) == CUBLAS_STATUS_SUCCESS,
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "align 4: heuristic");
+        CHECK(matmul(s, &r.algo, (float *)p.A + 1, (float *)p.B + 1, p.D + 1) == CUBLAS_STATUS_SUCCESS,
                "align 4: 4-aligned operands");
         lt_free(s);
     }
     {   // an alignment preference below the element size: no algorithm
         Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 2);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "fp32 at 2-byte alignment");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "fp32 at 2-byte alignment");
         lt_free(s);
     }
     {   // ld below rows
         Mat a = p.a;
         a.ld = 11;
         Lt s = lt_make(h, 1, 0, a, p.b, p.d, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE && found == 0, "A's ld 11 < rows 12");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE && found == 0, "A's ld 11 < rows 12");
         lt_free(s);
         Mat d = p.d;
         d.ld = 7;
         s = lt_make(h, 1, 0, p.a, p.b, d, d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "D's ld 7 < rows 8");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "D's ld 7 < rows 8");
         lt_free(s);
     }
     {   // inner dimensions that disagree; D of the wrong shape
         Mat b = p.b;
         b.rows = 11;
         Lt s = lt_make(h, 1, 0, p.a, b, p.d, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "k of A 12, of B 11");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "k of A 12, of B 11");
         lt_free(s);
         s = lt_make(h, 0, 0, p.a, p.b, p.d, p.d, NULL, 16);   // op(A) = A is 12×8, D is 8×6
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "op(A) 12 rows, D 8");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "op(A) 12 rows, D 8");
         lt_free(s);
     }
     {   // C and D: in place needs equal layouts, out of place may differ in ld only
@@ -379,13 +368,13 @@ static void contracts(cublasLtHandle_t h) {
         c.ld = 10;
         float *C = (float *)dmalloc(c.bytes());
         Lt s = lt_make(h, 1, 0, p.a, p.b, c, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "C ld 10, D ld 8: heuristic");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "C ld 10, D ld 8: heuristic");
         float one = 1.0f;
-        EXPECT(cublasLtMatmul(h, s.op, &one, p.A, s.la, p.B, s.lb, &one, p.D, s.lc, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
+        CHECK(cublasLtMatmul(h, s.op, &one, p.A, s.la, p.B, s.lb, &one, p.D, s.lc, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
                    CUBLAS_STATUS_INVALID_VALUE,
                "in place with Cdesc != Ddesc");
         memset(C, 0, c.bytes());
-        EXPECT(cublasLtMatmul(h, s.op, &one, p.A, s.la, p.B, s.lb, &one, C, s.lc, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
+        CHECK(cublasLtMatmul(h, s.op, &one, p.A, s.la, p.B, s.lb, &one, C, s.lc, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
                    CUBLAS_STATUS_SUCCESS,
                "out of place with another ld");
         cudaStreamSynchronize(0);
@@ -393,7 +382,7 @@ static void contracts(cublasLtHandle_t h) {
         Mat c2 = p.d;
         c2.cols = 5;
         s = lt_make(h, 1, 0, p.a, p.b, c2, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "C 8×5, D 8×6");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "C 8×5, D 8×6");
         lt_free(s);
         cudaFree(C);
     }
@@ -401,29 +390,29 @@ static void contracts(cublasLtHandle_t h) {
         Mat a = p.a, b = p.b, d = p.d;
         a.batch = b.batch = 2, a.stride = 0, b.stride = 0;
         Lt s = lt_make(h, 1, 0, a, b, d, d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "batch 2, 2, 1, 1");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "batch 2, 2, 1, 1");
         lt_free(s);
         d.batch = 2, d.stride = 4;   // rows 8 > stride 4 and not inside ld
         s = lt_make(h, 1, 0, a, b, d, d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "D's batches overlap");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_INVALID_VALUE, "D's batches overlap");
         lt_free(s);
         d.stride = 48;
         s = lt_make(h, 1, 0, a, b, d, d, NULL, 16);   // A and B broadcast (stride 0), D apart: legal
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "batch 2 with A, B broadcast");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "batch 2 with A, B broadcast");
         lt_free(s);
     }
     {   // types: A and B alike; compute 32F; what the stand-in does not emulate is refused, never guessed
         Mat b16 = p.b;
         b16.type = CUDA_R_16BF;
         Lt s = lt_make(h, 1, 0, p.a, b16, p.d, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED, "A fp32, B bf16");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED, "A fp32, B bf16");
         lt_free(s);
         s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 16);
         cublasLtMatmulDesc_t tf32;
         cublasLtMatmulDescCreate(&tf32, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F);
         int32_t t = CUBLAS_OP_T;
         cublasLtMatmulDescSetAttribute(tf32, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
-        EXPECT(cublasLtMatmulAlgoGetHeuristic(h, tf32, s.la, s.lb, s.ld, s.ld, s.pref, 1, &r, &found) ==
+        CHECK(cublasLtMatmulAlgoGetHeuristic(h, tf32, s.la, s.lb, s.ld, s.ld, s.pref, 1, &r, &found) ==
                    CUBLAS_STATUS_NOT_SUPPORTED,
                "COMPUTE_32F_FAST_TF32 (not emulated)");
         cublasLtMatmulDescDestroy(tf32);
@@ -431,28 +420,28 @@ static void contracts(cublasLtHandle_t h) {
     }
     {   // the bias: its alignment in the descriptor at the heuristic is what the algorithm requires
         Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, p.bias, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "bias: heuristic");
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_SUCCESS, "bias 256-aligned");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "bias: heuristic");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_SUCCESS, "bias 256-aligned");
         const float *shifted = p.bias + 1;
         cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &shifted, sizeof shifted);
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_NOT_SUPPORTED, "bias 4-aligned after 16 chosen");
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "bias 4-aligned: heuristic");
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_SUCCESS, "bias 4-aligned, chosen for it");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_NOT_SUPPORTED, "bias 4-aligned after 16 chosen");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "bias 4-aligned: heuristic");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_SUCCESS, "bias 4-aligned, chosen for it");
         const float *none = NULL;
         cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &none, sizeof none);
-        EXPECT(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_INVALID_VALUE, "BIAS with a NULL bias");
+        CHECK(matmul(s, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_INVALID_VALUE, "BIAS with a NULL bias");
         int32_t bt = CUDA_R_16BF;
         cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED, "bf16 bias for fp32 D");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED, "bf16 bias for fp32 D");
         lt_free(s);
     }
     {   // an algorithm is for its problem: another m is refused
         Lt s = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 16);
-        EXPECT(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "reuse: heuristic");
+        CHECK(heuristic(s, &r, &found) == CUBLAS_STATUS_SUCCESS, "reuse: heuristic");
         Mat a = p.a, d = p.d;
         a.cols = 4, d.rows = 4;
         Lt s2 = lt_make(h, 1, 0, a, p.b, d, d, NULL, 16);
-        EXPECT(matmul(s2, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_INVALID_VALUE, "algorithm of m=8 used for m=4");
+        CHECK(matmul(s2, &r.algo, p.A, p.B, p.D) == CUBLAS_STATUS_INVALID_VALUE, "algorithm of m=8 used for m=4");
         lt_free(s2);
         lt_free(s);
     }
@@ -476,7 +465,7 @@ static void outside_device_memory(cublasLtHandle_t h) {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "host memory as A: abort expected (status %d)", status);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "host memory as A: abort expected (status %d)", status);
 }
 
 // 2b. Algorithms chosen for different alignments sum in different orders (as different GPU kernels may);
@@ -493,14 +482,14 @@ static void variants(cublasLtHandle_t h) {
         cublasLtMatmulHeuristicResult_t r;
         int found;
         heuristic(s, &r, &found);
-        EXPECT(matmul(s, &r.algo, A, B, D) == CUBLAS_STATUS_SUCCESS, "variants: matmul %d", i);
+        CHECK(matmul(s, &r.algo, A, B, D) == CUBLAS_STATUS_SUCCESS, "variants: matmul %d", i);
         out[i].assign(D, D + d.elems());
         lt_free(s);
     }
-    EXPECT(!memcmp(out[0].data(), out[1].data(), d.bytes()), "variants: one algorithm, two runs, different bits");
+    CHECK(!memcmp(out[0].data(), out[1].data(), d.bytes()), "variants: one algorithm, two runs, different bits");
     size_t differ = 0;
     for (size_t i = 0; i < d.elems(); i++) differ += memcmp(&out[0][i], &out[2][i], 4) != 0;
-    EXPECT(differ > 0, "variants: the 16-byte and 4-byte algorithms gave the same bits everywhere");
+    CHECK(differ > 0, "variants: the 16-byte and 4-byte algorithms gave the same bits everywhere");
     printf("variants: %zu of %zu elements differ between the 16- and 4-byte algorithms\n", differ, d.elems());
     cudaFree(A);
     cudaFree(B);
@@ -515,14 +504,14 @@ static void stream_order(cublasLtHandle_t h) {
     int found;
     heuristic(s, &r, &found);
     float alpha = 1.0f, beta = 0.0f;
-    EXPECT(cublasLtMatmul(h, s.op, &alpha, p.A, s.la, p.B, s.lb, &beta, p.D, s.ld, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
+    CHECK(cublasLtMatmul(h, s.op, &alpha, p.A, s.la, p.B, s.lb, &beta, p.D, s.ld, p.D, s.ld, &r.algo, g_ws, kWs, 0) ==
                CUBLAS_STATUS_SUCCESS,
            "stream order: matmul");
     memset(p.A, 0, p.a.bytes());           // read by the stream: A is now zero
     cudaStreamSynchronize(0);
     size_t nonzero = 0;
     for (size_t i = 0; i < p.d.elems(); i++) nonzero += p.D[i] != 0.0f;
-    EXPECT(nonzero == 0, "stream order: %zu elements of D nonzero (the product ran before the stream reached it)",
+    CHECK(nonzero == 0, "stream order: %zu elements of D nonzero (the product ran before the stream reached it)",
            nonzero);
     lt_free(s);
     problem_free(p);
@@ -538,23 +527,23 @@ static void hook(cublasLtHandle_t h) {
     Lt s16 = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 16), s4 = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, NULL, 4);
     Lt sb = lt_make(h, 1, 0, p.a, p.b, p.d, p.d, p.bias, 4);
     setenv("CT_EMU_LT_NO_ALGO", "all", 1);
-    EXPECT(heuristic(s4, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook all");
+    CHECK(heuristic(s4, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook all");
     setenv("CT_EMU_LT_NO_ALGO", "aligned", 1);
-    EXPECT(heuristic(s16, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook aligned: 16 refused");
-    EXPECT(heuristic(s4, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook aligned: 4 found");
+    CHECK(heuristic(s16, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook aligned: 16 refused");
+    CHECK(heuristic(s4, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook aligned: 4 found");
     setenv("CT_EMU_LT_NO_ALGO", "bias", 1);
-    EXPECT(heuristic(sb, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook bias: BIAS refused");
-    EXPECT(heuristic(s16, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook bias: DEFAULT found");
+    CHECK(heuristic(sb, &r, &found) == CUBLAS_STATUS_NOT_SUPPORTED && found == 0, "hook bias: BIAS refused");
+    CHECK(heuristic(s16, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook bias: DEFAULT found");
     setenv("CT_EMU_LT_NO_ALGO", "splitk,workspace", 1);
     uint32_t scheme = 0;
     size_t written = 0;
-    EXPECT(heuristic(s16, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1 && r.workspaceSize > kWs &&
+    CHECK(heuristic(s16, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1 && r.workspaceSize > kWs &&
                cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
                                                     sizeof scheme, &written) == CUBLAS_STATUS_SUCCESS &&
                scheme == CUBLASLT_REDUCTION_SCHEME_INPLACE,
            "hook splitk,workspace: an in-place split-K answer above the workspace");
     unsetenv("CT_EMU_LT_NO_ALGO");
-    EXPECT(heuristic(sb, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook off");
+    CHECK(heuristic(sb, &r, &found) == CUBLAS_STATUS_SUCCESS && found == 1, "hook off");
     lt_free(s16);
     lt_free(s4);
     lt_free(sb);
@@ -575,17 +564,17 @@ static void radix_sort() {
         vin[i] = i;
     }
     size_t bytes = 0;
-    EXPECT(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
+    CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
                                            (const int *)nullptr, (int *)nullptr, n, 3, 9, (cudaStream_t)0) ==
                    cudaSuccess &&
                bytes > 0,
            "SortPairs: size query");
     void *tmp = dmalloc(bytes);
     size_t small = bytes - 1;
-    EXPECT(cub::DeviceRadixSort::SortPairs(tmp, small, kin, kout, vin, vout, n, 3, 9, (cudaStream_t)0) ==
+    CHECK(cub::DeviceRadixSort::SortPairs(tmp, small, kin, kout, vin, vout, n, 3, 9, (cudaStream_t)0) ==
                cudaErrorInvalidValue,
            "SortPairs: too little temporary storage");
-    EXPECT(cub::DeviceRadixSort::SortPairs(tmp, bytes, kin, kout, vin, vout, n, 3, 9, (cudaStream_t)0) == cudaSuccess,
+    CHECK(cub::DeviceRadixSort::SortPairs(tmp, bytes, kin, kout, vin, vout, n, 3, 9, (cudaStream_t)0) == cudaSuccess,
            "SortPairs");
     cudaStreamSynchronize(0);
     std::vector<int> order(n);
@@ -593,10 +582,10 @@ static void radix_sort() {
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return ((keys[a] >> 3) & 63) < ((keys[b] >> 3) & 63); });
     int bad = 0;
     for (int i = 0; i < n; i++) bad += vout[i] != order[i] || kout[i] != keys[order[i]];
-    EXPECT(bad == 0, "SortPairs: %d items differ from std::stable_sort on bits [3, 9)", bad);
+    CHECK(bad == 0, "SortPairs: %d items differ from std::stable_sort on bits [3, 9)", bad);
     bool input_kept = true;
     for (int i = 0; i < n; i++) input_kept &= kin[i] == keys[i] && vin[i] == i;
-    EXPECT(input_kept, "SortPairs: the inputs were modified");
+    CHECK(input_kept, "SortPairs: the inputs were modified");
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -606,7 +595,7 @@ static void radix_sort() {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "SortPairs: overlapping keys must abort");
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "SortPairs: overlapping keys must abort");
     cudaFree(tmp);
     cudaFree(kin);
     cudaFree(kout);
@@ -628,6 +617,5 @@ int main(void) {
     radix_sort();
     cudaFree(g_ws);
     cublasLtDestroy(h);
-    printf("%d checks, %d failed\n", checks, failures);
-    return failures ? 1 : 0;
+    return check_summary();
 }
