@@ -382,6 +382,10 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
                    ? usage_error("--resume: the checkpoint's model.vocab %d (%s/state.json) is too small: byte-level "
                                  "data needs at least 256 symbols", c->vocab, o->resume_step_dir)
                    : usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
+    {   // before anything below (the memory estimate, the --mem-budget planner) divides by t or by the heads per rank
+        char err[512];
+        if (train_check_layout(o, o->world_size, err, sizeof err) != 0) return usage_error("%s", err);
+    }
     {   // Absurd sizes are refused with what they would need, before anything is allocated.
         double state, act, need = train_memory_estimate(o, &state, &act);
         double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
@@ -485,11 +489,7 @@ static int parse_on_all_ranks(Comm *comm, int argc, char **argv, TrainOptions *o
         saved = dup(fileno(stderr));
         if (!freopen("/dev/null", "w", stderr)) saved = -1;
     }
-    int rc = cli_parse_train(argc, argv, o, w->size);
-    if (rc == 0) {   // the layout needs the world's size; every rank reaches the same verdict
-        char err[512];
-        if (train_check_layout(o, w->size, err, sizeof err) != 0) rc = usage_error("%s", err);
-    }
+    int rc = cli_parse_train(argc, argv, o, w->size);   // checks the layout against the world's size too
     if (saved >= 0) { fflush(stderr); dup2(saved, fileno(stderr)); close(saved); }
     float flags[2] = {rc != 0 && rc != -1 ? 1.0f : 0.0f, w->rank == 0 && rc != 0 && rc != -1 ? 1.0f : 0.0f};
     if (w->size > 1) comm_allreduce_sum(w, flags, flags, 2);
