@@ -3,6 +3,7 @@
 #define CTRON_GPT_H
 #include <stddef.h>
 #include <stdint.h>
+#include "arch/arch.h"
 #include "backend/backend.h"
 #include "memory/arena.h"
 #include "memory/ledger.h"
@@ -16,7 +17,23 @@
 typedef struct {
     int layers, hidden, heads, seq, batch, vocab;
     float dropout;
+    // The family (arch/arch.h) and its knobs. 0 means the family's default: a config written as
+    // {layers, hidden, heads, seq, batch, vocab, dropout} is GPT-2 as before. gpt_config_resolve fills them.
+    int arch;                     // ArchKind
+    int kv_heads;                 // k and v heads (grouped-query attention; 0: = heads)
+    int ffn;                      // the MLP's inner width (0: arch_default_ffn)
+    float rope_theta;             // RoPE base (0: 10000)
+    float norm_eps;               // RMSNorm/LayerNorm epsilon (0: the family's)
+    int tie_embeddings;           // 1: the output layer is the token embedding; -1: its own; 0: the family's
+    int qkv_bias;                 // llama: q, k and v have biases (Qwen2)
 } GPTConfig;
+
+// Fills the 0 (default) knobs of c from its family's row; idempotent.
+void gpt_config_resolve(GPTConfig *c);
+// After gpt_config_resolve: the head dimension, the k/v width (kv·d) and whether the output layer is tied.
+static inline int gpt_head_dim(const GPTConfig *c) { return c->hidden / c->heads; }
+static inline int gpt_kv_width(const GPTConfig *c) { return c->kv_heads * (c->hidden / c->heads); }
+static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
 
 // Views into one flat buffer (parameters or their gradients): this rank's shards (the whole model
 // when t = 1; hl = h/t, fl = 4h/t, vl = ⌈v/t⌉). Per-layer tensors are stacked [L, ...]; weight
