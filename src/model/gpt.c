@@ -26,7 +26,9 @@ static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
     int t = m->tp.t;
     m->hl = c->hidden / t;
     m->al = c->heads / t;
-    m->fl = 4 * c->hidden / t;
+    m->kvh = c->kv_heads / t;
+    m->kvl = gpt_kv_width(c) / t;
+    m->fl = c->ffn / t;
     m->vl = (c->vocab + t - 1) / t;
     m->head0 = m->tp.rank * m->al;
     m->v0 = m->tp.rank * m->vl;
@@ -35,7 +37,8 @@ static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
 void gpt_init_params(GPT *m, const GPTConfig *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    set_layout(m, cfg, NULL);
+    gpt_config_resolve(&m->cfg);
+    set_layout(m, &m->cfg, NULL);
     m->pp = (PPLayout){1, 0, 1, cfg->layers, 1, 0, NULL};
     m->n_params = local_num_params(m);
     m->params = xcalloc(m->n_params * sizeof(float));
@@ -66,6 +69,7 @@ static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
 void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp, const PPLayout *pp) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
+    gpt_config_resolve(&m->cfg);
     const GPTConfig *c = &m->cfg;
     set_layout(m, c, tp);
     PPLayout one = {1, 0, 1, c->layers, 1, 0, NULL};

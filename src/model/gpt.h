@@ -47,6 +47,7 @@ typedef struct {
     float *fc1_w, *fc1_b;         // [L,fl,h], [L,fl]
     float *fc2_w, *fc2_b;         // [L,h,fl], [L,h]
     float *lnf_w, *lnf_b;         // [h]
+    float *lm_head;               // [vl,h] an untied output layer (NULL when tied to wte)
 } GPTTensors;
 
 // How a tensor is split over the TP ranks (Megatron): column-parallel weights and biases and the
@@ -57,7 +58,7 @@ typedef enum { TP_REPLICATED, TP_ROWS, TP_COLS } TPSplit;
 // One named parameter tensor (GPT-2 state-dict names, e.g. "h.0.attn.c_attn.weight"). shape is
 // this rank's shard; full_shape the model's tensor.
 typedef struct {
-    char name[48];
+    char name[64];                // HF llama names reach 48 characters
     size_t offset, numel;
     int ndim, shape[2], full_shape[2];
     int decay;                    // AdamW weight decay applies (weight matrices and wte)
@@ -66,6 +67,7 @@ typedef struct {
     int sp_partial;               // under SP each TP rank computes part of this gradient: all-reduce over TP
     int full_index;               // its index in the whole model's list (initialisation, checkpoints)
     int pp_mirror;                // the last pipeline stage's copy of the tied wte: the first stage's counts
+    int init;                     // how gpt_init_weights draws it (params.c's table)
 } ParamInfo;
 
 // What the TP group's bytes were moved for (comm.h's convention): the conjugate operators inside
@@ -152,7 +154,8 @@ typedef struct {
     // This rank's widths: hidden columns of q/k/v/context (h/t), heads (a/t), MLP columns (4h/t),
     // vocabulary rows (⌈v/t⌉: the vocabulary is padded to a multiple of t), first head, first
     // vocabulary row, and its sequence rows: s_rank positions from s0 (all of them without SP).
-    int hl, al, fl, vl, head0, v0;
+    // kvl, kvh: the k/v width (kv·d/t) and kv heads (kv/t) on this rank.
+    int hl, al, fl, vl, head0, v0, kvl, kvh;
     size_t n_params;              // this rank's parameters (its shards and the replicated tensors)
     uint64_t comm_bytes[TPC_PURPOSES];  // TP bytes moved since the caller last zeroed them
     Backend *be;                  // where tensors live and kernels run (the CPU backend; --precision)

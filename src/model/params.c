@@ -1,132 +1,321 @@
-// Parameter layout, GPT-2 state-dict names and initialisation.
+// Parameter layout, names and initialisation, from the families' tables (DESIGN.md §10).
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "model/gpt.h"
 #include "model/params.h"
 #include "util/common.h"
 
+// Widths of the tensors' dimensions: this rank's (local) or the whole model's.
+typedef struct { size_t h, q, kv, f, v, s; } Widths;
+
+static Widths widths_of(const GPT *m, int local) {
+    const GPTConfig *c = &m->cfg;
+    int t = local && m->tp.t > 1 ? m->tp.t : 1;
+    Widths w = {(size_t)c->hidden, (size_t)c->hidden / t, (size_t)gpt_kv_width(c) / t, (size_t)c->ffn / t,
+                local ? (size_t)m->vl : (size_t)c->vocab, (size_t)c->seq};
+    return w;
+}
+
+// The dimensions a table names: 1, h, q (heads·d), kv (kv heads·d), q + 2kv, the FFN (f), the MLP's
+// input linears (f, or gate and up: 2f), q + kv (where v starts in the qkv slab), vocabulary rows, positions.
+typedef enum { D_0, D_1, D_H, D_Q, D_KV, D_QKV, D_F, D_FC1, D_Q_KV, D_V, D_S } Dim;
+
+static size_t dim(const GPT *m, Widths w, Dim d) {
+    switch (d) {
+    case D_0: return 0;
+    case D_1: return 1;
+    case D_H: return w.h;
+    case D_Q: return w.q;
+    case D_KV: return w.kv;
+    case D_QKV: return w.q + 2 * w.kv;
+    case D_F: return w.f;
+    case D_FC1: return arch_spec((ArchKind)m->cfg.arch)->mlp == MLP_SWIGLU ? 2 * w.f : w.f;
+    case D_Q_KV: return w.q + w.kv;
+    case D_V: return w.v;
+    case D_S: return w.s;
+    }
+    return 0;
+}
+
+// Which families have a buffer or a tensor.
+typedef enum { NEED_ALWAYS, NEED_LINEAR_BIAS, NEED_QKV_BIAS, NEED_NORM_BIAS, NEED_LEARNED_POS, NEED_UNTIED } Need;
+
+static int needed(const GPTConfig *c, Need n) {
+    const ArchSpec *a = arch_spec((ArchKind)c->arch);
+    switch (n) {
+    case NEED_ALWAYS: return 1;
+    case NEED_LINEAR_BIAS: return a->linear_bias;
+    case NEED_QKV_BIAS: return a->linear_bias || c->qkv_bias;
+    case NEED_NORM_BIAS: return a->norm == NORM_LAYER;
+    case NEED_LEARNED_POS: return a->pos == POS_LEARNED;
+    case NEED_UNTIED: return !gpt_tied(c);
+    }
+    return 0;
+}
+
+// Where a buffer lives on a pipeline: the token embedding on the first stage (and the last when it is
+// the output layer too), positions on the first, the layers' on their stages, the head on the last.
+typedef enum { AT_EMBED, AT_FIRST, AT_LAYER, AT_LAST } Place;
+
+// The stacked buffers in their order in the flat parameter buffer (per-layer ones are [L, rows, cols]).
+typedef struct { size_t field; Dim rows, cols; Place at; Need need; } BufferRow;
+#define FIELD(f) offsetof(GPTTensors, f)
+static const BufferRow BUFFERS[] = {
+    {FIELD(wte), D_V, D_H, AT_EMBED, NEED_ALWAYS},      {FIELD(wpe), D_S, D_H, AT_FIRST, NEED_LEARNED_POS},
+    {FIELD(ln1_w), D_H, D_1, AT_LAYER, NEED_ALWAYS},    {FIELD(ln1_b), D_H, D_1, AT_LAYER, NEED_NORM_BIAS},
+    {FIELD(qkv_w), D_QKV, D_H, AT_LAYER, NEED_ALWAYS},  {FIELD(qkv_b), D_QKV, D_1, AT_LAYER, NEED_QKV_BIAS},
+    {FIELD(proj_w), D_H, D_Q, AT_LAYER, NEED_ALWAYS},   {FIELD(proj_b), D_H, D_1, AT_LAYER, NEED_LINEAR_BIAS},
+    {FIELD(ln2_w), D_H, D_1, AT_LAYER, NEED_ALWAYS},    {FIELD(ln2_b), D_H, D_1, AT_LAYER, NEED_NORM_BIAS},
+    {FIELD(fc1_w), D_FC1, D_H, AT_LAYER, NEED_ALWAYS},  {FIELD(fc1_b), D_FC1, D_1, AT_LAYER, NEED_LINEAR_BIAS},
+    {FIELD(fc2_w), D_H, D_F, AT_LAYER, NEED_ALWAYS},    {FIELD(fc2_b), D_H, D_1, AT_LAYER, NEED_LINEAR_BIAS},
+    {FIELD(lnf_w), D_H, D_1, AT_LAST, NEED_ALWAYS},     {FIELD(lnf_b), D_H, D_1, AT_LAST, NEED_NORM_BIAS},
+    {FIELD(lm_head), D_V, D_H, AT_LAST, NEED_UNTIED},
+};
+enum { N_BUFFERS = sizeof BUFFERS / sizeof BUFFERS[0] };
+
+static float **field_of(GPTTensors *t, size_t field) { return (float **)((char *)t + field); }
+static float *const *cfield_of(const GPTTensors *t, size_t field) { return (float *const *)((const char *)t + field); }
+
+static int on_stage(const GPT *m, Place at) {
+    switch (at) {
+    case AT_EMBED: return gpt_first_stage(m) || (gpt_last_stage(m) && gpt_tied(&m->cfg));
+    case AT_FIRST: return gpt_first_stage(m);
+    case AT_LAYER: return 1;
+    case AT_LAST: return gpt_last_stage(m);
+    }
+    return 0;
+}
+
+// Elements of one layer's (or the model-level buffer's) slice of a buffer on this rank; 0 if absent.
+static size_t buffer_slice(const GPT *m, const BufferRow *b) {
+    if (!needed(&m->cfg, b->need) || !on_stage(m, b->at)) return 0;
+    Widths w = widths_of(m, 1);
+    return dim(m, w, b->rows) * dim(m, w, b->cols);
+}
+
 BlockTensors block_tensors(const GPT *m, const GPTTensors *t, int l) {
-    size_t L = (size_t)gpt_local_layer(m, l), H = (size_t)m->cfg.hidden, hl = (size_t)m->hl, fl = (size_t)m->fl;
-    BlockTensors b = {
-        t->ln1_w + L * H, t->ln1_b + L * H, t->qkv_w + L * 3 * hl * H, t->qkv_b + L * 3 * hl,
-        t->proj_w + L * H * hl, t->proj_b + L * H, t->ln2_w + L * H, t->ln2_b + L * H,
-        t->fc1_w + L * fl * H, t->fc1_b + L * fl, t->fc2_w + L * H * fl, t->fc2_b + L * H};
+    BlockTensors b;
+    float **out = &b.ln1_w;   // BlockTensors lists the per-layer buffers in BUFFERS' order
+    size_t L = (size_t)gpt_local_layer(m, l);
+    for (int i = 0; i < N_BUFFERS; i++) {
+        if (BUFFERS[i].at != AT_LAYER) continue;
+        float *base = *cfield_of(t, BUFFERS[i].field);
+        *out++ = base ? base + L * buffer_slice(m, &BUFFERS[i]) : NULL;
+    }
     return b;
 }
 
-size_t gpt_num_params(const GPTConfig *c) {
-    size_t h = (size_t)c->hidden, L = (size_t)c->layers;
-    size_t per_layer = 2 * h + 3 * h * h + 3 * h + h * h + h + 2 * h + 4 * h * h + 4 * h + 4 * h * h + h;
-    return (size_t)c->vocab * h + (size_t)c->seq * h + L * per_layer + 2 * h;
+int block_buffers(const GPT *m, const GPTTensors *t, int l, float **ptr, size_t *count) {
+    BlockTensors b = block_tensors(m, t, l);
+    float **in = &b.ln1_w;
+    int n = 0;
+    for (int i = 0; i < N_BUFFERS; i++) {
+        if (BUFFERS[i].at != AT_LAYER) continue;
+        float *p = *in++;
+        if (!p) continue;
+        ptr[n] = p;
+        count[n++] = buffer_slice(m, &BUFFERS[i]);
+    }
+    return n;
 }
 
-// What this pipeline stage holds besides its layers: the token embedding on the first and the last
-// stage (tied to the output layer), positions on the first, the final LN on the last.
-static int has_wte(const GPT *m) { return gpt_first_stage(m) || gpt_last_stage(m); }
-
 size_t local_num_params(const GPT *m) {
-    size_t h = (size_t)m->cfg.hidden, L = (size_t)(m->cfg.layers / m->pp.p), hl = (size_t)m->hl, fl = (size_t)m->fl;
-    size_t per_layer = 2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h;
-    return (has_wte(m) ? (size_t)m->vl * h : 0) + (gpt_first_stage(m) ? (size_t)m->cfg.seq * h : 0) + L * per_layer +
-           (gpt_last_stage(m) ? 2 * h : 0);
+    size_t sum = 0, L = (size_t)(m->cfg.layers / m->pp.p);
+    for (int i = 0; i < N_BUFFERS; i++) sum += buffer_slice(m, &BUFFERS[i]) * (BUFFERS[i].at == AT_LAYER ? L : 1);
+    return sum;
+}
+
+size_t gpt_num_params(const GPTConfig *cfg) {
+    GPT whole;   // the whole model's widths: one rank, one stage
+    memset(&whole, 0, sizeof whole);
+    whole.cfg = *cfg;
+    gpt_config_resolve(&whole.cfg);
+    whole.tp.t = 1;
+    whole.vl = whole.cfg.vocab;
+    whole.pp = (PPLayout){1, 0, 1, cfg->layers, 1, 0, NULL};
+    return local_num_params(&whole);
 }
 
 // Lays the tensors out in one buffer (stacked per kind: the stage's layers in order); a tensor the
-// stage does not hold is NULL.
+// stage (or the family) does not have is NULL.
 void bind_tensors(const GPT *m, GPTTensors *t, float *base) {
-    size_t h = (size_t)m->cfg.hidden, L = (size_t)(m->cfg.layers / m->pp.p), hl = (size_t)m->hl, fl = (size_t)m->fl;
+    size_t L = (size_t)(m->cfg.layers / m->pp.p);
     float *p = base;
-#define TAKE(field, count) do { t->field = p; p += (count); } while (0)
     memset(t, 0, sizeof *t);
-    if (has_wte(m)) TAKE(wte, (size_t)m->vl * h);
-    if (gpt_first_stage(m)) TAKE(wpe, (size_t)m->cfg.seq * h);
-    TAKE(ln1_w, L * h); TAKE(ln1_b, L * h);
-    TAKE(qkv_w, L * 3 * hl * h); TAKE(qkv_b, L * 3 * hl);
-    TAKE(proj_w, L * h * hl); TAKE(proj_b, L * h);
-    TAKE(ln2_w, L * h); TAKE(ln2_b, L * h);
-    TAKE(fc1_w, L * fl * h); TAKE(fc1_b, L * fl);
-    TAKE(fc2_w, L * h * fl); TAKE(fc2_b, L * h);
-    if (gpt_last_stage(m)) { TAKE(lnf_w, h); TAKE(lnf_b, h); }
-#undef TAKE
+    for (int i = 0; i < N_BUFFERS; i++) {
+        size_t n = buffer_slice(m, &BUFFERS[i]);
+        if (!n) continue;
+        *field_of(t, BUFFERS[i].field) = p;
+        p += n * (BUFFERS[i].at == AT_LAYER ? L : 1);
+    }
 }
 
-typedef struct { int rows, cols, full_rows, full_cols; TPSplit split; int blocks; } Shard;
+// The named tensors of each family, in checkpoint order (full_index): the model-level ones before
+// the blocks, each block's, and those after. A tensor sits in a buffer at row `at` of the layer's
+// slice (q, k and v share the qkv slab; gate and up the fc1 slab).
+typedef enum { INIT_ONES, INIT_ZERO, INIT_NORMAL, INIT_NORMAL_RESID } Init;
+typedef enum { PART_BEFORE, PART_BLOCK, PART_AFTER } Part;
+typedef struct {
+    Part part;
+    const char *name;             // a printf pattern with the layer number for PART_BLOCK
+    size_t field;
+    Dim at, rows, cols;           // cols D_0: a vector
+    TPSplit split;
+    int blocks;                   // TP_ROWS: row blocks split separately (3 for GPT-2's fused c_attn)
+    Init init;
+    int decay;                    // AdamW weight decay: weight matrices and embeddings
+    Need need;
+} TensorRow;
 
-static void add_info(GPT *m, const char *name, const float *ptr, Shard sh, int decay, int full_index) {
+// GPT-2's state-dict names (HF's GPT2Model without the "transformer." prefix; Conv1D weights are
+// transposed in checkpoints, io/checkpoint.c). Initialisation as GPT-2: N(0, 0.02²), the residual
+// projections N(0, (0.02/√(2L))²), zero biases, LayerNorm weights 1.
+static const TensorRow GPT2_TENSORS[] = {
+    {PART_BEFORE, "wte.weight", FIELD(wte), D_0, D_V, D_H, TP_ROWS, 1, INIT_NORMAL, 1, NEED_ALWAYS},
+    {PART_BEFORE, "wpe.weight", FIELD(wpe), D_0, D_S, D_H, TP_REPLICATED, 1, INIT_NORMAL, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.ln_1.weight", FIELD(ln1_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.ln_1.bias", FIELD(ln1_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.attn.c_attn.weight", FIELD(qkv_w), D_0, D_QKV, D_H, TP_ROWS, 3, INIT_NORMAL, 1, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.attn.c_attn.bias", FIELD(qkv_b), D_0, D_QKV, D_0, TP_ROWS, 3, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.attn.c_proj.weight", FIELD(proj_w), D_0, D_H, D_Q, TP_COLS, 1, INIT_NORMAL_RESID, 1, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.attn.c_proj.bias", FIELD(proj_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.ln_2.weight", FIELD(ln2_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.ln_2.bias", FIELD(ln2_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.mlp.c_fc.weight", FIELD(fc1_w), D_0, D_F, D_H, TP_ROWS, 1, INIT_NORMAL, 1, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.mlp.c_fc.bias", FIELD(fc1_b), D_0, D_F, D_0, TP_ROWS, 1, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.mlp.c_proj.weight", FIELD(fc2_w), D_0, D_H, D_F, TP_COLS, 1, INIT_NORMAL_RESID, 1, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.mlp.c_proj.bias", FIELD(fc2_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_AFTER, "ln_f.weight", FIELD(lnf_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
+    {PART_AFTER, "ln_f.bias", FIELD(lnf_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
+};
+
+// Hugging Face LlamaForCausalLM's names and nn.Linear orientation [out, in]: a ctron checkpoint is its
+// state dict. Initialisation as HF's _init_weights: N(0, 0.02²) for every linear and the embedding,
+// RMSNorm weights 1, biases 0.
+static const TensorRow LLAMA_TENSORS[] = {
+    {PART_BEFORE, "model.embed_tokens.weight", FIELD(wte), D_0, D_V, D_H, TP_ROWS, 1, INIT_NORMAL, 1, NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.input_layernorm.weight", FIELD(ln1_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.self_attn.q_proj.weight", FIELD(qkv_w), D_0, D_Q, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.self_attn.k_proj.weight", FIELD(qkv_w), D_Q, D_KV, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.self_attn.v_proj.weight", FIELD(qkv_w), D_Q_KV, D_KV, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.self_attn.q_proj.bias", FIELD(qkv_b), D_0, D_Q, D_0, TP_ROWS, 1, INIT_ZERO, 0,
+     NEED_QKV_BIAS},
+    {PART_BLOCK, "model.layers.%d.self_attn.k_proj.bias", FIELD(qkv_b), D_Q, D_KV, D_0, TP_ROWS, 1, INIT_ZERO, 0,
+     NEED_QKV_BIAS},
+    {PART_BLOCK, "model.layers.%d.self_attn.v_proj.bias", FIELD(qkv_b), D_Q_KV, D_KV, D_0, TP_ROWS, 1, INIT_ZERO, 0,
+     NEED_QKV_BIAS},
+    {PART_BLOCK, "model.layers.%d.self_attn.o_proj.weight", FIELD(proj_w), D_0, D_H, D_Q, TP_COLS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.post_attention_layernorm.weight", FIELD(ln2_w), D_0, D_H, D_0, TP_REPLICATED, 1,
+     INIT_ONES, 0, NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.mlp.gate_proj.weight", FIELD(fc1_w), D_0, D_F, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.mlp.up_proj.weight", FIELD(fc1_w), D_F, D_F, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.mlp.down_proj.weight", FIELD(fc2_w), D_0, D_H, D_F, TP_COLS, 1, INIT_NORMAL, 1,
+     NEED_ALWAYS},
+    {PART_AFTER, "model.norm.weight", FIELD(lnf_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
+    {PART_AFTER, "lm_head.weight", FIELD(lm_head), D_0, D_V, D_H, TP_ROWS, 1, INIT_NORMAL, 1, NEED_UNTIED},
+};
+
+typedef struct { const TensorRow *rows; int n; } TensorTable;
+
+static TensorTable tensor_table(const GPTConfig *c) {
+    static const TensorTable tables[ARCH_COUNT] = {
+        [ARCH_GPT2] = {GPT2_TENSORS, sizeof GPT2_TENSORS / sizeof GPT2_TENSORS[0]},
+        [ARCH_LLAMA] = {LLAMA_TENSORS, sizeof LLAMA_TENSORS / sizeof LLAMA_TENSORS[0]},
+    };
+    return tables[c->arch >= 0 && c->arch < ARCH_COUNT ? c->arch : ARCH_GPT2];
+}
+
+// The whole model's tensors in checkpoint order: entry k is (row, layer) (layer -1 outside blocks).
+typedef struct { const TensorRow *row; int layer; } TensorRef;
+
+static int whole_model_list(const GPTConfig *c, TensorRef *out) {
+    TensorTable tt = tensor_table(c);
+    int n = 0;
+    for (int part = PART_BEFORE; part <= PART_AFTER; part++)
+        for (int l = 0; l < (part == PART_BLOCK ? c->layers : 1); l++)
+            for (int i = 0; i < tt.n; i++) {
+                if ((int)tt.rows[i].part != part || !needed(c, tt.rows[i].need)) continue;
+                if (out) out[n] = (TensorRef){&tt.rows[i], part == PART_BLOCK ? l : -1};
+                n++;
+            }
+    return n;
+}
+
+static void tensor_name(const TensorRef *r, char *buf, size_t len) {
+    if (r->layer >= 0) snprintf(buf, len, r->row->name, r->layer);
+    else snprintf(buf, len, "%s", r->row->name);
+}
+
+static void add_info(GPT *m, const TensorRef *r, int full_index) {
+    const TensorRow *row = r->row;
+    Widths lw = widths_of(m, 1), fw = widths_of(m, 0);
     ParamInfo *pi = &m->info[m->n_info++];
+    memset(pi, 0, sizeof *pi);
     pi->full_index = full_index;
-    pi->pp_mirror = 0;
-    snprintf(pi->name, sizeof pi->name, "%s", name);
-    pi->offset = (size_t)(ptr - m->params);
-    pi->ndim = sh.cols > 0 ? 2 : 1;
-    pi->shape[0] = sh.rows;
-    pi->shape[1] = sh.cols > 0 ? sh.cols : 0;
-    pi->full_shape[0] = sh.full_rows;
-    pi->full_shape[1] = sh.cols > 0 ? sh.full_cols : 0;
-    pi->numel = (size_t)sh.rows * (size_t)(sh.cols > 0 ? sh.cols : 1);
-    pi->decay = decay;
-    pi->split = sh.split;
-    pi->row_blocks = sh.blocks;
-    // SP runs LayerNorms, the row-parallel biases, dropout and the position embedding on s/t rows.
-    pi->sp_partial = m->tp.sp && sh.split == TP_REPLICATED;
+    tensor_name(r, pi->name, sizeof pi->name);
+    float *base = *cfield_of(&m->w, row->field);
+    if (r->layer >= 0) {
+        const BufferRow *b = NULL;
+        for (int i = 0; i < N_BUFFERS; i++)
+            if (BUFFERS[i].field == row->field) b = &BUFFERS[i];
+        base += (size_t)gpt_local_layer(m, r->layer) * buffer_slice(m, b);
+    }
+    size_t cols = row->cols == D_0 ? 1 : dim(m, lw, row->cols);
+    pi->offset = (size_t)(base - m->params) + dim(m, lw, row->at) * cols;
+    pi->ndim = row->cols == D_0 ? 1 : 2;
+    pi->shape[0] = (int)dim(m, lw, row->rows);
+    pi->shape[1] = row->cols == D_0 ? 0 : (int)cols;
+    pi->full_shape[0] = (int)dim(m, fw, row->rows);
+    pi->full_shape[1] = row->cols == D_0 ? 0 : (int)dim(m, fw, row->cols);
+    pi->numel = (size_t)pi->shape[0] * cols;
+    pi->decay = row->decay;
+    pi->split = row->split;
+    pi->row_blocks = row->blocks;
+    pi->init = (int)row->init;
+    // SP runs the norms, the row-parallel biases, dropout and the position embedding on s/t rows.
+    pi->sp_partial = m->tp.sp && row->split == TP_REPLICATED;
+    // the last stage's copy of a tied token embedding: the first stage's counts
+    pi->pp_mirror = row->field == FIELD(wte) && !gpt_first_stage(m);
 }
 
 void build_info(GPT *m) {
-    int h = m->cfg.hidden, hl = m->hl, fl = m->fl;
-    m->info = xmalloc(sizeof(ParamInfo) * (size_t)(4 + 12 * m->cfg.layers));
+    int n = whole_model_list(&m->cfg, NULL);
+    TensorRef *all = xmalloc(sizeof(TensorRef) * (size_t)n);
+    whole_model_list(&m->cfg, all);
+    m->info = xmalloc(sizeof(ParamInfo) * (size_t)n);
     m->n_info = 0;
-    Shard vec = {h, 0, h, 0, TP_REPLICATED, 1};
-    Shard wte = {m->vl, h, m->cfg.vocab, h, TP_ROWS, 1}, wpe = {m->cfg.seq, h, m->cfg.seq, h, TP_REPLICATED, 1};
-    Shard qkv_w = {3 * hl, h, 3 * h, h, TP_ROWS, 3}, qkv_b = {3 * hl, 0, 3 * h, 0, TP_ROWS, 3};
-    Shard proj_w = {h, hl, h, h, TP_COLS, 1};
-    Shard fc1_w = {fl, h, 4 * h, h, TP_ROWS, 1}, fc1_b = {fl, 0, 4 * h, 0, TP_ROWS, 1};
-    Shard fc2_w = {h, fl, h, 4 * h, TP_COLS, 1};
-    // Weight decay: weight matrices and the (tied) token embedding; not biases, LN or positions.
-    // full_index: the place in the whole model's list (wte, wpe, 12 per layer, ln_f), on any stage.
-    if (has_wte(m)) {
-        add_info(m, "wte.weight", m->w.wte, wte, 1, 0);
-        m->info[m->n_info - 1].pp_mirror = !gpt_first_stage(m);
+    for (int k = 0; k < n; k++) {
+        const TensorRow *row = all[k].row;
+        const BufferRow *b = NULL;
+        for (int i = 0; i < N_BUFFERS; i++)
+            if (BUFFERS[i].field == row->field) b = &BUFFERS[i];
+        if (all[k].layer >= 0 ? !gpt_owns_layer(m, all[k].layer) : !on_stage(m, b->at)) continue;
+        add_info(m, &all[k], k);
     }
-    if (gpt_first_stage(m)) add_info(m, "wpe.weight", m->w.wpe, wpe, 0, 1);
-    char name[48];
-    for (int l = 0; l < m->cfg.layers; l++) {
-        if (!gpt_owns_layer(m, l)) continue;
-        BlockTensors b = block_tensors(m, &m->w, l);
-        int j = 2 + 12 * l;
-#define INFO(suffix, ptr, shard, decay) \
-        do { snprintf(name, sizeof name, "h.%d.%s", l, suffix); add_info(m, name, ptr, shard, decay, j++); } while (0)
-        INFO("ln_1.weight", b.ln1_w, vec, 0);
-        INFO("ln_1.bias", b.ln1_b, vec, 0);
-        INFO("attn.c_attn.weight", b.qkv_w, qkv_w, 1);
-        INFO("attn.c_attn.bias", b.qkv_b, qkv_b, 0);
-        INFO("attn.c_proj.weight", b.proj_w, proj_w, 1);
-        INFO("attn.c_proj.bias", b.proj_b, vec, 0);
-        INFO("ln_2.weight", b.ln2_w, vec, 0);
-        INFO("ln_2.bias", b.ln2_b, vec, 0);
-        INFO("mlp.c_fc.weight", b.fc1_w, fc1_w, 1);
-        INFO("mlp.c_fc.bias", b.fc1_b, fc1_b, 0);
-        INFO("mlp.c_proj.weight", b.fc2_w, fc2_w, 1);
-        INFO("mlp.c_proj.bias", b.fc2_b, vec, 0);
-#undef INFO
-    }
-    if (gpt_last_stage(m)) {
-        add_info(m, "ln_f.weight", m->w.lnf_w, vec, 0, 2 + 12 * m->cfg.layers);
-        add_info(m, "ln_f.bias", m->w.lnf_b, vec, 0, 3 + 12 * m->cfg.layers);
-    }
+    free(all);
 }
 
 void gpt_param_full_name(const GPTConfig *c, int full_index, char *buf, size_t len) {
-    static const char *suffix[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
-                                     "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
-                                     "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
-    int k = full_index - 2, L = c->layers;
-    if (full_index == 0) snprintf(buf, len, "wte.weight");
-    else if (full_index == 1) snprintf(buf, len, "wpe.weight");
-    else if (k >= 0 && k < 12 * L) snprintf(buf, len, "h.%d.%s", k / 12, suffix[k % 12]);
-    else if (k == 12 * L) snprintf(buf, len, "ln_f.weight");
-    else if (k == 12 * L + 1) snprintf(buf, len, "ln_f.bias");
-    else snprintf(buf, len, "?");
+    GPTConfig rc = *c;
+    gpt_config_resolve(&rc);
+    int n = whole_model_list(&rc, NULL);
+    if (full_index < 0 || full_index >= n) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    TensorRef *all = xmalloc(sizeof(TensorRef) * (size_t)n);
+    whole_model_list(&rc, all);
+    tensor_name(&all[full_index], buf, len);
+    free(all);
 }
 
 const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
@@ -135,6 +324,7 @@ const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
     return NULL;
 }
 
+#undef FIELD
 // N(0, std²) from Philox, Box–Muller: element e of tensor `id` uses counter (e/2, id).
 static void fill_normal(float *x, size_t n, float std, uint64_t seed, uint32_t id) {
     philox_key key = philox_key_from_seed(seed);
@@ -171,23 +361,17 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
 
 // params: host memory laid out as m's parameters.
 static void init_whole(const GPT *m, float *params, uint64_t seed) {
-    // GPT-2 initialisation: N(0, 0.02²) for weights and embeddings, residual projections scaled by
-    // 1/√(2L), zero biases, LayerNorm weight 1 and bias 0.
+    // The family's table says how (TensorRow.init): GPT-2 scales its residual projections by 1/√(2L).
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
     for (int i = 0; i < m->n_info; i++) {
         ParamInfo *pi = &m->info[i];
         float *x = params + pi->offset;
-        const char *n = pi->name;
-        size_t len = strlen(n);
-        int is_bias = len > 5 && strcmp(n + len - 5, ".bias") == 0;
-        int is_ln = strstr(n, "ln_") != NULL;
-        if (is_ln && !is_bias) {
+        if (pi->init == INIT_ONES) {
             for (size_t e = 0; e < pi->numel; e++) x[e] = 1.0f;
-        } else if (is_bias) {
+        } else if (pi->init == INIT_ZERO) {
             memset(x, 0, pi->numel * sizeof(float));
         } else {
-            int resid = strstr(n, "c_proj.weight") != NULL;
-            fill_normal(x, pi->numel, resid ? resid_std : 0.02f, seed, (uint32_t)pi->full_index);
+            fill_normal(x, pi->numel, pi->init == INIT_NORMAL_RESID ? resid_std : 0.02f, seed, (uint32_t)pi->full_index);
         }
     }
 }

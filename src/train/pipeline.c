@@ -134,12 +134,10 @@ static void push_req(Pipeline *pl, CommRequest r) {
 // Layered gradient accumulation: layer l's gradient is complete (its last micro-batch is done), so its
 // data-parallel sum starts now, while the earlier layers compute.
 static void reduce_layer(Pipeline *pl, GPT *m, int l) {
-    BlockTensors g = block_tensors(m, &m->g, l);
-    size_t h = (size_t)m->cfg.hidden, hl = (size_t)m->hl, fl = (size_t)m->fl;
-    float *part[12] = {g.ln1_w, g.ln1_b, g.qkv_w, g.qkv_b, g.proj_w, g.proj_b, g.ln2_w, g.ln2_b, g.fc1_w, g.fc1_b,
-                       g.fc2_w, g.fc2_b};
-    size_t count[12] = {h, h, 3 * hl * h, 3 * hl, h * hl, h, h, h, fl * h, fl, h * fl, h};
-    for (int i = 0; i < 12; i++) {
+    float *part[12];
+    size_t count[12];
+    int n = block_buffers(m, &m->g, l, part, count);
+    for (int i = 0; i < n; i++) {
         CommRequest r;
         comm_device_iallreduce_sum(pl->dp, part[i], count[i], &r);
         push_req(pl, r);
