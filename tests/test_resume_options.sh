@@ -38,6 +38,9 @@ declare -A value=(
   [tokenizer]="--data $dir/text.txt --tokenizer $dir/vocab.json --vocab 300" [val-data]="--val-data $dir/val.txt"
   [ckpt-dir]="" [data]="--data $dir/text.txt" [precision]="--precision bf16" [device]="--device cpu-guarded"
   [tp]="np2:--tp 2" [sp]="np2:--tp 2 --sp" [pp]="np2:--pp 2 --grad-accum 2" [zero]="np2:--zero 1"
+  [arch]="--arch llama" [kv-heads]="--arch llama --kv-heads 2" [ffn-hidden]="--arch llama --ffn-hidden 80"
+  [rope-theta]="--arch llama --rope-theta 500000" [norm-eps]="--arch llama --norm-eps 1e-6"
+  [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
 )
 # No command-line flag: AdamW's betas are fixed (state.json optimizer.beta1/beta2 restores them).
 declare -A noflag=([adam-beta1]=1 [adam-beta2]=1)

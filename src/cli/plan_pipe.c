@@ -8,9 +8,11 @@
 // The shape ctron train runs (train_options.c's): one micro-batch on one tensor-parallel rank.
 static ActShape shape_of(const TrainOptions *o) {
     const GPTConfig *c = &o->model;
-    return (ActShape){.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
-                      .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks,
-                      .dropout = c->dropout > 0.0f, .t = o->tp, .sp = o->sp};
+    ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
+                   .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c->dropout > 0.0f,
+                   .t = o->tp, .sp = o->sp};
+    gpt_shape_family(c, &sh);
+    return sh;
 }
 
 int plan_print_stages(FILE *f, const TrainOptions *o, const PipeSpec *spec, double budget) {

@@ -33,6 +33,16 @@ void cli_train_usage(FILE *f) {
         "  --batch N         micro-batch size b, sequences (default 8)\n"
         "  --vocab N         vocabulary size v, at least 256 for byte-level data (default 256)\n"
         "  --dropout P       dropout probability, 0 <= P < 1 (default 0.1)\n"
+        "  --arch gpt2|llama the block (docs/LLAMA.md): GPT-2 (LayerNorm, GeLU MLP, learned positions, tied\n"
+        "                    output layer) or Llama (RMSNorm, SwiGLU MLP, RoPE, grouped-query attention, no\n"
+        "                    biases, untied output layer, dropout 0 by default) (default gpt2)\n"
+        "llama only\n"
+        "  --kv-heads N      key/value heads, a divisor of --heads (1: MQA; default --heads: MHA)\n"
+        "  --ffn-hidden N    the SwiGLU MLP's width (default 8h/3 rounded up to a multiple of 64)\n"
+        "  --rope-theta X    RoPE base (default 10000); rotate_half pairing (Hugging Face), not interleaved\n"
+        "  --norm-eps X      RMSNorm epsilon (default 1e-5)\n"
+        "  --tie-embeddings  the output layer is the token embedding (default: its own, lm_head)\n"
+        "  --qkv-bias        q, k and v projections carry biases (Qwen2)\n"
         "\n"
         "optimisation\n"
         "  --steps N         optimizer steps (default 300)\n"
@@ -126,6 +136,7 @@ void cli_train_usage(FILE *f) {
 
 // Usage errors (exit 2) through the helpers every subcommand shares (cli/args.h).
 #define usage_error(...) args_error("train", __VA_ARGS__)
+
 #define parse_int(flag, text, lo, hi, out) args_int("train", flag, text, lo, hi, out)
 #define parse_float(flag, text, lo, hi, hi_open, out) args_double("train", flag, text, lo, hi, hi_open, out)
 
@@ -136,7 +147,8 @@ enum {
     OPT_RECOMPUTE, OPT_RC_METHOD, OPT_RC_NUM, OPT_RC_LAYERS, OPT_MASKS, OPT_ACT_DTYPE, OPT_PRECISION, OPT_BF16, OPT_PEAK,
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS
+    OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
+    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS
 };
 
 // The device is opened once here, so that a missing GPU or driver, or an index past the devices
@@ -185,6 +197,10 @@ static int was_given(const char *const *given, int n, const char *flag) {
 // Every long option of ctron train (the command line, and --resume's restoring of recorded options).
 static const struct option train_opts[] = {
     {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
+    {"arch", required_argument, 0, OPT_ARCH}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
+    {"ffn-hidden", required_argument, 0, OPT_FFN}, {"rope-theta", required_argument, 0, OPT_ROPE_THETA},
+    {"norm-eps", required_argument, 0, OPT_NORM_EPS}, {"tie-embeddings", no_argument, 0, OPT_TIE},
+    {"qkv-bias", no_argument, 0, OPT_QKV_BIAS},
     {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
     {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
     {"dropout", required_argument, 0, OPT_DROPOUT}, {"steps", required_argument, 0, OPT_STEPS},
@@ -233,6 +249,16 @@ static int apply_option(TrainOptions *o, int ch, const char *optarg, const char 
     case OPT_BATCH: rc = parse_int("--batch", optarg, 1, INT_MAX, &c->batch); break;
     case OPT_VOCAB: rc = parse_int("--vocab", optarg, 1, INT_MAX, &c->vocab); break;
     case OPT_DROPOUT: rc = parse_float("--dropout", optarg, 0.0, 1.0, 1, &x); c->dropout = (float)x; break;
+    case OPT_ARCH:
+        c->arch = arch_from_name(optarg);
+        if (c->arch < 0) return usage_error("--arch '%s': expected one of %s", optarg, arch_choices());
+        break;
+    case OPT_KV_HEADS: rc = parse_int("--kv-heads", optarg, 1, INT_MAX, &c->kv_heads); break;
+    case OPT_FFN: rc = parse_int("--ffn-hidden", optarg, 1, INT_MAX, &c->ffn); break;
+    case OPT_ROPE_THETA: rc = parse_float("--rope-theta", optarg, 1.0, 1e12, 0, &x); c->rope_theta = (float)x; break;
+    case OPT_NORM_EPS: rc = parse_float("--norm-eps", optarg, 1e-12, 1.0, 0, &x); c->norm_eps = (float)x; break;
+    case OPT_TIE: c->tie_embeddings = 1; break;
+    case OPT_QKV_BIAS: c->qkv_bias = 1; break;
     case OPT_STEPS: rc = parse_int("--steps", optarg, 1, INT_MAX, &o->steps); break;
     case OPT_LR: rc = parse_float("--lr", optarg, 1e-12, 10.0, 0, &x); o->lr = (float)x; break;
     case OPT_MIN_LR: rc = parse_float("--min-lr", optarg, 0.0, 10.0, 0, &x); o->min_lr = (float)x; break;
@@ -347,6 +373,35 @@ static int apply_recorded(TrainOptions *o, const char *name, const char *value) 
     return usage_error("--resume: the checkpoint records an option --%s this ctron does not have", name);
 }
 
+// The family's knobs against the family: a flag the other family has no use for is refused (GPT-2's
+// LayerNorm epsilon, FFN width and tying are fixed; llama has no GeLU for Tempo or Few-Bit), then the
+// defaults are filled in (llama's dropout is 0 unless given). Runs after --resume took the checkpoint's.
+static int check_arch(TrainOptions *o, const char *const *given, int n_given) {
+    GPTConfig *c = &o->model;
+    const ArchSpec *a = arch_spec((ArchKind)c->arch);
+    static const char *const llama_only[] = {"kv-heads", "ffn-hidden", "rope-theta", "norm-eps", "tie-embeddings",
+                                             "qkv-bias"};
+    for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
+        if (c->arch == ARCH_GPT2 && was_given(given, n_given, llama_only[i]))
+            return usage_error("--%s is a llama option (--arch llama): GPT-2 has LayerNorm eps 1e-5, an FFN of 4h, "
+                               "learned positions, MHA and a tied output layer", llama_only[i]);
+    if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
+        return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
+                           o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);
+    if (a->mlp != MLP_GELU && o->mini_seq > 1)
+        return usage_error("--mini-seq %d: the chunked MLP is GPT-2's GeLU MLP; --arch %s (SwiGLU) does not have it "
+                           "yet", o->mini_seq, a->name);
+    if (!o->resume && !was_given(given, n_given, "dropout")) c->dropout = a->dropout_default;
+    if (c->kv_heads > 0 && c->heads % c->kv_heads != 0)
+        return usage_error("--kv-heads %d does not divide --heads %d (each key/value head serves a whole group of "
+                           "query heads)", c->kv_heads, c->heads);
+    if (a->pos == POS_ROPE && c->hidden % c->heads == 0 && (c->hidden / c->heads) % 2 != 0)
+        return usage_error("--hidden %d / --heads %d = head dimension %d is odd: RoPE rotates pairs (j, j + d/2)",
+                           c->hidden, c->heads, c->hidden / c->heads);
+    gpt_config_resolve(c);
+    return 0;
+}
+
 int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     train_options_default(o);
     o->world_size = world_size;
@@ -371,6 +426,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     }
     if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if ((rc = cli_train_ckpt_flags(o, given, n_given, apply_recorded)) != 0) return rc;
+    if ((rc = check_arch(o, given, n_given)) != 0) return rc;
     if ((rc = check_precision(o, given, n_given)) != 0) return rc;
     if ((rc = check_device(o)) != 0) return rc;
 

@@ -30,7 +30,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     cJSON_AddNumberToObject(o, "step", st->step);
 
     cJSON *mo = cJSON_AddObjectToObject(o, "model");
-    cJSON_AddStringToObject(mo, "arch", "gpt2");
+    cJSON_AddStringToObject(mo, "arch", arch_spec((ArchKind)c->arch)->name);
     cJSON_AddNumberToObject(mo, "layers", c->layers);
     cJSON_AddNumberToObject(mo, "hidden", c->hidden);
     cJSON_AddNumberToObject(mo, "heads", c->heads);
@@ -38,9 +38,18 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     cJSON_AddNumberToObject(mo, "batch", c->batch);
     cJSON_AddNumberToObject(mo, "vocab", c->vocab);
     cJSON_AddNumberToObject(mo, "dropout", short_float(c->dropout));
-    cJSON_AddNumberToObject(mo, "layer_norm_eps", 1e-5);
-    cJSON_AddStringToObject(mo, "activation", "gelu_tanh");
-    cJSON_AddBoolToObject(mo, "tied_embeddings", 1);
+    if (c->arch == ARCH_GPT2) {
+        cJSON_AddNumberToObject(mo, "layer_norm_eps", 1e-5);
+        cJSON_AddStringToObject(mo, "activation", "gelu_tanh");
+    } else {   // the family's knobs (resolved: every value explicit)
+        cJSON_AddNumberToObject(mo, "kv_heads", c->kv_heads);
+        cJSON_AddNumberToObject(mo, "ffn", c->ffn);
+        cJSON_AddNumberToObject(mo, "rope_theta", short_float(c->rope_theta));
+        cJSON_AddNumberToObject(mo, "rms_norm_eps", short_float(c->norm_eps));
+        cJSON_AddStringToObject(mo, "activation", "silu");
+        cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
+    }
+    cJSON_AddBoolToObject(mo, "tied_embeddings", c->tie_embeddings > 0);
 
     cJSON *op = cJSON_AddObjectToObject(o, "optimizer");
     cJSON_AddStringToObject(op, "type", "adamw");
@@ -209,7 +218,8 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     st->step = (int)number(&r, NULL, "step", 0, 2147483647, 1);
     GPTConfig *c = &st->model;
     const char *arch = string(&r, "model", "arch");
-    if (!r.failed && strcmp(arch, "gpt2") != 0) bad(&r, "model", "arch", "\"gpt2\"");
+    if (!r.failed && arch_from_name(arch) < 0) bad(&r, "model", "arch", "one of gpt2, llama");
+    c->arch = r.failed ? ARCH_GPT2 : arch_from_name(arch);
     c->layers = (int)number(&r, "model", "layers", 1, 65535, 1);
     c->hidden = (int)number(&r, "model", "hidden", 1, 2147483647, 1);
     c->heads = (int)number(&r, "model", "heads", 1, 2147483647, 1);
@@ -218,6 +228,20 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     c->vocab = (int)number(&r, "model", "vocab", 1, 2147483647, 1);
     c->dropout = (float)number(&r, "model", "dropout", 0, 0.999999, 0);
     if (!r.failed && c->hidden % c->heads != 0) bad(&r, "model", "hidden", "divisible by model.heads");
+    if (!r.failed && c->arch != ARCH_GPT2) {
+        c->kv_heads = (int)number(&r, "model", "kv_heads", 1, c->heads, 1);
+        if (!r.failed && c->heads % c->kv_heads != 0) bad(&r, "model", "kv_heads", "a divisor of model.heads");
+        c->ffn = (int)number(&r, "model", "ffn", 1, 2147483647, 1);
+        c->rope_theta = (float)number(&r, "model", "rope_theta", 1, 1e12, 0);
+        c->norm_eps = (float)number(&r, "model", "rms_norm_eps", 1e-12, 1, 0);
+        const cJSON *mo = cJSON_GetObjectItemCaseSensitive(root, "model");
+        const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mo, "tied_embeddings");
+        const cJSON *bias = cJSON_GetObjectItemCaseSensitive(mo, "qkv_bias");
+        if (!r.failed && !cJSON_IsBool(tied)) bad(&r, "model", "tied_embeddings", "true or false");
+        if (!r.failed && bias && !cJSON_IsBool(bias)) bad(&r, "model", "qkv_bias", "true or false");
+        c->tie_embeddings = cJSON_IsTrue(tied) ? 1 : -1;
+        c->qkv_bias = cJSON_IsTrue(bias);
+    }
     st->beta1 = (float)number(&r, "optimizer", "beta1", 0, 1, 0);
     st->beta2 = (float)number(&r, "optimizer", "beta2", 0, 1, 0);
     st->eps = (float)number(&r, "optimizer", "eps", 0, 1, 0);

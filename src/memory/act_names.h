@@ -10,7 +10,9 @@ typedef enum {
     // per-layer extras: LayerNorm statistics; Tempo's GeLU branch bits (kept instead of gelu_in)
     // and Few-Bit's k-bit GeLU codes (kept instead of gelu_in)
     // and flash attention's log-sum-exp per query row (kept instead of the s×s tensors)
-    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE, ACT_ATTN_LSE,
+    // and the SwiGLU MLP's two inputs (llama: kept instead of gelu_in and fc2_in, whose place they take;
+    // SwiGLU's backward recomputes its output, the down projection's input, from them)
+    ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE, ACT_ATTN_LSE, ACT_GATE, ACT_UP,
     ACT_N_LAYER,
     // the model-level tensors
     // (with --mini-seq the output layer runs in chunks and keeps only dL/d lm_in: lm_grad)
@@ -27,7 +29,7 @@ static inline int act_is_mask(ActName n) {
 }
 // Kept as bits whatever the mask mode: Tempo's GeLU branch (1 per element), Few-Bit codes (k).
 static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == ACT_GELU_CODE; }
-// LN statistics and logits are always fp32, whatever act_dtype is.
+// Norm statistics (LayerNorm: mean and 1/std per row; RMSNorm: 1/rms) and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
     return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD ||
            n == ACT_ATTN_LSE;

@@ -47,7 +47,7 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     fprintf(f, "  %-11s %14s %14s %12s %12s\n", "kept by", "layer 0", "predicted", "all layers", "predicted");
     for (int n = 0; n < ACT_N_LAYER; n++) {
         if (n == ACT_N_CORE) fprintf(f, "  -- LayerNorm statistics, Tempo's GeLU bits --\n");
-        bad += print_name_row(f, lg, sh, p, (ActName)n, act_layer_name_bytes);
+        if (act_in_block(sh, (ActName)n)) bad += print_name_row(f, lg, sh, p, (ActName)n, act_layer_name_bytes);
     }
     fprintf(f, "  -- model extras --\n");
     for (int n = ACT_EMB_MASK; n < ACT_COUNT; n++) {

@@ -6,6 +6,8 @@ size_t act_elements(const ActShape *sh, ActName name) {
     size_t t = sh->t > 1 ? (size_t)sh->t : 1, sp_div = sh->sp ? t : 1;
     size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
     size_t rows = (size_t)(sh->s * sh->b);
+    size_t kv = sh->kv > 0 ? (size_t)sh->kv : (size_t)sh->a, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * (size_t)sh->h;
+    size_t sbf = rows * f / t;
     switch (name) {
     case ACT_LM_IN:
         return sh->mini_seq > 1 ? 0 : sbh / sp_div;
@@ -13,10 +15,14 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return sbh / sp_div;
     case ACT_LM_GRAD:                        // every row's partial sum (TP reduces it in backward)
         return sh->mini_seq > 1 ? sbh : 0;
-    case ACT_Q: case ACT_K: case ACT_V: case ACT_PROJ_IN:
+    case ACT_Q: case ACT_PROJ_IN:
         return sbh / t;
+    case ACT_K: case ACT_V:                  // kv of the a heads' width (grouped-query attention)
+        return sbh / (size_t)sh->a * kv / t;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE:
-        return 4 * sbh / t;
+        return sh->swiglu ? 0 : sbf;
+    case ACT_GATE: case ACT_UP:
+        return sh->swiglu ? sbf : 0;
     case ACT_ATTN_PROB:
         return as2b / t;
     case ACT_ATTN_MASK: case ACT_ATTN_DROP:
@@ -26,12 +32,20 @@ size_t act_elements(const ActShape *sh, ActName name) {
     case ACT_ATTN_LSE:
         return (size_t)(sh->a * sh->s * sh->b) / t;   // one per query row and head
     case ACT_LN1_STATS: case ACT_LN2_STATS: case ACT_LNF_STATS:
-        return 2 * rows / sp_div;            // mean and 1/std per row
+        return (sh->rms_norm ? 1 : 2) * rows / sp_div;   // LayerNorm: mean and 1/std per row; RMSNorm: 1/rms
     case ACT_LOGITS:
         if (sh->mini_seq > 1) return 0;
         return rows * (((size_t)sh->v + t - 1) / t);   // vocabulary-parallel, padded to a multiple of t
     default:
         return 0;
+    }
+}
+
+int act_in_block(const ActShape *sh, ActName name) {
+    switch (name) {
+    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE: return !sh->swiglu;
+    case ACT_GATE: case ACT_UP: return sh->swiglu;
+    default: return 1;
     }
 }
 
@@ -47,7 +61,8 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name) {
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
     // Mini-seq: the MLP's inner tensors are recomputed chunk by chunk, whatever else is asked
-    if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GELU_BRANCH || name == ACT_GELU_CODE) &&
+    if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GELU_BRANCH || name == ACT_GELU_CODE ||
+         name == ACT_GATE || name == ACT_UP) &&
         (tempo & MINI_SEQ))
         return 0;
     // Flash attention: the log-sum-exp instead of the s×s tensors

@@ -16,8 +16,16 @@ typedef struct {
     int sp;            // sequence parallelism on
     int gelu_bits;     // k of Few-Bit GeLU codes (0: none kept)
     int mini_seq;      // chunks of the Mini-Sequence MLP and output layer (0: off)
+    // The family's block (arch/arch.h); 0 for each is GPT-2's.
+    long kv;           // k and v heads (grouped-query attention; 0: a)
+    long ffn;          // the MLP's inner width (0: 4h)
+    int rms_norm;      // RMSNorm: one statistic per row (1/rms) instead of LayerNorm's two
+    int swiglu;        // the MLP keeps gate and up (no gelu_in, no fc2_in: SwiGLU's backward recomputes it)
 } ActShape;
 
+// Does the family's block have `name` at all (GPT-2 never keeps gate/up, llama never gelu_in/fc2_in
+// or GeLU bits)? Reports list only these.
+int act_in_block(const ActShape *sh, ActName name);
 // Elements of one tensor on one rank (0 when the configuration never has it).
 size_t act_elements(const ActShape *sh, ActName name);
 // Bytes one tensor takes when it is kept.

@@ -54,6 +54,7 @@ static void print_names(FILE *f, const MemoryConfig *c) {
     for (int j = 0; j < n; j++) fprintf(f, " %16s", class_name(&cls[j], name, sizeof name));
     fputc('\n', f);
     for (int a = 0; a < ACT_N_LAYER; a++) {
+        if (!act_in_block(&c->lay.sh, (ActName)a)) continue;
         fprintf(f, "  %-12s", act_name_str((ActName)a));
         for (int j = 0; j < n; j++)
             fprintf(f, " %16s", fmt((double)act_layer_name_bytes(&c->lay.sh, &c->policy, cls[j].first, (ActName)a), b,
@@ -242,8 +243,9 @@ cJSON *memory_report_json(const MemoryConfig *c) {
         cJSON_AddNumberToObject(k, "layers", cls[j].count);
         cJSON *bytes = cJSON_AddObjectToObject(k, "bytes");
         for (int a = 0; a < ACT_N_LAYER; a++)
-            cJSON_AddNumberToObject(bytes, act_name_str((ActName)a),
-                                    (double)act_layer_name_bytes(sh, &c->policy, cls[j].first, (ActName)a));
+            if (act_in_block(sh, (ActName)a))
+                cJSON_AddNumberToObject(bytes, act_name_str((ActName)a),
+                                        (double)act_layer_name_bytes(sh, &c->policy, cls[j].first, (ActName)a));
         cJSON_AddNumberToObject(k, "total", (double)act_layer_bytes(sh, &c->policy, cls[j].first));
         cJSON_AddNumberToObject(k, "offloaded", (double)act_layer_offload_bytes(sh, &c->policy, cls[j].first));
         cJSON_AddItemToArray(classes, k);

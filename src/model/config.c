@@ -9,3 +9,13 @@ void gpt_config_resolve(GPTConfig *c) {
     if (c->norm_eps <= 0.0f) c->norm_eps = a->norm_eps_default;
     if (c->tie_embeddings == 0) c->tie_embeddings = a->tied_default ? 1 : -1;
 }
+
+void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    const ArchSpec *a = arch_spec((ArchKind)c.arch);
+    sh->kv = c.kv_heads;
+    sh->ffn = c.ffn;
+    sh->rms_norm = a->norm == NORM_RMS;
+    sh->swiglu = a->mlp == MLP_SWIGLU;
+}

@@ -12,12 +12,22 @@
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gelu_fewbit.h"
 #include "backend/cpu/flash_attention.h"
+#include "backend/cpu/rope.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
 #include "parallel/comm_device.h"
 #include "util/common.h"
 
 void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) { gpt_init_tp(m, cfg, policy, NULL); }
+
+// The family's parts (arch/arch.h): the block below asks these, never the family's name.
+static NormKind norm_kind(const GPT *m) { return arch_spec((ArchKind)m->cfg.arch)->norm; }
+static int swiglu(const GPT *m) { return arch_spec((ArchKind)m->cfg.arch)->mlp == MLP_SWIGLU; }
+static int rotary(const GPT *m) { return arch_spec((ArchKind)m->cfg.arch)->pos == POS_ROPE; }
+// Statistics a norm keeps per row: LayerNorm's mean and 1/std, RMSNorm's 1/rms.
+static size_t norm_stats(const GPT *m) { return norm_kind(m) == NORM_RMS ? 1 : 2; }
+// The output layer's weight: the token embedding when tied, else its own.
+static float *out_w(const GPT *m, const GPTTensors *t) { return gpt_tied(&m->cfg) ? t->wte : t->lm_head; }
 
 // This rank's widths under the layout (all of the model when t = 1).
 static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
@@ -92,9 +102,12 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     bind_tensors(m, &m->g, m->grads);
     build_info(m);
 
-    ActShape sh = {c->seq, c->batch, c->hidden, c->heads, c->layers, c->vocab,
-                   m->policy.act_dtype == ACT_BF16 ? 2 : 4, m->policy.masks, c->dropout > 0.0f, m->tp.t, m->tp.sp,
-                   m->policy.tempo & GELU_FEWBIT ? m->policy.gelu_bits : 0, m->policy.mini_seq > 1 ? m->policy.mini_seq : 0};
+    ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
+                   .elem_bytes = m->policy.act_dtype == ACT_BF16 ? 2 : 4, .masks = m->policy.masks,
+                   .dropout = c->dropout > 0.0f, .t = m->tp.t, .sp = m->tp.sp,
+                   .gelu_bits = m->policy.tempo & GELU_FEWBIT ? m->policy.gelu_bits : 0,
+                   .mini_seq = m->policy.mini_seq > 1 ? m->policy.mini_seq : 0};
+    gpt_shape_family(c, &sh);
     m->shape = sh;
     // Each context's arena holds exactly what the analytic model predicts at its peak, plus alignment
     // of each entry.
@@ -144,11 +157,12 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
         [W_OUT] = nh, [W_GATHER] = sp ? nh : 0, [W_GATHER2] = sp && mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
-        [W_D_Q] = nhl, [W_D_K] = nhl, [W_D_V] = nhl,
+        [W_D_Q] = nhl, [W_D_K] = n * (size_t)m->kvl, [W_D_V] = n * (size_t)m->kvl,
         // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
         [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = scratch,
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
-        [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl};
+        [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
+        [W_FFN] = swiglu(m) ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) ? n * (size_t)m->fl : 0};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);
@@ -161,6 +175,16 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     for (int k = 0; k < m->pp.contexts; k++) {
         m->acts[k].tokens = m->be->alloc(m->be, n * sizeof(int32_t));
         m->acts[k].targets = m->be->alloc(m->be, n * sizeof(int32_t));
+    }
+    if (arch_spec((ArchKind)c->arch)->pos == POS_ROPE) {   // the table, built on the host, copied once
+        int d = gpt_head_dim(c);
+        size_t floats = rope_table_floats(c->seq, d);
+        float *host = xmalloc(floats * sizeof(float));
+        rope_table(host, c->seq, d, c->rope_theta);
+        m->rope_cs = m->be->alloc(m->be, floats * sizeof(float));
+        m->be->copy(m->be, m->rope_cs, host, floats * sizeof(float), COPY_H2D);
+        free(host);
+        m->workspace_bytes += floats * sizeof(float);
     }
     m->io_bytes = (size_t)m->pp.contexts * 2 * n * sizeof(int32_t);
     m->workspace_bytes += (2 * n + 3 * n * (size_t)m->tp.t) * sizeof(float);   // the cross-entropy rows
@@ -189,6 +213,7 @@ void gpt_free(GPT *m) {
         m->be->free(m->be, m->params16);
         for (int w = 0; w < W_COUNT; w++) m->be->free(m->be, m->ws[w]);
         m->be->free(m->be, m->ce_part);
+        m->be->free(m->be, m->rope_cs);
         m->be->free(m->be, m->ce_lse);
         m->be->free(m->be, m->row_loss);
         backend_close(m->be);
@@ -330,6 +355,12 @@ static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int sit
     return mask;
 }
 
+// y = Norm(x) on nr rows with the family's norm: LayerNorm (stats: mean, 1/std) or RMSNorm (1/rms).
+static void norm_forward(GPT *m, float *y, float *stats, const float *x, const float *w, const float *b, int nr) {
+    if (norm_kind(m) == NORM_RMS) m->be->rmsnorm_forward(m->be, y, stats, x, w, m->cfg.norm_eps, nr, m->cfg.hidden, 0);
+    else m->be->layernorm_forward(m->be, y, stats, x, w, b, nr, m->cfg.hidden);
+}
+
 // LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),
 // then g: the whole input for the linear (SP all-gathers the rows; otherwise it is the kept tensor).
 // x16: the kept bf16 copy of the (whole, ungathered) output for the next GEMM, else NULL.
@@ -339,9 +370,9 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
     int keep_out = keeps(m, l, out_name, pass);
-    float *stats = saved_out(m, A, stats_name, l, 2 * (size_t)nr, keeps(m, l, stats_name, pass));
+    float *stats = saved_out(m, A, stats_name, l, norm_stats(m) * (size_t)nr, keeps(m, l, stats_name, pass));
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
-    m->be->layernorm_forward(m->be, out, stats, x, gamma, beta, nr, h);
+    norm_forward(m, out, stats, x, gamma, beta, nr);
     saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
     const float *all = tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
     *x16 = all == out ? saved_bf16(m, A, out_name, keep_out) : NULL;
@@ -390,34 +421,90 @@ static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensor
     }
 }
 
+#define KEEP(name) keeps(m, l, name, pass)
+
+// q, k and v of this rank's heads from the gathered norm output ([s,b,hl], [s,b,kvl] ×2), kept as the
+// policy says. With rotary positions q and k are rotated before they are kept: attention and its
+// backward read the rotated ones, and RoPE's backward needs nothing saved.
+static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
+                        float **q, float **k, float **v) {
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, hl = m->hl, kvl = m->kvl, n = m->s_cur * m->b_cur;
+    size_t nhl = (size_t)n * hl, nkv = (size_t)n * kvl;
+    const float *wq = w->qkv_w, *wk = wq + (size_t)hl * h, *wv = wk + (size_t)kvl * h;
+    const float *bq = w->qkv_b, *bk = bq ? bq + hl : NULL, *bv = bq ? bk + kvl : NULL;
+    *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
+    *k = saved_out(m, A, ACT_K, l, nkv, KEEP(ACT_K));
+    *v = saved_out(m, A, ACT_V, l, nkv, KEEP(ACT_V));
+    linear_fwd16(m, *q, hl, x_all, x16, h, wq, bq, n, h, hl);
+    linear_fwd16(m, *k, kvl, x_all, x16, h, wk, bk, n, h, kvl);
+    linear_fwd16(m, *v, kvl, x_all, x16, h, wv, bv, n, h, kvl);
+    if (rotary(m)) {   // every row is at its global position (after SP's gather)
+        int d = gpt_head_dim(&m->cfg);
+        m->be->rope_forward(m->be, *q, *q, hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
+        m->be->rope_forward(m->be, *k, *k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
+    }
+    saved_done(m, A, ACT_Q, l, *q, nhl, KEEP(ACT_Q), 0);
+    saved_done(m, A, ACT_K, l, *k, nkv, KEEP(ACT_K), 0);
+    saved_done(m, A, ACT_V, l, *v, nkv, KEEP(ACT_V), 0);
+}
+
+// GPT-2's MLP up to what its backward reads: gelu_in = FC1(x), fc2_in = GeLU(gelu_in + b) (with Tempo's
+// branch bits or Few-Bit's codes instead of gelu_in). Returns fc2_in (NULL with mini-seq: nothing kept).
+static const float *mlp_inner_gelu(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16,
+                                   int pass) {
+    if (m->policy.mini_seq > 1) return NULL;
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
+    size_t nfl = (size_t)n * fl;
+    float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
+    float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
+    linear_fwd16(m, gelu_in, fl, x_all, x16, h, w->fc1_w, NULL, n, h, fl);
+    m->be->bias_gelu_forward(m->be, fc2_in, gelu_in, w->fc1_b, n, fl, bf16);
+    saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
+    saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
+    if (KEEP(ACT_GELU_BRANCH))
+        m->be->gelu_branch_pack(m->be, bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
+    if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
+        const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
+        m->be->fewbit_gelu_encode(m->be, bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)),
+                                  gelu_in, nfl, fb);
+    }
+    return fc2_in;
+}
+
+// Llama's MLP up to what its backward reads: gate = x·W_gateᵀ and up = x·W_upᵀ ([s,b,fl] each), kept.
+static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
+                             float **gate, float **up) {
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur;
+    size_t nfl = (size_t)n * fl;
+    *gate = saved_out(m, A, ACT_GATE, l, nfl, KEEP(ACT_GATE));
+    *up = saved_out(m, A, ACT_UP, l, nfl, KEEP(ACT_UP));
+    linear_fwd16(m, *gate, fl, x_all, x16, h, w->fc1_w, NULL, n, h, fl);
+    linear_fwd16(m, *up, fl, x_all, x16, h, w->fc1_w + (size_t)fl * h, NULL, n, h, fl);
+    saved_done(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE), 0);
+    saved_done(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP), 0);
+}
+
 // One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
 // the policy says). Returns the block output (see output_of), rounded and kept likewise; NULL for
-// OUT_DISCARD, whose output nobody reads. Under TP
-// the linears hold this rank's columns; LN, dropout and residual run on the rank's rows (all rows
-// without SP).
+// OUT_DISCARD, whose output nobody reads. Under TP the linears hold this rank's columns; the norms,
+// dropout and residual run on the rank's rows (all rows without SP).
 static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int where) {
     const GPTConfig *c = &m->cfg;
     int h = c->hidden, hl = m->hl, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
-    int bf16 = m->policy.act_dtype == ACT_BF16;
-    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl;
+    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l);
     float p = m->act->ctx.train ? c->dropout : 0.0f;
     int drop = p > 0.0f;
-#define KEEP(name) keeps(m, l, name, pass)
 
-    // x1 = x + Dropout(Proj(Attn(LN1(x))))
+    // x1 = x + Dropout(Proj(Attn(Norm1(x))))     (llama: RoPE on q and k, grouped k and v)
     const uint16_t *qkv16, *fc1_16, *x16;
     const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass, &qkv16);
-    float *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
-    float *k = saved_out(m, A, ACT_K, l, nhl, KEEP(ACT_K));
-    float *v = saved_out(m, A, ACT_V, l, nhl, KEEP(ACT_V));
-    linear_fwd16(m, q, hl, qkv_all, qkv16, h, w.qkv_w, w.qkv_b, n, h, hl);
-    linear_fwd16(m, k, hl, qkv_all, qkv16, h, w.qkv_w + (size_t)hl * h, w.qkv_b + hl, n, h, hl);
-    linear_fwd16(m, v, hl, qkv_all, qkv16, h, w.qkv_w + 2 * (size_t)hl * h, w.qkv_b + 2 * hl, n, h, hl);
-    saved_done(m, A, ACT_Q, l, q, nhl, KEEP(ACT_Q), 0);
-    saved_done(m, A, ACT_K, l, k, nhl, KEEP(ACT_K), 0);
-    saved_done(m, A, ACT_V, l, v, nhl, KEEP(ACT_V), 0);
+    float *q, *k, *v;
+    qkv_forward(m, l, &w, qkv_all, qkv16, pass, &q, &k, &v);
     float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nhl, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
     saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
@@ -429,40 +516,32 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     m->be->dropout_residual_forward(m->be, x1, x, attn_out, w.proj_b, drop1, p, nr, h);
     saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
 
-    // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
+    // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
-    int mini = m->policy.mini_seq > 1;
     const float *fc2_in = NULL;
-    if (!mini) {
-        float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
-        float *fc2_out_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
-        linear_fwd16(m, gelu_in, fl, fc1_all, fc1_16, h, w.fc1_w, NULL, n, h, fl);
-        m->be->bias_gelu_forward(m->be, fc2_out_in, gelu_in, w.fc1_b, n, fl, bf16);
-        saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
-        saved_done(m, A, ACT_FC2_IN, l, fc2_out_in, nfl, KEEP(ACT_FC2_IN), 1);
-        if (KEEP(ACT_GELU_BRANCH))
-            m->be->gelu_branch_pack(m->be, bits_out(m, A, ACT_GELU_BRANCH, l, nfl, KEEP(ACT_GELU_BRANCH)), gelu_in, nfl);
-        if (KEEP(ACT_GELU_CODE)) {   // Few-Bit: k bits per GeLU input
-            const FewBitGelu *fb = fewbit_gelu_table(m->policy.gelu_bits);
-            m->be->fewbit_gelu_encode(m->be, bits_out(m, A, ACT_GELU_CODE, l, nfl * (size_t)fb->k, KEEP(ACT_GELU_CODE)), gelu_in,
-                               nfl, fb);
-        }
-        fc2_in = fc2_out_in;
-    }
+    float *gate = NULL, *up = NULL;
+    if (swiglu(m)) mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
+    else fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
-    // A recomputed group's last block ends here: backward reads FC2's input and the mask, never the
-    // block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
+    // A recomputed group's last block ends here: backward reads what the MLP kept and the mask, never
+    // the block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
     if (where == OUT_DISCARD) return NULL;
-    if (mini) mlp_forward_chunks(m, &w, fc1_all);   // FC1, GeLU, FC2 a chunk at a time; nothing kept
-    else linear_fwd16(m, ws(m, W_OUT), h, fc2_in, saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN)), fl, w.fc2_w, NULL, n, fl,
-                      h);
+    if (swiglu(m)) {   // SwiGLU's output is not kept: its backward makes it again from gate and up
+        m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);
+        linear_fwd16(m, ws(m, W_OUT), h, ws(m, W_FFN), NULL, fl, w.fc2_w, NULL, n, fl, h);
+    } else if (m->policy.mini_seq > 1) {   // FC1, GeLU, FC2 a chunk at a time; nothing kept
+        mlp_forward_chunks(m, &w, fc1_all);
+    } else {
+        linear_fwd16(m, ws(m, W_OUT), h, fc2_in, saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN)), fl, w.fc2_w, NULL, n,
+                     fl, h);
+    }
     const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     float *out = output_of(m, l, pass, where);
     m->be->dropout_residual_forward(m->be, out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
     output_done(m, l, pass, where, out);
     return out;
-#undef KEEP
 }
+#undef KEEP
 
 // One block's forward in its scope: its temporaries are free when it returns (its output is the
 // next block's).
@@ -478,6 +557,10 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
 // has exactly one nonzero term per row, so x is bitwise the single-process embedding.
 static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
     int s = m->s_cur, b = m->b_cur, h = m->cfg.hidden;
+    if (m->tp.t <= 1 && !m->w.wpe) {   // rotary positions: the token rows alone (the whole vocabulary is here)
+        m->be->embedding_vocab_forward(m->be, x, tokens, m->w.wte, 0, m->vl, s * b, h);
+        return;
+    }
     if (m->tp.t <= 1) {
         m->be->embedding_forward(m->be, x, tokens, m->w.wte, m->w.wpe, s, b, h);
         return;
@@ -490,7 +573,7 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
         comm_device_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
         m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
     }
-    m->be->embedding_add_positions(m->be, x, m->w.wpe, m->s0, m->s_rank, b, h);
+    if (m->w.wpe) m->be->embedding_add_positions(m->be, x, m->w.wpe, m->s0, m->s_rank, b, h);
 }
 
 // Mini-seq output layer + cross-entropy, one chunk of the sequence at a time: the chunk's logits,
@@ -507,7 +590,7 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
         int nc = r1 - r0;
         if (nc <= 0) continue;
         float *logits = ws(m, W_MINI_LOGITS);
-        linear_fwd(m, logits, vl, lm_all + (size_t)r0 * h, h, m->w.wte, NULL, nc, h, vl);
+        linear_fwd(m, logits, vl, lm_all + (size_t)r0 * h, h, out_w(m, &m->w), NULL, nc, h, vl);
         if (t <= 1) {
             m->be->crossentropy_deferred(m->be, logits, targets + r0, m->row_loss, nc, vl, grad_scale, train);
         } else {
@@ -518,8 +601,8 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
             if (train) m->be->crossentropy_vocab_backward(m->be, logits, m->ce_lse, targets + r0, nc, vl, m->v0, m->cfg.vocab, grad_scale);
         }
         if (train)
-            linear_bwd(m, lm_grad + (size_t)r0 * h, h, 0, m->g.wte, NULL, logits, vl, lm_all + (size_t)r0 * h, h,
-                            m->w.wte, nc, h, vl);
+            linear_bwd(m, lm_grad + (size_t)r0 * h, h, 0, out_w(m, &m->g), NULL, logits, vl, lm_all + (size_t)r0 * h, h,
+                       out_w(m, &m->w), nc, h, vl);
     }
     if (train) saved_done(m, M, ACT_LM_GRAD, -1, lm_grad, (size_t)n * h, 1, 0);
     m->logits = m->act->logits = NULL;
@@ -535,15 +618,15 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     int h = c->hidden, n = m->s_cur * m->b_cur, train = m->act->ctx.train, vl = m->vl;
     size_t nrh = rank_rows_h(m), nr = (size_t)m->s_rank * m->b_cur;
     int mini = m->policy.mini_seq > 1 && targets;
-    float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, 2 * nr, train);
+    float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, norm_stats(m) * nr, train);
     float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
-    m->be->layernorm_forward(m->be, lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr, h);
+    norm_forward(m, lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr);
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
     const uint16_t *lm16 = lm_all == lm_in ? saved_bf16(m, M, ACT_LM_IN, train) : NULL;
     float *logits = m->logits = m->act->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
-    linear_fwd16(m, logits, vl, lm_all, lm16, h, m->w.wte, NULL, n, h, vl);
+    linear_fwd16(m, logits, vl, lm_all, lm16, h, out_w(m, &m->w), NULL, n, h, vl);
     snapshot_forward_end(m);
     if (!targets) return 0.0;
     if (m->tp.t <= 1) {
@@ -694,19 +777,120 @@ static GemmIn saved_gemm_in(GPT *m, BlockActs *A, ActName name, int layer, size_
 
 static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) != 0; }
 
-// d_res += dL/d(LN input) for one of the block's LayerNorms: from its kept input, or with Tempo from
+// dx (= or +=) dL/d(norm input), dgamma (and dbeta) +=: from the norm's input, or with Tempo from its
+// output (the input of the next linear) and the statistics: LayerNorm's, or RMSNorm's analogue.
+static void norm_backward_rows(GPT *m, float *dx, int accumulate, float *dgamma, float *dbeta, const float *dy,
+                               const float *x, const float *y, const float *stats, const float *gamma,
+                               const float *beta, int nr) {
+    int h = m->cfg.hidden;
+    if (norm_kind(m) == NORM_RMS) {
+        if (y) m->be->rmsnorm_backward_from_output(m->be, dx, accumulate, dgamma, dy, y, stats, gamma, nr, h);
+        else m->be->rmsnorm_backward(m->be, dx, accumulate, dgamma, dy, x, stats, gamma, nr, h);
+    } else if (y) {
+        m->be->layernorm_backward_from_output(m->be, dx, accumulate, dgamma, dbeta, dy, y, stats, gamma, beta, nr, h);
+    } else {
+        m->be->layernorm_backward(m->be, dx, accumulate, dgamma, dbeta, dy, x, stats, gamma, nr, h);
+    }
+}
+
+// d_res += dL/d(norm input) for one of the block's norms: from its kept input, or with Tempo from
 // its kept output (the input of the next linear) and the statistics.
 static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActName stats_name, const float *dy,
                           const float *gamma, const float *beta, float *dgamma, float *dbeta) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
-    const float *stats = saved_in(m, A, stats_name, l, 2 * (size_t)nr);
+    const float *stats = saved_in(m, A, stats_name, l, norm_stats(m) * (size_t)nr);
     if (tempo(m, TEMPO_LAYERNORM))
-        m->be->layernorm_backward_from_output(m->be, ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, out_name, l, nrh), stats, gamma,
-                                       beta, nr, h);
+        norm_backward_rows(m, ws(m, W_D_RES), 1, dgamma, dbeta, dy, NULL, saved_in(m, A, out_name, l, nrh), stats,
+                           gamma, beta, nr);
     else
-        m->be->layernorm_backward(m->be, ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), stats, gamma, nr, h);
+        norm_backward_rows(m, ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), NULL, stats,
+                           gamma, beta, nr);
+}
+
+// GPT-2's MLP backward from dL/d(FC2 output) (all rows): dL/dx into W_OUT (the rank's partial sum).
+static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockTensors *g, const float *d_fc2_out) {
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, nfl = (size_t)n * fl;
+    if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
+        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
+        mlp_backward_chunks(m, w, g, fc1_in, d_fc2_out);
+        return;
+    }
+    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_fc2_out, h, saved_gemm_in(m, A, ACT_FC2_IN, l, nfl, 0), fl,
+                 w->fc2_w, n, fl, h);
+    if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
+        m->be->fewbit_gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
+                                    fewbit_gelu_table(m->policy.gelu_bits));
+    else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
+        m->be->gelu_backward_from_output(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
+                                         bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
+    else
+        m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+    GemmIn fc1_in = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
+    linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, g->fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w->fc1_w, n, h, fl);
+}
+
+// Llama's MLP backward: SwiGLU's output made again from the kept gate and up (the forward's bits) for
+// the down projection's weight gradient, then SwiGLU's backward and the gate and up projections'.
+static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const BlockTensors *g, const float *d_down_out) {
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, nfl = (size_t)n * fl, fh = (size_t)fl * h;
+    float *gate = (float *)saved_in(m, A, ACT_GATE, l, nfl), *up = (float *)saved_in(m, A, ACT_UP, l, nfl);
+    m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // reads gate and up only
+    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, (GemmIn){ws(m, W_FFN), NULL}, fl, w->fc2_w, n,
+                 fl, h);
+    m->be->swiglu_backward(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, NULL, ws(m, W_D_4H), gate, up, fl, n, fl, 0);
+    GemmIn x = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
+    linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, NULL, ws(m, W_FFN), fl, x, h, w->fc1_w, n, h, fl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, g->fc1_w + fh, NULL, ws(m, W_D_UP), fl, x, h, w->fc1_w + fh, n, h, fl);
+}
+
+// dL/dq, dL/dk, dL/dv (W_D_Q, W_D_K, W_D_V) from dL/d(attention output) d_ctx: the stored probabilities,
+// the core recomputed (selective), or flash's tiles.
+static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
+    BlockActs *A = &m->act->blocks[l];
+    int s = m->s_cur, b = m->b_cur, n = s * b, hl = m->hl;
+    size_t nhl = (size_t)n * hl, nkv = (size_t)n * m->kvl, as2b = (size_t)m->al * s * s * b;
+    float p = m->cfg.dropout;
+    int drop = p > 0.0f, bf16 = m->policy.act_dtype == ACT_BF16;
+    const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nkv), *v = saved_in(m, A, ACT_V, l, nkv);
+    if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
+        m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
+                                        saved_in(m, A, ACT_PROJ_IN, l, nhl),
+                                        saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
+                                        s, b, m->al, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, into its backward
+        m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
+                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, m->head0,
+                                            site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
+    else
+        m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx,
+                                  saved_in(m, A, ACT_ATTN_PROB, l, as2b), drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
+                                  drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k,
+                                  v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, p, bf16);
+}
+
+// q, k, v projections' backward from W_D_Q, W_D_K, W_D_V (RoPE's transpose first): dL/dx into W_OUT.
+static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensors *g) {
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, hl = m->hl, kvl = m->kvl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, qh = (size_t)hl * h, kh = (size_t)kvl * h;
+    if (rotary(m)) {
+        int d = gpt_head_dim(&m->cfg);
+        m->be->rope_backward(m->be, ws(m, W_D_Q), ws(m, W_D_Q), hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
+        m->be->rope_backward(m->be, ws(m, W_D_K), ws(m, W_D_K), kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0);
+    }
+    float *gb = g->qkv_b;
+    GemmIn x = saved_gemm_in(m, A, ACT_QKV_IN, l, nrh, 1);
+    linear_bwd16(m, ws(m, W_OUT), h, 0, g->qkv_w, gb, ws(m, W_D_Q), hl, x, h, w->qkv_w, n, h, hl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, g->qkv_w + qh, gb ? gb + hl : NULL, ws(m, W_D_K), kvl, x, h, w->qkv_w + qh, n, h,
+                 kvl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, g->qkv_w + qh + kh, gb ? gb + hl + kvl : NULL, ws(m, W_D_V), kvl, x, h,
+                 w->qkv_w + qh + kh, n, h, kvl);
 }
 
 // d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
@@ -714,72 +898,39 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
 // the attention core.
 static void block_backward_pass(GPT *m, int l) {
     const GPTConfig *c = &m->cfg;
-    int h = c->hidden, hl = m->hl, fl = m->fl, s = m->s_cur, b = m->b_cur, n = s * b, nr = m->s_rank * b;
-    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl, nfl = (size_t)n * fl, as2b = (size_t)m->al * s * s * b;
+    int h = c->hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
     float p = c->dropout;
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
 
-    // x2 = x1 + Dropout(FC2(GeLU(FC1(LN2(x1)))))
+    // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *d_mlp_out = ws(m, W_D_RES);
     if (drop) {
         m->be->dropout_backward(m->be, ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
         d_mlp_out = ws(m, W_D_TMP);
     }
-    m->be->bias_backward(m->be, g.fc2_b, d_mlp_out, h, nr, h);
+    if (g.fc2_b) m->be->bias_backward(m->be, g.fc2_b, d_mlp_out, h, nr, h);
     const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
-    if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
-        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
-        mlp_backward_chunks(m, &w, &g, fc1_in, d_fc2_out);
-    } else {
-        linear_bwd16(m, ws(m, W_D_4H), fl, 0, g.fc2_w, NULL, d_fc2_out, h, saved_gemm_in(m, A, ACT_FC2_IN, l, nfl, 0), fl,
-                     w.fc2_w, n, fl, h);
-        if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
-            m->be->fewbit_gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
-                                 fewbit_gelu_table(m->policy.gelu_bits));
-        else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
-            m->be->gelu_backward_from_output(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
-                                      bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
-        else
-            m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
-        GemmIn fc1_in = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
-        linear_bwd16(m, ws(m, W_OUT), h, 0, g.fc1_w, g.fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w.fc1_w, n, h, fl);
-    }
+    if (swiglu(m)) mlp_backward_swiglu(m, l, &w, &g, d_fc2_out);
+    else mlp_backward_gelu(m, l, &w, &g, d_fc2_out);
     const float *d_fc1_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);     // g backward
     norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
 
-    // x1 = x + Dropout(Proj(Attn(LN1(x))))
+    // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     const float *d_attn_out = ws(m, W_D_RES);
     if (drop) {
         m->be->dropout_backward(m->be, ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
         d_attn_out = ws(m, W_D_TMP);
     }
-    m->be->bias_backward(m->be, g.proj_b, d_attn_out, h, nr, h);
+    if (g.proj_b) m->be->bias_backward(m->be, g.proj_b, d_attn_out, h, nr, h);
     const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     linear_bwd16(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_gemm_in(m, A, ACT_PROJ_IN, l, nhl, 0), hl,
                  w.proj_w, n, hl, h);
-    const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nhl), *v = saved_in(m, A, ACT_V, l, nhl);
-    if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
-        m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, saved_in(m, A, ACT_PROJ_IN, l, nhl),
-                                 saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH), s, b, m->al,
-                                 hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
-    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, straight into its backward
-        m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl,
-                                     m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0,
-                                     m->policy.act_dtype == ACT_BF16);
-    else
-        m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, saved_in(m, A, ACT_ATTN_PROB, l, as2b),
-                           drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
-                           drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k, v,
-                           ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, p, m->policy.act_dtype == ACT_BF16);
-    size_t hh = (size_t)hl * h;
-    GemmIn qkv_in = saved_gemm_in(m, A, ACT_QKV_IN, l, nrh, 1);
-    linear_bwd16(m, ws(m, W_OUT), h, 0, g.qkv_w, g.qkv_b, ws(m, W_D_Q), hl, qkv_in, h, w.qkv_w, n, h, hl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, g.qkv_w + hh, g.qkv_b + hl, ws(m, W_D_K), hl, qkv_in, h, w.qkv_w + hh, n, h, hl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, g.qkv_w + 2 * hh, g.qkv_b + 2 * hl, ws(m, W_D_V), hl, qkv_in, h,
-                 w.qkv_w + 2 * hh, n, h, hl);
+    attention_core_backward(m, l, d_ctx);
+    qkv_backward(m, l, &w, &g);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
     norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
 }
@@ -817,11 +968,12 @@ static void head_backward(GPT *m) {
         d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
         GemmIn lm_in = saved_gemm_in(m, M, ACT_LM_IN, -1, nrh, 1);
-        linear_bwd16(m, ws(m, W_OUT), h, 0, m->g.wte, NULL, m->act->logits, vl, lm_in, h, m->w.wte, n, h, vl);
+        linear_bwd16(m, ws(m, W_OUT), h, 0, out_w(m, &m->g), NULL, m->act->logits, vl, lm_in, h, out_w(m, &m->w), n, h,
+                     vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
-    m->be->layernorm_backward(m->be, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
-                       saved_in(m, M, ACT_LNF_STATS, -1, 2 * (size_t)nr), m->w.lnf_w, nr, h);
+    norm_backward_rows(m, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh), NULL,
+                       saved_in(m, M, ACT_LNF_STATS, -1, norm_stats(m) * (size_t)nr), m->w.lnf_w, m->w.lnf_b, nr);
     arena_pop_to(&m->act->arena, m->act->mark_head);
     scope_end(m, scope_key(m, SCOPE_HEAD));
 }
@@ -834,10 +986,12 @@ static void embedding_backward(GPT *m, const int32_t *tokens) {
     scope_begin(m, scope_key(m, SCOPE_EMB));
     if (c->dropout > 0.0f)
         m->be->dropout_apply(m->be, ws(m, W_D_RES), mask_in(m, &m->act->model_acts, ACT_EMB_MASK, -1, nrh), c->dropout, nrh);
-    if (m->tp.t <= 1) {
+    if (m->tp.t <= 1 && m->g.wpe) {
         m->be->embedding_backward(m->be, m->g.wte, m->g.wpe, ws(m, W_D_RES), tokens, s, b, h);
+    } else if (m->tp.t <= 1) {
+        m->be->embedding_vocab_backward(m->be, m->g.wte, ws(m, W_D_RES), tokens, 0, m->vl, n, h);
     } else {
-        m->be->embedding_positions_backward(m->be, m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
+        if (m->g.wpe) m->be->embedding_positions_backward(m->be, m->g.wpe, ws(m, W_D_RES), m->s0, m->s_rank, b, h);
         const float *d_x = tp_gather_rows(m, ws(m, W_D_RES), sp_buf(m, W_GATHER), h, TPC_VOCAB);
         m->be->embedding_vocab_backward(m->be, m->g.wte, d_x, tokens, m->v0, m->vl, n, h);
     }

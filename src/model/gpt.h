@@ -30,6 +30,8 @@ typedef struct {
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.
 void gpt_config_resolve(GPTConfig *c);
+// The family's part of the analytic model's shape (kv heads, FFN width, norm statistics, SwiGLU).
+void gpt_shape_family(const GPTConfig *c, ActShape *sh);
 // After gpt_config_resolve: the head dimension, the k/v width (kv·d) and whether the output layer is tied.
 static inline int gpt_head_dim(const GPTConfig *c) { return c->hidden / c->heads; }
 static inline int gpt_kv_width(const GPTConfig *c) { return c->kv_heads * (c->hidden / c->heads); }
@@ -142,7 +144,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -187,11 +189,14 @@ typedef struct {
     //   W_D_4H     [s,b,4h/t] the MLP's gradient (mini-seq: [s,b,h/t], the attention context's)
     //   W_ATTN_SCRATCH [threads, s, s] attention backward (flash: tiles)
     //   W_MINI_A, W_MINI_B, W_MINI_C [⌈s·b/M⌉, 4h/t], W_MINI_LOGITS [⌈s·b/M⌉, ⌈v/t⌉]: one mini-seq chunk
+    //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
+    //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU only)
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each
     int scope;                    // --static-plan: the scope running now (a layer, or SCOPE_*)
     StepMem mem;
+    float *rope_cs;               // RoPE: rope_table [seq, d] on the device (NULL for learned positions)
     float *ce_part;               // [t, s·b, 3] vocabulary-parallel cross-entropy partials
     float *ce_lse;                // [s·b] log-sum-exp per row
     float *row_loss;              // [s,b]

@@ -133,6 +133,19 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     AGREE("batch", c->batch, k->batch, "%d", int);
     AGREE("vocab", c->vocab, k->vocab, "%d", int);
     AGREE("dropout", c->dropout, k->dropout, "%g", double);
+    if (!was_given(given, n_given, "arch")) c->arch = k->arch;
+    else if (c->arch != k->arch)
+        MISMATCH("arch", "%s", arch_spec((ArchKind)c->arch)->name, arch_spec((ArchKind)k->arch)->name);
+    if (k->arch != ARCH_GPT2) {   // the family's knobs (GPT-2's checkpoints have none: they are fixed)
+        AGREE("kv-heads", c->kv_heads, k->kv_heads, "%d", int);
+        AGREE("ffn-hidden", c->ffn, k->ffn, "%d", int);
+        AGREE("rope-theta", c->rope_theta, k->rope_theta, "%g", double);
+        AGREE("norm-eps", c->norm_eps, k->norm_eps, "%g", double);
+        if (!was_given(given, n_given, "tie-embeddings")) c->tie_embeddings = k->tie_embeddings;
+        else if (k->tie_embeddings < 0) MISMATCH("tie-embeddings", "%s", "(tied)", "untied output layer");
+        if (!was_given(given, n_given, "qkv-bias")) c->qkv_bias = k->qkv_bias;
+        else if (!k->qkv_bias) MISMATCH("qkv-bias", "%s", "(biases)", "no q/k/v biases");
+    }
     AGREE("lr", o->lr, st->lr, "%g", double);
     AGREE("min-lr", o->min_lr, st->min_lr, "%g", double);
     AGREE("warmup", o->warmup, st->warmup, "%d", int);

@@ -30,6 +30,13 @@
     X("batch", SAME, R_STATE, "%d", (o)->model.batch)                                                         \
     X("vocab", SAME, R_STATE, "%d", (o)->model.vocab)                                                         \
     X("dropout", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.dropout))                                           \
+    X("arch", SAME, R_STATE, "%s", arch_spec((ArchKind)(o)->model.arch)->name)                                 \
+    X("kv-heads", SAME, R_STATE, "%d", (o)->model.kv_heads)                                                   \
+    X("ffn-hidden", SAME, R_STATE, "%d", (o)->model.ffn)                                                      \
+    X("rope-theta", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.rope_theta))                                   \
+    X("norm-eps", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.norm_eps))                                       \
+    X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
+    X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
     X("steps", SAME, R_STATE, "%d", (o)->steps)                                                               \
     X("grad-accum", SAME, R_STATE, "%d", (o)->grad_accum)                                                     \
     X("warmup", SAME, R_STATE, "%d", (o)->warmup)                                                             \

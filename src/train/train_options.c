@@ -50,14 +50,15 @@ double train_memory_estimate(const TrainOptions *o, double *state_bytes, double 
     const GPTConfig *c = &o->model;
     double t = o->tp > 0 ? o->tp : 1, dp = train_dp_groups(o);
     double L = c->layers, h = c->hidden, a = c->heads, s = c->seq, b = c->batch, v = c->vocab;
-    double hl = h / t, fl = 4 * h / t, vl = ceil(v / t);
-    double n = vl * h + s * h + L * (2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h) + 2 * h;
+    double f = c->ffn > 0 ? c->ffn : 4 * h, vl = ceil(v / t);
+    double n = (double)gpt_num_params(c) / t;   // the replicated norms, biases and positions are small
     // parameters and gradients, AdamW's two moments (split over dp with ZeRO-1)
     *state_bytes = 8 * n + 8 * n / (o->zero ? dp : 1);
     // activations: the none-policy fp32 bill with byte masks (an upper bound for every policy),
     // the logits, and the per-layer workspace
     double sbh = s * b * h;
-    *act_bytes = L * sbh * (66 + 9 * a * s / h) / t + s * b * vl * 4 + 4 * (10 * sbh + 4 * s * s);
+    // (GPT-2 keeps gelu_in and fc2_in, llama gate and up: 8 bytes per FFN element either way)
+    *act_bytes = L * (sbh * (34 + 9 * a * s / h) + 8 * s * b * f) / t + s * b * vl * 4 + 4 * (10 * sbh + 4 * s * s);
     return *state_bytes + *act_bytes;
 }
 
@@ -75,6 +76,16 @@ int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t 
     }
     if (c->heads % o->tp != 0) {
         snprintf(err, errlen, "--tp %d does not divide --heads %d (each TP rank takes whole heads)", o->tp, c->heads);
+        return -1;
+    }
+    if (c->kv_heads > 0 && c->kv_heads % o->tp != 0) {   // replicating k and v heads is not built
+        snprintf(err, errlen, "--tp %d does not divide --kv-heads %d (each TP rank takes whole key/value heads; "
+                 "choose t dividing %d)", o->tp, c->kv_heads, c->kv_heads);
+        return -1;
+    }
+    if (c->ffn > 0 && c->ffn % o->tp != 0) {
+        snprintf(err, errlen, "--tp %d does not divide --ffn-hidden %d (each TP rank takes ffn/t columns of gate, "
+                 "up and down)", o->tp, c->ffn);
         return -1;
     }
     if (o->sp && o->tp < 2) {
@@ -121,6 +132,7 @@ static ActShape options_shape(const TrainOptions *o) {
     ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
                    .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c->dropout > 0.0f,
                    .t = o->tp, .sp = o->sp};
+    gpt_shape_family(c, &sh);
     return sh;
 }
 
