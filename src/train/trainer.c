@@ -534,7 +534,8 @@ int train_run(const TrainOptions *o, Comm *comm) {
         if (pl) gather_stage_times(&times, pl, world, o->tp, o->pp);
         grads_reduce_sp(&m);
         // The tied token embedding: the first stage's gradient (embedding) and the last's (output layer).
-        if (grid.emb_group.size > 1) comm_device_allreduce_sum(&grid.emb_group, m.g.wte, m.g.wte, (size_t)m.vl * c->hidden);
+        if (grid.emb_group.size > 1 && gpt_tied(&m.cfg))
+            comm_device_allreduce_sum(&grid.emb_group, m.g.wte, m.g.wte, (size_t)m.vl * c->hidden);
         if (zero) zero_reduce_scatter(zero, m.grads);
         else if (pl && pl->reduce_layers) pipeline_finish_dp(pl, &m);   // layered: the layers' sums are under way
         else grads_allreduce_dp(dpg, m.grads, m.n_params);
