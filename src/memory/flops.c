@@ -23,3 +23,35 @@ double flops_hardware(double B, double s, double h, double v, const MemoryPolicy
     }
     return total;
 }
+
+static int paper_shape(double h, const FlopBlock *b) {
+    return !b || (b->kv_width == h && b->ffn == 4.0 * h && b->mlp_mats == 1);
+}
+
+// One layer's forward per sequence, and the part of it after the MLP's inner activation (the down
+// projection, which a group's last recomputed layer skips).
+static double layer_forward(double s, double h, const FlopBlock *b) {
+    return 2.0 * s * h * (h + 2.0 * b->kv_width) + 2.0 * s * h * h + 4.0 * s * s * h +
+           2.0 * s * h * b->ffn * (b->mlp_mats + 1);
+}
+
+double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk) {
+    if (paper_shape(h, blk)) return flops_model(B, L, s, h, v);
+    return B * (3.0 * L * layer_forward(s, h, blk) + 6.0 * s * h * v);
+}
+
+double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
+                            int ctron_full, const FlopBlock *blk) {
+    if (paper_shape(h, blk)) return flops_hardware(B, s, h, v, policy, layers, ctron_full);
+    double total = flops_model_block(B, layers, s, h, v, blk);
+    for (int l = 0; l < layers && policy; l++) {
+        LayerRecompute k = policy->kind[l];
+        if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, h);
+        if (k == RECOMPUTE_FULL) {
+            int g0 = policy->group_start[l];
+            int last = l + 1 == layers || policy->kind[l + 1] != RECOMPUTE_FULL || policy->group_start[l + 1] != g0;
+            total += B * (layer_forward(s, h, blk) - (ctron_full && last ? 2.0 * s * h * blk->ffn : 0.0));
+        }
+    }
+    return total;
+}

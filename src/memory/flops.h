@@ -16,4 +16,14 @@ double flops_hardware(double B, double s, double h, double v, const MemoryPolicy
 // (8·B·s·h²) when it is the last layer of its group and ctron_full.
 double flops_recompute_selective(double B, double s, double h);
 double flops_recompute_full(double B, double s, double h, int skip_fc2);
+
+// Any family's block (DESIGN.md §10): kv_width = kv·d (h for MHA), ffn the MLP's width, mlp_mats its
+// input matrices (GeLU 1, SwiGLU's gate and up 2). Per sequence, one layer's forward is
+// 2sh(h + 2·kv_width) (q, k, v) + 2sh² (o) + 4s²h (the core) + 2sh·ffn·(mlp_mats + 1); training is 3×
+// and the output layer adds 6shv. For GPT-2's shape (kv_width = h, ffn = 4h, 1 matrix) these are the
+// paper's closed forms above, which they return exactly.
+typedef struct { double kv_width, ffn; int mlp_mats; } FlopBlock;
+double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk);
+double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
+                            int ctron_full, const FlopBlock *blk);
 #endif

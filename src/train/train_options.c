@@ -268,7 +268,15 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     return 0;
 }
 
+FlopBlock train_flop_block(const GPTConfig *cfg) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    FlopBlock b = {(double)gpt_kv_width(&c), (double)c.ffn, arch_spec((ArchKind)c.arch)->mlp == MLP_SWIGLU ? 2 : 1};
+    return b;
+}
+
 double train_flops_per_step(const GPTConfig *c, int grad_accum) {
-    return flops_model((double)c->batch * grad_accum, c->layers, c->seq, c->hidden, c->vocab);
+    FlopBlock b = train_flop_block(c);
+    return flops_model_block((double)c->batch * grad_accum, c->layers, c->seq, c->hidden, c->vocab, &b);
 }
 

@@ -394,7 +394,9 @@ int train_run(const TrainOptions *o, Comm *comm) {
     // One optimizer step covers batch × grad_accum sequences on each of the nranks ranks.
     int seqs_per_rank = c->batch * o->grad_accum;
     double flops = train_flops_per_step(c, o->grad_accum * nranks);
-    double hw_flops = flops_hardware((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy, c->layers, 1);
+    FlopBlock blk = train_flop_block(c);
+    double hw_flops = flops_hardware_block((double)seqs_per_rank * nranks, c->seq, c->hidden, c->vocab, &policy,
+                                           c->layers, 1, &blk);
     double peak = o->peak_gflops;
     // MFU/HFU against the GEMM peak of the run's precision: a GPU's from its datasheet (the backend's
     // table), the CPU's measured (bf16: oneDNN's bf16 matmul).

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include "data/dataset.h"
 #include "memory/planner.h"
+#include "memory/flops.h"
 #include "model/gpt.h"
 #include "model/policy.h"
 #include "parallel/comm.h"
@@ -92,4 +93,6 @@ double train_memory_estimate(const TrainOptions *o, double *state_bytes, double 
 int train_dp_groups(const TrainOptions *o);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
+// The model's block for the FLOP count (memory/flops.h): its k/v width, FFN width and MLP matrices.
+FlopBlock train_flop_block(const GPTConfig *c);
 #endif
