@@ -1,0 +1,165 @@
+// The Llama block's ledger (issue 25): measured bytes == ctron's analytic model == the per-layer
+// formula of docs/MEMORY.md, derived here independently, for every recompute policy × stored
+// precision × mask mode × Tempo/flash × grouped-query attention, on a one-process model. The formula
+// (bytes per layer, recompute none, t = 1, e bytes per stored element, k per mask element):
+//     sbh·(6e + 2e·kv/a + 2k) + as²b·(2e + k) + 2e·sbf + 8sb
+// (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32). The backward's peak (the
+// whole step, recomputation included) is checked against the analytic model, and a full step's
+// gradients must not depend on the policy (bitwise: recompute is exact).
+#include <string.h>
+#include "check.h"
+#include "memory/memory_model.h"
+#include "model/gpt.h"
+#include "util/common.h"
+
+typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; } Shape;
+
+// Bytes of one name in one layer under recompute none (0: the Llama block never keeps it so).
+static size_t none_bytes(const Shape *sh, ActName n) {
+    size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h, as2b = (size_t)(sh->a * sh->s) * sb;
+    size_t e = (size_t)sh->e, k = sh->masks == MASKS_BYTES ? 1 : 0, flash = (sh->tempo & ATTN_FLASH) != 0;
+    size_t bits = sh->masks == MASKS_BITS;
+    switch (n) {
+    case ACT_LN1_IN: case ACT_LN2_IN: return (sh->tempo & TEMPO_LAYERNORM) ? 0 : e * sbh;
+    case ACT_QKV_IN: case ACT_FC1_IN: case ACT_Q: case ACT_PROJ_IN: return e * sbh;
+    case ACT_K: case ACT_V: return e * sbh / (size_t)sh->a * (size_t)sh->kv;
+    case ACT_ATTN_PROB: return flash ? 0 : e * as2b;
+    case ACT_ATTN_MASK: return flash || !sh->dropout ? 0 : bits ? (as2b + 7) / 8 : k * as2b;
+    case ACT_ATTN_DROP: return flash || !sh->dropout || (sh->tempo & TEMPO_SOFTMAX) ? 0 : e * as2b;
+    case ACT_DROP1_MASK: case ACT_DROP2_MASK: return !sh->dropout ? 0 : bits ? (sbh + 7) / 8 : k * sbh;
+    case ACT_LN1_STATS: case ACT_LN2_STATS: return 4 * sb;   // 1/rms per row
+    case ACT_ATTN_LSE: return flash ? 4 * (size_t)sh->a * sb : 0;
+    case ACT_GATE: case ACT_UP: return e * sb * (size_t)sh->f;
+    default: return 0;   // gelu_in, fc2_in, GeLU bits: not in this block
+    }
+}
+
+static size_t expected(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
+    if (p->kind[l] == RECOMPUTE_FULL)   // only a group's input, the checkpoint (Tempo or not)
+        return n == ACT_LN1_IN && p->group_start[l] == l ? (size_t)sh->e * sh->s * sh->b * sh->h : 0;
+    if (p->kind[l] == RECOMPUTE_SELECTIVE && (n == ACT_ATTN_PROB || n == ACT_ATTN_MASK || n == ACT_ATTN_DROP)) return 0;
+    return none_bytes(sh, n);
+}
+
+static float *run_step(const Shape *sh, int L, const char *recompute, const char *method, int num, const char *list,
+                       int *fails_out) {
+    MemoryPolicy pol = {0};
+    char err[256];
+    pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
+    pol.masks = sh->masks;
+    pol.tempo = sh->tempo;
+    if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
+        CHECK(0, "policy: %s", err);
+        return NULL;
+    }
+    GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
+                     .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = ARCH_LLAMA,
+                     .kv_heads = (int)sh->kv, .ffn = (int)sh->f, .rope_theta = 5e5f};
+    GPT m;
+    gpt_init(&m, &cfg, &pol);
+    gpt_init_weights(&m, 3);
+    size_t n = (size_t)sh->s * sh->b;
+    int32_t *tok = xcalloc(n * 4), *tgt = xcalloc(n * 4);
+    for (size_t i = 0; i < n; i++) { tok[i] = (int32_t)((i * 13) % (size_t)sh->v); tgt[i] = (int32_t)((i * 7) % (size_t)sh->v); }
+    StepCtx ctx = {5, 1, 0, 1};
+    gpt_zero_grad(&m);
+    gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
+    int before = check_failed;
+    char what[200];
+    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld f%ld %s/%s/%d/%s %s masks %s p%d tempo %#x", L, sh->s,
+             sh->b, sh->h, sh->a, sh->kv, sh->f, recompute ? recompute : "-", method ? method : "-", num,
+             list ? list : "-", sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo);
+    size_t fwd = 0;
+    for (int l = 0; l < L; l++)
+        for (int nm = 0; nm < ACT_N_LAYER; nm++) {
+            size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l), want = expected(sh, &pol, l, (ActName)nm);
+            CHECK(got == want, "%s: layer %d %s measured %zu, formula %zu", what, l, act_name_str((ActName)nm), got, want);
+            CHECK(act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm) == want, "%s: analytic layer %d %s %zu, formula %zu",
+                  what, l, act_name_str((ActName)nm), act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm), want);
+            fwd += want;
+        }
+    // The closed form of a none layer (docs/MEMORY.md), from the name sums above.
+    if (!sh->tempo && sh->masks == MASKS_BYTES)
+        for (int l = 0; l < L; l++) {
+            if (pol.kind[l] != RECOMPUTE_NONE) continue;
+            size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h, as2b = (size_t)(sh->a * sh->s) * sb;
+            size_t e = (size_t)sh->e, k = sh->dropout ? 1 : 0, drop_e = sh->dropout ? e : 0;
+            size_t form = sbh * (6 * e + 2 * k) + 2 * e * sbh / (size_t)sh->a * (size_t)sh->kv + as2b * (e + drop_e + k) +
+                          2 * e * sb * (size_t)sh->f + 8 * sb;
+            CHECK(ledger_layer_stored(&m.ledger, l, 0) == form, "%s: layer %d holds %zu, the closed form %zu", what, l,
+                  ledger_layer_stored(&m.ledger, l, 0), form);
+        }
+    // Model level: lnf_in (e), its 1/rms (fp32), lm_in (e), logits (fp32); the embedding mask with dropout.
+    size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h;
+    size_t emb = !sh->dropout ? 0 : sh->masks == MASKS_BYTES ? sbh : sh->masks == MASKS_BITS ? (sbh + 7) / 8 : 0;
+    fwd += emb + 2 * (size_t)sh->e * sbh + 4 * sb + 4 * sb * (size_t)sh->v;
+    CHECK(m.ledger.total_fwd_end == fwd, "%s: end of forward %zu, formula %zu", what, m.ledger.total_fwd_end, fwd);
+    CHECK(act_forward_end_bytes(&m.shape, &pol) == fwd, "%s: analytic end of forward", what);
+    gpt_backward(&m, tok, ctx);
+    CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &pol), "%s: step peak measured %zu, analytic %zu", what,
+          m.ledger.total_peak, act_peak_bytes(&m.shape, &pol));
+    float *grads = xmalloc(m.n_params * sizeof(float));
+    memcpy(grads, m.grads, m.n_params * sizeof(float));
+    *fails_out = check_failed - before;
+    gpt_free(&m);
+    policy_free(&pol);
+    free(tok);
+    free(tgt);
+    return grads;
+}
+
+int main(void) {
+    // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off).
+    const Shape shapes[] = {
+        {16, 2, 64, 4, 4, 176, 300, 1, 4, MASKS_BYTES, 0},
+        {24, 2, 48, 6, 6, 96, 280, 0, 4, MASKS_BYTES, 0},
+        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0},
+    };
+    struct { const char *rc, *method; int num; const char *list; } policies[] = {
+        {"none", NULL, 1, NULL},          {"selective", NULL, 1, NULL}, {"full", "uniform", 1, NULL},
+        {"full", "uniform", 2, NULL},     {"full", "block", 2, NULL},   {NULL, NULL, 1, "0:full,1:selective,2:none,3:full"},
+    };
+    const int L = 4;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        float *ref = NULL;
+        size_t np = 0;
+        {   // the parameter count of this shape, for the bitwise gradient comparison
+            GPTConfig c = {.layers = L, .hidden = (int)shapes[i].h, .heads = (int)shapes[i].a, .seq = (int)shapes[i].s,
+                           .batch = (int)shapes[i].b, .vocab = (int)shapes[i].v, .arch = ARCH_LLAMA,
+                           .kv_heads = (int)shapes[i].kv, .ffn = (int)shapes[i].f};
+            np = gpt_num_params(&c);
+        }
+        for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
+            int fails = 0;
+            float *g = run_step(&shapes[i], L, policies[p].rc, policies[p].method, policies[p].num, policies[p].list, &fails);
+            if (!g) continue;
+            if (!ref) ref = g;
+            else {
+                CHECK(memcmp(ref, g, np * sizeof(float)) == 0, "shape %zu policy %zu: gradients differ from recompute none",
+                      i, p);
+                free(g);
+            }
+        }
+        free(ref);
+    }
+    // Mask modes, Tempo's LayerNorm analogue (RMSNorm from its output) and softmax, flash; bf16.
+    const unsigned tempos[] = {TEMPO_LAYERNORM, TEMPO_SOFTMAX, ATTN_FLASH, TEMPO_LAYERNORM | ATTN_FLASH};
+    const MaskMode modes[] = {MASKS_BITS, MASKS_REGEN};
+    for (size_t t = 0; t < sizeof tempos / sizeof tempos[0]; t++)
+        for (int e = 4; e >= 2; e -= 2) {
+            Shape sh = shapes[0];
+            sh.tempo = tempos[t];
+            sh.e = e;
+            int fails = 0;
+            free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
+            free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        }
+    for (size_t k = 0; k < sizeof modes / sizeof modes[0]; k++) {
+        Shape sh = shapes[0];
+        sh.masks = modes[k];
+        int fails = 0;
+        free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
+        free(run_step(&sh, L, NULL, NULL, 1, "0-1:full,2:selective,3:none", &fails));
+    }
+    return check_summary();
+}
