@@ -38,8 +38,8 @@ static void check_shape(int s, int b, int a, int d) {
     float *ctx32 = xcalloc(n * 4), *ctx16 = xcalloc(n * 4), *p32 = xcalloc(ss * 4), *p16 = xcalloc(ss * 4);
     uint16_t *s16 = xmalloc((size_t)threads * ATTENTION_BF16_SCRATCH(s, d) * sizeof(uint16_t));
     DropoutSite site = {.step = 7, .site = SITE_ATTN, .p = 0.0f};
-    attention_forward(ctx32, p32, NULL, NULL, q, k, v, s, b, a, h, 0, site, 0, 0);
-    attention_forward_bf16(ctx16, p16, NULL, NULL, q, k, v, s, b, a, h, 0, site, 0, 0, s16);
+    attention_forward(ctx32, p32, NULL, NULL, q, k, v, s, b, a, a, h, 0, site, 0, 0);
+    attention_forward_bf16(ctx16, p16, NULL, NULL, q, k, v, s, b, a, a, h, 0, site, 0, 0, s16);
     double e_ctx = max_diff(ctx32, ctx16, n), e_p = max_diff(p32, p16, ss);
     CHECK(e_ctx < 2e-2 && e_p < 2e-2, "s %d d %d: bf16 forward |ctx| %.3g, |P| %.3g from fp32 (want < 2e-2)", s, d,
           e_ctx, e_p);
@@ -47,11 +47,11 @@ static void check_shape(int s, int b, int a, int d) {
     float *dq32 = xcalloc(n * 4), *dk32 = xcalloc(n * 4), *dv32 = xcalloc(n * 4);
     float *dq16 = xcalloc(n * 4), *dk16 = xcalloc(n * 4), *dv16 = xcalloc(n * 4);
     float *scr = xcalloc((size_t)threads * ATTENTION_RECOMPUTE_SCRATCH(s) * 4);
-    attention_backward(dq32, dk32, dv32, dctx, p32, NULL, NULL, q, k, v, scr, s, b, a, h, 0.0f, 0);
-    attention_backward_bf16(dq16, dk16, dv16, dctx, p32, NULL, NULL, q, k, v, scr, s, b, a, h, 0.0f, 0, s16);
+    attention_backward(dq32, dk32, dv32, dctx, p32, NULL, NULL, q, k, v, scr, s, b, a, a, h, 0.0f, 0);
+    attention_backward_bf16(dq16, dk16, dv16, dctx, p32, NULL, NULL, q, k, v, scr, s, b, a, a, h, 0.0f, 0, s16);
     double e = fmax(max_diff(dq32, dq16, n), fmax(max_diff(dk32, dk16, n), max_diff(dv32, dv16, n)));
     CHECK(e < 3e-2, "s %d d %d: bf16 backward %.3g from fp32 (want < 3e-2)", s, d, e);
-    attention_backward_recompute_bf16(dq16, dk16, dv16, dctx, q, k, v, scr, s, b, a, h, 0, site, 0, 0, s16);
+    attention_backward_recompute_bf16(dq16, dk16, dv16, dctx, q, k, v, scr, s, b, a, a, h, 0, site, 0, 0, s16);
     e = fmax(max_diff(dq32, dq16, n), fmax(max_diff(dk32, dk16, n), max_diff(dv32, dv16, n)));
     CHECK(e < 3e-2, "s %d d %d: bf16 selective recompute %.3g from fp32 (want < 3e-2)", s, d, e);
     printf("  s %2d d %2d: bf16 - fp32: ctx %.2g, P %.2g, backward %.2g\n", s, d, e_ctx, e_p, e);
@@ -60,8 +60,9 @@ static void check_shape(int s, int b, int a, int d) {
 }
 
 // A backend whose attention scratch is not the CPU's: the planner must quote it.
-static size_t odd_scratch(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
+static size_t odd_scratch(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h) {
     (void)be;
+    (void)kv;
     return 1000003u * (size_t)(kind + 1) + (size_t)s * b * a * h;
 }
 
@@ -76,7 +77,7 @@ static void check_planner_asks(void) {
         {0, 1, ATTN_SCRATCH_RECOMPUTE}, {ATTN_FLASH, 1, ATTN_SCRATCH_FLASH}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         // the rank's heads and width: a/t = 2, h/t = 32
-        size_t want = cpu->attention_scratch_floats(cpu, cases[i].kind, 24, 2, 2, 32) * sizeof(float);
+        size_t want = cpu->attention_scratch_floats(cpu, cases[i].kind, 24, 2, 2, 2, 32) * sizeof(float);
         size_t got = plan_attention_scratch_bytes(cpu, &sh, 1, cases[i].tempo, cases[i].sel);
         CHECK(got == want, "case %zu: the planner says %zu bytes, the CPU backend %zu", i, got, want);
         size_t none = plan_attention_scratch_bytes(NULL, &sh, omp_get_max_threads(), cases[i].tempo, cases[i].sel);
@@ -84,9 +85,9 @@ static void check_planner_asks(void) {
         Backend odd = *cpu;
         odd.attention_scratch_floats = odd_scratch;
         size_t o = plan_attention_scratch_bytes(&odd, &sh, 1, cases[i].tempo, cases[i].sel);
-        size_t o_want = odd_scratch(&odd, cases[i].kind, 24, 2, 2, 32) * sizeof(float);
+        size_t o_want = odd_scratch(&odd, cases[i].kind, 24, 2, 2, 2, 32) * sizeof(float);
         if (cases[i].kind == ATTN_SCRATCH_RECOMPUTE) {   // the larger of the stored backward's and recompute's
-            size_t st = odd_scratch(&odd, ATTN_SCRATCH_BACKWARD, 24, 2, 2, 32) * sizeof(float);
+            size_t st = odd_scratch(&odd, ATTN_SCRATCH_BACKWARD, 24, 2, 2, 2, 32) * sizeof(float);
             o_want = st > o_want ? st : o_want;
         }
         CHECK(o == o_want, "case %zu: the planner says %zu bytes, the backend %zu", i, o, o_want);

@@ -95,11 +95,11 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // ---- the CPU's
     float *r_ctx = malloc(nb), *r_prob = malloc(sb), *r_drop = dropout ? malloc(sb) : NULL;
     uint8_t *r_keep = dropout ? malloc(nss) : NULL;
-    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, h, c->head0, site, c->sample0,
+    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, a, h, c->head0, site, c->sample0,
                            c->round_bf16);
     float *r_dq = malloc(nb), *r_dk = malloc(nb), *r_dv = malloc(nb);
-    float *r_scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, h) * sizeof(float));
-    cpu->attention_backward(cpu, r_dq, r_dk, r_dv, g, r_prob, r_keep, r_drop, q, k, v, r_scr, s, b, a, h, c->p,
+    float *r_scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, a, h) * sizeof(float));
+    cpu->attention_backward(cpu, r_dq, r_dk, r_dv, g, r_prob, r_keep, r_drop, q, k, v, r_scr, s, b, a, a, h, c->p,
                             c->round_bf16);
 
     // ---- the GPU's forward
@@ -107,7 +107,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     float *dg_in = dev_upload(gpu, g, nb);
     float *ctx = dev_guarded(gpu, nb), *prob = dev_guarded(gpu, sb), *drop = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, h, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, a, h, c->head0, site, c->sample0,
                            c->round_bf16);
     snprintf(what, sizeof what, "%s: forward ctx", tag);
     CHECK_CLOSE(gpu, ctx, r_ctx, n, tol, what);
@@ -133,7 +133,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // Twice: the same bits. Without ctx (selective recompute's forward): the same P, K, D.
     float *ctx2 = dev_guarded(gpu, nb), *prob2 = dev_guarded(gpu, sb), *drop2 = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep2 = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, h, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, a, h, c->head0, site, c->sample0,
                            c->round_bf16);
     CHECK(dev_same(gpu, ctx, ctx2, nb) && dev_same(gpu, prob, prob2, sb), "%s: forward twice: ctx or prob differ", tag);
     if (dropout)
@@ -143,7 +143,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         gpu->memset(gpu, drop2, 0xFF, sb);
         gpu->memset(gpu, keep2, 0xFF, nss);
     }
-    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, h, c->head0, site,
+    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, a, h, c->head0, site,
                            c->sample0, c->round_bf16);
     CHECK(dev_same(gpu, prob, prob2, sb), "%s: forward without ctx: prob differs", tag);
     if (dropout)
@@ -161,10 +161,10 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     }
 
     // ---- backward from the stored P, K, D
-    const size_t scr_b = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD, s, b, a, h) * sizeof(float);
+    const size_t scr_b = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD, s, b, a, a, h) * sizeof(float);
     float *scr = dev_guarded(gpu, scr_b);
     float *gdq = dev_guarded(gpu, nb), *gdk = dev_guarded(gpu, nb), *gdv = dev_guarded(gpu, nb);
-    gpu->attention_backward(gpu, gdq, gdk, gdv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, h, c->p,
+    gpu->attention_backward(gpu, gdq, gdk, gdv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, a, h, c->p,
                             c->round_bf16);
     snprintf(what, sizeof what, "%s: backward dq", tag);
     CHECK_CLOSE(gpu, gdq, r_dq, n, tol, what);
@@ -179,7 +179,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // Twice: the same bits.
     float *odq = dev_guarded(gpu, nb), *odk = dev_guarded(gpu, nb), *odv = dev_guarded(gpu, nb);
     gpu->memset(gpu, scr, 0xFF, scr_b);
-    gpu->attention_backward(gpu, odq, odk, odv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, h, c->p,
+    gpu->attention_backward(gpu, odq, odk, odv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, a, h, c->p,
                             c->round_bf16);
     CHECK(dev_same(gpu, gdq, odq, nb) && dev_same(gpu, gdk, odk, nb) && dev_same(gpu, gdv, odv, nb),
           "%s: backward twice: gradients differ", tag);
@@ -195,7 +195,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         float *xq = dev_guarded(gpu, nb + 4), *xk = dev_guarded(gpu, nb + 4), *xv = dev_guarded(gpu, nb + 4);
         float *sscr = dev_guarded(gpu, scr_b + 4);
         gpu->attention_backward(gpu, xq + 1, xk + 1, xv + 1, sg + 1, sp + 1, dropout ? sk8 + 1 : NULL,
-                                dropout ? sd + 1 : NULL, sq + 1, sk + 1, sv + 1, sscr + 1, s, b, a, h, c->p,
+                                dropout ? sd + 1 : NULL, sq + 1, sk + 1, sv + 1, sscr + 1, s, b, a, a, h, c->p,
                                 c->round_bf16);
         CHECK(dev_same(gpu, gdq, xq + 1, nb) && dev_same(gpu, gdk, xk + 1, nb) && dev_same(gpu, gdv, xv + 1, nb),
               "%s: backward with every buffer 4 bytes off: gradients differ", tag);
@@ -203,7 +203,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         float *xdrop = dropout ? dev_guarded(gpu, sb + 4) : NULL;
         uint8_t *xkeep = dropout ? dev_guarded(gpu, nss + 1) : NULL;
         gpu->attention_forward(gpu, xctx + 1, xprob + 1, dropout ? xkeep + 1 : NULL, dropout ? xdrop + 1 : NULL,
-                               sq + 1, sk + 1, sv + 1, s, b, a, h, c->head0, site, c->sample0, c->round_bf16);
+                               sq + 1, sk + 1, sv + 1, s, b, a, a, h, c->head0, site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, ctx, xctx + 1, nb) && dev_same(gpu, prob, xprob + 1, sb),
               "%s: forward with every buffer 4 bytes off: ctx or prob differ", tag);
         if (dropout)
@@ -215,10 +215,10 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
 
     // Tempo's backward (drop NULL: D formed again from P and the mask): the stored backward's bits.
     if (dropout) {
-        const size_t scr_t = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD_TEMPO, s, b, a, h) * sizeof(float);
+        const size_t scr_t = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD_TEMPO, s, b, a, a, h) * sizeof(float);
         float *tscr = dev_guarded(gpu, scr_t);
         float *tdq = dev_guarded(gpu, nb), *tdk = dev_guarded(gpu, nb), *tdv = dev_guarded(gpu, nb);
-        gpu->attention_backward(gpu, tdq, tdk, tdv, dg_in, prob, keep, NULL, dq_in, dk_in, dv_in, tscr, s, b, a, h, c->p,
+        gpu->attention_backward(gpu, tdq, tdk, tdv, dg_in, prob, keep, NULL, dq_in, dk_in, dv_in, tscr, s, b, a, a, h, c->p,
                                 c->round_bf16);
         CHECK(dev_same(gpu, gdq, tdq, nb) && dev_same(gpu, gdk, tdk, nb) && dev_same(gpu, gdv, tdv, nb),
               "%s: Tempo's backward differs from the stored backward", tag);
@@ -231,10 +231,10 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
 
     // Selective recompute: P, K, D again inside the backward: the stored backward's bits.
     {
-        const size_t scr_r = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_RECOMPUTE, s, b, a, h) * sizeof(float);
+        const size_t scr_r = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_RECOMPUTE, s, b, a, a, h) * sizeof(float);
         float *rscr = dev_guarded(gpu, scr_r);
         float *rdq = dev_guarded(gpu, nb), *rdk = dev_guarded(gpu, nb), *rdv = dev_guarded(gpu, nb);
-        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, h, c->head0,
+        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, a, h, c->head0,
                                           site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, gdq, rdq, nb) && dev_same(gpu, gdk, rdk, nb) && dev_same(gpu, gdv, rdv, nb),
               "%s: selective recompute's backward differs from the stored backward", tag);
@@ -263,18 +263,18 @@ static void kv_case(Backend *cpu, Backend *gpu, int a, int d, int p0, int n, int
         for (int c = h; c < ldq; c++) q[(size_t)i * ldq + c] = NAN;
     float *r_ctx = malloc((size_t)n * h * sizeof(float));
     float *scores = malloc((size_t)omp_get_max_threads() * seq * sizeof(float));
-    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, h);
+    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, a, h);
 
     float *dq = dev_upload(gpu, q, (size_t)n * ldq * sizeof(float));
     float *dk = dev_upload(gpu, kc, (size_t)seq * h * sizeof(float)), *dv = dev_upload(gpu, vc, (size_t)seq * h * sizeof(float));
     float *dsc = dev_poisoned(gpu, (size_t)seq * sizeof(float));
     float *ctx = dev_guarded(gpu, (size_t)n * h * sizeof(float)), *ctx2 = dev_guarded(gpu, (size_t)n * h * sizeof(float));
-    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, h);
+    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, a, h);
     char what[160];
     snprintf(what, sizeof what, "kv_attention a=%d d=%d p0=%d n=%d", a, d, p0, n);
     CHECK_CLOSE(gpu, ctx, r_ctx, (size_t)n * h, 1e-5, what);
     CHECK(guard_intact(gpu, ctx, (size_t)n * h * sizeof(float)), "%s: wrote past ctx", what);
-    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, h);
+    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, a, h);
     CHECK(dev_same(gpu, ctx, ctx2, (size_t)n * h * sizeof(float)), "%s: twice: ctx differs", what);
     void *dev[] = {dq, dk, dv, dsc, ctx, ctx2};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) gpu->free(gpu, dev[i]);
@@ -325,8 +325,8 @@ int main(void) {
                 for (size_t j = 0; j <= i; j++)
                     for (int bb = 1; bb <= 8; bb++)
                         for (int b2 = 1; b2 <= bb; b2++) {
-                            size_t big = gpu32->attention_scratch_floats(gpu32, kinds[kd], seqs[i], bb, 12, 768);
-                            size_t small = gpu32->attention_scratch_floats(gpu32, kinds[kd], seqs[j], b2, 12, 768);
+                            size_t big = gpu32->attention_scratch_floats(gpu32, kinds[kd], seqs[i], bb, 12, 12, 768);
+                            size_t small = gpu32->attention_scratch_floats(gpu32, kinds[kd], seqs[j], b2, 12, 12, 768);
                             monotone &= small <= big;
                         }
         CHECK(monotone, "attention_scratch_floats grows for a smaller sequence or batch");

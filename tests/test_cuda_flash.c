@@ -62,18 +62,18 @@ static Ref cpu_reference(Backend *cpu, const Case *c) {
     r.ctx = malloc(r.n * 4), r.lse = malloc(r.nl * 4), r.dq = malloc(r.n * 4), r.dk = malloc(r.n * 4), r.dv = malloc(r.n * 4);
     r.sctx = malloc(r.n * 4), r.sdq = malloc(r.n * 4), r.sdk = malloc(r.n * 4), r.sdv = malloc(r.n * 4);
     DropoutSite site = site_of(c);
-    float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, h) * 4);
-    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, h, c->head0, site, c->sample0);
-    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, h,
+    float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, c->a, h) * 4);
+    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, c->a, h, c->head0, site, c->sample0);
+    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, c->a, h,
                                   c->head0, site, c->sample0);
     free(scr);
     int drop = c->p > 0.0f;
     float *prob = malloc(bass * 4), *dropped = drop ? malloc(bass * 4) : NULL;
     uint8_t *keep = drop ? malloc(bass) : NULL;
-    float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, h) * 4);
-    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, h, c->head0, site,
+    float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, c->a, h) * 4);
+    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, c->a, h, c->head0, site,
                            c->sample0, 0);
-    cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a,
+    cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a, c->a,
                             h, c->p, 0);
     free(prob), free(dropped), free(keep), free(bscr);
     return r;
@@ -110,7 +110,7 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
              (double)c->p, c->misalign ? " unal" : "");
     DropoutSite site = site_of(c);
     size_t n = r->n, nl = r->nl;
-    size_t scratch_floats = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, h);
+    size_t scratch_floats = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, c->a, h);
     CHECK(scratch_floats >= nl, "%s: flash scratch %zu floats, the backward needs %zu (one per query row and head)",
           label, scratch_floats, nl);
     void *bq, *bk, *bv, *bg;
@@ -121,8 +121,8 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     for (int run = 0; run < 2; run++) {
         float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
         float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, n * 4), *dv = dev_poisoned(gpu, n * 4);
-        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, h, c->head0, site, c->sample0);
-        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, h, c->head0, site,
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, c->a, h, c->head0, site, c->sample0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, c->a, h, c->head0, site,
                                       c->sample0);
         out[run][0] = ctx, out[run][1] = lse, out[run][2] = dq, out[run][3] = dk, out[run][4] = dv;
     }
@@ -175,15 +175,15 @@ static void time_case(Backend *gpu, int s, int b, int a, int d, float p) {
     float *q = dev_upload(gpu, hq, n * 4), *k = dev_upload(gpu, hq, n * 4), *v = dev_upload(gpu, hg, n * 4);
     float *g = dev_upload(gpu, hg, n * 4), *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
     float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, n * 4), *dv = dev_poisoned(gpu, n * 4);
-    float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, s, b, a, h) * 4);
+    float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, s, b, a, a, h) * 4);
     float *first[3] = {NULL, NULL, NULL};
     double t_fwd = 0, t_bwd = 0;
     for (int rep = 0; rep <= reps; rep++) {   // rep 0 warms up
         double t0 = now_s();
-        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, s, b, a, h, 0, site, 0);
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, s, b, a, a, h, 0, site, 0);
         gpu->synchronize(gpu);
         double t1 = now_s();
-        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, s, b, a, h, 0, site, 0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, s, b, a, a, h, 0, site, 0);
         gpu->synchronize(gpu);
         double t2 = now_s();
         if (rep) t_fwd += t1 - t0, t_bwd += t2 - t1;

@@ -32,15 +32,15 @@ int main(void) {
         // standard: probabilities, mask, dropped, output; then its backward
         float *prob = xmalloc(B * A * ss * 4), *drop = xmalloc(B * A * ss * 4), *ctx = xmalloc(n * 4);
         uint8_t *keep = xmalloc(B * A * ss);
-        attention_forward(ctx, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, S, B, A, H, 5, site, 9, 0);
+        attention_forward(ctx, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, S, B, A, A, H, 5, site, 9, 0);
         float *dq = xmalloc(n * 4), *dk = xmalloc(n * 4), *dv = xmalloc(n * 4), *scr = xmalloc(ss * 4 * (size_t)omp_get_max_threads());
-        attention_backward(dq, dk, dv, g, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, scr, S, B, A, H,
+        attention_backward(dq, dk, dv, g, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, scr, S, B, A, A, H,
                            site.p, 0);
         // flash
         float *fctx = xmalloc(n * 4), *lse = xmalloc((size_t)B * A * S * 4), *fscr = xmalloc(FLASH_SCRATCH(S, D) * 4 * (size_t)omp_get_max_threads());
         float *fdq = xmalloc(n * 4), *fdk = xmalloc(n * 4), *fdv = xmalloc(n * 4);
-        flash_attention_forward(fctx, lse, q, k, v, fscr, S, B, A, H, 5, site, 9);
-        flash_attention_backward(fdq, fdk, fdv, g, q, k, v, fctx, lse, fscr, S, B, A, H, 5, site, 9);
+        flash_attention_forward(fctx, lse, q, k, v, fscr, S, B, A, A, H, 5, site, 9);
+        flash_attention_backward(fdq, fdk, fdv, g, q, k, v, fctx, lse, fscr, S, B, A, A, H, 5, site, 9);
         double e_ctx = rel(fctx, ctx, n), e_q = rel(fdq, dq, n), e_k = rel(fdk, dk, n), e_v = rel(fdv, dv, n);
         printf("dropout %.1f: rel L2 output %.1e, dq %.1e, dk %.1e, dv %.1e\n", (double)site.p, e_ctx, e_q, e_k, e_v);
         CHECK(e_ctx < 1e-6 && e_q < 1e-5 && e_k < 1e-5 && e_v < 1e-5, "flash differs from standard attention (dropout %g)",

@@ -408,7 +408,7 @@ typedef struct {
 
 static double attention_objective(void *p) {
     AttnCtx *c = p;
-    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->h, 0, c->site,
+    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->a, c->h, 0, c->site,
                       c->sample0, 0);
     return dot_rows(c->ctx, c->r, c->s * c->b, c->h, c->h);
 }
@@ -425,7 +425,7 @@ static void test_attention(int s, int b, int a, int h, float p) {
     // Saved activations for the analytic backward (the objective uses its own buffers).
     float *ctx_out = alloc_floats(nx), *prob = alloc_floats(np), *drop = p > 0 ? alloc_floats(np) : NULL;
     uint8_t *keep = p > 0 ? malloc(np) : NULL;
-    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, h, 0, site, sample0, 0);
+    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, a, h, 0, site, sample0, 0);
     if (keep) {
         size_t dropped = 0; // among causal entries only
         for (int bj = 0; bj < b * a; bj++)
@@ -436,7 +436,7 @@ static void test_attention(int s, int b, int a, int h, float p) {
 
     float *dq = alloc_fill(nx, 1000.0f), *dk = alloc_fill(nx, 1000.0f), *dv = alloc_fill(nx, 1000.0f);
     float *scratch = alloc_floats((size_t)omp_get_max_threads() * s * s);
-    attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, h, p, 0);
+    attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, a, h, p, 0);
 
     AttnCtx ctx = {q, k, v, r, alloc_floats(nx), alloc_floats(np), p > 0 ? alloc_floats(np) : NULL,
                    p > 0 ? malloc(np) : NULL, site, sample0, s, b, a, h};

@@ -69,22 +69,26 @@ struct Backend {
     void (*bias_backward)(Backend *be, float *db, const float *dy, int lddy, int n, int cols);
 
     // ---- attention (bf16: round stored P/D to bf16, and under mixed precision bf16 GEMMs per head)
+    // Grouped-query attention: a local query heads, kv local key/value heads (kv divides a; kv = a is
+    // multi-head attention). q, ctx, dq, dctx are [s, b, a·d]; k, v, dk, dv [s, b, kv·d] (h = a·d is the
+    // query width). Local query head j reads kv head j / (a/kv) (HF's repeat_kv). prob, keep, drop and lse
+    // stay per query head; dk, dv of a kv head sum its query heads' contributions.
     void (*attention_forward)(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
-                              const float *k, const float *v, int s, int b, int a, int h, int head0,
+                              const float *k, const float *v, int s, int b, int a, int kv, int h, int head0,
                               DropoutSite site, uint32_t sample0, int round_bf16);
     void (*attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                                const uint8_t *keep, const float *drop, const float *q, const float *k,
-                               const float *v, float *scratch, int s, int b, int a, int h, float p, int round_bf16);
+                               const float *v, float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16);
     void (*attention_backward_recompute)(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                          const float *q, const float *k, const float *v, float *scratch, int s,
-                                         int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                                         int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
                                          int round_bf16);
     void (*flash_attention_forward)(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
-                                    float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
+                                    float *scratch, int s, int b, int a, int kv, int h, int head0, DropoutSite site,
                                     uint32_t sample0);
     void (*flash_attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                      const float *k, const float *v, const float *ctx, const float *lse,
-                                     float *scratch, int s, int b, int a, int h, int head0, DropoutSite site,
+                                     float *scratch, int s, int b, int a, int kv, int h, int head0, DropoutSite site,
                                      uint32_t sample0);
 
     // ---- elementwise and normalisation
@@ -155,16 +159,17 @@ struct Backend {
     void (*linear_forward_rows)(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
                                 const uint16_t *w16, const float *bias, int n, int in, int out);
     // ctx[i] = softmax(q_i · K[0..p0+i]ᵀ / √d) · V[0..p0+i] for the n new tokens i and every head:
-    // q rows of stride ldq (head j at column j·d), K/V the cache [positions, h] (h = a·d), ctx [n, h].
+    // q rows of stride ldq (head j at column j·d), K/V the cache [positions, kv·d] (query head j reads
+    // kv head j / (a/kv)), ctx [n, h] (h = a·d).
     // scores: threads · seq floats of scratch (seq: the cache's capacity). fp32 at every precision.
     void (*kv_attention_forward)(Backend *be, float *ctx, const float *q, int ldq, const float *kc, const float *vc,
-                                 float *scores, int seq, int p0, int n, int a, int h);
+                                 float *scores, int seq, int p0, int n, int a, int kv, int h);
     // y = gelu(x), elementwise (the tanh form of bias_gelu_forward, without the bias).
     void (*gelu_forward)(Backend *be, float *y, const float *x, size_t count);
     // Floats of the scratch argument the attention kernel of this kind needs for s, b, a (local
-    // heads), h (local width): the model allocates it once, in its workspace. On the CPU it is per
+    // heads), kv (local kv heads), h (local query width): the model allocates it once, in its workspace. On the CPU it is per
     // OpenMP thread; a GPU backend sizes it for its own launch.
-    size_t (*attention_scratch_floats)(Backend *be, AttnScratchKind kind, int s, int b, int a, int h);
+    size_t (*attention_scratch_floats)(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h);
 
     // ---- what the device says of itself (the run header)
     // One line: the device, its driver and runtime; returns snprintf's count.
@@ -249,5 +254,5 @@ void backend_close(Backend *be);
 int backend_has_cuda(void);
 // The CPU backend's attention_scratch_floats for a run of `threads` OpenMP threads (its op gives this
 // for omp_get_max_threads()): what the planner asks when no device is open yet.
-size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int h, int threads);
+size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int kv, int h, int threads);
 #endif

@@ -22,8 +22,8 @@ static int passes_of(MaskMode masks, unsigned tempo) {
 // Floats of one kind of attention scratch, as the backend sizes it for the rank's heads and width.
 static size_t backend_scratch(Backend *be, int threads, AttnScratchKind kind, const ActShape *sh) {
     int t = sh->t > 1 ? sh->t : 1, a = sh->a / t, h = sh->h / t;
-    if (be) return be->attention_scratch_floats(be, kind, sh->s, sh->b, a, h);
-    return backend_cpu_attention_scratch_floats(kind, sh->s, sh->b, a, h, threads > 0 ? threads : 1);
+    if (be) return be->attention_scratch_floats(be, kind, sh->s, sh->b, a, a, h);
+    return backend_cpu_attention_scratch_floats(kind, sh->s, sh->b, a, a, h, threads > 0 ? threads : 1);
 }
 
 size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads, unsigned tempo, int any_selective) {

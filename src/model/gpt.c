@@ -147,11 +147,11 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     AttnScratchKind stored = (m->policy.tempo & TEMPO_SOFTMAX) ? ATTN_SCRATCH_BACKWARD_TEMPO : ATTN_SCRATCH_BACKWARD;
     size_t scratch = 0;
     if (m->policy.tempo & ATTN_FLASH) {
-        scratch = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->hl);
+        scratch = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->hl);
     } else {
-        size_t st = any_stored ? m->be->attention_scratch_floats(m->be, stored, c->seq, c->batch, m->al, m->hl) : 0;
+        size_t st = any_stored ? m->be->attention_scratch_floats(m->be, stored, c->seq, c->batch, m->al, m->kvh, m->hl) : 0;
         size_t re = any_selective
-                        ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->hl)
+                        ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->hl)
                         : 0;
         scratch = st > re ? st : re;
     }
@@ -292,7 +292,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->hl, m->head0, site, m->act->ctx.sample0);
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->hl, m->head0, site, m->act->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -301,7 +301,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
     uint8_t *mask = drop ? mask_out(m, A, ACT_ATTN_MASK, l, as2b, km) : NULL;
     float *dropped = drop ? saved_out(m, A, ACT_ATTN_DROP, l, as2b, kd) : NULL;
-    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->hl, m->head0, site, m->act->ctx.sample0, bf16);
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->hl, m->head0, site, m->act->ctx.sample0, bf16);
     saved_done(m, A, ACT_ATTN_PROB, l, prob, as2b, kp, 1);
     if (drop) {
         mask_done(m, A, ACT_ATTN_MASK, l, mask, as2b, km);
@@ -863,16 +863,16 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
         m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                         saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                         saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
-                                        s, b, m->al, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+                                        s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
     else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, m->head0,
+                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, m->head0,
                                             site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
     else
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx,
                                   saved_in(m, A, ACT_ATTN_PROB, l, as2b), drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
                                   drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k,
-                                  v, ws(m, W_ATTN_SCRATCH), s, b, m->al, hl, p, bf16);
+                                  v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
 }
 
 // q, k, v projections' backward from W_D_Q, W_D_K, W_D_V (RoPE's transpose first): dL/dx into W_OUT.

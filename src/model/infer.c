@@ -107,7 +107,7 @@ void infer_forward(KVCache *c, const int32_t *tokens, int n, float *logits, int 
             be->copy(be, kc + (size_t)(p0 + i) * h, c->qkv + (size_t)i * 3 * h + h, row, COPY_D2D);
             be->copy(be, vc + (size_t)(p0 + i) * h, c->qkv + (size_t)i * 3 * h + 2 * (size_t)h, row, COPY_D2D);
         }
-        be->kv_attention_forward(be, c->ctx, c->qkv, 3 * h, kc, vc, c->scores, c->seq, p0, n, c->heads, h);
+        be->kv_attention_forward(be, c->ctx, c->qkv, 3 * h, kc, vc, c->scores, c->seq, p0, n, c->heads, c->heads, h);
         be->linear_forward_rows(be, c->tmp, h, c->ctx, h, w->proj_w, w->proj_w16, NULL, n, h, h);
         be->dropout_residual_forward(be, c->x, c->x, c->tmp, w->proj_b, NULL, 0.0f, n, h);
         // x2 = x1 + FC2(GeLU(FC1(LN2(x1))))

@@ -1,4 +1,5 @@
 #include "backend/cpu/attention.h"
+#include "util/common.h"
 #include "backend/cpu/bf16.h"
 #include "backend/cpu/bf16_convert.h"
 #include <cblas.h>
@@ -103,14 +104,15 @@ static uint16_t *thread_s16(uint16_t *s16, int s, int d) {
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                       const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16) {
-    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, h, head0, site, sample0, round_bf16, NULL);
+    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, head0, site, sample0, round_bf16, NULL);
 }
 
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                            const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                            const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
                             int round_bf16, uint16_t *s16) {
+    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
     int d = h / a, ld = b * h;
     size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded.
@@ -180,13 +182,14 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                        float *scratch, int s, int b, int a, int h, float p, int round_bf16) {
-    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch, s, b, a, h, p, round_bf16, NULL);
+                        float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16) {
+    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch, s, b, a, kv, h, p, round_bf16, NULL);
 }
 
 void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                              const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                             float *scratch, int s, int b, int a, int h, float p, int round_bf16, uint16_t *s16) {
+                             float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16, uint16_t *s16) {
+    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
     int d = h / a, ld = b * h;
     size_t ss = (size_t)s * s;
     float keep_scale = 1.0f / (1.0f - p);
@@ -206,15 +209,16 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx,
 }
 
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                  const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
-    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, h, head0, site, sample0, round_bf16,
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0, round_bf16,
                                       NULL);
 }
 
 void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                       const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16) {
+    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
     int d = h / a, ld = b * h, drop = site.p > 0.0f;
     size_t ss = (size_t)s * s;
 #pragma omp parallel for schedule(static)

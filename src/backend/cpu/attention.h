@@ -12,7 +12,7 @@
 // are rounded to bf16 before use, as when they are stored in bf16. Under tensor parallelism a rank
 // holds heads head0 .. head0+a−1 of the model (h = its a·d columns); masks use the global head.
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                       const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16);
 // The attention dropout mask [b,a,s,s] alone, exactly as attention_forward draws it.
 void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
@@ -21,14 +21,14 @@ void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite s
 // per head (exactly as the forward did, round_bf16 alike); scratch then holds 2·s·s per thread.
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                        float *scratch, int s, int b, int a, int h, float p, int round_bf16);
+                        float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16);
 // Selective recompute, fused: each (sequence, head) recomputes its P, mask and dropped P into this
 // thread's scratch (ATTENTION_RECOMPUTE_SCRATCH(s) floats per OpenMP thread) with exactly the
 // forward's code, then runs its backward while they are still in cache. Nothing is held for the
 // whole layer, so nothing goes to the arena.
 #define ATTENTION_RECOMPUTE_SCRATCH(s) (3 * (size_t)(s) * (size_t)(s) + ((size_t)(s) * (size_t)(s) + 3) / 4)
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                  const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16);
 
 // Mixed precision: the same, with every per-head GEMM on bf16 copies of its operands (fp32
@@ -38,12 +38,12 @@ void attention_backward_recompute(float *dq, float *dk, float *dv, const float *
 #define ATTENTION_BF16_A_ROOM(s, d) ((size_t)(s) * ((size_t)(s) > (size_t)(d) ? (size_t)(s) : (size_t)(d)))
 #define ATTENTION_BF16_SCRATCH(s, d) (ATTENTION_BF16_A_ROOM(s, d) + (size_t)(s) * (size_t)(d))
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                            const float *v, int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0,
+                            const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
                             int round_bf16, uint16_t *s16);
 void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                              const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                             float *scratch, int s, int b, int a, int h, float p, int round_bf16, uint16_t *s16);
+                             float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16, uint16_t *s16);
 void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                       const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16);
 #endif

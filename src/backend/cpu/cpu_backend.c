@@ -98,9 +98,9 @@ static void cpu_linear_forward_rows(Backend *be, float *y, int ldy, const float 
     cpu_linear_forward(be, y, ldy, x, NULL, ldx, w, w16, bias, n, in, out);
 }
 static void cpu_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
-                                     const float *vc, float *scores, int seq, int p0, int n, int a, int h) {
+                                     const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h) {
     (void)be;
-    kv_attention_forward(ctx, q, ldq, kc, vc, scores, seq, p0, n, a, h);
+    kv_attention_forward(ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h);
 }
 
 // ---- attention: under mixed precision the per-head GEMMs run in bf16 in per-thread scratch (slot 1)
@@ -110,23 +110,23 @@ static uint16_t *attention_s16(Backend *be, int s, int a, int h) {
 }
 
 static void cpu_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
-                                  const float *k, const float *v, int s, int b, int a, int h, int head0,
+                                  const float *k, const float *v, int s, int b, int a, int kv, int h, int head0,
                                   DropoutSite site, uint32_t sample0, int round_bf16) {
-    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, h, head0, site, sample0, round_bf16,
+    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, head0, site, sample0, round_bf16,
                            attention_s16(be, s, a, h));
 }
 static void cpu_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                                    const uint8_t *keep, const float *drop, const float *q, const float *k,
-                                   const float *v, float *scratch_f, int s, int b, int a, int h, float p,
+                                   const float *v, float *scratch_f, int s, int b, int a, int kv, int h, float p,
                                    int round_bf16) {
-    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch_f, s, b, a, h, p, round_bf16,
+    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch_f, s, b, a, kv, h, p, round_bf16,
                             attention_s16(be, s, a, h));
 }
 static void cpu_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                              const float *q, const float *k, const float *v, float *scratch_f,
-                                             int s, int b, int a, int h, int head0, DropoutSite site,
+                                             int s, int b, int a, int kv, int h, int head0, DropoutSite site,
                                              uint32_t sample0, int round_bf16) {
-    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, h, head0, site, sample0,
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, kv, h, head0, site, sample0,
                                       round_bf16, attention_s16(be, s, a, h));
 }
 
@@ -136,17 +136,17 @@ static void be_bias_backward(Backend *be, float *db, const float *dy, int lddy, 
     bias_backward(db, dy, lddy, n, cols);
 }
 static void be_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                       const float *v, float *scratch, int s, int b, int a, int h, int head0,
+                                       const float *v, float *scratch, int s, int b, int a, int kv, int h, int head0,
                                        DropoutSite site, uint32_t sample0) {
     (void)be;
-    flash_attention_forward(ctx, lse, q, k, v, scratch, s, b, a, h, head0, site, sample0);
+    flash_attention_forward(ctx, lse, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0);
 }
 static void be_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                         const float *q, const float *k, const float *v, const float *ctx,
-                                        const float *lse, float *scratch, int s, int b, int a, int h, int head0,
+                                        const float *lse, float *scratch, int s, int b, int a, int kv, int h, int head0,
                                         DropoutSite site, uint32_t sample0) {
     (void)be;
-    flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, h, head0, site, sample0);
+    flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, kv, h, head0, site, sample0);
 }
 static void be_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w,
                                  const float *b, int n, int h) {
@@ -383,7 +383,8 @@ static void be_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, f
 }
 
 // Per OpenMP thread: dP; with Tempo's softmax P and dP; recompute P, D, dP and the mask; flash tiles.
-size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int h, int threads) {
+size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int kv, int h, int threads) {
+    (void)kv;
     (void)b;
     size_t ss = (size_t)s * (size_t)s, per_thread = ss;
     if (kind == ATTN_SCRATCH_BACKWARD_TEMPO) per_thread = 2 * ss;
@@ -391,9 +392,9 @@ size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, 
     if (kind == ATTN_SCRATCH_FLASH) per_thread = FLASH_SCRATCH(s, h / a);
     return (size_t)threads * per_thread;
 }
-static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
+static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h) {
     (void)be;
-    return backend_cpu_attention_scratch_floats(kind, s, b, a, h, omp_get_max_threads());
+    return backend_cpu_attention_scratch_floats(kind, s, b, a, kv, h, omp_get_max_threads());
 }
 
 static int cpu_describe(const Backend *be, char *out, size_t outlen) {

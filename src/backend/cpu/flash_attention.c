@@ -1,4 +1,5 @@
 #include "backend/cpu/flash_attention.h"
+#include "util/common.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -55,7 +56,8 @@ static void tile_mask(uint8_t *keep, DropoutSite site, uint32_t sample, int head
 }
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
-                             int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0) {
+                             int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
+    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
         FlashHead hd = head_of(bj, b, a, h, site);
@@ -102,8 +104,9 @@ void flash_attention_forward(float *ctx, float *lse, const float *q, const float
 }
 
 void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
-                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a,
+                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
                               int h, int head0, DropoutSite site, uint32_t sample0) {
+    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
         FlashHead hd = head_of(bj, b, a, h, site);

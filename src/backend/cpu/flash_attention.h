@@ -18,9 +18,9 @@
                              3 * FLASH_TILE + (size_t)(s))
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
-                             int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0);
+                             int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0);
 // dctx [s,b,h] -> dq, dk, dv [s,b,h] (overwritten); ctx and lse from the forward.
 void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
-                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a,
+                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
                               int h, int head0, DropoutSite site, uint32_t sample0);
 #endif

@@ -1,4 +1,5 @@
 #include "backend/cpu/infer_kernels.h"
+#include "util/common.h"
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -10,7 +11,8 @@ void linear_forward_row(float *y, const float *x, const float *w, const float *b
 }
 
 void kv_attention_forward(float *ctx, const float *q_all, int ldq, const float *kc, const float *vc, float *scores,
-                          int seq, int p0, int n, int a, int h) {
+                          int seq, int p0, int n, int a, int kv, int h) {
+    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
     int d = h / a;
     float scale = 1.0f / sqrtf((float)d);
     long work = (long)n * a * (p0 + n) * d;

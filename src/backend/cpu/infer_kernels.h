@@ -11,7 +11,7 @@ void linear_forward_row(float *y, const float *x, const float *w, const float *b
 // (causal), as a row of the training attention does; both products are matrix-vector products on
 // the head's strided view of the cache.
 void kv_attention_forward(float *ctx, const float *q, int ldq, const float *kc, const float *vc, float *scores,
-                          int seq, int p0, int n, int a, int h);
+                          int seq, int p0, int n, int a, int kv, int h);
 // y = gelu(x) elementwise.
 void gelu_forward(float *y, const float *x, size_t count);
 #endif

@@ -510,8 +510,9 @@ static void backward_group(Backend *be, const AttnShape &t, int bj0, int g, floa
 }
 
 extern "C" void cuda_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop,
-                                       const float *q, const float *k, const float *v, int s, int b, int a, int h,
+                                       const float *q, const float *k, const float *v, int s, int b, int a, int kv, int h,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
+    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, h);
     Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v);
@@ -553,8 +554,9 @@ extern "C" void cuda_attention_mask(Backend *be, uint8_t *keep, int s, int b, in
 // D [G, s, s] formed again from P and the mask.
 extern "C" void cuda_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                         const float *prob, const uint8_t *keep, const float *drop, const float *q,
-                                        const float *k, const float *v, float *scratch, int s, int b, int a, int h,
+                                        const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                         float p, int round_bf16) {
+    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, h);
     const float keep_scale = 1.0f / (1.0f - p);
@@ -591,8 +593,9 @@ extern "C" void cuda_attention_backward(Backend *be, float *dq, float *dk, float
 // held, one group of heads at a time.
 extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                                   const float *q, const float *k, const float *v, float *scratch,
-                                                  int s, int b, int a, int h, int head0, DropoutSite site,
+                                                  int s, int b, int a, int kv, int h, int head0, DropoutSite site,
                                                   uint32_t sample0, int round_bf16) {
+    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, h);
     const int dropout = site.p > 0.0f;
@@ -619,7 +622,8 @@ extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float 
 // Floats of the model's attention scratch: a group's s×s buffers (at most ATTN_GROUP_FLOATS each, or
 // one head's when s² is larger, never more than b·a heads'), the bound holding for every s' ≤ s and
 // b' ≤ b the model may call with. Mixed precision's bf16 copies live in CUDA_SCRATCH_ATTN instead.
-extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int h) {
+extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h) {
+    (void)kv;
     (void)be;
     if (kind == ATTN_SCRATCH_FLASH) return cuda_flash_scratch_floats(s, b, a, h);
     if (s <= 0 || b <= 0 || a <= 0) return 0;
@@ -637,7 +641,8 @@ extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kin
 // The scores argument (the CPU's per-thread rows) is not used: each (token, head) block keeps its
 // row in CUDA_SCRATCH_ATTN, [n·a, p0+n] floats.
 extern "C" void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
-                                          const float *vc, float *scores, int seq, int p0, int n, int a, int h) {
+                                          const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h) {
+    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     (void)scores;
     (void)seq;
     if (n <= 0 || a <= 0) return;

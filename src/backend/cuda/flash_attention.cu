@@ -950,8 +950,9 @@ extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
 }
 
 extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                             const float *v, float *scratch, int s, int b, int a, int h, int head0,
+                                             const float *v, float *scratch, int s, int b, int a, int kv, int h, int head0,
                                              DropoutSite site, uint32_t sample0) {
+    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     (void)scratch;
     if (s <= 0 || b <= 0 || a <= 0) return;
     FlashDims f = flash_dims(s, b, a, h, head0, site, sample0);
@@ -966,8 +967,9 @@ extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse
 
 extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                               const float *q, const float *k, const float *v, const float *ctx,
-                                              const float *lse, float *scratch, int s, int b, int a, int h,
+                                              const float *lse, float *scratch, int s, int b, int a, int kv, int h,
                                               int head0, DropoutSite site, uint32_t sample0) {
+    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
     FlashDims f = flash_dims(s, b, a, h, head0, site, sample0);
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);
