@@ -55,7 +55,7 @@ int main(void) {
             // Stage 0's activations: Eq. 6 (34sbhL/t) × the interleave factor for SP + selective, plus
             // the embedding mask and the attention core recomputed in backward.
             if (k == 1 && pr->p > 1) {
-                StageLayout sl = {{pr->s, 1, pr->h, pr->a, pr->L, pr->v, 2, MASKS_BYTES, 1, pr->t, 1, 0, 0}, pr->p, pr->m,
+                StageLayout sl = {{pr->s, 1, pr->h, pr->a, pr->L, pr->v, 2, MASKS_BYTES, 1, pr->t, 1, 0, 0, 0, 0, 0, 0}, pr->p, pr->m,
                                   pr->global_batch};
                 double sbh = s * h, eq6 = 34.0 * sbh * (L / pr->p) / pr->t * stage_layer_factor(&sl);
                 double core = 5.0 * pr->a * s * s / pr->t;   // 2 + 1 + 2 bytes of as²b/t, transient
