@@ -120,7 +120,7 @@ static double cache_vs(GPT *model, const int32_t *tokens, const float *ref, cons
     CHECK(all <= tol, "%s: one prefill of %d: worst relative error %.3g (bound %g)", what, S, all, tol);
     CHECK(dec <= tol, "%s: prefill 7 + decode: worst relative error %.3g (bound %g)", what, dec, tol);
     CHECK(chunks <= tol, "%s: chunked prefill: worst relative error %.3g (bound %g)", what, chunks, tol);
-    printf("  %-34s prefill %.3g, prefill 7 + %d decode steps %.3g, chunks %.3g\n", what, all, S - 7, dec, chunks);
+    printf("  %-34s: prefill %.3g, prefill 7 + %d decode steps %.3g, chunks %.3g\n", what, all, S - 7, dec, chunks);
     free(got);
     infer_free(&c);
     return fmax(all, fmax(dec, chunks));
@@ -138,7 +138,7 @@ static void check_mha(int tied, int bias) {
     float *ref = xmalloc((size_t)S * V * sizeof(float));
     forward_logits(&m, tokens, S, ref);
     char what[64];
-    snprintf(what, sizeof what, "MHA %s%s:", tied ? "tied" : "untied", bias ? " qkv-bias" : "");
+    snprintf(what, sizeof what, "MHA %s%s", tied ? "tied" : "untied", bias ? " qkv-bias" : "");
     cache_vs(&m, tokens, ref, what, FP32_TOL);
     free(ref);
     gpt_free(&m);
@@ -210,10 +210,10 @@ static int gqa_kernel, gqa_model;   // what this build has (probed once, before 
 // GQA (kv = 2) and MQA (kv = 1), untied and tied, fp32.
 static void check_gqa(int kv, int tied, int bias) {
     char what[64];
-    snprintf(what, sizeof what, "%s kv %d %s%s:", kv == 1 ? "MQA" : "GQA", kv, tied ? "tied" : "untied",
+    snprintf(what, sizeof what, "%s kv %d %s%s", kv == 1 ? "MQA" : "GQA", kv, tied ? "tied" : "untied",
              bias ? " qkv-bias" : "");
     if (!gqa_kernel) {
-        printf("  SKIP %s the CPU kv_attention_forward refuses kv < heads (grouped-query attention in the kernels "
+        printf("  SKIP %s: the CPU kv_attention_forward refuses kv < heads (grouped-query attention in the kernels "
                "comes with branch gqa-s9)\n", what);
         return;
     }
@@ -233,7 +233,7 @@ static void check_gqa(int kv, int tied, int bias) {
     infer_init(&cm, &mha);
     infer_init(&cg, &gqa);
     size_t less = (2 * (size_t)mcfg.layers + 2) * S * (size_t)(mcfg.hidden - kv * gpt_head_dim(&mcfg)) * sizeof(float);
-    CHECK(cm.bytes - cg.bytes == less, "%s the cache is %zu bytes smaller than MHA's, expected %zu", what,
+    CHECK(cm.bytes - cg.bytes == less, "%s: the cache is %zu bytes smaller than MHA's, expected %zu", what,
           cm.bytes - cg.bytes, less);
     infer_free(&cm);
     infer_free(&cg);
@@ -247,8 +247,8 @@ static void check_gqa(int kv, int tied, int bias) {
         gpt_params_changed(&direct);
         float *own = xmalloc((size_t)S * V * sizeof(float));
         forward_logits(&direct, tokens, S, own);
-        char own_what[80];
-        snprintf(own_what, sizeof own_what, "%.*s, its own forward:", (int)strlen(what) - 1, what);
+        char own_what[96];
+        snprintf(own_what, sizeof own_what, "%s, its own forward", what);
         cache_vs(&direct, tokens, own, own_what, FP32_TOL);
         free(own);
         gpt_free(&direct);
@@ -272,7 +272,7 @@ static void check_bf16(void) {
     float *ref = xmalloc((size_t)S * V * sizeof(float)), *a = xmalloc((size_t)S * V * sizeof(float));
     float *b = xmalloc((size_t)S * V * sizeof(float));
     forward_logits(&m, tokens, S, ref);
-    cache_vs(&m, tokens, ref, "bf16 MHA untied qkv-bias:", BF16_TOL);
+    cache_vs(&m, tokens, ref, "bf16 MHA untied qkv-bias", BF16_TOL);
     KVCache c, c32;
     infer_init(&c, &m);
     infer_init(&c32, &m32);
@@ -330,8 +330,8 @@ static void check_generate_vs(GPT *model, GPT *ref_model, const char *what) {
     int distinct = 0;
     for (int i = 1; i < N; i++) distinct += got[i] != got[0];
     CHECK(distinct > 0, "%s: %d times the same token: the comparison would prove little", what, N);
-    printf("  generate %s: %d tokens (seed 11, temperature 1, %d slides) equal the recomputing reference's\n", what, N,
-           st.slides);
+    printf("  generate %s: %d tokens (seed 11, temperature 1, %d slides) %s the recomputing reference's\n", what, N,
+           st.slides, first < 0 ? "equal" : "differ from");
 }
 
 static void check_generate(void) {
