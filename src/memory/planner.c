@@ -40,7 +40,7 @@ size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads) {
     if (precision != PRECISION_BF16) return 0;
     size_t t = sh->t > 1 ? (size_t)sh->t : 1, n = (size_t)sh->s * (size_t)sh->b, h = (size_t)sh->h;
-    size_t fl = 4 * h / t, vl = ((size_t)sh->v + t - 1) / t, d = h / (size_t)sh->a;
+    size_t fl = (sh->ffn > 0 ? (size_t)sh->ffn : 4 * h) / t, vl = ((size_t)sh->v + t - 1) / t, d = h / (size_t)sh->a;
     size_t rows_mlp = sh->mini_seq > 1 ? (n + (size_t)sh->mini_seq - 1) / (size_t)sh->mini_seq : n;
     // slot 0: forward inputs (largest n·h: QKV, FC1, head; n·fl: FC2) and backward dy (n·fl: FC1; n·vl: head)
     size_t slot0 = n * h;
@@ -170,6 +170,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
         for (unsigned opt = 0; opt < 32; opt++) {
             unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
+            if (base->swiglu && (tempo & (MINI_SEQ | TEMPO_GELU))) continue;  // SwiGLU: no GeLU, no chunked MLP
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
             ActShape sh = *base;
             sh.masks = modes[mi];
