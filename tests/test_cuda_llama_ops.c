@@ -125,14 +125,18 @@ static void test_rmsnorm_backward(int n, int h, int from_output, int accumulate,
     float *dw0 = host_random(h + off, -1.0f, 1.0f);
     float *dx = fdup(dx0, nh + off), *dw = fdup(dw0, h + off);
     const float *in = from_output ? y : x;
-    if (from_output) cpu->rmsnorm_backward_from_output(cpu, dx + off, accumulate, dw + off, dy + off, y + off, rs + off, w + off, n, h);
-    else cpu->rmsnorm_backward(cpu, dx + off, accumulate, dw + off, dy + off, x + off, rs + off, w + off, n, h);
+    if (from_output)
+        cpu->rmsnorm_backward_from_output(cpu, dx + off, accumulate, dw + off, dy + off, y + off, rs + off, w + off, n, h);
+    else
+        cpu->rmsnorm_backward(cpu, dx + off, accumulate, dw + off, dy + off, x + off, rs + off, w + off, n, h);
 
-    float *g_in = dev_upload(gpu, in, (nh + off) * sizeof(float)), *g_rs = dev_upload(gpu, rs, ((size_t)n + off) * sizeof(float));
+    float *g_in = dev_upload(gpu, in, (nh + off) * sizeof(float));
+    float *g_rs = dev_upload(gpu, rs, ((size_t)n + off) * sizeof(float));
     float *g_w = dev_upload(gpu, w, (h + off) * sizeof(float)), *g_dy = dev_upload(gpu, dy, (nh + off) * sizeof(float));
     float *gdx[2], *gdw[2];
     for (int run = 0; run < 2; run++) {
-        gdx[run] = accumulate ? dev_upload(gpu, dx0, (nh + off) * sizeof(float)) : dev_poisoned(gpu, (nh + off) * sizeof(float));
+        gdx[run] = accumulate ? dev_upload(gpu, dx0, (nh + off) * sizeof(float))
+                              : dev_poisoned(gpu, (nh + off) * sizeof(float));
         gdw[run] = dev_upload(gpu, dw0, (h + off) * sizeof(float));
         if (from_output)
             gpu->rmsnorm_backward_from_output(gpu, gdx[run] + off, accumulate, gdw[run] + off, g_dy + off, g_in + off,
@@ -227,22 +231,36 @@ static void test_rope_qkv(int rows, int b, int a, int kv, int d, int pos0, int r
     free(cs); free(qkv); free(ref);
 }
 
-// The error cases run in a child (`self --rope-error KIND`): ctron_fatal exits the process. The
-// child is a fresh exec, so the parent's CUDA context is never forked.
-static int rope_error_child(const char *kind) {
+// The error cases, each run in a child (`self --rope-error I`: ctron_fatal exits the process; the
+// child is a fresh exec, so the parent's CUDA context is never forked). A table of 8 positions at d = 6.
+static const struct {
+    const char *what;
+    int backward, rows, b, d, pos0;
+    const char *needle;
+} ROPE_ERRORS[] = {
+    {"past the table", 0, 12, 2, 6, 3, "rope_forward (cuda): positions 3 .. 8 are outside the table's 0 .. 7"},
+    {"past the table, backward", 1, 12, 2, 6, 3, "rope_backward (cuda): positions 3 .. 8 are outside the table's 0 .. 7"},
+    {"a negative position", 0, 12, 2, 6, -1, "positions -1 .. 4 are outside the table's 0 .. 7"},
+    {"an odd head dimension", 0, 2, 1, 5, 0, "head dimension 5 must be even"},
+};
+enum { ROPE_ERROR_CASES = sizeof ROPE_ERRORS / sizeof ROPE_ERRORS[0] };
+
+static int rope_error_child(int i) {
     Backend *be = cuda_or_skip(PRECISION_FP32);
     static float table[8 * 6];
     rope_table(table, 8, 6, 10000.0f);
     float *cs = dev_upload(be, table, sizeof table), *x = be->alloc(be, 12 * 16 * sizeof(float));
-    if (!strcmp(kind, "past-forward")) be->rope_forward(be, x, x, 16, cs, 8, 12, 2, 1, 6, 3, 0);
-    else if (!strcmp(kind, "past-backward")) be->rope_backward(be, x, x, 16, cs, 8, 12, 2, 1, 6, 3);
-    else if (!strcmp(kind, "negative")) be->rope_forward(be, x, x, 16, cs, 8, 12, 2, 1, 6, -1, 0);
-    else if (!strcmp(kind, "odd")) be->rope_forward(be, x, x, 16, cs, 8, 2, 1, 1, 5, 0, 0);
+    int rows = ROPE_ERRORS[i].rows, b = ROPE_ERRORS[i].b, d = ROPE_ERRORS[i].d, pos0 = ROPE_ERRORS[i].pos0;
+    if (ROPE_ERRORS[i].backward) be->rope_backward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0);
+    else be->rope_forward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0, 0);
     be->synchronize(be);
     return 0;   // not refused
 }
 
-static void expect_rope_refused(const char *kind, const char *needle) {
+static void expect_rope_refused(int i) {
+    const char *needle = ROPE_ERRORS[i].needle;
+    char index[16];
+    snprintf(index, sizeof index, "%d", i);
     int fds[2];
     if (pipe(fds) != 0) { CHECK(0, "pipe failed"); return; }
     posix_spawn_file_actions_t fa;
@@ -250,7 +268,7 @@ static void expect_rope_refused(const char *kind, const char *needle) {
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
     posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
-    char *argv[] = {"test_cuda_llama_ops", "--rope-error", (char *)kind, NULL};
+    char *argv[] = {"test_cuda_llama_ops", "--rope-error", index, NULL};
     pid_t pid;
     fflush(stdout);
     int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
@@ -264,8 +282,9 @@ static void expect_rope_refused(const char *kind, const char *needle) {
     int status = 0;
     if (rc == 0) waitpid(pid, &status, 0);
     int ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, needle);
-    printf("  rope %-13s %s%s", kind, ok ? "refused: " : "NOT REFUSED\n", ok ? msg : "");
-    CHECK(ok, "rope %s: expected exit 1 with '%s', got spawn %d status %d, output '%s'", kind, needle, rc, status, msg);
+    printf("  rope %-26s %s%s", ROPE_ERRORS[i].what, ok ? "refused: " : "NOT REFUSED\n", ok ? msg : "");
+    CHECK(ok, "rope %s: expected exit 1 with '%s', got spawn %d status %d, output '%s'", ROPE_ERRORS[i].what, needle,
+          rc, status, msg);
 }
 
 // ---- SwiGLU
@@ -352,7 +371,10 @@ static void test_swiglu_backward(int n, int f, int with_y, int in_place, int rou
 }
 
 int main(int argc, char **argv) {
-    if (argc == 3 && !strcmp(argv[1], "--rope-error")) return rope_error_child(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--rope-error")) {
+        int i = atoi(argv[2]);
+        return i >= 0 && i < ROPE_ERROR_CASES ? rope_error_child(i) : 2;
+    }
     gpu = cuda_or_skip(PRECISION_FP32);
     char err[256] = "";
     cpu = backend_open("cpu", PRECISION_FP32, err, sizeof err);
@@ -391,10 +413,7 @@ int main(int argc, char **argv) {
         test_rope_qkv(10, 2, 6, 2, 8, 3, round);   // GQA: 6 query heads, 2 kv heads
         test_rope_qkv(7, 1, 3, 1, 6, 0, round);    // MQA, d/2 odd
     }
-    expect_rope_refused("past-forward", "rope_forward (cuda): positions 3 .. 8 are outside the table's 0 .. 7");
-    expect_rope_refused("past-backward", "rope_backward (cuda): positions 3 .. 8 are outside the table's 0 .. 7");
-    expect_rope_refused("negative", "positions -1 .. 4 are outside the table's 0 .. 7");
-    expect_rope_refused("odd", "head dimension 5 must be even");
+    for (int i = 0; i < ROPE_ERROR_CASES; i++) expect_rope_refused(i);
 
     printf("SwiGLU\n");
     for (int round = 0; round < 2; round++) {

@@ -44,7 +44,9 @@ EOF
       done
     done
   fi
-  mv "$file.orig" "$file"
+  # restored with a new mtime: the .orig copy is older than the mutant's objects, and make would
+  # otherwise keep the mutant compiled into every later plant's run
+  mv "$file.orig" "$file" && touch "$file"
   if [ $failed -eq 1 ]; then echo "CAUGHT: $name"; caught=$((caught + 1)); else echo "MISSED: $name"; missed=$((missed + 1)); fi
 }
 
@@ -72,7 +74,7 @@ plant "wrong mma fragment index (P·V's second B register b[1] -> b[2])" src/bac
 plant "missing stream wait (copy stream after the compute stream)" src/backend/cuda/cuda_backend.c \
   '    CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, after_compute, 0));' '' \
   test_cuda_copy_async rr
-plant "RoPE pairing j with j + 1 (interleaved), not j + d/2" src/backend/cuda/rope.cu \
+plant "RoPE pairing j with j + 1 (interleaved), not with j + half" src/backend/cuda/rope.cu \
   '        load_v<V>(x1, x + o + half);' '        load_v<V>(x1, x + o + 1);' \
   test_cuda_llama_ops rr
 plant "RMSNorm dw rows summed last to first" src/backend/cuda/rmsnorm.cu \
