@@ -111,8 +111,8 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
 int main(void) {
     // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off).
     const Shape shapes[] = {
-        {16, 2, 64, 4, 4, 176, 300, 1, 4, MASKS_BYTES, 0},
-        {24, 2, 48, 6, 6, 96, 280, 0, 4, MASKS_BYTES, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0},
+        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0},
         {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0},
     };
     struct { const char *rc, *method; int num; const char *list; } policies[] = {

@@ -403,29 +403,30 @@ typedef struct {
     uint8_t *keep; // NULL when p = 0
     DropoutSite site;
     uint32_t sample0;
-    int s, b, a, h;
+    int s, b, a, kv, h;
 } AttnCtx;
 
 static double attention_objective(void *p) {
     AttnCtx *c = p;
-    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->a, c->h, 0, c->site,
+    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->kv, c->h, 0, c->site,
                       c->sample0, 0);
     return dot_rows(c->ctx, c->r, c->s * c->b, c->h, c->h);
 }
 
-static void test_attention(int s, int b, int a, int h, float p) {
+// kv < a: grouped-query attention, k and v [s, b, kv·d]; their gradients sum the query heads'.
+static void test_attention(int s, int b, int a, int kv, int h, float p) {
     char op[64];
-    snprintf(op, sizeof op, "attention s=%d b=%d a=%d h=%d p=%.2f", s, b, a, h, p);
-    size_t nx = (size_t)s * b * h, np = (size_t)b * a * s * s;
+    snprintf(op, sizeof op, "attention s=%d b=%d a=%d kv=%d h=%d p=%.2f", s, b, a, kv, h, p);
+    size_t nx = (size_t)s * b * h, nk = nx / (size_t)a * (size_t)kv, np = (size_t)b * a * s * s;
     uint32_t sample0 = 7;
     DropoutSite site = {philox_key_from_seed(0xC0FFEEu), 11, 2, SITE_ATTN, p};
-    float *q = alloc_rand(nx, -1.5f, 1.5f), *k = alloc_rand(nx, -1.5f, 1.5f), *v = alloc_rand(nx, -1, 1);
+    float *q = alloc_rand(nx, -1.5f, 1.5f), *k = alloc_rand(nk, -1.5f, 1.5f), *v = alloc_rand(nk, -1, 1);
     float *r = alloc_rand(nx, -1, 1);
 
     // Saved activations for the analytic backward (the objective uses its own buffers).
     float *ctx_out = alloc_floats(nx), *prob = alloc_floats(np), *drop = p > 0 ? alloc_floats(np) : NULL;
     uint8_t *keep = p > 0 ? malloc(np) : NULL;
-    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, a, h, 0, site, sample0, 0);
+    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, kv, h, 0, site, sample0, 0);
     if (keep) {
         size_t dropped = 0; // among causal entries only
         for (int bj = 0; bj < b * a; bj++)
@@ -434,15 +435,16 @@ static void test_attention(int s, int b, int a, int h, float p) {
         CHECK(dropped > 0, "%s: dropout mask drops no causal entry (not a real test)", op);
     }
 
-    float *dq = alloc_fill(nx, 1000.0f), *dk = alloc_fill(nx, 1000.0f), *dv = alloc_fill(nx, 1000.0f);
-    float *scratch = alloc_floats((size_t)omp_get_max_threads() * s * s);
-    attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, a, h, p, 0);
+    float *dq = alloc_fill(nx, 1000.0f), *dk = alloc_fill(nk, 1000.0f), *dv = alloc_fill(nk, 1000.0f);
+    float *scratch = alloc_floats(
+        (size_t)omp_get_max_threads() * ((size_t)s * s + (kv < a ? ATTENTION_GQA_SCRATCH(s, h / a) : 0)));
+    attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, kv, h, p, 0);
 
     AttnCtx ctx = {q, k, v, r, alloc_floats(nx), alloc_floats(np), p > 0 ? alloc_floats(np) : NULL,
-                   p > 0 ? malloc(np) : NULL, site, sample0, s, b, a, h};
+                   p > 0 ? malloc(np) : NULL, site, sample0, s, b, a, kv, h};
     fd_check_vec(op, "q", attention_objective, &ctx, q, nx, dq, EPS_NONLINEAR, TOL_NONLINEAR);
-    fd_check_vec(op, "k", attention_objective, &ctx, k, nx, dk, EPS_NONLINEAR, TOL_NONLINEAR);
-    fd_check_vec(op, "v", attention_objective, &ctx, v, nx, dv, EPS_AFFINE, TOL_AFFINE);
+    fd_check_vec(op, "k", attention_objective, &ctx, k, nk, dk, EPS_NONLINEAR, TOL_NONLINEAR);
+    fd_check_vec(op, "v", attention_objective, &ctx, v, nk, dv, EPS_AFFINE, TOL_AFFINE);
 
     free(q), free(k), free(v), free(r), free(ctx_out), free(prob), free(drop), free(keep);
     free(dq), free(dk), free(dv), free(scratch), free(ctx.ctx), free(ctx.prob), free(ctx.drop), free(ctx.keep);
@@ -545,9 +547,11 @@ int main(void) {
     test_layernorm(3, 16);
     test_gelu(5, 22);
     test_dropout(4, 3, 13, 0.3f);
-    test_attention(8, 2, 2, 8, 0.0f);
-    test_attention(8, 2, 2, 8, 0.2f);
-    test_attention(6, 3, 3, 15, 0.1f); // odd head dim 5
+    test_attention(8, 2, 2, 2, 8, 0.0f);
+    test_attention(8, 2, 2, 2, 8, 0.2f);
+    test_attention(6, 3, 3, 3, 15, 0.1f); // odd head dim 5
+    test_attention(8, 2, 4, 2, 16, 0.2f); // grouped-query: two query heads per kv head
+    test_attention(7, 2, 3, 1, 12, 0.0f); // multi-query: one kv head
     test_embedding(5, 3, 11, 9);
     test_crossentropy(6, 23);
     return check_summary();

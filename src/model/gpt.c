@@ -90,7 +90,6 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     if (policy) policy_copy(&m->policy, policy);
     else policy_default(&m->policy, c->layers);
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
-    if (m->kvh != m->al) ctron_fatal("gpt_init: grouped-query attention (%d kv heads of %d) is not in the kernels yet", c->kv_heads, c->heads);
     char err[256];
     m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
     if (!m->be) ctron_fatal("%s", err);

@@ -429,6 +429,10 @@ int train_run(const TrainOptions *o, Comm *comm) {
     int tty = isatty(fileno(stdout)) && world->size == 1;
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
+    if (c->arch != ARCH_GPT2)   // the family and its knobs (GPT-2's are fixed)
+        printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g, RMSNorm eps %g, %s output layer%s\n",
+               arch_spec((ArchKind)c->arch)->name, c->kv_heads, c->ffn, (double)c->rope_theta, (double)c->norm_eps,
+               gpt_tied(c) ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
     if (world->size > 1)
         printf("  %d ranks (%s) = dp %d x tp %d%s%s: %d sequences per step, each dp group takes %d\n", world->size,
                comm_backend_name(comm->backend), nranks, o->tp, o->sp ? ", sequence parallel" : "",

@@ -37,8 +37,22 @@ static void head_gemm(uint16_t *t16, size_t a_room, int ta, int tb, int m, int n
 // can see, skipping the blocks above the diagonal: about half the attention FLOPs at long sequences
 // (s = 2048: 36 of 64 blocks), the same result (the skipped products are exact zeros). The forward
 // and selective recompute run the same blocks, so recomputation stays bitwise.
-enum { CAUSAL_BLOCK = 256 };
+enum { CAUSAL_BLOCK = ATTENTION_CAUSAL_BLOCK };
 static int block_end(int r0, int s) { return r0 + CAUSAL_BLOCK < s ? r0 + CAUSAL_BLOCK : s; }
+
+// Where head j of sequence bi sits: q, ctx (and dq, dctx) columns of [s, b, a·d], row stride ldq; k, v
+// (and dk, dv) columns of its kv head in [s, b, kv·d], row stride ldk.
+typedef struct { int d, ldq, ldk; } HeadLayout;
+static HeadLayout head_layout(int b, int a, int kv, int h) {
+    if (kv <= 0 || a % kv)
+        ctron_fatal("attention: %d kv heads for %d query heads (kv must divide the query heads)", kv, a);
+    HeadLayout L = {h / a, b * h, b * (h / a) * kv};
+    return L;
+}
+static size_t q_offset(HeadLayout L, int a, int bi, int j) { return (size_t)bi * (size_t)(a * L.d) + (size_t)j * L.d; }
+static size_t kv_offset(HeadLayout L, int a, int kv, int bi, int j) {
+    return (size_t)bi * (size_t)(kv * L.d) + (size_t)attention_kv_head(j, a, kv) * L.d;
+}
 
 // Row i of a causal score matrix: softmax over keys 0..i, zeros after.
 static void causal_softmax_rows(float *p, int s) {
@@ -81,15 +95,16 @@ static void form_dropped(float *D, const float *P, const uint8_t *K, int s, floa
 }
 
 // One (sequence, head) of the core: P = causal softmax(q kᵀ/√d), its dropout mask K and D = dropped
-// P (K, D NULL without dropout), rounded to bf16 when asked. The forward and selective recompute
-// both run exactly this, so a recomputed head equals the stored one bit for bit.
+// P (K, D NULL without dropout), rounded to bf16 when asked. q rows of stride ldq, k of ldk. The
+// forward and selective recompute both run exactly this, so a recomputed head equals the stored one
+// bit for bit.
 static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float *q, const float *k, int s, int d,
-                      int ld, DropoutSite site, uint32_t sample, int head, int round_bf16) {
+                      int ldq, int ldk, DropoutSite site, uint32_t sample, int head, int round_bf16) {
     size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
     for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // S[r0:r1, 0:r1] = scale · q[r0:r1] · k[0:r1]ᵀ
         int r1 = block_end(r0, s);
-        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, scale, q + (size_t)r0 * ld, ld, k, ld, P + (size_t)r0 * s, s);
+        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, scale, q + (size_t)r0 * ldq, ldq, k, ldk, P + (size_t)r0 * s, s);
     }
     causal_softmax_rows(P, s);
     if (round_bf16) bf16_round_row(P, ss);
@@ -110,25 +125,25 @@ void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, cons
 }
 
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                            const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
-                            int round_bf16, uint16_t *s16) {
-    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
-    int d = h / a, ld = b * h;
+                            const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site,
+                            uint32_t sample0, int round_bf16, uint16_t *s16) {
+    HeadLayout L = head_layout(b, a, kv, h);
+    int d = L.d;
     size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded.
 #pragma omp parallel for schedule(static)
     for (int bj = 0; bj < b * a; bj++) {
         int bi = bj / a, j = bj % a;
-        size_t off = (size_t)bi * h + (size_t)j * d;
+        size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
         float *P = prob + (size_t)bj * ss, *D = keep ? drop + (size_t)bj * ss : P;
         uint16_t *t16 = thread_s16(s16, s, d);
-        head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + off, s, d, ld, site,
+        head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + koff, s, d, L.ldq, L.ldk, site,
                   sample0 + (uint32_t)bi, head0 + j, round_bf16);
         if (ctx)
             for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // ctx[r0:r1] = D[r0:r1, 0:r1] · v[0:r1]
                 int r1 = block_end(r0, s);
-                head_gemm(t16, room, 0, 0, r1 - r0, d, r1, 1.0f, D + (size_t)r0 * s, s, v + off, ld,
-                          ctx + off + (size_t)r0 * ld, ld);
+                head_gemm(t16, room, 0, 0, r1 - r0, d, r1, 1.0f, D + (size_t)r0 * s, s, v + koff, L.ldk,
+                          ctx + off + (size_t)r0 * L.ldq, L.ldq);
             }
     }
 }
@@ -140,19 +155,39 @@ void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite s
         causal_mask_rows(keep + (size_t)bj * ss, site, sample0 + (uint32_t)(bj / a), head0 + bj % a, s);
 }
 
-// Backward of one (sequence, head) from its P, K, D; dP is s·s scratch.
-static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const float *dctx, const float *P, const uint8_t *K,
-                          const float *D, const float *q, const float *k, const float *v, float *dP, int s, int d,
-                          int ld, float p) {
+// dst[r0:r1] = (or +=, when part is given) alpha · op(A) · op(B): a block of rows of one head's dk or
+// dv (row stride ldd). With part (a query head after the first of its kv head) the product goes to
+// part [(r1−r0) × d] first and is then added row by row: the kv head's sum runs over its query heads
+// in ascending order, each term the bits the head alone would have written.
+static void head_gemm_into(uint16_t *t16, size_t room, float *part, int ta, int tb, int m, int n, int k, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float *dst, int ldd) {
+    if (!part) {
+        head_gemm(t16, room, ta, tb, m, n, k, alpha, A, lda, B, ldb, dst, ldd);
+        return;
+    }
+    head_gemm(t16, room, ta, tb, m, n, k, alpha, A, lda, B, ldb, part, n);
+    for (int r = 0; r < m; r++) {
+        float *row = dst + (size_t)r * ldd;
+        const float *pr = part + (size_t)r * n;
+#pragma omp simd
+        for (int c = 0; c < n; c++) row[c] += pr[c];
+    }
+}
+
+// Backward of one (sequence, head) from its P, K, D; dP is s·s scratch. q, dq, dctx rows of stride
+// ldq; k, v, dk, dv of ldk. part NULL: dk, dv are written; else added (head_gemm_into).
+static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const float *dctx, const float *P,
+                          const uint8_t *K, const float *D, const float *q, const float *k, const float *v, float *dP,
+                          float *part, int s, int d, int ldq, int ldk, float p) {
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - p);
     // d(attn_drop) = dctx · vᵀ ;  dv = attn_dropᵀ · dctx
     size_t room = ATTENTION_BF16_A_ROOM(s, d);
     for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {
         int r1 = block_end(r0, s);
         // dP[r0:r1, 0:r1] = dctx[r0:r1] · v[0:r1]ᵀ ;  dv[r0:r1] = D[r0:s, r0:r1]ᵀ · dctx[r0:s]
-        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, 1.0f, dctx + (size_t)r0 * ld, ld, v, ld, dP + (size_t)r0 * s, s);
-        head_gemm(t16, room, 1, 0, r1 - r0, d, s - r0, 1.0f, D + (size_t)r0 * s + r0, s, dctx + (size_t)r0 * ld, ld,
-                  dv + (size_t)r0 * ld, ld);
+        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, 1.0f, dctx + (size_t)r0 * ldq, ldq, v, ldk, dP + (size_t)r0 * s, s);
+        head_gemm_into(t16, room, part, 1, 0, r1 - r0, d, s - r0, 1.0f, D + (size_t)r0 * s + r0, s,
+                       dctx + (size_t)r0 * ldq, ldq, dv + (size_t)r0 * ldk, ldk);
     }
     // softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)); above the diagonal P = 0, so dS = 0 there.
     for (int i = 0; i < s; i++) {
@@ -174,64 +209,84 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
     for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {
         int r1 = block_end(r0, s);
         // dq[r0:r1] = scale · dS[r0:r1, 0:r1] · k[0:r1] ;  dk[r0:r1] = scale · dS[r0:s, r0:r1]ᵀ · q[r0:s]
-        head_gemm(t16, room, 0, 0, r1 - r0, d, r1, scale, dP + (size_t)r0 * s, s, k, ld, dq + (size_t)r0 * ld, ld);
-        head_gemm(t16, room, 1, 0, r1 - r0, d, s - r0, scale, dP + (size_t)r0 * s + r0, s, q + (size_t)r0 * ld, ld,
-                  dk + (size_t)r0 * ld, ld);
+        head_gemm(t16, room, 0, 0, r1 - r0, d, r1, scale, dP + (size_t)r0 * s, s, k, ldk, dq + (size_t)r0 * ldq, ldq);
+        head_gemm_into(t16, room, part, 1, 0, r1 - r0, d, s - r0, scale, dP + (size_t)r0 * s + r0, s,
+                       q + (size_t)r0 * ldq, ldq, dk + (size_t)r0 * ldk, ldk);
     }
+}
+
+// The per-thread floats of a backward whose own part is `base` (s·s, 2·s·s or the recompute's):
+// with kv < a one causal block of dk or dv (ATTENTION_GQA_SCRATCH) follows it.
+static size_t thread_floats(size_t base, int s, int d, int a, int kv) {
+    return base + (kv < a ? ATTENTION_GQA_SCRATCH(s, d) : 0);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                         const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
                         float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16) {
-    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch, s, b, a, kv, h, p, round_bf16, NULL);
+    attention_backward_bf16(dq, dk, dv, dctx, prob, keep, drop, q, k, v, scratch, s, b, a, kv, h, p, round_bf16,
+                            NULL);
 }
 
+// The backwards run one (sequence, kv head) per iteration, its a/kv query heads in ascending order:
+// the first writes dk, dv, the others add theirs (head_backward's part). With kv = a that is one
+// head per iteration, as plain multi-head attention.
 void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                              const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
-                             float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16, uint16_t *s16) {
-    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
-    int d = h / a, ld = b * h;
-    size_t ss = (size_t)s * s;
+                             float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16,
+                             uint16_t *s16) {
+    HeadLayout L = head_layout(b, a, kv, h);
+    int d = L.d, group = a / kv, tempo = keep && !drop;
+    size_t ss = (size_t)s * s, own = (tempo ? 2 : 1) * ss, per_thread = thread_floats(own, s, d, a, kv);
     float keep_scale = 1.0f / (1.0f - p);
 #pragma omp parallel for schedule(static)
-    for (int bj = 0; bj < b * a; bj++) {
-        size_t off = (size_t)(bj / a) * h + (size_t)(bj % a) * d, o = (size_t)bj * ss;
-        const float *P = prob + o, *D = keep ? drop + o : P;
-        float *dP = scratch + (size_t)omp_get_thread_num() * (keep && !drop ? 2 : 1) * ss;
-        if (keep && !drop) {   // Tempo: D again from P and the mask, in this thread's scratch
-            form_dropped(dP + ss, P, keep + o, s, keep_scale, round_bf16);
-            D = dP + ss;
+    for (int bk = 0; bk < b * kv; bk++) {
+        int bi = bk / kv;
+        float *dP = scratch + (size_t)omp_get_thread_num() * per_thread;
+        uint16_t *t16 = thread_s16(s16, s, d);
+        for (int t = 0; t < group; t++) {
+            int j = bk % kv * group + t, bj = bi * a + j;
+            size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j), o = (size_t)bj * ss;
+            const float *P = prob + o, *D = keep ? drop + o : P;
+            if (tempo) {   // Tempo: D again from P and the mask, in this thread's scratch
+                form_dropped(dP + ss, P, keep + o, s, keep_scale, round_bf16);
+                D = dP + ss;
+            }
+            head_backward(t16, dq + off, dk + koff, dv + koff, dctx + off, P, keep ? keep + o : NULL, D, q + off,
+                          k + koff, v + koff, dP, t ? dP + own : NULL, s, d, L.ldq, L.ldk, p);
         }
-        head_backward(thread_s16(s16, s, d), dq + off, dk + off, dv + off, dctx + off, P, keep ? keep + o : NULL, D,
-                      q + off, k + off,
-                      v + off, dP, s, d, ld, p);
     }
 }
 
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                   const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
-    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0, round_bf16,
-                                      NULL);
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0,
+                                      round_bf16, NULL);
 }
 
 void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
-                                       int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16) {
-    if (kv != a) ctron_fatal("attention: %d kv heads for %d query heads: grouped-query attention is not implemented yet", kv, a);
-    int d = h / a, ld = b * h, drop = site.p > 0.0f;
-    size_t ss = (size_t)s * s;
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv,
+                                       int h, int head0, DropoutSite site, uint32_t sample0, int round_bf16,
+                                       uint16_t *s16) {
+    HeadLayout L = head_layout(b, a, kv, h);
+    int d = L.d, group = a / kv, drop = site.p > 0.0f;
+    size_t ss = (size_t)s * s, own = ATTENTION_RECOMPUTE_SCRATCH(s), per_thread = thread_floats(own, s, d, a, kv);
 #pragma omp parallel for schedule(static)
-    for (int bj = 0; bj < b * a; bj++) {
-        int bi = bj / a, j = bj % a;
-        size_t off = (size_t)bi * h + (size_t)j * d;
-        // This thread's scratch: P, D, dP (s·s floats each), then the mask (s·s bytes).
-        float *P = scratch + (size_t)omp_get_thread_num() * ATTENTION_RECOMPUTE_SCRATCH(s);
+    for (int bk = 0; bk < b * kv; bk++) {
+        int bi = bk / kv;
+        // This thread's scratch: P, D, dP (s·s floats each), then the mask (s·s bytes), then GQA's part.
+        float *P = scratch + (size_t)omp_get_thread_num() * per_thread;
         float *D = drop ? P + ss : P, *dP = P + 2 * ss;
         uint8_t *K = drop ? (uint8_t *)(P + 3 * ss) : NULL;
         uint16_t *t16 = thread_s16(s16, s, d);
-        head_core(t16, P, K, D, q + off, k + off, s, d, ld, site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
-        head_backward(t16, dq + off, dk + off, dv + off, dctx + off, P, K, D, q + off, k + off, v + off, dP, s, d, ld,
-                      site.p);
+        for (int t = 0; t < group; t++) {
+            int j = bk % kv * group + t;
+            size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
+            head_core(t16, P, K, D, q + off, k + koff, s, d, L.ldq, L.ldk, site, sample0 + (uint32_t)bi, head0 + j,
+                      round_bf16);
+            head_backward(t16, dq + off, dk + koff, dv + koff, dctx + off, P, K, D, q + off, k + koff, v + koff, dP,
+                          t ? P + own : NULL, s, d, L.ldq, L.ldk, site.p);
+        }
     }
 }

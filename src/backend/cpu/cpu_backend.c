@@ -383,13 +383,15 @@ static void be_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, f
 }
 
 // Per OpenMP thread: dP; with Tempo's softmax P and dP; recompute P, D, dP and the mask; flash tiles.
+// Grouped-query attention (kv < a) adds a block of one query head's dK, dV (ATTENTION_GQA_SCRATCH;
+// flash: flash_scratch_floats).
 size_t backend_cpu_attention_scratch_floats(AttnScratchKind kind, int s, int b, int a, int kv, int h, int threads) {
-    (void)kv;
     (void)b;
     size_t ss = (size_t)s * (size_t)s, per_thread = ss;
     if (kind == ATTN_SCRATCH_BACKWARD_TEMPO) per_thread = 2 * ss;
     if (kind == ATTN_SCRATCH_RECOMPUTE) per_thread = ATTENTION_RECOMPUTE_SCRATCH(s);
-    if (kind == ATTN_SCRATCH_FLASH) per_thread = FLASH_SCRATCH(s, h / a);
+    if (kv < a) per_thread += ATTENTION_GQA_SCRATCH(s, h / a);
+    if (kind == ATTN_SCRATCH_FLASH) per_thread = flash_scratch_floats(s, h / a, a, kv);
     return (size_t)threads * per_thread;
 }
 static size_t cpu_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h) {

@@ -4,7 +4,8 @@
 // tile's probabilities from q, k and the log-sum-exp. No s×s matrix exists at any time (scratch is
 // O(tile²) per thread). Dropout draws each tile's mask from the same Philox key and element index
 // as attention_forward (ops/attention.h), so the masks are identical and regenerable.
-// Layouts as ops/attention.h: q, k, v, ctx [s, b, h] (head j = columns j·d ..), lse [b, a, s].
+// Layouts as backend/cpu/attention.h: q, ctx [s, b, h] (head j = columns j·d ..), k, v [s, b, kv·d]
+// (query head j reads kv head j / (a/kv)), lse [b, a, s] (per query head).
 #ifndef CTRON_FLASH_ATTENTION_H
 #define CTRON_FLASH_ATTENTION_H
 #include <stddef.h>
@@ -16,11 +17,16 @@
 // row max/sum and the backward's row dot products.
 #define FLASH_SCRATCH(s, d) (2 * FLASH_TILE * FLASH_TILE + FLASH_TILE * FLASH_TILE / 4 + FLASH_TILE * (size_t)(d) + \
                              3 * FLASH_TILE + (size_t)(s))
+// The per-thread scratch of a call with a query heads and kv kv heads: FLASH_SCRATCH, and with kv < a
+// the backward's dK, dV tiles of one query head (2·FLASH_TILE·d floats) after it.
+size_t flash_scratch_floats(int s, int d, int a, int kv);
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
                              int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0);
-// dctx [s,b,h] -> dq, dk, dv [s,b,h] (overwritten); ctx and lse from the forward.
+// dctx [s,b,h] -> dq [s,b,h], dk, dv [s,b,kv·d] (overwritten); ctx and lse from the forward. One thread
+// per (sequence, kv head): a kv head's dk, dv sum its query heads' in ascending head order, whatever
+// the thread count.
 void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
-                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
-                              int h, int head0, DropoutSite site, uint32_t sample0);
+                              const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a,
+                              int kv, int h, int head0, DropoutSite site, uint32_t sample0);
 #endif
