@@ -152,11 +152,11 @@ static void check_planner(void) {
     policy_free(&pol);
 }
 
-// One bf16 training step of a small llama (MHA until the kernels group kv heads): the backend's GEMM
+// One bf16 training step of a small llama (GQA: 2 key/value heads of 4): the backend's GEMM
 // scratch and the rank's parameters are what the planner counts.
 static void check_gemm_scratch(void) {
     const GPTConfig cfgs[] = {
-        {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .batch = 2, .vocab = 40, .arch = ARCH_LLAMA, .ffn = 176},
+        {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .batch = 2, .vocab = 40, .arch = ARCH_LLAMA, .kv_heads = 2, .ffn = 176},
         {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .batch = 2, .vocab = 40, .arch = ARCH_LLAMA, .ffn = 96},
     };
     const struct { LayerRecompute kind; unsigned tempo; } pols[] = {
