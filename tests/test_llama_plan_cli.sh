@@ -30,8 +30,10 @@ expect "--tempo all (its gelu part): --arch llama has no GeLU MLP"    memory --p
 expect "--mini-seq: --arch llama has no GeLU MLP"                     memory --preset llama3-8b --mini-seq 4
 expect "--tp 3 does not divide --kv-heads 4"                          plan --budget 1GiB --arch llama --layers 2 --hidden 96 --heads 12 --kv-heads 4 --tp 3
 expect "--qkv-bias is a llama option (--arch llama)"                  plan --budget 1GiB --qkv-bias
-expect "t=16 does not divide the key/value heads (8) and the FFN width (53248)" \
+expect "t=16 does not divide the key/value heads (8): each TP rank takes whole key/value heads" \
   plan --cluster --gpu h100-80g --gpus-per-node 16 --nodes 2 --preset llama3-405b --layout t=16,p=1,mb=1
+expect "t=4 does not divide the FFN width (14338): each TP rank takes ffn/t columns of the MLP" \
+  plan --cluster --gpu h100-80g --nodes 1 --preset llama3-8b --ffn-hidden 14338 --layout t=4,p=1,mb=1
 expect "--tie-embeddings is a llama option (--arch llama)"            plan --cluster --gpu h100-80g --nodes 1 --preset 22B --tie-embeddings
 
 # ctron memory: per layer, recompute none and selective, t = 1 and t = 8 with SP, bf16, no dropout

@@ -66,9 +66,12 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
                         job->a, job->h, job->v), -1;
     ActShape fam;
     cluster_job_shape(job, 1, 1, 0, &fam);
-    if (fam.kv % lay->t || fam.ffn % lay->t)   // (GPT-2's follow from the heads and hidden)
-        return snprintf(err, errlen, "t=%d does not divide the key/value heads (%ld) and the FFN width (%ld): each TP "
-                        "rank takes whole key/value heads and ffn/t columns", lay->t, fam.kv, fam.ffn), -1;
+    if (fam.kv % lay->t)   // (GPT-2's follow from the heads and hidden)
+        return snprintf(err, errlen, "t=%d does not divide the key/value heads (%ld): each TP rank takes whole key/value "
+                        "heads", lay->t, fam.kv), -1;
+    if (fam.ffn % lay->t)
+        return snprintf(err, errlen, "t=%d does not divide the FFN width (%ld): each TP rank takes ffn/t columns of the "
+                        "MLP", lay->t, fam.ffn), -1;
     if (job->L % ((long)lay->p * lay->v))
         return snprintf(err, errlen, "p·v = %d·%d does not divide the %ld layers", lay->p, lay->v, job->L), -1;
     if (job->B % ((long)lay->d * lay->mb))
