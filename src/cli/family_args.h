@@ -5,6 +5,7 @@
 #ifndef CTRON_FAMILY_ARGS_H
 #define CTRON_FAMILY_ARGS_H
 #include <getopt.h>
+#include <stddef.h>
 #include "arch/arch.h"
 
 enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS };
@@ -35,10 +36,10 @@ void family_args_init(FamilyArgs *f);
 int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optarg);
 // The flags over a preset's family (preset_arch, its kv and ffn, 0 for the family's default; a preset
 // of another family than --arch gives no knobs), checked against the heads and hidden size: 0 with
-// *out filled, or the usage error's exit code.
-int family_args_resolve(const FamilyArgs *f, const char *cmd, int preset_arch, long preset_kv, long preset_ffn,
-                        long hidden, long heads, Family *out);
+// *out filled, or -1 with the message (naming the flag and value) in err for the caller's usage error.
+int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, long preset_ffn, long hidden, long heads,
+                        Family *out, char *err, size_t errlen);
 // Tensor parallelism over the family: t must divide the key/value heads and the FFN width (each TP rank
-// takes whole key/value heads and ffn/t columns of the MLP). 0, or the usage error's exit code.
-int family_check_tp(const Family *fam, const char *cmd, int t);
+// takes whole key/value heads and ffn/t columns of the MLP). 0, or -1 with the message in err.
+int family_check_tp(const Family *fam, int t, char *err, size_t errlen);
 #endif

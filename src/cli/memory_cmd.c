@@ -281,9 +281,10 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (heads % t)
         return cfg_error(a, p, "--tp %d does not divide --heads %d (heads are split across tensor-parallel ranks)", t, heads);
     Family fam;
-    int rc = family_args_resolve(&a->fam, CMD, p->arch, p->kv, p->ffn, h, heads, &fam);
-    if (rc == 0) rc = family_check_tp(&fam, CMD, t);
-    if (rc) return rc;
+    char ferr[256];
+    if (family_args_resolve(&a->fam, p->arch, p->kv, p->ffn, h, heads, &fam, ferr, sizeof ferr) != 0 ||
+        family_check_tp(&fam, t, ferr, sizeof ferr) != 0)
+        return cfg_error(a, p, "%s", ferr);
     const ArchSpec *spec = arch_spec(fam.arch);
     if (a->sp && t < 2)   // SP splits the sequence over the TP group: with one rank it changes nothing
         return cfg_error(a, p, "--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more "

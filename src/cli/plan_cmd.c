@@ -136,7 +136,9 @@ int cli_plan_main(int argc, char **argv) {
     if (budget <= 0) return args_error(CMD, "--budget is required (e.g. --budget 6GiB)");
     if (c->hidden % c->heads) return args_error(CMD, "--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
     Family fam;
-    if ((rc = family_args_resolve(&fa, CMD, ARCH_GPT2, 0, 0, c->hidden, c->heads, &fam)) != 0) return rc;
+    char ferr[256];
+    if (family_args_resolve(&fa, ARCH_GPT2, 0, 0, c->hidden, c->heads, &fam, ferr, sizeof ferr) != 0)
+        return args_error(CMD, "%s", ferr);
     c->arch = (int)fam.arch;
     c->kv_heads = (int)fam.kv;
     c->ffn = (int)fam.ffn;
