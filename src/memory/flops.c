@@ -27,9 +27,9 @@ double flops_model_block(double B, double L, double s, double h, double v, const
 }
 
 // One more forward of a full-recompute layer (less the down projection for a group's last layer).
-static double full_layer(double B, double s, double h, const FlopBlock *b, int skip_down) {
-    if (paper_shape(h, b)) return flops_recompute_full(B, s, h, skip_down);
-    return B * (layer_forward(s, h, b) - (skip_down ? 2.0 * s * h * b->ffn : 0.0));
+double flops_recompute_full_block(double B, double s, double h, int skip_down, const FlopBlock *blk) {
+    if (paper_shape(h, blk)) return flops_recompute_full(B, s, h, skip_down);
+    return B * (layer_forward(s, h, blk) - (skip_down ? 2.0 * s * h * blk->ffn : 0.0));
 }
 
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
@@ -41,7 +41,7 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
         if (k == RECOMPUTE_FULL) {
             int g0 = policy->group_start[l];
             int last = l + 1 == layers || policy->kind[l + 1] != RECOMPUTE_FULL || policy->group_start[l + 1] != g0;
-            total += full_layer(B, s, h, blk, ctron_full && last);
+            total += flops_recompute_full_block(B, s, h, ctron_full && last, blk);
         }
     }
     return total;
@@ -49,4 +49,10 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
 
 double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers, int ctron_full) {
     return flops_hardware_block(B, s, h, v, policy, layers, ctron_full, NULL);
+}
+
+FlopBlock flops_block_of(const ActShape *sh) {
+    double h = (double)sh->h, kv = (double)(sh->kv > 0 ? sh->kv : sh->a);
+    FlopBlock b = {kv * (h / (double)sh->a), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1};
+    return b;
 }
