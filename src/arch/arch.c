@@ -17,8 +17,9 @@ int arch_from_name(const char *name) {
 
 const char *arch_choices(void) { return "gpt2|llama"; }
 
-int arch_default_ffn(ArchKind k, int hidden) {
+// In 64 bits: an absurd --hidden must reach the memory estimate's refusal, not overflow here.
+long arch_default_ffn(ArchKind k, long hidden) {
     if (arch_spec(k)->ffn_default == FFN_4H) return 4 * hidden;
-    int f = (8 * hidden + 2) / 3;
+    long f = (8 * hidden + 2) / 3;
     return (f + 63) / 64 * 64;
 }

@@ -28,5 +28,5 @@ const ArchSpec *arch_spec(ArchKind k);
 int arch_from_name(const char *name);
 const char *arch_choices(void);   // "gpt2|llama"
 // The FFN width a family uses when it is not given: 4h, or Llama's ⌈(8h/3) / 64⌉·64 (768 → 2048).
-int arch_default_ffn(ArchKind k, int hidden);
+long arch_default_ffn(ArchKind k, long hidden);
 #endif

@@ -47,7 +47,7 @@ int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, lo
     long kv = f->kv_heads ? f->kv_heads : own ? preset_kv : 0;
     long ffn = f->ffn ? f->ffn : own ? preset_ffn : 0;
     if (kv <= 0) kv = heads;
-    if (ffn <= 0) ffn = arch_default_ffn(arch, (int)hidden);
+    if (ffn <= 0) ffn = arch_default_ffn(arch, hidden);
     if (heads % kv)
         return snprintf(err, errlen, "--kv-heads %ld does not divide --heads %ld (each key/value head serves a whole "
                         "group of query heads)", kv, heads), -1;

@@ -45,7 +45,7 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
     const ArchSpec *spec = arch_spec(arch);
     sh->arch = (int)arch;
     sh->kv = kv > 0 ? kv : sh->a;
-    sh->ffn = ffn > 0 ? ffn : arch_default_ffn(arch, (int)sh->h);
+    sh->ffn = ffn > 0 ? ffn : arch_default_ffn(arch, sh->h);
     sh->rms_norm = spec->norm == NORM_RMS;
     sh->swiglu = spec->mlp == MLP_SWIGLU;
     sh->untied = tie ? tie < 0 : !spec->tied_default;

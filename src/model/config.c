@@ -1,10 +1,14 @@
 // The family's defaults for the knobs a config leaves at 0 (arch/arch.h's table).
 #include "model/gpt.h"
+#include <limits.h>
 
 void gpt_config_resolve(GPTConfig *c) {
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
     if (c->kv_heads <= 0) c->kv_heads = c->heads;
-    if (c->ffn <= 0) c->ffn = arch_default_ffn((ArchKind)c->arch, c->hidden);
+    if (c->ffn <= 0) {   // saturated: a width past INT_MAX is refused by the memory estimate, not wrapped
+        long f = arch_default_ffn((ArchKind)c->arch, c->hidden);
+        c->ffn = f > INT_MAX ? INT_MAX : (int)f;
+    }
     if (c->rope_theta <= 0.0f) c->rope_theta = 10000.0f;
     if (c->norm_eps <= 0.0f) c->norm_eps = a->norm_eps_default;
     if (c->tie_embeddings == 0) c->tie_embeddings = a->tied_default ? 1 : -1;
