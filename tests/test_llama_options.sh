@@ -28,6 +28,7 @@ run offload_some --offload gate,up,qkv_in --recompute selective; same offload_so
 run static --static-plan --recompute-layers 0:full,1-2:selective,3:none; same static
 run regen --dropout-masks regen --recompute selective;   same regen
 run bits --dropout-masks bits;                           same bits
+run guarded --device cpu-guarded;                        same guarded   # no host code touches tensor memory
 run budget --mem-budget 700KiB
 check "grep -q 'recompute' '$dir/budget.out' && ! grep -q 'gelu' '$dir/budget.out'" \
   "the budget planner chose a GeLU technique for SwiGLU: $(grep -m1 'compute,' "$dir/budget.out")"
