@@ -34,7 +34,6 @@ void run_peak_init(RunPeak *p, const TrainOptions *o, Backend *be, int rank) {
     }
 }
 
-// (it was measured on a busy machine); the cache too takes the raised figure, at the end of the run.
 void run_peak_raise(RunPeak *p, const TrainOptions *o, double observed) {
     if (!p->cpu_device) return;   // a GPU's peak is its datasheet's, never raised nor written to the CPU's cache
     if (!(p->gflops > 0) || !(observed > p->gflops)) return;
