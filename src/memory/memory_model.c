@@ -204,7 +204,8 @@ void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, 
 }
 
 int act_max_entries(const MemoryPolicy *p) {
-    // ≤ ACT_N_LAYER entries per layer (names, LN statistics, Tempo's bits) and the model-level tensors.
+    // Entries per layer: the per-layer names but the two a family never keeps (GPT-2 has no gate and up,
+    // llama no gelu_in, fc2_in or GeLU bits), and the model-level tensors.
     int L = p ? p->layers : 0;
-    return ACT_N_LAYER * L + 9;
+    return (ACT_N_LAYER - 2) * L + 9;
 }
