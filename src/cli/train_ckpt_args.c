@@ -33,43 +33,46 @@ static int same_vocab(const char *a, const char *b, char *what, size_t wlen, cha
     return same;
 }
 
-// --resume with --tokenizer: the weights' token ids mean what the checkpoint's vocabulary says.
-static int check_resume_tokenizer(const TrainOptions *o, const CkptState *st, char *err, size_t errlen) {
-    if (!st->tokenizer_path[0]) {
+// --resume with --tokenizer: the weights' token ids mean what the checkpoint's vocabulary says
+// (train_ckpt_merge left its path in o->resume_tokenizer_path; empty: trained on bytes).
+static int check_resume_tokenizer(const TrainOptions *o, char *err, size_t errlen) {
+    const char *theirs = o->resume_tokenizer_path;
+    if (!theirs[0]) {
         snprintf(err, errlen, "--resume: the checkpoint %s was trained on bytes (no tokenizer.json); --tokenizer '%s' "
                  "would give its token ids other meanings; leave --tokenizer out", o->resume_step_dir, o->tokenizer_path);
         return -1;
     }
     char what[96] = "", lerr[1024];
-    int same = same_vocab(o->tokenizer_path, st->tokenizer_path, what, sizeof what, lerr, sizeof lerr);
+    int same = same_vocab(o->tokenizer_path, theirs, what, sizeof what, lerr, sizeof lerr);
     if (same == 1) return 0;
     if (same < 0) snprintf(err, errlen, "--tokenizer: %s", lerr);
     else snprintf(err, errlen, "--resume: --tokenizer '%s' is not the vocabulary the checkpoint was trained with "
-                  "('%s': %s); leave --tokenizer out to use the checkpoint's", o->tokenizer_path, st->tokenizer_path, what);
+                  "('%s': %s); leave --tokenizer out to use the checkpoint's", o->tokenizer_path, theirs, what);
     return -1;
 }
 
-int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given, TrainOptionApply apply) {
+int cli_train_resume(TrainOptions *o, const char *const *given, int n_given, TrainOptionApply apply) {
+    if (!o->resume) return 0;
     char err[2048];
-    if (o->resume) {
-        CkptState st;
-        char who[200];
-        // A run in progress may not have saved yet ("no checkpoint" would mislead): name the holder.
-        if (run_lock_holder(o->resume, who, sizeof who))
-            return args_error("train", "--resume: '%s' is in use by another ctron run (%s); wait for it to end or "
-                              "stop it (SIGTERM saves a checkpoint), then resume", o->resume, who[0] ? who : "holder unknown");
-        if (ckpt_resolve(o->resume, o->resume_step_dir, sizeof o->resume_step_dir, o->resume_run_dir,
-                         sizeof o->resume_run_dir, err, sizeof err) != 0 ||
-            ckpt_read_state(o->resume_step_dir, &st, err, sizeof err) != 0)
-            return args_error("train", "--resume: %s", err);
-        // The memory, algorithm and layout options first: the layout decides how the checkpoint's
-        // micro-batches split over data-parallel groups (train_ckpt_merge).
-        if (train_config_resume(o, &st, given, n_given, apply, err, sizeof err) != 0)
-            return args_error("train", "%s", err);
-        if (train_ckpt_merge(o, &st, given, n_given, err, sizeof err) != 0) return args_error("train", "%s", err);
-        if (given_flag(given, n_given, "tokenizer") && check_resume_tokenizer(o, &st, err, sizeof err) != 0)
-            return args_error("train", "%s", err);
-    }
+    CkptState st;
+    char who[200];
+    // A run in progress may not have saved yet ("no checkpoint" would mislead): name the holder.
+    if (run_lock_holder(o->resume, who, sizeof who))
+        return args_error("train", "--resume: '%s' is in use by another ctron run (%s); wait for it to end or "
+                          "stop it (SIGTERM saves a checkpoint), then resume", o->resume, who[0] ? who : "holder unknown");
+    if (ckpt_resolve(o->resume, o->resume_step_dir, sizeof o->resume_step_dir, o->resume_run_dir,
+                     sizeof o->resume_run_dir, err, sizeof err) != 0 ||
+        ckpt_read_state(o->resume_step_dir, &st, err, sizeof err) != 0)
+        return args_error("train", "--resume: %s", err);
+    // The memory, algorithm and layout options first: the layout decides how the checkpoint's
+    // micro-batches split over data-parallel groups (train_ckpt_merge).
+    if (train_config_resume(o, &st, given, n_given, apply, err, sizeof err) != 0)
+        return args_error("train", "%s", err);
+    if (train_ckpt_merge(o, &st, given, n_given, err, sizeof err) != 0) return args_error("train", "%s", err);
+    return 0;
+}
+
+int cli_train_ckpt_check(const TrainOptions *o, const char *const *given, int n_given) {
     if (!o->ckpt_dir) {
         for (int i = 0; i < n_given; i++)
             if (strcmp(given[i], "save-every") == 0 || strcmp(given[i], "keep") == 0)
@@ -77,6 +80,13 @@ int cli_train_ckpt_flags(TrainOptions *o, const char *const *given, int n_given,
     }
     if (o->stop_after > o->steps)
         return args_error("train", "--stop-after %d is beyond --steps %d", o->stop_after, o->steps);
+    return 0;
+}
+
+int cli_train_resume_tokenizer(const TrainOptions *o, const char *const *given, int n_given) {
+    char err[2048];
+    if (o->resume && given_flag(given, n_given, "tokenizer") && check_resume_tokenizer(o, err, sizeof err) != 0)
+        return args_error("train", "%s", err);
     return 0;
 }
 

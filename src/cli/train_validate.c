@@ -1,0 +1,121 @@
+#include <stdio.h>
+#include <string.h>
+#include "arch/arch.h"
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/train_ckpt_args.h"
+#include "cli/train_passes.h"
+
+#define usage_error(...) args_error("train", __VA_ARGS__)
+
+// The family's knobs against the family: a flag the other family has no use for is refused (GPT-2's
+// LayerNorm epsilon, FFN width and tying are fixed; llama has no GeLU for Tempo or Few-Bit), then the
+// defaults are filled in (llama's dropout is 0 unless given). Runs after --resume took the checkpoint's.
+static int check_arch(TrainOptions *o, const TrainGiven *given) {
+    GPTConfig *c = &o->model;
+    const ArchSpec *a = arch_spec((ArchKind)c->arch);
+    static const char *const llama_only[] = {"kv-heads", "ffn-hidden", "rope-theta", "norm-eps", "tie-embeddings",
+                                             "qkv-bias"};
+    for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
+        if (c->arch == ARCH_GPT2 && train_given(given, llama_only[i]))
+            return usage_error("--%s is a llama option (--arch llama): GPT-2 has LayerNorm eps 1e-5, an FFN of 4h, "
+                               "learned positions, MHA and a tied output layer", llama_only[i]);
+    if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
+        return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
+                           o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);
+    if (a->mlp != MLP_GELU && o->mini_seq > 1)
+        return usage_error("--mini-seq %d: the chunked MLP is GPT-2's GeLU MLP; --arch %s (SwiGLU) does not have it "
+                           "yet", o->mini_seq, a->name);
+    if (!o->resume && !train_given(given, "dropout")) c->dropout = a->dropout_default;
+    if (c->kv_heads > 0 && c->heads % c->kv_heads != 0)
+        return usage_error("--kv-heads %d does not divide --heads %d (each key/value head serves a whole group of "
+                           "query heads)", c->kv_heads, c->heads);
+    if (a->pos == POS_ROPE && c->hidden % c->heads == 0 && (c->hidden / c->heads) % 2 != 0)
+        return usage_error("--hidden %d / --heads %d = head dimension %d is odd: RoPE rotates pairs (j, j + d/2)",
+                           c->hidden, c->heads, c->hidden / c->heads);
+    gpt_config_resolve(c);
+    return 0;
+}
+
+// Mixed precision keeps activations in bf16 (the paper's e = 2); fp32 storage would only cost memory.
+static int check_precision(TrainOptions *o, const TrainGiven *given) {
+    if (o->precision != PRECISION_BF16) return 0;
+    if (train_given(given, "act-dtype") && o->act_dtype != ACT_BF16)
+        return usage_error("--act-dtype fp32 with --precision bf16: mixed precision keeps activations in bf16 "
+                           "(drop --act-dtype, or use --precision fp32)");
+    o->act_dtype = ACT_BF16;
+    return 0;
+}
+
+// The model's shapes together, and its layout over the ranks (before anything divides by t or by
+// the heads per rank).
+static int check_shapes(const TrainOptions *o, const TrainGiven *given) {
+    const GPTConfig *c = &o->model;
+    if (c->hidden % c->heads != 0)
+        return usage_error("--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
+    if (c->vocab < 256)   // from the flag, or from a checkpoint's state.json: say which
+        return o->resume && !train_given(given, "vocab")
+                   ? usage_error("--resume: the checkpoint's model.vocab %d (%s/state.json) is too small: byte-level "
+                                 "data needs at least 256 symbols", c->vocab, o->resume_step_dir)
+                   : usage_error("--vocab %d is too small: byte-level data needs at least 256 symbols", c->vocab);
+    char err[512];
+    if (train_check_layout(o, o->world_size, err, sizeof err) != 0) return usage_error("%s", err);
+    return 0;
+}
+
+// The memory options the planner chooses, and where the offload pool goes.
+static int check_memory_flags(const TrainOptions *o, const TrainGiven *given) {
+    if (o->mem_budget > 0) {   // the planner chooses these; a flag that also chooses one is ambiguous
+        static const char *const chosen[] = {"recompute", "recompute-method", "recompute-num-layers",
+                                             "recompute-layers", "dropout-masks", "tempo", "gelu-bits"};
+        for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
+            if (train_given(given, chosen[i])) return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
+    }
+    if (o->offload_dir && !o->offload && !(o->mem_budget > 0 && o->offload_budget > 0))
+        return usage_error("--offload-dir %s without --offload (or --mem-budget with --offload-budget): nothing would go "
+                           "there", o->offload_dir);
+    if (o->offload_budget > 0 && !(o->mem_budget > 0))
+        return usage_error("--offload-budget is what --mem-budget's planner may offload: give --mem-budget too");
+    if (o->offload && o->mem_budget > 0)
+        return usage_error("--mem-budget plans --offload itself (give --offload-budget to let it): give one of them");
+    return 0;
+}
+
+// Techniques that replace the same tensor, or keep nothing for another to act on.
+static int check_techniques(const TrainOptions *o) {
+    const GPTConfig *c = &o->model;
+    if (o->flash && (o->tempo & TEMPO_SOFTMAX))
+        return usage_error("--attention flash keeps no softmax output: --tempo softmax has nothing to fuse");
+    if (o->mini_seq > 1 && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
+        return usage_error("--mini-seq %d keeps no GeLU input at all: --gelu-bits and --tempo gelu have nothing to "
+                           "replace", o->mini_seq);
+    long long rows = (long long)c->seq * c->batch;   // (the 32-bit index limits are checked later, train_env.c)
+    if (o->mini_seq > rows)
+        return usage_error("--mini-seq %d: more chunks than the %lld rows of a micro-batch", o->mini_seq, rows);
+    if (o->gelu_bits && (o->tempo & TEMPO_GELU))
+        return usage_error("--gelu-bits %d and --tempo gelu both replace gelu_in: choose one", o->gelu_bits);
+    return 0;
+}
+
+int train_validate(TrainOptions *o, const TrainGiven *given) {
+    int rc;
+    if ((rc = cli_train_ckpt_check(o, given->name, given->n)) != 0) return rc;
+    if ((rc = check_arch(o, given)) != 0) return rc;
+    if ((rc = check_precision(o, given)) != 0) return rc;
+    if (o->device && strcmp(o->device, "cpu-guarded") == 0 && o->offload)
+        return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "
+                           "process and the offload pool copies from its own thread");
+    if ((rc = check_shapes(o, given)) != 0) return rc;
+    if (!(o->mem_budget > 0)) {   // the flags' policy (--mem-budget's is planned for the device: train_env.c)
+        char err[256];
+        MemoryPolicy pol;
+        if (train_build_policy(o, &pol, err, sizeof err) != 0) { policy_free(&pol); return usage_error("%s", err); }
+        policy_free(&pol);
+    }
+    if ((rc = check_memory_flags(o, given)) != 0) return rc;
+    if ((rc = check_techniques(o)) != 0) return rc;
+    if (o->min_lr > o->lr) return usage_error("--min-lr %g is above --lr %g", (double)o->min_lr, (double)o->lr);
+    if (o->warmup > o->steps) return usage_error("--warmup %d is longer than --steps %d", o->warmup, o->steps);
+    if (o->val_frac <= 0.0) return usage_error("--val-frac must be > 0 (validation needs held-out data)");
+    return 0;
+}
