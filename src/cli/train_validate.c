@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "arch/arch.h"
+#include "arch/lora.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/train_ckpt_args.h"
@@ -34,6 +35,39 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
         return usage_error("--hidden %d / --heads %d = head dimension %d is odd: RoPE rotates pairs (j, j + d/2)",
                            c->hidden, c->heads, c->hidden / c->heads);
     gpt_config_resolve(c);
+    return 0;
+}
+
+// LoRA's flags against the family and the model (after check_arch: the family and its widths are known).
+static int check_lora(TrainOptions *o, const TrainGiven *given) {
+    GPTConfig *c = &o->model;
+    static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa"};
+    for (size_t i = 0; i < sizeof needs_rank / sizeof needs_rank[0]; i++)
+        if (!c->lora_rank && train_given(given, needs_rank[i]))
+            return usage_error("--%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)", needs_rank[i]);
+    if (!c->lora_rank) return 0;
+    char err[256];
+    unsigned mask = 0;
+    if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) != 0)
+        return usage_error("%s", err);
+    c->lora_targets = o->lora_targets ? mask : lora_family_sites((ArchKind)c->arch);
+    lora_describe_targets(c->lora_targets, o->lora_targets_text, sizeof o->lora_targets_text);
+    o->lora_targets = o->lora_targets_text;   // canonical, as state.json records it
+    long q = c->hidden, kv = gpt_kv_width(c), f = c->ffn;
+    for (int s = 0; s < LORA_SITES; s++) {   // the rank cannot exceed the adapted linear's smaller side
+        if (!(c->lora_targets >> s & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)s);
+        long in = lora_width(row->in, c->hidden, q, kv, f), out = lora_width(row->out, c->hidden, q, kv, f);
+        long lim = in < out ? in : out;
+        if (c->lora_rank > lim)
+            return usage_error("--lora-rank %d is above the width of target '%s' ([%ld, %ld]: at most %ld)", c->lora_rank,
+                               row->target, out, in, lim);
+    }
+    if (o->mini_seq > 1)
+        return usage_error("--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", o->mini_seq);
+    if (o->mem_budget > 0)
+        return usage_error("--mem-budget with --lora-rank: the budget planner does not know adapters yet; give the "
+                           "recompute flags");
     return 0;
 }
 
@@ -101,6 +135,7 @@ int train_validate(TrainOptions *o, const TrainGiven *given) {
     int rc;
     if ((rc = cli_train_ckpt_check(o, given->name, given->n)) != 0) return rc;
     if ((rc = check_arch(o, given)) != 0) return rc;
+    if ((rc = check_lora(o, given)) != 0) return rc;
     if ((rc = check_precision(o, given)) != 0) return rc;
     if (o->device && strcmp(o->device, "cpu-guarded") == 0 && o->offload)
         return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "

@@ -37,6 +37,10 @@
     X("norm-eps", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.norm_eps))                                       \
     X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
+    X("lora-rank", SAME, R_KEEP, "%d", (o)->model.lora_rank)                                                  \
+    X("lora-alpha", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_alpha))                                    \
+    X("lora-targets", SAME, R_KEEP, "%s", (o)->lora_targets ? (o)->lora_targets : "")                         \
+    X("lora-fa", SAME, R_KEEP, "%d", (o)->model.lora_fa)                                                      \
     X("steps", SAME, R_STATE, "%d", (o)->steps)                                                               \
     X("grad-accum", SAME, R_STATE, "%d", (o)->grad_accum)                                                     \
     X("warmup", SAME, R_STATE, "%d", (o)->warmup)                                                             \

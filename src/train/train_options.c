@@ -135,6 +135,8 @@ static ActShape options_shape(const TrainOptions *o) {
                    .t = o->tp, .sp = o->sp};
     // the family's block and its parameter side (untied output layer, biases) for the planner's counts
     act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    sh.lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
+    sh.lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
     return sh;
 }
 
@@ -249,7 +251,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
     p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0) |
-               (o->flash ? ATTN_FLASH : 0);
+               (o->flash ? ATTN_FLASH : 0) | gpt_lora_keep_bits(&o->model);
     p->gelu_bits = o->gelu_bits;
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     p->offload = o->offload;

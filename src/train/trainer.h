@@ -40,6 +40,10 @@ typedef struct {
     double offload_budget;  // --offload-budget: the planner may keep this many bytes in the offload pool
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
+    // LoRA (docs/LORA.md): --lora-rank, --lora-alpha and --lora-fa live in model; --lora-targets' text (NULL:
+    // the family's every site), parsed against --arch by the validation, which writes the canonical list here.
+    const char *lora_targets;
+    char lora_targets_text[96];
     // Parallel layout (docs/PARALLEL.md): ranks = dp × tp, tp consecutive ranks per TP group.
     int tp;              // tensor-parallel size (1: none)
     int pp;              // pipeline stages (1: none); ranks = dp × pp × tp, tp fastest
@@ -61,7 +65,7 @@ typedef struct {
     char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
     char resume_val_path[1024], resume_tokenizer_path[1024];
     // The texts of the options --resume restored from state.json "options" (string options point here).
-    char resume_options[24][192];
+    char resume_options[32][192];
     int n_resume_options;
 } TrainOptions;
 
