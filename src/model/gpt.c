@@ -1133,8 +1133,11 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     }
 
     (void)tokens;   // the forward's, kept on the device in the context
-    if (l0 == 0 && !gpt_lora(m)) embedding_backward(m, m->act->tokens);   // a frozen embedding has no backward
-    else m->be->copy(m->be, d_input, ws(m, W_D_RES), nrh * sizeof(float), COPY_D2D);
+    if (l0 == 0) {
+        if (!gpt_lora(m)) embedding_backward(m, m->act->tokens);   // a frozen embedding has no backward
+    } else {
+        m->be->copy(m->be, d_input, ws(m, W_D_RES), nrh * sizeof(float), COPY_D2D);
+    }
     scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);
     arena_pop_to(&m->act->arena, 0);
