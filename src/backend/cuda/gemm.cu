@@ -544,7 +544,7 @@ void cuda_linear_forward(Backend *be, float *y, int ldy, const float *x, const u
         gemm_lt(be, 1, 0, out, n, in, w, in, x, ldx, 0, 0.0f, y, ldy, bias);
         return;
     }
-    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
+    if (!x16) {
         uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
         pack_and_colsum(be, packed, x, ldx, n, in, NULL);
         x16 = packed;
@@ -571,7 +571,7 @@ void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, f
     }
     uint16_t *dy16 = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_DY, (size_t)n * out * sizeof(uint16_t));
     pack_and_colsum(be, dy16, dy, lddy, n, out, db);
-    if (!x16) {
+    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
         uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
         pack_and_colsum(be, packed, x, ldx, n, in, NULL);
         x16 = packed;
