@@ -215,6 +215,19 @@ static int token_id(Reader *r, const char *key) {
     return (int)x->valuedouble;
 }
 
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Python's json keeps the last of a repeated key, cJSON the first: a repeated key is refused.
+static void unique_keys(Reader *r) {
+    int n = cJSON_GetArraySize(r->root), k = 0;
+    const char **keys = xmalloc(sizeof(char *) * (size_t)(n + 1));
+    for (const cJSON *x = r->root->child; x; x = x->next) keys[k++] = x->string;
+    qsort(keys, (size_t)k, sizeof(char *), cmp_keys);
+    for (int i = 1; i < k && !r->failed; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) bad(r, keys[i], "appears twice");
+    free(keys);
+}
+
 static const HfFamily *family_of(Reader *r) {
     const char *type = str_field(r, "model_type", NULL);
     if (r->failed) return NULL;
@@ -234,6 +247,7 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
         return -1;
     }
     Reader r = {root, path, err, errlen, 0};
+    unique_keys(&r);
     const HfFamily *fam = family_of(&r);
     GPTConfig *m = &c->model;
     if (fam) {
@@ -250,6 +264,8 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
                     : int_field(&r, "num_key_value_heads", 0, fam->kv_default ? fam->kv_default : m->heads, 1, 1 << 20);
         if (!r.failed && (m->kv_heads > m->heads || m->heads % m->kv_heads != 0))
             bad(&r, "num_key_value_heads", "is %d, expected a divisor of %s %d", m->kv_heads, fam->k_heads, m->heads);
+    }
+    if (fam && !r.failed) {   // the sizes are known and consistent: the rest may divide by them
         c->max_positions = int_field(&r, fam->k_positions, 0, fam->positions_default, 1, 1 << 30);
         if (m->arch == ARCH_GPT2 && !get(&r, "n_positions") && get(&r, "n_ctx"))   // very old GPT-2 configs
             c->max_positions = int_field(&r, "n_ctx", 0, 1024, 1, 1 << 30);
