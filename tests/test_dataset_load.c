@@ -46,7 +46,7 @@ int main(void) {
 
     // Text through a tokenizer.
     Bpe bpe;
-    CHECK(bpe_train(&bpe, (const uint8_t *)text, len, 300, NULL, err, sizeof err) == 0, "train");
+    CHECK(bpe_train(&bpe, (const uint8_t *)text, len, 300, NULL, 0, NULL, err, sizeof err) == 0, "train");
     CHECK(bpe_save(&bpe, path_of("tok.json"), err, sizeof err) == 0, "save: %s", err);
     size_t nt;
     int32_t *enc = bpe_encode(&bpe, (const uint8_t *)text, len, &nt);
@@ -62,8 +62,8 @@ int main(void) {
           strstr(err, "cannot open"), "missing tokenizer: %s", err);
 
     // Token files, alone and as a train/validation pair.
-    CHECK(tokenfile_write(path_of("t.bin"), enc, nt, err, sizeof err) == 0, "write tokens");
-    CHECK(tokenfile_write(path_of("v.bin"), enc, 10, err, sizeof err) == 0, "write val tokens");
+    CHECK(tokenfile_write(path_of("t.bin"), enc, nt, 0, err, sizeof err) == 0, "write tokens");
+    CHECK(tokenfile_write(path_of("v.bin"), enc, 10, 0, err, sizeof err) == 0, "write val tokens");
     CHECK(dataset_load(&a, path_of("t.bin"), NULL, 0.5, 300, err, sizeof err) == 0, "token file: %s", err);
     CHECK(a.n == nt && memcmp(a.tokens, enc, nt * sizeof *enc) == 0 && a.n_train == nt - nt / 2,
           "token file loaded as stored, split by val_frac");
