@@ -16,6 +16,94 @@ struct PreRegex {
     int empty_literal;        // {"String": ""}: tokenizers matches nothing, the input is one gap
 };
 
+// Oniguruma's classes (the engine tokenizers runs) where PCRE2's differ: its \s is Unicode
+// White_Space, PCRE2's also takes U+180E (in its \h); its \w is Alphabetic, marks, decimal digits,
+// connector punctuation and the joiners, PCRE2 10.42's letters, numbers and '_'. So \s \S \w \W
+// are spelled out as properties (\W inside a [...] class stays PCRE2's: a class cannot hold a
+// negated class). A fresh string of *out_len bytes.
+#define WORD_ITEMS "\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}"
+static char *onig_classes(const char *p, size_t len, size_t *out_len) {
+    char *out = xmalloc(len * 26 + 1);   // the longest replacement, [^WORD_ITEMS], is 25x its two characters
+    size_t k = 0;
+    int in_class = 0;
+#define PUT(str) (memcpy(out + k, str, strlen(str)), k += strlen(str))
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        if (c == '\\' && i + 1 < len) {
+            char e = p[++i];
+            if (e == 'Q') {   // \Q...\E: a literal run, copied as it is
+                size_t j = i + 1;
+                while (j + 1 < len && !(p[j] == '\\' && p[j + 1] == 'E')) j++;
+                j = j + 1 < len ? j + 2 : len;
+                memcpy(out + k, p + i - 1, j - (i - 1));
+                k += j - (i - 1);
+                i = j - 1;
+            } else if (e == 's') PUT("\\p{White_Space}");
+            else if (e == 'S') PUT("\\P{White_Space}");
+            else if (e == 'w') PUT(in_class ? WORD_ITEMS : "[" WORD_ITEMS "]");
+            else if (e == 'W' && !in_class) PUT("[^" WORD_ITEMS "]");
+            else { out[k++] = c; out[k++] = e; }
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = 1;
+            out[k++] = c;
+            if (i + 1 < len && p[i + 1] == '^') out[k++] = p[++i];
+            if (i + 1 < len && p[i + 1] == ']') out[k++] = p[++i];   // a leading ']' is literal
+            continue;
+        }
+        if (in_class && c == '[' && i + 1 < len && p[i + 1] == ':') {   // [:alpha:] inside a class
+            const char *end = NULL;
+            for (size_t j = i + 2; j + 1 < len; j++)
+                if (p[j] == ':' && p[j + 1] == ']') { end = p + j + 2; break; }
+            if (end) {
+                memcpy(out + k, p + i, (size_t)(end - (p + i)));
+                k += (size_t)(end - (p + i));
+                i = (size_t)(end - p) - 1;
+                continue;
+            }
+        }
+        if (in_class && c == ']') in_class = 0;
+        out[k++] = c;
+    }
+#undef PUT
+    out[k] = '\0';
+    *out_len = k;
+    return out;
+}
+
+const char PRETOK_PROBE[] =
+    "In the beginning God created the heaven and the earth. IT'S 1234567 o'clock, isn't it?!  \t\n\r\n"
+    "    indented\n\xc3\x9c" "n\xc3\xaf" "c\xc3\xb6" "d\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 \xd9\xa1\xd9\xa2 "
+    "\xf0\x9f\x91\x8b\xf0\x9f\x8f\xbd aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "
+    "------------------------------------------------ 00000000000000000000000000000000 \xff\xfe\x00 end";
+const size_t PRETOK_PROBE_LEN = sizeof PRETOK_PROBE - 1;
+
+// A pattern PCRE2 gives up on (its match limit, or the JIT stack) for this short text would stop
+// the encoding of real text with an error: such a tokenizer is refused when it is read.
+static int probe(const PreRegex *re, char *err, size_t errlen) {
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re->code, NULL);
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    pcre2_jit_stack *stack = pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, NULL);
+    if (!md || !mc || !stack) ctron_fatal("out of memory for regex match data");
+    pcre2_jit_stack_assign(mc, NULL, stack);
+    pcre2_set_match_limit(mc, 1000000);
+    const uint8_t *s = (const uint8_t *)PRETOK_PROBE;
+    size_t n = sizeof PRETOK_PROBE - 1;
+    int rc = 0;
+    for (size_t from = 0; from <= n && (rc >= 0 || rc == PCRE2_ERROR_NOMATCH); from++)
+        rc = pcre2_match(re->code, s, n, from, 0, md, mc);
+    pcre2_match_context_free(mc);
+    pcre2_jit_stack_free(stack);
+    pcre2_match_data_free(md);
+    if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH) return 0;
+    PCRE2_UCHAR why[256];
+    pcre2_get_error_message(rc, why, sizeof why);
+    snprintf(err, errlen, "the pattern is too costly: PCRE2 gives up on a %zu-byte probe text (%s)", n,
+             (const char *)why);
+    return -1;
+}
+
 PreRegex *preregex_compile(const char *pattern, size_t len, int literal, char *err, size_t errlen) {
     PreRegex *re = xmalloc(sizeof *re);
     memset(re, 0, sizeof *re);
@@ -28,7 +116,10 @@ PreRegex *preregex_compile(const char *pattern, size_t len, int literal, char *e
     uint32_t opts = PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
     int code;
     PCRE2_SIZE at;
-    re->code = pcre2_compile((PCRE2_SPTR)pattern, len, opts, &code, &at, NULL);
+    size_t n = len;
+    char *spelled = literal ? NULL : onig_classes(pattern, len, &n);
+    re->code = pcre2_compile((PCRE2_SPTR)(spelled ? spelled : pattern), n, opts, &code, &at, NULL);
+    free(spelled);
     if (!re->code) {
         PCRE2_UCHAR why[256];
         pcre2_get_error_message(code, why, sizeof why);
@@ -38,6 +129,10 @@ PreRegex *preregex_compile(const char *pattern, size_t len, int literal, char *e
         return NULL;
     }
     re->jit = pcre2_jit_compile(re->code, PCRE2_JIT_COMPLETE) == 0;
+    if (probe(re, err, errlen) != 0) {
+        preregex_free(re);
+        return NULL;
+    }
     return re;
 }
 
@@ -166,7 +261,7 @@ void preregex_each(const PreRegex *re, SplitBehavior behavior, int invert, const
 // Rust's regex \w: Alphabetic, Mark, Decimal_Number, Connector_Punctuation, Join_Control.
 static pcre2_code *word_re;
 static void compile_word_re(void) {
-    static const char pat[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
+    static const char pat[] = "[" WORD_ITEMS "]";
     int code;
     PCRE2_SIZE at;
     word_re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &code,

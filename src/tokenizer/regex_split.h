@@ -17,6 +17,9 @@
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|" \
     "\\s+(?!\\S)|\\s+"
 
+extern const char PRETOK_PROBE[];   // PRETOK_PROBE_LEN bytes, a NUL among them
+extern const size_t PRETOK_PROBE_LEN;
+
 typedef enum {
     SPLIT_REMOVED,            // the matches are dropped
     SPLIT_ISOLATED,           // matches and gaps are pieces of their own
@@ -28,7 +31,9 @@ typedef enum {
 typedef struct PreRegex PreRegex;
 
 // Compiles pattern[0..len) (literal: as a plain string, tokenizers' {"String": ...}). NULL with
-// PCRE2's message and the offset in err when it does not compile.
+// PCRE2's message and the offset in err when it does not compile, or when matching it against
+// PRETOK_PROBE (a short text of every kind of character) from every offset exceeds PCRE2's match
+// limit: a pattern that costly would stop the encoding of real text.
 PreRegex *preregex_compile(const char *pattern, size_t len, int literal, char *err, size_t errlen);
 void preregex_free(PreRegex *re);
 
