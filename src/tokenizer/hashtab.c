@@ -61,7 +61,7 @@ int32_t strtab_find(const StrTable *t, const uint8_t *s, size_t len) {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
         int32_t id = t->slot[i];
         if (id < 0) return -1;
-        if (t->hash[id] == h && t->len[id] == len && memcmp(t->pool + t->off[id], s, len) == 0) return id;
+        if (t->hash[id] == h && t->len[id] == len && (len == 0 || memcmp(t->pool + t->off[id], s, len) == 0)) return id;
     }
 }
 
@@ -70,7 +70,7 @@ int32_t strtab_intern(StrTable *t, const uint8_t *s, size_t len, int *added) {
     uint64_t h = hash_bytes(s, len);
     size_t mask = t->n_slots - 1, i = h & mask;
     for (int32_t id; (id = t->slot[i]) >= 0; i = (i + 1) & mask)
-        if (t->hash[id] == h && t->len[id] == len && memcmp(t->pool + t->off[id], s, len) == 0) {
+        if (t->hash[id] == h && t->len[id] == len && (len == 0 || memcmp(t->pool + t->off[id], s, len) == 0)) {
             if (added) *added = 0;
             return id;
         }

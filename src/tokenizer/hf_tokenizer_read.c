@@ -369,7 +369,7 @@ static int read_pre(Reader *r, const cJSON *pre) {
 static void append_ids(int32_t **ids, int *n, const int32_t *more, int k) {
     *ids = realloc(*ids, (size_t)(*n + k + 1) * sizeof **ids);
     if (!*ids) ctron_fatal("out of memory");
-    memcpy(*ids + *n, more, (size_t)k * sizeof **ids);
+    if (k) memcpy(*ids + *n, more, (size_t)k * sizeof **ids);
     *n += k;
 }
 
