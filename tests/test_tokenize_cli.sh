@@ -94,6 +94,21 @@ printf '{"text": "ok"}\n{"txt": "ok"}\n' > "$dir/bad3.jsonl"
 printf '{"text": "ok"}\n\n{"text": "ok"\n' > "$dir/bad4.jsonl"
 printf '{"text": "a\\u0000b"}\n' > "$dir/bad5.jsonl"
 
+# A large input (>= 32 MB) reports its progress on stderr: the last line says 100% with the counts.
+python3 - "$data" "$dir/big.jsonl" <<'PY'
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().splitlines()
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    for _ in range(7):   # 36 MB
+        for l in lines:
+            f.write(json.dumps({"text": l}) + "\n")
+PY
+"$ctron" tokenize encode --tokenizer "$T" --in "$dir/big.jsonl" --out "$dir/big.bin" > "$dir/big.out" 2> "$dir/big.err"
+n_docs=$(grep -c . "$dir/big.jsonl")
+tail -1 "$dir/big.err" | grep -q "ctron tokenize encode: 100.0% (.* MB), $n_docs documents, .* M tokens" && ok \
+  || bad "progress line for a large JSONL: $(tail -2 "$dir/big.err")"
+rm -f "$dir/big.jsonl" "$dir/big.bin"
+
 # A vocabulary above 65,536 writes uint32 token files (magic 20240801, version 7).
 python3 - "$dir/big.json" <<'PY' || bad "cannot write the large test vocabulary"
 import json, sys

@@ -309,6 +309,7 @@ static int encode_input(const TokenizeOptions *o, const Bpe *bpe, int32_t sep, P
                          sizeof err) != 0)
             return usage_error("--in: %s", err);
         *n_in = pg->total;
+        if (show) progress_line(pg, *n_in, *n_docs, *n_tok, 1);
         return 0;
     }
     uint8_t *text;

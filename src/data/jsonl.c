@@ -45,9 +45,10 @@ static void ids_append(Ids *ids, const int32_t *t, size_t k) {
     ids->n += k;
 }
 
-// One line's document appended to ids; -1 with a message (naming the line) when the line is bad.
+// One line's document appended to enc (through the tokenizer) or ids (bytes, enc NULL); -1 with a
+// message (naming the line) when the line is bad.
 static int encode_line(const char *path, size_t lineno, const char *line, size_t len, const char *field,
-                       const Bpe *bpe, int32_t doc_sep, Ids *ids, char *err, size_t errlen) {
+                       BpeEncoder *enc, int32_t doc_sep, Ids *ids, char *err, size_t errlen) {
     cJSON *obj = cJSON_ParseWithLength(line, len);
     const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, field);
     int rc = -1;
@@ -66,14 +67,13 @@ static int encode_line(const char *path, size_t lineno, const char *line, size_t
     else
         rc = 0;
     if (rc == 0) {
-        if (doc_sep >= 0) ids_append(ids, &doc_sep, 1);
         const uint8_t *s = (const uint8_t *)text->valuestring;
-        size_t n = strlen(text->valuestring), k;
-        if (bpe) {
-            int32_t *t = bpe_encode_doc(bpe, s, n, &k);
-            ids_append(ids, t, k);
-            free(t);
+        size_t n = strlen(text->valuestring);
+        if (enc) {
+            if (doc_sep >= 0) bpe_encoder_push(enc, &doc_sep, 1);
+            bpe_encoder_add(enc, s, n, 1, NULL, NULL);
         } else {
+            if (doc_sep >= 0) ids_append(ids, &doc_sep, 1);
             for (size_t i = 0; i < n; i++) {
                 int32_t b = s[i];
                 ids_append(ids, &b, 1);
@@ -99,6 +99,7 @@ int jsonl_encode(const char *path, const char *field, const Bpe *bpe, int32_t do
         return -1;
     }
     Ids ids = {0};
+    BpeEncoder *enc = bpe ? bpe_encoder_new(bpe) : NULL;   // one cache of pieces for all documents
     char *line = NULL;
     size_t cap = 0, lineno = 0, done = 0, docs = 0;
     ssize_t len;
@@ -108,11 +109,11 @@ int jsonl_encode(const char *path, const char *field, const Bpe *bpe, int32_t do
         lineno++;
         done += (size_t)len;
         if (blank(line, (size_t)len)) continue;
-        rc = encode_line(path, lineno, line, (size_t)len, field, bpe, doc_sep, &ids, err, errlen);
+        rc = encode_line(path, lineno, line, (size_t)len, field, enc, doc_sep, &ids, err, errlen);
         docs++;
         if (progress && (docs & 255) == 0 && now_seconds() - last >= 1.0) {
             last = now_seconds();
-            progress(ctx, done, total, docs, ids.n);
+            progress(ctx, done, total, docs, enc ? bpe_encoder_count(enc) : ids.n);
         }
     }
     if (rc == 0 && ferror(f)) {
@@ -121,11 +122,14 @@ int jsonl_encode(const char *path, const char *field, const Bpe *bpe, int32_t do
     }
     free(line);
     fclose(f);
+    if (enc) {
+        ids.v = bpe_encoder_take(enc, &ids.n);
+        bpe_encoder_free(enc);
+    }
     if (rc != 0) {
         free(ids.v);
         return -1;
     }
-    if (progress) progress(ctx, done, total, docs, ids.n);
     if (!ids.v) ids.v = xmalloc(sizeof *ids.v);
     *tokens = ids.v;
     *n = ids.n;

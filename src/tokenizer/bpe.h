@@ -123,6 +123,17 @@ typedef void (*BpeProgressFn)(void *ctx, size_t bytes_done, size_t tokens);
 int32_t *bpe_encode_doc_progress(const Bpe *bpe, const uint8_t *text, size_t n, BpeProgressFn progress, void *ctx,
                                  size_t *n_tokens);
 
+// An encoder kept across documents (JSONL): its cache of encoded pieces is shared by them (and
+// dropped past a million pieces). add appends one document's ids (add_special: with BOS/EOS;
+// progress may be NULL), push appends ids as they are, take hands over all ids so far.
+typedef struct BpeEncoder BpeEncoder;
+BpeEncoder *bpe_encoder_new(const Bpe *bpe);
+void bpe_encoder_add(BpeEncoder *e, const uint8_t *text, size_t n, int add_special, BpeProgressFn progress, void *ctx);
+void bpe_encoder_push(BpeEncoder *e, const int32_t *ids, size_t n);
+size_t bpe_encoder_count(const BpeEncoder *e);
+int32_t *bpe_encoder_take(BpeEncoder *e, size_t *n_tokens);   // free() it; never NULL
+void bpe_encoder_free(BpeEncoder *e);
+
 // The pieces encoding sees, in order: fn gets each piece's bytes with added == -1, or an added
 // token's id with its matched text (lstrip/rstrip whitespace included).
 typedef void (*BpePieceFn)(void *ctx, const uint8_t *piece, size_t len, int32_t added);

@@ -201,7 +201,7 @@ static size_t encode_piece(const Bpe *bpe, Scratch *s, const uint8_t *p, size_t 
 
 // ---- encoding ----------------------------------------------------------------------------------
 
-typedef struct {
+struct BpeEncoder {
     const Bpe *bpe;
     int32_t *out;
     size_t n_out, cap_out;
@@ -214,7 +214,12 @@ typedef struct {
     const uint8_t *text;
     size_t n_text, n_pieces;
     double last_report;
-} Encoder;
+};
+typedef struct BpeEncoder Encoder;
+
+// The cache of encoded pieces is dropped when it grows past this many pieces (documents of a
+// large JSONL file share it; memory stays bounded).
+#define CACHE_MAX_PIECES (1 << 20)
 
 static void report(Encoder *e, const uint8_t *p) {
     if (!e->progress || (++e->n_pieces & 0xFFFF) != 0) return;
@@ -244,6 +249,11 @@ static void encode_cb(void *ctx, const uint8_t *p, size_t len, int32_t added) {
         e->n_out += initial_symbols(e->bpe, p, 1, e->out + e->n_out);
         return;
     }
+    if (e->cache.n >= CACHE_MAX_PIECES) {
+        strtab_free(&e->cache);
+        strtab_init(&e->cache);
+        e->cache_len = 0;
+    }
     int is_new;
     int32_t id = strtab_intern(&e->cache, p, len, &is_new);
     if (is_new) {
@@ -267,34 +277,63 @@ static void encode_cb(void *ctx, const uint8_t *p, size_t len, int32_t added) {
     e->n_out += m;
 }
 
+BpeEncoder *bpe_encoder_new(const Bpe *bpe) {
+    Encoder *e = xmalloc(sizeof *e);
+    memset(e, 0, sizeof *e);
+    e->bpe = bpe;
+    strtab_init(&e->cache);
+    out_reserve(e, 1);
+    return e;
+}
+
+void bpe_encoder_free(BpeEncoder *e) {
+    if (!e) return;
+    free(e->s.sym); free(e->s.prev); free(e->s.next); free(e->s.heap);
+    free(e->cache_tok);
+    free(e->cache_off);
+    strtab_free(&e->cache);
+    free(e->out);
+    free(e);
+}
+
+void bpe_encoder_push(BpeEncoder *e, const int32_t *ids, size_t n) {
+    out_reserve(e, n);
+    if (n) memcpy(e->out + e->n_out, ids, n * sizeof *ids);
+    e->n_out += n;
+}
+
+void bpe_encoder_add(BpeEncoder *e, const uint8_t *text, size_t n, int add_special, BpeProgressFn progress, void *ctx) {
+    const Bpe *bpe = e->bpe;
+    e->progress = progress;
+    e->progress_ctx = ctx;
+    e->text = text;
+    e->n_text = n;
+    e->last_report = now_seconds();
+    if (add_special) bpe_encoder_push(e, bpe->bos, (size_t)bpe->n_bos);
+    bpe_split(bpe, text, n, encode_cb, e);
+    if (add_special) bpe_encoder_push(e, bpe->eos, (size_t)bpe->n_eos);
+    e->progress = NULL;
+}
+
+size_t bpe_encoder_count(const BpeEncoder *e) { return e->n_out; }
+
+int32_t *bpe_encoder_take(BpeEncoder *e, size_t *n_tokens) {
+    int32_t *out = e->out;
+    *n_tokens = e->n_out;
+    e->out = NULL;
+    e->n_out = e->cap_out = 0;
+    out_reserve(e, 1);
+    return out;
+}
+
 static int32_t *encode(const Bpe *bpe, const uint8_t *text, size_t n, int add_special, BpeProgressFn progress,
                        void *ctx, size_t *n_tokens) {
-    Encoder e;
-    memset(&e, 0, sizeof e);
-    e.bpe = bpe;
-    e.progress = progress;
-    e.progress_ctx = ctx;
-    e.text = text;
-    e.n_text = n;
-    e.last_report = now_seconds();
-    strtab_init(&e.cache);
-    out_reserve(&e, n + 1 + (add_special ? (size_t)(bpe->n_bos + bpe->n_eos) : 0));
-    if (add_special && bpe->n_bos) {
-        memcpy(e.out, bpe->bos, (size_t)bpe->n_bos * sizeof *e.out);
-        e.n_out = (size_t)bpe->n_bos;
-    }
-    bpe_split(bpe, text, n, encode_cb, &e);
-    if (add_special) {
-        out_reserve(&e, (size_t)bpe->n_eos);
-        if (bpe->n_eos) memcpy(e.out + e.n_out, bpe->eos, (size_t)bpe->n_eos * sizeof *e.out);
-        e.n_out += (size_t)bpe->n_eos;
-    }
-    free(e.s.sym); free(e.s.prev); free(e.s.next); free(e.s.heap);
-    free(e.cache_tok);
-    free(e.cache_off);
-    strtab_free(&e.cache);
-    *n_tokens = e.n_out;
-    return e.out;
+    Encoder *e = bpe_encoder_new(bpe);
+    out_reserve(e, n + 1 + (add_special ? (size_t)(bpe->n_bos + bpe->n_eos) : 0));
+    bpe_encoder_add(e, text, n, add_special, progress, ctx);
+    int32_t *out = bpe_encoder_take(e, n_tokens);
+    bpe_encoder_free(e);
+    return out;
 }
 
 int32_t *bpe_encode(const Bpe *bpe, const uint8_t *text, size_t n, size_t *n_tokens) {
