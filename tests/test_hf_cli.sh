@@ -46,14 +46,15 @@ loss() { sed 's/.*"loss":\([^,]*\),.*/\1/' <<< "$1"; }
 check "/usr/bin/python3 -c 'import sys; a, c = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (a != c and abs(a - c) < 2e-2))' '$(loss "$a")' '$(loss "$c")'" \
   "bf16 export's loss: '$c' against fp32 '$a' (expected close, not equal)"
 
-# a BPE checkpoint: its tokenizer.json travels with the export (byte for byte; no tokenizer_config.json
-# while it is ctron's format), and eval/generate --model on the export encode with it as on the checkpoint
+# a BPE checkpoint: its tokenizer.json (Hugging Face's format, as ctron tokenize writes it) travels with
+# the export byte for byte, with the tokenizer_config.json AutoTokenizer needs; eval/generate --model on
+# the export encode with it as on the checkpoint
 head -c 100000 "$data" > "$dir/text.txt"
 "$ctron" tokenize train --vocab 300 --in "$dir/text.txt" --out "$dir/tok.json" > /dev/null 2>&1
 "$ctron" train --layers 1 --hidden 32 --heads 2 --seq 32 --batch 2 --vocab 300 --steps 2 --eval-every 0 --threads 2 \
   --data "$dir/text.txt" --tokenizer "$dir/tok.json" --ckpt-dir "$dir/bpe" > /dev/null 2>&1
 "$ctron" export --hf "$dir/bpehf" --ckpt "$dir/bpe" > "$dir/bexp.out" 2>&1
-check "cmp -s '$dir/tok.json' '$dir/bpehf/tokenizer.json' && [ ! -e '$dir/bpehf/tokenizer_config.json' ] && grep -q 'tokenizer.json' '$dir/bexp.out'" \
+check "cmp -s '$dir/tok.json' '$dir/bpehf/tokenizer.json' && grep -q PreTrainedTokenizerFast '$dir/bpehf/tokenizer_config.json' && grep -q 'tokenizer.json' '$dir/bexp.out'" \
   "the BPE checkpoint's tokenizer.json is not in the export: $(cat "$dir/bexp.out")"
 evt() { "$ctron" eval --model "$1" --data "$dir/text.txt" --max-windows 4 --threads 2 --json 2>&1 | sed 's/,"seconds".*//; s/"model":"[^"]*",//'; }
 a=$(evt "$dir/bpe"); b=$(evt "$dir/bpehf")

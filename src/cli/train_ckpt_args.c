@@ -21,13 +21,7 @@ static int same_vocab(const char *a, const char *b, char *what, size_t wlen, cha
     Bpe x, y;
     if (bpe_load(&x, a, err, errlen) != 0) return -1;
     if (bpe_load(&y, b, err, errlen) != 0) { bpe_free(&x); return -1; }
-    int same = x.n_merges == y.n_merges;
-    if (!same) snprintf(what, wlen, "%d tokens against %d", x.vocab_size, y.vocab_size);
-    for (int i = 0; same && i < x.n_merges; i++)
-        if (x.merges[i][0] != y.merges[i][0] || x.merges[i][1] != y.merges[i][1]) {
-            snprintf(what, wlen, "token %d differs", 256 + i);
-            same = 0;
-        }
+    int same = bpe_same(&x, &y, what, wlen);
     bpe_free(&x);
     bpe_free(&y);
     return same;
