@@ -11,7 +11,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/eval_cmd.h"
-#include "cli/model_source.h"
+#include "io/model_source.h"
 #include "data/dataset.h"
 #include "data/tokenfile.h"
 #include "util/common.h"

@@ -1,7 +1,7 @@
 #ifndef CTRON_EVAL_CMD_H
 #define CTRON_EVAL_CMD_H
 #include <stdio.h>
-#include "cli/model_source.h"
+#include "io/model_source.h"
 
 void cli_eval_usage(FILE *f);
 int cli_eval_main(int argc, char **argv);

@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 #include "cli/generate_cmd.h"
 #include "backend/cpu/gemm_bf16.h"
-#include "cli/model_source.h"
+#include "io/model_source.h"
 #include "memory/ledger_report.h"
 #include "model/generate.h"
 #include "tokenizer/bpe.h"

@@ -1,6 +1,7 @@
 #include "cli/train_ckpt_args.h"
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "io/checkpoint.h"
@@ -84,8 +85,12 @@ int cli_train_resume_tokenizer(const TrainOptions *o, const char *const *given, 
     return 0;
 }
 
-int cli_train_ckpt_dir(const TrainOptions *o) {
+int cli_train_ckpt_dir(TrainOptions *o) {
     char err[2048];
-    if (o->ckpt_dir && fs_mkdir_p(o->ckpt_dir, err, sizeof err) != 0) return args_error("train", "--ckpt-dir: %s", err);
+    struct stat sb;
+    if (!o->ckpt_dir) return 0;
+    int existed = stat(o->ckpt_dir, &sb) == 0;
+    if (fs_mkdir_p(o->ckpt_dir, err, sizeof err) != 0) return args_error("train", "--ckpt-dir: %s", err);
+    o->ckpt_dir_made = o->ckpt_dir_made || !existed;   // the second parse of a failed launch finds it made
     return 0;
 }

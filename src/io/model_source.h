@@ -26,6 +26,7 @@ int model_source_open(const char *path, ModelSource *src, char *err, size_t errl
 // batch and dropout 0. -1 with err when the model cannot take seq (a learned position table that is
 // shorter, a sliding window).
 int model_source_config(const ModelSource *src, int seq, int batch, GPTConfig *out, char *err, size_t errlen);
-// Fills m (built from model_source_config on one process) with the weights. 0, or -1 with err.
+// Fills m with the weights: m built from model_source_config, the whole model or one TP/PP rank's
+// part (its shards are cut from a transient whole host copy). 0, or -1 with err.
 int model_source_load(const ModelSource *src, GPT *m, char *err, size_t errlen);
 #endif

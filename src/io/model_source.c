@@ -1,4 +1,4 @@
-#include "cli/model_source.h"
+#include "io/model_source.h"
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -56,18 +56,28 @@ int model_source_config(const ModelSource *src, int seq, int batch, GPTConfig *o
 }
 
 // A checkpoint is loaded at its own sequence length into a host model, then copied parameter by
-// parameter (GPT-2's position table: its first seq rows).
+// parameter (GPT-2's position table: its first seq rows) into m, or, when m is one TP/PP rank's part,
+// into a whole host model at m's length that this rank's shards are cut from.
 static int load_checkpoint(const ModelSource *src, GPT *m, char *err, size_t errlen) {
-    GPT full;
-    gpt_init_params(&full, &src->state.model);
-    int rc = ckpt_load(src->path, &full, NULL, NULL, err, errlen);
-    for (int i = 0; rc == 0 && i < m->n_info; i++) {
-        const ParamInfo *pi = &m->info[i], *fi = gpt_find_param(&full, pi->name);
-        if (!fi || fi->numel < pi->numel) ctron_fatal("model_source: '%s' does not fit the checkpoint's model", pi->name);
-        m->be->copy(m->be, m->params + pi->offset, full.params + fi->offset, pi->numel * sizeof(float), COPY_H2D);
+    GPT ck, full;
+    gpt_init_params(&ck, &src->state.model);
+    int rc = ckpt_load(src->path, &ck, NULL, NULL, err, errlen);
+    int whole = m->tp.t <= 1 && m->pp.p <= 1;
+    GPT *dst = m;
+    if (!whole) {
+        gpt_init_params(&full, &m->cfg);
+        dst = &full;
     }
+    for (int i = 0; rc == 0 && i < dst->n_info; i++) {
+        const ParamInfo *pi = &dst->info[i], *ci = gpt_find_param(&ck, pi->name);
+        if (!ci || ci->numel < pi->numel) ctron_fatal("model_source: '%s' does not fit the checkpoint's model", pi->name);
+        if (whole) m->be->copy(m->be, m->params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float), COPY_H2D);
+        else memcpy(full.params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float));
+    }
+    if (rc == 0 && !whole) gpt_shard_from_full(m, &full, full.params, m->params);
+    if (!whole) gpt_free(&full);
     gpt_params_changed(m);
-    gpt_free(&full);
+    gpt_free(&ck);
     return rc;
 }
 
