@@ -171,6 +171,56 @@ def test_round_trip(ctron, data, work, rng):
         check(rel(mine16["logits"], mine["logits"]) > 0, f"{name}: the bf16 export computes the fp32 logits exactly")
 
 
+def test_fine_tune(ctron, data, work, rng):
+    """--init-from a transformers-made model (sharded; fp16), a few steps, export: transformers loads the
+    export and computes the fine-tuned checkpoint's logits."""
+    import torch
+    import transformers
+    ids = rng.integers(0, 256, size=(2, 16))
+    ids_path = os.path.join(work, "ft.ids.safetensors")
+    write_ids(ids_path, ids, "int64")
+    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard"):
+        run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
+        run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
+            "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
+        run(ctron, "export", "--hf", out, "--ckpt", run_dir)
+        mine = dump(ctron, run_dir, ids_path, os.path.join(work, "ft_" + src + ".out.safetensors"), grads=False)
+        _, before, _, _ = reference(os.path.join(work, src), ids, grads=False)
+        model = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+        with torch.no_grad():
+            logits = model(input_ids=torch.from_numpy(ids)).logits.numpy()
+        lr = rel(mine["logits"], logits)
+        check(lr <= LOGIT_TOL, f"fine-tuned {src}: transformers on the export vs ctron: logits rel {lr:.2e}")
+        check(rel(before, logits) > 1e-4, f"fine-tuned {src}: the export computes the source's logits: nothing trained")
+        print(f"ft_{src:19s} --init-from, 3 steps, export: transformers' logits rel {lr:.1e} to ctron's", flush=True)
+
+
+def test_tokenizer_export(ctron, data, work):
+    """A BPE run's export: AutoTokenizer loads its tokenizer.json as it is and encodes as tokenizers does."""
+    import tokenizers
+    import transformers
+    text = os.path.join(work, "bpe.txt")
+    with open(data, "rb") as f, open(text, "wb") as g:
+        g.write(f.read(200000))
+    tok = os.path.join(work, "bpe.tokenizer.json")
+    run(ctron, "tokenize", "train", "--vocab", 400, "--in", text, "--out", tok)
+    run(ctron, "train", "--layers", 1, "--hidden", 32, "--heads", 2, "--seq", 32, "--batch", 2, "--steps", 2,
+        "--vocab", 400, "--eval-every", 0, "--threads", 2, "--data", text, "--tokenizer", tok,
+        "--ckpt-dir", os.path.join(work, "bpe_run"))
+    out = os.path.join(work, "bpe.hf")
+    run(ctron, "export", "--hf", out, "--ckpt", os.path.join(work, "bpe_run"))
+    auto = transformers.AutoTokenizer.from_pretrained(out, local_files_only=True)
+    sample = "And God said, Let there be light: and there was light. 1234 ünïcödé  spaces\n\nend"
+    ref = tokenizers.Tokenizer.from_file(os.path.join(out, "tokenizer.json")).encode(sample).ids
+    got = auto(sample, add_special_tokens=False)["input_ids"]
+    # transformers 5 names its tokenizers-backed class TokenizersBackend (4.x: PreTrainedTokenizerFast)
+    check(getattr(auto, "is_fast", False), f"AutoTokenizer loaded {type(auto).__name__}, not a fast tokenizer")
+    check(got == ref and len(got) > 10, f"AutoTokenizer's ids {got[:12]}... tokenizers' {ref[:12]}...")
+    check(auto.decode(got) == sample, f"AutoTokenizer's decode: {auto.decode(got)!r}")
+    print(f"bpe export             AutoTokenizer loads it ({type(auto).__name__}); {len(got)} ids equal tokenizers', decode round-trips",
+          flush=True)
+
+
 def main(argv):
     if len(argv) != 4:
         print(__doc__.split("\n\n")[-1], file=sys.stderr)
@@ -189,6 +239,8 @@ def main(argv):
     try:
         test_import(ctron, work, rng)
         test_round_trip(ctron, data, work, rng)
+        test_fine_tune(ctron, data, work, rng)
+        test_tokenizer_export(ctron, data, work)
     except RuntimeError as e:
         check(False, str(e))
     print(f"{passes} passed, {len(failures)} failed")
