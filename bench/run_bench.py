@@ -481,15 +481,15 @@ def run_child(cmd, env, timeout_s, cwd, own_group=False):
         wall = time.monotonic() - t0
         ticks1 = cpu_ticks()
         other = steal = None
+        own = ru.ru_utime + ru.ru_stime
         if ticks0 and ticks1 and wall > 0:
-            own = ru.ru_utime + ru.ru_stime
             other = round(max(0.0, (ticks1[0] - ticks0[0]) - own) / wall, 3)
             steal = round((ticks1[1] - ticks0[1]) / wall, 3)
         rc = os.waitstatus_to_exitcode(status)
         p.returncode = rc          # reaped by us; keep Popen from waiting again
         out.seek(0)
         err.seek(0)
-        return dict(rc=rc, wall_s=round(wall, 3), peak_rss_kib=ru.ru_maxrss,
+        return dict(rc=rc, wall_s=round(wall, 3), cpu_s=round(own, 3), peak_rss_kib=ru.ru_maxrss,
                     other_cores=other, steal_cores=steal,
                     stdout=out.read().decode("utf-8", "replace"),
                     stderr=err.read().decode("utf-8", "replace"),
@@ -679,7 +679,7 @@ def run_ctron(args, c, pol, env, workdir, tag, impl="ctron"):
         + list(args.ctron_arg)
     r = run_child(cmd, env, args.timeout, ROOT)
     res = dict(impl=impl, policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
-               peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
+               cpu_s=r["cpu_s"], peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
                other_cores=r["other_cores"], steal_cores=r["steal_cores"])
     recs, bad, uniq = read_step_log(log)
     res["log_bad_lines"] = bad
@@ -741,7 +741,7 @@ def run_peer(args, c, pol, env, tag, impl="torch"):
            "--threads", str(args.threads)] + peer_policy_args(pol) + peer_args(impl)
     r = run_child(cmd, env, args.timeout, ROOT)
     res = dict(impl=impl, policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
-               peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
+               cpu_s=r["cpu_s"], peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],
                other_cores=r["other_cores"], steal_cores=r["steal_cores"])
     recs, _ = parse_json_lines(r["stdout"])
     steps = [x for x in recs if "step" in x and "ms" in x and "peer" not in x]
