@@ -14,6 +14,17 @@ expect() {  # expect "needle" args...
 }
 expect "not divisible by --heads"  train --hidden 100 --heads 3 --data "$data"
 expect "--layers: 0 is out of range" train --layers 0 --data "$data"
+# the model family (issue 25): its values, and flags the other family has no use for
+expect "--arch 'gpt3': expected one of gpt2|llama" train --arch gpt3 --data "$data"
+expect "--kv-heads 3 does not divide --heads 4" train --arch llama --heads 4 --kv-heads 3 --data "$data"
+expect "head dimension 9 is odd: RoPE rotates pairs" train --arch llama --hidden 36 --heads 4 --data "$data"
+expect "--kv-heads is a llama option (--arch llama)" train --kv-heads 2 --data "$data"
+expect "--tie-embeddings is a llama option" train --tie-embeddings --data "$data"
+expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
+expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
+expect "--mini-seq 2: the chunked MLP is GPT-2's GeLU MLP" train --arch llama --mini-seq 2 --data "$data"
+expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"
+expect "--ffn-hidden: 0 is out of range" train --arch llama --ffn-hidden 0 --data "$data"
 expect "--seq: -5 is out of range" train --seq -5 --data "$data"
 expect "--batch: expected an integer, got 'four'" train --batch four --data "$data"
 expect "--hidden: expected an integer, got '12x'" train --hidden 12x --data "$data"

@@ -14,7 +14,8 @@
 #define GIB 1073741824.0
 
 static ClusterJob job_of(const ModelPreset *pr) {
-    return (ClusterJob){pr->s, pr->h, pr->a, pr->L, pr->v, pr->global_batch, 8, pr->gpus / 8, 2, 0, 8.0 * GIB};
+    return (ClusterJob){.s = pr->s, .h = pr->h, .a = pr->a, .L = pr->L, .v = pr->v, .B = pr->global_batch,
+                        .gpus_per_node = 8, .nodes = pr->gpus / 8, .e = 2, .dp_overlap = 0, .reserve_bytes = 8.0 * GIB};
 }
 
 int main(void) {
@@ -55,8 +56,9 @@ int main(void) {
             // Stage 0's activations: Eq. 6 (34sbhL/t) × the interleave factor for SP + selective, plus
             // the embedding mask and the attention core recomputed in backward.
             if (k == 1 && pr->p > 1) {
-                StageLayout sl = {{pr->s, 1, pr->h, pr->a, pr->L, pr->v, 2, MASKS_BYTES, 1, pr->t, 1, 0, 0, 0, 0, 0, 0}, pr->p, pr->m,
-                                  pr->global_batch};
+                StageLayout sl = {{.s = pr->s, .b = 1, .h = pr->h, .a = pr->a, .L = pr->L, .v = pr->v, .elem_bytes = 2,
+                                   .masks = MASKS_BYTES, .dropout = 1, .t = pr->t, .sp = 1},
+                                  pr->p, pr->m, pr->global_batch};
                 double sbh = s * h, eq6 = 34.0 * sbh * (L / pr->p) / pr->t * stage_layer_factor(&sl);
                 double core = 5.0 * pr->a * s * s / pr->t;   // 2 + 1 + 2 bytes of as²b/t, transient
                 double emb = sbh / pr->t * stage_in_flight(&sl);

@@ -18,6 +18,10 @@
 //    rounding flips hit the GEMM operands D and dS (dS = P ⊙ (dP − dot) has cancellation, so its
 //    fp32 values differ more: ~2.6e-4 flip rate, 2^-8·sqrt(2.6e-4) ≈ 6e-5 in dq and dk), plus the
 //    tensor cores' fp32 accumulation order.
+// Grouped-query cases (kv < a: k, v, dk, dv [s, b, kv·d], query head j reading kv head j / (a/kv)) run
+// every comparison with the same tolerances (the CPU kernels are checked bitwise against multi-head
+// attention on repeat_kv(k, v) by test_attention_gqa); the s = 1030 one has a kv head whose query heads
+// fall in two of the GPU's head groups (its dk, dv sum is carried from one group to the next).
 // Masks are compared byte for byte. Everything the GPU computes twice, or by another path that must
 // give the same bits (Tempo, recompute, buffers at other alignments), is compared bitwise.
 #include <omp.h>
@@ -30,6 +34,7 @@ typedef struct {
     float p;
     int round_bf16;
     Precision prec;
+    int kv;   // key/value heads (0: a, multi-head)
 } Case;
 
 enum { GUARD = 4096 };
@@ -83,31 +88,33 @@ static int dev_causal_zeros(Backend *gpu, const void *dev, int s, int heads, int
 
 static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     const int s = c->s, b = c->b, a = c->a, d = c->d, h = a * d, dropout = c->p > 0.0f, heads = b * a;
+    const int kv = c->kv ? c->kv : a;
     const size_t n = (size_t)s * b * h, nss = (size_t)heads * s * s, nb = n * sizeof(float), sb = nss * sizeof(float);
+    const size_t nk = (size_t)s * b * kv * d, kb = nk * sizeof(float);   // k, v, dk, dv
     const DropoutSite site = {philox_key_from_seed(0x5EEDu + (uint64_t)s), 11, 4, SITE_ATTN, c->p};
     const double tol = c->prec == PRECISION_BF16 ? 5e-4 : c->round_bf16 ? 1e-4 : 1e-5;
     char tag[160], what[240];
-    snprintf(tag, sizeof tag, "s=%d b=%d a=%d d=%d p=%.1f round_bf16=%d %s", s, b, a, d, (double)c->p, c->round_bf16,
-             c->prec == PRECISION_BF16 ? "bf16" : "fp32");
-    float *q = host_random(n, -2.0f, 2.0f), *k = host_random(n, -2.0f, 2.0f), *v = host_random(n, -1.0f, 1.0f);
+    snprintf(tag, sizeof tag, "s=%d b=%d a=%d kv=%d d=%d p=%.1f round_bf16=%d %s", s, b, a, kv, d, (double)c->p,
+             c->round_bf16, c->prec == PRECISION_BF16 ? "bf16" : "fp32");
+    float *q = host_random(n, -2.0f, 2.0f), *k = host_random(nk, -2.0f, 2.0f), *v = host_random(nk, -1.0f, 1.0f);
     float *g = host_random(n, -1.0f, 1.0f);
 
     // ---- the CPU's
     float *r_ctx = malloc(nb), *r_prob = malloc(sb), *r_drop = dropout ? malloc(sb) : NULL;
     uint8_t *r_keep = dropout ? malloc(nss) : NULL;
-    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, a, h, c->head0, site, c->sample0,
+    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, kv, h, c->head0, site, c->sample0,
                            c->round_bf16);
-    float *r_dq = malloc(nb), *r_dk = malloc(nb), *r_dv = malloc(nb);
-    float *r_scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, a, h) * sizeof(float));
-    cpu->attention_backward(cpu, r_dq, r_dk, r_dv, g, r_prob, r_keep, r_drop, q, k, v, r_scr, s, b, a, a, h, c->p,
+    float *r_dq = malloc(nb), *r_dk = malloc(kb), *r_dv = malloc(kb);
+    float *r_scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, kv, h) * sizeof(float));
+    cpu->attention_backward(cpu, r_dq, r_dk, r_dv, g, r_prob, r_keep, r_drop, q, k, v, r_scr, s, b, a, kv, h, c->p,
                             c->round_bf16);
 
     // ---- the GPU's forward
-    float *dq_in = dev_upload(gpu, q, nb), *dk_in = dev_upload(gpu, k, nb), *dv_in = dev_upload(gpu, v, nb);
+    float *dq_in = dev_upload(gpu, q, nb), *dk_in = dev_upload(gpu, k, kb), *dv_in = dev_upload(gpu, v, kb);
     float *dg_in = dev_upload(gpu, g, nb);
     float *ctx = dev_guarded(gpu, nb), *prob = dev_guarded(gpu, sb), *drop = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, a, h, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, kv, h, c->head0, site, c->sample0,
                            c->round_bf16);
     snprintf(what, sizeof what, "%s: forward ctx", tag);
     CHECK_CLOSE(gpu, ctx, r_ctx, n, tol, what);
@@ -133,7 +140,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // Twice: the same bits. Without ctx (selective recompute's forward): the same P, K, D.
     float *ctx2 = dev_guarded(gpu, nb), *prob2 = dev_guarded(gpu, sb), *drop2 = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep2 = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, a, h, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, c->head0, site, c->sample0,
                            c->round_bf16);
     CHECK(dev_same(gpu, ctx, ctx2, nb) && dev_same(gpu, prob, prob2, sb), "%s: forward twice: ctx or prob differ", tag);
     if (dropout)
@@ -143,7 +150,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         gpu->memset(gpu, drop2, 0xFF, sb);
         gpu->memset(gpu, keep2, 0xFF, nss);
     }
-    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, a, h, c->head0, site,
+    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, c->head0, site,
                            c->sample0, c->round_bf16);
     CHECK(dev_same(gpu, prob, prob2, sb), "%s: forward without ctx: prob differs", tag);
     if (dropout)
@@ -161,49 +168,49 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     }
 
     // ---- backward from the stored P, K, D
-    const size_t scr_b = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD, s, b, a, a, h) * sizeof(float);
+    const size_t scr_b = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD, s, b, a, kv, h) * sizeof(float);
     float *scr = dev_guarded(gpu, scr_b);
-    float *gdq = dev_guarded(gpu, nb), *gdk = dev_guarded(gpu, nb), *gdv = dev_guarded(gpu, nb);
-    gpu->attention_backward(gpu, gdq, gdk, gdv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, a, h, c->p,
+    float *gdq = dev_guarded(gpu, nb), *gdk = dev_guarded(gpu, kb), *gdv = dev_guarded(gpu, kb);
+    gpu->attention_backward(gpu, gdq, gdk, gdv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, kv, h, c->p,
                             c->round_bf16);
     snprintf(what, sizeof what, "%s: backward dq", tag);
     CHECK_CLOSE(gpu, gdq, r_dq, n, tol, what);
     snprintf(what, sizeof what, "%s: backward dk", tag);
-    CHECK_CLOSE(gpu, gdk, r_dk, n, tol, what);
+    CHECK_CLOSE(gpu, gdk, r_dk, nk, tol, what);
     snprintf(what, sizeof what, "%s: backward dv", tag);
-    CHECK_CLOSE(gpu, gdv, r_dv, n, tol, what);
-    CHECK(guard_intact(gpu, scr, scr_b) && guard_intact(gpu, gdq, nb) && guard_intact(gpu, gdk, nb) &&
-              guard_intact(gpu, gdv, nb),
+    CHECK_CLOSE(gpu, gdv, r_dv, nk, tol, what);
+    CHECK(guard_intact(gpu, scr, scr_b) && guard_intact(gpu, gdq, nb) && guard_intact(gpu, gdk, kb) &&
+              guard_intact(gpu, gdv, kb),
           "%s: backward wrote past its scratch (%zu bytes) or an output", tag, scr_b);
 
     // Twice: the same bits.
-    float *odq = dev_guarded(gpu, nb), *odk = dev_guarded(gpu, nb), *odv = dev_guarded(gpu, nb);
+    float *odq = dev_guarded(gpu, nb), *odk = dev_guarded(gpu, kb), *odv = dev_guarded(gpu, kb);
     gpu->memset(gpu, scr, 0xFF, scr_b);
-    gpu->attention_backward(gpu, odq, odk, odv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, a, h, c->p,
+    gpu->attention_backward(gpu, odq, odk, odv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, kv, h, c->p,
                             c->round_bf16);
-    CHECK(dev_same(gpu, gdq, odq, nb) && dev_same(gpu, gdk, odk, nb) && dev_same(gpu, gdv, odv, nb),
+    CHECK(dev_same(gpu, gdq, odq, nb) && dev_same(gpu, gdk, odk, kb) && dev_same(gpu, gdv, odv, kb),
           "%s: backward twice: gradients differ", tag);
 
     // Every operand one element off its allocation's alignment: the same bits (no kernel choice may
     // depend on where a tensor sits: static memory plans and offload move them).
     {
-        float *sq = dev_shifted_copy(gpu, dq_in, nb, 4), *sk = dev_shifted_copy(gpu, dk_in, nb, 4);
-        float *sv = dev_shifted_copy(gpu, dv_in, nb, 4), *sg = dev_shifted_copy(gpu, dg_in, nb, 4);
+        float *sq = dev_shifted_copy(gpu, dq_in, nb, 4), *sk = dev_shifted_copy(gpu, dk_in, kb, 4);
+        float *sv = dev_shifted_copy(gpu, dv_in, kb, 4), *sg = dev_shifted_copy(gpu, dg_in, nb, 4);
         float *sp = dev_shifted_copy(gpu, prob, sb, 4);
         float *sd = dropout ? dev_shifted_copy(gpu, drop, sb, 4) : NULL;
         uint8_t *sk8 = dropout ? dev_shifted_copy(gpu, keep, nss, 1) : NULL;
-        float *xq = dev_guarded(gpu, nb + 4), *xk = dev_guarded(gpu, nb + 4), *xv = dev_guarded(gpu, nb + 4);
+        float *xq = dev_guarded(gpu, nb + 4), *xk = dev_guarded(gpu, kb + 4), *xv = dev_guarded(gpu, kb + 4);
         float *sscr = dev_guarded(gpu, scr_b + 4);
         gpu->attention_backward(gpu, xq + 1, xk + 1, xv + 1, sg + 1, sp + 1, dropout ? sk8 + 1 : NULL,
-                                dropout ? sd + 1 : NULL, sq + 1, sk + 1, sv + 1, sscr + 1, s, b, a, a, h, c->p,
+                                dropout ? sd + 1 : NULL, sq + 1, sk + 1, sv + 1, sscr + 1, s, b, a, kv, h, c->p,
                                 c->round_bf16);
-        CHECK(dev_same(gpu, gdq, xq + 1, nb) && dev_same(gpu, gdk, xk + 1, nb) && dev_same(gpu, gdv, xv + 1, nb),
+        CHECK(dev_same(gpu, gdq, xq + 1, nb) && dev_same(gpu, gdk, xk + 1, kb) && dev_same(gpu, gdv, xv + 1, kb),
               "%s: backward with every buffer 4 bytes off: gradients differ", tag);
         float *xctx = dev_guarded(gpu, nb + 4), *xprob = dev_guarded(gpu, sb + 4);
         float *xdrop = dropout ? dev_guarded(gpu, sb + 4) : NULL;
         uint8_t *xkeep = dropout ? dev_guarded(gpu, nss + 1) : NULL;
         gpu->attention_forward(gpu, xctx + 1, xprob + 1, dropout ? xkeep + 1 : NULL, dropout ? xdrop + 1 : NULL,
-                               sq + 1, sk + 1, sv + 1, s, b, a, a, h, c->head0, site, c->sample0, c->round_bf16);
+                               sq + 1, sk + 1, sv + 1, s, b, a, kv, h, c->head0, site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, ctx, xctx + 1, nb) && dev_same(gpu, prob, xprob + 1, sb),
               "%s: forward with every buffer 4 bytes off: ctx or prob differ", tag);
         if (dropout)
@@ -215,12 +222,12 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
 
     // Tempo's backward (drop NULL: D formed again from P and the mask): the stored backward's bits.
     if (dropout) {
-        const size_t scr_t = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD_TEMPO, s, b, a, a, h) * sizeof(float);
+        const size_t scr_t = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD_TEMPO, s, b, a, kv, h) * sizeof(float);
         float *tscr = dev_guarded(gpu, scr_t);
-        float *tdq = dev_guarded(gpu, nb), *tdk = dev_guarded(gpu, nb), *tdv = dev_guarded(gpu, nb);
-        gpu->attention_backward(gpu, tdq, tdk, tdv, dg_in, prob, keep, NULL, dq_in, dk_in, dv_in, tscr, s, b, a, a, h, c->p,
+        float *tdq = dev_guarded(gpu, nb), *tdk = dev_guarded(gpu, kb), *tdv = dev_guarded(gpu, kb);
+        gpu->attention_backward(gpu, tdq, tdk, tdv, dg_in, prob, keep, NULL, dq_in, dk_in, dv_in, tscr, s, b, a, kv, h, c->p,
                                 c->round_bf16);
-        CHECK(dev_same(gpu, gdq, tdq, nb) && dev_same(gpu, gdk, tdk, nb) && dev_same(gpu, gdv, tdv, nb),
+        CHECK(dev_same(gpu, gdq, tdq, nb) && dev_same(gpu, gdk, tdk, kb) && dev_same(gpu, gdv, tdv, kb),
               "%s: Tempo's backward differs from the stored backward", tag);
         CHECK(guard_intact(gpu, tscr, scr_t), "%s: Tempo's backward wrote past its scratch (%zu bytes)", tag, scr_t);
         gpu->free(gpu, tscr);
@@ -231,12 +238,12 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
 
     // Selective recompute: P, K, D again inside the backward: the stored backward's bits.
     {
-        const size_t scr_r = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_RECOMPUTE, s, b, a, a, h) * sizeof(float);
+        const size_t scr_r = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_RECOMPUTE, s, b, a, kv, h) * sizeof(float);
         float *rscr = dev_guarded(gpu, scr_r);
-        float *rdq = dev_guarded(gpu, nb), *rdk = dev_guarded(gpu, nb), *rdv = dev_guarded(gpu, nb);
-        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, a, h, c->head0,
+        float *rdq = dev_guarded(gpu, nb), *rdk = dev_guarded(gpu, kb), *rdv = dev_guarded(gpu, kb);
+        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, kv, h, c->head0,
                                           site, c->sample0, c->round_bf16);
-        CHECK(dev_same(gpu, gdq, rdq, nb) && dev_same(gpu, gdk, rdk, nb) && dev_same(gpu, gdv, rdv, nb),
+        CHECK(dev_same(gpu, gdq, rdq, nb) && dev_same(gpu, gdk, rdk, kb) && dev_same(gpu, gdv, rdv, kb),
               "%s: selective recompute's backward differs from the stored backward", tag);
         CHECK(guard_intact(gpu, rscr, scr_r), "%s: recompute wrote past its scratch (%zu bytes)", tag, scr_r);
         gpu->free(gpu, rscr);
@@ -252,29 +259,29 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
-// Inference: n new tokens at positions p0.. against the cache; q rows of stride 3h (inside qkv).
-static void kv_case(Backend *cpu, Backend *gpu, int a, int d, int p0, int n, int seq) {
-    const int h = a * d, ldq = 3 * h, len = p0 + n;
+// Inference: n new tokens at positions p0.. against the cache [seq, kv·d]; q rows of stride 3h (inside qkv).
+static void kv_case(Backend *cpu, Backend *gpu, int a, int kv, int d, int p0, int n, int seq) {
+    const int h = a * d, hk = kv * d, ldq = 3 * h, len = p0 + n;
     float *q = host_random((size_t)n * ldq, -1.0f, 1.0f);
-    float *kc = host_random((size_t)seq * h, -1.0f, 1.0f), *vc = host_random((size_t)seq * h, -1.0f, 1.0f);
+    float *kc = host_random((size_t)seq * hk, -1.0f, 1.0f), *vc = host_random((size_t)seq * hk, -1.0f, 1.0f);
     // What the kernel must not read is NaN: cache rows past the last token, the k and v parts of qkv.
-    for (size_t i = (size_t)len * h; i < (size_t)seq * h; i++) kc[i] = vc[i] = NAN;
+    for (size_t i = (size_t)len * hk; i < (size_t)seq * hk; i++) kc[i] = vc[i] = NAN;
     for (int i = 0; i < n; i++)
         for (int c = h; c < ldq; c++) q[(size_t)i * ldq + c] = NAN;
     float *r_ctx = malloc((size_t)n * h * sizeof(float));
     float *scores = malloc((size_t)omp_get_max_threads() * seq * sizeof(float));
-    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, a, h);
+    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h);
 
     float *dq = dev_upload(gpu, q, (size_t)n * ldq * sizeof(float));
-    float *dk = dev_upload(gpu, kc, (size_t)seq * h * sizeof(float)), *dv = dev_upload(gpu, vc, (size_t)seq * h * sizeof(float));
+    float *dk = dev_upload(gpu, kc, (size_t)seq * hk * sizeof(float)), *dv = dev_upload(gpu, vc, (size_t)seq * hk * sizeof(float));
     float *dsc = dev_poisoned(gpu, (size_t)seq * sizeof(float));
     float *ctx = dev_guarded(gpu, (size_t)n * h * sizeof(float)), *ctx2 = dev_guarded(gpu, (size_t)n * h * sizeof(float));
-    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, a, h);
+    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h);
     char what[160];
-    snprintf(what, sizeof what, "kv_attention a=%d d=%d p0=%d n=%d", a, d, p0, n);
+    snprintf(what, sizeof what, "kv_attention a=%d kv=%d d=%d p0=%d n=%d", a, kv, d, p0, n);
     CHECK_CLOSE(gpu, ctx, r_ctx, (size_t)n * h, 1e-5, what);
     CHECK(guard_intact(gpu, ctx, (size_t)n * h * sizeof(float)), "%s: wrote past ctx", what);
-    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, a, h);
+    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h);
     CHECK(dev_same(gpu, ctx, ctx2, (size_t)n * h * sizeof(float)), "%s: twice: ctx differs", what);
     void *dev[] = {dq, dk, dv, dsc, ctx, ctx2};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) gpu->free(gpu, dev[i]);
@@ -290,21 +297,28 @@ int main(void) {
     if (!cpu32 || !cpu16) return check_summary();
 
     static const Case cases[] = {
-        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32},
-        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32},
-        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_FP32},
-        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_BF16},
-        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16},
-        {37, 3, 4, 12, 5, 9, 0.0f, 1, PRECISION_BF16},
-        {5, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_FP32},
+        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 0},
+        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_FP32, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_BF16, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 0},
+        {37, 3, 4, 12, 5, 9, 0.0f, 1, PRECISION_BF16, 0},
+        {5, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_FP32, 0},
         // (not s = 5 here: the CPU's bf16 path packs q, s×d, into the s·s room of its per-thread
         // scratch, ATTENTION_BF16_SCRATCH, which holds it only when d <= s)
-        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16},
-        {256, 2, 8, 64, 3, 17, 0.1f, 0, PRECISION_FP32},
-        {256, 2, 8, 64, 3, 17, 0.0f, 0, PRECISION_FP32},
-        {256, 2, 8, 64, 3, 17, 0.1f, 1, PRECISION_BF16},
-        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32},
-        {1030, 2, 6, 16, 2, 5, 0.1f, 1, PRECISION_BF16},
+        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16, 0},
+        {256, 2, 8, 64, 3, 17, 0.1f, 0, PRECISION_FP32, 0},
+        {256, 2, 8, 64, 3, 17, 0.0f, 0, PRECISION_FP32, 0},
+        {256, 2, 8, 64, 3, 17, 0.1f, 1, PRECISION_BF16, 0},
+        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32, 0},
+        {1030, 2, 6, 16, 2, 5, 0.1f, 1, PRECISION_BF16, 0},
+        // grouped-query attention: 2 query heads per kv head, multi-query, and 3 per kv head with the
+        // 12 heads of s = 1030 in groups of 7 and 5 (kv head 2's heads 6, 7, 8 straddle them)
+        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 2},
+        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 1},
+        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 2},
+        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16, 1},
+        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32, 2},
     };
     // The CPU's bf16 reference runs on every CPU (below AVX-512 its GEMMs widen to fp32 sgemm).
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -333,10 +347,12 @@ int main(void) {
     }
 
     // KV-cache attention is fp32 at every precision: both GPU backends against the CPU.
-    kv_case(cpu32, gpu32, 4, 12, 17, 5, 40);     // a prompt continued
-    kv_case(cpu32, gpu32, 8, 64, 300, 1, 512);   // one decoding step
-    kv_case(cpu32, gpu16, 6, 20, 3, 60, 64);     // a prompt (p0 small, many new rows)
-    kv_case(cpu32, gpu32, 2, 160, 33, 3, 40);    // d above the block's 128 threads
+    kv_case(cpu32, gpu32, 4, 4, 12, 17, 5, 40);     // a prompt continued
+    kv_case(cpu32, gpu32, 8, 8, 64, 300, 1, 512);   // one decoding step
+    kv_case(cpu32, gpu16, 6, 6, 20, 3, 60, 64);     // a prompt (p0 small, many new rows)
+    kv_case(cpu32, gpu32, 2, 2, 160, 33, 3, 40);    // d above the block's 128 threads
+    kv_case(cpu32, gpu32, 8, 2, 64, 300, 1, 512);   // grouped-query cache: 4 query heads per kv head
+    kv_case(cpu32, gpu16, 6, 1, 20, 3, 60, 64);     // multi-query cache
 
     backend_close(cpu32);
     backend_close(cpu16);

@@ -4,7 +4,10 @@
 // inputs; at odd shapes (s not a multiple of the 64-row tile, head dims 12, 7, 64, 96, 128), with
 // dropout 0.1 and 0, nonzero head0/sample0 (the dropout mask must be the CPU's element for element),
 // input pointers off 16-byte alignment (the scalar load path), every output poisoned first. Each GPU
-// call runs twice: the second result must equal the first bit for bit.
+// call runs twice: the second result must equal the first bit for bit. Grouped-query cases (kv < a: k,
+// v, dk, dv [s, b, kv·d], query head j reading kv head j / (a/kv)) run the same comparisons with the
+// same tolerances: the CPU's kernels are themselves checked bitwise against multi-head attention on
+// repeat_kv(k, v) (test_attention_gqa).
 //
 // Tolerances (relative L2):
 //  fp32 path (PRECISION_FP32): 1e-5 against both CPU kernels. The GPU sums the same products in
@@ -34,11 +37,14 @@ typedef struct {
     int head0;
     uint32_t sample0;
     int misalign;   // device inputs start one float past a 16-byte boundary
+    int kv;         // key/value heads (0: a, multi-head)
 } Case;
+
+static int kv_of(const Case *c) { return c->kv ? c->kv : c->a; }
 
 // The inputs and the CPU's results of one case.
 typedef struct {
-    size_t n, nl;
+    size_t n, nk, nl;   // q-side [s, b, a·d], k-side [s, b, kv·d], lse [b, a, s]
     float *q, *k, *v, *g;
     float *ctx, *lse, *dq, *dk, *dv;           // CPU flash
     float *sctx, *sdq, *sdk, *sdv;             // CPU standard attention
@@ -53,27 +59,29 @@ static Ref cpu_reference(Backend *cpu, const Case *c) {
     Ref r;
     int h = c->a * c->d;
     size_t ss = (size_t)c->s * c->s, bass = (size_t)c->b * c->a * ss;
+    int kv = kv_of(c);
     r.n = (size_t)c->s * c->b * h;
+    r.nk = (size_t)c->s * c->b * kv * c->d;
     r.nl = (size_t)c->b * c->a * c->s;
     r.q = host_random(r.n, -2.0f, 2.0f);   // scores of a few units: a peaked softmax
-    r.k = host_random(r.n, -2.0f, 2.0f);
-    r.v = host_random(r.n, -1.0f, 1.0f);
+    r.k = host_random(r.nk, -2.0f, 2.0f);
+    r.v = host_random(r.nk, -1.0f, 1.0f);
     r.g = host_random(r.n, -1.0f, 1.0f);
-    r.ctx = malloc(r.n * 4), r.lse = malloc(r.nl * 4), r.dq = malloc(r.n * 4), r.dk = malloc(r.n * 4), r.dv = malloc(r.n * 4);
-    r.sctx = malloc(r.n * 4), r.sdq = malloc(r.n * 4), r.sdk = malloc(r.n * 4), r.sdv = malloc(r.n * 4);
+    r.ctx = malloc(r.n * 4), r.lse = malloc(r.nl * 4), r.dq = malloc(r.n * 4), r.dk = malloc(r.nk * 4), r.dv = malloc(r.nk * 4);
+    r.sctx = malloc(r.n * 4), r.sdq = malloc(r.n * 4), r.sdk = malloc(r.nk * 4), r.sdv = malloc(r.nk * 4);
     DropoutSite site = site_of(c);
-    float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, c->a, h) * 4);
-    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, c->a, h, c->head0, site, c->sample0);
-    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, c->a, h,
+    float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
+    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, kv, h, c->head0, site, c->sample0);
+    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, kv, h,
                                   c->head0, site, c->sample0);
     free(scr);
     int drop = c->p > 0.0f;
     float *prob = malloc(bass * 4), *dropped = drop ? malloc(bass * 4) : NULL;
     uint8_t *keep = drop ? malloc(bass) : NULL;
-    float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, c->a, h) * 4);
-    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, c->a, h, c->head0, site,
+    float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, kv, h) * 4);
+    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, kv, h, c->head0, site,
                            c->sample0, 0);
-    cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a, c->a,
+    cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a, kv,
                             h, c->p, 0);
     free(prob), free(dropped), free(keep), free(bscr);
     return r;
@@ -105,24 +113,25 @@ static float *expect_close(Backend *gpu, const float *dev, const float *ref, siz
 static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     int bf16 = gpu->precision == PRECISION_BF16, h = c->a * c->d;
     double tol = bf16 ? TOL_BF16 : TOL_F32, tol_lse = bf16 ? TOL_BF16_LSE : TOL_F32;
+    int kv = kv_of(c);
     char label[128];
-    snprintf(label, sizeof label, "%s s=%d b=%d a=%d d=%d p=%.1f%s", bf16 ? "bf16" : "fp32", c->s, c->b, c->a, c->d,
-             (double)c->p, c->misalign ? " unal" : "");
+    snprintf(label, sizeof label, "%s s=%d b=%d a=%d kv=%d d=%d p=%.1f%s", bf16 ? "bf16" : "fp32", c->s, c->b, c->a,
+             kv, c->d, (double)c->p, c->misalign ? " unal" : "");
     DropoutSite site = site_of(c);
-    size_t n = r->n, nl = r->nl;
-    size_t scratch_floats = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, c->a, h);
+    size_t n = r->n, nk = r->nk, nl = r->nl;
+    size_t scratch_floats = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h);
     CHECK(scratch_floats >= nl, "%s: flash scratch %zu floats, the backward needs %zu (one per query row and head)",
           label, scratch_floats, nl);
     void *bq, *bk, *bv, *bg;
-    float *q = dev_input(gpu, r->q, n, c->misalign, &bq), *k = dev_input(gpu, r->k, n, c->misalign, &bk);
-    float *v = dev_input(gpu, r->v, n, c->misalign, &bv), *g = dev_input(gpu, r->g, n, c->misalign, &bg);
+    float *q = dev_input(gpu, r->q, n, c->misalign, &bq), *k = dev_input(gpu, r->k, nk, c->misalign, &bk);
+    float *v = dev_input(gpu, r->v, nk, c->misalign, &bv), *g = dev_input(gpu, r->g, n, c->misalign, &bg);
     float *scratch = dev_poisoned(gpu, (scratch_floats > nl ? scratch_floats : nl) * sizeof(float));
     float *out[2][5];   // per run: ctx, lse, dq, dk, dv
     for (int run = 0; run < 2; run++) {
         float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
-        float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, n * 4), *dv = dev_poisoned(gpu, n * 4);
-        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, c->a, h, c->head0, site, c->sample0);
-        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, c->a, h, c->head0, site,
+        float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, nk * 4), *dv = dev_poisoned(gpu, nk * 4);
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->head0, site, c->sample0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, kv, h, c->head0, site,
                                       c->sample0);
         out[run][0] = ctx, out[run][1] = lse, out[run][2] = dq, out[run][3] = dk, out[run][4] = dv;
     }
@@ -131,14 +140,14 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     got[0] = expect_close(gpu, out[0][0], r->ctx, n, tol, "ctx", label);
     got[1] = expect_close(gpu, out[0][1], r->lse, nl, tol_lse, "lse", label);
     got[2] = expect_close(gpu, out[0][2], r->dq, n, tol, "dq", label);
-    got[3] = expect_close(gpu, out[0][3], r->dk, n, tol, "dk", label);
-    got[4] = expect_close(gpu, out[0][4], r->dv, n, tol, "dv", label);
+    got[3] = expect_close(gpu, out[0][3], r->dk, nk, tol, "dk", label);
+    got[4] = expect_close(gpu, out[0][4], r->dv, nk, tol, "dv", label);
     // against the CPU's standard attention
     const float *std_ref[] = {r->sctx, NULL, r->sdq, r->sdk, r->sdv};
     const char *std_name[] = {"ctx/std", NULL, "dq/std", "dk/std", "dv/std"};
     for (int i = 0; i < 5; i++) {
         if (!std_ref[i]) continue;
-        double e = rel_l2(got[i], std_ref[i], n);
+        double e = rel_l2(got[i], std_ref[i], i >= 3 ? nk : n);
         printf("  %-34s %-12s rel L2 %.3g (tolerance %.2g)\n", label, std_name[i], e, tol);
         CHECK(e <= tol, "%s %s: relative L2 error %.3g against standard attention, tolerance %.2g", label, std_name[i], e,
               tol);
@@ -146,7 +155,7 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     // the second run, bit for bit
     const char *names[] = {"ctx (rerun)", "lse (rerun)", "dq (rerun)", "dk (rerun)", "dv (rerun)"};
     for (int i = 0; i < 5; i++) {
-        size_t count = i == 1 ? nl : n;
+        size_t count = i == 1 ? nl : i >= 3 ? nk : n;
         char what[192];
         snprintf(what, sizeof what, "%s %s", label, names[i]);
         CHECK_BYTES_EQUAL(gpu, out[1][i], got[i], count * sizeof(float), what);
@@ -215,13 +224,17 @@ int main(void) {
     CHECK(cpu != NULL, "cpu backend: %s", err);
     if (!cpu) return check_summary();
     static const Case cases[] = {
-        {37, 3, 4, 12, 0.1f, 5, 9, 1},      // odd s, small d, misaligned inputs (scalar loads)
-        {37, 3, 4, 12, 0.0f, 0, 0, 0},      // the same without dropout, vector loads
-        {130, 2, 3, 64, 0.1f, 3, 17, 0},    // three tiles, the last of 2 rows
-        {130, 2, 3, 64, 0.0f, 0, 0, 0},
-        {45, 1, 2, 7, 0.1f, 1, 2, 0},       // d not a multiple of 4 (scalar loads, padded to 32)
-        {200, 2, 2, 96, 0.1f, 6, 40, 0},    // d = 96 (the 22B per-rank head)
-        {512, 2, 4, 128, 0.1f, 2, 5, 0},    // the larger one, d = 128
+        {37, 3, 4, 12, 0.1f, 5, 9, 1, 0},    // odd s, small d, misaligned inputs (scalar loads)
+        {37, 3, 4, 12, 0.0f, 0, 0, 0, 0},    // the same without dropout, vector loads
+        {130, 2, 3, 64, 0.1f, 3, 17, 0, 0},    // three tiles, the last of 2 rows
+        {130, 2, 3, 64, 0.0f, 0, 0, 0, 0},
+        {45, 1, 2, 7, 0.1f, 1, 2, 0, 0},     // d not a multiple of 4 (scalar loads, padded to 32)
+        {200, 2, 2, 96, 0.1f, 6, 40, 0, 0},    // d = 96 (the 22B per-rank head)
+        {512, 2, 4, 128, 0.1f, 2, 5, 0, 0},    // the larger one, d = 128
+        // grouped-query attention: 2 and 3 query heads per kv head, multi-query with misaligned inputs
+        {130, 2, 4, 64, 0.1f, 3, 17, 0, 2},
+        {70, 2, 6, 32, 0.0f, 0, 0, 0, 2},
+        {37, 3, 4, 12, 0.1f, 5, 9, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         Ref r = cpu_reference(cpu, &cases[i]);

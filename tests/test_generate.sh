@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ctron generate: the same seed gives the same tokens, another seed others; every id is inside the
-# vocabulary; temperature 0 is greedy (= top-k 1); the window slides past the model's positions;
+# vocabulary; temperature 0 is greedy (= top-k 1); the window slides past the model's positions; a
+# llama checkpoint runs as llama (its logits against the training forward: tests/test_infer_llama.c);
 # bad flags and bad checkpoints are refused with a message (exit 2 / exit 1).
 set -uo pipefail
 ctron=$1; data=$2
@@ -57,6 +58,23 @@ p1=$(gen --prompt "And God said" --tokens 100 --seed 5 --temperature 1 --precisi
 p2=$(gen --prompt "And God said" --tokens 100 --seed 5 --temperature 1 --precision bf16 | ids)
 [ "$(wc -w <<< "$p1")" -eq 100 ] && [ "$p1" = "$p2" ] && ok || bad "bf16: 100 tokens twice with seed 5 differ or are missing"
 [ "$(tr ' ' '\n' <<< "$p1" | awk '$1 < 0 || $1 >= 300' | wc -l)" -eq 0 ] && ok || bad "bf16: token ids outside 0..299"
+
+# A llama checkpoint with GQA (state.json model.arch = "llama", kv_heads 2): the family and its knobs come from state.json,
+# the summary and the JSON name it; deterministic, in range, the window slides (RoPE at the cache's offset).
+"$ctron" train --arch llama --layers 2 --hidden 32 --heads 4 --kv-heads 2 --ffn-hidden 40 --rope-theta 500 --seq 32 --batch 4 \
+  --vocab 300 --steps 10 --threads 2 --eval-every 0 --eval-batches 1 --data "$data" --ckpt-dir "$dir/llama" \
+  --print-every 100 > /dev/null || bad "llama training failed"
+lgen() { "$ctron" generate --ckpt "$dir/llama" --threads 1 --json "$@" 2> "$dir/lgen.err"; }
+l1=$(lgen --prompt "And God said" --tokens 60 --seed 5 --temperature 1 | ids)
+l2=$(lgen --prompt "And God said" --tokens 60 --seed 5 --temperature 1 | ids)
+[ "$(wc -w <<< "$l1")" -eq 60 ] && [ "$l1" = "$l2" ] && ok || bad "llama: 60 tokens twice with seed 5 differ or are missing"
+[ "$(tr ' ' '\n' <<< "$l1" | awk '$1 < 0 || $1 >= 300' | wc -l)" -eq 0 ] && ok || bad "llama: token ids outside 0..299"
+grep -q "llama: 2 layers, hidden 32, 4 heads, 2 kv heads, ffn 40, untied output layer" "$dir/lgen.err" && ok \
+  || bad "llama: the summary does not name the family: $(cat "$dir/lgen.err")"
+arch=$(lgen --tokens 50 --seed 1 | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["arch"], d["slides"] > 0)')
+[ "$arch" = "llama True" ] && ok || bad "llama: JSON arch/slides = '$arch' (want 'llama True')"
+grep -q "gpt2: 2 layers, hidden 32, 2 heads, 2 kv heads, ffn 128, tied output layer" "$dir/gen.err" && ok \
+  || bad "gpt2: the summary does not name the family: $(cat "$dir/gen.err")"
 
 expect() {  # expect rc "needle" args...
   local want=$1 needle=$2; shift 2

@@ -77,8 +77,8 @@ static void check_bf16_matches_forward(void) {
     KVCache c, c32;
     infer_init(&c, &m);
     infer_init(&c32, &m32);
-    CHECK(c.wte16 == m.params16 && c.layer[0].qkv_w16 != NULL, "the bf16 cache does not bind the weight copy");
-    CHECK(c32.wte16 == NULL && c32.layer[0].qkv_w16 == NULL, "the fp32 cache binds a weight copy");
+    CHECK(c.out_w16 == m.params16 && c.layer[0].qkv_w16 != NULL, "the bf16 cache does not bind the weight copy");
+    CHECK(c32.out_w16 == NULL && c32.layer[0].qkv_w16 == NULL, "the fp32 cache binds a weight copy");
     infer_forward(&c, tokens, s, got, 1);
     infer_forward(&c32, tokens, s, got32, 1);
     double worst = worst_rows(got, ref, s, v), apart = worst_rows(got, got32, s, v);

@@ -13,6 +13,8 @@ bad 4 "--tp 4 does not divide --heads 6" --tp 4 --heads 6 --hidden 48
 bad 2 "--sp needs --seq 31 divisible by --tp 2" --tp 2 --sp --seq 31
 bad 1 "--sp splits the sequence over the TP group: it needs --tp 2 or more" --sp
 bad 2 "--zero: 2 is out of range" --tp 2 --zero 2
+bad 4 "--tp 4 does not divide --kv-heads 2" --tp 4 --arch llama --kv-heads 2
+bad 2 "--tp 2 does not divide --ffn-hidden 175" --tp 2 --arch llama --ffn-hidden 175
 # rank 1 of a TP group cannot read the data: both exit 2, the message names the file once
 start=$(date +%s)
 timeout 60 "${launch[@]}" -np 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then d=/nonexistent/kjv.txt; else d="$1"; fi;

@@ -10,6 +10,7 @@
 #include <strings.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/family_args.h"
 #include "memory/cluster_search.h"
 #include "memory/planner.h"
 #include "memory/presets.h"
@@ -33,6 +34,8 @@ void cli_cluster_usage(FILE *f) {
         "model:    --preset %s\n"
         "          or --layers N --hidden N --heads N --vocab N; --seq S (preset's default), --global-batch B\n"
         "          --precision bf16|fp32  mixed precision (default: bf16 activations and GEMMs) or fp32\n"
+        "          --arch gpt2|llama, and llama's --kv-heads N --ffn-hidden N --tie-embeddings --qkv-bias\n"
+        "          (the llama3-* presets are llama; t must divide the key/value heads and the FFN width)\n"
         "cluster:  --gpu %s\n"
         "          or all of --peak-tflops X --mem BYTES --hbm-gbs X --nvlink-gbs X --internode-gbs X\n"
         "          (each also overrides the --gpu kind's figure; bandwidths in GB/s, one direction per GPU)\n"
@@ -57,6 +60,7 @@ typedef struct {
     int top, json, explain, have_gpu, have_model, reserve_set;
     double reserve;
     unsigned custom;   // which of the five custom figures were given
+    FamilyArgs fam;    // --arch, --kv-heads, --ffn-hidden, --tie-embeddings, --qkv-bias
 } ClusterArgs;
 
 int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout *lay, char *err, size_t errlen) {
@@ -163,8 +167,9 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         {"recompute", required_argument, 0, O_RC}, {"layout", required_argument, 0, O_LAYOUT},
         {"top", required_argument, 0, O_TOP}, {"json", no_argument, 0, O_JSON}, {"explain", no_argument, 0, O_EXPLAIN},
         {"svg", required_argument, 0, O_SVG}, {"check", required_argument, 0, O_CHECK},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int ch, rc = 0, x;
+    family_args_init(&a->fam);
     long L = 0, h = 0, heads = 0, v = 0, s = 0, B = 0;
     const ModelPreset *pr = NULL;
     a->top = 10;
@@ -250,6 +255,9 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         case O_EXPLAIN: a->explain = 1; break;
         case O_SVG: a->svg = optarg; break;
         case O_CHECK: a->check = optarg; break;
+        case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
+            rc = family_args_apply(&a->fam, CMD, ch, optarg);
+            break;
         case 'h': cli_cluster_usage(stdout); return -1;
         case ':': return args_error(CMD, "%s: missing value", flag);
         default: return args_error(CMD, "unknown option '%s'", flag);
@@ -272,9 +280,20 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         if (!L || !h || !heads || !v)
             return args_error(CMD, "the model: --preset NAME (%s), or all of --layers, --hidden, --heads and --vocab", preset_names());
         if (!s || !B) return args_error(CMD, "--seq and --global-batch are required with a model shape");
-        a->job = (ClusterJob){s, h, heads, L, v, B, a->job.gpus_per_node, a->job.nodes, a->job.e, a->job.dp_overlap, 0};
+        a->job = (ClusterJob){.s = s, .h = h, .a = heads, .L = L, .v = v, .B = B, .gpus_per_node = a->job.gpus_per_node,
+                              .nodes = a->job.nodes, .e = a->job.e, .dp_overlap = a->job.dp_overlap};
     }
     if (a->job.h % a->job.a) return args_error(CMD, "--hidden %ld is not divisible by --heads %ld", a->job.h, a->job.a);
+    Family fam;
+    char ferr[256];
+    if (family_args_resolve(&a->fam, pr ? pr->arch : ARCH_GPT2, pr ? pr->kv : 0, pr ? pr->ffn : 0, a->job.h, a->job.a,
+                            &fam, ferr, sizeof ferr) != 0)
+        return args_error(CMD, "%s", ferr);
+    a->job.arch = (int)fam.arch;
+    a->job.kv = fam.kv;
+    a->job.ffn = fam.ffn;
+    a->job.tie = fam.tie;
+    a->job.qkv_bias = fam.qkv_bias;
     a->job.reserve_bytes = a->reserve_set ? a->reserve : 0.10 * a->gpu.mem_bytes;
     if (a->job.reserve_bytes >= a->gpu.mem_bytes)
         return args_error(CMD, "--reserve %.1f GiB leaves nothing of the GPU's %.1f GiB", a->job.reserve_bytes / GIB,

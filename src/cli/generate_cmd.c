@@ -50,6 +50,7 @@ void cli_generate_usage(FILE *f) {
         "  --json            print one JSON object (token ids and speed) instead of the text\n"
         "  -h, --help        this text\n"
         "\n"
+        "The model's family (gpt2, llama) and shape come from the checkpoint's state.json.\n"
         "Text is encoded with the checkpoint's tokenizer.json (BPE) when it has one, else byte by byte.\n"
         "When prompt + output outgrow the model's sequence length the window slides: the newest half\n"
         "is prefilled again and generation goes on.\n"
@@ -151,9 +152,17 @@ static void free_args(GenArgs *g) {
     free(g->prompt_ids);
 }
 
-static void print_json(const GenArgs *g, const int32_t *out, const GenStats *st) {
+// The family and shape the checkpoint's state.json gave (resolved: every knob explicit).
+static void describe_model(const GPTConfig *c, char *buf, size_t len) {
+    snprintf(buf, len, "%s: %d layers, hidden %d, %d heads, %d kv heads, ffn %d, %s output layer",
+             arch_spec((ArchKind)c->arch)->name, c->layers, c->hidden, c->heads, c->kv_heads, c->ffn,
+             gpt_tied(c) ? "tied" : "untied");
+}
+
+static void print_json(const GenArgs *g, const GPTConfig *c, const int32_t *out, const GenStats *st) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "checkpoint", g->step_dir);
+    cJSON_AddStringToObject(o, "arch", arch_spec((ArchKind)c->arch)->name);
     cJSON_AddNumberToObject(o, "step", g->state.step);
     cJSON_AddNumberToObject(o, "prompt_tokens", st->prompt_tokens);
     cJSON_AddNumberToObject(o, "prompt_used", st->prompt_used);
@@ -202,15 +211,16 @@ int cli_generate_main(int argc, char **argv) {
     GenStats st;
     if (!g.json) fputs(g.prompt, stdout);
     generate(&m, g.prompt_ids, n_prompt, &go, out, g.json ? NULL : emit_token, &g, &st);
-    if (g.json) print_json(&g, out, &st);
+    if (g.json) print_json(&g, &m.cfg, out, &st);
     else printf("\n");
     fflush(stdout);
-    char b1[32];
+    char b1[32], model[160];
+    describe_model(&m.cfg, model, sizeof model);
     fprintf(stderr, "ctron generate: %d tokens in %.3f s: %.0f tokens/s (decode %.0f tokens/s; prefill %d tokens in "
-            "%.1f ms; window slid %d times; KV cache %s) from %s (step %d)\n", st.generated, st.total_seconds,
+            "%.1f ms; window slid %d times; KV cache %s) from %s (step %d; %s)\n", st.generated, st.total_seconds,
             st.generated / st.total_seconds, st.decode_tokens ? st.decode_tokens / st.decode_seconds : 0.0,
             st.prefill_tokens, st.prefill_seconds * 1e3, st.slides, format_bytes((double)st.cache_bytes, b1, sizeof b1),
-            g.step_dir, g.state.step);
+            g.step_dir, g.state.step, model);
     free(out);
     free_args(&g);
     gpt_free(&m);

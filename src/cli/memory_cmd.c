@@ -10,6 +10,7 @@
 #include <strings.h>
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/family_args.h"
 #include "memory/fig7_svg.h"
 #include "memory/memory_report.h"
 #include "memory/pipe_report.h"
@@ -36,6 +37,7 @@ typedef struct {
     int json;
     const char *plot;
     int several;                                   // more than one model: errors name the preset
+    FamilyArgs fam;                                // --arch, --kv-heads, --ffn-hidden, …
 } MemArgs;
 
 void cli_memory_usage(FILE *f) {
@@ -48,14 +50,15 @@ void cli_memory_usage(FILE *f) {
         "\n"
         "model (a preset's fields, overridden by any flag given)\n"
         "  --preset LIST            22B, 175B, 530B, 1T (the paper's Table 3 models and layouts),\n"
-        "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, or 'paper' (the four\n"
-        "                           Table 3 models); several names print them side by side\n"
-        "                           (default gpt2)\n"
+        "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b,\n"
+        "                           llama3-405b, 'paper' (the four Table 3 models) or 'llama3' (the three\n"
+        "                           Llama 3 models); several names print them side by side (default gpt2)\n"
         "  --layers N --hidden N --heads N --seq N --vocab N\n"
         "                           L, h, a, s, v (under --tp each rank holds ⌈v/t⌉ rows)\n"
         "  --batch N                micro-batch b (sequences)\n"
+        "%s"
         "layout\n"
-        "  --tp T                   tensor-parallel size; must divide heads\n"
+        "  --tp T                   tensor-parallel size; must divide heads (llama: kv-heads and ffn too)\n"
         "  --sp                     sequence parallelism (T must divide the sequence)\n"
         "  --pp P                   pipeline stages; must divide layers\n"
         "  --interleave M           virtual stages per rank (interleaved 1F1B; P·M must divide layers)\n"
@@ -80,7 +83,7 @@ void cli_memory_usage(FILE *f) {
         "  --act-dtype fp32|bf16                    stored activations (default bf16, as the paper)\n"
         "  --precision fp32|bf16                    the same: train --precision bf16 keeps activations in bf16\n"
         "  --dropout-masks bytes|bits|regen         mask storage (default bytes)\n"
-        "  --dropout P                              dropout probability (default 0.1; 0 keeps no masks)\n"
+        "  --dropout P                              dropout probability (default 0.1, llama 0; 0 keeps no masks)\n"
         "  --tempo LIST                             Tempo parts: gelu, layernorm, softmax, all (default none)\n"
         "  --gelu-bits K                            Few-Bit GeLU codes of K bits (1..4) instead of gelu_in\n"
         "  --attention flash                        tiled attention: attn_lse instead of the s x s tensors\n"
@@ -96,7 +99,7 @@ void cli_memory_usage(FILE *f) {
         "output\n"
         "  --json                   one JSON object ({\"models\": […]} for several presets)\n"
         "  --plot FILE.svg          a Figure-7-style bar chart of the model(s)\n"
-        "  -h, --help               this text\n");
+        "  -h, --help               this text\n", family_args_usage);
 }
 
 enum {
@@ -127,8 +130,9 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM}, {"recompute-microbatches", required_argument, 0, OPT_KEEP_ALL},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
+    family_args_init(&a->fam);
     a->act_dtype = "bf16";
     a->masks = "bytes";
     a->dropout = 0.1;
@@ -189,6 +193,9 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_PEAK: rc = args_double(CMD, "--peak-tflops", optarg, 1e-9, 1e12, 0, &a->peak_tflops); break;
         case OPT_JSON: a->json = 1; break;
         case OPT_PLOT: a->plot = optarg; break;
+        case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
+            rc = family_args_apply(&a->fam, CMD, ch, optarg);
+            break;
         case 'h': cli_memory_usage(stdout); return -1;
         case ':': return args_error(CMD, "%s: missing value", flag);
         default: return args_error(CMD, "unknown option '%s'", flag);
@@ -232,11 +239,11 @@ static int resolve_presets(const char *list, const ModelPreset **out, int *n) {
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const char *names[4] = {tok};
-        int k = 1;
-        if (strcasecmp(tok, "paper") == 0) { names[0] = "22B"; names[1] = "175B"; names[2] = "530B"; names[3] = "1T"; k = 4; }
+        int k = preset_group(tok, names);   // "paper", "llama3"
+        if (!k) k = 1;
         for (int i = 0; i < k; i++) {
             const ModelPreset *p = preset_find(names[i]);
-            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s or paper)", names[i], preset_names());
+            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, paper or llama3)", names[i], preset_names());
             if (*n == MAX_MODELS) return args_error(CMD, "--preset: at most %d models", MAX_MODELS);
             out[(*n)++] = p;
         }
@@ -273,6 +280,12 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (h % heads) return cfg_error(a, p, "--hidden %d is not divisible by --heads %d", h, heads);
     if (heads % t)
         return cfg_error(a, p, "--tp %d does not divide --heads %d (heads are split across tensor-parallel ranks)", t, heads);
+    Family fam;
+    char ferr[256];
+    if (family_args_resolve(&a->fam, p->arch, p->kv, p->ffn, h, heads, &fam, ferr, sizeof ferr) != 0 ||
+        family_check_tp(&fam, t, ferr, sizeof ferr) != 0)
+        return cfg_error(a, p, "%s", ferr);
+    const ArchSpec *spec = arch_spec(fam.arch);
     if (a->sp && t < 2)   // SP splits the sequence over the TP group: with one rank it changes nothing
         return cfg_error(a, p, "--sp splits the sequence over the tensor-parallel group: it needs --tp 2 or more "
                          "(this layout has --tp %d)", t);
@@ -302,7 +315,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     double biggest = 4.0 * heads * (double)s * s * b + 4.0 * (double)s * b * v + 34.0 * (double)s * b * h * L;
     if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
 
-    int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab;
+    int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab || (int)fam.arch != p->arch || a->fam.kv_heads ||
+                 a->fam.ffn || a->fam.tie || a->fam.qkv_bias;
     int pristine = !shaped && !a->batch && !a->tp && !a->pp && !vflag && !a->gpus && !a->global_batch &&
                    !a->grad_accum && !a->schedule_given && !a->keep_all_given;
     snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);
@@ -316,10 +330,14 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     c->lay.sh = (ActShape){.s = s, .b = b, .h = h, .a = heads, .L = L, .v = v, .elem_bytes = dt == ACT_BF16 ? 2 : 4,
                            .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits,
                            .mini_seq = a->mini_seq > 1 ? a->mini_seq : 0};
+    act_shape_set_family(&c->lay.sh, fam.arch, fam.kv, fam.ffn, fam.tie, fam.qkv_bias);
+    // the family's dropout unless given (llama: 0); GPT-2 keeps the paper's 0.1
+    double dropout = a->dropout_given || fam.arch == ARCH_GPT2 ? a->dropout : (double)spec->dropout_default;
+    c->lay.sh.dropout = dropout > 0;
     c->lay.p = pp;
     c->lay.m = m;
     c->lay.microbatches = B / (b * dp);
-    c->dropout = a->dropout;
+    c->dropout = dropout;
     c->global_batch = B;
     c->gpus = (int)gpus;
     c->peak_tflops = a->peak_tflops;
@@ -333,6 +351,11 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (a->flash) c->policy.tempo |= ATTN_FLASH;
     c->policy.mini_seq = a->mini_seq > 1 ? a->mini_seq : 0;
     c->policy.offload = a->offload;
+    if (!act_tempo_applies(&c->lay.sh, c->policy.tempo))   // as ctron train refuses them
+        return cfg_error(a, p, "%s%s%s: --arch %s has no GeLU MLP (its MLP is SwiGLU, whose backward keeps gate and up)",
+                         a->gelu_bits ? "--gelu-bits" : a->mini_seq > 1 ? "--mini-seq" : "--tempo ",
+                         a->gelu_bits || a->mini_seq > 1 ? "" : a->tempo, a->gelu_bits || a->mini_seq > 1 ? "" : " (its gelu part)",
+                         spec->name);
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

@@ -4,6 +4,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/cluster_cmd.h"
+#include "cli/family_args.h"
 #include "cli/plan_pipe.h"
 #include "memory/ledger_report.h"
 #include "memory/planner.h"
@@ -25,8 +26,11 @@ void cli_plan_usage(FILE *f) {
         "\n"
         "  --budget BYTES      activation budget per rank (B, KiB, MiB, GiB, or KB/MB/GB); --mem-budget\n"
         "                      is the same (train's name)\n"
-        "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults)\n"
-        "  --tp T --sp         the rank's share under tensor / sequence parallelism\n"
+        "  --layers N --hidden N --heads N --seq N --batch N --vocab N --dropout P   (train's defaults;\n"
+        "                      llama's dropout is 0)\n"
+        "%s"
+        "  --tp T --sp         the rank's share under tensor / sequence parallelism (t divides the heads,\n"
+        "                      and llama's kv-heads and FFN width)\n"
         "  --act-dtype fp32|bf16   stored precision (default fp32, as train)\n"
         "  --precision fp32|bf16   compute precision as train's: bf16 keeps activations in bf16 (e = 2),\n"
         "                      and the budget also holds the backend's bf16 GEMM operand scratch; the\n"
@@ -42,7 +46,7 @@ void cli_plan_usage(FILE *f) {
         "  --pp P              pipeline stages (at most 64); must divide the layers\n"
         "  --pp-schedule S     1f1b (default), interleaved, gpipe or layered\n"
         "  --virtual-stages V  model chunks per rank (interleaved only)\n"
-        "  --grad-accum M      micro-batches per step (default P: the pipeline filled)\n");
+        "  --grad-accum M      micro-batches per step (default P: the pipeline filled)\n", family_args_usage);
 }
 
 int cli_plan_main(int argc, char **argv) {
@@ -62,12 +66,14 @@ int cli_plan_main(int argc, char **argv) {
         {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
         {"precision", required_argument, 0, O_PRECISION},
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
     train_options_default(&o);
     GPTConfig *c = &o.model;
     double budget = 0, p;
-    int rc = 0, ch, pp = 0, virtual_stages = 0, accum = 0, schedule_given = 0;
+    int rc = 0, ch, pp = 0, virtual_stages = 0, accum = 0, schedule_given = 0, dropout_given = 0;
+    FamilyArgs fa;
+    family_args_init(&fa);
     PipeScheduleKind schedule = PIPE_1F1B;
     optind = 1;
     opterr = 0;
@@ -94,7 +100,14 @@ int cli_plan_main(int argc, char **argv) {
         case O_SEQ: rc = args_int(CMD, "--seq", optarg, 1, 1 << 24, &c->seq); break;
         case O_BATCH: rc = args_int(CMD, "--batch", optarg, 1, 1 << 20, &c->batch); break;
         case O_VOCAB: rc = args_int(CMD, "--vocab", optarg, 1, 1 << 24, &c->vocab); break;
-        case O_DROPOUT: rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &p); c->dropout = (float)p; break;
+        case O_DROPOUT:
+            rc = args_double(CMD, "--dropout", optarg, 0.0, 1.0, 1, &p);
+            c->dropout = (float)p;
+            dropout_given = 1;
+            break;
+        case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
+            rc = family_args_apply(&fa, CMD, ch, optarg);
+            break;
         case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
         case O_SP: o.sp = 1; break;
         case O_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &o.threads); break;
@@ -122,6 +135,16 @@ int cli_plan_main(int argc, char **argv) {
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
     if (budget <= 0) return args_error(CMD, "--budget is required (e.g. --budget 6GiB)");
     if (c->hidden % c->heads) return args_error(CMD, "--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
+    Family fam;
+    char ferr[256];
+    if (family_args_resolve(&fa, ARCH_GPT2, 0, 0, c->hidden, c->heads, &fam, ferr, sizeof ferr) != 0)
+        return args_error(CMD, "%s", ferr);
+    c->arch = (int)fam.arch;
+    c->kv_heads = (int)fam.kv;
+    c->ffn = (int)fam.ffn;
+    c->tie_embeddings = fam.tie;
+    c->qkv_bias = fam.qkv_bias;
+    if (!dropout_given) c->dropout = arch_spec(fam.arch)->dropout_default;   // llama: 0, as train
     o.world_size = o.tp;
     char err[512];
     if (train_check_layout(&o, o.tp, err, sizeof err) != 0) return args_error(CMD, "%s", err);

@@ -7,11 +7,13 @@
 
 // The shape ctron train runs (train_options.c's): one micro-batch on one tensor-parallel rank.
 static ActShape shape_of(const TrainOptions *o) {
-    const GPTConfig *c = &o->model;
-    ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
-                   .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c->dropout > 0.0f,
+    GPTConfig c = o->model;
+    gpt_config_resolve(&c);
+    ActShape sh = {.s = c.seq, .b = c.batch, .h = c.hidden, .a = c.heads, .L = c.layers, .v = c.vocab,
+                   .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c.dropout > 0.0f,
                    .t = o->tp, .sp = o->sp};
-    gpt_shape_family(c, &sh);
+    // the family's block and its parameter side (untied output layer, biases) for the planner's counts
+    act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
     return sh;
 }
 

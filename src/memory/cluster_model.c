@@ -7,6 +7,7 @@
 #include <strings.h>
 #include "memory/cluster_time.h"
 #include "memory/flops.h"
+#include "memory/param_count.h"
 #include "memory/stage_model.h"
 
 static const char *rc_names[CR_COUNT] = {"none", "selective", "full", "plan"};
@@ -34,9 +35,17 @@ static const char *part_labels[PART_COUNT] = {
 const char *cluster_part_name(TimePart p) { return p >= 0 && p < PART_COUNT ? part_names[p] : "?"; }
 const char *cluster_part_label(TimePart p) { return p >= 0 && p < PART_COUNT ? part_labels[p] : "?"; }
 
+void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *sh) {
+    *sh = (ActShape){.s = job->s, .b = mb, .h = job->h, .a = job->a, .L = job->L, .v = job->v, .elem_bytes = job->e,
+                     .masks = MASKS_BYTES, .t = t, .sp = sp};
+    act_shape_set_family(sh, (ArchKind)job->arch, job->kv, job->ffn, job->tie, job->qkv_bias);
+    sh->dropout = arch_spec((ArchKind)job->arch)->dropout_default > 0.0f;
+}
+
 double cluster_param_count(const ClusterJob *job) {
-    double h = (double)job->h;
-    return job->L * (12.0 * h * h + 13.0 * h) + (double)job->v * h + (double)job->s * h + 2.0 * h;
+    ActShape sh;
+    cluster_job_shape(job, 1, 1, 0, &sh);
+    return (double)param_model_count(&sh);
 }
 
 double cluster_state_bytes_per_param(const ClusterJob *job) { return job->e == 2 ? 18.0 : 16.0; }
@@ -55,6 +64,14 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
     if (job->a % lay->t || job->h % lay->t || job->v % lay->t)
         return snprintf(err, errlen, "t=%d does not divide the heads (%ld), hidden (%ld) and vocabulary (%ld)", lay->t,
                         job->a, job->h, job->v), -1;
+    ActShape fam;
+    cluster_job_shape(job, 1, 1, 0, &fam);
+    if (fam.kv % lay->t)   // (GPT-2's follow from the heads and hidden)
+        return snprintf(err, errlen, "t=%d does not divide the key/value heads (%ld): each TP rank takes whole key/value "
+                        "heads", lay->t, fam.kv), -1;
+    if (fam.ffn % lay->t)
+        return snprintf(err, errlen, "t=%d does not divide the FFN width (%ld): each TP rank takes ffn/t columns of the "
+                        "MLP", lay->t, fam.ffn), -1;
     if (job->L % ((long)lay->p * lay->v))
         return snprintf(err, errlen, "p·v = %d·%d does not divide the %ld layers", lay->p, lay->v, job->L), -1;
     if (job->B % ((long)lay->d * lay->mb))
@@ -72,8 +89,7 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
 
 static void base_shape(const ClusterJob *job, const ClusterLayout *lay, StageLayout *sl) {
     memset(sl, 0, sizeof *sl);
-    sl->sh = (ActShape){.s = job->s, .b = lay->mb, .h = job->h, .a = job->a, .L = job->L, .v = job->v,
-                        .elem_bytes = job->e, .masks = MASKS_BYTES, .dropout = 1, .t = lay->t, .sp = lay->sp};
+    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &sl->sh);
     sl->p = lay->p;
     sl->m = lay->v;
     sl->microbatches = job->B / ((long)lay->d * lay->mb);
@@ -131,6 +147,7 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     if (cluster_layout_check(job, gpu, lay, out->reason, sizeof out->reason) != 0) return;
     StageLayout sl;
     base_shape(job, lay, &sl);
+    FlopBlock blk = flops_block_of(&sl.sh);
     out->microbatches = sl.microbatches;
     out->n_stages = lay->p;
     if (keep_stages) out->mem = calloc((size_t)lay->p, sizeof *out->mem);
@@ -217,8 +234,9 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
         if (dp > dp_max) dp_max = dp;
         // hardware FLOPs beyond the model's: per layer of this stage, for the whole global batch
         double B = (double)job->B, s = (double)job->s, h = (double)job->h;
-        extra_flops += m.n_sel * flops_recompute_selective(B, s, h) + m.n_full * flops_recompute_full(B, s, h, 0);
+        extra_flops += m.n_sel * flops_recompute_selective(B, s, h) + m.n_full * flops_recompute_full_block(B, s, h, 0, &blk);
         if (lay->rc == CR_PLAN && (plan.tempo & ATTN_FLASH)) extra_flops += (ls - m.n_sel) * flops_recompute_selective(B, s, h);
+        // (mini-seq chunks GPT-2's GeLU MLP: FC1 again; the planner never chooses it for SwiGLU)
         if (lay->rc == CR_PLAN && (plan.tempo & MINI_SEQ)) extra_flops += ls * 8.0 * B * s * h * h;
     }
     policy_free(&uni);
@@ -231,7 +249,7 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     out->step_s = 0;
     for (int k = 0; k < PART_COUNT; k++) out->step_s += out->part[k];
     double gpus = (double)job->gpus_per_node * job->nodes;
-    double model = flops_model((double)job->B, (double)job->L, (double)job->s, (double)job->h, (double)job->v);
+    double model = flops_model_block((double)job->B, (double)job->L, (double)job->s, (double)job->h, (double)job->v, &blk);
     out->mfu = model / (out->step_s * gpus * gpu->peak_flops);
     out->hfu = (model + extra_flops) / (out->step_s * gpus * gpu->peak_flops);
     if (out->mem_max > gpu->mem_bytes) {

@@ -13,7 +13,17 @@ typedef struct {
     int e;                  // bytes per stored activation element and GEMM operand: 2 (bf16 mixed precision) or 4 (fp32)
     int dp_overlap;         // the DP gradient reduction overlaps the last micro-batch's backward
     double reserve_bytes;   // per GPU, for the framework (CUDA context, allocator fragmentation)
+    // The family (arch/arch.h); 0 for each is GPT-2's block (MHA, an FFN of 4h, tied output layer).
+    int arch;               // ArchKind
+    long kv, ffn;           // key/value heads (0: a) and the FFN width (0: the family's default)
+    int tie;                // 1 tied, -1 untied, 0 the family's default
+    int qkv_bias;
 } ClusterJob;
+
+// The analytic model's shape of one micro-batch of mb sequences on one rank under t (and SP): the
+// job's shape and family (act_shape_set_family), bf16 or fp32 activations, byte masks, the family's
+// dropout (Megatron's GPT 0.1, llama none).
+void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *sh);
 
 typedef enum { CR_NONE = 0, CR_SELECTIVE, CR_FULL, CR_PLAN, CR_COUNT } ClusterRecompute;
 const char *cluster_recompute_name(ClusterRecompute r);
@@ -61,7 +71,8 @@ typedef struct {
     StageMemory *mem;          // NULL unless asked for (cluster_predict's keep_stages)
 } ClusterPrediction;
 
-// Is the layout possible at all (divisibility, t within a node, …)? 0, or -1 with why in err.
+// Is the layout possible at all (divisibility: t of the heads, hidden, vocabulary, key/value heads and
+// FFN width; t within a node, …)? 0, or -1 with why in err.
 int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, char *err, size_t errlen);
 // Predicts memory and time. keep_stages: fill out->mem (malloc'd, free with cluster_prediction_free).
 void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, int keep_stages,

@@ -50,8 +50,16 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     const double rows = lay->sp ? n / t : n;   // rows of the LayerNorm / dropout / residual region
     const double S2 = b * at * s * s;           // attention score elements on this rank
     const int flash = (tempo & ATTN_FLASH) != 0;
-    // The four linears: QKV and FC1 column-parallel, Proj and FC2 row-parallel.
-    const Gemm lin[4] = {{n, 3 * ht, h}, {n, h, ht}, {n, 4 * ht, h}, {n, h, 4 * ht}};
+    // The family's widths on this rank: k and v (grouped-query attention), the FFN, the MLP's input
+    // matrices (GeLU's FC1; SwiGLU's gate and up, one GEMM of 2f/t outputs as Megatron fuses them).
+    ActShape fam;
+    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &fam);
+    const ArchSpec *spec = arch_spec((ArchKind)fam.arch);
+    const double kvt = (double)fam.kv * dh / t, ft = (double)fam.ffn / t, mats = fam.swiglu ? 2 : 1;
+    const double k_mask = fam.dropout ? 1 : 0;   // bytes per element of a dropout mask (none without dropout)
+    const double rope = spec->pos == POS_ROPE ? 1 : 0;
+    // The four linears: QKV and FC1 (gate and up) column-parallel, Proj and FC2 (down) row-parallel.
+    const Gemm lin[4] = {{n, ht + 2 * kvt, h}, {n, h, ht}, {n, mats * ft, h}, {n, h, ft}};
     double fwd[4], dgrad[4], wgrad[4];
     out->gemm_f = out->gemm_b = 0;
     for (int i = 0; i < 4; i++) {
@@ -77,16 +85,23 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     out->attn_b = flash ? 4 * qk : 3 * pv + qk + hbm_time(g, S2 * (5 * e + 1));
     out->rc_sel = out->attn_f;
     out->rc_flash = flash ? qk : 0;
-    // Other element-wise traffic, bytes per element of a [rows, h] or [n, h/t] tensor (Megatron's
-    // fused kernels): forward LN1 and LN2 read and write (2e each), two bias-dropout-adds read the
-    // linear's output and the residual, write the sum and a 1-byte mask (3e + 1 each); the context
-    // transpose (2e) and the fused bias-GeLU on 4h/t (8e). Backward: the dropout-adds (2e + 1) and the
-    // residual sums (3e), the LayerNorms (3e each: read dy and x, write dx), the GeLU (12e over 4h/t)
-    // and the transpose (2e). The small reductions (LN γ/β and bias gradients) are not counted.
-    out->elem_f = hbm_time(g, rows * h * (10 * e + 2) + n * ht * (10 * e));
-    out->elem_b = hbm_time(g, rows * h * (16 * e + 2) + n * ht * (14 * e));
+    // Other element-wise traffic, bytes per element of a [rows, h], [n, h/t] or [n, f/t] tensor
+    // (Megatron's fused kernels): forward the two norms read and write (2e each), two bias-dropout-adds
+    // read the linear's output and the residual, write the sum and a 1-byte mask (3e + 1 each; 3e
+    // without dropout); the context transpose (2e over h/t); the fused bias-GeLU (2e over f/t) or
+    // SwiGLU (read gate and up, write: 3e over f/t); RoPE on q and k (2e over (h + kv·d)/t). Backward:
+    // the dropout-adds (2e + 1; nothing without dropout) and the residual sums (3e), the norms (3e
+    // each: read dy and x, write dx), the GeLU (3e over f/t) or SwiGLU (its output made again for the
+    // down projection's weight gradient, 3e, and its backward, 5e), RoPE (2e) and the transpose (2e).
+    // GPT-2 (f = 4h): 10e + 2 and 10e over h/t forward, 16e + 2 and 14e backward. The small reductions
+    // (norm γ/β and bias gradients) are not counted.
+    const double act_f = fam.swiglu ? 3 : 2, act_b = fam.swiglu ? 8 : 3;
+    out->elem_f = hbm_time(g, rows * h * (4 * e + 2 * (3 * e + k_mask)) + n * ht * (2 * e) + n * ft * (act_f * e) +
+                                  rope * n * (ht + kvt) * (2 * e));
+    out->elem_b = hbm_time(g, rows * h * (12 * e + 2 * (k_mask ? 2 * e + 1 : 0)) + n * ht * (2 * e) + n * ft * (act_b * e) +
+                                  rope * n * (ht + kvt) * (2 * e));
     out->pass = hbm_time(g, 2 * e * n * ht);
-    out->rc_mini = fwd[2] + hbm_time(g, n * ht * 8 * e);
+    out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
     // Tensor-parallel collectives on the node's links, over the full [n, h] activation.
     double act = n * h * e, bw = g->nvlink_bw;
     int ti = lay->t;
@@ -124,9 +139,14 @@ double cluster_head_time(const ClusterJob *job, const GpuSpec *g, const ClusterL
 double cluster_embed_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double *comm) {
     const double e = job->e, t = lay->t, n = (double)job->s * lay->mb, h = (double)job->h;
     const double rows = lay->sp ? n / t : n;
-    // lookup (write n·h), position add and dropout (3e + 1 per element); backward: dropout (2e + 1)
-    // and the fp32 scatter-add of the rows' gradients (e + 8)
-    double elem = hbm_time(g, n * h * e + rows * h * (3 * e + 1) + rows * h * (2 * e + 1) + n * h * (e + 8));
+    // lookup (write n·h), position add and dropout (3e + 1 per element; dropout alone 2e + 1, RoPE's
+    // families without dropout nothing); backward: dropout (2e + 1) and the fp32 scatter-add of the
+    // rows' gradients (e + 8)
+    ActShape fam;
+    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &fam);
+    double k_mask = fam.dropout ? 1 : 0, learned = arch_spec((ArchKind)fam.arch)->pos == POS_LEARNED ? 1 : 0;
+    double add_f = learned ? 3 * e + k_mask : k_mask ? 2 * e + 1 : 0, add_b = k_mask ? 2 * e + 1 : 0;
+    double elem = hbm_time(g, n * h * e + rows * h * add_f + rows * h * add_b + n * h * (e + 8));
     double c = 0, act = n * h * e;
     (void)t;
     if (lay->t > 1)
@@ -166,6 +186,8 @@ double cluster_optimizer_time(const ClusterJob *job, const GpuSpec *g, const Clu
 }
 
 double cluster_embed_sync_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay) {
-    if (lay->p <= 1) return 0.0;
+    ActShape fam;
+    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &fam);
+    if (lay->p <= 1 || fam.untied) return 0.0;   // an untied output layer has no copy to keep in step
     return cluster_allreduce_time(g, pp_link(job, g, lay), 2, 4.0 * (double)job->v * job->h / lay->t);
 }

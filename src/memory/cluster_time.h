@@ -35,7 +35,7 @@ double cluster_p2p_time(const ClusterJob *job, const GpuSpec *gpu, const Cluster
 // (streams the Adam state, gradient norm and the weight copy: bytes over HBM).
 double cluster_dp_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, double params);
 double cluster_optimizer_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, double params);
-// The tied embedding's gradient all-reduce between the first and last stage (p > 1).
+// The tied embedding's gradient all-reduce between the first and last stage (p > 1; 0 when untied).
 double cluster_embed_sync_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay);
 
 // The building blocks, for tests and --explain.

@@ -10,20 +10,6 @@ double flops_recompute_full(double B, double s, double h, int skip_fc2) {
     return 24.0 * B * s * h * h * (1.0 + s / (6.0 * h)) - (skip_fc2 ? 8.0 * B * s * h * h : 0.0);
 }
 
-double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers, int ctron_full) {
-    double total = flops_model(B, layers, s, h, v);
-    for (int l = 0; l < layers && policy; l++) {
-        LayerRecompute k = policy->kind[l];
-        if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, h);
-        if (k == RECOMPUTE_FULL) {
-            int g0 = policy->group_start[l];
-            int last = l + 1 == layers || policy->kind[l + 1] != RECOMPUTE_FULL || policy->group_start[l + 1] != g0;
-            total += flops_recompute_full(B, s, h, ctron_full && last);
-        }
-    }
-    return total;
-}
-
 static int paper_shape(double h, const FlopBlock *b) {
     return !b || (b->kv_width == h && b->ffn == 4.0 * h && b->mlp_mats == 1);
 }
@@ -40,9 +26,14 @@ double flops_model_block(double B, double L, double s, double h, double v, const
     return B * (3.0 * L * layer_forward(s, h, blk) + 6.0 * s * h * v);
 }
 
+// One more forward of a full-recompute layer (less the down projection for a group's last layer).
+double flops_recompute_full_block(double B, double s, double h, int skip_down, const FlopBlock *blk) {
+    if (paper_shape(h, blk)) return flops_recompute_full(B, s, h, skip_down);
+    return B * (layer_forward(s, h, blk) - (skip_down ? 2.0 * s * h * blk->ffn : 0.0));
+}
+
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
                             int ctron_full, const FlopBlock *blk) {
-    if (paper_shape(h, blk)) return flops_hardware(B, s, h, v, policy, layers, ctron_full);
     double total = flops_model_block(B, layers, s, h, v, blk);
     for (int l = 0; l < layers && policy; l++) {
         LayerRecompute k = policy->kind[l];
@@ -50,8 +41,18 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
         if (k == RECOMPUTE_FULL) {
             int g0 = policy->group_start[l];
             int last = l + 1 == layers || policy->kind[l + 1] != RECOMPUTE_FULL || policy->group_start[l + 1] != g0;
-            total += B * (layer_forward(s, h, blk) - (ctron_full && last ? 2.0 * s * h * blk->ffn : 0.0));
+            total += flops_recompute_full_block(B, s, h, ctron_full && last, blk);
         }
     }
     return total;
+}
+
+double flops_hardware(double B, double s, double h, double v, const MemoryPolicy *policy, int layers, int ctron_full) {
+    return flops_hardware_block(B, s, h, v, policy, layers, ctron_full, NULL);
+}
+
+FlopBlock flops_block_of(const ActShape *sh) {
+    double h = (double)sh->h, kv = (double)(sh->kv > 0 ? sh->kv : sh->a);
+    FlopBlock b = {kv * (h / (double)sh->a), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1};
+    return b;
 }

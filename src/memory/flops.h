@@ -1,6 +1,7 @@
 // Work accounting (the paper's Appendix A, DESIGN.md §5).
 #ifndef CTRON_FLOPS_H
 #define CTRON_FLOPS_H
+#include "memory/memory_model.h"
 #include "model/policy.h"
 
 // Model FLOPs of one step, Eq. 7: 72·B·L·s·h²·(1 + s/(6h) + v/(12hL)), B = sequences per step.
@@ -26,4 +27,10 @@ typedef struct { double kv_width, ffn; int mlp_mats; } FlopBlock;
 double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk);
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
                             int ctron_full, const FlopBlock *blk);
+// The block of an analytic-model shape (kv·d, its FFN width, SwiGLU's two input matrices).
+FlopBlock flops_block_of(const ActShape *sh);
+// One layer's full recompute, per B sequences: one more forward, less the down projection (FC2) when
+// skip_down (the last layer of a group: backward never reads its output). flops_recompute_full for
+// GPT-2's shape.
+double flops_recompute_full_block(double B, double s, double h, int skip_down, const FlopBlock *blk);
 #endif

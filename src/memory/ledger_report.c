@@ -35,7 +35,13 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     char b1[32], b2[32], plan[256];
     policy_describe(p, plan, sizeof plan);
     char layout[96] = "", tempo[48];
-    if (sh->t > 1) snprintf(layout, sizeof layout, "; one rank of t=%d%s", sh->t, sh->sp ? " with SP" : "");
+    if (sh->swiglu || sh->rms_norm || (sh->kv > 0 && sh->kv != sh->a))   // the llama block's knobs
+        snprintf(layout, sizeof layout, " kv=%ld ffn=%ld%s%s", sh->kv > 0 ? sh->kv : sh->a,
+                 sh->ffn > 0 ? sh->ffn : 4 * sh->h, sh->swiglu ? " SwiGLU" : "", sh->rms_norm ? " RMSNorm" : "");
+    if (sh->t > 1) {
+        size_t k = strlen(layout);
+        snprintf(layout + k, sizeof layout - k, "; one rank of t=%d%s", sh->t, sh->sp ? " with SP" : "");
+    }
     if (p->tempo) {
         size_t k = strlen(layout);
         snprintf(layout + k, sizeof layout - k, "; tempo %s", tempo_describe(p->tempo, tempo, sizeof tempo));
@@ -46,7 +52,9 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
             sh->dropout ? mask_mode_name(sh->masks) : "none (dropout 0)");
     fprintf(f, "  %-11s %14s %14s %12s %12s\n", "kept by", "layer 0", "predicted", "all layers", "predicted");
     for (int n = 0; n < ACT_N_LAYER; n++) {
-        if (n == ACT_N_CORE) fprintf(f, "  -- LayerNorm statistics, Tempo's GeLU bits --\n");
+        if (n == ACT_N_CORE)
+            fprintf(f, sh->swiglu ? "  -- norm statistics, flash's log-sum-exp, SwiGLU's inputs --\n"
+                                  : "  -- LayerNorm statistics, Tempo's GeLU bits --\n");
         if (act_in_block(sh, (ActName)n)) bad += print_name_row(f, lg, sh, p, (ActName)n, act_layer_name_bytes);
     }
     fprintf(f, "  -- model extras --\n");

@@ -7,7 +7,7 @@ void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
     memset(out, 0, sizeof *out);
     for (int k = 0; k < TECH_COUNT; k++) {
         out->tech_ok[k] = technique_applies(sh->s, sh->t, (Technique)k);
-        out->tech_layer[k] = technique_layer_bytes(sh->s, sh->b, sh->h, sh->a, sh->t, (Technique)k);
+        out->tech_layer[k] = technique_layer_bytes_block(sh, (Technique)k);
     }
     for (int k = 0; k < TECH_COUNT; k++)
         out->tech_pct[k] = 100.0 * (double)out->tech_layer[k] / (double)out->tech_layer[TECH_TP];
@@ -27,8 +27,9 @@ void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
     int tp = sh->t > 1 ? sh->t : 1;
     out->dp = c->gpus / (tp * c->lay.p);
     double B = (double)c->global_batch;
-    out->model_flops = flops_model(B, (double)sh->L, (double)sh->s, (double)sh->h, (double)sh->v);
-    out->hw_flops = flops_hardware(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L, 0);
+    FlopBlock blk = flops_block_of(sh);
+    out->model_flops = flops_model_block(B, (double)sh->L, (double)sh->s, (double)sh->h, (double)sh->v, &blk);
+    out->hw_flops = flops_hardware_block(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L, 0, &blk);
     out->mfu = out->hfu = -1.0;
     if (c->iter_time > 0 && c->gpus > 0 && c->peak_tflops > 0) {
         double capacity = c->iter_time * c->gpus * c->peak_tflops * 1e12;

@@ -41,6 +41,21 @@ size_t act_elements(const ActShape *sh, ActName name) {
     }
 }
 
+void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias) {
+    const ArchSpec *spec = arch_spec(arch);
+    sh->arch = (int)arch;
+    sh->kv = kv > 0 ? kv : sh->a;
+    sh->ffn = ffn > 0 ? ffn : arch_default_ffn(arch, (int)sh->h);
+    sh->rms_norm = spec->norm == NORM_RMS;
+    sh->swiglu = spec->mlp == MLP_SWIGLU;
+    sh->untied = tie ? tie < 0 : !spec->tied_default;
+    sh->qkv_bias = qkv_bias != 0;
+}
+
+int act_tempo_applies(const ActShape *sh, unsigned tempo) {
+    return !(sh->swiglu && (tempo & (TEMPO_GELU | GELU_FEWBIT | MINI_SEQ)));
+}
+
 int act_in_block(const ActShape *sh, ActName name) {
     switch (name) {
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE: return !sh->swiglu;
@@ -204,7 +219,8 @@ void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, 
 }
 
 int act_max_entries(const MemoryPolicy *p) {
-    // ≤ ACT_N_LAYER entries per layer (names, LN statistics, Tempo's bits) and the model-level tensors.
+    // Entries per layer: the per-layer names but the two a family never keeps (GPT-2 has no gate and up,
+    // llama no gelu_in, fc2_in or GeLU bits), and the model-level tensors.
     int L = p ? p->layers : 0;
-    return ACT_N_LAYER * L + 9;
+    return (ACT_N_LAYER - 2) * L + 9;
 }

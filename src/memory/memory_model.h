@@ -4,6 +4,7 @@
 #ifndef CTRON_MEMORY_MODEL_H
 #define CTRON_MEMORY_MODEL_H
 #include <stddef.h>
+#include "arch/arch.h"
 #include "memory/act_names.h"
 #include "model/policy.h"
 
@@ -21,7 +22,19 @@ typedef struct {
     long ffn;          // the MLP's inner width (0: 4h)
     int rms_norm;      // RMSNorm: one statistic per row (1/rms) instead of LayerNorm's two
     int swiglu;        // the MLP keeps gate and up (no gelu_in, no fc2_in: SwiGLU's backward recomputes it)
+    // The parameter side (memory/param_count.h); 0 for each is GPT-2's.
+    int arch;          // ArchKind: the family's row says which linears and norms have biases, which positions
+    int untied;        // the output layer is a matrix of its own (lm_head), not the token embedding
+    int qkv_bias;      // q, k and v have biases where the family's linears have none (Qwen2)
 } ActShape;
+
+// Fills the family's part of a shape from its row of arch/arch.h and the knobs: kv heads (0: a), the
+// FFN width (0: the family's default), tie (1: tied, -1: untied, 0: the family's default) and the
+// qkv bias. The one place a memory-side shape learns its family (gpt_shape_family is model/'s).
+void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias);
+// Does the block have what a planner option replaces or chunks? Tempo's GeLU and mini-seq's chunked
+// MLP are the GeLU MLP's (SwiGLU has neither: ctron train refuses them for llama).
+int act_tempo_applies(const ActShape *sh, unsigned tempo);
 
 // Does the family's block have `name` at all (GPT-2 never keeps gate/up, llama never gelu_in/fc2_in
 // or GeLU bits)? Reports list only these.

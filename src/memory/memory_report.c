@@ -27,12 +27,25 @@ static const char *class_name(const LayerClass *k, char *buf, size_t len) {
 
 static const char *fmt(double bytes, char *buf, size_t len) { return format_bytes(bytes, buf, len); }
 
+// GPT-2 is the shape line alone; another family says its block: "llama: kv=8 ffn=14336, RMSNorm, SwiGLU, …".
+static int is_gpt2(const ActShape *sh) { return sh->arch == ARCH_GPT2; }
+
+static void print_family(FILE *f, const ActShape *sh) {
+    if (is_gpt2(sh)) return;
+    const ArchSpec *a = arch_spec((ArchKind)sh->arch);
+    fprintf(f, "  block   %s: kv=%ld ffn=%ld · %s, %s MLP, %s · output layer %s%s\n", a->name, sh->kv, sh->ffn,
+            a->norm == NORM_RMS ? "RMSNorm" : "LayerNorm", a->mlp == MLP_SWIGLU ? "SwiGLU" : "GeLU",
+            a->pos == POS_ROPE ? "RoPE" : "learned positions", sh->untied ? "untied (lm_head)" : "tied to the embedding",
+            sh->qkv_bias ? " · qkv bias" : "");
+}
+
 static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
     const ActShape *sh = &c->lay.sh;
     char plan[256];
     policy_describe(&c->policy, plan, sizeof plan);
     fprintf(f, "ctron memory: %s — %s\n", c->name, c->label);
     fprintf(f, "  shape   L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld\n", sh->L, sh->h, sh->a, sh->s, sh->b, sh->v);
+    print_family(f, sh);
     fprintf(f, "  layout  t=%d%s p=%d m=%d · %d GPUs (dp %d) · global batch %ld, micro-batches per pipeline %ld\n",
             sh->t, sh->sp ? " +SP" : "", c->lay.p, c->lay.m, c->gpus, m->dp, c->global_batch, c->lay.microbatches);
     char tempo[48];
@@ -74,17 +87,26 @@ static void print_names(FILE *f, const MemoryConfig *c) {
 }
 
 static void print_techniques(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
-    char b1[32], b2[32];
+    char b1[32], b2[32], form[48];
     double per = stage_layer_count(&c->lay) * stage_layer_factor(&c->lay);
     fprintf(f, "\nThe paper's comparison (Table 2, Figure 7): per layer, per rank, e = 2, k = 1, LN statistics ignored\n");
-    fprintf(f, "  %-23s %-22s %13s %11s %16s\n", "technique", "formula", "bytes/layer", "% of TP", "first stage");
+    if (!is_gpt2(&c->lay.sh))   // the same accounting for this block: GPT-2's 24 becomes 4 + 4kv/a + 4f/h
+        fprintf(f, "  (the %s block in the paper's accounting, dropout on: c = 4 + 4kv/a + 4f/h = %g where GPT-2 has 24)\n",
+                arch_spec((ArchKind)c->lay.sh.arch)->name, technique_block_constant(&c->lay.sh));
+    int w = 22;   // the formula column: GPT-2's fit 22, another block's constant may be longer
+    for (int k = 0; k < TECH_COUNT; k++) {
+        int n = (int)strlen(technique_formula_block(&c->lay.sh, (Technique)k, form, sizeof form));
+        if (n > w) w = n;
+    }
+    fprintf(f, "  %-23s %-*s %13s %11s %16s\n", "technique", w, "formula", "bytes/layer", "% of TP", "first stage");
     for (int k = 0; k < TECH_COUNT; k++) {
         if (!m->tech_ok[k]) {
-            fprintf(f, "  %-23s %-22s %13s   (SP needs t | s)\n", technique_label((Technique)k),
-                    technique_formula((Technique)k), "n/a");
+            fprintf(f, "  %-23s %-*s %13s   (SP needs t | s)\n", technique_label((Technique)k), w,
+                    technique_formula_block(&c->lay.sh, (Technique)k, form, sizeof form), "n/a");
             continue;
         }
-        fprintf(f, "  %-23s %-22s %13s %9.1f %% %16s\n", technique_label((Technique)k), technique_formula((Technique)k),
+        fprintf(f, "  %-23s %-*s %13s %9.1f %% %16s\n", technique_label((Technique)k), w,
+                technique_formula_block(&c->lay.sh, (Technique)k, form, sizeof form),
                 fmt((double)m->tech_layer[k], b1, sizeof b1), m->tech_pct[k], fmt(m->tech_layer[k] * per, b2, sizeof b2));
     }
     fprintf(f, "  (first stage = bytes/layer × L/p layers × %.4g for the micro-batches in flight: Eq. 5%s)\n",
@@ -139,7 +161,9 @@ static void print_stage(FILE *f, const MemoryConfig *c, const MemorySummary *m) 
 
 static void print_flops(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
     fprintf(f, "\nWork per iteration (global batch %ld sequences)\n", c->global_batch);
-    fprintf(f, "  %-34s %.4g PFLOP\n", "model FLOPs (Eq. 7)", m->model_flops / 1e15);
+    // Eq. 7 is GPT-2's block; another family's is three times its forward (flops.h's FlopBlock)
+    fprintf(f, "  %-34s %.4g PFLOP\n", is_gpt2(&c->lay.sh) ? "model FLOPs (Eq. 7)" : "model FLOPs (3 × the forward)",
+            m->model_flops / 1e15);
     fprintf(f, "  %-34s %.4g PFLOP (+%.1f %%)\n", "hardware FLOPs (with recompute)", m->hw_flops / 1e15,
             100.0 * (m->hw_flops / m->model_flops - 1.0));
     if (m->mfu < 0) {
@@ -214,6 +238,13 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     cJSON_AddNumberToObject(shape, "seq", (double)sh->s);
     cJSON_AddNumberToObject(shape, "micro_batch", (double)sh->b);
     cJSON_AddNumberToObject(shape, "vocab", (double)sh->v);
+    if (!is_gpt2(sh)) {   // GPT-2's JSON is as it was
+        cJSON_AddStringToObject(shape, "arch", arch_spec((ArchKind)sh->arch)->name);
+        cJSON_AddNumberToObject(shape, "kv_heads", (double)sh->kv);
+        cJSON_AddNumberToObject(shape, "ffn", (double)sh->ffn);
+        cJSON_AddBoolToObject(shape, "tied", !sh->untied);
+        cJSON_AddBoolToObject(shape, "qkv_bias", sh->qkv_bias);
+    }
     cJSON *lay = cJSON_AddObjectToObject(o, "layout");
     cJSON_AddNumberToObject(lay, "tp", sh->t);
     cJSON_AddBoolToObject(lay, "sp", sh->sp);
@@ -256,7 +287,8 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     for (int k = 0; k < TECH_COUNT; k++) {
         cJSON *t = cJSON_AddObjectToObject(paper, technique_key((Technique)k));
         cJSON_AddStringToObject(t, "label", technique_label((Technique)k));
-        cJSON_AddStringToObject(t, "formula", technique_formula((Technique)k));
+        char form[48];
+        cJSON_AddStringToObject(t, "formula", technique_formula_block(sh, (Technique)k, form, sizeof form));
         cJSON_AddBoolToObject(t, "applies", m.tech_ok[k]);
         cJSON_AddNumberToObject(t, "bytes_per_layer", (double)m.tech_layer[k]);
         cJSON_AddNumberToObject(t, "percent_of_tp", m.tech_pct[k]);

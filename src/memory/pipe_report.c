@@ -84,7 +84,7 @@ static void eq5_of(Eq5 *e, const MemoryConfig *c, const PipeReport *pr, const Fi
         !p->offload && !sh->mini_seq && technique_applies(sh->s, sh->t, sh->sp ? TECH_TP_SP : TECH_TP)) {
         Technique t = k == RECOMPUTE_SELECTIVE ? (sh->sp ? TECH_TP_SP_SELECTIVE : TECH_TP_SELECTIVE)
                                                : (sh->sp ? TECH_TP_SP : TECH_TP);
-        e->paper_layer = technique_layer_bytes(sh->s, sh->b, sh->h, sh->a, sh->t > 1 ? sh->t : 1, t);
+        e->paper_layer = technique_layer_bytes_block(sh, t);
     }
 }
 

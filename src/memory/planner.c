@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "memory/flops.h"
+#include "memory/param_count.h"
 #include "backend/cpu/attention.h"
 #include "util/common.h"
 
@@ -21,9 +22,9 @@ static int passes_of(MaskMode masks, unsigned tempo) {
 
 // Floats of one kind of attention scratch, as the backend sizes it for the rank's heads and width.
 static size_t backend_scratch(Backend *be, int threads, AttnScratchKind kind, const ActShape *sh) {
-    int t = sh->t > 1 ? sh->t : 1, a = sh->a / t, h = sh->h / t;
-    if (be) return be->attention_scratch_floats(be, kind, sh->s, sh->b, a, a, h);
-    return backend_cpu_attention_scratch_floats(kind, sh->s, sh->b, a, a, h, threads > 0 ? threads : 1);
+    int t = sh->t > 1 ? sh->t : 1, a = (int)sh->a / t, h = (int)sh->h / t, kv = (int)(sh->kv > 0 ? sh->kv : sh->a) / t;
+    if (be) return be->attention_scratch_floats(be, kind, (int)sh->s, (int)sh->b, a, kv, h);
+    return backend_cpu_attention_scratch_floats(kind, (int)sh->s, (int)sh->b, a, kv, h, threads > 0 ? threads : 1);
 }
 
 size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads, unsigned tempo, int any_selective) {
@@ -40,9 +41,10 @@ size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads) {
     if (precision != PRECISION_BF16) return 0;
     size_t t = sh->t > 1 ? (size_t)sh->t : 1, n = (size_t)sh->s * (size_t)sh->b, h = (size_t)sh->h;
-    size_t fl = 4 * h / t, vl = ((size_t)sh->v + t - 1) / t, d = h / (size_t)sh->a;
+    size_t f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h, fl = f / t, vl = ((size_t)sh->v + t - 1) / t, d = h / (size_t)sh->a;
     size_t rows_mlp = sh->mini_seq > 1 ? (n + (size_t)sh->mini_seq - 1) / (size_t)sh->mini_seq : n;
-    // slot 0: forward inputs (largest n·h: QKV, FC1, head; n·fl: FC2) and backward dy (n·fl: FC1; n·vl: head)
+    // slot 0: forward inputs (largest n·h: QKV, FC1, head; n·fl: FC2 or down) and backward dy (q, k and v
+    // one at a time: at most n·h; n·fl: FC1 or gate and up; n·vl: head)
     size_t slot0 = n * h;
     if (rows_mlp * fl > slot0) slot0 = rows_mlp * fl;
     if (rows_mlp * vl > slot0) slot0 = rows_mlp * vl;
@@ -50,6 +52,7 @@ size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned
     // FC1, head: n·h) and mini-seq's chunks (FC2's ⌈n/M⌉·fl, FC1's and the head's ⌈n/M⌉·h) — and
     // attention's per-thread operands
     size_t slot1 = sh->t > 1 && sh->sp ? n * h : 0;
+    if (sh->swiglu && n * fl > slot1) slot1 = n * fl;   // down's input, SwiGLU's output made again in fp32
     if (sh->mini_seq > 1) {
         if (rows_mlp * fl > slot1) slot1 = rows_mlp * fl;
         if (rows_mlp * h > slot1) slot1 = rows_mlp * h;
@@ -60,10 +63,9 @@ size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned
 }
 
 size_t plan_rank_params(const ActShape *sh) {
-    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, L = (size_t)sh->L;
-    size_t hl = h / t, fl = 4 * h / t, vl = ((size_t)sh->v + t - 1) / t;
-    size_t per_layer = 2 * h + 3 * hl * h + 3 * hl + h * hl + h + 2 * h + fl * h + fl + h * fl + h;
-    return vl * h + (size_t)sh->s * h + L * per_layer + 2 * h;
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, vl = ((size_t)sh->v + t - 1) / t;
+    return (size_t)param_vocab_matrices(sh) * vl * (size_t)sh->h + param_position_count(sh) +
+           (size_t)sh->L * param_layer_count(sh) + param_final_norm_count(sh);
 }
 
 // The bytes the budget holds: the arena, the attention scratch and mixed precision's GEMM scratch.
@@ -162,7 +164,8 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     size_t align = (size_t)act_max_entries(&pol) * 64;
     policy_free(&pol);
     double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
-    double model = flops_model(B, L, s, h, v) / t;
+    FlopBlock blk = flops_block_of(base);
+    double model = flops_model_block(B, L, s, h, v, &blk) / t, full_flops = flops_recompute_full_block(B, s, h, 1, &blk);
     MemPlan best = {0}, smallest = {0};
     int found = 0, have_smallest = 0;
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
@@ -171,6 +174,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
             unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
+            if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU, no chunked MLP
             ActShape sh = *base;
             sh.masks = modes[mi];
             sh.gelu_bits = 0;
@@ -188,8 +192,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
                              passes_of(modes[mi], tempo), sets[oi], plan_pool(&k, L, nf, L - nf), gemm, 0};
                 p.arena_bytes = p.act_peak + align;
                 p.scratch_bytes = plan_attention_scratch_bytes(be, &sh, threads, tempo, L - nf > 0);
-                p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
-                                 mini_flops + flash_flops) / t;
+                p.extra_flops = ((L - nf) * flops_recompute_selective(B, s, h) + nf * full_flops + mini_flops + flash_flops) / t;
                 size_t total = budget_bytes(&p);
                 if ((double)p.pool_bytes > offload_budget) continue;   // even all-selective overflows the pool
                 if (!have_smallest || total < budget_bytes(&smallest) ||
@@ -214,8 +217,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
                 p.pool_bytes = plan_pool(&k, L, nf, lo);
                 p.arena_bytes = p.act_peak + align;
                 p.scratch_bytes = plan_attention_scratch_bytes(be, &sh, threads, tempo, lo > 0);
-                p.extra_flops = (lo * flops_recompute_selective(B, s, h) + nf * flops_recompute_full(B, s, h, 1) +
-                                 mini_flops + flash_flops) / t;
+                p.extra_flops = (lo * flops_recompute_selective(B, s, h) + nf * full_flops + mini_flops + flash_flops) / t;
                 if (!found || better(&p, &best)) {
                     best = p;
                     found = 1;

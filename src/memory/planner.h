@@ -55,10 +55,12 @@ int plan_memory_precision(const ActShape *sh, Precision precision, Backend *be, 
 // What the CPU backend's bf16 operand scratch holds after one training step (forward, backward,
 // evaluation forward) of this shape under mixed precision (activations kept in bf16, as the CLI
 // demands): Backend.scratch_bytes. Two slots that grow to the largest request. Slot 0: a GEMM input
-// the arena holds no bf16 copy of, converted (the evaluation forward's x [n, in]) and every
-// backward's dy [n, out]: n = s·b rows, or ⌈s·b/M⌉ for mini-seq's chunked MLP and output layer.
-// Slot 1: a backward's x that is not the kept bf16 copy (SP's gathered inputs, mini-seq's chunks)
-// and, unless flash, attention's per-thread bf16 operands, threads·(s·max(s, d) + s·d).
+// the arena holds no bf16 copy of, converted (the evaluation forward's x [n, in]; SwiGLU's output,
+// the down projection's input) and every backward's dy [n, out] (q, k and v one at a time): n = s·b
+// rows, or ⌈s·b/M⌉ for mini-seq's chunked MLP and output layer. Slot 1: a backward's x that is not
+// the kept bf16 copy (SP's gathered inputs, mini-seq's chunks, SwiGLU's output made again for the
+// down projection: n·f/t) and, unless flash, attention's per-thread bf16 operands,
+// threads·(s·max(s, d) + s·d).
 // tempo: the plan's (ATTN_FLASH counts); sh->mini_seq > 1: chunks. 0 under fp32 (no conversion).
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads);
 // The attention scratch in bytes, as gpt_init allocates it, sized by the backend's own

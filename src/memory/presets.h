@@ -1,4 +1,5 @@
-// Named model shapes and layouts for `ctron memory`: the paper's Table 3 models and GPT-2's four sizes.
+// Named model shapes and layouts for `ctron memory` and `ctron plan --cluster`: the paper's Table 3
+// models, GPT-2's four sizes and Llama 3's three.
 #ifndef CTRON_PRESETS_H
 #define CTRON_PRESETS_H
 
@@ -10,6 +11,8 @@ typedef struct {
     int gpus, global_batch, micro_batch;
     double iter_full_s;        // Table 5: iteration time with full recompute (0: not published)
     double iter_sel_s;         //          and with sequence parallelism + selective recompute
+    int arch;                  // ArchKind (0: GPT-2)
+    int kv, ffn;               // key/value heads and FFN width (0: the family's default)
 } ModelPreset;
 
 int preset_count(void);
@@ -17,4 +20,7 @@ const ModelPreset *preset_at(int i);
 const ModelPreset *preset_find(const char *name);   // NULL when unknown
 // "22B, 175B, …": the accepted names, for help texts and errors.
 const char *preset_names(void);
+// A group name ("paper": the four Table 3 models; "llama3": the three Llama 3 models): fills up to 4
+// names and returns their count, or 0 when `name` is no group.
+int preset_group(const char *name, const char **names);
 #endif

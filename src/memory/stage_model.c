@@ -1,4 +1,5 @@
 #include "memory/stage_model.h"
+#include "memory/param_count.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -83,12 +84,13 @@ double stage_paper_extra_bytes(const StageLayout *lay) {
     return extra;
 }
 
+// The vocabulary-sized matrix on one rank: v·h/t (the paper's accounting, unpadded).
+static double vocab_matrix(const ActShape *sh) { return (double)sh->v * (double)sh->h / (sh->t > 1 ? sh->t : 1); }
+
 double stage_param_count(const StageLayout *lay) {
     const ActShape *sh = &lay->sh;
-    double h = (double)sh->h, t = sh->t > 1 ? sh->t : 1;
-    double layer = 12.0 * h * h / t + 7.0 * h / t + 6.0 * h;
-    double n = stage_layer_count(lay) * layer + (double)sh->v * h / t + (double)sh->s * h;
-    if (lay->p == 1) n += 2.0 * h;
+    double n = stage_layer_count(lay) * (double)param_layer_count(sh) + vocab_matrix(sh) + (double)param_position_count(sh);
+    if (lay->p == 1) n += (double)param_final_norm_count(sh) + (param_vocab_matrices(sh) - 1) * vocab_matrix(sh);
     return n;
 }
 
@@ -139,8 +141,8 @@ void stage_activations_at(const StageLayout *lay, const MemoryPolicy *pol, int r
 double stage_param_count_at(const StageLayout *lay, int r) {
     if (r == 0) return stage_param_count(lay);
     const ActShape *sh = &lay->sh;
-    double h = (double)sh->h, t = sh->t > 1 ? sh->t : 1;
-    double n = stage_layer_count(lay) * (12.0 * h * h / t + 7.0 * h / t + 6.0 * h);
-    if (r == lay->p - 1) n += 2.0 * h + (double)sh->v * h / t;
+    double n = stage_layer_count(lay) * (double)param_layer_count(sh);
+    // the last stage's output layer: its own lm_head, or its copy of the tied embedding
+    if (r == lay->p - 1) n += (double)param_final_norm_count(sh) + vocab_matrix(sh);
     return n;
 }

@@ -42,9 +42,10 @@ void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageAct
 // The paper's extra term, (sbhL/t)(p/L + δ_{p=1}(4/L)(1 + v/h)), bytes.
 double stage_paper_extra_bytes(const StageLayout *lay);
 
-// Parameters on one rank of the first stage: L/p layers of 12h²/t + 7h/t + 6h (QKV, Proj, FC1, FC2
-// weights and the column-parallel biases sharded, Proj/FC2 biases and LayerNorms replicated), the
-// vocabulary-parallel token embedding vh/t, the position embedding sh, and with p = 1 the final LN.
+// Parameters on one rank of the first stage: L/p layers (memory/param_count.h: GPT-2's 12h²/t + 7h/t + 6h,
+// QKV, Proj, FC1, FC2 weights and the column-parallel biases sharded, Proj/FC2 biases and LayerNorms
+// replicated; llama's q, k, v, o, gate, up, down and RMSNorms), the vocabulary-parallel token embedding
+// vh/t, GPT-2's position embedding sh, and with p = 1 the final norm and an untied output layer vh/t.
 double stage_param_count(const StageLayout *lay);
 
 // Every stage r of p (0 = the first; the functions above are r = 0). Stage r holds chunks r, r + p,
@@ -59,6 +60,7 @@ double stage_layer_factor_at(const StageLayout *lay, int r);
 // layer input and the logits of the one micro-batch whose forward and backward it runs back to back.
 void stage_activations_at(const StageLayout *lay, const MemoryPolicy *pol, int r, StageActivations *out);
 // Parameters of stage r: its layers; the first stage the token and position embeddings; the last
-// the final LN and (p > 1) its own copy of the tied output embedding vh/t, as Megatron keeps it.
+// the final norm and (p > 1) its output layer vh/t: an untied lm_head, or its own copy of the tied
+// embedding, as Megatron keeps it (the same count).
 double stage_param_count_at(const StageLayout *lay, int r);
 #endif

@@ -144,6 +144,7 @@ static void write_plan(const PipeSpec *s, const ActShape *base, Precision precis
     rep->fits = 1;
     int t = base->t > 1 ? base->t : 1;
     double b = (double)base->b, sq = (double)base->s, h = (double)base->h;
+    FlopBlock blk = flops_block_of(base);
     PipeMemory pm = {s, &rep->shape, out, NULL, 0};
     for (int r = 0; r < s->p; r++) {
         rep->n_full[r] = c->st[r].nf;
@@ -151,7 +152,7 @@ static void write_plan(const PipeSpec *s, const ActShape *base, Precision precis
         rep->peak[r] = pipe_rank_act_peak(&pm, r);   // the ledger's figure (equal to the search's)
         rep->extra_flops[r] = c->st[r].flops;
         // Eq. 7 split by stage: its layers, and the output layer (6·B·s·h·v) on the last one
-        rep->model_flops[r] = (flops_model(b, Ls, sq, h, 0.0) + (r == s->p - 1 ? 6.0 * b * sq * h * (double)base->v : 0.0)) / t;
+        rep->model_flops[r] = (flops_model_block(b, Ls, sq, h, 0.0, &blk) + (r == s->p - 1 ? 6.0 * b * sq * h * (double)base->v : 0.0)) / t;
         if ((double)(rep->peak[r] + rep->scratch_bytes + rep->gemm_scratch_bytes) > budget) rep->fits = 0;
     }
 }
@@ -164,8 +165,9 @@ int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision prec
                         STAGE_PLAN_MAX_STAGES, p), -1;
     int t = base->t > 1 ? base->t : 1;
     double b = (double)base->b, s = (double)base->s, h = (double)base->h;
+    FlopBlock blk = flops_block_of(base);
     Search q = {spec, {0}, xmalloc((size_t)spec->V * sizeof(PipeUnitBytes)), flops_recompute_selective(b, s, h) / t,
-                flops_recompute_full(b, s, h, 1) / t};
+                flops_recompute_full_block(b, s, h, 1, &blk) / t};
     policy_default(&q.work, spec->L);
     Candidate *best = xcalloc(sizeof *best), *least = xcalloc(sizeof *least), *c = xcalloc(sizeof *c);
     int found = 0, have_least = 0;
@@ -175,6 +177,7 @@ int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision prec
             unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
+            if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU, no chunked MLP
             for (int allow_sel = 0; allow_sel < 2; allow_sel++) {
                 // flash's scratch is the same either way: allowing selective only adds choices
                 if ((tempo & ATTN_FLASH) && !allow_sel) continue;

@@ -1,5 +1,6 @@
 #include "memory/techniques.h"
 #include "memory/memory_model.h"
+#include <stdio.h>
 
 static const char *labels[TECH_COUNT] = {"no parallelism (t = 1)", "TP baseline", "TP + SP", "TP + selective",
                                          "TP + SP + selective", "full recompute"};
@@ -16,6 +17,11 @@ int technique_applies(long s, int t, Technique k) {
 }
 
 size_t technique_layer_bytes(long s, long b, long h, long a, int t, Technique k) {
+    ActShape gpt2 = {.s = s, .b = b, .h = h, .a = a, .t = t};
+    return technique_layer_bytes_block(&gpt2, k);
+}
+
+size_t technique_layer_bytes_block(const ActShape *fam, Technique k) {
     // One layer under a one-layer policy; the layer is its own full-recompute group.
     LayerRecompute kind = k == TECH_TP_SELECTIVE || k == TECH_TP_SP_SELECTIVE ? RECOMPUTE_SELECTIVE
                           : k == TECH_FULL                                    ? RECOMPUTE_FULL
@@ -23,8 +29,36 @@ size_t technique_layer_bytes(long s, long b, long h, long a, int t, Technique k)
     int group_start = 0;
     MemoryPolicy pol = {.layers = 1, .kind = &kind, .group_start = &group_start, .act_dtype = ACT_BF16,
                         .masks = MASKS_BYTES};
-    ActShape sh = {.s = s, .b = b, .h = h, .a = a, .L = 1, .v = 0, .elem_bytes = 2, .masks = MASKS_BYTES,
-                   .dropout = 1, .t = k == TECH_NO_PARALLEL ? 1 : t,
-                   .sp = k == TECH_TP_SP || k == TECH_TP_SP_SELECTIVE};
-    return act_layer_core_bytes(&sh, &pol, 0);
+    ActShape sh = *fam;
+    sh.L = 1;
+    sh.v = 0;
+    sh.elem_bytes = 2;
+    sh.masks = MASKS_BYTES;
+    sh.dropout = 1;
+    sh.t = k == TECH_NO_PARALLEL ? 1 : fam->t;
+    sh.sp = k == TECH_TP_SP || k == TECH_TP_SP_SELECTIVE;
+    sh.gelu_bits = 0;
+    sh.mini_seq = 0;
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (n != ACT_LN1_STATS && n != ACT_LN2_STATS) sum += act_layer_name_bytes(&sh, &pol, 0, (ActName)n);
+    return sum;
+}
+
+double technique_block_constant(const ActShape *fam) {
+    double kv = (double)(fam->kv > 0 ? fam->kv : fam->a), f = fam->ffn > 0 ? (double)fam->ffn : 4.0 * (double)fam->h;
+    return 4.0 + 4.0 * kv / (double)fam->a + 4.0 * f / (double)fam->h;
+}
+
+const char *technique_formula_block(const ActShape *fam, Technique k, char *buf, size_t len) {
+    double c = technique_block_constant(fam);
+    switch (k) {
+    case TECH_NO_PARALLEL: snprintf(buf, len, "sbh(%g+5as/h)", 10 + c); break;
+    case TECH_TP: snprintf(buf, len, "sbh(10+%g/t+5as/(ht))", c); break;
+    case TECH_TP_SP: snprintf(buf, len, "sbh(%g/t+5as/(ht))", 10 + c); break;
+    case TECH_TP_SELECTIVE: snprintf(buf, len, "sbh(10+%g/t)", c); break;
+    case TECH_TP_SP_SELECTIVE: snprintf(buf, len, "%gsbh/t", 10 + c); break;
+    default: snprintf(buf, len, "%s", technique_formula(k));
+    }
+    return buf;
 }

@@ -13,9 +13,5 @@ void gpt_config_resolve(GPTConfig *c) {
 void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
-    const ArchSpec *a = arch_spec((ArchKind)c.arch);
-    sh->kv = c.kv_heads;
-    sh->ffn = c.ffn;
-    sh->rms_norm = a->norm == NORM_RMS;
-    sh->swiglu = a->mlp == MLP_SWIGLU;
+    act_shape_set_family(sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
 }

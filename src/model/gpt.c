@@ -6,6 +6,7 @@
 #include "model/gpt.h"
 #include <omp.h>
 #include <string.h>
+#include "model/family.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/saved.h"
@@ -19,15 +20,6 @@
 #include "util/common.h"
 
 void gpt_init(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy) { gpt_init_tp(m, cfg, policy, NULL); }
-
-// The family's parts (arch/arch.h): the block below asks these, never the family's name.
-static NormKind norm_kind(const GPT *m) { return arch_spec((ArchKind)m->cfg.arch)->norm; }
-static int swiglu(const GPT *m) { return arch_spec((ArchKind)m->cfg.arch)->mlp == MLP_SWIGLU; }
-static int rotary(const GPT *m) { return arch_spec((ArchKind)m->cfg.arch)->pos == POS_ROPE; }
-// Statistics a norm keeps per row: LayerNorm's mean and 1/std, RMSNorm's 1/rms.
-static size_t norm_stats(const GPT *m) { return norm_kind(m) == NORM_RMS ? 1 : 2; }
-// The output layer's weight: the token embedding when tied, else its own.
-static float *out_w(const GPT *m, const GPTTensors *t) { return gpt_tied(&m->cfg) ? t->wte : t->lm_head; }
 
 // This rank's widths under the layout (all of the model when t = 1).
 static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
@@ -357,8 +349,7 @@ static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int sit
 
 // y = Norm(x) on nr rows with the family's norm: LayerNorm (stats: mean, 1/std) or RMSNorm (1/rms).
 static void norm_forward(GPT *m, float *y, float *stats, const float *x, const float *w, const float *b, int nr) {
-    if (norm_kind(m) == NORM_RMS) m->be->rmsnorm_forward(m->be, y, stats, x, w, m->cfg.norm_eps, nr, m->cfg.hidden, 0);
-    else m->be->layernorm_forward(m->be, y, stats, x, w, b, nr, m->cfg.hidden);
+    family_norm_forward(m->be, m, y, stats, x, w, b, nr);
 }
 
 // LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),

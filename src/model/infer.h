@@ -1,8 +1,11 @@
 // Inference with a KV cache: one sequence, dropout off. A prompt is prefilled in one pass (GEMMs
 // over its tokens), then tokens are fed one at a time; each layer's keys and values are kept so a
 // new token attends to the cache instead of recomputing the prefix. Same ops as the training
-// forward (layernorm_forward, linear_forward, gelu, residual adds), so the logits match
-// gpt_forward in evaluation mode to float rounding (tests/test_infer.c).
+// forward, for every family (model/family.h: LayerNorm or RMSNorm, GeLU MLP or SwiGLU, learned
+// positions or RoPE at the cache's offset, a tied or untied output layer), so the logits match
+// gpt_forward in evaluation mode to float rounding (tests/test_infer.c, tests/test_infer_llama.c).
+// Grouped-query attention: the cache holds kv·d columns per position (the k/v heads), which the
+// query heads of each group share.
 // Every kernel runs on the model's backend (m->be) and the cache and scratch are its allocations;
 // only the caller's tokens (in) and logits (out) are host memory, moved with the backend's copy.
 // Under mixed precision (the model has a bf16 weight copy) the GEMMs use it, as training does.
@@ -10,22 +13,26 @@
 #define CTRON_INFER_H
 #include <stdint.h>
 #include "model/gpt.h"
+#include "model/params.h"
 
 typedef struct {
-    const float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    const float *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    BlockTensors w;                          // the layer's slices (model/params.h; NULL where the family has none)
     const uint16_t *qkv_w16, *proj_w16, *fc1_w16, *fc2_w16;   // the bf16 copies (NULL under fp32)
 } InferLayer;
 
 typedef struct {
-    int layers, hidden, heads, seq, vocab;   // seq: positions the model has, the cache's capacity
+    const GPT *m;                            // the model (its config and family); it outlives the cache
+    int layers, hidden, heads, kv_heads, seq, vocab;   // seq: positions the model has, the cache's capacity
+    int qkv_width, kv_width, fc1_width, ffn; // q + 2·kv·d; kv·d; the FFN's input rows (f, or gate and up: 2f); f
     int pos;                                 // tokens in the cache (their positions are 0..pos-1)
     Backend *be;                             // the model's: every tensor below is its allocation
     Backend *own_be;                         // opened here for a model without one (gpt_init_params)
-    const float *wte, *wpe, *lnf_w, *lnf_b;
-    const uint16_t *wte16;                   // bf16 copy of wte (the output layer's GEMM), or NULL
+    const float *wte, *wpe, *lnf_w, *lnf_b;  // wpe NULL with RoPE, lnf_b NULL with RMSNorm
+    const float *out_w;                      // the output layer: wte when tied, else lm_head
+    const uint16_t *out_w16;                 // its bf16 copy (the output layer's GEMM), or NULL
     InferLayer *layer;
-    float *k, *v;                            // [layers, seq, hidden] cached keys and values
+    float *k, *v;                            // [layers, seq, kv·d] cached keys (rotated with RoPE) and values
+    float *rope_cs;                          // RoPE: rope_table [seq, d] on the backend (NULL for learned positions)
     // Scratch for up to seq tokens per call.
     float *x, *ln, *qkv, *ctx, *tmp, *fc_in, *fc_out, *stats, *scores;
     int32_t *tok;                            // [seq] the call's tokens, copied from the host
@@ -34,9 +41,9 @@ typedef struct {
     size_t bytes;                            // cache + scratch
 } KVCache;
 
-// Binds the model's parameters by name (they are read, never written; the bf16 copy is made first
-// when it is stale) and allocates the cache on the model's backend (a model of gpt_init_params has
-// host parameters and none: the CPU backend, fp32).
+// Binds the whole model's parameters (t = p = 1) through its tensor views, never by name (they are
+// read, never written; the bf16 copy is made first when it is stale) and allocates the cache on the
+// model's backend (a model of gpt_init_params has host parameters and none: the CPU backend, fp32).
 void infer_init(KVCache *c, GPT *m);
 void infer_free(KVCache *c);
 // Empties the cache: the next token is at position 0 again.

@@ -8,4 +8,15 @@
 #else
 #define CT_HD static inline
 #endif
+
+// a·b rounded on its own. nvcc fuses a product into a following add (an FMA, --fmad=true by default),
+// even across inlined CT_HD functions; the CPU, compiled as ISO C11, never does. A CT_HD expression
+// whose bits must agree on both writes a product that feeds a sum as ct_fmul(a, b).
+CT_HD float ct_fmul(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
 #endif

@@ -44,12 +44,15 @@ EOF
       done
     done
   fi
-  mv "$file.orig" "$file"
+  # restored with a new mtime: the .orig copy is older than the mutant's objects, and make would
+  # otherwise keep the mutant compiled into every later plant's run
+  mv "$file.orig" "$file" && touch "$file"
   if [ $failed -eq 1 ]; then echo "CAUGHT: $name"; caught=$((caught + 1)); else echo "MISSED: $name"; missed=$((missed + 1)); fi
 }
 
 echo "building the cuda-emu tests in $w/build"
 cmake --build "$w/build" -j2 --target test_cuda_elementwise_emu test_cuda_flash_emu test_cuda_copy_async_emu \
+  test_cuda_llama_ops_emu \
   > "$w/build.log" 2>&1 || { echo "build failed: $w/build.log"; exit 2; }
 
 plant "removed __syncthreads (block_sum's trailing barrier)" src/backend/cuda/cuda_common.cuh \
@@ -71,5 +74,15 @@ plant "wrong mma fragment index (P·V's second B register b[1] -> b[2])" src/bac
 plant "missing stream wait (copy stream after the compute stream)" src/backend/cuda/cuda_backend.c \
   '    CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, after_compute, 0));' '' \
   test_cuda_copy_async rr
+plant "RoPE pairing j with j + 1 (interleaved), not with j + half" src/backend/cuda/rope.cu \
+  '        load_v<V>(x1, x + o + half);' '        load_v<V>(x1, x + o + 1);' \
+  test_cuda_llama_ops rr
+plant "RMSNorm dw rows summed last to first" src/backend/cuda/rmsnorm.cu \
+  '            for (int r = 0; r < rows; r++) acc = fadd(acc, b[r][lane]);' \
+  '            for (int r = rows - 1; r >= 0; r--) acc = fadd(acc, b[r][lane]);' \
+  test_cuda_llama_ops rr
+plant "removed __syncthreads (RMSNorm dw, after a tile is stored)" src/backend/cuda/rmsnorm.cu \
+  $'        }\n        __syncthreads();\n    }\n    if (warp == 0 && col)' $'        }\n    }\n    if (warp == 0 && col)' \
+  test_cuda_llama_ops "rr warp-rev"
 echo "$caught caught, $missed missed"
 [ $missed -eq 0 ]

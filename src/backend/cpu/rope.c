@@ -17,8 +17,7 @@ void rope_table(float *cs, int positions, int d, float theta) {
     }
 }
 
-// Every row's position inside the table, or a fatal error naming the numbers (a caller's bug).
-static void check_positions(const char *op, int positions, int rows, int b, int d, int pos0) {
+void rope_check_positions(const char *op, int positions, int rows, int b, int d, int pos0) {
     if (d <= 0 || d % 2) ctron_fatal("%s: head dimension %d must be even and positive (rotation pairs j, j + d/2)", op, d);
     if (b <= 0) ctron_fatal("%s: micro-batch %d must be positive", op, b);
     if (rows > 0 && (pos0 < 0 || pos0 + (rows - 1) / b >= positions))
@@ -59,12 +58,12 @@ static void rotate_rows(float *y, const float *x, int ld, const float *cs, int r
 
 void rope_forward(float *y, const float *x, int ld, const float *cs, int positions, int rows, int b, int heads,
                   int d, int pos0, int round_bf16) {
-    check_positions("rope_forward", positions, rows, b, d, pos0);
+    rope_check_positions("rope_forward", positions, rows, b, d, pos0);
     rotate_rows(y, x, ld, cs, rows, b, heads, d, pos0, 1.0f, round_bf16);
 }
 
 void rope_backward(float *dx, const float *dy, int ld, const float *cs, int positions, int rows, int b, int heads,
                    int d, int pos0) {
-    check_positions("rope_backward", positions, rows, b, d, pos0);
+    rope_check_positions("rope_backward", positions, rows, b, d, pos0);
     rotate_rows(dx, dy, ld, cs, rows, b, heads, d, pos0, -1.0f, 0);
 }

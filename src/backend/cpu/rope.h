@@ -22,6 +22,9 @@ CT_HD void rope_rotate(float x0, float x1, float c, float s, float *y0, float *y
     *y1 = fmaf(x1, c, x0 * s);
 }
 
+#ifdef __cplusplus
+extern "C" {   // the CUDA backend's rope.cu checks positions with rope_check_positions
+#endif
 // Floats of a table for positions 0 .. positions−1 and head dimension d: [positions, d].
 static inline size_t rope_table_floats(int positions, int d) { return (size_t)positions * (size_t)d; }
 // cs[p, j] = cos a_j and cs[p, d/2 + j] = sin a_j for j < d/2 (d even). The angle is HF's, in fp32:
@@ -40,4 +43,11 @@ void rope_forward(float *y, const float *x, int ld, const float *cs, int positio
 // dx may equal dy. Shapes and positions as rope_forward.
 void rope_backward(float *dx, const float *dy, int ld, const float *cs, int positions, int rows, int b, int heads,
                    int d, int pos0);
+// d even and positive, b positive, and every row's position pos0 + r / b (r < rows) inside the table,
+// or a fatal error (exit 1) naming the numbers and `op`: a caller's bug. Every backend calls it
+// before touching memory (the CUDA backend on the host, before the launch).
+void rope_check_positions(const char *op, int positions, int rows, int b, int d, int pos0);
+#ifdef __cplusplus
+}
+#endif
 #endif

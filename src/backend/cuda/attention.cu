@@ -3,7 +3,11 @@
 //
 // Heads are processed in groups of G = attn_group(s, b, a) (sequence, head) pairs, bj = bi·a + j:
 // since h = a·d, head bj of q, k, v, ctx [s, b, h] starts at column bj·d with row stride b·h, so a
-// group is one strided-batched GEMM (batch stride d) with no copies. Each group holds at most
+// group is one strided-batched GEMM (batch stride d) with no copies. Grouped-query attention (k, v
+// [s, b, kv·d], query pair bj reading kv pair bj / (a/kv)): k and v are expanded per query head (the
+// bf16 copies are made that way; in fp32 each group's into CUDA_SCRATCH_ATTN), the group's dk, dv are
+// computed per query head there and summed into the kv heads' in ascending head order
+// (attn_kv_grad_sum): deterministic, and for kv = a nothing of this runs. Each group holds at most
 // ATTN_GROUP_FLOATS floats per s×s buffer (or one head when s·s is larger), which bounds the
 // backward's scratch; the forward writes straight into the model's [b, a, s, s] probabilities.
 //
@@ -338,25 +342,61 @@ static __global__ void attn_softmax_backward_rows(float *dP, const float *P, con
     }
 }
 
-// bf16 copies of a [s, b, h] tensor's heads for the mixed-precision GEMMs: dst [b·a, s, dp] (pair
-// bj's rows of dp elements, 16-byte aligned; columns d..dp−1 zero) from src, pair bj at column bj·d
-// with row stride ba·d. Grid-stride over the ba·s·dp outputs.
-static __global__ void attn_pack_heads(uint16_t *dst, const float *src, int s, int ba, int d, int dp) {
-    const size_t total = (size_t)ba * (size_t)s * (size_t)dp, ld = (size_t)ba * (size_t)d;
+// bf16 copies of a tensor's heads for the mixed-precision GEMMs: dst [b·a, s, dp] (pair bj's rows of dp
+// elements, 16-byte aligned; columns d..dp−1 zero) from src, whose head bj / grp starts at column
+// (bj / grp)·d with row stride ld: q and dctx with grp 1 (ld b·a·d), k and v with grp = a/kv (ld b·kv·d),
+// which also expands grouped-query k, v to one copy per query head. Grid-stride over the ba·s·dp outputs.
+static __global__ void attn_pack_heads(uint16_t *dst, const float *src, int s, int ba, int d, int dp, int grp,
+                                       size_t ld) {
+    const size_t total = (size_t)ba * (size_t)s * (size_t)dp;
     CT_GRID_LOOP(o, total) {
         const int c = (int)(o % (size_t)dp);
         const size_t t = o / (size_t)dp;
         const size_t r = t % (size_t)s, bj = t / (size_t)s;
-        dst[o] = c < d ? bf16_from_f32(src[r * ld + bj * (size_t)d + (size_t)c]) : (uint16_t)0;
+        dst[o] = c < d ? bf16_from_f32(src[r * ld + bj / (size_t)grp * (size_t)d + (size_t)c]) : (uint16_t)0;
+    }
+}
+
+// Grouped-query attention, fp32: one group's k (or v) per query head, dst [g, s, d] (pair bj0 + hg at
+// hg·s·d, row stride d) from src [s, b, kv·d] (row stride ld), pair bj reading kv pair bj / grp.
+static __global__ void attn_expand_heads(float *dst, const float *src, int s, int d, int bj0, int g, int grp,
+                                         size_t ld) {
+    const size_t total = (size_t)g * (size_t)s * (size_t)d;
+    CT_GRID_LOOP(o, total) {
+        const size_t c = o % (size_t)d, t = o / (size_t)d;
+        const size_t r = t % (size_t)s, bj = (size_t)bj0 + t / (size_t)s;
+        dst[o] = src[r * ld + bj / (size_t)grp * (size_t)d + c];
+    }
+}
+
+// Grouped-query attention: a group's per-query-head dk (or dv) e [g, s, d] (pairs bj0 .. bj0+g−1) into
+// dst [s, b, kv·d] (row stride ld), kv pair bk = bj / grp summing its query heads in ascending order,
+// left to right: the first head of a kv head writes, a later one adds to what an earlier group left,
+// so the sum is e0 + e1 + … whatever the grouping. One thread per (kv pair, row, column).
+static __global__ void attn_kv_grad_sum(float *dst, const float *e, int s, int d, int bj0, int g, int grp, size_t ld) {
+    const int bk0 = bj0 / grp, bk1 = (bj0 + g - 1) / grp;
+    const size_t total = (size_t)(bk1 - bk0 + 1) * (size_t)s * (size_t)d;
+    CT_GRID_LOOP(o, total) {
+        const size_t c = o % (size_t)d, t = o / (size_t)d;
+        const size_t r = t % (size_t)s;
+        const int bk = bk0 + (int)(t / (size_t)s);
+        const int first = bk * grp > bj0 ? bk * grp : bj0, end = (bk + 1) * grp < bj0 + g ? (bk + 1) * grp : bj0 + g;
+        float *out = dst + r * ld + (size_t)bk * (size_t)d + c;
+        const size_t at = r * (size_t)d + c, step = (size_t)s * (size_t)d;
+        float acc = e[(size_t)(first - bj0) * step + at];
+        if (first > bk * grp) acc = *out + acc;
+        for (int bj = first + 1; bj < end; bj++) acc += e[(size_t)(bj - bj0) * step + at];
+        *out = acc;
     }
 }
 
 // KV-cache attention: one block per (new token i, head j) = blockIdx.x (i = / a, j = % a), 128
 // threads. Query row i (stride ldq, head at column j·d) against cache rows 0..p0+i of kc, vc
-// [positions, h]: scores (a warp per key) into sc [n·a, sc_ld], softmax with expf as the CPU, then
-// ctx [n, h] = Σ p_u v_u by ng column groups of keys u ≡ g (mod ng), added in the order g = 0..ng−1.
+// [positions, hk = kv·d] at kv head j / grp's columns: scores (a warp per key) into sc [n·a, sc_ld],
+// softmax with expf as the CPU, then ctx [n, h] = Σ p_u v_u by ng column groups of keys u ≡ g (mod ng),
+// added in the order g = 0..ng−1.
 static __global__ void attn_kv_rows(float *ctx, const float *q, int ldq, const float *kc, const float *vc, float *sc_all,
-                                    int sc_ld, int p0, int a, int h, int d, float scale) {
+                                    int sc_ld, int p0, int a, int h, int d, int hk, int grp, float scale) {
     extern __shared__ float kv_shared[];   // q (d floats), then the ng·d partial sums
     __shared__ float red[CT_WARP];
     const int i = (int)blockIdx.x / a, j = (int)blockIdx.x % a, len = p0 + i + 1;
@@ -368,7 +408,7 @@ static __global__ void attn_kv_rows(float *ctx, const float *q, int ldq, const f
     float *sc = sc_all + (size_t)blockIdx.x * (size_t)sc_ld;
     const int lane = (int)threadIdx.x % CT_WARP, warp = (int)threadIdx.x / CT_WARP, warps = (int)blockDim.x / CT_WARP;
     for (int u = warp; u < len; u += warps) {
-        const float *kr = kc + (size_t)u * (size_t)h + (size_t)j * (size_t)d;
+        const float *kr = kc + (size_t)u * (size_t)hk + (size_t)(j / grp) * (size_t)d;
         float acc = 0.0f;
         for (int c = lane; c < d; c += CT_WARP) acc += qs[c] * kr[c];
         acc = warp_sum(acc);
@@ -390,9 +430,9 @@ static __global__ void attn_kv_rows(float *ctx, const float *q, int ldq, const f
     __syncthreads();
     for (int cc = threadIdx.x; cc < ng * d; cc += blockDim.x) {
         const int g = cc / d, c = cc % d;
-        const float *vcol = vc + (size_t)j * (size_t)d + (size_t)c;
+        const float *vcol = vc + (size_t)(j / grp) * (size_t)d + (size_t)c;
         float acc = 0.0f;
-        for (int u = g; u < len; u += ng) acc += sc[u] * vcol[(size_t)u * (size_t)h];
+        for (int u = g; u < len; u += ng) acc += sc[u] * vcol[(size_t)u * (size_t)hk];
         part[cc] = acc;
     }
     __syncthreads();
@@ -407,18 +447,25 @@ static __global__ void attn_kv_rows(float *ctx, const float *q, int ldq, const f
 // ---------------------------------------------------------------------------------------------
 // Host side
 
+// kv: key/value heads (grp = a/kv query heads share one, kv pair bj / grp for query pair bj); k, v, dk,
+// dv are [s, b, kv·d] with row stride ldk. gqa: kv < a.
 typedef struct {
-    int s, b, a, h, d, ba, ld, group, dp, sp, bf16;
+    int s, b, a, h, d, ba, ld, group, dp, sp, bf16, kv, grp, ldk, gqa;
     size_t ss;
     float scale;
 } AttnShape;
 
-static AttnShape attn_shape(const Backend *be, int s, int b, int a, int h) {
+static AttnShape attn_shape(const Backend *be, int s, int b, int a, int kv, int h) {
+    if (kv <= 0 || a % kv) cuda_fail("attention", "the kv heads must divide the query heads", __FILE__, __LINE__);
     AttnShape t;
     t.s = s; t.b = b; t.a = a; t.h = h;
     t.d = h / a;
     t.ba = b * a;
     t.ld = b * h;
+    t.kv = kv;
+    t.grp = a / kv;
+    t.ldk = b * kv * t.d;
+    t.gqa = kv < a;
     t.group = attn_group(s, b, a);
     t.dp = (int)round_up((size_t)t.d, 8);
     t.sp = (int)round_up((size_t)s, 8);
@@ -428,44 +475,109 @@ static AttnShape attn_shape(const Backend *be, int s, int b, int a, int h) {
     return t;
 }
 
-// A [s, b, h] tensor's heads as GEMM operands: fp32 in place (pair bj at bj·d, ld b·h), or its bf16
-// copy [b·a, s, dp] (pair bj at bj·s·dp, ld dp).
+// A tensor's heads as GEMM operands: fp32 in place (pair bj at bj·d, ld b·h), its bf16 copy
+// [b·a, s, dp] (pair bj at bj·s·dp, ld dp), or (grouped-query k, v in fp32) one group's expansion
+// [g, s, d] whose first pair is `first`. base NULL: expanded per group (group_kv).
 typedef struct {
     const void *base;
     int ld, bf16;
     long long stride;
+    int first;
 } Heads;
 
 static const void *heads_at(const Heads &v, int bj0) {
-    return v.bf16 ? (const void *)((const uint16_t *)v.base + (size_t)bj0 * (size_t)v.stride)
-                  : (const void *)((const float *)v.base + (size_t)bj0 * (size_t)v.stride);
+    size_t at = (size_t)(bj0 - v.first) * (size_t)v.stride;
+    return v.bf16 ? (const void *)((const uint16_t *)v.base + at) : (const void *)((const float *)v.base + at);
 }
 
 static Heads heads_f32(const AttnShape &t, const float *x) {
-    Heads v = {x, t.ld, 0, (long long)t.d};
+    Heads v = {x, t.ld, 0, (long long)t.d, 0};
+    return v;
+}
+// k or v in place: as q with kv = a; with kv < a in fp32 each group gets its expansion (group_kv).
+static Heads heads_kv(const AttnShape &t, const float *x) {
+    Heads v = {t.gqa ? NULL : x, t.ld, 0, (long long)t.d, 0};
     return v;
 }
 
-// Mixed precision's bf16 operands in the CUDA_SCRATCH_ATTN slot: q, k, v, dctx [b·a, s, dp] and one
-// group's D or dS [G, s, sp]; each part starts 256-byte aligned.
+// The CUDA_SCRATCH_ATTN slot, each part 256-byte aligned. Mixed precision's bf16 operands: q, k, v,
+// dctx [b·a, s, dp] (k, v one copy per query head) and one group's D or dS [G, s, sp]. Grouped-query
+// attention's fp32 parts, [G, s, d] each: the group's k and v per query head (fp32 only: the bf16
+// copies are already per query head) and, for a backward, its per-query-head dk and dv before they are
+// summed into the kv heads' (attn_kv_grad_sum). Nothing for fp32 multi-head attention.
 typedef struct {
     uint16_t *q, *k, *v, *g, *p;
-} Bf16Work;
+    float *ke, *ve, *dke, *dve;
+} AttnWork;
 
-static Bf16Work bf16_work(Backend *be, const AttnShape &t) {
-    size_t heads = round_up((size_t)t.ba * (size_t)t.s * (size_t)t.dp, 128);
-    size_t grp = round_up((size_t)t.group * (size_t)t.s * (size_t)t.sp, 128);
-    uint16_t *w = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_ATTN, (4 * heads + grp) * sizeof(uint16_t));
-    Bf16Work r = {w, w + heads, w + 2 * heads, w + 3 * heads, w + 4 * heads};
+static AttnWork attn_work(Backend *be, const AttnShape &t, int backward) {
+    AttnWork r = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    size_t heads = t.bf16 ? round_up((size_t)t.ba * (size_t)t.s * (size_t)t.dp, 128) : 0;
+    size_t grp = t.bf16 ? round_up((size_t)t.group * (size_t)t.s * (size_t)t.sp, 128) : 0;
+    size_t part = t.gqa ? round_up((size_t)t.group * (size_t)t.s * (size_t)t.d, 64) : 0;   // floats
+    size_t nexp = t.gqa && !t.bf16 ? 2 : 0, ngrad = t.gqa && backward ? 2 : 0;
+    size_t bytes = (4 * heads + grp) * sizeof(uint16_t) + (nexp + ngrad) * part * sizeof(float);
+    if (!bytes) return r;
+    char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_ATTN, bytes);
+    if (t.bf16) {
+        uint16_t *u = (uint16_t *)w;
+        r.q = u, r.k = u + heads, r.v = u + 2 * heads, r.g = u + 3 * heads, r.p = u + 4 * heads;
+    }
+    float *f = (float *)(w + (4 * heads + grp) * sizeof(uint16_t));
+    if (nexp) r.ke = f, r.ve = f + part, f += 2 * part;
+    if (ngrad) r.dke = f, r.dve = f + part;
     return r;
 }
 
-static Heads pack_heads(Backend *be, const AttnShape &t, uint16_t *dst, const float *src) {
+// bf16 copies [b·a, s, dp] of q or dctx (kv 0: grp 1, row stride b·a·d) or of k or v (one per query head).
+static Heads pack_heads(Backend *be, const AttnShape &t, uint16_t *dst, const float *src, int is_kv) {
     size_t total = (size_t)t.ba * (size_t)t.s * (size_t)t.dp;
-    attn_pack_heads<<<ct_elementwise_blocks(total, 256), 256, 0, cuda_stream(be)>>>(dst, src, t.s, t.ba, t.d, t.dp);
+    attn_pack_heads<<<ct_elementwise_blocks(total, 256), 256, 0, cuda_stream(be)>>>(
+        dst, src, t.s, t.ba, t.d, t.dp, is_kv ? t.grp : 1, (size_t)(is_kv ? t.ldk : t.ld));
     CUDA_LAUNCHED();
-    Heads v = {dst, t.dp, 1, (long long)t.s * t.dp};
+    Heads v = {dst, t.dp, 1, (long long)t.s * t.dp, 0};
     return v;
+}
+
+// The group's k or v operand: `whole` (in place or packed), or for fp32 grouped-query attention the
+// group's pairs expanded into buf [g, s, d].
+static Heads group_kv(Backend *be, const AttnShape &t, const Heads &whole, const float *src, float *buf, int bj0,
+                      int g) {
+    if (whole.base) return whole;
+    size_t total = (size_t)g * (size_t)t.s * (size_t)t.d;
+    attn_expand_heads<<<ct_elementwise_blocks(total, 256), 256, 0, cuda_stream(be)>>>(buf, src, t.s, t.d, bj0, g,
+                                                                                       t.grp, (size_t)t.ldk);
+    CUDA_LAUNCHED();
+    Heads v = {buf, t.d, 0, (long long)t.s * t.d, bj0};
+    return v;
+}
+
+// Where a group's backward writes dk and dv: the [s, b, h] tensors (multi-head: pair bj at bj·d, row
+// stride b·h), or with grouped-query attention the per-query-head parts [g, s, d] that
+// attn_kv_grad_sum then adds into the kv heads'.
+typedef struct {
+    float *dk, *dv;
+    int ld;
+    long long stride;
+    int first;
+} GradOut;
+
+static GradOut grad_out(const AttnShape &t, float *dk, float *dv, const AttnWork &w, int bj0) {
+    GradOut o = {dk, dv, t.ld, (long long)t.d, 0};
+    if (t.gqa) o = GradOut{w.dke, w.dve, t.d, (long long)t.s * t.d, bj0};
+    return o;
+}
+
+// After a grouped-query group's backward: its dk, dv parts into the kv heads', in ascending head order.
+static void group_grad_sum(Backend *be, const AttnShape &t, float *dk, float *dv, const AttnWork &w, int bj0, int g) {
+    if (!t.gqa) return;
+    int kvs = (bj0 + g - 1) / t.grp - bj0 / t.grp + 1;
+    size_t total = (size_t)kvs * (size_t)t.s * (size_t)t.d;
+    unsigned blocks = ct_elementwise_blocks(total, 256);
+    attn_kv_grad_sum<<<blocks, 256, 0, cuda_stream(be)>>>(dk, w.dke, t.s, t.d, bj0, g, t.grp, (size_t)t.ldk);
+    CUDA_LAUNCHED();
+    attn_kv_grad_sum<<<blocks, 256, 0, cuda_stream(be)>>>(dv, w.dve, t.s, t.d, bj0, g, t.grp, (size_t)t.ldk);
+    CUDA_LAUNCHED();
 }
 
 // One group's P (and K, D, D16): scale · q kᵀ, then the softmax/mask/dropout rows. The forward and
@@ -484,21 +596,21 @@ static void core_group(Backend *be, const AttnShape &t, int bj0, int g, float *P
 
 // One group's backward from its P, K (NULL: no dropout), D (fp32 path) or D16 (bf16 path: the
 // dropped probabilities in bf16, overwritten by dS): dP = dctx vᵀ, dv = Dᵀ dctx, dS, dq = scale·dS k,
-// dk = scale·dSᵀ q. dP is the group's [g, s, s] scratch.
-static void backward_group(Backend *be, const AttnShape &t, int bj0, int g, float *dq, float *dk, float *dv,
+// dk = scale·dSᵀ q. dP is the group's [g, s, s] scratch; dk, dv go where o says.
+static void backward_group(Backend *be, const AttnShape &t, int bj0, int g, float *dq, const GradOut &o,
                            const Heads &dctx, const Heads &q, const Heads &k, const Heads &v, const float *P,
                            const uint8_t *K, const float *D, uint16_t *D16, float *dP, float keep_scale) {
     const int s = t.s, d = t.d, bf = t.bf16;
     const long long ss = (long long)t.ss, ssp = (long long)t.s * t.sp;
-    const size_t out = (size_t)bj0 * (size_t)d;
+    const size_t out = (size_t)bj0 * (size_t)d, oat = (size_t)(bj0 - o.first) * (size_t)o.stride;
     bgemm(be, 0, 1, s, s, d, 1.0f, heads_at(dctx, bj0), dctx.ld, dctx.stride, heads_at(v, bj0), v.ld, v.stride, dP, s,
           ss, g, bf);
     if (bf)
-        bgemm(be, 1, 0, s, d, s, 1.0f, D16, t.sp, ssp, heads_at(dctx, bj0), dctx.ld, dctx.stride, dv + out, t.ld,
-              (long long)d, g, 1);
+        bgemm(be, 1, 0, s, d, s, 1.0f, D16, t.sp, ssp, heads_at(dctx, bj0), dctx.ld, dctx.stride, o.dv + oat, o.ld,
+              o.stride, g, 1);
     else
-        bgemm(be, 1, 0, s, d, s, 1.0f, D, s, ss, heads_at(dctx, bj0), dctx.ld, dctx.stride, dv + out, t.ld,
-              (long long)d, g, 0);
+        bgemm(be, 1, 0, s, d, s, 1.0f, D, s, ss, heads_at(dctx, bj0), dctx.ld, dctx.stride, o.dv + oat, o.ld, o.stride,
+              g, 0);
     attn_softmax_backward_rows<<<(unsigned)((size_t)g * (size_t)s), row_threads(s), 0, cuda_stream(be)>>>(
         dP, P, K, bf ? D16 : NULL, s, t.sp, keep_scale);
     CUDA_LAUNCHED();
@@ -506,37 +618,48 @@ static void backward_group(Backend *be, const AttnShape &t, int bj0, int g, floa
     const int ldS = bf ? t.sp : s;
     const long long sS = bf ? ssp : ss;
     bgemm(be, 0, 0, s, d, s, t.scale, dS, ldS, sS, heads_at(k, bj0), k.ld, k.stride, dq + out, t.ld, (long long)d, g, bf);
-    bgemm(be, 1, 0, s, d, s, t.scale, dS, ldS, sS, heads_at(q, bj0), q.ld, q.stride, dk + out, t.ld, (long long)d, g, bf);
+    bgemm(be, 1, 0, s, d, s, t.scale, dS, ldS, sS, heads_at(q, bj0), q.ld, q.stride, o.dk + oat, o.ld, o.stride, g, bf);
+}
+
+// q, dctx and k, v as GEMM operands: in place (fp32), or packed to bf16 in w (k, v per query head);
+// v and dctx only where wanted.
+static void operands(Backend *be, const AttnShape &t, const AttnWork &w, const float *q, const float *k,
+                     const float *v, const float *dctx, Heads *qh, Heads *kh, Heads *vh, Heads *gh) {
+    *qh = heads_f32(t, q);
+    *kh = heads_kv(t, k);
+    *vh = heads_kv(t, v);
+    if (gh) *gh = heads_f32(t, dctx);
+    if (!t.bf16) return;
+    *qh = pack_heads(be, t, w.q, q, 0);
+    *kh = pack_heads(be, t, w.k, k, 1);
+    if (v) *vh = pack_heads(be, t, w.v, v, 1);
+    if (gh) *gh = pack_heads(be, t, w.g, dctx, 0);
 }
 
 extern "C" void cuda_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop,
                                        const float *q, const float *k, const float *v, int s, int b, int a, int kv, int h,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
-    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
-    const AttnShape t = attn_shape(be, s, b, a, h);
-    Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v);
-    Bf16Work w = {NULL, NULL, NULL, NULL, NULL};
-    if (t.bf16) {
-        w = bf16_work(be, t);
-        qh = pack_heads(be, t, w.q, q);
-        kh = pack_heads(be, t, w.k, k);
-        if (ctx) vh = pack_heads(be, t, w.v, v);
-    }
+    const AttnShape t = attn_shape(be, s, b, a, kv, h);
+    const AttnWork w = attn_work(be, t, 0);
+    Heads qh, kh, vh;
+    operands(be, t, w, q, k, ctx ? v : NULL, NULL, &qh, &kh, &vh, NULL);
     for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
         const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
         const size_t o = (size_t)bj0 * t.ss;
         float *P = prob + o, *D = keep ? drop + o : NULL;
         uint8_t *K = keep ? keep + o : NULL;
-        core_group(be, t, bj0, g, P, K, D, t.bf16 && ctx ? w.p : NULL, qh, kh, head0, site, sample0, round_bf16);
+        Heads kg = group_kv(be, t, kh, k, w.ke, bj0, g);
+        core_group(be, t, bj0, g, P, K, D, t.bf16 && ctx ? w.p : NULL, qh, kg, head0, site, sample0, round_bf16);
         if (!ctx) continue;
         // ctx = D · v (P · v without dropout)
+        Heads vg = group_kv(be, t, vh, v, w.ve, bj0, g);
         float *C = ctx + (size_t)bj0 * (size_t)t.d;
         if (t.bf16)
-            bgemm(be, 0, 0, s, t.d, s, 1.0f, w.p, t.sp, (long long)s * t.sp, heads_at(vh, bj0), vh.ld, vh.stride, C, t.ld,
+            bgemm(be, 0, 0, s, t.d, s, 1.0f, w.p, t.sp, (long long)s * t.sp, heads_at(vg, bj0), vg.ld, vg.stride, C, t.ld,
                   (long long)t.d, g, 1);
         else
-            bgemm(be, 0, 0, s, t.d, s, 1.0f, K ? D : P, s, (long long)t.ss, heads_at(vh, bj0), vh.ld, vh.stride, C, t.ld,
+            bgemm(be, 0, 0, s, t.d, s, 1.0f, K ? D : P, s, (long long)t.ss, heads_at(vg, bj0), vg.ld, vg.stride, C, t.ld,
                   (long long)t.d, g, 0);
     }
 }
@@ -554,24 +677,17 @@ extern "C" void cuda_attention_mask(Backend *be, uint8_t *keep, int s, int b, in
 // D [G, s, s] formed again from P and the mask.
 extern "C" void cuda_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                         const float *prob, const uint8_t *keep, const float *drop, const float *q,
-                                        const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
-                                        float p, int round_bf16) {
-    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
+                                        const float *k, const float *v, float *scratch, int s, int b, int a, int kv,
+                                        int h, float p, int round_bf16) {
     if (s <= 0 || b <= 0 || a <= 0) return;
-    const AttnShape t = attn_shape(be, s, b, a, h);
+    const AttnShape t = attn_shape(be, s, b, a, kv, h);
     const float keep_scale = 1.0f / (1.0f - p);
     const int tempo = keep && !drop;
     const size_t gs = (size_t)t.group * t.ss;
     float *dP = scratch, *Dt = scratch + gs;
-    Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v), gh = heads_f32(t, dctx);
-    Bf16Work w = {NULL, NULL, NULL, NULL, NULL};
-    if (t.bf16) {
-        w = bf16_work(be, t);
-        qh = pack_heads(be, t, w.q, q);
-        kh = pack_heads(be, t, w.k, k);
-        vh = pack_heads(be, t, w.v, v);
-        gh = pack_heads(be, t, w.g, dctx);
-    }
+    const AttnWork w = attn_work(be, t, 1);
+    Heads qh, kh, vh, gh;
+    operands(be, t, w, q, k, v, dctx, &qh, &kh, &vh, &gh);
     for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
         const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
         const size_t o = (size_t)bj0 * t.ss;
@@ -585,7 +701,9 @@ extern "C" void cuda_attention_backward(Backend *be, float *dq, float *dk, float
             attn_dropped_rows<<<rows, row_threads(s), 0, cuda_stream(be)>>>(D, NULL, NULL, w.p, s, t.sp, keep_scale,
                                                                              round_bf16);
         if (tempo || t.bf16) CUDA_LAUNCHED();
-        backward_group(be, t, bj0, g, dq, dk, dv, gh, qh, kh, vh, P, K, D, w.p, dP, keep_scale);
+        Heads kg = group_kv(be, t, kh, k, w.ke, bj0, g), vg = group_kv(be, t, vh, v, w.ve, bj0, g);
+        backward_group(be, t, bj0, g, dq, grad_out(t, dk, dv, w, bj0), gh, qh, kg, vg, P, K, D, w.p, dP, keep_scale);
+        group_grad_sum(be, t, dk, dv, w, bj0, g);
     }
 }
 
@@ -595,27 +713,22 @@ extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float 
                                                   const float *q, const float *k, const float *v, float *scratch,
                                                   int s, int b, int a, int kv, int h, int head0, DropoutSite site,
                                                   uint32_t sample0, int round_bf16) {
-    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
-    const AttnShape t = attn_shape(be, s, b, a, h);
+    const AttnShape t = attn_shape(be, s, b, a, kv, h);
     const int dropout = site.p > 0.0f;
     const float keep_scale = 1.0f / (1.0f - site.p);
     const size_t gs = (size_t)t.group * t.ss;
     float *P = scratch, *D = dropout ? scratch + gs : scratch, *dP = scratch + 2 * gs;
     uint8_t *K = dropout ? (uint8_t *)(scratch + 3 * gs) : NULL;
-    Heads qh = heads_f32(t, q), kh = heads_f32(t, k), vh = heads_f32(t, v), gh = heads_f32(t, dctx);
-    Bf16Work w = {NULL, NULL, NULL, NULL, NULL};
-    if (t.bf16) {
-        w = bf16_work(be, t);
-        qh = pack_heads(be, t, w.q, q);
-        kh = pack_heads(be, t, w.k, k);
-        vh = pack_heads(be, t, w.v, v);
-        gh = pack_heads(be, t, w.g, dctx);
-    }
+    const AttnWork w = attn_work(be, t, 1);
+    Heads qh, kh, vh, gh;
+    operands(be, t, w, q, k, v, dctx, &qh, &kh, &vh, &gh);
     for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
         const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
-        core_group(be, t, bj0, g, P, K, dropout ? D : NULL, w.p, qh, kh, head0, site, sample0, round_bf16);
-        backward_group(be, t, bj0, g, dq, dk, dv, gh, qh, kh, vh, P, K, D, w.p, dP, keep_scale);
+        Heads kg = group_kv(be, t, kh, k, w.ke, bj0, g), vg = group_kv(be, t, vh, v, w.ve, bj0, g);
+        core_group(be, t, bj0, g, P, K, dropout ? D : NULL, w.p, qh, kg, head0, site, sample0, round_bf16);
+        backward_group(be, t, bj0, g, dq, grad_out(t, dk, dv, w, bj0), gh, qh, kg, vg, P, K, D, w.p, dP, keep_scale);
+        group_grad_sum(be, t, dk, dv, w, bj0, g);
     }
 }
 
@@ -623,7 +736,7 @@ extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float 
 // one head's when s² is larger, never more than b·a heads'), the bound holding for every s' ≤ s and
 // b' ≤ b the model may call with. Mixed precision's bf16 copies live in CUDA_SCRATCH_ATTN instead.
 extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h) {
-    (void)kv;
+    (void)kv;   // grouped-query attention's expansions live in CUDA_SCRATCH_ATTN (attn_work)
     (void)be;
     if (kind == ATTN_SCRATCH_FLASH) return cuda_flash_scratch_floats(s, b, a, h);
     if (s <= 0 || b <= 0 || a <= 0) return 0;
@@ -642,16 +755,16 @@ extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kin
 // row in CUDA_SCRATCH_ATTN, [n·a, p0+n] floats.
 extern "C" void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
                                           const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h) {
-    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     (void)scores;
     (void)seq;
     if (n <= 0 || a <= 0) return;
+    if (kv <= 0 || a % kv) cuda_fail("kv attention", "the kv heads must divide the query heads", __FILE__, __LINE__);
     const int d = h / a, len = p0 + n;
     const unsigned threads = 128;
     const int ng = (int)threads >= d ? (int)threads / d : 1;
     float *sc = (float *)cuda_scratch(be, CUDA_SCRATCH_ATTN, (size_t)n * (size_t)a * (size_t)len * sizeof(float));
     size_t shared = ((size_t)d + (size_t)ng * (size_t)d) * sizeof(float);
     attn_kv_rows<<<(unsigned)((size_t)n * (size_t)a), threads, shared, cuda_stream(be)>>>(
-        ctx, q, ldq, kc, vc, sc, len, p0, a, h, d, 1.0f / sqrtf((float)d));
+        ctx, q, ldq, kc, vc, sc, len, p0, a, h, d, kv * d, a / kv, 1.0f / sqrtf((float)d));
     CUDA_LAUNCHED();
 }

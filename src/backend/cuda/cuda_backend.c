@@ -186,9 +186,10 @@ static const Backend cuda_table = {
     .linear_forward_rows = cuda_linear_forward_rows, .kv_attention_forward = cuda_kv_attention_forward,
     .gelu_forward = cuda_gelu_forward, .attention_scratch_floats = cuda_attention_scratch_floats,
     .describe = cuda_describe, .device_memory = cuda_device_memory,
-    // RMSNorm, RoPE, SwiGLU: the CUDA kernels come with issue 25's CUDA step; nothing calls these yet
-    .rmsnorm_forward = NULL, .rmsnorm_backward = NULL, .rmsnorm_backward_from_output = NULL,
-    .rope_forward = NULL, .rope_backward = NULL, .swiglu_forward = NULL, .swiglu_backward = NULL,
+    .rmsnorm_forward = cuda_rmsnorm_forward, .rmsnorm_backward = cuda_rmsnorm_backward,
+    .rmsnorm_backward_from_output = cuda_rmsnorm_backward_from_output,
+    .rope_forward = cuda_rope_forward, .rope_backward = cuda_rope_backward,
+    .swiglu_forward = cuda_swiglu_forward, .swiglu_backward = cuda_swiglu_backward,
 #ifdef CTRON_HAVE_NCCL
     .collectives = &cuda_nccl_collectives,
 #endif

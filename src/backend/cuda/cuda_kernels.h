@@ -56,6 +56,21 @@ void cuda_layernorm_backward_from_output(Backend *be, float *dx, int accumulate,
                                          const float *dy, const float *y, const float *stats, const float *w,
                                          const float *b, int n, int h);
 
+// ---- rmsnorm.cu, rope.cu, swiglu.cu (the Llama block's ops, docs/LLAMA-OPS.md)
+void cuda_rmsnorm_forward(Backend *be, float *y, float *rstd, const float *x, const float *w, float eps, int n, int h,
+                          int round_bf16);
+void cuda_rmsnorm_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const float *x,
+                           const float *rstd, const float *w, int n, int h);
+void cuda_rmsnorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
+                                       const float *y, const float *rstd, const float *w, int n, int h);
+void cuda_rope_forward(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows, int b,
+                       int heads, int d, int pos0, int round_bf16);
+void cuda_rope_backward(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
+                        int b, int heads, int d, int pos0);
+void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16);
+void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
+                          const float *gate, const float *up, int ld, int n, int f, int round_bf16);
+
 // ---- gelu.cu (GeLU, its bit and Few-Bit forms)
 void cuda_bias_gelu_forward(Backend *be, float *y, float *x, const float *bias, int n, int cols, int round_bf16);
 void cuda_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count);

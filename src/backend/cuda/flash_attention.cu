@@ -10,8 +10,11 @@
 // Dropout: each tile's keep bits are drawn from the same Philox counters as the CPU (element index
 // (head·s + i)·s + j of sample sample0 + bi), so the mask equals attention_forward's.
 // Backward, deterministic without atomics: D = rowsum(dO ∘ O) per query (into the model's scratch),
-// then one block per (key tile, head, sample) accumulates dK, dV over the query tiles in a fixed order,
-// and one block per (query tile, head, sample) accumulates dQ over the key tiles in a fixed order.
+// then one block per (key tile, head, sample) accumulates dK, dV over the query tiles in a fixed order
+// (grouped-query attention: a launch per query head of a group, in ascending order, the later ones'
+// dK, dV added to the kv head's), and one block per (query tile, head, sample) accumulates dQ over the
+// key tiles in a fixed order.
+// Grouped-query attention: k, v, dk, dv are [s, b, kv·d]; query head j reads kv head j / (a/kv).
 // Head dims up to 128: kernels are instantiated for padded widths 32, 64, 96, 128 (zero columns past d).
 // Architectures: mma.sync, ldmatrix and cp.async are sm_80 features (the build's sm_80, sm_90 and
 // compute_90 targets all have them). Each tile kernel says one block per SM is enough
@@ -25,17 +28,21 @@
 
 enum { FT = 64 };   // tile rows (queries) and columns (keys)
 
-// Everything a kernel needs to place one (sequence, head) and draw its dropout mask.
+// Everything a kernel needs to place one (sequence, head) and draw its dropout mask. q, ctx, dq, dO
+// are [s, b, a·d] (row stride ld); k, v, dk, dv [s, b, kv·d] (row stride ldk): grouped-query
+// attention, grp = a/kv consecutive query heads per kv head (grp 1: multi-head).
 struct FlashDims {
-    int s, b, a, h, d, ld, head0, drop, vec;
+    int s, b, a, h, d, ld, head0, drop, vec, kv, grp, ldk;
+    int t;        // the dK/dV kernels: query head t of each kv head's group
     uint32_t sample0, thresh;
     float scale, keep_scale;
     DropoutSite site;
 };
 
-// Where head bj = bi·a + j of the [s, b, h] tensors starts, and its dropout sample and global head.
+// Where head bj = bi·a + j of the q-side tensors starts (off), where its kv head bj / grp = bi·kv + j/grp
+// starts in k and v (koff), and its dropout sample and global head.
 struct FlashHead {
-    size_t off;
+    size_t off, koff;
     uint32_t sample;
     int head;
 };
@@ -43,6 +50,7 @@ __device__ __forceinline__ FlashHead flash_head(const FlashDims &f, int bj) {
     FlashHead x;
     int bi = bj / f.a, j = bj % f.a;
     x.off = (size_t)bi * f.h + (size_t)j * f.d;
+    x.koff = (size_t)(bj / f.grp) * (size_t)f.d;
     x.sample = f.sample0 + (uint32_t)bi;
     x.head = f.head0 + j;
     return x;
@@ -95,6 +103,11 @@ static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, c
     if (lane == 0) Drow[item] = acc;
 }
 
+// ---- grouped-query attention: dst += src over the [s, b, kv·d] dk or dv (a later query head's part)
+static __global__ void flash_add_kernel(float *dst, const float *src, size_t n) {
+    CT_GRID_LOOP(i, n) dst[i] += src[i];
+}
+
 // =====================================================================================================
 // fp32 path: SIMT. Thread t of 256: tr = t/16 owns tile rows 4·tr .. 4·tr+3; tc = t%16 owns tile
 // columns tc + 16·u (u < 4 for 64-wide score tiles, u < DPAD/16 for head-dim accumulators). Row
@@ -115,20 +128,20 @@ struct F32Smem {
 // Rows r0 .. r0+63 of one head (base: its first column; d columns, row stride ld) into dst [64][DPAD+4],
 // zeros past s and past d.
 template <int DPAD, int NT>
-__device__ __forceinline__ void load_tile_f32(float *dst, const float *base, int r0, const FlashDims &f) {
+__device__ __forceinline__ void load_tile_f32(float *dst, const float *base, int r0, const FlashDims &f, int ld) {
     constexpr int LDS = F32Smem<DPAD>::LDS;
     if (f.vec) {
         constexpr int C4 = DPAD / 4;
         for (int it = threadIdx.x; it < FT * C4; it += NT) {
             int r = it / C4, c = (it % C4) * 4;
             float4 x = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (r0 + r < f.s && c < f.d) x = __ldg(reinterpret_cast<const float4 *>(base + (size_t)(r0 + r) * f.ld + c));
+            if (r0 + r < f.s && c < f.d) x = __ldg(reinterpret_cast<const float4 *>(base + (size_t)(r0 + r) * ld + c));
             *reinterpret_cast<float4 *>(dst + r * LDS + c) = x;
         }
     } else {
         for (int it = threadIdx.x; it < FT * DPAD; it += NT) {
             int r = it / DPAD, c = it % DPAD;
-            dst[r * LDS + c] = (r0 + r < f.s && c < f.d) ? __ldg(base + (size_t)(r0 + r) * f.ld + c) : 0.0f;
+            dst[r * LDS + c] = (r0 + r < f.s && c < f.d) ? __ldg(base + (size_t)(r0 + r) * ld + c) : 0.0f;
         }
     }
 }
@@ -216,7 +229,7 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
     int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
     int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
     FlashHead hd = flash_head(f, bj);
-    load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f);
+    load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
     float o[4][NU], mrow[4], lrow[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -228,8 +241,8 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
     for (int kt = 0; kt <= qt; kt++) {   // key tiles up to the diagonal
         int j0 = kt * FT;
         __syncthreads();   // the previous tile's readers of Ks, Vs, Ps, bits are done
-        load_tile_f32<DPAD, 256>(Ks, k + hd.off, j0, f);
-        load_tile_f32<DPAD, 256>(Vs, v + hd.off, j0, f);
+        load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
+        load_tile_f32<DPAD, 256>(Vs, v + hd.koff, j0, f, f.ldk);
         if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
         float sc[4][4];
@@ -279,8 +292,9 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
     }
 }
 
-// dK, dV, fp32: grid (key tiles, b·a), 256 threads; tr owns keys 4·tr.., tc queries tc+16u of each
-// query tile (scores) and columns tc+16u (accumulators). Query tiles from the diagonal down, in order.
+// dK, dV, fp32: grid (key tiles, b·kv), 256 threads, for query head f.t of each kv head's group; tr owns
+// keys 4·tr.., tc queries tc+16u of each query tile (scores) and columns tc+16u (accumulators). Query
+// tiles from the diagonal down, in order. Writes the kv head's rows of dk, dv.
 template <int DPAD>
 static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, float *dv, const float *q, const float *k,
                                                                  const float *v, const float *dout, const float *lse,
@@ -291,11 +305,11 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
     float *Ks = reinterpret_cast<float *>(smem_raw), *Vs = Ks + SM::tile, *Qs = Vs + SM::tile, *Os = Qs + SM::tile;
     float *Pt = Os + SM::tile, *dSt = Pt + SM::score, *lse_s = dSt + SM::score, *D_s = lse_s + FT;
     uint16_t *bits = reinterpret_cast<uint16_t *>(D_s + FT);
-    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y;
+    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y * f.grp + f.t;
     int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
     FlashHead hd = flash_head(f, bj);
-    load_tile_f32<DPAD, 256>(Ks, k + hd.off, j0, f);
-    load_tile_f32<DPAD, 256>(Vs, v + hd.off, j0, f);
+    load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
+    load_tile_f32<DPAD, 256>(Vs, v + hd.koff, j0, f, f.ldk);
     float dka[4][NU], dva[4][NU];
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -304,8 +318,8 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
     for (int qt = kt; qt < ntiles; qt++) {
         int i0 = qt * FT;
         __syncthreads();
-        load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f);
-        load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f);
+        load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
+        load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f, f.ld);
         load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
         if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
@@ -336,7 +350,7 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
     for (int i = 0; i < 4; i++) {
         int key = j0 + 4 * tr + i;
         if (key >= f.s) continue;
-        size_t at = hd.off + (size_t)key * f.ld;
+        size_t at = (size_t)blockIdx.y * f.d + (size_t)key * f.ldk;   // the kv head's rows
 #pragma unroll
         for (int u = 0; u < NU; u++)
             if (tc + 16 * u < f.d) {
@@ -361,8 +375,8 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dq_f32(float *dq, con
     int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
     int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
     FlashHead hd = flash_head(f, bj);
-    load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f);
-    load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f);
+    load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
+    load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f, f.ld);
     load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
     float dqa[4][NU];
 #pragma unroll
@@ -372,8 +386,8 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dq_f32(float *dq, con
     for (int kt = 0; kt <= qt; kt++) {
         int j0 = kt * FT;
         __syncthreads();
-        load_tile_f32<DPAD, 256>(Ks, k + hd.off, j0, f);
-        load_tile_f32<DPAD, 256>(Vs, v + hd.off, j0, f);
+        load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
+        load_tile_f32<DPAD, 256>(Vs, v + hd.koff, j0, f, f.ldk);
         if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
         float sc[4][4], dp[4][4];   // S = Q Kᵀ, dP̃ = dO Vᵀ
@@ -452,17 +466,17 @@ __device__ __forceinline__ const uint16_t *frag_bk(const uint16_t *t, int k0, in
 // Rows r0 .. r0+63 of one head into the fp32 staging tile [64][DPAD] (cp.async; rows past s and
 // columns past d are not copied: the conversion zeros them).
 template <int DPAD, int NT>
-__device__ __forceinline__ void stage_tile(float *st, const float *base, int r0, const FlashDims &f) {
+__device__ __forceinline__ void stage_tile(float *st, const float *base, int r0, const FlashDims &f, int ld) {
     if (f.vec) {
         constexpr int C4 = DPAD / 4;
         for (int it = threadIdx.x; it < FT * C4; it += NT) {
             int r = it / C4, c = (it % C4) * 4;
-            if (r0 + r < f.s && c < f.d) cp_async16(st + r * DPAD + c, base + (size_t)(r0 + r) * f.ld + c);
+            if (r0 + r < f.s && c < f.d) cp_async16(st + r * DPAD + c, base + (size_t)(r0 + r) * ld + c);
         }
     } else {
         for (int it = threadIdx.x; it < FT * DPAD; it += NT) {
             int r = it / DPAD, c = it % DPAD;
-            if (r0 + r < f.s && c < f.d) cp_async4(st + r * DPAD + c, base + (size_t)(r0 + r) * f.ld + c);
+            if (r0 + r < f.s && c < f.d) cp_async4(st + r * DPAD + c, base + (size_t)(r0 + r) * ld + c);
         }
     }
 }
@@ -496,14 +510,14 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
-    stage_tile<DPAD, 128>(stK, q + hd.off, i0, f);
+    stage_tile<DPAD, 128>(stK, q + hd.off, i0, f, f.ld);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
     convert_tile<DPAD, 128>(Qb, stK, i0, f);
     __syncthreads();
-    stage_tile<DPAD, 128>(stK, k + hd.off, 0, f);
-    stage_tile<DPAD, 128>(stV, v + hd.off, 0, f);
+    stage_tile<DPAD, 128>(stK, k + hd.koff, 0, f, f.ldk);
+    stage_tile<DPAD, 128>(stV, v + hd.koff, 0, f, f.ldk);
     cp_async_commit();
     uint32_t qf[KS][4];
 #pragma unroll
@@ -523,8 +537,8 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
         if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
         if (kt < qt) {   // the next tile streams in while this one computes
-            stage_tile<DPAD, 128>(stK, k + hd.off, j0 + FT, f);
-            stage_tile<DPAD, 128>(stV, v + hd.off, j0 + FT, f);
+            stage_tile<DPAD, 128>(stK, k + hd.koff, j0 + FT, f, f.ldk);
+            stage_tile<DPAD, 128>(stV, v + hd.koff, j0 + FT, f, f.ldk);
             cp_async_commit();
         }
         float sacc[8][4];
@@ -618,9 +632,10 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     }
 }
 
-// dK, dV, bf16: grid (key tiles, b·a), 128 threads; warp w owns keys 16·w.. of the tile and keeps
-// their dK, dV (16×DPAD each) in accumulators. Query tiles from the diagonal down, in order; each is
-// taken QS queries at a time (QS = 32 at DPAD 128 to stay within registers).
+// dK, dV, bf16: grid (key tiles, b·kv), 128 threads, for query head f.t of each kv head's group; warp w
+// owns keys 16·w.. of the tile and keeps their dK, dV (16×DPAD each) in accumulators. Query tiles from
+// the diagonal down, in order; each is taken QS queries at a time (QS = 32 at DPAD 128 to stay within
+// registers). Writes the kv head's rows of dk, dv.
 template <int DPAD>
 static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, float *dv, const float *q,
                                                                   const float *k, const float *v, const float *dout,
@@ -632,20 +647,20 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
     float *lse_s = stB + FT * DPAD, *D_s = lse_s + FT;
     uint16_t *Kb = reinterpret_cast<uint16_t *>(D_s + FT), *Vb = Kb + FT * LDB, *Qb = Vb + FT * LDB,
              *Ob = Qb + FT * LDB, *bits = Ob + FT * LDB;
-    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y;
+    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y * f.grp + f.t;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
-    stage_tile<DPAD, 128>(stA, k + hd.off, j0, f);
-    stage_tile<DPAD, 128>(stB, v + hd.off, j0, f);
+    stage_tile<DPAD, 128>(stA, k + hd.koff, j0, f, f.ldk);
+    stage_tile<DPAD, 128>(stB, v + hd.koff, j0, f, f.ldk);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
     convert_tile<DPAD, 128>(Kb, stA, j0, f);
     convert_tile<DPAD, 128>(Vb, stB, j0, f);
     __syncthreads();
-    stage_tile<DPAD, 128>(stA, q + hd.off, j0, f);
-    stage_tile<DPAD, 128>(stB, dout + hd.off, j0, f);
+    stage_tile<DPAD, 128>(stA, q + hd.off, j0, f, f.ld);
+    stage_tile<DPAD, 128>(stB, dout + hd.off, j0, f, f.ld);
     cp_async_commit();
 
     float dka[NO][4], dva[NO][4];
@@ -664,8 +679,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
         if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
         if (qt + 1 < ntiles) {
-            stage_tile<DPAD, 128>(stA, q + hd.off, i0 + FT, f);
-            stage_tile<DPAD, 128>(stB, dout + hd.off, i0 + FT, f);
+            stage_tile<DPAD, 128>(stA, q + hd.off, i0 + FT, f, f.ld);
+            stage_tile<DPAD, 128>(stB, dout + hd.off, i0 + FT, f, f.ld);
             cp_async_commit();
         }
 #pragma unroll
@@ -733,7 +748,7 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
     for (int hh = 0; hh < 2; hh++) {
         int key = hh ? key1 : key0;
         if (key >= f.s) continue;
-        size_t at = hd.off + (size_t)key * f.ld;
+        size_t at = (size_t)blockIdx.y * f.d + (size_t)key * f.ldk;   // the kv head's rows
 #pragma unroll
         for (int n = 0; n < NO; n++)
 #pragma unroll
@@ -763,8 +778,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
-    stage_tile<DPAD, 128>(stA, q + hd.off, i0, f);
-    stage_tile<DPAD, 128>(stB, dout + hd.off, i0, f);
+    stage_tile<DPAD, 128>(stA, q + hd.off, i0, f, f.ld);
+    stage_tile<DPAD, 128>(stB, dout + hd.off, i0, f, f.ld);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -772,8 +787,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
     convert_tile<DPAD, 128>(Ob, stB, i0, f);
     load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
     __syncthreads();
-    stage_tile<DPAD, 128>(stA, k + hd.off, 0, f);
-    stage_tile<DPAD, 128>(stB, v + hd.off, 0, f);
+    stage_tile<DPAD, 128>(stA, k + hd.koff, 0, f, f.ldk);
+    stage_tile<DPAD, 128>(stB, v + hd.koff, 0, f, f.ldk);
     cp_async_commit();
 
     int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;
@@ -790,8 +805,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
         if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
         if (kt < qt) {
-            stage_tile<DPAD, 128>(stA, k + hd.off, j0 + FT, f);
-            stage_tile<DPAD, 128>(stB, v + hd.off, j0 + FT, f);
+            stage_tile<DPAD, 128>(stA, k + hd.koff, j0 + FT, f, f.ldk);
+            stage_tile<DPAD, 128>(stB, v + hd.koff, j0 + FT, f, f.ldk);
             cp_async_commit();
         }
         float sacc[8][4], pacc[8][4];   // S = Q Kᵀ, dP̃ = dO Vᵀ: this warp's 16 queries × 64 keys
@@ -860,7 +875,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
 // host side
 // =====================================================================================================
 
-static FlashDims flash_dims(int s, int b, int a, int h, int head0, DropoutSite site, uint32_t sample0) {
+static FlashDims flash_dims(int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
+    if (kv <= 0 || a % kv) cuda_fail("flash attention", "the kv heads must divide the query heads", __FILE__, __LINE__);
     FlashDims f;
     f.s = s;
     f.b = b;
@@ -868,6 +884,9 @@ static FlashDims flash_dims(int s, int b, int a, int h, int head0, DropoutSite s
     f.h = h;
     f.d = h / a;
     f.ld = b * h;
+    f.kv = kv;
+    f.grp = a / kv;
+    f.ldk = b * kv * f.d;
     f.head0 = head0;
     f.sample0 = sample0;
     f.site = site;
@@ -876,6 +895,7 @@ static FlashDims flash_dims(int s, int b, int a, int h, int head0, DropoutSite s
     f.scale = 1.0f / sqrtf((float)f.d);
     f.keep_scale = f.drop ? 1.0f / (1.0f - site.p) : 1.0f;
     f.vec = 0;
+    f.t = 0;
     return f;
 }
 
@@ -918,29 +938,57 @@ static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, 
     CUDA_LAUNCHED();
 }
 
+// dK, dV of query head f.t of every group into dk, dv: a block per (key tile, kv head).
 template <int DPAD>
-static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const float *q, const float *k,
-                            const float *v, const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
-    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
+static void dkdv_launch(Backend *be, float *dk, float *dv, const float *q, const float *k, const float *v,
+                        const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
+    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.kv));
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
         size_t bytes = B16Smem<DPAD>::bwd;
         set_smem(be, flash_bwd_dkdv_bf16<DPAD>, bytes, "the bf16 backward (dK, dV)", f.d);
         flash_bwd_dkdv_bf16<DPAD><<<grid, 128, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
-        CUDA_LAUNCHED();
-        set_smem(be, flash_bwd_dq_bf16<DPAD>, bytes, "the bf16 backward (dQ)", f.d);
-        flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
-        CUDA_LAUNCHED();
     } else {
         size_t bytes = F32Smem<DPAD>::dkdv;
         set_smem(be, flash_bwd_dkdv_f32<DPAD>, bytes, "the fp32 backward (dK, dV)", f.d);
         flash_bwd_dkdv_f32<DPAD><<<grid, 256, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
+    }
+    CUDA_LAUNCHED();
+}
+
+// dK, dV: the first query head of each group writes dk, dv; each later one (grouped-query attention)
+// writes its own into part_k, part_v ([s, b, kv·d] each, CUDA_SCRATCH_FLASH), which are then added:
+// the kv head's sum in ascending head order, no atomics. dQ: a block per (query tile, query head).
+template <int DPAD>
+static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const float *q, const float *k,
+                            const float *v, const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
+    FlashDims g = f;
+    size_t nk = (size_t)f.s * (size_t)f.ldk;
+    float *part_k = NULL, *part_v = NULL;
+    if (f.grp > 1) {
+        part_k = (float *)cuda_scratch(be, CUDA_SCRATCH_FLASH, 2 * nk * sizeof(float));
+        part_v = part_k + nk;
+    }
+    for (g.t = 0; g.t < f.grp; g.t++) {
+        dkdv_launch<DPAD>(be, g.t ? part_k : dk, g.t ? part_v : dv, q, k, v, dout, lse, Drow, g);
+        if (!g.t) continue;
+        flash_add_kernel<<<ct_elementwise_blocks(nk, 256), 256, 0, cuda_stream(be)>>>(dk, part_k, nk);
         CUDA_LAUNCHED();
-        bytes = F32Smem<DPAD>::dq;
-        set_smem(be, flash_bwd_dq_f32<DPAD>, bytes, "the fp32 backward (dQ)", f.d);
-        flash_bwd_dq_f32<DPAD><<<grid, 256, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+        flash_add_kernel<<<ct_elementwise_blocks(nk, 256), 256, 0, cuda_stream(be)>>>(dv, part_v, nk);
         CUDA_LAUNCHED();
     }
+    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
+    cudaStream_t st = cuda_stream(be);
+    if (be->precision == PRECISION_BF16) {
+        size_t bytes = B16Smem<DPAD>::bwd;
+        set_smem(be, flash_bwd_dq_bf16<DPAD>, bytes, "the bf16 backward (dQ)", f.d);
+        flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+    } else {
+        size_t bytes = F32Smem<DPAD>::dq;
+        set_smem(be, flash_bwd_dq_f32<DPAD>, bytes, "the fp32 backward (dQ)", f.d);
+        flash_bwd_dq_f32<DPAD><<<grid, 256, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+    }
+    CUDA_LAUNCHED();
 }
 
 // The model's scratch for flash: the backward's D (one float per query row and head), [b·a, s].
@@ -952,10 +1000,9 @@ extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
 extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                              const float *v, float *scratch, int s, int b, int a, int kv, int h, int head0,
                                              DropoutSite site, uint32_t sample0) {
-    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     (void)scratch;
     if (s <= 0 || b <= 0 || a <= 0) return;
-    FlashDims f = flash_dims(s, b, a, h, head0, site, sample0);
+    FlashDims f = flash_dims(s, b, a, kv, h, head0, site, sample0);
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
     switch (flash_dpad(f.d)) {
     case 32: forward_launch<32>(be, ctx, lse, q, k, v, f); break;
@@ -969,9 +1016,8 @@ extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk,
                                               const float *q, const float *k, const float *v, const float *ctx,
                                               const float *lse, float *scratch, int s, int b, int a, int kv, int h,
                                               int head0, DropoutSite site, uint32_t sample0) {
-    if (kv != a) cuda_fail("attention", "grouped-query attention (kv != a) is not implemented yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
-    FlashDims f = flash_dims(s, b, a, h, head0, site, sample0);
+    FlashDims f = flash_dims(s, b, a, kv, h, head0, site, sample0);
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);
     size_t rows = (size_t)s * b * a;
     flash_rowdot_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(be)>>>(scratch, ctx, dctx, f);

@@ -1,0 +1,101 @@
+// SwiGLU, y = silu(gate) ⊙ up, forward and backward (which recomputes σ and silu from gate and may
+// write y again). Semantics: backend/cpu/swiglu.c (docs/LLAMA-OPS.md). Every element goes through the
+// shared CT_HD swiglu_silu / swiglu_backward_elem (ctron_expf inside), so every output is the CPU's
+// bit for bit; the one product outside them is __fmul_rn.
+#include <stdint.h>
+#include "backend/cpu/swiglu.h"
+#include "backend/cuda/cuda_common.cuh"
+
+enum { SWIGLU_THREADS = 256 };
+
+// gate, up [n, f] (row stride ld) -> y [n, f]; round_bf16: gate and up rounded in place first, y too.
+// Thread: V consecutive columns (blockIdx.x); rows over blockIdx.y, grid-strided.
+template <int V>
+static __global__ void swiglu_forward_kernel(float *y, float *gate, float *up, int ld, int n, int f, int round_bf16) {
+    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (c >= f) return;
+    for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
+        size_t o = (size_t)r * ld + c;
+        float g[V], u[V], out[V];
+        load_v<V>(g, gate + o);
+        load_v<V>(u, up + o);
+        if (round_bf16) {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                g[k] = bf16_round_f(g[k]);
+                u[k] = bf16_round_f(u[k]);
+                out[k] = bf16_round_f(fmul(swiglu_silu(g[k]), u[k]));
+            }
+            store_v<V>(gate + o, g);
+            store_v<V>(up + o, u);
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) out[k] = fmul(swiglu_silu(g[k]), u[k]);
+        }
+        store_v<V>(y + (size_t)r * f + c, out);
+    }
+}
+
+// dy [n, f], gate, up (stride ld) -> dgate, dup (stride ldd; may alias gate, up: each element is read
+// before it is written, by the same thread) and, when y is not NULL, y = silu(gate)·up again.
+template <int V>
+static __global__ void swiglu_backward_kernel(float *dgate, float *dup, int ldd, float *y, const float *dy,
+                                              const float *gate, const float *up, int ld, int n, int f,
+                                              int round_bf16) {
+    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (c >= f) return;
+    for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
+        size_t o = (size_t)r * ld + c, od = (size_t)r * ldd + c, oy = (size_t)r * f + c;
+        float d[V], g[V], u[V], dg[V], du[V], out[V];
+        load_v<V>(d, dy + oy);
+        load_v<V>(g, gate + o);
+        load_v<V>(u, up + o);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float si = swiglu_backward_elem(d[k], g[k], u[k], &dg[k], &du[k]);
+            float t = fmul(si, u[k]);
+            out[k] = round_bf16 ? bf16_round_f(t) : t;
+        }
+        store_v<V>(dgate + od, dg);
+        store_v<V>(dup + od, du);
+        if (y) store_v<V>(y + oy, out);
+    }
+}
+
+// Blocks over the columns (V at a time) by rows, at most 65535 rows a grid (the rest grid-strided).
+static dim3 swiglu_grid(int n, int f, int V, unsigned *threads) {
+    int items = (f + V - 1) / V;
+    *threads = items >= SWIGLU_THREADS ? (unsigned)SWIGLU_THREADS : (unsigned)((items + 31) / 32 * 32);
+    return dim3(cuda_blocks((size_t)items, *threads), (unsigned)(n < 65535 ? n : 65535));
+}
+
+// ---- entries
+
+extern "C" void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f,
+                                    int round_bf16) {
+    if (n <= 0 || f <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    bool vec = f % 4 == 0 && ld % 4 == 0 && aligned16(y) && aligned16(gate) && aligned16(up);
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    if (vec)
+        swiglu_forward_kernel<4><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
+    else
+        swiglu_forward_kernel<1><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
+                                     const float *gate, const float *up, int ld, int n, int f, int round_bf16) {
+    if (n <= 0 || f <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    bool vec = f % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 && aligned16(dgate) && aligned16(dup) && aligned16(dy) &&
+               aligned16(gate) && aligned16(up) && (!y || aligned16(y));
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    if (vec)
+        swiglu_backward_kernel<4><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+    else
+        swiglu_backward_kernel<1><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+    CUDA_LAUNCHED();
+}

@@ -1,0 +1,69 @@
+#include "cli/family_args.h"
+#include <stdio.h>
+#include <string.h>
+#include "cli/args.h"
+
+const char family_args_usage[] =
+    "  --arch gpt2|llama        the block (default gpt2, or the preset's): llama is RMSNorm, grouped-query\n"
+    "                           attention, SwiGLU, RoPE and an untied output layer (docs/MEMORY.md)\n"
+    "  --kv-heads N             llama: key/value heads, a divisor of the heads (default the heads: MHA)\n"
+    "  --ffn-hidden N           llama: the SwiGLU MLP's width (default 8h/3 rounded up to a multiple of 64)\n"
+    "  --tie-embeddings         llama: the output layer is the token embedding (default its own, lm_head)\n"
+    "  --qkv-bias               llama: q, k and v carry biases (Qwen2)\n";
+
+void family_args_init(FamilyArgs *f) {
+    memset(f, 0, sizeof *f);
+    f->arch = -1;
+}
+
+int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optarg) {
+    switch (opt) {
+    case FAMILY_OPT_ARCH:
+        f->arch = arch_from_name(optarg);
+        if (f->arch < 0) return args_error(cmd, "--arch '%s': expected one of %s", optarg, arch_choices());
+        return 0;
+    case FAMILY_OPT_KV: return args_int(cmd, "--kv-heads", optarg, 1, 1 << 20, &f->kv_heads);
+    case FAMILY_OPT_FFN: return args_int(cmd, "--ffn-hidden", optarg, 1, 1 << 24, &f->ffn);
+    case FAMILY_OPT_TIE: f->tie = 1; return 0;
+    case FAMILY_OPT_QKV_BIAS: f->qkv_bias = 1; return 0;
+    }
+    return args_error(cmd, "internal: option %d is no family flag", opt);
+}
+
+// The first llama-only flag given, or NULL.
+static const char *llama_flag(const FamilyArgs *f) {
+    return f->kv_heads ? "--kv-heads" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings" : f->qkv_bias ? "--qkv-bias" : NULL;
+}
+
+int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, long preset_ffn, long hidden, long heads,
+                        Family *out, char *err, size_t errlen) {
+    ArchKind arch = (ArchKind)(f->arch >= 0 ? f->arch : preset_arch);
+    const ArchSpec *a = arch_spec(arch);
+    const char *flag = llama_flag(f);
+    if (flag && arch == ARCH_GPT2)
+        return snprintf(err, errlen, "%s is a llama option (--arch llama): GPT-2 has LayerNorm, an FFN of 4h, learned "
+                        "positions, MHA and a tied output layer", flag), -1;
+    int own = (int)arch == preset_arch;   // a preset's knobs belong to its own family
+    long kv = f->kv_heads ? f->kv_heads : own ? preset_kv : 0;
+    long ffn = f->ffn ? f->ffn : own ? preset_ffn : 0;
+    if (kv <= 0) kv = heads;
+    if (ffn <= 0) ffn = arch_default_ffn(arch, (int)hidden);
+    if (heads % kv)
+        return snprintf(err, errlen, "--kv-heads %ld does not divide --heads %ld (each key/value head serves a whole "
+                        "group of query heads)", kv, heads), -1;
+    if (a->pos == POS_ROPE && hidden % heads == 0 && (hidden / heads) % 2)
+        return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
+                        "j + d/2)", hidden, heads, hidden / heads), -1;
+    *out = (Family){arch, kv, ffn, f->tie ? 1 : a->tied_default ? 1 : -1, f->qkv_bias};
+    return 0;
+}
+
+int family_check_tp(const Family *fam, int t, char *err, size_t errlen) {
+    if (t > 1 && fam->kv % t)
+        return snprintf(err, errlen, "--tp %d does not divide --kv-heads %ld (each TP rank takes whole key/value heads; "
+                        "choose t dividing %ld)", t, fam->kv, fam->kv), -1;
+    if (t > 1 && fam->ffn % t)
+        return snprintf(err, errlen, "--tp %d does not divide --ffn-hidden %ld (each TP rank takes ffn/t columns of "
+                        "gate, up and down)", t, fam->ffn), -1;
+    return 0;
+}

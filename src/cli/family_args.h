@@ -1,0 +1,45 @@
+// The model family's flags as ctron train spells them (--arch, --kv-heads, --ffn-hidden,
+// --tie-embeddings, --qkv-bias), shared by the planning commands (ctron memory, ctron plan and
+// ctron plan --cluster), with train's checks and messages: a llama flag with GPT-2, kv-heads that do
+// not divide the heads, an odd head dimension under RoPE, a t that splits a key/value head or the FFN.
+#ifndef CTRON_FAMILY_ARGS_H
+#define CTRON_FAMILY_ARGS_H
+#include <getopt.h>
+#include <stddef.h>
+#include "arch/arch.h"
+
+enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS };
+// The entries of a getopt_long table.
+#define FAMILY_LONG_OPTIONS                                                                                   \
+    {"arch", required_argument, 0, FAMILY_OPT_ARCH}, {"kv-heads", required_argument, 0, FAMILY_OPT_KV},       \
+        {"ffn-hidden", required_argument, 0, FAMILY_OPT_FFN}, {"tie-embeddings", no_argument, 0, FAMILY_OPT_TIE}, \
+        {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}
+
+typedef struct {
+    int arch;                  // ArchKind; -1 when --arch is not given
+    int kv_heads, ffn;         // 0 when not given
+    int tie, qkv_bias;         // the flags were given
+} FamilyArgs;
+
+// The model the flags and a preset's family make (0 knobs already filled in).
+typedef struct {
+    ArchKind arch;
+    long kv, ffn;
+    int tie;                   // 1 tied, -1 untied (act_shape_set_family's)
+    int qkv_bias;
+} Family;
+
+// The usage text of the flags (two-space indent, for the commands' --help).
+extern const char family_args_usage[];
+void family_args_init(FamilyArgs *f);
+// One of the FAMILY_OPT_* options: 0, or the usage error's exit code.
+int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optarg);
+// The flags over a preset's family (preset_arch, its kv and ffn, 0 for the family's default; a preset
+// of another family than --arch gives no knobs), checked against the heads and hidden size: 0 with
+// *out filled, or -1 with the message (naming the flag and value) in err for the caller's usage error.
+int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, long preset_ffn, long hidden, long heads,
+                        Family *out, char *err, size_t errlen);
+// Tensor parallelism over the family: t must divide the key/value heads and the FFN width (each TP rank
+// takes whole key/value heads and ffn/t columns of the MLP). 0, or -1 with the message in err.
+int family_check_tp(const Family *fam, int t, char *err, size_t errlen);
+#endif

@@ -1,0 +1,31 @@
+#include "memory/param_count.h"
+
+size_t param_layer_count(const ActShape *sh) {
+    const ArchSpec *spec = arch_spec((ArchKind)sh->arch);
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, d = h / (size_t)sh->a;
+    size_t kvw = (size_t)(sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h;
+    size_t mats = sh->swiglu ? 2 : 1, bias = spec->linear_bias != 0;
+    size_t qkv = (h + 2 * kvw) / t, fl = f / t;
+    size_t norms = 2 * (spec->norm == NORM_LAYER ? 2 * h : h);
+    size_t in = qkv * h + (bias || sh->qkv_bias ? qkv : 0);   // q, k, v (column-parallel)
+    size_t out = (h / t) * h + bias * h;                     // o (row-parallel; its bias replicated)
+    size_t mlp = mats * fl * h + bias * mats * fl + h * fl + bias * h;
+    return norms + in + out + mlp;
+}
+
+size_t param_final_norm_count(const ActShape *sh) {
+    return arch_spec((ArchKind)sh->arch)->norm == NORM_LAYER ? 2 * (size_t)sh->h : (size_t)sh->h;
+}
+
+size_t param_position_count(const ActShape *sh) {
+    return arch_spec((ArchKind)sh->arch)->pos == POS_LEARNED ? (size_t)sh->s * (size_t)sh->h : 0;
+}
+
+int param_vocab_matrices(const ActShape *sh) { return sh->untied ? 2 : 1; }
+
+size_t param_model_count(const ActShape *sh) {
+    ActShape one = *sh;
+    one.t = 1;
+    return (size_t)sh->L * param_layer_count(&one) + (size_t)param_vocab_matrices(sh) * (size_t)sh->v * (size_t)sh->h +
+           param_position_count(sh) + param_final_norm_count(sh);
+}

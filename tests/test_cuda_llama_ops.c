@@ -1,0 +1,440 @@
+// The CUDA backend's Llama ops (RMSNorm, RoPE, SwiGLU; docs/LLAMA-OPS.md) against the CPU backend,
+// from the same inputs:
+// - RoPE and SwiGLU: the CPU's bits (fp32 and bf16), the whole buffers (columns past the heads in a
+//   row stride, and v in a fused qkv buffer, untouched), in place and out of place.
+// - RMSNorm: dw the CPU's bits (both sum each column over the rows in order); y, rstd and dx within
+//   RMS_TOL (the row sums run in another order); bf16 y the rounding of the fp32 y, bitwise.
+// - Every GPU output poisoned first (or, for outputs that must keep bytes, filled with the CPU's
+//   starting bytes); each op run twice gives the same bits; odd sizes (h, f, d/2 not multiples of
+//   4 or 32; rows not multiples of a tile), misaligned views, accumulate on and off, ld > width.
+// - A position past the table, or an odd head dimension, stops with the CPU's message (run as a
+//   child process: the fatal error exits).
+#include <spawn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "backend/cpu/bf16.h"
+#include "backend/cpu/rope.h"
+#include "check.h"
+#include "cuda_check.h"
+
+extern char **environ;
+
+static Backend *cpu, *gpu;
+
+// RMSNorm's y, rstd and dx against the CPU (relative L2): the GPU sums a row as a block tree, the CPU
+// in SIMD lanes; the two fp32 sums differ by a few ulps: measured ≤ 1.1e-7 (printed per case).
+#define RMS_TOL 1e-6
+
+static float *fdup(const float *x, size_t n) {
+    float *y = malloc((n ? n : 1) * sizeof(float));
+    memcpy(y, x, n * sizeof(float));
+    return y;
+}
+static float bf16r(float x) { return bf16_to_f32(bf16_from_f32(x)); }
+static void check_same_dev(const void *a, const void *b, size_t bytes, const char *what) {
+    uint8_t *ha = host_download(gpu, a, bytes), *hb = host_download(gpu, b, bytes);
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; i++) bad += ha[i] != hb[i];
+    CHECK(bad == 0, "%s: a second run differs in %zu of %zu bytes", what, bad, bytes);
+    free(ha);
+    free(hb);
+}
+// Download n floats and require the CPU's bits; names the first element that differs.
+static void check_bits(const float *dev, const float *ref, size_t n, const char *what) {
+    float *got = host_download(gpu, dev, n * sizeof(float));
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &ref[i], sizeof(float))) {
+            if (!bad) first = i;
+            bad++;
+        }
+    CHECK(bad == 0, "%s: %zu of %zu floats differ from the CPU's bits (first [%zu]: %.9g vs %.9g)", what, bad, n,
+          first, bad ? got[first] : 0.0f, bad ? ref[first] : 0.0f);
+    free(got);
+}
+// Download n floats and compare with the CPU's within RMS_TOL (relative L2), printing the error.
+static void check_rms_close(const float *dev, const float *ref, size_t n, const char *what) {
+    float *got = host_download(gpu, dev, n * sizeof(float));
+    double e = rel_l2(got, ref, n);
+    printf("  %-58s rel L2 %.2e\n", what, e);
+    CHECK(e <= RMS_TOL, "%s: relative L2 error %.3g, tolerance %.1g", what, e, RMS_TOL);
+    free(got);
+}
+
+// ---- RMSNorm
+
+// Forward at n×h with `off` floats of offset on every tensor (off = 1 with h % 4 == 0: the scalar
+// path); fp32 against the CPU, then bf16: y the bf16 rounding of the GPU's fp32 y, rstd the same.
+static void test_rmsnorm_forward(int n, int h, int off) {
+    char what[128];
+    size_t nh = (size_t)n * h;
+    float eps = 1e-5f;
+    float *x = host_random(nh + off, -2.0f, 3.0f), *w = host_random(h + off, -1.5f, 1.5f);
+    float *y = malloc((nh + off) * sizeof(float)), *rs = malloc(((size_t)n + off) * sizeof(float));
+    cpu->rmsnorm_forward(cpu, y + off, rs + off, x + off, w + off, eps, n, h, 0);
+
+    float *gx = dev_upload(gpu, x, (nh + off) * sizeof(float)), *gw = dev_upload(gpu, w, (h + off) * sizeof(float));
+    float *gy[2], *grs[2], *gyb = dev_poisoned(gpu, (nh + off) * sizeof(float));
+    float *grsb = dev_poisoned(gpu, ((size_t)n + off) * sizeof(float));
+    for (int run = 0; run < 2; run++) {
+        gy[run] = dev_poisoned(gpu, (nh + off) * sizeof(float));
+        grs[run] = dev_poisoned(gpu, ((size_t)n + off) * sizeof(float));
+        gpu->rmsnorm_forward(gpu, gy[run] + off, grs[run] + off, gx + off, gw + off, eps, n, h, 0);
+    }
+    snprintf(what, sizeof what, "rmsnorm_forward y n=%d h=%d off=%d", n, h, off);
+    check_rms_close(gy[0] + off, y + off, nh, what);
+    check_same_dev(gy[0], gy[1], (nh + off) * sizeof(float), what);
+    snprintf(what, sizeof what, "rmsnorm_forward rstd n=%d h=%d off=%d", n, h, off);
+    check_rms_close(grs[0] + off, rs + off, (size_t)n, what);
+    check_same_dev(grs[0], grs[1], ((size_t)n + off) * sizeof(float), what);
+
+    gpu->rmsnorm_forward(gpu, gyb + off, grsb + off, gx + off, gw + off, eps, n, h, 1);
+    float *yf = host_download(gpu, gy[0] + off, nh * sizeof(float));
+    for (size_t i = 0; i < nh; i++) yf[i] = bf16r(yf[i]);
+    snprintf(what, sizeof what, "rmsnorm_forward bf16 y = bf16(fp32 y) n=%d h=%d off=%d", n, h, off);
+    check_bits(gyb + off, yf, nh, what);
+    snprintf(what, sizeof what, "rmsnorm_forward bf16 rstd n=%d h=%d off=%d", n, h, off);
+    check_same_dev(grsb, grs[0], ((size_t)n + off) * sizeof(float), what);
+    // and the CPU's bf16 y within one bf16 step of the GPU's (a rounding boundary may split them)
+    float *yb = malloc((nh + off) * sizeof(float)), *rsb = malloc(((size_t)n + off) * sizeof(float));
+    cpu->rmsnorm_forward(cpu, yb + off, rsb + off, x + off, w + off, eps, n, h, 1);
+    float *gotb = host_download(gpu, gyb + off, nh * sizeof(float));
+    size_t far = 0;
+    for (size_t i = 0; i < nh; i++) far += fabsf(gotb[i] - yb[off + i]) > fabsf(yb[off + i]) * (1.0f / 128);
+    CHECK(far == 0, "rmsnorm_forward bf16 n=%d h=%d: %zu of %zu y more than a bf16 step from the CPU's", n, h, far, nh);
+
+    for (int run = 0; run < 2; run++) { gpu->free(gpu, gy[run]); gpu->free(gpu, grs[run]); }
+    gpu->free(gpu, gx); gpu->free(gpu, gw); gpu->free(gpu, gyb); gpu->free(gpu, grsb);
+    free(x); free(w); free(y); free(rs); free(yf); free(yb); free(rsb); free(gotb);
+}
+
+// Backward (from_output: from y) at n×h with accumulate 0/1, on the CPU's forward outputs: dx within
+// RMS_TOL, dw (added to a random start) the CPU's bits.
+static void test_rmsnorm_backward(int n, int h, int from_output, int accumulate, int off) {
+    char what[128];
+    size_t nh = (size_t)n * h;
+    float *x = host_random(nh + off, -2.0f, 3.0f), *w = host_random(h + off, 0.5f, 1.5f);
+    for (int c = 0; c < h; c += 3) w[off + c] = -w[off + c];   // signs mixed, never 0 (from the output: y / w)
+    float *y = malloc((nh + off) * sizeof(float)), *rs = malloc(((size_t)n + off) * sizeof(float));
+    cpu->rmsnorm_forward(cpu, y + off, rs + off, x + off, w + off, 1e-6f, n, h, 0);
+    float *dy = host_random(nh + off, -1.0f, 1.0f), *dx0 = host_random(nh + off, -1.0f, 1.0f);
+    float *dw0 = host_random(h + off, -1.0f, 1.0f);
+    float *dx = fdup(dx0, nh + off), *dw = fdup(dw0, h + off);
+    const float *in = from_output ? y : x;
+    if (from_output)
+        cpu->rmsnorm_backward_from_output(cpu, dx + off, accumulate, dw + off, dy + off, y + off, rs + off, w + off, n, h);
+    else
+        cpu->rmsnorm_backward(cpu, dx + off, accumulate, dw + off, dy + off, x + off, rs + off, w + off, n, h);
+
+    float *g_in = dev_upload(gpu, in, (nh + off) * sizeof(float));
+    float *g_rs = dev_upload(gpu, rs, ((size_t)n + off) * sizeof(float));
+    float *g_w = dev_upload(gpu, w, (h + off) * sizeof(float)), *g_dy = dev_upload(gpu, dy, (nh + off) * sizeof(float));
+    float *gdx[2], *gdw[2];
+    for (int run = 0; run < 2; run++) {
+        gdx[run] = accumulate ? dev_upload(gpu, dx0, (nh + off) * sizeof(float))
+                              : dev_poisoned(gpu, (nh + off) * sizeof(float));
+        gdw[run] = dev_upload(gpu, dw0, (h + off) * sizeof(float));
+        if (from_output)
+            gpu->rmsnorm_backward_from_output(gpu, gdx[run] + off, accumulate, gdw[run] + off, g_dy + off, g_in + off,
+                                              g_rs + off, g_w + off, n, h);
+        else
+            gpu->rmsnorm_backward(gpu, gdx[run] + off, accumulate, gdw[run] + off, g_dy + off, g_in + off, g_rs + off,
+                                  g_w + off, n, h);
+    }
+    const char *name = from_output ? "rmsnorm_backward_from_output" : "rmsnorm_backward";
+    snprintf(what, sizeof what, "%s dx n=%d h=%d acc=%d off=%d", name, n, h, accumulate, off);
+    check_rms_close(gdx[0] + off, dx + off, nh, what);
+    check_same_dev(gdx[0], gdx[1], (nh + off) * sizeof(float), what);
+    snprintf(what, sizeof what, "%s dw n=%d h=%d acc=%d off=%d", name, n, h, accumulate, off);
+    check_bits(gdw[0] + off, dw + off, (size_t)h, what);
+    check_same_dev(gdw[0], gdw[1], (h + off) * sizeof(float), what);
+    for (int run = 0; run < 2; run++) { gpu->free(gpu, gdx[run]); gpu->free(gpu, gdw[run]); }
+    gpu->free(gpu, g_in); gpu->free(gpu, g_rs); gpu->free(gpu, g_w); gpu->free(gpu, g_dy);
+    free(x); free(w); free(y); free(rs); free(dy); free(dx0); free(dw0); free(dx); free(dw);
+}
+
+// ---- RoPE
+
+typedef struct {
+    int rows, b, heads, d, ld, pos0, positions;
+    float theta;
+} RopeCase;
+
+// Forward (bf16 or not) and backward, in place and out of place, on rows of stride ld ≥ heads·d:
+// the whole buffer (the columns past the heads included) must be the CPU's bits. `off` floats of
+// offset on the tensors (misaligned float4 rows).
+static void test_rope(RopeCase k, int round_bf16, int off) {
+    char what[160];
+    size_t all = (size_t)k.rows * k.ld + off, tf = rope_table_floats(k.positions, k.d);
+    float *cs = malloc(tf * sizeof(float));
+    rope_table(cs, k.positions, k.d, k.theta);
+    float *x = host_random(all, -3.0f, 3.0f), *y0 = host_random(all, -1.0f, 1.0f);
+    float *y = fdup(y0, all), *xi = fdup(x, all), *dx = fdup(y0, all), *dyi = fdup(x, all);
+    cpu->rope_forward(cpu, y + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
+    cpu->rope_forward(cpu, xi + off, xi + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
+    cpu->rope_backward(cpu, dx + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
+    cpu->rope_backward(cpu, dyi + off, dyi + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
+
+    float *gcs = dev_upload(gpu, cs, tf * sizeof(float)), *gx = dev_upload(gpu, x, all * sizeof(float));
+    float *gy[2], *gxi = dev_upload(gpu, x, all * sizeof(float));
+    float *gdx = dev_upload(gpu, y0, all * sizeof(float)), *gdyi = dev_upload(gpu, x, all * sizeof(float));
+    for (int run = 0; run < 2; run++) {
+        gy[run] = dev_upload(gpu, y0, all * sizeof(float));
+        gpu->rope_forward(gpu, gy[run] + off, gx + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0,
+                          round_bf16);
+    }
+    gpu->rope_forward(gpu, gxi + off, gxi + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
+    gpu->rope_backward(gpu, gdx + off, gx + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
+    gpu->rope_backward(gpu, gdyi + off, gdyi + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
+    char shape[96];
+    snprintf(shape, sizeof shape, "rows=%d b=%d heads=%d d=%d ld=%d pos0=%d bf16=%d off=%d", k.rows, k.b, k.heads, k.d,
+             k.ld, k.pos0, round_bf16, off);
+    snprintf(what, sizeof what, "rope_forward %s", shape);
+    check_bits(gy[0], y, all, what);
+    check_same_dev(gy[0], gy[1], all * sizeof(float), what);
+    snprintf(what, sizeof what, "rope_forward in place %s", shape);
+    check_bits(gxi, xi, all, what);
+    snprintf(what, sizeof what, "rope_backward %s", shape);
+    check_bits(gdx, dx, all, what);
+    snprintf(what, sizeof what, "rope_backward in place %s", shape);
+    check_bits(gdyi, dyi, all, what);
+    for (int run = 0; run < 2; run++) gpu->free(gpu, gy[run]);
+    gpu->free(gpu, gcs); gpu->free(gpu, gx); gpu->free(gpu, gxi); gpu->free(gpu, gdx); gpu->free(gpu, gdyi);
+    free(cs); free(x); free(y0); free(y); free(xi); free(dx); free(dyi);
+}
+
+// Fused qkv rows [rows, (a + 2·kv)·d]: q (a heads at column 0) and k (kv heads at column a·d) rotated
+// in place, v untouched: the whole buffer the CPU's bits.
+static void test_rope_qkv(int rows, int b, int a, int kv, int d, int pos0, int round_bf16) {
+    char what[128];
+    int ld = (a + 2 * kv) * d, positions = pos0 + (rows + b - 1) / b;
+    size_t all = (size_t)rows * ld, tf = rope_table_floats(positions, d);
+    float *cs = malloc(tf * sizeof(float));
+    rope_table(cs, positions, d, 500000.0f);
+    float *qkv = host_random(all, -2.0f, 2.0f), *ref = fdup(qkv, all);
+    cpu->rope_forward(cpu, ref, ref, ld, cs, positions, rows, b, a, d, pos0, round_bf16);
+    cpu->rope_forward(cpu, ref + (size_t)a * d, ref + (size_t)a * d, ld, cs, positions, rows, b, kv, d, pos0, round_bf16);
+    float *g = dev_upload(gpu, qkv, all * sizeof(float)), *gcs = dev_upload(gpu, cs, tf * sizeof(float));
+    gpu->rope_forward(gpu, g, g, ld, gcs, positions, rows, b, a, d, pos0, round_bf16);
+    gpu->rope_forward(gpu, g + (size_t)a * d, g + (size_t)a * d, ld, gcs, positions, rows, b, kv, d, pos0, round_bf16);
+    snprintf(what, sizeof what, "rope_forward fused qkv rows=%d a=%d kv=%d d=%d bf16=%d", rows, a, kv, d, round_bf16);
+    check_bits(g, ref, all, what);
+    size_t v_changed = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = (a + kv) * d; c < ld; c++) v_changed += ref[(size_t)r * ld + c] != qkv[(size_t)r * ld + c];
+    CHECK(v_changed == 0, "rope qkv: %zu elements of v changed", v_changed);
+    gpu->free(gpu, g); gpu->free(gpu, gcs);
+    free(cs); free(qkv); free(ref);
+}
+
+// The error cases, each run in a child (`self --rope-error I`: ctron_fatal exits the process; the
+// child is a fresh exec, so the parent's CUDA context is never forked). A table of 8 positions at d = 6.
+static const struct {
+    const char *what;
+    int backward, rows, b, d, pos0;
+    const char *needle;
+} ROPE_ERRORS[] = {
+    {"past the table", 0, 12, 2, 6, 3, "rope_forward (cuda): positions 3 .. 8 are outside the table's 0 .. 7"},
+    {"past the table, backward", 1, 12, 2, 6, 3, "rope_backward (cuda): positions 3 .. 8 are outside the table's 0 .. 7"},
+    {"a negative position", 0, 12, 2, 6, -1, "positions -1 .. 4 are outside the table's 0 .. 7"},
+    {"an odd head dimension", 0, 2, 1, 5, 0, "head dimension 5 must be even"},
+};
+enum { ROPE_ERROR_CASES = sizeof ROPE_ERRORS / sizeof ROPE_ERRORS[0] };
+
+static int rope_error_child(int i) {
+    Backend *be = cuda_or_skip(PRECISION_FP32);
+    static float table[8 * 6];
+    rope_table(table, 8, 6, 10000.0f);
+    float *cs = dev_upload(be, table, sizeof table), *x = be->alloc(be, 12 * 16 * sizeof(float));
+    int rows = ROPE_ERRORS[i].rows, b = ROPE_ERRORS[i].b, d = ROPE_ERRORS[i].d, pos0 = ROPE_ERRORS[i].pos0;
+    if (ROPE_ERRORS[i].backward) be->rope_backward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0);
+    else be->rope_forward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0, 0);
+    be->synchronize(be);
+    return 0;   // not refused
+}
+
+static void expect_rope_refused(int i) {
+    const char *needle = ROPE_ERRORS[i].needle;
+    char index[16];
+    snprintf(index, sizeof index, "%d", i);
+    int fds[2];
+    if (pipe(fds) != 0) { CHECK(0, "pipe failed"); return; }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    char *argv[] = {"test_cuda_llama_ops", "--rope-error", index, NULL};
+    pid_t pid;
+    fflush(stdout);
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    char msg[1024] = {0};
+    size_t len = 0;
+    ssize_t got;
+    while (rc == 0 && (got = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0) len += (size_t)got;
+    close(fds[0]);
+    int status = 0;
+    if (rc == 0) waitpid(pid, &status, 0);
+    int ok = rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 1 && strstr(msg, needle);
+    printf("  rope %-26s %s%s", ROPE_ERRORS[i].what, ok ? "refused: " : "NOT REFUSED\n", ok ? msg : "");
+    CHECK(ok, "rope %s: expected exit 1 with '%s', got spawn %d status %d, output '%s'", ROPE_ERRORS[i].what, needle,
+          rc, status, msg);
+}
+
+// ---- SwiGLU
+
+// gate and up: mostly [-8, 8], with the tails (the clamp of ctron_expf), zeros and tiny values.
+static float *swiglu_inputs(size_t n) {
+    float *x = host_random(n, -8.0f, 8.0f);
+    static const float special[] = {0.0f, -0.0f, 100.0f, -100.0f, 88.5f, -87.5f, 1e-20f, -1e-20f, 30.0f, -30.0f};
+    for (size_t i = 0; i < n && i < sizeof special / sizeof special[0]; i++) x[i * 7 % n] = special[i];
+    return x;
+}
+
+// Forward: gate/up the two halves of one [n, 2f] buffer (halves = 1, ld = 2f) or separate [n, f]
+// tensors; y and the (bf16-rounded) gate/up buffers the CPU's bits.
+static void test_swiglu_forward(int n, int f, int halves, int round_bf16, int off) {
+    char what[128];
+    int ld = halves ? 2 * f : f;
+    size_t gsz = (size_t)n * ld + off, nf = (size_t)n * f;
+    float *gate = swiglu_inputs(gsz), *up = halves ? gate : swiglu_inputs(gsz);
+    float *gc = fdup(gate, gsz), *uc = halves ? gc : fdup(up, gsz), *y = malloc((nf + off) * sizeof(float));
+    float *uo = halves ? gc + f : uc;   // up's first element
+    cpu->swiglu_forward(cpu, y + off, gc + off, uo + off, ld, n, f, round_bf16);
+
+    float *gy[2], *gg[2], *gu[2];
+    for (int run = 0; run < 2; run++) {
+        gg[run] = dev_upload(gpu, gate, gsz * sizeof(float));
+        gu[run] = halves ? gg[run] : dev_upload(gpu, up, gsz * sizeof(float));
+        gy[run] = dev_poisoned(gpu, (nf + off) * sizeof(float));
+        gpu->swiglu_forward(gpu, gy[run] + off, gg[run] + off, (halves ? gg[run] + f : gu[run]) + off, ld, n, f,
+                            round_bf16);
+    }
+    snprintf(what, sizeof what, "swiglu_forward y n=%d f=%d ld=%d bf16=%d off=%d", n, f, ld, round_bf16, off);
+    check_bits(gy[0] + off, y + off, nf, what);
+    check_same_dev(gy[0], gy[1], (nf + off) * sizeof(float), what);
+    snprintf(what, sizeof what, "swiglu_forward gate/up n=%d f=%d ld=%d bf16=%d off=%d", n, f, ld, round_bf16, off);
+    check_bits(gg[0], gc, gsz, what);
+    if (!halves) check_bits(gu[0], uc, gsz, what);
+    for (int run = 0; run < 2; run++) {
+        gpu->free(gpu, gy[run]); gpu->free(gpu, gg[run]);
+        if (!halves) gpu->free(gpu, gu[run]);
+    }
+    free(gate); free(gc); free(y);
+    if (!halves) { free(up); free(uc); }
+}
+
+// Backward from gate/up halves of one [n, 2f] buffer: dgate/dup into the halves of another (ldd = 2f)
+// or, in_place, over gate and up themselves; y (with_y) the forward's bits.
+static void test_swiglu_backward(int n, int f, int with_y, int in_place, int round_bf16) {
+    char what[128];
+    int ld = 2 * f;
+    size_t gsz = (size_t)n * ld, nf = (size_t)n * f;
+    float *gu = swiglu_inputs(gsz), *dy = host_random(nf, -2.0f, 2.0f), *out0 = host_random(gsz, -1.0f, 1.0f);
+    float *d = in_place ? fdup(gu, gsz) : fdup(out0, gsz), *y = with_y ? malloc(nf * sizeof(float)) : NULL;
+    float *yf = malloc(nf * sizeof(float)), *guf = fdup(gu, gsz);
+    cpu->swiglu_backward(cpu, d, d + f, ld, y, dy, in_place ? d : gu, (in_place ? d : gu) + f, ld, n, f, round_bf16);
+    cpu->swiglu_forward(cpu, yf, guf, guf + f, ld, n, f, 0);
+
+    float *ggu = dev_upload(gpu, gu, gsz * sizeof(float)), *gdy = dev_upload(gpu, dy, nf * sizeof(float));
+    float *gd[2], *gy[2] = {NULL, NULL};
+    for (int run = 0; run < 2; run++) {
+        gd[run] = dev_upload(gpu, in_place ? gu : out0, gsz * sizeof(float));
+        if (with_y) gy[run] = dev_poisoned(gpu, nf * sizeof(float));
+        const float *src = in_place ? gd[run] : ggu;
+        gpu->swiglu_backward(gpu, gd[run], gd[run] + f, ld, gy[run], gdy, src, src + f, ld, n, f, round_bf16);
+    }
+    snprintf(what, sizeof what, "swiglu_backward dgate/dup n=%d f=%d y=%d in_place=%d bf16=%d", n, f, with_y, in_place,
+             round_bf16);
+    check_bits(gd[0], d, gsz, what);
+    check_same_dev(gd[0], gd[1], gsz * sizeof(float), what);
+    if (with_y) {
+        snprintf(what, sizeof what, "swiglu_backward y n=%d f=%d in_place=%d bf16=%d", n, f, in_place, round_bf16);
+        check_bits(gy[0], y, nf, what);
+        if (!round_bf16) {   // and the forward's y, as the docs promise (on unrounded gate/up)
+            snprintf(what, sizeof what, "swiglu_backward y = forward y n=%d f=%d", n, f);
+            check_bits(gy[0], yf, nf, what);
+        }
+    }
+    for (int run = 0; run < 2; run++) {
+        gpu->free(gpu, gd[run]);
+        if (with_y) gpu->free(gpu, gy[run]);
+    }
+    gpu->free(gpu, ggu); gpu->free(gpu, gdy);
+    free(gu); free(dy); free(out0); free(d); free(y); free(yf); free(guf);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--rope-error")) {
+        int i = atoi(argv[2]);
+        return i >= 0 && i < ROPE_ERROR_CASES ? rope_error_child(i) : 2;
+    }
+    gpu = cuda_or_skip(PRECISION_FP32);
+    char err[256] = "";
+    cpu = backend_open("cpu", PRECISION_FP32, err, sizeof err);
+    CHECK(cpu != NULL, "cpu backend: %s", err);
+    if (!cpu) return check_summary();
+
+    printf("RMSNorm\n");
+    // scalar (h odd, or misaligned), vector (h % 4 == 0), wide rows (more columns than a block's
+    // threads cover at once); rows across dw tiles of 128 with a partial last one
+    test_rmsnorm_forward(37, 45, 0);
+    test_rmsnorm_forward(37, 68, 0);
+    test_rmsnorm_forward(37, 68, 1);
+    test_rmsnorm_forward(5, 4100, 0);
+    test_rmsnorm_forward(300, 512, 0);
+    static const int rms_sizes[][3] = {{37, 45, 0}, {37, 68, 0}, {37, 68, 1}, {300, 70, 0}, {300, 68, 1}, {5, 4100, 0},
+                                       {257, 96, 0}};
+    for (size_t i = 0; i < sizeof rms_sizes / sizeof rms_sizes[0]; i++)
+        for (int from_output = 0; from_output < 2; from_output++)
+            for (int acc = 0; acc < 2; acc++)
+                test_rmsnorm_backward(rms_sizes[i][0], rms_sizes[i][1], from_output, acc, rms_sizes[i][2]);
+
+    printf("RoPE\n");
+    // d/2 odd (d = 6, 10: scalar), d/2 % 4 == 0 (d = 8, 64: float4), ld past the heads, ld % 4 != 0,
+    // rows not a multiple of b, pos0 > 0, θ ≠ 10000, a misaligned view
+    static const RopeCase rope_cases[] = {
+        {15, 3, 3, 6, 18, 0, 5, 10000.0f},  {13, 3, 1, 10, 13, 4, 9, 500000.0f}, {14, 2, 4, 8, 36, 2, 9, 10000.0f},
+        {14, 2, 4, 8, 33, 1, 8, 10000.0f},  {12, 4, 5, 64, 324, 7, 10, 1e6f},    {9, 1, 2, 128, 256, 100, 109, 5e5f},
+    };
+    for (size_t i = 0; i < sizeof rope_cases / sizeof rope_cases[0]; i++)
+        for (int round = 0; round < 2; round++) {
+            test_rope(rope_cases[i], round, 0);
+            if (i == 2) test_rope(rope_cases[i], round, 1);
+        }
+    test_rope((RopeCase){65600, 2, 1, 8, 8, 0, 32800, 10000.0f}, 0, 0);   // more rows than a grid's 65535
+    for (int round = 0; round < 2; round++) {
+        test_rope_qkv(10, 2, 6, 2, 8, 3, round);   // GQA: 6 query heads, 2 kv heads
+        test_rope_qkv(7, 1, 3, 1, 6, 0, round);    // MQA, d/2 odd
+    }
+    for (int i = 0; i < ROPE_ERROR_CASES; i++) expect_rope_refused(i);
+
+    printf("SwiGLU\n");
+    for (int round = 0; round < 2; round++) {
+        test_swiglu_forward(37, 45, 0, round, 0);
+        test_swiglu_forward(37, 45, 1, round, 0);
+        test_swiglu_forward(37, 68, 1, round, 0);
+        test_swiglu_forward(37, 68, 0, round, 1);
+        test_swiglu_forward(13, 176, 1, round, 0);
+        test_swiglu_forward(64, 1100, 1, round, 0);
+        for (int with_y = 0; with_y < 2; with_y++)
+            for (int in_place = 0; in_place < 2; in_place++) {
+                test_swiglu_backward(37, 45, with_y, in_place, round);
+                test_swiglu_backward(37, 68, with_y, in_place, round);
+            }
+        test_swiglu_backward(13, 176, 1, 0, round);
+        test_swiglu_backward(64, 1100, 1, 1, round);
+    }
+    test_swiglu_forward(65600, 4, 1, 0, 0);   // more rows than a grid's 65535
+    test_swiglu_backward(65600, 3, 1, 0, 0);
+
+    backend_close(gpu);
+    backend_close(cpu);
+    return check_summary();
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The planning commands on llama shapes (issue 25, items 3 and 9): ctron memory's llama3-* presets hold
+# docs/MEMORY.md's per-layer formula, computed here by hand, and Llama 3's published parameter counts;
+# ctron plan plans a llama without GeLU's options and counts its untied weights; ctron plan --cluster
+# picks the documented layouts for 70B and 405B on H100s; the family's bad flags exit 2 naming them.
+set -uo pipefail
+ctron=$1
+py=${2:-/usr/bin/python3}
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL: $*"; }
+expect() {  # expect "needle" command args...: exit 2 and the message
+  local needle=$1; shift
+  out=$("$ctron" "$@" 2>&1 > /dev/null); rc=$?
+  if [ $rc -eq 2 ] && grep -qF -- "$needle" <<< "$out"; then ok
+  else bad "ctron $* -> rc $rc, message: $out (wanted '$needle')"; fi
+}
+
+# Bad input: the same checks and words as ctron train.
+expect "--kv-heads is a llama option (--arch llama)"                  memory --kv-heads 4
+expect "--ffn-hidden is a llama option (--arch llama)"                memory --preset 22B --ffn-hidden 100
+expect "--arch 'bert': expected one of gpt2|llama"                    memory --arch bert
+expect "--tp 16 does not divide --kv-heads 8 (each TP rank takes whole key/value heads" memory --preset llama3-8b --tp 16
+expect "--tp 2 does not divide --ffn-hidden 14337"                    memory --preset llama3-8b --ffn-hidden 14337 --tp 2
+expect "--kv-heads 5 does not divide --heads 12"                      memory --arch llama --kv-heads 5
+expect "head dimension 15 is odd: RoPE rotates pairs"                 memory --arch llama --hidden 60 --heads 4
+expect "--gelu-bits: --arch llama has no GeLU MLP"                    memory --preset llama3-8b --gelu-bits 2
+expect "--tempo all (its gelu part): --arch llama has no GeLU MLP"    memory --preset llama3-8b --tempo all
+expect "--mini-seq: --arch llama has no GeLU MLP"                     memory --preset llama3-8b --mini-seq 4
+expect "--tp 3 does not divide --kv-heads 4"                          plan --budget 1GiB --arch llama --layers 2 --hidden 96 --heads 12 --kv-heads 4 --tp 3
+expect "--qkv-bias is a llama option (--arch llama)"                  plan --budget 1GiB --qkv-bias
+expect "t=16 does not divide the key/value heads (8): each TP rank takes whole key/value heads" \
+  plan --cluster --gpu h100-80g --gpus-per-node 16 --nodes 2 --preset llama3-405b --layout t=16,p=1,mb=1
+expect "t=4 does not divide the FFN width (14338): each TP rank takes ffn/t columns of the MLP" \
+  plan --cluster --gpu h100-80g --nodes 1 --preset llama3-8b --ffn-hidden 14338 --layout t=4,p=1,mb=1
+expect "--tie-embeddings is a llama option (--arch llama)"            plan --cluster --gpu h100-80g --nodes 1 --preset 22B --tie-embeddings
+
+# ctron memory: per layer, recompute none and selective, t = 1 and t = 8 with SP, bf16, no dropout
+# (llama's default): docs/MEMORY.md's formula against the JSON; the parameters at t = p = 1.
+for preset in llama3-8b llama3-70b llama3-405b; do
+  for lay in "--tp 1 --recompute none" "--tp 8 --sp --recompute selective" "--tp 8 --recompute none --dropout 0.1"; do
+    # shellcheck disable=SC2086
+    "$ctron" memory --preset $preset $lay --pp 1 --gpus 8 --batch 1 --json > "$dir/m.json" 2> "$dir/err" ||
+      { bad "memory --preset $preset $lay: $(cat "$dir/err")"; continue; }
+    if "$py" - "$dir/m.json" "$preset" "$lay" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1])); preset, lay = sys.argv[2], sys.argv[3]
+shapes = {"llama3-8b": (32, 4096, 32, 8, 14336, 8030261248), "llama3-70b": (80, 8192, 64, 8, 28672, 70553706496),
+          "llama3-405b": (126, 16384, 128, 8, 53248, 405853388800)}
+L, h, a, kv, f, params = shapes[preset]
+s, b, e, v = 8192, 1, 2, 128256
+t = 8 if "--tp 8" in lay else 1
+sp, sel, k = "--sp" in lay, "selective" in lay, (1 if "--dropout 0.1" in lay else 0)
+sbh, sb, as2b, sbf = s*b*h, s*b, a*s*s*b, s*b*f
+# per layer: replicated (split by SP) ln1_in, qkv_in, ln2_in, fc1_in, two masks, two RMSNorm statistics;
+# split by t: q, proj_in, k and v, the attention core (none under selective), gate and up
+core = 0 if sel else (as2b*(2*e + k) if k else as2b*e)
+want = (sbh*(4*e + 2*k) + 8*sb) // (t if sp else 1) + (sbh*(2*e) + sbh*2*e*kv//a + core + 2*e*sbf) // t
+assert d["shape"]["arch"] == "llama" and d["shape"]["kv_heads"] == kv and d["shape"]["ffn"] == f and d["shape"]["tied"] is False
+cls = d["layer_classes"][0]
+assert cls["total"] == want, (cls["total"], want)
+assert "gate" in cls["bytes"] and "up" in cls["bytes"] and "gelu_in" not in cls["bytes"] and "fc2_in" not in cls["bytes"]
+assert cls["bytes"]["gate"] == e*sbf//t and cls["bytes"]["k"] == e*sbh*kv//a//t, cls["bytes"]
+if t == 1:
+    assert d["first_stage"]["parameters"] == params, d["first_stage"]["parameters"]
+if preset == "llama3-8b" and t == 1:   # by hand: 13·sbh + e·as²b + 2e·sbf + 8sb
+    assert want == 436207616 + 4294967296 + 469762048 + 65536 == 5201002496
+PY
+    then ok; else bad "memory --preset $preset $lay: per-layer bytes or parameters"; fi
+  done
+done
+out=$("$ctron" memory --preset llama3-8b)
+if grep -q "^  block   llama: kv=8 ffn=14336 · RMSNorm, SwiGLU MLP, RoPE · output layer untied (lm_head)$" <<< "$out" &&
+   grep -q "c = 4 + 4kv/a + 4f/h = 19 where GPT-2 has 24" <<< "$out" &&
+   grep -qE "^  TP \+ SP \+ selective +29sbh/t " <<< "$out" && grep -qE "^  parameters +8\.03e\+09$" <<< "$out"
+then ok; else bad "memory --preset llama3-8b text: $out"; fi
+if "$ctron" memory --preset llama3 --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert [m["model"] for m in d["models"]] == ["llama3-8b","llama3-70b","llama3-405b"]'
+then ok; else bad "memory --preset llama3"; fi
+# --tie-embeddings drops the lm_head: 8B tied has 128256·4096 fewer parameters
+if "$ctron" memory --preset llama3-8b --tie-embeddings --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["first_stage"]["parameters"] == 8030261248 - 128256*4096 and d["shape"]["tied"]'
+then ok; else bad "memory --preset llama3-8b --tie-embeddings"; fi
+
+# ctron plan, llama with GQA and an FFN of 704: the untied weights copied to bf16 are 2 bytes of
+# 2·4096·256 (embedding, lm_head) + 4·(256·(256 + 2·64) + 256² + 3·256·704 + 2·256) + 256 = 4917504 parameters.
+out=$("$ctron" plan --budget 300MiB --threads 2 --arch llama --layers 4 --hidden 256 --heads 8 --kv-heads 2 --ffn-hidden 704 \
+      --seq 1024 --batch 4 --vocab 4096 --precision bf16); rc=$?
+if [ $rc -eq 0 ] && grep -q "bf16 weight copy 9.38 MiB (9835008 bytes: 2 per parameter" <<< "$out" &&
+   ! grep -qE -- "--tempo [a-z,]*gelu|--mini-seq" <<< "$out"; then ok; else bad "plan --arch llama: rc $rc, $out"; fi
+out=$("$ctron" plan --threads 2 --arch llama --layers 4 --hidden 256 --heads 8 --kv-heads 2 --ffn-hidden 704 \
+      --seq 1024 --batch 4 --vocab 4096 --pp 2 --grad-accum 2 --budget 300MiB); rc=$?
+if [ $rc -eq 0 ] && grep -q -- "ctron train flags: --pp 2 --pp-schedule 1f1b --grad-accum 2 --recompute-layers" <<< "$out" &&
+   ! grep -qE -- "--tempo [a-z,]*gelu|--mini-seq" <<< "$out"; then ok; else bad "plan --pp 2 --arch llama: rc $rc, $out"; fi
+
+# ctron plan --cluster on H100s: 70B on 64 GPUs and 405B on 1152 (docs/PLANNER.md); tests/test_memory_llama.c
+# holds the step times.
+out=$("$ctron" plan --cluster --gpu h100-80g --gpus-per-node 8 --nodes 8 --preset llama3-70b --top 3)
+if grep -q "^block llama: kv=8 ffn=28672, output layer untied$" <<< "$out" &&
+   grep -qE '^   1   4   4  5     4   1  on plan         1      77\.6 ' <<< "$out"; then ok; else bad "70B on 64 H100s: $out"; fi
+"$ctron" plan --cluster --gpu h100-80g --gpus-per-node 8 --nodes 144 --preset llama3-405b --json --top 3 > "$dir/c.json"
+"$py" - "$dir/c.json" <<'PY' && ok || bad "405B on 1152 H100s: $(head -c 400 "$dir/c.json")"
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+x = L[0]
+assert (x["t"], x["p"], x["v"], x["d"], x["mb"], x["sp"], x["recompute"], x["zero"]) == (8, 18, 1, 8, 1, True, "plan", 1), x
+assert all(y["fits"] and y["t"] <= 8 and y["mem_bytes_max"] <= 81559 * 2**20 for y in L)
+assert x["parts"]["pp_comm"] > 0 and 90 < x["step_s"] < 100, x
+PY
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
