@@ -53,7 +53,7 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
 }
 
 int act_tempo_applies(const ActShape *sh, unsigned tempo) {
-    return !(sh->swiglu && (tempo & (TEMPO_GELU | GELU_FEWBIT | MINI_SEQ)));
+    return !(sh->swiglu && (tempo & (TEMPO_GELU | GELU_FEWBIT)));
 }
 
 int act_in_block(const ActShape *sh, ActName name) {
