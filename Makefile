@@ -31,7 +31,9 @@ demo: build data
 test: build data peer-env
 	@cd $(BUILD) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j 2
 
-bench: build data
+# ctron beside the PyTorch peers (GPT-2: T, S) and transformers' LlamaForCausalLM (S-llama, the venv of
+# peer-env); bench/README.md, docs/PERFORMANCE.md.
+bench: build data peer-env
 	@bash bench/setup_peer.sh
 	@$(PY) bench/run_bench.py
 	@$(PY) bench/options_bench.py

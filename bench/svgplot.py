@@ -21,6 +21,10 @@ COLOURS = {
     "pt2-fp32-sdpa": "#ff9896",
     "pt2-bf16": "#2ca02c",
     "pt2-bf16-sdpa": "#98df8a",
+    "hf-fp32": "#e377c2",
+    "hf-fp32-eager": "#f7b6d2",
+    "hf-bf16": "#8c564b",
+    "hf-bf16-eager": "#c49c94",
     "pytorch-best": "#9467bd",
 }
 

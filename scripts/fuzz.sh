@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"tokenfile bpe_json safetensors ckpt_state ckpt_manifest recompute_layers train_cli"}
+targets=${FUZZ_TARGETS:-"tokenfile bpe_json hf_tokenizer safetensors ckpt_state ckpt_manifest recompute_layers train_cli hf_config hf_index"}
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCTRON_FUZZ=ON > /dev/null
 cmake --build build-fuzz -j "$(nproc)" > /dev/null
 mkdir -p build-fuzz/crashes

@@ -1,6 +1,6 @@
-// BPE tokenizer: the pre-split, merges learned on tiny corpora with known answers, determinism,
-// exact round trips (KJV, all byte values, invalid UTF-8, NULs, edge cases), agreement with a
-// naive GPT-2 encoder, and the vocabulary file (save/load, rejected files).
+// BPE tokenizer: ctron's older byte scanner, merges learned on tiny corpora with known answers,
+// determinism, exact round trips (KJV, all byte values, invalid UTF-8, NULs, edge cases), agreement
+// with a naive GPT-2 encoder, tokenizer.json save/load, and rejected older vocabulary files.
 // usage: test_bpe KJV_PATH
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +61,7 @@ static int merges_are(const Bpe *b, const int32_t (*want)[2], int n) {
 
 static void train_text(Bpe *b, const char *text, int vocab) {
     char err[256];
-    if (bpe_train(b, (const uint8_t *)text, strlen(text), vocab, NULL, err, sizeof err) != 0)
+    if (bpe_train(b, (const uint8_t *)text, strlen(text), vocab, NULL, 0, NULL, err, sizeof err) != 0)
         ctron_fatal("bpe_train: %s", err);
 }
 
@@ -97,43 +97,67 @@ static void test_known_merges(void) {
     bpe_free(&b);
 
     char err[256];
-    CHECK(bpe_train(&b, (const uint8_t *)"x", 1, 255, NULL, err, sizeof err) == -1 && strstr(err, "255"),
+    CHECK(bpe_train(&b, (const uint8_t *)"x", 1, 255, NULL, 0, NULL, err, sizeof err) == -1 && strstr(err, "255"),
           "vocab 255 rejected: %s", err);
-    CHECK(bpe_train(&b, (const uint8_t *)"x", 1, 65537, NULL, err, sizeof err) == -1 && strstr(err, "65537"),
-          "vocab 65537 rejected: %s", err);
+    CHECK(bpe_train(&b, (const uint8_t *)"x", 1, BPE_MAX_VOCAB + 1, NULL, 0, NULL, err, sizeof err) == -1 &&
+              strstr(err, "4194305"), "vocab 2^22+1 rejected: %s", err);
+    const char *two[] = {"<a>", "<b>"};
+    CHECK(bpe_train(&b, (const uint8_t *)"x", 1, 257, two, 2, NULL, err, sizeof err) == -1 && strstr(err, "258"),
+          "vocab 257 has no room for 2 special tokens: %s", err);
+    const char *twice[] = {"<a>", "<a>"};
+    CHECK(bpe_train(&b, (const uint8_t *)"x", 1, 300, twice, 2, NULL, err, sizeof err) == -1 && strstr(err, "twice"),
+          "a special token given twice is rejected: %s", err);
+
+    // Special tokens: never learned from, never split, after the learned tokens; encoded as one id.
+    const char *eot[] = {"<|endoftext|>"};
+    const char *corpus = "ab ab<|endoftext|>ab ab<|endoftext|>";
+    CHECK(bpe_train(&b, (const uint8_t *)corpus, strlen(corpus), 1000, eot, 1, NULL, err, sizeof err) == 0, "%s", err);
+    static const int32_t want4[][2] = {{'a', 'b'}, {' ', 256}};
+    CHECK(merges_are(&b, want4, 2) && b.vocab_size == 259 && b.n_added == 1 && b.added[0].id == 258,
+          "merges around <|endoftext|>: %d merges, vocab %d", b.n_merges, b.vocab_size);
+    t = bpe_encode(&b, (const uint8_t *)"ab<|endoftext|> ab", 18, &n);
+    CHECK(n == 3 && t[0] == 256 && t[1] == 258 && t[2] == 257, "encode with a special token: %zu ids", n);
+    free(t);
+    bpe_free(&b);
 }
 
-// GPT-2's encoder, naively: merge every occurrence of the lowest-ranked pair, repeat.
-static size_t naive_encode(const Bpe *b, const uint8_t *text, size_t n, int32_t *out) {
-    size_t k = 0;
-    int32_t *w = xmalloc((n ? n : 1) * sizeof *w);
-    for (size_t i = 0, j; i < n; i = j) {
-        j = pretok_next(text, n, i);
-        size_t len = j - i;
-        for (size_t q = 0; q < len; q++) w[q] = text[i + q];
-        for (;;) {
-            int32_t best = -1;
-            for (size_t q = 0; q + 1 < len; q++) {
-                int32_t r = pairtab_find(&b->rank, w[q], w[q + 1]);
-                if (r >= 0 && (best < 0 || r < best)) best = r;
-            }
-            if (best < 0) break;
-            size_t m = 0;
-            for (size_t q = 0; q < len;) {
-                if (q + 1 < len && w[q] == b->merges[best][0] && w[q + 1] == b->merges[best][1]) {
-                    w[m++] = 256 + best;
-                    q += 2;
-                } else {
-                    w[m++] = w[q++];
-                }
-            }
-            len = m;
+// GPT-2's encoder, naively, on the pieces bpe_split gives: merge every occurrence of the
+// lowest-ranked pair, repeat.
+typedef struct { const Bpe *b; int32_t *out; size_t k; } Naive;
+
+static void naive_piece(void *ctx, const uint8_t *p, size_t len, int32_t added) {
+    Naive *nv = ctx;
+    const Bpe *b = nv->b;
+    if (added >= 0) { nv->out[nv->k++] = added; return; }
+    int32_t *w = xmalloc(len * sizeof *w);
+    for (size_t q = 0; q < len; q++) w[q] = b->byte_tok[p[q]];
+    for (;;) {
+        int32_t best = -1;
+        for (size_t q = 0; q + 1 < len; q++) {
+            int32_t r = bpe_pair_rank(b, w[q], w[q + 1]);
+            if (r >= 0 && (best < 0 || r < best)) best = r;
         }
-        memcpy(out + k, w, len * sizeof *w);
-        k += len;
+        if (best < 0) break;
+        size_t m = 0;
+        for (size_t q = 0; q < len;) {
+            if (q + 1 < len && w[q] == b->merges[best][0] && w[q + 1] == b->merges[best][1]) {
+                w[m++] = b->merge_out[best];
+                q += 2;
+            } else {
+                w[m++] = w[q++];
+            }
+        }
+        len = m;
     }
+    memcpy(nv->out + nv->k, w, len * sizeof *w);
+    nv->k += len;
     free(w);
-    return k;
+}
+
+static size_t naive_encode(const Bpe *b, const uint8_t *text, size_t n, int32_t *out) {
+    Naive nv = {b, out, 0};
+    bpe_split(b, text, n, naive_piece, &nv);
+    return nv.k;
 }
 
 // Encodes, checks the ids, decodes and compares with the input; with check_naive also compares
@@ -145,7 +169,7 @@ static size_t roundtrip(const Bpe *b, const uint8_t *text, size_t n, int check_n
     for (size_t i = 0; i < nt; i++) in_range &= t[i] >= 0 && t[i] < b->vocab_size;
     CHECK(in_range, "%s: every token id is in the vocabulary", what);
     char err[256];
-    uint8_t *back = bpe_decode(b, t, nt, &nb, err, sizeof err);
+    uint8_t *back = bpe_decode(b, t, nt, 0, &nb, err, sizeof err);
     CHECK(back && nb == n && memcmp(back, text, n) == 0, "%s: decode(encode(x)) == x (%zu bytes -> %zu tokens -> %zu bytes)",
           what, n, nt, nb);
     if (check_naive) {
@@ -175,10 +199,25 @@ static void test_kjv(const char *path) {
     Bpe a, b;
     BpeTrainStats st;
     double t0 = now_seconds();
-    CHECK(bpe_train(&a, text, n, 8192, &st, err, sizeof err) == 0, "train on KJV: %s", err);
+    CHECK(bpe_train(&a, text, n, 8192, NULL, 0, &st, err, sizeof err) == 0, "train on KJV: %s", err);
     double t_train = now_seconds() - t0;
     CHECK(a.vocab_size == 8192, "KJV supports 8192 tokens: %d", a.vocab_size);
-    CHECK(bpe_train(&b, text, n, 8192, NULL, err, sizeof err) == 0, "train again");
+    // tokenizer.json keys tokens by their strings: a merge that makes an existing string reuses it.
+    StrTable seen;
+    strtab_init(&seen);
+    int distinct = 1;
+    for (int32_t t = 0; t < a.vocab_size; t++) {
+        size_t len;
+        const uint8_t *bytes = bpe_token_bytes(&a, t, &len);
+        int added;
+        strtab_intern(&seen, bytes, len, &added);
+        distinct &= added;
+    }
+    strtab_free(&seen);
+    CHECK(distinct && a.n_merges >= 8192 - 256, "every token is a distinct string (%d merges for %d tokens)",
+          a.n_merges, a.vocab_size - 256);
+    printf("KJV vocab 8192: %d merges, %d of them remake an existing token\n", a.n_merges, a.n_merges - (8192 - 256));
+    CHECK(bpe_train(&b, text, n, 8192, NULL, 0, NULL, err, sizeof err) == 0, "train again");
     CHECK(b.n_merges == a.n_merges && memcmp(a.merges, b.merges, (size_t)a.n_merges * sizeof *a.merges) == 0,
           "training twice gives identical merges");
     bpe_free(&b);
@@ -198,7 +237,7 @@ static void test_kjv(const char *path) {
     for (size_t i = 0; i < rn; i++) rnd[i] = (uint8_t)lcg(&s);
     roundtrip(&a, rnd, rn, 1, "random bytes with the KJV vocabulary");
     // A vocabulary learned on random bytes, used on KJV and on the random bytes.
-    CHECK(bpe_train(&b, rnd, rn, 2000, NULL, err, sizeof err) == 0, "train on random bytes");
+    CHECK(bpe_train(&b, rnd, rn, 2000, NULL, 0, NULL, err, sizeof err) == 0, "train on random bytes");
     roundtrip(&b, rnd, rn, 1, "random bytes with their own vocabulary");
     roundtrip(&b, text, 100000, 1, "KJV with the random-byte vocabulary");
     bpe_free(&b);
@@ -209,8 +248,10 @@ static void test_kjv(const char *path) {
     snprintf(file, sizeof file, "%s/tok.json", dir);
     CHECK(bpe_save(&a, file, err, sizeof err) == 0, "save: %s", err);
     CHECK(bpe_load(&b, file, err, sizeof err) == 0, "load: %s", err);
-    CHECK(b.vocab_size == a.vocab_size && memcmp(a.merges, b.merges, (size_t)a.n_merges * sizeof *a.merges) == 0,
-          "loaded vocabulary equals the saved one");
+    char what[128];
+    CHECK(b.vocab_size == a.vocab_size && b.n_merges == a.n_merges &&
+              memcmp(a.merges, b.merges, (size_t)a.n_merges * sizeof *a.merges) == 0 && bpe_same(&a, &b, what, sizeof what),
+          "loaded tokenizer.json equals the saved tokenizer");
     size_t n1, n2;
     int32_t *t1 = bpe_encode(&a, text, 100000, &n1), *t2 = bpe_encode(&b, text, 100000, &n2);
     CHECK(n1 == n2 && memcmp(t1, t2, n1 * sizeof *t1) == 0, "loaded vocabulary encodes identically");
@@ -250,7 +291,7 @@ static void test_edge_cases(void) {
     // A vocabulary that merges long runs: the heap encoder on one 100000-byte piece.
     memset(run, 'a', big);
     char err[256];
-    CHECK(bpe_train(&b, run, 1000, 300, NULL, err, sizeof err) == 0, "train on a run");
+    CHECK(bpe_train(&b, run, 1000, 300, NULL, 0, NULL, err, sizeof err) == 0, "train on a run");
     roundtrip(&b, run, big, 1, "a long run with run merges");
     roundtrip(&b, run, 999, 1, "an odd run with run merges");
     bpe_free(&b);
@@ -259,7 +300,7 @@ static void test_edge_cases(void) {
     int32_t t = 300;
     size_t nb;
     train_text(&b, "abc", 257);
-    uint8_t *out = bpe_decode(&b, &t, 1, &nb, err, sizeof err);
+    uint8_t *out = bpe_decode(&b, &t, 1, 0, &nb, err, sizeof err);
     CHECK(out == NULL && strstr(err, "token 300") && strstr(err, "0..256"), "decode rejects token 300: %s", err);
     bpe_free(&b);
 }

@@ -342,9 +342,9 @@ int main(int argc, char **argv) {
 
     copy_ckpt(step, bad);
     r = raw_read(mp);
-    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r.hdr, "wpe.weight"), "dtype", cJSON_CreateString("F16"));
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(r.hdr, "wpe.weight"), "dtype", cJSON_CreateString("F64"));
     raw_write(mp, &r, 0);
-    expect_refused(&tg, bad, "dtype 'F16'", "unknown dtype");
+    expect_refused(&tg, bad, "dtype 'F64'", "unknown dtype");
 
     copy_ckpt(step, bad);
     r = raw_read(mp);

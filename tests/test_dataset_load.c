@@ -1,4 +1,4 @@
-// dataset_load / dataset_load_split: token files, BPE-encoded text, byte-level text, explicit
+// dataset_load / dataset_load_split: token files, BPE-encoded text, byte-level text, JSONL, explicit
 // validation files, and the vocabulary checks.
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +46,7 @@ int main(void) {
 
     // Text through a tokenizer.
     Bpe bpe;
-    CHECK(bpe_train(&bpe, (const uint8_t *)text, len, 300, NULL, err, sizeof err) == 0, "train");
+    CHECK(bpe_train(&bpe, (const uint8_t *)text, len, 300, NULL, 0, NULL, err, sizeof err) == 0, "train");
     CHECK(bpe_save(&bpe, path_of("tok.json"), err, sizeof err) == 0, "save: %s", err);
     size_t nt;
     int32_t *enc = bpe_encode(&bpe, (const uint8_t *)text, len, &nt);
@@ -62,8 +62,8 @@ int main(void) {
           strstr(err, "cannot open"), "missing tokenizer: %s", err);
 
     // Token files, alone and as a train/validation pair.
-    CHECK(tokenfile_write(path_of("t.bin"), enc, nt, err, sizeof err) == 0, "write tokens");
-    CHECK(tokenfile_write(path_of("v.bin"), enc, 10, err, sizeof err) == 0, "write val tokens");
+    CHECK(tokenfile_write(path_of("t.bin"), enc, nt, 0, err, sizeof err) == 0, "write tokens");
+    CHECK(tokenfile_write(path_of("v.bin"), enc, 10, 0, err, sizeof err) == 0, "write val tokens");
     CHECK(dataset_load(&a, path_of("t.bin"), NULL, 0.5, 300, err, sizeof err) == 0, "token file: %s", err);
     CHECK(a.n == nt && memcmp(a.tokens, enc, nt * sizeof *enc) == 0 && a.n_train == nt - nt / 2,
           "token file loaded as stored, split by val_frac");
@@ -92,9 +92,28 @@ int main(void) {
     CHECK(dataset_load(&a, path_of("missing"), NULL, 0.1, 256, err, sizeof err) == -1 && strstr(err, "cannot open"),
           "missing file: %s", err);
 
+    // JSONL (a name ending in .jsonl): each line's "text" one document, through the tokenizer or as
+    // bytes; a bad line is named by number.
+    write_text("d.jsonl", "{\"text\": \"In the beginning\"}\n\n{\"id\": 7, \"text\": \"God \\u00e9\"}\n");
+    size_t n1, n2;
+    int32_t *d1 = bpe_encode_doc(&bpe, (const uint8_t *)"In the beginning", 16, &n1);
+    int32_t *d2 = bpe_encode_doc(&bpe, (const uint8_t *)"God \xc3\xa9", 6, &n2);
+    CHECK(dataset_load(&a, path_of("d.jsonl"), path_of("tok.json"), 0, 300, err, sizeof err) == 0 && a.n == n1 + n2 &&
+              memcmp(a.tokens, d1, n1 * sizeof *d1) == 0 && memcmp(a.tokens + n1, d2, n2 * sizeof *d2) == 0,
+          "JSONL through the tokenizer: the two documents' ids: %s", err);
+    dataset_free(&a);
+    CHECK(dataset_load(&a, path_of("d.jsonl"), NULL, 0, 256, err, sizeof err) == 0 && a.n == 22 && a.tokens[16] == 'G' &&
+              a.tokens[21] == 0xa9, "JSONL as bytes: %s", err);
+    dataset_free(&a);
+    free(d1);
+    free(d2);
+    write_text("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": [1]}\n");
+    CHECK(dataset_load(&a, path_of("bad.jsonl"), path_of("tok.json"), 0, 300, err, sizeof err) == -1 &&
+              strstr(err, "bad.jsonl' line 2: \"text\" is not a string"), "a bad JSONL line: %s", err);
+
     free(enc);
     bpe_free(&bpe);
-    const char *names[] = {"t.txt", "tok.json", "t.bin", "v.bin", "e.txt"};
+    const char *names[] = {"t.txt", "tok.json", "t.bin", "v.bin", "e.txt", "d.jsonl", "bad.jsonl"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(path_of(names[i]));
     rmdir(dir);
     return check_summary();

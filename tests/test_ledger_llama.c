@@ -6,13 +6,14 @@
 // (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32). The backward's peak (the
 // whole step, recomputation included) is checked against the analytic model, and a full step's
 // gradients must not depend on the policy (bitwise: recompute is exact).
+#include <math.h>
 #include <string.h>
 #include "check.h"
 #include "memory/memory_model.h"
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; } Shape;
+typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; } Shape;
 
 // Bytes of one name in one layer under recompute none (0: the Llama block never keeps it so).
 static size_t none_bytes(const Shape *sh, ActName n) {
@@ -29,7 +30,7 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     case ACT_DROP1_MASK: case ACT_DROP2_MASK: return !sh->dropout ? 0 : bits ? (sbh + 7) / 8 : k * sbh;
     case ACT_LN1_STATS: case ACT_LN2_STATS: return 4 * sb;   // 1/rms per row
     case ACT_ATTN_LSE: return flash ? 4 * (size_t)sh->a * sb : 0;
-    case ACT_GATE: case ACT_UP: return e * sb * (size_t)sh->f;
+    case ACT_GATE: case ACT_UP: return sh->mini ? 0 : e * sb * (size_t)sh->f;   // mini-seq: made again per chunk
     default: return 0;   // gelu_in, fc2_in, GeLU bits: not in this block
     }
 }
@@ -47,7 +48,8 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     char err[256];
     pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
     pol.masks = sh->masks;
-    pol.tempo = sh->tempo;
+    pol.tempo = sh->tempo | (sh->mini ? MINI_SEQ : 0);
+    pol.mini_seq = sh->mini;
     if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
         return NULL;
@@ -66,9 +68,9 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     int before = check_failed;
     char what[200];
-    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld f%ld %s/%s/%d/%s %s masks %s p%d tempo %#x", L, sh->s,
+    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld f%ld %s/%s/%d/%s %s masks %s p%d tempo %#x mini %d", L, sh->s,
              sh->b, sh->h, sh->a, sh->kv, sh->f, recompute ? recompute : "-", method ? method : "-", num,
-             list ? list : "-", sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo);
+             list ? list : "-", sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo, sh->mini);
     size_t fwd = 0;
     for (int l = 0; l < L; l++)
         for (int nm = 0; nm < ACT_N_LAYER; nm++) {
@@ -79,20 +81,23 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
             fwd += want;
         }
     // The closed form of a none layer (docs/MEMORY.md), from the name sums above.
-    if (!sh->tempo && sh->masks == MASKS_BYTES)
+    if (!sh->tempo && sh->masks == MASKS_BYTES)   // (mini-seq: without gate and up)
         for (int l = 0; l < L; l++) {
             if (pol.kind[l] != RECOMPUTE_NONE) continue;
             size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h, as2b = (size_t)(sh->a * sh->s) * sb;
             size_t e = (size_t)sh->e, k = sh->dropout ? 1 : 0, drop_e = sh->dropout ? e : 0;
             size_t form = sbh * (6 * e + 2 * k) + 2 * e * sbh / (size_t)sh->a * (size_t)sh->kv + as2b * (e + drop_e + k) +
-                          2 * e * sb * (size_t)sh->f + 8 * sb;
+                          (sh->mini ? 0 : 2 * e * sb * (size_t)sh->f) + 8 * sb;
             CHECK(ledger_layer_stored(&m.ledger, l, 0) == form, "%s: layer %d holds %zu, the closed form %zu", what, l,
                   ledger_layer_stored(&m.ledger, l, 0), form);
         }
-    // Model level: lnf_in (e), its 1/rms (fp32), lm_in (e), logits (fp32); the embedding mask with dropout.
+    // Model level: lnf_in (e), its 1/rms (fp32), lm_in (e), logits (fp32) — with mini-seq instead the
+    // output layer's input gradient (fp32), its backward done chunk by chunk in the forward; the
+    // embedding mask with dropout.
     size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h;
     size_t emb = !sh->dropout ? 0 : sh->masks == MASKS_BYTES ? sbh : sh->masks == MASKS_BITS ? (sbh + 7) / 8 : 0;
-    fwd += emb + 2 * (size_t)sh->e * sbh + 4 * sb + 4 * sb * (size_t)sh->v;
+    size_t head = sh->mini ? 4 * sbh : (size_t)sh->e * sbh + 4 * sb * (size_t)sh->v;
+    fwd += emb + (size_t)sh->e * sbh + 4 * sb + head;
     CHECK(m.ledger.total_fwd_end == fwd, "%s: end of forward %zu, formula %zu", what, m.ledger.total_fwd_end, fwd);
     CHECK(act_forward_end_bytes(&m.shape, &pol) == fwd, "%s: analytic end of forward", what);
     gpt_backward(&m, tok, ctx);
@@ -109,12 +114,15 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
 }
 
 int main(void) {
-    // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off).
+    // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off); the
+    // first shape again with mini-seq in 5 chunks of 32 rows (uneven: 7, 7, 6, 6, 6 at b 2... s·b = 32).
     const Shape shapes[] = {
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0},
-        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0},
-        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0},
+        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0},
+        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5},
     };
+    float *first = NULL;   // shape 0's gradients, which mini-seq (shape 3) computes in another order
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
         {"none", NULL, 1, NULL},          {"selective", NULL, 1, NULL}, {"full", "uniform", 1, NULL},
         {"full", "uniform", 2, NULL},     {"full", "block", 2, NULL},   {NULL, NULL, 1, "0:full,1:selective,2:none,3:full"},
@@ -133,15 +141,28 @@ int main(void) {
             int fails = 0;
             float *g = run_step(&shapes[i], L, policies[p].rc, policies[p].method, policies[p].num, policies[p].list, &fails);
             if (!g) continue;
-            if (!ref) ref = g;
-            else {
+            if (!ref) {
+                ref = g;
+                if (i == 3) {   // the same model and batch as shape 0: the same gradients up to summation order
+                    double worst = 0.0, scale = 0.0;
+                    for (size_t j = 0; j < np; j++) {
+                        double d = fabs((double)g[j] - first[j]);
+                        if (d > worst) worst = d;
+                        if (fabs(first[j]) > scale) scale = fabs(first[j]);
+                    }
+                    CHECK(worst <= 1e-5 * scale && worst > 0.0, "mini-seq gradients vs whole-sequence: max |diff| %.3g of "
+                          "max |g| %.3g (expected a reordering's few ulps)", worst, scale);
+                }
+            } else {
                 CHECK(memcmp(ref, g, np * sizeof(float)) == 0, "shape %zu policy %zu: gradients differ from recompute none",
                       i, p);
                 free(g);
             }
         }
-        free(ref);
+        if (i == 0) first = ref;
+        else free(ref);
     }
+    free(first);
     // Mask modes, Tempo's LayerNorm analogue (RMSNorm from its output) and softmax, flash; bf16.
     const unsigned tempos[] = {TEMPO_LAYERNORM, TEMPO_SOFTMAX, ATTN_FLASH, TEMPO_LAYERNORM | ATTN_FLASH};
     const MaskMode modes[] = {MASKS_BITS, MASKS_REGEN};
@@ -160,6 +181,15 @@ int main(void) {
         int fails = 0;
         free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
         free(run_step(&sh, L, NULL, NULL, 1, "0-1:full,2:selective,3:none", &fails));
+    }
+    {   // mini-seq with RMSNorm from its output, flash and bf16 activations; under selective and full recompute
+        Shape sh = shapes[0];
+        sh.mini = 4;
+        sh.tempo = TEMPO_LAYERNORM | ATTN_FLASH;
+        sh.e = 2;
+        int fails = 0;
+        free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        free(run_step(&sh, L, "full", "block", 2, NULL, &fails));
     }
     return check_summary();
 }

@@ -31,6 +31,7 @@ run() {
 run tp2        2 ref1 --tp 2
 run tp2sp      2 ref1 --tp 2 --sp --recompute selective --dropout-masks regen
 run tp2full    2 ref1 --tp 2 --sp --recompute full --tempo layernorm --attention flash
+run tp2mini    2 ref1 --tp 2 --sp --mini-seq 3 --recompute selective
 run pp2        2 ref2 --pp 2 --grad-accum 2
 run pp2inter   2 ref2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --grad-accum 2 --recompute selective
 run pp2gpipe   2 ref2 --pp 2 --pp-schedule gpipe --grad-accum 2 --recompute full

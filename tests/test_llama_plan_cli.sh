@@ -17,6 +17,12 @@ expect() {  # expect "needle" command args...: exit 2 and the message
   else bad "ctron $* -> rc $rc, message: $out (wanted '$needle')"; fi
 }
 
+# Mini-seq chunks SwiGLU's MLP too: gate and up are not kept (448 MiB each per layer without it).
+out=$("$ctron" memory --preset llama3-8b --mini-seq 4 2>&1); rc=$?
+full=$("$ctron" memory --preset llama3-8b 2>&1)
+if [ $rc -eq 0 ] && grep -qE "^  gate +0 B" <<< "$out" && grep -qE "^  up +0 B" <<< "$out" && \
+   grep -qE "^  gate +448.00 MiB" <<< "$full"; then ok; else bad "memory --mini-seq 4 for llama: rc $rc, $(grep -E '^  (gate|up) ' <<< "$out")"; fi
+
 # Bad input: the same checks and words as ctron train.
 expect "--kv-heads is a llama option (--arch llama)"                  memory --kv-heads 4
 expect "--ffn-hidden is a llama option (--arch llama)"                memory --preset 22B --ffn-hidden 100
@@ -27,7 +33,6 @@ expect "--kv-heads 5 does not divide --heads 12"                      memory --a
 expect "head dimension 15 is odd: RoPE rotates pairs"                 memory --arch llama --hidden 60 --heads 4
 expect "--gelu-bits: --arch llama has no GeLU MLP"                    memory --preset llama3-8b --gelu-bits 2
 expect "--tempo all (its gelu part): --arch llama has no GeLU MLP"    memory --preset llama3-8b --tempo all
-expect "--mini-seq: --arch llama has no GeLU MLP"                     memory --preset llama3-8b --mini-seq 4
 expect "--tp 3 does not divide --kv-heads 4"                          plan --budget 1GiB --arch llama --layers 2 --hidden 96 --heads 12 --kv-heads 4 --tp 3
 expect "--qkv-bias is a llama option (--arch llama)"                  plan --budget 1GiB --qkv-bias
 expect "t=16 does not divide the key/value heads (8): each TP rank takes whole key/value heads" \

@@ -9,7 +9,7 @@
 #include "cli/cli.h"
 #include "cli/generate_cmd.h"
 #include "backend/cpu/gemm_bf16.h"
-#include "io/checkpoint.h"
+#include "io/model_source.h"
 #include "memory/ledger_report.h"
 #include "model/generate.h"
 #include "tokenizer/bpe.h"
@@ -19,14 +19,13 @@
 #define CMD "generate"
 
 typedef struct {
-    const char *ckpt, *prompt;
+    const char *ckpt, *model, *prompt;
     int tokens, top_k, threads, json;
     Precision precision;
     int precision_given;    // else the checkpoint's (training.precision)
     float temperature;
     uint64_t seed;
-    char step_dir[4096];
-    CkptState state;
+    ModelSource src;        // --ckpt or --model
     Bpe bpe;                // the checkpoint's tokenizer.json, when it has one
     int has_bpe;
     int32_t *prompt_ids;    // the prompt, encoded
@@ -36,8 +35,11 @@ typedef struct {
 void cli_generate_usage(FILE *f) {
     fprintf(f,
         "usage: ctron generate --ckpt DIR [options]\n"
+        "       ctron generate --model PATH [options]\n"
         "\n"
         "  --ckpt DIR        a run directory (its newest checkpoint) or one step_NNNNNNNN directory\n"
+        "  --model PATH      the same, or a Hugging Face model directory (config.json + safetensors; its\n"
+        "                    window is its positions, at most 1024)\n"
         "  --prompt TEXT     text to continue (default a newline)\n"
         "  --tokens N        tokens to generate (default 200)\n"
         "  --temperature T   softmax temperature, 0 = greedy (default 0.8)\n"
@@ -57,11 +59,11 @@ void cli_generate_usage(FILE *f) {
         "Speed (tokens/s) goes to stderr.\n");
 }
 
-enum { OPT_CKPT = 1000, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION };
+enum { OPT_CKPT = 1000, OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION };
 
 static int parse(int argc, char **argv, GenArgs *g) {
     static const struct option opts[] = {
-        {"ckpt", required_argument, 0, OPT_CKPT}, {"prompt", required_argument, 0, OPT_PROMPT},
+        {"ckpt", required_argument, 0, OPT_CKPT}, {"model", required_argument, 0, OPT_MODEL}, {"prompt", required_argument, 0, OPT_PROMPT},
         {"tokens", required_argument, 0, OPT_TOKENS}, {"temperature", required_argument, 0, OPT_TEMP},
         {"top-k", required_argument, 0, OPT_TOPK}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
@@ -80,6 +82,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         switch (ch) {
         case OPT_CKPT: g->ckpt = optarg; break;
+        case OPT_MODEL: g->model = optarg; break;
         case OPT_PROMPT: g->prompt = optarg; break;
         case OPT_TOKENS: rc = args_int(CMD, "--tokens", optarg, 1, 100000000, &g->tokens); break;
         case OPT_TEMP: rc = args_double(CMD, "--temperature", optarg, 0.0, 100.0, 0, &x); g->temperature = (float)x; break;
@@ -99,16 +102,20 @@ static int parse(int argc, char **argv, GenArgs *g) {
         if (rc) return rc;
     }
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!g->ckpt) return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory)");
-    char err[1024];
-    int found = ckpt_resolve(g->ckpt, g->step_dir, sizeof g->step_dir, NULL, 0, err, sizeof err);
+    if (g->ckpt && g->model) return args_error(CMD, "give --ckpt or --model, not both");
+    if (!g->ckpt && !g->model)
+        return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory; or --model PATH)");
+    const char *flag = g->ckpt ? "--ckpt" : "--model";
+    char err[2048];
+    int found = model_source_open(g->ckpt ? g->ckpt : g->model, &g->src, err, sizeof err);
     if (found == -2) {   // checkpoints that fail validation: a runtime error (exit 1, docs/CLI.md), not usage
-        fprintf(stderr, "ctron %s: error: --ckpt: %s\n", CMD, err);
+        fprintf(stderr, "ctron %s: error: %s: %s\n", CMD, flag, err);
         return 1;
     }
-    if (found != 0 || ckpt_read_state(g->step_dir, &g->state, err, sizeof err) != 0)
-        return args_error(CMD, "--ckpt: %s", err);
-    if (!g->precision_given) g->precision = (Precision)g->state.precision;   // as the run trained
+    if (found != 0) return args_error(CMD, "%s: %s", flag, err);
+    if (g->ckpt && g->src.is_hf)
+        return args_error(CMD, "--ckpt: '%s' is a Hugging Face model directory: use --model", g->ckpt);
+    if (!g->precision_given) g->precision = (Precision)g->src.precision;   // as the run trained
     if (g->precision == PRECISION_BF16) {   // as train: said before any work when the GEMMs are not native
         int support = gemm_bf16_support(err, sizeof err);
         if (support == GEMM_BF16_WIDENED)
@@ -116,16 +123,15 @@ static int parse(int argc, char **argv, GenArgs *g) {
         if (support == GEMM_BF16_EMULATED)
             fprintf(stderr, "ctron generate: note: %s; the bf16 GEMMs run emulated, correct but slower than fp32\n", err);
     }
-    int v = g->state.model.vocab;
+    int v = g->src.cfg.vocab;
     if (g->top_k > v) return args_error(CMD, "--top-k %d exceeds the model's vocabulary of %d", g->top_k, v);
     if (g->prompt[0] == '\0') return args_error(CMD, "--prompt is empty: generation needs at least one token");
     size_t n_bytes = strlen(g->prompt), n_ids = n_bytes;
-    if (g->state.tokenizer_path[0]) {   // a BPE run: its vocabulary was saved beside the weights
-        if (bpe_load(&g->bpe, g->state.tokenizer_path, err, sizeof err) != 0)
-            return args_error(CMD, "--ckpt: %s", err);
+    if (g->src.tokenizer[0]) {   // a BPE run: its vocabulary was saved beside the weights
+        if (bpe_load(&g->bpe, g->src.tokenizer, err, sizeof err) != 0) return args_error(CMD, "%s: %s", flag, err);
         g->has_bpe = 1;
         if (g->bpe.vocab_size > v)
-            return args_error(CMD, "--ckpt: tokenizer.json has %d tokens but the model only %d", g->bpe.vocab_size, v);
+            return args_error(CMD, "%s: tokenizer.json has %d tokens but the model only %d", flag, g->bpe.vocab_size, v);
         g->prompt_ids = bpe_encode(&g->bpe, (const uint8_t *)g->prompt, n_bytes, &n_ids);
     } else {
         g->prompt_ids = xmalloc(n_bytes * sizeof(int32_t));
@@ -161,9 +167,9 @@ static void describe_model(const GPTConfig *c, char *buf, size_t len) {
 
 static void print_json(const GenArgs *g, const GPTConfig *c, const int32_t *out, const GenStats *st) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "checkpoint", g->step_dir);
+    cJSON_AddStringToObject(o, "checkpoint", g->src.path);
     cJSON_AddStringToObject(o, "arch", arch_spec((ArchKind)c->arch)->name);
-    cJSON_AddNumberToObject(o, "step", g->state.step);
+    cJSON_AddNumberToObject(o, "step", g->src.is_hf ? 0 : g->src.state.step);
     cJSON_AddNumberToObject(o, "prompt_tokens", st->prompt_tokens);
     cJSON_AddNumberToObject(o, "prompt_used", st->prompt_used);
     cJSON *t = cJSON_AddArrayToObject(o, "tokens");
@@ -186,21 +192,27 @@ int cli_generate_main(int argc, char **argv) {
     if (rc) return rc;
     if (g.threads > 0) omp_set_num_threads(g.threads);
 
-    GPTConfig cfg = g.state.model;
-    cfg.batch = 1;            // inference runs one sequence; the training batch is irrelevant here
-    cfg.dropout = 0.0f;
+    // inference runs one sequence (the training batch is irrelevant here) in the model's window
+    int seq = g.src.is_hf && g.src.cfg.seq > 1024 ? 1024 : g.src.cfg.seq;
+    GPTConfig cfg;
+    char err[2048];
+    if (model_source_config(&g.src, seq, 1, &cfg, err, sizeof err) != 0) {
+        free_args(&g);
+        return args_error(CMD, "--model: %s", err);
+    }
     GPT m;
     MemoryPolicy pol;   // no recompute (nothing is trained); bf16: the model keeps a bf16 weight copy
     policy_default(&pol, cfg.layers);
     pol.precision = g.precision;
     gpt_init(&m, &cfg, &pol);
     policy_free(&pol);
-    char err[1024];
-    if (ckpt_load(g.step_dir, &m, NULL, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "ctron generate: error: %s\n", err);
+    if (model_source_load(&g.src, &m, err, sizeof err) != 0) {
+        // a checkpoint that verified and does not load: a runtime error; an HF directory: bad input
+        int rc = g.src.is_hf ? args_error(CMD, "--model: %s", err) : 1;
+        if (!g.src.is_hf) fprintf(stderr, "ctron generate: error: %s\n", err);
         gpt_free(&m);
         free_args(&g);
-        return 1;
+        return rc;
     }
     int n_prompt = g.n_prompt;
     int32_t *out = xmalloc((size_t)g.tokens * sizeof(int32_t));
@@ -220,7 +232,7 @@ int cli_generate_main(int argc, char **argv) {
             "%.1f ms; window slid %d times; KV cache %s) from %s (step %d; %s)\n", st.generated, st.total_seconds,
             st.generated / st.total_seconds, st.decode_tokens ? st.decode_tokens / st.decode_seconds : 0.0,
             st.prefill_tokens, st.prefill_seconds * 1e3, st.slides, format_bytes((double)st.cache_bytes, b1, sizeof b1),
-            g.step_dir, g.state.step, model);
+            g.src.path, g.src.is_hf ? 0 : g.src.state.step, model);
     free(out);
     free_args(&g);
     gpt_free(&m);

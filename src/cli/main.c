@@ -4,6 +4,8 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "cli/ckpt_cmd.h"
+#include "cli/eval_cmd.h"
+#include "cli/export_cmd.h"
 #include "cli/tokenize_cmd.h"
 #include "cli/generate_cmd.h"
 #include "cli/memory_cmd.h"
@@ -18,6 +20,8 @@ static void usage(FILE *f) {
         "  train     train a GPT model (ctron train --help)\n"
         "  tokenize  learn a BPE vocabulary, encode text to a token file and back (ctron tokenize --help)\n"
         "  generate  continue a prompt from a checkpoint (ctron generate --help)\n"
+        "  eval      loss and perplexity of a model (an HF directory or a checkpoint) on data (ctron eval --help)\n"
+        "  export    write a checkpoint as a Hugging Face model directory (ctron export --help)\n"
         "  ckpt      verify a run's checkpoints: ctron ckpt verify DIR (ctron ckpt --help)\n"
         "  memory    activation memory, state and FLOPs of a model and layout (ctron memory --help)\n"
         "  plan      the cheapest recompute mix whose activations fit a memory budget (ctron plan --help)\n"
@@ -29,6 +33,7 @@ static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
 } commands[] = {{"train", cli_train_main},   {"tokenize", cli_tokenize_main}, {"generate", cli_generate_main},
+                {"eval", cli_eval_main},     {"export", cli_export_main},
                 {"ckpt", cli_ckpt_main},     {"memory", cli_memory_main},     {"plan", cli_plan_main},
                 {"peak", cli_peak_main}};
 

@@ -408,9 +408,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (lrc) return lrc;
     if (!act_tempo_applies(&c->lay.sh, c->policy.tempo))   // as ctron train refuses them
         return cfg_error(a, p, "%s%s%s: --arch %s has no GeLU MLP (its MLP is SwiGLU, whose backward keeps gate and up)",
-                         a->gelu_bits ? "--gelu-bits" : a->mini_seq > 1 ? "--mini-seq" : "--tempo ",
-                         a->gelu_bits || a->mini_seq > 1 ? "" : a->tempo, a->gelu_bits || a->mini_seq > 1 ? "" : " (its gelu part)",
-                         spec->name);
+                         a->gelu_bits ? "--gelu-bits" : "--tempo ", a->gelu_bits ? "" : a->tempo,
+                         a->gelu_bits ? "" : " (its gelu part)", spec->name);
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

@@ -1,6 +1,7 @@
 #include "cli/train_ckpt_args.h"
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "io/checkpoint.h"
@@ -21,13 +22,7 @@ static int same_vocab(const char *a, const char *b, char *what, size_t wlen, cha
     Bpe x, y;
     if (bpe_load(&x, a, err, errlen) != 0) return -1;
     if (bpe_load(&y, b, err, errlen) != 0) { bpe_free(&x); return -1; }
-    int same = x.n_merges == y.n_merges;
-    if (!same) snprintf(what, wlen, "%d tokens against %d", x.vocab_size, y.vocab_size);
-    for (int i = 0; same && i < x.n_merges; i++)
-        if (x.merges[i][0] != y.merges[i][0] || x.merges[i][1] != y.merges[i][1]) {
-            snprintf(what, wlen, "token %d differs", 256 + i);
-            same = 0;
-        }
+    int same = bpe_same(&x, &y, what, wlen);
     bpe_free(&x);
     bpe_free(&y);
     return same;
@@ -90,8 +85,12 @@ int cli_train_resume_tokenizer(const TrainOptions *o, const char *const *given, 
     return 0;
 }
 
-int cli_train_ckpt_dir(const TrainOptions *o) {
+int cli_train_ckpt_dir(TrainOptions *o) {
     char err[2048];
-    if (o->ckpt_dir && fs_mkdir_p(o->ckpt_dir, err, sizeof err) != 0) return args_error("train", "--ckpt-dir: %s", err);
+    struct stat sb;
+    if (!o->ckpt_dir) return 0;
+    int existed = stat(o->ckpt_dir, &sb) == 0;
+    if (fs_mkdir_p(o->ckpt_dir, err, sizeof err) != 0) return args_error("train", "--ckpt-dir: %s", err);
+    o->ckpt_dir_made = o->ckpt_dir_made || !existed;   // the second parse of a failed launch finds it made
     return 0;
 }

@@ -15,5 +15,5 @@ int cli_train_ckpt_check(const TrainOptions *o, const char *const *given, int n_
 // Environment: --resume with --tokenizer: the file defines the vocabulary the checkpoint was trained with.
 int cli_train_resume_tokenizer(const TrainOptions *o, const char *const *given, int n_given);
 // Environment, after every other check: creates --ckpt-dir, so a bad path fails now and not at the first save.
-int cli_train_ckpt_dir(const TrainOptions *o);
+int cli_train_ckpt_dir(TrainOptions *o);
 #endif

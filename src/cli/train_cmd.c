@@ -122,6 +122,10 @@ void cli_train_usage(FILE *f) {
         "  --resume DIR      continue from the newest checkpoint in DIR (or from a step_ directory) up to\n"
         "                    --steps; flags left out take the checkpoint's values (state.json), given ones\n"
         "                    must agree, or differ with a note where only memory or the layout changes\n"
+        "  --init-from PATH  start from a Hugging Face model directory (config.json + safetensors) or a\n"
+        "                    ctron checkpoint: its architecture and weights (any layout), its tokenizer.json\n"
+        "                    for text data unless --tokenizer is given; shape flags beside it must agree\n"
+        "                    (docs/HF.md)\n"
         "  --list-options    print every option with what --resume does with it, and exit\n"
         "  -h, --help        this text\n");
 }
@@ -133,6 +137,7 @@ int cli_parse_train(int argc, char **argv, TrainOptions *o, int world_size) {
     o->world_size = world_size;
     TrainGiven given;
     int rc = train_flags_parse(argc, argv, o, &given);
+    if (rc == 0) rc = train_init_from(o, &given);   // refuses --resume beside it: before resume's checks
     if (rc == 0) rc = train_flags_resume(o, &given);
     if (rc == 0) rc = train_validate(o, &given);
     if (rc == 0) rc = train_check_environment(o, &given);
@@ -186,6 +191,7 @@ int cli_train_main(int argc, char **argv) {
                 "before a step can finish and save; launch with scripts/ctron-mpirun (it turns SIGTERM into "
                 "SIGUSR1, which every rank saves on) so that a preemption loses nothing\n");
     if (rc == 0) rc = train_run(&o, &comm);
+    if (rc > 0 && comm.world.rank == 0) cli_train_unmake(&o, &locks);
     cli_train_release(&locks);
     comm_finalize(&comm);
     return rc == -1 ? 0 : rc;

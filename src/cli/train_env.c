@@ -121,6 +121,8 @@ int train_check_environment(TrainOptions *o, const TrainGiven *given) {
     if ((rc = check_data(o)) != 0) return rc;
     if (o->log_path) {
         char err[256];
+        struct stat sl;
+        o->log_made = o->log_made || stat(o->log_path, &sl) != 0;   // the second parse of a failed launch finds it
         FILE *f = fileio_fopen_out(o->log_path, 1, err, sizeof err);
         if (!f) return usage_error("--log: %s", err);
         fclose(f);

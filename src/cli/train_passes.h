@@ -3,6 +3,8 @@
 // --list-options printed, exit 0).
 //   1. flags (train_flags.c): each flag's type and bounds, getopt and apply_option; then what --resume
 //      restores from the checkpoint's state.json, through the same apply_option.
+//   1b. --init-from (train_init_from.c): the architecture of the model the run starts from (before
+//      --resume's restoring, which it excludes).
 //   2. validation (train_validate.c): the options against the model and each other: the family, the
 //      shapes, the layout, the policy, combinations of flags. Reads nothing outside the options.
 //   3. environment (train_env.c): what the run meets outside: the device, this machine's memory and
@@ -22,6 +24,7 @@ int train_given(const TrainGiven *g, const char *flag);
 
 int train_flags_parse(int argc, char **argv, TrainOptions *o, TrainGiven *given);
 int train_flags_resume(TrainOptions *o, const TrainGiven *given);
+int train_init_from(TrainOptions *o, const TrainGiven *given);
 int train_validate(TrainOptions *o, const TrainGiven *given);
 int train_check_environment(TrainOptions *o, const TrainGiven *given);
 #endif

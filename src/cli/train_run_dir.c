@@ -1,10 +1,12 @@
 #include "cli/train_run_dir.h"
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "io/run_lock.h"
 #include "memory/ledger_report.h"
@@ -78,6 +80,27 @@ int cli_train_claim(Comm *comm, const TrainOptions *o, RunLocks *l) {
         return CTRON_EXIT_USAGE;
     }
     return 0;
+}
+
+// Does dir hold nothing but the run lock?
+static int only_lock(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int other = 0;
+    for (struct dirent *e; !other && (e = readdir(d));)
+        other = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, RUN_LOCK_FILE) != 0;
+    closedir(d);
+    return !other;
+}
+
+void cli_train_unmake(const TrainOptions *o, RunLocks *l) {
+    struct stat sb;
+    if (l->log_fd >= 0 && o->log_made && fstat(l->log_fd, &sb) == 0 && sb.st_size == 0) unlink(o->log_path);
+    if (l->dir_fd >= 0 && o->ckpt_dir_made && only_lock(o->ckpt_dir)) {
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/%s", o->ckpt_dir, RUN_LOCK_FILE);
+        if (unlink(lock) == 0) rmdir(o->ckpt_dir);
+    }
 }
 
 void cli_train_release(RunLocks *l) {

@@ -24,9 +24,6 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
                            o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);
-    if (a->mlp != MLP_GELU && o->mini_seq > 1)
-        return usage_error("--mini-seq %d: the chunked MLP is GPT-2's GeLU MLP; --arch %s (SwiGLU) does not have it "
-                           "yet", o->mini_seq, a->name);
     if (!o->resume && !train_given(given, "dropout")) c->dropout = a->dropout_default;
     if (c->kv_heads > 0 && c->heads % c->kv_heads != 0)
         return usage_error("--kv-heads %d does not divide --heads %d (each key/value head serves a whole group of "

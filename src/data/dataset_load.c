@@ -1,14 +1,16 @@
 // Loading training data from token files or text (BPE or byte-level); see dataset.h.
 #include <string.h>
 #include "data/dataset.h"
+#include "data/jsonl.h"
 #include "data/tokenfile.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/text.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
-// The tokens of one file: a token file as stored, text through bpe (or its bytes when bpe is
-// NULL). Every token must be below vocab.
+// The tokens of one file: a token file as stored; JSONL (a name ending in .jsonl) one document per
+// line's "text"; any other file one document of text. Documents go through bpe (with its BOS/EOS),
+// or are their bytes when bpe is NULL. Every token must be below vocab.
 static int load_tokens(const char *path, const Bpe *bpe, int vocab, int32_t **tokens, size_t *n, char *err,
                        size_t errlen) {
     *tokens = NULL;
@@ -16,11 +18,17 @@ static int load_tokens(const char *path, const Bpe *bpe, int vocab, int32_t **to
     int is_tokens = tokenfile_sniff(path, err, errlen);
     if (is_tokens < 0) return -1;
     if (is_tokens) return tokenfile_read(path, vocab, tokens, n, err, errlen);
-    uint8_t *text;
-    size_t len;
-    if (fileio_read_all(path, &text, &len, err, errlen) != 0) return -1;
-    int32_t *t = text_encode(bpe, (const char *)text, len, n);
-    free(text);
+    int32_t *t;
+    if (jsonl_is_name(path)) {
+        size_t docs;
+        if (jsonl_encode(path, "text", bpe, -1, NULL, NULL, &t, n, &docs, err, errlen) != 0) return -1;
+    } else {
+        uint8_t *text;
+        size_t len;
+        if (fileio_read_all(path, &text, &len, err, errlen) != 0) return -1;
+        t = bpe ? bpe_encode_doc(bpe, text, len, n) : text_encode(NULL, (const char *)text, len, n);
+        free(text);
+    }
     for (size_t i = 0; i < *n; i++)
         if (t[i] >= vocab) {
             snprintf(err, errlen, "'%s': %s %d at position %zu is outside the model's vocabulary 0..%d", path,

@@ -308,7 +308,7 @@ static int check_list(const StFile *f, const ParamInfo *info, int n, const char 
         }
         if (t->dtype != ST_F32) {
             snprintf(err, errlen, "'%s': tensor '%s' is %s; ctron checkpoints are F32", path, name,
-                     t->dtype == ST_I32 ? "I32" : "U8");
+                     st_dtype_name(t->dtype));
             return -1;
         }
         int64_t shape[2];

@@ -1,17 +1,24 @@
+#define _DEFAULT_SOURCE   // madvise
 #include "io/safetensors.h"
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "backend/cpu/bf16_convert.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
-static const char *dtype_name[] = {"F32", "I32", "U8"};
+static const struct { const char *name; size_t size; } DTYPES[ST_NDTYPES] = {
+    [ST_F32] = {"F32", 4}, [ST_I32] = {"I32", 4}, [ST_U8] = {"U8", 1},
+    [ST_BF16] = {"BF16", 2}, [ST_F16] = {"F16", 2}, [ST_I64] = {"I64", 8},
+};
 
-size_t st_dtype_size(StDtype d) { return d == ST_U8 ? 1 : 4; }
+size_t st_dtype_size(StDtype d) { return DTYPES[d].size; }
+const char *st_dtype_name(StDtype d) { return d >= 0 && d < ST_NDTYPES ? DTYPES[d].name : "?"; }
 
 void st_init(StFile *f) { memset(f, 0, sizeof *f); }
 
@@ -20,7 +27,7 @@ void st_free(StFile *f) {
     free(f->meta_keys);
     free(f->meta_vals);
     free(f->t);
-    free(f->blob);
+    if (f->blob) munmap(f->blob, f->blob_bytes);
     memset(f, 0, sizeof *f);
 }
 
@@ -49,23 +56,51 @@ void st_add(StFile *f, const char *name, StDtype dtype, int ndim, const int64_t 
 
 void st_add_transposed(StFile *f, const char *name, int64_t rows, int64_t cols, const float *data) {
     int64_t shape[2] = {rows, cols};
-    st_add(f, name, ST_F32, 2, shape, data);
-    f->t[f->n - 1].transposed = 1;
+    st_add_converted(f, name, ST_F32, 2, shape, data, 1);
 }
 
-// Writes the transpose of src ([cols, rows]) as [rows, cols], a block of output rows at a time so
-// both sides are read and written in long runs.
-static int write_transposed(FILE *out, const float *src, size_t rows, size_t cols) {
+void st_add_converted(StFile *f, const char *name, StDtype dtype, int ndim, const int64_t *shape, const float *data,
+                      int transposed) {
+    if (dtype != ST_F32 && dtype != ST_BF16) ctron_fatal("st_add_converted: fp32 is written as F32 or BF16 only");
+    if (transposed && ndim != 2) ctron_fatal("st_add_converted: only a matrix is transposed");
+    st_add(f, name, dtype, ndim, shape, data);
+    f->t[f->n - 1].transposed = transposed;
+    f->t[f->n - 1].from_f32 = 1;
+}
+
+// Writes fp32 src as t's file tensor: transposed (src is [cols, rows]) or not, in F32 or BF16, a
+// block of output rows at a time so that both sides are read and written in long runs.
+static int write_converted(FILE *out, const StTensor *t) {
     enum { BLOCK = 32 };
-    float *buf = xmalloc(BLOCK * cols * sizeof(float));
+    const float *src = t->data;
+    // Transposed: blocks of BLOCK file rows; otherwise the tensor is one long row, written in pieces.
+    size_t numel = t->nbytes / st_dtype_size(t->dtype);
+    size_t rows = t->transposed ? (size_t)t->shape[0] : 1, cols = t->transposed ? (size_t)t->shape[1] : numel;
+    size_t chunk = t->transposed ? BLOCK : 1;
+    size_t piece = t->transposed || cols < 65536 ? cols : 65536;
+    float *buf = xmalloc((chunk * piece + 1) * sizeof(float));
+    uint16_t *b16 = xmalloc((chunk * piece + 1) * sizeof(uint16_t));
     int ok = 1;
-    for (size_t r0 = 0; ok && r0 < rows; r0 += BLOCK) {
-        size_t nr = rows - r0 < BLOCK ? rows - r0 : BLOCK;
-        for (size_t c = 0; c < cols; c++)
-            for (size_t r = 0; r < nr; r++) buf[r * cols + c] = src[c * rows + r0 + r];
-        ok = fwrite(buf, sizeof(float), nr * cols, out) == nr * cols;
+    for (size_t r0 = 0; ok && r0 < rows; r0 += chunk) {
+        size_t nr = rows - r0 < chunk ? rows - r0 : chunk;
+        for (size_t c0 = 0; ok && c0 < cols; c0 += piece) {
+            size_t nc = cols - c0 < piece ? cols - c0 : piece, n = nr * nc;
+            const float *from = src + c0;
+            if (t->transposed) {
+                for (size_t c = 0; c < nc; c++)
+                    for (size_t r = 0; r < nr; r++) buf[r * nc + c] = src[(c0 + c) * rows + r0 + r];
+                from = buf;
+            }
+            if (t->dtype == ST_BF16) {
+                cvt_f32_to_bf16(b16, from, n);
+                ok = fwrite(b16, sizeof(uint16_t), n, out) == n;
+            } else {
+                ok = fwrite(from, sizeof(float), n, out) == n;
+            }
+        }
     }
     free(buf);
+    free(b16);
     return ok;
 }
 
@@ -98,7 +133,7 @@ int st_write_hooked(const StFile *f, const char *path, StWriteHook hook, void *c
     for (int i = 0; i < f->n; i++) {
         const StTensor *t = &f->t[i];
         cJSON *o = cJSON_AddObjectToObject(hdr, t->name);
-        cJSON_AddStringToObject(o, "dtype", dtype_name[t->dtype]);
+        cJSON_AddStringToObject(o, "dtype", st_dtype_name(t->dtype));
         cJSON *shape = cJSON_AddArrayToObject(o, "shape");
         for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
         cJSON *offs = cJSON_AddArrayToObject(o, "data_offsets");
@@ -132,8 +167,7 @@ int st_write_hooked(const StFile *f, const char *path, StWriteHook hook, void *c
     for (size_t i = jlen; ok && i < padded; i++) ok = fputc(' ', out) != EOF;
     for (int i = 0; ok && i < f->n; i++) {
         const StTensor *t = &f->t[i];
-        ok = t->transposed ? write_transposed(out, t->data, (size_t)t->shape[0], (size_t)t->shape[1])
-                           : fwrite(t->data, 1, t->nbytes, out) == t->nbytes;
+        ok = t->from_f32 ? write_converted(out, t) : fwrite(t->data, 1, t->nbytes, out) == t->nbytes;
         if (ok && hook) { ok = fflush(out) == 0; hook(ctx, i, f->n); }   // the bytes are in the file now
     }
     cJSON_free(json);
@@ -190,11 +224,11 @@ static int read_entry(StFile *f, const cJSON *it, const uint8_t *data, uint64_t 
         return -1;
     }
     int di = -1;
-    for (int k = 0; k < 3; k++)
-        if (strcmp(dt->valuestring, dtype_name[k]) == 0) di = k;
+    for (int k = 0; k < ST_NDTYPES; k++)
+        if (strcmp(dt->valuestring, DTYPES[k].name) == 0) di = k;
     if (di < 0) {
-        snprintf(err, errlen, "'%s': tensor '%s' has dtype '%.16s'; ctron reads F32, I32 and U8", path, name,
-                 dt->valuestring);
+        snprintf(err, errlen, "'%s': tensor '%s' has dtype '%.16s'; ctron reads F32, BF16, F16, I32, I64 and U8", path,
+                 name, dt->valuestring);
         return -1;
     }
     int ndim = cJSON_GetArraySize(sh);
@@ -299,16 +333,20 @@ int st_read(StFile *f, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "'%s' is too short for a safetensors file (%llu bytes)", path, (unsigned long long)size);
         return -1;
     }
-    f->blob = xmalloc((size_t)size);
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, f->blob + got, (size_t)size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
+    if (size > SIZE_MAX / 2) {
+        close(fd);
+        snprintf(err, errlen, "'%s' is too large to map (%llu bytes)", path, (unsigned long long)size);
+        return -1;
     }
+    // Mapped, not read: the tensors' pages come from the file when they are used (st_drop_pages).
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (got != size) { snprintf(err, errlen, "short read of '%s'", path); st_free(f); return -1; }
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map '%s' (%llu bytes): %s", path, (unsigned long long)size, strerror(errno));
+        return -1;
+    }
+    f->blob = map;
+    f->blob_bytes = (size_t)size;
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)f->blob[i] << (8 * i);
     if (hlen == 0) {
@@ -353,6 +391,15 @@ const StTensor *st_find(const StFile *f, const char *name) {
     for (int i = 0; i < f->n; i++)
         if (strcmp(f->t[i].name, name) == 0) return &f->t[i];
     return NULL;
+}
+
+void st_drop_pages(const StFile *f, const StTensor *t) {
+    if (!f->blob || !t->nbytes) return;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t base = (uintptr_t)f->blob, lo = (uintptr_t)t->data, hi = lo + t->nbytes;
+    // Whole pages inside the tensor only: a page shared with a neighbour may still be wanted.
+    uintptr_t a = base + align_up(lo - base, (size_t)page), b = base + (hi - base) / (size_t)page * (size_t)page;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 const char *st_meta(const StFile *f, const char *key) {

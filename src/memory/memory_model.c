@@ -58,7 +58,7 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
 }
 
 int act_tempo_applies(const ActShape *sh, unsigned tempo) {
-    return !(sh->swiglu && (tempo & (TEMPO_GELU | GELU_FEWBIT | MINI_SEQ)));
+    return !(sh->swiglu && (tempo & (TEMPO_GELU | GELU_FEWBIT)));
 }
 
 int act_in_block(const ActShape *sh, ActName name) {
@@ -99,7 +99,8 @@ static int lora_input_read(unsigned tempo, ActName name) {
     unsigned sites = tempo >> LORA_TARGET_SHIFT;
     if (!(tempo & LORA_FA) && (sites & lora_readers(name))) return 1;
     switch (name) {
-    case ACT_QKV_IN: case ACT_FC1_IN: return (tempo & TEMPO_LAYERNORM) != 0;
+    case ACT_QKV_IN: return (tempo & TEMPO_LAYERNORM) != 0;
+    case ACT_FC1_IN: return (tempo & (TEMPO_LAYERNORM | MINI_SEQ)) != 0;   // mini-seq's MLP runs FC1 again
     case ACT_FC2_IN: return (tempo & TEMPO_GELU) != 0;
     case ACT_PROJ_IN: return (tempo & ATTN_FLASH) != 0;
     default: return 1;

@@ -37,8 +37,8 @@ typedef struct {
 // FFN width (0: the family's default), tie (1: tied, -1: untied, 0: the family's default) and the
 // qkv bias. The one place a memory-side shape learns its family (gpt_shape_family is model/'s).
 void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias);
-// Does the block have what a planner option replaces or chunks? Tempo's GeLU and mini-seq's chunked
-// MLP are the GeLU MLP's (SwiGLU has neither: ctron train refuses them for llama).
+// Does the block have what a Tempo/Few-Bit option replaces? Tempo's GeLU and Few-Bit's codes are the
+// GeLU MLP's (SwiGLU has neither: ctron train refuses them for llama). Mini-seq chunks either MLP.
 int act_tempo_applies(const ActShape *sh, unsigned tempo);
 
 // Does the family's block have `name` at all (GPT-2 never keeps gate/up, llama never gelu_in/fc2_in

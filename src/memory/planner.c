@@ -52,7 +52,7 @@ size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned
     // FC1, head: n·h) and mini-seq's chunks (FC2's ⌈n/M⌉·fl, FC1's and the head's ⌈n/M⌉·h) — and
     // attention's per-thread operands
     size_t slot1 = sh->t > 1 && sh->sp ? n * h : 0;
-    if (sh->swiglu && n * fl > slot1) slot1 = n * fl;   // down's input, SwiGLU's output made again in fp32
+    if (sh->swiglu && sh->mini_seq <= 1 && n * fl > slot1) slot1 = n * fl;   // down's input, SwiGLU's output again
     if (sh->mini_seq > 1) {
         if (rows_mlp * fl > slot1) slot1 = rows_mlp * fl;
         if (rows_mlp * h > slot1) slot1 = rows_mlp * h;
@@ -174,7 +174,10 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
             unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
-            if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU, no chunked MLP
+            if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU
+            // Mini-seq's recompute is priced for GeLU's MLP (FC1 again): not offered to SwiGLU's (gate and
+            // up again), which a run still takes by hand (--mini-seq)
+            if (base->swiglu && (tempo & MINI_SEQ)) continue;
             ActShape sh = *base;
             sh.masks = modes[mi];
             sh.gelu_bits = 0;

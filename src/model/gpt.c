@@ -107,6 +107,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     if (policy) policy_copy(&m->policy, policy);
     else policy_default(&m->policy, c->layers);
     m->policy.tempo |= gpt_lora_keep_bits(c);   // what the frozen base and the adapters keep
+    if (gpt_lora(m) && m->policy.mini_seq > 1) ctron_fatal("gpt_init: mini-seq's chunked MLP has no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     char err[256];
     m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
@@ -180,7 +181,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = scratch,
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
-        [W_FFN] = swiglu(m) ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) ? n * (size_t)m->fl : 0,
+        [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
+        [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0,
         [W_LORA] = gpt_lora(m) ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
         [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0};
     m->workspace_bytes = 0;
@@ -418,14 +420,48 @@ static void mlp_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, i
     m->be->bias_gelu_forward(m->be, ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
 }
 
-// Mini-seq MLP forward: FC2(GeLU(FC1(x))) one chunk of the sequence at a time, into ws_out.
+// Gate and up of rows [r0, r0+nc) into mini_a and mini_b, their SwiGLU into mini_c.
+static void swiglu_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
+    int h = m->cfg.hidden, fl = m->fl;
+    const float *x = x_all + (size_t)r0 * h;
+    linear_fwd(m, ws(m, W_MINI_A), fl, x, h, w->fc1_w, NULL, nc, h, fl);
+    linear_fwd(m, ws(m, W_MINI_B), fl, x, h, w->fc1_w + (size_t)fl * h, NULL, nc, h, fl);
+    m->be->swiglu_forward(m->be, ws(m, W_MINI_C), ws(m, W_MINI_A), ws(m, W_MINI_B), fl, nc, fl, 0);
+}
+
+// Mini-seq MLP forward: FC2(GeLU(FC1(x))) or Down(SiLU(Gate) ⊙ Up) one chunk of the sequence at a
+// time, into ws_out.
 static void mlp_forward_chunks(GPT *m, const BlockTensors *w, const float *x_all) {
     int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
     for (int c = 0; c < m->policy.mini_seq; c++) {
         chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
         if (r1 <= r0) continue;
-        mlp_chunk_inner(m, w, x_all, r0, r1 - r0);
-        linear_fwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, NULL, r1 - r0, fl, h);
+        if (swiglu(m)) swiglu_chunk_inner(m, w, x_all, r0, r1 - r0);
+        else mlp_chunk_inner(m, w, x_all, r0, r1 - r0);
+        const float *hidden = ws(m, swiglu(m) ? W_MINI_C : W_MINI_B);
+        linear_fwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, hidden, fl, w->fc2_w, NULL, r1 - r0, fl, h);
+    }
+}
+
+// Mini-seq SwiGLU backward: per chunk gate, up and SwiGLU again, then the down, SwiGLU (in place over
+// gate and up) and gate/up backward; dL/dx (the rank's partial sum under TP) into ws_out.
+static void swiglu_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensors *g, const float *x_all,
+                                   const float *d_out) {
+    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
+    size_t fh = (size_t)fl * h;
+    for (int c = 0; c < m->policy.mini_seq; c++) {
+        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
+        int nc = r1 - r0;
+        if (nc <= 0) continue;
+        const float *x = x_all + (size_t)r0 * h;
+        swiglu_chunk_inner(m, w, x_all, r0, nc);
+        linear_bwd(m, ws(m, W_MINI_D), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_C), fl, w->fc2_w,
+                   nc, fl, h);
+        m->be->swiglu_backward(m->be, ws(m, W_MINI_A), ws(m, W_MINI_B), fl, NULL, ws(m, W_MINI_D), ws(m, W_MINI_A),
+                               ws(m, W_MINI_B), fl, nc, fl, 0);
+        linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, NULL, ws(m, W_MINI_A), fl, x, h, w->fc1_w, nc, h, fl);
+        linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 1, g->fc1_w + fh, NULL, ws(m, W_MINI_B), fl, x, h,
+                   w->fc1_w + fh, nc, h, fl);
     }
 }
 
@@ -582,15 +618,17 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
     const float *fc2_in = NULL;
     float *gate = NULL, *up = NULL;
-    if (swiglu(m)) mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
-    else fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
+    int mini = m->policy.mini_seq > 1;
+    if (swiglu(m) && !mini) mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
+    else if (!swiglu(m)) fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
-    // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in.
+    // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in (mini-seq's chunked
+    // MLP has no adapters: ctron train refuses the two together).
     LoraSite d_site = swiglu(m) ? LORA_DOWN : LORA_FC2;
     const float *d_in = swiglu(m) ? ws(m, W_FFN) : fc2_in;
     const uint16_t *d_in16 = swiglu(m) ? NULL : saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN));
-    if (swiglu(m) && (where != OUT_DISCARD || lora_on(m, d_site)))   // SwiGLU's output is not kept: its
-        m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // backward makes it again
+    if (swiglu(m) && !mini && (where != OUT_DISCARD || lora_on(m, d_site)))   // SwiGLU's output is not kept:
+        m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // its backward makes it again
     // A recomputed group's last block ends here: backward reads what the MLP kept and the mask (and the
     // down adapter's x·Aᵀ), never the block's output, so FC2 (a third of the block's GEMM work) and the
     // residual are not redone.
@@ -598,10 +636,10 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
         if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, NULL, h, KEEP(lora_act(d_site)));
         return NULL;
     }
-    if (swiglu(m)) {
-        linear_fwd16(m, ws(m, W_OUT), h, ws(m, W_FFN), NULL, fl, w.fc2_w, NULL, n, fl, h);
-    } else if (m->policy.mini_seq > 1) {   // FC1, GeLU, FC2 a chunk at a time; nothing kept
+    if (mini) {   // FC1, GeLU, FC2 (gate, up, SwiGLU, down) a chunk at a time; nothing kept
         mlp_forward_chunks(m, &w, fc1_all);
+    } else if (swiglu(m)) {
+        linear_fwd16(m, ws(m, W_OUT), h, ws(m, W_FFN), NULL, fl, w.fc2_w, NULL, n, fl, h);
     } else {
         linear_fwd16(m, ws(m, W_OUT), h, fc2_in, saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN)), fl, w.fc2_w, NULL, n,
                      fl, h);
@@ -928,6 +966,11 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, nfl = (size_t)n * fl, fh = (size_t)fl * h;
+    if (m->policy.mini_seq > 1) {   // gate, up and SwiGLU again, a chunk at a time, straight into their backward
+        const float *x_all = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
+        swiglu_backward_chunks(m, w, g, x_all, d_down_out);
+        return;
+    }
     float *gate = (float *)saved_in(m, A, ACT_GATE, l, nfl), *up = (float *)saved_in(m, A, ACT_UP, l, nfl);
     int down_x = g->fc2_w || lora_a_trains(m, LORA_DOWN);   // only a weight gradient reads SwiGLU's output
     if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // reads gate and up only

@@ -158,7 +158,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_LORA, W_LORA_R, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_LORA, W_LORA_R, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -211,9 +211,11 @@ typedef struct {
     //   W_D_TMP, W_D_Q, W_D_K, W_D_V  [s,b,h], [s,b,h/t] ×3 gradients
     //   W_D_4H     [s,b,4h/t] the MLP's gradient (mini-seq: [s,b,h/t], the attention context's)
     //   W_ATTN_SCRATCH [threads, s, s] attention backward (flash: tiles)
-    //   W_MINI_A, W_MINI_B, W_MINI_C [⌈s·b/M⌉, 4h/t], W_MINI_LOGITS [⌈s·b/M⌉, ⌈v/t⌉]: one mini-seq chunk
+    //   W_MINI_A, W_MINI_B, W_MINI_C [⌈s·b/M⌉, f/t], W_MINI_LOGITS [⌈s·b/M⌉, ⌈v/t⌉]: one mini-seq chunk
+    //              (GeLU: its input, output, gradient; SwiGLU: gate, up — then their gradients — and
+    //              its output), W_MINI_D [⌈s·b/M⌉, f/t]: SwiGLU's output gradient (SwiGLU only)
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
-    //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU only)
+    //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
     //   W_LORA     [s,b,max(h,f/t)] an adapter's (α/r)·x·Aᵀ·Bᵀ before it joins the output; W_LORA_R [s,b,r]
     //              dL/d(x·Aᵀ) (LoRA only)
     float *ws[W_COUNT];

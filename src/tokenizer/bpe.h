@@ -1,29 +1,84 @@
-// Byte-level BPE tokenizer (GPT-2 style): tokens 0..255 are the bytes; token 256+i is merge i,
-// the concatenation of the two earlier tokens merges[i]. Text is first cut into pre-tokens
-// (tokenizer/pretokenize.h) and merges never cross a pre-token boundary. Every byte string,
-// invalid UTF-8 and NUL bytes included, encodes and decodes back to itself.
+// Byte-level BPE tokenizer (GPT-2 style), read from two file formats (bpe_load):
+//  - Hugging Face's tokenizer.json (tokenizer/hf_tokenizer.h): a model vocabulary of byte-level
+//    strings with arbitrary ids, ranked merges, added and special tokens, a pre-tokenizer pipeline
+//    (ByteLevel with GPT-2's regex, or Split with any pattern such as Llama 3's, then ByteLevel)
+//    and a post-processor's BOS/EOS. What `ctron tokenize train` writes (bpe_save).
+//  - ctron's older vocabulary file, read for the checkpoints that carry one (bpe_json.c):
+//        {"type":"ctron-bpe","version":1,"vocab_size":N,"pretokenizer":"gpt2-bytes","merges":[[a,b],...]}
+//    tokens 0..255 are the bytes, token 256+i is merge i = merges[i][0] followed by merges[i][1]
+//    (both < 256+i, no pair twice), pre-split by tokenizer/pretokenize.h's byte scanner.
 //
-// Vocabulary file (JSON, written and read with cJSON):
-//     {"type":"ctron-bpe","version":1,"vocab_size":N,"pretokenizer":"gpt2-bytes",
-//      "merges":[[a,b],...]}
-// with N = 256 + number of merges, N <= 65536 (token files store uint16), and for merge i
-// (token 256+i) both a and b < 256+i. Loading rejects anything else, and repeated pairs.
+// Encoding is exactly tokenizers' Tokenizer.encode (see bpe_encode); every byte string, invalid
+// UTF-8 and NUL bytes included, encodes and decodes back to itself when the vocabulary has all 256
+// byte tokens.
 #ifndef CTRON_BPE_H
 #define CTRON_BPE_H
 #include <stddef.h>
 #include <stdint.h>
 #include "tokenizer/hashtab.h"
 
-#define BPE_MAX_VOCAB 65536
+// Largest vocabulary (model tokens and added tokens, ids 0..BPE_MAX_VOCAB-1): far past any real one
+// (Llama 3: 128,256; Gemma: 262,144) while keeping a hand-made file's tables bounded.
+#define BPE_MAX_VOCAB (1 << 22)
+// ctron's older vocabulary file kept token ids below 65536 (its token files were uint16).
+#define BPE_LEGACY_MAX_VOCAB 65536
+
+struct PreRegex;
+
+// One step of the pre-tokenizer pipeline; each cuts every piece of the step before into pieces.
+typedef enum {
+    PRE_LEGACY_BYTES,         // ctron's older scanner (tokenizer/pretokenize.h)
+    PRE_BYTE_LEVEL,           // tokenizers' ByteLevel: optional prefix space, GPT-2's regex when use_regex
+    PRE_SPLIT                 // tokenizers' Split: a pattern and a behavior
+} PreKind;
 
 typedef struct {
-    int vocab_size;           // 256 + n_merges
+    PreKind kind;
+    struct PreRegex *re;      // SPLIT: its pattern; BYTE_LEVEL with use_regex: GPT-2's; else NULL
+    int behavior;             // SPLIT: SplitBehavior (tokenizer/regex_split.h)
+    int invert;               // SPLIT
+    int add_prefix_space;     // BYTE_LEVEL: a piece not starting with ' ' gets one
+} PreStep;
+#define BPE_MAX_PRE_STEPS 8
+
+// An added token (tokenizers' AddedToken): matched in the text before pre-tokenization.
+typedef struct {
+    int32_t id;
+    uint8_t *content;         // the text it matches (UTF-8 as in the file, not byte-level)
+    uint32_t len;
+    uint8_t single_word, lstrip, rstrip, normalized, special;
+} BpeAdded;
+
+enum { TOK_NONE = 0, TOK_MODEL = 1, TOK_ADDED = 2, TOK_SPECIAL = 4 };   // tok_kind bits
+
+typedef struct {
+    int vocab_size;           // 1 + the largest id (model or added); ids without a token are holes
     int n_merges;
-    int32_t (*merges)[2];     // merge i makes token 256+i from (merges[i][0], merges[i][1])
-    PairTable rank;           // pair id == merge index (pairs are interned in merge order)
-    uint8_t *bytes;           // every token's bytes, back to back
+    int32_t (*merges)[2];     // merge of rank r joins merges[r][0] and merges[r][1] ...
+    int32_t *merge_out;       // ... into token merge_out[r]
+    PairTable rank;           // pair -> pair id; pair_rank[pair id] is its rank
+    int32_t *pair_rank;       // (a pair listed twice in a tokenizer.json takes its later rank, as in tokenizers)
+    int32_t byte_tok[256];    // the token of each single byte, -1 when the vocabulary lacks it
+    uint8_t *bytes;           // every token's bytes (what decoding writes), back to back
+    size_t bytes_len, bytes_cap;
     size_t *tok_off;          // token -> offset in bytes
     uint32_t *tok_len;        // token -> length in bytes
+    uint8_t *tok_kind;        // token -> TOK_* bits
+    // The model's options (tokenizers' BPE): unknown bytes become unk (fused runs when fuse_unk),
+    // or are dropped when there is no unk; with ignore_merges a piece that is a token is that token.
+    int32_t unk;              // -1: none
+    int fuse_unk, ignore_merges;
+    StrTable whole;           // ignore_merges: bytes of every model token -> whole_id
+    int32_t *whole_id;
+    PreStep pre[BPE_MAX_PRE_STEPS];
+    int n_pre;
+    BpeAdded *added;          // sorted by id
+    int n_added;
+    struct BpeAddedIndex *added_index;   // tokenizer/added_tokens.h
+    // The post-processor (add_special_tokens): ids before and after each encoded document.
+    int32_t *bos, *eos;
+    int n_bos, n_eos;
+    char source[16];          // "tokenizer.json" or "ctron-bpe": the format it was read from
 } Bpe;
 
 typedef struct {
@@ -33,34 +88,80 @@ typedef struct {
     double seconds;           // wall time of the whole training
 } BpeTrainStats;
 
-// Learns up to vocab_size-256 merges from text: repeatedly merges the most frequent adjacent
-// pair (ties: the smallest (a, b)), counting each pair once per occurrence, overlapping pairs
-// like "aaa" included. Stops early when no pair is left (a tiny corpus); then
-// bpe->vocab_size < the request. stats may be NULL. Returns 0, or -1 with a message in err
-// (vocab_size outside 256..BPE_MAX_VOCAB).
-int bpe_train(Bpe *bpe, const uint8_t *text, size_t n, int vocab_size, BpeTrainStats *stats, char *err,
-              size_t errlen);
+// Learns a vocabulary of up to vocab_size tokens from text: 256 bytes, then repeatedly the most
+// frequent adjacent pair (ties: the smallest (a, b)) is merged, counting each pair once per
+// occurrence, overlapping pairs like "aaa" included. The text is pre-split as GPT-2's ByteLevel
+// pre-tokenizer does (Unicode classes). A merge whose bytes are already a token reuses that token,
+// as tokenizers' trainer does, so every token is a distinct byte string. The special tokens
+// (n_special of them, may be 0) take the last ids, within vocab_size. Stops early when no pair is
+// left (a tiny corpus); then bpe->vocab_size < the request. stats may be NULL. Returns 0, or -1
+// with a message in err (vocab_size outside 256 + n_special .. BPE_MAX_VOCAB).
+int bpe_train(Bpe *bpe, const uint8_t *text, size_t n, int vocab_size, const char *const *special, int n_special,
+              BpeTrainStats *stats, char *err, size_t errlen);
 
-// Builds a tokenizer from merges (copied). Returns 0, or -1 with a message in err when a merge
-// refers to a token not yet defined, repeats an earlier pair, or the vocabulary exceeds 65536.
+// A tokenizer in ctron's older form from its merges (copied): token 256+i = merge i. Returns 0,
+// or -1 with a message in err when a merge refers to a token not yet defined, repeats an earlier
+// pair, or the vocabulary exceeds 65536.
 int bpe_from_merges(Bpe *bpe, const int32_t (*merges)[2], int n_merges, char *err, size_t errlen);
 void bpe_free(Bpe *bpe);
 
-// Vocabulary file I/O (format above). Save is atomic (temp file + fsync + rename).
-int bpe_save(const Bpe *bpe, const char *path, char *err, size_t errlen);
+// Reads either format (by its content). Errors name the file and the field.
 int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen);
+// Writes a tokenizer that bpe_train made as Hugging Face's tokenizer.json (hf_tokenizer_write.c),
+// atomically (temp file + fsync + rename). A tokenizer with ctron's older pre-tokenizer has no
+// tokenizer.json equivalent and is refused.
+int bpe_save(const Bpe *bpe, const char *path, char *err, size_t errlen);
 
-// Encodes text into a fresh array of *n_tokens ids (free() it; never NULL). Pre-tokens are
-// encoded once each and cached for the call, so repeated words cost one hash lookup.
+// tokenizers' encode(text, add_special_tokens=False): added tokens are found first, the rest is
+// pre-tokenized and each piece encoded by the model. Returns a fresh array of *n_tokens ids (free()
+// it; never NULL). Pieces are encoded once each and cached for the call.
 int32_t *bpe_encode(const Bpe *bpe, const uint8_t *text, size_t n, size_t *n_tokens);
+// The same with the post-processor's BOS/EOS around it (add_special_tokens=True): one document.
+int32_t *bpe_encode_doc(const Bpe *bpe, const uint8_t *text, size_t n, size_t *n_tokens);
+// bpe_encode_doc telling progress (bytes of text done, ids so far) about once a second.
+typedef void (*BpeProgressFn)(void *ctx, size_t bytes_done, size_t tokens);
+int32_t *bpe_encode_doc_progress(const Bpe *bpe, const uint8_t *text, size_t n, BpeProgressFn progress, void *ctx,
+                                 size_t *n_tokens);
 
-// The bytes of one token (not NUL-terminated); tok must be in 0..vocab_size-1.
+// An encoder kept across documents (JSONL): its cache of encoded pieces is shared by them (and
+// dropped past a million pieces). add appends one document's ids (add_special: with BOS/EOS;
+// progress may be NULL), push appends ids as they are, take hands over all ids so far.
+typedef struct BpeEncoder BpeEncoder;
+BpeEncoder *bpe_encoder_new(const Bpe *bpe);
+void bpe_encoder_add(BpeEncoder *e, const uint8_t *text, size_t n, int add_special, BpeProgressFn progress, void *ctx);
+void bpe_encoder_push(BpeEncoder *e, const int32_t *ids, size_t n);
+size_t bpe_encoder_count(const BpeEncoder *e);
+int32_t *bpe_encoder_take(BpeEncoder *e, size_t *n_tokens);   // free() it; never NULL
+void bpe_encoder_free(BpeEncoder *e);
+
+// The pieces encoding sees, in order: fn gets each piece's bytes with added == -1, or an added
+// token's id with its matched text (lstrip/rstrip whitespace included).
+typedef void (*BpePieceFn)(void *ctx, const uint8_t *piece, size_t len, int32_t added);
+void bpe_split(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn fn, void *ctx);
+
+// The rank of the merge of (a, b), or -1.
+int32_t bpe_pair_rank(const Bpe *bpe, int32_t a, int32_t b);
+
+// The bytes of one token (not NUL-terminated; empty for an id without a token); tok must be in
+// 0..vocab_size-1.
 static inline const uint8_t *bpe_token_bytes(const Bpe *bpe, int32_t tok, size_t *len) {
     *len = bpe->tok_len[tok];
     return bpe->bytes + bpe->tok_off[tok];
 }
 
-// Decodes tokens into a fresh byte array (*n_bytes long; free() it). Returns NULL with a
-// message in err when a token is outside 0..vocab_size-1.
-uint8_t *bpe_decode(const Bpe *bpe, const int32_t *tokens, size_t n, size_t *n_bytes, char *err, size_t errlen);
+// Decodes tokens into a fresh byte array (*n_bytes long; free() it): each token's bytes, as
+// tokenizers' ByteLevel decoder has them, but raw (tokenizers then makes a str, replacing invalid
+// UTF-8 with U+FFFD). skip_special drops special tokens, as tokenizers' decode does by default.
+// Returns NULL with a message in err when a token is outside 0..vocab_size-1.
+uint8_t *bpe_decode(const Bpe *bpe, const int32_t *tokens, size_t n, int skip_special, size_t *n_bytes, char *err,
+                    size_t errlen);
+
+// 1 when a and b give every text the same ids and every id the same bytes, 0 when not (the first
+// difference in what), as a resumed run requires of its --tokenizer.
+int bpe_same(const Bpe *a, const Bpe *b, char *what, size_t wlen);
+
+// Internal to src/tokenizer: building the tables.
+void bpe_init_tables(Bpe *bpe, int vocab_size);
+void bpe_set_token(Bpe *bpe, int32_t id, const uint8_t *bytes, size_t len, int kind);
+void bpe_add_merge(Bpe *bpe, int32_t a, int32_t b, int32_t out);
 #endif

@@ -1,9 +1,11 @@
-// The vocabulary file: {"type":"ctron-bpe","version":1,"vocab_size":N,"pretokenizer":"gpt2-bytes",
-// "merges":[[a,b],...]} (see bpe.h). Only the merges are stored; token strings follow from them.
+// Tokenizer files: bpe_load tells Hugging Face's tokenizer.json (a "model" object) from ctron's
+// older vocabulary ({"type":"ctron-bpe",...}, see bpe.h), which is read here; bpe_save writes
+// tokenizer.json (hf_tokenizer_write.c).
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
 #include "tokenizer/bpe.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
@@ -12,21 +14,8 @@
 #define BPE_PRETOKENIZER "gpt2-bytes"
 
 int bpe_save(const Bpe *bpe, const char *path, char *err, size_t errlen) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "type", BPE_FILE_TYPE);
-    cJSON_AddNumberToObject(root, "version", BPE_FILE_VERSION);
-    cJSON_AddNumberToObject(root, "vocab_size", bpe->vocab_size);
-    cJSON_AddStringToObject(root, "pretokenizer", BPE_PRETOKENIZER);
-    cJSON *merges = cJSON_AddArrayToObject(root, "merges");
-    for (int i = 0; i < bpe->n_merges; i++) {
-        cJSON *pair = cJSON_CreateArray();
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(bpe->merges[i][0]));
-        cJSON_AddItemToArray(pair, cJSON_CreateNumber(bpe->merges[i][1]));
-        cJSON_AddItemToArray(merges, pair);
-    }
-    char *json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!json) ctron_fatal("out of memory printing the vocabulary");
+    char *json = hf_tokenizer_write(bpe, err, errlen);
+    if (!json) return -1;
     const void *parts[2] = {json, "\n"};
     size_t sizes[2] = {strlen(json), 1};
     int rc = fileio_write_atomic(path, parts, sizes, 2, err, errlen);
@@ -42,23 +31,15 @@ static long json_int(const cJSON *x, long lo, long hi) {
     return (long)v;
 }
 
-int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen) {
-    memset(bpe, 0, sizeof *bpe);
-    uint8_t *data;
-    size_t n;
-    if (fileio_read_all(path, &data, &n, err, errlen) != 0) return -1;
-    cJSON *root = cJSON_ParseWithLength((const char *)data, n);
-    free(data);
+static int legacy_read(Bpe *bpe, const cJSON *root, const char *path, char *err, size_t errlen) {
     int rc = -1;
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "type");
     const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab_size");
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pretokenizer");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(root, "merges");
-    long v = json_int(vocab, 256, BPE_MAX_VOCAB);
-    if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "'%s' is not a JSON object (expected a ctron-bpe vocabulary)", path);
-    } else if (!cJSON_IsString(type) || strcmp(type->valuestring, BPE_FILE_TYPE) != 0) {
+    long v = json_int(vocab, 256, BPE_LEGACY_MAX_VOCAB);
+    if (!cJSON_IsString(type) || strcmp(type->valuestring, BPE_FILE_TYPE) != 0) {
         snprintf(err, errlen, "'%s': \"type\" is %s, expected \"%s\"", path,
                  cJSON_IsString(type) ? type->valuestring : "missing or not a string", BPE_FILE_TYPE);
     } else if (!cJSON_IsNumber(version)) {
@@ -71,10 +52,10 @@ int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen) {
     } else if (v < 0) {
         if (cJSON_IsNumber(vocab))
             snprintf(err, errlen, "'%s': \"vocab_size\" is %g, expected an integer in 256..%d", path,
-                     vocab->valuedouble, BPE_MAX_VOCAB);
+                     vocab->valuedouble, BPE_LEGACY_MAX_VOCAB);
         else
             snprintf(err, errlen, "'%s': \"vocab_size\" is missing, expected an integer in 256..%d", path,
-                     BPE_MAX_VOCAB);
+                     BPE_LEGACY_MAX_VOCAB);
     } else if (!cJSON_IsArray(merges)) {
         snprintf(err, errlen, "'%s': \"merges\" is %s, expected an array of vocab_size - 256 = %ld pairs", path,
                  merges ? "not an array" : "missing", v - 256);
@@ -86,8 +67,8 @@ int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen) {
         int32_t (*m)[2] = xmalloc((size_t)(nm ? nm : 1) * sizeof *m);
         rc = 0;
         for (const cJSON *it = merges->child; it; it = it->next, i++) {
-            long a = cJSON_GetArraySize(it) == 2 ? json_int(cJSON_GetArrayItem(it, 0), 0, BPE_MAX_VOCAB) : -1;
-            long b = cJSON_GetArraySize(it) == 2 ? json_int(cJSON_GetArrayItem(it, 1), 0, BPE_MAX_VOCAB) : -1;
+            long a = cJSON_GetArraySize(it) == 2 ? json_int(cJSON_GetArrayItem(it, 0), 0, BPE_LEGACY_MAX_VOCAB) : -1;
+            long b = cJSON_GetArraySize(it) == 2 ? json_int(cJSON_GetArrayItem(it, 1), 0, BPE_LEGACY_MAX_VOCAB) : -1;
             if (!cJSON_IsArray(it) || a < 0 || b < 0) {
                 snprintf(err, errlen, "'%s': merge %d is not a pair of token ids [a, b]", path, i);
                 rc = -1;
@@ -103,6 +84,23 @@ int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen) {
         }
         free(m);
     }
+    return rc;
+}
+
+int bpe_load(Bpe *bpe, const char *path, char *err, size_t errlen) {
+    memset(bpe, 0, sizeof *bpe);
+    uint8_t *data;
+    size_t n;
+    if (fileio_read_all(path, &data, &n, err, errlen) != 0) return -1;
+    cJSON *root = cJSON_ParseWithLength((const char *)data, n);
+    free(data);
+    int rc = -1;
+    if (!cJSON_IsObject(root))
+        snprintf(err, errlen, "'%s' is not a JSON object (expected a tokenizer.json or a ctron-bpe vocabulary)", path);
+    else if (cJSON_GetObjectItemCaseSensitive(root, "model"))
+        rc = hf_tokenizer_read(bpe, root, path, err, errlen);
+    else
+        rc = legacy_read(bpe, root, path, err, errlen);
     cJSON_Delete(root);
     return rc;
 }

@@ -6,8 +6,10 @@
 // true count; when the top entry is out of date it is pushed back with the true count, and the
 // first up-to-date top is the best pair (ties broken by the smallest (a, b), part of the order).
 #include <string.h>
+#include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
-#include "tokenizer/pretokenize.h"
+#include "tokenizer/bytelevel.h"
+#include "tokenizer/regex_split.h"
 #include "util/common.h"
 
 typedef struct {
@@ -95,36 +97,61 @@ static int32_t pair_add(Trainer *t, int32_t a, int32_t b, int64_t delta, int32_t
     return id;
 }
 
-// Distinct pre-tokens of the corpus with their counts, in order of first appearance.
-static void count_words(Trainer *t, const uint8_t *text, size_t n, BpeTrainStats *st) {
+// Word counting: the distinct pieces and how often each occurs.
+typedef struct {
     StrTable words;
-    strtab_init(&words);
-    int64_t *count = NULL;
-    int32_t cap = 0;
-    for (size_t i = 0, j; i < n; i = j, st->n_pretokens++) {
-        j = pretok_next(text, n, i);
-        int added;
-        int32_t id = strtab_intern(&words, text + i, j - i, &added);
-        if (added) {
-            if (id >= cap) { cap = cap ? 2 * cap : 4096; count = grow(count, (size_t)cap * sizeof *count); }
-            count[id] = 0;
+    int64_t *count;
+    int32_t cap;
+    const uint8_t *text;
+    BpeTrainStats *st;
+} WordCount;
+
+static void count_piece(void *ctx, size_t start, size_t end) {
+    WordCount *wc = ctx;
+    int added;
+    int32_t id = strtab_intern(&wc->words, wc->text + start, end - start, &added);
+    if (added) {
+        if (id >= wc->cap) {
+            wc->cap = wc->cap ? 2 * wc->cap : 4096;
+            wc->count = grow(wc->count, (size_t)wc->cap * sizeof *wc->count);
         }
-        count[id]++;
+        wc->count[id] = 0;
     }
-    t->n_words = words.n;
-    t->sym = xmalloc((words.pool_len ? words.pool_len : 1) * sizeof *t->sym);
-    t->woff = xmalloc((size_t)(words.n ? words.n : 1) * sizeof *t->woff);
-    t->wlen = xmalloc((size_t)(words.n ? words.n : 1) * sizeof *t->wlen);
-    t->wcount = xmalloc((size_t)(words.n ? words.n : 1) * sizeof *t->wcount);
-    for (size_t i = 0; i < words.pool_len; i++) t->sym[i] = words.pool[i];
-    for (int32_t w = 0; w < words.n; w++) {
-        t->woff[w] = words.off[w];
-        t->wlen[w] = (int32_t)words.len[w];
-        t->wcount[w] = count[w];
+    wc->count[id]++;
+    wc->st->n_pretokens++;
+}
+
+// Distinct pieces of the corpus with their counts, in order of first appearance: the text between
+// the special tokens, cut by GPT-2's pattern.
+static void count_words(Trainer *t, const PreRegex *re, const BpeAdded *special, int n_special, const uint8_t *text,
+                        size_t n, BpeTrainStats *st) {
+    WordCount wc = {.text = text, .st = st};
+    strtab_init(&wc.words);
+    BpeAddedIndex *ix = added_index_build(special, n_special);
+    AddedSpan *spans = NULL;
+    size_t cap = 0, k = added_find(ix, special, 0, text, n, &spans, &cap);
+    for (size_t i = 0; i < k; i++)
+        if (spans[i].id < 0) {
+            wc.text = text + spans[i].start;
+            preregex_each(re, SPLIT_ISOLATED, 0, wc.text, spans[i].end - spans[i].start, count_piece, &wc);
+        }
+    free(spans);
+    added_index_free(ix);
+    StrTable *words = &wc.words;
+    t->n_words = words->n;
+    t->sym = xmalloc((words->pool_len ? words->pool_len : 1) * sizeof *t->sym);
+    t->woff = xmalloc((size_t)(words->n ? words->n : 1) * sizeof *t->woff);
+    t->wlen = xmalloc((size_t)(words->n ? words->n : 1) * sizeof *t->wlen);
+    t->wcount = xmalloc((size_t)(words->n ? words->n : 1) * sizeof *t->wcount);
+    for (size_t i = 0; i < words->pool_len; i++) t->sym[i] = words->pool[i];
+    for (int32_t w = 0; w < words->n; w++) {
+        t->woff[w] = words->off[w];
+        t->wlen[w] = (int32_t)words->len[w];
+        t->wcount[w] = wc.count[w];
     }
-    st->n_unique = (size_t)words.n;
-    free(count);
-    strtab_free(&words);
+    st->n_unique = (size_t)words->n;
+    free(wc.count);
+    strtab_free(words);
 }
 
 // Records that pair q (which contains the new token x) gained occurrences at this step.
@@ -175,37 +202,123 @@ static void apply_merge(Trainer *t, int32_t p, int32_t x, int32_t step, int32_t 
     free(list);
 }
 
-int bpe_train(Bpe *bpe, const uint8_t *text, size_t n, int vocab_size, BpeTrainStats *stats, char *err,
-              size_t errlen) {
+// The special tokens as added tokens (content as given; ids set later). -1 with a message when one
+// is empty or repeated.
+static int make_specials(const char *const *special, int n_special, BpeAdded *out, char *err, size_t errlen) {
+    for (int i = 0; i < n_special; i++) {
+        size_t len = strlen(special[i]);
+        if (len == 0) {
+            snprintf(err, errlen, "special token %d is empty", i + 1);
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(special[i], special[j]) == 0) {
+                snprintf(err, errlen, "special token '%s' is given twice", special[i]);
+                return -1;
+            }
+        out[i] = (BpeAdded){.content = (uint8_t *)special[i], .len = (uint32_t)len, .special = 1};
+    }
+    return 0;
+}
+
+// The tokenizer of the learned tokens (ids in toks), merges and special tokens.
+static void build(Bpe *bpe, const StrTable *toks, const int32_t (*merges)[3], int n_merges, const BpeAdded *special,
+                  int n_special, PreRegex *re) {
+    // A special token whose text is a learned token's byte-level string is that token, as tokenizers
+    // resolves added tokens by their string; the others follow the learned tokens.
+    int32_t *ids = xmalloc((size_t)(n_special ? n_special : 1) * sizeof *ids);
+    int32_t next = toks->n;
+    for (int i = 0; i < n_special; i++) {
+        uint8_t *b = xmalloc(special[i].len);
+        int mapped;
+        size_t len = bytelevel_decode((const char *)special[i].content, special[i].len, b, &mapped);
+        int32_t same = mapped ? strtab_find(toks, b, len) : -1;
+        ids[i] = same >= 0 ? same : next++;
+        free(b);
+    }
+    bpe_init_tables(bpe, next);
+    snprintf(bpe->source, sizeof bpe->source, "ctron train");
+    for (int32_t id = 0; id < toks->n; id++) bpe_set_token(bpe, id, strtab_str(toks, id), toks->len[id], TOK_MODEL);
+    for (int b = 0; b < 256; b++) bpe->byte_tok[b] = b;
+    for (int r = 0; r < n_merges; r++) bpe_add_merge(bpe, merges[r][0], merges[r][1], merges[r][2]);
+    bpe->added = xmalloc((size_t)(n_special ? n_special : 1) * sizeof *bpe->added);
+    bpe->n_added = n_special;
+    for (int i = 0; i < n_special; i++) {
+        BpeAdded *a = &bpe->added[i];
+        *a = special[i];
+        a->id = ids[i];
+        a->content = xmalloc(a->len);
+        memcpy(a->content, special[i].content, a->len);
+        bpe_set_token(bpe, a->id, a->content, a->len, (bpe->tok_kind[a->id] & TOK_MODEL) | TOK_ADDED | TOK_SPECIAL);
+    }
+    free(ids);
+    bpe->added_index = added_index_build(bpe->added, bpe->n_added);
+    bpe->pre[0] = (PreStep){.kind = PRE_BYTE_LEVEL, .re = re};
+    bpe->n_pre = 1;
+}
+
+int bpe_train(Bpe *bpe, const uint8_t *text, size_t n, int vocab_size, const char *const *special, int n_special,
+              BpeTrainStats *stats, char *err, size_t errlen) {
     memset(bpe, 0, sizeof *bpe);
-    if (vocab_size < 256 || vocab_size > BPE_MAX_VOCAB) {
-        snprintf(err, errlen, "vocabulary size %d is out of range, expected 256..%d", vocab_size, BPE_MAX_VOCAB);
+    if (n_special < 0 || vocab_size < 256 + n_special || vocab_size > BPE_MAX_VOCAB) {
+        snprintf(err, errlen, "vocabulary size %d is out of range, expected %d..%d (256 bytes%s)", vocab_size,
+                 256 + (n_special > 0 ? n_special : 0), BPE_MAX_VOCAB, n_special > 0 ? " + the special tokens" : "");
         return -1;
     }
+    BpeAdded *specials = xmalloc((size_t)(n_special ? n_special : 1) * sizeof *specials);
+    if (make_specials(special, n_special, specials, err, errlen) != 0) {
+        free(specials);
+        return -1;
+    }
+    char why[320];
+    PreRegex *re = preregex_compile(PRETOK_GPT2_PATTERN, strlen(PRETOK_GPT2_PATTERN), 0, why, sizeof why);
+    if (!re) ctron_fatal("GPT-2's pattern does not compile: %s", why);
     double t0 = now_seconds();
     BpeTrainStats st = {.n_bytes = n};
     Trainer t;
     memset(&t, 0, sizeof t);
     pairtab_init(&t.pairs);
-    count_words(&t, text, n, &st);
+    count_words(&t, re, specials, n_special, text, n, &st);
     for (int32_t w = 0; w < t.n_words; w++) {
         const int32_t *s = t.sym + t.woff[w];
         for (int32_t i = 0; i + 1 < t.wlen[w]; i++) pair_add(&t, s[i], s[i + 1], t.wcount[w], w);
     }
     for (int32_t p = 0; p < t.pairs.n; p++) heap_push(&t, p);
 
-    int want = vocab_size - 256, n_merges = 0;
-    int32_t (*merges)[2] = xmalloc((size_t)(want ? want : 1) * sizeof *merges);
+    // Tokens by their bytes: ids 0..255 the bytes, then each new string in the order it is made.
+    StrTable toks;
+    strtab_init(&toks);
+    for (int b = 0; b < 256; b++) {
+        uint8_t byte = (uint8_t)b;
+        strtab_intern(&toks, &byte, 1, NULL);
+    }
+    int want = vocab_size - n_special, n_merges = 0, cap_merges = 0;
+    int32_t (*merges)[3] = NULL;   // a, b, the token they make
     int32_t *touched = NULL, n_touched = 0, cap_touched = 0;
-    while (n_merges < want && t.n_heap > 0) {
+    uint8_t *joined = NULL;
+    size_t cap_joined = 0;
+    while (toks.n < want && t.n_heap > 0) {
         HeapEntry e = heap_pop(&t);
         int64_t now = t.ps[e.pair].count;
         if (now <= 0) continue;
         if (now != e.count) { heap_push(&t, e.pair); continue; }   // stale: back in with its true count
+        size_t la = toks.len[e.a], lb = toks.len[e.b];
+        if (la + lb > cap_joined) {
+            cap_joined = 2 * (la + lb);
+            joined = grow(joined, cap_joined);
+        }
+        memcpy(joined, strtab_str(&toks, e.a), la);
+        memcpy(joined + la, strtab_str(&toks, e.b), lb);
+        int32_t x = strtab_intern(&toks, joined, la + lb, NULL);   // an existing string keeps its token
+        if (n_merges == cap_merges) {
+            cap_merges = cap_merges ? 2 * cap_merges : 1024;
+            merges = grow(merges, (size_t)cap_merges * sizeof *merges);
+        }
         merges[n_merges][0] = e.a;
         merges[n_merges][1] = e.b;
+        merges[n_merges][2] = x;
         n_touched = 0;
-        apply_merge(&t, e.pair, 256 + n_merges, n_merges, &touched, &n_touched, &cap_touched);
+        apply_merge(&t, e.pair, x, n_merges, &touched, &n_touched, &cap_touched);
         for (int32_t i = 0; i < n_touched; i++)
             if (t.ps[touched[i]].count > 0) heap_push(&t, touched[i]);
         n_merges++;
@@ -214,14 +327,17 @@ int bpe_train(Bpe *bpe, const uint8_t *text, size_t n, int vocab_size, BpeTrainS
     free(t.ps);
     free(t.heap);
     free(touched);
+    free(joined);
     free(t.sym);
     free(t.woff);
     free(t.wlen);
     free(t.wcount);
     pairtab_free(&t.pairs);
-    int rc = bpe_from_merges(bpe, (const int32_t(*)[2])merges, n_merges, err, errlen);
+    build(bpe, &toks, (const int32_t(*)[3])merges, n_merges, specials, n_special, re);
+    strtab_free(&toks);
     free(merges);
+    free(specials);
     st.seconds = now_seconds() - t0;
     if (stats) *stats = st;
-    return rc;
+    return 0;
 }

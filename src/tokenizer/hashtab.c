@@ -55,12 +55,22 @@ static void strtab_rehash(StrTable *t) {
     }
 }
 
+int32_t strtab_find(const StrTable *t, const uint8_t *s, size_t len) {
+    uint64_t h = hash_bytes(s, len);
+    size_t mask = t->n_slots - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        int32_t id = t->slot[i];
+        if (id < 0) return -1;
+        if (t->hash[id] == h && t->len[id] == len && (len == 0 || memcmp(t->pool + t->off[id], s, len) == 0)) return id;
+    }
+}
+
 int32_t strtab_intern(StrTable *t, const uint8_t *s, size_t len, int *added) {
     if (len > INT32_MAX) ctron_fatal("a pre-token of %zu bytes is longer than the tokenizer supports (2^31-1)", len);
     uint64_t h = hash_bytes(s, len);
     size_t mask = t->n_slots - 1, i = h & mask;
     for (int32_t id; (id = t->slot[i]) >= 0; i = (i + 1) & mask)
-        if (t->hash[id] == h && t->len[id] == len && memcmp(t->pool + t->off[id], s, len) == 0) {
+        if (t->hash[id] == h && t->len[id] == len && (len == 0 || memcmp(t->pool + t->off[id], s, len) == 0)) {
             if (added) *added = 0;
             return id;
         }

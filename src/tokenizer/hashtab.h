@@ -23,6 +23,7 @@ void strtab_init(StrTable *t);
 void strtab_free(StrTable *t);
 // Id of s[0..len), adding it when absent (*added says which, if non-NULL).
 int32_t strtab_intern(StrTable *t, const uint8_t *s, size_t len, int *added);
+int32_t strtab_find(const StrTable *t, const uint8_t *s, size_t len);   // id, or -1
 static inline const uint8_t *strtab_str(const StrTable *t, int32_t id) { return t->pool + t->off[id]; }
 
 typedef struct {

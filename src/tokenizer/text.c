@@ -10,7 +10,7 @@ int32_t *text_encode(const Bpe *bpe, const char *text, size_t len, size_t *n) {
 }
 
 void text_write_token(const Bpe *bpe, int32_t tok, FILE *out) {
-    if (bpe && tok >= 0 && tok < bpe->vocab_size) {
+    if (bpe && tok >= 0 && tok < bpe->vocab_size && bpe->tok_kind[tok] != TOK_NONE) {
         size_t len;
         const uint8_t *bytes = bpe_token_bytes(bpe, tok, &len);
         fwrite(bytes, 1, len, out);

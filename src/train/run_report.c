@@ -59,6 +59,9 @@ static void header_model(const TrainRun *r) {
         printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g, RMSNorm eps %g, %s output layer%s\n",
                arch_spec((ArchKind)c->arch)->name, c->kv_heads, c->ffn, (double)c->rope_theta, (double)c->norm_eps,
                gpt_tied(c) ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "");
+    if (o->init_from)
+        printf("  weights from %s%s%s\n", o->init_from, o->tokenizer_path == o->init_tokenizer_path ? ", tokenizer " : "",
+               o->tokenizer_path == o->init_tokenizer_path ? o->tokenizer_path : "");
     if (r->world->size > 1)
         printf("  %d ranks (%s) = dp %d x tp %d%s%s: %d sequences per step, each dp group takes %d\n", r->world->size,
                comm_backend_name(r->comm->backend), r->nranks, o->tp, o->sp ? ", sequence parallel" : "",

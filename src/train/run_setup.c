@@ -8,6 +8,7 @@
 #include "train/train_dist.h"
 #include "util/common.h"
 #include "util/fileio.h"
+#include "io/model_source.h"
 
 void run_sum_over_ranks(CommGroup *w, float *x, size_t n) {
     if (w->size > 1) comm_allreduce_sum(w, x, x, n);
@@ -76,9 +77,20 @@ static int open_policy_log(TrainRun *r) {
     return !policy_ok || (r->rank == 0 && o->log_path && !r->log) ? 1 : 0;
 }
 
+// --init-from: the weights of the model the CLI took the architecture from, this rank's shards of
+// them. Its files are user input: a problem is a usage error (exit 2) on every rank at once.
+static int load_init_from(TrainRun *r) {
+    static ModelSource src;   // 12 KB of paths: not on the stack
+    char err[1024];
+    int ok = model_source_open(r->o->init_from, &src, err, sizeof err) == 0 &&
+             model_source_load(&src, &r->m, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "ctron train: --init-from: %s\n", err);
+    return run_all_ok(r->world, ok) ? 0 : 2;
+}
+
 // This rank's part of the model (TP shards; under a pipeline schedule, DESIGN.md §9, this stage's
-// units and the activation contexts they need), initialised from the seed.
-static void open_model(TrainRun *r) {
+// units and the activation contexts they need), initialised from the seed or from --init-from.
+static int open_model(TrainRun *r) {
     const TrainOptions *o = r->o;
     const GPTConfig *c = &o->model;
     TPLayout tpl = {o->tp, r->tpg->rank, o->sp, r->tpg};
@@ -98,7 +110,9 @@ static void open_model(TrainRun *r) {
     } else {
         gpt_init_tp(&r->m, c, &r->policy, &tpl);
     }
+    if (o->init_from) return load_init_from(r);
     gpt_init_weights(&r->m, o->seed);
+    return 0;
 }
 
 // What the step needs beside the model: the device path of the collectives, ZeRO's pieces, AdamW,
@@ -173,8 +187,9 @@ int run_open(TrainRun *r, const TrainOptions *o, Comm *comm) {
     if (rc == 0) rc = open_data(r);
     if (rc == 0) rc = open_policy_log(r);
     if (rc != 0) return rc;
-    open_model(r);
-    open_optimizer(r);
+    rc = open_model(r);
+    open_optimizer(r);   // also on failure: run_close frees what the model's owner holds
+    if (rc != 0) return rc;
     if ((rc = resume(r)) != 0) return rc;
     open_batches(r);
     return 0;

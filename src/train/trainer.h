@@ -59,9 +59,17 @@ typedef struct {
     // stop_after > 0 ends the run after that step although the schedule spans steps.
     const char *ckpt_dir;
     int save_every, keep, stop_after;
+    // What the CLI created (ckpt_dir, the log file): a run that ends in an error before writing to
+    // them removes them (cli_train_unmake).
+    int ckpt_dir_made, log_made;
     // --resume (NULL: a fresh run): resume_step_dir is the checkpoint it resolved to; the CLI took
     // the run's settings from its state.json, and ckpt_dir and data_path may point into these buffers.
     const char *resume;
+    // --init-from (NULL: the seed's initialisation): an HF model directory or a ctron checkpoint whose
+    // architecture the CLI took (model) and whose weights the run starts from; init_tokenizer_path is
+    // its tokenizer.json when the command line named none.
+    const char *init_from;
+    char init_tokenizer_path[4200];
     char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
     char resume_val_path[1024], resume_tokenizer_path[1024];
     // The texts of the options --resume restored from state.json "options" (string options point here).

@@ -1,0 +1,315 @@
+#include "io/hf_config.h"
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "util/common.h"
+#include "util/fileio.h"
+
+// One model_type: its family in ctron, the keys its sizes live under, and the defaults transformers'
+// config class gives a key that is absent (transformers 5.24's configuration_*.py).
+typedef struct {
+    const char *model_type;
+    ArchKind arch;
+    int qkv_bias;                 // Qwen2: q, k and v have biases
+    const char *k_hidden, *k_layers, *k_heads, *k_positions, *k_eps;
+    int positions_default;
+    double eps_default;
+    int tied_default;
+    int kv_default;               // num_key_value_heads when absent (0: the heads)
+    int window_default;           // Mistral's sliding_window when absent
+} HfFamily;
+
+static const HfFamily FAMILIES[] = {
+    {"gpt2", ARCH_GPT2, 0, "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", 1024, 1e-5, 1, 0, 0},
+    {"llama", ARCH_LLAMA, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 2048, 1e-6, 0, 0, 0},
+    {"mistral", ARCH_LLAMA, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 131072, 1e-6, 0, 8, 4096},
+    {"qwen2", ARCH_LLAMA, 1, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 32768, 1e-6, 0, 32, 0},
+};
+enum { N_FAMILIES = sizeof FAMILIES / sizeof FAMILIES[0] };
+
+typedef struct {
+    const cJSON *root;
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+} Reader;
+
+static void bad(Reader *r, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void bad(Reader *r, const char *key, const char *fmt, ...) {
+    if (r->failed) return;
+    r->failed = 1;
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(r->err, r->errlen, "'%s': field '%s' %s", r->path, key, why);
+}
+
+// The value under key; NULL when absent (JSON null counts as absent).
+static const cJSON *get(const Reader *r, const char *key) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(r->root, key);
+    return x && !cJSON_IsNull(x) ? x : NULL;
+}
+
+static const char *kind_of(const cJSON *x) {
+    return cJSON_IsString(x) ? "a string" : cJSON_IsBool(x) ? "a boolean" : cJSON_IsArray(x) ? "an array"
+         : cJSON_IsObject(x) ? "an object" : "a number";
+}
+
+// An integer in lo..hi; required: an absent key is an error, else it reads as def.
+static int int_field(Reader *r, const char *key, int required, int def, long lo, long hi) {
+    const cJSON *x = get(r, key);
+    if (r->failed) return def;
+    if (!x) {
+        if (required) bad(r, key, "is missing (expected an integer in %ld..%ld)", lo, hi);
+        return def;
+    }
+    double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected an integer in %ld..%ld", kind_of(x), lo, hi);
+    else if (!(v >= (double)lo && v <= (double)hi) || v != floor(v))
+        bad(r, key, "is %g, expected an integer in %ld..%ld", v, lo, hi);
+    return r->failed ? def : (int)v;
+}
+
+static double num_field(Reader *r, const cJSON *x, const char *key, double def, double lo, double hi) {
+    if (r->failed || !x) return def;
+    double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected a number in %g..%g", kind_of(x), lo, hi);
+    else if (!(v >= lo && v <= hi)) bad(r, key, "is %g, expected a number in %g..%g", v, lo, hi);
+    return r->failed ? def : v;
+}
+
+static int bool_field(Reader *r, const char *key, int def) {
+    const cJSON *x = get(r, key);
+    if (r->failed || !x) return def;
+    if (!cJSON_IsBool(x)) bad(r, key, "is %s, expected true or false", kind_of(x));
+    return cJSON_IsTrue(x);
+}
+
+static const char *str_field(Reader *r, const char *key, const char *def) {
+    const cJSON *x = get(r, key);
+    if (r->failed || !x) return def;
+    if (!cJSON_IsString(x)) { bad(r, key, "is %s, expected a string", kind_of(x)); return def; }
+    return x->valuestring;
+}
+
+// A key ctron requires to be false/absent (a feature it has not).
+static void must_be_false(Reader *r, const char *key, const char *why) {
+    if (bool_field(r, key, 0)) bad(r, key, "is true: %s", why);
+}
+
+// The RoPE base: transformers 5's rope_parameters {rope_type, rope_theta}, or 4.x's top-level rope_theta
+// with an optional rope_scaling (replacing rope_parameters, as transformers does); default 10000.
+static float read_rope(Reader *r) {
+    const cJSON *params = get(r, "rope_scaling");
+    const char *pkey = "rope_scaling";
+    if (!params) { params = get(r, "rope_parameters"); pkey = "rope_parameters"; }
+    double theta = num_field(r, get(r, "rope_theta"), "rope_theta", 10000.0, 1.0 + 1e-9, 1e12);
+    if (params && !r->failed) {
+        if (!cJSON_IsObject(params)) { bad(r, pkey, "is %s, expected an object", kind_of(params)); return 0; }
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(params, "rope_type");
+        if (!type) type = cJSON_GetObjectItemCaseSensitive(params, "type");
+        if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "default") != 0)) {
+            bad(r, pkey, "has rope_type %s%s%s: ctron has plain RoPE (rope_type \"default\") without scaling",
+                cJSON_IsString(type) ? "\"" : "", cJSON_IsString(type) ? type->valuestring : kind_of(type),
+                cJSON_IsString(type) ? "\"" : "");
+            return 0;
+        }
+        char key[48];
+        snprintf(key, sizeof key, "%s.rope_theta", pkey);
+        theta = num_field(r, cJSON_GetObjectItemCaseSensitive(params, "rope_theta"), key, theta, 1.0 + 1e-9, 1e12);
+        const cJSON *partial = cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor");
+        if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
+            bad(r, pkey, "has partial_rotary_factor: ctron rotates every dimension of a head");
+    }
+    const cJSON *partial = get(r, "partial_rotary_factor");
+    if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
+        bad(r, "partial_rotary_factor", "is set: ctron rotates every dimension of a head");
+    return (float)theta;
+}
+
+// GPT-2: what GPT2LMHeadModel computes and ctron's GPT-2 does not is refused.
+static void read_gpt2(Reader *r, HfConfig *c) {
+    GPTConfig *m = &c->model;
+    const char *act = str_field(r, "activation_function", "gelu_new");
+    if (!r->failed && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        bad(r, "activation_function", "is \"%s\": ctron's GPT-2 has the tanh GeLU (\"gelu_new\")", act);
+    int inner = int_field(r, "n_inner", 0, 4 * m->hidden, 1, 1 << 30);
+    if (!r->failed && inner != 4 * m->hidden)
+        bad(r, "n_inner", "is %d: ctron's GPT-2 MLP is 4 x n_embd = %d wide", inner, 4 * m->hidden);
+    // ctron's LayerNorm kernel has GPT-2's epsilon, 1e-5, built in
+    if (!r->failed && fabsf(m->norm_eps - 1e-5f) > 1e-12f)
+        bad(r, "layer_norm_epsilon", "is %g: ctron's GPT-2 LayerNorm uses 1e-5", (double)m->norm_eps);
+    if (!bool_field(r, "scale_attn_weights", 1))
+        bad(r, "scale_attn_weights", "is false: ctron scales attention scores by 1/sqrt(head_dim)");
+    must_be_false(r, "scale_attn_by_inverse_layer_idx", "ctron scales every layer's scores alike");
+    must_be_false(r, "add_cross_attention", "ctron's GPT-2 is a decoder without cross-attention");
+    if (!r->failed && m->tie_embeddings < 0)
+        bad(r, "tie_word_embeddings", "is false: ctron's GPT-2 ties its output layer to wte (use a llama model for "
+            "an untied one)");
+}
+
+// Llama, Mistral, Qwen2: the block ctron's --arch llama runs, and the sliding window.
+static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
+    GPTConfig *m = &c->model;
+    m->ffn = int_field(r, "intermediate_size", 1, 0, 1, 1 << 30);
+    const char *act = str_field(r, "hidden_act", "silu");
+    if (!r->failed && strcmp(act, "silu") != 0)
+        bad(r, "hidden_act", "is \"%s\": ctron's llama MLP is SwiGLU (\"silu\")", act);
+    int head_dim = int_field(r, "head_dim", 0, m->hidden / m->heads, 1, 1 << 30);
+    if (!r->failed && head_dim * m->heads != m->hidden)
+        bad(r, "head_dim", "is %d: ctron's heads are hidden_size / num_attention_heads = %d wide", head_dim,
+            m->hidden / m->heads);
+    must_be_false(r, "attention_bias", "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
+    must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
+    m->rope_theta = read_rope(r);
+    if (fam->window_default) {   // Mistral: every layer's window (absent: the class default; null: none)
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
+        c->sliding_window = w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, fam->window_default, 1, 1 << 30);
+    } else if (fam->qkv_bias && bool_field(r, "use_sliding_window", 0)) {
+        // Qwen2: the window only with use_sliding_window, and only on layers >= max_window_layers
+        int window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
+        int from = int_field(r, "max_window_layers", 0, 28, 0, 1 << 30);
+        c->sliding_window = m->layers > from ? window : 0;
+    }
+    const cJSON *types = get(r, "layer_types");
+    if (types && !r->failed) {   // transformers 5 lists each layer's attention: it decides
+        int sliding = 0, n = cJSON_IsArray(types) ? cJSON_GetArraySize(types) : -1;
+        if (n != m->layers) bad(r, "layer_types", "must list %d layers", m->layers);
+        for (const cJSON *t = cJSON_IsArray(types) ? types->child : NULL; t && !r->failed; t = t->next) {
+            if (cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0) sliding = 1;
+            else if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
+                bad(r, "layer_types", "holds an entry other than \"full_attention\" or \"sliding_attention\"");
+        }
+        if (!sliding) c->sliding_window = 0;
+        else if (!c->sliding_window) c->sliding_window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
+    }
+}
+
+static void read_dtype(Reader *r, HfConfig *c) {
+    const char *key = get(r, "dtype") ? "dtype" : "torch_dtype";
+    const char *d = str_field(r, key, "");
+    static const char *known[] = {"", "float32", "bfloat16", "float16"};
+    int ok = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= strcmp(d, known[i]) == 0;
+    if (!r->failed && !ok) bad(r, key, "is \"%.20s\", expected float32, bfloat16 or float16", d);
+    snprintf(c->dtype, sizeof c->dtype, "%s", r->failed ? "" : d);
+}
+
+// bos/eos ids (generation settings, not the model): an integer, null, or for eos a list (its first).
+static int token_id(Reader *r, const char *key) {
+    const cJSON *x = get(r, key);
+    if (x && cJSON_IsArray(x)) x = x->child;
+    if (!x || r->failed) return -1;
+    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 2147483647.0 || x->valuedouble != floor(x->valuedouble)) {
+        bad(r, key, "is not a token id (a non-negative integer, a list of them, or null)");
+        return -1;
+    }
+    return (int)x->valuedouble;
+}
+
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Python's json keeps the last of a repeated key, cJSON the first: a repeated key is refused.
+static void unique_keys(Reader *r) {
+    int n = cJSON_GetArraySize(r->root), k = 0;
+    const char **keys = xmalloc(sizeof(char *) * (size_t)(n + 1));
+    for (const cJSON *x = r->root->child; x; x = x->next) keys[k++] = x->string;
+    qsort(keys, (size_t)k, sizeof(char *), cmp_keys);
+    for (int i = 1; i < k && !r->failed; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0) bad(r, keys[i], "appears twice");
+    free(keys);
+}
+
+static const HfFamily *family_of(Reader *r) {
+    const char *type = str_field(r, "model_type", NULL);
+    if (r->failed) return NULL;
+    if (!type) { bad(r, "model_type", "is missing (expected gpt2, llama, mistral or qwen2)"); return NULL; }
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (strcmp(type, FAMILIES[i].model_type) == 0) return &FAMILIES[i];
+    bad(r, "model_type", "is \"%.40s\": ctron reads gpt2, llama, mistral and qwen2", type);
+    return NULL;
+}
+
+int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "'%s' is not %s", path, root ? "a JSON object" : "valid JSON");
+        cJSON_Delete(root);
+        return -1;
+    }
+    Reader r = {root, path, err, errlen, 0};
+    unique_keys(&r);
+    const HfFamily *fam = family_of(&r);
+    GPTConfig *m = &c->model;
+    if (fam) {
+        snprintf(c->model_type, sizeof c->model_type, "%s", fam->model_type);
+        m->arch = fam->arch;
+        m->qkv_bias = fam->qkv_bias;
+        m->vocab = int_field(&r, "vocab_size", 1, 0, 1, 2147483647L);
+        m->hidden = int_field(&r, fam->k_hidden, 1, 0, 1, 1 << 30);
+        m->layers = int_field(&r, fam->k_layers, 1, 0, 1, 65535);
+        m->heads = int_field(&r, fam->k_heads, 1, 0, 1, 1 << 20);
+        if (!r.failed && m->hidden % m->heads != 0)
+            bad(&r, fam->k_heads, "is %d, which does not divide %s %d", m->heads, fam->k_hidden, m->hidden);
+        m->kv_heads = m->arch == ARCH_GPT2 ? m->heads
+                    : int_field(&r, "num_key_value_heads", 0, fam->kv_default ? fam->kv_default : m->heads, 1, 1 << 20);
+        if (!r.failed && (m->kv_heads > m->heads || m->heads % m->kv_heads != 0))
+            bad(&r, "num_key_value_heads", "is %d, expected a divisor of %s %d", m->kv_heads, fam->k_heads, m->heads);
+    }
+    if (fam && !r.failed) {   // the sizes are known and consistent: the rest may divide by them
+        c->max_positions = int_field(&r, fam->k_positions, 0, fam->positions_default, 1, 1 << 30);
+        if (m->arch == ARCH_GPT2 && !get(&r, "n_positions") && get(&r, "n_ctx"))   // very old GPT-2 configs
+            c->max_positions = int_field(&r, "n_ctx", 0, 1024, 1, 1 << 30);
+        m->norm_eps = (float)num_field(&r, get(&r, fam->k_eps), fam->k_eps, fam->eps_default, 1e-30, 1.0);
+        m->tie_embeddings = bool_field(&r, "tie_word_embeddings", fam->tied_default) ? 1 : -1;
+        if (get(&r, "quantization_config")) bad(&r, "quantization_config", "is set: ctron reads unquantised weights only");
+        if (m->arch == ARCH_GPT2) read_gpt2(&r, c);
+        else read_llama(&r, fam, c);
+        read_dtype(&r, c);
+        c->bos_token_id = token_id(&r, "bos_token_id");
+        c->eos_token_id = token_id(&r, "eos_token_id");
+    }
+    cJSON_Delete(root);
+    if (r.failed) return -1;
+    gpt_config_resolve(m);
+    return 0;
+}
+
+int hf_config_read(const char *path, HfConfig *c, char *err, size_t errlen) {
+    uint8_t *data;
+    size_t n;
+    // A config.json is a few KiB; a huge one is not a config (and is not read whole into memory).
+    if (fileio_read_bounded(path, (size_t)16 << 20, &data, &n, err, errlen) != 0) return -1;
+    int rc = hf_config_parse((const char *)data, n, path, c, err, errlen);
+    free(data);
+    return rc;
+}
+
+int hf_config_apply(const HfConfig *c, GPTConfig *run, const char *path, char *err, size_t errlen) {
+    if (c->model.arch == ARCH_GPT2 && run->seq > c->max_positions) {
+        snprintf(err, errlen, "'%s': field 'n_positions' is %d: the model has no position embedding for a sequence "
+                 "of %d (use --seq %d or less)", path, c->max_positions, run->seq, c->max_positions);
+        return -1;
+    }
+    if (c->sliding_window > 0 && c->sliding_window < run->seq) {
+        snprintf(err, errlen, "'%s': field 'sliding_window' is %d: the model attends to its last %d positions only, "
+                 "and ctron attends to the whole causal window (use --seq %d or less)", path, c->sliding_window,
+                 c->sliding_window, c->sliding_window);
+        return -1;
+    }
+    GPTConfig m = c->model;
+    m.seq = run->seq;
+    m.batch = run->batch;
+    m.dropout = run->dropout;
+    *run = m;
+    return 0;
+}

@@ -1,0 +1,31 @@
+// A Hugging Face model's config.json → ctron's model configuration. model_type gpt2
+// (GPT2LMHeadModel), llama, mistral (Llama's tensors; its sliding window is refused where it would
+// cut attention short) and qwen2 (Llama + q/k/v biases). Keys of both transformers generations are
+// read: the RoPE base from 5.x's rope_parameters.rope_theta or 4.x's top-level rope_theta, the
+// weights' dtype from 5.x's "dtype" or 4.x's "torch_dtype". A key that is absent takes the default of
+// transformers' own config class (docs/HF.md lists them), except the sizes, which must be given.
+// What ctron cannot run exactly (RoPE scaling, an o_proj bias, another activation or head_dim,
+// quantised weights) is refused with the field and the reason.
+#ifndef CTRON_HF_CONFIG_H
+#define CTRON_HF_CONFIG_H
+#include <stddef.h>
+#include "model/gpt.h"
+
+typedef struct {
+    char model_type[16];          // "gpt2", "llama", "mistral", "qwen2"
+    GPTConfig model;              // the architecture, resolved (seq, batch and dropout are 0: the run's)
+    int max_positions;            // n_positions / max_position_embeddings
+    int sliding_window;           // attention window of the layers that have one; 0: none
+    char dtype[16];               // the weights' dtype as recorded ("float32", ...), "" when not given
+    int bos_token_id, eos_token_id;   // -1 when absent or null (eos: the first of a list)
+} HfConfig;
+
+// Parses config.json's text (path names it in messages). 0, or -1 with err naming the file and the field.
+int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c, char *err, size_t errlen);
+// Reads and parses path.
+int hf_config_read(const char *path, HfConfig *c, char *err, size_t errlen);
+// The model a run with run->seq positions (and its batch and dropout) builds from c: run's
+// architecture fields are replaced by c's. Refuses a sequence the model cannot take: longer than a
+// learned position table (GPT-2's n_positions), or longer than a sliding attention window.
+int hf_config_apply(const HfConfig *c, GPTConfig *run, const char *path, char *err, size_t errlen);
+#endif

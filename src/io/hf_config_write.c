@@ -1,0 +1,97 @@
+#include "io/hf_config_write.h"
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// A float as the shortest decimal that reads back as the same float (1e-05, not 9.99999974737875e-06).
+static double short_float(float x) {
+    char buf[32];
+    for (int p = 1; p <= 9; p++) {   // %.9g always reads back
+        snprintf(buf, sizeof buf, "%.*g", p, (double)x);
+        if ((float)strtod(buf, NULL) == x) break;
+    }
+    return strtod(buf, NULL);
+}
+
+static void add_common_tail(cJSON *o, const GPTConfig *c, const char *dtype) {
+    cJSON_AddBoolToObject(o, "tie_word_embeddings", gpt_tied(c));
+    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+    cJSON_AddBoolToObject(o, "use_cache", 1);
+    cJSON_AddNullToObject(o, "bos_token_id");   // no special tokens in ctron's vocabularies: not the
+    cJSON_AddNullToObject(o, "eos_token_id");   // class defaults (GPT-2's 50256 may lie outside the vocabulary)
+    cJSON_AddStringToObject(o, "dtype", dtype);         // transformers 5
+    cJSON_AddStringToObject(o, "torch_dtype", dtype);   // transformers 4.x
+}
+
+static void gpt2_config(cJSON *o, const GPTConfig *c) {
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(o, "model_type", "gpt2");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+    cJSON_AddNumberToObject(o, "n_embd", c->hidden);
+    cJSON_AddNumberToObject(o, "n_layer", c->layers);
+    cJSON_AddNumberToObject(o, "n_head", c->heads);
+    cJSON_AddNumberToObject(o, "n_positions", c->seq);
+    cJSON_AddNullToObject(o, "n_inner");   // 4 x n_embd
+    cJSON_AddStringToObject(o, "activation_function", "gelu_new");
+    cJSON_AddNumberToObject(o, "layer_norm_epsilon", short_float(c->norm_eps));
+    cJSON_AddNumberToObject(o, "resid_pdrop", short_float(c->dropout));
+    cJSON_AddNumberToObject(o, "embd_pdrop", short_float(c->dropout));
+    cJSON_AddNumberToObject(o, "attn_pdrop", short_float(c->dropout));
+    cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
+    cJSON_AddBoolToObject(o, "scale_attn_by_inverse_layer_idx", 0);
+    cJSON_AddBoolToObject(o, "reorder_and_upcast_attn", 0);
+}
+
+static void llama_config(cJSON *o, const GPTConfig *c) {
+    int qwen2 = c->qkv_bias;
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"),
+                         cJSON_CreateString(qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", qwen2 ? "qwen2" : "llama");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+    cJSON_AddNumberToObject(o, "hidden_size", c->hidden);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->ffn);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->layers);
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->heads);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", c->kv_heads);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->seq);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", short_float(c->norm_eps));
+    cJSON_AddNumberToObject(o, "rope_theta", short_float(c->rope_theta));   // transformers 4.x
+    cJSON *rope = cJSON_AddObjectToObject(o, "rope_parameters");              // transformers 5
+    cJSON_AddNumberToObject(rope, "rope_theta", short_float(c->rope_theta));
+    cJSON_AddStringToObject(rope, "rope_type", "default");
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    if (qwen2) {   // Qwen2's window settings, off
+        cJSON_AddBoolToObject(o, "use_sliding_window", 0);
+        cJSON_AddNullToObject(o, "sliding_window");
+        cJSON_AddNumberToObject(o, "max_window_layers", c->layers);
+        cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
+        for (int l = 0; l < c->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
+    } else {
+        cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
+        cJSON_AddBoolToObject(o, "attention_bias", 0);
+        cJSON_AddBoolToObject(o, "mlp_bias", 0);
+    }
+}
+
+char *hf_config_json(const GPTConfig *cfg, const char *dtype) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    cJSON *o = cJSON_CreateObject();
+    if (c.arch == ARCH_GPT2) gpt2_config(o, &c);
+    else llama_config(o, &c);
+    add_common_tail(o, &c, dtype);
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+char *hf_generation_config_json(void) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "_from_model_config", 1);
+    cJSON_AddNullToObject(o, "bos_token_id");
+    cJSON_AddNullToObject(o, "eos_token_id");
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    return text;
+}

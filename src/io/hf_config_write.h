@@ -1,0 +1,14 @@
+// The config.json and generation_config.json of a Hugging Face export (ctron export --hf): what
+// transformers' own config class writes for the model, with both generations' keys where they moved
+// (rope_parameters and rope_theta, dtype and torch_dtype), so that transformers 4.x and 5.x load it.
+#ifndef CTRON_HF_CONFIG_WRITE_H
+#define CTRON_HF_CONFIG_WRITE_H
+#include "model/gpt.h"
+
+// The model's config.json (GPT-2 → GPT2LMHeadModel; llama → LlamaForCausalLM, or Qwen2ForCausalLM with
+// q/k/v biases), positions = c->seq, weights stored as dtype ("float32" or "bfloat16"). A fresh string
+// (free it with cJSON_free).
+char *hf_config_json(const GPTConfig *c, const char *dtype);
+// generation_config.json: the model's defaults only (ctron's vocabularies have no BOS/EOS tokens).
+char *hf_generation_config_json(void);
+#endif

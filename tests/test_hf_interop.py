@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""ctron against transformers on Hugging Face model directories (issue 26), with the pinned peer
+(tests/reference/llama_ref.py's PINS; run through peer_check.sh). Nothing is downloaded.
+
+1. Import: transformers makes random models with save_pretrained (scripts/hf_tiny_model.py): GPT-2;
+   llama with GQA, tied and untied; qwen2 with q/k/v biases; mistral; fp32, bf16 and fp16; sharded and
+   not. `ctron eval --ids --dump --grads` gives transformers' logits and loss (labels = input_ids) to
+   1e-5 relative and every gradient to 1e-4 (max-abs normalised, as test_parity_llama), under the
+   same names (a tied output layer's gradient in the embedding's).
+2. Round trip: ctron trains a few steps and exports; AutoModelForCausalLM.from_pretrained(OUT) loads it
+   as it is (GPT2LMHeadModel for ctron's GPT-2) and gives ctron's logits for the checkpoint; a bf16
+   export loads as bf16 and gives the logits ctron computes from the export; greedy generation from
+   the GPT-2 export is ctron generate's.
+
+usage: PEER_PYTHON test_hf_interop.py CTRON DATA WORKDIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+import hf_tiny_model  # noqa: E402
+
+LOGIT_TOL, LOSS_TOL, GRAD_TOL = 1e-5, 1e-5, 1e-4
+failures = []
+passes = 0
+
+
+def check(ok, what):
+    global passes
+    if ok:
+        passes += 1
+    else:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def rel(got, ref):
+    import numpy as np
+    return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30))
+
+
+def run(*args):
+    r = subprocess.run([str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args))}: exit {r.returncode}: {r.stderr.strip()[-600:]}")
+    return r.stdout
+
+
+def write_ids(path, ids, dtype):
+    import numpy as np
+    from safetensors.numpy import save_file
+    save_file({"input_ids": ids.astype(dtype)}, path)
+
+
+def reference(model_dir, ids, dtype=None, grads=True):
+    """transformers on model_dir: float32 unless dtype; logits, loss and named gradients as numpy."""
+    import torch
+    import transformers
+    kw = {"dtype": dtype or torch.float32, "attn_implementation": "eager", "local_files_only": True}
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, **kw)
+    model.eval()
+    x = torch.from_numpy(ids.astype("int64"))
+    out = model(input_ids=x, labels=x)
+    g = {}
+    if grads:
+        out.loss.backward()
+        g = {n: p.grad.float().numpy() for n, p in model.named_parameters()}
+    return model, out.logits.detach().float().numpy(), float(out.loss.detach()), g
+
+
+def dump(ctron, model, ids_path, out_path, grads=True):
+    from safetensors.numpy import load_file
+    run(ctron, "eval", "--model", model, "--ids", ids_path, "--dump", out_path, "--threads", "2",
+        *(["--grads"] if grads else []))
+    return load_file(out_path)
+
+
+def compare(name, got, logits, loss, grads):
+    lr = rel(got["logits"], logits)
+    ls = abs(float(got["loss"][0]) - loss) / abs(loss)
+    check(lr <= LOGIT_TOL, f"{name}: logits rel {lr:.2e}")
+    check(ls <= LOSS_TOL, f"{name}: loss ctron {float(got['loss'][0]):.8f} transformers {loss:.8f} rel {ls:.2e}")
+    worst, worst_name = 0.0, ""
+    if grads:
+        names = sorted(k[5:] for k in got if k.startswith("grad."))
+        check(names == sorted(grads), f"{name}: gradient names {sorted(set(names) ^ set(grads))[:4]} differ")
+        for n, g in grads.items():
+            if "grad." + n in got:
+                r = rel(got["grad." + n], g)
+                check(got["grad." + n].shape == g.shape, f"{name}: grad.{n} shape {got['grad.' + n].shape} vs {g.shape}")
+                check(r <= GRAD_TOL, f"{name}: grad.{n} rel {r:.2e}")
+                if r > worst:
+                    worst, worst_name = r, n
+    print(f"{name:22s} loss {loss:.7f} (rel {ls:.1e}), logits rel {lr:.1e}, worst gradient rel {worst:.1e} {worst_name}",
+          flush=True)
+
+
+IMPORT_CASES = [
+    # name, hf_tiny_model options, ids dtype
+    ("gpt2", dict(family="gpt2", positions=40), "int64"),
+    ("llama_gqa_untied_shard", dict(family="llama", kv_heads=2, max_shard_size="30KB", rope_theta=500000.0), "int32"),
+    ("llama_gqa_tied_bf16", dict(family="llama", kv_heads=1, tied=True, dtype="bfloat16"), "int64"),
+    ("qwen2_bias_fp16_shard", dict(family="qwen2", kv_heads=2, dtype="float16", max_shard_size="40KB"), "int64"),
+    ("mistral_tied", dict(family="mistral", kv_heads=2, tied=True), "int32"),
+    ("gpt2_bf16_shard", dict(family="gpt2", positions=24, dtype="bfloat16", max_shard_size="20KB"), "int32"),
+]
+
+
+def test_import(ctron, work, rng):
+    for i, (name, opts, id_dtype) in enumerate(IMPORT_CASES):
+        d = os.path.join(work, name)
+        hf_tiny_model.make(d, seed=i, **opts)
+        ids = rng.integers(0, 256, size=(3, 19))
+        ids_path = os.path.join(work, name + ".ids.safetensors")
+        write_ids(ids_path, ids, id_dtype)
+        _, logits, loss, grads = reference(d, ids)
+        compare(name, dump(ctron, d, ids_path, os.path.join(work, name + ".out.safetensors")), logits, loss, grads)
+
+
+def train(ctron, data, run_dir, *flags):
+    run(ctron, "train", "--layers", 2, "--hidden", 64, "--heads", 4, "--seq", 32, "--batch", 2, "--steps", 4,
+        "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir, *flags)
+
+
+def test_round_trip(ctron, data, work, rng):
+    import torch
+    ids = rng.integers(0, 256, size=(2, 32))
+    ids_path = os.path.join(work, "rt.ids.safetensors")
+    write_ids(ids_path, ids, "int64")
+    cases = [("rt_gpt2", (), ["--max-shard-size", "60KiB"], "GPT2LMHeadModel"),
+             ("rt_llama_tied", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--tie-embeddings"), [],
+              "LlamaForCausalLM"),
+             ("rt_qwen2", ("--arch", "llama", "--kv-heads", 1, "--ffn-hidden", 96, "--qkv-bias"), [], "Qwen2ForCausalLM")]
+    for name, flags, export_flags, cls in cases:
+        run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
+        train(ctron, data, run_dir, *flags)
+        run(ctron, "export", "--hf", out, "--ckpt", run_dir, *export_flags)
+        mine = dump(ctron, run_dir, ids_path, os.path.join(work, name + ".out.safetensors"), grads=False)
+        # as it is: no dtype, no class named
+        import transformers
+        model = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+        model.eval()
+        check(type(model).__name__ == cls, f"{name}: loaded as {type(model).__name__}, expected {cls}")
+        check(model.dtype == torch.float32, f"{name}: loaded as {model.dtype}")
+        with torch.no_grad():
+            logits = model(input_ids=torch.from_numpy(ids)).logits.numpy()
+        lr = rel(mine["logits"], logits)
+        check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
+        print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
+        if name == "rt_gpt2":   # greedy generation from the export equals ctron generate's
+            prompt = "In the beginning"
+            got = run(ctron, "generate", "--ckpt", run_dir, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
+                      "--json", "--threads", 1)
+            import json
+            theirs = model.generate(torch.tensor([list(prompt.encode())]), max_new_tokens=10, do_sample=False)
+            theirs = theirs[0, len(prompt):].tolist()
+            check(json.loads(got)["tokens"] == theirs, f"{name}: greedy tokens ctron {json.loads(got)['tokens']} "
+                                                        f"transformers {theirs}")
+        # bf16: it loads as bf16, and in fp32 it computes what ctron computes from the export
+        bf = os.path.join(work, name + ".bf16")
+        run(ctron, "export", "--hf", bf, "--ckpt", run_dir, "--dtype", "bf16")
+        model16 = transformers.AutoModelForCausalLM.from_pretrained(bf, local_files_only=True)
+        check(model16.dtype == torch.bfloat16, f"{name}: the bf16 export loads as {model16.dtype}")
+        _, logits, loss, _ = reference(bf, ids, grads=False)
+        mine16 = dump(ctron, bf, ids_path, os.path.join(work, name + ".bf16.out.safetensors"), grads=False)
+        lr16 = rel(mine16["logits"], logits)
+        check(lr16 <= LOGIT_TOL, f"{name}: bf16 export: logits rel {lr16:.2e}")
+        check(rel(mine16["logits"], mine["logits"]) > 0, f"{name}: the bf16 export computes the fp32 logits exactly")
+
+
+def test_fine_tune(ctron, data, work, rng):
+    """--init-from a transformers-made model (sharded; fp16), a few steps, export: transformers loads the
+    export and computes the fine-tuned checkpoint's logits."""
+    import torch
+    import transformers
+    ids = rng.integers(0, 256, size=(2, 16))
+    ids_path = os.path.join(work, "ft.ids.safetensors")
+    write_ids(ids_path, ids, "int64")
+    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard"):
+        run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
+        run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
+            "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
+        run(ctron, "export", "--hf", out, "--ckpt", run_dir)
+        mine = dump(ctron, run_dir, ids_path, os.path.join(work, "ft_" + src + ".out.safetensors"), grads=False)
+        _, before, _, _ = reference(os.path.join(work, src), ids, grads=False)
+        model = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+        with torch.no_grad():
+            logits = model(input_ids=torch.from_numpy(ids)).logits.numpy()
+        lr = rel(mine["logits"], logits)
+        check(lr <= LOGIT_TOL, f"fine-tuned {src}: transformers on the export vs ctron: logits rel {lr:.2e}")
+        check(rel(before, logits) > 1e-4, f"fine-tuned {src}: the export computes the source's logits: nothing trained")
+        print(f"ft_{src:19s} --init-from, 3 steps, export: transformers' logits rel {lr:.1e} to ctron's", flush=True)
+
+
+def test_tokenizer_export(ctron, data, work):
+    """A BPE run's export: AutoTokenizer loads its tokenizer.json as it is and encodes as tokenizers does."""
+    import tokenizers
+    import transformers
+    text = os.path.join(work, "bpe.txt")
+    with open(data, "rb") as f, open(text, "wb") as g:
+        g.write(f.read(200000))
+    tok = os.path.join(work, "bpe.tokenizer.json")
+    run(ctron, "tokenize", "train", "--vocab", 400, "--in", text, "--out", tok)
+    run(ctron, "train", "--layers", 1, "--hidden", 32, "--heads", 2, "--seq", 32, "--batch", 2, "--steps", 2,
+        "--vocab", 400, "--eval-every", 0, "--threads", 2, "--data", text, "--tokenizer", tok,
+        "--ckpt-dir", os.path.join(work, "bpe_run"))
+    out = os.path.join(work, "bpe.hf")
+    run(ctron, "export", "--hf", out, "--ckpt", os.path.join(work, "bpe_run"))
+    auto = transformers.AutoTokenizer.from_pretrained(out, local_files_only=True)
+    sample = "And God said, Let there be light: and there was light. 1234 ünïcödé  spaces\n\nend"
+    ref = tokenizers.Tokenizer.from_file(os.path.join(out, "tokenizer.json")).encode(sample).ids
+    got = auto(sample, add_special_tokens=False)["input_ids"]
+    # transformers 5 names its tokenizers-backed class TokenizersBackend (4.x: PreTrainedTokenizerFast)
+    check(getattr(auto, "is_fast", False), f"AutoTokenizer loaded {type(auto).__name__}, not a fast tokenizer")
+    check(got == ref and len(got) > 10, f"AutoTokenizer's ids {got[:12]}... tokenizers' {ref[:12]}...")
+    check(auto.decode(got) == sample, f"AutoTokenizer's decode: {auto.decode(got)!r}")
+    print(f"bpe export             AutoTokenizer loads it ({type(auto).__name__}); {len(got)} ids equal tokenizers', decode round-trips",
+          flush=True)
+
+
+def main(argv):
+    if len(argv) != 4:
+        print(__doc__.split("\n\n")[-1], file=sys.stderr)
+        return 2
+    ctron, data, work = argv[1:]
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    import numpy as np
+    import torch
+    import transformers
+    transformers.logging.set_verbosity_error()
+    torch.use_deterministic_algorithms(True)
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    rng = np.random.default_rng(26)
+    try:
+        test_import(ctron, work, rng)
+        test_round_trip(ctron, data, work, rng)
+        test_fine_tune(ctron, data, work, rng)
+        test_tokenizer_export(ctron, data, work)
+    except RuntimeError as e:
+        check(False, str(e))
+    print(f"{passes} passed, {len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

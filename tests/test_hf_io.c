@@ -1,0 +1,481 @@
+// Hugging Face interop without transformers (issue 26): the F16/BF16 conversions against independent
+// formulas; config.json of both transformers generations and every refusal; the shard index; export
+// then import, bitwise in fp32 and bf16-rounded in bf16, for GPT-2 and llama (tied, untied, q/k/v
+// biases, sharded); hf_load_into at TP and PP layouts equal to the shards of the whole model; and bad
+// directories refused with the file and the field named, the model left unchanged.
+// usage: test_hf_io WORKDIR
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "check.h"
+#include "io/ckpt_fs.h"
+#include "io/hf_config.h"
+#include "io/hf_export.h"
+#include "io/hf_index.h"
+#include "io/hf_load.h"
+#include "io/st_convert.h"
+#include "util/common.h"
+
+static char work[1024];
+
+// ---- dtypes ------------------------------------------------------------------------------------
+
+// binary16 by its definition: (-1)^s · 2^(e−15) · 1.m, subnormals 2^−14 · 0.m.
+static double f16_reference(unsigned h) {
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+
+static void test_dtypes(void) {
+    int bad = 0;
+    for (unsigned h = 0; h < 65536; h++) {
+        double want = f16_reference(h);
+        float got = st_f16_to_f32((uint16_t)h);
+        int same = isnan(want) ? isnan(got) : (double)got == want && !signbit(got) == !signbit(want);
+        bad += !same;
+    }
+    CHECK(bad == 0, "F16 -> F32: %d of 65536 values differ from the definition", bad);
+    // BF16 through a stored tensor (odd address: the mapping gives no alignment), and the finite scan
+    uint8_t raw[1 + 6 * 2];
+    uint16_t b16[6] = {0x3f80, 0xbfc0, 0x0001, 0x7f7f, 0x7f80, 0xffc1};   // 1, -1.5, tiny, max, inf, nan
+    memcpy(raw + 1, b16, sizeof b16);
+    StTensor t = {.dtype = ST_BF16, .ndim = 1, .shape = {6}, .data = raw + 1, .nbytes = 12};
+    float out[6];
+    long nf = st_to_f32(&t, 0, 4, out);
+    CHECK(nf == -1 && out[0] == 1.0f && out[1] == -1.5f && out[2] == ldexpf(1.0f, -133) && out[3] == 0x1.fep127f,
+          "BF16 -> F32: %g %g %g %g (first non-finite %ld)", out[0], out[1], out[2], out[3], nf);
+    CHECK(st_find_nonfinite(&t) == 4, "the finite scan finds the BF16 inf at 4, not %ld", st_find_nonfinite(&t));
+    StTensor h = {.dtype = ST_F16, .ndim = 1, .shape = {2}, .data = "\x00\x3c\x00\x7c", .nbytes = 4};
+    CHECK(st_find_nonfinite(&h) == 1, "the finite scan finds the F16 inf at 1");
+}
+
+// fp32 → BF16 on write rounds to nearest, ties to even (read back through st_read).
+static void test_bf16_write(void) {
+    float x[5] = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -2.5f, 0x1.fffffep127f};
+    uint16_t want[5] = {0x3f80, 0x3f82, 0x3f81, 0xc020, 0x7f80};   // tie down, tie up, above half, exact, overflow
+    StFile f;
+    st_init(&f);
+    int64_t shape[1] = {5};
+    st_add_converted(&f, "x", ST_BF16, 1, shape, x, 0);
+    char path[1100], err[512];
+    snprintf(path, sizeof path, "%s/bf16.safetensors", work);
+    CHECK(st_write(&f, path, err, sizeof err) == 0, "write: %s", err);
+    st_free(&f);
+    CHECK(st_read(&f, path, err, sizeof err) == 0, "read: %s", err);
+    const StTensor *t = st_find(&f, "x");
+    CHECK(t && t->dtype == ST_BF16 && t->nbytes == 10 && memcmp(t->data, want, 10) == 0, "BF16 rounding on write");
+    st_free(&f);
+}
+
+// ---- config.json -------------------------------------------------------------------------------
+
+static int parse(const char *json, HfConfig *c, char *err, size_t errlen) {
+    return hf_config_parse(json, strlen(json), "dir/config.json", c, err, errlen);
+}
+
+#define LLAMA_SIZES "\"vocab_size\": 96, \"hidden_size\": 64, \"intermediate_size\": 176, \"num_hidden_layers\": 2, " \
+                    "\"num_attention_heads\": 4"
+
+static void test_config_ok(void) {
+    HfConfig c;
+    char err[512] = "";
+    // transformers 5: rope_parameters, dtype; the keys it leaves out take LlamaConfig's defaults
+    int rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"rope_parameters\": "
+                   "{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}, \"dtype\": \"bfloat16\", \"eos_token_id\": [7, 8]}",
+                   &c, err, sizeof err);
+    CHECK(rc == 0, "llama 5.x: %s", err);
+    CHECK(c.model.arch == ARCH_LLAMA && c.model.kv_heads == 2 && c.model.ffn == 176 && c.model.rope_theta == 500000.0f &&
+          c.model.norm_eps == 1e-6f && c.model.tie_embeddings == -1 && !c.model.qkv_bias && c.max_positions == 2048 &&
+          strcmp(c.dtype, "bfloat16") == 0 && c.eos_token_id == 7 && c.bos_token_id == -1,
+          "llama 5.x fields: kv %d ffn %d theta %g eps %g tie %d pos %d dtype %s eos %d", c.model.kv_heads, c.model.ffn,
+          (double)c.model.rope_theta, (double)c.model.norm_eps, c.model.tie_embeddings, c.max_positions, c.dtype,
+          c.eos_token_id);
+    // transformers 4.x: top-level rope_theta, torch_dtype, rope_scaling null; no kv key: = heads
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_theta\": 10000.0, \"rope_scaling\": null, "
+               "\"torch_dtype\": \"float16\", \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": true}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.kv_heads == 4 && c.model.rope_theta == 10000.0f && c.model.norm_eps == 1e-5f &&
+          c.model.tie_embeddings == 1 && strcmp(c.dtype, "float16") == 0, "llama 4.x: %s", err);
+    // Qwen2: q/k/v biases; its window is off unless use_sliding_window
+    rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"sliding_window\": 8, "
+               "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.qkv_bias && c.sliding_window == 0 && c.max_positions == 32768, "qwen2: %s", err);
+    // Mistral: the class's window (4096) when the key is absent; null: none
+    rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.sliding_window == 4096, "mistral default window: %s (%d)", err, c.sliding_window);
+    GPTConfig run = {.seq = 4096, .batch = 2};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.hidden == 64 && run.seq == 4096 &&
+          run.batch == 2, "mistral: seq 4096 fits the window of 4096: %s", err);
+    run.seq = 4097;
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 && strstr(err, "'sliding_window' is 4096"),
+          "mistral: seq 4097 is refused by the window: %s", err);
+    rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"sliding_window\": null}", &c,
+               err, sizeof err);
+    CHECK(rc == 0 && c.sliding_window == 0, "mistral null window: %s", err);
+    // GPT-2: its defaults (1024 positions, tied, eps 1e-5)
+    rc = parse("{\"model_type\": \"gpt2\", \"vocab_size\": 300, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, "
+               "\"n_inner\": null, \"activation_function\": \"gelu_new\", \"bos_token_id\": 50256}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.arch == ARCH_GPT2 && c.max_positions == 1024 && c.model.tie_embeddings == 1 &&
+          c.model.ffn == 256 && c.bos_token_id == 50256, "gpt2: %s", err);
+    run.seq = 1025;
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 && strstr(err, "'n_positions' is 1024"),
+          "gpt2: seq beyond n_positions is refused: %s", err);
+}
+
+static void test_config_refused(void) {
+    static const struct { const char *json, *needle; } CASES[] = {
+        {"{\"model_type\": \"llama\", ", "not valid JSON"},
+        {"[1, 2]", "not a JSON object"},
+        {"{\"model_type\": \"bert\", \"vocab_size\": 5}", "'model_type' is \"bert\""},
+        {"{\"vocab_size\": 5}", "'model_type' is missing"},
+        {"{\"model_type\": \"llama\", \"vocab_size\": 96, \"intermediate_size\": 176, \"num_hidden_layers\": 2, "
+         "\"num_attention_heads\": 4}", "'hidden_size' is missing"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_key_value_heads\": 3}", "'num_key_value_heads' is 3"},
+        {"{\"model_type\": \"qwen2\", " LLAMA_SIZES "}", "'num_key_value_heads' is 32"},   // Qwen2Config's default
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}}",
+         "'rope_scaling' has rope_type \"llama3\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}",
+         "'rope_parameters' has rope_type \"yarn\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"attention_bias\": true}", "'attention_bias' is true"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"head_dim\": 32}", "'head_dim' is 32"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"hidden_act\": \"gelu\"}", "'hidden_act' is \"gelu\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"hidden_size\": 128}", "'hidden_size' appears twice"},
+        {"{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": \"64\", \"intermediate_size\": 176, "
+         "\"num_hidden_layers\": 2, \"num_attention_heads\": 4}", "'hidden_size' is a string"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rms_norm_eps\": -1}", "'rms_norm_eps' is -1"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"dtype\": \"int8\"}", "'dtype' is \"int8\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"quantization_config\": {\"bits\": 4}}", "'quantization_config'"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"layer_types\": [\"full_attention\"]}", "'layer_types' must list 2"},
+        {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+         "\"layer_norm_epsilon\": 1e-6}", "'layer_norm_epsilon' is 1e-06"},
+        {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+         "\"activation_function\": \"gelu\"}", "'activation_function' is \"gelu\""},
+        {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
+         "\"tie_word_embeddings\": false}", "'tie_word_embeddings' is false"},
+        {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 3}", "'n_head' is 3"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        HfConfig c;
+        char err[512] = "";
+        int rc = parse(CASES[i].json, &c, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "dir/config.json") && strstr(err, CASES[i].needle),
+              "config case %zu: rc %d, message '%s' lacks \"%s\"", i, rc, err, CASES[i].needle);
+    }
+}
+
+static void test_index(void) {
+    HfIndex ix;
+    char err[512] = "";
+    const char *ok = "{\"metadata\": {\"total_size\": 10}, \"weight_map\": {\"a\": \"s1.safetensors\", "
+                     "\"b\": \"s2.safetensors\", \"c\": \"s1.safetensors\"}}";
+    CHECK(hf_index_parse(ok, strlen(ok), "i.json", &ix, err, sizeof err) == 0 && ix.n_shards == 2 && ix.n_tensors == 3 &&
+          hf_index_find(&ix, "c") == 0 && hf_index_find(&ix, "b") == 1 && hf_index_find(&ix, "d") == -1, "index: %s", err);
+    hf_index_free(&ix);
+    static const struct { const char *json, *needle; } BAD[] = {
+        {"{\"weight_map\": {\"a\": \"../x.safetensors\"}}", "entry 'a' is not a shard file name"},
+        {"{\"weight_map\": {\"a\": \"sub/x.safetensors\"}}", "entry 'a'"},
+        {"{\"weight_map\": {\"a\": 3}}", "entry 'a'"},
+        {"{\"weight_map\": {\"a\": \"x\", \"a\": \"y\"}}", "names tensor 'a' twice"},
+        {"{\"weight_map\": {}}", "'weight_map' is empty"},
+        {"{\"metadata\": {}}", "'weight_map' is missing"},
+        {"{\"weight_map\": ", "not valid JSON"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        int rc = hf_index_parse(BAD[i].json, strlen(BAD[i].json), "i.json", &ix, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "i.json") && strstr(err, BAD[i].needle), "index case %zu: '%s' lacks \"%s\"", i,
+              err, BAD[i].needle);
+    }
+}
+
+// ---- export and import -------------------------------------------------------------------------
+
+static GPTConfig small_config(int arch, int tie, int qkv_bias) {
+    GPTConfig c = {.layers = 2, .hidden = 32, .heads = 4, .seq = 16, .batch = 2, .vocab = 67, .dropout = 0.0f,
+                   .arch = arch, .kv_heads = arch == ARCH_LLAMA ? 2 : 0, .ffn = arch == ARCH_LLAMA ? 80 : 0,
+                   .rope_theta = 500000.0f, .tie_embeddings = tie, .qkv_bias = qkv_bias};
+    gpt_config_resolve(&c);
+    return c;
+}
+
+// A model of cfg with random weights (biases and norms too, so that nothing is trivially 1 or 0).
+static void make_model(GPT *m, const GPTConfig *cfg, uint64_t seed) {
+    gpt_init_params(m, cfg);
+    uint32_t x = (uint32_t)seed * 2654435761u + 1;
+    for (size_t i = 0; i < m->n_params; i++) {
+        x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+        m->params[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.2f;
+    }
+}
+
+static void dir_path(char *buf, size_t len, const char *name) { snprintf(buf, len, "%s/%s", work, name); }
+
+static int export_to(const GPT *m, const char *name, StDtype dtype, size_t shard) {
+    char out[1100], err[1024];
+    dir_path(out, sizeof out, name);
+    fs_remove_tree(out);
+    HfExportOptions o = {dtype, shard, NULL, 0};
+    int rc = hf_export(m, out, &o, err, sizeof err);
+    CHECK(rc == 0, "export %s: %s", name, err);
+    return rc;
+}
+
+// A fresh model from dir's config.json at seq / batch, loaded with hf_load_into.
+static int import_from(GPT *m, const char *name, int seq, char *err, size_t errlen) {
+    char dir[1100];
+    dir_path(dir, sizeof dir, name);
+    HfConfig c;
+    if (hf_dir_config(dir, &c, err, errlen) != 0) return -1;
+    GPTConfig cfg = {.seq = seq, .batch = 2};
+    if (hf_config_apply(&c, &cfg, dir, err, errlen) != 0) return -1;
+    gpt_init_params(m, &cfg);
+    int rc = hf_load_into(m, dir, err, errlen);
+    if (rc != 0) gpt_free(m);
+    return rc;
+}
+
+static void bf16_round(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], 4);
+        b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+        memcpy(&x[i], &b, 4);
+    }
+}
+
+static void test_round_trips(void) {
+    static const struct { const char *name; int arch, tie, qkv; StDtype dtype; size_t shard; } CASES[] = {
+        {"gpt2", ARCH_GPT2, 1, 0, ST_F32, 0},
+        {"llama_untied", ARCH_LLAMA, -1, 0, ST_F32, 0},
+        {"llama_tied_sharded", ARCH_LLAMA, 1, 0, ST_F32, 6000},
+        {"qwen2_bf16_sharded", ARCH_LLAMA, -1, 1, ST_BF16, 9000},
+        {"gpt2_bf16_sharded", ARCH_GPT2, 1, 0, ST_BF16, 5000},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        GPTConfig cfg = small_config(CASES[k].arch, CASES[k].tie, CASES[k].qkv);
+        GPT a, b;
+        make_model(&a, &cfg, 11 + k);
+        if (export_to(&a, CASES[k].name, CASES[k].dtype, CASES[k].shard) != 0) { gpt_free(&a); continue; }
+        char err[1024], index[1200];
+        dir_path(index, sizeof index, CASES[k].name);
+        strcat(index, "/model.safetensors.index.json");
+        struct stat sb;
+        CHECK((stat(index, &sb) == 0) == (CASES[k].shard > 0), "%s: an index exactly when sharded", CASES[k].name);
+        if (CASES[k].dtype == ST_BF16) bf16_round(a.params, a.n_params);
+        int rc = import_from(&b, CASES[k].name, cfg.seq, err, sizeof err);
+        CHECK(rc == 0, "%s: import: %s", CASES[k].name, err);
+        if (rc == 0) {
+            CHECK(b.n_params == a.n_params && memcmp(a.params, b.params, a.n_params * sizeof(float)) == 0,
+                  "%s: the imported weights are %s the exported ones", CASES[k].name,
+                  CASES[k].dtype == ST_BF16 ? "not bitwise the bf16-rounded" : "not bitwise");
+            gpt_free(&b);
+        }
+        if (CASES[k].arch == ARCH_GPT2 && CASES[k].dtype == ST_F32) {   // a shorter run takes the first rows of wpe
+            rc = import_from(&b, CASES[k].name, 8, err, sizeof err);
+            const ParamInfo *pa = gpt_find_param(&a, "wpe.weight"), *pb = rc == 0 ? gpt_find_param(&b, "wpe.weight") : NULL;
+            CHECK(pb && pb->numel == 8 * 32 && memcmp(a.params + pa->offset, b.params + pb->offset, pb->numel * 4) == 0,
+                  "gpt2 at seq 8: wpe's first 8 rows (%s)", rc ? err : "");
+            if (rc == 0) gpt_free(&b);
+            rc = import_from(&b, CASES[k].name, 17, err, sizeof err);
+            CHECK(rc != 0 && strstr(err, "'n_positions' is 16"), "gpt2 at seq 17 is refused: %s", err);
+        }
+        gpt_free(&a);
+    }
+}
+
+// hf_load_into at TP and PP layouts: each rank's parameters are the shards of the whole model.
+static void test_layouts(void) {
+    GPTConfig cfg = small_config(ARCH_LLAMA, -1, 1);
+    cfg.vocab = 67;   // not divisible by t: padded rows
+    GPT whole;
+    make_model(&whole, &cfg, 5);
+    if (export_to(&whole, "layouts", ST_F32, 0) != 0) { gpt_free(&whole); return; }
+    char dir[1100], err[1024];
+    dir_path(dir, sizeof dir, "layouts");
+    for (int layout = 0; layout < 2; layout++)
+        for (int rank = 0; rank < 2; rank++) {
+            GPT m, ref;
+            TPLayout tp = {2, rank, 0, NULL};
+            PPLayout pp = {2, rank, 1, cfg.layers / 2, 1, 0, NULL};
+            gpt_init_pp(&m, &cfg, NULL, layout == 0 ? &tp : NULL, layout == 1 ? &pp : NULL);
+            gpt_init_pp(&ref, &cfg, NULL, layout == 0 ? &tp : NULL, layout == 1 ? &pp : NULL);
+            gpt_shard_from_full(&ref, &whole, whole.params, ref.params);
+            int rc = hf_load_into(&m, dir, err, sizeof err);
+            CHECK(rc == 0, "%s rank %d: %s", layout ? "pp" : "tp", rank, err);
+            CHECK(rc == 0 && m.n_params == ref.n_params && m.n_params < whole.n_params &&
+                  memcmp(m.params, ref.params, m.n_params * sizeof(float)) == 0,
+                  "%s rank %d: the loaded shards are not gpt_shard_from_full's", layout ? "pp" : "tp", rank);
+            gpt_free(&m);
+            gpt_free(&ref);
+        }
+    gpt_free(&whole);
+}
+
+// ---- bad directories -----------------------------------------------------------------------------
+
+// Rewrites dir/file with tensor `name` changed by edit (NULL: dropped), or with an extra tensor.
+typedef enum { EDIT_DTYPE_I32, EDIT_DROP, EDIT_EXTRA } Edit;
+
+static void rewrite(const char *dir, const char *file, const char *name, Edit edit) {
+    char path[1200], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    StFile in, out;
+    if (st_read(&in, path, err, sizeof err) != 0) { CHECK(0, "rewrite: %s", err); return; }
+    st_init(&out);
+    st_add_meta(&out, "format", "pt");
+    for (int i = 0; i < in.n; i++) {
+        const StTensor *t = &in.t[i];
+        if (strcmp(t->name, name) == 0 && edit == EDIT_DROP) continue;
+        StDtype d = strcmp(t->name, name) == 0 && edit == EDIT_DTYPE_I32 ? ST_I32 : t->dtype;
+        st_add(&out, t->name, d, t->ndim, t->shape, t->data);
+    }
+    static const float extra[3] = {1, 2, 3};
+    int64_t three[1] = {3};
+    if (edit == EDIT_EXTRA) st_add(&out, name, ST_F32, 1, three, extra);
+    CHECK(st_write(&out, path, err, sizeof err) == 0, "rewrite: %s", err);
+    st_free(&out);
+    st_free(&in);
+}
+
+static void copy_dir(const char *from, const char *to) {
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", to, from, to);
+    CHECK(system(cmd) == 0, "%s", cmd);
+}
+
+static void test_refusals(void) {
+    GPTConfig cfg = small_config(ARCH_LLAMA, -1, 0);
+    GPT src;
+    make_model(&src, &cfg, 3);
+    if (export_to(&src, "good", ST_F32, 7000) != 0) { gpt_free(&src); return; }
+    src.params[src.info[3].offset + 5] = NAN;
+    export_to(&src, "nan", ST_F32, 7000);
+    gpt_free(&src);
+    char good[1100], bad[1100], path[1200];
+    dir_path(good, sizeof good, "good");
+    dir_path(bad, sizeof bad, "bad");
+    HfIndex ix;
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", good);
+    char err[1024];
+    if (hf_index_read(path, &ix, err, sizeof err) != 0) { CHECK(0, "%s", err); return; }
+    const char *q_shard = ix.shards[hf_index_find(&ix, "model.layers.0.self_attn.q_proj.weight")];
+    const char *emb_shard = ix.shards[hf_index_find(&ix, "model.embed_tokens.weight")];
+    for (int k = 0; k < 9; k++) {
+        copy_dir(good, bad);
+        const char *needle = "";
+        FILE *f;
+        switch (k) {
+        case 0:   // a shard the index names is missing
+            snprintf(path, sizeof path, "%s/%s", bad, q_shard);
+            unlink(path);
+            needle = "listed in";
+            break;
+        case 1:   // a weight in a dtype ctron cannot read as weights
+            rewrite(bad, q_shard, "model.layers.0.self_attn.q_proj.weight", EDIT_DTYPE_I32);
+            needle = "'model.layers.0.self_attn.q_proj.weight' has dtype I32";
+            break;
+        case 2:   // a tensor the index places in a shard that lacks it
+            rewrite(bad, q_shard, "model.layers.0.self_attn.q_proj.weight", EDIT_DROP);
+            needle = "lacks tensor 'model.layers.0.self_attn.q_proj.weight'";
+            break;
+        case 3:   // a tensor no model of the config has
+            rewrite(bad, emb_shard, "model.layers.0.self_attn.o_proj.bias", EDIT_EXTRA);
+            needle = "'model.layers.0.self_attn.o_proj.bias'";
+            break;
+        case 4:   // the config disagrees with the weights' shapes
+            snprintf(path, sizeof path, "%s/config.json", bad);
+            f = fopen(path, "w");
+            fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 67, \"hidden_size\": 32, \"intermediate_size\": 96, "
+                       "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, "
+                       "\"rms_norm_eps\": 1e-5, \"rope_theta\": 500000}");
+            fclose(f);
+            needle = "'model.layers.0.mlp.gate_proj.weight' has shape [80, 32], but '";
+            break;
+        case 5: {   // a header that lies about the data (offsets past the file)
+            snprintf(path, sizeof path, "%s/%s", bad, q_shard);
+            f = fopen(path, "r+b");
+            uint8_t hdr[4096];
+            size_t n = fread(hdr, 1, sizeof hdr, f);
+            char *at = NULL;
+            for (size_t i = 0; !at && i + 18 <= n; i++)
+                if (memcmp(hdr + i, "\"data_offsets\":[0,", 18) == 0) at = (char *)hdr + i;
+            if (at) at[16] = '9';   // [9, ...: the tensors no longer tile the data
+            fseek(f, 0, SEEK_SET);
+            fwrite(hdr, 1, n, f);
+            fclose(f);
+            needle = q_shard;
+            CHECK(at != NULL, "the shard's header has data_offsets");
+            break;
+        }
+        case 6:   // NaN weights
+            copy_dir(strcat(strcpy(path, work), "/nan"), bad);
+            needle = "is nan: a model's weights are finite";
+            break;
+        case 7:   // malformed config.json
+            snprintf(path, sizeof path, "%s/config.json", bad);
+            f = fopen(path, "w");
+            fprintf(f, "{\"model_type\": \"llama\", \"vocab_size\": 67,");
+            fclose(f);
+            needle = "config.json' is not valid JSON";
+            break;
+        case 8:   // unknown model_type
+            snprintf(path, sizeof path, "%s/config.json", bad);
+            f = fopen(path, "w");
+            fprintf(f, "{\"model_type\": \"t5\"}");
+            fclose(f);
+            needle = "'model_type' is \"t5\"";
+            break;
+        }
+        // the model to load into: the good config's, with weights that must stay as they are
+        GPT m;
+        GPTConfig mc = cfg;
+        if (k == 4) mc.ffn = 96;   // built from the config that disagrees with the files
+        make_model(&m, &mc, 99);
+        float *before = xmalloc(m.n_params * sizeof(float));
+        memcpy(before, m.params, m.n_params * sizeof(float));
+        int rc = hf_load_into(&m, bad, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, bad) && strstr(err, needle), "refusal %d: rc %d, message '%s' lacks \"%s\"", k, rc,
+              err, needle);
+        CHECK(memcmp(before, m.params, m.n_params * sizeof(float)) == 0, "refusal %d changed the model", k);
+        free(before);
+        gpt_free(&m);
+    }
+    hf_index_free(&ix);
+}
+
+// An export over an existing path writes nothing; a failed export leaves no directory.
+static void test_export_atomic(void) {
+    GPTConfig cfg = small_config(ARCH_GPT2, 1, 0);
+    GPT m;
+    make_model(&m, &cfg, 1);
+    char out[1100], err[1024];
+    dir_path(out, sizeof out, "exists");
+    mkdir(out, 0755);
+    HfExportOptions o = {ST_F32, 0, NULL, 0};
+    CHECK(hf_export(&m, out, &o, err, sizeof err) != 0 && strstr(err, "exists"), "export over a directory: %s", err);
+    dir_path(out, sizeof out, "no/such/parent/x");
+    CHECK(hf_export(&m, out, &o, err, sizeof err) != 0 && strstr(err, "cannot create"), "export under a missing parent: %s", err);
+    gpt_free(&m);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s WORKDIR\n", argv[0]);
+        return 2;
+    }
+    snprintf(work, sizeof work, "%s", argv[1]);
+    fs_remove_tree(work);
+    mkdir(work, 0755);
+    test_dtypes();
+    test_bf16_write();
+    test_config_ok();
+    test_config_refused();
+    test_index();
+    test_round_trips();
+    test_layouts();
+    test_refusals();
+    test_export_atomic();
+    return check_summary();
+}
