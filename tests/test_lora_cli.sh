@@ -60,6 +60,23 @@ bad "is a full fine-tuning run (no LoRA adapters in its state.json)" train --res
 check '[ -s "$dir/full/step_00000002/state.json" ] && ! grep -q "\"lora-" "$dir/full/step_00000002/state.json"' \
   "a full fine-tune's state.json records LoRA options: $(grep lora "$dir/full/step_00000002/state.json")"
 
+# --init-from a full fine-tune's checkpoint: it is the frozen base (byte for byte after two LoRA steps); the
+# adapters start from the seed.
+"$ctron" train --init-from "$dir/full/step_00000002" --steps 2 --ckpt-dir "$dir/init" --threads 1 --no-ledger \
+  --eval-every 0 --data "$data" --lora-rank 4 --lora-fa --lora-targets q,down > "$dir/init.out" 2>&1
+check '[ $? -eq 0 ]' "--init-from with --lora-rank: $(tail -2 "$dir/init.out")"
+same_base=$(/usr/bin/python3 - "$dir/full/step_00000002/model.safetensors" "$dir/init/step_00000002/model.safetensors" <<'PY'
+import json, struct, sys
+def tensors(p):
+    raw = open(p, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+base = [k for k in b if ".lora_" not in k]
+print("yes" if set(base) == set(a) and all(a[k] == b[k] for k in base) and len(b) - len(base) == 8 else "no")
+PY
+)
+check '[ "$same_base" = yes ]' "--init-from: the LoRA run's base is not the source's weights (or not 8 adapters)"
+
 # ctron memory: Llama 3 8B at rank 16 on every linear trains 41,943,040 parameters (peft's count), LoRA-FA
 # 22,020,096 (B only); the frozen base has no gradient or AdamW state.
 "$ctron" memory --preset llama3-8b --lora-rank 16 > "$dir/mem.out" 2>&1

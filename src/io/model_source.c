@@ -71,7 +71,8 @@ static int load_checkpoint(const ModelSource *src, GPT *m, char *err, size_t err
     for (int i = 0; rc == 0 && i < dst->n_info; i++) {
         const ParamInfo *pi = &dst->info[i], *ci = gpt_find_param(&ck, pi->name);
         if (!ci || ci->numel < pi->numel) ctron_fatal("model_source: '%s' does not fit the checkpoint's model", pi->name);
-        if (whole) m->be->copy(m->be, m->params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float), COPY_H2D);
+        if (whole && !m->be) memcpy(m->params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float));   // a host model
+        else if (whole) m->be->copy(m->be, m->params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float), COPY_H2D);
         else memcpy(full.params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float));
     }
     if (rc == 0 && !whole) gpt_shard_from_full(m, &full, full.params, m->params);

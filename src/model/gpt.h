@@ -255,6 +255,9 @@ void gpt_init_weights(GPT *m, uint64_t seed);
 // are laid out as m->params (e.g. gradients or optimizer moments).
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst);
 void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf);
+// LoRA (--init-from): the frozen base from base, the whole model of m's configuration without adapters (host
+// parameters, gpt_init_params): this rank's shards of its tensors into m->frozen; the adapters stay.
+void gpt_set_frozen_base(GPT *m, const GPT *base);
 // The same with this rank's side in host memory (ZeRO's unsharded moments).
 void gpt_shard_from_full_host(const GPT *m, const GPT *full, const float *full_buf, float *host);
 void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, float *full_buf);

@@ -515,6 +515,18 @@ void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, f
     free(host);
 }
 
+void gpt_set_frozen_base(GPT *m, const GPT *base) {
+    if (!m->frozen) return;
+    int n_base = base_tensor_count(&m->cfg), k = 0;
+    while (k < m->n_frozen_info && m->frozen_info[k].full_index < n_base) k++;   // the base's come first
+    float *host = xmalloc(m->n_frozen * sizeof(float));
+    m->be->copy(m->be, host, m->frozen, m->n_frozen * sizeof(float), COPY_D2H);   // LoRA-FA's A stays as drawn
+    shard_copy_list(m->frozen_info, k, base, m->tp.t > 1 ? m->tp.rank : 0, host, base->params, 1);
+    m->be->copy(m->be, m->frozen, host, m->n_frozen * sizeof(float), COPY_H2D);
+    free(host);
+    gpt_params_changed(m);
+}
+
 void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, float *full_buf) {
     int t = m->tp.t > 1 ? m->tp.t : 1;
     if (t == 1) {

@@ -79,11 +79,27 @@ static int open_policy_log(TrainRun *r) {
 
 // --init-from: the weights of the model the CLI took the architecture from, this rank's shards of
 // them. Its files are user input: a problem is a usage error (exit 2) on every rank at once.
+// With LoRA the source is the frozen base: it is read into a whole host model without adapters, and the
+// adapters start from the seed (peft's initialisation) as in a run without --init-from.
 static int load_init_from(TrainRun *r) {
     static ModelSource src;   // 12 KB of paths: not on the stack
     char err[1024];
-    int ok = model_source_open(r->o->init_from, &src, err, sizeof err) == 0 &&
-             model_source_load(&src, &r->m, err, sizeof err) == 0;
+    int ok = model_source_open(r->o->init_from, &src, err, sizeof err) == 0;
+    if (ok && r->o->model.lora_rank > 0) {
+        GPTConfig bc = r->o->model;
+        bc.lora_rank = 0;
+        bc.lora_alpha = 0.0f;
+        bc.lora_targets = 0;
+        bc.lora_fa = 0;
+        GPT base;
+        gpt_init_params(&base, &bc);
+        gpt_init_weights(&r->m, r->o->seed);
+        ok = model_source_load(&src, &base, err, sizeof err) == 0;
+        if (ok) gpt_set_frozen_base(&r->m, &base);
+        gpt_free(&base);
+    } else if (ok) {
+        ok = model_source_load(&src, &r->m, err, sizeof err) == 0;
+    }
     if (!ok) fprintf(stderr, "ctron train: --init-from: %s\n", err);
     return run_all_ok(r->world, ok) ? 0 : 2;
 }
