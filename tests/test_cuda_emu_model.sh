@@ -91,7 +91,10 @@ offload|--layers 3 --offload all
 offload_file|--layers 3 --offload all --static-plan --offload-dir $dir/pool
 accum|--grad-accum 2
 nodrop|--dropout 0
-wide|--hidden 128 --heads 2 --seq 16"
+wide|--hidden 128 --heads 2 --seq 16
+llama|--arch llama --dropout 0.1 --sample 20 --prompt God
+llama_sel|--arch llama --kv-heads 2 --recompute selective --tempo layernorm --ffn-hidden 96
+llama_mini|--arch llama --kv-heads 1 --mini-seq 3 --attention flash --seq 96"
 # name|ratio|the fp32 run that gives bf16's effect|flags
 bf16_cases="bf16|0.75|none|--precision bf16
 bf16_flash|1.5|flash|--precision bf16 --attention flash --seq 96
