@@ -93,6 +93,9 @@ offload_file|--layers 3 --offload all --static-plan --offload-dir $dir/pool
 accum|--grad-accum 2
 nodrop|--dropout 0
 wide|--hidden 128 --heads 2 --seq 16
+llama|--arch llama --dropout 0.1 --sample 20 --prompt God
+llama_sel|--arch llama --kv-heads 2 --recompute selective --tempo layernorm --ffn-hidden 96
+llama_mini|--arch llama --kv-heads 1 --mini-seq 3 --attention flash --seq 96
 lora|--lora-rank 4 --lora-alpha 8 --lr 5e-3
 lora_fa|--lora-rank 4 --lora-fa --lora-targets qkv,fc2 --recompute full --lr 5e-3"
 # name|ratio|the fp32 run that gives bf16's effect|flags
