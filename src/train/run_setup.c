@@ -190,6 +190,9 @@ static void open_batches(TrainRun *r) {
     FlopBlock blk = train_flop_block(c);
     r->hw_flops = flops_hardware_block((double)r->seqs_per_rank * r->nranks, c->seq, c->hidden, c->vocab, &r->policy,
                                        c->layers, 1, &blk);
+    double lora = train_lora_flops_delta(c, (double)r->seqs_per_rank * r->nranks);   // LoRA: no dW of the base
+    r->flops += lora;
+    r->hw_flops += lora;
 }
 
 int run_open(TrainRun *r, const TrainOptions *o, Comm *comm) {

@@ -105,6 +105,10 @@ double train_memory_estimate(const TrainOptions *o, double *state_bytes, double 
 int train_dp_groups(const TrainOptions *o);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
+// LoRA's change to those model FLOPs for B sequences (no dW GEMMs of the frozen base; the adapters'
+// forward and backward); 0 without LoRA. The hardware FLOPs take the same change (the adapters' own
+// recompute under full recompute, ~r/h of a forward, is not counted).
+double train_lora_flops_delta(const GPTConfig *c, double B);
 // The model's block for the FLOP count (memory/flops.h): its k/v width, FFN width and MLP matrices.
 FlopBlock train_flop_block(const GPTConfig *c);
 #endif
