@@ -4,7 +4,8 @@
 // Measured bytes == ctron's analytic model == the formula derived here, per name and layer, for GPT-2
 // and llama, LoRA and LoRA-FA, target sets, every recompute policy, Tempo/flash and bf16; the step's
 // peak equals the analytic one; the adapters' gradients are bitwise the same under every policy, B's
-// equal under LoRA and LoRA-FA, and LoRA-FA has no A gradient at all (A is frozen, in m.frozen).
+// equal under LoRA and LoRA-FA, and LoRA-FA has no A gradient at all (A is frozen, in m.frozen). Also
+// peft's initialisation (A ~ U(±1/√in), B = 0, shapes [r, in] and [out, r]) and the base's draws unchanged.
 #include <math.h>
 #include <string.h>
 #include "check.h"
@@ -132,6 +133,57 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
     return out;
 }
 
+static int any_nonzero(const float *x, size_t n);
+
+// peft's initialisation (A ~ U(±1/√in): kaiming_uniform_(a=√5); B = 0) and the base's draws: the same bits as
+// the model without adapters (the adapters draw from streams of their own full index).
+static void check_init(int arch, unsigned sites, int fa) {
+    GPTConfig base = {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .batch = 2, .vocab = 300, .arch = arch};
+    GPTConfig lora = base;
+    lora.lora_rank = 8;
+    lora.lora_targets = sites;
+    lora.lora_fa = fa;
+    GPT mb, ml;
+    gpt_init(&mb, &base, NULL);
+    gpt_init(&ml, &lora, NULL);
+    gpt_init_weights(&mb, 11);
+    gpt_init_weights(&ml, 11);
+    CHECK(ml.n_frozen >= mb.n_params && memcmp(ml.frozen, mb.params, mb.n_params * sizeof(float)) == 0,
+          "arch %d fa %d: the frozen base's draws differ from the model without adapters", arch, fa);
+    int n_a = 0, n_b = 0;
+    const ParamInfo *lists[2] = {ml.info, ml.frozen_info};
+    const float *bufs[2] = {ml.params, ml.frozen};
+    int counts[2] = {ml.n_info, ml.n_frozen_info};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < counts[k]; i++) {
+            const ParamInfo *pi = &lists[k][i];
+            const float *x = bufs[k] + pi->offset;
+            if (strstr(pi->name, ".lora_B.")) {
+                n_b++;
+                CHECK(!any_nonzero(x, pi->numel), "%s is not zero at initialisation", pi->name);
+                CHECK(pi->shape[1] == 8, "%s has shape [%d, %d], expected [out, r]", pi->name, pi->shape[0], pi->shape[1]);
+            } else if (strstr(pi->name, ".lora_A.")) {
+                n_a++;
+                float bound = 1.0f / sqrtf((float)pi->shape[1]), mx = 0.0f;
+                double mean = 0.0;
+                for (size_t e = 0; e < pi->numel; e++) {
+                    mx = fmaxf(mx, fabsf(x[e]));
+                    mean += x[e];
+                }
+                mean /= (double)pi->numel;
+                CHECK(pi->shape[0] == 8 && mx <= bound && mx >= 0.95f * bound && fabs(mean) < 0.2 * bound,
+                      "%s: [%d, %d], max |a| %g, mean %g, expected U(±%g)", pi->name, pi->shape[0], pi->shape[1],
+                      (double)mx, mean, (double)bound);
+                CHECK((k == 1) == (fa != 0), "%s is %s", pi->name, k ? "frozen" : "trained");
+            }
+        }
+    int per = 0;
+    for (int s = 0; s < LORA_SITES; s++) per += sites >> s & 1u;
+    CHECK(n_a == 2 * per && n_b == 2 * per, "arch %d: %d A and %d B for %d sites in 2 layers", arch, n_a, n_b, per);
+    gpt_free(&mb);
+    gpt_free(&ml);
+}
+
 static int any_nonzero(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (x[i] != 0.0f) return 1;
@@ -205,5 +257,9 @@ int main(void) {
         free(g.a_grad);
         free(g.b_grad);
     }
+    check_init(ARCH_LLAMA, llama_all, 0);
+    check_init(ARCH_LLAMA, SITE(LORA_K) | SITE(LORA_DOWN), 1);
+    check_init(ARCH_GPT2, gpt2_all, 0);
+    check_init(ARCH_GPT2, SITE(LORA_PROJ), 1);
     return check_summary();
 }
