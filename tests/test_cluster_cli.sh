@@ -18,10 +18,11 @@ expect() {  # expect "needle" args...: exit 2 and the message
 }
 A100=(--gpu a100-80g --gpus-per-node 8)
 
-# The paper's 175B row (Table 5: 13.75 s with SP + selective): the model's 12.97 s, 54.5 % MFU.
+# The paper's 175B row (Table 5: 13.75 s with SP + selective): the model's 13.06 s, 54.1 % MFU (issue 28:
+# 12.97 s before the launch gaps were counted).
 out=$("$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=8,v=3,d=1,mb=1,sp=on,recompute=selective,zero=0)
 row=$(grep -E '^ +1 +8 +8 +3 +1 +1 +on selective' <<< "$out")
-if grep -q '12.97 .*54.5%' <<< "$row" && grep -q 'yes$' <<< "$row"; then ok; else bad "175B row: $out"; fi
+if grep -q '13.06 .*54.1%' <<< "$row" && grep -q 'yes$' <<< "$row"; then ok; else bad "175B row: $out"; fi
 
 # --json: one object, "layouts" best first, the interface's keys.
 "$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --json --top 5 > "$dir/plan.json" 2> "$dir/err"
@@ -38,19 +39,20 @@ for x in L:
     assert x["t"] * x["p"] * x["d"] == 64 and x["mem_bytes_max"] <= 80 * 2**30
     assert abs(sum(x["parts"].values()) - x["step_s"]) < 1e-9 * x["step_s"]
     assert set(x["parts"]) == {"gemm", "attention", "elementwise", "head", "recompute", "tp_comm", "pp_comm",
-                               "dp_comm", "bubble", "optimizer"}
+                               "dp_comm", "bubble", "optimizer", "overhead"}
 assert [x["step_s"] for x in L] == sorted(x["step_s"] for x in L)
-# the search beats the paper's hand-picked layout (12.97 s in the model)
-assert L[0]["step_s"] < 12.97, L[0]
+# the search beats the paper's hand-picked layout (13.06 s in the model)
+assert L[0]["step_s"] < 13.06, L[0]
 PY
 
-# --json of one layout: the 22B row with full recompute: 1.377 s, MFU 33.3 %, HFU 44.2 %.
+# --json of one layout: the 22B row with full recompute: 1.383 s, MFU 33.1 %, HFU 44.0 % (1.377 s before the
+# launch gaps).
 "$ctron" plan --cluster "${A100[@]}" --nodes 1 --preset 22B --layout t=8,p=1,mb=4,sp=off,recompute=full --json > "$dir/one.json"
 "$py" - "$dir/one.json" <<'PY' && ok || bad "22B full: $(cat "$dir/one.json")"
 import json, sys
 x = json.load(open(sys.argv[1]))["layouts"][0]
 assert (x["t"], x["p"], x["v"], x["d"], x["mb"], x["sp"], x["recompute"], x["zero"]) == (8, 1, 1, 1, 4, False, "full", 0), x
-assert abs(x["step_s"] - 1.377) < 0.002 and abs(x["mfu"] - 0.333) < 0.001 and abs(x["hfu"] - 0.442) < 0.001, x
+assert abs(x["step_s"] - 1.383) < 0.002 and abs(x["mfu"] - 0.331) < 0.001 and abs(x["hfu"] - 0.440) < 0.001, x
 assert x["parts"]["bubble"] == 0 and x["parts"]["pp_comm"] == 0 and x["parts"]["recompute"] > 0.3, x
 PY
 
@@ -67,8 +69,8 @@ done
 # --check: predicted vs measured, the error.
 printf '# layout seconds\nt=8,p=8,v=3,mb=1,sp=on,recompute=selective 13.75\nt=8,p=8,v=3,mb=1,sp=off,recompute=full 18.13\n' > "$dir/check.txt"
 out=$("$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --check "$dir/check.txt")
-if grep -q -- '13.75 .*12.97 .*-5.7%' <<< "$out" && grep -q -- '18.13 .*17.65 .*-2.7%' <<< "$out" &&
-   grep -q 'mean |error| 4.2% over 2 layouts' <<< "$out"; then ok; else bad "--check: $out"; fi
+if grep -q -- '13.75 .*13.06 .*-5.0%' <<< "$out" && grep -q -- '18.13 .*17.74 .*-2.1%' <<< "$out" &&
+   grep -q 'mean |error| 3.6% over 2 layouts' <<< "$out"; then ok; else bad "--check: $out"; fi
 
 # Bad inputs: exit 2, saying what would be needed.
 expect "needs at least 235 GPUs of 80 GiB (have 8): weights, gradients and optimizer state alone are 18.1 TB" \

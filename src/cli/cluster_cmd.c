@@ -64,7 +64,7 @@ typedef struct {
 } ClusterArgs;
 
 int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout *lay, char *err, size_t errlen) {
-    *lay = (ClusterLayout){1, 1, 1, 0, 1, 0, 0, CR_SELECTIVE};
+    *lay = (ClusterLayout){1, 1, 1, 0, 1, 0, 0, CR_SELECTIVE, 0, 0};
     char buf[256];
     if (strlen(text) >= sizeof buf) return snprintf(err, errlen, "layout '%.40s…' is too long", text), -1;
     strcpy(buf, text);
@@ -96,7 +96,10 @@ int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout 
         else if (strcmp(key, "d") == 0) lay->d = (int)x;
         else if (strcmp(key, "mb") == 0) lay->mb = (int)x;
         else if (strcmp(key, "zero") == 0 && x <= 1) lay->zero = (int)x;
-        else return snprintf(err, errlen, "layout key '%s' unknown or out of range (expected t, p, v, d, mb, sp, recompute, zero)", key), -1;
+        else if (strcmp(key, "first") == 0 && x >= 1) lay->first = (int)x;
+        else if (strcmp(key, "last") == 0 && x >= 1) lay->last = (int)x;
+        else return snprintf(err, errlen, "layout key '%s' unknown or out of range (expected t, p, v, d, mb, sp, recompute, "
+                             "zero, first, last)", key), -1;
     }
     if (lay->d == 0 && lay->t > 0 && lay->p > 0) lay->d = (int)((long)job->gpus_per_node * job->nodes / ((long)lay->t * lay->p));
     if (lay->d == 0) lay->d = 1;

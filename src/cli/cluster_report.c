@@ -11,8 +11,10 @@
 #define GIB 1073741824.0
 
 void cluster_layout_str(const ClusterLayout *l, char *buf, size_t len) {
-    snprintf(buf, len, "t=%d,p=%d,v=%d,d=%d,mb=%d,sp=%s,recompute=%s,zero=%d", l->t, l->p, l->v, l->d, l->mb,
-             l->sp ? "on" : "off", cluster_recompute_name(l->rc), l->zero);
+    int n = snprintf(buf, len, "t=%d,p=%d,v=%d,d=%d,mb=%d,sp=%s,recompute=%s,zero=%d", l->t, l->p, l->v, l->d, l->mb,
+                     l->sp ? "on" : "off", cluster_recompute_name(l->rc), l->zero);
+    if (n > 0 && (size_t)n < len && l->first) n += snprintf(buf + n, len - (size_t)n, ",first=%d", l->first);
+    if (n > 0 && (size_t)n < len && l->last) snprintf(buf + n, len - (size_t)n, ",last=%d", l->last);
 }
 
 static double comm_share(const ClusterPrediction *c) {

@@ -11,8 +11,11 @@
 //   gemm_eff 0.80  cuBLAS bf16 on large well-shaped GEMMs reaches 80-90 % of the dense peak;
 //   hbm_eff  0.80  PyTorch/Apex element-wise kernels stream at ~80 % of the HBM spec;
 //   link_eff 0.78  nccl-tests' all-reduce bus bandwidth on a DGX A100 (~235 of 300 GB/s);
-//   latency  5 us  one ring step of NCCL's simple protocol across NVLink or InfiniBand.
-#define EFF 0.80, 0.80, 0.78, 5e-6, 0.5
+//   latency  5 us  one ring step of NCCL's simple protocol across NVLink or InfiniBand;
+//   overlap  0.5   fitted once, to the paper's Table 4 (docs/PLANNER.md);
+//   gap      2 us  between two dependent kernels on one stream (launch, ramp-up, tail): the order of
+//                  magnitude of a kernel launch, not fitted.
+#define EFF 0.80, 0.80, 0.78, 5e-6, 0.5, 2e-6
 static const GpuSpec kinds[] = {
     {"a100-40g", 312e12, 40.0 * 1073741824.0, 1.555e12, 300e9, 25e9, 108, 256, 128, EFF},
     {"a100-80g", 312e12, 80.0 * 1073741824.0, 2.039e12, 300e9, 25e9, 108, 256, 128, EFF},

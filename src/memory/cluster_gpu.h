@@ -20,6 +20,7 @@ typedef struct {
     double link_eff;       // a ring collective's bus bandwidth, of the link bandwidth
     double link_latency;   // seconds per ring step (one hop)
     double overlap_cost;   // what a collective hidden under a GEMM still costs, of its own time
+    double launch_gap;     // seconds between two dependent kernels (launch, ramp-up and tail)
 } GpuSpec;
 
 int gpu_kind_count(void);

@@ -48,7 +48,7 @@ int cluster_search(const ClusterJob *job, const GpuSpec *gpu, const ClusterLimit
                                 if (!(lim->recompute >> rc & 1u)) continue;
                                 if ((lim->sp >= 0 && sp != lim->sp) || (lim->zero >= 0 && zero != lim->zero)) continue;
                                 if ((sp && t == 1) || (zero && d == 1)) continue;   // the same layout as without
-                                ClusterLayout lay = {t, p, v, d, mb, sp, zero, (ClusterRecompute)rc};
+                                ClusterLayout lay = {t, p, v, d, mb, sp, zero, (ClusterRecompute)rc, 0, 0};
                                 char why[160];
                                 if (cluster_layout_check(job, gpu, &lay, why, sizeof why) != 0) {
                                     out->invalid++;

@@ -41,6 +41,15 @@ static double exposed(const GpuSpec *g, double comm, double under) {
     return comm - under + g->overlap_cost * under;
 }
 
+// A TP collective that the layout's overlap mode may hide under `under` (mode: the least
+// TpOverlap that hides it: TP_OVERLAP_BACKWARD for Megatron's backward overlaps, TP_OVERLAP_FULL
+// for the forward's).
+static double tp_exposed(const ClusterJob *job, const GpuSpec *g, TpOverlap needs, double comm, double under) {
+    TpOverlap o = (TpOverlap)job->tp_overlap;
+    int hidden = o == TP_OVERLAP_FULL || (o == TP_OVERLAP_BACKWARD && needs == TP_OVERLAP_BACKWARD);
+    return hidden ? exposed(g, comm, under) : comm;
+}
+
 typedef struct { double M, N, K; } Gemm;
 
 void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, unsigned tempo,
@@ -105,18 +114,35 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     // Tensor-parallel collectives on the node's links, over the full [n, h] activation.
     double act = n * h * e, bw = g->nvlink_bw;
     int ti = lay->t;
+    const TpOverlap B = TP_OVERLAP_BACKWARD, F = TP_OVERLAP_FULL;
     if (ti <= 1) {
         out->comm_f = out->comm_b = 0;
     } else if (!lay->sp) {
         double ar = cluster_allreduce_time(g, bw, ti, act);
-        out->comm_f = 2 * ar;                                   // f̄ after Proj and FC2
-        out->comm_b = exposed(g, ar, wgrad[0]) + exposed(g, ar, wgrad[2]);  // f before QKV and FC1, under their wgrad
+        // f̄ after Proj and FC2 (full overlap: pipelined with them); f before QKV and FC1, under their wgrad
+        out->comm_f = tp_exposed(job, g, F, ar, fwd[1]) + tp_exposed(job, g, F, ar, fwd[3]);
+        out->comm_b = tp_exposed(job, g, B, ar, wgrad[0]) + tp_exposed(job, g, B, ar, wgrad[2]);
     } else {
         double ag = cluster_allgather_time(g, bw, ti, act);
-        out->comm_f = 4 * ag;                                   // g: all-gather; ḡ: reduce-scatter; twice
-        out->comm_b = 2 * ag + exposed(g, ag, wgrad[0]) + exposed(g, ag, wgrad[2]) + exposed(g, ag, dgrad[0]) +
-                      exposed(g, ag, dgrad[2]);
+        // g: all-gather before QKV and FC1; ḡ: reduce-scatter after Proj and FC2 (full: each with its GEMM)
+        out->comm_f = tp_exposed(job, g, F, ag, fwd[0]) + tp_exposed(job, g, F, ag, fwd[2]) +
+                      tp_exposed(job, g, F, ag, fwd[1]) + tp_exposed(job, g, F, ag, fwd[3]);
+        // ḡ's all-gather before the dgrad of Proj and FC2 (full: with them); g's reduce-scatter under the
+        // wgrad of QKV and FC1; SP's re-gather of their stored input under their dgrad
+        out->comm_b = tp_exposed(job, g, F, ag, dgrad[1]) + tp_exposed(job, g, F, ag, dgrad[3]) +
+                      tp_exposed(job, g, B, ag, wgrad[0]) + tp_exposed(job, g, B, ag, wgrad[2]) +
+                      tp_exposed(job, g, B, ag, dgrad[0]) + tp_exposed(job, g, B, ag, dgrad[2]);
     }
+    // Kernels on the stream, each with its launch gap: forward the four GEMMs, two norms, two residual
+    // (bias-dropout) adds, the activation, the context transpose, the attention core (QKᵀ, softmax,
+    // dropout, ·V; flash one kernel), RoPE on q and k, the TP collectives; backward eight GEMMs, the norms'
+    // input and weight gradients (4), the residual adds (2), the activation and the transpose, the bias
+    // gradients (GPT-2's four), the attention core's (dV, dP, dropout, softmax, dQ, dK; flash two), RoPE.
+    double coll_f = ti <= 1 ? 0 : lay->sp ? 4 : 2, coll_b = ti <= 1 ? 0 : lay->sp ? 6 : 2;
+    double bias = spec->linear_bias ? 4 : 0;
+    out->kernels_f = 4 + 6 + (flash ? 1 : 4) + 2 * rope + coll_f;
+    out->kernels_b = 8 + 8 + bias + (flash ? 2 : 6) + 2 * rope + coll_b;
+    out->kernels_sel = flash ? 0 : 4;
 }
 
 double cluster_head_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double *comm) {
@@ -168,12 +194,55 @@ double cluster_p2p_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     return x;
 }
 
+double cluster_dp_bandwidth(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay) {
+    long tp = (long)lay->t * lay->p;
+    if (tp * lay->d <= job->gpus_per_node) return g->nvlink_bw;
+    long k = tp < job->gpus_per_node && job->gpus_per_node % tp == 0 ? job->gpus_per_node / tp : 1;
+    double bw = (double)k * g->internode_bw;
+    return bw < g->nvlink_bw ? bw : g->nvlink_bw;
+}
+
+static double grad_bytes(const ClusterJob *job) { return job->grad_bytes == 2 ? 2.0 : 4.0; }
+
+// One reduction of n parameters' gradients (ZeRO-1: reduce-scatter) and the weights' all-gather.
+static double dp_reduce(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double bw, double n) {
+    return lay->zero ? cluster_allgather_time(g, bw, lay->d, grad_bytes(job) * n)
+                     : cluster_allreduce_time(g, bw, lay->d, grad_bytes(job) * n);
+}
+static double dp_gather(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double bw, double n) {
+    return lay->zero ? cluster_allgather_time(g, bw, lay->d, (double)job->e * n) : 0.0;
+}
+
 double cluster_dp_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double params) {
     if (lay->d <= 1) return 0.0;
-    double bw = (long)lay->t * lay->p * lay->d > job->gpus_per_node ? g->internode_bw : g->nvlink_bw;
-    if (lay->zero)
-        return cluster_allgather_time(g, bw, lay->d, 4.0 * params) + cluster_allgather_time(g, bw, lay->d, job->e * params);
-    return cluster_allreduce_time(g, bw, lay->d, 4.0 * params);
+    double bw = cluster_dp_bandwidth(job, g, lay);
+    return dp_reduce(job, g, lay, bw, params) + dp_gather(job, g, lay, bw, params);
+}
+
+// Buckets of Megatron's DDP: `bucket` parameters each, the last (the earliest layers', whose gradients
+// come last) the remainder. Of a collective over them, the last bucket's time is the tail; `under`
+// hides the others' up to its length.
+static double bucketed(const GpuSpec *g, double all, double tail, double under, double *hidden) {
+    double rest = all - tail, hid = rest < under ? rest : under;
+    *hidden += hid;
+    return tail + (rest - hid) + g->overlap_cost * hid;
+}
+
+double cluster_dp_exposed(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double params,
+                          double bwd, double fwd, double *hidden) {
+    *hidden = 0;
+    if (lay->d <= 1 || params <= 0) return 0.0;
+    if (!job->dp_overlap) return cluster_dp_time(job, g, lay, params);
+    double bw = cluster_dp_bandwidth(job, g, lay);
+    double bucket = job->dp_bucket > 0 ? job->dp_bucket : fmax(40e6, 1e6 * lay->d);
+    double nb = ceil(params / bucket), last = params - (nb - 1) * bucket;
+    double red = (nb - 1) * dp_reduce(job, g, lay, bw, bucket) + dp_reduce(job, g, lay, bw, last);
+    double x = bucketed(g, red, dp_reduce(job, g, lay, bw, last), bwd, hidden);
+    if (lay->zero) {
+        double gat = (nb - 1) * dp_gather(job, g, lay, bw, bucket) + dp_gather(job, g, lay, bw, last);
+        x += bucketed(g, gat, dp_gather(job, g, lay, bw, last), fwd, hidden);
+    }
+    return x;
 }
 
 double cluster_optimizer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double params) {
