@@ -32,9 +32,18 @@ d = json.load(open(sys.argv[1]))
 assert list(d) == ["layouts"], list(d)
 L = d["layouts"]
 assert len(L) == 5
-keys = ["t", "p", "v", "d", "mb", "sp", "recompute", "zero", "step_s", "mfu", "hfu", "mem_bytes_max", "fits", "parts"]
+keys = ["t", "p", "v", "d", "mb", "sp", "recompute", "zero", "first", "last", "step_s", "mfu", "hfu", "mem_bytes_max",
+        "fits", "parts", "stages"]
 for x in L:
     assert list(x) == keys, list(x)
+    # issue 28: every stage's memory by part; they sum to its total, the worst is mem_bytes_max
+    st = x["stages"]
+    assert len(st) == x["p"] and [s["stage"] for s in st] == list(range(x["p"]))
+    assert sum(s["layers"] for s in st) == 96, st
+    for s in st:
+        parts = s["weights"] + s["grads"] + s["optimizer"] + s["activations"] + s["workspace"] + s["reserve"]
+        assert abs(parts - s["total"]) < 1e-6 * s["total"] and s["in_flight"] >= 1, s
+    assert max(s["total"] for s in st) == x["mem_bytes_max"]
     assert x["fits"] is True and isinstance(x["sp"], bool) and x["recompute"] in ("none", "selective", "full", "plan")
     assert x["t"] * x["p"] * x["d"] == 64 and x["mem_bytes_max"] <= 80 * 2**30
     assert abs(sum(x["parts"].values()) - x["step_s"]) < 1e-9 * x["step_s"]

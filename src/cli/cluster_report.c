@@ -40,6 +40,29 @@ void cluster_print_table(FILE *f, const ClusterJob *job, const GpuSpec *gpu, con
     }
 }
 
+// Every stage's memory by part, bytes (the pipeline's in-flight micro-batches are in activations; in_flight
+// says how many micro-batches' worth of the stage's layers that is).
+static void add_stages(cJSON *o, const ClusterPrediction *c) {
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (int r = 0; r < c->n_stages; r++) {
+        const StageMemory *m = &c->mem[r];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "stage", r);
+        cJSON_AddNumberToObject(x, "layers", m->layers);
+        cJSON_AddNumberToObject(x, "in_flight", m->in_flight);
+        cJSON_AddNumberToObject(x, "weights", m->weights);
+        cJSON_AddNumberToObject(x, "grads", m->grads);
+        cJSON_AddNumberToObject(x, "optimizer", m->optimizer);
+        cJSON_AddNumberToObject(x, "activations", m->activations);
+        cJSON_AddNumberToObject(x, "workspace", m->workspace);
+        cJSON_AddNumberToObject(x, "reserve", m->reserve);
+        cJSON_AddNumberToObject(x, "total", m->total);
+        cJSON_AddNumberToObject(x, "full", m->n_full);
+        cJSON_AddNumberToObject(x, "selective", m->n_sel);
+        cJSON_AddItemToArray(st, x);
+    }
+}
+
 void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "layouts");
     for (int i = 0; i < n; i++) {
@@ -53,6 +76,8 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
         cJSON_AddBoolToObject(o, "sp", l->sp);
         cJSON_AddStringToObject(o, "recompute", cluster_recompute_name(l->rc));
         cJSON_AddNumberToObject(o, "zero", l->zero);
+        cJSON_AddNumberToObject(o, "first", l->first);
+        cJSON_AddNumberToObject(o, "last", l->last);
         cJSON_AddNumberToObject(o, "step_s", c[i].step_s);
         cJSON_AddNumberToObject(o, "mfu", c[i].mfu);
         cJSON_AddNumberToObject(o, "hfu", c[i].hfu);
@@ -60,6 +85,7 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
         cJSON_AddBoolToObject(o, "fits", c[i].fits);
         cJSON *parts = cJSON_AddObjectToObject(o, "parts");
         for (int k = 0; k < PART_COUNT; k++) cJSON_AddNumberToObject(parts, cluster_part_name((TimePart)k), c[i].part[k]);
+        if (c[i].mem) add_stages(o, &c[i]);
         cJSON_AddItemToArray(arr, o);
     }
     char *s = cJSON_Print(root);
@@ -69,9 +95,9 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
 }
 
 static void stage_row(FILE *f, int r, const StageMemory *m) {
-    fprintf(f, "  %5d %9.2f %9.2f %9.2f %11.2f %9.2f %8.2f %9.2f   %d full, %d selective\n", r, m->weights / GIB,
-            m->grads / GIB, m->optimizer / GIB, m->activations / GIB, m->workspace / GIB, m->reserve / GIB, m->total / GIB,
-            m->n_full, m->n_sel);
+    fprintf(f, "  %5d %9.2f %9.2f %9.2f %11.2f %9.2f %8.2f %9.2f   %d layers × %.3g in flight: %d full, %d selective\n", r,
+            m->weights / GIB, m->grads / GIB, m->optimizer / GIB, m->activations / GIB, m->workspace / GIB, m->reserve / GIB,
+            m->total / GIB, m->layers, m->in_flight, m->n_full, m->n_sel);
 }
 
 void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, const ClusterPrediction *c) {
@@ -86,8 +112,9 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
                 100 * c->part[k] / c->step_s, cluster_part_label((TimePart)k));
     if (c->lay.rc == CR_PLAN) {
         char flags[512];
-        plan_flags(&c->plan0, (int)(job->L / c->lay.p), flags, sizeof flags);
-        fprintf(f, "stage 0's plan (ctron train flags over its %ld layers): %s\n", job->L / c->lay.p, flags);
+        int l0 = cluster_stage_layers(job, &c->lay, 0);
+        plan_flags(&c->plan0, l0, flags, sizeof flags);
+        fprintf(f, "stage 0's plan (ctron train flags over its %d layers): %s\n", l0, flags);
     }
     if (c->mem) {
         fprintf(f, "memory per GPU by part and stage, GiB (worst: stage %d, %.2f of %.2f GiB):\n", c->worst_stage,
@@ -110,8 +137,12 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
             g->sms, g->tile_m, g->tile_n, g->gemm_eff, g->hbm_eff);
     fprintf(f, "  links %.2f of spec (ring bus bandwidth), %.3g us per ring step; an overlapped collective costs %.2f\n",
             g->link_eff, g->link_latency * 1e6, g->overlap_cost);
-    fprintf(f, "  of its time; reserve %.3g GiB per GPU; %d-byte activations; DP reduction %s the backward\n",
-            job->reserve_bytes / GIB, job->e, job->dp_overlap ? "overlapped with" : "after");
+    fprintf(f, "  of its time; %.3g us between kernels; reserve %.3g GiB per GPU; %d-byte activations\n",
+            g->launch_gap * 1e6, job->reserve_bytes / GIB, job->e);
+    fprintf(f, "  TP overlap %s; DP: %s gradients %s the backward over %.4g GB/s per GPU%s\n",
+            cluster_tp_overlap_name((TpOverlap)job->tp_overlap), job->grad_bytes == 2 ? "bf16" : "fp32",
+            job->dp_overlap ? "reduced in buckets overlapping" : "reduced after", cluster_dp_bandwidth(job, g, &c->lay) / 1e9,
+            c->lay.zero && c->lay.d > 1 ? " (ZeRO-1: reduce-scatter, then the weights' all-gather)" : "");
 }
 
 static const char *part_colours[PART_COUNT] = {"#1f77b4", "#aec7e8", "#9edae5", "#17becf", "#d62728",

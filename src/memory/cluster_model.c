@@ -107,9 +107,6 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
     if (lay->first < 0 || lay->last < 0) return snprintf(err, errlen, "first and last must be at least 1"), -1;
     if ((lay->first || lay->last) && lay->p == 1)
         return snprintf(err, errlen, "first=%d, last=%d: uneven stages need p > 1", lay->first, lay->last), -1;
-    if ((lay->first || lay->last) && lay->v > 1)
-        return snprintf(err, errlen, "first=%d, last=%d with v=%d: uneven stages are planned without interleaving "
-                        "(v=1)", lay->first, lay->last, lay->v), -1;
     if (lay->first || lay->last) {
         StageLayout sl;
         base_shape(job, lay, &sl);
@@ -117,8 +114,9 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
         long rest = job->L - lay->first - lay->last;
         int others = lay->p - (lay->first > 0) - (lay->last > 0);
         if (!stage_split_valid(&sl, &sp))
-            return snprintf(err, errlen, "first=%d, last=%d: the other %ld layers do not split evenly over the other %d "
-                            "stages (at least one each)", lay->first, lay->last, rest, others), -1;
+            return snprintf(err, errlen, "first=%d, last=%d, v=%d: the other %ld layers do not split evenly over the "
+                            "other %d stages, or a stage's layers into v chunks (at least one layer each)", lay->first,
+                            lay->last, lay->v, rest, others), -1;
     } else if (job->L % ((long)lay->p * lay->v))
         return snprintf(err, errlen, "p·v = %d·%d does not divide the %ld layers (uneven stages: first=N,last=N)",
                         lay->p, lay->v, job->L), -1;
@@ -223,6 +221,8 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
         m->n_full = lay->rc == CR_FULL ? ls : 0;
         m->n_sel = lay->rc == CR_SELECTIVE ? ls : 0;
     }
+    m->layers = ls;
+    m->in_flight = stage_layer_factor_at(&c->sl, r);
     StageActivations act;
     stage_activations_split(&ssl, &c->split, pol, r, &act);
     m->activations = act.held + act.working;

@@ -68,6 +68,8 @@ typedef struct {
     double reserve;       // ClusterJob.reserve_bytes
     double total;
     int n_full, n_sel;    // the stage's recompute (per stage for CR_PLAN)
+    int layers;           // the stage's layers
+    double in_flight;     // micro-batches' worth of its layers' activations held at once (the schedule's)
 } StageMemory;
 
 #define CLUSTER_MAX_STAGES 1024

@@ -61,9 +61,10 @@ int stage_split_valid(const StageLayout *lay, const StageSplit *sp) {
     long rest;
     int stages;
     split_rest(lay, sp, &rest, &stages);
-    if (lay->m != 1 || sp->first < 0 || sp->last < 0 || rest < 0) return 0;
+    if (sp->first < 0 || sp->last < 0 || rest < 0 || sp->first % lay->m || sp->last % lay->m) return 0;
     if (stages == 0) return rest == 0;
-    return rest >= stages && rest % stages == 0;
+    // interleaved: each stage's layers split into m chunks of equal size
+    return rest >= (long)stages * lay->m && rest % stages == 0 && (rest / stages) % lay->m == 0;
 }
 
 int stage_layers_split(const StageLayout *lay, const StageSplit *sp, int r) {

@@ -55,11 +55,12 @@ double stage_param_count(const StageLayout *lay);
 // p(1 + (p−1)/(pm)) stage-layers' worth, Eq. 5's factor). The first stage holds the most.
 int stage_layer_at(const StageLayout *lay, int r, int i);   // global index of stage r's i-th layer
 
-// Uneven stages (m = 1; Megatron's --decoder-first/last-pipeline-num-layers): the layers of the first
-// and the last stage, 0 for an even share; the other stages split the rest evenly. A NULL split, or
-// both 0, is the even layout of the functions above.
+// Uneven stages (Megatron's --decoder-first/last-pipeline-num-layers): the layers of the first and the
+// last stage, 0 for an even share; the other stages split the rest evenly; interleaved, each stage's
+// layers form m equal chunks. A NULL split, or both 0, is the even layout of the functions above.
 typedef struct { int first, last; } StageSplit;
-// Does the split work: every stage at least one layer, the rest divisible by the other stages, m = 1?
+// Does the split work: every chunk at least one layer, the rest divisible by the other stages, every
+// stage's layers by m?
 int stage_split_valid(const StageLayout *lay, const StageSplit *split);
 int stage_layers_split(const StageLayout *lay, const StageSplit *split, int r);          // layers of stage r
 int stage_layer_split(const StageLayout *lay, const StageSplit *split, int r, int i);    // its i-th layer's index
