@@ -20,7 +20,8 @@ TABLE = os.path.join(HERE, "validation", "published_runs.tsv")
 SHAPE_FLAGS = {"L": "--layers", "h": "--hidden", "a": "--heads", "v": "--vocab", "s": "--seq"}
 ROLES = {"calib": "calibration: Megatron-LM 2022, the rows the constants were chosen against",
          "check": "held out: Megatron-LM runs never used to set a constant",
-         "check-ds": "held out: Megatron-DeepSpeed runs, another framework than the model's"}
+         "check-ds": "held out: Megatron-DeepSpeed runs, another framework than the model's",
+         "check-h100": "held out: NeMo / Megatron-Bridge FP8 runs on H100 (Transformer Engine)"}
 
 
 def read_table(path):
@@ -54,6 +55,10 @@ def published_seconds(row, shape, gpus):
     value, metric = float(row["value"]), row["metric"]
     if metric == "step_s":
         return value
+    if metric == "tok_s_gpu":   # tokens per second per GPU: B·s tokens a step over all GPUs
+        flags = row["flags"].split()
+        s = shape["s"] if shape and "s" in shape else float(flags[flags.index("--seq") + 1])
+        return float(row["batch"]) * s / (value * gpus)
     if metric == "tflops96":   # Narayanan et al. 2021, Eq. 3: full recompute's FLOPs per iteration
         L, h, v, s = shape["L"], shape["h"], shape["v"], shape["s"]
         B = float(row["batch"])
@@ -118,12 +123,13 @@ def svg(rows, path):
                'step</text>')
     for r in rows:
         x, y = xy(r["pub"], r["pred"])
-        colour = {"calib": "#1f77b4", "check": "#d62728"}.get(r["role"], "#ff7f0e")
+        colour = {"calib": "#1f77b4", "check": "#d62728", "check-h100": "#2ca02c"}.get(r["role"], "#ff7f0e")
         out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}"><title>{r["id"]}: predicted '
                    f'{r["pred"]:.3g} s, published {r["pub"]:.3g} s ({100 * r["err"]:+.1f} %)</title></circle>')
     for i, (label, colour) in enumerate((("calibration rows (Megatron-LM 2022)", "#1f77b4"),
                                           ("check rows, Megatron-LM (held out)", "#d62728"),
-                                          ("check rows, Megatron-DeepSpeed (held out)", "#ff7f0e"))):
+                                          ("check rows, Megatron-DeepSpeed (held out)", "#ff7f0e"),
+                                          ("check rows, NeMo FP8 on H100 (held out)", "#2ca02c"))):
         out.append(f'<circle cx="{M + 14}" cy="{M + 16 + 16 * i}" r="4" fill="{colour}"/>')
         out.append(f'<text x="{M + 24}" y="{M + 20 + 16 * i}">{label}</text>')
     out.append("</svg>")

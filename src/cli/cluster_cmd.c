@@ -34,11 +34,14 @@ void cli_cluster_usage(FILE *f) {
         "model:    --preset %s\n"
         "          or --layers N --hidden N --heads N --vocab N; --seq S (preset's default), --global-batch B\n"
         "          --precision bf16|fp32  mixed precision (default: bf16 activations and GEMMs) or fp32\n"
+        "          --fp8                 the linears' GEMMs in FP8 (Transformer Engine; GPUs with FP8 tensor cores)\n"
+        "          --attention standard|flash  the attention core (default standard: the paper's, scores stored)\n"
         "          --arch gpt2|llama, and llama's --kv-heads N --ffn-hidden N --tie-embeddings --qkv-bias\n"
         "          (the llama3-* presets are llama; t must divide the key/value heads and the FFN width)\n"
         "cluster:  --gpu %s\n"
         "          or all of --peak-tflops X --mem BYTES --hbm-gbs X --nvlink-gbs X --internode-gbs X\n"
         "          (each also overrides the --gpu kind's figure; bandwidths in GB/s, one direction per GPU)\n"
+        "          --fp8-tflops X        dense FP8 peak (h100-80g, h200: 1979; a100: none)\n"
         "          --sms N (wave quantisation; 1: none) --gemm-eff F --hbm-eff F --link-eff F --overlap-cost F\n"
         "          --gpus-per-node N --nodes N\n"
         "          --reserve BYTES       per GPU for the framework and fragmentation (default 10%% of memory)\n"
@@ -164,7 +167,7 @@ enum {
     O_CLUSTER = 1000, O_GPU, O_PEAK, O_MEM, O_HBM, O_NVLINK, O_INTER, O_SMS, O_GEFF, O_HEFF, O_LEFF, O_OVL, O_GPN,
     O_NODES, O_PRESET, O_LAYERS, O_HIDDEN, O_HEADS, O_VOCAB, O_SEQ, O_GB, O_PREC, O_RESERVE, O_DPOVL, O_MAXT,
     O_MAXP, O_MAXV, O_MAXMB, O_SP, O_ZERO, O_RC, O_LAYOUT, O_TOP, O_JSON, O_EXPLAIN, O_SVG, O_CHECK, O_GRAD, O_TPOVL,
-    O_BUCKET, O_GAP, O_FIX
+    O_BUCKET, O_GAP, O_FIX, O_FP8, O_FP8PEAK, O_ATTN
 };
 
 static int parse(int argc, char **argv, ClusterArgs *a) {
@@ -189,7 +192,8 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         {"svg", required_argument, 0, O_SVG}, {"check", required_argument, 0, O_CHECK},
         {"grad-reduce", required_argument, 0, O_GRAD}, {"tp-overlap", required_argument, 0, O_TPOVL},
         {"dp-bucket", required_argument, 0, O_BUCKET}, {"launch-gap", required_argument, 0, O_GAP},
-        {"fix", required_argument, 0, O_FIX},
+        {"fix", required_argument, 0, O_FIX}, {"fp8", no_argument, 0, O_FP8},
+        {"fp8-tflops", required_argument, 0, O_FP8PEAK}, {"attention", required_argument, 0, O_ATTN},
         FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int ch, rc = 0, x;
     family_args_init(&a->fam);
@@ -281,6 +285,13 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
             a->gpu.launch_gap *= 1e-6;
             break;
         case O_FIX: a->fix = optarg; break;
+        case O_FP8: a->job.fp8 = 1; break;
+        case O_FP8PEAK: rc = positive("--fp8-tflops", optarg, "a GPU's peak", 1e12, &a->gpu.fp8_flops); break;
+        case O_ATTN:
+            if (strcmp(optarg, "flash") == 0) a->job.flash = 1;
+            else if (strcmp(optarg, "standard") == 0) a->job.flash = 0;
+            else return args_error(CMD, "--attention: '%s' (expected standard or flash)", optarg);
+            break;
         case O_MAXT: rc = args_int(CMD, "--max-t", optarg, 1, 1 << 20, &a->lim.max_t); break;
         case O_MAXP: rc = args_int(CMD, "--max-p", optarg, 1, 1 << 20, &a->lim.max_p); break;
         case O_MAXV: rc = args_int(CMD, "--max-v", optarg, 1, 1024, &a->lim.max_v); break;
@@ -342,6 +353,11 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (a->lim.max_t > a->job.gpus_per_node && a->lim.max_t != 1 << 20)
         return args_error(CMD, "--max-t %d is larger than the %d GPUs per node: tensor parallelism stays within a node's "
                           "NVLink (needs --gpus-per-node %d or more)", a->lim.max_t, a->job.gpus_per_node, a->lim.max_t);
+    if (a->job.fp8 && a->gpu.fp8_flops <= 0)
+        return args_error(CMD, "--fp8: the %s has no FP8 tensor cores (an H100 or H200 has; or give --fp8-tflops)",
+                          a->gpu.name);
+    if (a->job.fp8 && a->job.e != 2)
+        return args_error(CMD, "--fp8 runs the linears in FP8 under bf16 mixed precision, not with --precision fp32");
     if (a->fix) {
         char err[256];
         if (cluster_layout_parse(a->fix, &a->job, &a->lim.fix, &a->lim.fix_mask, err, sizeof err) != 0)

@@ -139,6 +139,10 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
             g->link_eff, g->link_latency * 1e6, g->overlap_cost);
     fprintf(f, "  of its time; %.3g us between kernels; reserve %.3g GiB per GPU; %d-byte activations\n",
             g->launch_gap * 1e6, job->reserve_bytes / GIB, job->e);
+    fprintf(f, "  %s attention; the linears' GEMMs in %s", job->flash ? "flash" : "standard",
+            job->fp8 ? "FP8" : job->e == 2 ? "bf16" : "fp32");
+    if (job->fp8) fprintf(f, " (peak %.4g TFLOP/s)", g->fp8_flops / 1e12);
+    fprintf(f, "\n");
     fprintf(f, "  TP overlap %s; DP: %s gradients %s the backward over %.4g GB/s per GPU%s\n",
             cluster_tp_overlap_name((TpOverlap)job->tp_overlap), job->grad_bytes == 2 ? "bf16" : "fp32",
             job->dp_overlap ? "reduced in buckets overlapping" : "reduced after", cluster_dp_bandwidth(job, g, &c->lay) / 1e9,

@@ -1,9 +1,10 @@
 #include "memory/cluster_gpu.h"
 #include <strings.h>
 
-// Spec sheets: NVIDIA A100 datasheet (312 TFLOP/s dense bf16, 1.555 / 2.039 TB/s HBM, NVLink 3
+// Spec sheets: NVIDIA A100 datasheet (312 TFLOP/s dense bf16, no FP8, 1.555 / 2.039 TB/s HBM, NVLink 3
 // 600 GB/s both directions = 300 GB/s each way, 108 SMs); H100 SXM5 datasheet (989 TFLOP/s dense
-// bf16, 3.35 TB/s, NVLink 4 900 GB/s = 450 each way, 132 SMs); H200 SXM (989, 141 GB at 4.8 TB/s).
+// bf16, 1979 dense FP8, 3.35 TB/s, NVLink 4 900 GB/s = 450 each way, 132 SMs); H200 SXM (989 / 1979,
+// 141 GB at 4.8 TB/s).
 // Inter-node: one HDR (200 Gb/s = 25 GB/s) InfiniBand NIC per A100 as in a DGX A100 / Selene, the
 // paper's cluster; one NDR (400 Gb/s = 50 GB/s) per H100/H200 as in a DGX H100. Memory in the bytes
 // nvidia-smi reports. The tile is cuBLAS's common 256×128 tensor-core tile.
@@ -17,10 +18,10 @@
 //                  magnitude of a kernel launch, not fitted.
 #define EFF 0.80, 0.80, 0.78, 5e-6, 0.5, 2e-6
 static const GpuSpec kinds[] = {
-    {"a100-40g", 312e12, 40.0 * 1073741824.0, 1.555e12, 300e9, 25e9, 108, 256, 128, EFF},
-    {"a100-80g", 312e12, 80.0 * 1073741824.0, 2.039e12, 300e9, 25e9, 108, 256, 128, EFF},
-    {"h100-80g", 989e12, 81559.0 * 1048576.0, 3.35e12, 450e9, 50e9, 132, 256, 128, EFF},
-    {"h200", 989e12, 143771.0 * 1048576.0, 4.8e12, 450e9, 50e9, 132, 256, 128, EFF},
+    {"a100-40g", 312e12, 0, 40.0 * 1073741824.0, 1.555e12, 300e9, 25e9, 108, 256, 128, EFF},
+    {"a100-80g", 312e12, 0, 80.0 * 1073741824.0, 2.039e12, 300e9, 25e9, 108, 256, 128, EFF},
+    {"h100-80g", 989e12, 1979e12, 81559.0 * 1048576.0, 3.35e12, 450e9, 50e9, 132, 256, 128, EFF},
+    {"h200", 989e12, 1979e12, 143771.0 * 1048576.0, 4.8e12, 450e9, 50e9, 132, 256, 128, EFF},
 };
 
 int gpu_kind_count(void) { return (int)(sizeof kinds / sizeof kinds[0]); }

@@ -8,6 +8,7 @@
 typedef struct {
     char name[32];
     double peak_flops;     // dense tensor-core FLOP/s of the GEMM precision (bf16 on GPUs)
+    double fp8_flops;      // dense FP8 tensor-core FLOP/s (0: the GPU has no FP8 tensor cores)
     double mem_bytes;      // device memory
     double hbm_bw;         // device memory bandwidth, bytes/s
     double nvlink_bw;      // per GPU, one direction, bytes/s (the ring's link inside a node)

@@ -187,6 +187,7 @@ typedef struct {
     StageLayout sl;
     StageSplit split;   // uneven first/last stages
     MemoryPolicy uni;   // the uniform policies: Megatron's full recompute checkpoints every layer
+    unsigned tempo;     // ATTN_FLASH with ClusterJob.flash
     LayerTime lt;       // the layer without the plan's options
     double head, head_comm, emb, emb_comm, p2p;
 } PredictCtx;
@@ -203,11 +204,12 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
     StageLayout ssl = c->sl;
     int ls = stage_layers_split(&c->sl, &c->split, r);
     *lt = c->lt;
-    m->workspace = (double)act_layer_kind_bytes(&c->sl.sh, RECOMPUTE_NONE, 1, 0);
+    m->workspace = (double)act_layer_kind_bytes(&c->sl.sh, RECOMPUTE_NONE, 1, c->tempo);
     m->reserve = job->reserve_bytes;
     if (lay->rc == CR_PLAN) {
         double usable = c->gpu->mem_bytes - job->reserve_bytes;
         stage_plan(&c->sl, &c->split, r, usable - m->weights - m->grads - m->optimizer - m->workspace, plan);
+        plan->tempo |= c->tempo;   // the job's flash attention whatever the plan chose
         policy_for_stage(&c->sl, &c->split, r, plan, &planned);
         ssl.sh.masks = plan->masks;
         ssl.sh.mini_seq = plan->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
@@ -226,6 +228,16 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
     StageActivations act;
     stage_activations_split(&ssl, &c->split, pol, r, &act);
     m->activations = act.held + act.working;
+    if (job->fp8 && job->e == 2) {
+        // Transformer Engine keeps an FP8 copy of each linear's weight and its transpose, and saves the
+        // linears' inputs for backward in FP8: half the bf16 bytes, in every layer that keeps them.
+        m->weights += 2.0 * ls * (double)param_layer_count(&c->sl.sh);
+        static const ActName inputs[] = {ACT_QKV_IN, ACT_PROJ_IN, ACT_FC1_IN, ACT_FC2_IN};
+        double half = 0;
+        for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+            if (act_in_block(&ssl.sh, inputs[i])) half += 0.5 * (double)act_tensor_bytes(&ssl.sh, inputs[i]);
+        m->activations -= (ls - m->n_full) * half * m->in_flight;
+    }
     m->total = m->weights + m->grads + m->optimizer + m->activations + m->workspace + m->reserve;
     if (pol == &planned) policy_free(&planned);
 }
@@ -243,9 +255,10 @@ static void stage_time(const PredictCtx *c, int r, const StageMemory *m, const M
     part[PART_TP_COMM] = ls * (lt->comm_f + lt->comm_b);
     part[PART_RECOMPUTE] = m->n_sel * lt->rc_sel + m->n_full * pf;
     double kernels = ls * (lt->kernels_f + lt->kernels_b) + m->n_sel * lt->kernels_sel + m->n_full * lt->kernels_f;
+    unsigned tempo = lay->rc == CR_PLAN ? plan->tempo : c->tempo;
+    // flash recomputes the scores in its backward instead of selective's attention core
+    if (tempo & ATTN_FLASH) part[PART_RECOMPUTE] += ls * lt->rc_flash - m->n_sel * lt->rc_sel;
     if (lay->rc == CR_PLAN) {
-        int flash = (plan->tempo & ATTN_FLASH) != 0;
-        if (flash) part[PART_RECOMPUTE] += ls * lt->rc_flash - m->n_sel * lt->rc_sel;   // flash recomputes the scores instead
         if (plan->tempo & MINI_SEQ) part[PART_RECOMPUTE] += ls * lt->rc_mini;
         part[PART_ELEM] += ls * plan->passes * lt->pass;
         kernels += ls * plan->passes;
@@ -266,7 +279,8 @@ static double stage_extra_flops(const PredictCtx *c, int r, const StageMemory *m
     double B = (double)job->B, s = (double)job->s, h = (double)job->h;
     int ls = stage_layers_split(&c->sl, &c->split, r);
     double x = m->n_sel * flops_recompute_selective(B, s, h) + m->n_full * flops_recompute_full_block(B, s, h, 0, blk);
-    if (c->lay->rc == CR_PLAN && (plan->tempo & ATTN_FLASH)) x += (ls - m->n_sel) * flops_recompute_selective(B, s, h);
+    unsigned tempo = c->lay->rc == CR_PLAN ? plan->tempo : c->tempo;
+    if (tempo & ATTN_FLASH) x += (ls - m->n_sel) * flops_recompute_selective(B, s, h);
     // (mini-seq chunks GPT-2's GeLU MLP: FC1 again; the planner never chooses it for SwiGLU)
     if (c->lay->rc == CR_PLAN && (plan->tempo & MINI_SEQ)) x += ls * 8.0 * B * s * h * h;
     return x;
@@ -289,7 +303,9 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     const char *rc = lay->rc == CR_FULL ? "full" : lay->rc == CR_SELECTIVE ? "selective" : "none";
     c.uni.act_dtype = job->e == 2 ? ACT_BF16 : ACT_FP32;
     stage_policy_build(&c.uni, &c.sl, rc, "uniform", 1, NULL, err, sizeof err);
-    cluster_layer_time(job, gpu, lay, 0, &c.lt);
+    c.tempo = job->flash ? ATTN_FLASH : 0;
+    c.uni.tempo |= c.tempo;
+    cluster_layer_time(job, gpu, lay, c.tempo, &c.lt);
     c.head = cluster_head_time(job, gpu, lay, &c.head_comm);
     c.emb = cluster_embed_time(job, gpu, lay, &c.emb_comm);
     c.p2p = 2.0 * lay->v * cluster_p2p_time(job, gpu, lay);

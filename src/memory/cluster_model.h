@@ -17,6 +17,10 @@ typedef struct {
                             // also when 0) or 2 (bf16: Megatron's --grad-reduce-in-bf16)
     int tp_overlap;         // TpOverlap (0: Megatron's backward overlap)
     double dp_bucket;       // parameters per DP bucket (0: Megatron's default, max(40M, 1M·d))
+    int flash;              // flash attention in every layer (Transformer Engine's fused attention; 0: the
+                            // paper's attention, the s×s scores stored; recompute=plan may still choose it)
+    int fp8;                // the linears' GEMMs in FP8 (Transformer Engine): the GPU's FP8 peak, FP8 operands,
+                            // the casts, FP8 copies of the weights, the linears' saved inputs in FP8
     double reserve_bytes;   // per GPU, for the framework (CUDA context, allocator fragmentation)
     // The family (arch/arch.h); 0 for each is GPT-2's block (MHA, an FFN of 4h, tied output layer).
     int arch;               // ArchKind

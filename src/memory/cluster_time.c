@@ -14,12 +14,25 @@ double cluster_wave_efficiency(const GpuSpec *g, double M, double N, double batc
     return useful / (waves * g->sms);
 }
 
-double cluster_gemm_time(const GpuSpec *g, double M, double N, double K, double batch, int e) {
+// A GEMM at `peak` with operands of e_in bytes and an output of e_out.
+static double gemm_at(const GpuSpec *g, double peak, double M, double N, double K, double batch, double e_in,
+                      double e_out) {
     double flops = 2.0 * M * N * K * batch;
-    double compute = flops / (g->peak_flops * g->gemm_eff * cluster_wave_efficiency(g, M, N, batch));
-    double bytes = (double)e * (M * K + K * N + M * N) * batch;   // each operand once: the roofline's floor
+    double compute = flops / (peak * g->gemm_eff * cluster_wave_efficiency(g, M, N, batch));
+    double bytes = (e_in * (M * K + K * N) + e_out * M * N) * batch;   // each operand once: the roofline's floor
     double memory = hbm_time(g, bytes);
     return compute > memory ? compute : memory;
+}
+
+double cluster_gemm_time(const GpuSpec *g, double M, double N, double K, double batch, int e) {
+    return gemm_at(g, g->peak_flops, M, N, K, batch, e, e);
+}
+
+// A linear's GEMM: FP8 operands at the FP8 peak (the same efficiency: no published FP8 figure by
+// shape), its output in the activation precision; else cluster_gemm_time.
+static double linear_gemm(const ClusterJob *job, const GpuSpec *g, double M, double N, double K) {
+    if (job->fp8 && g->fp8_flops > 0) return gemm_at(g, g->fp8_flops, M, N, K, 1, 1, job->e);
+    return cluster_gemm_time(g, M, N, K, 1, job->e);
 }
 
 // A ring of n ranks: all-reduce moves 2(n−1)/n of the tensor through each link in 2(n−1) steps;
@@ -72,9 +85,9 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     double fwd[4], dgrad[4], wgrad[4];
     out->gemm_f = out->gemm_b = 0;
     for (int i = 0; i < 4; i++) {
-        fwd[i] = cluster_gemm_time(g, lin[i].M, lin[i].N, lin[i].K, 1, job->e);
-        dgrad[i] = cluster_gemm_time(g, lin[i].M, lin[i].K, lin[i].N, 1, job->e);   // dX = dY·Wᵀ
-        wgrad[i] = cluster_gemm_time(g, lin[i].K, lin[i].N, lin[i].M, 1, job->e);   // dW = Xᵀ·dY
+        fwd[i] = linear_gemm(job, g, lin[i].M, lin[i].N, lin[i].K);
+        dgrad[i] = linear_gemm(job, g, lin[i].M, lin[i].K, lin[i].N);   // dX = dY·Wᵀ
+        wgrad[i] = linear_gemm(job, g, lin[i].K, lin[i].N, lin[i].M);   // dW = Xᵀ·dY
         out->gemm_f += fwd[i];
         out->gemm_b += dgrad[i] + wgrad[i];
     }
@@ -109,6 +122,14 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
                                   rope * n * (ht + kvt) * (2 * e));
     out->elem_b = hbm_time(g, rows * h * (12 * e + 2 * (k_mask ? 2 * e + 1 : 0)) + n * ht * (2 * e) + n * ft * (act_b * e) +
                                   rope * n * (ht + kvt) * (2 * e));
+    // FP8: each linear's input cast forward and its output gradient backward (read e, write 1 byte;
+    // the amax reduction rides along); the weights' casts are cached across micro-batches.
+    if (job->fp8 && g->fp8_flops > 0) {
+        double in = n * (h + ht + h + ft);   // QKV, Proj, FC1 (gate, up), FC2 (down) inputs
+        double dy = n * (ht + 2 * kvt + h + mats * ft + h);
+        out->elem_f += hbm_time(g, in * (e + 1));
+        out->elem_b += hbm_time(g, dy * (e + 1));
+    }
     out->pass = hbm_time(g, 2 * e * n * ht);
     out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
     // Tensor-parallel collectives on the node's links, over the full [n, h] activation.
@@ -143,6 +164,7 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     out->kernels_f = 4 + 6 + (flash ? 1 : 4) + 2 * rope + coll_f;
     out->kernels_b = 8 + 8 + bias + (flash ? 2 : 6) + 2 * rope + coll_b;
     out->kernels_sel = flash ? 0 : 4;
+    if (job->fp8 && g->fp8_flops > 0) out->kernels_f += 4, out->kernels_b += 4;   // the casts
 }
 
 double cluster_head_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double *comm) {
