@@ -116,6 +116,57 @@ expect "holds 2097152 bytes, more than the 1048576 this reader takes" "${M[@]}" 
 expect "--mem: '1' is out of range: expected a size from 1 GiB to 1 PiB" "${A100[@]}" --nodes 8 --preset 175B --mem 1
 expect "--mem: 'lots' is not a size: expected a size from 1 GiB to 1 PiB" "${A100[@]}" --nodes 8 --preset 175B --mem lots
 
+# Issue 28's flags: each bad value exits 2 with the reason.
+expect "--grad-reduce: 'fp64' (expected fp32 or bf16)" "${A100[@]}" --nodes 8 --preset 175B --grad-reduce fp64
+expect "--tp-overlap: 'some' (expected backward, none or full)" "${A100[@]}" --nodes 8 --preset 175B --tp-overlap some
+expect "--dp-bucket: 0 is out of range" "${A100[@]}" --nodes 8 --preset 175B --dp-bucket 0
+expect "--launch-gap: -1 is out of range" "${A100[@]}" --nodes 8 --preset 175B --launch-gap -1
+expect "--attention: 'paged' (expected standard or flash)" "${A100[@]}" --nodes 8 --preset 175B --attention paged
+expect "--fp8: the a100-80g has no FP8 tensor cores" "${A100[@]}" --nodes 8 --preset 175B --fp8
+expect "--fp8 runs the linears in FP8 under bf16 mixed precision, not with --precision fp32" --gpu h100-80g --nodes 8 \
+  --preset 175B --fp8 --precision fp32
+expect "--fp8-tflops 0: a GPU's peak must be positive" --gpu h100-80g --nodes 8 --preset 175B --fp8-tflops 0
+expect "--fix: layout key 'q' unknown" "${A100[@]}" --nodes 8 --preset 175B --fix q=1
+expect "--fix searches the layouts with those values; --layout evaluates one: not both" "${A100[@]}" --nodes 8 \
+  --preset 175B --fix t=8 --layout t=8,p=8
+expect "no layout divides the job: 64 GPUs, 96 layers, 96 heads, global batch 64, --fix t=3" "${A100[@]}" --nodes 8 \
+  --preset 175B --fix t=3
+expect "first=5, last=5, v=1: the other 86 layers do not split evenly over the other 6 stages" "${A100[@]}" --nodes 8 \
+  --preset 175B --layout t=8,p=8,first=5,last=5
+expect "first=3, last=0: uneven stages need p > 1" "${A100[@]}" --nodes 1 --preset 22B --layout t=8,p=1,mb=4,first=3
+
+# Uneven stages: BLOOM-176B's 5, 6, …, 6, 5 layers on 12 stages, every stage's memory in --json.
+"$ctron" plan --cluster "${A100[@]}" --nodes 48 --layers 70 --hidden 14336 --heads 112 --vocab 250880 --seq 2048 \
+  --global-batch 2048 --internode-gbs 6.25 --layout t=4,p=12,mb=2,recompute=full,zero=1,first=5,last=5 --json > "$dir/bloom.json"
+"$py" - "$dir/bloom.json" <<'PY' && ok || bad "BLOOM's uneven stages: $(head -c 400 "$dir/bloom.json")"
+import json, sys
+x = json.load(open(sys.argv[1]))["layouts"][0]
+assert (x["first"], x["last"], x["d"]) == (5, 5, 8), x
+assert [s["layers"] for s in x["stages"]] == [5] + [6] * 10 + [5], x["stages"]
+assert [s["in_flight"] for s in x["stages"]] == list(range(12, 0, -1))
+assert x["fits"] and x["parts"]["overhead"] > 0 and x["parts"]["dp_comm"] > 0
+PY
+# --fix: the search keeps t=8 and p=16 and gives Llama 3 405B's 126 layers 7, 8, …, 8, 7.
+"$ctron" plan --cluster --gpu h100-80g --nodes 1024 --preset llama3-405b --fix t=8,p=16 --json --top 5 > "$dir/fix.json"
+"$py" - "$dir/fix.json" <<'PY' && ok || bad "--fix t=8,p=16: $(head -c 400 "$dir/fix.json")"
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+assert len(L) == 5 and all((x["t"], x["p"], x["first"], x["last"], x["d"]) == (8, 16, 7, 7, 64) for x in L), L
+assert all([s["layers"] for s in x["stages"]] == [7] + [8] * 14 + [7] for x in L)
+PY
+# --explain names the new settings; --dp-overlap and --grad-reduce bf16 make the DP part smaller.
+out=$("$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=4,mb=1,sp=on,recompute=selective \
+      --explain --attention flash --tp-overlap full)
+for needle in "2 us between kernels" "flash attention; the linears' GEMMs in bf16" \
+              "TP overlap full; DP: fp32 gradients reduced after the backward over 25 GB/s per GPU" "24 layers × 3 in flight"; do
+  if grep -q -- "$needle" <<< "$out"; then ok; else bad "--explain lacks '$needle': $out"; fi
+done
+dp() { "$ctron" plan --cluster "${A100[@]}" --nodes 8 --preset 175B --layout t=8,p=4,mb=1,sp=on,recompute=selective \
+       --json "$@" | "$py" -c "import json,sys; print(json.load(sys.stdin)['layouts'][0]['parts']['dp_comm'])"; }
+plain=$(dp); ovl=$(dp --dp-overlap); half=$(dp --grad-reduce bf16)
+if "$py" -c "import sys; a, b, c = map(float, sys.argv[1:]); sys.exit(0 if 0 < b < a and abs(c - a / 2) < 0.02 * a else 1)" \
+   "$plain" "$ovl" "$half"; then ok; else bad "dp_comm: plain $plain, --dp-overlap $ovl, --grad-reduce bf16 $half"; fi
+
 # The search over a 1T model on 4096 GPUs: seconds (generous bound: 20 s on a shared machine).
 start=$(date +%s.%N)
 out=$("$ctron" plan --cluster "${A100[@]}" --nodes 512 --preset 1T --global-batch 4096 --top 3)

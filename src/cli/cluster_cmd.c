@@ -23,7 +23,7 @@ void cli_cluster_usage(FILE *f) {
     fprintf(f,
         "usage: ctron plan --cluster --gpu KIND --gpus-per-node N --nodes N\n"
         "                  (--preset NAME | --layers N --hidden N --heads N --vocab N) --seq S --global-batch B\n"
-        "                  [--layout SPEC] [--top K] [--json] [--explain] [--svg FILE] [--check FILE]\n"
+        "                  [--layout SPEC | --fix SPEC] [--top K] [--json] [--explain] [--svg FILE] [--check FILE]\n"
         "\n"
         "Searches the layouts of a GPU cluster — tensor parallel t (within a node), pipeline p, interleave\n"
         "v, data parallel d = GPUs/(t·p), micro-batch, SP, ZeRO-1, recompute none/selective/full/plan —\n"
@@ -386,9 +386,10 @@ static int explain_nothing_fits(const ClusterArgs *a, const ClusterResults *r) {
                           "the %.1f GiB reserve", need, a->gpu.mem_bytes / GIB, gpus, states, params, per, usable / GIB,
                           a->job.reserve_bytes / GIB);
     if (r->n == 0)
-        return args_error(CMD, "no layout divides the job: %ld GPUs, %ld layers, %ld heads, global batch %ld (t must divide "
-                          "the heads and the GPUs per node, p the layers, t·p the GPUs, d·mb the global batch)", gpus,
-                          a->job.L, a->job.a, a->job.B);
+        return args_error(CMD, "no layout divides the job: %ld GPUs, %ld layers, %ld heads, global batch %ld%s%s (t must "
+                          "divide the heads and the GPUs per node, t·p the GPUs, d·mb the global batch; p·v the layers, "
+                          "or first and last stages leave the others an even split)", gpus, a->job.L, a->job.a, a->job.B,
+                          a->fix ? ", --fix " : "", a->fix ? a->fix : "");
     const ClusterPrediction *least = &r->c[0];
     for (int i = 1; i < r->n; i++)
         if (r->c[i].mem_max < least->mem_max) least = &r->c[i];
