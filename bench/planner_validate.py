@@ -11,6 +11,7 @@ against published. Standard library only.
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -91,7 +92,6 @@ def summary(rows, role):
 def svg(rows, path):
     lo = min(min(r["pub"], r["pred"]) for r in rows) * 0.8
     hi = max(max(r["pub"], r["pred"]) for r in rows) * 1.25
-    import math
     W, H, M = 560, 520, 70
     def xy(a, b):
         fx = (math.log(a) - math.log(lo)) / (math.log(hi) - math.log(lo))
@@ -107,7 +107,7 @@ def svg(rows, path):
         x0, y0 = xy(lo, lo * f)
         x1, y1 = xy(hi, hi * f)
         out.append(f'<line x1="{x0:.1f}" y1="{y0:.1f}" x2="{x1:.1f}" y2="{y1:.1f}" stroke="#999"{dash}/>')
-    t = lo
+    t = 10 ** math.floor(math.log10(lo))
     while t <= hi:
         for k in (1, 2, 5):
             v = t * k
