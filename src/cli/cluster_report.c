@@ -143,10 +143,13 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
             job->fp8 ? "FP8" : job->e == 2 ? "bf16" : "fp32");
     if (job->fp8) fprintf(f, " (peak %.4g TFLOP/s)", g->fp8_flops / 1e12);
     fprintf(f, "\n");
-    fprintf(f, "  TP overlap %s; DP: %s gradients %s the backward over %.4g GB/s per GPU%s\n",
-            cluster_tp_overlap_name((TpOverlap)job->tp_overlap), job->grad_bytes == 2 ? "bf16" : "fp32",
-            job->dp_overlap ? "reduced in buckets overlapping" : "reduced after", cluster_dp_bandwidth(job, g, &c->lay) / 1e9,
-            c->lay.zero && c->lay.d > 1 ? " (ZeRO-1: reduce-scatter, then the weights' all-gather)" : "");
+    fprintf(f, "  TP overlap %s; ", cluster_tp_overlap_name((TpOverlap)job->tp_overlap));
+    if (c->lay.d <= 1) fprintf(f, "no DP (d = 1)\n");
+    else
+        fprintf(f, "DP: %s gradients %s the backward over %.4g GB/s per GPU%s\n", job->grad_bytes == 2 ? "bf16" : "fp32",
+                job->dp_overlap ? "reduced in buckets overlapping" : "reduced after",
+                cluster_dp_bandwidth(job, g, &c->lay) / 1e9,
+                c->lay.zero ? " (ZeRO-1: reduce-scatter, then the weights' all-gather)" : "");
 }
 
 static const char *part_colours[PART_COUNT] = {"#1f77b4", "#aec7e8", "#9edae5", "#17becf", "#d62728",
