@@ -6,6 +6,7 @@
 #include <string.h>
 #include "check.h"
 #include "memory/cluster_search.h"
+#include "memory/param_count.h"
 #include "memory/cluster_time.h"
 #include "memory/presets.h"
 #include "memory/stage_model.h"
@@ -196,6 +197,79 @@ static void check_search_fix(const GpuSpec *g) {
     cluster_results_free(&r);
 }
 
+// --fp8: the linears' GEMMs at the FP8 peak with 1-byte operands, the casts; the FP8 weight copies and
+// the linears' inputs saved in FP8. --attention flash: no s×s scores in time or memory.
+static void check_fp8_flash(const GpuSpec *g) {
+    ClusterJob job = job_of("llama3-70b", 8);
+    ClusterLayout lay = layout(4, 4, 1, 4, 1, 1, 1, CR_SELECTIVE);
+    LayerTime b16, f8;
+    cluster_layer_time(&job, g, &lay, 0, &b16);
+    job.fp8 = 1;
+    cluster_layer_time(&job, g, &lay, 0, &f8);
+    // 8192 tokens × (h/t + 2·kv·d/t) × h: compute-bound, so FP8 halves it (the same wave efficiency)
+    double ratio = f8.gemm_f / b16.gemm_f;
+    CHECK(ratio > 0.49 && ratio < 0.51, "FP8 forward GEMMs %.4g of bf16's", ratio);
+    double n = 8192, h = 8192, ht = h / 4, kvt = 8 * 128 / 4.0, ft = 28672 / 4.0, e = 2;
+    double casts_f = n * (h + ht + h + ft) * (e + 1) / (g->hbm_bw * g->hbm_eff);
+    double casts_b = n * (ht + 2 * kvt + h + 2 * ft + h) * (e + 1) / (g->hbm_bw * g->hbm_eff);
+    CHECK(fabs(f8.elem_f - b16.elem_f - casts_f) < 1e-12 && fabs(f8.elem_b - b16.elem_b - casts_b) < 1e-12,
+          "FP8 casts %.6g / %.6g s", f8.elem_f - b16.elem_f, f8.elem_b - b16.elem_b);
+    CHECK(f8.kernels_f == b16.kernels_f + 4 && f8.attn_f == b16.attn_f, "four casts forward; attention stays bf16");
+    ClusterPrediction p8, p16;
+    cluster_predict(&job, g, &lay, 1, &p8);
+    job.fp8 = 0;
+    cluster_predict(&job, g, &lay, 1, &p16);
+    // stage 1: 20 layers; +2 bytes per layer parameter; the QKV, Proj and FC1 inputs (SP shards, s/t rows)
+    // halved in every selective layer, × its 3 micro-batches in flight (SwiGLU keeps no FC2 input)
+    ActShape sh;
+    cluster_job_shape(&job, 1, 4, 1, &sh);
+    double lp = 20 * (double)param_layer_count(&sh);
+    CHECK(fabs(p8.mem[1].weights - p16.mem[1].weights - 2 * lp) < 1, "FP8 weight copies: +%.0f bytes, expected %.0f",
+          p8.mem[1].weights - p16.mem[1].weights, 2 * lp);
+    double half = 0.5 * (double)(act_tensor_bytes(&sh, ACT_QKV_IN) + act_tensor_bytes(&sh, ACT_PROJ_IN) +
+                                 act_tensor_bytes(&sh, ACT_FC1_IN));
+    CHECK(fabs(p16.mem[1].activations - p8.mem[1].activations - 20 * 3 * half) < 1,
+          "FP8 saved inputs: −%.0f bytes, expected %.0f", p16.mem[1].activations - p8.mem[1].activations, 60 * half);
+    CHECK(p8.step_s < p16.step_s, "FP8 is faster: %.4g < %.4g s", p8.step_s, p16.step_s);
+    cluster_prediction_free(&p8);
+    cluster_prediction_free(&p16);
+    // flash: the attention core never writes the scores: no (4e + 1)·S bytes, and less memory
+    job.flash = 1;
+    LayerTime fl;
+    cluster_layer_time(&job, g, &lay, 0, &fl);
+    CHECK(fl.attn_f < b16.attn_f && fl.rc_flash > 0 && fl.kernels_f == b16.kernels_f - 3,
+          "flash attention: %.4g s (standard %.4g), recompute %.4g s, %g kernels (standard %g)", fl.attn_f, b16.attn_f,
+          fl.rc_flash, fl.kernels_f, b16.kernels_f);
+    ClusterLayout none = layout(4, 4, 1, 4, 1, 1, 1, CR_NONE);
+    ClusterPrediction pf, ps;
+    cluster_predict(&job, g, &none, 1, &pf);
+    job.flash = 0;
+    cluster_predict(&job, g, &none, 1, &ps);
+    // llama has no dropout: the softmax output is its one s×s tensor, per layer × stage 0's 4 in flight
+    double scores = (double)act_tensor_bytes(&sh, ACT_ATTN_PROB);
+    CHECK(ps.mem[0].activations - pf.mem[0].activations >= 0.999 * 20 * 4 * scores,
+          "flash keeps no s×s tensors: %.4g GiB less, the scores are %.4g", (ps.mem[0].activations - pf.mem[0].activations) / GIB,
+          20 * 4 * scores / GIB);
+    CHECK(pf.part[PART_RECOMPUTE] > 0 && ps.part[PART_RECOMPUTE] == 0, "flash's backward recomputes the scores");
+    cluster_prediction_free(&pf);
+    cluster_prediction_free(&ps);
+}
+
+// More DP buckets: a smaller exposed tail.
+static void check_bucket_size(const GpuSpec *g) {
+    ClusterJob job = job_of("175B", 8);
+    job.dp_overlap = 1;
+    ClusterLayout lay = layout(8, 1, 1, 8, 1, 0, 0, CR_FULL);
+    double hid, big, small;
+    job.dp_bucket = 500e6;
+    big = cluster_dp_exposed(&job, g, &lay, 1e9, 100.0, 0.0, &hid);
+    job.dp_bucket = 50e6;
+    small = cluster_dp_exposed(&job, g, &lay, 1e9, 100.0, 0.0, &hid);
+    double b500 = cluster_allreduce_time(g, 25e9, 8, 4.0 * 500e6), b50 = cluster_allreduce_time(g, 25e9, 8, 4.0 * 50e6);
+    CHECK(fabs(big - (b500 + g->overlap_cost * b500)) < 1e-9 && fabs(small - (b50 + g->overlap_cost * 19 * b50)) < 1e-9,
+          "buckets of 500M: %.4g s; of 50M: %.4g s", big, small);
+}
+
 int main(void) {
     const GpuSpec *a100 = gpu_kind_find("a100-80g"), *h100 = gpu_kind_find("h100-80g");
     check_two_tier(a100);
@@ -204,5 +278,7 @@ int main(void) {
     check_launch_gaps(a100);
     check_uneven(h100);
     check_search_fix(h100);
+    check_fp8_flash(h100);
+    check_bucket_size(a100);
     return check_summary();
 }

@@ -71,7 +71,7 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     const double n = s * b, ht = h / t, at = (double)job->a / t, dh = h / (double)job->a;
     const double rows = lay->sp ? n / t : n;   // rows of the LayerNorm / dropout / residual region
     const double S2 = b * at * s * s;           // attention score elements on this rank
-    const int flash = (tempo & ATTN_FLASH) != 0;
+    const int flash = (tempo & ATTN_FLASH) != 0 || job->flash;   // the plan's choice, or every layer's
     // The family's widths on this rank: k and v (grouped-query attention), the FFN, the MLP's input
     // matrices (GeLU's FC1; SwiGLU's gate and up, one GEMM of 2f/t outputs as Megatron fuses them).
     ActShape fam;
