@@ -146,6 +146,18 @@ assert [s["layers"] for s in x["stages"]] == [5] + [6] * 10 + [5], x["stages"]
 assert [s["in_flight"] for s in x["stages"]] == list(range(12, 0, -1))
 assert x["fits"] and x["parts"]["overhead"] > 0 and x["parts"]["dp_comm"] > 0
 PY
+# The embedding and the head as stages of their own (first=0, last=0): 16 stages of 5 layers between.
+"$ctron" plan --cluster --gpu h100-80g --nodes 18 --preset llama3-70b --layout t=8,p=18,first=0,last=0,mb=1,sp=on,recompute=plan \
+  --json > "$dir/own.json"
+"$py" - "$dir/own.json" <<'PY' && ok || bad "first=0,last=0: $(head -c 400 "$dir/own.json")"
+import json, sys
+x = json.load(open(sys.argv[1]))["layouts"][0]
+assert (x["first"], x["last"]) == (0, 0) and [s["layers"] for s in x["stages"]] == [0] + [5] * 16 + [0], x
+s0, s1 = x["stages"][0], x["stages"][1]
+assert s0["workspace"] == 0 and s0["full"] == s0["selective"] == 0 and s0["weights"] < s1["weights"], s0
+PY
+expect "first=0, last=0, v=1: the other 80 layers do not split evenly over the other 14 stages" --gpu h100-80g --nodes 16 \
+  --preset llama3-70b --layout t=8,p=16,first=0,last=0
 # --fix: the search keeps t=8 and p=16 and gives Llama 3 405B's 126 layers 7, 8, …, 8, 7.
 "$ctron" plan --cluster --gpu h100-80g --nodes 1024 --preset llama3-405b --fix t=8,p=16 --json --top 5 > "$dir/fix.json"
 "$py" - "$dir/fix.json" <<'PY' && ok || bad "--fix t=8,p=16: $(head -c 400 "$dir/fix.json")"

@@ -59,7 +59,8 @@ void cli_cluster_usage(FILE *f) {
         "          layers, the others ⌈L/p⌉ (as Llama 3 405B's 126 layers on p=16: 7, 8, …, 8, 7)\n"
         "          --sp on|off|any --zero 0|1|any --recompute LIST (of none,selective,full,plan; default all)\n"
         "output:   --layout t=8,p=8,v=3,d=1,mb=1,sp=on,recompute=selective,zero=1   evaluate this layout only\n"
-        "          (first=N,last=N: uneven stages, Megatron's --decoder-first/last-pipeline-num-layers)\n"
+        "          (first=N,last=N: uneven stages, Megatron's --decoder-first/last-pipeline-num-layers; first=0,\n"
+        "          last=0: the embedding or the head as a stage of its own)\n"
         "          --top K (default 10)  --json  --explain (the first layout: time and memory by part and\n"
         "          stage, the constants)  --svg FILE (the top layouts' time parts)\n"
         "          --check FILE          lines 'LAYOUT SECONDS' (measured step times): predicted vs measured\n",
@@ -114,8 +115,8 @@ int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout 
         else if (strcmp(key, "d") == 0) lay->d = (int)x, mask |= FIX_D;
         else if (strcmp(key, "mb") == 0) lay->mb = (int)x, mask |= FIX_MB;
         else if (strcmp(key, "zero") == 0 && x <= 1) lay->zero = (int)x, mask |= FIX_ZERO;
-        else if (strcmp(key, "first") == 0 && x >= 1) lay->first = (int)x, mask |= FIX_FIRST;
-        else if (strcmp(key, "last") == 0 && x >= 1) lay->last = (int)x, mask |= FIX_LAST;
+        else if (strcmp(key, "first") == 0) lay->first = x ? (int)x : STAGE_NO_LAYERS, mask |= FIX_FIRST;
+        else if (strcmp(key, "last") == 0) lay->last = x ? (int)x : STAGE_NO_LAYERS, mask |= FIX_LAST;
         else return snprintf(err, errlen, "layout key '%s' unknown or out of range (expected t, p, v, d, mb, sp, recompute, "
                              "zero, first, last)", key), -1;
     }

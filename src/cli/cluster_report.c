@@ -13,8 +13,8 @@
 void cluster_layout_str(const ClusterLayout *l, char *buf, size_t len) {
     int n = snprintf(buf, len, "t=%d,p=%d,v=%d,d=%d,mb=%d,sp=%s,recompute=%s,zero=%d", l->t, l->p, l->v, l->d, l->mb,
                      l->sp ? "on" : "off", cluster_recompute_name(l->rc), l->zero);
-    if (n > 0 && (size_t)n < len && l->first) n += snprintf(buf + n, len - (size_t)n, ",first=%d", l->first);
-    if (n > 0 && (size_t)n < len && l->last) snprintf(buf + n, len - (size_t)n, ",last=%d", l->last);
+    if (n > 0 && (size_t)n < len && l->first) n += snprintf(buf + n, len - (size_t)n, ",first=%d", l->first > 0 ? l->first : 0);
+    if (n > 0 && (size_t)n < len && l->last) snprintf(buf + n, len - (size_t)n, ",last=%d", l->last > 0 ? l->last : 0);
 }
 
 static double comm_share(const ClusterPrediction *c) {
@@ -76,8 +76,11 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
         cJSON_AddBoolToObject(o, "sp", l->sp);
         cJSON_AddStringToObject(o, "recompute", cluster_recompute_name(l->rc));
         cJSON_AddNumberToObject(o, "zero", l->zero);
-        cJSON_AddNumberToObject(o, "first", l->first);
-        cJSON_AddNumberToObject(o, "last", l->last);
+        // the layers of a stated first / last stage (0: the embedding or the head alone), null: an even share
+        if (l->first) cJSON_AddNumberToObject(o, "first", l->first > 0 ? l->first : 0);
+        else cJSON_AddNullToObject(o, "first");
+        if (l->last) cJSON_AddNumberToObject(o, "last", l->last > 0 ? l->last : 0);
+        else cJSON_AddNullToObject(o, "last");
         cJSON_AddNumberToObject(o, "step_s", c[i].step_s);
         cJSON_AddNumberToObject(o, "mfu", c[i].mfu);
         cJSON_AddNumberToObject(o, "hfu", c[i].hfu);
@@ -110,7 +113,9 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
     for (int k = 0; k < PART_COUNT; k++)
         fprintf(f, "  %-12s %10.4g s %6.1f%%  %s\n", cluster_part_name((TimePart)k), c->part[k],
                 100 * c->part[k] / c->step_s, cluster_part_label((TimePart)k));
-    if (c->lay.rc == CR_PLAN) {
+    if (c->lay.rc == CR_PLAN && cluster_stage_layers(job, &c->lay, 0) == 0) {
+        fprintf(f, "stage 0 holds the embedding alone: no layers to plan\n");
+    } else if (c->lay.rc == CR_PLAN) {
         char flags[512];
         int l0 = cluster_stage_layers(job, &c->lay, 0);
         plan_flags(&c->plan0, l0, flags, sizeof flags);

@@ -104,19 +104,22 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
     if (fam.ffn % lay->t)
         return snprintf(err, errlen, "t=%d does not divide the FFN width (%ld): each TP rank takes ffn/t columns of the "
                         "MLP", lay->t, fam.ffn), -1;
-    if (lay->first < 0 || lay->last < 0) return snprintf(err, errlen, "first and last must be at least 1"), -1;
+    // (STAGE_NO_LAYERS, "first=0": the embedding alone; an unstated 0: an even share)
+    int nf = lay->first > 0 ? lay->first : 0, nl = lay->last > 0 ? lay->last : 0;
+    if (lay->first < STAGE_NO_LAYERS || lay->last < STAGE_NO_LAYERS)
+        return snprintf(err, errlen, "first and last must be at least 0"), -1;
     if ((lay->first || lay->last) && lay->p == 1)
-        return snprintf(err, errlen, "first=%d, last=%d: uneven stages need p > 1", lay->first, lay->last), -1;
+        return snprintf(err, errlen, "first=%d, last=%d: uneven stages need p > 1", nf, nl), -1;
     if (lay->first || lay->last) {
         StageLayout sl;
         base_shape(job, lay, &sl);
         StageSplit sp = split_of(lay);
-        long rest = job->L - lay->first - lay->last;
-        int others = lay->p - (lay->first > 0) - (lay->last > 0);
+        long rest = job->L - nf - nl;
+        int others = lay->p - (lay->first != 0) - (lay->last != 0);
         if (!stage_split_valid(&sl, &sp))
             return snprintf(err, errlen, "first=%d, last=%d, v=%d: the other %ld layers do not split evenly over the "
-                            "other %d stages, or a stage's layers into v chunks (at least one layer each)", lay->first,
-                            lay->last, lay->v, rest, others), -1;
+                            "other %d stages, or a stage's layers into v chunks (at least one layer each)", nf, nl, lay->v,
+                            rest, others), -1;
     } else if (job->L % ((long)lay->p * lay->v))
         return snprintf(err, errlen, "p·v = %d·%d does not divide the %ld layers (uneven stages: first=N,last=N)",
                         lay->p, lay->v, job->L), -1;
@@ -206,7 +209,8 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
     *lt = c->lt;
     m->workspace = (double)act_layer_kind_bytes(&c->sl.sh, RECOMPUTE_NONE, 1, c->tempo);
     m->reserve = job->reserve_bytes;
-    if (lay->rc == CR_PLAN) {
+    if (ls == 0) m->workspace = 0;   // the embedding or the head alone: no layer's gradients
+    if (lay->rc == CR_PLAN && ls > 0) {
         double usable = c->gpu->mem_bytes - job->reserve_bytes;
         stage_plan(&c->sl, &c->split, r, usable - m->weights - m->grads - m->optimizer - m->workspace, plan);
         plan->tempo |= c->tempo;   // the job's flash attention whatever the plan chose

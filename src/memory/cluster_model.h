@@ -5,6 +5,7 @@
 #define CTRON_CLUSTER_MODEL_H
 #include "memory/cluster_gpu.h"
 #include "memory/planner.h"
+#include "memory/stage_model.h"
 
 typedef struct {
     long s, h, a, L, v;     // model shape (v as allocated)
@@ -49,7 +50,8 @@ typedef struct {
     int t, p, v, d, mb, sp, zero;   // v: interleaved model chunks per stage (the paper's m)
     ClusterRecompute rc;
     // Uneven stages (Megatron's --decoder-first/last-pipeline-num-layers): layers of the first and of
-    // the last stage; 0 for either: the rest of the layers split evenly over the other stages.
+    // the last stage; 0 for either: an even share of what the stated ones leave; STAGE_NO_LAYERS: the
+    // embedding (first) or the head (last) as a stage of its own.
     int first, last;
 } ClusterLayout;
 

@@ -47,13 +47,16 @@ int stage_policy_build(MemoryPolicy *pol, const StageLayout *lay, const char *re
 }
 
 static int split_uneven(const StageLayout *lay, const StageSplit *sp) {
-    return sp && (sp->first > 0 || sp->last > 0) && lay->p > 1;
+    return sp && (sp->first != 0 || sp->last != 0) && lay->p > 1;
 }
+
+// Layers of a stated first or last stage (STAGE_NO_LAYERS: none).
+static long stated(int n) { return n > 0 ? n : 0; }
 
 // The layers the stages without a stated count share, and how many such stages there are.
 static void split_rest(const StageLayout *lay, const StageSplit *sp, long *rest, int *stages) {
-    *rest = lay->sh.L - sp->first - sp->last;
-    *stages = lay->p - (sp->first > 0) - (sp->last > 0);
+    *rest = lay->sh.L - stated(sp->first) - stated(sp->last);
+    *stages = lay->p - (sp->first != 0) - (sp->last != 0);
 }
 
 int stage_split_valid(const StageLayout *lay, const StageSplit *sp) {
@@ -61,7 +64,9 @@ int stage_split_valid(const StageLayout *lay, const StageSplit *sp) {
     long rest;
     int stages;
     split_rest(lay, sp, &rest, &stages);
-    if (sp->first < 0 || sp->last < 0 || rest < 0 || sp->first % lay->m || sp->last % lay->m) return 0;
+    if (sp->first < STAGE_NO_LAYERS || sp->last < STAGE_NO_LAYERS || rest < 0 || stated(sp->first) % lay->m ||
+        stated(sp->last) % lay->m)
+        return 0;
     if (stages == 0) return rest == 0;
     // interleaved: each stage's layers split into m chunks of equal size
     return rest >= (long)stages * lay->m && rest % stages == 0 && (rest / stages) % lay->m == 0;
@@ -69,8 +74,8 @@ int stage_split_valid(const StageLayout *lay, const StageSplit *sp) {
 
 int stage_layers_split(const StageLayout *lay, const StageSplit *sp, int r) {
     if (!split_uneven(lay, sp)) return stage_layer_count(lay);
-    if (r == 0 && sp->first > 0) return sp->first;
-    if (r == lay->p - 1 && sp->last > 0) return sp->last;
+    if (r == 0 && sp->first != 0) return (int)stated(sp->first);
+    if (r == lay->p - 1 && sp->last != 0) return (int)stated(sp->last);
     long rest;
     int stages;
     split_rest(lay, sp, &rest, &stages);

@@ -58,7 +58,10 @@ int stage_layer_at(const StageLayout *lay, int r, int i);   // global index of s
 // Uneven stages (Megatron's --decoder-first/last-pipeline-num-layers): the layers of the first and the
 // last stage, 0 for an even share; the other stages split the rest evenly; interleaved, each stage's
 // layers form m equal chunks. A NULL split, or both 0, is the even layout of the functions above.
+// STAGE_NO_LAYERS: the stage holds no transformer layer, only the embedding (first) or the head
+// (last): a stage of its own, as Megatron's --pipeline-model-parallel-layout "E|…" and "…|L" write it.
 typedef struct { int first, last; } StageSplit;
+enum { STAGE_NO_LAYERS = -1 };
 // Does the split work: every chunk at least one layer, the rest divisible by the other stages, every
 // stage's layers by m?
 int stage_split_valid(const StageLayout *lay, const StageSplit *split);
