@@ -63,6 +63,47 @@ static double tp_exposed(const ClusterJob *job, const GpuSpec *g, TpOverlap need
     return hidden ? exposed(g, comm, under) : comm;
 }
 
+// The TP/SP collectives of one layer on the node's links, over the full [n, h] activation (`act`
+// bytes), as exposed under the job's overlap mode next to the layer's GEMMs.
+static void tp_collectives(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double act,
+                           const double fwd[4], const double dgrad[4], const double wgrad[4], LayerTime *out) {
+    const TpOverlap B = TP_OVERLAP_BACKWARD, F = TP_OVERLAP_FULL;
+    int ti = lay->t;
+    if (ti <= 1) {
+        out->comm_f = out->comm_b = 0;
+    } else if (!lay->sp) {
+        double ar = cluster_allreduce_time(g, g->nvlink_bw, ti, act);
+        // f̄ after Proj and FC2 (full overlap: pipelined with them); f before QKV and FC1, under their wgrad
+        out->comm_f = tp_exposed(job, g, F, ar, fwd[1]) + tp_exposed(job, g, F, ar, fwd[3]);
+        out->comm_b = tp_exposed(job, g, B, ar, wgrad[0]) + tp_exposed(job, g, B, ar, wgrad[2]);
+    } else {
+        double ag = cluster_allgather_time(g, g->nvlink_bw, ti, act);
+        // g: all-gather before QKV and FC1; ḡ: reduce-scatter after Proj and FC2 (full: each with its GEMM)
+        out->comm_f = tp_exposed(job, g, F, ag, fwd[0]) + tp_exposed(job, g, F, ag, fwd[2]) +
+                      tp_exposed(job, g, F, ag, fwd[1]) + tp_exposed(job, g, F, ag, fwd[3]);
+        // ḡ's all-gather before the dgrad of Proj and FC2 (full: with them); g's reduce-scatter under the
+        // wgrad of QKV and FC1; SP's re-gather of their stored input under their dgrad
+        out->comm_b = tp_exposed(job, g, F, ag, dgrad[1]) + tp_exposed(job, g, F, ag, dgrad[3]) +
+                      tp_exposed(job, g, B, ag, wgrad[0]) + tp_exposed(job, g, B, ag, wgrad[2]) +
+                      tp_exposed(job, g, B, ag, dgrad[0]) + tp_exposed(job, g, B, ag, dgrad[2]);
+    }
+}
+
+// Kernels on the stream, each with its launch gap: forward the four GEMMs, two norms, two residual
+// (bias-dropout) adds, the activation, the context transpose, the attention core (QKᵀ, softmax,
+// dropout, ·V; flash one kernel), RoPE on q and k, the TP collectives; backward eight GEMMs, the norms'
+// input and weight gradients (4), the residual adds (2), the activation and the transpose, the bias
+// gradients (GPT-2's four), the attention core's (dV, dP, dropout, softmax, dQ, dK; flash two), RoPE;
+// FP8's four casts each way.
+static void layer_kernels(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, int flash, double rope,
+                          int linear_bias, LayerTime *out) {
+    double coll_f = lay->t <= 1 ? 0 : lay->sp ? 4 : 2, coll_b = lay->t <= 1 ? 0 : lay->sp ? 6 : 2;
+    double casts = job->fp8 && g->fp8_flops > 0 ? 4 : 0;
+    out->kernels_f = 4 + 6 + (flash ? 1 : 4) + 2 * rope + coll_f + casts;
+    out->kernels_b = 8 + 8 + (linear_bias ? 4 : 0) + (flash ? 2 : 6) + 2 * rope + coll_b + casts;
+    out->kernels_sel = flash ? 0 : 4;
+}
+
 typedef struct { double M, N, K; } Gemm;
 
 void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, unsigned tempo,
@@ -132,39 +173,8 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     }
     out->pass = hbm_time(g, 2 * e * n * ht);
     out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
-    // Tensor-parallel collectives on the node's links, over the full [n, h] activation.
-    double act = n * h * e, bw = g->nvlink_bw;
-    int ti = lay->t;
-    const TpOverlap B = TP_OVERLAP_BACKWARD, F = TP_OVERLAP_FULL;
-    if (ti <= 1) {
-        out->comm_f = out->comm_b = 0;
-    } else if (!lay->sp) {
-        double ar = cluster_allreduce_time(g, bw, ti, act);
-        // f̄ after Proj and FC2 (full overlap: pipelined with them); f before QKV and FC1, under their wgrad
-        out->comm_f = tp_exposed(job, g, F, ar, fwd[1]) + tp_exposed(job, g, F, ar, fwd[3]);
-        out->comm_b = tp_exposed(job, g, B, ar, wgrad[0]) + tp_exposed(job, g, B, ar, wgrad[2]);
-    } else {
-        double ag = cluster_allgather_time(g, bw, ti, act);
-        // g: all-gather before QKV and FC1; ḡ: reduce-scatter after Proj and FC2 (full: each with its GEMM)
-        out->comm_f = tp_exposed(job, g, F, ag, fwd[0]) + tp_exposed(job, g, F, ag, fwd[2]) +
-                      tp_exposed(job, g, F, ag, fwd[1]) + tp_exposed(job, g, F, ag, fwd[3]);
-        // ḡ's all-gather before the dgrad of Proj and FC2 (full: with them); g's reduce-scatter under the
-        // wgrad of QKV and FC1; SP's re-gather of their stored input under their dgrad
-        out->comm_b = tp_exposed(job, g, F, ag, dgrad[1]) + tp_exposed(job, g, F, ag, dgrad[3]) +
-                      tp_exposed(job, g, B, ag, wgrad[0]) + tp_exposed(job, g, B, ag, wgrad[2]) +
-                      tp_exposed(job, g, B, ag, dgrad[0]) + tp_exposed(job, g, B, ag, dgrad[2]);
-    }
-    // Kernels on the stream, each with its launch gap: forward the four GEMMs, two norms, two residual
-    // (bias-dropout) adds, the activation, the context transpose, the attention core (QKᵀ, softmax,
-    // dropout, ·V; flash one kernel), RoPE on q and k, the TP collectives; backward eight GEMMs, the norms'
-    // input and weight gradients (4), the residual adds (2), the activation and the transpose, the bias
-    // gradients (GPT-2's four), the attention core's (dV, dP, dropout, softmax, dQ, dK; flash two), RoPE.
-    double coll_f = ti <= 1 ? 0 : lay->sp ? 4 : 2, coll_b = ti <= 1 ? 0 : lay->sp ? 6 : 2;
-    double bias = spec->linear_bias ? 4 : 0;
-    out->kernels_f = 4 + 6 + (flash ? 1 : 4) + 2 * rope + coll_f;
-    out->kernels_b = 8 + 8 + bias + (flash ? 2 : 6) + 2 * rope + coll_b;
-    out->kernels_sel = flash ? 0 : 4;
-    if (job->fp8 && g->fp8_flops > 0) out->kernels_f += 4, out->kernels_b += 4;   // the casts
+    tp_collectives(job, g, lay, n * h * e, fwd, dgrad, wgrad, out);
+    layer_kernels(job, g, lay, flash, rope, spec->linear_bias, out);
 }
 
 double cluster_head_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double *comm) {
