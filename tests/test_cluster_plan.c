@@ -24,20 +24,25 @@ int main(void) {
     // Table 5. Today's predictions (s): a change to the model that moves them must update them here
     // and in docs/PLANNER.md.
     static const struct { const char *name; double full, sel; } want[] = {
-        {"22B", 1.377, 1.033}, {"175B", 17.645, 12.969}, {"530B", 48.103, 35.828}, {"1T", 94.483, 70.744}};
+        {"22B", 1.383, 1.038}, {"175B", 17.744, 13.058}, {"530B", 48.221, 35.935}, {"1T", 94.636, 70.883}};
+    // Issue 28: the calibration rows stay within the error they had before the model's new terms
+    // (launch gaps, …): mean |error| 3.2 %, the worst 6.1 % (22B SP + selective).
+    double sum_abs = 0, worst = 0;
     printf("%-5s %-22s %9s %9s %8s   %6s %6s\n", "model", "layout", "predicted", "paper", "error", "MFU", "HFU");
     for (int i = 0; i < 4; i++) {
         const ModelPreset *pr = preset_find(want[i].name);
         ClusterJob job = job_of(pr);
         double ts[2];
         for (int k = 0; k < 2; k++) {
-            ClusterLayout lay = {pr->t, pr->p, pr->m, 1, pr->micro_batch, k, 0, k ? CR_SELECTIVE : CR_FULL};
+            ClusterLayout lay = {pr->t, pr->p, pr->m, 1, pr->micro_batch, k, 0, k ? CR_SELECTIVE : CR_FULL, 0, 0};
             ClusterPrediction p;
             cluster_predict(&job, g, &lay, 1, &p);
             double paper = k ? pr->iter_sel_s : pr->iter_full_s, w = k ? want[i].sel : want[i].full;
             double err = p.step_s / paper - 1.0;
             printf("%-5s %-22s %9.3f %9.2f %+7.1f%%   %5.1f%% %5.1f%%\n", pr->name, k ? "SP + selective" : "full recompute",
                    p.step_s, paper, 100 * err, 100 * p.mfu, 100 * p.hfu);
+            sum_abs += fabs(err);
+            if (fabs(err) > worst) worst = fabs(err);
             CHECK(fabs(err) < 0.15, "%s %s: predicted %.3f s, paper %.2f s (%+.1f%%, target 15%%)", pr->name,
                   k ? "sp+selective" : "full", p.step_s, paper, 100 * err);
             CHECK(fabs(p.step_s / w - 1.0) < 0.005, "%s %s: predicted %.4f s, the model gave %.3f s", pr->name,
@@ -78,6 +83,9 @@ int main(void) {
         printf("%-5s %-22s %8.1f%% %8.1f%% %+7.1f pt\n", pr->name, "speed-up", gain, paper, gain - paper);
         CHECK(fabs(gain - paper) < 5.0, "%s: speed-up %.1f%%, paper %.1f%% (target 5 points)", pr->name, gain, paper);
     }
+    CHECK(sum_abs / 8 <= 0.0323 && worst <= 0.061, "Table 5: mean |error| %.2f%% (was 3.23%%), worst %.2f%% (was 6.1%%)",
+          100 * sum_abs / 8, 100 * worst);
+    printf("Table 5: mean |error| %.2f%%, worst %.2f%%\n", 100 * sum_abs / 8, 100 * worst);
     // Table 4: the 22B layer (b = 4, t = 8), ms. forward / backward; full and selective add their recompute.
     const ModelPreset *pr = preset_find("22B");
     ClusterJob job = job_of(pr);
@@ -89,7 +97,7 @@ int main(void) {
         {"selective + SP", 1, CR_SELECTIVE, 7.2, 13.1, 6.981, 12.818}};
     printf("\nTable 4, 22B, one layer (ms)      fwd: pred paper    bwd: pred paper    combined: pred paper  error\n");
     for (int i = 0; i < 5; i++) {
-        ClusterLayout lay = {8, 1, 1, 1, 4, t4[i].sp, 0, t4[i].rc};
+        ClusterLayout lay = {8, 1, 1, 1, 4, t4[i].sp, 0, t4[i].rc, 0, 0};
         LayerTime lt;
         cluster_layer_time(&job, g, &lay, 0, &lt);
         double f = 1e3 * (lt.gemm_f + lt.attn_f + lt.elem_f + lt.comm_f);
@@ -117,7 +125,7 @@ int main(void) {
     CHECK(fabs(ar - (1.75e9 / (300e9 * 0.78) + 14 * 5e-6)) < 1e-12, "ring all-reduce %.6f s", ar);
     CHECK(cluster_allreduce_time(&q, 300e9, 1, 1e9) == 0.0, "one rank: no all-reduce");
     // Layout checks.
-    ClusterLayout bad = {16, 4, 1, 1, 1, 0, 0, CR_SELECTIVE};
+    ClusterLayout bad = {16, 4, 1, 1, 1, 0, 0, CR_SELECTIVE, 0, 0};
     char err[160];
     ClusterJob j175 = job_of(preset_find("175B"));
     CHECK(cluster_layout_check(&j175, g, &bad, err, sizeof err) != 0 && strstr(err, "larger than the 8 GPUs"),

@@ -204,7 +204,7 @@ static ClusterJob llama_job(const char *name, int nodes) {
 // The time model's layer: GEMMs of GQA's q, k, v and SwiGLU's three matrices; TP volumes as GPT-2's.
 static void check_layer_time(const GpuSpec *g) {
     ClusterJob job = llama_job("llama3-70b", 8);
-    ClusterLayout lay = {4, 4, 1, 4, 1, 1, 0, CR_SELECTIVE};
+    ClusterLayout lay = {4, 4, 1, 4, 1, 1, 0, CR_SELECTIVE, 0, 0};
     LayerTime lt;
     cluster_layer_time(&job, g, &lay, 0, &lt);
     double n = 8192, h = 8192, t = 4, ht = h / t, kvt = 8 * 128 / t, ft = 28672 / t;
@@ -228,7 +228,7 @@ static void check_layer_time(const GpuSpec *g) {
     ClusterJob wide = llama_job("llama3-405b", 4);
     wide.gpus_per_node = 16;
     wide.nodes = 2;
-    ClusterLayout t16 = {16, 1, 1, 2, 1, 1, 0, CR_SELECTIVE};
+    ClusterLayout t16 = {16, 1, 1, 2, 1, 1, 0, CR_SELECTIVE, 0, 0};
     char err[160] = "";
     CHECK(cluster_layout_check(&wide, g, &t16, err, sizeof err) != 0 && strstr(err, "key/value heads (8)"),
           "t = 16 with 8 kv heads must be refused (%s)", err);
@@ -269,7 +269,9 @@ int main(void) {
     check_gemm_scratch();
     const GpuSpec *g = gpu_kind_find("h100-80g");
     check_layer_time(g);
-    check_search(g, "llama3-70b", 8, (ClusterLayout){4, 4, 5, 4, 1, 1, 1, CR_PLAN}, 205, 225);
-    check_search(g, "llama3-405b", 144, (ClusterLayout){8, 18, 1, 8, 1, 1, 1, CR_PLAN}, 90, 100);
+    // issue 28: Hopper's GEMM efficiency from the MAMF ratio (0.746, was 0.80) and the launch gaps moved
+    // the 70B step from 214 to 228 s and the 405B's from 94.5 to 98.2 s; the layouts stay
+    check_search(g, "llama3-70b", 8, (ClusterLayout){4, 4, 5, 4, 1, 1, 1, CR_PLAN, 0, 0}, 220, 235);
+    check_search(g, "llama3-405b", 144, (ClusterLayout){8, 18, 1, 8, 1, 1, 1, CR_PLAN, 0, 0}, 90, 100);
     return check_summary();
 }

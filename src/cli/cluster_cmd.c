@@ -23,7 +23,7 @@ void cli_cluster_usage(FILE *f) {
     fprintf(f,
         "usage: ctron plan --cluster --gpu KIND --gpus-per-node N --nodes N\n"
         "                  (--preset NAME | --layers N --hidden N --heads N --vocab N) --seq S --global-batch B\n"
-        "                  [--layout SPEC] [--top K] [--json] [--explain] [--svg FILE] [--check FILE]\n"
+        "                  [--layout SPEC | --fix SPEC] [--top K] [--json] [--explain] [--svg FILE] [--check FILE]\n"
         "\n"
         "Searches the layouts of a GPU cluster — tensor parallel t (within a node), pipeline p, interleave\n"
         "v, data parallel d = GPUs/(t·p), micro-batch, SP, ZeRO-1, recompute none/selective/full/plan —\n"
@@ -34,18 +34,33 @@ void cli_cluster_usage(FILE *f) {
         "model:    --preset %s\n"
         "          or --layers N --hidden N --heads N --vocab N; --seq S (preset's default), --global-batch B\n"
         "          --precision bf16|fp32  mixed precision (default: bf16 activations and GEMMs) or fp32\n"
+        "          --fp8                 the linears' GEMMs in FP8 (Transformer Engine; GPUs with FP8 tensor cores)\n"
+        "          --attention standard|flash  the attention core (default standard: the paper's, scores stored)\n"
         "          --arch gpt2|llama, and llama's --kv-heads N --ffn-hidden N --tie-embeddings --qkv-bias\n"
         "          (the llama3-* presets are llama; t must divide the key/value heads and the FFN width)\n"
         "cluster:  --gpu %s\n"
         "          or all of --peak-tflops X --mem BYTES --hbm-gbs X --nvlink-gbs X --internode-gbs X\n"
         "          (each also overrides the --gpu kind's figure; bandwidths in GB/s, one direction per GPU)\n"
+        "          --fp8-tflops X        dense FP8 peak (h100-80g, h200: 1979; a100: none)\n"
         "          --sms N (wave quantisation; 1: none) --gemm-eff F --hbm-eff F --link-eff F --overlap-cost F\n"
         "          --gpus-per-node N --nodes N\n"
         "          --reserve BYTES       per GPU for the framework and fragmentation (default 10%% of memory)\n"
-        "          --dp-overlap          the DP gradient reduction overlaps the last backward (default: after it)\n"
+        "          --dp-overlap          the DP gradient reduction overlaps the last backward bucket by bucket, and\n"
+        "                                ZeRO-1's weight all-gather the next forward (default: after the backward)\n"
+        "          --dp-bucket N         parameters per DP bucket (default Megatron's max(40M, 1M·d))\n"
+        "          --grad-reduce fp32|bf16  gradient buffer and DP reduction precision (default fp32)\n"
+        "          --tp-overlap backward|none|full  which TP collectives hide under GEMMs (default backward,\n"
+        "                                Megatron's; full: the forward's too, as Transformer Engine's userbuffers)\n"
+        "          --launch-gap US       microseconds between two kernels (default 2)\n"
         "limits:   --max-t N --max-p N --max-v N (default 8) --max-mb N (default 16)\n"
+        "          --fix t=8,p=16,...    search only layouts with these values (keys as --layout's: t, p, v, d,\n"
+        "                                mb, sp, recompute, zero, first, last); the rest is searched\n"
+        "          p need not divide the layers: the search then gives the first and last stages fewer\n"
+        "          layers, the others ⌈L/p⌉ (as Llama 3 405B's 126 layers on p=16: 7, 8, …, 8, 7)\n"
         "          --sp on|off|any --zero 0|1|any --recompute LIST (of none,selective,full,plan; default all)\n"
         "output:   --layout t=8,p=8,v=3,d=1,mb=1,sp=on,recompute=selective,zero=1   evaluate this layout only\n"
+        "          (first=N,last=N: uneven stages, Megatron's --decoder-first/last-pipeline-num-layers; first=0,\n"
+        "          last=0: the embedding or the head as a stage of its own)\n"
         "          --top K (default 10)  --json  --explain (the first layout: time and memory by part and\n"
         "          stage, the constants)  --svg FILE (the top layouts' time parts)\n"
         "          --check FILE          lines 'LAYOUT SECONDS' (measured step times): predicted vs measured\n",
@@ -56,15 +71,17 @@ typedef struct {
     ClusterJob job;
     GpuSpec gpu;
     ClusterLimits lim;
-    const char *layout, *svg, *check;
+    const char *layout, *svg, *check, *fix;
     int top, json, explain, have_gpu, have_model, reserve_set;
     double reserve;
     unsigned custom;   // which of the five custom figures were given
     FamilyArgs fam;    // --arch, --kv-heads, --ffn-hidden, --tie-embeddings, --qkv-bias
 } ClusterArgs;
 
-int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout *lay, char *err, size_t errlen) {
-    *lay = (ClusterLayout){1, 1, 1, 0, 1, 0, 0, CR_SELECTIVE};
+int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout *lay, unsigned *given, char *err,
+                         size_t errlen) {
+    *lay = (ClusterLayout){1, 1, 1, 0, 1, 0, 0, CR_SELECTIVE, 0, 0};
+    unsigned mask = 0;
     char buf[256];
     if (strlen(text) >= sizeof buf) return snprintf(err, errlen, "layout '%.40s…' is too long", text), -1;
     strcpy(buf, text);
@@ -78,11 +95,13 @@ int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout 
             if (strcmp(val, "on") == 0 || strcmp(val, "1") == 0) lay->sp = 1;
             else if (strcmp(val, "off") == 0 || strcmp(val, "0") == 0) lay->sp = 0;
             else return snprintf(err, errlen, "layout sp=%s: expected on or off", val), -1;
+            mask |= FIX_SP;
             continue;
         }
         if (strcmp(key, "recompute") == 0) {
             if (cluster_recompute_parse(val, &lay->rc) != 0)
                 return snprintf(err, errlen, "layout recompute=%s: expected none, selective, full or plan", val), -1;
+            mask |= FIX_RC;
             continue;
         }
         char *end;
@@ -90,14 +109,18 @@ int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout 
         long x = strtol(val, &end, 10);
         if (errno || end == val || *end || x < 0 || x > 1 << 20)
             return snprintf(err, errlen, "layout %s=%s: expected a non-negative integer", key, val), -1;
-        if (strcmp(key, "t") == 0) lay->t = (int)x;
-        else if (strcmp(key, "p") == 0) lay->p = (int)x;
-        else if (strcmp(key, "v") == 0) lay->v = (int)x;
-        else if (strcmp(key, "d") == 0) lay->d = (int)x;
-        else if (strcmp(key, "mb") == 0) lay->mb = (int)x;
-        else if (strcmp(key, "zero") == 0 && x <= 1) lay->zero = (int)x;
-        else return snprintf(err, errlen, "layout key '%s' unknown or out of range (expected t, p, v, d, mb, sp, recompute, zero)", key), -1;
+        if (strcmp(key, "t") == 0) lay->t = (int)x, mask |= FIX_T;
+        else if (strcmp(key, "p") == 0) lay->p = (int)x, mask |= FIX_P;
+        else if (strcmp(key, "v") == 0) lay->v = (int)x, mask |= FIX_V;
+        else if (strcmp(key, "d") == 0) lay->d = (int)x, mask |= FIX_D;
+        else if (strcmp(key, "mb") == 0) lay->mb = (int)x, mask |= FIX_MB;
+        else if (strcmp(key, "zero") == 0 && x <= 1) lay->zero = (int)x, mask |= FIX_ZERO;
+        else if (strcmp(key, "first") == 0) lay->first = x ? (int)x : STAGE_NO_LAYERS, mask |= FIX_FIRST;
+        else if (strcmp(key, "last") == 0) lay->last = x ? (int)x : STAGE_NO_LAYERS, mask |= FIX_LAST;
+        else return snprintf(err, errlen, "layout key '%s' unknown or out of range (expected t, p, v, d, mb, sp, recompute, "
+                             "zero, first, last)", key), -1;
     }
+    if (given) *given = mask;
     if (lay->d == 0 && lay->t > 0 && lay->p > 0) lay->d = (int)((long)job->gpus_per_node * job->nodes / ((long)lay->t * lay->p));
     if (lay->d == 0) lay->d = 1;
     return 0;
@@ -144,7 +167,8 @@ static int tri(const char *flag, const char *text, const char *on, const char *o
 enum {
     O_CLUSTER = 1000, O_GPU, O_PEAK, O_MEM, O_HBM, O_NVLINK, O_INTER, O_SMS, O_GEFF, O_HEFF, O_LEFF, O_OVL, O_GPN,
     O_NODES, O_PRESET, O_LAYERS, O_HIDDEN, O_HEADS, O_VOCAB, O_SEQ, O_GB, O_PREC, O_RESERVE, O_DPOVL, O_MAXT,
-    O_MAXP, O_MAXV, O_MAXMB, O_SP, O_ZERO, O_RC, O_LAYOUT, O_TOP, O_JSON, O_EXPLAIN, O_SVG, O_CHECK
+    O_MAXP, O_MAXV, O_MAXMB, O_SP, O_ZERO, O_RC, O_LAYOUT, O_TOP, O_JSON, O_EXPLAIN, O_SVG, O_CHECK, O_GRAD, O_TPOVL,
+    O_BUCKET, O_GAP, O_FIX, O_FP8, O_FP8PEAK, O_ATTN
 };
 
 static int parse(int argc, char **argv, ClusterArgs *a) {
@@ -167,6 +191,10 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         {"recompute", required_argument, 0, O_RC}, {"layout", required_argument, 0, O_LAYOUT},
         {"top", required_argument, 0, O_TOP}, {"json", no_argument, 0, O_JSON}, {"explain", no_argument, 0, O_EXPLAIN},
         {"svg", required_argument, 0, O_SVG}, {"check", required_argument, 0, O_CHECK},
+        {"grad-reduce", required_argument, 0, O_GRAD}, {"tp-overlap", required_argument, 0, O_TPOVL},
+        {"dp-bucket", required_argument, 0, O_BUCKET}, {"launch-gap", required_argument, 0, O_GAP},
+        {"fix", required_argument, 0, O_FIX}, {"fp8", no_argument, 0, O_FP8},
+        {"fp8-tflops", required_argument, 0, O_FP8PEAK}, {"attention", required_argument, 0, O_ATTN},
         FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int ch, rc = 0, x;
     family_args_init(&a->fam);
@@ -187,6 +215,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     a->gpu.link_eff = ref->link_eff;
     a->gpu.link_latency = ref->link_latency;
     a->gpu.overlap_cost = ref->overlap_cost;
+    a->gpu.launch_gap = ref->launch_gap;
     snprintf(a->gpu.name, sizeof a->gpu.name, "custom");
     // The GPU kind first, so that the figures given override it whatever the order.
     for (int i = 1; i + 1 < argc; i++)
@@ -239,6 +268,31 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
             a->reserve_set = 1;
             break;
         case O_DPOVL: a->job.dp_overlap = 1; break;
+        case O_GRAD:
+            if (strcmp(optarg, "fp32") == 0) a->job.grad_bytes = 4;
+            else if (strcmp(optarg, "bf16") == 0) a->job.grad_bytes = 2;
+            else return args_error(CMD, "--grad-reduce: '%s' (expected fp32 or bf16)", optarg);
+            break;
+        case O_TPOVL: {
+            TpOverlap o;
+            if (cluster_tp_overlap_parse(optarg, &o) != 0)
+                return args_error(CMD, "--tp-overlap: '%s' (expected backward, none or full)", optarg);
+            a->job.tp_overlap = (int)o;
+            break;
+        }
+        case O_BUCKET: rc = args_double(CMD, "--dp-bucket", optarg, 1e3, 1e12, 0, &a->job.dp_bucket); break;
+        case O_GAP:
+            rc = args_double(CMD, "--launch-gap", optarg, 0.0, 1e4, 0, &a->gpu.launch_gap);
+            a->gpu.launch_gap *= 1e-6;
+            break;
+        case O_FIX: a->fix = optarg; break;
+        case O_FP8: a->job.fp8 = 1; break;
+        case O_FP8PEAK: rc = positive("--fp8-tflops", optarg, "a GPU's peak", 1e12, &a->gpu.fp8_flops); break;
+        case O_ATTN:
+            if (strcmp(optarg, "flash") == 0) a->job.flash = 1;
+            else if (strcmp(optarg, "standard") == 0) a->job.flash = 0;
+            else return args_error(CMD, "--attention: '%s' (expected standard or flash)", optarg);
+            break;
         case O_MAXT: rc = args_int(CMD, "--max-t", optarg, 1, 1 << 20, &a->lim.max_t); break;
         case O_MAXP: rc = args_int(CMD, "--max-p", optarg, 1, 1 << 20, &a->lim.max_p); break;
         case O_MAXV: rc = args_int(CMD, "--max-v", optarg, 1, 1024, &a->lim.max_v); break;
@@ -280,8 +334,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         if (!L || !h || !heads || !v)
             return args_error(CMD, "the model: --preset NAME (%s), or all of --layers, --hidden, --heads and --vocab", preset_names());
         if (!s || !B) return args_error(CMD, "--seq and --global-batch are required with a model shape");
-        a->job = (ClusterJob){.s = s, .h = h, .a = heads, .L = L, .v = v, .B = B, .gpus_per_node = a->job.gpus_per_node,
-                              .nodes = a->job.nodes, .e = a->job.e, .dp_overlap = a->job.dp_overlap};
+        a->job.s = s, a->job.h = h, a->job.a = heads, a->job.L = L, a->job.v = v, a->job.B = B;
     }
     if (a->job.h % a->job.a) return args_error(CMD, "--hidden %ld is not divisible by --heads %ld", a->job.h, a->job.a);
     Family fam;
@@ -301,6 +354,17 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (a->lim.max_t > a->job.gpus_per_node && a->lim.max_t != 1 << 20)
         return args_error(CMD, "--max-t %d is larger than the %d GPUs per node: tensor parallelism stays within a node's "
                           "NVLink (needs --gpus-per-node %d or more)", a->lim.max_t, a->job.gpus_per_node, a->lim.max_t);
+    if (a->job.fp8 && a->gpu.fp8_flops <= 0)
+        return args_error(CMD, "--fp8: the %s has no FP8 tensor cores (an H100 or H200 has; or give --fp8-tflops)",
+                          a->gpu.name);
+    if (a->job.fp8 && a->job.e != 2)
+        return args_error(CMD, "--fp8 runs the linears in FP8 under bf16 mixed precision, not with --precision fp32");
+    if (a->fix) {
+        char err[256];
+        if (cluster_layout_parse(a->fix, &a->job, &a->lim.fix, &a->lim.fix_mask, err, sizeof err) != 0)
+            return args_error(CMD, "--fix: %s", err);
+        if (a->layout) return args_error(CMD, "--fix searches the layouts with those values; --layout evaluates one: not both");
+    }
     return 0;
 }
 
@@ -323,9 +387,10 @@ static int explain_nothing_fits(const ClusterArgs *a, const ClusterResults *r) {
                           "the %.1f GiB reserve", need, a->gpu.mem_bytes / GIB, gpus, states, params, per, usable / GIB,
                           a->job.reserve_bytes / GIB);
     if (r->n == 0)
-        return args_error(CMD, "no layout divides the job: %ld GPUs, %ld layers, %ld heads, global batch %ld (t must divide "
-                          "the heads and the GPUs per node, p the layers, t·p the GPUs, d·mb the global batch)", gpus,
-                          a->job.L, a->job.a, a->job.B);
+        return args_error(CMD, "no layout divides the job: %ld GPUs, %ld layers, %ld heads, global batch %ld%s%s (t must "
+                          "divide the heads and the GPUs per node, t·p the GPUs, d·mb the global batch; p·v the layers, "
+                          "or first and last stages leave the others an even split)", gpus, a->job.L, a->job.a, a->job.B,
+                          a->fix ? ", --fix " : "", a->fix ? a->fix : "");
     const ClusterPrediction *least = &r->c[0];
     for (int i = 1; i < r->n; i++)
         if (r->c[i].mem_max < least->mem_max) least = &r->c[i];
@@ -391,7 +456,7 @@ static int run_check(const ClusterArgs *a) {
         }
         ClusterLayout lay;
         char err[256];
-        if (cluster_layout_parse(spec, &a->job, &lay, err, sizeof err) != 0 ||
+        if (cluster_layout_parse(spec, &a->job, &lay, NULL, err, sizeof err) != 0 ||
             cluster_layout_check(&a->job, &a->gpu, &lay, err, sizeof err) != 0) {
             free(text);
             return args_error(CMD, "--check %s:%ld: %s", a->check, lineno, err);
@@ -421,7 +486,7 @@ int cli_cluster_main(int argc, char **argv) {
     if (a.layout) {
         ClusterLayout lay;
         char err[256];
-        if (cluster_layout_parse(a.layout, &a.job, &lay, err, sizeof err) != 0) return args_error(CMD, "--layout: %s", err);
+        if (cluster_layout_parse(a.layout, &a.job, &lay, NULL, err, sizeof err) != 0) return args_error(CMD, "--layout: %s", err);
         if (cluster_layout_check(&a.job, &a.gpu, &lay, err, sizeof err) != 0) return args_error(CMD, "--layout: %s", err);
         r.c = calloc(1, sizeof *r.c);
         if (!r.c) return args_error(CMD, "out of memory");
@@ -435,11 +500,13 @@ int cli_cluster_main(int argc, char **argv) {
             cluster_results_free(&r);
             return rc;
         }
-        // --explain needs the memory of every stage of the first layout: predict it again keeping them.
-        ClusterLayout best = r.c[0].lay;
-        cluster_predict(&a.job, &a.gpu, &best, 1, &r.c[0]);
     }
     int shown = a.layout ? 1 : (a.top < r.n_fit ? a.top : r.n_fit);
+    // --explain and --json give the memory of every stage: predict the layouts shown again keeping them.
+    for (int i = 0; !a.layout && i < (a.json ? shown : 1); i++) {
+        ClusterLayout lay = r.c[i].lay;
+        cluster_predict(&a.job, &a.gpu, &lay, 1, &r.c[i]);
+    }
     if (a.json) cluster_print_json(stdout, r.c, shown);
     else {
         if (!a.layout)

@@ -11,8 +11,10 @@
 #define GIB 1073741824.0
 
 void cluster_layout_str(const ClusterLayout *l, char *buf, size_t len) {
-    snprintf(buf, len, "t=%d,p=%d,v=%d,d=%d,mb=%d,sp=%s,recompute=%s,zero=%d", l->t, l->p, l->v, l->d, l->mb,
-             l->sp ? "on" : "off", cluster_recompute_name(l->rc), l->zero);
+    int n = snprintf(buf, len, "t=%d,p=%d,v=%d,d=%d,mb=%d,sp=%s,recompute=%s,zero=%d", l->t, l->p, l->v, l->d, l->mb,
+                     l->sp ? "on" : "off", cluster_recompute_name(l->rc), l->zero);
+    if (n > 0 && (size_t)n < len && l->first) n += snprintf(buf + n, len - (size_t)n, ",first=%d", l->first > 0 ? l->first : 0);
+    if (n > 0 && (size_t)n < len && l->last) snprintf(buf + n, len - (size_t)n, ",last=%d", l->last > 0 ? l->last : 0);
 }
 
 static double comm_share(const ClusterPrediction *c) {
@@ -38,6 +40,29 @@ void cluster_print_table(FILE *f, const ClusterJob *job, const GpuSpec *gpu, con
     }
 }
 
+// Every stage's memory by part, bytes (the pipeline's in-flight micro-batches are in activations; in_flight
+// says how many micro-batches' worth of the stage's layers that is).
+static void add_stages(cJSON *o, const ClusterPrediction *c) {
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (int r = 0; r < c->n_stages; r++) {
+        const StageMemory *m = &c->mem[r];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "stage", r);
+        cJSON_AddNumberToObject(x, "layers", m->layers);
+        cJSON_AddNumberToObject(x, "in_flight", m->in_flight);
+        cJSON_AddNumberToObject(x, "weights", m->weights);
+        cJSON_AddNumberToObject(x, "grads", m->grads);
+        cJSON_AddNumberToObject(x, "optimizer", m->optimizer);
+        cJSON_AddNumberToObject(x, "activations", m->activations);
+        cJSON_AddNumberToObject(x, "workspace", m->workspace);
+        cJSON_AddNumberToObject(x, "reserve", m->reserve);
+        cJSON_AddNumberToObject(x, "total", m->total);
+        cJSON_AddNumberToObject(x, "full", m->n_full);
+        cJSON_AddNumberToObject(x, "selective", m->n_sel);
+        cJSON_AddItemToArray(st, x);
+    }
+}
+
 void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "layouts");
     for (int i = 0; i < n; i++) {
@@ -51,6 +76,11 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
         cJSON_AddBoolToObject(o, "sp", l->sp);
         cJSON_AddStringToObject(o, "recompute", cluster_recompute_name(l->rc));
         cJSON_AddNumberToObject(o, "zero", l->zero);
+        // the layers of a stated first / last stage (0: the embedding or the head alone), null: an even share
+        if (l->first) cJSON_AddNumberToObject(o, "first", l->first > 0 ? l->first : 0);
+        else cJSON_AddNullToObject(o, "first");
+        if (l->last) cJSON_AddNumberToObject(o, "last", l->last > 0 ? l->last : 0);
+        else cJSON_AddNullToObject(o, "last");
         cJSON_AddNumberToObject(o, "step_s", c[i].step_s);
         cJSON_AddNumberToObject(o, "mfu", c[i].mfu);
         cJSON_AddNumberToObject(o, "hfu", c[i].hfu);
@@ -58,6 +88,7 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
         cJSON_AddBoolToObject(o, "fits", c[i].fits);
         cJSON *parts = cJSON_AddObjectToObject(o, "parts");
         for (int k = 0; k < PART_COUNT; k++) cJSON_AddNumberToObject(parts, cluster_part_name((TimePart)k), c[i].part[k]);
+        if (c[i].mem) add_stages(o, &c[i]);
         cJSON_AddItemToArray(arr, o);
     }
     char *s = cJSON_Print(root);
@@ -67,9 +98,9 @@ void cluster_print_json(FILE *f, const ClusterPrediction *c, int n) {
 }
 
 static void stage_row(FILE *f, int r, const StageMemory *m) {
-    fprintf(f, "  %5d %9.2f %9.2f %9.2f %11.2f %9.2f %8.2f %9.2f   %d full, %d selective\n", r, m->weights / GIB,
-            m->grads / GIB, m->optimizer / GIB, m->activations / GIB, m->workspace / GIB, m->reserve / GIB, m->total / GIB,
-            m->n_full, m->n_sel);
+    fprintf(f, "  %5d %9.2f %9.2f %9.2f %11.2f %9.2f %8.2f %9.2f   %d layers × %.3g in flight: %d full, %d selective\n", r,
+            m->weights / GIB, m->grads / GIB, m->optimizer / GIB, m->activations / GIB, m->workspace / GIB, m->reserve / GIB,
+            m->total / GIB, m->layers, m->in_flight, m->n_full, m->n_sel);
 }
 
 void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, const ClusterPrediction *c) {
@@ -82,10 +113,13 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
     for (int k = 0; k < PART_COUNT; k++)
         fprintf(f, "  %-12s %10.4g s %6.1f%%  %s\n", cluster_part_name((TimePart)k), c->part[k],
                 100 * c->part[k] / c->step_s, cluster_part_label((TimePart)k));
-    if (c->lay.rc == CR_PLAN) {
+    if (c->lay.rc == CR_PLAN && cluster_stage_layers(job, &c->lay, 0) == 0) {
+        fprintf(f, "stage 0 holds the embedding alone: no layers to plan\n");
+    } else if (c->lay.rc == CR_PLAN) {
         char flags[512];
-        plan_flags(&c->plan0, (int)(job->L / c->lay.p), flags, sizeof flags);
-        fprintf(f, "stage 0's plan (ctron train flags over its %ld layers): %s\n", job->L / c->lay.p, flags);
+        int l0 = cluster_stage_layers(job, &c->lay, 0);
+        plan_flags(&c->plan0, l0, flags, sizeof flags);
+        fprintf(f, "stage 0's plan (ctron train flags over its %d layers): %s\n", l0, flags);
     }
     if (c->mem) {
         fprintf(f, "memory per GPU by part and stage, GiB (worst: stage %d, %.2f of %.2f GiB):\n", c->worst_stage,
@@ -108,8 +142,19 @@ void cluster_print_explain(FILE *f, const ClusterJob *job, const GpuSpec *g, con
             g->sms, g->tile_m, g->tile_n, g->gemm_eff, g->hbm_eff);
     fprintf(f, "  links %.2f of spec (ring bus bandwidth), %.3g us per ring step; an overlapped collective costs %.2f\n",
             g->link_eff, g->link_latency * 1e6, g->overlap_cost);
-    fprintf(f, "  of its time; reserve %.3g GiB per GPU; %d-byte activations; DP reduction %s the backward\n",
-            job->reserve_bytes / GIB, job->e, job->dp_overlap ? "overlapped with" : "after");
+    fprintf(f, "  of its time; %.3g us between kernels; reserve %.3g GiB per GPU; %d-byte activations\n",
+            g->launch_gap * 1e6, job->reserve_bytes / GIB, job->e);
+    fprintf(f, "  %s attention; the linears' GEMMs in %s", job->flash ? "flash" : "standard",
+            job->fp8 ? "FP8" : job->e == 2 ? "bf16" : "fp32");
+    if (job->fp8) fprintf(f, " (peak %.4g TFLOP/s)", g->fp8_flops / 1e12);
+    fprintf(f, "\n");
+    fprintf(f, "  TP overlap %s; ", cluster_tp_overlap_name((TpOverlap)job->tp_overlap));
+    if (c->lay.d <= 1) fprintf(f, "no DP (d = 1)\n");
+    else
+        fprintf(f, "DP: %s gradients %s the backward over %.4g GB/s per GPU%s\n", job->grad_bytes == 2 ? "bf16" : "fp32",
+                job->dp_overlap ? "reduced in buckets overlapping" : "reduced after",
+                cluster_dp_bandwidth(job, g, &c->lay) / 1e9,
+                c->lay.zero ? " (ZeRO-1: reduce-scatter, then the weights' all-gather)" : "");
 }
 
 static const char *part_colours[PART_COUNT] = {"#1f77b4", "#aec7e8", "#9edae5", "#17becf", "#d62728",

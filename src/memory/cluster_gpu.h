@@ -8,6 +8,7 @@
 typedef struct {
     char name[32];
     double peak_flops;     // dense tensor-core FLOP/s of the GEMM precision (bf16 on GPUs)
+    double fp8_flops;      // dense FP8 tensor-core FLOP/s (0: the GPU has no FP8 tensor cores)
     double mem_bytes;      // device memory
     double hbm_bw;         // device memory bandwidth, bytes/s
     double nvlink_bw;      // per GPU, one direction, bytes/s (the ring's link inside a node)
@@ -20,6 +21,7 @@ typedef struct {
     double link_eff;       // a ring collective's bus bandwidth, of the link bandwidth
     double link_latency;   // seconds per ring step (one hop)
     double overlap_cost;   // what a collective hidden under a GEMM still costs, of its own time
+    double launch_gap;     // seconds between two dependent kernels (launch, ramp-up and tail)
 } GpuSpec;
 
 int gpu_kind_count(void);

@@ -19,8 +19,17 @@ int cluster_recompute_parse(const char *text, ClusterRecompute *out) {
     return -1;
 }
 
+static const char *tp_overlap_names[TP_OVERLAP_COUNT] = {"backward", "none", "full"};
+const char *cluster_tp_overlap_name(TpOverlap o) { return o >= 0 && o < TP_OVERLAP_COUNT ? tp_overlap_names[o] : "?"; }
+
+int cluster_tp_overlap_parse(const char *text, TpOverlap *out) {
+    for (int i = 0; i < TP_OVERLAP_COUNT; i++)
+        if (strcasecmp(text, tp_overlap_names[i]) == 0) { *out = (TpOverlap)i; return 0; }
+    return -1;
+}
+
 static const char *part_names[PART_COUNT] = {"gemm", "attention", "elementwise", "head", "recompute",
-                                             "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer"};
+                                             "tp_comm", "pp_comm", "dp_comm", "bubble", "optimizer", "overhead"};
 static const char *part_labels[PART_COUNT] = {
     "linear GEMMs (QKV, Proj, FC1, FC2), forward + backward",
     "attention core: QK^T and PV batched GEMMs, softmax, dropout",
@@ -31,7 +40,8 @@ static const char *part_labels[PART_COUNT] = {
     "pipeline point-to-point and the tied-embedding gradient all-reduce",
     "data-parallel gradient reduction (ZeRO-1: reduce-scatter + all-gather), exposed",
     "pipeline bubble: (p-1)/v stage-times of fill and drain",
-    "optimizer step: Adam, gradient norm, weight copy"};
+    "optimizer step: Adam, gradient norm, weight copy",
+    "launch gaps: a gap per kernel of the slowest stage's micro-batches"};
 const char *cluster_part_name(TimePart p) { return p >= 0 && p < PART_COUNT ? part_names[p] : "?"; }
 const char *cluster_part_label(TimePart p) { return p >= 0 && p < PART_COUNT ? part_labels[p] : "?"; }
 
@@ -48,7 +58,29 @@ double cluster_param_count(const ClusterJob *job) {
     return (double)param_model_count(&sh);
 }
 
-double cluster_state_bytes_per_param(const ClusterJob *job) { return job->e == 2 ? 18.0 : 16.0; }
+static double grad_bytes(const ClusterJob *job) { return job->grad_bytes == 2 ? 2.0 : 4.0; }
+
+double cluster_state_bytes_per_param(const ClusterJob *job) {
+    return job->e == 2 ? 2.0 + grad_bytes(job) + 12.0 : 16.0;
+}
+
+// The stage layout of one micro-batch (the analytic model's view of the pipeline).
+static void base_shape(const ClusterJob *job, const ClusterLayout *lay, StageLayout *sl) {
+    memset(sl, 0, sizeof *sl);
+    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &sl->sh);
+    sl->p = lay->p;
+    sl->m = lay->v;
+    sl->microbatches = job->B / ((long)lay->d * lay->mb);
+}
+
+static StageSplit split_of(const ClusterLayout *lay) { return (StageSplit){lay->first, lay->last}; }
+
+int cluster_stage_layers(const ClusterJob *job, const ClusterLayout *lay, int r) {
+    StageLayout sl;
+    base_shape(job, lay, &sl);
+    StageSplit sp = split_of(lay);
+    return stage_layers_split(&sl, &sp, r);
+}
 
 int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, char *err, size_t errlen) {
     long gpus = (long)job->gpus_per_node * job->nodes;
@@ -72,8 +104,25 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
     if (fam.ffn % lay->t)
         return snprintf(err, errlen, "t=%d does not divide the FFN width (%ld): each TP rank takes ffn/t columns of the "
                         "MLP", lay->t, fam.ffn), -1;
-    if (job->L % ((long)lay->p * lay->v))
-        return snprintf(err, errlen, "p·v = %d·%d does not divide the %ld layers", lay->p, lay->v, job->L), -1;
+    // (STAGE_NO_LAYERS, "first=0": the embedding alone; an unstated 0: an even share)
+    int nf = lay->first > 0 ? lay->first : 0, nl = lay->last > 0 ? lay->last : 0;
+    if (lay->first < STAGE_NO_LAYERS || lay->last < STAGE_NO_LAYERS)
+        return snprintf(err, errlen, "first and last must be at least 0"), -1;
+    if ((lay->first || lay->last) && lay->p == 1)
+        return snprintf(err, errlen, "first=%d, last=%d: uneven stages need p > 1", nf, nl), -1;
+    if (lay->first || lay->last) {
+        StageLayout sl;
+        base_shape(job, lay, &sl);
+        StageSplit sp = split_of(lay);
+        long rest = job->L - nf - nl;
+        int others = lay->p - (lay->first != 0) - (lay->last != 0);
+        if (!stage_split_valid(&sl, &sp))
+            return snprintf(err, errlen, "first=%d, last=%d, v=%d: the other %ld layers do not split evenly over the "
+                            "other %d stages, or a stage's layers into v chunks (at least one layer each)", nf, nl, lay->v,
+                            rest, others), -1;
+    } else if (job->L % ((long)lay->p * lay->v))
+        return snprintf(err, errlen, "p·v = %d·%d does not divide the %ld layers (uneven stages: first=N,last=N)",
+                        lay->p, lay->v, job->L), -1;
     if (job->B % ((long)lay->d * lay->mb))
         return snprintf(err, errlen, "d·mb = %d·%d does not divide the global batch %ld", lay->d, lay->mb, job->B), -1;
     long n = job->B / ((long)lay->d * lay->mb);
@@ -87,20 +136,12 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
     return 0;
 }
 
-static void base_shape(const ClusterJob *job, const ClusterLayout *lay, StageLayout *sl) {
-    memset(sl, 0, sizeof *sl);
-    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &sl->sh);
-    sl->p = lay->p;
-    sl->m = lay->v;
-    sl->microbatches = job->B / ((long)lay->d * lay->mb);
-}
-
 // Model states of one GPU holding `params`: the GEMMs' weight copy, fp32 gradients, Adam (and the
 // fp32 master weights under mixed precision), the last sharded over d with ZeRO-1.
 static void states(const ClusterJob *job, const ClusterLayout *lay, double params, StageMemory *m) {
     double dz = lay->zero && lay->d > 1 ? lay->d : 1;
     m->weights = (double)job->e * params;
-    m->grads = 4.0 * params;
+    m->grads = grad_bytes(job) * params;
     m->optimizer = (job->e == 2 ? 12.0 : 8.0) * params / dz;
 }
 
@@ -108,28 +149,28 @@ static void states(const ClusterJob *job, const ClusterLayout *lay, double param
 // after model states, workspace and reserve, per in-flight micro-batch as the budget. The planner
 // counts the single-stage extras (logits …) once; they are added back so that its layers get
 // exactly (left − this stage's extras) / in-flight.
-static void stage_plan(const StageLayout *sl, int r, double left, MemPlan *plan) {
+static void stage_plan(const StageLayout *sl, const StageSplit *sp, int r, double left, MemPlan *plan) {
     ActShape sh = sl->sh;
-    sh.L = stage_layer_count(sl);
+    sh.L = stage_layers_split(sl, sp, r);
     StageActivations none;
     MemoryPolicy pol;
     policy_default(&pol, (int)sl->sh.L);
     pol.act_dtype = sh.elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
-    stage_activations_at(sl, &pol, r, &none);
+    stage_activations_split(sl, sp, &pol, r, &none);
     policy_free(&pol);
     double budget = (left - none.extras) / stage_layer_factor_at(sl, r) + (double)act_model_extra_bytes(&sh);
     if (budget < 1) budget = 1;
     plan_memory(&sh, 1, budget, 0, plan);
 }
 
-static void policy_for_stage(const StageLayout *sl, int r, const MemPlan *plan, MemoryPolicy *pol) {
+static void policy_for_stage(const StageLayout *sl, const StageSplit *sp, int r, const MemPlan *plan, MemoryPolicy *pol) {
     policy_default(pol, (int)sl->sh.L);
     pol->act_dtype = sl->sh.elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
     pol->masks = plan->masks;
     pol->tempo = plan->tempo;
     pol->mini_seq = plan->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
-    for (int i = 0; i < stage_layer_count(sl); i++) {
-        int l = stage_layer_at(sl, r, i);
+    for (int i = 0; i < stage_layers_split(sl, sp, r); i++) {
+        int l = stage_layer_split(sl, sp, r, i);
         pol->kind[l] = i < plan->n_full ? RECOMPUTE_FULL : i < plan->n_full + plan->n_sel ? RECOMPUTE_SELECTIVE : RECOMPUTE_NONE;
         pol->group_start[l] = l;
     }
@@ -140,86 +181,151 @@ void cluster_prediction_free(ClusterPrediction *p) {
     p->mem = NULL;
 }
 
+// What one stage needs: its memory (states, activations under its policy, workspace, reserve) and,
+// for CR_PLAN, the plan of its layers; *lt gets the layer time under the plan's options.
+typedef struct {
+    const ClusterJob *job;
+    const GpuSpec *gpu;
+    const ClusterLayout *lay;
+    StageLayout sl;
+    StageSplit split;   // uneven first/last stages
+    MemoryPolicy uni;   // the uniform policies: Megatron's full recompute checkpoints every layer
+    unsigned tempo;     // ATTN_FLASH with ClusterJob.flash
+    LayerTime lt;       // the layer without the plan's options
+    double head, head_comm, emb, emb_comm, p2p;
+} PredictCtx;
+
+static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *plan, LayerTime *lt) {
+    const ClusterJob *job = c->job;
+    const ClusterLayout *lay = c->lay;
+    double params = stage_param_count_split(&c->sl, &c->split, r);
+    memset(m, 0, sizeof *m);
+    memset(plan, 0, sizeof *plan);
+    states(job, lay, params, m);
+    MemoryPolicy planned;
+    const MemoryPolicy *pol = &c->uni;
+    StageLayout ssl = c->sl;
+    int ls = stage_layers_split(&c->sl, &c->split, r);
+    *lt = c->lt;
+    m->workspace = (double)act_layer_kind_bytes(&c->sl.sh, RECOMPUTE_NONE, 1, c->tempo);
+    m->reserve = job->reserve_bytes;
+    if (ls == 0) m->workspace = 0;   // the embedding or the head alone: no layer's gradients
+    if (lay->rc == CR_PLAN && ls > 0) {
+        double usable = c->gpu->mem_bytes - job->reserve_bytes;
+        stage_plan(&c->sl, &c->split, r, usable - m->weights - m->grads - m->optimizer - m->workspace, plan);
+        plan->tempo |= c->tempo;   // the job's flash attention whatever the plan chose
+        policy_for_stage(&c->sl, &c->split, r, plan, &planned);
+        ssl.sh.masks = plan->masks;
+        ssl.sh.mini_seq = plan->tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
+        pol = &planned;
+        cluster_layer_time(job, c->gpu, lay, plan->tempo, lt);
+        m->n_full = plan->n_full;
+        m->n_sel = plan->n_sel;
+        // the gradients of one layer as the plan's options keep it (flash: no s×s tensors)
+        m->workspace = (double)act_layer_kind_bytes(&ssl.sh, RECOMPUTE_NONE, 1, plan->tempo);
+    } else {
+        m->n_full = lay->rc == CR_FULL ? ls : 0;
+        m->n_sel = lay->rc == CR_SELECTIVE ? ls : 0;
+    }
+    m->layers = ls;
+    m->in_flight = stage_layer_factor_at(&c->sl, r);
+    StageActivations act;
+    stage_activations_split(&ssl, &c->split, pol, r, &act);
+    m->activations = act.held + act.working;
+    if (job->fp8 && job->e == 2) {
+        // Transformer Engine keeps an FP8 copy of each linear's weight and its transpose, and saves the
+        // linears' inputs for backward in FP8: half the bf16 bytes, in every layer that keeps them.
+        m->weights += 2.0 * ls * (double)param_layer_count(&c->sl.sh);
+        static const ActName inputs[] = {ACT_QKV_IN, ACT_PROJ_IN, ACT_FC1_IN, ACT_FC2_IN};
+        double half = 0;
+        for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+            if (act_in_block(&ssl.sh, inputs[i])) half += 0.5 * (double)act_tensor_bytes(&ssl.sh, inputs[i]);
+        m->activations -= (ls - m->n_full) * half * m->in_flight;
+    }
+    m->total = m->weights + m->grads + m->optimizer + m->activations + m->workspace + m->reserve;
+    if (pol == &planned) policy_free(&planned);
+}
+
+// Time of one micro-batch through stage r (all its chunks), by part; the launch gaps as PART_OVERHEAD.
+static void stage_time(const PredictCtx *c, int r, const StageMemory *m, const MemPlan *plan, const LayerTime *lt,
+                       double part[PART_COUNT]) {
+    const ClusterLayout *lay = c->lay;
+    int ls = stage_layers_split(&c->sl, &c->split, r);
+    double pf = lt->gemm_f + lt->attn_f + lt->elem_f + lt->comm_f;
+    memset(part, 0, PART_COUNT * sizeof *part);
+    part[PART_GEMM] = ls * (lt->gemm_f + lt->gemm_b);
+    part[PART_ATTN] = ls * (lt->attn_f + lt->attn_b);
+    part[PART_ELEM] = ls * (lt->elem_f + lt->elem_b);
+    part[PART_TP_COMM] = ls * (lt->comm_f + lt->comm_b);
+    part[PART_RECOMPUTE] = m->n_sel * lt->rc_sel + m->n_full * pf;
+    double kernels = ls * (lt->kernels_f + lt->kernels_b) + m->n_sel * lt->kernels_sel + m->n_full * lt->kernels_f;
+    unsigned tempo = lay->rc == CR_PLAN ? plan->tempo : c->tempo;
+    // flash recomputes the scores in its backward instead of selective's attention core
+    if (tempo & ATTN_FLASH) part[PART_RECOMPUTE] += ls * lt->rc_flash - m->n_sel * lt->rc_sel;
+    if (lay->rc == CR_PLAN) {
+        if (plan->tempo & MINI_SEQ) part[PART_RECOMPUTE] += ls * lt->rc_mini;
+        part[PART_ELEM] += ls * plan->passes * lt->pass;
+        kernels += ls * plan->passes;
+    }
+    // the ends: embedding (lookup, add/dropout, backward scatter) and head (final norm, two GEMMs
+    // forward and back, the cross-entropy's three kernels), about ten kernels each
+    if (r == 0) { part[PART_HEAD] += c->emb; part[PART_TP_COMM] += c->emb_comm; kernels += 5; }
+    if (r == lay->p - 1) { part[PART_HEAD] += c->head; part[PART_TP_COMM] += c->head_comm; kernels += 10; }
+    part[PART_PP_COMM] = c->p2p;
+    // a send and a receive each way per chunk boundary the micro-batch crosses
+    if (lay->p > 1) kernels += 4.0 * lay->v;
+    part[PART_OVERHEAD] = kernels * c->gpu->launch_gap;
+}
+
+// Hardware FLOPs beyond the model's for stage r's layers, the whole global batch.
+static double stage_extra_flops(const PredictCtx *c, int r, const StageMemory *m, const MemPlan *plan, const FlopBlock *blk) {
+    const ClusterJob *job = c->job;
+    double B = (double)job->B, s = (double)job->s, h = (double)job->h;
+    int ls = stage_layers_split(&c->sl, &c->split, r);
+    double x = m->n_sel * flops_recompute_selective(B, s, h) + m->n_full * flops_recompute_full_block(B, s, h, 0, blk);
+    unsigned tempo = c->lay->rc == CR_PLAN ? plan->tempo : c->tempo;
+    if (tempo & ATTN_FLASH) x += (ls - m->n_sel) * flops_recompute_selective(B, s, h);
+    // (mini-seq chunks GPT-2's GeLU MLP: FC1 again; the planner never chooses it for SwiGLU)
+    if (c->lay->rc == CR_PLAN && (plan->tempo & MINI_SEQ)) x += ls * 8.0 * B * s * h * h;
+    return x;
+}
+
 void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, int keep_stages,
                      ClusterPrediction *out) {
     memset(out, 0, sizeof *out);
     out->lay = *lay;
     if (cluster_layout_check(job, gpu, lay, out->reason, sizeof out->reason) != 0) return;
-    StageLayout sl;
-    base_shape(job, lay, &sl);
-    FlopBlock blk = flops_block_of(&sl.sh);
-    out->microbatches = sl.microbatches;
+    PredictCtx c = {.job = job, .gpu = gpu, .lay = lay, .split = split_of(lay)};
+    base_shape(job, lay, &c.sl);
+    FlopBlock blk = flops_block_of(&c.sl.sh);
+    out->microbatches = c.sl.microbatches;
     out->n_stages = lay->p;
     if (keep_stages) out->mem = calloc((size_t)lay->p, sizeof *out->mem);
-    int ls = stage_layer_count(&sl);
-    // One policy for the uniform choices: Megatron's full recompute checkpoints every layer.
     // policy_build allocates the layer plan itself: start from an empty policy (policy_default's
     // arrays would leak).
-    MemoryPolicy uni = {0};
     char err[256];
     const char *rc = lay->rc == CR_FULL ? "full" : lay->rc == CR_SELECTIVE ? "selective" : "none";
-    uni.act_dtype = job->e == 2 ? ACT_BF16 : ACT_FP32;
-    stage_policy_build(&uni, &sl, rc, "uniform", 1, NULL, err, sizeof err);
-    LayerTime lt;
-    cluster_layer_time(job, gpu, lay, 0, &lt);
-    double bwd = lt.gemm_b + lt.attn_b + lt.elem_b + lt.comm_b;
-    double head_comm, head = cluster_head_time(job, gpu, lay, &head_comm);
-    double emb_comm, emb = cluster_embed_time(job, gpu, lay, &emb_comm);
-    double p2p = 2.0 * lay->v * cluster_p2p_time(job, gpu, lay);
-    double usable = gpu->mem_bytes - job->reserve_bytes;
+    c.uni.act_dtype = job->e == 2 ? ACT_BF16 : ACT_FP32;
+    stage_policy_build(&c.uni, &c.sl, rc, "uniform", 1, NULL, err, sizeof err);
+    c.tempo = job->flash ? ATTN_FLASH : 0;
+    c.uni.tempo |= c.tempo;
+    cluster_layer_time(job, gpu, lay, c.tempo, &c.lt);
+    c.head = cluster_head_time(job, gpu, lay, &c.head_comm);
+    c.emb = cluster_embed_time(job, gpu, lay, &c.emb_comm);
+    c.p2p = 2.0 * lay->v * cluster_p2p_time(job, gpu, lay);
     double worst_t = -1, sum_t = 0, opt_max = 0, dp_max = 0, extra_flops = 0;
     double slow_part[PART_COUNT] = {0};
     out->fits = 1;
     for (int r = 0; r < lay->p; r++) {
-        StageMemory m = {0};
-        double params = stage_param_count_at(&sl, r);
-        states(job, lay, params, &m);
-        MemoryPolicy planned, *pol = &uni;
-        MemPlan plan = {0};
-        StageLayout ssl = sl;
-        LayerTime plt = lt;
-        m.workspace = (double)act_layer_kind_bytes(&sl.sh, RECOMPUTE_NONE, 1, 0);
-        m.reserve = job->reserve_bytes;
-        if (lay->rc == CR_PLAN) {
-            stage_plan(&sl, r, usable - m.weights - m.grads - m.optimizer - m.workspace, &plan);
-            policy_for_stage(&sl, r, &plan, &planned);
-            ssl.sh.masks = plan.masks;
-            ssl.sh.mini_seq = plan.tempo & MINI_SEQ ? PLAN_MINI_SEQ : 0;
-            pol = &planned;
-            if (r == 0) out->plan0 = plan;
-            cluster_layer_time(job, gpu, lay, plan.tempo, &plt);
-            m.n_full = plan.n_full;
-            m.n_sel = plan.n_sel;
-            // the gradients of one layer as the plan's options keep it (flash: no s×s tensors)
-            m.workspace = (double)act_layer_kind_bytes(&ssl.sh, RECOMPUTE_NONE, 1, plan.tempo);
-        } else {
-            m.n_full = lay->rc == CR_FULL ? ls : 0;
-            m.n_sel = lay->rc == CR_SELECTIVE ? ls : 0;
-        }
-        StageActivations act;
-        stage_activations_at(&ssl, pol, r, &act);
-        m.activations = act.held + act.working;
-        m.total = m.weights + m.grads + m.optimizer + m.activations + m.workspace + m.reserve;
-        if (pol == &planned) policy_free(&planned);
+        StageMemory m;
+        MemPlan plan;
+        LayerTime lt;
+        stage_memory(&c, r, &m, &plan, &lt);
+        if (r == 0) out->plan0 = plan;
         if (m.total > out->mem_max) { out->mem_max = m.total; out->worst_stage = r; }
         if (out->mem) out->mem[r] = m;
-        // Time of one micro-batch through this stage (all its chunks).
-        double part[PART_COUNT] = {0};
-        double pf = plt.gemm_f + plt.attn_f + plt.elem_f + plt.comm_f;
-        part[PART_GEMM] = ls * (plt.gemm_f + plt.gemm_b);
-        part[PART_ATTN] = ls * (plt.attn_f + plt.attn_b);
-        part[PART_ELEM] = ls * (plt.elem_f + plt.elem_b);
-        part[PART_TP_COMM] = ls * (plt.comm_f + plt.comm_b);
-        part[PART_RECOMPUTE] = m.n_sel * plt.rc_sel + m.n_full * pf;
-        if (lay->rc == CR_PLAN) {
-            int flash = (plan.tempo & ATTN_FLASH) != 0;
-            if (flash) part[PART_RECOMPUTE] += ls * plt.rc_flash - m.n_sel * plt.rc_sel;   // flash recomputes the scores instead
-            if (plan.tempo & MINI_SEQ) part[PART_RECOMPUTE] += ls * plt.rc_mini;
-            part[PART_ELEM] += ls * plan.passes * plt.pass;
-        }
-        if (r == 0) { part[PART_HEAD] += emb; part[PART_TP_COMM] += emb_comm; }
-        if (r == lay->p - 1) { part[PART_HEAD] += head; part[PART_TP_COMM] += head_comm; }
-        part[PART_PP_COMM] = p2p;
+        double part[PART_COUNT];
+        stage_time(&c, r, &m, &plan, &lt, part);
         double ts = 0;
         for (int k = 0; k < PART_COUNT; k++) ts += part[k];
         sum_t += ts;
@@ -228,19 +334,20 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
             out->slowest_stage = r;
             memcpy(slow_part, part, sizeof part);
         }
-        double opt = cluster_optimizer_time(job, gpu, lay, params), dp = cluster_dp_time(job, gpu, lay, params);
-        if (job->dp_overlap) dp = dp > ls * bwd ? dp - ls * bwd : 0;   // under the last micro-batch's backward
+        // The DP reduction hides (--dp-overlap) under the last micro-batch's backward and the next
+        // step's first forward through this stage.
+        int ls = stage_layers_split(&c.sl, &c.split, r);
+        double params = stage_param_count_split(&c.sl, &c.split, r), hidden;
+        double fwd = ls * (lt.gemm_f + lt.attn_f + lt.elem_f + lt.comm_f);
+        double bwd = ls * (lt.gemm_b + lt.attn_b + lt.elem_b + lt.comm_b) + part[PART_RECOMPUTE];
+        double opt = cluster_optimizer_time(job, gpu, lay, params);
+        double dp = cluster_dp_exposed(job, gpu, lay, params, bwd, fwd, &hidden);
         if (opt > opt_max) opt_max = opt;
         if (dp > dp_max) dp_max = dp;
-        // hardware FLOPs beyond the model's: per layer of this stage, for the whole global batch
-        double B = (double)job->B, s = (double)job->s, h = (double)job->h;
-        extra_flops += m.n_sel * flops_recompute_selective(B, s, h) + m.n_full * flops_recompute_full_block(B, s, h, 0, &blk);
-        if (lay->rc == CR_PLAN && (plan.tempo & ATTN_FLASH)) extra_flops += (ls - m.n_sel) * flops_recompute_selective(B, s, h);
-        // (mini-seq chunks GPT-2's GeLU MLP: FC1 again; the planner never chooses it for SwiGLU)
-        if (lay->rc == CR_PLAN && (plan.tempo & MINI_SEQ)) extra_flops += ls * 8.0 * B * s * h * h;
+        extra_flops += stage_extra_flops(&c, r, &m, &plan, &blk);
     }
-    policy_free(&uni);
-    double n = (double)sl.microbatches;
+    policy_free(&c.uni);
+    double n = (double)c.sl.microbatches;
     for (int k = 0; k < PART_COUNT; k++) out->part[k] = slow_part[k] * n;
     out->part[PART_BUBBLE] = (double)(lay->p - 1) / lay->v * (sum_t / lay->p);
     out->part[PART_PP_COMM] += cluster_embed_sync_time(job, gpu, lay);

@@ -5,13 +5,23 @@
 #define CTRON_CLUSTER_MODEL_H
 #include "memory/cluster_gpu.h"
 #include "memory/planner.h"
+#include "memory/stage_model.h"
 
 typedef struct {
     long s, h, a, L, v;     // model shape (v as allocated)
     long B;                 // global batch, sequences per step
     int gpus_per_node, nodes;
     int e;                  // bytes per stored activation element and GEMM operand: 2 (bf16 mixed precision) or 4 (fp32)
-    int dp_overlap;         // the DP gradient reduction overlaps the last micro-batch's backward
+    int dp_overlap;         // the DP gradient reduction overlaps the last micro-batch's backward, bucket by
+                            // bucket (and ZeRO-1's weight all-gather the next step's first forward)
+    int grad_bytes;         // bytes per gradient element, in the gradient buffer and the DP reduction: 4 (fp32,
+                            // also when 0) or 2 (bf16: Megatron's --grad-reduce-in-bf16)
+    int tp_overlap;         // TpOverlap (0: Megatron's backward overlap)
+    double dp_bucket;       // parameters per DP bucket (0: Megatron's default, max(40M, 1M·d))
+    int flash;              // flash attention in every layer (Transformer Engine's fused attention; 0: the
+                            // paper's attention, the s×s scores stored; recompute=plan may still choose it)
+    int fp8;                // the linears' GEMMs in FP8 (Transformer Engine): the GPU's FP8 peak, FP8 operands,
+                            // the casts, FP8 copies of the weights, the linears' saved inputs in FP8
     double reserve_bytes;   // per GPU, for the framework (CUDA context, allocator fragmentation)
     // The family (arch/arch.h); 0 for each is GPT-2's block (MHA, an FFN of 4h, tied output layer).
     int arch;               // ArchKind
@@ -25,6 +35,13 @@ typedef struct {
 // dropout (Megatron's GPT 0.1, llama none).
 void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *sh);
 
+// Which TP/SP collectives hide under a GEMM: backward (Megatron's default: the input-gradient all-reduce
+// or reduce-scatter under the weight-gradient GEMM, SP's re-gather under the input-gradient GEMM), none
+// (every collective exposed), full (also the forward's, as Transformer Engine's userbuffers overlap).
+typedef enum { TP_OVERLAP_BACKWARD = 0, TP_OVERLAP_NONE, TP_OVERLAP_FULL, TP_OVERLAP_COUNT } TpOverlap;
+const char *cluster_tp_overlap_name(TpOverlap o);
+int cluster_tp_overlap_parse(const char *text, TpOverlap *out);   // 0 or -1
+
 typedef enum { CR_NONE = 0, CR_SELECTIVE, CR_FULL, CR_PLAN, CR_COUNT } ClusterRecompute;
 const char *cluster_recompute_name(ClusterRecompute r);
 int cluster_recompute_parse(const char *text, ClusterRecompute *out);   // 0 or -1
@@ -32,13 +49,17 @@ int cluster_recompute_parse(const char *text, ClusterRecompute *out);   // 0 or 
 typedef struct {
     int t, p, v, d, mb, sp, zero;   // v: interleaved model chunks per stage (the paper's m)
     ClusterRecompute rc;
+    // Uneven stages (Megatron's --decoder-first/last-pipeline-num-layers): layers of the first and of
+    // the last stage; 0 for either: an even share of what the stated ones leave; STAGE_NO_LAYERS: the
+    // embedding (first) or the head (last) as a stage of its own.
+    int first, last;
 } ClusterLayout;
 
 // Step-time parts, seconds; they sum to step_s. Compute parts are the slowest stage's, over its
 // micro-batches; the bubble is the fill and drain of the schedule.
 typedef enum {
     PART_GEMM, PART_ATTN, PART_ELEM, PART_HEAD, PART_RECOMPUTE, PART_TP_COMM, PART_PP_COMM, PART_DP_COMM,
-    PART_BUBBLE, PART_OPTIMIZER, PART_COUNT
+    PART_BUBBLE, PART_OPTIMIZER, PART_OVERHEAD, PART_COUNT
 } TimePart;
 const char *cluster_part_name(TimePart p);     // "gemm", "attention", … (the JSON keys)
 const char *cluster_part_label(TimePart p);    // one line for --explain
@@ -46,13 +67,15 @@ const char *cluster_part_label(TimePart p);    // one line for --explain
 // Per-GPU memory of one stage, bytes.
 typedef struct {
     double weights;       // parameters as the GEMMs read them (bf16 copy; fp32 when e = 4)
-    double grads;         // fp32 gradients
+    double grads;         // gradients (fp32, or bf16 with ClusterJob.grad_bytes = 2)
     double optimizer;     // Adam m, v (and the fp32 master weights under mixed precision), /d with ZeRO-1
     double activations;   // the stage's in-flight micro-batches (stage_activations_at: held + the recompute transient)
     double workspace;     // one layer's activation gradients in backward (at most a none layer's bill)
     double reserve;       // ClusterJob.reserve_bytes
     double total;
     int n_full, n_sel;    // the stage's recompute (per stage for CR_PLAN)
+    int layers;           // the stage's layers
+    double in_flight;     // micro-batches' worth of its layers' activations held at once (the schedule's)
 } StageMemory;
 
 #define CLUSTER_MAX_STAGES 1024
@@ -78,8 +101,11 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
 void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, int keep_stages,
                      ClusterPrediction *out);
 void cluster_prediction_free(ClusterPrediction *p);
+// Layers of stage r (uneven first/last stages, or L/p), and the first of them (v = 1).
+int cluster_stage_layers(const ClusterJob *job, const ClusterLayout *lay, int r);
 // Weights, gradients and optimizer state of the whole model, bytes per parameter without ZeRO:
-// the floor under any layout (2 + 4 + 12 = 18 with mixed precision; 4 + 4 + 8 = 16 in fp32).
+// the floor under any layout (2 + 4 + 12 = 18 with mixed precision, 16 with bf16 gradients; 4 + 4 + 8 =
+// 16 in fp32).
 double cluster_state_bytes_per_param(const ClusterJob *job);
 double cluster_param_count(const ClusterJob *job);
 #endif

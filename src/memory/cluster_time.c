@@ -14,12 +14,25 @@ double cluster_wave_efficiency(const GpuSpec *g, double M, double N, double batc
     return useful / (waves * g->sms);
 }
 
-double cluster_gemm_time(const GpuSpec *g, double M, double N, double K, double batch, int e) {
+// A GEMM at `peak` with operands of e_in bytes and an output of e_out.
+static double gemm_at(const GpuSpec *g, double peak, double M, double N, double K, double batch, double e_in,
+                      double e_out) {
     double flops = 2.0 * M * N * K * batch;
-    double compute = flops / (g->peak_flops * g->gemm_eff * cluster_wave_efficiency(g, M, N, batch));
-    double bytes = (double)e * (M * K + K * N + M * N) * batch;   // each operand once: the roofline's floor
+    double compute = flops / (peak * g->gemm_eff * cluster_wave_efficiency(g, M, N, batch));
+    double bytes = (e_in * (M * K + K * N) + e_out * M * N) * batch;   // each operand once: the roofline's floor
     double memory = hbm_time(g, bytes);
     return compute > memory ? compute : memory;
+}
+
+double cluster_gemm_time(const GpuSpec *g, double M, double N, double K, double batch, int e) {
+    return gemm_at(g, g->peak_flops, M, N, K, batch, e, e);
+}
+
+// A linear's GEMM: FP8 operands at the FP8 peak (the same efficiency: no published FP8 figure by
+// shape), its output in the activation precision; else cluster_gemm_time.
+static double linear_gemm(const ClusterJob *job, const GpuSpec *g, double M, double N, double K) {
+    if (job->fp8 && g->fp8_flops > 0) return gemm_at(g, g->fp8_flops, M, N, K, 1, 1, job->e);
+    return cluster_gemm_time(g, M, N, K, 1, job->e);
 }
 
 // A ring of n ranks: all-reduce moves 2(n−1)/n of the tensor through each link in 2(n−1) steps;
@@ -41,6 +54,56 @@ static double exposed(const GpuSpec *g, double comm, double under) {
     return comm - under + g->overlap_cost * under;
 }
 
+// A TP collective that the layout's overlap mode may hide under `under` (mode: the least
+// TpOverlap that hides it: TP_OVERLAP_BACKWARD for Megatron's backward overlaps, TP_OVERLAP_FULL
+// for the forward's).
+static double tp_exposed(const ClusterJob *job, const GpuSpec *g, TpOverlap needs, double comm, double under) {
+    TpOverlap o = (TpOverlap)job->tp_overlap;
+    int hidden = o == TP_OVERLAP_FULL || (o == TP_OVERLAP_BACKWARD && needs == TP_OVERLAP_BACKWARD);
+    return hidden ? exposed(g, comm, under) : comm;
+}
+
+// The TP/SP collectives of one layer on the node's links, over the full [n, h] activation (`act`
+// bytes), as exposed under the job's overlap mode next to the layer's GEMMs.
+static void tp_collectives(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double act,
+                           const double fwd[4], const double dgrad[4], const double wgrad[4], LayerTime *out) {
+    const TpOverlap B = TP_OVERLAP_BACKWARD, F = TP_OVERLAP_FULL;
+    int ti = lay->t;
+    if (ti <= 1) {
+        out->comm_f = out->comm_b = 0;
+    } else if (!lay->sp) {
+        double ar = cluster_allreduce_time(g, g->nvlink_bw, ti, act);
+        // f̄ after Proj and FC2 (full overlap: pipelined with them); f before QKV and FC1, under their wgrad
+        out->comm_f = tp_exposed(job, g, F, ar, fwd[1]) + tp_exposed(job, g, F, ar, fwd[3]);
+        out->comm_b = tp_exposed(job, g, B, ar, wgrad[0]) + tp_exposed(job, g, B, ar, wgrad[2]);
+    } else {
+        double ag = cluster_allgather_time(g, g->nvlink_bw, ti, act);
+        // g: all-gather before QKV and FC1; ḡ: reduce-scatter after Proj and FC2 (full: each with its GEMM)
+        out->comm_f = tp_exposed(job, g, F, ag, fwd[0]) + tp_exposed(job, g, F, ag, fwd[2]) +
+                      tp_exposed(job, g, F, ag, fwd[1]) + tp_exposed(job, g, F, ag, fwd[3]);
+        // ḡ's all-gather before the dgrad of Proj and FC2 (full: with them); g's reduce-scatter under the
+        // wgrad of QKV and FC1; SP's re-gather of their stored input under their dgrad
+        out->comm_b = tp_exposed(job, g, F, ag, dgrad[1]) + tp_exposed(job, g, F, ag, dgrad[3]) +
+                      tp_exposed(job, g, B, ag, wgrad[0]) + tp_exposed(job, g, B, ag, wgrad[2]) +
+                      tp_exposed(job, g, B, ag, dgrad[0]) + tp_exposed(job, g, B, ag, dgrad[2]);
+    }
+}
+
+// Kernels on the stream, each with its launch gap: forward the four GEMMs, two norms, two residual
+// (bias-dropout) adds, the activation, the context transpose, the attention core (QKᵀ, softmax,
+// dropout, ·V; flash one kernel), RoPE on q and k, the TP collectives; backward eight GEMMs, the norms'
+// input and weight gradients (4), the residual adds (2), the activation and the transpose, the bias
+// gradients (GPT-2's four), the attention core's (dV, dP, dropout, softmax, dQ, dK; flash two), RoPE;
+// FP8's four casts each way.
+static void layer_kernels(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, int flash, double rope,
+                          int linear_bias, LayerTime *out) {
+    double coll_f = lay->t <= 1 ? 0 : lay->sp ? 4 : 2, coll_b = lay->t <= 1 ? 0 : lay->sp ? 6 : 2;
+    double casts = job->fp8 && g->fp8_flops > 0 ? 4 : 0;
+    out->kernels_f = 4 + 6 + (flash ? 1 : 4) + 2 * rope + coll_f + casts;
+    out->kernels_b = 8 + 8 + (linear_bias ? 4 : 0) + (flash ? 2 : 6) + 2 * rope + coll_b + casts;
+    out->kernels_sel = flash ? 0 : 4;
+}
+
 typedef struct { double M, N, K; } Gemm;
 
 void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, unsigned tempo,
@@ -49,7 +112,7 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     const double n = s * b, ht = h / t, at = (double)job->a / t, dh = h / (double)job->a;
     const double rows = lay->sp ? n / t : n;   // rows of the LayerNorm / dropout / residual region
     const double S2 = b * at * s * s;           // attention score elements on this rank
-    const int flash = (tempo & ATTN_FLASH) != 0;
+    const int flash = (tempo & ATTN_FLASH) != 0 || job->flash;   // the plan's choice, or every layer's
     // The family's widths on this rank: k and v (grouped-query attention), the FFN, the MLP's input
     // matrices (GeLU's FC1; SwiGLU's gate and up, one GEMM of 2f/t outputs as Megatron fuses them).
     ActShape fam;
@@ -63,9 +126,9 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     double fwd[4], dgrad[4], wgrad[4];
     out->gemm_f = out->gemm_b = 0;
     for (int i = 0; i < 4; i++) {
-        fwd[i] = cluster_gemm_time(g, lin[i].M, lin[i].N, lin[i].K, 1, job->e);
-        dgrad[i] = cluster_gemm_time(g, lin[i].M, lin[i].K, lin[i].N, 1, job->e);   // dX = dY·Wᵀ
-        wgrad[i] = cluster_gemm_time(g, lin[i].K, lin[i].N, lin[i].M, 1, job->e);   // dW = Xᵀ·dY
+        fwd[i] = linear_gemm(job, g, lin[i].M, lin[i].N, lin[i].K);
+        dgrad[i] = linear_gemm(job, g, lin[i].M, lin[i].K, lin[i].N);   // dX = dY·Wᵀ
+        wgrad[i] = linear_gemm(job, g, lin[i].K, lin[i].N, lin[i].M);   // dW = Xᵀ·dY
         out->gemm_f += fwd[i];
         out->gemm_b += dgrad[i] + wgrad[i];
     }
@@ -100,23 +163,18 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
                                   rope * n * (ht + kvt) * (2 * e));
     out->elem_b = hbm_time(g, rows * h * (12 * e + 2 * (k_mask ? 2 * e + 1 : 0)) + n * ht * (2 * e) + n * ft * (act_b * e) +
                                   rope * n * (ht + kvt) * (2 * e));
+    // FP8: each linear's input cast forward and its output gradient backward (read e, write 1 byte;
+    // the amax reduction rides along); the weights' casts are cached across micro-batches.
+    if (job->fp8 && g->fp8_flops > 0) {
+        double in = n * (h + ht + h + ft);   // QKV, Proj, FC1 (gate, up), FC2 (down) inputs
+        double dy = n * (ht + 2 * kvt + h + mats * ft + h);
+        out->elem_f += hbm_time(g, in * (e + 1));
+        out->elem_b += hbm_time(g, dy * (e + 1));
+    }
     out->pass = hbm_time(g, 2 * e * n * ht);
     out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
-    // Tensor-parallel collectives on the node's links, over the full [n, h] activation.
-    double act = n * h * e, bw = g->nvlink_bw;
-    int ti = lay->t;
-    if (ti <= 1) {
-        out->comm_f = out->comm_b = 0;
-    } else if (!lay->sp) {
-        double ar = cluster_allreduce_time(g, bw, ti, act);
-        out->comm_f = 2 * ar;                                   // f̄ after Proj and FC2
-        out->comm_b = exposed(g, ar, wgrad[0]) + exposed(g, ar, wgrad[2]);  // f before QKV and FC1, under their wgrad
-    } else {
-        double ag = cluster_allgather_time(g, bw, ti, act);
-        out->comm_f = 4 * ag;                                   // g: all-gather; ḡ: reduce-scatter; twice
-        out->comm_b = 2 * ag + exposed(g, ag, wgrad[0]) + exposed(g, ag, wgrad[2]) + exposed(g, ag, dgrad[0]) +
-                      exposed(g, ag, dgrad[2]);
-    }
+    tp_collectives(job, g, lay, n * h * e, fwd, dgrad, wgrad, out);
+    layer_kernels(job, g, lay, flash, rope, spec->linear_bias, out);
 }
 
 double cluster_head_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double *comm) {
@@ -168,12 +226,55 @@ double cluster_p2p_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     return x;
 }
 
+double cluster_dp_bandwidth(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay) {
+    long tp = (long)lay->t * lay->p;
+    if (tp * lay->d <= job->gpus_per_node) return g->nvlink_bw;
+    long k = tp < job->gpus_per_node && job->gpus_per_node % tp == 0 ? job->gpus_per_node / tp : 1;
+    double bw = (double)k * g->internode_bw;
+    return bw < g->nvlink_bw ? bw : g->nvlink_bw;
+}
+
+static double grad_bytes(const ClusterJob *job) { return job->grad_bytes == 2 ? 2.0 : 4.0; }
+
+// One reduction of n parameters' gradients (ZeRO-1: reduce-scatter) and the weights' all-gather.
+static double dp_reduce(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double bw, double n) {
+    return lay->zero ? cluster_allgather_time(g, bw, lay->d, grad_bytes(job) * n)
+                     : cluster_allreduce_time(g, bw, lay->d, grad_bytes(job) * n);
+}
+static double dp_gather(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double bw, double n) {
+    return lay->zero ? cluster_allgather_time(g, bw, lay->d, (double)job->e * n) : 0.0;
+}
+
 double cluster_dp_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double params) {
     if (lay->d <= 1) return 0.0;
-    double bw = (long)lay->t * lay->p * lay->d > job->gpus_per_node ? g->internode_bw : g->nvlink_bw;
-    if (lay->zero)
-        return cluster_allgather_time(g, bw, lay->d, 4.0 * params) + cluster_allgather_time(g, bw, lay->d, job->e * params);
-    return cluster_allreduce_time(g, bw, lay->d, 4.0 * params);
+    double bw = cluster_dp_bandwidth(job, g, lay);
+    return dp_reduce(job, g, lay, bw, params) + dp_gather(job, g, lay, bw, params);
+}
+
+// Buckets of Megatron's DDP: `bucket` parameters each, the last (the earliest layers', whose gradients
+// come last) the remainder. Of a collective over them, the last bucket's time is the tail; `under`
+// hides the others' up to its length.
+static double bucketed(const GpuSpec *g, double all, double tail, double under, double *hidden) {
+    double rest = all - tail, hid = rest < under ? rest : under;
+    *hidden += hid;
+    return tail + (rest - hid) + g->overlap_cost * hid;
+}
+
+double cluster_dp_exposed(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double params,
+                          double bwd, double fwd, double *hidden) {
+    *hidden = 0;
+    if (lay->d <= 1 || params <= 0) return 0.0;
+    if (!job->dp_overlap) return cluster_dp_time(job, g, lay, params);
+    double bw = cluster_dp_bandwidth(job, g, lay);
+    double bucket = job->dp_bucket > 0 ? job->dp_bucket : fmax(40e6, 1e6 * lay->d);
+    double nb = ceil(params / bucket), last = params - (nb - 1) * bucket;
+    double red = (nb - 1) * dp_reduce(job, g, lay, bw, bucket) + dp_reduce(job, g, lay, bw, last);
+    double x = bucketed(g, red, dp_reduce(job, g, lay, bw, last), bwd, hidden);
+    if (lay->zero) {
+        double gat = (nb - 1) * dp_gather(job, g, lay, bw, bucket) + dp_gather(job, g, lay, bw, last);
+        x += bucketed(g, gat, dp_gather(job, g, lay, bw, last), fwd, hidden);
+    }
+    return x;
 }
 
 double cluster_optimizer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double params) {

@@ -17,6 +17,7 @@ typedef struct {
     double rc_flash;  // flash attention (ctron's planner may choose it): the scores again in backward
     double rc_mini;   // mini-sequence MLP: FC1 and GeLU again in backward
     double pass;      // one extra element-wise pass over a layer's s·b·h/t elements (planner options)
+    double kernels_f, kernels_b, kernels_sel;   // kernels launched: forward, backward, selective's recompute
 } LayerTime;
 
 // tempo: the planner's option bits (ATTN_FLASH changes the attention core's traffic), 0 otherwise.
@@ -30,10 +31,23 @@ double cluster_embed_time(const ClusterJob *job, const GpuSpec *gpu, const Clust
 // One pipeline transfer of a micro-batch's activation between stages (Megatron's scatter/gather:
 // 1/t of it over the link, gathered again inside the node when SP does not already shard it).
 double cluster_p2p_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay);
-// The data-parallel gradient reduction of `params` parameters (all-reduce of fp32 gradients; with
-// ZeRO-1 a reduce-scatter of them and an all-gather of the updated weights) and the optimizer step
-// (streams the Adam state, gradient norm and the weight copy: bytes over HBM).
+// The data-parallel gradient reduction of `params` parameters (all-reduce of the gradients, fp32 or
+// bf16; with ZeRO-1 a reduce-scatter of them and an all-gather of the updated bf16 weights), all of it
+// exposed, and the optimizer step (streams the Adam state, gradient norm and the weight copy: bytes
+// over HBM).
 double cluster_dp_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, double params);
+// The part of it a step waits for. Without --dp-overlap all of cluster_dp_time. With it (Megatron's
+// --overlap-grad-reduce, --overlap-param-gather), bucket by bucket: each bucket's gradient reduction
+// starts when its gradients are ready in the last micro-batch's backward (`bwd` seconds on this stage),
+// so the last bucket (the stage's first layers) is the exposed tail and what the others outlast the
+// backward is exposed too; under ZeRO-1 the weight all-gather hides under the next step's first forward
+// (`fwd`) the same way, its first bucket exposed. What hides still costs overlap_cost of its time (the
+// collective's SMs and memory traffic slow the compute under it). *hidden gets the hidden seconds.
+double cluster_dp_exposed(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, double params,
+                          double bwd, double fwd, double *hidden);
+// Bus bandwidth of the data-parallel ring: NVLink when the group is inside a node; across nodes, the
+// NICs of the group's k ranks in a node (k = GPUs per node / (t·p)) carry k rings at once, up to NVLink.
+double cluster_dp_bandwidth(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay);
 double cluster_optimizer_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay, double params);
 // The tied embedding's gradient all-reduce between the first and last stage (p > 1; 0 when untied).
 double cluster_embed_sync_time(const ClusterJob *job, const GpuSpec *gpu, const ClusterLayout *lay);

@@ -46,6 +46,63 @@ int stage_policy_build(MemoryPolicy *pol, const StageLayout *lay, const char *re
     return 0;
 }
 
+static int split_uneven(const StageLayout *lay, const StageSplit *sp) {
+    return sp && (sp->first != 0 || sp->last != 0) && lay->p > 1;
+}
+
+// Layers of a stated first or last stage (STAGE_NO_LAYERS: none).
+static long stated(int n) { return n > 0 ? n : 0; }
+
+// The layers the stages without a stated count share, and how many such stages there are.
+static void split_rest(const StageLayout *lay, const StageSplit *sp, long *rest, int *stages) {
+    *rest = lay->sh.L - stated(sp->first) - stated(sp->last);
+    *stages = lay->p - (sp->first != 0) - (sp->last != 0);
+}
+
+int stage_split_valid(const StageLayout *lay, const StageSplit *sp) {
+    if (!split_uneven(lay, sp)) return lay->sh.L % ((long)lay->p * lay->m) == 0;
+    long rest;
+    int stages;
+    split_rest(lay, sp, &rest, &stages);
+    if (sp->first < STAGE_NO_LAYERS || sp->last < STAGE_NO_LAYERS || rest < 0 || stated(sp->first) % lay->m ||
+        stated(sp->last) % lay->m)
+        return 0;
+    if (stages == 0) return rest == 0;
+    // interleaved: each stage's layers split into m chunks of equal size
+    return rest >= (long)stages * lay->m && rest % stages == 0 && (rest / stages) % lay->m == 0;
+}
+
+int stage_layers_split(const StageLayout *lay, const StageSplit *sp, int r) {
+    if (!split_uneven(lay, sp)) return stage_layer_count(lay);
+    if (r == 0 && sp->first != 0) return (int)stated(sp->first);
+    if (r == lay->p - 1 && sp->last != 0) return (int)stated(sp->last);
+    long rest;
+    int stages;
+    split_rest(lay, sp, &rest, &stages);
+    return stages > 0 ? (int)(rest / stages) : 0;
+}
+
+int stage_layer_split(const StageLayout *lay, const StageSplit *sp, int r, int i) {
+    if (!split_uneven(lay, sp)) return stage_layer_at(lay, r, i);
+    int start = 0;
+    for (int q = 0; q < r; q++) start += stage_layers_split(lay, sp, q);
+    return start + i;
+}
+
+// Stage r's layers under the policy: bytes stored, the largest backward transient, bytes offloaded.
+static void stage_layer_bytes(const StageLayout *lay, const StageSplit *sp, const MemoryPolicy *pol, int r,
+                              size_t *layers, size_t *working, size_t *offloaded) {
+    const ActShape *sh = &lay->sh;
+    *layers = *working = *offloaded = 0;
+    for (int i = 0; i < stage_layers_split(lay, sp, r); i++) {
+        int l = stage_layer_split(lay, sp, r, i);
+        *layers += act_layer_bytes(sh, pol, l);
+        if (pol && pol->offload) *offloaded += act_layer_offload_bytes(sh, pol, l);
+        size_t w = stage_recompute_working(sh, pol, l);
+        if (w > *working) *working = w;
+    }
+}
+
 size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int l) {
     LayerRecompute kind = pol ? pol->kind[l] : RECOMPUTE_NONE;
     if (kind == RECOMPUTE_SELECTIVE)
@@ -55,16 +112,11 @@ size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int 
     return act_recompute_working_bytes(sh, pol, l);
 }
 
-void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out) {
+static void first_stage_activations(const StageLayout *lay, const StageSplit *sp, const MemoryPolicy *pol,
+                                    StageActivations *out) {
     const ActShape *sh = &lay->sh;
-    size_t layers = 0, working = 0, offloaded = 0;
-    for (int i = 0; i < stage_layer_count(lay); i++) {
-        int l = stage_layer(lay, i);
-        layers += act_layer_bytes(sh, pol, l);
-        if (pol && pol->offload) offloaded += act_layer_offload_bytes(sh, pol, l);
-        size_t w = stage_recompute_working(sh, pol, l);
-        if (w > working) working = w;
-    }
+    size_t layers, working, offloaded;
+    stage_layer_bytes(lay, sp, pol, 0, &layers, &working, &offloaded);
     memset(out, 0, sizeof *out);
     out->layers = (double)layers * stage_layer_factor(lay);
     out->extras = (double)act_tensor_bytes(sh, ACT_EMB_MASK) * stage_in_flight(lay);
@@ -74,6 +126,10 @@ void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageAct
     out->held = out->layers + out->extras;
     out->working = (double)working;
     out->peak = lay->p == 1 ? (double)act_peak_bytes(sh, pol) : out->held + out->working;
+}
+
+void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out) {
+    first_stage_activations(lay, NULL, pol, out);
 }
 
 double stage_paper_extra_bytes(const StageLayout *lay) {
@@ -87,9 +143,10 @@ double stage_paper_extra_bytes(const StageLayout *lay) {
 // The vocabulary-sized matrix on one rank: v·h/t (the paper's accounting, unpadded).
 static double vocab_matrix(const ActShape *sh) { return (double)sh->v * (double)sh->h / (sh->t > 1 ? sh->t : 1); }
 
-double stage_param_count(const StageLayout *lay) {
+static double first_stage_params(const StageLayout *lay, const StageSplit *sp) {
     const ActShape *sh = &lay->sh;
-    double n = stage_layer_count(lay) * (double)param_layer_count(sh) + vocab_matrix(sh) + (double)param_position_count(sh);
+    double n = stage_layers_split(lay, sp, 0) * (double)param_layer_count(sh) + vocab_matrix(sh) +
+               (double)param_position_count(sh);
     if (lay->p == 1) n += (double)param_final_norm_count(sh) + (param_vocab_matrices(sh) - 1) * vocab_matrix(sh);
     return n;
 }
@@ -111,19 +168,18 @@ double stage_layer_factor_at(const StageLayout *lay, int r) {
 }
 
 void stage_activations_at(const StageLayout *lay, const MemoryPolicy *pol, int r, StageActivations *out) {
+    stage_activations_split(lay, NULL, pol, r, out);
+}
+
+void stage_activations_split(const StageLayout *lay, const StageSplit *sp, const MemoryPolicy *pol, int r,
+                             StageActivations *out) {
     if (r == 0 || lay->p == 1) {
-        stage_activations(lay, pol, out);
+        first_stage_activations(lay, sp, pol, out);
         return;
     }
     const ActShape *sh = &lay->sh;
-    size_t layers = 0, working = 0, offloaded = 0;
-    for (int i = 0; i < stage_layer_count(lay); i++) {
-        int l = stage_layer_at(lay, r, i);
-        layers += act_layer_bytes(sh, pol, l);
-        if (pol && pol->offload) offloaded += act_layer_offload_bytes(sh, pol, l);
-        size_t w = stage_recompute_working(sh, pol, l);
-        if (w > working) working = w;
-    }
+    size_t layers, working, offloaded;
+    stage_layer_bytes(lay, sp, pol, r, &layers, &working, &offloaded);
     double factor = stage_layer_factor_at(lay, r);
     memset(out, 0, sizeof *out);
     out->layers = (double)layers * factor;
@@ -138,10 +194,14 @@ void stage_activations_at(const StageLayout *lay, const MemoryPolicy *pol, int r
     out->peak = out->held + out->working;
 }
 
-double stage_param_count_at(const StageLayout *lay, int r) {
-    if (r == 0) return stage_param_count(lay);
+double stage_param_count(const StageLayout *lay) { return first_stage_params(lay, NULL); }
+
+double stage_param_count_at(const StageLayout *lay, int r) { return stage_param_count_split(lay, NULL, r); }
+
+double stage_param_count_split(const StageLayout *lay, const StageSplit *sp, int r) {
+    if (r == 0) return first_stage_params(lay, sp);
     const ActShape *sh = &lay->sh;
-    double n = stage_layer_count(lay) * (double)param_layer_count(sh);
+    double n = stage_layers_split(lay, sp, r) * (double)param_layer_count(sh);
     // the last stage's output layer: its own lm_head, or its copy of the tied embedding
     if (r == lay->p - 1) n += (double)param_final_norm_count(sh) + vocab_matrix(sh);
     return n;

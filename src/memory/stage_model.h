@@ -54,6 +54,22 @@ double stage_param_count(const StageLayout *lay);
 // 2(p − r − 1) + (m − 1)p + 1 chunk-micro-batches of L/(pm) layers (for r = 0 this is
 // p(1 + (p−1)/(pm)) stage-layers' worth, Eq. 5's factor). The first stage holds the most.
 int stage_layer_at(const StageLayout *lay, int r, int i);   // global index of stage r's i-th layer
+
+// Uneven stages (Megatron's --decoder-first/last-pipeline-num-layers): the layers of the first and the
+// last stage, 0 for an even share; the other stages split the rest evenly; interleaved, each stage's
+// layers form m equal chunks. A NULL split, or both 0, is the even layout of the functions above.
+// STAGE_NO_LAYERS: the stage holds no transformer layer, only the embedding (first) or the head
+// (last): a stage of its own, as Megatron's --pipeline-model-parallel-layout "E|…" and "…|L" write it.
+typedef struct { int first, last; } StageSplit;
+enum { STAGE_NO_LAYERS = -1 };
+// Does the split work: every chunk at least one layer, the rest divisible by the other stages, every
+// stage's layers by m?
+int stage_split_valid(const StageLayout *lay, const StageSplit *split);
+int stage_layers_split(const StageLayout *lay, const StageSplit *split, int r);          // layers of stage r
+int stage_layer_split(const StageLayout *lay, const StageSplit *split, int r, int i);    // its i-th layer's index
+void stage_activations_split(const StageLayout *lay, const StageSplit *split, const MemoryPolicy *pol, int r,
+                             StageActivations *out);
+double stage_param_count_split(const StageLayout *lay, const StageSplit *split, int r);
 double stage_layer_factor_at(const StageLayout *lay, int r);
 // As stage_activations, for stage r: the first stage adds the embedding dropout mask for its
 // in-flight micro-batches; the last stage (p > 1) the final LN input and statistics, the output-
