@@ -70,7 +70,8 @@ int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const
     }
     ckpt_step_dir(o->ckpt_dir, step, path, sizeof path);
     printf("saved %s (%s of weights and optimizer state, %.0f ms)\n", path,
-           format_bytes(3.0 * (double)m->n_params * sizeof(float), b1, sizeof b1), (now_seconds() - t0) * 1e3);
+           format_bytes((3.0 * (double)m->n_params + (double)m->n_frozen) * sizeof(float), b1, sizeof b1),   // LoRA: +
+           (now_seconds() - t0) * 1e3);                                                                   // the base
     fflush(stdout);
     return 0;
 }
