@@ -1,4 +1,5 @@
 #include "memory/reversible_model.h"
+#include "memory/flops.h"
 
 int act_rev_attn_half(ActName name) {
     switch (name) {
@@ -26,6 +27,12 @@ size_t act_rev_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
     size_t held = act_tensor_bytes(sh, ACT_EMB_MASK) + act_tensor_bytes(sh, ACT_REV_X1) +
                   act_tensor_bytes(sh, ACT_REV_X2) + (attn > mlp ? attn : mlp);
     return held > peak ? held : peak;
+}
+
+double flops_rev_recompute(double B, const ActShape *sh, const MemoryPolicy *p) {
+    if (!sh->reversible || (p && p->rev_store)) return 0.0;
+    FlopBlock blk = flops_block_of(sh);
+    return (double)sh->L * flops_recompute_full_block(B, (double)sh->s, (double)sh->h, 0, &blk);
 }
 
 int rev_arena_entries(const ActShape *sh) { return sh->reversible ? 2 : 0; }

@@ -13,6 +13,9 @@ size_t act_rev_half_bytes(const ActShape *sh, unsigned tempo, int attn);
 // The step's peak with reversible blocks: the forward's end, or the streams plus the larger half
 // (inverting); the forward's end when the layers are stored (MemoryPolicy.rev_store).
 size_t act_rev_peak_bytes(const ActShape *sh, const MemoryPolicy *p);
+// Hardware FLOPs the inversion adds per B sequences: every layer's forward once more (both branches,
+// FC2/down included: the inversion subtracts the whole branch); 0 for the standard block or stored layers.
+double flops_rev_recompute(double B, const ActShape *sh, const MemoryPolicy *p);
 // Arena entries beyond act_max_entries: the two streams.
 int rev_arena_entries(const ActShape *sh);
 #endif
