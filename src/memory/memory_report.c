@@ -252,6 +252,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
         cJSON_AddBoolToObject(shape, "tied", !sh->untied);
         cJSON_AddBoolToObject(shape, "qkv_bias", sh->qkv_bias);
     }
+    if (sh->reversible) cJSON_AddBoolToObject(shape, "reversible", 1);   // absent: the standard block
     cJSON *lay = cJSON_AddObjectToObject(o, "layout");
     cJSON_AddNumberToObject(lay, "tp", sh->t);
     cJSON_AddBoolToObject(lay, "sp", sh->sp);
