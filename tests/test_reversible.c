@@ -219,6 +219,49 @@ static size_t ledger_case(const Cfg *c, int store, int bf16, const char *what) {
     return peak;
 }
 
+// The options that change what a layer keeps compose: measured == analytic (end of forward and peak),
+// inverted and stored, and the gradients inverted vs stored within 1e-5.
+static void combo_case(const Cfg *c, unsigned tempo, int mini, MaskMode masks, const char *what) {
+    GPTConfig g = config_of(c);
+    float *grads[2];
+    size_t np = 0;
+    for (int store = 0; store < 2; store++) {
+        MemoryPolicy p;
+        policy_of(&p, c->L, store, 0, tempo | (mini ? MINI_SEQ : 0), masks);
+        p.mini_seq = mini;
+        GPT m;
+        gpt_init(&m, &g, &p);
+        gpt_init_weights(&m, 7);
+        np = m.n_params;
+        grads[store] = xmalloc(np * sizeof(float));
+        int n = c->s * c->b;
+        int32_t *tok = xmalloc((size_t)n * 4), *tgt = xmalloc((size_t)n * 4);
+        tokens_of(c, tok, tgt);
+        StepCtx ctx = {11, 2, 0, 1};
+        gpt_zero_grad(&m);
+        gpt_forward(&m, tok, tgt, c->s, c->b, ctx, 1.0f / (float)n);
+        CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &p), "%s %s: end of forward %zu, analytic %zu",
+              what, store ? "stored" : "inverted", m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &p));
+        gpt_backward(&m, tok, ctx);
+        CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &p), "%s %s: peak %zu, analytic %zu", what,
+              store ? "stored" : "inverted", m.ledger.total_peak, act_peak_bytes(&m.shape, &p));
+        memcpy(grads[store], m.grads, np * sizeof(float));
+        free(tok);
+        free(tgt);
+        gpt_free(&m);
+        policy_free(&p);
+    }
+    double d2 = 0.0, r2 = 0.0;
+    for (size_t i = 0; i < np; i++) {
+        double d = (double)grads[0][i] - grads[1][i];
+        d2 += d * d;
+        r2 += (double)grads[1][i] * grads[1][i];
+    }
+    CHECK(sqrt(d2 / r2) < 1e-5, "%s: gradients inverted vs stored %.3e", what, sqrt(d2 / r2));
+    free(grads[0]);
+    free(grads[1]);
+}
+
 int main(void) {
     // GPT-2 with dropout (the masks are drawn again in every recompute), llama with GQA and no dropout.
     const Cfg gpt2 = {ARCH_GPT2, 2, 32, 4, 0, 0, 8, 2, 64, 0.1f};
@@ -232,6 +275,11 @@ int main(void) {
     invert_vs_store(&l4, 0, 1e-5, "llama");
     invert_vs_store(&g4, 1, 3e-2, "gpt2");
     invert_vs_store(&l4, 1, 3e-2, "llama");
+
+    combo_case(&g4, TEMPO_LAYERNORM | TEMPO_GELU | TEMPO_SOFTMAX, 0, MASKS_BITS, "gpt2 tempo all, bit masks");
+    combo_case(&g4, ATTN_FLASH, 0, MASKS_REGEN, "gpt2 flash, regenerated masks");
+    combo_case(&g4, 0, 3, MASKS_BYTES, "gpt2 mini-seq 3");
+    combo_case(&l4, ATTN_FLASH | TEMPO_LAYERNORM, 2, MASKS_BYTES, "llama flash, RMSNorm from its output, mini-seq 2");
 
     // Depth: the inverted step's peak does not grow with L; the stored one does.
     const Cfg shapes[] = {{ARCH_GPT2, 0, 64, 4, 0, 0, 16, 2, 256, 0.1f}, {ARCH_LLAMA, 0, 64, 4, 2, 176, 16, 2, 256, 0.0f}};
