@@ -9,7 +9,6 @@
 #include "model/block.h"
 #include "model/family.h"
 #include "model/offload_sched.h"
-#include "memory/reversible_model.h"
 #include "model/params.h"
 #include "model/reversible.h"
 #include "model/saved.h"
@@ -17,6 +16,7 @@
 #include "backend/cpu/gelu_fewbit.h"
 #include "backend/cpu/flash_attention.h"
 #include "backend/cpu/rope.h"
+#include "memory/reversible_model.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
 #include "parallel/comm_device.h"
@@ -221,7 +221,6 @@ void gpt_free(GPT *m) {
     memset(m, 0, sizeof *m);
 }
 
-
 // The recompute plan of the context in use: the policy, or nothing recomputed for a keep-all context.
 static const MemoryPolicy *plan_of(const GPT *m) { return m->act->keep_all ? &m->policy_all : &m->policy; }
 
@@ -304,7 +303,6 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         saved_done(m, A, ACT_ATTN_DROP, l, dropped, as2b, kd, 1);
     }
 }
-
 
 // What each layer keeps, in the arena and in the offload pool, at the end of a training forward.
 static void snapshot_forward_end(GPT *m) {
