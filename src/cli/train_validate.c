@@ -110,6 +110,9 @@ static int check_reversible(const TrainOptions *o, const TrainGiven *given) {
                            o->offload ? "--offload" : "--mem-budget");
     if (o->pp > 1) return usage_error("--reversible with --pp %d: reversible blocks are not built for pipeline stages "
                                       "(the streams would cross stages in both directions)", o->pp);
+    if (o->sample_tokens > 0)
+        return usage_error("--reversible with --sample %d: generation (the KV-cache block) computes the standard block",
+                           o->sample_tokens);
     if (o->static_plan) return usage_error("--reversible with --static-plan: not built (the inversion's lifetimes are "
                                            "not recorded)");
     if (o->device && strncmp(o->device, "cuda", 4) == 0)
