@@ -41,6 +41,7 @@ declare -A value=(
   [arch]="--arch llama" [kv-heads]="--arch llama --kv-heads 2" [ffn-hidden]="--arch llama --ffn-hidden 80"
   [rope-theta]="--arch llama --rope-theta 500000" [norm-eps]="--arch llama --norm-eps 1e-6"
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
+  [reversible]="--reversible"
 )
 # No command-line flag: AdamW's betas are fixed (state.json optimizer.beta1/beta2 restores them).
 declare -A noflag=([adam-beta1]=1 [adam-beta2]=1)

@@ -32,7 +32,7 @@ typedef struct {
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
-    int gelu_bits, mini_seq, flash;
+    int gelu_bits, mini_seq, flash, reversible;
     unsigned offload;
     int json;
     const char *plot;
@@ -92,6 +92,8 @@ void cli_memory_usage(FILE *f) {
         "  --offload LIST                           per-layer tensors kept in an offload pool, not on the\n"
         "                                           device (e.g. fc1_in,gelu_in or all); two layers' worth\n"
         "                                           stay as stage slots\n"
+        "  --reversible                             reversible blocks: no layer keeps anything; the two fp32\n"
+        "                                           streams and one half-layer rebuilt in backward\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -106,7 +108,7 @@ enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL
+    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -125,7 +127,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},
-        {"offload", required_argument, 0, OPT_OFFLOAD},
+        {"offload", required_argument, 0, OPT_OFFLOAD}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
         {"virtual-stages", required_argument, 0, OPT_VIRTUAL_STAGES}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM}, {"recompute-microbatches", required_argument, 0, OPT_KEEP_ALL},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
@@ -192,6 +194,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
         case OPT_PEAK: rc = args_double(CMD, "--peak-tflops", optarg, 1e-9, 1e12, 0, &a->peak_tflops); break;
         case OPT_JSON: a->json = 1; break;
+        case OPT_REVERSIBLE: a->reversible = 1; break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
@@ -355,6 +358,11 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         return cfg_error(a, p, "%s%s%s: --arch %s has no GeLU MLP (its MLP is SwiGLU, whose backward keeps gate and up)",
                          a->gelu_bits ? "--gelu-bits" : "--tempo ", a->gelu_bits ? "" : a->tempo,
                          a->gelu_bits ? "" : " (its gelu part)", spec->name);
+    c->lay.sh.reversible = a->reversible;
+    if (a->reversible && (pp > 1 || a->offload || (a->recompute && strcmp(a->recompute, "none") != 0) || a->list))
+        return cfg_error(a, p, "--reversible with %s: reversible blocks keep no layer (nothing to recompute or "
+                         "offload) and are not built for pipeline stages", pp > 1 ? "--pp > 1" : a->offload ? "--offload"
+                                                                                                   : "--recompute");
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

@@ -23,7 +23,7 @@ enum {
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
-    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM
+    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE
 };
 
 // Every long option of ctron train (the command line, and --resume's restoring of recorded options).
@@ -32,7 +32,7 @@ static const struct option train_opts[] = {
     {"arch", required_argument, 0, OPT_ARCH}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
     {"ffn-hidden", required_argument, 0, OPT_FFN}, {"rope-theta", required_argument, 0, OPT_ROPE_THETA},
     {"norm-eps", required_argument, 0, OPT_NORM_EPS}, {"tie-embeddings", no_argument, 0, OPT_TIE},
-    {"qkv-bias", no_argument, 0, OPT_QKV_BIAS},
+    {"qkv-bias", no_argument, 0, OPT_QKV_BIAS}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
     {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
     {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
     {"dropout", required_argument, 0, OPT_DROPOUT}, {"steps", required_argument, 0, OPT_STEPS},
@@ -94,6 +94,7 @@ static int apply_model(TrainOptions *o, int ch, const char *optarg) {
     case OPT_NORM_EPS: rc = parse_float("--norm-eps", optarg, 1e-12, 1.0, 0, &x); c->norm_eps = (float)x; break;
     case OPT_TIE: c->tie_embeddings = 1; break;
     case OPT_QKV_BIAS: c->qkv_bias = 1; break;
+    case OPT_REVERSIBLE: c->reversible = 1; break;
     default: return NOT_MINE;
     }
     return rc;

@@ -26,6 +26,7 @@ typedef struct {
     int arch;          // ArchKind: the family's row says which linears and norms have biases, which positions
     int untied;        // the output layer is a matrix of its own (lm_head), not the token embedding
     int qkv_bias;      // q, k and v have biases where the family's linears have none (Qwen2)
+    int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
 } ActShape;
 
 // Fills the family's part of a shape from its row of arch/arch.h and the knobs: kv heads (0: a), the

@@ -18,4 +18,5 @@ void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
     act_shape_set_family(sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    sh->reversible = c.reversible != 0;
 }

@@ -26,6 +26,7 @@ typedef struct {
     float norm_eps;               // RMSNorm/LayerNorm epsilon (0: the family's)
     int tie_embeddings;           // 1: the output layer is the token embedding; -1: its own; 0: the family's
     int qkv_bias;                 // llama: q, k and v have biases (Qwen2)
+    int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
 } GPTConfig;
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.
@@ -144,7 +145,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -191,6 +192,7 @@ typedef struct {
     //   W_MINI_A, W_MINI_B, W_MINI_C [⌈s·b/M⌉, f/t], W_MINI_LOGITS [⌈s·b/M⌉, ⌈v/t⌉]: one mini-seq chunk
     //              (GeLU: its input, output, gradient; SwiGLU: gate, up — then their gradients — and
     //              its output), W_MINI_D [⌈s·b/M⌉, f/t]: SwiGLU's output gradient (SwiGLU only)
+    //   W_D_RES2   [s,b,h] reversible blocks: the second stream's running gradient (W_D_RES the first's)
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
     float *ws[W_COUNT];
@@ -208,6 +210,7 @@ typedef struct {
     size_t workspace_bytes;
     int defer_loss;               // gpt_forward leaves its loss for gpt_loss_take (set by the caller)
     double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
+    struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training
 } GPT;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.

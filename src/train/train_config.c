@@ -37,6 +37,7 @@
     X("norm-eps", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.norm_eps))                                       \
     X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
+    X("reversible", SAME, R_STATE, "%d", (o)->model.reversible)                                               \
     X("steps", SAME, R_STATE, "%d", (o)->steps)                                                               \
     X("grad-accum", SAME, R_STATE, "%d", (o)->grad_accum)                                                     \
     X("warmup", SAME, R_STATE, "%d", (o)->warmup)                                                             \
