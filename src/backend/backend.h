@@ -109,6 +109,10 @@ struct Backend {
     void (*dropout_residual_forward)(Backend *be, float *out, const float *res, const float *y, const float *bias,
                                      const uint8_t *keep, float p, int n, int w);
     void (*dropout_apply)(Backend *be, float *x, const uint8_t *keep, float p, size_t count);
+    // dropout_residual_forward undone: out = res − keep·(y + bias)/(1−p) (reversible blocks; NULL where a
+    // backend has none: it cannot run them)
+    void (*dropout_residual_inverse)(Backend *be, float *out, const float *res, const float *y, const float *bias,
+                                     const uint8_t *keep, float p, int n, int w);
     void (*dropout_backward)(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
     // y[i] = alpha·x[i] + beta·y[i] (x NULL: y = beta·y). LoRA's scaling α/r and its adapter's sum.
     void (*axpby)(Backend *be, float *y, float alpha, const float *x, float beta, size_t count);

@@ -322,6 +322,15 @@ static void g_dropout_residual_forward(Backend *be, float *out, const float *res
     inner(be)->dropout_residual_forward(inner(be), out, res, y, bias, keep, p, n, w);
     guard_close_all(be);
 }
+static void g_dropout_residual_inverse(Backend *be, float *out, const float *res, const float *y, const float *bias,
+                                       const uint8_t *keep, float p, int n, int w) {
+    static const char *const names[] = {"out", "res", "y", "bias", "keep"};
+    const void *ptrs[] = {out, res, y, bias, keep};
+    guard_check(be, "dropout_residual_inverse", names, ptrs, 5);
+    guard_open_all(be);
+    inner(be)->dropout_residual_inverse(inner(be), out, res, y, bias, keep, p, n, w);
+    guard_close_all(be);
+}
 static void g_dropout_apply(Backend *be, float *x, const uint8_t *keep, float p, size_t count) {
     static const char *const names[] = {"x", "keep"};
     const void *ptrs[] = {x, keep};
@@ -660,6 +669,7 @@ static void guard_kernels(Backend *t) {
     t->attention_mask = g_attention_mask;
     t->dropout_mask_sbw = g_dropout_mask_sbw;
     t->dropout_residual_forward = g_dropout_residual_forward;
+    if (t->dropout_residual_inverse) t->dropout_residual_inverse = g_dropout_residual_inverse;
     t->dropout_apply = g_dropout_apply;
     t->dropout_backward = g_dropout_backward;
     t->axpby = g_axpby;

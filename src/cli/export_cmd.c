@@ -91,6 +91,8 @@ int cli_export_main(int argc, char **argv) {
     }
     CkptState st;
     if (found != 0 || ckpt_read_state(step_dir, &st, err, sizeof err) != 0) return args_error(CMD, "--ckpt: %s", err);
+    if (st.model.reversible)
+        return args_error(CMD, "--ckpt %s is a reversible-block model: Hugging Face has no such architecture", step_dir);
     GPT m;
     gpt_init_params(&m, &st.model);
     uint8_t *tok = NULL;

@@ -34,7 +34,7 @@ typedef struct {
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
-    int gelu_bits, mini_seq, flash;
+    int gelu_bits, mini_seq, flash, reversible;
     unsigned offload;
     int json;
     const char *plot;
@@ -100,6 +100,8 @@ void cli_memory_usage(FILE *f) {
         "  --offload LIST                           per-layer tensors kept in an offload pool, not on the\n"
         "                                           device (e.g. fc1_in,gelu_in or all); two layers' worth\n"
         "                                           stay as stage slots\n"
+        "  --reversible                             reversible blocks: no layer keeps anything; the two fp32\n"
+        "                                           streams and one half-layer rebuilt in backward\n"
         "fine-tuning (LoRA, docs/LORA.md)\n"
         "  --lora-rank R            print full fine-tuning vs LoRA vs LoRA-FA of rank R side by side: the\n"
         "                           frozen base has no gradient or AdamW state; activations as the ledger\n"
@@ -121,7 +123,7 @@ enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL,
+    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA
 };
 
@@ -141,7 +143,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"dropout-masks", required_argument, 0, OPT_MASKS}, {"dropout", required_argument, 0, OPT_DROPOUT},
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},
-        {"offload", required_argument, 0, OPT_OFFLOAD},
+        {"offload", required_argument, 0, OPT_OFFLOAD}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
         {"virtual-stages", required_argument, 0, OPT_VIRTUAL_STAGES}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM}, {"recompute-microbatches", required_argument, 0, OPT_KEEP_ALL},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
@@ -214,6 +216,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_LORA_ALPHA: rc = args_double(CMD, "--lora-alpha", optarg, 1e-6, 1e6, 0, &a->lora_alpha); break;
         case OPT_LORA_TARGETS: a->lora_targets = optarg; break;
         case OPT_LORA_FA: a->lora_fa = 1; break;
+        case OPT_REVERSIBLE: a->reversible = 1; break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
@@ -251,6 +254,8 @@ static int parse(int argc, char **argv, MemArgs *a) {
     if (!a->lora_rank && (a->lora_fa || a->lora_targets || a->lora_alpha > 0))
         return args_error(CMD, "%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)",
                           a->lora_fa ? "--lora-fa" : a->lora_targets ? "--lora-targets" : "--lora-alpha");
+    if (a->lora_rank && a->reversible)
+        return args_error(CMD, "--reversible with --lora-rank: reversible blocks have no adapters yet");
     if (a->lora_rank && a->mini_seq > 1)
         return args_error(CMD, "--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", a->mini_seq);
     a->lora_mode = !a->lora_rank ? LORA_MODE_NONE : a->lora_fa ? LORA_MODE_FA : LORA_MODE_ADAPT;
@@ -410,6 +415,11 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         return cfg_error(a, p, "%s%s%s: --arch %s has no GeLU MLP (its MLP is SwiGLU, whose backward keeps gate and up)",
                          a->gelu_bits ? "--gelu-bits" : "--tempo ", a->gelu_bits ? "" : a->tempo,
                          a->gelu_bits ? "" : " (its gelu part)", spec->name);
+    c->lay.sh.reversible = a->reversible;
+    if (a->reversible && (pp > 1 || a->offload || (a->recompute && strcmp(a->recompute, "none") != 0) || a->list))
+        return cfg_error(a, p, "--reversible with %s: reversible blocks keep no layer (nothing to recompute or "
+                         "offload) and are not built for pipeline stages", pp > 1 ? "--pp > 1" : a->offload ? "--offload"
+                                                                                                   : "--recompute");
     char err[512];
     if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);

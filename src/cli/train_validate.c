@@ -62,6 +62,8 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
     }
     if (o->mini_seq > 1)
         return usage_error("--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", o->mini_seq);
+    if (c->reversible)
+        return usage_error("--reversible with --lora-rank: reversible blocks' inversion has no adapters yet");
     if (o->sample_tokens > 0)
         return usage_error("--sample %d with --lora-rank: generation (the KV-cache path) does not apply adapters yet",
                            o->sample_tokens);
@@ -131,6 +133,33 @@ static int check_techniques(const TrainOptions *o) {
     return 0;
 }
 
+// Reversible blocks rebuild every layer in backward: recompute, offload and the planners have nothing to
+// act on; pipeline stages, static plans and devices without the inversion kernel are not built for them.
+static int check_reversible(const TrainOptions *o, const TrainGiven *given) {
+    if (!o->model.reversible) return 0;
+    static const char *const recompute[] = {"recompute-method", "recompute-num-layers", "recompute-layers"};
+    if (o->recompute && strcmp(o->recompute, "none") != 0)
+        return usage_error("--reversible with --recompute %s: reversible blocks rebuild every layer from its outputs "
+                           "in backward and keep none; leave --recompute at none", o->recompute);
+    for (size_t i = 0; i < sizeof recompute / sizeof recompute[0]; i++)
+        if (train_given(given, recompute[i]))
+            return usage_error("--reversible with --%s: reversible blocks keep no layer to recompute", recompute[i]);
+    if (o->offload || o->mem_budget > 0)
+        return usage_error("--reversible with %s: no layer keeps a tensor through the forward (only the two streams)",
+                           o->offload ? "--offload" : "--mem-budget");
+    if (o->pp > 1) return usage_error("--reversible with --pp %d: reversible blocks are not built for pipeline stages "
+                                      "(the streams would cross stages in both directions)", o->pp);
+    if (o->sample_tokens > 0)
+        return usage_error("--reversible with --sample %d: generation (the KV-cache block) computes the standard block",
+                           o->sample_tokens);
+    if (o->static_plan) return usage_error("--reversible with --static-plan: not built (the inversion's lifetimes are "
+                                           "not recorded)");
+    if (o->device && strncmp(o->device, "cuda", 4) == 0)
+        return usage_error("--reversible with --device %s: the CUDA backend has no inversion kernel "
+                           "(dropout_residual_inverse) yet; use the CPU", o->device);
+    return 0;
+}
+
 int train_validate(TrainOptions *o, const TrainGiven *given) {
     int rc;
     if ((rc = cli_train_ckpt_check(o, given->name, given->n)) != 0) return rc;
@@ -149,6 +178,7 @@ int train_validate(TrainOptions *o, const TrainGiven *given) {
     }
     if ((rc = check_memory_flags(o, given)) != 0) return rc;
     if ((rc = check_techniques(o)) != 0) return rc;
+    if ((rc = check_reversible(o, given)) != 0) return rc;
     if (o->min_lr > o->lr) return usage_error("--min-lr %g is above --lr %g", (double)o->min_lr, (double)o->lr);
     if (o->warmup > o->steps) return usage_error("--warmup %d is longer than --steps %d", o->warmup, o->steps);
     if (o->val_frac <= 0.0) return usage_error("--val-frac must be > 0 (validation needs held-out data)");

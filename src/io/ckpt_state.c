@@ -50,6 +50,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
     }
     cJSON_AddBoolToObject(mo, "tied_embeddings", c->tie_embeddings > 0);
+    if (c->reversible) cJSON_AddBoolToObject(mo, "reversible", 1);   // reversible blocks (absent: the standard block)
 
     cJSON *op = cJSON_AddObjectToObject(o, "optimizer");
     cJSON_AddStringToObject(op, "type", "adamw");
@@ -241,6 +242,11 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         if (!r.failed && bias && !cJSON_IsBool(bias)) bad(&r, "model", "qkv_bias", "true or false");
         c->tie_embeddings = cJSON_IsTrue(tied) ? 1 : -1;
         c->qkv_bias = cJSON_IsTrue(bias);
+    }
+    if (!r.failed) {
+        const cJSON *rev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "reversible");
+        if (rev && !cJSON_IsBool(rev)) bad(&r, "model", "reversible", "true or false");
+        c->reversible = cJSON_IsTrue(rev);
     }
     st->beta1 = (float)number(&r, "optimizer", "beta1", 0, 1, 0);
     st->beta2 = (float)number(&r, "optimizer", "beta2", 0, 1, 0);

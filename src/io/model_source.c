@@ -30,6 +30,11 @@ int model_source_open(const char *path, ModelSource *src, char *err, size_t errl
     if (found != 0) return found;
     if (ckpt_read_state(src->path, &src->state, err, errlen) != 0) return -1;
     src->cfg = src->state.model;
+    if (src->cfg.reversible) {
+        snprintf(err, errlen, "checkpoint '%s' is a reversible-block model (model.reversible in its state.json): only "
+                 "ctron train --resume runs it; eval, generate and --init-from compute the standard block", src->path);
+        return -1;
+    }
     gpt_config_resolve(&src->cfg);
     src->positions = src->cfg.arch == ARCH_GPT2 ? src->cfg.seq : 0;
     src->precision = src->state.precision;

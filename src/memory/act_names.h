@@ -23,6 +23,8 @@ typedef enum {
     ACT_EMB_MASK = ACT_N_LAYER, ACT_LNF_IN, ACT_LNF_STATS, ACT_LM_IN, ACT_LOGITS, ACT_LM_GRAD,
     // with --offload: the two layer slots where offloaded tensors are written and fetched back
     ACT_OFFLOAD_STAGE,
+    // reversible blocks: the two residual streams (fp32), the last block's outputs, inverted in place in backward
+    ACT_REV_X1, ACT_REV_X2,
     ACT_COUNT
 } ActName;
 
@@ -39,6 +41,6 @@ static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == A
 // Norm statistics (LayerNorm: mean and 1/std per row; RMSNorm: 1/rms) and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
     return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD ||
-           n == ACT_ATTN_LSE;
+           n == ACT_ATTN_LSE || n == ACT_REV_X1 || n == ACT_REV_X2;
 }
 #endif

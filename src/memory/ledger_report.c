@@ -63,6 +63,7 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
         size_t got = ledger_stored_bytes(lg, name, -1),
                pred = name == ACT_OFFLOAD_STAGE ? act_offload_stage_bytes(sh, p) : act_tensor_bytes(sh, name);
         if (name == ACT_OFFLOAD_STAGE && !p->offload) continue;
+        if ((name == ACT_REV_X1 || name == ACT_REV_X2) && !sh->reversible) continue;
         bad += got != pred;
         fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), got, pred,
                 format_bytes((double)got, b1, sizeof b1), format_bytes((double)pred, b2, sizeof b2),

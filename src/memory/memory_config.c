@@ -2,6 +2,7 @@
 #include <string.h>
 #include "memory/flops.h"
 #include "memory/param_count.h"
+#include "memory/reversible_model.h"
 
 void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
     const ActShape *sh = &c->lay.sh;
@@ -36,7 +37,8 @@ void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
     double B = (double)c->global_batch;
     FlopBlock blk = flops_block_of(sh);
     out->model_flops = flops_model_block(B, (double)sh->L, (double)sh->s, (double)sh->h, (double)sh->v, &blk);
-    out->hw_flops = flops_hardware_block(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L, 0, &blk);
+    out->hw_flops = flops_hardware_block(B, (double)sh->s, (double)sh->h, (double)sh->v, &c->policy, (int)sh->L, 0, &blk) +
+                    flops_rev_recompute(B, sh, &c->policy);
     out->mfu = out->hfu = -1.0;
     if (c->iter_time > 0 && c->gpus > 0 && c->peak_tflops > 0) {
         double capacity = c->iter_time * c->gpus * c->peak_tflops * 1e12;

@@ -1,5 +1,6 @@
 #include "memory/memory_model.h"
 #include "arch/lora.h"
+#include "memory/reversible_model.h"
 
 // Per rank: TP splits heads and the 4h dimension; SP additionally splits the sequence of the
 // tensors TP leaves replicated (LN inputs, column-parallel inputs, residual dropout masks).
@@ -14,6 +15,8 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return sh->mini_seq > 1 || sh->lora_rank > 0 ? 0 : sbh / sp_div;
     case ACT_LN1_IN: case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: case ACT_LNF_IN:
         return sbh / sp_div;
+    case ACT_REV_X1: case ACT_REV_X2:        // reversible blocks' two residual streams
+        return sh->reversible ? sbh / sp_div : 0;
     case ACT_LM_GRAD:                        // every row's partial sum (TP reduces it in backward)
         return sh->mini_seq > 1 ? sbh : 0;
     case ACT_Q: case ACT_PROJ_IN:
@@ -135,6 +138,7 @@ size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, Ac
     LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
     int start = p ? p->group_start[l] == l : 1;
     if (act_offloaded(p, name)) return 0;
+    if (sh->reversible && !(p && p->rev_store)) return 0;   // inverted in backward: nothing kept
     return act_kept(kind, start, p ? p->tempo : 0, name) ? act_tensor_bytes(sh, name) : 0;
 }
 
@@ -187,7 +191,7 @@ size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
 size_t act_model_extra_bytes(const ActShape *sh) {
     return act_tensor_bytes(sh, ACT_EMB_MASK) + act_tensor_bytes(sh, ACT_LNF_IN) +
            act_tensor_bytes(sh, ACT_LNF_STATS) + act_tensor_bytes(sh, ACT_LM_IN) + act_tensor_bytes(sh, ACT_LOGITS) +
-           act_tensor_bytes(sh, ACT_LM_GRAD);
+           act_tensor_bytes(sh, ACT_LM_GRAD) + act_tensor_bytes(sh, ACT_REV_X1) + act_tensor_bytes(sh, ACT_REV_X2);
 }
 
 size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {
@@ -227,6 +231,7 @@ size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, in
 }
 
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    if (sh->reversible) return act_rev_peak_bytes(sh, p);
     size_t peak = act_forward_end_bytes(sh, p);
     // Backward releases the head first, then each layer after its backward. Before layer l's
     // backward the embedding mask and layers 0..l are held, plus what l's policy recomputes (a

@@ -31,6 +31,7 @@ typedef struct {
     // the embedding's dropout mask nor the output layer's input in backward.
     int lora_rank;
     unsigned lora_sites;
+    int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
 } ActShape;
 
 // Fills the family's part of a shape from its row of arch/arch.h and the knobs: kv heads (0: a), the

@@ -52,6 +52,9 @@ static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m)
     fprintf(f, "  policy  recompute %s · %s activations · dropout %g, masks %s · tempo %s\n", plan,
             sh->elem_bytes == 2 ? "bf16" : "fp32", c->dropout, sh->dropout ? mask_mode_name(sh->masks) : "none",
             tempo_describe(c->policy.tempo, tempo, sizeof tempo));
+    if (sh->reversible)
+        fprintf(f, "  reversible blocks: no layer keeps anything through the forward; two fp32 streams; backward "
+                   "rebuilds one half-layer at a time\n");
     if (c->policy.offload) {
         char what[256];
         fprintf(f, "  offload %s (kept in a pool off the device, two layers' worth staged on it)\n",
@@ -125,6 +128,10 @@ static void print_extras(FILE *f, const MemoryConfig *c, const MemorySummary *m)
         if (c->lay.p == 1) fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), fmt((double)act_tensor_bytes(sh, last[i]), b, sizeof b));
         else fprintf(f, "  %-12s %14s\n", act_name_str(last[i]), "(last stage)");
     }
+    if (sh->reversible)   // reversible blocks: the two residual streams, fp32, the last block's outputs
+        for (int k = 0; k < 2; k++)
+            fprintf(f, "  %-12s %14s\n", act_name_str(k ? ACT_REV_X2 : ACT_REV_X1),
+                    fmt((double)act_tensor_bytes(sh, k ? ACT_REV_X2 : ACT_REV_X1), b, sizeof b));
     if (c->policy.offload)
         fprintf(f, "  %-12s %14s  (two layers' offloaded tensors: the forward writes and the backward fetches here)\n",
                 "offload_stage", fmt((double)act_offload_stage_bytes(sh, &c->policy), b, sizeof b));
@@ -245,6 +252,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
         cJSON_AddBoolToObject(shape, "tied", !sh->untied);
         cJSON_AddBoolToObject(shape, "qkv_bias", sh->qkv_bias);
     }
+    if (sh->reversible) cJSON_AddBoolToObject(shape, "reversible", 1);   // absent: the standard block
     cJSON *lay = cJSON_AddObjectToObject(o, "layout");
     cJSON_AddNumberToObject(lay, "tp", sh->t);
     cJSON_AddBoolToObject(lay, "sp", sh->sp);
@@ -302,6 +310,10 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     for (int i = 0; i < (int)(sizeof last / sizeof last[0]); i++)
         cJSON_AddNumberToObject(ex, act_name_str(last[i]), c->lay.p == 1 ? (double)act_tensor_bytes(sh, last[i]) : 0.0);
     cJSON_AddNumberToObject(ex, "offload_stage", (double)act_offload_stage_bytes(sh, &c->policy));
+    if (sh->reversible) {
+        cJSON_AddNumberToObject(ex, "rev_x1", (double)act_tensor_bytes(sh, ACT_REV_X1));
+        cJSON_AddNumberToObject(ex, "rev_x2", (double)act_tensor_bytes(sh, ACT_REV_X2));
+    }
     cJSON_AddNumberToObject(ex, "total", m.act.extras);
     cJSON_AddNumberToObject(ex, "paper_formula", m.paper_extra);
 

@@ -1,5 +1,6 @@
 #include "memory/stage_model.h"
 #include "memory/param_count.h"
+#include "memory/reversible_model.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -104,6 +105,10 @@ static void stage_layer_bytes(const StageLayout *lay, const StageSplit *sp, cons
 }
 
 size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int l) {
+    if (sh->reversible && !(pol && pol->rev_store)) {   // one half-layer rebuilt at a time
+        size_t attn = act_rev_half_bytes(sh, pol ? pol->tempo : 0, 1), mlp = act_rev_half_bytes(sh, pol ? pol->tempo : 0, 0);
+        return attn > mlp ? attn : mlp;
+    }
     LayerRecompute kind = pol ? pol->kind[l] : RECOMPUTE_NONE;
     if (kind == RECOMPUTE_SELECTIVE)
         return act_tensor_bytes(sh, ACT_ATTN_PROB) + act_tensor_bytes(sh, ACT_ATTN_MASK) +

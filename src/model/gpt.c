@@ -6,15 +6,18 @@
 #include "model/gpt.h"
 #include <omp.h>
 #include <string.h>
+#include "model/block.h"
 #include "model/family.h"
 #include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
+#include "model/reversible.h"
 #include "model/saved.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/gelu_fewbit.h"
 #include "backend/cpu/flash_attention.h"
 #include "backend/cpu/rope.h"
+#include "memory/reversible_model.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
 #include "parallel/comm_device.h"
@@ -90,7 +93,7 @@ static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
             if (bwd > peak) peak = bwd;
         }
     }
-    return peak + (size_t)act_max_entries(pol) * 64;
+    return peak + (size_t)(act_max_entries(pol) + rev_arena_entries(&m->shape)) * 64;
 }
 
 void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp, const PPLayout *pp) {
@@ -108,6 +111,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     else policy_default(&m->policy, c->layers);
     m->policy.tempo |= gpt_lora_keep_bits(c);   // what the frozen base and the adapters keep
     if (gpt_lora(m) && m->policy.mini_seq > 1) ctron_fatal("gpt_init: mini-seq's chunked MLP has no LoRA adapters");
+    if (gpt_lora(m) && c->reversible) ctron_fatal("gpt_init: reversible blocks have no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     char err[256];
     m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
@@ -128,6 +132,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
                    .mini_seq = m->policy.mini_seq > 1 ? m->policy.mini_seq : 0};
     gpt_shape_family(c, &sh);
     m->shape = sh;
+    if (c->reversible && m->pp.p > 1) ctron_fatal("gpt_init: reversible blocks on a pipeline of %d stages", m->pp.p);
     // Each context's arena holds exactly what the analytic model predicts at its peak, plus alignment
     // of each entry.
     if (m->pp.keep_all > 0) policy_keep_everything(&m->policy_all, &m->policy);
@@ -144,7 +149,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
                             policy->arena_budget);
             capacity = policy->arena_budget;
         }
-        arena_init(&a->arena, m->be, capacity, act_max_entries(pol), &m->ledger);
+        arena_init(&a->arena, m->be, capacity, act_max_entries(pol) + rev_arena_entries(&m->shape), &m->ledger);
         a->arena.slot = k;
         a->arena.mem = &m->mem;   // --static-plan records and then places the saved tensors
         a->blocks = xcalloc(sizeof(BlockActs) * (size_t)c->layers);
@@ -182,7 +187,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
-        [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0,
+        [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
         [W_LORA] = gpt_lora(m) ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
         [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0};
     m->workspace_bytes = 0;
@@ -250,8 +255,6 @@ void gpt_free(GPT *m) {
     memset(m, 0, sizeof *m);
 }
 
-enum { PASS_FORWARD, PASS_RECOMPUTE };
-
 // The recompute plan of the context in use: the policy, or nothing recomputed for a keep-all context.
 static const MemoryPolicy *plan_of(const GPT *m) { return m->act->keep_all ? &m->policy_all : &m->policy; }
 
@@ -297,7 +300,8 @@ static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw
 // none layer would, in the arena (its backward follows at once); the forward offloads what --offload names.
 static int keeps(const GPT *m, int l, ActName name, int pass) {
     if (!m->act->ctx.train) return KEEP_NO;
-    if (pass == PASS_RECOMPUTE) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name) ? KEEP_ARENA : KEEP_NO;
+    if (pass == PASS_FORWARD && m->cfg.reversible && !m->policy.rev_store) return KEEP_NO;   // inverted in backward
+    if (pass != PASS_FORWARD) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name) ? KEEP_ARENA : KEEP_NO;
     if (!act_kept(plan_of(m)->kind[l], plan_of(m)->group_start[l] == l, m->policy.tempo, name)) return KEEP_NO;
     return act_offloaded(&m->policy, name) ? KEEP_OFFLOAD : KEEP_ARENA;
 }
@@ -336,10 +340,6 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     }
 }
 
-// Where a block's output goes: the next block's input, the final LN's, nowhere (a recomputed group's
-// last block), or the chunk's output buffer (m->chunk_out: the next pipeline stage's input).
-enum { OUT_NEXT_BLOCK, OUT_HEAD, OUT_DISCARD, OUT_CHUNK };
-
 // What each layer keeps, in the arena and in the offload pool, at the end of a training forward.
 static void snapshot_forward_end(GPT *m) {
     ledger_snapshot_forward_end(&m->ledger);
@@ -368,10 +368,25 @@ static float *output_of(GPT *m, int l, int pass, int where) {
     return saved_out(m, &m->act->model_acts, ACT_LNF_IN, -1, rank_rows_h(m), m->act->ctx.train);
 }
 
+float *gpt_head_input(GPT *m) { return output_of(m, m->cfg.layers - 1, PASS_FORWARD, OUT_HEAD); }
+
 static void output_done(GPT *m, int l, int pass, int where, float *out) {
     size_t nh = rank_rows_h(m);
     if (where == OUT_NEXT_BLOCK) saved_done(m, &m->act->blocks[l + 1], ACT_LN1_IN, l + 1, out, nh, keeps(m, l + 1, ACT_LN1_IN, pass), 0);
     else if (where == OUT_HEAD) saved_done(m, &m->act->model_acts, ACT_LNF_IN, -1, out, nh, m->act->ctx.train, 0);
+}
+
+void gpt_head_input_done(GPT *m, float *x) { output_done(m, m->cfg.layers - 1, PASS_FORWARD, OUT_HEAD, x); }
+
+// A copy of src as the input of a half's norm (ln1_in or ln2_in of layer l), kept as the pass says and
+// rounded like any kept tensor (the copy, not src: a reversible stream stays fp32).
+float *block_half_input(GPT *m, int l, ActName name, const float *src, int pass) {
+    size_t nrh = rank_rows_h(m);
+    int keep = keeps(m, l, name, pass);
+    float *x = saved_out(m, &m->act->blocks[l], name, l, nrh, keep);
+    m->be->copy(m->be, x, src, nrh * sizeof(float), COPY_D2D);
+    saved_done(m, &m->act->blocks[l], name, l, x, nrh, keep, 0);
+    return x;
 }
 
 // The residual dropout mask of a site over this rank's rows (global positions: layout-invariant).
@@ -381,6 +396,15 @@ static uint8_t *residual_mask(GPT *m, BlockActs *A, ActName name, int l, int sit
     m->be->dropout_mask_sbw(m->be, mask, site_of(m, l, site), m->s0, m->s_rank, m->b_cur, m->cfg.hidden, m->act->ctx.sample0);
     mask_done(m, A, name, l, mask, nh, keep);
     return mask;
+}
+
+// out = res + Dropout(y + bias) on the rank's rows; PASS_INVERT undoes it, out = res − Dropout(y + bias),
+// the branch computed with the same arithmetic (reversible blocks, model/reversible.c).
+static void residual_forward(GPT *m, float *out, const float *res, const float *y, const float *bias,
+                             const uint8_t *keep, float p, int pass) {
+    int nr = m->s_rank * m->b_cur, h = m->cfg.hidden;
+    if (pass == PASS_INVERT) m->be->dropout_residual_inverse(m->be, out, res, y, bias, keep, p, nr, h);
+    else m->be->dropout_residual_forward(m->be, out, res, y, bias, keep, p, nr, h);
 }
 
 // y = Norm(x) on nr rows with the family's norm: LayerNorm (stats: mean, 1/std) or RMSNorm (1/rms).
@@ -583,13 +607,11 @@ static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *
     saved_done(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP), 0);
 }
 
-// One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
-// the policy says). Returns the block output (see output_of), rounded and kept likewise; NULL for
-// OUT_DISCARD, whose output nobody reads. Under TP the linears hold this rank's columns; the norms,
-// dropout and residual run on the rank's rows (all rows without SP).
-static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int where) {
+// The attention half: out = res + Dropout(Proj(Attn(Norm1(x)))) (the standard block: res = x, out NULL:
+// x1, kept as ln2_in, is returned; a reversible block: y1 = x1 + F(x2) into out; PASS_INVERT: out = res − F).
+float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float *out, int pass) {
     const GPTConfig *c = &m->cfg;
-    int h = c->hidden, hl = m->hl, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    int h = c->hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l);
@@ -597,7 +619,7 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     int drop = p > 0.0f;
 
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))     (llama: RoPE on q and k, grouped k and v)
-    const uint16_t *qkv16, *fc1_16, *x16;
+    const uint16_t *qkv16, *x16;
     const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass, &qkv16);
     float *q, *k, *v;
     qkv_forward(m, l, &w, qkv_all, qkv16, pass, &q, &k, &v);
@@ -610,9 +632,22 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
     if (lora_on(m, o_site)) lora_row_forward(m, l, o_site, proj_in, x16, hl, attn_out, h, KEEP(lora_act(o_site)));
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
-    float *x1 = saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
-    m->be->dropout_residual_forward(m->be, x1, x, attn_out, w.proj_b, drop1, p, nr, h);
-    saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
+    float *x1 = out ? out : saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
+    residual_forward(m, x1, res, attn_out, w.proj_b, drop1, p, pass);
+    if (!out) saved_done(m, A, ACT_LN2_IN, l, x1, nrh, KEEP(ACT_LN2_IN), 0);
+    return x1;
+}
+
+// The MLP half: out = res + Dropout(FC2(GeLU(FC1(Norm2(x1))))) (the standard block: res = x1, out NULL:
+// the output goes where `where` says; a reversible block: y2 = x2 + G(y1) into out; PASS_INVERT: out = res − G).
+float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float *out_buf, int pass, int where) {
+    const GPTConfig *c = &m->cfg;
+    int h = c->hidden, fl = m->fl, n = m->s_cur * m->b_cur;
+    BlockActs *A = &m->act->blocks[l];
+    BlockTensors w = block_tensors(m, &m->w, l);
+    float p = m->act->ctx.train ? c->dropout : 0.0f;
+    int drop = p > 0.0f;
+    const uint16_t *fc1_16;
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
@@ -646,12 +681,21 @@ static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int wh
     }
     float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, mlp_out, h, KEEP(lora_act(d_site)));
-    float *out = output_of(m, l, pass, where);
-    m->be->dropout_residual_forward(m->be, out, x1, mlp_out, w.fc2_b, drop2, p, nr, h);
-    output_done(m, l, pass, where, out);
+    float *out = out_buf ? out_buf : output_of(m, l, pass, where);
+    residual_forward(m, out, res, mlp_out, w.fc2_b, drop2, p, pass);
+    if (!out_buf) output_done(m, l, pass, where, out);
     return out;
 }
 #undef KEEP
+
+// One block forward from x (this block's ln1_in on this rank's rows, already rounded and kept as
+// the policy says). Returns the block output (see output_of), rounded and kept likewise; NULL for
+// OUT_DISCARD, whose output nobody reads. Under TP the linears hold this rank's columns; the norms,
+// dropout and residual run on the rank's rows (all rows without SP).
+static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int where) {
+    const float *x1 = attn_half_forward(m, l, x, x, NULL, pass);
+    return mlp_half_forward(m, l, x1, x1, NULL, pass, where);
+}
 
 // One block's forward in its scope: its temporaries are free when it returns (its output is the
 // next block's).
@@ -807,7 +851,8 @@ static void forward_begin(GPT *m, int l0, int l1, int s, int b, StepCtx ctx) {
 }
 
 // x = Dropout(wte[tokens] + wpe) into block 0's input.
-static float *embedding_forward(GPT *m, const int32_t *tokens) {
+// into: the buffer to write (reversible blocks' first stream); NULL: block 0's input, kept as it says.
+float *gpt_embedding_forward(GPT *m, const int32_t *tokens, float *into) {
     int h = m->cfg.hidden, train = m->act->ctx.train;
     float p = train ? m->cfg.dropout : 0.0f;
     size_t nrh = rank_rows_h(m);
@@ -815,14 +860,14 @@ static float *embedding_forward(GPT *m, const int32_t *tokens) {
     scope_begin(m, scope_key(m, SCOPE_EMB));
     int keep_mask = train && !gpt_lora(m);   // a frozen embedding (LoRA) has no backward to read it
     uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, keep_mask) : NULL;
-    float *x = input_of(m, 0, PASS_FORWARD);
+    float *x = into ? into : input_of(m, 0, PASS_FORWARD);
     embed_forward(m, x, tokens);
     if (emb_mask) {
         m->be->dropout_mask_sbw(m->be, emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, m->b_cur, h, m->act->ctx.sample0);
         mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, keep_mask);
         m->be->dropout_apply(m->be, x, emb_mask, p, nrh);
     }
-    saved_done(m, &m->act->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
+    if (!into) saved_done(m, &m->act->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
     scope_end(m, scope_key(m, SCOPE_EMB));
     return x;
 }
@@ -852,9 +897,10 @@ double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const in
         m->be->copy(m->be, m->act->targets, targets, rows * sizeof(int32_t), COPY_H2D);
         targets = m->act->targets;
     }
-    float *x = l0 == 0 ? embedding_forward(m, tokens) : received_input(m, l0, input);
+    float *x = m->cfg.reversible ? rev_forward(m, tokens)   // two residual streams (model/reversible.c)
+               : l0 == 0 ? gpt_embedding_forward(m, tokens, NULL) : received_input(m, l0, input);
     m->chunk_out = output;
-    for (int l = l0; l < l1; l++) {
+    for (int l = l0; l < l1 && !m->cfg.reversible; l++) {
         int where = l + 1 < l1 ? OUT_NEXT_BLOCK : l1 == L ? OUT_HEAD : OUT_CHUNK;
         x = block_forward(m, l, x, PASS_FORWARD, where);
         if (ctx.train) offload_layer_stored(m, l);   // to the pool while the next block computes
@@ -914,19 +960,19 @@ static void norm_backward_rows(GPT *m, float *dx, int accumulate, float *dgamma,
     }
 }
 
-// d_res += dL/d(norm input) for one of the block's norms: from its kept input, or with Tempo from
+// dx += dL/d(norm input) for one of the block's norms: from its kept input, or with Tempo from
 // its kept output (the input of the next linear) and the statistics.
-static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActName stats_name, const float *dy,
+static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActName stats_name, const float *dy, float *dx,
                           const float *gamma, const float *beta, float *dgamma, float *dbeta) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
     const float *stats = saved_in(m, A, stats_name, l, norm_stats(m) * (size_t)nr);
     if (tempo(m, TEMPO_LAYERNORM))
-        norm_backward_rows(m, ws(m, W_D_RES), 1, dgamma, dbeta, dy, NULL, saved_in(m, A, out_name, l, nrh), stats,
+        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, NULL, saved_in(m, A, out_name, l, nrh), stats,
                            gamma, beta, nr);
     else
-        norm_backward_rows(m, ws(m, W_D_RES), 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), NULL, stats,
+        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), NULL, stats,
                            gamma, beta, nr);
 }
 
@@ -1046,10 +1092,34 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     }
 }
 
-// d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
-// l's tensors are all held (kept by the forward, or recomputed just before); selective layers redo
-// the attention core.
-static void block_backward_pass(GPT *m, int l) {
+// The MLP half's backward: dy = dL/d(its output); dL/d(its norm's input) accumulates into dx (the
+// standard block: dx = dy, the residual stream's gradient; a reversible block: dL/dy1).
+void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
+    const GPTConfig *c = &m->cfg;
+    int h = c->hidden, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h;
+    float p = c->dropout;
+    int drop = p > 0.0f;
+    BlockActs *A = &m->act->blocks[l];
+    BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
+
+    // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
+    const float *d_mlp_out = dy;
+    if (drop) {
+        m->be->dropout_backward(m->be, ws(m, W_D_TMP), dy, mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
+        d_mlp_out = ws(m, W_D_TMP);
+    }
+    if (g.fc2_b) m->be->bias_backward(m->be, g.fc2_b, d_mlp_out, h, nr, h);
+    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
+    if (swiglu(m)) mlp_backward_swiglu(m, l, &w, &g, d_fc2_out);
+    else mlp_backward_gelu(m, l, &w, &g, d_fc2_out);
+    const float *d_fc1_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);     // g backward
+    norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, dx, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
+}
+
+// The attention half's backward: dy = dL/d(its output); dL/d(its norm's input) accumulates into dx (the
+// standard block: dx = dy; a reversible block: dL/dx2).
+void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     const GPTConfig *c = &m->cfg;
     int h = c->hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
@@ -1058,23 +1128,10 @@ static void block_backward_pass(GPT *m, int l) {
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
 
-    // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
-    const float *d_mlp_out = ws(m, W_D_RES);
-    if (drop) {
-        m->be->dropout_backward(m->be, ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
-        d_mlp_out = ws(m, W_D_TMP);
-    }
-    if (g.fc2_b) m->be->bias_backward(m->be, g.fc2_b, d_mlp_out, h, nr, h);
-    const float *d_fc2_out = tp_gather_rows(m, d_mlp_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
-    if (swiglu(m)) mlp_backward_swiglu(m, l, &w, &g, d_fc2_out);
-    else mlp_backward_gelu(m, l, &w, &g, d_fc2_out);
-    const float *d_fc1_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);     // g backward
-    norm_backward(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS, d_fc1_in, w.ln2_w, w.ln2_b, g.ln2_w, g.ln2_b);
-
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
-    const float *d_attn_out = ws(m, W_D_RES);
+    const float *d_attn_out = dy;
     if (drop) {
-        m->be->dropout_backward(m->be, ws(m, W_D_TMP), ws(m, W_D_RES), mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(m->be, ws(m, W_D_TMP), dy, mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
         d_attn_out = ws(m, W_D_TMP);
     }
     if (g.proj_b) m->be->bias_backward(m->be, g.proj_b, d_attn_out, h, nr, h);
@@ -1087,7 +1144,15 @@ static void block_backward_pass(GPT *m, int l) {
     attention_core_backward(m, l, d_ctx);
     qkv_backward(m, l, &w, &g);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
-    norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
+    norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, dx, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
+}
+
+// d_res holds dL/d(block output) on entry and dL/d(block input) on return (the rank's rows). Block
+// l's tensors are all held (kept by the forward, or recomputed just before); selective layers redo
+// the attention core.
+static void block_backward_pass(GPT *m, int l) {
+    mlp_half_backward(m, l, ws(m, W_D_RES), ws(m, W_D_RES));
+    attn_half_backward(m, l, ws(m, W_D_RES), ws(m, W_D_RES));
 }
 
 static void block_backward(GPT *m, int l) {
@@ -1162,7 +1227,8 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     if (l1 == L) head_backward(m);
     else m->be->copy(m->be, ws(m, W_D_RES), d_output, nrh * sizeof(float), COPY_D2D);
 
-    for (int l = l1 - 1; l >= l0; l--) {
+    if (m->cfg.reversible) rev_backward(m);   // each block's inputs rebuilt from its outputs, then its backward
+    for (int l = l1 - 1; l >= l0 && !m->cfg.reversible; l--) {
         offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
         if (pol->kind[l] == RECOMPUTE_FULL) {   // groups never straddle chunks (the stage policy cuts them)
             int g0 = pol->group_start[l];

@@ -33,6 +33,7 @@ typedef struct {
     float lora_alpha;             // α (0: peft's default, 8)
     unsigned lora_targets;
     int lora_fa;
+    int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
 } GPTConfig;
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.
@@ -158,7 +159,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_LORA, W_LORA_R, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -214,6 +215,7 @@ typedef struct {
     //   W_MINI_A, W_MINI_B, W_MINI_C [⌈s·b/M⌉, f/t], W_MINI_LOGITS [⌈s·b/M⌉, ⌈v/t⌉]: one mini-seq chunk
     //              (GeLU: its input, output, gradient; SwiGLU: gate, up — then their gradients — and
     //              its output), W_MINI_D [⌈s·b/M⌉, f/t]: SwiGLU's output gradient (SwiGLU only)
+    //   W_D_RES2   [s,b,h] reversible blocks: the second stream's running gradient (W_D_RES the first's)
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
     //   W_LORA     [s,b,max(h,f/t)] an adapter's (α/r)·x·Aᵀ·Bᵀ before it joins the output; W_LORA_R [s,b,r]
@@ -233,6 +235,7 @@ typedef struct {
     size_t workspace_bytes;
     int defer_loss;               // gpt_forward leaves its loss for gpt_loss_take (set by the caller)
     double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
+    struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training
 } GPT;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.

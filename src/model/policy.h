@@ -49,6 +49,7 @@ typedef struct {
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)
     unsigned offload;         // --offload: bit (1 << name) for each per-layer tensor kept in the offload pool
     const char *offload_dir;  // --offload-dir: the pool is a file there (NULL: host memory); not owned
+    int rev_store;            // reversible blocks: keep each layer's activations instead of inverting (the reference)
 } MemoryPolicy;
 
 // Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,

@@ -101,6 +101,8 @@ static void header_policy(const TrainRun *r) {
     if (policy->gelu_bits) snprintf(fewbit, sizeof fewbit, ", %d-bit GeLU codes", policy->gelu_bits);
     if (policy->mini_seq) snprintf(fewbit, sizeof fewbit, ", mini-seq %d", policy->mini_seq);
     if (policy->tempo & ATTN_FLASH) snprintf(fewbit + strlen(fewbit), sizeof fewbit - strlen(fewbit), ", flash attention");
+    if (r->m.cfg.reversible)   // another model, and what it keeps: printed only for it
+        printf("  reversible blocks: two residual streams (fp32), each layer rebuilt from its outputs in backward\n");
     printf("  %s compute, recompute %s, %s activations, %s dropout masks, tempo %s%s; activations predicted %s at peak",
            policy->precision == PRECISION_BF16 ? "bf16 mixed-precision" : "fp32", plan, act_dtype_name(policy->act_dtype),
            mask_mode_name(policy->masks), tempo_describe(policy->tempo, tempo, sizeof tempo), fewbit,

@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
+#include "memory/reversible_model.h"
 #include "train/guards.h"
 #include "train/train_ckpt.h"
 #include "train/train_dist.h"
@@ -189,7 +190,8 @@ static void open_batches(TrainRun *r) {
     r->flops = train_flops_per_step(c, o->grad_accum * r->nranks);
     FlopBlock blk = train_flop_block(c);
     r->hw_flops = flops_hardware_block((double)r->seqs_per_rank * r->nranks, c->seq, c->hidden, c->vocab, &r->policy,
-                                       c->layers, 1, &blk);
+                                       c->layers, 1, &blk) +
+                  flops_rev_recompute((double)r->seqs_per_rank * r->nranks, &r->m.shape, &r->policy);
     double lora = train_lora_flops_delta(c, (double)r->seqs_per_rank * r->nranks);   // LoRA: no dW of the base
     r->flops += lora;
     r->hw_flops += lora;

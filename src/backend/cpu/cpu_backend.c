@@ -206,6 +206,11 @@ static void be_dropout_residual_forward(Backend *be, float *out, const float *re
     (void)be;
     dropout_residual_forward(out, res, y, bias, keep, p, n, w);
 }
+static void be_dropout_residual_inverse(Backend *be, float *out, const float *res, const float *y,
+                                        const float *bias, const uint8_t *keep, float p, int n, int w) {
+    (void)be;
+    dropout_residual_inverse(out, res, y, bias, keep, p, n, w);
+}
 static void be_dropout_apply(Backend *be, float *x, const uint8_t *keep, float p, size_t count) {
     (void)be;
     dropout_apply(x, keep, p, count);
@@ -429,6 +434,7 @@ static const Backend cpu_table = {
     .gelu_backward_from_output = be_gelu_backward_from_output,
     .fewbit_gelu_encode = be_fewbit_gelu_encode, .fewbit_gelu_backward = be_fewbit_gelu_backward,
     .attention_mask = be_attention_mask, .dropout_mask_sbw = be_dropout_mask_sbw, .dropout_residual_forward = be_dropout_residual_forward,
+    .dropout_residual_inverse = be_dropout_residual_inverse,
     .dropout_apply = be_dropout_apply, .dropout_backward = be_dropout_backward, .axpby = be_axpby,
     .embedding_forward = be_embedding_forward, .embedding_backward = be_embedding_backward,
     .embedding_vocab_forward = be_embedding_vocab_forward, .embedding_add_positions = be_embedding_add_positions,

@@ -117,6 +117,23 @@ void dropout_residual_forward(float *out, const float *res, const float *y, cons
     }
 }
 
+void dropout_residual_inverse(float *out, const float *res, const float *y, const float *bias,
+                              const uint8_t *keep, float p, int n, int w) {
+    float scale = 1.0f / (1.0f - p);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n; r++) {
+        size_t o = (size_t)r * w;
+        const float *yr = y + o, *rr = res + o;
+        const uint8_t *kr = keep ? keep + o : NULL;
+        float *outr = out + o;
+#pragma omp simd
+        for (int c = 0; c < w; c++) {
+            float v = yr[c] + (bias ? bias[c] : 0.0f);   // the forward's branch value, then subtracted
+            outr[c] = rr[c] - (kr ? (kr[c] ? v * scale : 0.0f) : v);
+        }
+    }
+}
+
 void dropout_apply(float *x, const uint8_t *keep, float p, size_t count) {
     float scale = 1.0f / (1.0f - p);
 #pragma omp parallel for simd schedule(static)

@@ -45,6 +45,9 @@ void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int
 // out[r,c] = res[r,c] + keep·(y[r,c] + bias[c])/(1−p)  ([n, w]; keep NULL means p = 0; bias may be NULL)
 void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,
                               const uint8_t *keep, float p, int n, int w);
+// out[r,c] = res[r,c] − keep·(y[r,c] + bias[c])/(1−p): the forward undone (reversible blocks: x = y − F)
+void dropout_residual_inverse(float *out, const float *res, const float *y, const float *bias,
+                              const uint8_t *keep, float p, int n, int w);
 // x[i] = x[i]·keep[i]/(1−p) in place — forward and backward of dropout are the same map.
 void dropout_apply(float *x, const uint8_t *keep, float p, size_t count);
 // dy[i] = dout[i]·keep[i]/(1−p)
