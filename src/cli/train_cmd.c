@@ -191,6 +191,7 @@ int cli_train_main(int argc, char **argv) {
                 "before a step can finish and save; launch with scripts/ctron-mpirun (it turns SIGTERM into "
                 "SIGUSR1, which every rank saves on) so that a preemption loses nothing\n");
     if (rc == 0) rc = train_run(&o, &comm);
+    if (rc == 0 && comm.world.rank == 0 && o.lora_out) rc = cli_train_lora_out(&o);
     if (rc > 0 && comm.world.rank == 0) cli_train_unmake(&o, &locks);
     cli_train_release(&locks);
     comm_finalize(&comm);

@@ -1,5 +1,6 @@
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "arch/arch.h"
 #include "arch/lora.h"
 #include "cli/args.h"
@@ -42,7 +43,13 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
     for (size_t i = 0; i < sizeof needs_rank / sizeof needs_rank[0]; i++)
         if (!c->lora_rank && train_given(given, needs_rank[i]))
             return usage_error("--%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)", needs_rank[i]);
+    if (!c->lora_rank && o->lora_out) return usage_error("--lora-out without --lora-rank: there are no adapters to write");
     if (!c->lora_rank) return 0;
+    if (o->lora_out && !o->ckpt_dir)
+        return usage_error("--lora-out '%s' writes the final checkpoint's adapters: give --ckpt-dir too", o->lora_out);
+    struct stat so;
+    if (o->lora_out && lstat(o->lora_out, &so) == 0)
+        return usage_error("--lora-out: '%s' exists; the adapters go to a new directory", o->lora_out);
     char err[256];
     unsigned mask = 0;
     if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) != 0)

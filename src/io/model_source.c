@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "io/hf_load.h"
+#include "io/peft_adapter.h"
 #include "model/lora_merge.h"
 #include "util/common.h"
 
@@ -92,6 +93,15 @@ static int load_checkpoint(const ModelSource *src, GPT *m, char *err, size_t err
     return rc;
 }
 
+int model_source_set_adapter(ModelSource *src, const char *dir, char *err, size_t errlen) {
+    PeftConfig pc;
+    if (peft_read_config(dir, (ArchKind)src->cfg.arch, &pc, err, errlen) != 0) return -1;
+    snprintf(src->adapter, sizeof src->adapter, "%s", dir);
+    return 0;
+}
+
 int model_source_load(const ModelSource *src, GPT *m, char *err, size_t errlen) {
-    return src->is_hf ? hf_load_into(m, src->path, err, errlen) : load_checkpoint(src, m, err, errlen);
+    int rc = src->is_hf ? hf_load_into(m, src->path, err, errlen) : load_checkpoint(src, m, err, errlen);
+    if (rc == 0 && src->adapter[0]) rc = peft_merge_into(m, src->adapter, err, errlen);
+    return rc;
 }

@@ -221,3 +221,26 @@ int peft_load_adapters(GPT *m, const char *dir, char *err, size_t errlen) {
     if (rc == 0) gpt_params_changed(m);
     return rc;
 }
+
+int peft_merge_into(GPT *m, const char *dir, char *err, size_t errlen) {
+    PeftConfig pc;
+    if (m->cfg.lora_rank > 0) return bad("the model has adapters of its own");
+    if (peft_read_config(dir, (ArchKind)m->cfg.arch, &pc, err, errlen) != 0) return -1;
+    GPTConfig lc = m->cfg;
+    lc.lora_rank = pc.rank;
+    lc.lora_alpha = pc.alpha;
+    lc.lora_targets = pc.targets;
+    GPT lora;
+    gpt_init_params(&lora, &lc);
+    int rc = peft_load_adapters(&lora, dir, err, errlen);
+    if (rc == 0) {
+        float *host = xmalloc(m->n_params * sizeof(float));
+        m->be->copy(m->be, host, m->params, m->n_params * sizeof(float), COPY_D2H);
+        lora_merge_adapters(&lora, m, host);
+        m->be->copy(m->be, m->params, host, m->n_params * sizeof(float), COPY_H2D);
+        free(host);
+        gpt_params_changed(m);
+    }
+    gpt_free(&lora);
+    return rc;
+}

@@ -23,4 +23,7 @@ int peft_read_config(const char *dir, ArchKind arch, PeftConfig *pc, char *err, 
 // The adapters of dir into lora (a whole host model built with pc's rank, alpha and targets): every
 // adapted linear's A and B present once with its shape, finite, and nothing else. 0, or -1 with err.
 int peft_load_adapters(GPT *lora, const char *dir, char *err, size_t errlen);
+// The adapters of dir folded into m (a whole model of the base; any backend): W += (α/r)·B·A, what
+// peft's merge_and_unload computes. For evaluating and generating with an adapter. 0, or -1 with err.
+int peft_merge_into(GPT *m, const char *dir, char *err, size_t errlen);
 #endif

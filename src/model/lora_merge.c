@@ -47,7 +47,12 @@ void lora_to_plain(const GPT *lora, GPT *plain, int merge) {
             ctron_fatal("lora_to_plain: '%s' is not the LoRA model's base tensor", pi->name);
         memcpy(plain->params + pi->offset, lora_tensor_data(lora, li), pi->numel * sizeof(float));
     }
-    if (merge && lora->cfg.lora_rank > 0) {
+    if (merge) lora_merge_adapters(lora, plain, plain->params);
+    gpt_params_changed(plain);
+}
+
+void lora_merge_adapters(const GPT *lora, const GPT *plain, float *params) {
+    if (lora->cfg.lora_rank > 0) {
         int r = lora->cfg.lora_rank;
         float scale = lora->cfg.lora_alpha / (float)r;
         for (int s = 0; s < LORA_SITES; s++) {
@@ -58,9 +63,8 @@ void lora_to_plain(const GPT *lora, GPT *plain, int merge) {
                 if (!w) ctron_fatal("lora_to_plain: no base weight for site %d of layer %d", s, l);
                 int out = w->shape[0], in = w->shape[1];   // W [out, in] += scale · B [out, r] · A [r, in]
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, out, in, r, scale, lora_tensor_data(lora, b), r,
-                            lora_tensor_data(lora, a), in, 1.0f, plain->params + w->offset, in);
+                            lora_tensor_data(lora, a), in, 1.0f, params + w->offset, in);
             }
         }
     }
-    gpt_params_changed(plain);
 }

@@ -15,4 +15,7 @@ const ParamInfo *lora_base_weight(const GPT *plain, LoraSite s, int layer);
 // plain (gpt_init_params of lora_base_config(&lora->cfg)) := lora's base, with the adapters merged
 // when merge is set. Both are whole host models.
 void lora_to_plain(const GPT *lora, GPT *plain, int merge);
+// W += (α/r)·B·A for every adapter of lora (a whole host model) into params, host memory laid out as
+// plain's parameters (a whole model of lora's base configuration).
+void lora_merge_adapters(const GPT *lora, const GPT *plain, float *params);
 #endif
