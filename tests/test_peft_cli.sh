@@ -2,7 +2,8 @@
 # LoRA's shared formats from the command line (issue 27 item 4), without peft: --lora-out and
 # export --peft write the same adapter tensors; a LoRA checkpoint, its --merge export and the base
 # with --adapter evaluate to the same loss, and generate the same tokens; LoRA-FA too; bad input exits
-# 2 naming the value (tests/test_peft_interop.py checks the files against peft itself).
+# 2 naming the value; --lora-from starts a run from a peft directory's adapters (tests/test_hf_interop.py
+# checks the files against peft itself).
 # usage: test_peft_cli.sh CTRON DATA
 set -uo pipefail
 ctron=$1; data=$2
@@ -40,6 +41,16 @@ for fam in llama gpt2; do
   done
 done
 
+# --lora-from: a run starts from a peft directory's adapters — its first step's loss is the one eval
+# gives the base with that adapter (unmerged vs merged: a few ulps), and LoRA's options come from it.
+"$ctron" train --init-from "$dir/llama.hf" --lora-from "$dir/llama.out" --steps 1 --data-order sequential "${run[@]}" \
+  --log "$dir/from.jsonl" > "$dir/from.out" 2>&1
+t=$(sed -n 's/^{"step":1,"loss":\([^,]*\),.*/\1/p' "$dir/from.jsonl")
+e=$("$ctron" eval --model "$dir/llama.hf" --adapter "$dir/llama.out" --data "$dir/text.txt" --seq 32 --batch 2 --max-windows 2 \
+      --threads 2 --json 2>&1 | sed 's/.*"loss":\([^,]*\),.*/\1/')
+check "grep -q 'LoRA rank 4, alpha 16' '$dir/from.out' && /usr/bin/python3 -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(abs(a - b) > 1e-6 * abs(b))' '$t' '$e'" \
+  "--lora-from: step 1's loss $t, eval with --adapter $e: $(grep -m1 'LoRA rank' "$dir/from.out")"
+
 expect() {   # expect NEEDLE CMD...: exit 2 and the message
   local needle=$1; shift
   "$ctron" "$@" > "$dir/bad.out" 2>&1
@@ -51,6 +62,8 @@ expect "has no LoRA adapters" export --peft "$dir/x" --ckpt "$dir/llama"
 expect "--lora-out without --lora-rank" train "${run[@]}" --steps 1 --ckpt-dir "$dir/y" --lora-out "$dir/x"
 expect "give --ckpt-dir too" train "${run[@]}" --steps 1 --lora-rank 2 --lora-out "$dir/x"
 expect "exists; the adapters go to a new directory" train "${run[@]}" --steps 1 --lora-rank 2 --ckpt-dir "$dir/y" --lora-out "$dir/llama.out"
+expect "--lora-rank 8 disagrees with --lora-from" train --init-from "$dir/llama.hf" --lora-from "$dir/llama.out" --lora-rank 8 "${run[@]}"
+expect "--lora-from and --resume" train --resume "$dir/llama.run" --lora-from "$dir/llama.out" --steps 9
 bad_cfg() {   # bad_cfg NEEDLE SED: the llama adapter's config edited
   rm -rf "$dir/bad"; cp -r "$dir/llama.out" "$dir/bad"; sed -i "$2" "$dir/bad/adapter_config.json"
   expect "$1" eval --model "$dir/llama.hf" --adapter "$dir/bad" --data "$dir/text.txt"
