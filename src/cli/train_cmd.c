@@ -129,6 +129,9 @@ void cli_train_usage(FILE *f) {
         "                    ctron checkpoint: its architecture and weights (any layout), its tokenizer.json\n"
         "                    for text data unless --tokenizer is given; shape flags beside it must agree\n"
         "                    (docs/HF.md)\n"
+        "  --lora-from DIR   LoRA adapters that start from a peft adapter directory (its r, lora_alpha and\n"
+        "                    target_modules are the run's) instead of peft's initialisation\n"
+        "  --lora-out DIR    write the final checkpoint's adapters as a peft directory (needs --ckpt-dir)\n"
         "  --list-options    print every option with what --resume does with it, and exit\n"
         "  -h, --help        this text\n");
 }
@@ -194,6 +197,7 @@ int cli_train_main(int argc, char **argv) {
                 "before a step can finish and save; launch with scripts/ctron-mpirun (it turns SIGTERM into "
                 "SIGUSR1, which every rank saves on) so that a preemption loses nothing\n");
     if (rc == 0) rc = train_run(&o, &comm);
+    if (rc == 0 && comm.world.rank == 0 && o.lora_out) rc = cli_train_lora_out(&o);
     if (rc > 0 && comm.world.rank == 0) cli_train_unmake(&o, &locks);
     cli_train_release(&locks);
     comm_finalize(&comm);

@@ -24,6 +24,7 @@ enum {
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
     OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
+    OPT_LORA_OUT, OPT_LORA_FROM,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA
 };
 
@@ -67,6 +68,7 @@ static const struct option train_opts[] = {
     {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
     {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
     {"resume", required_argument, 0, OPT_RESUME}, {"init-from", required_argument, 0, OPT_INIT_FROM},
+    {"lora-out", required_argument, 0, OPT_LORA_OUT}, {"lora-from", required_argument, 0, OPT_LORA_FROM},
     {"list-options", no_argument, 0, OPT_LIST_OPTIONS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 // Sets one option from its text (NULL for a flag without a value), as on the command line: 0, -1
@@ -211,6 +213,8 @@ static int apply_layout(TrainOptions *o, int ch, const char *optarg) {
     case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_INIT_FROM: o->init_from = optarg; break;
+    case OPT_LORA_OUT: o->lora_out = optarg; break;
+    case OPT_LORA_FROM: o->lora_from = optarg; break;
     case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
     case OPT_SP: o->sp = 1; break;
     case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;

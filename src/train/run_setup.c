@@ -10,6 +10,7 @@
 #include "util/common.h"
 #include "util/fileio.h"
 #include "io/model_source.h"
+#include "io/peft_adapter.h"
 
 void run_sum_over_ranks(CommGroup *w, float *x, size_t n) {
     if (w->size > 1) comm_allreduce_sum(w, x, x, n);
@@ -105,6 +106,21 @@ static int load_init_from(TrainRun *r) {
     return run_all_ok(r->world, ok) ? 0 : 2;
 }
 
+// --lora-from: the adapters of a peft directory over the ones drawn, at any layout: the whole model is
+// gathered to a host copy (a TP collective), the file's adapters written into it, and the rank's shards
+// cut again (the base rides along unchanged).
+static int load_lora_from(TrainRun *r) {
+    char err[1024];
+    GPT full;
+    gpt_init_params(&full, &r->o->model);
+    gpt_gather_to_full(&r->m, &full, r->m.params, full.params);
+    int ok = peft_load_adapters(&full, r->o->lora_from, err, sizeof err) == 0;
+    if (ok) gpt_shard_from_full(&r->m, &full, full.params, r->m.params);
+    else fprintf(stderr, "ctron train: --lora-from: %s\n", err);
+    gpt_free(&full);
+    return run_all_ok(r->world, ok) ? 0 : 2;
+}
+
 // This rank's part of the model (TP shards; under a pipeline schedule, DESIGN.md §9, this stage's
 // units and the activation contexts they need), initialised from the seed or from --init-from.
 static int open_model(TrainRun *r) {
@@ -127,9 +143,11 @@ static int open_model(TrainRun *r) {
     } else {
         gpt_init_tp(&r->m, c, &r->policy, &tpl);
     }
-    if (o->init_from) return load_init_from(r);
-    gpt_init_weights(&r->m, o->seed);
-    return 0;
+    int rc = 0;
+    if (o->init_from) rc = load_init_from(r);
+    else gpt_init_weights(&r->m, o->seed);
+    if (rc == 0 && o->lora_from) rc = load_lora_from(r);
+    return rc;
 }
 
 // What the step needs beside the model: the device path of the collectives, ZeRO's pieces, AdamW,

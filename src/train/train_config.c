@@ -93,6 +93,8 @@
     X("val-data-path", LOCAL, R_FREE, "%s", (o)->val_path ? (o)->val_path : "")                              \
     X("tokenizer-path", LOCAL, R_FREE, "%s", (o)->tokenizer_path ? (o)->tokenizer_path : "")                 \
     X("ckpt-dir-path", LOCAL, R_FREE, "%s", (o)->ckpt_dir ? (o)->ckpt_dir : "")                              \
+    X("lora-from", LOCAL, R_RECORD, "%s", (o)->lora_from ? (o)->lora_from : "")                              \
+    X("lora-out", LOCAL, R_FREE, "%s", (o)->lora_out ? (o)->lora_out : "")                                   \
     X("init-from", LOCAL, R_RECORD, "%s", (o)->init_from ? (o)->init_from : "")                             \
     X("resume-path", LOCAL, R_FREE, "%s", (o)->resume ? (o)->resume : "")                                    \
     X("offload-dir", LOCAL, R_FREE, "%s", (o)->offload_dir ? (o)->offload_dir : "")                          \

@@ -69,6 +69,8 @@ typedef struct {
     // architecture the CLI took (model) and whose weights the run starts from; init_tokenizer_path is
     // its tokenizer.json when the command line named none.
     const char *init_from;
+    const char *lora_from; // --lora-from DIR: a peft adapter directory the adapters start from
+    const char *lora_out;  // --lora-out DIR: the final checkpoint's adapters as a peft directory (cli_train_main)
     char init_tokenizer_path[4200];
     char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
     char resume_val_path[1024], resume_tokenizer_path[1024];
