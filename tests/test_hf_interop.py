@@ -11,6 +11,8 @@
    as it is (GPT2LMHeadModel for ctron's GPT-2) and gives ctron's logits for the checkpoint; a bf16
    export loads as bf16 and gives the logits ctron computes from the export; greedy generation from
    the GPT-2 export is ctron generate's.
+3. --init-from fine-tunes (full, LoRA, LoRA-FA) of those models: their exports, peft adapter
+   directories and merged exports load in transformers / peft and give ctron's logits.
 
 usage: PEER_PYTHON test_hf_interop.py CTRON DATA WORKDIR
 """
@@ -221,6 +223,46 @@ def test_tokenizer_export(ctron, data, work):
           flush=True)
 
 
+def test_peft(ctron, data, work, rng):
+    """LoRA and LoRA-FA fine-tunes of transformers' own models: the --lora-out directory loads with
+    PeftModel.from_pretrained onto the HF base and gives the logits ctron computes for the LoRA
+    checkpoint (its adapters merged); the --merge export loads in transformers and gives them too."""
+    import torch
+    import transformers
+    import peft
+    ids = rng.integers(0, 256, size=(2, 16))
+    ids_path = os.path.join(work, "peft.ids.safetensors")
+    write_ids(ids_path, ids, "int64")
+    for src, targets in (("llama_gqa_untied_shard", "q,k,v,o,gate,up,down"), ("gpt2", "qkv,proj,fc,fc2")):
+        for fa in ((), ("--lora-fa",)):
+            name = f"peft_{src}{'_fa' if fa else ''}"
+            run_dir, out, merged = (os.path.join(work, name + x) for x in ("", ".adapter", ".merged"))
+            base = os.path.join(work, src)
+            run(ctron, "train", "--init-from", base, "--lora-rank", 4, "--lora-alpha", 16, "--lora-targets", targets,
+                *fa, "--lr", "1e-2", "--seq", 16, "--batch", 2, "--steps", 3, "--eval-every", 0, "--threads", 2,
+                "--data", data, "--ckpt-dir", run_dir, "--lora-out", out)
+            run(ctron, "export", "--hf", merged, "--ckpt", run_dir, "--merge")
+            mine = dump(ctron, run_dir, ids_path, os.path.join(work, name + ".out.safetensors"), grads=False)
+            model = peft.PeftModel.from_pretrained(
+                transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, local_files_only=True),
+                out)
+            model.eval()
+            x = torch.from_numpy(ids)
+            with torch.no_grad():
+                theirs = model(input_ids=x).logits.float().numpy()
+                plain = model.get_base_model()
+                with model.disable_adapter():
+                    bare = plain(input_ids=x).logits.float().numpy()
+                m2 = transformers.AutoModelForCausalLM.from_pretrained(merged, local_files_only=True).eval()
+                merged_logits = m2(input_ids=x).logits.float().numpy()
+            lr = rel(mine["logits"], theirs)
+            check(lr <= LOGIT_TOL, f"{name}: peft on the adapter directory vs ctron's LoRA checkpoint: logits rel {lr:.2e}")
+            check(rel(bare, theirs) > 1e-4, f"{name}: the adapters change nothing: nothing trained")
+            lm = rel(mine["logits"], merged_logits)
+            check(lm <= LOGIT_TOL, f"{name}: transformers on the --merge export: logits rel {lm:.2e}")
+            print(f"{name:34s} PeftModel.from_pretrained: logits rel {lr:.1e}; --merge export {lm:.1e}", flush=True)
+
+
 def main(argv):
     if len(argv) != 4:
         print(__doc__.split("\n\n")[-1], file=sys.stderr)
@@ -241,6 +283,7 @@ def main(argv):
         test_round_trip(ctron, data, work, rng)
         test_fine_tune(ctron, data, work, rng)
         test_tokenizer_export(ctron, data, work)
+        test_peft(ctron, data, work, rng)
     except RuntimeError as e:
         check(False, str(e))
     print(f"{passes} passed, {len(failures)} failed")

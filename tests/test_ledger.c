@@ -22,7 +22,7 @@ static size_t table_elements(const Shape *sh, ActName n) {
     case ACT_LN1_STATS: case ACT_LN2_STATS: return 2 * (size_t)(sh->s * sh->b);
     case ACT_ATTN_LSE: return (size_t)(sh->a * sh->s * sh->b);
     case ACT_GATE: case ACT_UP: return 0;   // SwiGLU's (test_ledger_llama.c)
-    default: return sbh;
+    default: return act_is_lora(n) ? 0 : sbh;   // LoRA's x·Aᵀ: test_ledger_lora.c
     }
 }
 
@@ -260,7 +260,7 @@ int main(void) {
     // every policy, both precisions and all mask modes, with some of the other options.
     unsigned offloads[] = {1u << ACT_LN1_IN, 1u << ACT_FC1_IN | 1u << ACT_GELU_IN | 1u << ACT_FC2_IN,
                            1u << ACT_ATTN_MASK | 1u << ACT_DROP1_MASK | 1u << ACT_GELU_BRANCH | 1u << ACT_LN2_STATS,
-                           (1u << ACT_N_LAYER) - 1};
+                           (1u << ACT_N_OFFLOADABLE) - 1};
     unsigned off_tempo[] = {0, TEMPO_GELU | TEMPO_SOFTMAX, ATTN_FLASH | MINI_SEQ};
     int offload_cases = 0;
     for (int oi = 0; oi < 4; oi++)

@@ -107,7 +107,7 @@ static void run_case(const char *python, const char *script, const char *dir, fl
     const char *worst_name = "";
     for (int i = 0; i < m.n_info; i++) {
         ParamInfo *pi = &m.info[i];
-        char gname[80];
+        char gname[96];
         snprintf(gname, sizeof gname, "grad.%s", pi->name);
         const StTensor *gt = st_find(&out, gname);
         CHECK(gt && gt->nbytes == pi->numel * 4, "reference gradient %s missing or wrong size", gname);

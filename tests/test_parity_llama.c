@@ -166,7 +166,7 @@ static void compare(CaseRun *r, const ParityCase *pc) {
     CHECK(n_grads == m->n_info, "%s: the reference has %d gradients, ctron %d parameters", pc->name, n_grads, m->n_info);
     for (int i = 0; i < m->n_info; i++) {
         ParamInfo *pi = &m->info[i];
-        char gname[80];
+        char gname[96];
         snprintf(gname, sizeof gname, "grad.%s", pi->name);
         const StTensor *g = st_find(&out, gname);
         CHECK(g && g->nbytes == pi->numel * 4, "%s: reference gradient %s missing or wrong size", pc->name, gname);

@@ -188,7 +188,7 @@ int main(void) {
             for (int pi = -1; pi < 5; pi++) {
                 Trace t;
                 char what[160];
-                g_offload = (1u << ACT_N_LAYER) - 1;   // everything a layer keeps
+                g_offload = (1u << ACT_N_OFFLOADABLE) - 1;   // everything a layer keeps
                 g_offload_dir = (pi + mm) % 2 ? dir : NULL;
                 if (pi < 0) run(&t, "none", NULL, 0, NULL, dt, (MaskMode)mm, 0);
                 else run(&t, policies[pi].rc, policies[pi].method, policies[pi].num, policies[pi].list, dt,
@@ -244,7 +244,7 @@ int main(void) {
     for (int k = 0; k < 3; k++) {
         Trace t, t_plan;
         g_static = 0;
-        g_offload = k == 2 ? (1u << ACT_N_LAYER) - 1 : 0;
+        g_offload = k == 2 ? (1u << ACT_N_OFFLOADABLE) - 1 : 0;
         g_offload_dir = k == 2 ? dir : NULL;
         run(&t, "full", "uniform", 2, NULL, ACT_BF16, MASKS_BITS, static_parts[k]);
         g_static = 1;

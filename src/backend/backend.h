@@ -114,6 +114,8 @@ struct Backend {
     void (*dropout_residual_inverse)(Backend *be, float *out, const float *res, const float *y, const float *bias,
                                      const uint8_t *keep, float p, int n, int w);
     void (*dropout_backward)(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p, size_t count);
+    // y[i] = alpha·x[i] + beta·y[i] (x NULL: y = beta·y). LoRA's scaling α/r and its adapter's sum.
+    void (*axpby)(Backend *be, float *y, float alpha, const float *x, float beta, size_t count);
 
     // ---- embedding and loss (vocabulary-parallel forms under TP)
     void (*embedding_forward)(Backend *be, float *x, const int32_t *tokens, const float *wte, const float *wpe, int s, int b, int h);

@@ -348,6 +348,14 @@ static void g_dropout_backward(Backend *be, float *dy, const float *dout, const 
     inner(be)->dropout_backward(inner(be), dy, dout, keep, p, count);
     guard_close_all(be);
 }
+static void g_axpby(Backend *be, float *y, float alpha, const float *x, float beta, size_t count) {
+    static const char *const names[] = {"y", "x"};
+    const void *ptrs[] = {y, x};
+    guard_check(be, "axpby", names, ptrs, 2);
+    guard_open_all(be);
+    inner(be)->axpby(inner(be), y, alpha, x, beta, count);
+    guard_close_all(be);
+}
 static void g_embedding_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, const float *wpe,
                                 int s, int b, int h) {
     static const char *const names[] = {"x", "tokens", "wte", "wpe"};
@@ -664,6 +672,7 @@ static void guard_kernels(Backend *t) {
     if (t->dropout_residual_inverse) t->dropout_residual_inverse = g_dropout_residual_inverse;
     t->dropout_apply = g_dropout_apply;
     t->dropout_backward = g_dropout_backward;
+    t->axpby = g_axpby;
     t->embedding_forward = g_embedding_forward;
     t->embedding_backward = g_embedding_backward;
     t->embedding_vocab_forward = g_embedding_vocab_forward;

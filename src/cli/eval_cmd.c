@@ -19,7 +19,7 @@
 #define CMD "eval"
 
 typedef struct {
-    const char *model, *data, *ids, *dump;
+    const char *model, *data, *ids, *dump, *adapter;
     int grads, seq, batch, max_windows, threads, json;
 } EvalArgs;
 
@@ -30,7 +30,9 @@ void cli_eval_usage(FILE *f) {
         "\n"
         "  --model PATH      a Hugging Face model directory (config.json and model.safetensors or its shards\n"
         "                    with model.safetensors.index.json; model_type gpt2, llama, mistral, qwen2;\n"
-        "                    F32, BF16 or F16 weights) or a ctron run or step_NNNNNNNN directory\n"
+        "                    F32, BF16 or F16 weights) or a ctron run or step_NNNNNNNN directory (a LoRA\n"
+        "                    run's: its adapters merged)\n"
+        "  --adapter DIR     a peft LoRA adapter directory for the model, merged into its weights\n"
         "  --data FILE       a token file, or text encoded with the model's tokenizer.json (byte by byte\n"
         "                    when it has none)\n"
         "  --seq N           tokens a window predicts (default: a checkpoint's seq; an HF model's\n"
@@ -51,11 +53,11 @@ void cli_eval_usage(FILE *f) {
         "Evaluation runs in fp32, without dropout. Exit 2 on bad input, naming the file and the field.\n");
 }
 
-enum { OPT_MODEL = 1000, OPT_DATA, OPT_IDS, OPT_DUMP, OPT_GRADS, OPT_SEQ, OPT_BATCH, OPT_MAXW, OPT_THREADS, OPT_JSON };
+enum { OPT_MODEL = 1000, OPT_DATA, OPT_IDS, OPT_DUMP, OPT_GRADS, OPT_SEQ, OPT_BATCH, OPT_MAXW, OPT_THREADS, OPT_JSON, OPT_ADAPTER };
 
 static int parse(int argc, char **argv, EvalArgs *a) {
     static const struct option opts[] = {
-        {"model", required_argument, 0, OPT_MODEL}, {"data", required_argument, 0, OPT_DATA},
+        {"model", required_argument, 0, OPT_MODEL}, {"adapter", required_argument, 0, OPT_ADAPTER}, {"data", required_argument, 0, OPT_DATA},
         {"ids", required_argument, 0, OPT_IDS}, {"dump", required_argument, 0, OPT_DUMP},
         {"grads", no_argument, 0, OPT_GRADS}, {"seq", required_argument, 0, OPT_SEQ},
         {"batch", required_argument, 0, OPT_BATCH}, {"max-windows", required_argument, 0, OPT_MAXW},
@@ -70,6 +72,7 @@ static int parse(int argc, char **argv, EvalArgs *a) {
         const char *flag = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
         switch (ch) {
         case OPT_MODEL: a->model = optarg; break;
+        case OPT_ADAPTER: a->adapter = optarg; break;
         case OPT_DATA: a->data = optarg; break;
         case OPT_IDS: a->ids = optarg; break;
         case OPT_DUMP: a->dump = optarg; break;
@@ -183,5 +186,7 @@ int cli_eval_main(int argc, char **argv) {
         return 1;
     }
     if (found != 0) return args_error(CMD, "--model: %s", err);
+    if (a.adapter && model_source_set_adapter(&src, a.adapter, err, sizeof err) != 0)
+        return args_error(CMD, "--adapter: %s", err);
     return a.ids ? eval_dump(&src, a.ids, a.dump, a.grads) : run_data(&a, &src);
 }

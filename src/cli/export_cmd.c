@@ -1,4 +1,6 @@
-// ctron export --hf OUT --ckpt CKPT: a checkpoint as a Hugging Face model directory (io/hf_export.h).
+// ctron export --hf OUT --ckpt CKPT: a checkpoint as a Hugging Face model directory (io/hf_export.h);
+// of a LoRA checkpoint, --merge folds the adapters into the base, --peft OUT writes them as a peft
+// adapter directory (io/peft_adapter.h).
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -10,6 +12,8 @@
 #include "cli/export_cmd.h"
 #include "io/checkpoint.h"
 #include "io/hf_export.h"
+#include "io/peft_adapter.h"
+#include "model/lora_merge.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
@@ -17,16 +21,21 @@
 #define DEFAULT_SHARD 5368709120.0   // 5 GiB, about transformers 4's default shard size
 
 typedef struct {
-    const char *out, *ckpt;
+    const char *out, *ckpt, *peft;
     StDtype dtype;
     double max_shard;
+    int merge;
 } ExportArgs;
 
 void cli_export_usage(FILE *f) {
     fprintf(f,
-        "usage: ctron export --hf OUT --ckpt CKPT [--dtype fp32|bf16] [--max-shard-size BYTES]\n"
+        "usage: ctron export --hf OUT --ckpt CKPT [--merge] [--dtype fp32|bf16] [--max-shard-size BYTES]\n"
+        "       ctron export --peft OUT --ckpt CKPT\n"
         "\n"
         "  --hf OUT               the Hugging Face model directory to write (it must not exist)\n"
+        "  --merge                a LoRA checkpoint: the base with every adapter folded in, W + (alpha/r)·B·A\n"
+        "  --peft OUT             a LoRA checkpoint's adapters as a peft directory (adapter_config.json,\n"
+        "                         adapter_model.safetensors) for PeftModel.from_pretrained(base, OUT)\n"
         "  --ckpt CKPT            a run directory (its newest checkpoint that verifies) or one step_NNNNNNNN\n"
         "  --dtype fp32|bf16      the weights' dtype in the files (bf16: rounded to nearest even; default fp32)\n"
         "  --max-shard-size SIZE  the most bytes per weight file (6GiB, 512MiB, 2e9; default 5GiB): larger\n"
@@ -40,12 +49,13 @@ void cli_export_usage(FILE *f) {
         "whole or not at all (written beside it, then renamed). Exit 2 on a usage error, 1 when writing fails.\n");
 }
 
-enum { OPT_HF = 1000, OPT_CKPT, OPT_DTYPE, OPT_SHARD };
+enum { OPT_HF = 1000, OPT_CKPT, OPT_DTYPE, OPT_SHARD, OPT_MERGE, OPT_PEFT };
 
 static int parse(int argc, char **argv, ExportArgs *a) {
     static const struct option opts[] = {
         {"hf", required_argument, 0, OPT_HF}, {"ckpt", required_argument, 0, OPT_CKPT},
         {"dtype", required_argument, 0, OPT_DTYPE}, {"max-shard-size", required_argument, 0, OPT_SHARD},
+        {"merge", no_argument, 0, OPT_MERGE}, {"peft", required_argument, 0, OPT_PEFT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     a->dtype = ST_F32;
@@ -58,6 +68,8 @@ static int parse(int argc, char **argv, ExportArgs *a) {
         switch (ch) {
         case OPT_HF: a->out = optarg; break;
         case OPT_CKPT: a->ckpt = optarg; break;
+        case OPT_MERGE: a->merge = 1; break;
+        case OPT_PEFT: a->peft = optarg; break;
         case OPT_DTYPE:
             if (strcmp(optarg, "fp32") == 0) a->dtype = ST_F32;
             else if (strcmp(optarg, "bf16") == 0) a->dtype = ST_BF16;
@@ -71,10 +83,14 @@ static int parse(int argc, char **argv, ExportArgs *a) {
         if (rc) return rc;
     }
     if (optind < argc) return args_error(CMD, "unexpected argument '%s'", argv[optind]);
-    if (!a->out) return args_error(CMD, "--hf OUT is required (the directory to write)");
+    if (a->out && a->peft) return args_error(CMD, "--hf and --peft: one export at a time");
+    if (a->peft && a->merge) return args_error(CMD, "--merge belongs to --hf (--peft writes the adapters apart)");
+    if (!a->out && !a->peft) return args_error(CMD, "--hf OUT or --peft OUT is required (the directory to write)");
     if (!a->ckpt) return args_error(CMD, "--ckpt is required (a run directory or a step_NNNNNNNN directory)");
     struct stat sb;
-    if (lstat(a->out, &sb) == 0) return args_error(CMD, "--hf: '%s' exists; the export writes a new directory", a->out);
+    const char *out = a->out ? a->out : a->peft;
+    if (lstat(out, &sb) == 0)
+        return args_error(CMD, "%s: '%s' exists; the export writes a new directory", a->out ? "--hf" : "--peft", out);
     return 0;
 }
 
@@ -93,6 +109,12 @@ int cli_export_main(int argc, char **argv) {
     if (found != 0 || ckpt_read_state(step_dir, &st, err, sizeof err) != 0) return args_error(CMD, "--ckpt: %s", err);
     if (st.model.reversible)
         return args_error(CMD, "--ckpt %s is a reversible-block model: Hugging Face has no such architecture", step_dir);
+    int lora = st.model.lora_rank > 0;
+    if (lora && a.out && !a.merge)
+        return args_error(CMD, "--ckpt '%s' is a LoRA checkpoint (rank %d): --merge writes its base with the adapters "
+                          "folded in; --peft OUT writes the adapters for peft", step_dir, st.model.lora_rank);
+    if (!lora && (a.peft || a.merge))
+        return args_error(CMD, "%s: --ckpt '%s' has no LoRA adapters", a.peft ? "--peft" : "--merge", step_dir);
     GPT m;
     gpt_init_params(&m, &st.model);
     uint8_t *tok = NULL;
@@ -104,11 +126,29 @@ int cli_export_main(int argc, char **argv) {
         gpt_free(&m);
         return 1;
     }
+    if (a.peft) {
+        rc = peft_write(&m, a.peft, NULL, err, sizeof err);
+        if (rc != 0) fprintf(stderr, "ctron %s: error: %s\n", CMD, err);
+        else printf("exported the LoRA adapters of %s (step %d, rank %d, %zu trained parameters) to %s\n", step_dir,
+                    st.step, m.cfg.lora_rank, m.n_params, a.peft);
+        free(tok);
+        gpt_free(&m);
+        return rc ? 1 : 0;
+    }
+    GPT *src = &m, merged;
+    if (lora) {   // the base with the adapters folded in: a plain model of the same architecture
+        GPTConfig pc = lora_base_config(&m.cfg);
+        gpt_init_params(&merged, &pc);
+        lora_to_plain(&m, &merged, 1);
+        src = &merged;
+    }
     HfExportOptions o = {a.dtype, (size_t)a.max_shard, tok, tok_bytes};
-    rc = hf_export(&m, a.out, &o, err, sizeof err);
+    rc = hf_export(src, a.out, &o, err, sizeof err);
     if (rc != 0) fprintf(stderr, "ctron %s: error: %s\n", CMD, err);
-    else printf("exported %s (step %d, %zu parameters, %s%s) to %s\n", step_dir, st.step, m.n_params,
-                a.dtype == ST_BF16 ? "bf16" : "fp32", tok ? ", tokenizer.json" : "", a.out);
+    else printf("exported %s (step %d, %zu parameters%s, %s%s) to %s\n", step_dir, st.step, src->n_params,
+                lora ? ", LoRA adapters merged" : "", a.dtype == ST_BF16 ? "bf16" : "fp32", tok ? ", tokenizer.json" : "",
+                a.out);
+    if (lora) gpt_free(&merged);
     free(tok);
     gpt_free(&m);
     return rc ? 1 : 0;

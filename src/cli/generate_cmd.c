@@ -19,7 +19,7 @@
 #define CMD "generate"
 
 typedef struct {
-    const char *ckpt, *model, *prompt;
+    const char *ckpt, *model, *prompt, *adapter;
     int tokens, top_k, threads, json;
     Precision precision;
     int precision_given;    // else the checkpoint's (training.precision)
@@ -40,6 +40,7 @@ void cli_generate_usage(FILE *f) {
         "  --ckpt DIR        a run directory (its newest checkpoint) or one step_NNNNNNNN directory\n"
         "  --model PATH      the same, or a Hugging Face model directory (config.json + safetensors; its\n"
         "                    window is its positions, at most 1024)\n"
+        "  --adapter DIR     a peft LoRA adapter directory for the model, merged into its weights\n"
         "  --prompt TEXT     text to continue (default a newline)\n"
         "  --tokens N        tokens to generate (default 200)\n"
         "  --temperature T   softmax temperature, 0 = greedy (default 0.8)\n"
@@ -59,11 +60,12 @@ void cli_generate_usage(FILE *f) {
         "Speed (tokens/s) goes to stderr.\n");
 }
 
-enum { OPT_CKPT = 1000, OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION };
+enum { OPT_CKPT = 1000, OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION, OPT_ADAPTER };
 
 static int parse(int argc, char **argv, GenArgs *g) {
     static const struct option opts[] = {
-        {"ckpt", required_argument, 0, OPT_CKPT}, {"model", required_argument, 0, OPT_MODEL}, {"prompt", required_argument, 0, OPT_PROMPT},
+        {"ckpt", required_argument, 0, OPT_CKPT}, {"model", required_argument, 0, OPT_MODEL},
+        {"adapter", required_argument, 0, OPT_ADAPTER}, {"prompt", required_argument, 0, OPT_PROMPT},
         {"tokens", required_argument, 0, OPT_TOKENS}, {"temperature", required_argument, 0, OPT_TEMP},
         {"top-k", required_argument, 0, OPT_TOPK}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
@@ -83,6 +85,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         switch (ch) {
         case OPT_CKPT: g->ckpt = optarg; break;
         case OPT_MODEL: g->model = optarg; break;
+        case OPT_ADAPTER: g->adapter = optarg; break;
         case OPT_PROMPT: g->prompt = optarg; break;
         case OPT_TOKENS: rc = args_int(CMD, "--tokens", optarg, 1, 100000000, &g->tokens); break;
         case OPT_TEMP: rc = args_double(CMD, "--temperature", optarg, 0.0, 100.0, 0, &x); g->temperature = (float)x; break;
@@ -113,6 +116,8 @@ static int parse(int argc, char **argv, GenArgs *g) {
         return 1;
     }
     if (found != 0) return args_error(CMD, "%s: %s", flag, err);
+    if (g->adapter && model_source_set_adapter(&g->src, g->adapter, err, sizeof err) != 0)
+        return args_error(CMD, "--adapter: %s", err);
     if (g->ckpt && g->src.is_hf)
         return args_error(CMD, "--ckpt: '%s' is a Hugging Face model directory: use --model", g->ckpt);
     if (!g->precision_given) g->precision = (Precision)g->src.precision;   // as the run trained

@@ -15,6 +15,8 @@
 #include "memory/memory_report.h"
 #include "memory/pipe_report.h"
 #include "memory/presets.h"
+#include "memory/lora_report.h"
+#include "arch/lora.h"
 
 #define CMD "memory"
 #define MAX_MODELS 16
@@ -38,7 +40,13 @@ typedef struct {
     const char *plot;
     int several;                                   // more than one model: errors name the preset
     FamilyArgs fam;                                // --arch, --kv-heads, --ffn-hidden, …
+    int lora_rank, lora_fa;                        // --lora-rank (0: none), --lora-fa
+    const char *lora_targets;                      // --lora-targets (NULL: the family's every site)
+    double lora_alpha;                             // --lora-alpha (no memory term: checked, not used)
+    int lora_mode;                                 // the variant build_config makes: LORA_NONE, _ADAPT, _FA
 } MemArgs;
+
+enum { LORA_MODE_NONE, LORA_MODE_ADAPT, LORA_MODE_FA };
 
 void cli_memory_usage(FILE *f) {
     fprintf(f,
@@ -94,6 +102,13 @@ void cli_memory_usage(FILE *f) {
         "                                           stay as stage slots\n"
         "  --reversible                             reversible blocks: no layer keeps anything; the two fp32\n"
         "                                           streams and one half-layer rebuilt in backward\n"
+        "fine-tuning (LoRA, docs/LORA.md)\n"
+        "  --lora-rank R            print full fine-tuning vs LoRA vs LoRA-FA of rank R side by side: the\n"
+        "                           frozen base has no gradient or AdamW state; activations as the ledger\n"
+        "  --lora-targets LIST      adapted linears: q,k,v,o,gate,up,down (llama) or qkv,proj,fc,fc2 (GPT-2);\n"
+        "                           default all of the family's\n"
+        "  --lora-fa                the standard report is LoRA-FA's (A frozen: only x·Aᵀ kept)\n"
+        "  --lora-alpha A           accepted as ctron train takes it (no memory term)\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -108,7 +123,8 @@ enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE
+    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE,
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -132,6 +148,8 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM}, {"recompute-microbatches", required_argument, 0, OPT_KEEP_ALL},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
+        {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
+        {"lora-targets", required_argument, 0, OPT_LORA_TARGETS}, {"lora-fa", no_argument, 0, OPT_LORA_FA},
         FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     family_args_init(&a->fam);
@@ -194,6 +212,10 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_ITER_TIME: rc = args_double(CMD, "--iter-time", optarg, 1e-9, 1e12, 0, &a->iter_time); break;
         case OPT_PEAK: rc = args_double(CMD, "--peak-tflops", optarg, 1e-9, 1e12, 0, &a->peak_tflops); break;
         case OPT_JSON: a->json = 1; break;
+        case OPT_LORA_RANK: rc = args_int(CMD, "--lora-rank", optarg, 1, 1 << 20, &a->lora_rank); break;
+        case OPT_LORA_ALPHA: rc = args_double(CMD, "--lora-alpha", optarg, 1e-6, 1e6, 0, &a->lora_alpha); break;
+        case OPT_LORA_TARGETS: a->lora_targets = optarg; break;
+        case OPT_LORA_FA: a->lora_fa = 1; break;
         case OPT_REVERSIBLE: a->reversible = 1; break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
@@ -229,8 +251,17 @@ static int parse(int argc, char **argv, MemArgs *a) {
     if (!a->recompute && !a->list) a->recompute = "none";
     if (full && !a->num_layers) a->num_layers = 1;
     if (a->plot && a->plot[0] == '\0') return args_error(CMD, "--plot: empty file name");
+    if (!a->lora_rank && (a->lora_fa || a->lora_targets || a->lora_alpha > 0))
+        return args_error(CMD, "%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)",
+                          a->lora_fa ? "--lora-fa" : a->lora_targets ? "--lora-targets" : "--lora-alpha");
+    if (a->lora_rank && a->reversible)
+        return args_error(CMD, "--reversible with --lora-rank: reversible blocks have no adapters yet");
+    if (a->lora_rank && a->mini_seq > 1)
+        return args_error(CMD, "--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", a->mini_seq);
+    a->lora_mode = !a->lora_rank ? LORA_MODE_NONE : a->lora_fa ? LORA_MODE_FA : LORA_MODE_ADAPT;
     return 0;
 }
+
 
 // "paper" → the four Table 3 models; otherwise each comma-separated name must be a preset.
 static int resolve_presets(const char *list, const ModelPreset **out, int *n) {
@@ -265,6 +296,30 @@ __attribute__((format(printf, 3, 4))) static int cfg_error(const MemArgs *a, con
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return a->several ? args_error(CMD, "preset %s: %s", p->name, msg) : args_error(CMD, "%s", msg);
+}
+
+// LoRA's part of a configuration (a->lora_mode): the shape's adapters and the policy's keep bits, as ctron
+// train's model sets them; the rank and the targets are checked against the family and its widths.
+static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, int mode) {
+    ActShape *sh = &c->lay.sh;
+    if (mode == LORA_MODE_NONE) return 0;
+    unsigned sites = lora_family_sites((ArchKind)sh->arch);
+    char err[256];
+    if (a->lora_targets && lora_parse_targets((ArchKind)sh->arch, a->lora_targets, &sites, err, sizeof err) != 0)
+        return cfg_error(a, p, "%s", err);
+    long d = sh->h / sh->a, kvw = (sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn;
+    for (int s = 0; s < LORA_SITES; s++) {
+        if (!(sites >> s & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)s);
+        long in = lora_width(row->in, sh->h, sh->h, kvw, f), out = lora_width(row->out, sh->h, sh->h, kvw, f);
+        if (a->lora_rank > (in < out ? in : out))
+            return cfg_error(a, p, "--lora-rank %d is above the width of target '%s' ([%ld, %ld])", a->lora_rank,
+                             row->target, out, in);
+    }
+    sh->lora_rank = a->lora_rank;
+    sh->lora_sites = sites;
+    c->policy.tempo |= LORA_FROZEN | (mode == LORA_MODE_FA ? LORA_FA : 0) | sites << LORA_TARGET_SHIFT;
+    return 0;
 }
 
 // One preset with the flags applied, validated; fills c (its policy is allocated).
@@ -354,6 +409,8 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (a->flash) c->policy.tempo |= ATTN_FLASH;
     c->policy.mini_seq = a->mini_seq > 1 ? a->mini_seq : 0;
     c->policy.offload = a->offload;
+    int lrc = apply_lora(a, p, c, a->lora_mode);
+    if (lrc) return lrc;
     if (!act_tempo_applies(&c->lay.sh, c->policy.tempo))   // as ctron train refuses them
         return cfg_error(a, p, "%s%s%s: --arch %s has no GeLU MLP (its MLP is SwiGLU, whose backward keeps gate and up)",
                          a->gelu_bits ? "--gelu-bits" : "--tempo ", a->gelu_bits ? "" : a->tempo,
@@ -409,6 +466,20 @@ static int build_pipe(const MemArgs *a, const ModelPreset *p, const MemoryConfig
     return 0;
 }
 
+// Full fine-tuning, LoRA and LoRA-FA of one preset, side by side (the same layout and policy otherwise).
+static int lora_side_by_side(const MemArgs *a, const ModelPreset *p) {
+    MemoryConfig v[3];
+    MemArgs each = *a;
+    int built = 0, rc = 0;
+    for (; built < 3 && rc == 0; built++) {
+        each.lora_mode = built;
+        rc = build_config(&each, p, &v[built]);
+    }
+    if (rc == 0) lora_report_text(stdout, v);
+    for (int i = 0; i < built - (rc != 0); i++) policy_free(&v[i].policy);
+    return rc;
+}
+
 int cli_memory_main(int argc, char **argv) {
     MemArgs a;
     int rc = parse(argc, argv, &a);
@@ -452,6 +523,7 @@ int cli_memory_main(int argc, char **argv) {
         if (n == 1) memory_report_text(stdout, &cfgs[0]);
         else memory_report_compare(stdout, cfgs, n);
         if (n == 1 && pipes[0].spec.p) pipe_report_text(stdout, &cfgs[0], &pipes[0]);
+        for (int i = 0; i < n && a.lora_rank && rc == 0; i++) rc = lora_side_by_side(&a, presets[i]);
     }
     for (int i = 0; i < built; i++) policy_free(&cfgs[i].policy);
     return rc;

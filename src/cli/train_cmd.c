@@ -29,6 +29,13 @@ void cli_train_usage(FILE *f) {
         "  --tie-embeddings  the output layer is the token embedding (default: its own, lm_head)\n"
         "  --qkv-bias        q, k and v projections carry biases (Qwen2)\n"
         "\n"
+        "fine-tuning with LoRA (docs/LORA.md)\n"
+        "  --lora-rank R     freeze the base (no gradients, no AdamW state) and train rank-R adapters\n"
+        "                    y = W x + (alpha/R)·B(A x), peft's names and initialisation (A Kaiming-uniform, B 0)\n"
+        "  --lora-alpha A    the scale's alpha (default 8, peft's)\n"
+        "  --lora-targets L  adapted linears: q,k,v,o,gate,up,down (llama), qkv,proj,fc,fc2 (GPT-2); default all\n"
+        "  --lora-fa         LoRA-FA: A frozen too, only B trains; the adapted linears keep only x·Aᵀ\n"
+        "\n"
         "optimisation\n"
         "  --steps N         optimizer steps (default 300)\n"
         "  --lr X            peak learning rate (default 1e-3)\n"
@@ -122,6 +129,9 @@ void cli_train_usage(FILE *f) {
         "                    ctron checkpoint: its architecture and weights (any layout), its tokenizer.json\n"
         "                    for text data unless --tokenizer is given; shape flags beside it must agree\n"
         "                    (docs/HF.md)\n"
+        "  --lora-from DIR   LoRA adapters that start from a peft adapter directory (its r, lora_alpha and\n"
+        "                    target_modules are the run's) instead of peft's initialisation\n"
+        "  --lora-out DIR    write the final checkpoint's adapters as a peft directory (needs --ckpt-dir)\n"
         "  --list-options    print every option with what --resume does with it, and exit\n"
         "  -h, --help        this text\n");
 }
@@ -187,6 +197,7 @@ int cli_train_main(int argc, char **argv) {
                 "before a step can finish and save; launch with scripts/ctron-mpirun (it turns SIGTERM into "
                 "SIGUSR1, which every rank saves on) so that a preemption loses nothing\n");
     if (rc == 0) rc = train_run(&o, &comm);
+    if (rc == 0 && comm.world.rank == 0 && o.lora_out) rc = cli_train_lora_out(&o);
     if (rc > 0 && comm.world.rank == 0) cli_train_unmake(&o, &locks);
     cli_train_release(&locks);
     comm_finalize(&comm);

@@ -23,7 +23,9 @@ enum {
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
-    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE
+    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
+    OPT_LORA_OUT, OPT_LORA_FROM,
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA
 };
 
 // Every long option of ctron train (the command line, and --resume's restoring of recorded options).
@@ -33,6 +35,8 @@ static const struct option train_opts[] = {
     {"ffn-hidden", required_argument, 0, OPT_FFN}, {"rope-theta", required_argument, 0, OPT_ROPE_THETA},
     {"norm-eps", required_argument, 0, OPT_NORM_EPS}, {"tie-embeddings", no_argument, 0, OPT_TIE},
     {"qkv-bias", no_argument, 0, OPT_QKV_BIAS}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
+    {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
+    {"lora-targets", required_argument, 0, OPT_LORA_TARGETS}, {"lora-fa", no_argument, 0, OPT_LORA_FA},
     {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
     {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
     {"dropout", required_argument, 0, OPT_DROPOUT}, {"steps", required_argument, 0, OPT_STEPS},
@@ -64,6 +68,7 @@ static const struct option train_opts[] = {
     {"ckpt-dir", required_argument, 0, OPT_CKPT_DIR}, {"save-every", required_argument, 0, OPT_SAVE_EVERY},
     {"keep", required_argument, 0, OPT_KEEP}, {"stop-after", required_argument, 0, OPT_STOP_AFTER},
     {"resume", required_argument, 0, OPT_RESUME}, {"init-from", required_argument, 0, OPT_INIT_FROM},
+    {"lora-out", required_argument, 0, OPT_LORA_OUT}, {"lora-from", required_argument, 0, OPT_LORA_FROM},
     {"list-options", no_argument, 0, OPT_LIST_OPTIONS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
 
 // Sets one option from its text (NULL for a flag without a value), as on the command line: 0, -1
@@ -95,6 +100,10 @@ static int apply_model(TrainOptions *o, int ch, const char *optarg) {
     case OPT_TIE: c->tie_embeddings = 1; break;
     case OPT_QKV_BIAS: c->qkv_bias = 1; break;
     case OPT_REVERSIBLE: c->reversible = 1; break;
+    case OPT_LORA_RANK: rc = parse_int("--lora-rank", optarg, 1, INT_MAX, &c->lora_rank); break;
+    case OPT_LORA_ALPHA: rc = parse_float("--lora-alpha", optarg, 1e-6, 1e6, 0, &x); c->lora_alpha = (float)x; break;
+    case OPT_LORA_TARGETS: o->lora_targets = optarg; break;
+    case OPT_LORA_FA: c->lora_fa = 1; break;
     default: return NOT_MINE;
     }
     return rc;
@@ -204,6 +213,8 @@ static int apply_layout(TrainOptions *o, int ch, const char *optarg) {
     case OPT_STOP_AFTER: rc = parse_int("--stop-after", optarg, 1, INT_MAX, &o->stop_after); break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_INIT_FROM: o->init_from = optarg; break;
+    case OPT_LORA_OUT: o->lora_out = optarg; break;
+    case OPT_LORA_FROM: o->lora_from = optarg; break;
     case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
     case OPT_SP: o->sp = 1; break;
     case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;

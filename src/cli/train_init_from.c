@@ -67,6 +67,10 @@ int train_init_from(TrainOptions *o, const TrainGiven *given) {
                            o->init_from, value_text(&c, i, b, sizeof b));
     }
     c.dropout = o->model.dropout;   // the run's (train_validate gives the family's default when not given)
+    c.lora_rank = o->model.lora_rank;   // LoRA is the run's: the source is its frozen base
+    c.lora_alpha = o->model.lora_alpha;
+    c.lora_fa = o->model.lora_fa;
+    c.lora_targets = 0;                 // parsed against the family by train_validate
     o->model = c;
     if (!o->tokenizer_path && src.tokenizer[0]) {   // text is encoded as the model was trained to read it
         snprintf(o->init_tokenizer_path, sizeof o->init_tokenizer_path, "%s", src.tokenizer);

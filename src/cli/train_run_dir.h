@@ -13,6 +13,9 @@ typedef struct {
 // every rank with one message printed (by rank 0, or by the rank that alone failed).
 int cli_train_claim(Comm *comm, const TrainOptions *o, RunLocks *locks);
 void cli_train_release(RunLocks *locks);
+// --lora-out: the adapters of the run's newest checkpoint (the one it just saved) as a peft directory.
+// 0, or 1 with the error printed.
+int cli_train_lora_out(const TrainOptions *o);
 // After a run that ended in an error (rank 0): what the launch created and nothing has written to
 // since, --ckpt-dir holding only its lock and an empty --log, is removed; nothing else is touched.
 void cli_train_unmake(const TrainOptions *o, RunLocks *locks);

@@ -1,10 +1,13 @@
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "arch/arch.h"
+#include "arch/lora.h"
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/train_ckpt_args.h"
 #include "cli/train_passes.h"
+#include "io/peft_adapter.h"
 
 #define usage_error(...) args_error("train", __VA_ARGS__)
 
@@ -31,6 +34,76 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
         return usage_error("--hidden %d / --heads %d = head dimension %d is odd: RoPE rotates pairs (j, j + d/2)",
                            c->hidden, c->heads, c->hidden / c->heads);
     gpt_config_resolve(c);
+    return 0;
+}
+
+// --lora-from DIR: the adapter's rank, alpha and targets are the run's; given flags must agree.
+static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
+    GPTConfig *c = &o->model;
+    PeftConfig pc;
+    char err[1024], words[128];
+    if (o->resume) return usage_error("--lora-from and --resume: a resumed run continues its checkpoint's adapters");
+    if (peft_read_config(o->lora_from, (ArchKind)c->arch, &pc, err, sizeof err) != 0)
+        return usage_error("--lora-from: %s", err);
+    if (train_given(given, "lora-rank") && c->lora_rank != pc.rank)
+        return usage_error("--lora-rank %d disagrees with --lora-from '%s' (r %d)", c->lora_rank, o->lora_from, pc.rank);
+    if (train_given(given, "lora-alpha") && c->lora_alpha != pc.alpha)
+        return usage_error("--lora-alpha %g disagrees with --lora-from '%s' (lora_alpha %g)", (double)c->lora_alpha,
+                           o->lora_from, (double)pc.alpha);
+    unsigned mask = 0;
+    if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) == 0 &&
+        mask != pc.targets)
+        return usage_error("--lora-targets %s disagrees with --lora-from '%s' (%s)", o->lora_targets, o->lora_from,
+                           lora_describe_targets(pc.targets, words, sizeof words));
+    c->lora_rank = pc.rank;
+    c->lora_alpha = pc.alpha;
+    lora_describe_targets(pc.targets, o->lora_targets_text, sizeof o->lora_targets_text);
+    o->lora_targets = o->lora_targets_text;
+    return 0;
+}
+
+// LoRA's flags against the family and the model (after check_arch: the family and its widths are known).
+static int check_lora(TrainOptions *o, const TrainGiven *given) {
+    GPTConfig *c = &o->model;
+    static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa"};
+    for (size_t i = 0; i < sizeof needs_rank / sizeof needs_rank[0]; i++)
+        if (!c->lora_rank && train_given(given, needs_rank[i]))
+            return usage_error("--%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)", needs_rank[i]);
+    if (o->lora_from && lora_from_config(o, given) != 0) return CTRON_EXIT_USAGE;
+    if (!c->lora_rank && o->lora_out) return usage_error("--lora-out without --lora-rank: there are no adapters to write");
+    if (!c->lora_rank) return 0;
+    if (o->lora_out && !o->ckpt_dir)
+        return usage_error("--lora-out '%s' writes the final checkpoint's adapters: give --ckpt-dir too", o->lora_out);
+    struct stat so;
+    if (o->lora_out && lstat(o->lora_out, &so) == 0)
+        return usage_error("--lora-out: '%s' exists; the adapters go to a new directory", o->lora_out);
+    char err[256];
+    unsigned mask = 0;
+    if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) != 0)
+        return usage_error("%s", err);
+    c->lora_targets = o->lora_targets ? mask : lora_family_sites((ArchKind)c->arch);
+    lora_describe_targets(c->lora_targets, o->lora_targets_text, sizeof o->lora_targets_text);
+    o->lora_targets = o->lora_targets_text;   // canonical, as state.json records it
+    long q = c->hidden, kv = gpt_kv_width(c), f = c->ffn;
+    for (int s = 0; s < LORA_SITES; s++) {   // the rank cannot exceed the adapted linear's smaller side
+        if (!(c->lora_targets >> s & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)s);
+        long in = lora_width(row->in, c->hidden, q, kv, f), out = lora_width(row->out, c->hidden, q, kv, f);
+        long lim = in < out ? in : out;
+        if (c->lora_rank > lim)
+            return usage_error("--lora-rank %d is above the width of target '%s' ([%ld, %ld]: at most %ld)", c->lora_rank,
+                               row->target, out, in, lim);
+    }
+    if (o->mini_seq > 1)
+        return usage_error("--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", o->mini_seq);
+    if (c->reversible)
+        return usage_error("--reversible with --lora-rank: reversible blocks' inversion has no adapters yet");
+    if (o->sample_tokens > 0)
+        return usage_error("--sample %d with --lora-rank: generation (the KV-cache path) does not apply adapters yet",
+                           o->sample_tokens);
+    if (o->mem_budget > 0)
+        return usage_error("--mem-budget with --lora-rank: the budget planner does not know adapters yet; give the "
+                           "recompute flags");
     return 0;
 }
 
@@ -125,6 +198,7 @@ int train_validate(TrainOptions *o, const TrainGiven *given) {
     int rc;
     if ((rc = cli_train_ckpt_check(o, given->name, given->n)) != 0) return rc;
     if ((rc = check_arch(o, given)) != 0) return rc;
+    if ((rc = check_lora(o, given)) != 0) return rc;
     if ((rc = check_precision(o, given)) != 0) return rc;
     if (o->device && strcmp(o->device, "cpu-guarded") == 0 && o->offload)
         return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "

@@ -37,16 +37,27 @@ static void file_shape(const ParamInfo *pi, int64_t shape[2]) {
     shape[1] = t ? pi->shape[0] : pi->shape[1];
 }
 
-static void add_params(StFile *f, const GPT *m, const float *base, const char *prefix) {
+static void add_list(StFile *f, const ParamInfo *info, int n, const float *base, const char *prefix) {
     char name[128];
-    for (int i = 0; i < m->n_info; i++) {
-        const ParamInfo *pi = &m->info[i];
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = &info[i];
         int64_t shape[2];
         file_shape(pi, shape);
         snprintf(name, sizeof name, "%s%s", prefix, pi->name);
         if (ckpt_is_conv1d(pi)) st_add_transposed(f, name, shape[0], shape[1], base + pi->offset);
         else st_add(f, name, ST_F32, pi->ndim, shape, base + pi->offset);
     }
+}
+
+// The trainable tensors laid out as base (the parameters, or an optimizer moment).
+static void add_params(StFile *f, const GPT *m, const float *base, const char *prefix) {
+    add_list(f, m->info, m->n_info, base, prefix);
+}
+
+// The model file: LoRA's frozen tensors (the base, and A under LoRA-FA) too, under their own names.
+static void add_model(StFile *f, const GPT *m) {
+    if (m->frozen) add_list(f, m->frozen_info, m->n_frozen_info, m->frozen, "");
+    add_params(f, m, m->params, "");
 }
 
 static void crash_hook(void *ctx, int i, int n) {
@@ -64,7 +75,7 @@ static int write_files(const char *tmp, const GPT *m, const AdamW *opt, const Ck
     st_add_meta(&f, "ctron_weight_orientation", "conv1d");
     snprintf(buf, sizeof buf, "%d", st->step);
     st_add_meta(&f, "ctron_step", buf);
-    add_params(&f, m, m->params, "");
+    add_model(&f, m);
     snprintf(path, sizeof path, "%s/%s", tmp, MODEL_FILE);
     int rc = st_write_hooked(&f, path, crash_hook, &crash, err, errlen);
     st_free(&f);
@@ -283,12 +294,12 @@ static int is_known_buffer(const char *name) {
     return strcmp(dot, ".attn.bias") == 0 || strcmp(dot, ".attn.masked_bias") == 0;
 }
 
-// Every parameter of m is in f under prefix+name, F32, with its file shape; f holds nothing else.
-static int check_tensors(const StFile *f, const GPT *m, const char *path, const char *prefix, int n_prefixes,
-                         char *err, size_t errlen) {
+// Every tensor of the list is in f under prefix+name, F32, with its file shape.
+static int check_list(const StFile *f, const ParamInfo *info, int n, const char *path, const char *prefix, char *err,
+                      size_t errlen) {
     char name[128], want[64], got[64];
-    for (int i = 0; i < m->n_info; i++) {
-        const ParamInfo *pi = &m->info[i];
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = &info[i];
         snprintf(name, sizeof name, "%s%s", prefix, pi->name);
         const StTensor *t = st_find(f, name);
         if (!t) {
@@ -312,6 +323,16 @@ static int check_tensors(const StFile *f, const GPT *m, const char *path, const 
             return -1;
         }
     }
+    return 0;
+}
+
+// Every parameter of m (with the frozen ones in the model file) is in f under prefix+name, F32, with its file
+// shape; f holds nothing else.
+static int check_tensors(const StFile *f, const GPT *m, const char *path, const char *prefix, int n_prefixes,
+                         char *err, size_t errlen) {
+    if (check_list(f, m->info, m->n_info, path, prefix, err, errlen) != 0) return -1;
+    if (n_prefixes == 1 && m->frozen && check_list(f, m->frozen_info, m->n_frozen_info, path, prefix, err, errlen) != 0)
+        return -1;
     for (int i = 0; i < f->n; i++) {
         const char *n = f->t[i].name, *base = n;
         size_t plen = strlen(prefix);
@@ -330,10 +351,10 @@ static int check_tensors(const StFile *f, const GPT *m, const char *path, const 
     return 0;
 }
 
-static void copy_params(float *dst, const StFile *f, const GPT *m, const char *prefix) {
+static void copy_list(float *dst, const StFile *f, const ParamInfo *info, int n, const char *prefix) {
     char name[128];
-    for (int i = 0; i < m->n_info; i++) {
-        const ParamInfo *pi = &m->info[i];
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = &info[i];
         snprintf(name, sizeof name, "%s%s", prefix, pi->name);
         const float *src = st_find(f, name)->data;
         float *d = dst + pi->offset;
@@ -342,6 +363,10 @@ static void copy_params(float *dst, const StFile *f, const GPT *m, const char *p
         for (size_t r = 0; r < out; r++)
             for (size_t c = 0; c < in; c++) d[r * in + c] = src[c * out + r];
     }
+}
+
+static void copy_params(float *dst, const StFile *f, const GPT *m, const char *prefix) {
+    copy_list(dst, f, m->info, m->n_info, prefix);
 }
 
 int ckpt_load(const char *step_dir, GPT *m, AdamW *opt, CkptState *st_out, char *err, size_t errlen) {
@@ -367,6 +392,7 @@ int ckpt_load(const char *step_dir, GPT *m, AdamW *opt, CkptState *st_out, char 
     }
     if (rc == 0) {   // everything is valid: only now is anything overwritten
         copy_params(m->params, &mf, m, "");
+        if (m->frozen) copy_list(m->frozen, &mf, m->frozen_info, m->n_frozen_info, "");
         m->params16_stale = 1;
         if (opt) {
             copy_params(opt->m, &of, m, "m.");

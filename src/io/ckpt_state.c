@@ -188,6 +188,33 @@ static void read_options(Reader *r, CkptState *st) {
     }
 }
 
+// LoRA's fields of the model (docs/LORA.md), from the options the run recorded: a LoRA checkpoint's
+// model file holds the frozen base and the adapters, and whoever reads it builds that model.
+static void read_lora(Reader *r, CkptState *st) {
+    GPTConfig *c = &st->model;
+    const char *targets = NULL;
+    for (int i = 0; i < st->n_options && !r->failed; i++) {
+        const char *f = st->option_flag[i], *v = st->option_value[i];
+        char *end;
+        if (strcmp(f, "lora-rank") == 0) {
+            long x = strtol(v, &end, 10);
+            if (*end || x < 0 || x > 65536) bad(r, "options", "lora-rank", "a rank from 0 to 65536");
+            c->lora_rank = (int)x;
+        } else if (strcmp(f, "lora-alpha") == 0) {
+            c->lora_alpha = strtof(v, &end);
+            if (*end || !(c->lora_alpha >= 0.0f) || c->lora_alpha > 1e6f) bad(r, "options", "lora-alpha", "a number from 0 to 1e6");
+        } else if (strcmp(f, "lora-fa") == 0) {
+            c->lora_fa = strcmp(v, "1") == 0;
+        } else if (strcmp(f, "lora-targets") == 0) {
+            targets = v;
+        }
+    }
+    if (r->failed || c->lora_rank <= 0) return;
+    char why[256];
+    if (targets && targets[0] && lora_parse_targets((ArchKind)c->arch, targets, &c->lora_targets, why, sizeof why) != 0)
+        bad(r, "options", "lora-targets", "the family's LoRA targets");
+}
+
 int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     uint8_t *data;
     size_t n;
@@ -288,6 +315,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         bad(&r, NULL, "tokenizer", "\"bytes\" or \"tokenizer.json\"");
     }
     read_options(&r, st);
+    read_lora(&r, st);
     cJSON_Delete(root);
     return r.failed ? -1 : 0;
 }

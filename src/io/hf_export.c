@@ -138,7 +138,23 @@ static void parent_of(const char *path, char *out, size_t len) {
     else *slash = '\0';
 }
 
+typedef struct {
+    const GPT *m;
+    const HfExportOptions *o;
+} ExportCtx;
+
+static int fill_export(const char *dir, void *ctx, char *err, size_t errlen) {
+    const ExportCtx *e = ctx;
+    return write_all(e->m, dir, e->o, err, errlen);
+}
+
 int hf_export(const GPT *m, const char *out, const HfExportOptions *o, char *err, size_t errlen) {
+    ExportCtx e = {m, o};
+    return hf_write_dir_atomic(out, fill_export, &e, err, errlen);
+}
+
+int hf_write_dir_atomic(const char *out, int (*fill)(const char *dir, void *ctx, char *err, size_t errlen), void *ctx,
+                        char *err, size_t errlen) {
     struct stat sb;
     if (stat(out, &sb) == 0 || errno != ENOENT) {
         snprintf(err, errlen, "'%s' %s: the export writes a new directory and replaces nothing", out,
@@ -156,7 +172,7 @@ int hf_export(const GPT *m, const char *out, const HfExportOptions *o, char *err
         snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
         return -1;
     }
-    int rc = write_all(m, tmp, o, err, errlen);
+    int rc = fill(tmp, ctx, err, errlen);
     if (rc == 0) rc = fs_fsync_dir(tmp, err, errlen);
     if (rc == 0 && rename(tmp, out) != 0) {
         snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));

@@ -20,6 +20,10 @@ typedef struct {
 // m: a whole model with host parameters (gpt_init_params). out must not exist (its parent must).
 // 0, or -1 with err (nothing is left behind).
 int hf_export(const GPT *m, const char *out, const HfExportOptions *o, char *err, size_t errlen);
+// A new directory out, whole or not at all: fill writes it as a temporary sibling, which is renamed
+// to out at the end (and removed on failure). out must not exist. 0, or -1 with err.
+int hf_write_dir_atomic(const char *out, int (*fill)(const char *dir, void *ctx, char *err, size_t errlen), void *ctx,
+                        char *err, size_t errlen);
 // Is this tokenizer file Hugging Face's format (a "model" object with a "type")? Then the export adds
 // tokenizer_config.json so that AutoTokenizer finds a fast tokenizer.
 int hf_tokenizer_is_hf(const void *json, size_t bytes);

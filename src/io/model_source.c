@@ -3,6 +3,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "io/hf_load.h"
+#include "io/peft_adapter.h"
+#include "model/lora_merge.h"
 #include "util/common.h"
 
 int model_source_open(const char *path, ModelSource *src, char *err, size_t errlen) {
@@ -29,7 +31,7 @@ int model_source_open(const char *path, ModelSource *src, char *err, size_t errl
     }
     if (found != 0) return found;
     if (ckpt_read_state(src->path, &src->state, err, errlen) != 0) return -1;
-    src->cfg = src->state.model;
+    src->cfg = lora_base_config(&src->state.model);   // a LoRA checkpoint gives its merged model
     if (src->cfg.reversible) {
         snprintf(err, errlen, "checkpoint '%s' is a reversible-block model (model.reversible in its state.json): only "
                  "ctron train --resume runs it; eval, generate and --init-from compute the standard block", src->path);
@@ -64,9 +66,16 @@ int model_source_config(const ModelSource *src, int seq, int batch, GPTConfig *o
 // parameter (GPT-2's position table: its first seq rows) into m, or, when m is one TP/PP rank's part,
 // into a whole host model at m's length that this rank's shards are cut from.
 static int load_checkpoint(const ModelSource *src, GPT *m, char *err, size_t errlen) {
-    GPT ck, full;
+    GPT ck, merged, full;
     gpt_init_params(&ck, &src->state.model);
-    int rc = ckpt_load(src->path, &ck, NULL, NULL, err, errlen);
+    int rc = ckpt_load(src->path, &ck, NULL, NULL, err, errlen), lora = ck.cfg.lora_rank > 0;
+    const GPT *from = &ck;
+    if (lora) {   // a LoRA checkpoint: its base with the adapters folded in (W + (α/r)·B·A)
+        GPTConfig bc = lora_base_config(&ck.cfg);
+        gpt_init_params(&merged, &bc);
+        if (rc == 0) lora_to_plain(&ck, &merged, 1);
+        from = &merged;
+    }
     int whole = m->tp.t <= 1 && m->pp.p <= 1;
     GPT *dst = m;
     if (!whole) {
@@ -74,18 +83,30 @@ static int load_checkpoint(const ModelSource *src, GPT *m, char *err, size_t err
         dst = &full;
     }
     for (int i = 0; rc == 0 && i < dst->n_info; i++) {
-        const ParamInfo *pi = &dst->info[i], *ci = gpt_find_param(&ck, pi->name);
+        const ParamInfo *pi = &dst->info[i], *ci = gpt_find_param(from, pi->name);
         if (!ci || ci->numel < pi->numel) ctron_fatal("model_source: '%s' does not fit the checkpoint's model", pi->name);
-        if (whole) m->be->copy(m->be, m->params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float), COPY_H2D);
-        else memcpy(full.params + pi->offset, ck.params + ci->offset, pi->numel * sizeof(float));
+        const float *x = from->params + ci->offset;
+        if (whole && !m->be) memcpy(m->params + pi->offset, x, pi->numel * sizeof(float));   // a host model
+        else if (whole) m->be->copy(m->be, m->params + pi->offset, x, pi->numel * sizeof(float), COPY_H2D);
+        else memcpy(full.params + pi->offset, x, pi->numel * sizeof(float));
     }
     if (rc == 0 && !whole) gpt_shard_from_full(m, &full, full.params, m->params);
     if (!whole) gpt_free(&full);
     gpt_params_changed(m);
+    if (lora) gpt_free(&merged);
     gpt_free(&ck);
     return rc;
 }
 
+int model_source_set_adapter(ModelSource *src, const char *dir, char *err, size_t errlen) {
+    PeftConfig pc;
+    if (peft_read_config(dir, (ArchKind)src->cfg.arch, &pc, err, errlen) != 0) return -1;
+    snprintf(src->adapter, sizeof src->adapter, "%s", dir);
+    return 0;
+}
+
 int model_source_load(const ModelSource *src, GPT *m, char *err, size_t errlen) {
-    return src->is_hf ? hf_load_into(m, src->path, err, errlen) : load_checkpoint(src, m, err, errlen);
+    int rc = src->is_hf ? hf_load_into(m, src->path, err, errlen) : load_checkpoint(src, m, err, errlen);
+    if (rc == 0 && src->adapter[0]) rc = peft_merge_into(m, src->adapter, err, errlen);
+    return rc;
 }

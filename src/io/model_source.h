@@ -17,11 +17,15 @@ typedef struct {
     int positions;                // the longest sequence the model takes (0: any: rotary positions)
     int precision;                // the precision it trained in (Precision; HF: fp32)
     char tokenizer[4200];         // its tokenizer.json, or "" when it has none
+    char adapter[4096];           // a peft LoRA adapter folded into the weights at load, or ""
 } ModelSource;
 
 // Reads the architecture of path. 0; -1 when path is neither an HF directory nor a checkpoint (or
 // config.json is bad input: err names the file and field); -2 when it holds checkpoints and none verifies.
 int model_source_open(const char *path, ModelSource *src, char *err, size_t errlen);
+// --adapter DIR: a peft LoRA adapter for this model, its config checked now (io/peft_adapter.h),
+// merged into the weights by model_source_load. 0, or -1 with err.
+int model_source_set_adapter(ModelSource *src, const char *dir, char *err, size_t errlen);
 // The model to build for sequences of seq tokens in batches of batch: the architecture, with seq,
 // batch and dropout 0. -1 with err when the model cannot take seq (a learned position table that is
 // shorter, a sliding window).

@@ -13,6 +13,10 @@ typedef enum {
     // and the SwiGLU MLP's two inputs (llama: kept instead of gelu_in and fc2_in, whose place they take;
     // SwiGLU's backward recomputes its output, the down projection's input, from them)
     ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE, ACT_ATTN_LSE, ACT_GATE, ACT_UP,
+    // LoRA: x·Aᵀ·(α/r) of each adapted linear ([s·b, r], arch/lora.h's LoraSite order): B's gradient
+    // reads it (so does A's through dY·B). Not offloadable (the offload mask has 32 bits).
+    ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V, ACT_LORA_O, ACT_LORA_GATE, ACT_LORA_UP, ACT_LORA_DOWN,
+    ACT_LORA_QKV, ACT_LORA_PROJ, ACT_LORA_FC, ACT_LORA_FC2,
     ACT_N_LAYER,
     // the model-level tensors
     // (with --mini-seq the output layer runs in chunks and keeps only dL/d lm_in: lm_grad)
@@ -25,6 +29,9 @@ typedef enum {
 } ActName;
 
 const char *act_name_str(ActName n);
+static inline int act_is_lora(ActName n) { return n >= ACT_LORA_Q && n <= ACT_LORA_FC2; }
+// Per-layer names the offload pool (a 32-bit mask) can take: all but the adapters' x·Aᵀ.
+enum { ACT_N_OFFLOADABLE = ACT_LORA_Q };
 static inline int act_is_core(ActName n) { return n < ACT_N_CORE; }
 static inline int act_is_mask(ActName n) {
     return n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK || n == ACT_EMB_MASK;

@@ -1,6 +1,7 @@
 #include "memory/memory_config.h"
 #include <string.h>
 #include "memory/flops.h"
+#include "memory/param_count.h"
 #include "memory/reversible_model.h"
 
 void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
@@ -18,10 +19,16 @@ void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
 
     // ctron keeps parameters, gradients and AdamW's m and v in fp32 (DESIGN.md §1), unsharded over
     // data parallelism (no ZeRO / distributed optimizer).
+    // LoRA: the base is frozen (fp32 weights, no gradient, no AdamW state); only the adapters that train
+    // (A and B, or LoRA-FA's B) have gradients and moments.
     out->params = stage_param_count(&c->lay);
-    out->param_bytes = 4.0 * out->params;
-    out->grad_bytes = 4.0 * out->params;
-    out->adam_bytes = 8.0 * out->params;
+    double layers = stage_layer_count(&c->lay);
+    double a = layers * (double)param_lora_layer_count(sh, 0), b = layers * (double)param_lora_layer_count(sh, 1);
+    out->adapters = a + b;
+    out->trainable = sh->lora_rank > 0 ? ((c->policy.tempo & LORA_FA) ? b : a + b) : out->params;
+    out->param_bytes = 4.0 * (out->params + out->adapters);
+    out->grad_bytes = 4.0 * out->trainable;
+    out->adam_bytes = 8.0 * out->trainable;
     out->state_bytes = out->param_bytes + out->grad_bytes + out->adam_bytes;
     out->total_bytes = out->act.peak + out->state_bytes;
 

@@ -24,7 +24,9 @@ typedef struct {
     double tech_pct[TECH_COUNT];    // percent of the TP baseline
     StageActivations act;           // this configuration on the first stage
     double paper_extra;             // the paper's extra term for this layout
-    double params;                  // on one rank of the first stage
+    double params;                  // on one rank of the first stage (the base, without LoRA's adapters)
+    double adapters, trainable;     // LoRA: the adapters' parameters, and those that train (all of them, or
+                                    // LoRA-FA's B); without LoRA 0 and params
     double param_bytes, grad_bytes, adam_bytes, state_bytes;  // fp32: 4, 4, 8 bytes per parameter
     double total_bytes;             // activation peak + state
     int dp;                         // data-parallel size gpus / (t · p)

@@ -1,4 +1,5 @@
 #include "memory/memory_model.h"
+#include "arch/lora.h"
 #include "memory/reversible_model.h"
 
 // Per rank: TP splits heads and the 4h dimension; SP additionally splits the sequence of the
@@ -10,8 +11,8 @@ size_t act_elements(const ActShape *sh, ActName name) {
     size_t kv = sh->kv > 0 ? (size_t)sh->kv : (size_t)sh->a, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * (size_t)sh->h;
     size_t sbf = rows * f / t;
     switch (name) {
-    case ACT_LM_IN:
-        return sh->mini_seq > 1 ? 0 : sbh / sp_div;
+    case ACT_LM_IN:                          // a frozen output layer (LoRA) needs no input for its gradient
+        return sh->mini_seq > 1 || sh->lora_rank > 0 ? 0 : sbh / sp_div;
     case ACT_LN1_IN: case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: case ACT_LNF_IN:
         return sbh / sp_div;
     case ACT_REV_X1: case ACT_REV_X2:        // reversible blocks' two residual streams
@@ -30,8 +31,10 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return as2b / t;
     case ACT_ATTN_MASK: case ACT_ATTN_DROP:
         return sh->dropout ? as2b / t : 0;   // without dropout attn_drop is attn_prob itself
-    case ACT_DROP1_MASK: case ACT_DROP2_MASK: case ACT_EMB_MASK:
+    case ACT_DROP1_MASK: case ACT_DROP2_MASK:
         return sh->dropout ? sbh / sp_div : 0;
+    case ACT_EMB_MASK:                       // a frozen embedding (LoRA) has no backward
+        return sh->dropout && sh->lora_rank <= 0 ? sbh / sp_div : 0;
     case ACT_ATTN_LSE:
         return (size_t)(sh->a * sh->s * sh->b) / t;   // one per query row and head
     case ACT_LN1_STATS: case ACT_LN2_STATS: case ACT_LNF_STATS:
@@ -39,7 +42,9 @@ size_t act_elements(const ActShape *sh, ActName name) {
     case ACT_LOGITS:
         if (sh->mini_seq > 1) return 0;
         return rows * (((size_t)sh->v + t - 1) / t);   // vocabulary-parallel, padded to a multiple of t
-    default:
+    default:                                 // LoRA's x·Aᵀ: every row on every TP rank
+        if (act_is_lora(name) && sh->lora_rank > 0 && (sh->lora_sites >> (name - ACT_LORA_Q) & 1u))
+            return rows * (size_t)sh->lora_rank;
         return 0;
     }
 }
@@ -63,7 +68,9 @@ int act_in_block(const ActShape *sh, ActName name) {
     switch (name) {
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE: return !sh->swiglu;
     case ACT_GATE: case ACT_UP: return sh->swiglu;
-    default: return 1;
+    default:
+        if (act_is_lora(name)) return sh->lora_rank > 0 && (sh->lora_sites >> (name - ACT_LORA_Q) & 1u);
+        return 1;
     }
 }
 
@@ -76,6 +83,33 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name) {
     return n * (act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes);
 }
 
+// Sites (bits of LoraSite) whose A's gradient reads each linear input.
+static unsigned lora_readers(ActName name) {
+    switch (name) {
+    case ACT_QKV_IN: return 1u << LORA_Q | 1u << LORA_K | 1u << LORA_V | 1u << LORA_QKV;
+    case ACT_PROJ_IN: return 1u << LORA_O | 1u << LORA_PROJ;
+    case ACT_FC1_IN: return 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_FC;
+    case ACT_FC2_IN: return 1u << LORA_FC2;   // llama's down input is SwiGLU's output, made again from gate, up
+    default: return 0;
+    }
+}
+
+// With the base frozen (LoRA) a linear's input is read in backward only by: A's gradient of an adapted
+// site (not under LoRA-FA); Tempo's LayerNorm backward from its output (qkv_in, fc1_in); Tempo's GeLU
+// backward from its output (fc2_in); flash attention's backward, which reads the output O (proj_in).
+// docs/LORA.md has the table of every backward consumer.
+static int lora_input_read(unsigned tempo, ActName name) {
+    unsigned sites = tempo >> LORA_TARGET_SHIFT;
+    if (!(tempo & LORA_FA) && (sites & lora_readers(name))) return 1;
+    switch (name) {
+    case ACT_QKV_IN: return (tempo & TEMPO_LAYERNORM) != 0;
+    case ACT_FC1_IN: return (tempo & (TEMPO_LAYERNORM | MINI_SEQ)) != 0;   // mini-seq's MLP runs FC1 again
+    case ACT_FC2_IN: return (tempo & TEMPO_GELU) != 0;
+    case ACT_PROJ_IN: return (tempo & ATTN_FLASH) != 0;
+    default: return 1;
+    }
+}
+
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
     // Mini-seq: the MLP's inner tensors are recomputed chunk by chunk, whatever else is asked
@@ -83,6 +117,9 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
          name == ACT_GATE || name == ACT_UP) &&
         (tempo & MINI_SEQ))
         return 0;
+    // LoRA: each adapted site's x·Aᵀ; the linears' inputs only where a backward still reads them
+    if (act_is_lora(name)) return (tempo & LORA_FROZEN) && (tempo >> (LORA_TARGET_SHIFT + (name - ACT_LORA_Q)) & 1u);
+    if ((tempo & LORA_FROZEN) && !lora_input_read(tempo, name)) return 0;
     // Flash attention: the log-sum-exp instead of the s×s tensors
     if (name == ACT_ATTN_LSE) return (tempo & ATTN_FLASH) != 0;
     if ((name == ACT_ATTN_PROB || name == ACT_ATTN_MASK || name == ACT_ATTN_DROP) && (tempo & ATTN_FLASH)) return 0;
@@ -225,7 +262,9 @@ void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, 
 
 int act_max_entries(const MemoryPolicy *p) {
     // Entries per layer: the per-layer names but the two a family never keeps (GPT-2 has no gate and up,
-    // llama no gelu_in, fc2_in or GeLU bits), and the model-level tensors.
-    int L = p ? p->layers : 0;
-    return (ACT_N_LAYER - 2) * L + 9;
+    // llama no gelu_in, fc2_in or GeLU bits) and LoRA's (one per adapted site), and the model-level tensors.
+    int L = p ? p->layers : 0, lora = 0;
+    for (unsigned sites = p && (p->tempo & LORA_FROZEN) ? p->tempo >> LORA_TARGET_SHIFT : 0; sites; sites >>= 1)
+        lora += sites & 1u;
+    return (ACT_LORA_Q - 2 + lora) * L + 9;
 }

@@ -26,6 +26,11 @@ typedef struct {
     int arch;          // ArchKind: the family's row says which linears and norms have biases, which positions
     int untied;        // the output layer is a matrix of its own (lm_head), not the token embedding
     int qkv_bias;      // q, k and v have biases where the family's linears have none (Qwen2)
+    // LoRA (arch/lora.h): rank r > 0 freezes the base; each site of lora_sites keeps x·Aᵀ [s·b, r] (not
+    // divided by t: every TP rank holds all rows). The frozen embedding and output layer need neither
+    // the embedding's dropout mask nor the output layer's input in backward.
+    int lora_rank;
+    unsigned lora_sites;
     int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
 } ActShape;
 
@@ -50,7 +55,7 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
 
 // Is `name` one of the per-layer tensors the policy sends to the offload pool (--offload)?
 static inline int act_offloaded(const MemoryPolicy *p, ActName name) {
-    return p && name < ACT_N_LAYER && (p->offload >> name & 1u);
+    return p && (int)name < (int)ACT_N_OFFLOADABLE && (p->offload >> name & 1u);
 }
 
 // Bytes layer l keeps in the arena from its forward to its backward: one name, the paper's names

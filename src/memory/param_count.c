@@ -1,3 +1,4 @@
+#include "arch/lora.h"
 #include "memory/param_count.h"
 
 size_t param_layer_count(const ActShape *sh) {
@@ -28,4 +29,20 @@ size_t param_model_count(const ActShape *sh) {
     one.t = 1;
     return (size_t)sh->L * param_layer_count(&one) + (size_t)param_vocab_matrices(sh) * (size_t)sh->v * (size_t)sh->h +
            param_position_count(sh) + param_final_norm_count(sh);
+}
+
+size_t param_lora_layer_count(const ActShape *sh, int b_matrices) {
+    if (sh->lora_rank <= 0) return 0;
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, d = h / (size_t)sh->a, r = (size_t)sh->lora_rank;
+    size_t kvw = (size_t)(sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h, sum = 0;
+    for (int s = 0; s < LORA_SITES; s++) {
+        if (!(sh->lora_sites >> s & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)s);
+        size_t in = (size_t)lora_width(row->in, (long)h, (long)h, (long)kvw, (long)f);
+        size_t out = (size_t)lora_width(row->out, (long)h, (long)h, (long)kvw, (long)f);
+        // column-parallel: A [r, in] replicated, B [out/t, r]; row-parallel: A [r, in/t], B [out, r] replicated
+        int column = row->parallel == LORA_COLUMN;
+        sum += b_matrices ? r * (column ? out / t : out) : r * (column ? in : in / t);
+    }
+    return sum;
 }

@@ -20,4 +20,7 @@ size_t param_position_count(const ActShape *sh);
 int param_vocab_matrices(const ActShape *sh);
 // The whole model at t = 1, p = 1: gpt_num_params.
 size_t param_model_count(const ActShape *sh);
+// LoRA (arch/lora.h): one block's adapter matrices on one rank, A's (b_matrices 0) or B's (1), over the
+// shape's lora_sites: Σ r·in (A) and Σ out·r (B), with the TP split of each site (model/adapters.c).
+size_t param_lora_layer_count(const ActShape *sh, int b_matrices);
 #endif

@@ -116,7 +116,7 @@ static void kind_bill(const ActShape *sh, LayerRecompute kind, unsigned tempo, u
     for (int n = 0; n < ACT_N_LAYER; n++) {
         if (!act_kept(kind, 1, tempo, (ActName)n)) continue;
         size_t b = act_tensor_bytes(sh, (ActName)n);
-        if (offload >> n & 1u) { *off += b; *span += (b + 63) / 64 * 64; }
+        if (n < ACT_N_OFFLOADABLE && (offload >> n & 1u)) { *off += b; *span += (b + 63) / 64 * 64; }
         else *dev += b;
     }
 }
@@ -138,7 +138,7 @@ static int offload_sets(const ActShape *sh, unsigned tempo, double offload_budge
     int n = 0, order[ACT_N_LAYER], k = 0;
     sets[n++] = 0;
     if (offload_budget <= 0) return n;
-    for (int a = 0; a < ACT_N_LAYER; a++)
+    for (int a = 0; a < ACT_N_OFFLOADABLE; a++)
         if (act_kept(RECOMPUTE_NONE, 1, tempo, (ActName)a) && act_tensor_bytes(sh, (ActName)a) > 0) order[k++] = a;
     for (int i = 1; i < k; i++)   // by bytes, largest first (insertion sort: ≤ 20 names)
         for (int j = i; j > 0 && act_tensor_bytes(sh, (ActName)order[j]) > act_tensor_bytes(sh, (ActName)order[j - 1]); j--) {
@@ -235,7 +235,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     int counts[3] = {L - out->n_full - out->n_sel, out->n_sel, out->n_full};
     LayerRecompute kinds[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
     for (int i = 0; i < 3; i++)
-        for (int n = 0; counts[i] > 0 && n < ACT_N_LAYER; n++)
+        for (int n = 0; counts[i] > 0 && n < ACT_N_OFFLOADABLE; n++)
             if (act_kept(kinds[i], 1, out->tempo, (ActName)n)) kept |= 1u << n;
     out->offload &= kept;
     return found ? 0 : -1;

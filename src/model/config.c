@@ -12,11 +12,22 @@ void gpt_config_resolve(GPTConfig *c) {
     if (c->rope_theta <= 0.0f) c->rope_theta = 10000.0f;
     if (c->norm_eps <= 0.0f) c->norm_eps = a->norm_eps_default;
     if (c->tie_embeddings == 0) c->tie_embeddings = a->tied_default ? 1 : -1;
+    if (c->lora_rank > 0 && !c->lora_targets) c->lora_targets = lora_family_sites((ArchKind)c->arch);
+    if (c->lora_rank > 0 && c->lora_alpha <= 0.0f) c->lora_alpha = 8.0f;   // peft's LoraConfig default
+}
+
+unsigned gpt_lora_keep_bits(const GPTConfig *cfg) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    if (c.lora_rank <= 0) return 0;
+    return LORA_FROZEN | (c.lora_fa ? LORA_FA : 0) | c.lora_targets << LORA_TARGET_SHIFT;
 }
 
 void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
     act_shape_set_family(sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    sh->lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
+    sh->lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
     sh->reversible = c.reversible != 0;
 }

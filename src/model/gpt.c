@@ -8,6 +8,7 @@
 #include <string.h>
 #include "model/block.h"
 #include "model/family.h"
+#include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/reversible.h"
@@ -39,16 +40,40 @@ static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
     m->v0 = m->tp.rank * m->vl;
 }
 
+// The parameter buffers' sizes: the base and the adapters. Without LoRA params holds the base; with
+// it the frozen buffer holds the base (and A under LoRA-FA) and params the adapters that train.
+static void size_params(GPT *m) {
+    m->n_params = local_num_params(m);
+    if (!gpt_lora(m)) return;
+    m->lora_scale = m->cfg.lora_alpha / (float)m->cfg.lora_rank;
+    size_t a = adapter_a_floats(m), b = adapter_b_floats(m);
+    m->n_frozen = m->n_params + (m->cfg.lora_fa ? a : 0);
+    m->n_params = b + (m->cfg.lora_fa ? 0 : a);
+}
+
+// Views into the buffers (and grads, NULL for parameters only), once they are allocated.
+static void bind_params(GPT *m) {
+    bind_tensors(m, &m->w, m->frozen ? m->frozen : m->params);
+    if (m->grads && !m->frozen) bind_tensors(m, &m->g, m->grads);   // a frozen base has no gradients
+    if (gpt_lora(m)) {
+        size_t base = local_num_params(m);
+        int fa = m->cfg.lora_fa;
+        adapter_bind(m, &m->lw, fa ? m->frozen + base : m->params, fa ? m->params : m->params + adapter_a_floats(m));
+        if (m->grads) adapter_bind(m, &m->lg, fa ? NULL : m->grads, fa ? m->grads : m->grads + adapter_a_floats(m));
+    }
+    build_info(m);
+}
+
 void gpt_init_params(GPT *m, const GPTConfig *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     gpt_config_resolve(&m->cfg);
     set_layout(m, &m->cfg, NULL);
     m->pp = (PPLayout){1, 0, 1, cfg->layers, 1, 0, NULL};
-    m->n_params = local_num_params(m);
-    m->params = xcalloc(m->n_params * sizeof(float));
-    bind_tensors(m, &m->w, m->params);
-    build_info(m);
+    size_params(m);
+    m->params = xcalloc((m->n_params ? m->n_params : 1) * sizeof(float));
+    if (gpt_lora(m)) m->frozen = xcalloc(m->n_frozen * sizeof(float));
+    bind_params(m);
 }
 
 void gpt_init_tp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp) {
@@ -84,18 +109,21 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         ctron_fatal("gpt_init: a policy of %d layers for a model of %d", policy->layers, c->layers);
     if (policy) policy_copy(&m->policy, policy);
     else policy_default(&m->policy, c->layers);
+    m->policy.tempo |= gpt_lora_keep_bits(c);   // what the frozen base and the adapters keep
+    if (gpt_lora(m) && m->policy.mini_seq > 1) ctron_fatal("gpt_init: mini-seq's chunked MLP has no LoRA adapters");
+    if (gpt_lora(m) && c->reversible) ctron_fatal("gpt_init: reversible blocks have no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     char err[256];
     m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
     if (!m->be) ctron_fatal("%s", err);
-    m->n_params = local_num_params(m);
+    size_params(m);
     m->params = m->be->alloc(m->be, m->n_params * sizeof(float));
     m->grads = m->be->alloc(m->be, m->n_params * sizeof(float));
     if (m->policy.precision == PRECISION_BF16) m->params16 = m->be->alloc(m->be, m->n_params * sizeof(uint16_t));
+    if (gpt_lora(m)) m->frozen = m->be->alloc(m->be, m->n_frozen * sizeof(float));
+    if (gpt_lora(m) && m->params16) m->frozen16 = m->be->alloc(m->be, m->n_frozen * sizeof(uint16_t));
     m->params16_stale = 1;
-    bind_tensors(m, &m->w, m->params);
-    bind_tensors(m, &m->g, m->grads);
-    build_info(m);
+    bind_params(m);
 
     ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
                    .elem_bytes = m->policy.act_dtype == ACT_BF16 ? 2 : 4, .masks = m->policy.masks,
@@ -159,7 +187,9 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
-        [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0};
+        [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
+        [W_LORA] = gpt_lora(m) ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
+        [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);
@@ -208,6 +238,8 @@ void gpt_free(GPT *m) {
         m->be->free(m->be, m->params);
         m->be->free(m->be, m->grads);
         m->be->free(m->be, m->params16);
+        m->be->free(m->be, m->frozen);
+        m->be->free(m->be, m->frozen16);
         for (int w = 0; w < W_COUNT; w++) m->be->free(m->be, m->ws[w]);
         m->be->free(m->be, m->ce_part);
         m->be->free(m->be, m->rope_cs);
@@ -216,8 +248,10 @@ void gpt_free(GPT *m) {
         backend_close(m->be);
     } else {
         free(m->params);
+        free(m->frozen);
     }
     free(m->info);
+    free(m->frozen_info);
     memset(m, 0, sizeof *m);
 }
 
@@ -230,15 +264,17 @@ void gpt_use_context(GPT *m, int k) {
 }
 
 // W's bf16 copy under mixed precision (the mirror has the parameters' layout), else NULL.
-static const uint16_t *w16_of(const GPT *m, const float *w) {
-    return m->params16 ? m->params16 + (w - m->params) : NULL;
+const uint16_t *gpt_w16(const GPT *m, const float *w) {
+    if (!m->params16) return NULL;
+    if (m->frozen16 && !(w >= m->params && w < m->params + m->n_params)) return m->frozen16 + (w - m->frozen);
+    return m->params16 + (w - m->params);
 }
 
 // y[n,out] = x[n,in] · Wᵀ (+ bias) on the backend. x16: x's bf16 copy when the arena keeps one
 // (the GEMM reads it as it is), else NULL (the backend rounds x to the same bits).
 static void linear_fwd16(GPT *m, float *y, int ldy, const float *x, const uint16_t *x16, int ldx, const float *w,
                          const float *bias, int n, int in, int out) {
-    m->be->linear_forward(m->be, y, ldy, x, x16, ldx, w, w16_of(m, w), bias, n, in, out);
+    m->be->linear_forward(m->be, y, ldy, x, x16, ldx, w, gpt_w16(m, w), bias, n, in, out);
 }
 static void linear_fwd(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int n,
                        int in, int out) {
@@ -252,7 +288,7 @@ typedef struct { const float *f32; const uint16_t *bf16; } GemmIn;
 // dx (= or +=) dy · W;  dW += dyᵀ · x;  db += Σ dy.
 static void linear_bwd16(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy,
                          int lddy, GemmIn x, int ldx, const float *w, int n, int in, int out) {
-    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx, w, w16_of(m, w), n,
+    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx, w, gpt_w16(m, w), n,
                            in, out);
 }
 static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
@@ -472,6 +508,37 @@ static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensor
 
 #define KEEP(name) keeps(m, l, name, pass)
 
+// The output blocks of the q, k, v sites: GPT-2's c_attn adapter feeds all three (B's rows q|k|v), llama's
+// q, k and v adapters one each.
+static LoraOut qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
+    int hl = m->hl, kvl = m->kvl;
+    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {hl, kvl, kvl}, {hl, kvl, kvl}, {0, hl, hl + kvl}};
+    float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
+    int w = s == LORA_Q ? hl : kvl;
+    return (LoraOut){1, {y}, {w}, {w}, {0}};
+}
+
+static const LoraSite QKV_SITES[] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
+
+// q, k, v += their adapters' (α/r)·B(A x), before RoPE (peft adapts the projections).
+static void qkv_adapters_forward(GPT *m, int l, const float *x, const uint16_t *x16, int pass, float *q, float *k,
+                                 float *v) {
+    for (int i = 0; i < 4; i++) {
+        LoraSite s = QKV_SITES[i];
+        if (!lora_on(m, s)) continue;
+        LoraOut o = qkv_outs(m, s, q, k, v);
+        lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
+    }
+}
+
+// One column-parallel site with one output block y [n, cols].
+static void column_adapter_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, float *y, int cols,
+                                   int pass) {
+    if (!lora_on(m, s)) return;
+    LoraOut o = {1, {y}, {cols}, {cols}, {0}};
+    lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
+}
+
 // q, k and v of this rank's heads from the gathered norm output ([s,b,hl], [s,b,kvl] ×2), kept as the
 // policy says. With rotary positions q and k are rotated before they are kept: attention and its
 // backward read the rotated ones, and RoPE's backward needs nothing saved.
@@ -488,6 +555,7 @@ static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all
     linear_fwd16(m, *q, hl, x_all, x16, h, wq, bq, n, h, hl);
     linear_fwd16(m, *k, kvl, x_all, x16, h, wk, bk, n, h, kvl);
     linear_fwd16(m, *v, kvl, x_all, x16, h, wv, bv, n, h, kvl);
+    qkv_adapters_forward(m, l, x_all, x16, pass, *q, *k, *v);
     if (rotary(m)) {   // every row is at its global position (after SP's gather)
         int d = gpt_head_dim(&m->cfg);
         m->be->rope_forward(m->be, *q, *q, hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
@@ -509,6 +577,7 @@ static const float *mlp_inner_gelu(GPT *m, int l, const BlockTensors *w, const f
     float *gelu_in = saved_out(m, A, ACT_GELU_IN, l, nfl, KEEP(ACT_GELU_IN));
     float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
     linear_fwd16(m, gelu_in, fl, x_all, x16, h, w->fc1_w, NULL, n, h, fl);
+    column_adapter_forward(m, l, LORA_FC, x_all, x16, gelu_in, fl, pass);
     m->be->bias_gelu_forward(m->be, fc2_in, gelu_in, w->fc1_b, n, fl, bf16);
     saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
     saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
@@ -532,6 +601,8 @@ static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *
     *up = saved_out(m, A, ACT_UP, l, nfl, KEEP(ACT_UP));
     linear_fwd16(m, *gate, fl, x_all, x16, h, w->fc1_w, NULL, n, h, fl);
     linear_fwd16(m, *up, fl, x_all, x16, h, w->fc1_w + (size_t)fl * h, NULL, n, h, fl);
+    column_adapter_forward(m, l, LORA_GATE, x_all, x16, *gate, fl, pass);
+    column_adapter_forward(m, l, LORA_UP, x_all, x16, *up, fl, pass);
     saved_done(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE), 0);
     saved_done(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP), 0);
 }
@@ -557,7 +628,9 @@ float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float 
     saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
     x16 = saved_bf16(m, A, ACT_PROJ_IN, KEEP(ACT_PROJ_IN));
     linear_fwd16(m, ws(m, W_OUT), h, proj_in, x16, hl, w.proj_w, NULL, n, hl, h);
-    const float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
+    float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
+    LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
+    if (lora_on(m, o_site)) lora_row_forward(m, l, o_site, proj_in, x16, hl, attn_out, h, KEEP(lora_act(o_site)));
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = out ? out : saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
     residual_forward(m, x1, res, attn_out, w.proj_b, drop1, p, pass);
@@ -584,19 +657,30 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     if (swiglu(m) && !mini) mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
     else if (!swiglu(m)) fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
-    // A recomputed group's last block ends here: backward reads what the MLP kept and the mask, never
-    // the block's output, so FC2 (a third of the block's GEMM work) and the residual are not redone.
-    if (where == OUT_DISCARD) return NULL;
+    // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in (mini-seq's chunked
+    // MLP has no adapters: ctron train refuses the two together).
+    LoraSite d_site = swiglu(m) ? LORA_DOWN : LORA_FC2;
+    const float *d_in = swiglu(m) ? ws(m, W_FFN) : fc2_in;
+    const uint16_t *d_in16 = swiglu(m) ? NULL : saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN));
+    if (swiglu(m) && !mini && (where != OUT_DISCARD || lora_on(m, d_site)))   // SwiGLU's output is not kept:
+        m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // its backward makes it again
+    // A recomputed group's last block ends here: backward reads what the MLP kept and the mask (and the
+    // down adapter's x·Aᵀ), never the block's output, so FC2 (a third of the block's GEMM work) and the
+    // residual are not redone.
+    if (where == OUT_DISCARD) {
+        if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, NULL, h, KEEP(lora_act(d_site)));
+        return NULL;
+    }
     if (mini) {   // FC1, GeLU, FC2 (gate, up, SwiGLU, down) a chunk at a time; nothing kept
         mlp_forward_chunks(m, &w, fc1_all);
-    } else if (swiglu(m)) {   // SwiGLU's output is not kept: its backward makes it again from gate and up
-        m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);
+    } else if (swiglu(m)) {
         linear_fwd16(m, ws(m, W_OUT), h, ws(m, W_FFN), NULL, fl, w.fc2_w, NULL, n, fl, h);
     } else {
         linear_fwd16(m, ws(m, W_OUT), h, fc2_in, saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN)), fl, w.fc2_w, NULL, n,
                      fl, h);
     }
-    const float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
+    float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
+    if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, mlp_out, h, KEEP(lora_act(d_site)));
     float *out = out_buf ? out_buf : output_of(m, l, pass, where);
     residual_forward(m, out, res, mlp_out, w.fc2_b, drop2, p, pass);
     if (!out_buf) output_done(m, l, pass, where, out);
@@ -689,12 +773,13 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     size_t nrh = rank_rows_h(m), nr = (size_t)m->s_rank * m->b_cur;
     int mini = m->policy.mini_seq > 1 && targets;
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, norm_stats(m) * nr, train);
-    float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, train && !mini);
+    int keep_lm = train && !mini && !gpt_lora(m);   // a frozen output layer reads no input in backward
+    float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, keep_lm);
     norm_forward(m, lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr);
-    saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, train && !mini, 0);
+    saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, keep_lm, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
-    const uint16_t *lm16 = lm_all == lm_in ? saved_bf16(m, M, ACT_LM_IN, train) : NULL;
+    const uint16_t *lm16 = lm_all == lm_in ? saved_bf16(m, M, ACT_LM_IN, keep_lm) : NULL;
     float *logits = m->logits = m->act->logits = saved_out(m, M, ACT_LOGITS, -1, (size_t)n * vl, train);
     linear_fwd16(m, logits, vl, lm_all, lm16, h, out_w(m, &m->w), NULL, n, h, vl);
     snapshot_forward_end(m);
@@ -753,8 +838,7 @@ static void forward_begin(GPT *m, int l0, int l1, int s, int b, StepCtx ctx) {
     m->ledger.paused = !ctx.train;
     m->act->ctx = ctx;
     if (m->params16 && m->params16_stale) {   // mixed precision: the GEMMs' bf16 weights from the masters
-        m->be->bf16_pack(m->be, m->params16, m->params, m->n_params);
-        m->params16_stale = 0;
+        gpt_refresh_params16(m);
     }
     m->s_cur = s;
     m->b_cur = b;
@@ -774,12 +858,13 @@ float *gpt_embedding_forward(GPT *m, const int32_t *tokens, float *into) {
     size_t nrh = rank_rows_h(m);
     BlockActs *M = &m->act->model_acts;
     scope_begin(m, scope_key(m, SCOPE_EMB));
-    uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, train) : NULL;
+    int keep_mask = train && !gpt_lora(m);   // a frozen embedding (LoRA) has no backward to read it
+    uint8_t *emb_mask = p > 0.0f ? mask_out(m, M, ACT_EMB_MASK, -1, nrh, keep_mask) : NULL;
     float *x = into ? into : input_of(m, 0, PASS_FORWARD);
     embed_forward(m, x, tokens);
     if (emb_mask) {
         m->be->dropout_mask_sbw(m->be, emb_mask, site_of(m, 0, SITE_EMB), m->s0, m->s_rank, m->b_cur, h, m->act->ctx.sample0);
-        mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, train);
+        mask_done(m, M, ACT_EMB_MASK, -1, emb_mask, nrh, keep_mask);
         m->be->dropout_apply(m->be, x, emb_mask, p, nrh);
     }
     if (!into) saved_done(m, &m->act->blocks[0], ACT_LN1_IN, 0, x, nrh, keeps(m, 0, ACT_LN1_IN, PASS_FORWARD), 0);
@@ -849,6 +934,16 @@ static GemmIn saved_gemm_in(GPT *m, BlockActs *A, ActName name, int layer, size_
 
 static int tempo(const GPT *m, unsigned part) { return (m->policy.tempo & part) != 0; }
 
+// A linear's kept input, fetched only when a weight gradient reads it: the base's (dw given: not frozen)
+// or an adapter's A (LoRA, not LoRA-FA). A frozen linear's backward reads no input at all.
+static GemmIn grad_input(GPT *m, BlockActs *A, ActName name, int layer, size_t count, int gathered, int needed) {
+    if (!needed) return (GemmIn){NULL, NULL};
+    return saved_gemm_in(m, A, name, layer, count, gathered);
+}
+
+// Does A of site s train (LoRA on the site, not LoRA-FA)? Then its backward reads the site's input.
+static int lora_a_trains(const GPT *m, LoraSite s) { return lora_on(m, s) && !m->cfg.lora_fa; }
+
 // dx (= or +=) dL/d(norm input), dgamma (and dbeta) +=: from the norm's input, or with Tempo from its
 // output (the input of the next linear) and the statistics: LayerNorm's, or RMSNorm's analogue.
 static void norm_backward_rows(GPT *m, float *dx, int accumulate, float *dgamma, float *dbeta, const float *dy,
@@ -891,8 +986,10 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
         mlp_backward_chunks(m, w, g, fc1_in, d_fc2_out);
         return;
     }
-    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_fc2_out, h, saved_gemm_in(m, A, ACT_FC2_IN, l, nfl, 0), fl,
-                 w->fc2_w, n, fl, h);
+    GemmIn fc2_in = grad_input(m, A, ACT_FC2_IN, l, nfl, 0, g->fc2_w || lora_a_trains(m, LORA_FC2));
+    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_fc2_out, h, fc2_in, fl, w->fc2_w, n, fl, h);
+    if (lora_on(m, LORA_FC2))
+        lora_row_backward(m, l, LORA_FC2, d_fc2_out, fc2_in.f32, fc2_in.bf16, fl, ws(m, W_D_4H), h);
     if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
         m->be->fewbit_gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
                                     fewbit_gelu_table(m->policy.gelu_bits));
@@ -901,8 +998,12 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
                                          bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
     else
         m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
-    GemmIn fc1_in = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
+    GemmIn fc1_in = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, g->fc1_w || lora_a_trains(m, LORA_FC));
     linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, g->fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w->fc1_w, n, h, fl);
+    if (lora_on(m, LORA_FC)) {
+        LoraOut dy = {1, {ws(m, W_D_4H)}, {fl}, {fl}, {0}};
+        lora_column_backward(m, l, LORA_FC, &dy, fc1_in.f32, fc1_in.bf16, h, ws(m, W_OUT), h);
+    }
 }
 
 // Llama's MLP backward: SwiGLU's output made again from the kept gate and up (the forward's bits) for
@@ -917,13 +1018,25 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
         return;
     }
     float *gate = (float *)saved_in(m, A, ACT_GATE, l, nfl), *up = (float *)saved_in(m, A, ACT_UP, l, nfl);
-    m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // reads gate and up only
-    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, (GemmIn){ws(m, W_FFN), NULL}, fl, w->fc2_w, n,
-                 fl, h);
+    int down_x = g->fc2_w || lora_a_trains(m, LORA_DOWN);   // only a weight gradient reads SwiGLU's output
+    if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // reads gate and up only
+    GemmIn ffn = {down_x ? ws(m, W_FFN) : NULL, NULL};
+    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
+    if (lora_on(m, LORA_DOWN)) lora_row_backward(m, l, LORA_DOWN, d_down_out, ffn.f32, NULL, fl, ws(m, W_D_4H), h);
     m->be->swiglu_backward(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, NULL, ws(m, W_D_4H), gate, up, fl, n, fl, 0);
-    GemmIn x = saved_gemm_in(m, A, ACT_FC1_IN, l, nrh, 1);
+    GemmIn x = grad_input(m, A, ACT_FC1_IN, l, nrh, 1,
+                          g->fc1_w || lora_a_trains(m, LORA_GATE) || lora_a_trains(m, LORA_UP));
     linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, NULL, ws(m, W_FFN), fl, x, h, w->fc1_w, n, h, fl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, g->fc1_w + fh, NULL, ws(m, W_D_UP), fl, x, h, w->fc1_w + fh, n, h, fl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, g->fc1_w ? g->fc1_w + fh : NULL, NULL, ws(m, W_D_UP), fl, x, h, w->fc1_w + fh,
+                 n, h, fl);
+    float *d_site[2] = {ws(m, W_FFN), ws(m, W_D_UP)};
+    for (int i = 0; i < 2; i++) {
+        LoraSite s = i ? LORA_UP : LORA_GATE;
+        if (!lora_on(m, s)) continue;
+        LoraOut dy = {1, {d_site[i]}, {fl}, {fl}, {0}};
+        lora_column_backward(m, l, s, &dy, lora_a_trains(m, s) ? x.f32 : NULL, lora_a_trains(m, s) ? x.bf16 : NULL, h,
+                             ws(m, W_OUT), h);
+    }
 }
 
 // dL/dq, dL/dk, dL/dv (W_D_Q, W_D_K, W_D_V) from dL/d(attention output) d_ctx: the stored probabilities,
@@ -961,13 +1074,22 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
         m->be->rope_backward(m->be, ws(m, W_D_Q), ws(m, W_D_Q), hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
         m->be->rope_backward(m->be, ws(m, W_D_K), ws(m, W_D_K), kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0);
     }
-    float *gb = g->qkv_b;
-    GemmIn x = saved_gemm_in(m, A, ACT_QKV_IN, l, nrh, 1);
-    linear_bwd16(m, ws(m, W_OUT), h, 0, g->qkv_w, gb, ws(m, W_D_Q), hl, x, h, w->qkv_w, n, h, hl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, g->qkv_w + qh, gb ? gb + hl : NULL, ws(m, W_D_K), kvl, x, h, w->qkv_w + qh, n, h,
-                 kvl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, g->qkv_w + qh + kh, gb ? gb + hl + kvl : NULL, ws(m, W_D_V), kvl, x, h,
+    float *gb = g->qkv_b, *gw = g->qkv_w;
+    int x_read = gw != NULL;
+    for (int i = 0; i < 4; i++) x_read |= lora_a_trains(m, QKV_SITES[i]);
+    GemmIn x = grad_input(m, A, ACT_QKV_IN, l, nrh, 1, x_read);
+    linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, ws(m, W_D_Q), hl, x, h, w->qkv_w, n, h, hl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + hl : NULL, ws(m, W_D_K), kvl, x, h,
+                 w->qkv_w + qh, n, h, kvl);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + hl + kvl : NULL, ws(m, W_D_V), kvl, x, h,
                  w->qkv_w + qh + kh, n, h, kvl);
+    for (int i = 0; i < 4; i++) {   // the adapters' part of dL/dx, and their gradients
+        LoraSite s = QKV_SITES[i];
+        if (!lora_on(m, s)) continue;
+        LoraOut dy = qkv_outs(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
+        int a = lora_a_trains(m, s);
+        lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, ws(m, W_OUT), h);
+    }
 }
 
 // The MLP half's backward: dy = dL/d(its output); dL/d(its norm's input) accumulates into dx (the
@@ -1015,8 +1137,10 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     if (g.proj_b) m->be->bias_backward(m->be, g.proj_b, d_attn_out, h, nr, h);
     const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
-    linear_bwd16(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, saved_gemm_in(m, A, ACT_PROJ_IN, l, nhl, 0), hl,
-                 w.proj_w, n, hl, h);
+    LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
+    GemmIn ctx_in = grad_input(m, A, ACT_PROJ_IN, l, nhl, 0, g.proj_w || lora_a_trains(m, o_site));
+    linear_bwd16(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, ctx_in, hl, w.proj_w, n, hl, h);
+    if (lora_on(m, o_site)) lora_row_backward(m, l, o_site, d_proj_out, ctx_in.f32, ctx_in.bf16, hl, d_ctx, h);
     attention_core_backward(m, l, d_ctx);
     qkv_backward(m, l, &w, &g);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
@@ -1063,7 +1187,7 @@ static void head_backward(GPT *m) {
         if (m->tp.t > 1) m->be->copy(m->be, ws(m, W_OUT), lm_grad, (size_t)n * h * sizeof(float), COPY_D2D);
         d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
-        GemmIn lm_in = saved_gemm_in(m, M, ACT_LM_IN, -1, nrh, 1);
+        GemmIn lm_in = grad_input(m, M, ACT_LM_IN, -1, nrh, 1, out_w(m, &m->g) != NULL);   // frozen (LoRA): none
         linear_bwd16(m, ws(m, W_OUT), h, 0, out_w(m, &m->g), NULL, m->act->logits, vl, lm_in, h, out_w(m, &m->w), n, h,
                      vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
@@ -1118,8 +1242,11 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     }
 
     (void)tokens;   // the forward's, kept on the device in the context
-    if (l0 == 0) embedding_backward(m, m->act->tokens);
-    else m->be->copy(m->be, d_input, ws(m, W_D_RES), nrh * sizeof(float), COPY_D2D);
+    if (l0 == 0) {
+        if (!gpt_lora(m)) embedding_backward(m, m->act->tokens);   // a frozen embedding has no backward
+    } else {
+        m->be->copy(m->be, d_input, ws(m, W_D_RES), nrh * sizeof(float), COPY_D2D);
+    }
     scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);
     arena_pop_to(&m->act->arena, 0);

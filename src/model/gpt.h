@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "arch/arch.h"
+#include "arch/lora.h"
 #include "backend/backend.h"
 #include "memory/arena.h"
 #include "memory/ledger.h"
@@ -26,11 +27,19 @@ typedef struct {
     float norm_eps;               // RMSNorm/LayerNorm epsilon (0: the family's)
     int tie_embeddings;           // 1: the output layer is the token embedding; -1: its own; 0: the family's
     int qkv_bias;                 // llama: q, k and v have biases (Qwen2)
+    // LoRA (arch/lora.h, docs/LORA.md): rank 0 is none. A rank freezes the base and adapts the sites of
+    // lora_targets (LoraSite bits; 0: the family's all) with y = W x + (α/r)·B(A x); LoRA-FA freezes A too.
+    int lora_rank;
+    float lora_alpha;             // α (0: peft's default, 8)
+    unsigned lora_targets;
+    int lora_fa;
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
 } GPTConfig;
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.
 void gpt_config_resolve(GPTConfig *c);
+// LoRA's bits of MemoryPolicy.tempo (policy.h: LORA_*) for this configuration; 0 without LoRA.
+unsigned gpt_lora_keep_bits(const GPTConfig *c);
 // The family's part of the analytic model's shape (kv heads, FFN width, norm statistics, SwiGLU).
 void gpt_shape_family(const GPTConfig *c, ActShape *sh);
 // After gpt_config_resolve: the head dimension, the k/v width (kv·d) and whether the output layer is tied.
@@ -53,6 +62,10 @@ typedef struct {
     float *lm_head;               // [vl,h] an untied output layer (NULL when tied to wte)
 } GPTTensors;
 
+// The adapters of the targeted sites (NULL elsewhere), stacked over the stage's layers: A [L, r, in],
+// B [L, out, r] (peft's lora_A / lora_B orientation), this rank's shards.
+typedef struct { float *a[LORA_SITES], *b[LORA_SITES]; } LoraTensors;
+
 // How a tensor is split over the TP ranks (Megatron): column-parallel weights and biases and the
 // vocabulary-parallel embedding hold a slice of the rows (c_attn splits q, k and v separately: 3
 // row blocks), row-parallel weights a slice of the columns; the rest is replicated.
@@ -61,13 +74,14 @@ typedef enum { TP_REPLICATED, TP_ROWS, TP_COLS } TPSplit;
 // One named parameter tensor (GPT-2 state-dict names, e.g. "h.0.attn.c_attn.weight"). shape is
 // this rank's shard; full_shape the model's tensor.
 typedef struct {
-    char name[64];                // HF llama names reach 48 characters
+    char name[80];                // HF llama names reach 48 characters, peft's 64 (layer 100 and above)
     size_t offset, numel;
     int ndim, shape[2], full_shape[2];
     int decay;                    // AdamW weight decay applies (weight matrices and wte)
     TPSplit split;
     int row_blocks;               // TP_ROWS: row blocks split separately (3 for c_attn)
-    int sp_partial;               // under SP each TP rank computes part of this gradient: all-reduce over TP
+    int sp_partial;               // each TP rank computes part of this gradient (under SP, or LoRA's A of a
+                                  // column-parallel base): all-reduced over TP
     int full_index;               // its index in the whole model's list (initialisation, checkpoints)
     int pp_mirror;                // the last pipeline stage's copy of the tied wte: the first stage's counts
     int init;                     // how gpt_init_weights draws it (params.c's table)
@@ -145,7 +159,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -162,8 +176,17 @@ typedef struct {
     size_t n_params;              // this rank's parameters (its shards and the replicated tensors)
     uint64_t comm_bytes[TPC_PURPOSES];  // TP bytes moved since the caller last zeroed them
     Backend *be;                  // where tensors live and kernels run (the CPU backend; --precision)
-    float *params, *grads;        // fp32 master weights and gradients
+    float *params, *grads;        // fp32 master weights and gradients: what the optimizer trains
     uint16_t *params16;           // mixed precision: bf16 copy of params for the GEMMs (NULL under fp32)
+    // LoRA: the frozen tensors (the base, and A under LoRA-FA) live here, with no gradient and no optimizer
+    // state, and params/grads/info hold only the adapters the optimizer trains. NULL/0 without LoRA.
+    float *frozen;
+    uint16_t *frozen16;           // mixed precision: its bf16 copy
+    size_t n_frozen;
+    ParamInfo *frozen_info;       // offsets into frozen
+    int n_frozen_info;
+    LoraTensors lw, lg;           // the adapters and their gradients (lg.a NULL under LoRA-FA)
+    float lora_scale;             // α/r
     int params16_stale;           // params changed since the copy was made: refreshed before the next forward
     GPTTensors w, g;
     ParamInfo *info;
@@ -195,6 +218,8 @@ typedef struct {
     //   W_D_RES2   [s,b,h] reversible blocks: the second stream's running gradient (W_D_RES the first's)
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
+    //   W_LORA     [s,b,max(h,f/t)] an adapter's (α/r)·x·Aᵀ·Bᵀ before it joins the output; W_LORA_R [s,b,r]
+    //              dL/d(x·Aᵀ) (LoRA only)
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each
@@ -233,6 +258,9 @@ void gpt_init_weights(GPT *m, uint64_t seed);
 // are laid out as m->params (e.g. gradients or optimizer moments).
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst);
 void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf);
+// LoRA (--init-from): the frozen base from base, the whole model of m's configuration without adapters (host
+// parameters, gpt_init_params): this rank's shards of its tensors into m->frozen; the adapters stay.
+void gpt_set_frozen_base(GPT *m, const GPT *base);
 // The same with this rank's side in host memory (ZeRO's unsharded moments).
 void gpt_shard_from_full_host(const GPT *m, const GPT *full, const float *full_buf, float *host);
 void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, float *full_buf);
@@ -271,6 +299,10 @@ void gpt_zero_grad(GPT *m);
 // ZeRO's gather): the bf16 copy is made again before the next forward.
 void gpt_params_changed(GPT *m);
 size_t gpt_num_params(const GPTConfig *cfg);
+// LoRA on: the base is frozen (m->frozen), params are the adapters.
+static inline int gpt_lora(const GPT *m) { return m->cfg.lora_rank > 0; }
+// The tensor of the whole model's list with this full_index, in m's trainable or frozen list (NULL: none).
+const ParamInfo *gpt_info_by_full_index(const GPT *m, int full_index);
 const ParamInfo *gpt_find_param(const GPT *m, const char *name);
 // The name of the whole model's tensor number full_index (ParamInfo.full_index), on any stage.
 void gpt_param_full_name(const GPTConfig *c, int full_index, char *buf, size_t len);

@@ -155,7 +155,6 @@ void bind_tensors(const GPT *m, GPTTensors *t, float *base) {
 // The named tensors of each family, in checkpoint order (full_index): the model-level ones before
 // the blocks, each block's, and those after. A tensor sits in a buffer at row `at` of the layer's
 // slice (q, k and v share the qkv slab; gate and up the fc1 slab).
-typedef enum { INIT_ONES, INIT_ZERO, INIT_NORMAL, INIT_NORMAL_RESID } Init;
 typedef enum { PART_BEFORE, PART_BLOCK, PART_AFTER } Part;
 typedef struct {
     Part part;
@@ -270,7 +269,7 @@ static void add_info(GPT *m, const TensorRef *r, int full_index) {
         base += (size_t)gpt_local_layer(m, r->layer) * buffer_slice(m, b);
     }
     size_t cols = row->cols == D_0 ? 1 : dim(m, lw, row->cols);
-    pi->offset = (size_t)(base - m->params) + dim(m, lw, row->at) * cols;
+    pi->offset = (size_t)(base - (m->frozen ? m->frozen : m->params)) + dim(m, lw, row->at) * cols;
     pi->ndim = row->cols == D_0 ? 1 : 2;
     pi->shape[0] = (int)dim(m, lw, row->rows);
     pi->shape[1] = row->cols == D_0 ? 0 : (int)cols;
@@ -287,11 +286,13 @@ static void add_info(GPT *m, const TensorRef *r, int full_index) {
     pi->pp_mirror = row->field == FIELD(wte) && !gpt_first_stage(m);
 }
 
+int base_tensor_count(const GPTConfig *c) { return whole_model_list(c, NULL); }
+
 void build_info(GPT *m) {
     int n = whole_model_list(&m->cfg, NULL);
     TensorRef *all = xmalloc(sizeof(TensorRef) * (size_t)n);
     whole_model_list(&m->cfg, all);
-    m->info = xmalloc(sizeof(ParamInfo) * (size_t)n);
+    m->info = xmalloc(sizeof(ParamInfo) * (size_t)(n + adapter_tensor_count(&m->cfg)));
     m->n_info = 0;
     for (int k = 0; k < n; k++) {
         const TensorRow *row = all[k].row;
@@ -302,12 +303,36 @@ void build_info(GPT *m) {
         add_info(m, &all[k], k);
     }
     free(all);
+    if (m->frozen) {   // LoRA: the base is frozen; the adapters (adapters.c) are what the optimizer trains
+        m->frozen_info = m->info;
+        m->n_frozen_info = m->n_info;
+        m->info = xmalloc(sizeof(ParamInfo) * (size_t)(adapter_tensor_count(&m->cfg) + 1));
+        m->n_info = 0;
+        adapter_build_info(m, n);
+    }
+}
+
+static const ParamInfo *find_full(const ParamInfo *info, int n, int full_index) {
+    int lo = 0, hi = n - 1;   // each list is in full_index order
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (info[mid].full_index == full_index) return &info[mid];
+        if (info[mid].full_index < full_index) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+const ParamInfo *gpt_info_by_full_index(const GPT *m, int full_index) {
+    const ParamInfo *pi = find_full(m->info, m->n_info, full_index);
+    return pi ? pi : find_full(m->frozen_info, m->n_frozen_info, full_index);
 }
 
 void gpt_param_full_name(const GPTConfig *c, int full_index, char *buf, size_t len) {
     GPTConfig rc = *c;
     gpt_config_resolve(&rc);
     int n = whole_model_list(&rc, NULL);
+    if (full_index >= n && adapter_full_name(&rc, full_index - n, buf, len)) return;
     if (full_index < 0 || full_index >= n) {
         snprintf(buf, len, "?");
         return;
@@ -321,6 +346,8 @@ void gpt_param_full_name(const GPTConfig *c, int full_index, char *buf, size_t l
 const ParamInfo *gpt_find_param(const GPT *m, const char *name) {
     for (int i = 0; i < m->n_info; i++)
         if (strcmp(m->info[i].name, name) == 0) return &m->info[i];
+    for (int i = 0; i < m->n_frozen_info; i++)
+        if (strcmp(m->frozen_info[i].name, name) == 0) return &m->frozen_info[i];
     return NULL;
 }
 
@@ -339,34 +366,56 @@ static void fill_normal(float *x, size_t n, float std, uint64_t seed, uint32_t i
     }
 }
 
-static void init_whole(const GPT *m, float *params, uint64_t seed);
+// U(−bound, bound) from Philox: element e of tensor `id` uses counter (e, 1, id) (word 2 = 1: apart
+// from fill_normal's pairs).
+static void fill_uniform(float *x, size_t n, float bound, uint64_t seed, uint32_t id) {
+    philox_key key = philox_key_from_seed(seed);
+#pragma omp parallel for schedule(static)
+    for (size_t e = 0; e < n; e++) {
+        philox_ctr ctr = {{(uint32_t)e, (uint32_t)((uint64_t)e >> 32), 1, ((uint32_t)PHILOX_INIT << 24) | id}};
+        philox_ctr r = philox4x32_10(ctr, key);
+        double u = (double)r.v[0] / 4294967296.0;   // [0, 1)
+        x[e] = (float)((2.0 * u - 1.0) * bound);
+    }
+}
+
+static void init_set(const GPT *m, const ParamInfo *info, int n, float *params, uint64_t seed);
+
+// host: n floats drawn as the list says, copied to dst on the device.
+static void init_to_device(GPT *m, const ParamInfo *info, int n_info, float *dst, size_t n, uint64_t seed) {
+    float *host = xcalloc((n ? n : 1) * sizeof(float));
+    init_set(m, info, n_info, host, seed);
+    m->be->copy(m->be, dst, host, n * sizeof(float), COPY_H2D);
+    free(host);
+}
 
 void gpt_init_weights(GPT *m, uint64_t seed) {
     gpt_params_changed(m);
     if (m->tp.t <= 1 && m->pp.p <= 1) {   // drawn on the host, then one copy to the device
-        float *host = xmalloc(m->n_params * sizeof(float));
-        init_whole(m, host, seed);
-        m->be->copy(m->be, m->params, host, m->n_params * sizeof(float), COPY_H2D);
-        free(host);
+        init_to_device(m, m->info, m->n_info, m->params, m->n_params, seed);
+        if (m->frozen) init_to_device(m, m->frozen_info, m->n_frozen_info, m->frozen, m->n_frozen, seed);
         return;
     }
     // Each element is drawn at its index in the unsharded tensor: initialise the whole model and keep
     // this rank's slices (a transient copy of the model, once per run).
     GPT full;
     gpt_init_params(&full, &m->cfg);
-    init_whole(&full, full.params, seed);
+    init_set(&full, full.info, full.n_info, full.params, seed);
+    if (full.frozen) init_set(&full, full.frozen_info, full.n_frozen_info, full.frozen, seed);
     gpt_shard_from_full(m, &full, full.params, m->params);
     gpt_free(&full);
 }
 
-// params: host memory laid out as m's parameters.
-static void init_whole(const GPT *m, float *params, uint64_t seed) {
+// params: host memory laid out as the list's buffer (m's parameters, or its frozen tensors).
+static void init_set(const GPT *m, const ParamInfo *info, int n, float *params, uint64_t seed) {
     // The family's table says how (TensorRow.init): GPT-2 scales its residual projections by 1/√(2L).
     float resid_std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers);
-    for (int i = 0; i < m->n_info; i++) {
-        ParamInfo *pi = &m->info[i];
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = &info[i];
         float *x = params + pi->offset;
-        if (pi->init == INIT_ONES) {
+        if (pi->init == INIT_LORA_A) {   // peft: kaiming_uniform_(a=√5) on [r, in]: bound 1/√in
+            fill_uniform(x, pi->numel, 1.0f / sqrtf((float)pi->full_shape[1]), seed, (uint32_t)pi->full_index);
+        } else if (pi->init == INIT_ONES) {
             for (size_t e = 0; e < pi->numel; e++) x[e] = 1.0f;
         } else if (pi->init == INIT_ZERO) {
             memset(x, 0, pi->numel * sizeof(float));
@@ -379,6 +428,7 @@ static void init_whole(const GPT *m, float *params, uint64_t seed) {
 void gpt_refresh_params16(GPT *m) {
     if (!m->params16 || !m->params16_stale) return;
     m->be->bf16_pack(m->be, m->params16, m->params, m->n_params);
+    if (m->frozen16) m->be->bf16_pack(m->be, m->frozen16, m->frozen, m->n_frozen);
     m->params16_stale = 0;
 }
 
@@ -407,9 +457,10 @@ static long full_index(const ParamInfo *pi, int t_rank, long row, long col) {
 // Copies between this rank's tensors (local) and the unsharded ones (full), for rank t_rank's slices.
 // A pipeline stage has its own tensors only; the last stage's copy of wte is not gathered (the first
 // stage's is the same).
-static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, float *full_buf, int to_local) {
-    for (int i = 0; i < m->n_info; i++) {
-        const ParamInfo *pi = &m->info[i], *fi = &full->info[pi->full_index];
+static void shard_copy_list(const ParamInfo *info, int n, const GPT *full, int t_rank, float *local, float *full_buf,
+                            int to_local) {
+    for (int i = 0; i < n; i++) {
+        const ParamInfo *pi = &info[i], *fi = gpt_info_by_full_index(full, pi->full_index);
         if (!to_local && pi->pp_mirror) continue;
         long rows = pi->shape[0], cols = pi->ndim == 2 ? pi->shape[1] : 1;
         float *lp = local + pi->offset, *fp = full_buf + fi->offset;
@@ -423,6 +474,32 @@ static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, 
     }
 }
 
+static void shard_copy(const GPT *m, const GPT *full, int t_rank, float *local, float *full_buf, int to_local) {
+    shard_copy_list(m->info, m->n_info, full, t_rank, local, full_buf, to_local);
+}
+
+// LoRA: the frozen tensors travel with the parameters (they change only by initialisation and loading).
+static void shard_frozen_from_full(const GPT *m, const GPT *full) {
+    if (!m->frozen) return;
+    float *host = xmalloc(m->n_frozen * sizeof(float));
+    shard_copy_list(m->frozen_info, m->n_frozen_info, full, m->tp.t > 1 ? m->tp.rank : 0, host, full->frozen, 1);
+    m->be->copy(m->be, m->frozen, host, m->n_frozen * sizeof(float), COPY_H2D);
+    free(host);
+}
+
+static void gather_frozen_to_full(const GPT *m, const GPT *full) {
+    if (!m->frozen) return;
+    int t = m->tp.t > 1 ? m->tp.t : 1;
+    float *host = xmalloc(m->n_frozen * sizeof(float)), *all = xmalloc(m->n_frozen * (size_t)t * sizeof(float));
+    m->be->copy(m->be, host, m->frozen, m->n_frozen * sizeof(float), COPY_D2H);
+    if (t > 1) comm_allgather(m->tp.group, host, all, m->n_frozen);
+    else memcpy(all, host, m->n_frozen * sizeof(float));
+    for (int r = 0; r < t; r++)
+        shard_copy_list(m->frozen_info, m->n_frozen_info, full, r, all + (size_t)r * m->n_frozen, full->frozen, 0);
+    free(all);
+    free(host);
+}
+
 // full_buf is host memory (a model of gpt_init_params); dst and src are device tensors of m, which
 // move through one host staging copy (the _host forms: host memory laid out as m's parameters).
 void gpt_shard_from_full_host(const GPT *m, const GPT *full, const float *full_buf, float *host) {
@@ -431,10 +508,23 @@ void gpt_shard_from_full_host(const GPT *m, const GPT *full, const float *full_b
 
 void gpt_shard_from_full(const GPT *m, const GPT *full, const float *full_buf, float *dst) {
     if (dst == m->params) ((GPT *)m)->params16_stale = 1;   // the bf16 copy follows the new weights
+    if (dst == m->params) shard_frozen_from_full(m, full);
     float *host = xmalloc(m->n_params * sizeof(float));
     gpt_shard_from_full_host(m, full, full_buf, host);
     m->be->copy(m->be, dst, host, m->n_params * sizeof(float), COPY_H2D);
     free(host);
+}
+
+void gpt_set_frozen_base(GPT *m, const GPT *base) {
+    if (!m->frozen) return;
+    int n_base = base_tensor_count(&m->cfg), k = 0;
+    while (k < m->n_frozen_info && m->frozen_info[k].full_index < n_base) k++;   // the base's come first
+    float *host = xmalloc(m->n_frozen * sizeof(float));
+    m->be->copy(m->be, host, m->frozen, m->n_frozen * sizeof(float), COPY_D2H);   // LoRA-FA's A stays as drawn
+    shard_copy_list(m->frozen_info, k, base, m->tp.t > 1 ? m->tp.rank : 0, host, base->params, 1);
+    m->be->copy(m->be, m->frozen, host, m->n_frozen * sizeof(float), COPY_H2D);
+    free(host);
+    gpt_params_changed(m);
 }
 
 void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, float *full_buf) {
@@ -450,6 +540,7 @@ void gpt_gather_to_full_host(const GPT *m, const GPT *full, const float *host, f
 }
 
 void gpt_gather_to_full(const GPT *m, const GPT *full, const float *src, float *full_buf) {
+    if (src == m->params) gather_frozen_to_full(m, full);
     float *host = xmalloc(m->n_params * sizeof(float));
     m->be->copy(m->be, host, src, m->n_params * sizeof(float), COPY_D2H);
     gpt_gather_to_full_host(m, full, host, full_buf);

@@ -234,14 +234,14 @@ int policy_parse_offload(const char *text, unsigned *out, char *err, size_t errl
     const char *p = text;
     if (strcmp(text, "none") == 0 || !*text) p = "";
     if (strcmp(text, "all") == 0) {
-        *out = (1u << ACT_N_LAYER) - 1;
+        *out = (1u << ACT_N_OFFLOADABLE) - 1;
         return 0;
     }
     while (*p) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
         int found = -1;
-        for (int n = 0; n < ACT_N_LAYER; n++)
+        for (int n = 0; n < ACT_N_OFFLOADABLE; n++)
             if (strlen(act_name_str((ActName)n)) == len && strncmp(act_name_str((ActName)n), p, len) == 0) found = n;
         if (found < 0) {
             snprintf(err, errlen, "--offload: '%.*s' is not a per-layer tensor (expected names such as ln1_in, qkv_in, "
@@ -260,11 +260,11 @@ int policy_parse_offload(const char *text, unsigned *out, char *err, size_t errl
 const char *offload_describe(unsigned offload, char *buf, size_t len) {
     size_t k = 0;
     buf[0] = '\0';
-    if (offload == (1u << ACT_N_LAYER) - 1) {
+    if (offload == (1u << ACT_N_OFFLOADABLE) - 1) {
         snprintf(buf, len, "all");
         return buf;
     }
-    for (int n = 0; n < ACT_N_LAYER && k + 1 < len; n++)
+    for (int n = 0; n < ACT_N_OFFLOADABLE && k + 1 < len; n++)
         if (offload >> n & 1) {
             int w = snprintf(buf + k, len - k, "%s%s", k ? "," : "", act_name_str((ActName)n));
             if (w < 0 || (size_t)w >= len - k) break;

@@ -27,6 +27,11 @@ enum { MINI_SEQ = 16 };
 // per query row and head) instead of attn_prob, attn_mask and attn_drop; backward recomputes the
 // probabilities tile by tile.
 enum { ATTN_FLASH = 32 };
+// LoRA (arch/lora.h, docs/LORA.md), bits of MemoryPolicy.tempo too: LORA_FROZEN (any --lora-rank) freezes
+// the base, so no linear keeps its input for a weight gradient any more; the bit of each adapted site
+// (1 << (LORA_TARGET_SHIFT + LoraSite)) keeps that site's x·Aᵀ and, without LORA_FA, its input for A's
+// gradient. LORA_FA (LoRA-FA): A is frozen too, only x·Aᵀ is kept.
+enum { LORA_FROZEN = 64, LORA_FA = 128, LORA_TARGET_SHIFT = 8 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.
@@ -38,7 +43,7 @@ typedef struct {
     int precision;            // Precision (backend/backend.h): bf16 = mixed precision (act_dtype is then bf16)
     const char *device;       // the backend the model runs on: cpu, cpu-guarded, cuda[:N] (NULL: cpu); not owned
     MaskMode masks;
-    unsigned tempo;           // TEMPO_* and GELU_FEWBIT bits
+    unsigned tempo;           // what changes what a layer keeps: TEMPO_*, GELU_FEWBIT, MINI_SEQ, ATTN_FLASH, LORA_*
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
     int mini_seq;             // chunks of MINI_SEQ (>= 2), 0 otherwise
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)

@@ -17,6 +17,7 @@ void *work_slot(GPT *m, ActName name, int layer) {
     full.sp = 0;
     full.dropout = 1;
     full.mini_seq = 0;
+    if (!act_is_lora(name)) full.lora_rank = 0;   // LoRA keeps no emb_mask or lm_in; the forward still writes them
     size_t bytes = act_elements(&full, name) * (act_is_mask(name) ? 1 : sizeof(float));
     // --static-plan: a temporary of the tensor's layer (or the head or embedding), until its scope ends
     void *planned = stepmem_alloc(&m->mem, bytes, MEM_TEMP, TAG_WORK + (int)name, tensor_scope(m, name, layer), NULL);

@@ -30,3 +30,9 @@ void tp_allgather(GPT *m, const float *send, float *all, size_t n, TPCommPurpose
     comm_device_allgather(m->tp.group, send, all, n);
     count(m, why, COMM_ALLGATHER, n * (size_t)m->tp.t);
 }
+
+void tp_allreduce(GPT *m, float *x, size_t n, TPCommPurpose why) {
+    if (m->tp.t <= 1) return;
+    comm_device_allreduce_sum(m->tp.group, x, x, n);
+    count(m, why, COMM_ALLREDUCE, n);
+}

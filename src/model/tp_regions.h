@@ -17,5 +17,7 @@ const float *tp_gather_rows(GPT *m, const float *x, float *buf, int w, TPCommPur
 // all-reduced in place (TP).
 float *tp_reduce_rows(GPT *m, float *partial, float *out, int w, TPCommPurpose why);
 // All-gather of n floats per rank into all[t·n] (vocabulary-parallel cross-entropy).
+// In-place sum over the TP group of n floats on every rank (LoRA's partial x·Aᵀ of a row-parallel site).
+void tp_allreduce(GPT *m, float *x, size_t n, TPCommPurpose why);
 void tp_allgather(GPT *m, const float *send, float *all, size_t n, TPCommPurpose why);
 #endif

@@ -6,7 +6,7 @@
 #include "util/common.h"
 
 void grads_reduce_sp(GPT *m) {
-    if (m->tp.t <= 1 || !m->tp.sp) return;
+    if (m->tp.t <= 1) return;   // (without SP only LoRA's A of a column-parallel site is a partial sum)
     // Runs of consecutive sp_partial tensors (the parameters are stacked per kind).
     for (int i = 0; i < m->n_info;) {
         if (!m->info[i].sp_partial) { i++; continue; }

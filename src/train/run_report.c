@@ -21,7 +21,7 @@ static void print_device(const GPT *m, const AdamW *opt, const Zero *zero) {
     size_t in_use = 0, total = 0, arena = 0;
     m->be->device_memory(m->be, &in_use, &total);
     for (int k = 0; k < m->pp.contexts; k++) arena += m->acts[k].arena.capacity;
-    size_t weights = m->n_params * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
+    size_t weights = (m->n_params + m->n_frozen) * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
     size_t stage = zero && zero->be ? ((size_t)zero->dp->size + 1) * zero->piece * sizeof(float) : 0;
     size_t held = weights + m->n_params * sizeof(float) + 2 * opt->n * sizeof(float) + arena + m->workspace_bytes +
                   m->io_bytes + m->be->scratch_bytes(m->be) + stage;
@@ -74,6 +74,13 @@ static void header_model(const TrainRun *r) {
     printf("  %zu parameters (%s%s), data %s: %zu train / %zu val tokens, %d threads\n", gpt_num_params(c),
            format_bytes((double)gpt_num_params(c) * 4, b1, sizeof b1), b2, o->data_path, r->ds.n_train,
            dataset_n_val(&r->ds), omp_get_max_threads());
+    if (c->lora_rank > 0) {   // what trains: the adapters (B only under LoRA-FA); the base is frozen
+        char tg[96];
+        printf("  LoRA%s rank %d, alpha %g (scale %g), targets %s: %zu parameters train on this rank (%s), %zu are "
+               "frozen (the base%s: no gradients, no AdamW state)\n", c->lora_fa ? "-FA" : "", c->lora_rank,
+               (double)c->lora_alpha, (double)r->m.lora_scale, lora_describe_targets(c->lora_targets, tg, sizeof tg),
+               r->m.n_params, c->lora_fa ? "B" : "A and B", r->m.n_frozen, c->lora_fa ? " and A" : "");
+    }
     if (strcmp(r->m.be->name, "cpu") != 0) print_device(&r->m, &r->opt, r->zero);
     if (r->cdev && r->world->size > 1) {
         char b4[32];

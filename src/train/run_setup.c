@@ -10,6 +10,7 @@
 #include "util/common.h"
 #include "util/fileio.h"
 #include "io/model_source.h"
+#include "io/peft_adapter.h"
 
 void run_sum_over_ranks(CommGroup *w, float *x, size_t n) {
     if (w->size > 1) comm_allreduce_sum(w, x, x, n);
@@ -80,12 +81,43 @@ static int open_policy_log(TrainRun *r) {
 
 // --init-from: the weights of the model the CLI took the architecture from, this rank's shards of
 // them. Its files are user input: a problem is a usage error (exit 2) on every rank at once.
+// With LoRA the source is the frozen base: it is read into a whole host model without adapters, and the
+// adapters start from the seed (peft's initialisation) as in a run without --init-from.
 static int load_init_from(TrainRun *r) {
     static ModelSource src;   // 12 KB of paths: not on the stack
     char err[1024];
-    int ok = model_source_open(r->o->init_from, &src, err, sizeof err) == 0 &&
-             model_source_load(&src, &r->m, err, sizeof err) == 0;
+    int ok = model_source_open(r->o->init_from, &src, err, sizeof err) == 0;
+    if (ok && r->o->model.lora_rank > 0) {
+        GPTConfig bc = r->o->model;
+        bc.lora_rank = 0;
+        bc.lora_alpha = 0.0f;
+        bc.lora_targets = 0;
+        bc.lora_fa = 0;
+        GPT base;
+        gpt_init_params(&base, &bc);
+        gpt_init_weights(&r->m, r->o->seed);
+        ok = model_source_load(&src, &base, err, sizeof err) == 0;
+        if (ok) gpt_set_frozen_base(&r->m, &base);
+        gpt_free(&base);
+    } else if (ok) {
+        ok = model_source_load(&src, &r->m, err, sizeof err) == 0;
+    }
     if (!ok) fprintf(stderr, "ctron train: --init-from: %s\n", err);
+    return run_all_ok(r->world, ok) ? 0 : 2;
+}
+
+// --lora-from: the adapters of a peft directory over the ones drawn, at any layout: the whole model is
+// gathered to a host copy (a TP collective), the file's adapters written into it, and the rank's shards
+// cut again (the base rides along unchanged).
+static int load_lora_from(TrainRun *r) {
+    char err[1024];
+    GPT full;
+    gpt_init_params(&full, &r->o->model);
+    gpt_gather_to_full(&r->m, &full, r->m.params, full.params);
+    int ok = peft_load_adapters(&full, r->o->lora_from, err, sizeof err) == 0;
+    if (ok) gpt_shard_from_full(&r->m, &full, full.params, r->m.params);
+    else fprintf(stderr, "ctron train: --lora-from: %s\n", err);
+    gpt_free(&full);
     return run_all_ok(r->world, ok) ? 0 : 2;
 }
 
@@ -111,9 +143,11 @@ static int open_model(TrainRun *r) {
     } else {
         gpt_init_tp(&r->m, c, &r->policy, &tpl);
     }
-    if (o->init_from) return load_init_from(r);
-    gpt_init_weights(&r->m, o->seed);
-    return 0;
+    int rc = 0;
+    if (o->init_from) rc = load_init_from(r);
+    else gpt_init_weights(&r->m, o->seed);
+    if (rc == 0 && o->lora_from) rc = load_lora_from(r);
+    return rc;
 }
 
 // What the step needs beside the model: the device path of the collectives, ZeRO's pieces, AdamW,
@@ -176,6 +210,9 @@ static void open_batches(TrainRun *r) {
     r->hw_flops = flops_hardware_block((double)r->seqs_per_rank * r->nranks, c->seq, c->hidden, c->vocab, &r->policy,
                                        c->layers, 1, &blk) +
                   flops_rev_recompute((double)r->seqs_per_rank * r->nranks, &r->m.shape, &r->policy);
+    double lora = train_lora_flops_delta(c, (double)r->seqs_per_rank * r->nranks);   // LoRA: no dW of the base
+    r->flops += lora;
+    r->hw_flops += lora;
 }
 
 int run_open(TrainRun *r, const TrainOptions *o, Comm *comm) {

@@ -89,7 +89,7 @@ static double reduce(TrainRun *r, double loss_sum) {
     GPT *m = &r->m;
     grads_reduce_sp(m);
     // The tied token embedding: the first stage's gradient (embedding) and the last's (output layer).
-    if (r->grid.emb_group.size > 1 && gpt_tied(&m->cfg))
+    if (r->grid.emb_group.size > 1 && gpt_tied(&m->cfg) && m->g.wte)   // (a frozen embedding has none: LoRA)
         comm_device_allreduce_sum(&r->grid.emb_group, m->g.wte, m->g.wte, (size_t)m->vl * c->hidden);
     if (r->zero) zero_reduce_scatter(r->zero, m->grads);
     else if (r->pl && r->pl->reduce_layers) pipeline_finish_dp(r->pl, m);   // layered: the layers' sums are under way

@@ -46,7 +46,8 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     TrainConfigField f[TRAIN_CONFIG_MAX];
     int n = train_config_fields(o, f, TRAIN_CONFIG_MAX);
     for (int i = 0; i < n && st->n_options < CKPT_MAX_OPTIONS; i++)
-        if (train_config_recorded(f[i].resume)) {
+        // LoRA's options only for a LoRA run: a full fine-tune's state.json stays as it was
+        if (train_config_recorded(f[i].resume) && (o->model.lora_rank > 0 || strncmp(f[i].flag, "lora-", 5) != 0)) {
             snprintf(st->option_flag[st->n_options], sizeof st->option_flag[0], "%s", f[i].flag);
             snprintf(st->option_value[st->n_options], sizeof st->option_value[0], "%s", f[i].value);
             st->n_options++;
@@ -69,7 +70,8 @@ int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const
     }
     ckpt_step_dir(o->ckpt_dir, step, path, sizeof path);
     printf("saved %s (%s of weights and optimizer state, %.0f ms)\n", path,
-           format_bytes(3.0 * (double)m->n_params * sizeof(float), b1, sizeof b1), (now_seconds() - t0) * 1e3);
+           format_bytes((3.0 * (double)m->n_params + (double)m->n_frozen) * sizeof(float), b1, sizeof b1),   // LoRA: +
+           (now_seconds() - t0) * 1e3);                                                                   // the base
     fflush(stdout);
     return 0;
 }
@@ -170,6 +172,16 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         return -1;
     }
     AGREE("seed", o->seed, st->seed, "%llu", unsigned long long);
+    // LoRA: a LoRA run continues only a LoRA checkpoint (its LoRA options come back from "options"); the base's
+    // tensors without adapters are not a LoRA run's state.
+    int ck_lora = 0;
+    for (int i = 0; i < st->n_options; i++)
+        if (strcmp(st->option_flag[i], "lora-rank") == 0) ck_lora = atoi(st->option_value[i]) > 0;
+    if (c->lora_rank > 0 && !ck_lora) {
+        snprintf(err, errlen, "--resume: --lora-rank %d, but the checkpoint %s is a full fine-tuning run (no LoRA "
+                 "adapters in its state.json); a LoRA run cannot continue it", c->lora_rank, o->resume_step_dir);
+        return -1;
+    }
     // Without --precision (or --bf16) the run continues in the checkpoint's precision, which is what
     // makes a plain --resume bitwise; a different one is allowed (train_ckpt_resume says so).
     if (!was_given(given, n_given, "precision") && !was_given(given, n_given, "bf16")) o->precision = st->precision;

@@ -38,6 +38,10 @@
     X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
     X("reversible", SAME, R_STATE, "%d", (o)->model.reversible)                                               \
+    X("lora-rank", SAME, R_KEEP, "%d", (o)->model.lora_rank)                                                  \
+    X("lora-alpha", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_alpha))                                    \
+    X("lora-targets", SAME, R_KEEP, "%s", (o)->lora_targets ? (o)->lora_targets : "")                         \
+    X("lora-fa", SAME, R_KEEP, "%d", (o)->model.lora_fa)                                                      \
     X("steps", SAME, R_STATE, "%d", (o)->steps)                                                               \
     X("grad-accum", SAME, R_STATE, "%d", (o)->grad_accum)                                                     \
     X("warmup", SAME, R_STATE, "%d", (o)->warmup)                                                             \
@@ -89,6 +93,8 @@
     X("val-data-path", LOCAL, R_FREE, "%s", (o)->val_path ? (o)->val_path : "")                              \
     X("tokenizer-path", LOCAL, R_FREE, "%s", (o)->tokenizer_path ? (o)->tokenizer_path : "")                 \
     X("ckpt-dir-path", LOCAL, R_FREE, "%s", (o)->ckpt_dir ? (o)->ckpt_dir : "")                              \
+    X("lora-from", LOCAL, R_RECORD, "%s", (o)->lora_from ? (o)->lora_from : "")                              \
+    X("lora-out", LOCAL, R_FREE, "%s", (o)->lora_out ? (o)->lora_out : "")                                   \
     X("init-from", LOCAL, R_RECORD, "%s", (o)->init_from ? (o)->init_from : "")                             \
     X("resume-path", LOCAL, R_FREE, "%s", (o)->resume ? (o)->resume : "")                                    \
     X("offload-dir", LOCAL, R_FREE, "%s", (o)->offload_dir ? (o)->offload_dir : "")                          \

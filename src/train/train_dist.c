@@ -37,6 +37,7 @@ void dist_gather_whole(const GPT *m, const AdamW *opt, Zero *zero, CommGrid *gri
         // whole model, exactly.
         if (grid->pp > 1) {
             comm_allreduce_sum(&grid->pp_group, full->params, full->params, full->n_params);
+            if (full->frozen) comm_allreduce_sum(&grid->pp_group, full->frozen, full->frozen, full->n_frozen);
             if (opt) {
                 comm_allreduce_sum(&grid->pp_group, full_opt->m, full_opt->m, full->n_params);
                 comm_allreduce_sum(&grid->pp_group, full_opt->v, full_opt->v, full->n_params);

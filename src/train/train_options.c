@@ -46,14 +46,51 @@ void train_options_default(TrainOptions *o) {
     o->max_bad_steps = 5;
 }
 
+// LoRA: the whole model's adapter parameters, A and B of every targeted site in every layer.
+static double lora_adapter_params(const GPTConfig *cfg) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    double sum = 0;
+    for (int s = 0; s < LORA_SITES; s++) {
+        if (!(c.lora_targets >> s & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)s);
+        sum += (double)c.lora_rank * (double)(lora_width(row->in, c.hidden, c.hidden, gpt_kv_width(&c), c.ffn) +
+                                              lora_width(row->out, c.hidden, c.hidden, gpt_kv_width(&c), c.ffn));
+    }
+    return sum * c.layers;
+}
+
+// LoRA's change to a step's model FLOPs (B sequences): the frozen base runs no weight-gradient GEMM (its
+// linears' and the output layer's, 2·B·s·weights), and the adapters add their forward (2·B·s·r·(in + out)
+// per site) and backward (dv, dB, dx: 2·B·s·r·(2·out + in); dA under LoRA: 2·B·s·r·in). 0 without LoRA.
+double train_lora_flops_delta(const GPTConfig *cfg, double B) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    if (c.lora_rank <= 0) return 0.0;
+    FlopBlock blk = train_flop_block(&c);
+    double h = c.hidden, s = c.seq, L = c.layers, r = c.lora_rank;
+    double linears = h * (h + 2 * blk.kv_width) + h * h + h * blk.ffn * (blk.mlp_mats + 1);
+    double delta = -2 * B * s * (L * linears + h * c.vocab);
+    for (int k = 0; k < LORA_SITES; k++) {
+        if (!(c.lora_targets >> k & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)k);
+        double in = (double)lora_width(row->in, c.hidden, c.hidden, gpt_kv_width(&c), c.ffn);
+        double out = (double)lora_width(row->out, c.hidden, c.hidden, gpt_kv_width(&c), c.ffn);
+        delta += L * 2 * B * s * r * ((in + out) + (2 * out + in) + (c.lora_fa ? 0 : in));
+    }
+    return delta;
+}
+
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes) {
     const GPTConfig *c = &o->model;
     double t = o->tp > 0 ? o->tp : 1, dp = train_dp_groups(o);
     double L = c->layers, h = c->hidden, a = c->heads, s = c->seq, b = c->batch, v = c->vocab;
     double f = c->ffn > 0 ? c->ffn : 4 * h, vl = ceil(v / t);
     double n = (double)gpt_num_params(c) / t;   // the replicated norms, biases and positions are small
-    // parameters and gradients, AdamW's two moments (split over dp with ZeRO-1)
-    *state_bytes = 8 * n + 8 * n / (o->zero ? dp : 1);
+    // parameters and gradients, AdamW's two moments (split over dp with ZeRO-1); LoRA: the base's weights,
+    // and gradients and moments of the adapters only (all of them counted, an upper bound under LoRA-FA)
+    double trained = c->lora_rank > 0 ? lora_adapter_params(c) : n;
+    *state_bytes = 4 * (n + (c->lora_rank > 0 ? trained : 0)) + 4 * trained + 8 * trained / (o->zero ? dp : 1);
     // activations: the none-policy fp32 bill with byte masks (an upper bound for every policy),
     // the logits, and the per-layer workspace
     double sbh = s * b * h;
@@ -135,6 +172,8 @@ static ActShape options_shape(const TrainOptions *o) {
                    .t = o->tp, .sp = o->sp};
     // the family's block and its parameter side (untied output layer, biases) for the planner's counts
     act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    sh.lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
+    sh.lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
     return sh;
 }
 
@@ -249,7 +288,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
     p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0) |
-               (o->flash ? ATTN_FLASH : 0);
+               (o->flash ? ATTN_FLASH : 0) | gpt_lora_keep_bits(&o->model);
     p->gelu_bits = o->gelu_bits;
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     p->offload = o->offload;

@@ -40,6 +40,10 @@ typedef struct {
     double offload_budget;  // --offload-budget: the planner may keep this many bytes in the offload pool
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
+    // LoRA (docs/LORA.md): --lora-rank, --lora-alpha and --lora-fa live in model; --lora-targets' text (NULL:
+    // the family's every site), parsed against --arch by the validation, which writes the canonical list here.
+    const char *lora_targets;
+    char lora_targets_text[96];
     // Parallel layout (docs/PARALLEL.md): ranks = dp × tp, tp consecutive ranks per TP group.
     int tp;              // tensor-parallel size (1: none)
     int pp;              // pipeline stages (1: none); ranks = dp × pp × tp, tp fastest
@@ -65,11 +69,13 @@ typedef struct {
     // architecture the CLI took (model) and whose weights the run starts from; init_tokenizer_path is
     // its tokenizer.json when the command line named none.
     const char *init_from;
+    const char *lora_from; // --lora-from DIR: a peft adapter directory the adapters start from
+    const char *lora_out;  // --lora-out DIR: the final checkpoint's adapters as a peft directory (cli_train_main)
     char init_tokenizer_path[4200];
     char resume_step_dir[1024], resume_run_dir[1024], resume_data_path[1024];
     char resume_val_path[1024], resume_tokenizer_path[1024];
     // The texts of the options --resume restored from state.json "options" (string options point here).
-    char resume_options[24][192];
+    char resume_options[32][192];
     int n_resume_options;
 } TrainOptions;
 
@@ -101,6 +107,10 @@ double train_memory_estimate(const TrainOptions *o, double *state_bytes, double 
 int train_dp_groups(const TrainOptions *o);
 // Model FLOPs of one optimizer step: the paper's Eq. 7 with B = batch × grad_accum sequences.
 double train_flops_per_step(const GPTConfig *c, int grad_accum);
+// LoRA's change to those model FLOPs for B sequences (no dW GEMMs of the frozen base; the adapters'
+// forward and backward); 0 without LoRA. The hardware FLOPs take the same change (the adapters' own
+// recompute under full recompute, ~r/h of a forward, is not counted).
+double train_lora_flops_delta(const GPTConfig *c, double B);
 // The model's block for the FLOP count (memory/flops.h): its k/v width, FFN width and MLP matrices.
 FlopBlock train_flop_block(const GPTConfig *c);
 #endif

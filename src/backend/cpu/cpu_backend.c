@@ -82,7 +82,7 @@ static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumul
     if (!w16) { linear_backward(dx, ldx_out, accumulate, dw, db, dy, lddy, x, ldx, w, n, in, out); return; }
     uint16_t *dy16 = scratch(be, 0, (size_t)n * out);
     bf16_pack_rows(dy16, out, dy, lddy, n, out);
-    if (!x16) {
+    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
         uint16_t *packed = scratch(be, 1, (size_t)n * in);
         bf16_pack_rows(packed, in, x, ldx, n, in);
         x16 = packed;
@@ -219,6 +219,11 @@ static void be_dropout_backward(Backend *be, float *dy, const float *dout, const
                                 size_t count) {
     (void)be;
     dropout_backward(dy, dout, keep, p, count);
+}
+static void be_axpby(Backend *be, float *y, float alpha, const float *x, float beta, size_t count) {
+    (void)be;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < count; i++) y[i] = x ? alpha * x[i] + beta * y[i] : beta * y[i];
 }
 static void be_embedding_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, const float *wpe,
                                  int s, int b, int h) {
@@ -430,7 +435,7 @@ static const Backend cpu_table = {
     .fewbit_gelu_encode = be_fewbit_gelu_encode, .fewbit_gelu_backward = be_fewbit_gelu_backward,
     .attention_mask = be_attention_mask, .dropout_mask_sbw = be_dropout_mask_sbw, .dropout_residual_forward = be_dropout_residual_forward,
     .dropout_residual_inverse = be_dropout_residual_inverse,
-    .dropout_apply = be_dropout_apply, .dropout_backward = be_dropout_backward,
+    .dropout_apply = be_dropout_apply, .dropout_backward = be_dropout_backward, .axpby = be_axpby,
     .embedding_forward = be_embedding_forward, .embedding_backward = be_embedding_backward,
     .embedding_vocab_forward = be_embedding_vocab_forward, .embedding_add_positions = be_embedding_add_positions,
     .embedding_vocab_backward = be_embedding_vocab_backward, .embedding_positions_backward = be_embedding_positions_backward,

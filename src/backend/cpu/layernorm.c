@@ -71,6 +71,7 @@ static void backward_impl(float *dx, int accumulate, float *dw, float *db, const
         }
         free(xhat);
     }
+    if (!dw) return;   // a frozen norm (LoRA): no weight gradients
     // dw, db: column chunks in parallel, rows in order, so the sum order never depends on threads.
     int nchunks = (h + LN_CHUNK - 1) / LN_CHUNK;
 #pragma omp parallel for schedule(static)

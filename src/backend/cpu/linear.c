@@ -37,7 +37,7 @@ void linear_backward(float *dx, int ldx_out, int accumulate, float *dw, float *d
     if (dx)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, lddy, w, in,
                     accumulate ? 1.0f : 0.0f, dx, ldx_out);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, lddy, x, ldx, 1.0f, dw, in);
+    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, lddy, x, ldx, 1.0f, dw, in);
     if (db) bias_backward(db, dy, lddy, n, out);
 }
 
@@ -50,6 +50,6 @@ void linear_forward_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t 
 void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
                           const uint16_t *dy16, const uint16_t *x16, const uint16_t *w16, int n, int in, int out) {
     if (dx) gemm_bf16(0, 0, n, in, out, dy16, out, w16, in, accumulate ? 1.0f : 0.0f, dx, ldx_out);
-    gemm_bf16(1, 0, out, in, n, dy16, out, x16, in, 1.0f, dw, in);   // fp32 weight gradients accumulate
+    if (dw) gemm_bf16(1, 0, out, in, n, dy16, out, x16, in, 1.0f, dw, in);   // fp32 weight gradients accumulate
     if (db) bias_backward(db, dy, lddy, n, out);
 }

@@ -74,6 +74,7 @@ static void backward_impl(float *dx, int accumulate, float *dw, const float *dy,
         }
         free(xhat);
     }
+    if (!dw) return;   // a frozen norm (LoRA): no weight gradient
     // dw: column chunks in parallel, rows in order, so the sum order never depends on threads.
     int nchunks = (h + RMS_CHUNK - 1) / RMS_CHUNK;
 #pragma omp parallel for schedule(static)

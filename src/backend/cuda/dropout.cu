@@ -212,6 +212,17 @@ extern "C" void cuda_dropout_apply(Backend *be, float *x, const uint8_t *keep, f
     dropout_scale(be, x, x, keep, p, count);
 }
 
+// y = alpha·x + beta·y (x NULL: beta·y), separate roundings as the CPU's loop does.
+static __global__ void axpby_kernel(float *y, float alpha, const float *x, float beta, size_t count) {
+    CT_GRID_LOOP(i, count) y[i] = x ? __fadd_rn(__fmul_rn(alpha, x[i]), __fmul_rn(beta, y[i])) : __fmul_rn(beta, y[i]);
+}
+
+extern "C" void cuda_axpby(Backend *be, float *y, float alpha, const float *x, float beta, size_t count) {
+    if (!count) return;
+    axpby_kernel<<<ct_elementwise_blocks(count, DROP_THREADS), DROP_THREADS, 0, cuda_stream(be)>>>(y, alpha, x, beta, count);
+    CUDA_LAUNCHED();
+}
+
 extern "C" void cuda_dropout_backward(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p,
                                       size_t count) {
     dropout_scale(be, dy, dout, keep, p, count);

@@ -565,19 +565,19 @@ void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, f
     float beta_dx = accumulate ? 1.0f : 0.0f;
     if (!w16) {
         if (dx) gemm_lt(be, 0, 0, in, n, out, w, in, dy, lddy, 0, beta_dx, dx, ldx_out, NULL);
-        gemm_lt(be, 0, 1, in, out, n, x, ldx, dy, lddy, 0, 1.0f, dw, in, NULL);
+        if (dw) gemm_lt(be, 0, 1, in, out, n, x, ldx, dy, lddy, 0, 1.0f, dw, in, NULL);
         if (db) pack_and_colsum(be, NULL, dy, lddy, n, out, db);
         return;
     }
     uint16_t *dy16 = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_DY, (size_t)n * out * sizeof(uint16_t));
     pack_and_colsum(be, dy16, dy, lddy, n, out, db);
-    if (!x16) {
+    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
         uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
         pack_and_colsum(be, packed, x, ldx, n, in, NULL);
         x16 = packed;
     }
     if (dx) gemm_lt(be, 0, 0, in, n, out, w16, in, dy16, out, 1, beta_dx, dx, ldx_out, NULL);
-    gemm_lt(be, 0, 1, in, out, n, x16, in, dy16, out, 1, 1.0f, dw, in, NULL);
+    if (dw) gemm_lt(be, 0, 1, in, out, n, x16, in, dy16, out, 1, 1.0f, dw, in, NULL);
 }
 
 // db[c] += Σ_r dy[r, c] for dy [n, cols] (row stride lddy): fixed-order chunk sums, then their sum.

@@ -175,6 +175,7 @@ static void ln_backward(Backend *be, float *dx, int accumulate, float *dw, float
         ln_backward_rows_kernel<1, FROM_OUT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy, x, stats,
                                                                                           w, beta, h);
     CUDA_LAUNCHED();
+    if (!dw) return;   // a frozen norm (LoRA): no weight gradients
 
     // dw, db: fixed chunks of rows (a function of n alone), then the chunks in order.
     int rows = (n + LN_MAX_CHUNKS - 1) / LN_MAX_CHUNKS;

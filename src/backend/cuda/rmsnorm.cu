@@ -165,6 +165,7 @@ static void rms_backward(Backend *be, float *dx, int accumulate, float *dw, cons
         rms_backward_rows_kernel<1, FROM_OUT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy, src,
                                                                                            rstd, w, h);
     CUDA_LAUNCHED();
+    if (!dw) return;   // a frozen norm (LoRA): no weight gradient
     unsigned blocks = (unsigned)((h + RMS_DW_COLS - 1) / RMS_DW_COLS);
     rms_dw_kernel<FROM_OUT><<<blocks, RMS_DW_WARPS * CT_WARP, 0, st>>>(dw, dy, src, rstd, w, n, h);
     CUDA_LAUNCHED();
