@@ -36,6 +36,7 @@ run pp2        2 ref2 --pp 2 --grad-accum 2
 run pp2inter   2 ref2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --grad-accum 2 --recompute selective
 run pp2gpipe   2 ref2 --pp 2 --pp-schedule gpipe --grad-accum 2 --recompute full
 run dp2zero    2 ref2 --zero 1 --dropout-masks bits
+run dp2layered 2 ref2 --pp-schedule layered   # each layer's DP sum once (llama's tensors are not named "h.N.")
 run tp2pp2     4 ref2 --tp 2 --sp --pp 2 --grad-accum 2
 common+=(--tie-embeddings)   # the tied output layer: the first and last stages' copies of the embedding
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/tied.jsonl" --ckpt-dir "$dir/tied" > "$dir/tied.out" 2>&1

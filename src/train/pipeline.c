@@ -144,12 +144,28 @@ static void reduce_layer(Pipeline *pl, GPT *m, int l) {
     }
 }
 
+// Did reduce_layer sum this gradient with its layer's buffers? By place, not by name: the families name
+// their layers' tensors differently (GPT-2 "h.N.", llama "model.layers.N."), and LoRA's adapters are not
+// in the base's buffers.
+static int reduced_with_layer(GPT *m, const float *g) {
+    for (int l = 0; l < m->cfg.layers; l++) {
+        if (!gpt_owns_layer(m, l)) continue;
+        float *part[12];
+        size_t count[12];
+        int n = block_buffers(m, &m->g, l, part, count);
+        for (int i = 0; i < n; i++)
+            if (part[i] && g >= part[i] && g < part[i] + count[i]) return 1;
+    }
+    return 0;
+}
+
 void pipeline_finish_dp(Pipeline *pl, GPT *m) {
     for (int i = 0; i < pl->n_layer_reqs; i++) comm_wait(&pl->layer_reqs[i]);
     pl->n_layer_reqs = 0;
-    for (int i = 0; i < m->n_info; i++)   // the tensors outside the layers: embeddings, final LN
-        if (strncmp(m->info[i].name, "h.", 2) != 0)
-            comm_device_allreduce_sum(pl->dp, m->grads + m->info[i].offset, m->grads + m->info[i].offset, m->info[i].numel);
+    for (int i = 0; i < m->n_info; i++) {   // the tensors outside the layers: embeddings, final norm, adapters
+        float *g = m->grads + m->info[i].offset;
+        if (!reduced_with_layer(m, g)) comm_device_allreduce_sum(pl->dp, g, g, m->info[i].numel);
+    }
 }
 
 double pipeline_train_step(Pipeline *pl, GPT *m, const Dataset *ds, const PipeStep *st) {
