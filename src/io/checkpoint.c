@@ -165,16 +165,6 @@ int ckpt_save(const char *dir, const GPT *m, const AdamW *opt, const CkptState *
 
 // ---- resolve -------------------------------------------------------------------------------
 
-static void parent_dir(const char *path, char *out, size_t len) {
-    snprintf(out, len, "%s", path);
-    size_t n = strlen(out);
-    while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
-    char *slash = strrchr(out, '/');
-    if (!slash) snprintf(out, len, ".");
-    else if (slash == out) out[1] = '\0';
-    else *slash = '\0';
-}
-
 int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, size_t run_len, char *err,
                  size_t errlen) {
     struct stat sb;
@@ -201,7 +191,7 @@ int ckpt_resolve(const char *path, char *step_dir, size_t len, char *run_dir, si
         if (ckpt_verify(path, note, sizeof note, err, errlen) != 0) return -2;
         if (note[0]) fprintf(stderr, "ctron: note: %s\n", note);
         snprintf(step_dir, len, "%s", path);
-        if (run_dir) parent_dir(path, run_dir, run_len);
+        if (run_dir) fs_parent_dir(path, run_dir, run_len);
         return 0;
     }
     if (errno == EACCES) {

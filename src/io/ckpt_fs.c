@@ -47,6 +47,16 @@ int fs_fsync_dir(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+void fs_parent_dir(const char *path, char *out, size_t len) {
+    snprintf(out, len, "%s", path);
+    size_t n = strlen(out);
+    while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, len, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
 void fs_remove_tree(const char *path) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return;

@@ -7,6 +7,8 @@
 int fs_mkdir_p(const char *path, char *err, size_t errlen);
 // fsync a directory so that the entries created or renamed in it are durable.
 int fs_fsync_dir(const char *path, char *err, size_t errlen);
+// The directory that holds path ("." for a bare name; trailing slashes ignored).
+void fs_parent_dir(const char *path, char *out, size_t len);
 // rm -r (best effort: what cannot be removed stays).
 void fs_remove_tree(const char *path);
 // Removes every entry of dir whose name starts with prefix.

@@ -128,16 +128,6 @@ static int write_all(const GPT *m, const char *dir, const HfExportOptions *o, ch
     return write_json(dir, "tokenizer_config.json", text, err, errlen);
 }
 
-static void parent_of(const char *path, char *out, size_t len) {
-    snprintf(out, len, "%s", path);
-    size_t n = strlen(out);
-    while (n > 1 && out[n - 1] == '/') out[--n] = '\0';
-    char *slash = strrchr(out, '/');
-    if (!slash) snprintf(out, len, ".");
-    else if (slash == out) out[1] = '\0';
-    else *slash = '\0';
-}
-
 typedef struct {
     const GPT *m;
     const HfExportOptions *o;
@@ -167,7 +157,7 @@ int hf_write_dir_atomic(const char *out, int (*fill)(const char *dir, void *ctx,
     }
     char tmp[4096], parent[4096];
     snprintf(tmp, sizeof tmp, "%.4000s.tmp-%ld", out, (long)getpid());
-    parent_of(out, parent, sizeof parent);
+    fs_parent_dir(out, parent, sizeof parent);
     if (mkdir(tmp, 0755) != 0) {
         snprintf(err, errlen, "cannot create '%s': %s", tmp, strerror(errno));
         return -1;
