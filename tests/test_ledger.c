@@ -66,12 +66,15 @@ static size_t expected_kept(const Shape *sh, const MemoryPolicy *p, int l, ActNa
 }
 
 // In the arena: what is kept and not offloaded; in the offload pool: what is kept and offloaded.
+// (Only the first ACT_N_OFFLOADABLE names have an offload bit: the LoRA and reversible ones come after 32.)
+static int offloaded(const Shape *sh, ActName n) { return (int)n < (int)ACT_N_OFFLOADABLE && (sh->offload >> n & 1u); }
+
 static size_t expected_layer(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
-    return (sh->offload >> n & 1u) ? 0 : expected_kept(sh, p, l, n);
+    return offloaded(sh, n) ? 0 : expected_kept(sh, p, l, n);
 }
 
 static size_t expected_offload(const Shape *sh, const MemoryPolicy *p, int l, ActName n) {
-    return (sh->offload >> n & 1u) ? expected_kept(sh, p, l, n) : 0;
+    return offloaded(sh, n) ? expected_kept(sh, p, l, n) : 0;
 }
 
 // The stage: two slots (one when a single layer offloads) of the largest layer's offloaded tensors,
