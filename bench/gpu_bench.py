@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""ctron on one GPU against PyTorch on the same GPU, in one process tree and one call (issue 30).
+
+Configs (bf16, dropout 0, as llm.c trains): GPT-2 124M (L12 h768 a12, s1024, v50304) and GPT-2 1.5B
+(L48 h1600 a25, s1024). Implementations:
+  ctron          build-gpu/ctron train --device cuda --precision bf16 --attention flash
+  torch-eager    bench/peers/torch_gpt.py's GPT on cuda, autocast bf16, F.scaled_dot_product_attention,
+                 fused AdamW
+  torch-compile  the same model through torch.compile
+Each run is its own process (the GPU's memory is returned between runs); the step time is the median
+over the steps after the warm-up (torch.compile compiles in its first step). MFU counts the model's
+FLOPs, 6·N + 12·L·h·s per token (N without the position embedding), against the dense bf16 peak of the
+datasheet (src/backend/gpu_peaks.c's table: H100 SXM and H200 989.5 TFLOP/s).
+Runs that would not fit what --budget-s leaves are skipped and say so.
+
+usage: gpu_bench.py --ctron build-gpu/ctron --data data/kjv.txt --budget-s 300 --out results.json
+       gpu_bench.py --peer {eager,compile} --config gpt2-124m      (one peer run, JSON on stdout)
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = {
+    "gpt2-tiny": dict(layers=2, hidden=64, heads=4, seq=64, batch=2, vocab=512, steps=5),   # a smoke test
+    "gpt2-124m": dict(layers=12, hidden=768, heads=12, seq=1024, batch=16, vocab=50304, steps=20),
+    "gpt2-1.5b": dict(layers=48, hidden=1600, heads=25, seq=1024, batch=8, vocab=50304, steps=8),
+}
+WARMUP = 3
+# Dense bf16 peaks (TFLOP/s) by the device name's key; the same figures as src/backend/gpu_peaks.c.
+PEAKS = [("H200 NVL", 835.5), ("H100 NVL", 835.5), ("H200", 989.5), ("H100 PCIe", 756.5), ("H100", 989.5), ("A100", 312.0)]
+# Seconds each run is given, a guess from the FLOPs at a modest rate plus start-up (compile included).
+EST_S = {("gpt2-124m", "ctron"): 40, ("gpt2-124m", "torch-eager"): 40, ("gpt2-124m", "torch-compile"): 110,
+         ("gpt2-1.5b", "ctron"): 90, ("gpt2-1.5b", "torch-eager"): 80, ("gpt2-1.5b", "torch-compile"): 200}
+
+
+def model_flops_per_token(c):
+    L, h, s, v = c["layers"], c["hidden"], c["seq"], c["vocab"]
+    n = v * h + L * (12 * h * h + 13 * h) + 2 * h   # tied embedding, blocks, final LayerNorm
+    return 6 * n + 12 * L * h * s
+
+
+def peer_run(args):
+    """One PyTorch run on cuda; prints a JSON line."""
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+    from torch_gpt import GPT
+    c = CONFIGS[args.config]
+    dev = args.device
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    torch.manual_seed(1)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    model = GPT(c["layers"], c["hidden"], c["heads"], c["seq"], c["vocab"], 0.0, args.recompute, "sdpa").to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+    step_fn = torch.compile(model) if args.peer == "compile" else model
+    gen = torch.Generator(device=dev).manual_seed(2)
+    ms, losses = [], []
+    steps = args.steps or c["steps"]
+    for _ in range(steps):
+        idx = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device=dev, generator=gen)
+        tgt = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device=dev, generator=gen)
+        sync()
+        t0 = time.perf_counter()
+        with torch.autocast(dev, dtype=torch.bfloat16):
+            loss = step_fn(idx, tgt)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sync()
+        ms.append((time.perf_counter() - t0) * 1e3)
+        losses.append(loss.item())
+    print(json.dumps({"ms_steps": ms, "loss_first": losses[0], "loss_last": losses[-1],
+                      "peak_bytes": torch.cuda.max_memory_allocated() if dev == "cuda" else None,
+                      "torch": torch.__version__,
+                      "device": torch.cuda.get_device_name() if dev == "cuda" else dev}))
+    return 0
+
+
+def run_ctron(args, name, c, timeout):
+    with tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "log.jsonl")
+        cmd = [args.ctron, "train", "--device", args.device, "--precision", "bf16", "--attention", "flash",
+               "--dropout", "0", "--data", args.data, "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
+               "--heads", str(c["heads"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
+               "--vocab", str(c["vocab"]), "--steps", str(c["steps"]), "--eval-every", "0",
+               "--eval-batches", "1", "--threads", str(min(16, os.cpu_count() or 1)), "--log", log]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:] or p.stdout.strip()[-400:]}"}
+        recs = [json.loads(line) for line in open(log) if line.strip()]
+        out = {"ms_steps": [r["ms"] for r in recs], "loss_first": recs[0]["loss"], "loss_last": recs[-1]["loss"],
+               "act_bytes": recs[-1].get("act_bytes")}
+        held = [ln for ln in p.stdout.splitlines() if "ctron holds" in ln]
+        out["header"] = held[0].strip() if held else None
+        mfu = [ln for ln in p.stdout.splitlines() if ln.startswith("step ") and "MFU" in ln]
+        out["ctron_mfu_line"] = mfu[-1] if mfu else None
+        return out
+
+
+def run_peer(args, impl, cfg, timeout):
+    cmd = [args.python, os.path.abspath(__file__), "--peer", impl.split("-")[1], "--config", cfg,
+           "--device", args.device]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode != 0:
+        return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:]}"}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def device_name():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=20).stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ctron", default="build-gpu/ctron")
+    ap.add_argument("--data", default="data/kjv.txt")
+    ap.add_argument("--budget-s", type=float, default=480)
+    ap.add_argument("--out", default="gpu_bench.json")
+    ap.add_argument("--configs", default="gpt2-124m,gpt2-1.5b")
+    ap.add_argument("--impls", default="ctron,torch-eager,torch-compile")
+    ap.add_argument("--peer", choices=["eager", "compile"])
+    ap.add_argument("--config", choices=sorted(CONFIGS))
+    ap.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
+    ap.add_argument("--steps", type=int, default=0)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: a local smoke test only")
+    ap.add_argument("--python", default=sys.executable, help="the Python with torch for the peers")
+    args = ap.parse_args()
+    if args.peer:
+        return peer_run(args)
+    t0 = time.time()
+    dev = device_name()
+    peak = next((p for key, p in PEAKS if key in dev), None)
+    results = []
+    for cfg in [x for x in args.configs.split(",") if x]:
+        if cfg not in CONFIGS:
+            print(f"gpu_bench: unknown config '{cfg}' (expected one of {', '.join(CONFIGS)})", file=sys.stderr)
+            return 2
+        c = CONFIGS[cfg]
+        for impl in [x for x in args.impls.split(",") if x]:
+            left = args.budget_s - (time.time() - t0)
+            need = EST_S.get((cfg, impl), 120)
+            rec = {"config": cfg, "impl": impl}
+            if left < need:
+                rec["error"] = f"skipped: {left:.0f} s left, {need} s needed"
+            else:
+                try:
+                    rec.update(run_ctron(args, impl, c, left) if impl == "ctron" else run_peer(args, impl, cfg, left))
+                except subprocess.TimeoutExpired:
+                    rec["error"] = f"timed out after {left:.0f} s"
+            if "ms_steps" in rec:
+                timed = rec["ms_steps"][WARMUP:] or rec["ms_steps"]
+                rec["ms_median"] = statistics.median(timed)
+                rec["tokens_per_s"] = c["batch"] * c["seq"] / (rec["ms_median"] / 1e3)
+                if peak:
+                    rec["mfu"] = rec["tokens_per_s"] * model_flops_per_token(c) / (peak * 1e12)
+            results.append(rec)
+            print(json.dumps(rec), flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"device": dev, "peak_tflops": peak, "configs": CONFIGS, "results": results}, f, indent=1)
+    print(f"\ndevice: {dev}; dense bf16 peak {peak} TFLOP/s; MFU = model FLOPs (6N + 12Lhs per token) / peak\n")
+    print("| config | impl | ms/step | tokens/s | MFU | vs torch.compile | memory | note |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in results:
+        ref = next((x for x in results if x["config"] == r["config"] and x["impl"] == "torch-compile"
+                    and "tokens_per_s" in x), None)
+        if "tokens_per_s" in r:
+            mem = r.get("peak_bytes") or r.get("act_bytes")
+            kind = "peak alloc" if r.get("peak_bytes") else "act"
+            vs = f"{r['tokens_per_s'] / ref['tokens_per_s']:.2f}x" if ref else "-"
+            mfu = f"{100 * r['mfu']:.1f} %" if "mfu" in r else "-"
+            mem_s = f"{mem / 2**30:.2f} GiB {kind}" if mem else "-"
+            print(f"| {r['config']} | {r['impl']} | {r['ms_median']:.1f} | {r['tokens_per_s']:.0f} | {mfu} | {vs} | "
+                  f"{mem_s} | loss {r['loss_first']:.3f}->{r['loss_last']:.3f} |")
+        else:
+            print(f"| {r['config']} | {r['impl']} | - | - | - | - | - | {r['error'][:120]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

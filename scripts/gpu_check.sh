@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Everything issue 30 asks of one device call, in stages that each fit what time is left:
+#   0. the machine: GPU, driver, CUDA, torch;
+#   1. unpack .gpu/bundle.tar.xz (made here by scripts/gpu_bundle.sh) and check every library resolves;
+#   2. `ctest -L cuda`: every kernel against the CPU backend, on the GPU;
+#   3. the whole model on the GPU against the CPU (tests/test_cuda_emu_model.sh with the real device in
+#      place of the emulation): losses, weights and moments within tolerance, bitwise recompute across
+#      policies, ledger == prediction, exact resume;
+#   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
+#   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA) and torch.compile, GPT-2 124M and 1.5B;
+# then one summary table. Everything lands in $OUT (the device tool brings it back).
+# usage (device tool): command "bash scripts/gpu_check.sh", carry [".gpu", "data"], timeout_s 600.
+#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 012345) picks stages.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+limit=${GPU_CHECK_LIMIT_S:-540}
+stages=${GPU_CHECK_STAGES:-012345}
+out=${OUT:-/tmp/gpu-check}
+mkdir -p "$out"
+# The device tool brings back at most 8 files: the logs travel as one archive, refreshed after each stage.
+logs=$(mktemp -d)
+save_logs() { tar -czf "$out/logs.tar.gz" -C "$logs" . 2>/dev/null; }
+trap save_logs EXIT
+summary="$out/summary.md"
+: > "$summary"
+left() { echo $(( limit - ($(date +%s) - t0) )); }
+row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" | tee -a "$summary"; }
+want() { [[ $stages == *"$1"* ]]; }
+export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
+
+printf '| stage | result | detail |\n|---|---|---|\n' | tee -a "$summary"
+
+# 0. The machine.
+gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+nvcc_v=$(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' | head -1)
+torch_v=$(python3 -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null)
+row "machine" "${gpu:-no GPU visible}" "nvcc ${nvcc_v:-none}; torch ${torch_v:-none}; $(nproc) CPUs"
+# GPU_CHECK_DRY=1 goes on without a GPU: a rehearsal of the bundle and the stages' plumbing on the
+# machine that made the bundle (the cuda tests then skip, the device runs exit 2).
+if [ -z "$gpu" ] && [ "${GPU_CHECK_DRY:-0}" != 1 ]; then
+  echo "gpu_check: no GPU visible (nvidia-smi): nothing to check" >&2; exit 1
+fi
+
+# 1. The bundle.
+if [ ! -f .gpu/bundle.tar.xz ]; then
+  row "bundle" "MISSING" "run scripts/gpu_bundle.sh here and carry .gpu"; exit 1
+fi
+python3 - <<'EOF' || { row "bundle" "FAIL" "could not unpack .gpu/bundle.tar.xz"; exit 1; }
+import tarfile
+with tarfile.open(".gpu/bundle.tar.xz") as t:
+    t.extractall(".", filter="tar") if hasattr(tarfile, "data_filter") else t.extractall(".")
+EOF
+src_root=$(cat .gpu/source_root)
+# CTest files name the machine where they were made: point them here.
+find build-gpu -name CTestTestfile.cmake -exec sed -i "s#${src_root}#${PWD}#g" {} +
+cuda_libs=$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages():
+    for lib in glob.glob(os.path.join(base, "nvidia", "*", "lib")):
+        dirs.add(lib)
+print(":".join(sorted(dirs)))
+EOF
+)
+export LD_LIBRARY_PATH="$PWD/.gpu/lib:/usr/local/cuda/lib64:${cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+missing=$(for b in build-gpu/ctron build-gpu/tests/test_cuda_*; do ldd "$b" | grep 'not found'; done | sort -u)
+if [ -n "$missing" ]; then row "bundle" "FAIL" "unresolved: $(echo "$missing" | tr '\n' ' ')"; exit 1; fi
+row "bundle" "ok" "commit $(cut -c1-10 .gpu/commit); $(ls .gpu/lib | wc -l) carried libraries"
+ctron=$PWD/build-gpu/ctron
+"$ctron" train --device cuda --layers 1 --hidden 64 --heads 4 --seq 32 --batch 2 --steps 1 --peak-gflops 100 \
+  --data data/kjv.txt > "$logs/smoke.log" 2>&1
+rc=$?
+row "smoke: 1 step on cuda" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$(grep -m1 -o 'the device counts[^)]*)' "$logs/smoke.log" || tail -1 "$logs/smoke.log")"
+
+# 2. Every kernel test on the GPU.
+if want 2 && [ "$(left)" -gt 60 ]; then
+  budget=$(( $(left) > 200 ? 180 : $(left) - 20 ))
+  (cd build-gpu && timeout "$budget" ctest -L '^cuda$' -j 4 --timeout 120 --output-on-failure) > "$logs/ctest_cuda.log" 2>&1
+  rc=$?
+  res=$(grep -o '[0-9]*% tests passed, [0-9]* tests failed out of [0-9]*' "$logs/ctest_cuda.log")
+  skipped=$(grep -c 'Not Run\|Skipped' "$logs/ctest_cuda.log")
+  row "ctest -L cuda" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "${res:-no result}; $skipped skipped"
+  grep -E 'Failed|\*\*\*|Timeout' "$logs/ctest_cuda.log" | head -20
+  save_logs
+fi
+
+# 3. The whole model on the GPU against the CPU.
+if want 3 && [ "$(left)" -gt 90 ]; then
+  budget=$(( $(left) > 240 ? 200 : $(left) - 40 ))
+  timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt python3 > "$logs/model_vs_cpu.log" 2>&1
+  rc=$?
+  res=$(tail -1 "$logs/model_vs_cpu.log")
+  row "model: GPU vs CPU" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$res"
+  grep '^FAIL' "$logs/model_vs_cpu.log" | head -20
+  save_logs
+fi
+
+# 4. compute-sanitizer on the attention and flash kernels.
+if want 4 && command -v compute-sanitizer > /dev/null 2>&1; then
+  for t in test_cuda_attention test_cuda_flash; do
+    for tool in memcheck racecheck; do
+      [ "$(left)" -gt 150 ] || { row "sanitizer $tool $t" "skipped" "time"; continue; }
+      timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 "build-gpu/tests/$t" > "$logs/san_${tool}_$t.log" 2>&1
+      rc=$?
+      row "sanitizer $tool $t" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
+        "$(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*\|RACECHECK SUMMARY: [0-9]* hazard[s]*[^\n]*' "$logs/san_${tool}_$t.log")"
+    done
+  done
+fi
+
+# 5. Speed against the peers.
+if want 5 && [ "$(left)" -gt 60 ]; then
+  python3 bench/gpu_bench.py --ctron "$ctron" --data data/kjv.txt --budget-s $(( $(left) - 15 )) \
+    --out "$out/gpu_bench.json" > "$logs/gpu_bench.log" 2>&1
+  rc=$?
+  row "bench" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "table below; $out/gpu_bench.json"
+  sed -n '/^| config/,$p' "$logs/gpu_bench.log" | tee -a "$summary"
+  tail -5 "$logs/gpu_bench.log"
+fi
+echo "gpu_check: $(( $(date +%s) - t0 )) s"
