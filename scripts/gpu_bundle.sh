@@ -7,7 +7,7 @@
 #   1. builds build-gpu/ (Release, host code at -march=x86-64-v3 rather than this CPU's own, kernels for
 #      sm_90 only, no MPI: one GPU, one process; no emulation);
 #   2. packs the binaries, the CTest files and the shared libraries they need that the GPU image lacks
-#      (everything `ldd` names except glibc's, the compiler runtime's and CUDA's own) into
+#      (everything `ldd` names except glibc's, the compiler runtime's and the CUDA driver's and cuBLAS's, which are large and on the image) into
 #      .gpu/bundle.tar.xz (about 30 MB; .gpu/ is git-ignored and travels with `carry`).
 # usage: scripts/gpu_bundle.sh [JOBS]          then: device run with carry [".gpu", "data"]:
 #        bash scripts/gpu_check.sh
@@ -27,7 +27,7 @@ fi
 stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/.gpu/lib"
 # Libraries the image has or must not be replaced: glibc, the compiler runtime, CUDA's.
-system='^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt|libcudart|libnccl|libnvidia-)[.-]'
+system='^(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libgcc_s|libstdc\+\+|libcuda|libcublas|libcublasLt|libnccl|libnvidia-)[.-]'
 for bin in "$build/ctron" "${cuda_tests[@]}"; do
   ldd "$bin" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | while read -r lib; do
