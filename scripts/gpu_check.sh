@@ -79,7 +79,7 @@ if want 2 && [ "$(left)" -gt 60 ]; then
   (cd build-gpu && timeout "$budget" ctest -L '^cuda$' -j 4 --timeout 120 --output-on-failure) > "$logs/ctest_cuda.log" 2>&1
   rc=$?
   res=$(grep -o '[0-9]*% tests passed, [0-9]* tests failed out of [0-9]*' "$logs/ctest_cuda.log")
-  skipped=$(grep -c 'Not Run\|Skipped' "$logs/ctest_cuda.log")
+  skipped=$(grep -c '\*\*\*Skipped' "$logs/ctest_cuda.log")
   row "ctest -L cuda" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "${res:-no result}; $skipped skipped"
   grep -E 'Failed|\*\*\*|Timeout' "$logs/ctest_cuda.log" | head -20
   save_logs
