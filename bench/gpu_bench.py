@@ -7,6 +7,9 @@ Configs (bf16, dropout 0, as llm.c trains): GPT-2 124M (L12 h768 a12, s1024, v50
   torch-eager    bench/peers/torch_gpt.py's GPT on cuda, autocast bf16, F.scaled_dot_product_attention,
                  fused AdamW
   torch-compile  the same model through torch.compile
+  llmc           karpathy/llm.c's train_gpt2cu (bf16, its defaults: GeLU recomputed), built by
+                 bench/llmc_build.sh into .gpu/llmc/ (never committed), random init (-e d12 / d48),
+                 random tokens in its file format
 Each run is its own process (the GPU's memory is returned between runs); the step time is the median
 over the steps after the warm-up (torch.compile compiles in its first step). MFU counts the model's
 FLOPs, 6·N + 12·L·h·s per token (N without the position embedding), against the dense bf16 peak of the
@@ -19,7 +22,9 @@ usage: gpu_bench.py --ctron build-gpu/ctron --data data/kjv.txt --budget-s 300 -
 import argparse
 import json
 import os
+import re
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -35,7 +40,9 @@ WARMUP = 3
 PEAKS = [("H200 NVL", 835.5), ("H100 NVL", 835.5), ("H200", 989.5), ("H100 PCIe", 756.5), ("H100", 989.5), ("A100", 312.0)]
 # Seconds each run is given, a guess from the FLOPs at a modest rate plus start-up (compile included).
 EST_S = {("gpt2-124m", "ctron"): 40, ("gpt2-124m", "torch-eager"): 40, ("gpt2-124m", "torch-compile"): 110,
-         ("gpt2-1.5b", "ctron"): 90, ("gpt2-1.5b", "torch-eager"): 80, ("gpt2-1.5b", "torch-compile"): 200}
+         ("gpt2-1.5b", "ctron"): 90, ("gpt2-1.5b", "torch-eager"): 80, ("gpt2-1.5b", "torch-compile"): 200,
+         ("gpt2-124m", "llmc"): 40, ("gpt2-1.5b", "llmc"): 80}
+LLMC_DEPTH = {"gpt2-124m": "d12", "gpt2-1.5b": "d48"}   # llm.c's GPT-2 shapes: h 768 a 12 / h 1600 a 25
 
 
 def model_flops_per_token(c):
@@ -102,6 +109,36 @@ def run_ctron(args, name, c, timeout):
         return out
 
 
+def write_llmc_tokens(path, n, vocab, seed):
+    """llm.c's token file: a 256-int32 header (magic 20240520, version 1, count), then uint16 tokens."""
+    import random
+    rng = random.Random(seed)
+    header = [20240520, 1, n] + [0] * 253
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", *header))
+        f.write(struct.pack(f"<{n}H", *(rng.randrange(vocab) for _ in range(n))))
+
+
+def run_llmc(args, cfg, c, timeout):
+    if cfg not in LLMC_DEPTH:
+        return {"error": f"llm.c has no descriptor for {cfg}"}
+    if not os.access(args.llmc, os.X_OK):
+        return {"error": f"no llm.c binary at {args.llmc} (bench/llmc_build.sh)"}
+    with tempfile.TemporaryDirectory() as d:
+        n = c["batch"] * c["seq"] * (c["steps"] + 2) + 1
+        write_llmc_tokens(os.path.join(d, "train.bin"), n, 50257, 1)
+        write_llmc_tokens(os.path.join(d, "val.bin"), c["batch"] * c["seq"] + 1, 50257, 2)
+        cmd = [os.path.abspath(args.llmc), "-i", "train.bin", "-j", "val.bin", "-e", LLMC_DEPTH[cfg],
+               "-b", str(c["batch"]), "-t", str(c["seq"]), "-x", str(c["steps"]), "-v", "100000", "-m", "1",
+               "-s", "0", "-n", "0", "-h", "0"]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=d)
+    steps = re.findall(r"^step +\d+/\d+ \| loss ([0-9.]+).*?\| ([0-9.]+) ms \|", p.stdout, re.M)
+    if p.returncode != 0 or not steps:
+        return {"error": f"exit {p.returncode}: {(p.stderr.strip() or p.stdout.strip())[-400:]}"}
+    return {"ms_steps": [float(ms) for _, ms in steps], "loss_first": float(steps[0][0]),
+            "loss_last": float(steps[-1][0])}
+
+
 def run_peer(args, impl, cfg, timeout):
     cmd = [args.python, os.path.abspath(__file__), "--peer", impl.split("-")[1], "--config", cfg,
            "--device", args.device]
@@ -126,7 +163,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--out", default="gpu_bench.json")
     ap.add_argument("--configs", default="gpt2-124m,gpt2-1.5b")
-    ap.add_argument("--impls", default="ctron,torch-eager,torch-compile")
+    ap.add_argument("--impls", default="ctron,llmc,torch-eager,torch-compile")
+    ap.add_argument("--llmc", default=".gpu/llmc/train_gpt2cu", help="llm.c's train_gpt2cu (bench/llmc_build.sh)")
     ap.add_argument("--peer", choices=["eager", "compile"])
     ap.add_argument("--config", choices=sorted(CONFIGS))
     ap.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
@@ -153,7 +191,12 @@ def main():
                 rec["error"] = f"skipped: {left:.0f} s left, {need} s needed"
             else:
                 try:
-                    rec.update(run_ctron(args, impl, c, left) if impl == "ctron" else run_peer(args, impl, cfg, left))
+                    if impl == "ctron":
+                        rec.update(run_ctron(args, impl, c, left))
+                    elif impl == "llmc":
+                        rec.update(run_llmc(args, cfg, c, left))
+                    else:
+                        rec.update(run_peer(args, impl, cfg, left))
                 except subprocess.TimeoutExpired:
                     rec["error"] = f"timed out after {left:.0f} s"
             if "ms_steps" in rec:
@@ -163,7 +206,7 @@ def main():
                 if peak:
                     rec["mfu"] = rec["tokens_per_s"] * model_flops_per_token(c) / (peak * 1e12)
             results.append(rec)
-            print(json.dumps(rec), flush=True)
+            print(json.dumps({k: v for k, v in rec.items() if k != "ms_steps"}), flush=True)
     with open(args.out, "w") as f:
         json.dump({"device": dev, "peak_tflops": peak, "configs": CONFIGS, "results": results}, f, indent=1)
     print(f"\ndevice: {dev}; dense bf16 peak {peak} TFLOP/s; MFU = model FLOPs (6N + 12Lhs per token) / peak\n")
