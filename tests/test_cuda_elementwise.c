@@ -6,6 +6,7 @@
 // not multiples of 8 or 32), with one larger case each, vector (h % 4 == 0) and scalar paths, and
 // misaligned views. Every GPU output is poisoned first, and each op run twice gives the same bits.
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +305,40 @@ static void test_dropout_residual(int n, int w, int with_keep, int with_bias) {
     free(res); free(y); free(bias); free(keep); free(out);
 }
 
+// dropout_residual_inverse (reversible blocks): bitwise the CPU's, in place (out = res) too, and it undoes
+// dropout_residual_forward to rounding.
+static void test_dropout_residual_inverse(int n, int w, int with_keep, int with_bias) {
+    char what[128];
+    size_t nw = (size_t)n * w;
+    float p = with_keep ? 0.3f : 0.0f;
+    float *res = host_random(nw, -2.0f, 2.0f), *y = host_random(nw, -2.0f, 2.0f), *bias = host_random(w, -1.0f, 1.0f);
+    uint8_t *keep = random_keep(nw, p);
+    const float *b = with_bias ? bias : NULL;
+    const uint8_t *k = with_keep ? keep : NULL;
+    float *fwd = malloc(nw * sizeof(float)), *out = malloc(nw * sizeof(float));
+    cpu->dropout_residual_forward(cpu, fwd, res, y, b, k, p, n, w);
+    cpu->dropout_residual_inverse(cpu, out, fwd, y, b, k, p, n, w);
+    double worst = 0.0;
+    for (size_t i = 0; i < nw; i++) worst = fmax(worst, fabs((double)out[i] - (double)res[i]));
+    snprintf(what, sizeof what, "dropout_residual_inverse n=%d w=%d keep=%d bias=%d undoes the forward", n, w,
+             with_keep, with_bias);
+    CHECK(worst <= 2e-6, "%s: %.3g off the residual", what, worst);
+
+    float *gfwd = dev_upload(gpu, fwd, nw * sizeof(float)), *gy = dev_upload(gpu, y, nw * sizeof(float));
+    float *gb = dev_upload(gpu, bias, w * sizeof(float));
+    uint8_t *gk = dev_upload(gpu, keep, nw);
+    float *gout = dev_poisoned(gpu, nw * sizeof(float));
+    gpu->dropout_residual_inverse(gpu, gout, gfwd, gy, with_bias ? gb : NULL, with_keep ? gk : NULL, p, n, w);
+    snprintf(what, sizeof what, "dropout_residual_inverse n=%d w=%d keep=%d bias=%d", n, w, with_keep, with_bias);
+    CHECK_BYTES_EQUAL(gpu, gout, out, nw * sizeof(float), what);
+    gpu->dropout_residual_inverse(gpu, gfwd, gfwd, gy, with_bias ? gb : NULL, with_keep ? gk : NULL, p, n, w);
+    snprintf(what, sizeof what, "dropout_residual_inverse in place n=%d w=%d keep=%d bias=%d", n, w, with_keep,
+             with_bias);
+    CHECK_BYTES_EQUAL(gpu, gfwd, out, nw * sizeof(float), what);
+    gpu->free(gpu, gfwd); gpu->free(gpu, gy); gpu->free(gpu, gb); gpu->free(gpu, gk); gpu->free(gpu, gout);
+    free(res); free(y); free(bias); free(keep); free(fwd); free(out);
+}
+
 // dropout_apply (in place) and dropout_backward on count elements `off` in (off = 1: the scalar path).
 static void test_dropout_scale(size_t count, int off) {
     char what[96];
@@ -579,6 +614,8 @@ int main(void) {
             test_dropout_residual(37, 45, kp, bs);
             test_dropout_residual(37, 68, kp, bs);
             test_dropout_residual(300, 1024, kp, bs);
+            test_dropout_residual_inverse(37, 45, kp, bs);
+            test_dropout_residual_inverse(300, 1024, kp, bs);
         }
     test_dropout_scale(37 * 45, 0);
     test_dropout_scale(37 * 45, 1);

@@ -56,7 +56,6 @@ bad "--reversible with --recompute-layers" train "${common[@]}" --layers 2 --rec
 bad "--reversible with --offload" train "${common[@]}" --layers 2 --offload all
 bad "--reversible with --mem-budget" train "${common[@]}" --layers 2 --mem-budget 64MiB
 bad "--reversible with --static-plan" train "${common[@]}" --layers 2 --static-plan
-bad "--reversible with --device cuda" train "${common[@]}" --layers 2 --device cuda
 bad "--reversible with --sample 8" train "${common[@]}" --layers 2 --sample 8
 bad "--reversible with --pp > 1" memory "${shape[@]}" --layers 4 --pp 2 --reversible
 "$ctron" train "${shape[@]}" --layers 2 --steps 2 --eval-every 0 --threads 1 --data "$data" --ckpt-dir "$dir/s" > /dev/null 2>&1

@@ -168,7 +168,7 @@ static int check_techniques(const TrainOptions *o) {
 }
 
 // Reversible blocks rebuild every layer in backward: recompute, offload and the planners have nothing to
-// act on; pipeline stages, static plans and devices without the inversion kernel are not built for them.
+// act on; pipeline stages and static plans are not built for them.
 static int check_reversible(const TrainOptions *o, const TrainGiven *given) {
     if (!o->model.reversible) return 0;
     static const char *const recompute[] = {"recompute-method", "recompute-num-layers", "recompute-layers"};
@@ -188,9 +188,6 @@ static int check_reversible(const TrainOptions *o, const TrainGiven *given) {
                            o->sample_tokens);
     if (o->static_plan) return usage_error("--reversible with --static-plan: not built (the inversion's lifetimes are "
                                            "not recorded)");
-    if (o->device && strncmp(o->device, "cuda", 4) == 0)
-        return usage_error("--reversible with --device %s: the CUDA backend has no inversion kernel "
-                           "(dropout_residual_inverse) yet; use the CPU", o->device);
     return 0;
 }
 

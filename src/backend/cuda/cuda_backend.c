@@ -170,6 +170,7 @@ static const Backend cuda_table = {
     .fewbit_gelu_encode = cuda_fewbit_gelu_encode, .fewbit_gelu_backward = cuda_fewbit_gelu_backward,
     .attention_mask = cuda_attention_mask, .dropout_mask_sbw = cuda_dropout_mask_sbw,
     .dropout_residual_forward = cuda_dropout_residual_forward,
+    .dropout_residual_inverse = cuda_dropout_residual_inverse,
     .dropout_apply = cuda_dropout_apply, .dropout_backward = cuda_dropout_backward, .axpby = cuda_axpby,
     .embedding_forward = cuda_embedding_forward, .embedding_backward = cuda_embedding_backward,
     .embedding_vocab_forward = cuda_embedding_vocab_forward, .embedding_add_positions = cuda_embedding_add_positions,

@@ -87,6 +87,8 @@ void cuda_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite site, int s0,
                            uint32_t sample0);
 void cuda_dropout_residual_forward(Backend *be, float *out, const float *res, const float *y, const float *bias,
                                    const uint8_t *keep, float p, int n, int w);
+void cuda_dropout_residual_inverse(Backend *be, float *out, const float *res, const float *y, const float *bias,
+                                   const uint8_t *keep, float p, int n, int w);
 void cuda_dropout_apply(Backend *be, float *x, const uint8_t *keep, float p, size_t count);
 void cuda_axpby(Backend *be, float *y, float alpha, const float *x, float beta, size_t count);
 void cuda_dropout_backward(Backend *be, float *dy, const float *dout, const uint8_t *keep, float p, size_t count);

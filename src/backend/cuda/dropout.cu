@@ -146,6 +146,18 @@ static __global__ void bf16_unpack_kernel(float *dst, const uint16_t *src, size_
     CT_GRID_LOOP(j, n - done) { size_t i = done + j; dst[i] = bf16_to_f32(src[i]); }
 }
 
+// dropout_residual_forward undone (reversible blocks): out = res − keep·(y + bias)/(1−p), the CPU's
+// operations in its order (y + 0 where there is no bias, then the scale, then the difference), unfused.
+template <bool KEEP>
+static __global__ void dropout_residual_inverse_kernel(float *out, const float *res, const float *y, const float *bias,
+                                                       const uint8_t *keep, float scale, size_t total, int w) {
+    CT_GRID_LOOP(i, total) {
+        float v = __fadd_rn(y[i], bias ? bias[i % (size_t)w] : 0.0f);
+        float d = KEEP ? (keep[i] ? __fmul_rn(v, scale) : 0.0f) : v;
+        out[i] = __fsub_rn(res[i], d);
+    }
+}
+
 // keep[n] (bytes, bit 0 read) -> bits[⌈n/8⌉], bit i%8 of byte i/8 = keep[i]: a warp packs 32 elements
 // (4 bytes) with one ballot; grid-stride by whole warps (blockDim a multiple of 32).
 static __global__ void mask_pack_bits_kernel(uint8_t *bits, const uint8_t *keep, size_t n) {
@@ -195,6 +207,21 @@ extern "C" void cuda_dropout_residual_forward(Backend *be, float *out, const flo
     else if (bias) DROP_RES(false, true);
     else DROP_RES(false, false);
 #undef DROP_RES
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_dropout_residual_inverse(Backend *be, float *out, const float *res, const float *y,
+                                              const float *bias, const uint8_t *keep, float p, int n, int w) {
+    if (n <= 0 || w <= 0) return;
+    size_t total = (size_t)n * (size_t)w;
+    float scale = 1.0f / (1.0f - p);
+    unsigned blocks = ct_elementwise_blocks(total, DROP_THREADS);
+    if (keep)
+        dropout_residual_inverse_kernel<true><<<blocks, DROP_THREADS, 0, cuda_stream(be)>>>(out, res, y, bias, keep,
+                                                                                            scale, total, w);
+    else
+        dropout_residual_inverse_kernel<false><<<blocks, DROP_THREADS, 0, cuda_stream(be)>>>(out, res, y, bias, keep,
+                                                                                             scale, total, w);
     CUDA_LAUNCHED();
 }
 
