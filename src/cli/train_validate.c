@@ -66,6 +66,9 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
 static int check_lora(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
     static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa"};
+    if (!c->lora_rank && c->base_bf16)
+        return usage_error("--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) can be stored in bf16; "
+                           "full fine-tuning keeps fp32 master weights (use --precision bf16 for bf16 GEMMs)");
     for (size_t i = 0; i < sizeof needs_rank / sizeof needs_rank[0]; i++)
         if (!c->lora_rank && train_given(given, needs_rank[i]))
             return usage_error("--%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)", needs_rank[i]);

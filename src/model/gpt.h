@@ -33,6 +33,7 @@ typedef struct {
     float lora_alpha;             // α (0: peft's default, 8)
     unsigned lora_targets;
     int lora_fa;
+    int base_bf16;                // --base-dtype bf16 (LoRA only): the frozen base stored only in bf16 (docs/LORA.md)
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
 } GPTConfig;
 
@@ -180,9 +181,18 @@ typedef struct {
     uint16_t *params16;           // mixed precision: bf16 copy of params for the GEMMs (NULL under fp32)
     // LoRA: the frozen tensors (the base, and A under LoRA-FA) live here, with no gradient and no optimizer
     // state, and params/grads/info hold only the adapters the optimizer trains. NULL/0 without LoRA.
+    // --base-dtype bf16: frozen is an address range with nothing behind it (PROT_NONE, no memory): the
+    // views m->w into it only name the base's tensors; frozen16 holds the base's only copy (and, under
+    // mixed precision with LoRA-FA, A's bf16 copy after it), frozen_a LoRA-FA's fp32 A, and base_stage the
+    // one-dimensional tensors (norms, biases) and learned positions a pass reads, widened per use.
     float *frozen;
-    uint16_t *frozen16;           // mixed precision: its bf16 copy
+    uint16_t *frozen16;           // mixed precision: its bf16 copy; --base-dtype bf16: the base itself
     size_t n_frozen;
+    size_t n_base;                // the base's elements (the first n_base of frozen; LoRA-FA's A follows)
+    float *frozen_a;              // --base-dtype bf16 with LoRA-FA: A's fp32 storage (frozen's last n_frozen − n_base)
+    float *base_stage;            // --base-dtype bf16: widened vectors for the pass running now (workspace)
+    size_t base_stage_floats;
+    int base16;                   // the above is in force (a training model of gpt_init_pp; host models keep fp32)
     ParamInfo *frozen_info;       // offsets into frozen
     int n_frozen_info;
     LoraTensors lw, lg;           // the adapters and their gradients (lg.a NULL under LoRA-FA)
@@ -301,6 +311,19 @@ void gpt_params_changed(GPT *m);
 size_t gpt_num_params(const GPTConfig *cfg);
 // LoRA on: the base is frozen (m->frozen), params are the adapters.
 static inline int gpt_lora(const GPT *m) { return m->cfg.lora_rank > 0; }
+// --base-dtype bf16: the frozen base has no fp32 storage (gpt.h's frozen); w names one of its tensors.
+static inline int gpt_base16(const GPT *m) { return m->base16; }
+static inline int gpt_base_key(const GPT *m, const float *w) {
+    return gpt_base16(m) && w >= m->frozen && w < m->frozen + m->n_base;
+}
+// Device bytes of the weights: the trainable adapters (fp32), the frozen tensors (fp32, or the base in bf16
+// under --base-dtype bf16), and the bf16 copies mixed precision keeps.
+size_t gpt_weight_bytes(const GPT *m);
+// The frozen tensors between host fp32 laid out as frozen_info's offsets (n_frozen floats) and the device:
+// under --base-dtype bf16 the base is rounded to bf16 (to nearest even) on the way in and widened exactly on
+// the way out.
+void gpt_frozen_to_device(GPT *m, const float *host);
+void gpt_frozen_to_host(const GPT *m, float *host);
 // The tensor of the whole model's list with this full_index, in m's trainable or frozen list (NULL: none).
 const ParamInfo *gpt_info_by_full_index(const GPT *m, int full_index);
 const ParamInfo *gpt_find_param(const GPT *m, const char *name);

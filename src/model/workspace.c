@@ -1,4 +1,5 @@
 #include "model/workspace.h"
+#include "model/base16.h"
 #include <string.h>
 #include "model/saved.h"
 #include "util/common.h"
@@ -82,5 +83,6 @@ StaticPlanReport gpt_plan_memory(GPT *m, const int32_t *tokens, const int32_t *t
     for (int w = 0; w < W_COUNT; w++) { m->be->free(m->be, m->ws[w]); m->ws[w] = NULL; }
     work_free(m);
     m->workspace_bytes = (2 * (size_t)s * b + 3 * (size_t)s * b * (size_t)m->tp.t) * sizeof(float);
+    if (m->base16) m->workspace_bytes += base16_stage_bytes(m);   // not planned: the widened base vectors
     return r;
 }

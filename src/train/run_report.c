@@ -21,7 +21,7 @@ static void print_device(const GPT *m, const AdamW *opt, const Zero *zero) {
     size_t in_use = 0, total = 0, arena = 0;
     m->be->device_memory(m->be, &in_use, &total);
     for (int k = 0; k < m->pp.contexts; k++) arena += m->acts[k].arena.capacity;
-    size_t weights = (m->n_params + m->n_frozen) * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
+    size_t weights = gpt_weight_bytes(m);
     size_t stage = zero && zero->be ? ((size_t)zero->dp->size + 1) * zero->piece * sizeof(float) : 0;
     size_t held = weights + m->n_params * sizeof(float) + 2 * opt->n * sizeof(float) + arena + m->workspace_bytes +
                   m->io_bytes + m->be->scratch_bytes(m->be) + stage;

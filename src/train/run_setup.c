@@ -180,7 +180,7 @@ static void open_optimizer(TrainRun *r) {
 // a device the host cannot write (a GPU). 0, or 1 on every rank when any rank failed (printed).
 static int resume(TrainRun *r) {
     const TrainOptions *o = r->o;
-    int sharded = o->tp > 1 || o->pp > 1 || r->zero || !r->m.be->host_addressable;
+    int sharded = o->tp > 1 || o->pp > 1 || r->zero || !r->m.be->host_addressable || r->m.base16;
     r->start = 0;
     if (o->resume && !sharded) {
         r->start = train_ckpt_resume(o, &r->m, &r->opt);

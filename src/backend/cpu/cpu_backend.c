@@ -235,6 +235,11 @@ static void be_embedding_backward(Backend *be, float *dwte, float *dwpe, const f
     (void)be;
     embedding_backward(dwte, dwpe, dx, tokens, s, b, h);
 }
+static void be_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16,
+                                         int v0, int vl, int n, int h) {
+    (void)be;
+    embedding_vocab_forward16(x, tokens, wte16, v0, vl, n, h);
+}
 static void be_embedding_vocab_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0,
                                        int vl, int n, int h) {
     (void)be;
@@ -456,7 +461,7 @@ static const Backend cpu_table = {
     .adamw_update_multi = be_adamw_update_multi, .tensor_stats_multi = be_tensor_stats_multi,
     .peak_flops = cpu_peak_flops,
     .crossentropy_deferred = be_crossentropy_deferred, .loss_end_microbatch = be_loss_end_microbatch,
-    .loss_take = be_loss_take,
+    .loss_take = be_loss_take, .embedding_vocab_forward16 = be_embedding_vocab_forward16,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {

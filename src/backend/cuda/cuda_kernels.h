@@ -103,6 +103,8 @@ void cuda_embedding_backward(Backend *be, float *dwte, float *dwpe, const float 
                              int b, int h);
 void cuda_embedding_vocab_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0, int vl,
                                   int n, int h);
+void cuda_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16, int v0, int vl,
+                                    int n, int h);
 void cuda_embedding_add_positions(Backend *be, float *x, const float *wpe, int s0, int s, int b, int h);
 void cuda_embedding_vocab_backward(Backend *be, float *dwte, const float *dx, const int32_t *tokens, int v0,
                                    int vl, int n, int h);
