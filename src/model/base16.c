@@ -111,8 +111,11 @@ const float *gpt_position_rows(GPT *m, int s0, int s) {
 
 size_t gpt_weight_bytes(const GPT *m) {
     size_t f32 = m->n_params + (m->base16 ? m->n_frozen - m->n_base : m->n_frozen);
-    size_t b16 = (m->params16 ? m->n_params + m->n_frozen : 0) + (m->base16 && !m->params16 ? m->n_base : 0);
-    return f32 * sizeof(float) + b16 * sizeof(uint16_t);
+    return f32 * sizeof(float) + (m->base16 ? m->n_base * sizeof(uint16_t) : 0);
+}
+
+size_t gpt_weight_copy_bytes(const GPT *m) {   // (under --base-dtype bf16 the base has no copy: it is one)
+    return m->params16 ? (m->n_params + m->n_frozen - (m->base16 ? m->n_base : 0)) * sizeof(uint16_t) : 0;
 }
 
 void gpt_frozen_to_device(GPT *m, const float *host) {

@@ -316,9 +316,11 @@ static inline int gpt_base16(const GPT *m) { return m->base16; }
 static inline int gpt_base_key(const GPT *m, const float *w) {
     return gpt_base16(m) && w >= m->frozen && w < m->frozen + m->n_base;
 }
-// Device bytes of the weights: the trainable adapters (fp32), the frozen tensors (fp32, or the base in bf16
-// under --base-dtype bf16), and the bf16 copies mixed precision keeps.
+// Device bytes of the weights: the trainable tensors (fp32) and the frozen ones (fp32, or the base in bf16
+// under --base-dtype bf16), what the analytic model's weights term counts (memory_weight_bytes); and the
+// bf16 copies mixed precision keeps beside them.
 size_t gpt_weight_bytes(const GPT *m);
+size_t gpt_weight_copy_bytes(const GPT *m);
 // The frozen tensors between host fp32 laid out as frozen_info's offsets (n_frozen floats) and the device:
 // under --base-dtype bf16 the base is rounded to bf16 (to nearest even) on the way in and widened exactly on
 // the way out.
