@@ -502,6 +502,23 @@ static void test_embedding_vocab(int s0, int s, int b, int h, int v, int v0, int
     CHECK(mine > 0 && mine < n && zero_rows == n - mine, "embedding_vocab_forward: %zu of %zu rows on the rank, %zu zero",
           mine, n, zero_rows);
 
+    // A bf16 table (--base-dtype bf16): the rows widened exactly, = the fp32 lookup of the widened table.
+    uint16_t *wte16 = malloc(lh * sizeof(uint16_t));
+    float *wide = malloc(lh * sizeof(float)), *x16 = malloc(nh * sizeof(float)), *xw = malloc(nh * sizeof(float));
+    cpu->bf16_pack(cpu, wte16, wte, lh);
+    cpu->bf16_unpack(cpu, wide, wte16, lh);
+    cpu->embedding_vocab_forward(cpu, xw, tok, wide, v0, vl, (int)n, h);
+    cpu->embedding_vocab_forward16(cpu, x16, tok, wte16, v0, vl, (int)n, h);
+    CHECK(memcmp(x16, xw, nh * sizeof(float)) == 0, "embedding_vocab_forward16 (CPU) != the lookup of the widened table");
+    uint16_t *gwte16 = dev_upload(gpu, wte16, lh * sizeof(uint16_t));
+    float *gx16 = dev_poisoned(gpu, nh * sizeof(float));
+    gpu->embedding_vocab_forward16(gpu, gx16, gt, gwte16, v0, vl, (int)n, h);
+    snprintf(what, sizeof what, "embedding_vocab_forward16 n=%zu h=%d v0=%d vl=%d", n, h, v0, vl);
+    CHECK_BYTES_EQUAL(gpu, gx16, x16, nh * sizeof(float), what);
+    gpu->free(gpu, gx16);
+    gpu->free(gpu, gwte16);
+    free(wte16), free(wide), free(x16), free(xw);
+
     cpu->embedding_add_positions(cpu, x, wpe, s0, s, b, h);
     gpu->embedding_add_positions(gpu, gx, gwpe, s0, s, b, h);
     snprintf(what, sizeof what, "embedding_add_positions s0=%d s=%d b=%d h=%d", s0, s, b, h);
