@@ -9,7 +9,11 @@ double memory_weight_bytes(const StageLayout *lay) {
     double layers = stage_layer_count(lay);
     double adapters = layers * (double)(param_lora_layer_count(sh, 0) + param_lora_layer_count(sh, 1));
     double base = sh->lora_rank > 0 && sh->base_bf16 ? 2.0 : 4.0;   // --base-dtype bf16: the frozen base
-    return base * stage_param_count(lay) + 4.0 * adapters;
+    // The vocabulary-sized matrices hold ⌈v/t⌉ rows on every rank (the last rank's padded with zeros), not
+    // stage_param_count's v/t: the embedding, and with one stage an untied output layer.
+    int t = sh->t > 1 ? sh->t : 1, matrices = 1 + (lay->p == 1 ? param_vocab_matrices(sh) - 1 : 0);
+    double pad = ((double)((sh->v + t - 1) / t) - (double)sh->v / t) * (double)sh->h * matrices;
+    return base * (stage_param_count(lay) + pad) + 4.0 * adapters;
 }
 
 void memory_summarize(const MemoryConfig *c, MemorySummary *out) {
