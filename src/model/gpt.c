@@ -197,7 +197,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
         [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
         [W_LORA] = gpt_lora(m) ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
-        [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0};
+        [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
+        [W_LORA_MASK] = gpt_lora(m) && c->lora_dropout > 0.0f ? (n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) + 3) / 4 : 0};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);

@@ -33,6 +33,7 @@ typedef struct {
     float lora_alpha;             // α (0: peft's default, 8)
     unsigned lora_targets;
     int lora_fa;
+    float lora_dropout;           // --lora-dropout p: peft's lora_dropout on the adapters' input (training only)
     int base_bf16;                // --base-dtype bf16 (LoRA only): the frozen base stored only in bf16 (docs/LORA.md)
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
 } GPTConfig;
@@ -160,7 +161,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_LORA_MASK, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -229,7 +230,8 @@ typedef struct {
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
     //   W_LORA     [s,b,max(h,f/t)] an adapter's (α/r)·x·Aᵀ·Bᵀ before it joins the output; W_LORA_R [s,b,r]
-    //              dL/d(x·Aᵀ) (LoRA only)
+    //              dL/d(x·Aᵀ) (LoRA only); with --lora-dropout W_LORA also holds the dropped input
+    //   W_LORA_MASK [s,b,max(h,f/t)] bytes: --lora-dropout's mask of one site, drawn where it is read
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each
