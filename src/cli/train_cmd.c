@@ -35,6 +35,7 @@ void cli_train_usage(FILE *f) {
         "  --lora-alpha A    the scale's alpha (default 8, peft's)\n"
         "  --lora-targets L  adapted linears: q,k,v,o,gate,up,down (llama), qkv,proj,fc,fc2 (GPT-2); default all\n"
         "  --lora-fa         LoRA-FA: A frozen too, only B trains; the adapted linears keep only x·Aᵀ\n"
+        "  --lora-dropout P  peft's lora_dropout: dropout P in [0, 1) on the adapters' input only (default 0)\n"
         "  --base-dtype T    fp32 (default) or bf16: the frozen base stored only in bf16 (2 B per element; its GEMMs\n"
         "                    bf16 with fp32 accumulation); the adapters, their gradients and AdamW stay fp32\n"
         "\n"
