@@ -119,6 +119,16 @@ if [ ${#launch[@]} -gt 0 ]; then
   done
 fi
 
+# ---- --init-from BF16 files at TP 2 (a whole host copy cut into shards) against one process (hf_load_frozen_base:
+# straight into the bf16 storage, a tensor at a time)
+if [ ${#launch[@]} -gt 0 ]; then
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${llama[@]}" --steps 4 --init-from "$dir/llama-hf16" --lora-rank 4 \
+    --recompute full --precision bf16 --base-dtype bf16 --tp 2 --log "$dir/tp16.jsonl" > "$dir/tp16.out" 2>&1
+  check '[ $? -eq 0 ]' "tp 2 from BF16 files: $(tail -2 "$dir/tp16.out")"
+  losses "$dir/tp16.jsonl" "$dir/llama-bf16.jsonl" 1e-5 > "$dir/cmp" 2>&1
+  check '[ $? -eq 0 ]' "tp 2 from BF16 files is not the one-process run: $(cat "$dir/cmp")"
+fi
+
 # ---- resume: stopped and resumed == whole; the other base dtype refused
 lora=(--lora-rank 4 --base-dtype bf16 --lora-fa)
 "$ctron" train "${llama[@]}" "${lora[@]}" --steps 4 --ckpt-dir "$dir/whole" > "$dir/whole.out" 2>&1

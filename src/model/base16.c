@@ -130,6 +130,20 @@ void gpt_frozen_to_device(GPT *m, const float *host) {
     if (m->frozen_a) m->be->copy(m->be, m->frozen_a, host + m->n_base, (m->n_frozen - m->n_base) * sizeof(float), COPY_H2D);
 }
 
+void gpt_frozen_put(GPT *m, const ParamInfo *pi, const float *host) {
+    size_t n = pi->numel;
+    if (!m->base16) {
+        m->be->copy(m->be, m->frozen + pi->offset, host, n * sizeof(float), COPY_H2D);
+    } else if (pi->offset >= m->n_base) {   // LoRA-FA's A
+        m->be->copy(m->be, m->frozen_a + (pi->offset - m->n_base), host, n * sizeof(float), COPY_H2D);
+    } else {
+        uint16_t *h16 = xmalloc((n ? n : 1) * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++) h16[i] = bf16_from_f32(host[i]);
+        m->be->copy(m->be, m->frozen16 + pi->offset, h16, n * sizeof(uint16_t), COPY_H2D);
+        free(h16);
+    }
+}
+
 void gpt_frozen_to_host(const GPT *m, float *host) {
     if (!m->base16) {
         m->be->copy(m->be, host, m->frozen, m->n_frozen * sizeof(float), COPY_D2H);

@@ -328,6 +328,8 @@ size_t gpt_weight_copy_bytes(const GPT *m);
 // the way out.
 void gpt_frozen_to_device(GPT *m, const float *host);
 void gpt_frozen_to_host(const GPT *m, float *host);
+// One frozen tensor (this rank's shard, host fp32 in its layout) into the device storage, the same way.
+void gpt_frozen_put(GPT *m, const ParamInfo *pi, const float *host);
 // The tensor of the whole model's list with this full_index, in m's trainable or frozen list (NULL: none).
 const ParamInfo *gpt_info_by_full_index(const GPT *m, int full_index);
 const ParamInfo *gpt_find_param(const GPT *m, const char *name);
