@@ -5,7 +5,7 @@
 #  - the mask is drawn again where read, so the ledger keeps nothing for it: every policy's peak equals the
 #    run without dropout's and the prediction (LoRA and LoRA-FA), and recompute stays bitwise (none, selective,
 #    full: the same model and optimizer files);
-#  - layout-invariant: TP 2, TP 2 + SP and PP 2 follow the one-process run (1e-5; given MPIEXEC);
+#  - layout-invariant: TP 2, TP 2 + SP, PP 2 and DP 2 + ZeRO-1 follow the one-process run (1e-5; given MPIEXEC);
 #  - --lora-out records lora_dropout; --lora-from adopts it (a given flag wins); eval --adapter accepts it
 #    (training only: the same loss as without); a resume with another P, P outside [0, 1), or P without a
 #    rank exit 2.
@@ -64,6 +64,7 @@ if [ ${#launch[@]} -gt 0 ]; then
   train_at tp2sp 2 ref 4 --lora-dropout 0.2 --tp 2 --sp
   run1 ref2 --lora-dropout 0.2 --grad-accum 2
   train_at pp2 2 ref2 4 --lora-dropout 0.2 --pp 2 --grad-accum 2
+  train_at dp2 2 ref2 4 --lora-dropout 0.2 --grad-accum 1 --zero 1
   run1 reffa --lora-dropout 0.2 --lora-fa
   train_at tp2fa 2 reffa 4 --lora-dropout 0.2 --lora-fa --tp 2
 fi
