@@ -272,6 +272,25 @@ static void test_dropout_mask(int s0, int s, int b, int w, uint32_t sample0, flo
     free(keep);
 }
 
+// dropout_mask_cols (--lora-dropout): columns c0 .. c0+w−1 of an [s, b, W] mask; the CPU's equals the
+// column slice of its whole mask (dropout_mask_sbw at width W), the GPU's the CPU's.
+static void test_dropout_mask_cols(int s, int b, int w, int W, int c0, uint32_t sample0, float p) {
+    char what[128];
+    size_t n = (size_t)s * b * w, nW = (size_t)s * b * W;
+    DropoutSite site = {philox_key_from_seed(0xD20Full + (uint64_t)W), 9, 3, SITE_LORA + 2, p};
+    uint8_t *whole = malloc(nW), *keep = malloc(n), *slice = malloc(n);
+    cpu->dropout_mask_sbw(cpu, whole, site, 0, s, b, W, sample0);
+    cpu->dropout_mask_cols(cpu, keep, site, s, b, w, W, c0, sample0);
+    for (size_t r = 0; r < (size_t)s * b; r++) memcpy(slice + r * w, whole + r * W + c0, (size_t)w);
+    snprintf(what, sizeof what, "dropout_mask_cols s=%d b=%d w=%d W=%d c0=%d p=%g", s, b, w, W, c0, (double)p);
+    CHECK(memcmp(keep, slice, n) == 0, "%s (CPU) is not the columns of dropout_mask_sbw's mask", what);
+    uint8_t *g = dev_poisoned(gpu, n);
+    gpu->dropout_mask_cols(gpu, g, site, s, b, w, W, c0, sample0);
+    CHECK_BYTES_EQUAL(gpu, g, keep, n, what);
+    gpu->free(gpu, g);
+    free(whole), free(keep), free(slice);
+}
+
 static uint8_t *random_keep(size_t n, float p) {
     uint8_t *k = malloc(n ? n : 1);
     for (size_t i = 0; i < n; i++) k[i] = cuda_test_uniform(0.0f, 1.0f) >= p;
@@ -537,6 +556,23 @@ static void test_embedding_vocab(int s0, int s, int b, int h, int v, int v0, int
     CHECK(mine > 0 && mine < n && zero_rows == n - mine, "embedding_vocab_forward: %zu of %zu rows on the rank, %zu zero",
           mine, n, zero_rows);
 
+    // A bf16 table (--base-dtype bf16): the rows widened exactly, = the fp32 lookup of the widened table.
+    uint16_t *wte16 = malloc(lh * sizeof(uint16_t));
+    float *wide = malloc(lh * sizeof(float)), *x16 = malloc(nh * sizeof(float)), *xw = malloc(nh * sizeof(float));
+    cpu->bf16_pack(cpu, wte16, wte, lh);
+    cpu->bf16_unpack(cpu, wide, wte16, lh);
+    cpu->embedding_vocab_forward(cpu, xw, tok, wide, v0, vl, (int)n, h);
+    cpu->embedding_vocab_forward16(cpu, x16, tok, wte16, v0, vl, (int)n, h);
+    CHECK(memcmp(x16, xw, nh * sizeof(float)) == 0, "embedding_vocab_forward16 (CPU) != the lookup of the widened table");
+    uint16_t *gwte16 = dev_upload(gpu, wte16, lh * sizeof(uint16_t));
+    float *gx16 = dev_poisoned(gpu, nh * sizeof(float));
+    gpu->embedding_vocab_forward16(gpu, gx16, gt, gwte16, v0, vl, (int)n, h);
+    snprintf(what, sizeof what, "embedding_vocab_forward16 n=%zu h=%d v0=%d vl=%d", n, h, v0, vl);
+    CHECK_BYTES_EQUAL(gpu, gx16, x16, nh * sizeof(float), what);
+    gpu->free(gpu, gx16);
+    gpu->free(gpu, gwte16);
+    free(wte16), free(wide), free(x16), free(xw);
+
     cpu->embedding_add_positions(cpu, x, wpe, s0, s, b, h);
     gpu->embedding_add_positions(gpu, gx, gwpe, s0, s, b, h);
     snprintf(what, sizeof what, "embedding_add_positions s0=%d s=%d b=%d h=%d", s0, s, b, h);
@@ -609,6 +645,9 @@ int main(void) {
     test_dropout_mask(7, 9, 4, 1, 3, 0.5f);
     test_dropout_mask(3, 64, 4, 1027, 21, 0.2f);
     test_dropout_mask(2, 5, 3, 70, 0, 0.0f);
+    test_dropout_mask_cols(13, 3, 35, 70, 35, 11, 0.3f);
+    test_dropout_mask_cols(9, 2, 17, 70, 5, 0, 0.25f);
+    test_dropout_mask_cols(4, 4, 64, 64, 0, 3, 0.1f);
     for (int kp = 0; kp < 2; kp++)
         for (int bs = 0; bs < 2; bs++) {
             test_dropout_residual(37, 45, kp, bs);

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
+#include "backend/cpu/dropout.h"
 #include "train/adamw.h"
 #include "util/common.h"
 
@@ -26,15 +27,19 @@ typedef struct {
     int arch, rank, fa;
     float alpha;
     unsigned targets;             // LoraSite bits (0: every site of the family)
+    float drop;                   // --lora-dropout (the masks go to peft: masks.safetensors)
 } LoraCase;
 
 #define S(x) (1u << (x))
 static const LoraCase CASES[] = {
-    {"llama_all", ARCH_LLAMA, 4, 0, 8.0f, 0},
-    {"llama_all_fa", ARCH_LLAMA, 4, 1, 8.0f, 0},
-    {"llama_qv_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_Q) | S(LORA_V)},
-    {"gpt2_all", ARCH_GPT2, 4, 0, 8.0f, 0},
-    {"gpt2_all_fa", ARCH_GPT2, 4, 1, 8.0f, 0},
+    {"llama_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f},
+    {"llama_all_fa", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.0f},
+    {"llama_qv_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_Q) | S(LORA_V), 0.0f},
+    {"gpt2_all", ARCH_GPT2, 4, 0, 8.0f, 0, 0.0f},
+    {"gpt2_all_fa", ARCH_GPT2, 4, 1, 8.0f, 0, 0.0f},
+    {"llama_all_drop", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.25f},
+    {"llama_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f},
+    {"gpt2_all_drop", ARCH_GPT2, 4, 0, 8.0f, 0, 0.25f},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
@@ -49,7 +54,7 @@ typedef struct {
 static GPTConfig case_config(const LoraCase *lc) {
     GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = SEQ, .batch = BATCH, .vocab = 96, .dropout = 0.0f,
                    .arch = lc->arch, .lora_rank = lc->rank, .lora_alpha = lc->alpha, .lora_targets = lc->targets,
-                   .lora_fa = lc->fa};
+                   .lora_fa = lc->fa, .lora_dropout = lc->drop};
     if (lc->arch == ARCH_LLAMA) {
         c.kv_heads = 2;
         c.ffn = 176;
@@ -64,8 +69,9 @@ static GPTConfig case_config(const LoraCase *lc) {
 static int write_case_json(const char *path, const LoraCase *lc, const GPTConfig *c) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    fprintf(f, "{\"arch\": \"%s\", \"r\": %d, \"alpha\": %.9g, \"fa\": %d, \"steps\": %d, \"lr\": %.9g, ", lc->arch ? "llama" : "gpt2",
-            c->lora_rank, (double)c->lora_alpha, c->lora_fa, STEPS, (double)LR);
+    fprintf(f, "{\"arch\": \"%s\", \"r\": %d, \"alpha\": %.9g, \"fa\": %d, \"steps\": %d, \"lr\": %.9g, \"dropout\": %.9g, ",
+            lc->arch ? "llama" : "gpt2", c->lora_rank, (double)c->lora_alpha, c->lora_fa, STEPS, (double)LR,
+            (double)c->lora_dropout);
     fprintf(f, "\"betas\": [%.9g, %.9g], \"eps\": %.9g, \"weight_decay\": %.9g, \"targets\": [", (double)BETA1,
             (double)BETA2, (double)EPS, (double)WD);
     const char *sep = "";
@@ -117,9 +123,49 @@ static int write_st(const char *dir, const char *file, const GPT *m, int adapter
     return rc;
 }
 
+static const StepCtx TRAIN = {7, 3, 0, 1};
+
+// --lora-dropout: each adapted site's keep mask [s, b, in] per layer, drawn here from Philox as docs/LORA.md
+// keys it (seed, step, sample = the sequence, layer, SITE_LORA + site, index position·in + column), not
+// by ctron's model code: peft applies these masks, so a different draw or keying fails the loss.
+static int write_masks(const char *dir, const GPT *m, float p) {
+    StFile f;
+    st_init(&f);
+    st_add_meta(&f, "format", "pt");
+    const GPTConfig *c = &m->cfg;
+    long q = c->hidden, kv = gpt_kv_width(c), ff = c->ffn;
+    float *bufs[64];
+    int nb = 0;
+    for (int l = 0; l < c->layers; l++)
+        for (int s = 0; s < LORA_SITES && nb < 64; s++) {
+            if (!(c->lora_targets >> s & 1u)) continue;
+            long in = lora_width(lora_site((LoraSite)s)->in, c->hidden, q, kv, ff);
+            float *mask = bufs[nb++] = xmalloc((size_t)SEQ * BATCH * (size_t)in * sizeof(float));
+            DropoutSite site = {philox_key_from_seed(TRAIN.seed), TRAIN.step, (uint32_t)l, (uint32_t)SITE_LORA + (uint32_t)s, p};
+            uint32_t thresh = dropout_keep_threshold(p);
+            for (int si = 0; si < SEQ; si++)
+                for (int bi = 0; bi < BATCH; bi++)
+                    for (long col = 0; col < in; col++)
+                        mask[((size_t)si * BATCH + bi) * (size_t)in + (size_t)col] =
+                            (float)dropout_keep_at(site, thresh, TRAIN.sample0 + (uint32_t)bi, (uint64_t)si * (uint64_t)in + (uint64_t)col);
+            char name[128];
+            lora_param_name((LoraSite)s, l, 'A', name, sizeof name);
+            *strstr(name, ".lora_A.weight") = 0;   // the peft module the mask belongs to
+            int64_t shape[3] = {SEQ, BATCH, in};
+            st_add(&f, name, ST_F32, 3, shape, mask);
+        }
+    char path[700], err[512];
+    snprintf(path, sizeof path, "%s/masks.safetensors", dir);
+    int rc = st_write(&f, path, err, sizeof err);
+    CHECK(rc == 0, "write %s: %s", path, err);
+    st_free(&f);
+    for (int i = 0; i < nb; i++) free(bufs[i]);
+    return rc;
+}
+
 static double forward_backward(CaseRun *r) {
     int n = SEQ * BATCH;
-    StepCtx train = {7, 3, 0, 1};
+    StepCtx train = TRAIN;
     gpt_zero_grad(&r->m);
     double loss = gpt_forward(&r->m, r->tokens, r->targets, SEQ, BATCH, train, 1.0f / (float)n) / n;
     gpt_backward(&r->m, r->tokens, train);
@@ -154,6 +200,7 @@ static int prepare(CaseRun *r, const LoraCase *lc, const char *work) {
     int rc = write_case_json(path, lc, &cfg);
     rc |= write_st(r->dir, "base.safetensors", m, 0);
     rc |= write_st(r->dir, "adapters.safetensors", m, 1);
+    if (lc->drop > 0.0f) rc |= write_masks(r->dir, m, lc->drop);
     StFile bt;
     st_init(&bt);
     int64_t sb[2] = {SEQ, BATCH};

@@ -233,6 +233,14 @@ struct Backend {
     void (*loss_end_microbatch)(Backend *be);
     // The step's sum (the one read-back, which waits for the work before it), and 0 from then on.
     double (*loss_take)(Backend *be);
+
+    // ---- a token embedding stored in bf16 (--base-dtype bf16: the frozen base has no fp32 copy):
+    // embedding_vocab_forward with each row of wte16 widened exactly to fp32.
+    void (*embedding_vocab_forward16)(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16, int v0,
+                                      int vl, int n, int h);
+    // ---- --lora-dropout: backend/cpu/dropout.h's dropout_mask_cols (a column slice of an [s, b, W] mask)
+    void (*dropout_mask_cols)(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
+                              uint32_t sample0);
 };
 
 // A device's own collective library. Each call returns 0 or a code that error_string names; sizes

@@ -559,6 +559,24 @@ static void g_crossentropy_deferred(Backend *be, float *logits, const int32_t *t
 // The sums are the inner backend's own state (host doubles), not device memory.
 static void g_loss_end_microbatch(Backend *be) { inner(be)->loss_end_microbatch(inner(be)); }
 static double g_loss_take(Backend *be) { return inner(be)->loss_take(inner(be)); }
+static void g_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
+                                uint32_t sample0) {
+    static const char *const names[] = {"keep"};
+    const void *ptrs[] = {keep};
+    guard_check(be, "dropout_mask_cols", names, ptrs, 1);
+    guard_open_all(be);
+    inner(be)->dropout_mask_cols(inner(be), keep, site, s, b, w, W, c0, sample0);
+    guard_close_all(be);
+}
+static void g_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16, int v0,
+                                        int vl, int n, int h) {
+    static const char *const names[] = {"x", "tokens", "wte16"};
+    const void *ptrs[] = {x, tokens, wte16};
+    guard_check(be, "embedding_vocab_forward16", names, ptrs, 3);
+    guard_open_all(be);
+    inner(be)->embedding_vocab_forward16(inner(be), x, tokens, wte16, v0, vl, n, h);
+    guard_close_all(be);
+}
 static void g_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
                                   const uint16_t *w16, const float *bias, int n, int in, int out) {
     static const char *const names[] = {"y", "x", "w", "w16", "bias"};
@@ -697,6 +715,8 @@ static void guard_kernels(Backend *t) {
     t->crossentropy_deferred = g_crossentropy_deferred;
     t->loss_end_microbatch = g_loss_end_microbatch;
     t->loss_take = g_loss_take;
+    t->embedding_vocab_forward16 = g_embedding_vocab_forward16;
+    t->dropout_mask_cols = g_dropout_mask_cols;
     t->linear_forward_rows = g_linear_forward_rows;
     t->kv_attention_forward = g_kv_attention_forward;
     t->gelu_forward = g_gelu_forward;

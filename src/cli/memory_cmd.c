@@ -41,6 +41,7 @@ typedef struct {
     int several;                                   // more than one model: errors name the preset
     FamilyArgs fam;                                // --arch, --kv-heads, --ffn-hidden, …
     int lora_rank, lora_fa;                        // --lora-rank (0: none), --lora-fa
+    int base_bf16;                                 // --base-dtype bf16: the frozen base's weights at 2 B
     const char *lora_targets;                      // --lora-targets (NULL: the family's every site)
     double lora_alpha;                             // --lora-alpha (no memory term: checked, not used)
     int lora_mode;                                 // the variant build_config makes: LORA_NONE, _ADAPT, _FA
@@ -109,6 +110,7 @@ void cli_memory_usage(FILE *f) {
         "                           default all of the family's\n"
         "  --lora-fa                the standard report is LoRA-FA's (A frozen: only x·Aᵀ kept)\n"
         "  --lora-alpha A           accepted as ctron train takes it (no memory term)\n"
+        "  --base-dtype fp32|bf16   the frozen base's weights at 4 B (default) or 2 B per element (LoRA only)\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
         "                           Table 5's time when the policy is full or SP + selective)\n"
@@ -124,7 +126,7 @@ enum {
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE,
-    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -150,6 +152,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
         {"lora-targets", required_argument, 0, OPT_LORA_TARGETS}, {"lora-fa", no_argument, 0, OPT_LORA_FA},
+        {"base-dtype", required_argument, 0, OPT_BASE_DTYPE},
         FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(a, 0, sizeof *a);
     family_args_init(&a->fam);
@@ -216,6 +219,11 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_LORA_ALPHA: rc = args_double(CMD, "--lora-alpha", optarg, 1e-6, 1e6, 0, &a->lora_alpha); break;
         case OPT_LORA_TARGETS: a->lora_targets = optarg; break;
         case OPT_LORA_FA: a->lora_fa = 1; break;
+        case OPT_BASE_DTYPE:
+            if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "bf16") != 0)
+                return args_error(CMD, "--base-dtype '%s': expected fp32 or bf16", optarg);
+            a->base_bf16 = strcmp(optarg, "bf16") == 0;
+            break;
         case OPT_REVERSIBLE: a->reversible = 1; break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
@@ -254,6 +262,8 @@ static int parse(int argc, char **argv, MemArgs *a) {
     if (!a->lora_rank && (a->lora_fa || a->lora_targets || a->lora_alpha > 0))
         return args_error(CMD, "%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)",
                           a->lora_fa ? "--lora-fa" : a->lora_targets ? "--lora-targets" : "--lora-alpha");
+    if (!a->lora_rank && a->base_bf16)
+        return args_error(CMD, "--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) is stored in bf16");
     if (a->lora_rank && a->reversible)
         return args_error(CMD, "--reversible with --lora-rank: reversible blocks have no adapters yet");
     if (a->lora_rank && a->mini_seq > 1)
@@ -318,6 +328,7 @@ static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, i
     }
     sh->lora_rank = a->lora_rank;
     sh->lora_sites = sites;
+    sh->base_bf16 = a->base_bf16;
     c->policy.tempo |= LORA_FROZEN | (mode == LORA_MODE_FA ? LORA_FA : 0) | sites << LORA_TARGET_SHIFT;
     return 0;
 }

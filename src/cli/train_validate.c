@@ -57,6 +57,7 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
                            lora_describe_targets(pc.targets, words, sizeof words));
     c->lora_rank = pc.rank;
     c->lora_alpha = pc.alpha;
+    if (!train_given(given, "lora-dropout")) c->lora_dropout = pc.dropout;   // continuing peft's training
     lora_describe_targets(pc.targets, o->lora_targets_text, sizeof o->lora_targets_text);
     o->lora_targets = o->lora_targets_text;
     return 0;
@@ -65,9 +66,12 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
 // LoRA's flags against the family and the model (after check_arch: the family and its widths are known).
 static int check_lora(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
-    static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa"};
+    static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa", "lora-dropout"};
+    if (!c->lora_rank && c->base_bf16)
+        return usage_error("--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) can be stored in bf16; "
+                           "full fine-tuning keeps fp32 master weights (use --precision bf16 for bf16 GEMMs)");
     for (size_t i = 0; i < sizeof needs_rank / sizeof needs_rank[0]; i++)
-        if (!c->lora_rank && train_given(given, needs_rank[i]))
+        if (!c->lora_rank && !o->lora_from && train_given(given, needs_rank[i]))
             return usage_error("--%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)", needs_rank[i]);
     if (o->lora_from && lora_from_config(o, given) != 0) return CTRON_EXIT_USAGE;
     if (!c->lora_rank && o->lora_out) return usage_error("--lora-out without --lora-rank: there are no adapters to write");

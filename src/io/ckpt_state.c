@@ -203,6 +203,9 @@ static void read_lora(Reader *r, CkptState *st) {
         } else if (strcmp(f, "lora-alpha") == 0) {
             c->lora_alpha = strtof(v, &end);
             if (*end || !(c->lora_alpha >= 0.0f) || c->lora_alpha > 1e6f) bad(r, "options", "lora-alpha", "a number from 0 to 1e6");
+        } else if (strcmp(f, "lora-dropout") == 0) {
+            c->lora_dropout = strtof(v, &end);
+            if (*end || !(c->lora_dropout >= 0.0f && c->lora_dropout < 1.0f)) bad(r, "options", "lora-dropout", "a probability in [0, 1)");
         } else if (strcmp(f, "lora-fa") == 0) {
             c->lora_fa = strcmp(v, "1") == 0;
         } else if (strcmp(f, "lora-targets") == 0) {

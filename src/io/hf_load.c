@@ -7,6 +7,7 @@
 #include "io/hf_names.h"
 #include "io/safetensors.h"
 #include "io/st_convert.h"
+#include "model/params.h"
 #include "util/common.h"
 
 #define SINGLE_FILE "model.safetensors"
@@ -249,6 +250,30 @@ static void copy_whole(const HfDir *d, GPT *m) {
     free(tmp);
     free(stage);
     gpt_params_changed(m);
+}
+
+int hf_load_frozen_base(GPT *m, const char *dir, char *err, size_t errlen) {
+    HfDir d;
+    if (open_dir(&d, dir, err, errlen) != 0) return -1;
+    int n_base = base_tensor_count(&m->cfg), k = 0;
+    while (k < m->n_frozen_info && m->frozen_info[k].full_index < n_base) k++;   // the base's come first
+    GPT view = *m;   // the base's tensors as a model's list: what the checks and the conversion walk
+    view.info = m->frozen_info;
+    view.n_info = k;
+    int rc = check_all(&d, &view, err, errlen);
+    if (rc == 0) {
+        size_t n = largest_param(&view);
+        float *tmp = xmalloc(n * sizeof(float)), *stage = xmalloc(n * sizeof(float));
+        for (int i = 0; i < k; i++) {
+            convert_param(&d, &view, &view.info[i], stage, tmp);
+            gpt_frozen_put(m, &view.info[i], stage);
+        }
+        free(tmp);
+        free(stage);
+        gpt_params_changed(m);
+    }
+    close_dir(&d);
+    return rc;
 }
 
 int hf_load_into(GPT *m, const char *dir, char *err, size_t errlen) {

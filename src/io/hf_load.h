@@ -20,4 +20,8 @@ int hf_dir_config(const char *dir, HfConfig *c, char *err, size_t errlen);
 // the files is a parameter (or a known buffer), every value is finite. On error m is unchanged and
 // err names the file and the tensor or field. 0 or -1.
 int hf_load_into(GPT *m, const char *dir, char *err, size_t errlen);
+// LoRA at one process (t = p = 1): the base's tensors of dir straight into m's frozen storage, one tensor at a
+// time through one fp32 staging buffer (no whole-model host copy): fp32, or under --base-dtype bf16 rounded to
+// bf16 (a BF16 file's values exactly). The same checks as hf_load_into; the adapters are left as they are.
+int hf_load_frozen_base(GPT *m, const char *dir, char *err, size_t errlen);
 #endif

@@ -23,7 +23,12 @@ static char *config_json(const GPT *m, const char *base) {
     cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
     cJSON_AddNumberToObject(o, "r", m->cfg.lora_rank);
     cJSON_AddNumberToObject(o, "lora_alpha", m->cfg.lora_alpha);
-    cJSON_AddNumberToObject(o, "lora_dropout", 0.0);
+    char drop[32];   // training only (--lora-dropout): the float's shortest text, as state.json records it
+    for (int prec = 1; prec <= 9; prec++) {
+        snprintf(drop, sizeof drop, "%.*g", prec, (double)m->cfg.lora_dropout);
+        if (strtof(drop, NULL) == m->cfg.lora_dropout) break;
+    }
+    cJSON_AddRawToObject(o, "lora_dropout", drop);
     cJSON *t = cJSON_AddArrayToObject(o, "target_modules");
     for (int s = 0; s < LORA_SITES; s++)   // module paths: GPT-2's attn.c_proj and mlp.c_proj differ
         if (m->cfg.lora_targets >> s & 1u) cJSON_AddItemToArray(t, cJSON_CreateString(lora_site((LoraSite)s)->module));
@@ -153,7 +158,11 @@ static int parse_config(const cJSON *root, ArchKind arch, const char *file, Peft
         must_be_off(root, "rank_pattern", "ctron has one rank for every adapted linear", file, err, errlen) ||
         must_be_off(root, "alpha_pattern", "ctron has one alpha for every adapted linear", file, err, errlen))
         return -1;
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(root, "lora_dropout");
+    if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble >= 0.0 && drop->valuedouble < 1.0))
+        return bad("'%s': field 'lora_dropout' is not a probability in [0, 1)", file);
     memset(pc, 0, sizeof *pc);
+    pc->dropout = drop ? (float)drop->valuedouble : 0.0f;   // training only: eval and generate ignore it
     pc->rank = (int)r->valuedouble;
     pc->alpha = a ? (float)a->valuedouble : 8.0f;   // peft's LoraConfig default
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(root, "base_model_name_or_path");

@@ -10,13 +10,15 @@ void lora_report_text(FILE *f, const MemoryConfig v[3]) {
     lora_describe_targets(sh->lora_sites, targets, sizeof targets);
     fprintf(f, "\nFine-tuning %s: full vs LoRA vs LoRA-FA (rank %d; targets %s), per rank of the first stage\n",
             v[0].name, sh->lora_rank, targets);
-    fprintf(f, "  (frozen base: fp32 weights, no gradient, no AdamW state; activations as the ledger keeps them)\n");
+    int b16 = sh->base_bf16;
+    fprintf(f, "  (frozen base: %s weights, no gradient, no AdamW state; activations as the ledger keeps them)\n",
+            b16 ? "bf16 (--base-dtype bf16; full fine-tuning's fp32)" : "fp32");
     fprintf(f, "  %-34s %14s %14s %14s\n", "", "full", "LoRA", "LoRA-FA");
     fprintf(f, "  %-34s %14.4g %14.4g %14.4g\n", "trainable parameters", s[0].trainable, s[1].trainable, s[2].trainable);
     struct { const char *what; double x[3]; } rows[] = {
         {"activation peak of the step", {s[0].act.peak, s[1].act.peak, s[2].act.peak}},
         {"  of which its layers' (held)", {s[0].act.layers, s[1].act.layers, s[2].act.layers}},
-        {"weights (fp32, 4 B)", {s[0].param_bytes, s[1].param_bytes, s[2].param_bytes}},
+        {b16 ? "weights (base 2 B, adapters 4 B)" : "weights (fp32, 4 B)", {s[0].param_bytes, s[1].param_bytes, s[2].param_bytes}},
         {"gradients (fp32, 4 B)", {s[0].grad_bytes, s[1].grad_bytes, s[2].grad_bytes}},
         {"AdamW m and v (fp32, 8 B)", {s[0].adam_bytes, s[1].adam_bytes, s[2].adam_bytes}},
         {"total per rank", {s[0].total_bytes, s[1].total_bytes, s[2].total_bytes}},

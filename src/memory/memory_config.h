@@ -35,4 +35,8 @@ typedef struct {
 } MemorySummary;
 
 void memory_summarize(const MemoryConfig *c, MemorySummary *out);
+// The weights term of the first stage on one TP rank: the base at 4 B per element (2 B when LoRA's frozen
+// base is stored in bf16, sh.base_bf16) and LoRA's adapters at 4 B. ctron train's weights, measured
+// (gpt_weight_bytes) at --precision fp32, equal it; mixed precision's bf16 copies are not in the model.
+double memory_weight_bytes(const StageLayout *lay);
 #endif

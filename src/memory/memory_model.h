@@ -31,6 +31,7 @@ typedef struct {
     // the embedding's dropout mask nor the output layer's input in backward.
     int lora_rank;
     unsigned lora_sites;
+    int base_bf16;     // LoRA with --base-dtype bf16: the frozen base's weights are 2 B per element (no activation term)
     int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
 } ActShape;
 

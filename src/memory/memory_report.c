@@ -159,7 +159,9 @@ static void print_stage(FILE *f, const MemoryConfig *c, const MemorySummary *m) 
     fprintf(f, "  %-34s %14s%s\n", "activation peak of the step", fmt(m->act.peak, b, sizeof b),
             c->lay.p == 1 ? "" : "  (upper bound: held + largest recompute)");
     fprintf(f, "  %-34s %14.4g\n", "parameters", m->params);
-    fprintf(f, "  %-34s %14s\n", "  weights (fp32, 4 B)", fmt(m->param_bytes, b, sizeof b));
+    int b16 = c->lay.sh.lora_rank > 0 && c->lay.sh.base_bf16;   // LoRA's frozen base in bf16
+    fprintf(f, "  %-34s %14s\n", b16 ? "  weights (base 2 B, adapters 4 B)" : "  weights (fp32, 4 B)",
+            fmt(m->param_bytes, b, sizeof b));
     fprintf(f, "  %-34s %14s\n", "  gradients (fp32, 4 B)", fmt(m->grad_bytes, b, sizeof b));
     fprintf(f, "  %-34s %14s\n", "  AdamW m and v (fp32, 8 B)", fmt(m->adam_bytes, b, sizeof b));
     fprintf(f, "  %-34s %14s  (activations %s + state %s)\n", "total per rank", fmt(m->total_bytes, b, sizeof b),

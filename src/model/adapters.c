@@ -86,7 +86,9 @@ static void add_adapter_info(GPT *m, int l, int s, int is_b, int full_index) {
     const LoraTensors *lt = &m->lw;
     float *stack = is_b ? lt->b[s] : lt->a[s], *buf = frozen ? m->frozen : m->params;
     size_t per = (size_t)r * (size_t)(is_b ? out_l : in_l);
-    pi->offset = (size_t)(stack - buf) + (size_t)gpt_local_layer(m, l) * per;
+    size_t at = frozen && m->frozen_a ? m->n_base + (size_t)(stack - m->frozen_a)   // --base-dtype bf16: A's own
+                                      : (size_t)(stack - buf);                       // buffer, after the base
+    pi->offset = at + (size_t)gpt_local_layer(m, l) * per;
     pi->ndim = 2;
     pi->shape[0] = is_b ? (int)out_l : r;
     pi->shape[1] = is_b ? r : (int)in_l;

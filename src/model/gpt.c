@@ -6,6 +6,7 @@
 #include "model/gpt.h"
 #include <omp.h>
 #include <string.h>
+#include "model/base16.h"
 #include "model/block.h"
 #include "model/family.h"
 #include "model/lora_site.h"
@@ -47,6 +48,7 @@ static void size_params(GPT *m) {
     if (!gpt_lora(m)) return;
     m->lora_scale = m->cfg.lora_alpha / (float)m->cfg.lora_rank;
     size_t a = adapter_a_floats(m), b = adapter_b_floats(m);
+    m->n_base = m->n_params;
     m->n_frozen = m->n_params + (m->cfg.lora_fa ? a : 0);
     m->n_params = b + (m->cfg.lora_fa ? 0 : a);
 }
@@ -58,7 +60,8 @@ static void bind_params(GPT *m) {
     if (gpt_lora(m)) {
         size_t base = local_num_params(m);
         int fa = m->cfg.lora_fa;
-        adapter_bind(m, &m->lw, fa ? m->frozen + base : m->params, fa ? m->params : m->params + adapter_a_floats(m));
+        float *frozen_a = m->frozen_a ? m->frozen_a : m->frozen + base;   // --base-dtype bf16: A's own buffer
+        adapter_bind(m, &m->lw, fa ? frozen_a : m->params, fa ? m->params : m->params + adapter_a_floats(m));
         if (m->grads) adapter_bind(m, &m->lg, fa ? NULL : m->grads, fa ? m->grads : m->grads + adapter_a_floats(m));
     }
     build_info(m);
@@ -120,10 +123,15 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     m->params = m->be->alloc(m->be, m->n_params * sizeof(float));
     m->grads = m->be->alloc(m->be, m->n_params * sizeof(float));
     if (m->policy.precision == PRECISION_BF16) m->params16 = m->be->alloc(m->be, m->n_params * sizeof(uint16_t));
-    if (gpt_lora(m)) m->frozen = m->be->alloc(m->be, m->n_frozen * sizeof(float));
-    if (gpt_lora(m) && m->params16) m->frozen16 = m->be->alloc(m->be, m->n_frozen * sizeof(uint16_t));
+    if (gpt_lora(m) && c->base_bf16) {
+        base16_alloc(m);
+    } else {
+        if (gpt_lora(m)) m->frozen = m->be->alloc(m->be, m->n_frozen * sizeof(float));
+        if (gpt_lora(m) && m->params16) m->frozen16 = m->be->alloc(m->be, m->n_frozen * sizeof(uint16_t));
+    }
     m->params16_stale = 1;
     bind_params(m);
+    if (m->base16) base16_stage_alloc(m);
 
     ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
                    .elem_bytes = m->policy.act_dtype == ACT_BF16 ? 2 : 4, .masks = m->policy.masks,
@@ -189,7 +197,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
         [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
         [W_LORA] = gpt_lora(m) ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
-        [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0};
+        [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
+        [W_LORA_MASK] = gpt_lora(m) && c->lora_dropout > 0.0f ? (n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) + 3) / 4 : 0};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);
@@ -215,6 +224,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     }
     m->io_bytes = (size_t)m->pp.contexts * 2 * n * sizeof(int32_t);
     m->workspace_bytes += (2 * n + 3 * n * (size_t)m->tp.t) * sizeof(float);   // the cross-entropy rows
+    if (m->base16) m->workspace_bytes += base16_stage_bytes(m);   // --base-dtype bf16: the widened vectors
     stepmem_init(&m->mem, c->layers + SCOPE_KEYS, mem_tag_name);
 }
 
@@ -238,7 +248,8 @@ void gpt_free(GPT *m) {
         m->be->free(m->be, m->params);
         m->be->free(m->be, m->grads);
         m->be->free(m->be, m->params16);
-        m->be->free(m->be, m->frozen);
+        if (m->base16) base16_free(m);
+        else m->be->free(m->be, m->frozen);
         m->be->free(m->be, m->frozen16);
         for (int w = 0; w < W_COUNT; w++) m->be->free(m->be, m->ws[w]);
         m->be->free(m->be, m->ce_part);
@@ -263,8 +274,12 @@ void gpt_use_context(GPT *m, int k) {
     m->act = &m->acts[k];
 }
 
-// W's bf16 copy under mixed precision (the mirror has the parameters' layout), else NULL.
+// W's bf16 copy under mixed precision (the mirror has the parameters' layout), else NULL. Under
+// --base-dtype bf16 the base's tensors are their bf16 storage at any precision.
 const uint16_t *gpt_w16(const GPT *m, const float *w) {
+    if (gpt_base_key(m, w)) return m->frozen16 + (w - m->frozen);
+    if (m->frozen_a && w >= m->frozen_a && w < m->frozen_a + (m->n_frozen - m->n_base))
+        return m->params16 ? m->frozen16 + m->n_base + (w - m->frozen_a) : NULL;
     if (!m->params16) return NULL;
     if (m->frozen16 && !(w >= m->params && w < m->params + m->n_params)) return m->frozen16 + (w - m->frozen);
     return m->params16 + (w - m->params);
@@ -274,7 +289,7 @@ const uint16_t *gpt_w16(const GPT *m, const float *w) {
 // (the GEMM reads it as it is), else NULL (the backend rounds x to the same bits).
 static void linear_fwd16(GPT *m, float *y, int ldy, const float *x, const uint16_t *x16, int ldx, const float *w,
                          const float *bias, int n, int in, int out) {
-    m->be->linear_forward(m->be, y, ldy, x, x16, ldx, w, gpt_w16(m, w), bias, n, in, out);
+    m->be->linear_forward(m->be, y, ldy, x, x16, ldx, gpt_base_key(m, w) ? NULL : w, gpt_w16(m, w), bias, n, in, out);
 }
 static void linear_fwd(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int n,
                        int in, int out) {
@@ -288,8 +303,8 @@ typedef struct { const float *f32; const uint16_t *bf16; } GemmIn;
 // dx (= or +=) dy · W;  dW += dyᵀ · x;  db += Σ dy.
 static void linear_bwd16(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy,
                          int lddy, GemmIn x, int ldx, const float *w, int n, int in, int out) {
-    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx, w, gpt_w16(m, w), n,
-                           in, out);
+    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx,
+                           gpt_base_key(m, w) ? NULL : w, gpt_w16(m, w), n, in, out);
 }
 static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
                        const float *x, int ldx, const float *w, int n, int in, int out) {
@@ -614,7 +629,7 @@ float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float 
     int h = c->hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
     BlockActs *A = &m->act->blocks[l];
-    BlockTensors w = block_tensors(m, &m->w, l);
+    BlockTensors w = gpt_block_weights(m, l);
     float p = m->act->ctx.train ? c->dropout : 0.0f;
     int drop = p > 0.0f;
 
@@ -644,7 +659,7 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     const GPTConfig *c = &m->cfg;
     int h = c->hidden, fl = m->fl, n = m->s_cur * m->b_cur;
     BlockActs *A = &m->act->blocks[l];
-    BlockTensors w = block_tensors(m, &m->w, l);
+    BlockTensors w = gpt_block_weights(m, l);
     float p = m->act->ctx.train ? c->dropout : 0.0f;
     int drop = p > 0.0f;
     const uint16_t *fc1_16;
@@ -706,11 +721,30 @@ static float *block_forward(GPT *m, int l, const float *x, int pass, int where) 
     return out;
 }
 
+// The TP ranks' partial lookups in W_OUT summed into x (reduce-scattered to the rank's rows under SP).
+static void embed_reduce(GPT *m, float *x) {
+    size_t sbh = (size_t)m->s_cur * m->b_cur * m->cfg.hidden;
+    if (m->tp.sp) {
+        comm_device_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
+        m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)sbh * sizeof(float));
+    } else {
+        comm_device_allreduce_sum(m->tp.group, ws(m, W_OUT), x, sbh);
+        m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)sbh * sizeof(float));
+    }
+}
+
 // x = Dropout(wte[tokens] + wpe) on this rank's rows. Under TP each rank looks up the tokens of its
 // vocabulary rows; the sum over ranks (all-reduce, or reduce-scatter to the rank's rows under SP)
 // has exactly one nonzero term per row, so x is bitwise the single-process embedding.
 static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
     int s = m->s_cur, b = m->b_cur, h = m->cfg.hidden;
+    if (m->base16) {   // the bf16 table's rows widened; positions added from their widened rows
+        float *out = m->tp.t > 1 ? ws(m, W_OUT) : x;
+        m->be->embedding_vocab_forward16(m->be, out, tokens, m->frozen16 + (m->w.wte - m->frozen), m->v0, m->vl, s * b, h);
+        if (m->tp.t > 1) embed_reduce(m, x);
+        if (m->w.wpe) m->be->embedding_add_positions(m->be, x, gpt_position_rows(m, m->s0, m->s_rank), 0, m->s_rank, b, h);
+        return;
+    }
     if (m->tp.t <= 1 && !m->w.wpe) {   // rotary positions: the token rows alone (the whole vocabulary is here)
         m->be->embedding_vocab_forward(m->be, x, tokens, m->w.wte, 0, m->vl, s * b, h);
         return;
@@ -720,13 +754,7 @@ static void embed_forward(GPT *m, float *x, const int32_t *tokens) {
         return;
     }
     m->be->embedding_vocab_forward(m->be, ws(m, W_OUT), tokens, m->w.wte, m->v0, m->vl, s * b, h);
-    if (m->tp.sp) {
-        comm_device_reduce_scatter_sum(m->tp.group, ws(m, W_OUT), x, rank_rows_h(m));
-        m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_REDUCE_SCATTER, m->tp.t, (uint64_t)s * b * h * sizeof(float));
-    } else {
-        comm_device_allreduce_sum(m->tp.group, ws(m, W_OUT), x, (size_t)s * b * h);
-        m->comm_bytes[TPC_VOCAB] += comm_bytes_for(COMM_ALLREDUCE, m->tp.t, (uint64_t)s * b * h * sizeof(float));
-    }
+    embed_reduce(m, x);
     if (m->w.wpe) m->be->embedding_add_positions(m->be, x, m->w.wpe, m->s0, m->s_rank, b, h);
 }
 
@@ -775,7 +803,9 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     float *lnf_stats = saved_out(m, M, ACT_LNF_STATS, -1, norm_stats(m) * nr, train);
     int keep_lm = train && !mini && !gpt_lora(m);   // a frozen output layer reads no input in backward
     float *lm_in = saved_out(m, M, ACT_LM_IN, -1, nrh, keep_lm);
-    norm_forward(m, lm_in, lnf_stats, x, m->w.lnf_w, m->w.lnf_b, (int)nr);
+    const float *lnf_w, *lnf_b;
+    gpt_head_norm_weights(m, &lnf_w, &lnf_b);
+    norm_forward(m, lm_in, lnf_stats, x, lnf_w, lnf_b, (int)nr);
     saved_done(m, M, ACT_LM_IN, -1, lm_in, nrh, keep_lm, 0);
     const float *lm_all = tp_gather_rows(m, lm_in, sp_buf(m, W_GATHER), h, TPC_VOCAB);
     if (mini) return head_chunks(m, lm_all, targets, train, grad_scale);
@@ -1101,7 +1131,7 @@ void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
     float p = c->dropout;
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
-    BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
+    BlockTensors w = gpt_block_weights(m, l), g = block_tensors(m, &m->g, l);
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *d_mlp_out = dy;
@@ -1126,7 +1156,7 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     float p = c->dropout;
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
-    BlockTensors w = block_tensors(m, &m->w, l), g = block_tensors(m, &m->g, l);
+    BlockTensors w = gpt_block_weights(m, l), g = block_tensors(m, &m->g, l);
 
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     const float *d_attn_out = dy;
@@ -1192,8 +1222,10 @@ static void head_backward(GPT *m) {
                      vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
+    const float *lnf_w, *lnf_b;
+    gpt_head_norm_weights(m, &lnf_w, &lnf_b);
     norm_backward_rows(m, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh), NULL,
-                       saved_in(m, M, ACT_LNF_STATS, -1, norm_stats(m) * (size_t)nr), m->w.lnf_w, m->w.lnf_b, nr);
+                       saved_in(m, M, ACT_LNF_STATS, -1, norm_stats(m) * (size_t)nr), lnf_w, lnf_b, nr);
     arena_pop_to(&m->act->arena, m->act->mark_head);
     scope_end(m, scope_key(m, SCOPE_HEAD));
 }

@@ -33,6 +33,8 @@ typedef struct {
     float lora_alpha;             // α (0: peft's default, 8)
     unsigned lora_targets;
     int lora_fa;
+    float lora_dropout;           // --lora-dropout p: peft's lora_dropout on the adapters' input (training only)
+    int base_bf16;                // --base-dtype bf16 (LoRA only): the frozen base stored only in bf16 (docs/LORA.md)
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
 } GPTConfig;
 
@@ -159,7 +161,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_LORA_MASK, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -180,9 +182,18 @@ typedef struct {
     uint16_t *params16;           // mixed precision: bf16 copy of params for the GEMMs (NULL under fp32)
     // LoRA: the frozen tensors (the base, and A under LoRA-FA) live here, with no gradient and no optimizer
     // state, and params/grads/info hold only the adapters the optimizer trains. NULL/0 without LoRA.
+    // --base-dtype bf16: frozen is an address range with nothing behind it (PROT_NONE, no memory): the
+    // views m->w into it only name the base's tensors; frozen16 holds the base's only copy (and, under
+    // mixed precision with LoRA-FA, A's bf16 copy after it), frozen_a LoRA-FA's fp32 A, and base_stage the
+    // one-dimensional tensors (norms, biases) and learned positions a pass reads, widened per use.
     float *frozen;
-    uint16_t *frozen16;           // mixed precision: its bf16 copy
+    uint16_t *frozen16;           // mixed precision: its bf16 copy; --base-dtype bf16: the base itself
     size_t n_frozen;
+    size_t n_base;                // the base's elements (the first n_base of frozen; LoRA-FA's A follows)
+    float *frozen_a;              // --base-dtype bf16 with LoRA-FA: A's fp32 storage (frozen's last n_frozen − n_base)
+    float *base_stage;            // --base-dtype bf16: widened vectors for the pass running now (workspace)
+    size_t base_stage_floats;
+    int base16;                   // the above is in force (a training model of gpt_init_pp; host models keep fp32)
     ParamInfo *frozen_info;       // offsets into frozen
     int n_frozen_info;
     LoraTensors lw, lg;           // the adapters and their gradients (lg.a NULL under LoRA-FA)
@@ -219,7 +230,8 @@ typedef struct {
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
     //   W_LORA     [s,b,max(h,f/t)] an adapter's (α/r)·x·Aᵀ·Bᵀ before it joins the output; W_LORA_R [s,b,r]
-    //              dL/d(x·Aᵀ) (LoRA only)
+    //              dL/d(x·Aᵀ) (LoRA only); with --lora-dropout W_LORA also holds the dropped input
+    //   W_LORA_MASK [s,b,max(h,f/t)] bytes: --lora-dropout's mask of one site, drawn where it is read
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each
@@ -301,6 +313,23 @@ void gpt_params_changed(GPT *m);
 size_t gpt_num_params(const GPTConfig *cfg);
 // LoRA on: the base is frozen (m->frozen), params are the adapters.
 static inline int gpt_lora(const GPT *m) { return m->cfg.lora_rank > 0; }
+// --base-dtype bf16: the frozen base has no fp32 storage (gpt.h's frozen); w names one of its tensors.
+static inline int gpt_base16(const GPT *m) { return m->base16; }
+static inline int gpt_base_key(const GPT *m, const float *w) {
+    return gpt_base16(m) && w >= m->frozen && w < m->frozen + m->n_base;
+}
+// Device bytes of the weights: the trainable tensors (fp32) and the frozen ones (fp32, or the base in bf16
+// under --base-dtype bf16), what the analytic model's weights term counts (memory_weight_bytes); and the
+// bf16 copies mixed precision keeps beside them.
+size_t gpt_weight_bytes(const GPT *m);
+size_t gpt_weight_copy_bytes(const GPT *m);
+// The frozen tensors between host fp32 laid out as frozen_info's offsets (n_frozen floats) and the device:
+// under --base-dtype bf16 the base is rounded to bf16 (to nearest even) on the way in and widened exactly on
+// the way out.
+void gpt_frozen_to_device(GPT *m, const float *host);
+void gpt_frozen_to_host(const GPT *m, float *host);
+// One frozen tensor (this rank's shard, host fp32 in its layout) into the device storage, the same way.
+void gpt_frozen_put(GPT *m, const ParamInfo *pi, const float *host);
 // The tensor of the whole model's list with this full_index, in m's trainable or frozen list (NULL: none).
 const ParamInfo *gpt_info_by_full_index(const GPT *m, int full_index);
 const ParamInfo *gpt_find_param(const GPT *m, const char *name);

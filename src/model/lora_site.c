@@ -1,4 +1,5 @@
 #include "model/lora_site.h"
+#include "backend/cpu/dropout.h"
 #include "model/params.h"
 #include "model/saved.h"
 #include "model/tp_regions.h"
@@ -18,6 +19,47 @@ static int out_rows(const LoraOut *o) {
     int sum = 0;
     for (int k = 0; k < o->blocks; k++) sum += o->cols[k];
     return sum;
+}
+
+// --lora-dropout p (peft's lora_dropout): the adapter reads u = x ⊙ keep/(1−p), the base x itself. Site s's
+// mask at layer l is a Philox function of (seed, step, sample, layer, SITE_LORA + s, the element's index in the
+// unsharded [s, b, in] input): every layout draws the same bits. It is drawn again wherever it is read (the
+// forward; the backward's dA and dx), so the ledger keeps nothing for it; LoRA's dA reads x, which the site
+// keeps for it anyway, and LoRA-FA reads no input at all.
+static float lora_p(const GPT *m) { return m->act->ctx.train ? m->cfg.lora_dropout : 0.0f; }
+
+// The mask of columns c0 .. c0+w−1 of the site's [s, b, W] input (a row-parallel site's rank holds a slice).
+static const uint8_t *lora_mask(GPT *m, int l, LoraSite s, int w, int W, int c0) {
+    uint8_t *keep = (uint8_t *)ws(m, W_LORA_MASK);
+    DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l,
+                        (uint32_t)SITE_LORA + (uint32_t)s, lora_p(m)};
+    m->be->dropout_mask_cols(m->be, keep, site, m->s_cur, m->b_cur, w, W, c0, m->act->ctx.sample0);
+    return keep;
+}
+
+// u = x ⊙ keep/(1−p) [n, in] into W_LORA, from x or (kept in bf16 only) its bf16 copy: the same values.
+static const float *dropped(GPT *m, const float *x, const uint16_t *x16, int in, const uint8_t *keep) {
+    float *u = ws(m, W_LORA);
+    size_t count = (size_t)m->s_cur * m->b_cur * (size_t)in;
+    if (x) m->be->copy(m->be, u, x, count * sizeof(float), COPY_D2D);
+    else m->be->bf16_unpack(m->be, u, x16, count);
+    m->be->dropout_apply(m->be, u, keep, lora_p(m), count);
+    return u;
+}
+
+// The adapter's input-side backward under dropout: dA += duᵀ·u (A trains: x given), dx += (du·A) ⊙ keep/(1−p).
+static void dropped_backward(GPT *m, float *dx, int ldx, float *ga, const float *du, const float *x,
+                             const uint16_t *x16, const float *a, int in, const uint8_t *keep) {
+    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
+    if (ldx != in) ctron_fatal("lora: an input gradient of %d columns with row stride %d", in, ldx);
+    if (ga) {
+        const float *u = dropped(m, x, x16, in, keep);
+        m->be->linear_backward(m->be, NULL, in, 0, ga, NULL, du, r, u, NULL, in, a, gpt_w16(m, a), n, in, r);
+    }
+    float *tmp = ws(m, W_LORA);
+    m->be->linear_backward(m->be, tmp, in, 0, NULL, NULL, du, r, NULL, NULL, in, a, gpt_w16(m, a), n, in, r);
+    m->be->dropout_apply(m->be, tmp, keep, lora_p(m), (size_t)n * in);
+    m->be->axpby(m->be, dx, 1.0f, tmp, 1.0f, (size_t)n * in);
 }
 
 // v = x·Aᵀ (the kept tensor, or its fp32 working copy), as the GEMM reads it in backward.
@@ -45,6 +87,10 @@ void lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16
     ActName name = lora_act(s);
     const float *a = layer_a(m, &m->lw, s, l, in), *b = layer_b(m, &m->lw, s, l, out_rows(out));
     float *v = saved_out(m, A, name, l, nr, keep);
+    if (lora_p(m) > 0.0f) {   // the adapter's input dropped (the base read x)
+        x = dropped(m, x, x16, in, lora_mask(m, l, s, in, in, 0));
+        x16 = NULL;
+    }
     m->be->linear_forward(m->be, v, r, x, x16, in, a, gpt_w16(m, a), NULL, n, in, r);
     m->be->axpby(m->be, v, 0.0f, NULL, m->lora_scale, nr);   // v = (α/r)·x Aᵀ
     saved_done(m, A, name, l, v, nr, keep, 0);
@@ -67,6 +113,10 @@ void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const fl
                                gpt_w16(m, b + off), n, r, dy->cols[k]);
     }
     m->be->axpby(m->be, dv, 0.0f, NULL, m->lora_scale, nr);   // du = (α/r)·dv
+    if (lora_p(m) > 0.0f) {
+        dropped_backward(m, dx, ldx, ga, dv, x, x16, a, in, lora_mask(m, l, s, in, in, 0));
+        return;
+    }
     m->be->linear_backward(m->be, dx, ldx, 1, ga, NULL, dv, r, ga ? x : NULL, ga ? x16 : NULL, in, a, gpt_w16(m, a), n,
                            in, r);
 }
@@ -79,6 +129,10 @@ void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t 
     ActName name = lora_act(s);
     const float *a = layer_a(m, &m->lw, s, l, in_l), *b = layer_b(m, &m->lw, s, l, out);
     float *v = saved_out(m, A, name, l, nr, keep);
+    if (lora_p(m) > 0.0f) {   // this rank's columns of the whole input's mask
+        x = dropped(m, x, x16, in_l, lora_mask(m, l, s, in_l, in_l * m->tp.t, in_l * m->tp.rank));
+        x16 = NULL;
+    }
     m->be->linear_forward(m->be, v, r, x, x16, in_l, a, gpt_w16(m, a), NULL, n, in_l, r);
     tp_allreduce(m, v, nr, TPC_BLOCK);   // the partial products of the rank's input columns
     m->be->axpby(m->be, v, 0.0f, NULL, m->lora_scale, nr);
@@ -98,6 +152,10 @@ void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *
     float *ga = layer_a(m, &m->lg, s, l, in_l), *gb = layer_b(m, &m->lg, s, l, out), *dv = ws(m, W_LORA_R);
     m->be->linear_backward(m->be, dv, r, 0, gb, NULL, dy, out, v.f32, v.bf16, r, b, gpt_w16(m, b), n, r, out);
     m->be->axpby(m->be, dv, 0.0f, NULL, m->lora_scale, nr);
+    if (lora_p(m) > 0.0f) {
+        dropped_backward(m, dx, in_l, ga, dv, x, x16, a, in_l, lora_mask(m, l, s, in_l, in_l * m->tp.t, in_l * m->tp.rank));
+        return;
+    }
     m->be->linear_backward(m->be, dx, in_l, 1, ga, NULL, dv, r, ga ? x : NULL, ga ? x16 : NULL, in_l, a, gpt_w16(m, a),
                            n, in_l, r);
 }

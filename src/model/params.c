@@ -393,7 +393,12 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
     gpt_params_changed(m);
     if (m->tp.t <= 1 && m->pp.p <= 1) {   // drawn on the host, then one copy to the device
         init_to_device(m, m->info, m->n_info, m->params, m->n_params, seed);
-        if (m->frozen) init_to_device(m, m->frozen_info, m->n_frozen_info, m->frozen, m->n_frozen, seed);
+        if (m->frozen) {
+            float *host = xcalloc(m->n_frozen * sizeof(float));
+            init_set(m, m->frozen_info, m->n_frozen_info, host, seed);
+            gpt_frozen_to_device(m, host);   // --base-dtype bf16: rounded to bf16
+            free(host);
+        }
         return;
     }
     // Each element is drawn at its index in the unsharded tensor: initialise the whole model and keep
@@ -428,7 +433,8 @@ static void init_set(const GPT *m, const ParamInfo *info, int n, float *params, 
 void gpt_refresh_params16(GPT *m) {
     if (!m->params16 || !m->params16_stale) return;
     m->be->bf16_pack(m->be, m->params16, m->params, m->n_params);
-    if (m->frozen16) m->be->bf16_pack(m->be, m->frozen16, m->frozen, m->n_frozen);
+    if (m->base16 && m->frozen_a) m->be->bf16_pack(m->be, m->frozen16 + m->n_base, m->frozen_a, m->n_frozen - m->n_base);
+    else if (m->frozen16 && !m->base16) m->be->bf16_pack(m->be, m->frozen16, m->frozen, m->n_frozen);
     m->params16_stale = 0;
 }
 
@@ -483,7 +489,7 @@ static void shard_frozen_from_full(const GPT *m, const GPT *full) {
     if (!m->frozen) return;
     float *host = xmalloc(m->n_frozen * sizeof(float));
     shard_copy_list(m->frozen_info, m->n_frozen_info, full, m->tp.t > 1 ? m->tp.rank : 0, host, full->frozen, 1);
-    m->be->copy(m->be, m->frozen, host, m->n_frozen * sizeof(float), COPY_H2D);
+    gpt_frozen_to_device((GPT *)m, host);
     free(host);
 }
 
@@ -491,7 +497,7 @@ static void gather_frozen_to_full(const GPT *m, const GPT *full) {
     if (!m->frozen) return;
     int t = m->tp.t > 1 ? m->tp.t : 1;
     float *host = xmalloc(m->n_frozen * sizeof(float)), *all = xmalloc(m->n_frozen * (size_t)t * sizeof(float));
-    m->be->copy(m->be, host, m->frozen, m->n_frozen * sizeof(float), COPY_D2H);
+    gpt_frozen_to_host(m, host);
     if (t > 1) comm_allgather(m->tp.group, host, all, m->n_frozen);
     else memcpy(all, host, m->n_frozen * sizeof(float));
     for (int r = 0; r < t; r++)
@@ -520,9 +526,9 @@ void gpt_set_frozen_base(GPT *m, const GPT *base) {
     int n_base = base_tensor_count(&m->cfg), k = 0;
     while (k < m->n_frozen_info && m->frozen_info[k].full_index < n_base) k++;   // the base's come first
     float *host = xmalloc(m->n_frozen * sizeof(float));
-    m->be->copy(m->be, host, m->frozen, m->n_frozen * sizeof(float), COPY_D2H);   // LoRA-FA's A stays as drawn
+    gpt_frozen_to_host(m, host);   // LoRA-FA's A stays as drawn
     shard_copy_list(m->frozen_info, k, base, m->tp.t > 1 ? m->tp.rank : 0, host, base->params, 1);
-    m->be->copy(m->be, m->frozen, host, m->n_frozen * sizeof(float), COPY_H2D);
+    gpt_frozen_to_device(m, host);   // --base-dtype bf16: rounded to bf16 (a BF16 source's values exactly)
     free(host);
     gpt_params_changed(m);
 }

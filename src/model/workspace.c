@@ -1,4 +1,5 @@
 #include "model/workspace.h"
+#include "model/base16.h"
 #include <string.h>
 #include "model/saved.h"
 #include "util/common.h"
@@ -6,7 +7,7 @@
 static const char *work_name(WorkName w) {
     static const char *names[W_COUNT] = {"ws_out", "ws_gather", "ws_gather2", "d_res", "d_tmp", "d_q", "d_k",
                                          "d_v", "d_4h", "attn_scratch", "mini_a", "mini_b", "mini_c", "mini_logits", "ffn",
-                                         "d_up", "mini_d", "d_res2", "lora_out", "lora_r"};
+                                         "d_up", "mini_d", "d_res2", "lora_out", "lora_r", "lora_mask"};
     return w < W_COUNT ? names[w] : "?";
 }
 
@@ -82,5 +83,6 @@ StaticPlanReport gpt_plan_memory(GPT *m, const int32_t *tokens, const int32_t *t
     for (int w = 0; w < W_COUNT; w++) { m->be->free(m->be, m->ws[w]); m->ws[w] = NULL; }
     work_free(m);
     m->workspace_bytes = (2 * (size_t)s * b + 3 * (size_t)s * b * (size_t)m->tp.t) * sizeof(float);
+    if (m->base16) m->workspace_bytes += base16_stage_bytes(m);   // not planned: the widened base vectors
     return r;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "memory/ledger_report.h"
+#include "memory/memory_config.h"
 #include "memory/pipe_memory.h"
 #include "train/train_dist.h"
 #include "util/common.h"
@@ -21,7 +22,7 @@ static void print_device(const GPT *m, const AdamW *opt, const Zero *zero) {
     size_t in_use = 0, total = 0, arena = 0;
     m->be->device_memory(m->be, &in_use, &total);
     for (int k = 0; k < m->pp.contexts; k++) arena += m->acts[k].arena.capacity;
-    size_t weights = (m->n_params + m->n_frozen) * (sizeof(float) + (m->params16 ? sizeof(uint16_t) : 0));
+    size_t weights = gpt_weight_bytes(m) + gpt_weight_copy_bytes(m);
     size_t stage = zero && zero->be ? ((size_t)zero->dp->size + 1) * zero->piece * sizeof(float) : 0;
     size_t held = weights + m->n_params * sizeof(float) + 2 * opt->n * sizeof(float) + arena + m->workspace_bytes +
                   m->io_bytes + m->be->scratch_bytes(m->be) + stage;
@@ -80,6 +81,12 @@ static void header_model(const TrainRun *r) {
                "frozen (the base%s: no gradients, no AdamW state)\n", c->lora_fa ? "-FA" : "", c->lora_rank,
                (double)c->lora_alpha, (double)r->m.lora_scale, lora_describe_targets(c->lora_targets, tg, sizeof tg),
                r->m.n_params, c->lora_fa ? "B" : "A and B", r->m.n_frozen, c->lora_fa ? " and A" : "");
+        // The weights term of the analytic model against what this rank holds (the first stage's, rank 0 prints)
+        StageLayout lay = {r->m.shape, r->m.pp.p, r->m.pp.V, 1};
+        size_t measured = gpt_weight_bytes(&r->m);
+        double predicted = memory_weight_bytes(&lay);
+        printf("  weights (base %s, adapters fp32): measured %zu B, predicted %.0f B  %s\n", c->base_bf16 ? "bf16" : "fp32",
+               measured, predicted, (double)measured == predicted ? "ok" : "MISMATCH");
     }
     if (strcmp(r->m.be->name, "cpu") != 0) print_device(&r->m, &r->opt, r->zero);
     if (r->cdev && r->world->size > 1) {

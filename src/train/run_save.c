@@ -12,7 +12,7 @@ int run_save(TrainRun *r, int step) {
     const GPT *m = &r->m;
     int index = ++r->saves, saved = 1;
     // A device the host cannot read (a GPU) writes through the gathered copy too: one host model.
-    if (o->tp <= 1 && o->pp <= 1 && !r->zero && m->be->host_addressable) {
+    if (o->tp <= 1 && o->pp <= 1 && !r->zero && m->be->host_addressable && !m->base16) {   // (a bf16 base: widened)
         saved = r->rank != 0 ||
                 train_ckpt_save(o, m, &r->opt, &r->sched, step, index, r->tokenizer_json, r->tokenizer_bytes) == 0;
     } else {   // the unsharded model and state, gathered for rank 0 to write
@@ -40,7 +40,7 @@ void run_sample(TrainRun *r) {
     GPT full;
     memset(&full, 0, sizeof full);
     // rank 0 samples from the whole model (gathered by dp group 0), or from a host copy of a GPU's
-    int gathered = o->tp > 1 || o->pp > 1 || !r->m.be->host_addressable;
+    int gathered = o->tp > 1 || o->pp > 1 || !r->m.be->host_addressable || r->m.base16;
     if (gathered) {
         if (r->dp_rank == 0) gpt_init_params(&full, &o->model);
         dist_gather_whole(&r->m, NULL, NULL, &r->grid, &full, NULL);

@@ -3,6 +3,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
+#include "io/hf_load.h"
 #include "memory/reversible_model.h"
 #include "train/guards.h"
 #include "train/train_ckpt.h"
@@ -87,7 +88,10 @@ static int load_init_from(TrainRun *r) {
     static ModelSource src;   // 12 KB of paths: not on the stack
     char err[1024];
     int ok = model_source_open(r->o->init_from, &src, err, sizeof err) == 0;
-    if (ok && r->o->model.lora_rank > 0) {
+    if (ok && r->o->model.lora_rank > 0 && src.is_hf && r->o->tp <= 1 && r->o->pp <= 1) {
+        gpt_init_weights(&r->m, r->o->seed);   // the adapters; the base straight from the files, a tensor at a time
+        ok = hf_load_frozen_base(&r->m, src.path, err, sizeof err) == 0;
+    } else if (ok && r->o->model.lora_rank > 0) {
         GPTConfig bc = r->o->model;
         bc.lora_rank = 0;
         bc.lora_alpha = 0.0f;
@@ -180,7 +184,7 @@ static void open_optimizer(TrainRun *r) {
 // a device the host cannot write (a GPU). 0, or 1 on every rank when any rank failed (printed).
 static int resume(TrainRun *r) {
     const TrainOptions *o = r->o;
-    int sharded = o->tp > 1 || o->pp > 1 || r->zero || !r->m.be->host_addressable;
+    int sharded = o->tp > 1 || o->pp > 1 || r->zero || !r->m.be->host_addressable || r->m.base16;
     r->start = 0;
     if (o->resume && !sharded) {
         r->start = train_ckpt_resume(o, &r->m, &r->opt);

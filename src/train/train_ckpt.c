@@ -47,7 +47,8 @@ void train_ckpt_state(const TrainOptions *o, const AdamW *opt, const LRSchedule 
     int n = train_config_fields(o, f, TRAIN_CONFIG_MAX);
     for (int i = 0; i < n && st->n_options < CKPT_MAX_OPTIONS; i++)
         // LoRA's options only for a LoRA run: a full fine-tune's state.json stays as it was
-        if (train_config_recorded(f[i].resume) && (o->model.lora_rank > 0 || strncmp(f[i].flag, "lora-", 5) != 0)) {
+        if (train_config_recorded(f[i].resume) &&
+            (o->model.lora_rank > 0 || (strncmp(f[i].flag, "lora-", 5) != 0 && strcmp(f[i].flag, "base-dtype") != 0))) {
             snprintf(st->option_flag[st->n_options], sizeof st->option_flag[0], "%s", f[i].flag);
             snprintf(st->option_value[st->n_options], sizeof st->option_value[0], "%s", f[i].value);
             st->n_options++;
@@ -180,6 +181,15 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     if (c->lora_rank > 0 && !ck_lora) {
         snprintf(err, errlen, "--resume: --lora-rank %d, but the checkpoint %s is a full fine-tuning run (no LoRA "
                  "adapters in its state.json); a LoRA run cannot continue it", c->lora_rank, o->resume_step_dir);
+        return -1;
+    }
+    // The frozen base's storage changes its values (bf16 rounding): a checkpoint from before "base-dtype" was
+    // recorded kept it in fp32.
+    int ck_base_recorded = 0;
+    for (int i = 0; i < st->n_options; i++) ck_base_recorded |= strcmp(st->option_flag[i], "base-dtype") == 0;
+    if (c->lora_rank > 0 && ck_lora && c->base_bf16 && !ck_base_recorded) {
+        snprintf(err, errlen, "--resume: --base-dtype bf16, but the checkpoint %s kept its frozen base in fp32 (no "
+                 "base-dtype in its state.json); leave --base-dtype out to continue it", o->resume_step_dir);
         return -1;
     }
     // Without --precision (or --bf16) the run continues in the checkpoint's precision, which is what

@@ -14,6 +14,8 @@ Each CASE_DIR holds (written by tests/test_parity_lora.c):
   adapters.safetensors every adapter under its peft name (base_model.model.….lora_A.weight [r, in],
                        lora_B.weight [out, r])
   batch.safetensors    tokens, targets I32 [s, b] (sequence-major; targets are the next tokens: no shift)
+  masks.safetensors    with "dropout": p > 0 in case.json, each adapted module's keep mask F32 [s, b, in] under
+                       its peft module path: its lora_dropout becomes x * mask / (1 - p) (ctron's draw, peft's math)
 Writes CASE_DIR/out.safetensors: loss F32 [1]; grad.NAME for every trainable adapter (LoRA-FA: lora_A has
 requires_grad=False, so only lora_B's); step.NAME, every adapter after K AdamW steps on the same batch.
 """
@@ -48,6 +50,23 @@ def build(case, torch):
     return model.float()
 
 
+def keep_dropout(model, masks, p, torch):
+    """peft's lora_dropout of every adapted module replaced by ctron's mask (sequence-major [s, b, in])."""
+    class MaskDropout(torch.nn.Module):
+        def __init__(self, mask):
+            super().__init__()
+            self.mask = mask.permute(1, 0, 2).contiguous()   # HF's [b, s, in]
+
+        def forward(self, x):
+            return x * self.mask / (1.0 - p)
+
+    for name, mask in masks.items():
+        module = model.get_submodule(name)
+        if "default" not in module.lora_dropout:
+            raise SystemExit(f"{name}: not an adapted module")
+        module.lora_dropout["default"] = MaskDropout(mask)
+
+
 def run_case(d, torch):
     from peft import LoraConfig, get_peft_model, set_peft_model_state_dict
     from safetensors.torch import load_file, save_file
@@ -67,6 +86,8 @@ def run_case(d, torch):
     res = set_peft_model_state_dict(model, adapters)
     if res.unexpected_keys:
         raise SystemExit(f"{d}: adapters not in the peft model: {res.unexpected_keys}")
+    if case.get("dropout", 0.0) > 0.0:
+        keep_dropout(model, load_file(os.path.join(d, "masks.safetensors")), case["dropout"], torch)
     lora = {n.replace(".default", ""): p for n, p in model.named_parameters() if "lora_" in n}
     if set(lora) != set(adapters):
         raise SystemExit(f"{d}: peft's adapters {sorted(set(lora) ^ set(adapters))} differ from ctron's")

@@ -235,6 +235,16 @@ static void be_embedding_backward(Backend *be, float *dwte, float *dwpe, const f
     (void)be;
     embedding_backward(dwte, dwpe, dx, tokens, s, b, h);
 }
+static void be_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
+                                  uint32_t sample0) {
+    (void)be;
+    dropout_mask_cols(keep, site, s, b, w, W, c0, sample0);
+}
+static void be_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16,
+                                         int v0, int vl, int n, int h) {
+    (void)be;
+    embedding_vocab_forward16(x, tokens, wte16, v0, vl, n, h);
+}
 static void be_embedding_vocab_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0,
                                        int vl, int n, int h) {
     (void)be;
@@ -456,7 +466,8 @@ static const Backend cpu_table = {
     .adamw_update_multi = be_adamw_update_multi, .tensor_stats_multi = be_tensor_stats_multi,
     .peak_flops = cpu_peak_flops,
     .crossentropy_deferred = be_crossentropy_deferred, .loss_end_microbatch = be_loss_end_microbatch,
-    .loss_take = be_loss_take,
+    .loss_take = be_loss_take, .embedding_vocab_forward16 = be_embedding_vocab_forward16,
+    .dropout_mask_cols = be_dropout_mask_cols,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {

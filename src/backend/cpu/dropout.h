@@ -9,7 +9,8 @@
 #include "util/hd.h"
 #include "util/philox.h"
 
-enum { SITE_EMB = 0, SITE_ATTN = 1, SITE_DROP1 = 2, SITE_DROP2 = 3 };
+// SITE_LORA + s: LoRA site s's dropout on its adapter's input (--lora-dropout; arch/lora.h's LoraSite).
+enum { SITE_EMB = 0, SITE_ATTN = 1, SITE_DROP1 = 2, SITE_DROP2 = 3, SITE_LORA = 4 };
 
 typedef struct {
     philox_key key;    // from the run's seed
@@ -41,6 +42,10 @@ void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t
 // shard under sequence parallelism): column c of row (si, bi) has index (s0+si)·w + c in sample
 // sample0 + bi.
 void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0);
+
+// Columns c0 .. c0+w−1 of an [s, b, W] activation (positions 0 .. s−1): column c of row (si, bi) has index
+// si·W + c0 + c in sample sample0 + bi (a row-parallel linear's input columns under TP). keep is [s, b, w].
+void dropout_mask_cols(uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0, uint32_t sample0);
 
 // out[r,c] = res[r,c] + keep·(y[r,c] + bias[c])/(1−p)  ([n, w]; keep NULL means p = 0; bias may be NULL)
 void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
+#include "backend/cpu/bf16.h"
 #include "backend/cpu/fastmath.h"
 
 void embedding_vocab_forward(float *x, const int32_t *tokens, const float *wte, int v0, int vl, int n, int h) {
@@ -10,6 +11,16 @@ void embedding_vocab_forward(float *x, const int32_t *tokens, const float *wte, 
         float *xr = x + (size_t)row * h;
         int local = tokens[row] - v0;
         if (local >= 0 && local < vl) memcpy(xr, wte + (size_t)local * h, (size_t)h * sizeof(float));
+        else memset(xr, 0, (size_t)h * sizeof(float));
+    }
+}
+
+void embedding_vocab_forward16(float *x, const int32_t *tokens, const uint16_t *wte16, int v0, int vl, int n, int h) {
+#pragma omp parallel for schedule(static)
+    for (int row = 0; row < n; row++) {
+        float *xr = x + (size_t)row * h;
+        int local = tokens[row] - v0;
+        if (local >= 0 && local < vl) bf16_unpack(xr, wte16 + (size_t)local * h, (size_t)h);
         else memset(xr, 0, (size_t)h * sizeof(float));
     }
 }

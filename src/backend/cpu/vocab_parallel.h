@@ -8,6 +8,8 @@
 
 // tokens [n] -> x[n,h] = wte[token − v0] for the rank's tokens, 0 for the others (summed over ranks).
 void embedding_vocab_forward(float *x, const int32_t *tokens, const float *wte, int v0, int vl, int n, int h);
+// The same from a bf16 table (--base-dtype bf16): each row widened exactly to fp32.
+void embedding_vocab_forward16(float *x, const int32_t *tokens, const uint16_t *wte16, int v0, int vl, int n, int h);
 // x[s,b,h] += wpe[s0 + position]: the rows of positions s0 .. s0+s−1.
 void embedding_add_positions(float *x, const float *wpe, int s0, int s, int b, int h);
 // dx[n,h] -> dwte[token − v0] += for the rank's tokens (columns over threads: fixed sum order).

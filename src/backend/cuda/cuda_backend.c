@@ -197,7 +197,8 @@ static const Backend cuda_table = {
     .adamw_update_multi = cuda_adamw_update_multi, .tensor_stats_multi = cuda_tensor_stats_multi,
     .peak_flops = cuda_peak_flops,
     .crossentropy_deferred = cuda_crossentropy_deferred, .loss_end_microbatch = cuda_loss_end_microbatch,
-    .loss_take = cuda_loss_take,
+    .loss_take = cuda_loss_take, .embedding_vocab_forward16 = cuda_embedding_vocab_forward16,
+    .dropout_mask_cols = cuda_dropout_mask_cols,
 };
 
 // "cuda" or "cuda:N" → N (0 for "cuda": the open picks the rank's GPU), or -1 when the text is neither.

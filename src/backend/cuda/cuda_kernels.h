@@ -85,6 +85,8 @@ void cuda_gelu_forward(Backend *be, float *y, const float *x, size_t count);
 // ---- dropout.cu (Philox masks, dropout, bf16 and mask storage formats)
 void cuda_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite site, int s0, int s, int b, int w,
                            uint32_t sample0);
+void cuda_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
+                            uint32_t sample0);
 void cuda_dropout_residual_forward(Backend *be, float *out, const float *res, const float *y, const float *bias,
                                    const uint8_t *keep, float p, int n, int w);
 void cuda_dropout_residual_inverse(Backend *be, float *out, const float *res, const float *y, const float *bias,
@@ -105,6 +107,8 @@ void cuda_embedding_backward(Backend *be, float *dwte, float *dwpe, const float 
                              int b, int h);
 void cuda_embedding_vocab_forward(Backend *be, float *x, const int32_t *tokens, const float *wte, int v0, int vl,
                                   int n, int h);
+void cuda_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16, int v0, int vl,
+                                    int n, int h);
 void cuda_embedding_add_positions(Backend *be, float *x, const float *wpe, int s0, int s, int b, int h);
 void cuda_embedding_vocab_backward(Backend *be, float *dwte, const float *dx, const int32_t *tokens, int v0,
                                    int vl, int n, int h);

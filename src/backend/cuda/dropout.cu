@@ -12,12 +12,13 @@ static inline int aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
 
 // keep[s·b, w] for rows (si, bi) = (s0 + row / b, row % b): one block per row, one thread per Philox
 // block of 4 consecutive per-sample indices (first = si·w); the ragged ends write only their own bytes.
+// Row (si, bi) covers indices si·W + c0 .. + w−1 of its sample (W = w, c0 = 0: the whole row).
 static __global__ void dropout_mask_sbw_kernel(uint8_t *keep, DropoutSite site, uint32_t thresh, int s0, int b,
-                                               int w, uint32_t sample0) {
+                                               int w, int W, int c0, uint32_t sample0) {
     int row = blockIdx.x;
     int si = s0 + row / b, bi = row % b;
     uint32_t sample = sample0 + (uint32_t)bi, c3 = dropout_counter_word3(site);
-    uint64_t first = (uint64_t)si * (uint64_t)w, end = first + (uint64_t)w;
+    uint64_t first = (uint64_t)si * (uint64_t)W + (uint64_t)c0, end = first + (uint64_t)w;
     uint64_t g0 = first / 4, g1 = (end + 3) / 4;
     uint8_t *kr = keep + (size_t)row * (size_t)w;
     for (uint64_t g = g0 + threadIdx.x; g < g1; g += blockDim.x) {
@@ -184,7 +185,15 @@ extern "C" void cuda_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite si
                                       uint32_t sample0) {
     if (s <= 0 || b <= 0 || w <= 0) return;
     dropout_mask_sbw_kernel<<<(unsigned)(s * b), MASK_THREADS, 0, cuda_stream(be)>>>(
-        keep, site, dropout_keep_threshold(site.p), s0, b, w, sample0);
+        keep, site, dropout_keep_threshold(site.p), s0, b, w, w, 0, sample0);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
+                                       uint32_t sample0) {
+    if (s <= 0 || b <= 0 || w <= 0) return;
+    dropout_mask_sbw_kernel<<<(unsigned)(s * b), MASK_THREADS, 0, cuda_stream(be)>>>(
+        keep, site, dropout_keep_threshold(site.p), 0, b, w, W, c0, sample0);
     CUDA_LAUNCHED();
 }
 

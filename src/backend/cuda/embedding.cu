@@ -51,6 +51,17 @@ static __global__ void embedding_vocab_forward_kernel(float *x, const int32_t *t
     }
 }
 
+// The same from a bf16 table (--base-dtype bf16), each element widened exactly.
+static __global__ void embedding_vocab_forward16_kernel(float *x, const int32_t *tokens, const uint16_t *wte16, int v0,
+                                                        int vl, int h) {
+    size_t row = blockIdx.x;
+    int local = tokens[row] - v0;
+    bool mine = local >= 0 && local < vl;
+    const uint16_t *te = wte16 + (mine ? (size_t)local * h : 0);
+    float *xr = x + row * h;
+    for (int c = (int)threadIdx.x; c < h; c += (int)blockDim.x) xr[c] = mine ? bf16_to_f32(te[c]) : 0.0f;
+}
+
 // x[s·b, h] += wpe[s0 + row / b]: one block per row.
 template <int V>
 static __global__ void embedding_add_positions_kernel(float *x, const float *wpe, int s0, int b, int h) {
@@ -148,6 +159,14 @@ extern "C" void cuda_embedding_vocab_forward(Backend *be, float *x, const int32_
         embedding_vocab_forward_kernel<4><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(x, tokens, wte, v0, vl, h);
     else
         embedding_vocab_forward_kernel<1><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(x, tokens, wte, v0, vl, h);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16,
+                                               int v0, int vl, int n, int h) {
+    if (n <= 0 || h <= 0) return;
+    embedding_vocab_forward16_kernel<<<(unsigned)n, row_threads_v(h, 1), 0, cuda_stream(be)>>>(x, tokens, wte16, v0, vl,
+                                                                                               h);
     CUDA_LAUNCHED();
 }
 
