@@ -11,6 +11,7 @@
 #include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
+#include "model/remat.h"
 #include "model/reversible.h"
 #include "model/saved.h"
 #include "backend/cpu/attention.h"
@@ -113,6 +114,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     if (gpt_lora(m) && m->policy.mini_seq > 1) ctron_fatal("gpt_init: mini-seq's chunked MLP has no LoRA adapters");
     if (gpt_lora(m) && c->reversible) ctron_fatal("gpt_init: reversible blocks have no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
+    remat_check(&m->policy);
     char err[256];
     m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
     if (!m->be) ctron_fatal("%s", err);
@@ -926,6 +928,10 @@ static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
 // A kept GEMM input of `count` elements for the weight gradient: its bf16 copy as kept when the GEMM
 // runs in bf16 and nothing is gathered (no SP), else the fp32 values (gathered under SP).
 static GemmIn saved_gemm_in(GPT *m, BlockActs *A, ActName name, int layer, size_t count, int gathered) {
+    if (remat_makes(m, name)) {   // the fusion search's part: made again from its kept input (model/remat.h)
+        const float *x = remat_tensor(m, layer, name);
+        return (GemmIn){gathered ? tp_gather_rows(m, x, sp_buf(m, W_GATHER), m->cfg.hidden, TPC_REGATHER) : x, NULL};
+    }
     int gathers = gathered && m->tp.t > 1 && m->tp.sp;
     const uint16_t *b16 = m->params16 && !gathers ? saved_in_bf16(m, A, name, layer) : NULL;
     if (b16) return (GemmIn){NULL, b16};

@@ -191,6 +191,11 @@ void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
         }
         l = r + 1;
     }
+    unsigned parts = p->tempo & (RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT);   // the fusion search's (policy.h)
+    size_t used_now = strlen(buf);
+    if (parts && used_now < len)
+        snprintf(buf + used_now, len - used_now, "+%s%s%s", parts & RECOMPUTE_NORM_OUT ? "norm" : "",
+                 parts == (RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT) ? "," : "", parts & RECOMPUTE_ACT_OUT ? "act" : "");
 }
 
 int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen) {
