@@ -12,24 +12,24 @@ typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_PROJ, FL_FC1 } FlopSite;
 static const struct {
     const char *name;
     FlopSite flops;
-    int fusable;
+    FusionFuse fuse;
     ActName in[3];
     int n_in;
     ActName out[3];
     int n_out;
 } OPS[] = {
-    {"norm1", FL_NONE, 0, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
-    {"qkv", FL_QKV, 0, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V}, 3},
-    {"scores+softmax", FL_SCORES, 1, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
-    {"attn mask", FL_NONE, 1, {0}, 0, {ACT_ATTN_MASK}, 1},
-    {"attn dropout", FL_NONE, 1, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
-    {"p·v", FL_PV, 0, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
-    {"drop1 mask", FL_NONE, 0, {0}, 0, {ACT_DROP1_MASK}, 1},
-    {"proj+residual", FL_PROJ, 0, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN}, 1},
-    {"norm2", FL_NONE, 0, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
-    {"fc1", FL_FC1, 0, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP}, 3},
-    {"gelu", FL_NONE, 0, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
-    {"drop2 mask", FL_NONE, 0, {0}, 0, {ACT_DROP2_MASK}, 1},
+    {"norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
+    {"qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V}, 3},
+    {"scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
+    {"attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
+    {"attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
+    {"p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
+    {"drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
+    {"proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN}, 1},
+    {"norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
+    {"fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP}, 3},
+    {"gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
+    {"drop2 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP2_MASK}, 1},
 };
 
 // What backward reads (the norms' weight and input gradients, each linear's weight gradient, the
@@ -86,7 +86,7 @@ void fusion_graph_build(FusionGraph *g, const ActShape *sh) {
             out |= stands[a];
             add_tensor(g, sh, a);
         }
-        if (out) g->op[g->n_ops++] = (FusionOp){OPS[i].name, OPS[i].fusable, in, out, op_flops(sh, OPS[i].flops), traffic};
+        if (out) g->op[g->n_ops++] = (FusionOp){OPS[i].name, OPS[i].fuse, in, out, op_flops(sh, OPS[i].flops), traffic};
     }
     for (size_t k = 0; k < sizeof NEEDS / sizeof NEEDS[0]; k++) g->needs |= fusion_bit(g, NEEDS[k]);
 }
@@ -104,20 +104,35 @@ double fusion_cost(const FusionGraph *g, const FusionRates *r, unsigned kept, un
     // Consumers before producers: an op runs when something wanted is its output; its inputs that are
     // not kept are wanted in turn. A fusable op runs fused (inside the backward kernel that reads its
     // outputs) unless an op that runs unfused reads them: then they are made in memory.
+    int lead = -1;
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const FusionOp *o = &g->op[i];
         if (!(o->out & want)) continue;
         run |= 1u << i;
         want |= o->in & ~avail;
-        if (o->fusable && !(o->out & feeds)) fu |= 1u << i;
-        else feeds |= o->in;
+        if (o->fuse == FUSE_BACKWARD && !(o->out & feeds)) fu |= 1u << i;
+        else if (o->fuse != FUSE_WITH_LEAD) feeds |= o->in;
+        if (o->fuse == FUSE_BACKWARD && o->flops > 0) lead = i;   // the scores: the fused kernel's own work
     }
+    for (int i = 0; i < g->n_ops; i++)   // drawn inside the lead's kernel, or a pass of its own
+        if ((run >> i & 1u) && g->op[i].fuse == FUSE_WITH_LEAD && lead >= 0 && (fu >> lead & 1u)) fu |= 1u << i;
     double sec = 0.0;
     for (int i = 0; i < g->n_ops; i++)
         if (run >> i & 1u)
             sec += g->op[i].flops / (r->gemm_gflops * 1e9) + (fu >> i & 1u ? 0.0 : g->op[i].traffic / (r->mem_gbps * 1e9));
     if (ran) *ran = run;
     if (fused) *fused = fu;
+    return sec;
+}
+
+double fusion_cost_floor(const FusionGraph *g, const FusionRates *r, unsigned kept) {
+    unsigned run;
+    fusion_cost(g, r, kept, &run, NULL);
+    double sec = 0.0;
+    for (int i = 0; i < g->n_ops; i++)
+        if (run >> i & 1u)
+            sec += g->op[i].flops / (r->gemm_gflops * 1e9) +
+                   (g->op[i].fuse == FUSE_NO ? g->op[i].traffic / (r->mem_gbps * 1e9) : 0.0);
     return sec;
 }
 

@@ -14,9 +14,20 @@ enum { FG_MAX_TENSORS = 24, FG_MAX_OPS = 16 };
 // What one op costs to run again: FLOPs at the GEMM rate plus its memory traffic (fp32 inputs read and
 // outputs written) at the memory bandwidth, unless it is fused into its consumer's backward kernel
 // (then its intermediates never leave the cache: FLOPs only).
+// The fusions the CPU backend has (and only these count): the selective recompute inside the attention
+// backward (scores, softmax and the dropout mask drawn again per head, in scratch), and Tempo's re-forming
+// of the dropped probabilities from the kept ones and the mask inside the standard attention backward.
+// None for the norms, GeLU or SwiGLU: their recompute is a pass of its own over memory.
+typedef enum {
+    FUSE_NO,          // runs as its own kernel: FLOPs and memory traffic
+    FUSE_BACKWARD,    // fused when only backward kernels read its outputs (no unfused op that runs does)
+    FUSE_WITH_LEAD,   // fused when the group's lead op (the scores) runs fused: the attention mask is drawn
+                      // inside the selective kernel, but regenerating it alone is a pass that writes it
+} FusionFuse;
+
 typedef struct {
     const char *name;
-    int fusable;      // the backend can run it inside the consumer's backward (CPU: the attention core)
+    int fuse;         // FusionFuse: how the backend can run it inside a backward kernel
     unsigned in, out; // bits over the graph's tensors (absent tensors resolved to what they stand for)
     double flops, traffic;
 } FusionOp;
@@ -44,6 +55,11 @@ size_t fusion_bytes(const FusionGraph *g, unsigned kept);
 // Seconds per layer to recompute what kept lacks; *ran (may be NULL): bits over ops that run, *fused
 // (may be NULL): those that run fused (a fusable op whose outputs only backward kernels read).
 double fusion_cost(const FusionGraph *g, const FusionRates *r, unsigned kept, unsigned *ran, unsigned *fused);
+// A floor under fusion_cost of every kept set K ⊆ kept: the ops that run under kept run under every
+// such K, each at least its FLOPs (and its traffic if it can never fuse). Fusion makes the cost itself
+// not quite monotone (the attention mask drawn again alone is a pass; inside the selective kernel it
+// is free), so the search bounds with this.
+double fusion_cost_floor(const FusionGraph *g, const FusionRates *r, unsigned kept);
 // "q,k,v,proj_in" — the names of a set of tensors (or ops with is_ops).
 const char *fusion_set_describe(const FusionGraph *g, unsigned set, int is_ops, char *buf, size_t len);
 #endif

@@ -18,15 +18,15 @@ typedef struct {
     int found;
 } Search;
 
-// Decide order[i..] with kept fixed so far (undecided ones off in kept): the bytes can only grow and
-// the cost only fall as more is kept, so kept bounds the bytes from below and kept ∪ undecided the cost.
+// Decide order[i..] with kept fixed so far (undecided ones off in kept): the bytes only grow as more is
+// kept, so kept bounds them from below; fusion_cost_floor of kept ∪ undecided bounds the cost.
 static void branch(Search *S, int i, unsigned kept, unsigned undecided) {
     size_t bytes = fusion_bytes(S->g, kept);
     if (bytes > S->budget) return;
-    double lb = fusion_cost(S->g, S->r, kept | undecided, NULL, NULL);
-    if (S->found && !cut_better(lb, bytes, &S->best)) return;
-    if (i == S->n) {   // a leaf: kept is the set, lb its cost
-        S->best = (FusionCut){kept | S->g->fixed, lb, bytes};
+    if (S->found && !cut_better(fusion_cost_floor(S->g, S->r, kept | undecided), bytes, &S->best)) return;
+    if (i == S->n) {   // a leaf: kept is the set
+        double c = fusion_cost(S->g, S->r, kept, NULL, NULL);
+        if (!S->found || cut_better(c, bytes, &S->best)) S->best = (FusionCut){kept | S->g->fixed, c, bytes};
         S->found = 1;
         return;
     }
