@@ -100,6 +100,8 @@ int main(void) {
         {"none", RECOMPUTE_NORM_OUT},
         {"none", RECOMPUTE_ACT_OUT},
         {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT},
+        {"selective", RECOMPUTE_ATTN_OUT},
         {"none", TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
         {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},   // the group's recompute keeps what a none+parts layer keeps
     };

@@ -88,20 +88,23 @@ int main(void) {
 
     // The picks at S (GPT-2: dropout 0.1, fp32, byte masks) and S-llama (no dropout), rates fixed: from
     // everything kept down to the input alone. The pointwise parts (Tempo's softmax fusion, the norms,
-    // GeLU) come before selective's attention core, all of them before full recompute.
+    // GeLU) come before selective's attention core, then the attention's output made again by a second
+    // attention forward, all of them before full recompute.
     struct { int llama; size_t budget; int rc; const char *pick; } picks[] = {
         {0, 80232448, 0, "none+softmax"},   // as cheap as none (fused), fewer bytes
         {0, 70000000, 0, "none+softmax"},
         {0, 50000000, 0, "none+softmax,norm,act"},
         {0, 40000000, 0, "selective+act"},
         {0, 34000000, 0, "selective+norm,act"},
-        {0, 30000000, 0, "full"},
+        {0, 30000000, 0, "selective+norm,act,attn"},
+        {0, 20000000, 0, "full"},
         {0, 3000000, -1, "full"},
         {1, 50339840, 0, "none"},
         {1, 45000000, 0, "none+norm"},
         {1, 38000000, 0, "selective"},
         {1, 32000000, 0, "selective+norm"},
-        {1, 30000000, 0, "full"},
+        {1, 30000000, 0, "selective+norm,attn"},
+        {1, 20000000, 0, "full"},
     };
     for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
         ActShape S = picks[i].llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];

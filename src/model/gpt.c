@@ -1059,6 +1059,11 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                         saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                         saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
                                         s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+    else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
+        m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),
+                                  drop ? (const uint8_t *)remat_probs(m, l, ACT_ATTN_MASK) : NULL,
+                                  drop && !tempo(m, TEMPO_SOFTMAX) ? remat_probs(m, l, ACT_ATTN_DROP) : NULL, q, k, v,
+                                  ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
     else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                             ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, m->head0,
