@@ -2,12 +2,14 @@
 #include "model/family.h"
 #include "model/params.h"
 #include "model/saved.h"
+#include "backend/cpu/dropout.h"
 #include "util/common.h"
 
 int remat_makes(const GPT *m, ActName name) {
     unsigned t = m->policy.tempo;
     if (name == ACT_QKV_IN || name == ACT_FC1_IN) return (t & RECOMPUTE_NORM_OUT) != 0;
     if (name == ACT_FC2_IN) return (t & RECOMPUTE_ACT_OUT) != 0;
+    if (name == ACT_PROJ_IN) return (t & RECOMPUTE_ATTN_OUT) != 0;
     return 0;
 }
 
@@ -37,17 +39,49 @@ static const float *gelu_again(GPT *m, int l) {
     return y;
 }
 
+// ctx = Attention(q, k, v) with the forward's kernel, site and rounding; its probabilities, mask and dropped
+// probabilities into their workspace slots (where a selective layer's forward wrote them), for the
+// standard attention backward that follows.
+static const float *attention_again(GPT *m, int l) {
+    BlockActs *A = &m->act->blocks[l];
+    int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
+    size_t n = (size_t)s * b, nhl = n * (size_t)m->hl, nkv = n * (size_t)m->kvl;
+    DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, SITE_ATTN,
+                        m->act->ctx.train ? m->cfg.dropout : 0.0f};   // as gpt.c's site_of
+    int drop = site.p > 0.0f;
+    const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nkv), *v = saved_in(m, A, ACT_V, l, nkv);
+    float *ctx = work_slot(m, ACT_PROJ_IN, l);
+    m->be->attention_forward(m->be, ctx, work_slot(m, ACT_ATTN_PROB, l), drop ? work_slot(m, ACT_ATTN_MASK, l) : NULL,
+                             drop ? work_slot(m, ACT_ATTN_DROP, l) : NULL, q, k, v, s, b, m->al, m->kvh, m->hl, m->head0,
+                             site, m->act->ctx.sample0, bf16);
+    if (bf16) m->be->bf16_round(m->be, ctx, nhl);   // as saved_done rounds the forward's
+    m->remat_attn_layer = l + 1;
+    return ctx;
+}
+
+void *remat_probs(GPT *m, int l, ActName name) {
+    if (m->remat_attn_layer != l + 1) attention_again(m, l);   // Proj's weight gradient did not ask first
+    return work_slot(m, name, l);
+}
+
 const float *remat_tensor(GPT *m, int l, ActName name) {
     switch (name) {
     case ACT_QKV_IN: return norm_again(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS);
     case ACT_FC1_IN: return norm_again(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS);
     case ACT_FC2_IN: return gelu_again(m, l);
+    case ACT_PROJ_IN: return attention_again(m, l);
     default: ctron_fatal("remat_tensor: %s is not made again by the fusion search's parts", act_name_str(name));
     }
 }
 
 void remat_check(const MemoryPolicy *p) {
     unsigned t = p->tempo;
+    for (int l = 0; (t & RECOMPUTE_ATTN_OUT) && l < p->layers; l++)
+        if (p->kind[l] != RECOMPUTE_SELECTIVE)
+            ctron_fatal("gpt_init: recomputing the attention's output in layer %d, which is %s (selective layers only: "
+                        "their probabilities are not kept)", l, recompute_name(p->kind[l]));
+    if ((t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH))
+        ctron_fatal("gpt_init: recomputing the attention's output with flash attention, whose backward reads it");
     if ((t & RECOMPUTE_NORM_OUT) && (t & (TEMPO_LAYERNORM | MINI_SEQ)))
         ctron_fatal("gpt_init: recomputing the norms' outputs with %s, which reads them in backward",
                     t & MINI_SEQ ? "mini-seq" : "Tempo's norm-from-output");
