@@ -197,10 +197,10 @@ static int check_reversible(const TrainOptions *o, const TrainGiven *given) {
 // --recompute search picks the kind and the parts for every layer itself: the flags that choose what a
 // layer keeps are refused beside it (masks, dtype, precision and TP/SP are the run's, and priced).
 static int check_search(TrainOptions *o, const TrainGiven *given) {
-    if (!o->recompute || strcmp(o->recompute, "search") != 0) {
-        if (o->act_budget_layer > 0 || o->search_gflops > 0)
+    if (!o->recompute || strcmp(o->recompute, "search") != 0) {   // (a resumed search run's, restored: ignored)
+        if (train_given(given, "act-budget-layer") || train_given(given, "search-rates"))
             return usage_error("--%s is for --recompute search (given: --recompute %s)",
-                               o->act_budget_layer > 0 ? "act-budget-layer" : "search-rates",
+                               train_given(given, "act-budget-layer") ? "act-budget-layer" : "search-rates",
                                o->recompute ? o->recompute : "none");
         return 0;
     }
@@ -219,7 +219,10 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
     if (train_uses_pipeline(o))
         return usage_error("--recompute search with a pipeline (--pp %d): not built; the search plans one process's layers",
                            o->pp);
-    train_search_rates(o);   // measured once: every later question gets the same pick
+    if (o->world_size > 1 && !(o->search_gflops > 0))
+        return usage_error("--recompute search on %d ranks needs --search-rates GFLOPS,GBPS: each rank would measure "
+                           "its own rates and could pick another mode", o->world_size);
+    train_search_rates(o);   // measured once (and recorded for --resume): every later question gets the same pick
     return 0;
 }
 
