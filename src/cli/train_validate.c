@@ -219,6 +219,9 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
     if (train_uses_pipeline(o))
         return usage_error("--recompute search with a pipeline (--pp %d): not built; the search plans one process's layers",
                            o->pp);
+    if (o->device && strncmp(o->device, "cuda", 4) == 0 && !(o->search_gflops > 0))
+        return usage_error("--recompute search with --device %s needs --search-rates GFLOPS,GBPS (the GPU's GEMM rate "
+                           "and memory bandwidth; the measured ones are this CPU's)", o->device);
     if (o->world_size > 1 && !(o->search_gflops > 0))
         return usage_error("--recompute search on %d ranks needs --search-rates GFLOPS,GBPS: each rank would measure "
                            "its own rates and could pick another mode", o->world_size);
