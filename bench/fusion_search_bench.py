@@ -11,10 +11,13 @@ storage and compute, one process:
    and the hand-made Megatron policy at the same bytes: the per-layer list of the fewest full layers,
    then the most none layers, the rest selective, whose predicted activation peak is no larger than the
    pick's (`ctron memory --recompute-layers`);
-3. both trained for --steps steps, interleaved over --rounds rounds (the order alternates), each run's
-   first step dropped: the median ms/step, and the ratio hand-made / search within each round (> 1: the
-   search is faster); the measured bytes from each run's log (act_layer_bytes: layer 0 as the ledger
-   counts it; act_bytes: the ledger's step peak) against the prediction (== required).
+3. both trained for --steps steps, interleaved over --rounds rounds (the order alternates): each run's
+   CPU seconds (user + sys of the whole run: start-up, the steps and one evaluation batch, the same
+   for both but for what they recompute) and the ratio hand-made / search within each round (> 1: the
+   search is cheaper), beside the wall-clock median ms/step (first step dropped), which on a loaded
+   machine moves by tens of per cent between identical runs; the measured bytes from each run's log
+   (act_layer_bytes: layer 0 as the ledger counts it; act_bytes: the ledger's step peak) against the
+   prediction (== required).
 
 Writes bench/results/<date>-fusion-search.json and .md (also printed). The machine is a noisy shared
 2-core VM: keep the runs short and compare the per-round ratios, not absolute times.
@@ -27,6 +30,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,10 +91,13 @@ def train(ctron, c, args, extra, log):
     cmd = [ctron, "train"] + shape_flags(c) + ["--steps", str(args.steps), "--eval-every", "0", "--eval-batches", "1",
                                                "--threads", str(args.threads), "--data", args.data, "--log", log,
                                                "--peak-gflops", "100", "--ledger"] + extra
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=args.timeout).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     rows = [json.loads(line) for line in open(log)]
     ok = "MISMATCH" not in out and re.search(r"peak of the step.*ok", out) is not None
-    return rows, ok, out
+    return rows, ok, cpu
 
 
 def main():
@@ -122,6 +129,7 @@ def main():
             pick = pol["recompute"] + ("" if pol["tempo"] == "none" else f" (tempo {pol['tempo']})")
             cases.append(dict(config=name, budget=budget, pick=pick, layer_bytes=classes[0]["total"], peak=peak,
                               hand=lst, hand_peak=hpeak, search_flags=search, times={"search": [], "hand": []},
+                              cpu={"search": [], "hand": []},
                               ratios=[], measured={}))
             print(f"{name} budget {budget / 1e6:.0f} MB/layer: search picks {pick}, {classes[0]['total']} bytes/layer, "
                   f"peak {peak}; hand-made {lst}, peak {hpeak}", flush=True)
@@ -129,31 +137,35 @@ def main():
     for rnd in range(args.rounds):
         for k in cases:
             order = ["search", "hand"] if rnd % 2 == 0 else ["hand", "search"]
-            med = {}
+            med, cpu = {}, {}
             for which in order:
                 extra = k["search_flags"] if which == "search" else ["--recompute-layers", k["hand"]]
                 log = os.path.join(work, f"{k['config']}-{k['budget']:.0f}-{which}-{rnd}.jsonl")
-                rows, ok, _ = train(args.ctron, CONFIGS[k["config"]], args, extra, log)
+                rows, ok, cpu[which] = train(args.ctron, CONFIGS[k["config"]], args, extra, log)
                 ms = [r["ms"] for r in rows[1:]] or [rows[0]["ms"]]
                 k["times"][which] += ms
+                k["cpu"][which].append(cpu[which])
                 med[which] = statistics.median(ms)
                 k["measured"][which] = dict(layer_bytes=rows[0]["act_layer_bytes"], peak=rows[0]["act_bytes"],
                                             ledger_ok=ok)
-            k["ratios"].append(med["hand"] / med["search"])
-            print(f"round {rnd + 1} {k['config']} {k['budget'] / 1e6:.0f} MB: search {med['search']:.0f} ms, hand-made "
-                  f"{med['hand']:.0f} ms, ratio {k['ratios'][-1]:.3f}", flush=True)
+            k["ratios"].append(cpu["hand"] / cpu["search"])
+            print(f"round {rnd + 1} {k['config']} {k['budget'] / 1e6:.0f} MB: search {cpu['search']:.1f} CPU s "
+                  f"({med['search']:.0f} ms/step wall), hand-made {cpu['hand']:.1f} CPU s ({med['hand']:.0f} ms/step "
+                  f"wall), CPU ratio {k['ratios'][-1]:.3f}", flush=True)
     lines = [f"# Fusion-aware recompute search vs hand-made policies at the same bytes ({datetime.date.today()})", "",
              f"fp32, {args.threads} threads, {args.steps} steps x {args.rounds} rounds (first step of each run dropped); "
              f"rates {gflops:.1f} GFLOP/s, {gbps:.2f} GB/s", "",
              "| config | budget/layer | search picks | bytes/layer measured (= predicted) | peak measured (= predicted) "
-             "| ms/step | hand-made at <= the same peak | its peak | ms/step | hand / search per round |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| CPU s/run | wall ms/step | hand-made at <= the same peak | its peak | CPU s/run | wall ms/step "
+             "| hand / search, CPU, per round |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k in cases:
         ms_s, ms_h = statistics.median(k["times"]["search"]), statistics.median(k["times"]["hand"])
         m = k["measured"]["search"]
         eq = "=" if m["layer_bytes"] == k["layer_bytes"] and m["peak"] == k["peak"] and m["ledger_ok"] else "!="
         lines.append(f"| {k['config']} | {k['budget'] / 1e6:.0f} MB | {k['pick']} | {m['layer_bytes']:,} ({eq}) | "
-                     f"{m['peak']:,} ({eq}) | {ms_s:.0f} | {k['hand']} | {k['measured']['hand']['peak']:,} | {ms_h:.0f} | "
+                     f"{m['peak']:,} ({eq}) | {statistics.median(k['cpu']['search']):.1f} | {ms_s:.0f} | {k['hand']} | "
+                     f"{k['measured']['hand']['peak']:,} | {statistics.median(k['cpu']['hand']):.1f} | {ms_h:.0f} | "
                      f"{' '.join(f'{r:.3f}' for r in k['ratios'])} |")
     md = "\n".join(lines) + "\n"
     print(md)
