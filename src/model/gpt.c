@@ -1250,6 +1250,7 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
         arena_pop_to(&m->act->arena, m->act->blocks[l].mark);
         offload_layer_released(m, l);
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
+        m->remat_attn_layer = 0;   // the layer's recomputed probabilities (model/remat.h) are spent
     }
 
     (void)tokens;   // the forward's, kept on the device in the context

@@ -33,7 +33,7 @@ enum { ATTN_FLASH = 32 };
 // gradient. LORA_FA (LoRA-FA): A is frozen too, only x·Aᵀ is kept.
 enum { LORA_FROZEN = 64, LORA_FA = 128, LORA_TARGET_SHIFT = 8 };
 // Fusion-aware recompute search (memory/fusion_search.h, `--recompute search`), bits of MemoryPolicy.tempo
-// too, both exact (the forward's kernels on the kept inputs, rounded as storage rounds):
+// too, all exact (the forward's kernels on the kept inputs, rounded as storage rounds):
 //   NORM_OUT  keep the norms' inputs and statistics (ln1_in, ln2_in), not their outputs (qkv_in, fc1_in);
 //             a weight gradient that reads one makes it again from the input (model/remat.c)
 //   ACT_OUT   GPT-2: keep GeLU's input (gelu_in), not its output (fc2_in); FC2's weight gradient makes it
