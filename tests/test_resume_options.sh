@@ -42,6 +42,8 @@ declare -A value=(
   [rope-theta]="--arch llama --rope-theta 500000" [norm-eps]="--arch llama --norm-eps 1e-6"
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
   [reversible]="--reversible"
+  [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
+  [search-rates]="--recompute search --act-budget-layer 150KiB --search-rates 100,10"
   [lora-rank]="--lora-rank 4 --lr 5e-3" [lora-alpha]="--lora-rank 4 --lora-alpha 32 --lr 5e-3"
   [lora-targets]="--arch llama --lora-rank 4 --lora-targets q,down --lr 5e-3"
   [lora-fa]="--lora-rank 4 --lora-fa --lr 5e-3 --recompute selective"

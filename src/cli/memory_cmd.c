@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/family_args.h"
 #include "memory/fig7_svg.h"
+#include "memory/fusion_search.h"
 #include "memory/memory_report.h"
 #include "memory/pipe_report.h"
 #include "memory/presets.h"
@@ -31,6 +32,7 @@ typedef struct {
     int sp;
     const char *recompute, *method, *list;
     int num_layers;                                // 0 = not given
+    double act_budget_layer, search_gflops, search_gbps;   // --recompute search
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
@@ -85,7 +87,9 @@ void cli_memory_usage(FILE *f) {
         "  --global-batch B         sequences per iteration (default the preset's micro-batches per\n"
         "                           pipeline × b × dp)\n"
         "what is kept\n"
-        "  --recompute none|selective|full          (default none)\n"
+        "  --recompute none|selective|full|search   (default none); search: the fusion-aware search's pick\n"
+        "  --act-budget-layer BYTES                 search: what one layer may keep\n"
+        "  --search-rates GFLOPS,GBPS               search: the rates that price a recompute (required here)\n"
         "  --recompute-method uniform|block         full: groups of N, or the first N layers (default uniform)\n"
         "  --recompute-num-layers N                 full: N (default 1); per model chunk when pipelined\n"
         "  --recompute-layers LIST                  per layer, e.g. 0-3:full,4-47:selective (every layer)\n"
@@ -126,7 +130,8 @@ enum {
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE,
-    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_ACT_BUDGET_LAYER,
+    OPT_SEARCH_RATES
 };
 
 static int parse(int argc, char **argv, MemArgs *a) {
@@ -138,6 +143,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"sp", no_argument, 0, OPT_SP}, {"pp", required_argument, 0, OPT_PP},
         {"interleave", required_argument, 0, OPT_INTERLEAVE}, {"gpus", required_argument, 0, OPT_GPUS},
         {"global-batch", required_argument, 0, OPT_GLOBAL_BATCH}, {"recompute", required_argument, 0, OPT_RECOMPUTE},
+        {"act-budget-layer", required_argument, 0, OPT_ACT_BUDGET_LAYER}, {"search-rates", required_argument, 0, OPT_SEARCH_RATES},
         {"recompute-method", required_argument, 0, OPT_METHOD},
         {"recompute-num-layers", required_argument, 0, OPT_NUM_LAYERS},
         {"recompute-layers", required_argument, 0, OPT_LIST}, {"act-dtype", required_argument, 0, OPT_DTYPE},
@@ -193,6 +199,17 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_GPUS: rc = args_int(CMD, "--gpus", optarg, 1, big, &a->gpus); break;
         case OPT_GLOBAL_BATCH: rc = args_int(CMD, "--global-batch", optarg, 1, big, &a->global_batch); break;
         case OPT_RECOMPUTE: a->recompute = optarg; break;
+        case OPT_ACT_BUDGET_LAYER:
+            rc = args_bytes(CMD, "--act-budget-layer", optarg, 1, PARSE_BYTES_MAX, &a->act_budget_layer);
+            break;
+        case OPT_SEARCH_RATES: {
+            char tail;
+            if (sscanf(optarg, "%lf,%lf%c", &a->search_gflops, &a->search_gbps, &tail) != 2 || !(a->search_gflops > 0) ||
+                !(a->search_gbps > 0) || a->search_gflops > 1e9 || a->search_gbps > 1e9)
+                return args_error(CMD, "--search-rates '%s': expected GFLOPS,GBPS (two positive numbers, e.g. 100,10)",
+                                  optarg);
+            break;
+        }
         case OPT_METHOD: a->method = optarg; break;
         case OPT_NUM_LAYERS: rc = args_int(CMD, "--recompute-num-layers", optarg, 1, 65535, &a->num_layers); break;
         case OPT_LIST: a->list = optarg; break;
@@ -432,7 +449,28 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
                          "offload) and are not built for pipeline stages", pp > 1 ? "--pp > 1" : a->offload ? "--offload"
                                                                                                    : "--recompute");
     char err[512];
-    if (stage_policy_build(&c->policy, &c->lay, a->recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
+    const char *recompute = a->recompute;
+    if (recompute && strcmp(recompute, "search") == 0) {   // the fusion search's mode for every layer
+        if (!(a->act_budget_layer > 0) || !(a->search_gflops > 0))
+            return cfg_error(a, p, "--recompute search needs --act-budget-layer BYTES and --search-rates GFLOPS,GBPS "
+                             "(ctron train measures the rates; here they are given)");
+        if (pp > 1 || a->tempo || a->gelu_bits || a->mini_seq > 1 || a->flash || a->offload || a->lora_rank)
+            return cfg_error(a, p, "--recompute search picks for the standard block on one stage: not with --pp, "
+                             "--tempo, --gelu-bits, --mini-seq, --attention flash, --offload or --lora-rank");
+        FusionGraph g;
+        FusionMode md;
+        FusionCut cut;
+        FusionRates rates = {a->search_gflops, a->search_gbps};
+        fusion_graph_build(&g, &c->lay.sh);
+        if (fusion_search_modes(&g, &rates, (size_t)a->act_budget_layer, &md, &cut) != 0)
+            return cfg_error(a, p, "--act-budget-layer %.0f: no recompute mode fits; the least a layer keeps is %zu bytes",
+                             a->act_budget_layer, cut.bytes);
+        c->policy.tempo |= md.parts;
+        recompute = recompute_name(md.kind);
+    } else if (a->act_budget_layer > 0 || a->search_gflops > 0) {
+        return cfg_error(a, p, "--act-budget-layer and --search-rates are for --recompute search");
+    }
+    if (stage_policy_build(&c->policy, &c->lay, recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
 
     // Table 5's iteration time applies only to the preset's own shape and layout.

@@ -25,7 +25,8 @@ enum {
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
     OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
-    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
+    OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES
 };
 
 // Every long option of ctron train (the command line, and --resume's restoring of recorded options).
@@ -61,6 +62,7 @@ static const struct option train_opts[] = {
     {"max-bad-steps", required_argument, 0, OPT_MAX_BAD}, {"tempo", required_argument, 0, OPT_TEMPO},
     {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
     {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
+    {"act-budget-layer", required_argument, 0, OPT_ACT_BUDGET_LAYER}, {"search-rates", required_argument, 0, OPT_SEARCH_RATES},
     {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
     {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
     {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
@@ -205,6 +207,16 @@ static int apply_memory(TrainOptions *o, int ch, const char *optarg) {
         rc = args_bytes("train", "--mem-budget", optarg, 1, PARSE_BYTES_MAX, &o->mem_budget);
         break;
     case OPT_GELU_BITS: rc = parse_int("--gelu-bits", optarg, 0, 4, &o->gelu_bits); break;
+    case OPT_ACT_BUDGET_LAYER:
+        rc = args_bytes("train", "--act-budget-layer", optarg, 1, PARSE_BYTES_MAX, &o->act_budget_layer);
+        break;
+    case OPT_SEARCH_RATES: {   // GFLOPS,GBPS: both positive and finite
+        char tail;
+        if (sscanf(optarg, "%lf,%lf%c", &o->search_gflops, &o->search_gbps, &tail) != 2 || !(o->search_gflops > 0) ||
+            !(o->search_gbps > 0) || o->search_gflops > 1e9 || o->search_gbps > 1e9)
+            return usage_error("--search-rates '%s': expected GFLOPS,GBPS (two positive numbers, e.g. 100,10)", optarg);
+        break;
+    }
     default: return NOT_MINE;
     }
     return rc;

@@ -195,6 +195,41 @@ static int check_reversible(const TrainOptions *o, const TrainGiven *given) {
     return 0;
 }
 
+// --recompute search picks the kind and the parts for every layer itself: the flags that choose what a
+// layer keeps are refused beside it (masks, dtype, precision and TP/SP are the run's, and priced).
+static int check_search(TrainOptions *o, const TrainGiven *given) {
+    if (!o->recompute || strcmp(o->recompute, "search") != 0) {   // (a resumed search run's, restored: ignored)
+        if (train_given(given, "act-budget-layer") || train_given(given, "search-rates"))
+            return usage_error("--%s is for --recompute search (given: --recompute %s)",
+                               train_given(given, "act-budget-layer") ? "act-budget-layer" : "search-rates",
+                               o->recompute ? o->recompute : "none");
+        return 0;
+    }
+    if (!(o->act_budget_layer > 0))
+        return usage_error("--recompute search needs --act-budget-layer BYTES: what one layer may keep for backward");
+    static const char *const chosen[] = {"recompute-method", "recompute-num-layers", "recompute-layers"};
+    for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
+        if (train_given(given, chosen[i])) return usage_error("--recompute search chooses --%s itself", chosen[i]);
+    const char *other = o->tempo ? "--tempo" : o->gelu_bits ? "--gelu-bits" : o->mini_seq > 1 ? "--mini-seq"
+                        : o->flash ? "--attention flash" : o->offload ? "--offload" : o->mem_budget > 0 ? "--mem-budget"
+                        : o->model.lora_rank > 0 ? "--lora-rank" : o->model.reversible ? "--reversible" : NULL;
+    if (other)
+        return usage_error("--recompute search with %s: the search chooses among none, selective, full, Tempo's "
+                           "softmax fusion and the norms'/GeLU's recompute, for the standard block (give one or the "
+                           "other)", other);
+    if (train_uses_pipeline(o))
+        return usage_error("--recompute search with a pipeline (--pp %d): not built; the search plans one process's layers",
+                           o->pp);
+    if (o->device && strncmp(o->device, "cuda", 4) == 0 && !(o->search_gflops > 0))
+        return usage_error("--recompute search with --device %s needs --search-rates GFLOPS,GBPS (the GPU's GEMM rate "
+                           "and memory bandwidth; the measured ones are this CPU's)", o->device);
+    if (o->world_size > 1 && !(o->search_gflops > 0))
+        return usage_error("--recompute search on %d ranks needs --search-rates GFLOPS,GBPS: each rank would measure "
+                           "its own rates and could pick another mode", o->world_size);
+    train_search_rates(o);   // measured once (and recorded for --resume): every later question gets the same pick
+    return 0;
+}
+
 int train_validate(TrainOptions *o, const TrainGiven *given) {
     int rc;
     if ((rc = cli_train_ckpt_check(o, given->name, given->n)) != 0) return rc;
@@ -205,6 +240,7 @@ int train_validate(TrainOptions *o, const TrainGiven *given) {
         return usage_error("--device cpu-guarded with --offload: the guard locks device memory for the whole "
                            "process and the offload pool copies from its own thread");
     if ((rc = check_shapes(o, given)) != 0) return rc;
+    if ((rc = check_search(o, given)) != 0) return rc;
     if (!(o->mem_budget > 0)) {   // the flags' policy (--mem-budget's is planned for the device: train_env.c)
         char err[256];
         MemoryPolicy pol;

@@ -12,6 +12,7 @@
 #include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
+#include "model/remat.h"
 #include "model/reversible.h"
 #include "model/saved.h"
 #include "backend/cpu/attention.h"
@@ -116,6 +117,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     if (gpt_lora(m) && m->policy.mini_seq > 1) ctron_fatal("gpt_init: mini-seq's chunked MLP has no LoRA adapters");
     if (gpt_lora(m) && c->reversible) ctron_fatal("gpt_init: reversible blocks have no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
+    remat_check(&m->policy);
     char err[256];
     m->be = backend_open(m->policy.device ? m->policy.device : "cpu", (Precision)m->policy.precision, err, sizeof err);
     if (!m->be) ctron_fatal("%s", err);
@@ -956,6 +958,10 @@ static const float *regather(GPT *m, BlockActs *A, ActName name, int layer) {
 // A kept GEMM input of `count` elements for the weight gradient: its bf16 copy as kept when the GEMM
 // runs in bf16 and nothing is gathered (no SP), else the fp32 values (gathered under SP).
 static GemmIn saved_gemm_in(GPT *m, BlockActs *A, ActName name, int layer, size_t count, int gathered) {
+    if (remat_makes(m, name)) {   // the fusion search's part: made again from its kept input (model/remat.h)
+        const float *x = remat_tensor(m, layer, name);
+        return (GemmIn){gathered ? tp_gather_rows(m, x, sp_buf(m, W_GATHER), m->cfg.hidden, TPC_REGATHER) : x, NULL};
+    }
     int gathers = gathered && m->tp.t > 1 && m->tp.sp;
     const uint16_t *b16 = m->params16 && !gathers ? saved_in_bf16(m, A, name, layer) : NULL;
     if (b16) return (GemmIn){NULL, b16};
@@ -1083,6 +1089,11 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                         saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                         saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
                                         s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+    else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
+        m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),
+                                  drop ? (const uint8_t *)remat_probs(m, l, ACT_ATTN_MASK) : NULL,
+                                  drop && !tempo(m, TEMPO_SOFTMAX) ? remat_probs(m, l, ACT_ATTN_DROP) : NULL, q, k, v,
+                                  ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
     else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                             ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, m->head0,
@@ -1271,6 +1282,7 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
         arena_pop_to(&m->act->arena, m->act->blocks[l].mark);
         offload_layer_released(m, l);
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
+        m->remat_attn_layer = 0;   // the layer's recomputed probabilities (model/remat.h) are spent
     }
 
     (void)tokens;   // the forward's, kept on the device in the context

@@ -248,6 +248,7 @@ typedef struct {
     int defer_loss;               // gpt_forward leaves its loss for gpt_loss_take (set by the caller)
     double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
     struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training
+    int remat_attn_layer;         // model/remat.c: 1 + the layer whose attention probabilities the workspace holds
 } GPT;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.

@@ -191,6 +191,14 @@ void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
         }
         l = r + 1;
     }
+    static const struct { unsigned bit; const char *name; } parts[] = {   // the fusion search's (policy.h)
+        {RECOMPUTE_NORM_OUT, "norm"}, {RECOMPUTE_ACT_OUT, "act"}, {RECOMPUTE_ATTN_OUT, "attn"}};
+    for (size_t i = 0, first = 1; i < sizeof parts / sizeof parts[0]; i++) {
+        size_t at = strlen(buf);
+        if (!(p->tempo & parts[i].bit) || at >= len) continue;
+        snprintf(buf + at, len - at, "%s%s", first ? "+" : ",", parts[i].name);
+        first = 0;
+    }
 }
 
 int policy_parse_tempo(const char *text, unsigned *out, char *err, size_t errlen) {

@@ -32,6 +32,15 @@ enum { ATTN_FLASH = 32 };
 // (1 << (LORA_TARGET_SHIFT + LoraSite)) keeps that site's x·Aᵀ and, without LORA_FA, its input for A's
 // gradient. LORA_FA (LoRA-FA): A is frozen too, only x·Aᵀ is kept.
 enum { LORA_FROZEN = 64, LORA_FA = 128, LORA_TARGET_SHIFT = 8 };
+// Fusion-aware recompute search (memory/fusion_search.h, `--recompute search`), bits of MemoryPolicy.tempo
+// too, all exact (the forward's kernels on the kept inputs, rounded as storage rounds):
+//   NORM_OUT  keep the norms' inputs and statistics (ln1_in, ln2_in), not their outputs (qkv_in, fc1_in);
+//             a weight gradient that reads one makes it again from the input (model/remat.c)
+//   ACT_OUT   GPT-2: keep GeLU's input (gelu_in), not its output (fc2_in); FC2's weight gradient makes it
+//             again (llama's SwiGLU output is never kept: its backward always makes it again)
+//   ATTN_OUT  selective layers only: keep q, k, v, not the attention's output (proj_in); backward runs the
+//             attention forward again from them and reads its probabilities with the standard backward
+enum { RECOMPUTE_NORM_OUT = 1u << 24, RECOMPUTE_ACT_OUT = 1u << 25, RECOMPUTE_ATTN_OUT = 1u << 26 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.
@@ -43,7 +52,8 @@ typedef struct {
     int precision;            // Precision (backend/backend.h): bf16 = mixed precision (act_dtype is then bf16)
     const char *device;       // the backend the model runs on: cpu, cpu-guarded, cuda[:N] (NULL: cpu); not owned
     MaskMode masks;
-    unsigned tempo;           // what changes what a layer keeps: TEMPO_*, GELU_FEWBIT, MINI_SEQ, ATTN_FLASH, LORA_*
+    unsigned tempo;           // what changes what a layer keeps: TEMPO_*, GELU_FEWBIT, MINI_SEQ, ATTN_FLASH, LORA_*,
+                              // RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT, RECOMPUTE_ATTN_OUT
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
     int mini_seq;             // chunks of MINI_SEQ (>= 2), 0 otherwise
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)

@@ -118,6 +118,7 @@ static void header_policy(const TrainRun *r) {
     if (peak->gflops > 0) printf("; MFU/HFU against %.1f GFLOP/s (%s)", peak->gflops, peak->src);
     else if (!peak->cpu_device) printf("; MFU/HFU unavailable (%s; give --peak-gflops)", peak->src);
     printf("\n");
+    if (r->o->recompute && strcmp(r->o->recompute, "search") == 0) train_print_search(stdout, r->o);
 }
 
 // --offload: what goes to the pool, and where.

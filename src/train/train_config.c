@@ -73,6 +73,8 @@
     X("static-plan", SAME, R_NOTE, "%d", (o)->static_plan)                                                   \
     X("offload-budget", SAME, R_NOTE, "%.17g", (o)->offload_budget)                                          \
     X("mem-budget", SAME, R_KEEP, "%.17g", (o)->mem_budget)                                                  \
+    X("act-budget-layer", SAME, R_NOTE, "%.17g", (o)->act_budget_layer)                                      \
+    X("search-rates", SAME, R_NOTE, "%s", search_rates_text((char[64]){0}, 64, (o)))                          \
     X("tp", SAME, R_LAYOUT, "%d", (o)->tp)                                                                     \
     X("sp", SAME, R_LAYOUT, "%d", (o)->sp)                                                                     \
     X("pp", SAME, R_LAYOUT, "%d", (o)->pp)                                                                     \
@@ -106,6 +108,12 @@
     X("print-every", LOCAL, R_FREE, "%d", (o)->print_every)                                                  \
     X("ledger", LOCAL, R_FREE, "%d", (o)->show_ledger)                                                       \
     X("peak-gflops", LOCAL, R_FREE, "%.17g", (o)->peak_gflops)
+
+// --search-rates as the flag takes it ("0,0": not given, measured when the search runs).
+static const char *search_rates_text(char *buf, size_t len, const TrainOptions *o) {
+    snprintf(buf, len, "%.17g,%.17g", o->search_gflops, o->search_gbps);
+    return buf;
+}
 
 // The shortest decimal that reads back as f: exact for the comparison, and readable.
 static const char *float_text(char *buf, size_t len, float f) {

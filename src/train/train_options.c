@@ -164,6 +164,9 @@ int train_pipe_spec(const TrainOptions *o, PipeSpec *spec, char *err, size_t err
 
 int train_uses_pipeline(const TrainOptions *o) { return o->pp > 1 || o->pp_schedule != PIPE_1F1B; }
 
+static ActShape options_shape(const TrainOptions *o);
+ActShape train_act_shape(const TrainOptions *o) { return options_shape(o); }
+
 static ActShape options_shape(const TrainOptions *o) {
     GPTConfig c = o->model;
     gpt_config_resolve(&c);
@@ -293,6 +296,14 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     p->offload = o->offload;
     p->offload_dir = o->offload_dir;
+    if (o->recompute && strcmp(o->recompute, "search") == 0) {   // the fusion search's mode for every layer
+        FusionGraph g;
+        FusionMode md;
+        FusionCut cut, best;
+        if (train_search_pick(o, &g, &md, &cut, &best, err, errlen) != 0) return -1;
+        p->tempo |= md.parts;
+        return policy_build(p, o->model.layers, recompute_name(md.kind), "uniform", 1, NULL, err, errlen);
+    }
     if (!train_uses_pipeline(o))
         return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
                             o->recompute_layers, err, errlen);

@@ -6,6 +6,7 @@
 #include "data/dataset.h"
 #include "memory/planner.h"
 #include "memory/flops.h"
+#include "memory/fusion_search.h"
 #include "model/gpt.h"
 #include "model/policy.h"
 #include "parallel/comm.h"
@@ -40,6 +41,9 @@ typedef struct {
     double offload_budget;  // --offload-budget: the planner may keep this many bytes in the offload pool
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
+    // --recompute search (memory/fusion_search.h): the per-layer byte budget, and the rates that price a
+    // recompute (--search-rates GFLOPS,GBPS; 0: this machine's cached GEMM peak and a measured bandwidth)
+    double act_budget_layer, search_gflops, search_gbps;
     // LoRA (docs/LORA.md): --lora-rank, --lora-alpha and --lora-fa live in model; --lora-targets' text (NULL:
     // the family's every site), parsed against --arch by the validation, which writes the canonical list here.
     const char *lora_targets;
@@ -100,6 +104,17 @@ int train_run(const TrainOptions *o, Comm *comm);
 int train_plan(const TrainOptions *o, double budget, MemPlan *plan);
 // Prints the plan (or why none fits) for a budget; 0 when one fits.
 int train_print_plan(FILE *f, const TrainOptions *o, double budget);
+// --recompute search: fills search_gflops (--peak-gflops, the cached `ctron peak` figure, or measured)
+// and search_gbps (measured) where not given, once, so every later question gets the same answer.
+void train_search_rates(TrainOptions *o);
+// The search's pick for the options (memory/fusion_search.h) and the graph's optimum beside it: 0, or -1
+// with err when no mode fits --act-budget-layer (the least one needs named).
+int train_search_pick(const TrainOptions *o, FusionGraph *g, FusionMode *pick, FusionCut *cut, FusionCut *best,
+                      char *err, size_t errlen);
+// The header's lines: budget, pick, its bytes and predicted recompute time per layer, the graph's optimum.
+void train_print_search(FILE *f, const TrainOptions *o);
+// The analytic-model shape of the run (family, layout, dtype, masks).
+ActShape train_act_shape(const TrainOptions *o);
 // Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
 // parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes);

@@ -1,0 +1,151 @@
+#include "memory/fusion_graph.h"
+#include <stdio.h>
+#include <string.h>
+#include "memory/flops.h"
+
+// Where an op's FLOPs come from (per micro-batch per rank); pointwise ops have none worth counting.
+typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_PROJ, FL_FC1 } FlopSite;
+
+// The block's forward, GPT-2's and llama's in one table: a tensor the family does not have is absent
+// (llama has gate and up, no gelu_in or fc2_in; so GeLU's row vanishes: SwiGLU's output is never kept,
+// its backward always makes it again).
+static const struct {
+    const char *name;
+    FlopSite flops;
+    FusionFuse fuse;
+    ActName in[3];
+    int n_in;
+    ActName out[3];
+    int n_out;
+} OPS[] = {
+    {"norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
+    {"qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V}, 3},
+    {"scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
+    {"attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
+    {"attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
+    {"p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
+    {"drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
+    {"proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN}, 1},
+    {"norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
+    {"fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP}, 3},
+    {"gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
+    {"drop2 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP2_MASK}, 1},
+};
+
+// What backward reads (the norms' weight and input gradients, each linear's weight gradient, the
+// attention backward, the dropouts, the activation's derivative).
+static const ActName NEEDS[] = {ACT_LN1_IN, ACT_LN1_STATS, ACT_QKV_IN, ACT_Q, ACT_K, ACT_V, ACT_ATTN_PROB,
+                                ACT_ATTN_MASK, ACT_ATTN_DROP, ACT_PROJ_IN, ACT_DROP1_MASK, ACT_LN2_IN,
+                                ACT_LN2_STATS, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_GATE, ACT_UP,
+                                ACT_DROP2_MASK};
+
+static double op_flops(const ActShape *sh, FlopSite site) {
+    double t = sh->t > 1 ? sh->t : 1, n = (double)sh->s * (double)sh->b, h = (double)sh->h, s = (double)sh->s;
+    FlopBlock blk = flops_block_of(sh);
+    switch (site) {
+    case FL_QKV: return 2.0 * n * h * (h + 2.0 * blk.kv_width) / t;
+    case FL_SCORES: case FL_PV: return 2.0 * (double)sh->b * s * s * h / t;
+    case FL_PROJ: return 2.0 * n * h * h / t;
+    case FL_FC1: return 2.0 * n * h * blk.ffn * blk.mlp_mats / t;
+    default: return 0.0;
+    }
+}
+
+unsigned fusion_bit(const FusionGraph *g, ActName name) {
+    for (int i = 0; i < g->n; i++)
+        if (g->name[i] == name) return 1u << i;
+    return 0;
+}
+
+static void add_tensor(FusionGraph *g, const ActShape *sh, ActName a) {
+    g->name[g->n] = a;
+    g->bytes[g->n] = act_tensor_bytes(sh, a);
+    g->n++;
+}
+
+void fusion_graph_build(FusionGraph *g, const ActShape *sh) {
+    memset(g, 0, sizeof *g);
+    unsigned stands[ACT_COUNT] = {0};   // the bits an ActName stands for: itself, or an absent one's inputs
+    add_tensor(g, sh, ACT_LN1_IN);      // no op's output: the checkpoint, always kept
+    g->fixed = stands[ACT_LN1_IN] = 1u;
+    for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+        unsigned in = 0, out = 0;
+        double traffic = 0.0;
+        for (int k = 0; k < OPS[i].n_in; k++) {
+            in |= stands[OPS[i].in[k]];
+            traffic += 4.0 * (double)act_elements(sh, OPS[i].in[k]);
+        }
+        for (int k = 0; k < OPS[i].n_out; k++) {
+            ActName a = OPS[i].out[k];
+            if (act_tensor_bytes(sh, a) == 0) {   // absent here: who reads it reads this op's inputs
+                stands[a] = in;
+                continue;
+            }
+            traffic += 4.0 * (double)act_elements(sh, a);
+            stands[a] = 1u << g->n;
+            out |= stands[a];
+            add_tensor(g, sh, a);
+        }
+        if (out) g->op[g->n_ops++] = (FusionOp){OPS[i].name, OPS[i].fuse, in, out, op_flops(sh, OPS[i].flops), traffic};
+    }
+    for (size_t k = 0; k < sizeof NEEDS / sizeof NEEDS[0]; k++) g->needs |= fusion_bit(g, NEEDS[k]);
+}
+
+size_t fusion_bytes(const FusionGraph *g, unsigned kept) {
+    size_t sum = 0;
+    kept |= g->fixed;
+    for (int i = 0; i < g->n; i++)
+        if (kept >> i & 1u) sum += g->bytes[i];
+    return sum;
+}
+
+double fusion_cost(const FusionGraph *g, const FusionRates *r, unsigned kept, unsigned *ran, unsigned *fused) {
+    unsigned avail = kept | g->fixed, want = g->needs & ~avail, run = 0, fu = 0, feeds = 0;
+    // Consumers before producers: an op runs when something wanted is its output; its inputs that are
+    // not kept are wanted in turn. A fusable op runs fused (inside the backward kernel that reads its
+    // outputs) unless an op that runs unfused reads them: then they are made in memory.
+    int lead = -1;
+    for (int i = g->n_ops - 1; i >= 0; i--) {
+        const FusionOp *o = &g->op[i];
+        if (!(o->out & want)) continue;
+        run |= 1u << i;
+        want |= o->in & ~avail;
+        if (o->fuse == FUSE_BACKWARD && !(o->out & feeds)) fu |= 1u << i;
+        else if (o->fuse != FUSE_WITH_LEAD) feeds |= o->in;
+        if (o->fuse == FUSE_BACKWARD && o->flops > 0) lead = i;   // the scores: the fused kernel's own work
+    }
+    for (int i = 0; i < g->n_ops; i++)   // drawn inside the lead's kernel, or a pass of its own
+        if ((run >> i & 1u) && g->op[i].fuse == FUSE_WITH_LEAD && lead >= 0 && (fu >> lead & 1u)) fu |= 1u << i;
+    double sec = 0.0;
+    for (int i = 0; i < g->n_ops; i++)
+        if (run >> i & 1u)
+            sec += g->op[i].flops / (r->gemm_gflops * 1e9) + (fu >> i & 1u ? 0.0 : g->op[i].traffic / (r->mem_gbps * 1e9));
+    if (ran) *ran = run;
+    if (fused) *fused = fu;
+    return sec;
+}
+
+double fusion_cost_floor(const FusionGraph *g, const FusionRates *r, unsigned kept) {
+    unsigned run;
+    fusion_cost(g, r, kept, &run, NULL);
+    double sec = 0.0;
+    for (int i = 0; i < g->n_ops; i++)
+        if (run >> i & 1u)
+            sec += g->op[i].flops / (r->gemm_gflops * 1e9) +
+                   (g->op[i].fuse == FUSE_NO ? g->op[i].traffic / (r->mem_gbps * 1e9) : 0.0);
+    return sec;
+}
+
+const char *fusion_set_describe(const FusionGraph *g, unsigned set, int is_ops, char *buf, size_t len) {
+    size_t k = 0;
+    buf[0] = '\0';
+    int n = is_ops ? g->n_ops : g->n;
+    for (int i = 0; i < n && k + 1 < len; i++) {
+        if (!(set >> i & 1u)) continue;
+        int w = snprintf(buf + k, len - k, "%s%s", k ? "," : "", is_ops ? g->op[i].name : act_name_str(g->name[i]));
+        if (w < 0 || (size_t)w >= len - k) break;
+        k += (size_t)w;
+    }
+    if (!k) snprintf(buf, len, "-");
+    return buf;
+}

@@ -1,0 +1,42 @@
+// The fusion-aware recompute search (docs/MEMORY.md): the cheapest kept set of a layer's tensors under a
+// per-layer byte budget, over the block's graph (memory/fusion_graph.h). Exact: branch and bound over
+// the ~12-17 candidates (recompute time only falls as more is kept, bytes only rise), checked against
+// every subset by tests/test_fusion_search.c. The graph's optimum may need a recompute ctron's executor
+// does not run (FC1 again, say); the executable search takes the best of the kept sets the executor has:
+// none, selective or full per layer, with Tempo's softmax–dropout fusion (exact) and the parts of
+// policy.h: RECOMPUTE_NORM_OUT (the norms' outputs), RECOMPUTE_ACT_OUT (GeLU's output) and, on selective,
+// RECOMPUTE_ATTN_OUT (the attention's output).
+#ifndef CTRON_FUSION_SEARCH_H
+#define CTRON_FUSION_SEARCH_H
+#include "memory/fusion_graph.h"
+#include "model/policy.h"
+
+typedef struct {
+    unsigned kept;     // bits over the graph's tensors (the fixed input included)
+    double cost;       // seconds per layer recomputed in backward (fusion_cost)
+    size_t bytes;      // per layer (fusion_bytes)
+} FusionCut;
+
+// The least cost (then the fewest bytes) with bytes <= budget: 0, or -1 when even keeping only the
+// layer input does not fit (*out: that set).
+int fusion_search(const FusionGraph *g, const FusionRates *r, size_t budget, FusionCut *out);
+// The same by trying every subset (the tests' reference).
+int fusion_search_brute(const FusionGraph *g, const FusionRates *r, size_t budget, FusionCut *out);
+
+// An execution mode: a layer's recompute kind and the parts (TEMPO_SOFTMAX, RECOMPUTE_NORM_OUT,
+// RECOMPUTE_ACT_OUT; RECOMPUTE_ATTN_OUT on selective) on top of it.
+typedef struct { LayerRecompute kind; unsigned parts; } FusionMode;
+enum { FUSION_MAX_MODES = 32 };
+#define FUSION_PARTS (TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT)
+// What a mode keeps, as the analytic model says (act_kept): bits over g's tensors.
+unsigned fusion_mode_kept(const FusionGraph *g, FusionMode md);
+// The modes with distinct kept sets (the fewest parts first among equal ones). Returns the count.
+int fusion_modes(const FusionGraph *g, FusionMode *out);
+// The best executable mode under the budget (least cost, then fewest bytes, then fewest parts): 0, or -1
+// with the mode of fewest bytes.
+int fusion_search_modes(const FusionGraph *g, const FusionRates *r, size_t budget, FusionMode *pick, FusionCut *cut);
+// "full", "selective+norm", "none+norm,act", "none+softmax", "selective+norm,act,attn"
+const char *fusion_mode_name(FusionMode md, char *buf, size_t len);
+// "--recompute selective --recompute-parts norm,act" style: the parts alone ("norm,act", "softmax"; "none").
+const char *fusion_parts_name(unsigned parts, char *buf, size_t len);
+#endif

@@ -1,0 +1,24 @@
+// The fusion-aware recompute search's new parts (model/policy.h RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT):
+// a tensor the policy does not keep, made again in backward by the forward's own kernel from its kept
+// input, rounded as storage would have rounded it, so the weight gradient that reads it is bitwise the
+// kept run's. Recomputed into the tensor's workspace slot (where the forward wrote it when not kept):
+// no activation memory, nothing for the ledger.
+#ifndef CTRON_REMAT_H
+#define CTRON_REMAT_H
+#include "model/gpt.h"
+
+// Does the policy make `name` again in backward instead of keeping it (qkv_in and fc1_in under
+// NORM_OUT, fc2_in under ACT_OUT, proj_in under ATTN_OUT)?
+int remat_makes(const GPT *m, ActName name);
+// Layer l's `name` again, fp32 on the rank's rows ([s_rank·b, h] for the norms' outputs, [s·b, f/t]
+// for GeLU's output, [s·b, h/t] for the attention's): Norm(ln_in) with the layer's weights, GeLU(gelu_in),
+// or the attention of the kept q, k, v.
+const float *remat_tensor(GPT *m, int l, ActName name);
+// RECOMPUTE_ATTN_OUT: layer l's attention forward made again (once per backward of the layer: proj_in
+// for Proj's weight gradient, the probabilities for the standard attention backward); returns the
+// workspace copy of name: ACT_ATTN_PROB, ACT_ATTN_MASK (uint8_t) or ACT_ATTN_DROP.
+void *remat_probs(GPT *m, int l, ActName name);
+// gpt_init's check: the parts refuse what reads their tensors outside a weight gradient (Tempo's
+// norm-from-output and GeLU inversion, mini-seq's chunked MLP) and what drops their inputs (Few-Bit).
+void remat_check(const MemoryPolicy *p);
+#endif

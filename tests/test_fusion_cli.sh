@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# ctron train --recompute search (the fusion-aware recompute search): at fixed --search-rates the pick at a
+# per-layer budget is a specific mode, its ledger equals the prediction line by line, its weights are
+# bitwise the plain run's (GPT-2 and llama; under TP 2 + SP against TP 2 + SP when a launcher is given),
+# and the flags it cannot take are refused with exit 2.
+# usage: test_fusion_cli.sh CTRON DATA [LAUNCHER FLAGS...]
+set -uo pipefail
+ctron=$1; data=$2; shift 2; launch=("$@")
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+gpt=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --steps 2 --eval-every 2 --dropout 0.1 --threads 2
+     --data "$data")
+llama=(--arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn-hidden 176 --seq 32 --batch 2 --steps 2
+       --eval-every 2 --dropout 0.1 --threads 2 --data "$data")
+# run NAME ARRAY flags...: exit 0, every ledger line ok
+run() {
+  local name=$1; local -n fl=$2; shift 2
+  "$ctron" train "${fl[@]}" "$@" --ckpt-dir "$dir/$name" > "$dir/$name.out" 2>&1
+  local rc=$?
+  check "[ $rc -eq 0 ] && ! grep -q MISMATCH '$dir/$name.out' && grep -q 'peak of the step.*ok' '$dir/$name.out'" \
+    "$name ($*): exit $rc, $(grep -m2 'MISMATCH\|error\|budget' "$dir/$name.out")"
+}
+same() { check "cmp -s '$dir/$1/step_00000002/model.safetensors' '$dir/$2/step_00000002/model.safetensors'" \
+  "$2: the weights differ from $1's"; }
+picks() { check "grep -q 'recompute search: .*: $2 keeps' '$dir/$1.out'" \
+  "$1: expected the pick $2, got: $(grep -m1 'recompute search' "$dir/$1.out")"; }
+
+run plain gpt
+run s200 gpt --recompute search --act-budget-layer 200KiB --search-rates 100,10; picks s200 'selective+norm,act'; same plain s200
+run s160 gpt --recompute search --act-budget-layer 160KiB --search-rates 100,10
+picks s160 'selective+norm,act,attn'; same plain s160
+run s100 gpt --recompute search --act-budget-layer 100KiB --search-rates 100,10; picks s100 'full'; same plain s100
+check "grep -q 'recompute selective+norm,act,attn' '$dir/s160.out'" "s160: the header names the parts"
+run lplain llama
+run l160 llama --recompute search --act-budget-layer 90KiB --search-rates 100,10 --act-dtype bf16
+run lplain16 llama --act-dtype bf16; same lplain16 l160
+check "grep -q 'recompute search: .*: selective+norm,attn keeps' '$dir/l160.out'" \
+  "l160: $(grep -m1 'recompute search' "$dir/l160.out")"
+
+# refused: exit 2, the reason named
+bad() {
+  local msg=$1; shift
+  "$ctron" train "${gpt[@]}" "$@" > "$dir/bad.out" 2>&1
+  local rc=$?
+  check "[ $rc -eq 2 ] && grep -qF -- '$msg' '$dir/bad.out'" "$*: exit $rc, expected 2 and '$msg': $(head -2 "$dir/bad.out")"
+}
+bad 'needs --act-budget-layer' --recompute search
+bad 'is for --recompute search' --act-budget-layer 1MiB
+bad 'is for --recompute search' --recompute selective --search-rates 1,1
+bad 'with --tempo' --recompute search --act-budget-layer 1MiB --tempo softmax
+bad 'with --attention flash' --recompute search --act-budget-layer 1MiB --attention flash
+bad 'chooses --recompute-layers' --recompute search --act-budget-layer 1MiB --recompute-layers 0-1:full
+bad 'with a pipeline' --recompute search --act-budget-layer 1MiB --pp-schedule gpipe
+bad 'expected GFLOPS,GBPS' --recompute search --act-budget-layer 1MiB --search-rates 0,5
+bad 'no recompute mode fits; the least a layer keeps is 16.00 KiB' --recompute search --act-budget-layer 10KiB \
+  --search-rates 100,10
+
+if [ ${#launch[@]} -gt 0 ] && [ -n "${launch[0]}" ]; then   # the norms' outputs under SP: made on the rank's rows, gathered
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
+  tp=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --steps 2 --eval-every 2 --dropout 0.1 --threads 1
+      --data "$data" --tp 2 --sp)
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --ckpt-dir "$dir/tp" > "$dir/tp.out" 2>&1
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 80KiB \
+    --search-rates 100,10 --ckpt-dir "$dir/tps" > "$dir/tps.out" 2>&1
+  check "grep -q 'recompute search: .*: selective+norm,act,attn keeps' '$dir/tps.out'" \
+    "tp 2 + SP: $(grep -m2 'recompute search\|error' "$dir/tps.out")"
+  same tp tps
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

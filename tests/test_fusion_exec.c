@@ -1,0 +1,135 @@
+// The fusion search's execution (model/remat.c): a layer that keeps the norms' inputs instead of their
+// outputs (RECOMPUTE_NORM_OUT) and GeLU's input instead of its output (RECOMPUTE_ACT_OUT), alone and on
+// top of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
+// (losses, gradients, parameters over 3 steps with dropout), for GPT-2 and llama, fp32, bf16 storage
+// and mixed precision; and the ledger measures, name by name, what the analytic model and the search's
+// graph predict.
+#include <string.h>
+#include "check.h"
+#include "memory/fusion_search.h"
+#include "memory/memory_model.h"
+#include "model/gpt.h"
+#include "train/adamw.h"
+#include "util/common.h"
+
+enum { STEPS = 3, L = 3 };
+
+typedef struct {
+    double loss[STEPS];
+    float *grads, *params;
+    size_t n;
+} Trace;
+
+static GPTConfig config(int llama, float dropout) {
+    GPTConfig c = {.layers = L, .hidden = 48, .heads = 6, .seq = 16, .batch = 3, .vocab = 200, .dropout = dropout};
+    if (llama) {
+        c.arch = ARCH_LLAMA;
+        c.kv_heads = 2;
+        c.ffn = 96;
+        c.rope_theta = 1e4f;
+    }
+    return c;
+}
+
+// Three steps under (kind, parts); the ledger of step 1 checked name by name on the way.
+static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts, int dt, const char *what) {
+    MemoryPolicy pol = {0};
+    char err[256];
+    pol.act_dtype = dt ? ACT_BF16 : ACT_FP32;
+    pol.precision = dt == 2 ? PRECISION_BF16 : PRECISION_FP32;
+    pol.masks = MASKS_BYTES;
+    pol.tempo = parts;
+    if (policy_build(&pol, L, kind, "uniform", 1, NULL, err, sizeof err) != 0) ctron_fatal("%s", err);
+    GPT m;
+    gpt_init(&m, cfg, &pol);
+    gpt_init_weights(&m, 7);
+    AdamW opt;
+    adamw_init(&opt, m.be, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    int s = cfg->seq, b = cfg->batch;
+    int32_t tok[16 * 3], tgt[16 * 3];
+    memset(t, 0, sizeof *t);
+    for (int step = 1; step <= STEPS; step++) {
+        for (int i = 0; i < s * b; i++) { tok[i] = (i * 31 + step * 7) % cfg->vocab; tgt[i] = (i * 17 + step) % cfg->vocab; }
+        gpt_zero_grad(&m);
+        StepCtx ctx = {11, (uint32_t)step, 0, 1};
+        t->loss[step - 1] = gpt_forward(&m, tok, tgt, s, b, ctx, 1.0f / (float)(s * b));
+        if (step == 1) {   // the ledger == the analytic model == the search's graph
+            FusionGraph g;
+            fusion_graph_build(&g, &m.shape);
+            FusionMode md = {pol.kind[0], parts & FUSION_PARTS};
+            size_t layer = 0;
+            for (int l = 0; l < L; l++) {
+                for (int nm = 0; nm < ACT_N_LAYER; nm++) {
+                    size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l);
+                    size_t want = act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm);
+                    CHECK(got == want, "%s: layer %d %s measured %zu, predicted %zu", what, l, act_name_str((ActName)nm),
+                          got, want);
+                    if (l == 0) layer += got;
+                }
+            }
+            CHECK(layer == fusion_bytes(&g, fusion_mode_kept(&g, md)), "%s: layer 0 measured %zu, the search's graph %zu",
+                  what, layer, fusion_bytes(&g, fusion_mode_kept(&g, md)));
+            CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &pol), "%s: end of forward %zu, predicted "
+                  "%zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &pol));
+        }
+        gpt_backward(&m, tok, ctx);
+        if (step == 1)
+            CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &pol), "%s: step peak %zu, predicted %zu", what,
+                  m.ledger.total_peak, act_peak_bytes(&m.shape, &pol));
+        adamw_step(&opt, &m, 2e-3f, 1.0f);
+    }
+    t->n = m.n_params;
+    t->grads = xmalloc(m.n_params * sizeof(float));
+    t->params = xmalloc(m.n_params * sizeof(float));
+    memcpy(t->grads, m.grads, m.n_params * sizeof(float));
+    memcpy(t->params, m.params, m.n_params * sizeof(float));
+    adamw_free(&opt);
+    gpt_free(&m);
+    policy_free(&pol);
+}
+
+static void trace_free(Trace *t) {
+    free(t->grads);
+    free(t->params);
+}
+
+int main(void) {
+    static const char *DT[] = {"fp32", "bf16", "mixed bf16"};
+    struct { const char *kind; unsigned parts; } modes[] = {
+        {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
+        {"none", RECOMPUTE_NORM_OUT},
+        {"none", RECOMPUTE_ACT_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT},
+        {"selective", RECOMPUTE_ATTN_OUT},
+        {"none", TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
+        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},   // the group's recompute keeps what a none+parts layer keeps
+    };
+    struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
+    int runs = 0;
+    for (int f = 0; f < 3; f++)
+        for (int dt = 0; dt < 3; dt++) {
+            GPTConfig cfg = config(fams[f].llama, fams[f].p);
+            Trace ref;
+            char what[160];
+            snprintf(what, sizeof what, "%s %s none", fams[f].name, DT[dt]);
+            run(&ref, &cfg, "none", 0, dt, what);
+            for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+                if (fams[f].llama && modes[i].parts == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
+                Trace t;
+                char parts[48];
+                snprintf(what, sizeof what, "%s %s %s+%s", fams[f].name, DT[dt], modes[i].kind,
+                         fusion_parts_name(modes[i].parts, parts, sizeof parts));
+                run(&t, &cfg, modes[i].kind, modes[i].parts, dt, what);
+                CHECK(memcmp(ref.loss, t.loss, sizeof t.loss) == 0, "%s: losses differ (%.9g vs %.9g)", what, ref.loss[0],
+                      t.loss[0]);
+                CHECK(memcmp(ref.grads, t.grads, t.n * sizeof(float)) == 0, "%s: gradients differ", what);
+                CHECK(memcmp(ref.params, t.params, t.n * sizeof(float)) == 0, "%s: parameters differ", what);
+                trace_free(&t);
+                runs++;
+            }
+            trace_free(&ref);
+        }
+    printf("%d runs with the norms' and GeLU's outputs made again in backward: bitwise the runs that keep them\n", runs);
+    return check_summary();
+}

@@ -1,0 +1,127 @@
+// The fusion-aware recompute search (memory/fusion_search.h): the graph's bytes are the analytic
+// model's, the three policies the issue names are kept sets of the graph, the branch and bound finds the
+// optimum that trying every subset finds, and at fixed rates the executable search picks specific
+// modes at specific budgets.
+#include <stdio.h>
+#include <string.h>
+#include "check.h"
+#include "memory/fusion_search.h"
+
+static ActShape shape(long s, long b, long h, long a, int dropout, int e, MaskMode masks, int t, int sp, int llama) {
+    ActShape sh = {.s = s, .b = b, .h = h, .a = a, .L = 12, .v = 8192, .elem_bytes = e, .masks = masks,
+                   .dropout = dropout, .t = t, .sp = sp};
+    act_shape_set_family(&sh, llama ? ARCH_LLAMA : ARCH_GPT2, llama ? a / 3 : 0, llama ? 8 * h / 3 : 0, 0, 0);
+    return sh;
+}
+
+static const FusionRates RATES = {100.0, 10.0};   // 100 GFLOP/s, 10 GB/s: fixed, so the picks are
+
+static unsigned set_of(const FusionGraph *g, const ActName *names, int n) {
+    unsigned k = 0;
+    for (int i = 0; i < n; i++) k |= fusion_bit(g, names[i]);
+    return k;
+}
+
+static void check_bytes_and_modes(const ActShape *sh, const char *what) {
+    FusionGraph g;
+    fusion_graph_build(&g, sh);
+    unsigned all = (1u << g.n) - 1;
+    CHECK(fusion_bytes(&g, all) == act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, 0), "%s: the graph's tensors %zu, a none "
+          "layer %zu", what, fusion_bytes(&g, all), act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, 0));
+    CHECK(fusion_cost(&g, &RATES, all, NULL, NULL) == 0.0, "%s: keeping everything recomputes nothing", what);
+    FusionMode modes[FUSION_MAX_MODES];
+    int n = fusion_modes(&g, modes);
+    for (int i = 0; i < n; i++) {
+        char name[64];
+        size_t want = act_layer_kind_bytes(sh, modes[i].kind, 1, modes[i].parts);
+        CHECK(fusion_bytes(&g, fusion_mode_kept(&g, modes[i])) == want, "%s: mode %s keeps %zu in the graph, %zu in "
+              "the analytic model", what, fusion_mode_name(modes[i], name, sizeof name),
+              fusion_bytes(&g, fusion_mode_kept(&g, modes[i])), want);
+    }
+    // The three policies: selective (the attention core), full (the input only), and torch.compile's
+    // min-cut choice (recompute the norms and the activation, keep the GEMM outputs).
+    const ActName core[] = {ACT_ATTN_PROB, ACT_ATTN_MASK, ACT_ATTN_DROP};
+    const ActName cheap[] = {ACT_QKV_IN, ACT_FC1_IN, ACT_FC2_IN};
+    FusionMode sel = {RECOMPUTE_SELECTIVE, 0}, full = {RECOMPUTE_FULL, 0}, tc = {RECOMPUTE_NONE, RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT};
+    CHECK(fusion_mode_kept(&g, sel) == (all & ~set_of(&g, core, 3)), "%s: selective is all but the core", what);
+    CHECK(fusion_mode_kept(&g, full) == g.fixed, "%s: full keeps the input only", what);
+    CHECK(fusion_mode_kept(&g, tc) == (all & ~set_of(&g, cheap, 3)), "%s: none+norm,act is all but the norms' and "
+          "the activation's outputs", what);
+}
+
+// Branch and bound against every subset, at budgets from the input alone to everything.
+static int check_exact(const ActShape *sh, const char *what) {
+    FusionGraph g;
+    fusion_graph_build(&g, sh);
+    size_t lo = fusion_bytes(&g, 0), hi = fusion_bytes(&g, (1u << g.n) - 1);
+    int cases = 0;
+    for (int k = -1; k <= 24; k++) {
+        size_t budget = k < 0 ? lo - 1 : lo + (hi - lo) * (size_t)k / 24;
+        FusionCut a, b;
+        int ra = fusion_search(&g, &RATES, budget, &a), rb = fusion_search_brute(&g, &RATES, budget, &b);
+        CHECK(ra == rb && a.cost == b.cost && a.bytes == b.bytes, "%s budget %zu: search %d cost %.9g bytes %zu, every "
+              "subset %d cost %.9g bytes %zu", what, budget, ra, a.cost, a.bytes, rb, b.cost, b.bytes);
+        CHECK(ra != 0 || (a.bytes <= budget && fusion_bytes(&g, a.kept) == a.bytes), "%s: a cut over budget", what);
+        cases++;
+    }
+    return cases;
+}
+
+int main(void) {
+    ActShape shapes[] = {
+        shape(16, 2, 64, 4, 1, 4, MASKS_BYTES, 1, 0, 0),   // GPT-2, dropout, fp32, byte masks
+        shape(16, 2, 64, 4, 0, 2, MASKS_BYTES, 1, 0, 0),   // no dropout, bf16
+        shape(32, 2, 64, 4, 1, 2, MASKS_BITS, 2, 1, 0),    // TP 2 + SP, bit masks
+        shape(16, 2, 64, 4, 1, 4, MASKS_REGEN, 1, 0, 0),   // regenerated masks
+        shape(16, 2, 48, 6, 0, 4, MASKS_BYTES, 1, 0, 1),   // llama, GQA 6/2, ffn 128
+        shape(16, 2, 48, 6, 1, 2, MASKS_BYTES, 2, 1, 1),   // llama, dropout, TP 2 + SP
+        shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 1, 0, 0),   // S
+    };
+    const char *names[] = {"gpt2 fp32", "gpt2 bf16 p0", "gpt2 tp2+sp bits", "gpt2 regen", "llama", "llama tp2+sp",
+                           "S"};
+    int cases = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        check_bytes_and_modes(&shapes[i], names[i]);
+        cases += check_exact(&shapes[i], names[i]);
+    }
+    printf("branch and bound == every subset at %d (shape, budget) cases\n", cases);
+
+    // The picks at S (GPT-2: dropout 0.1, fp32, byte masks) and S-llama (no dropout), rates fixed: from
+    // everything kept down to the input alone. The pointwise parts (Tempo's softmax fusion, the norms,
+    // GeLU) come before selective's attention core, then the attention's output made again by a second
+    // attention forward, all of them before full recompute.
+    struct { int llama; size_t budget; int rc; const char *pick; } picks[] = {
+        {0, 80232448, 0, "none+softmax"},   // as cheap as none (fused), fewer bytes
+        {0, 70000000, 0, "none+softmax"},
+        {0, 50000000, 0, "none+softmax,norm,act"},
+        {0, 40000000, 0, "selective+act"},
+        {0, 34000000, 0, "selective+norm,act"},
+        {0, 30000000, 0, "selective+norm,act,attn"},
+        {0, 20000000, 0, "full"},
+        {0, 3000000, -1, "full"},
+        {1, 50339840, 0, "none"},
+        {1, 45000000, 0, "none+norm"},
+        {1, 38000000, 0, "selective"},
+        {1, 32000000, 0, "selective+norm"},
+        {1, 30000000, 0, "selective+norm,attn"},
+        {1, 20000000, 0, "full"},
+    };
+    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
+        ActShape S = picks[i].llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];
+        FusionGraph g;
+        fusion_graph_build(&g, &S);
+        FusionMode md;
+        FusionCut cut, best;
+        char nm[64], kept[300];
+        int rc = fusion_search_modes(&g, &RATES, picks[i].budget, &md, &cut);
+        fusion_mode_name(md, nm, sizeof nm);
+        CHECK(rc == picks[i].rc && strcmp(nm, picks[i].pick) == 0, "%s budget %zu: picked %s (%d), expected %s (%d)",
+              picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, rc, picks[i].pick, picks[i].rc);
+        int rb = fusion_search(&g, &RATES, picks[i].budget, &best);
+        CHECK(rb == rc && best.cost <= cut.cost, "the graph's optimum is never worse than an executable mode");
+        printf("%-8s budget %9zu: %-22s %9zu bytes %8.3f ms | graph optimum %9zu bytes %8.3f ms, drops %s\n",
+               picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
+               best.cost * 1e3, fusion_set_describe(&g, ((1u << g.n) - 1) & ~best.kept, 0, kept, sizeof kept));
+    }
+    return check_summary();
+}
