@@ -1,5 +1,6 @@
 #include "memory/ledger_report.h"
 #include <string.h>
+#include "memory/memo_model.h"
 
 const char *format_bytes(double bytes, char *buf, size_t len) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -61,8 +62,11 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     for (int n = ACT_EMB_MASK; n < ACT_COUNT; n++) {
         ActName name = (ActName)n;
         size_t got = ledger_stored_bytes(lg, name, -1),
-               pred = name == ACT_OFFLOAD_STAGE ? act_offload_stage_bytes(sh, p) : act_tensor_bytes(sh, name);
+               pred = name == ACT_OFFLOAD_STAGE ? act_offload_stage_bytes(sh, p)
+                      : name == ACT_MEMO_STAGE  ? act_memo_stage_bytes(sh, p)
+                                                : act_tensor_bytes(sh, name);
         if (name == ACT_OFFLOAD_STAGE && !p->offload) continue;
+        if (name == ACT_MEMO_STAGE && !policy_has_memo(p)) continue;
         if ((name == ACT_REV_X1 || name == ACT_REV_X2) && !sh->reversible) continue;
         bad += got != pred;
         fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), got, pred,

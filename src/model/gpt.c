@@ -9,6 +9,7 @@
 #include "model/block.h"
 #include "model/family.h"
 #include "model/lora_site.h"
+#include "model/memo.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/reversible.h"
@@ -156,6 +157,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     }
     m->act = &m->acts[0];
     offload_init(m);
+    memo_init(m);
 
     size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl;
     int mini = m->policy.mini_seq > 1, sp = m->tp.t > 1 && m->tp.sp;
@@ -177,6 +179,13 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
                         ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->hl)
                         : 0;
         scratch = st > re ? st : re;
+    }
+    if (m->memo) {   // MEMO's layers: flash's forward over token ranges (and, without flash, selective's backward)
+        size_t fl = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->hl);
+        size_t re = m->policy.tempo & ATTN_FLASH ? 0
+                    : m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->hl);
+        if (fl > scratch) scratch = fl;
+        if (re > scratch) scratch = re;
     }
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
@@ -220,6 +229,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 
 void gpt_free(GPT *m) {
     offload_free(m);
+    memo_free(m);
     for (int k = 0; m->acts && k < m->pp.contexts; k++) {   // the arenas, the offload pool and the static plan's
         arena_free(&m->acts[k].arena);                       // block go back to the backend before it closes
         free(m->acts[k].blocks);
@@ -369,6 +379,7 @@ static float *output_of(GPT *m, int l, int pass, int where) {
 }
 
 float *gpt_head_input(GPT *m) { return output_of(m, m->cfg.layers - 1, PASS_FORWARD, OUT_HEAD); }
+float *block_output_of(GPT *m, int l, int pass, int where) { return output_of(m, l, pass, where); }
 
 static void output_done(GPT *m, int l, int pass, int where, float *out) {
     size_t nh = rank_rows_h(m);
@@ -377,6 +388,7 @@ static void output_done(GPT *m, int l, int pass, int where, float *out) {
 }
 
 void gpt_head_input_done(GPT *m, float *x) { output_done(m, m->cfg.layers - 1, PASS_FORWARD, OUT_HEAD, x); }
+void block_output_done(GPT *m, int l, int pass, int where, float *out) { output_done(m, l, pass, where, out); }
 
 // A copy of src as the input of a half's norm (ln1_in or ln2_in of layer l), kept as the pass says and
 // rounded like any kept tensor (the copy, not src: a reversible stream stays fp32).
@@ -693,6 +705,8 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
 // OUT_DISCARD, whose output nobody reads. Under TP the linears hold this rank's columns; the norms,
 // dropout and residual run on the rank's rows (all rows without SP).
 static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int where) {
+    if (pass == PASS_FORWARD && m->act->ctx.train && plan_of(m)->kind[l] == RECOMPUTE_MEMO)
+        return memo_block_forward(m, l, x, where);   // by token ranges, the first swapped (model/memo.h)
     const float *x1 = attn_half_forward(m, l, x, x, NULL, pass);
     return mlp_half_forward(m, l, x1, x1, NULL, pass, where);
 }
@@ -848,6 +862,7 @@ static void forward_begin(GPT *m, int l0, int l1, int s, int b, StepCtx ctx) {
     for (int l = l0; l < l1; l++) memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
     stepmem_begin(&m->mem, ctx.train ? STEP_TRAIN : STEP_EVAL);
     if (ctx.train) offload_begin_forward(m);
+    if (ctx.train) memo_begin_forward(m);
 }
 
 // x = Dropout(wte[tokens] + wpe) into block 0's input.
@@ -1053,7 +1068,7 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                         saved_in(m, A, ACT_PROJ_IN, l, nhl),
                                         saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
                                         s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
-    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, into its backward
+    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE || plan_of(m)->kind[l] == RECOMPUTE_MEMO)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                             ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, m->head0,
                                             site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
@@ -1230,14 +1245,17 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     if (m->cfg.reversible) rev_backward(m);   // each block's inputs rebuilt from its outputs, then its backward
     for (int l = l1 - 1; l >= l0 && !m->cfg.reversible; l--) {
         offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
+        memo_fetch(m, l);      // likewise MEMO's swapped token slices
         if (pol->kind[l] == RECOMPUTE_FULL) {   // groups never straddle chunks (the stage policy cuts them)
             int g0 = pol->group_start[l];
             int last = l + 1 == l1 || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
             if (last) recompute_group(m, g0, l);
         }
+        if (pol->kind[l] == RECOMPUTE_MEMO) memo_recompute(m, l);   // its later tokens again, every tensor whole
         block_backward(m, l);
         arena_pop_to(&m->act->arena, m->act->blocks[l].mark);
         offload_layer_released(m, l);
+        memo_layer_released(m, l);
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
     }
 
@@ -1249,6 +1267,7 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     }
     scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);
+    memo_end_step(m);
     arena_pop_to(&m->act->arena, 0);
     memset(m->act->model_acts.saved, 0, sizeof m->act->model_acts.saved);
 }
@@ -1257,6 +1276,7 @@ void gpt_params_changed(GPT *m) { m->params16_stale = 1; }
 
 void gpt_release(GPT *m) {
     offload_end_step(m);
+    memo_end_step(m);
     arena_pop_to(&m->act->arena, 0);
     m->ledger.paused = 0;
 }

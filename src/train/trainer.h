@@ -37,6 +37,8 @@ typedef struct {
     unsigned offload;    // --offload LIST: bits (1 << name) of per-layer tensors kept in the offload pool
     const char *offload_dir;  // --offload-dir: the pool is a file there (NULL: host memory)
     int static_plan;     // --static-plan: one recorded step's lifetimes place every step's buffers in one block
+    double memo_alpha;   // --memo ALPHA: MEMO's swapped fraction of each memo layer's tokens (-1: off; -2: auto,
+                         // --mem-budget's planner chooses it)
     double offload_budget;  // --offload-budget: the planner may keep this many bytes in the offload pool
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
