@@ -1,4 +1,5 @@
 #include "memory/memo_model.h"
+#include "memory/flops.h"
 
 long memo_swap_positions(long s, double alpha) {
     if (alpha >= 1.0) return s;
@@ -70,7 +71,7 @@ static double pos(double x) { return x > 0.0 ? x : 0.0; }
 
 MemoTime memo_layer_time(const MemoLayerCost *c, double a) {
     MemoTime t;
-    double linear = c->fwd_s - c->attn_s;
+    double linear = c->fwd_s - c->attn_s - c->down_s;
     t.recompute_s = (1.0 - a) * linear + (1.0 - a * a) * c->attn_s;
     t.transfer_s = c->link_bps > 0.0 ? a * c->swap_bytes / c->link_bps : (a > 0.0 ? 1e30 : 0.0);
     // Forward: the slice goes out while the next layer computes its forward. Backward: the previous
@@ -78,4 +79,20 @@ MemoTime memo_layer_time(const MemoLayerCost *c, double a) {
     t.stall_s = pos(t.transfer_s - c->fwd_s) + pos(t.transfer_s - (2.0 * c->fwd_s + t.recompute_s));
     t.layer_s = 3.0 * c->fwd_s + t.recompute_s + t.stall_s;
     return t;
+}
+
+MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps) {
+    FlopBlock blk = flops_block_of(sh);
+    double s = (double)sh->s, b = (double)sh->b, h = (double)sh->h;
+    double attn = 2.0 * s * s * h * b;   // causal: half of Eq. 7's 4·s²·h
+    double fwd = b * flops_layer_forward_block(s, h, &blk) - 2.0 * s * s * h * b;
+    double down = 2.0 * s * b * h * blk.ffn;
+    // the bytes of every position: the slice of α = 1
+    MemoryPolicy all = *p;
+    all.memo_alpha = 1.0f;
+    size_t bytes = 0;
+    for (int l = 0; l < p->layers; l++)
+        if (p->kind[l] == RECOMPUTE_MEMO) { bytes = act_memo_swap_bytes(sh, &all, l); break; }
+    MemoLayerCost c = {fwd / gemm_flops, attn / gemm_flops, down / gemm_flops, (double)bytes, link_bps};
+    return c;
 }

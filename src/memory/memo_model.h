@@ -33,13 +33,14 @@ size_t act_memo_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 int policy_has_memo(const MemoryPolicy *p);
 
 // The step-time model of a memo layer (per micro-batch, per layer): the forward of one layer takes
-// fwd_s (its GEMMs at the machine's GEMM speed plus its attention), of which attn_s is the causal
-// attention core; the backward 2·fwd_s; the host link moves link_bps bytes/s each way, overlapped with
-// compute. Recomputing positions [r, s) costs (1 − r/s) of the layer's linear work and (1 − (r/s)²) of
-// its causal attention (query i reads i keys). A swap that takes longer than the compute it hides
-// under (the next layer's forward; the previous layer's backward and recompute) stalls the step.
+// fwd_s, of which attn_s is the causal attention core and down_s the down projection (FC2); the
+// backward 2·fwd_s; the host link moves link_bps bytes/s each way, overlapped with compute.
+// Recomputing positions [r, s) costs (1 − r/s) of the layer's linear work but the down projection
+// (backward never reads the block's output) and (1 − (r/s)²) of its causal attention (query i reads i
+// keys). A swap that takes longer than the compute it hides under (the next layer's forward; the
+// previous layer's backward and recompute) stalls the step. At α = 0 this is full recompute's layer.
 typedef struct {
-    double fwd_s, attn_s;   // seconds: one layer's forward, its attention core part
+    double fwd_s, attn_s, down_s;   // seconds: one layer's forward, its attention core, its down projection
     double swap_bytes;      // the layer's swappable bytes at α = 1 (all positions)
     double link_bps;        // host-link bytes per second (one direction)
 } MemoLayerCost;
@@ -50,4 +51,7 @@ typedef struct {
     double layer_s;         // per layer: forward + backward + recompute + stall
 } MemoTime;
 MemoTime memo_layer_time(const MemoLayerCost *c, double frac_swapped);
+// A layer's cost on a machine of gemm_flops FLOP/s (every op at that rate: GEMMs, and the causal
+// attention core at half the 4·s²·h of Eq. 7) and link_bps, for the memo layers of policy p.
+MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps);
 #endif

@@ -166,8 +166,9 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     // (P, D, dP and the mask), or flash's tiles only. The backend sizes each for its own kernels.
     int any_selective = 0, any_stored = 0;
     for (int l = 0; l < c->layers; l++) {
-        any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
-        any_stored |= m->policy.kind[l] != RECOMPUTE_SELECTIVE;
+        LayerRecompute k = m->policy.kind[l];   // a memo layer's backward recomputes its core as selective's does
+        any_selective |= k == RECOMPUTE_SELECTIVE || k == RECOMPUTE_MEMO;
+        any_stored |= k != RECOMPUTE_SELECTIVE && k != RECOMPUTE_MEMO;
     }
     AttnScratchKind stored = (m->policy.tempo & TEMPO_SOFTMAX) ? ATTN_SCRATCH_BACKWARD_TEMPO : ATTN_SCRATCH_BACKWARD;
     size_t scratch = 0;
@@ -180,12 +181,9 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
                         : 0;
         scratch = st > re ? st : re;
     }
-    if (m->memo) {   // MEMO's layers: flash's forward over token ranges (and, without flash, selective's backward)
+    if (m->memo) {   // MEMO's layers run flash's forward over their token ranges
         size_t fl = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->hl);
-        size_t re = m->policy.tempo & ATTN_FLASH ? 0
-                    : m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->hl);
         if (fl > scratch) scratch = fl;
-        if (re > scratch) scratch = re;
     }
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)

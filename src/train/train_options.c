@@ -179,6 +179,8 @@ static ActShape options_shape(const TrainOptions *o) {
     return sh;
 }
 
+ActShape train_options_shape(const TrainOptions *o) { return options_shape(o); }
+
 // The OpenMP threads the run will use (each holds its own attention scratch).
 static int run_threads(const TrainOptions *o) { return o->threads > 0 ? o->threads : omp_get_max_threads(); }
 
@@ -262,6 +264,13 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
         }
         p->precision = o->precision;
         p->device = o->device;
+        return 0;
+    }
+    if (o->mem_budget > 0 && o->memo_alpha == -2.0) {   // --memo auto: MEMO's α for the budget (memo_options.c)
+        if (train_memo_policy(o, p, err, errlen) != 0) return -1;
+        p->precision = o->precision;
+        p->device = o->device;
+        p->offload_dir = o->offload_dir;
         return 0;
     }
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget

@@ -102,6 +102,14 @@ int train_run(const TrainOptions *o, Comm *comm);
 int train_plan(const TrainOptions *o, double budget, MemPlan *plan);
 // Prints the plan (or why none fits) for a budget; 0 when one fits.
 int train_print_plan(FILE *f, const TrainOptions *o, double budget);
+// The analytic model's shape of this run (one rank's).
+ActShape train_options_shape(const TrainOptions *o);
+// MEMO (train/memo_options.c): the α memo_plan chooses for o->mem_budget on this machine (the host link
+// measured through the offload pool, the GEMM rate from the cached `ctron peak` figure or measured), as
+// the run's policy with the arena held to the budget; 0, or -1 with why in err. train_print_memo_plan:
+// the plan for a budget at given speeds (0: measure), and full recompute's predicted time beside it.
+int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
+int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double link_gbps, double gemm_gflops);
 // Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
 // parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes);
