@@ -30,7 +30,7 @@ declare -A value=(
   [recompute]="--recompute full" [recompute-method]="--recompute full --recompute-method block"
   [recompute-num-layers]="--recompute full --recompute-num-layers 2" [recompute-layers]="--recompute-layers 0:full,1:selective"
   [dropout-masks]="--dropout-masks regen" [act-dtype]="--act-dtype bf16" [tempo]="--tempo all" [gelu-bits]="--gelu-bits 2"
-  [attention]="--attention flash" [mini-seq]="--mini-seq 2" [offload]="--offload fc1_in,gelu_in" [static-plan]="--static-plan"
+  [attention]="--attention flash" [mini-seq]="--mini-seq 2" [offload]="--offload fc1_in,gelu_in" [memo]="--memo 0.5 --seq 128" [static-plan]="--static-plan"
   [offload-budget]="--mem-budget 2MiB --offload-budget 1MiB" [mem-budget]="--mem-budget 1MiB"
   [pp-schedule]="--pp-schedule layered --grad-accum 2" [virtual-stages]="np2:--layers 4 --pp 2 --pp-schedule interleaved --virtual-stages 2 --grad-accum 2"
   [recompute-microbatches]="--pp-schedule gpipe --grad-accum 2 --recompute full --recompute-microbatches 1"

@@ -241,6 +241,12 @@ struct Backend {
     // ---- --lora-dropout: backend/cpu/dropout.h's dropout_mask_cols (a column slice of an [s, b, W] mask)
     void (*dropout_mask_cols)(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
                               uint32_t sample0);
+    // ---- MEMO's token ranges (model/memo.h): flash_attention_forward for query positions [q0, q0+nq)
+    // only (keys 0 .. q0+nq−1 read from k, v; ctx rows and lse entries of those positions written). With
+    // q0 a multiple of the tile the rows are bitwise the whole call's. NULL where a backend has none.
+    void (*flash_attention_forward_rows)(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                         const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
+                                         int h, int head0, DropoutSite site, uint32_t sample0);
 };
 
 // A device's own collective library. Each call returns 0 or a code that error_string names; sizes

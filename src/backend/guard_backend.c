@@ -204,6 +204,17 @@ static void g_flash_attention_forward(Backend *be, float *ctx, float *lse, const
     inner(be)->flash_attention_forward(inner(be), ctx, lse, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0);
     guard_close_all(be);
 }
+static void g_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                           const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
+                                           int h, int head0, DropoutSite site, uint32_t sample0) {
+    static const char *const names[] = {"ctx", "lse", "q", "k", "v", "scratch"};
+    const void *ptrs[] = {ctx, lse, q, k, v, scratch};
+    guard_check(be, "flash_attention_forward_rows", names, ptrs, 6);
+    guard_open_all(be);
+    inner(be)->flash_attention_forward_rows(inner(be), ctx, lse, q, k, v, scratch, s, q0, nq, b, a, kv, h, head0, site,
+                                            sample0);
+    guard_close_all(be);
+}
 static void g_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                        const float *q, const float *k, const float *v, const float *ctx,
                                        const float *lse, float *scratch, int s, int b, int a, int kv, int h, int head0,
@@ -717,6 +728,7 @@ static void guard_kernels(Backend *t) {
     t->loss_take = g_loss_take;
     t->embedding_vocab_forward16 = g_embedding_vocab_forward16;
     t->dropout_mask_cols = g_dropout_mask_cols;
+    if (t->flash_attention_forward_rows) t->flash_attention_forward_rows = g_flash_attention_forward_rows;
     t->linear_forward_rows = g_linear_forward_rows;
     t->kv_attention_forward = g_kv_attention_forward;
     t->gelu_forward = g_gelu_forward;

@@ -1,6 +1,7 @@
 // ctron memory: per-rank activation memory, parameter state and FLOPs of a model and layout,
 // beside the paper's Figure 7 comparison. Nothing is allocated or run: it is the analytic model.
 #include "cli/memory_cmd.h"
+#include "memory/memo_model.h"
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -38,6 +39,7 @@ typedef struct {
     int dropout_given;
     int gelu_bits, mini_seq, flash, reversible;
     unsigned offload;
+    double memo;                                   // --memo ALPHA (-1: none)
     int json;
     const char *plot;
     int several;                                   // more than one model: errors name the preset
@@ -105,6 +107,10 @@ void cli_memory_usage(FILE *f) {
         "  --offload LIST                           per-layer tensors kept in an offload pool, not on the\n"
         "                                           device (e.g. fc1_in,gelu_in or all); two layers' worth\n"
         "                                           stay as stage slots\n"
+        "  --memo ALPHA                             MEMO: every layer (or --recompute-layers' memo layers)\n"
+        "                                           keeps its input; the first ALPHA of its tokens swapped\n"
+        "                                           to host memory (memo_stage + the pool), the rest\n"
+        "                                           recomputed in backward (one process: no --tp, --pp)\n"
         "  --reversible                             reversible blocks: no layer keeps anything; the two fp32\n"
         "                                           streams and one half-layer rebuilt in backward\n"
         "fine-tuning (LoRA, docs/LORA.md)\n"
@@ -129,7 +135,7 @@ enum {
     OPT_PRESET = 1000, OPT_LAYERS, OPT_HIDDEN, OPT_HEADS, OPT_SEQ, OPT_BATCH, OPT_VOCAB, OPT_TP, OPT_SP, OPT_PP,
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
-    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE,
+    OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE, OPT_MEMO,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_ACT_BUDGET_LAYER,
     OPT_SEARCH_RATES
 };
@@ -152,6 +158,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"tempo", required_argument, 0, OPT_TEMPO}, {"gelu-bits", required_argument, 0, OPT_GELU_BITS},
         {"mini-seq", required_argument, 0, OPT_MINI_SEQ}, {"attention", required_argument, 0, OPT_ATTENTION},
         {"offload", required_argument, 0, OPT_OFFLOAD}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
+        {"memo", required_argument, 0, OPT_MEMO},
         {"virtual-stages", required_argument, 0, OPT_VIRTUAL_STAGES}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
         {"grad-accum", required_argument, 0, OPT_GRAD_ACCUM}, {"recompute-microbatches", required_argument, 0, OPT_KEEP_ALL},
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
@@ -165,6 +172,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
     a->act_dtype = "bf16";
     a->masks = "bytes";
     a->dropout = 0.1;
+    a->memo = -1.0;
     a->peak_tflops = 312.0;
     const int big = 1 << 30;
     int rc = 0, ch;
@@ -242,6 +250,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
             a->base_bf16 = strcmp(optarg, "bf16") == 0;
             break;
         case OPT_REVERSIBLE: a->reversible = 1; break;
+        case OPT_MEMO: rc = args_double(CMD, "--memo", optarg, 0.0, 1.0, 0, &a->memo); break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
@@ -470,8 +479,17 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     } else if (a->act_budget_layer > 0 || a->search_gflops > 0) {
         return cfg_error(a, p, "--act-budget-layer and --search-rates are for --recompute search");
     }
-    if (stage_policy_build(&c->policy, &c->lay, recompute, a->method, a->num_layers, a->list, err, sizeof err) != 0)
+    int memo = a->memo >= 0.0;
+    if (memo && (pp > 1 || t > 1 || a->offload || a->reversible || c->policy.tempo & ~(unsigned)ATTN_FLASH ||
+                 (a->recompute && strcmp(a->recompute, "none") != 0 && strcmp(a->recompute, "memo") != 0)))
+        return cfg_error(a, p, "--memo is built for one process (no --tp, --pp), without --offload, --reversible, "
+                         "Tempo, Few-Bit, mini-seq, LoRA or another --recompute (mark layers with --recompute-layers "
+                         "FIRST-LAST:memo)");
+    c->policy.memo_alpha = memo ? (float)a->memo : 0.0f;
+    const char *rc = memo && !a->list ? "memo" : recompute;
+    if (stage_policy_build(&c->policy, &c->lay, rc, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
+    if (!memo && policy_has_memo(&c->policy)) return cfg_error(a, p, "a memo layer needs --memo ALPHA");
 
     // Table 5's iteration time applies only to the preset's own shape and layout.
     int all_sel = 1, all_full = 1;

@@ -40,6 +40,14 @@ void cli_plan_usage(FILE *f) {
         "  --offload-budget BYTES  the offload pool (host memory or --offload-dir's disk) may hold this\n"
         "                      much: offload is then an option, preferred to recompute (no FLOPs), the\n"
         "                      least traffic first (default 0: no offload)\n"
+        "  --memo              MEMO instead (docs/MEMORY.md): every layer swaps the first α of its tokens\n"
+        "                      to host memory and recomputes the rest; chooses α of least predicted step\n"
+        "                      time that fits (the pool within --offload-budget when given) and prints\n"
+        "                      the time's parts and full recompute's beside it\n"
+        "  --host-gbps X --gemm-gflops Y   --memo's machine: host-link GB/s one way, FLOP/s of the layer's\n"
+        "                      work (default: measured here, the link through the offload pool and the\n"
+        "                      GEMM rate of `ctron peak`)\n"
+        "  --attention flash|standard   --memo's attention (default flash)\n"
         "pipeline: each stage planned for its own peak under the schedule (the first holds the most\n"
         "micro-batches, so it may recompute more); masks and Tempo are one choice for the whole model,\n"
         "offload is not planned; prints every stage and the whole model's --recompute-layers list\n"
@@ -54,7 +62,8 @@ int cli_plan_main(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--cluster") == 0) return cli_cluster_main(argc, argv);
     enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS,
-           O_OFFLOAD_BUDGET, O_PRECISION, O_PP, O_SCHEDULE, O_VIRTUAL, O_ACCUM };
+           O_OFFLOAD_BUDGET, O_PRECISION, O_PP, O_SCHEDULE, O_VIRTUAL, O_ACCUM, O_MEMO, O_HOST_GBPS, O_GEMM_GFLOPS,
+           O_ATTENTION };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"mem-budget", required_argument, 0, O_BUDGET},
         {"layers", required_argument, 0, O_LAYERS},
@@ -66,12 +75,16 @@ int cli_plan_main(int argc, char **argv) {
         {"tp", required_argument, 0, O_TP}, {"sp", no_argument, 0, O_SP}, {"act-dtype", required_argument, 0, O_DTYPE},
         {"precision", required_argument, 0, O_PRECISION},
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
+        {"memo", no_argument, 0, O_MEMO}, {"host-gbps", required_argument, 0, O_HOST_GBPS},
+        {"gemm-gflops", required_argument, 0, O_GEMM_GFLOPS}, {"attention", required_argument, 0, O_ATTENTION},
         FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
     train_options_default(&o);
     GPTConfig *c = &o.model;
     double budget = 0, p;
-    int rc = 0, ch, pp = 0, virtual_stages = 0, accum = 0, schedule_given = 0, dropout_given = 0;
+    int rc = 0, ch, pp = 0, virtual_stages = 0, accum = 0, schedule_given = 0, dropout_given = 0, memo = 0;
+    double host_gbps = 0.0, gemm_gflops = 0.0;
+    int flash = 1, attention_given = 0;   // --memo: MEMO is built on flash attention (--attention standard: without)
     FamilyArgs fa;
     family_args_init(&fa);
     PipeScheduleKind schedule = PIPE_1F1B;
@@ -126,6 +139,15 @@ int cli_plan_main(int argc, char **argv) {
             o.act_dtype = pr == PRECISION_BF16 ? ACT_BF16 : ACT_FP32;   // as train: mixed precision keeps bf16
             break;
         }
+        case O_MEMO: memo = 1; break;
+        case O_HOST_GBPS: rc = args_double(CMD, "--host-gbps", optarg, 1e-6, 1e9, 0, &host_gbps); break;
+        case O_GEMM_GFLOPS: rc = args_double(CMD, "--gemm-gflops", optarg, 1e-6, 1e12, 0, &gemm_gflops); break;
+        case O_ATTENTION:
+            if (strcmp(optarg, "flash") != 0 && strcmp(optarg, "standard") != 0)
+                return args_error(CMD, "--attention: unknown kind '%s' (expected standard or flash)", optarg);
+            flash = strcmp(optarg, "flash") == 0;
+            attention_given = 1;
+            break;
         case 'h': cli_plan_usage(stdout); return 0;
         case ':': return args_error(CMD, "%s: missing value", flag);
         default: return args_error(CMD, "unknown option '%s'", flag);
@@ -148,6 +170,14 @@ int cli_plan_main(int argc, char **argv) {
     o.world_size = o.tp;
     char err[512];
     if (train_check_layout(&o, o.tp, err, sizeof err) != 0) return args_error(CMD, "%s", err);
+    if ((host_gbps > 0 || gemm_gflops > 0 || attention_given) && !memo)
+        return args_error(CMD, "--%s is for --memo's plan: give --memo",
+                          host_gbps > 0 ? "host-gbps" : gemm_gflops > 0 ? "gemm-gflops" : "attention");
+    if (memo) {   // MEMO's α for the budget (train/memo_options.c)
+        o.flash = flash;
+        if (pp || o.tp > 1) return args_error(CMD, "--memo is built for one process (no --pp, no --tp)");
+        return train_print_memo_plan(stdout, &o, budget, host_gbps, gemm_gflops) == 0 ? 0 : CTRON_EXIT_USAGE;
+    }
     if (!pp) {
         if (schedule_given || virtual_stages || accum)
             return args_error(CMD, "--%s needs --pp P (the per-stage plan)",

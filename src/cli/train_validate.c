@@ -145,8 +145,8 @@ static int check_memory_flags(const TrainOptions *o, const TrainGiven *given) {
         for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
             if (train_given(given, chosen[i])) return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
     }
-    if (o->offload_dir && !o->offload && !(o->mem_budget > 0 && o->offload_budget > 0))
-        return usage_error("--offload-dir %s without --offload (or --mem-budget with --offload-budget): nothing would go "
+    if (o->offload_dir && !o->offload && o->memo_alpha == -1.0 && !(o->mem_budget > 0 && o->offload_budget > 0))
+        return usage_error("--offload-dir %s without --offload or --memo (or --mem-budget with --offload-budget): nothing would go "
                            "there", o->offload_dir);
     if (o->offload_budget > 0 && !(o->mem_budget > 0))
         return usage_error("--offload-budget is what --mem-budget's planner may offload: give --mem-budget too");
@@ -230,6 +230,37 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
     return 0;
 }
 
+// MEMO (--memo, model/memo.h) is built for one process on the CPU backend, with the standard block: what it
+// is not built with is refused here, with the reason, before anything is allocated.
+static int check_memo(const TrainOptions *o, const TrainGiven *given) {
+    int memo = o->memo_alpha != -1.0;
+    if (!memo) return 0;
+    if (o->memo_alpha == -2.0 && !(o->mem_budget > 0))
+        return usage_error("--memo auto: the fraction is chosen by --mem-budget's planner; give --mem-budget, or a "
+                           "fraction between 0 and 1");
+    if (o->memo_alpha >= 0.0 && o->mem_budget > 0)
+        return usage_error("--mem-budget chooses --memo's fraction itself (--memo auto): give one of them");
+    if (o->recompute && strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "memo") != 0)
+        return usage_error("--memo with --recompute %s: a memo layer keeps only its input and recomputes what it does "
+                           "not swap; mark layers with --recompute-layers FIRST-LAST:memo instead", o->recompute);
+    if (o->tp > 1) return usage_error("--memo with --tp %d: MEMO's token ranges are not built for tensor parallelism", o->tp);
+    if (train_uses_pipeline(o)) return usage_error("--memo with a pipeline: not built (one process, --pp 1)");
+    if (o->model.lora_rank > 0) return usage_error("--memo with LoRA: not built (its token ranges run no adapters)");
+    if (o->model.reversible) return usage_error("--memo with --reversible: reversible blocks keep no layer to swap");
+    if (o->tempo || o->gelu_bits || o->mini_seq > 1)
+        return usage_error("--memo with %s: not built (a memo layer keeps what a selective layer keeps)",
+                           o->tempo ? "--tempo" : o->gelu_bits ? "--gelu-bits" : "--mini-seq");
+    if (o->offload) return usage_error("--memo with --offload: both own the host pool; MEMO already swaps its tokens");
+    if (o->static_plan) return usage_error("--memo with --static-plan: not built (the token ranges' lifetimes are "
+                                           "not recorded)");
+    if (o->device && strcmp(o->device, "cpu") != 0)
+        return usage_error("--memo with --device %s: built for the CPU backend only (%s)", o->device,
+                           strncmp(o->device, "cuda", 4) == 0 ? "the CUDA backend has no flash_attention_forward_rows"
+                                                              : "the guard locks memory the pool's thread copies");
+    (void)given;
+    return 0;
+}
+
 int train_validate(TrainOptions *o, const TrainGiven *given) {
     int rc;
     if ((rc = cli_train_ckpt_check(o, given->name, given->n)) != 0) return rc;
@@ -250,6 +281,7 @@ int train_validate(TrainOptions *o, const TrainGiven *given) {
     if ((rc = check_memory_flags(o, given)) != 0) return rc;
     if ((rc = check_techniques(o)) != 0) return rc;
     if ((rc = check_reversible(o, given)) != 0) return rc;
+    if ((rc = check_memo(o, given)) != 0) return rc;
     if (o->min_lr > o->lr) return usage_error("--min-lr %g is above --lr %g", (double)o->min_lr, (double)o->lr);
     if (o->warmup > o->steps) return usage_error("--warmup %d is longer than --steps %d", o->warmup, o->steps);
     if (o->val_frac <= 0.0) return usage_error("--val-frac must be > 0 (validation needs held-out data)");

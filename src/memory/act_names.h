@@ -25,6 +25,8 @@ typedef enum {
     ACT_OFFLOAD_STAGE,
     // reversible blocks: the two residual streams (fp32), the last block's outputs, inverted in place in backward
     ACT_REV_X1, ACT_REV_X2,
+    // MEMO (--memo): the two layer slots where the swapped token slices are written and fetched back
+    ACT_MEMO_STAGE,
     ACT_COUNT
 } ActName;
 

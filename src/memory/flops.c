@@ -1,4 +1,5 @@
 #include "memory/flops.h"
+#include "memory/memo_model.h"
 
 double flops_model(double B, double L, double s, double h, double v) {
     return 72.0 * B * L * s * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * h * L));
@@ -21,6 +22,18 @@ static double layer_forward(double s, double h, const FlopBlock *b) {
            2.0 * s * h * b->ffn * (b->mlp_mats + 1);
 }
 
+double flops_layer_forward_block(double s, double h, const FlopBlock *blk) {
+    FlopBlock g = {h, 4.0 * h, 1};
+    return layer_forward(s, h, blk ? blk : &g);
+}
+
+double flops_recompute_memo_block(double B, double s, double h, double frac, const FlopBlock *blk) {
+    FlopBlock g = {h, 4.0 * h, 1};
+    if (!blk) blk = &g;
+    double core = 4.0 * s * s * h, down = 2.0 * s * h * blk->ffn;
+    return B * ((1.0 - frac) * (layer_forward(s, h, blk) - core - down) + (1.0 - frac * frac) * core);
+}
+
 double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk) {
     if (paper_shape(h, blk)) return flops_model(B, L, s, h, v);
     return B * (3.0 * L * layer_forward(s, h, blk) + 6.0 * s * h * v);
@@ -38,6 +51,11 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
     for (int l = 0; l < layers && policy; l++) {
         LayerRecompute k = policy->kind[l];
         if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, h);
+        if (k == RECOMPUTE_MEMO) {   // its later positions, and (without flash) the core in backward as selective's
+            double r = s >= 1.0 ? (double)memo_swap_positions((long)s, policy->memo_alpha) / s : 0.0;
+            total += flops_recompute_memo_block(B, s, h, r, blk);
+            if (!(policy->tempo & ATTN_FLASH)) total += flops_recompute_selective(B, s, h);
+        }
         if (k == RECOMPUTE_FULL) {
             int g0 = policy->group_start[l];
             int last = l + 1 == layers || policy->kind[l + 1] != RECOMPUTE_FULL || policy->group_start[l + 1] != g0;

@@ -27,6 +27,11 @@ typedef struct { double kv_width, ffn; int mlp_mats; } FlopBlock;
 double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk);
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
                             int ctron_full, const FlopBlock *blk);
+// One layer's forward, per sequence (the sum above).
+double flops_layer_forward_block(double s, double h, const FlopBlock *blk);
+// What a memo layer recomputes (model/memo.h), per B sequences: positions [r, s) of its forward but the
+// down projection, r = frac·s: (1 − frac) of the linear work and (1 − frac²) of the causal core.
+double flops_recompute_memo_block(double B, double s, double h, double frac, const FlopBlock *blk);
 // The block of an analytic-model shape (kv·d, its FFN width, SwiGLU's two input matrices).
 FlopBlock flops_block_of(const ActShape *sh);
 // One layer's full recompute, per B sequences: one more forward, less the down projection (FC2) when

@@ -1,5 +1,6 @@
 #include "memory/ledger_report.h"
 #include <string.h>
+#include "memory/memo_model.h"
 
 const char *format_bytes(double bytes, char *buf, size_t len) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -61,8 +62,11 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     for (int n = ACT_EMB_MASK; n < ACT_COUNT; n++) {
         ActName name = (ActName)n;
         size_t got = ledger_stored_bytes(lg, name, -1),
-               pred = name == ACT_OFFLOAD_STAGE ? act_offload_stage_bytes(sh, p) : act_tensor_bytes(sh, name);
+               pred = name == ACT_OFFLOAD_STAGE ? act_offload_stage_bytes(sh, p)
+                      : name == ACT_MEMO_STAGE  ? act_memo_stage_bytes(sh, p)
+                                                : act_tensor_bytes(sh, name);
         if (name == ACT_OFFLOAD_STAGE && !p->offload) continue;
+        if (name == ACT_MEMO_STAGE && !policy_has_memo(p)) continue;
         if ((name == ACT_REV_X1 || name == ACT_REV_X2) && !sh->reversible) continue;
         bad += got != pred;
         fprintf(f, "  %-11s %14zu %14zu %12s %12s  %s\n", act_name_str(name), got, pred,
@@ -89,6 +93,25 @@ int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const 
         if (act_offloaded(p, (ActName)n)) bad += print_name_row(f, pool, sh, p, (ActName)n, act_layer_offload_name_bytes);
     }
     size_t want = act_offload_pool_bytes(sh, p);
+    bad += pool->total_fwd_end != want || pool->total_peak != want;
+    fprintf(f, "  in the pool at the end of forward: measured %zu (%s), predicted %zu  %s\n", pool->total_fwd_end,
+            format_bytes((double)pool->total_fwd_end, b1, sizeof b1), want,
+            pool->total_fwd_end == want && pool->total_peak == want ? "ok" : "MISMATCH");
+    fprintf(f, "  moved this step: %s out, %s back; the step waited %.1f ms for the transfers\n",
+            format_bytes(stored, b1, sizeof b1), format_bytes(loaded, b2, sizeof b2), wait_s * 1e3);
+    return bad;
+}
+
+int ledger_print_memo(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
+                      double stored, double loaded, double wait_s) {
+    int bad = 0;
+    char b1[32], b2[32];
+    long r = memo_swap_positions(sh->s, p->memo_alpha);
+    fprintf(f, "memo pool (%s; --memo %g: the first %ld of %ld positions of each memo layer swapped, the rest "
+               "recomputed): measured vs predicted\n", where, (double)p->memo_alpha, r, sh->s);
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (memo_swaps(sh, p->tempo, (ActName)n)) bad += print_name_row(f, pool, sh, p, (ActName)n, act_memo_swap_name_bytes);
+    size_t want = act_memo_pool_bytes(sh, p);
     bad += pool->total_fwd_end != want || pool->total_peak != want;
     fprintf(f, "  in the pool at the end of forward: measured %zu (%s), predicted %zu  %s\n", pool->total_fwd_end,
             format_bytes((double)pool->total_fwd_end, b1, sizeof b1), want,

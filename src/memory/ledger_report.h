@@ -14,4 +14,7 @@ const char *format_bytes(double bytes, char *buf, size_t len);
 // forward; where the pool is, what moved and how long the step waited for it.
 int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
                          double stored, double loaded, double wait_s);
+// MEMO's host pool (--memo): the swapped token slices of every memo layer, per name, against the model.
+int ledger_print_memo(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
+                      double stored, double loaded, double wait_s);
 #endif

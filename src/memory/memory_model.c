@@ -1,5 +1,6 @@
 #include "memory/memory_model.h"
 #include "arch/lora.h"
+#include "memory/memo_model.h"
 #include "memory/reversible_model.h"
 
 // Per rank: TP splits heads and the 4h dimension; SP additionally splits the sequence of the
@@ -112,6 +113,7 @@ static int lora_input_read(unsigned tempo, ActName name) {
 
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
+    if (kind == RECOMPUTE_MEMO) return name == ACT_LN1_IN;   // its input; the rest swapped or recomputed
     // Mini-seq: the MLP's inner tensors are recomputed chunk by chunk, whatever else is asked
     if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GELU_BRANCH || name == ACT_GELU_CODE ||
          name == ACT_GATE || name == ACT_UP) &&
@@ -199,7 +201,7 @@ size_t act_model_extra_bytes(const ActShape *sh) {
 }
 
 size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {
-    size_t sum = act_model_extra_bytes(sh) + act_offload_stage_bytes(sh, p);
+    size_t sum = act_model_extra_bytes(sh) + act_offload_stage_bytes(sh, p) + act_memo_stage_bytes(sh, p);
     for (int l = 0; l < sh->L; l++) sum += act_layer_bytes(sh, p, l);
     return sum;
 }
@@ -226,6 +228,7 @@ size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int n) {
 }
 
 size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    if (p && p->kind[l] == RECOMPUTE_MEMO) return act_memo_working_bytes(sh, p, l);
     if (!p || p->kind[l] != RECOMPUTE_FULL) return 0;
     // At the last layer of a group the whole group is recomputed on top of its checkpoint (held
     // already); the later layers' inputs are kept too unless Tempo's LayerNorm drops them.
@@ -241,7 +244,7 @@ size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {
     // backward the embedding mask and layers 0..l are held, plus what l's policy recomputes (a
     // selective layer recomputes its attention core one (sequence, head) at a time inside the
     // backward, in per-thread workspace: nothing extra is held for it).
-    size_t below = act_tensor_bytes(sh, ACT_EMB_MASK) + act_offload_stage_bytes(sh, p);
+    size_t below = act_tensor_bytes(sh, ACT_EMB_MASK) + act_offload_stage_bytes(sh, p) + act_memo_stage_bytes(sh, p);
     for (int l = 0; l < sh->L; l++) {
         size_t held = below + act_layer_bytes(sh, p, l) + act_recompute_working_bytes(sh, p, l);
         if (held > peak) peak = held;

@@ -22,6 +22,10 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx);
 void mlp_half_backward(GPT *m, int l, const float *dy, float *dx);
 // A copy of src [s_rank·b, h] as layer l's `name` (ACT_LN1_IN or ACT_LN2_IN), kept and rounded as the pass says.
 float *block_half_input(GPT *m, int l, ActName name, const float *src, int pass);
+// Where block l's output goes (the next block's kept input, the head's, the chunk's buffer), and its
+// rounding and keeping once written (MEMO's layers, model/memo.c, write it by token ranges).
+float *block_output_of(GPT *m, int l, int pass, int where);
+void block_output_done(GPT *m, int l, int pass, int where, float *out);
 // The embedding's output into `into` (NULL: block 0's input).
 float *gpt_embedding_forward(GPT *m, const int32_t *tokens, float *into);
 // The final norm's input (lnf_in, kept in a training forward; the head's arena mark), and its rounding.

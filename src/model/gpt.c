@@ -10,6 +10,7 @@
 #include "model/block.h"
 #include "model/family.h"
 #include "model/lora_site.h"
+#include "model/memo.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/remat.h"
@@ -166,6 +167,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     }
     m->act = &m->acts[0];
     offload_init(m);
+    memo_init(m);
 
     size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl;
     int mini = m->policy.mini_seq > 1, sp = m->tp.t > 1 && m->tp.sp;
@@ -174,8 +176,9 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     // (P, D, dP and the mask), or flash's tiles only. The backend sizes each for its own kernels.
     int any_selective = 0, any_stored = 0;
     for (int l = 0; l < c->layers; l++) {
-        any_selective |= m->policy.kind[l] == RECOMPUTE_SELECTIVE;
-        any_stored |= m->policy.kind[l] != RECOMPUTE_SELECTIVE;
+        LayerRecompute k = m->policy.kind[l];   // a memo layer's backward recomputes its core as selective's does
+        any_selective |= k == RECOMPUTE_SELECTIVE || k == RECOMPUTE_MEMO;
+        any_stored |= k != RECOMPUTE_SELECTIVE && k != RECOMPUTE_MEMO;
     }
     AttnScratchKind stored = (m->policy.tempo & TEMPO_SOFTMAX) ? ATTN_SCRATCH_BACKWARD_TEMPO : ATTN_SCRATCH_BACKWARD;
     size_t scratch = 0;
@@ -187,6 +190,10 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
                         ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->hl)
                         : 0;
         scratch = st > re ? st : re;
+    }
+    if (m->memo) {   // MEMO's layers run flash's forward over their token ranges
+        size_t fl = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->hl);
+        if (fl > scratch) scratch = fl;
     }
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
@@ -232,6 +239,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
 
 void gpt_free(GPT *m) {
     offload_free(m);
+    memo_free(m);
     for (int k = 0; m->acts && k < m->pp.contexts; k++) {   // the arenas, the offload pool and the static plan's
         arena_free(&m->acts[k].arena);                       // block go back to the backend before it closes
         free(m->acts[k].blocks);
@@ -386,6 +394,7 @@ static float *output_of(GPT *m, int l, int pass, int where) {
 }
 
 float *gpt_head_input(GPT *m) { return output_of(m, m->cfg.layers - 1, PASS_FORWARD, OUT_HEAD); }
+float *block_output_of(GPT *m, int l, int pass, int where) { return output_of(m, l, pass, where); }
 
 static void output_done(GPT *m, int l, int pass, int where, float *out) {
     size_t nh = rank_rows_h(m);
@@ -394,6 +403,7 @@ static void output_done(GPT *m, int l, int pass, int where, float *out) {
 }
 
 void gpt_head_input_done(GPT *m, float *x) { output_done(m, m->cfg.layers - 1, PASS_FORWARD, OUT_HEAD, x); }
+void block_output_done(GPT *m, int l, int pass, int where, float *out) { output_done(m, l, pass, where, out); }
 
 // A copy of src as the input of a half's norm (ln1_in or ln2_in of layer l), kept as the pass says and
 // rounded like any kept tensor (the copy, not src: a reversible stream stays fp32).
@@ -710,6 +720,8 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
 // OUT_DISCARD, whose output nobody reads. Under TP the linears hold this rank's columns; the norms,
 // dropout and residual run on the rank's rows (all rows without SP).
 static float *block_forward_pass(GPT *m, int l, const float *x, int pass, int where) {
+    if (pass == PASS_FORWARD && m->act->ctx.train && plan_of(m)->kind[l] == RECOMPUTE_MEMO)
+        return memo_block_forward(m, l, x, where);   // by token ranges, the first swapped (model/memo.h)
     const float *x1 = attn_half_forward(m, l, x, x, NULL, pass);
     return mlp_half_forward(m, l, x1, x1, NULL, pass, where);
 }
@@ -880,6 +892,7 @@ static void forward_begin(GPT *m, int l0, int l1, int s, int b, StepCtx ctx) {
     for (int l = l0; l < l1; l++) memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
     stepmem_begin(&m->mem, ctx.train ? STEP_TRAIN : STEP_EVAL);
     if (ctx.train) offload_begin_forward(m);
+    if (ctx.train) memo_begin_forward(m);
 }
 
 // x = Dropout(wte[tokens] + wpe) into block 0's input.
@@ -1094,7 +1107,7 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                   drop ? (const uint8_t *)remat_probs(m, l, ACT_ATTN_MASK) : NULL,
                                   drop && !tempo(m, TEMPO_SOFTMAX) ? remat_probs(m, l, ACT_ATTN_DROP) : NULL, q, k, v,
                                   ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
-    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE)   // the core again, one head at a time, into its backward
+    else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE || plan_of(m)->kind[l] == RECOMPUTE_MEMO)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                             ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, m->head0,
                                             site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
@@ -1273,14 +1286,17 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     if (m->cfg.reversible) rev_backward(m);   // each block's inputs rebuilt from its outputs, then its backward
     for (int l = l1 - 1; l >= l0 && !m->cfg.reversible; l--) {
         offload_fetch(m, l);   // l's offloaded tensors in their slot; the next layer's on their way
+        memo_fetch(m, l);      // likewise MEMO's swapped token slices
         if (pol->kind[l] == RECOMPUTE_FULL) {   // groups never straddle chunks (the stage policy cuts them)
             int g0 = pol->group_start[l];
             int last = l + 1 == l1 || pol->kind[l + 1] != RECOMPUTE_FULL || pol->group_start[l + 1] != g0;
             if (last) recompute_group(m, g0, l);
         }
+        if (pol->kind[l] == RECOMPUTE_MEMO) memo_recompute(m, l);   // its later tokens again, every tensor whole
         block_backward(m, l);
         arena_pop_to(&m->act->arena, m->act->blocks[l].mark);
         offload_layer_released(m, l);
+        memo_layer_released(m, l);
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
         m->remat_attn_layer = 0;   // the layer's recomputed probabilities (model/remat.h) are spent
     }
@@ -1293,6 +1309,7 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
     }
     scope_end(m, scope_key(m, SCOPE_BWD));
     offload_end_step(m);
+    memo_end_step(m);
     arena_pop_to(&m->act->arena, 0);
     memset(m->act->model_acts.saved, 0, sizeof m->act->model_acts.saved);
 }
@@ -1301,6 +1318,7 @@ void gpt_params_changed(GPT *m) { m->params16_stale = 1; }
 
 void gpt_release(GPT *m) {
     offload_end_step(m);
+    memo_end_step(m);
     arena_pop_to(&m->act->arena, 0);
     m->ledger.paused = 0;
 }

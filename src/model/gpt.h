@@ -247,6 +247,7 @@ typedef struct {
     size_t workspace_bytes;
     int defer_loss;               // gpt_forward leaves its loss for gpt_loss_take (set by the caller)
     double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
+    struct MemoState *memo;       // --memo's swap pool and stage (model/memo.h); NULL without memo layers
     struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training
     int remat_attn_layer;         // model/remat.c: 1 + the layer whose attention probabilities the workspace holds
 } GPT;

@@ -7,7 +7,7 @@
 #include "util/common.h"
 
 const char *recompute_name(LayerRecompute k) {
-    return k == RECOMPUTE_SELECTIVE ? "selective" : k == RECOMPUTE_FULL ? "full" : "none";
+    return k == RECOMPUTE_SELECTIVE ? "selective" : k == RECOMPUTE_FULL ? "full" : k == RECOMPUTE_MEMO ? "memo" : "none";
 }
 const char *mask_mode_name(MaskMode m) { return m == MASKS_BITS ? "bits" : m == MASKS_REGEN ? "regen" : "bytes"; }
 const char *act_dtype_name(ActDtype d) { return d == ACT_BF16 ? "bf16" : "fp32"; }
@@ -72,8 +72,8 @@ int policy_parse_dtype(const char *text, ActDtype *out) {
 }
 
 static int parse_kind(const char *text, size_t len, LayerRecompute *out) {
-    const char *names[] = {"none", "selective", "full"};
-    for (int k = 0; k < 3; k++)
+    const char *names[] = {"none", "selective", "full", "memo"};
+    for (int k = 0; k < 4; k++)
         if (strlen(names[k]) == len && strncmp(text, names[k], len) == 0) { *out = (LayerRecompute)k; return 0; }
     return -1;
 }
@@ -98,7 +98,7 @@ static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t
         if (rc == 0 && q != colon) rc = -1;
         if (rc == 0 && parse_kind(colon + 1, len - (size_t)(colon + 1 - s), &kind) != 0) rc = -1;
         if (rc) {
-            snprintf(err, errlen, "--recompute-layers: cannot parse '%.*s' (expected FIRST[-LAST]:none|selective|full)",
+            snprintf(err, errlen, "--recompute-layers: cannot parse '%.*s' (expected FIRST[-LAST]:none|selective|full|memo)",
                      (int)len, s);
             break;
         }

@@ -3,7 +3,9 @@
 #define CTRON_POLICY_H
 #include <stddef.h>
 
-typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2 } LayerRecompute;
+// RECOMPUTE_MEMO (MEMO, model/memo.h): the layer keeps its input; of the rest, the first memo_alpha of the
+// tokens go to host memory and come back, the other tokens are recomputed over their range only.
+typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2, RECOMPUTE_MEMO = 3 } LayerRecompute;
 typedef enum { MASKS_BYTES = 0, MASKS_BITS = 1, MASKS_REGEN = 2 } MaskMode;
 typedef enum { ACT_FP32 = 0, ACT_BF16 = 1 } ActDtype;
 // Tempo (Andoorveedu et al., NeurIPS 2022), each part a bit of MemoryPolicy.tempo:
@@ -59,6 +61,7 @@ typedef struct {
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)
     unsigned offload;         // --offload: bit (1 << name) for each per-layer tensor kept in the offload pool
     const char *offload_dir;  // --offload-dir: the pool is a file there (NULL: host memory); not owned
+    float memo_alpha;         // --memo: the fraction of a memo layer's tokens swapped, not recomputed (0..1)
     int rev_store;            // reversible blocks: keep each layer's activations instead of inverting (the reference)
 } MemoryPolicy;
 

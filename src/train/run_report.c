@@ -10,6 +10,7 @@
 #include "memory/memory_config.h"
 #include "memory/pipe_memory.h"
 #include "train/train_dist.h"
+#include "model/memo.h"
 #include "util/common.h"
 
 // The device, and what its driver says is in use beside what ctron holds there, so that nothing is
@@ -227,6 +228,9 @@ static void print_ledger(TrainRun *r, const StepTimes *t) {
         ledger_print_offload(stdout, &m->off.ledger, &m->shape, &m->policy, offload_pool_where(m->off.pool),
                              t->offload_out, t->offload_in, t->offload_wait);
     }
+    if (m->memo && m->memo->pool)
+        ledger_print_memo(stdout, &m->memo->ledger, &m->shape, &m->policy, offload_pool_where(m->memo->pool),
+                          t->offload_out, t->offload_in, t->offload_wait);
     if (r->world->size > 1 && !r->pl) dist_ledger_report(stdout, m, r->world);
     if (m->params16) {   // mixed precision's bytes beside the activations (not in the ledger)
         char b1[32], b2[32];

@@ -6,6 +6,7 @@
 #include "train/grad_norm.h"
 #include "train/grads_dist.h"
 #include "train/guards.h"
+#include "model/memo.h"
 #include "util/common.h"
 
 // The step's collectives and transfers on all of this rank's groups.
@@ -155,7 +156,9 @@ int run_step(TrainRun *r, int step, StepResult *s) {
     s->lr = lr_at(&r->sched, step);
     gpt_zero_grad(m);
     OffloadStats moved_before = {0, 0, 0.0};
-    if (m->off.pool) moved_before = offload_pool_stats(m->off.pool);
+    // the host pool of --offload, or of --memo's swapped tokens (the two are exclusive)
+    OffloadPool *pool = m->off.pool ? m->off.pool : m->memo ? m->memo->pool : NULL;
+    if (pool) moved_before = offload_pool_stats(pool);
     reset_comm_stats(r->world, &r->grid);
     memset(m->comm_bytes, 0, sizeof m->comm_bytes);
     double loss_sum = forward_backward(r, step, &s->times);
@@ -176,8 +179,8 @@ int run_step(TrainRun *r, int step, StepResult *s) {
     memcpy(s->times.tp_bytes, m->comm_bytes, sizeof s->times.tp_bytes);
     s->step_s = now_seconds() - t0;
     r->train_seconds += s->step_s;
-    if (m->off.pool) {
-        OffloadStats os = offload_pool_stats(m->off.pool);
+    if (pool) {
+        OffloadStats os = offload_pool_stats(pool);
         s->times.offload = 1;
         s->times.offload_out = (double)(os.stored - moved_before.stored);
         s->times.offload_in = (double)(os.loaded - moved_before.loaded);

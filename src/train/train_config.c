@@ -69,6 +69,7 @@
     X("gelu-bits", SAME, R_KEEP, "%d", (o)->gelu_bits)                                                       \
     X("attention", SAME, R_KEEP, "%s", (o)->flash ? "flash" : "standard")                                    \
     X("mini-seq", SAME, R_KEEP, "%d", (o)->mini_seq)                                                         \
+    X("memo", SAME, R_KEEP, "%s", memo_text((char[32]){0}, 32, (o)->memo_alpha))                               \
     X("offload", SAME, R_NOTE, "%s", offload_describe((o)->offload, (char[192]){0}, 192))                                                           \
     X("static-plan", SAME, R_NOTE, "%d", (o)->static_plan)                                                   \
     X("offload-budget", SAME, R_NOTE, "%.17g", (o)->offload_budget)                                          \
@@ -112,6 +113,14 @@
 // --search-rates as the flag takes it ("0,0": not given, measured when the search runs).
 static const char *search_rates_text(char *buf, size_t len, const TrainOptions *o) {
     snprintf(buf, len, "%.17g,%.17g", o->search_gflops, o->search_gbps);
+    return buf;
+}
+
+// --memo's text as the command line takes it: off (-1), auto (-2) or the fraction.
+static const char *memo_text(char *buf, size_t len, double alpha) {
+    if (alpha == -1.0) snprintf(buf, len, "off");
+    else if (alpha == -2.0) snprintf(buf, len, "auto");
+    else snprintf(buf, len, "%.17g", alpha);
     return buf;
 }
 

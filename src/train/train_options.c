@@ -6,6 +6,7 @@
 #include <string.h>
 #include "memory/flops.h"
 #include "memory/ledger_report.h"
+#include "memory/memo_model.h"
 #include "memory/planner.h"
 #include "train/trainer.h"
 #include "train/pipe_schedule.h"
@@ -34,6 +35,7 @@ void train_options_default(TrainOptions *o) {
     o->data_path = "data/kjv.txt";
     o->keep = 3;
     o->recompute = "none";
+    o->memo_alpha = -1.0;
     o->recompute_method = "uniform";
     o->recompute_num_layers = 1;
     o->masks = MASKS_BYTES;
@@ -265,6 +267,13 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
         p->device = o->device;
         return 0;
     }
+    if (o->mem_budget > 0 && o->memo_alpha == -2.0) {   // --memo auto: MEMO's α for the budget (memo_options.c)
+        if (train_memo_policy(o, p, err, errlen) != 0) return -1;
+        p->precision = o->precision;
+        p->device = o->device;
+        p->offload_dir = o->offload_dir;
+        return 0;
+    }
     if (o->mem_budget > 0) {   // the planner decides what is kept; the arena holds to the budget
         MemPlan plan;
         ActShape sh = options_shape(o);
@@ -304,9 +313,18 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
         p->tempo |= md.parts;
         return policy_build(p, o->model.layers, recompute_name(md.kind), "uniform", 1, NULL, err, errlen);
     }
-    if (!train_uses_pipeline(o))
-        return policy_build(p, o->model.layers, o->recompute, o->recompute_method, o->recompute_num_layers,
-                            o->recompute_layers, err, errlen);
+    p->memo_alpha = o->memo_alpha >= 0.0 ? (float)o->memo_alpha : 0.0f;
+    if (!train_uses_pipeline(o)) {   // --memo alone: every layer a memo layer
+        const char *rc = o->memo_alpha >= 0.0 && !o->recompute_layers ? "memo" : o->recompute;
+        int r = policy_build(p, o->model.layers, rc, o->recompute_method, o->recompute_num_layers, o->recompute_layers,
+                             err, errlen);
+        if (r == 0 && policy_has_memo(p) && o->memo_alpha < 0.0) {
+            snprintf(err, errlen, "--recompute-layers: a memo layer needs --memo ALPHA (the fraction of its tokens "
+                     "swapped to host memory)");
+            return -1;
+        }
+        return r;
+    }
     // Pipelines: Megatron's --recompute-method/--recompute-num-layers count within each model chunk, and
     // no full-recompute group straddles two chunks (each chunk runs its backward on its own).
     if (train_pipe_spec(o, &spec, err, errlen) != 0)   // a bad layout: train_check_layout names the rule

@@ -38,6 +38,8 @@ typedef struct {
     unsigned offload;    // --offload LIST: bits (1 << name) of per-layer tensors kept in the offload pool
     const char *offload_dir;  // --offload-dir: the pool is a file there (NULL: host memory)
     int static_plan;     // --static-plan: one recorded step's lifetimes place every step's buffers in one block
+    double memo_alpha;   // --memo ALPHA: MEMO's swapped fraction of each memo layer's tokens (-1: off; -2: auto,
+                         // --mem-budget's planner chooses it)
     double offload_budget;  // --offload-budget: the planner may keep this many bytes in the offload pool
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
@@ -115,6 +117,12 @@ int train_search_pick(const TrainOptions *o, FusionGraph *g, FusionMode *pick, F
 void train_print_search(FILE *f, const TrainOptions *o);
 // The analytic-model shape of the run (family, layout, dtype, masks).
 ActShape train_act_shape(const TrainOptions *o);
+// MEMO (train/memo_options.c): the α memo_plan chooses for o->mem_budget on this machine (the host link
+// measured through the offload pool, the GEMM rate from the cached `ctron peak` figure or measured), as
+// the run's policy with the arena held to the budget; 0, or -1 with why in err. train_print_memo_plan:
+// the plan for a budget at given speeds (0: measure), and full recompute's predicted time beside it.
+int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
+int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double link_gbps, double gemm_gflops);
 // Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
 // parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes);

@@ -141,6 +141,12 @@ static void be_flash_attention_forward(Backend *be, float *ctx, float *lse, cons
     (void)be;
     flash_attention_forward(ctx, lse, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0);
 }
+static void be_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                            const float *v, float *scratch, int s, int q0, int nq, int b, int a,
+                                            int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
+    (void)be;
+    flash_attention_forward_rows(ctx, lse, q, k, v, scratch, s, q0, nq, b, a, kv, h, head0, site, sample0);
+}
 static void be_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                         const float *q, const float *k, const float *v, const float *ctx,
                                         const float *lse, float *scratch, int s, int b, int a, int kv, int h, int head0,
@@ -468,6 +474,7 @@ static const Backend cpu_table = {
     .crossentropy_deferred = be_crossentropy_deferred, .loss_end_microbatch = be_loss_end_microbatch,
     .loss_take = be_loss_take, .embedding_vocab_forward16 = be_embedding_vocab_forward16,
     .dropout_mask_cols = be_dropout_mask_cols,
+    .flash_attention_forward_rows = be_flash_attention_forward_rows,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {

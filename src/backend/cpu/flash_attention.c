@@ -70,6 +70,13 @@ static void tile_mask(uint8_t *keep, DropoutSite site, uint32_t sample, int head
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
                              int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
+    flash_attention_forward_rows(ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, head0, site, sample0);
+}
+
+void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const float *k, const float *v,
+                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int head0,
+                                  DropoutSite site, uint32_t sample0) {
+    if (q0 < 0 || nq < 0 || q0 + nq > s) ctron_fatal("flash attention: query positions %d .. %d of %d", q0, q0 + nq, s);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {
         FlashHead hd = head_of(bj / a, bj % a, b, a, kv, h, site);
@@ -77,8 +84,8 @@ void flash_attention_forward(float *ctx, float *lse, const float *q, const float
         FlashScratch f = scratch_of(scratch, s, d, a, kv);
         float *S = f.S, *O = f.O, *mrow = f.mrow, *lrow = f.lrow;
         uint8_t *K = f.keep;
-        for (int i0 = 0; i0 < s; i0 += T) {
-            int ni = s - i0 < T ? s - i0 : T;
+        for (int i0 = q0; i0 < q0 + nq; i0 += T) {
+            int ni = q0 + nq - i0 < T ? q0 + nq - i0 : T;
             for (int r = 0; r < ni; r++) { mrow[r] = -INFINITY; lrow[r] = 0.0f; }
             memset(O, 0, sizeof(float) * (size_t)ni * d);
             for (int j0 = 0; j0 <= i0 + ni - 1; j0 += T) {   // key tiles up to the causal limit

@@ -1,0 +1,98 @@
+#include "memory/memo_model.h"
+#include "memory/flops.h"
+
+long memo_swap_positions(long s, double alpha) {
+    if (alpha >= 1.0) return s;
+    if (alpha <= 0.0) return 0;
+    long r = (long)(alpha * (double)s) / MEMO_TILE * MEMO_TILE;
+    return r < s ? r : s;
+}
+
+int policy_has_memo(const MemoryPolicy *p) {
+    for (int l = 0; p && l < p->layers; l++)
+        if (p->kind[l] == RECOMPUTE_MEMO) return 1;
+    return 0;
+}
+
+// What a selective layer keeps but the input and the masks: the tensors whose rows follow the tokens.
+int memo_swaps(const ActShape *sh, unsigned tempo, ActName name) {
+    if (name == ACT_LN1_IN || act_is_mask(name) || (int)name >= (int)ACT_N_LAYER) return 0;
+    return act_kept(RECOMPUTE_SELECTIVE, 1, tempo, name) && act_elements(sh, name) > 0;
+}
+
+size_t act_memo_swap_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
+    if (!p || p->kind[l] != RECOMPUTE_MEMO || !memo_swaps(sh, p->tempo, name)) return 0;
+    long r = memo_swap_positions(sh->s, p->memo_alpha);
+    size_t per_position = act_elements(sh, name) / (size_t)sh->s;   // every such tensor is s × (the rest)
+    return per_position * (size_t)r * (act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes);
+}
+
+size_t act_memo_swap_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += act_memo_swap_name_bytes(sh, p, l, (ActName)n);
+    return sum;
+}
+
+size_t act_memo_span(const ActShape *sh, const MemoryPolicy *p, int l) {
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += (act_memo_swap_name_bytes(sh, p, l, (ActName)n) + 63) / 64 * 64;
+    return sum;
+}
+
+size_t act_memo_stage_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    size_t span = 0;
+    int layers = 0;
+    for (int l = 0; p && l < sh->L && l < p->layers; l++) {
+        size_t x = act_memo_span(sh, p, l);
+        layers += x > 0;
+        if (x > span) span = x;
+    }
+    return (layers < 2 ? (size_t)layers : 2) * span;
+}
+
+size_t act_memo_pool_bytes(const ActShape *sh, const MemoryPolicy *p) {
+    size_t sum = 0;
+    for (int l = 0; p && l < sh->L && l < p->layers; l++) sum += act_memo_swap_bytes(sh, p, l);
+    return sum;
+}
+
+size_t act_memo_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    if (!p || p->kind[l] != RECOMPUTE_MEMO) return 0;
+    size_t sum = 0;
+    for (int n = 0; n < ACT_N_LAYER; n++) {
+        ActName name = (ActName)n;
+        if (memo_swaps(sh, p->tempo, name) || name == ACT_DROP1_MASK || name == ACT_DROP2_MASK)
+            sum += act_tensor_bytes(sh, name);
+    }
+    return sum;
+}
+
+static double pos(double x) { return x > 0.0 ? x : 0.0; }
+
+MemoTime memo_layer_time(const MemoLayerCost *c, double a) {
+    MemoTime t;
+    double linear = c->fwd_s - c->attn_s - c->down_s;
+    t.recompute_s = (1.0 - a) * linear + (1.0 - a * a) * c->attn_s;
+    t.transfer_s = c->link_bps > 0.0 ? a * c->swap_bytes / c->link_bps : (a > 0.0 ? 1e30 : 0.0);
+    // Forward: the slice goes out while the next layer computes its forward. Backward: the previous
+    // layer's slice comes in while this one recomputes its range and runs its backward.
+    t.stall_s = pos(t.transfer_s - c->fwd_s) + pos(t.transfer_s - (2.0 * c->fwd_s + t.recompute_s));
+    t.layer_s = 3.0 * c->fwd_s + t.recompute_s + t.stall_s;
+    return t;
+}
+
+MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps) {
+    FlopBlock blk = flops_block_of(sh);
+    double s = (double)sh->s, b = (double)sh->b, h = (double)sh->h;
+    double attn = 2.0 * s * s * h * b;   // causal: half of Eq. 7's 4·s²·h
+    double fwd = b * flops_layer_forward_block(s, h, &blk) - 2.0 * s * s * h * b;
+    double down = 2.0 * s * b * h * blk.ffn;
+    // the bytes of every position: the slice of α = 1
+    MemoryPolicy all = *p;
+    all.memo_alpha = 1.0f;
+    size_t bytes = 0;
+    for (int l = 0; l < p->layers; l++)
+        if (p->kind[l] == RECOMPUTE_MEMO) { bytes = act_memo_swap_bytes(sh, &all, l); break; }
+    MemoLayerCost c = {fwd / gemm_flops, attn / gemm_flops, down / gemm_flops, (double)bytes, link_bps};
+    return c;
+}

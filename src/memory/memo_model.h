@@ -1,0 +1,57 @@
+// MEMO's token-wise swapping and recomputation (Zhao et al. 2024; model/memo.h) in the analytic model: a
+// memo layer keeps its input (ln1_in) on the device; of every other tensor a none-policy layer keeps
+// (the s×s attention tensors excepted: a memo layer recomputes its attention core in backward, from
+// q, k, v, or with flash from them and the log-sum-exp), the slice of the first r positions goes to
+// the host pool and the remaining positions are recomputed in backward over their range only. Dropout
+// masks are never swapped: they are drawn again from their Philox key for every position.
+#ifndef CTRON_MEMO_MODEL_H
+#define CTRON_MEMO_MODEL_H
+#include <stddef.h>
+#include "memory/memory_model.h"
+
+// Token ranges are whole flash tiles, so the recomputed range's attention runs the very tiles of a
+// whole-sequence call.
+#define MEMO_TILE 64
+
+// Positions of s whose tensors a memo layer swaps: α·s rounded down to a multiple of MEMO_TILE (all s
+// when α = 1).
+long memo_swap_positions(long s, double alpha);
+// Does a memo layer swap (first positions) and recompute (the rest) `name`?
+int memo_swaps(const ActShape *sh, unsigned tempo, ActName name);
+// Bytes of layer l's swapped slice of `name` (0 unless l is a memo layer and memo_swaps(name)); all of
+// them; the slice region (each 64-byte aligned: the layout of a stage slot and of the pool).
+size_t act_memo_swap_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+size_t act_memo_swap_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
+size_t act_memo_span(const ActShape *sh, const MemoryPolicy *p, int l);
+// memo_stage: two slots of the largest span (one when a single layer swaps), an arena entry at the bottom.
+size_t act_memo_stage_bytes(const ActShape *sh, const MemoryPolicy *p);
+// The host pool: every memo layer's swapped slices.
+size_t act_memo_pool_bytes(const ActShape *sh, const MemoryPolicy *p);
+// What a memo layer's backward holds on top of its kept input: each swapped/recomputed tensor whole
+// (every position) and the dropout masks the mask mode keeps (0 for other layers).
+size_t act_memo_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
+int policy_has_memo(const MemoryPolicy *p);
+
+// The step-time model of a memo layer (per micro-batch, per layer): the forward of one layer takes
+// fwd_s, of which attn_s is the causal attention core and down_s the down projection (FC2); the
+// backward 2·fwd_s; the host link moves link_bps bytes/s each way, overlapped with compute.
+// Recomputing positions [r, s) costs (1 − r/s) of the layer's linear work but the down projection
+// (backward never reads the block's output) and (1 − (r/s)²) of its causal attention (query i reads i
+// keys). A swap that takes longer than the compute it hides under (the next layer's forward; the
+// previous layer's backward and recompute) stalls the step. At α = 0 this is full recompute's layer.
+typedef struct {
+    double fwd_s, attn_s, down_s;   // seconds: one layer's forward, its attention core, its down projection
+    double swap_bytes;      // the layer's swappable bytes at α = 1 (all positions)
+    double link_bps;        // host-link bytes per second (one direction)
+} MemoLayerCost;
+typedef struct {
+    double recompute_s;     // per layer: the recomputed range's forward
+    double transfer_s;      // per layer: the swapped slice, one way
+    double stall_s;         // per layer: the transfer not hidden under compute (forward + backward)
+    double layer_s;         // per layer: forward + backward + recompute + stall
+} MemoTime;
+MemoTime memo_layer_time(const MemoLayerCost *c, double frac_swapped);
+// A layer's cost on a machine of gemm_flops FLOP/s (every op at that rate: GEMMs, and the causal
+// attention core at half the 4·s²·h of Eq. 7) and link_bps, for the memo layers of policy p.
+MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps);
+#endif

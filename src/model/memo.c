@@ -1,0 +1,325 @@
+#include "model/memo.h"
+#include <string.h>
+#include "backend/cpu/dropout.h"
+#include "memory/memo_model.h"
+#include "model/block.h"
+#include "model/family.h"
+#include "model/params.h"
+#include "model/saved.h"
+#include "model/workspace.h"
+#include "util/common.h"
+
+static size_t padded(size_t n) { return (n + 63) / 64 * 64; }
+
+int memo_rows(const GPT *m) { return (int)memo_swap_positions(m->s_cur, m->policy.memo_alpha); }
+
+static int stored_bf16(const GPT *m, ActName name) {
+    return m->policy.act_dtype == ACT_BF16 && !act_is_fp32_always(name) && !act_is_mask(name);
+}
+
+// Why a run cannot have memo layers (NULL: it can).
+static const char *unsupported(const GPT *m) {
+    if (m->tp.t > 1) return "tensor parallelism";
+    if (m->pp.p > 1) return "a pipeline";
+    if (gpt_lora(m)) return "LoRA";
+    if (m->cfg.reversible) return "reversible blocks";
+    if (m->policy.tempo & (TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX | GELU_FEWBIT | MINI_SEQ))
+        return "Tempo, Few-Bit or mini-seq";
+    if (m->policy.offload) return "--offload";
+    if (!m->be->flash_attention_forward_rows) return "this backend (no flash_attention_forward_rows)";
+    return NULL;
+}
+
+void memo_init(GPT *m) {
+    if (!policy_has_memo(&m->policy)) return;
+    const char *why = unsupported(m);
+    if (why) ctron_fatal("--memo: not built with %s", why);
+    if (m->policy.memo_alpha < 0.0f || m->policy.memo_alpha > 1.0f)
+        ctron_fatal("--memo: alpha %g is not in [0, 1]", (double)m->policy.memo_alpha);
+    MemoState *o = xcalloc(sizeof *o);
+    m->memo = o;
+    int L = m->cfg.layers;
+    o->owner[0] = o->owner[1] = -1;
+    ledger_init(&o->ledger, L);
+    o->pool_at = xcalloc(sizeof(size_t) * (size_t)L);
+    o->order = xcalloc(sizeof(int) * (size_t)L);
+    o->slot = xcalloc(sizeof(int) * (size_t)L);
+    size_t at = 0;
+    int k = 0;
+    for (int l = 0; l < L; l++) {
+        size_t span = act_memo_span(&m->shape, &m->policy, l);
+        o->pool_at[l] = at;
+        o->slot[l] = span ? (k++ & 1) : -1;
+        if (span > o->span) o->span = span;
+        at += span;
+    }
+    for (int l = L - 1; l >= 0; l--)
+        if (o->slot[l] >= 0) o->order[o->n_order++] = l;
+    if (at == 0) return;   // α rounds to no position: every memo layer recomputes all of its tokens
+    char err[640];
+    o->pool = offload_pool_open(m->be, at, m->policy.offload_dir, err, sizeof err);
+    if (!o->pool) ctron_fatal("%s", err);
+}
+
+void memo_free(GPT *m) {
+    MemoState *o = m->memo;
+    if (!o) return;
+    offload_pool_close(o->pool);   // NULL-safe
+    ledger_free(&o->ledger);
+    free(o->pool_at); free(o->order); free(o->slot);
+    free(o);
+    m->memo = NULL;
+}
+
+void memo_begin_forward(GPT *m) {
+    MemoState *o = m->memo;
+    if (!o || !o->pool) return;
+    o->stage = arena_push(&m->act->arena, ACT_MEMO_STAGE, -1, act_memo_stage_bytes(&m->shape, &m->policy));
+    o->owner[0] = o->owner[1] = -1;
+    o->cursor = 0;
+    o->snapped = 0;
+}
+
+static uint8_t *slot_base(const MemoState *o, int l) { return o->stage + (size_t)o->slot[l] * o->span; }
+
+// Where `name`'s slice sits in layer l's region (names in enum order, each 64-byte aligned).
+static size_t slice_offset(const GPT *m, int l, ActName name) {
+    size_t off = 0;
+    for (int n = 0; n < (int)name; n++) off += padded(act_memo_swap_name_bytes(&m->shape, &m->policy, l, (ActName)n));
+    return off;
+}
+
+// ---- the layer's tensors over a token range: one fp32 view of each, every row (work slots in the
+// forward; the arena's fp32 copy or a work slot in backward)
+
+typedef struct {
+    float *t[ACT_N_LAYER];        // fp32 [s·b, width] of each tensor (NULL: not one the layer has)
+    uint8_t *drop1, *drop2;       // the residual dropout masks, every row (NULL without dropout)
+} LayerViews;
+
+// Elements per row (position × sequence) of a swapped tensor; lse is laid out [b·a, s] instead.
+static size_t row_width(const GPT *m, ActName name) {
+    switch (name) {
+    case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: return (size_t)m->cfg.hidden;
+    case ACT_LN1_STATS: case ACT_LN2_STATS: return norm_stats(m);
+    case ACT_Q: case ACT_PROJ_IN: return (size_t)m->hl;
+    case ACT_K: case ACT_V: return (size_t)m->kvl;
+    case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GATE: case ACT_UP: return (size_t)m->fl;
+    default: ctron_fatal("memo: %s has no row width", act_name_str(name));
+    }
+}
+
+static DropoutSite site(const GPT *m, int l, int which) {
+    DropoutSite d = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, (uint32_t)which,
+                     m->cfg.dropout};
+    return d;
+}
+
+// Rounds rows [r0, r1) of a tensor to its stored precision (what saved_done does to a kept tensor).
+static void round_rows(GPT *m, ActName name, float *t, int r0, int r1) {
+    if (stored_bf16(m, name)) m->be->bf16_round(m->be, t + (size_t)r0 * row_width(m, name), (size_t)(r1 - r0) * row_width(m, name));
+}
+
+static void linear_rows(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int r0,
+                        int nr, int in, int out) {
+    m->be->linear_forward(m->be, y + (size_t)r0 * ldy, ldy, x + (size_t)r0 * ldx, NULL, ldx, w, gpt_w16(m, w), bias,
+                          nr, in, out);
+}
+
+static void norm_rows(GPT *m, float *y, float *stats, const float *x, const float *w, const float *b, int r0, int nr) {
+    size_t h = (size_t)m->cfg.hidden;
+    family_norm_forward(m->be, m, y + (size_t)r0 * h, stats + (size_t)r0 * norm_stats(m), x + (size_t)r0 * h, w, b, nr);
+}
+
+// Positions [p0, p1) of layer l: every tensor a selective layer keeps (their rows), from the input x;
+// with out, the block's output rows too (forward). The attention reads k and v rows 0 .. p1·b.
+static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int p1, float *out) {
+    const GPTConfig *c = &m->cfg;
+    int b = m->b_cur, h = c->hidden, hl = m->hl, kvl = m->kvl, fl = m->fl;
+    int r0 = p0 * b, nr = (p1 - p0) * b;
+    if (nr <= 0) return;
+    float **t = V->t, p = c->dropout;
+    BlockTensors w = block_tensors(m, &m->w, l);
+    // x1 = x + Dropout(Proj(Attn(Norm1(x))))
+    norm_rows(m, t[ACT_QKV_IN], t[ACT_LN1_STATS], x, w.ln1_w, w.ln1_b, r0, nr);
+    round_rows(m, ACT_QKV_IN, t[ACT_QKV_IN], r0, r0 + nr);
+    const float *wq = w.qkv_w, *wk = wq + (size_t)hl * h, *wv = wk + (size_t)kvl * h;
+    const float *bq = w.qkv_b, *bk = bq ? bq + hl : NULL, *bv = bq ? bk + kvl : NULL;
+    linear_rows(m, t[ACT_Q], hl, t[ACT_QKV_IN], h, wq, bq, r0, nr, h, hl);
+    linear_rows(m, t[ACT_K], kvl, t[ACT_QKV_IN], h, wk, bk, r0, nr, h, kvl);
+    linear_rows(m, t[ACT_V], kvl, t[ACT_QKV_IN], h, wv, bv, r0, nr, h, kvl);
+    if (rotary(m)) {   // each row at its global position
+        int d = gpt_head_dim(c);
+        m->be->rope_forward(m->be, t[ACT_Q] + (size_t)r0 * hl, t[ACT_Q] + (size_t)r0 * hl, hl, m->rope_cs, c->seq, nr, b,
+                            m->al, d, p0, 0);
+        m->be->rope_forward(m->be, t[ACT_K] + (size_t)r0 * kvl, t[ACT_K] + (size_t)r0 * kvl, kvl, m->rope_cs, c->seq, nr,
+                            b, m->kvh, d, p0, 0);
+    }
+    round_rows(m, ACT_Q, t[ACT_Q], r0, r0 + nr);
+    round_rows(m, ACT_K, t[ACT_K], r0, r0 + nr);
+    round_rows(m, ACT_V, t[ACT_V], r0, r0 + nr);
+    // the causal core of queries p0 .. p1−1 over keys 0 .. p1−1 (the earlier ones: the other range's)
+    float *lse = t[ACT_ATTN_LSE] ? t[ACT_ATTN_LSE] : (float *)work_slot(m, ACT_ATTN_LSE, l);
+    m->be->flash_attention_forward_rows(m->be, t[ACT_PROJ_IN], lse, t[ACT_Q], t[ACT_K], t[ACT_V], ws(m, W_ATTN_SCRATCH),
+                                        m->s_cur, p0, p1 - p0, b, m->al, m->kvh, hl, m->head0, site(m, l, SITE_ATTN),
+                                        m->act->ctx.sample0);
+    round_rows(m, ACT_PROJ_IN, t[ACT_PROJ_IN], r0, r0 + nr);
+    float *y = ws(m, W_OUT);
+    linear_rows(m, y, h, t[ACT_PROJ_IN], hl, w.proj_w, NULL, r0, nr, hl, h);
+    size_t o = (size_t)r0 * h;
+    m->be->dropout_residual_forward(m->be, t[ACT_LN2_IN] + o, x + o, y + o, w.proj_b, V->drop1 ? V->drop1 + o : NULL, p,
+                                    nr, h);
+    round_rows(m, ACT_LN2_IN, t[ACT_LN2_IN], r0, r0 + nr);
+    // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
+    norm_rows(m, t[ACT_FC1_IN], t[ACT_LN2_STATS], t[ACT_LN2_IN], w.ln2_w, w.ln2_b, r0, nr);
+    round_rows(m, ACT_FC1_IN, t[ACT_FC1_IN], r0, r0 + nr);
+    const float *down_in;
+    if (swiglu(m)) {
+        linear_rows(m, t[ACT_GATE], fl, t[ACT_FC1_IN], h, w.fc1_w, NULL, r0, nr, h, fl);
+        linear_rows(m, t[ACT_UP], fl, t[ACT_FC1_IN], h, w.fc1_w + (size_t)fl * h, NULL, r0, nr, h, fl);
+        round_rows(m, ACT_GATE, t[ACT_GATE], r0, r0 + nr);
+        round_rows(m, ACT_UP, t[ACT_UP], r0, r0 + nr);
+        if (!out) return;
+        float *ffn = ws(m, W_FFN);
+        m->be->swiglu_forward(m->be, ffn + (size_t)r0 * fl, t[ACT_GATE] + (size_t)r0 * fl, t[ACT_UP] + (size_t)r0 * fl, fl,
+                              nr, fl, 0);
+        down_in = ffn;
+    } else {
+        linear_rows(m, t[ACT_GELU_IN], fl, t[ACT_FC1_IN], h, w.fc1_w, NULL, r0, nr, h, fl);
+        m->be->bias_gelu_forward(m->be, t[ACT_FC2_IN] + (size_t)r0 * fl, t[ACT_GELU_IN] + (size_t)r0 * fl, w.fc1_b, nr, fl,
+                                 m->policy.act_dtype == ACT_BF16);
+        if (!out) return;   // backward reads what the MLP keeps, never the block's output: FC2 is not redone
+        down_in = t[ACT_FC2_IN];
+    }
+    linear_rows(m, y, h, down_in, fl, w.fc2_w, NULL, r0, nr, fl, h);
+    m->be->dropout_residual_forward(m->be, out + o, t[ACT_LN2_IN] + o, y + o, w.fc2_b, V->drop2 ? V->drop2 + o : NULL, p,
+                                    nr, h);
+}
+
+// The residual dropout masks of layer l, every row (a pure function of the Philox key).
+static void draw_masks(GPT *m, int l, uint8_t *drop1, uint8_t *drop2) {
+    int s = m->s_cur, b = m->b_cur, h = m->cfg.hidden;
+    m->be->dropout_mask_sbw(m->be, drop1, site(m, l, SITE_DROP1), 0, s, b, h, m->act->ctx.sample0);
+    m->be->dropout_mask_sbw(m->be, drop2, site(m, l, SITE_DROP2), 0, s, b, h, m->act->ctx.sample0);
+}
+
+// Copies the swapped slice of one tensor between its fp32 view (positions [0, r)) and the stage slot
+// (the stored form: fp32, or bf16). lse ([b·a, s]) moves as b·a runs of r entries.
+static void slice_move(GPT *m, int l, ActName name, float *view, int r, int to_slot) {
+    uint8_t *slot = slot_base(m->memo, l) + slice_offset(m, l, name);
+    Backend *be = m->be;
+    if (name == ACT_ATTN_LSE) {
+        int rows = m->b_cur * m->al, s = m->s_cur;
+        for (int i = 0; i < rows; i++) {
+            float *v = view + (size_t)i * s, *sl = (float *)slot + (size_t)i * r;
+            be->copy(be, to_slot ? (void *)sl : (void *)v, to_slot ? (void *)v : (void *)sl, (size_t)r * sizeof(float), COPY_D2D);
+        }
+        return;
+    }
+    size_t count = (size_t)r * m->b_cur * row_width(m, name);
+    if (stored_bf16(m, name)) {
+        if (to_slot) be->bf16_pack(be, (uint16_t *)slot, view, count);   // exact: already rounded
+        else be->bf16_unpack(be, view, (const uint16_t *)slot, count);
+    } else {
+        be->copy(be, to_slot ? (void *)slot : (void *)view, to_slot ? (void *)view : (void *)slot, count * sizeof(float),
+                 COPY_D2D);
+    }
+}
+
+static int swapped(const GPT *m, ActName name) { return memo_swaps(&m->shape, m->policy.tempo, name); }
+
+float *memo_block_forward(GPT *m, int l, const float *x, int where) {
+    MemoState *o = m->memo;
+    int s = m->s_cur, r = memo_rows(m);
+    LayerViews V = {{0}, NULL, NULL};
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (swapped(m, (ActName)n)) V.t[n] = work_slot(m, (ActName)n, l);
+    if (m->cfg.dropout > 0.0f) {
+        V.drop1 = work_slot(m, ACT_DROP1_MASK, l);
+        V.drop2 = work_slot(m, ACT_DROP2_MASK, l);
+        draw_masks(m, l, V.drop1, V.drop2);
+    }
+    float *out = where == OUT_DISCARD ? NULL : block_output_of(m, l, PASS_FORWARD, where);
+    layer_rows(m, l, x, &V, 0, r, out);
+    if (o->pool && o->slot[l] >= 0 && r > 0) {   // the swapped range to the pool, while the rest computes
+        int sl = o->slot[l];
+        if (o->owner[sl] != l) {   // the slot's previous layer must be in the pool before it is overwritten
+            offload_pool_wait(o->pool, o->ticket[sl]);
+            o->owner[sl] = l;
+        }
+        for (int n = 0; n < ACT_N_LAYER; n++) {
+            if (!V.t[n]) continue;
+            slice_move(m, l, (ActName)n, V.t[n], r, 1);
+            ledger_add(&o->ledger, (ActName)n, l, act_memo_swap_name_bytes(&m->shape, &m->policy, l, (ActName)n));
+        }
+        o->ticket[sl] = offload_pool_store(o->pool, o->pool_at[l], slot_base(o, l), act_memo_span(&m->shape, &m->policy, l));
+    }
+    layer_rows(m, l, x, &V, r, s, out);
+    if (out) block_output_done(m, l, PASS_FORWARD, where, out);
+    return out;
+}
+
+static void bring(GPT *m, int l) {
+    MemoState *o = m->memo;
+    int sl = o->slot[l];
+    if (o->owner[sl] == l) return;
+    o->ticket[sl] = offload_pool_load(o->pool, o->pool_at[l], slot_base(o, l), act_memo_span(&m->shape, &m->policy, l));
+    o->owner[sl] = l;
+}
+
+void memo_fetch(GPT *m, int l) {
+    MemoState *o = m->memo;
+    if (!o || !o->pool) return;
+    if (!o->snapped) {   // what the pool holds at the end of the forward
+        ledger_snapshot_forward_end(&o->ledger);
+        o->snapped = 1;
+    }
+    while (o->cursor < o->n_order && o->order[o->cursor] >= l) {
+        int layer = o->order[o->cursor++];
+        bring(m, layer);
+        offload_pool_wait(o->pool, o->ticket[o->slot[layer]]);
+        if (o->cursor < o->n_order) bring(m, o->order[o->cursor]);   // the next one, into the other slot
+    }
+}
+
+void memo_recompute(GPT *m, int l) {
+    BlockActs *A = &m->act->blocks[l];
+    int s = m->s_cur, b = m->b_cur, r = memo_rows(m);
+    size_t rows = (size_t)s * b, nrh = rows * (size_t)m->cfg.hidden;
+    const float *x = saved_in(m, A, ACT_LN1_IN, l, nrh);
+    LayerViews V = {{0}, NULL, NULL};
+    size_t count[ACT_N_LAYER] = {0};
+    for (int n = 0; n < ACT_N_LAYER; n++) {
+        if (!swapped(m, (ActName)n)) continue;
+        count[n] = n == ACT_ATTN_LSE ? rows * (size_t)m->al : rows * row_width(m, (ActName)n);
+        V.t[n] = saved_out(m, A, (ActName)n, l, count[n], KEEP_ARENA);
+        if (r > 0) slice_move(m, l, (ActName)n, V.t[n], r, 0);
+    }
+    if (m->cfg.dropout > 0.0f) {   // kept as the mask mode says (regen: drawn again by the backward)
+        size_t n = nrh;
+        V.drop1 = mask_out(m, A, ACT_DROP1_MASK, l, n, KEEP_ARENA);
+        V.drop2 = mask_out(m, A, ACT_DROP2_MASK, l, n, KEEP_ARENA);
+        draw_masks(m, l, V.drop1, V.drop2);
+        mask_done(m, A, ACT_DROP1_MASK, l, V.drop1, n, KEEP_ARENA);
+        mask_done(m, A, ACT_DROP2_MASK, l, V.drop2, n, KEEP_ARENA);
+    }
+    layer_rows(m, l, x, &V, r, s, NULL);
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (V.t[n]) saved_done(m, A, (ActName)n, l, V.t[n], count[n], KEEP_ARENA, 1);
+}
+
+void memo_layer_released(GPT *m, int l) {
+    MemoState *o = m->memo;
+    if (!o) return;
+    for (int n = 0; n < ACT_N_LAYER; n++) {
+        size_t bytes = ledger_cur_bytes(&o->ledger, (ActName)n, l);
+        if (bytes) ledger_sub(&o->ledger, (ActName)n, l, bytes);
+    }
+}
+
+void memo_end_step(GPT *m) {
+    MemoState *o = m->memo;
+    if (!o || !o->pool) return;
+    offload_pool_drain(o->pool);
+    for (int l = 0; l < m->cfg.layers; l++) memo_layer_released(m, l);
+}

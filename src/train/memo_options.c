@@ -1,0 +1,88 @@
+// MEMO's α for a memory budget on this machine (--mem-budget B --memo auto, ctron plan --memo):
+// memory/memo_plan.h's search with the speeds measured here or given.
+#include <omp.h>
+#include <string.h>
+#include "memory/ledger_report.h"
+#include "memory/memo_plan.h"
+#include "train/trainer.h"
+#include "util/common.h"
+#include "util/peak.h"
+
+static int threads_of(const TrainOptions *o) { return o->threads > 0 ? o->threads : omp_get_max_threads(); }
+static unsigned tempo_of(const TrainOptions *o) { return o->flash ? ATTN_FLASH : 0; }
+
+// The speeds a plan uses: given (> 0), else measured: the host link through an offload pool of 64 MiB
+// (host memory, or --offload-dir's file), and the GEMM rate `ctron peak` cached or measures.
+static MemoSpeeds speeds(const TrainOptions *o, double link_gbps, double gemm_gflops, int *measured) {
+    MemoSpeeds sp = {gemm_gflops * 1e9, link_gbps * 1e9};
+    *measured = 0;
+    if (!(sp.link_bps > 0)) {
+        char err[256];
+        Backend *be = backend_open("cpu", PRECISION_FP32, err, sizeof err);
+        if (!be) ctron_fatal("%s", err);
+        sp.link_bps = memo_measure_link_bps(be, (size_t)64 << 20, o->offload_dir);
+        backend_close(be);
+        *measured |= 1;
+    }
+    if (!(sp.gemm_flops > 0)) {
+        double g;
+        int t = threads_of(o);
+        const char *prec = o->precision == PRECISION_BF16 ? "bf16" : "fp32";
+        if (peak_gflops_cached_prec(t, prec, &g) != 0) {
+            g = peak_gflops_measure_prec(t, prec);
+            char err[256];
+            (void)peak_gflops_store_prec(t, prec, g, err, sizeof err);
+        }
+        sp.gemm_flops = g * 1e9;
+        *measured |= 2;
+    }
+    return sp;
+}
+
+int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
+    int measured;
+    MemoSpeeds sp = speeds(o, 0.0, 0.0, &measured);
+    ActShape sh = train_act_shape(o);
+    MemoPlanResult r;
+    if (memo_plan(&sh, tempo_of(o), (Precision)o->precision, threads_of(o), o->mem_budget, o->offload_budget, &sp,
+                  &r) != 0) {
+        char b1[32], b2[32];
+        snprintf(err, errlen, "--mem-budget %s --memo auto: no α fits; the least (α 0, every token recomputed) needs %s "
+                 "(see ctron plan --memo)", format_bytes(o->mem_budget, b1, sizeof b1),
+                 format_bytes((double)(r.arena_bytes + r.scratch_bytes), b2, sizeof b2));
+        return -1;
+    }
+    memo_plan_policy(&r, &sh, tempo_of(o), p);
+    p->arena_budget = (size_t)o->mem_budget - r.scratch_bytes;
+    printf("memo plan: α %.4g (%ld of %ld positions swapped) for %.1f GB/s host link, %.1f GFLOP/s\n", r.alpha,
+           r.positions, sh.s, sp.link_bps / 1e9, sp.gemm_flops / 1e9);
+    return 0;
+}
+
+int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double link_gbps, double gemm_gflops) {
+    int measured;
+    MemoSpeeds sp = speeds(o, link_gbps, gemm_gflops, &measured);
+    ActShape sh = train_act_shape(o);
+    MemoPlanResult r;
+    int ok = memo_plan(&sh, tempo_of(o), (Precision)o->precision, threads_of(o), budget, o->offload_budget, &sp, &r) == 0;
+    char b1[32], b2[32], b3[32], b4[32];
+    fprintf(f, "memo plan for %s of activations per rank: %s\n", format_bytes(budget, b1, sizeof b1),
+            ok ? "every layer memo" : "nothing fits");
+    fprintf(f, "  L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld, %s activations, %s attention; host link %.2f GB/s (%s), "
+               "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, sh.elem_bytes == 2 ? "bf16" : "fp32",
+            o->flash ? "flash" : "standard", sp.link_bps / 1e9, measured & 1 ? "measured" : "given", sp.gemm_flops / 1e9,
+            measured & 2 ? "measured sgemm peak" : "given");
+    fprintf(f, "  α %.4g: %ld of %ld positions swapped, %ld recomputed\n", r.alpha, r.positions, sh.s, sh.s - r.positions);
+    fprintf(f, "  predicted activation peak %s (arena %zu) + attention%s scratch %s; host pool %s\n",
+            format_bytes((double)r.act_peak, b1, sizeof b1), r.arena_bytes, o->precision == PRECISION_BF16 ? " and GEMM" : "",
+            format_bytes((double)r.scratch_bytes, b2, sizeof b2), format_bytes((double)r.pool_bytes, b3, sizeof b3));
+    fprintf(f, "  per layer: forward %.3g ms, backward %.3g ms, recompute %.3g ms, transfer %.3g ms each way, stall %.3g ms\n",
+            r.cost.fwd_s * 1e3, 2e3 * r.cost.fwd_s, r.layer.recompute_s * 1e3, r.layer.transfer_s * 1e3,
+            r.layer.stall_s * 1e3);
+    fprintf(f, "  predicted step %.4g s per micro-batch; full recompute (every position recomputed) %.4g s: %s\n",
+            r.step_s, r.full_step_s, r.step_s < r.full_step_s ? "memo is faster" : "no faster");
+    (void)b4;
+    if (ok)
+        fprintf(f, "  ctron train flags: --memo %.6g%s\n", r.alpha, o->flash ? " --attention flash" : "");
+    return ok ? 0 : -1;
+}

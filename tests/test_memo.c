@@ -1,0 +1,335 @@
+// MEMO (--memo, model/memo.h): token-wise swapping and recomputation.
+//  1. The recompute of positions [r, s) is bitwise the memo forward's own values (every tensor, every
+//     position), GPT-2 and llama, flash on and off, fp32 and bf16 storage: the forward runs the layer in the
+//     same two token ranges the backward recomputes.
+//  2. Against the plain run (with flash: none; without: selective): α = 0 and α = 1 (one range: the whole
+//     sequence) are bitwise over 3 steps; a split α is within the rounding of OpenBLAS's row-chunked sgemm,
+//     which is not bitwise the whole-row call (layer 0's q: 36 % of the elements differ in their last bits
+//     at fp32; with bf16 storage one element of k rounds the other way, and the rest follows from it):
+//     gradients within 3e-6 relative in fp32 (measured 1.8e-6 after 3 steps), 3e-3 with bf16 storage
+//     (measured 1.4e-3; the repo's bf16-storage tolerance, as Tempo's).
+//     Every mask mode; a per-layer list. Without flash the memo layers' attention is the tile kernel and
+//     the plain run's the standard one: within 2e-6.
+//  3. The ledger: every name of every layer at the end of the forward and at the step's peak, memo_stage,
+//     and the pool's swapped slices, measured == the analytic model, for α 0 .. 1, both families, flash
+//     on and off, masks bytes/bits/regen, fp32/bf16, per-layer lists; and one case written out by hand.
+//  4. The step-time model's parts on hand-worked numbers.
+#include <math.h>
+#include <string.h>
+#include <stdlib.h>
+#include "check.h"
+#include "memory/memo_model.h"
+#include "model/gpt.h"
+#include "model/memo.h"
+#include "model/saved.h"
+#include "train/adamw.h"
+#include "train/grad_norm.h"
+#include "util/common.h"
+
+enum { STEPS = 3, L = 3, S = 192, B = 2 };
+
+static GPTConfig cfg_of(int llama) {
+    GPTConfig c = {.layers = L, .hidden = 32, .heads = 4, .seq = S, .batch = B, .vocab = 256, .dropout = 0.1f};
+    if (llama) {
+        c.arch = ARCH_LLAMA;
+        c.kv_heads = 2;
+        c.ffn = 48;
+    }
+    return c;
+}
+
+typedef struct {
+    double loss[STEPS];
+    float *grads[STEPS];
+    float *params;
+    size_t n;
+} Trace;
+
+typedef struct {
+    int llama, flash, bf16;
+    MaskMode masks;
+    const char *rc, *list;
+    float alpha;
+} Setup;
+
+static void make_policy(MemoryPolicy *pol, const Setup *u) {
+    char err[256];
+    memset(pol, 0, sizeof *pol);
+    pol->act_dtype = u->bf16 ? ACT_BF16 : ACT_FP32;
+    pol->masks = u->masks;
+    pol->tempo = u->flash ? ATTN_FLASH : 0;
+    pol->memo_alpha = u->alpha;
+    if (policy_build(pol, L, u->rc, NULL, 1, u->list, err, sizeof err) != 0) ctron_fatal("%s", err);
+}
+
+static void tokens(int step, int32_t *tok, int32_t *tgt) {
+    for (int i = 0; i < S * B; i++) { tok[i] = (i * 37 + step * 11) % 256; tgt[i] = (i * 13 + step) % 256; }
+}
+
+static void run(Trace *t, const Setup *u) {
+    MemoryPolicy pol;
+    make_policy(&pol, u);
+    GPTConfig c = cfg_of(u->llama);
+    GPT m;
+    gpt_init(&m, &c, &pol);
+    gpt_init_weights(&m, 5);
+    AdamW opt;
+    adamw_init(&opt, m.be, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
+    static int32_t tok[S * B], tgt[S * B];
+    t->n = m.n_params;
+    for (int step = 1; step <= STEPS; step++) {
+        tokens(step, tok, tgt);
+        gpt_zero_grad(&m);
+        StepCtx ctx = {7, (uint32_t)step, 0, 1};
+        t->loss[step - 1] = gpt_forward(&m, tok, tgt, S, B, ctx, 1.0f / (float)(S * B));
+        gpt_backward(&m, tok, ctx);
+        t->grads[step - 1] = xmalloc(m.n_params * sizeof(float));
+        memcpy(t->grads[step - 1], m.grads, m.n_params * sizeof(float));
+        adamw_step(&opt, &m, 2e-3f, grad_clip_scale(grad_global_norm(m.be, m.grads, m.n_params), 1.0f));
+    }
+    t->params = xmalloc(m.n_params * sizeof(float));
+    memcpy(t->params, m.params, m.n_params * sizeof(float));
+    adamw_free(&opt);
+    gpt_free(&m);
+    policy_free(&pol);
+}
+
+static double g_worst[2];   // the largest split-α gradient difference, fp32 and bf16 storage
+
+static void trace_free(Trace *t) {
+    for (int i = 0; i < STEPS; i++) free(t->grads[i]);
+    free(t->params);
+}
+
+static double rel(const float *a, const float *b, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)a[i] * a[i];
+    }
+    return sqrt(num / den);
+}
+
+static void describe(const Setup *u, char *buf, size_t len) {
+    snprintf(buf, len, "%s %s%s masks %s, %s α %.2f", u->llama ? "llama" : "gpt2", u->flash ? "flash " : "",
+             u->bf16 ? "bf16" : "fp32", mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
+}
+
+// 2. Against the plain run, with flash.
+static void test_plain(void) {
+    const float alphas[] = {0.0f, 0.34f, 0.67f, 1.0f};   // 0, 64, 128, 192 positions swapped of 192
+    for (int llama = 0; llama < 2; llama++)
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            Setup plain = {llama, 1, bf16, MASKS_BYTES, "none", NULL, 0.0f};
+            Trace ref;
+            run(&ref, &plain);
+            for (int mm = 0; mm < 3; mm++)
+                for (int ai = 0; ai < 4; ai++) {
+                    if (mm != 0 && ai != 1 && ai != 2) continue;   // the mask modes at the split α
+                    Setup u = {llama, 1, bf16, (MaskMode)mm, "memo", NULL, alphas[ai]};
+                    Trace t;
+                    char what[160];
+                    run(&t, &u);
+                    describe(&u, what, sizeof what);
+                    double worst = 0.0, lworst = 0.0;
+                    for (int i = 0; i < STEPS; i++) {
+                        double x = rel(ref.grads[i], t.grads[i], t.n), y = fabs(ref.loss[i] - t.loss[i]) / ref.loss[i];
+                        if (x > worst) worst = x;
+                        if (y > lworst) lworst = y;
+                    }
+                    if (ai == 0 || ai == 3) {   // one token range: the plain run's calls exactly
+                        CHECK(memcmp(ref.loss, t.loss, sizeof t.loss) == 0, "%s: loss %.9g vs plain %.9g", what,
+                              t.loss[0], ref.loss[0]);
+                        int same = 1;
+                        for (int i = 0; i < STEPS; i++) same &= memcmp(ref.grads[i], t.grads[i], t.n * sizeof(float)) == 0;
+                        CHECK(same, "%s: gradients differ from the plain run's (rel %.3g)", what, worst);
+                        CHECK(memcmp(ref.params, t.params, t.n * sizeof(float)) == 0, "%s: parameters differ", what);
+                    } else {
+                        double tol = bf16 ? 3e-3 : 3e-6;
+                        CHECK(worst < tol && worst > 0.0 && lworst < (bf16 ? 1e-5 : 1e-7),
+                              "%s: gradients rel %.3g (tolerance %.0e), loss rel %.3g", what, worst, tol, lworst);
+                        if (worst > g_worst[bf16]) g_worst[bf16] = worst;
+                    }
+                    trace_free(&t);
+                }
+            // a per-layer list: layers 0 and 2 memo, 1 none
+            Setup u = {llama, 1, bf16, MASKS_BITS, NULL, "0:memo,1:none,2:memo", 0.5f};
+            Trace t;
+            run(&t, &u);
+            double x = rel(ref.grads[STEPS - 1], t.grads[STEPS - 1], t.n);
+            CHECK(x < (bf16 ? 3e-3 : 3e-6), "%s list 0:memo,1:none,2:memo: gradients rel %.3g", llama ? "llama" : "gpt2", x);
+            trace_free(&t);
+            trace_free(&ref);
+        }
+}
+
+// 1. Recompute == the memo forward's own values, bitwise; without flash, training near selective's.
+static void test_recompute(void) {
+    for (int v = 0; v < 8; v++) {
+        int llama = v & 1, flash = v >> 1 & 1, bf16 = v >> 2;
+        Setup u = {llama, flash, bf16, MASKS_BYTES, "memo", NULL, 0.34f};
+        MemoryPolicy pol;
+        make_policy(&pol, &u);
+        GPTConfig c = cfg_of(llama);
+        GPT m;
+        gpt_init(&m, &c, &pol);
+        gpt_init_weights(&m, 5);
+        static int32_t tok[S * B], tgt[S * B];
+        tokens(1, tok, tgt);
+        StepCtx ctx = {7, 1, 0, 1};
+        gpt_forward(&m, tok, tgt, S, B, ctx, 1.0f / (float)(S * B));
+        // The last layer's forward left every tensor, all positions, in its working copies.
+        int l = L - 1, r = memo_rows(&m), checked = 0;
+        CHECK(r == 64, "α 0.34 of 192 positions: %d swapped, expected 64", r);
+        float *fwd[ACT_N_LAYER] = {0};
+        size_t bytes[ACT_N_LAYER] = {0};
+        for (int n = 0; n < ACT_N_LAYER; n++) {
+            if (!memo_swaps(&m.shape, pol.tempo, (ActName)n)) continue;
+            bytes[n] = act_elements(&m.shape, (ActName)n) * sizeof(float);
+            fwd[n] = xmalloc(bytes[n]);
+            memcpy(fwd[n], work_slot(&m, (ActName)n, l), bytes[n]);
+        }
+        // as the backward does: the head leaves the arena first, then layer l is fetched and recomputed
+        arena_pop_to(&m.act->arena, m.act->mark_head);
+        memo_fetch(&m, l);
+        memo_recompute(&m, l);
+        for (int n = 0; n < ACT_N_LAYER; n++) {
+            if (!fwd[n]) continue;
+            // fp32: the arena's copy; bf16: the fp32 values it was packed from (the tensor's working copy)
+            int packed = bf16 && !act_is_fp32_always((ActName)n);
+            const float *got = packed ? work_slot(&m, (ActName)n, l) : m.act->blocks[l].saved[n];
+            size_t cmp = bytes[n];
+            char what[160];
+            describe(&u, what, sizeof what);
+            CHECK(m.act->blocks[l].saved[n] && memcmp(got, fwd[n], cmp) == 0, "%s: recomputed %s differs from the "
+                  "forward's", what, act_name_str((ActName)n));
+            checked++;
+            free(fwd[n]);
+        }
+        CHECK(checked == 11 + flash, "%d tensors compared, expected %d", checked, 11 + flash);
+        gpt_release(&m);
+        gpt_free(&m);
+        policy_free(&pol);
+        if (flash || bf16) continue;
+        Setup sel = {llama, 0, 0, MASKS_BYTES, "selective", NULL, 0.0f};
+        Trace a, b;
+        run(&a, &sel);
+        run(&b, &u);
+        double worst = 0.0;
+        for (int i = 0; i < STEPS; i++) {
+            double x = rel(a.grads[i], b.grads[i], a.n);
+            if (x > worst) worst = x;
+        }
+        CHECK(worst < 2e-6 && fabs(a.loss[0] - b.loss[0]) < 1e-6 * fabs(a.loss[0]),
+              "%s standard attention: memo vs selective gradients rel %.3g, loss %.9g vs %.9g", llama ? "llama" : "gpt2",
+              worst, b.loss[0], a.loss[0]);
+        printf("%s without flash: memo vs selective, gradients within %.2g relative over %d steps\n",
+               llama ? "llama" : "gpt2", worst, STEPS);
+        trace_free(&a);
+        trace_free(&b);
+    }
+}
+
+// 3. Ledger == model.
+static void check_ledger(const Setup *u) {
+    MemoryPolicy pol;
+    make_policy(&pol, u);
+    GPTConfig c = cfg_of(u->llama);
+    GPT m;
+    gpt_init(&m, &c, &pol);
+    gpt_init_weights(&m, 5);
+    static int32_t tok[S * B], tgt[S * B];
+    tokens(1, tok, tgt);
+    StepCtx ctx = {7, 1, 0, 1};
+    char what[160];
+    describe(u, what, sizeof what);
+    gpt_forward(&m, tok, tgt, S, B, ctx, 1.0f / (float)(S * B));
+    gpt_backward(&m, tok, ctx);
+    const ActShape *sh = &m.shape;
+    int bad = 0;
+    for (int l = 0; l < L; l++)
+        for (int n = 0; n < ACT_N_LAYER; n++) {
+            bad += ledger_stored_bytes(&m.ledger, (ActName)n, l) != act_layer_name_bytes(sh, &pol, l, (ActName)n);
+            if (m.memo && m.memo->pool)
+                bad += ledger_stored_bytes(&m.memo->ledger, (ActName)n, l) !=
+                       act_memo_swap_name_bytes(sh, &pol, l, (ActName)n);
+        }
+    CHECK(bad == 0, "%s: %d ledger cells differ from the model", what, bad);
+    CHECK(ledger_stored_bytes(&m.ledger, ACT_MEMO_STAGE, -1) == act_memo_stage_bytes(sh, &pol), "%s: memo_stage %zu vs %zu",
+          what, ledger_stored_bytes(&m.ledger, ACT_MEMO_STAGE, -1), act_memo_stage_bytes(sh, &pol));
+    CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(sh, &pol), "%s: end of forward %zu vs %zu", what,
+          m.ledger.total_fwd_end, act_forward_end_bytes(sh, &pol));
+    CHECK(m.ledger.total_peak == act_peak_bytes(sh, &pol), "%s: peak %zu vs %zu", what, m.ledger.total_peak,
+          act_peak_bytes(sh, &pol));
+    size_t pool = m.memo && m.memo->pool ? m.memo->ledger.total_fwd_end : 0;
+    CHECK(pool == act_memo_pool_bytes(sh, &pol), "%s: pool %zu vs %zu", what, pool, act_memo_pool_bytes(sh, &pol));
+    CHECK(m.ledger.total_cur == 0 && (!m.memo || !m.memo->pool || m.memo->ledger.total_cur == 0),
+          "%s: bytes left after backward", what);
+    gpt_free(&m);
+    policy_free(&pol);
+}
+
+static void test_ledger(void) {
+    const float alphas[] = {0.0f, 0.34f, 0.5f, 0.67f, 1.0f};
+    int cases = 0;
+    for (int llama = 0; llama < 2; llama++)
+        for (int flash = 0; flash < 2; flash++)
+            for (int bf16 = 0; bf16 < 2; bf16++)
+                for (int mm = 0; mm < 3; mm++)
+                    for (int ai = 0; ai < 5; ai++) {
+                        if ((mm != 0 || bf16) && ai != 1) continue;
+                        Setup u = {llama, flash, bf16, (MaskMode)mm, "memo", NULL, alphas[ai]};
+                        check_ledger(&u);
+                        cases++;
+                    }
+    Setup lists[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo,1:selective,2:none", 0.5f},
+                     {1, 0, 1, MASKS_BITS, NULL, "0:full,1-2:memo", 0.67f}};
+    for (int i = 0; i < 2; i++) check_ledger(&lists[i]);
+    printf("ledger == model in %d memo configurations\n", cases + 2);
+
+    // By hand: GPT-2 h32 a4 s192 b2, fp32, flash, masks bytes, α 0.34 → r = 64 positions = 128 rows.
+    // Swapped per layer: qkv_in, q, k, v, proj_in, ln2_in, fc1_in 128·32·4 = 16384 each (7 → 114688),
+    // gelu_in, fc2_in 128·128·4 = 65536 each, ln1/ln2 stats 128·2·4 = 1024 each, attn_lse 4·64·2·4 = 2048:
+    // 114688 + 131072 + 2048 + 2048 = 249856 (each a multiple of 64: the span), stage 2 × 249856.
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.34f};
+    MemoryPolicy pol;
+    make_policy(&pol, &u);
+    GPTConfig c = cfg_of(0);
+    GPT m;
+    gpt_init(&m, &c, &pol);
+    CHECK(act_memo_swap_bytes(&m.shape, &pol, 1) == 249856, "swapped per layer %zu, by hand 249856",
+          act_memo_swap_bytes(&m.shape, &pol, 1));
+    CHECK(act_memo_stage_bytes(&m.shape, &pol) == 499712, "stage %zu, by hand 499712", act_memo_stage_bytes(&m.shape, &pol));
+    CHECK(act_memo_pool_bytes(&m.shape, &pol) == 3 * 249856, "pool %zu", act_memo_pool_bytes(&m.shape, &pol));
+    // in backward a layer holds every swapped tensor whole (×3 of the slice: 192 of 64 positions) + both masks
+    // (384·32 bytes each)
+    CHECK(act_memo_working_bytes(&m.shape, &pol, 1) == 3 * 249856 + 2 * 12288, "working %zu",
+          act_memo_working_bytes(&m.shape, &pol, 1));
+    gpt_free(&m);
+    policy_free(&pol);
+}
+
+// 4. The time model: a layer of 10 ms forward (4 ms attention, 2 ms down projection), 1 GB swappable at 10 GB/s.
+static void test_time_model(void) {
+    MemoLayerCost c = {0.010, 0.004, 0.002, 1e9, 1e10};
+    MemoTime t = memo_layer_time(&c, 0.5);
+    // recompute: 0.5·(10 − 4 − 2) ms + (1 − 0.25)·4 ms = 5 ms; transfer 50 ms; the forward hides 10 ms of
+    // it, the backward 20 + 5 ms: stall 40 + 25 ms
+    CHECK(fabs(t.recompute_s - 0.005) < 1e-12, "recompute %.9g", t.recompute_s);
+    CHECK(fabs(t.transfer_s - 0.05) < 1e-12, "transfer %.9g", t.transfer_s);
+    CHECK(fabs(t.stall_s - 0.065) < 1e-12, "stall %.9g", t.stall_s);
+    CHECK(fabs(t.layer_s - (0.03 + 0.005 + 0.065)) < 1e-12, "layer %.9g", t.layer_s);
+    MemoTime none = memo_layer_time(&c, 0.0), all = memo_layer_time(&c, 1.0);
+    CHECK(fabs(none.layer_s - 0.038) < 1e-12 && none.stall_s == 0.0, "α 0: full recompute's 38 ms, got %.9g", none.layer_s);
+    CHECK(fabs(all.recompute_s) < 1e-15 && fabs(all.transfer_s - 0.1) < 1e-12, "α 1: no recompute, 100 ms transfer");
+}
+
+int main(void) {
+    test_time_model();
+    test_ledger();
+    test_recompute();
+    test_plain();
+    printf("with flash, split α against the plain run: gradients within %.2g (fp32), %.2g (bf16 storage); α 0 and 1 "
+           "bitwise\n", g_worst[0], g_worst[1]);
+    return check_summary();
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# ctron train --memo, ctron memory --memo and ctron plan --memo (issue 29 part 1) from the command line:
+#  - every line of train's first-step ledger and of its memo pool report is "ok" (measured == predicted),
+#    GPT-2 and llama, flash and standard attention, host memory and a pool file (nothing left behind);
+#  - ctron memory --memo predicts the step peak train measures;
+#  - --mem-budget B --memo auto plans α and holds to B; ctron plan --memo at given speeds picks α as the
+#    time model says (a slow link: α 0; a fast one: the largest α that fits);
+#  - combinations it is not built for exit 2 naming the reason.
+# usage: test_memo_cli.sh CTRON DATA
+set -uo pipefail
+ctron=$1; data=$2
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+shape=(--layers 3 --hidden 64 --heads 4 --seq 128 --batch 2 --vocab 259)
+common=("${shape[@]}" --steps 2 --eval-every 0 --threads 1 --data "$data" --ledger)
+
+for spec in "gpt2 flash 0.5" "gpt2 standard 0.5" "llama flash 1" "llama standard 0.5"; do
+  set -- $spec; arch=$1; att=$2; alpha=$3
+  fam=(); [ $arch = llama ] && fam=(--arch llama --kv-heads 2 --ffn-hidden 176)
+  "$ctron" train "${common[@]}" "${fam[@]}" --dropout 0.1 --attention $att --memo $alpha > "$dir/t.out" 2>&1
+  rc=$?
+  bad=$(grep -c MISMATCH "$dir/t.out")
+  oks=$(sed -n '/^memo pool/,/in the pool/p' "$dir/t.out" | grep -c ' ok$')
+  check '[ $rc = 0 ] && [ "$bad" = 0 ] && [ "$oks" -ge 12 ]' "$spec: rc $rc, $bad mismatches, $oks pool lines ok: $(grep -m3 'MISMATCH\|error' "$dir/t.out")"
+  measured=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/t.out")
+  "$ctron" memory "${shape[@]}" "${fam[@]}" --dropout 0.1 --act-dtype fp32 --attention $att --memo $alpha --json > "$dir/m.json" 2>&1
+  predicted=$(python3 -c "import json; d=json.load(open('$dir/m.json')); print(d['first_stage']['activation_peak_bytes'])")
+  check '[ -n "$measured" ] && [ "$measured" = "$predicted" ]' "$spec: train measured '$measured', memory predicts '$predicted'"
+done
+
+# the pool in a file: the same ledger, nothing left in the directory
+mkdir "$dir/pool"
+"$ctron" train "${common[@]}" --dropout 0.1 --memo 0.5 --offload-dir "$dir/pool" > "$dir/f.out" 2>&1
+rc=$?
+check '[ $rc = 0 ] && grep -q "memo pool (file in $dir/pool" "$dir/f.out" && ! grep -q MISMATCH "$dir/f.out" && [ -z "$(ls -A "$dir/pool")" ]' \
+  "a pool file: $(grep -m2 'memo pool\|error' "$dir/f.out")"
+
+# the planner: α of least predicted time that fits
+"$ctron" plan --memo --budget 4MiB "${shape[@]}" --threads 1 --host-gbps 0.001 --gemm-gflops 100 > "$dir/p1.out" 2>&1
+check 'grep -q "α 0: 0 of 128 positions" "$dir/p1.out"' "a slow link gives α 0: $(grep α "$dir/p1.out")"
+"$ctron" plan --memo --budget 4MiB "${shape[@]}" --threads 1 --host-gbps 1000 --gemm-gflops 100 > "$dir/p2.out" 2>&1
+check 'grep -q "α 1: 128 of 128 positions" "$dir/p2.out"' "a fast link and room for it gives α 1: $(grep α "$dir/p2.out")"
+"$ctron" plan --memo --budget 1MiB "${shape[@]}" --threads 1 --host-gbps 1000 --gemm-gflops 100 > "$dir/p3.out" 2>&1
+rc=$?
+check '[ $rc = 2 ] && grep -q "nothing fits" "$dir/p3.out"' "a budget too small: exit 2: $(head -1 "$dir/p3.out")"
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --mem-budget 3MiB --memo auto > "$dir/a.out" 2>&1
+rc=$?
+peak=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/a.out")
+check '[ $rc = 0 ] && grep -q "^memo plan: α" "$dir/a.out" && [ -n "$peak" ] && [ "$peak" -le 3145728 ]' \
+  "--mem-budget 3MiB --memo auto: rc $rc, peak '$peak': $(grep -m2 'memo plan\|error' "$dir/a.out")"
+
+# refusals (exit 2, the reason named)
+refuse() {   # expected-substring, flags...
+  local want=$1; shift
+  "$ctron" train "${shape[@]}" --steps 1 --data "$data" "$@" > "$dir/r.out" 2>&1
+  local rc=$?
+  check '[ $rc = 2 ] && grep -q -- "$want" "$dir/r.out"' "train $*: rc $rc, wanted '$want': $(head -2 "$dir/r.out")"
+}
+refuse "--memo" --memo 1.5
+refuse "with --offload" --memo 0.5 --offload all
+refuse "with --tempo" --memo 0.5 --tempo layernorm
+refuse "with --mini-seq" --memo 0.5 --mini-seq 4
+refuse "with --reversible" --memo 0.5 --reversible
+refuse "with --recompute full" --memo 0.5 --recompute full
+refuse "with --static-plan" --memo 0.5 --static-plan
+refuse "CUDA backend" --memo 0.5 --device cuda
+refuse "a pipeline" --memo 0.5 --pp-schedule gpipe --grad-accum 2
+refuse "needs --memo ALPHA" --recompute-layers 0:memo,1-2:none
+refuse "--memo auto" --memo auto
+refuse "chooses --memo's fraction" --memo 0.5 --mem-budget 64MiB
+"$ctron" plan --memo --budget 1GiB "${shape[@]}" --tp 2 > "$dir/r.out" 2>&1
+rc=$?
+check '[ $rc = 2 ] && grep -q "one process" "$dir/r.out"' "plan --memo --tp 2: $(head -1 "$dir/r.out")"
+"$ctron" plan --budget 1GiB "${shape[@]}" --host-gbps 5 > "$dir/r.out" 2>&1
+rc=$?
+check '[ $rc = 2 ] && grep -q "give --memo" "$dir/r.out"' "plan --host-gbps without --memo: $(head -1 "$dir/r.out")"
+"$ctron" memory "${shape[@]}" --memo 0.5 --tp 2 > "$dir/r.out" 2>&1
+rc=$?
+check '[ $rc = 2 ] && grep -q "one process" "$dir/r.out"' "memory --memo --tp 2: $(head -1 "$dir/r.out")"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
