@@ -318,7 +318,8 @@ static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, i
     }
     sh->lora_rank = a->lora_rank;
     sh->lora_sites = sites;
-    c->policy.tempo |= LORA_FROZEN | (mode == LORA_MODE_FA ? LORA_FA : 0) | sites << LORA_TARGET_SHIFT;
+    sh->lora_fa = mode == LORA_MODE_FA;
+    c->policy.tempo |= act_lora_bits(sh);
     return 0;
 }
 

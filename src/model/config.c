@@ -29,5 +29,6 @@ void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     act_shape_set_family(sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
     sh->lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
     sh->lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
+    sh->lora_fa = c.lora_rank > 0 && c.lora_fa;
     sh->reversible = c.reversible != 0;
 }
