@@ -21,6 +21,11 @@ peer's bytes of the distinct storages autograd saves during one forward (saved_t
 parameters, frozen or not, excluded: run_bench.py's SavedTensorMeter). Then ctron LoRA-FA / the
 fastest peft peer, against the issue's target (>= 1.3x, at lower measured memory).
 
+With --cpu-steps A,B (default 2,4; '' to skip) each implementation also runs with --threads 1 at
+--steps A and B, and CPU s per step = (CPU(B) - CPU(A)) / (B - A) (the child's rusage: bench/
+cpu_bench.py's method), which a machine shared with other work cannot change the way it changes
+wall-clock times; the same rounds, interleaved.
+
 Writes bench/results/<date>-lora.{json,md} (the markdown also printed).
 """
 import argparse
@@ -65,22 +70,40 @@ def lora_flags(args, mode):
 def one_run(args, name, env, workdir, rnd):
     kind, base, mode = IMPLS[name]
     pol = rb.parse_policy("none")
-    c = rb.CONFIGS[CONFIG]
+    c = dict(rb.CONFIGS[CONFIG], **({"layers": args.layers} if args.layers else {}))
     tag = f"{name}-r{rnd}"
     if kind == "ctron":
         run_args = argparse.Namespace(**vars(args))
         run_args.ctron_arg = lora_flags(args, mode)
         res = rb.run_ctron(run_args, c, pol, env, workdir, tag, impl=base)
         res["act_peak_bytes"] = res.get("act_bytes")
+        res["act_per_layer"] = res.get("act_layer_bytes")
     else:
         res = rb.run_peer(args, c, pol, env, tag, impl=base, extra=lora_flags(args, mode))
         s = res.get("summary") or {}
         res["act_peak_bytes"] = s.get("saved_bytes_total")
+        res["act_per_layer"] = s.get("saved_bytes_per_layer")
         res["n_trainable"] = s.get("n_trainable")
     res["impl"] = name
     res["round"] = rnd
-    rb.report_run(f"round {rnd} {name}", res)
+    rb.report_run(f"round {rnd} {name} ({args.threads} threads, {args.steps} steps)", res)
     return res
+
+
+def cpu_pair(args, name, env, workdir, rnd):
+    """CPU seconds per step of one implementation at one thread: runs of A and B steps, differenced."""
+    one = argparse.Namespace(**vars(args))
+    one.threads = 1
+    env1 = dict(env, **{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
+    cpu = []
+    for steps in args.cpu_steps:
+        one.steps = steps
+        r = one_run(one, name, env1, workdir, f"{rnd}-cpu{steps}")
+        if not r["ok"]:
+            return {"impl": name, "round": rnd, "cpu_s_per_step": None, "error": r.get("error")}
+        cpu.append(r["cpu_s"])
+    a, b = args.cpu_steps
+    return {"impl": name, "round": rnd, "cpu_s": cpu, "cpu_s_per_step": (cpu[1] - cpu[0]) / (b - a)}
 
 
 def summarise(runs, names):
@@ -94,11 +117,20 @@ def summarise(runs, names):
             "ms_median": statistics.median(steps) if steps else None,
             "ms_per_round": [r["ms_median"] for r in ok],
             "act_peak_bytes": max(acts) if acts else None,
+            "act_per_layer": next((r["act_per_layer"] for r in ok if r.get("act_per_layer") is not None), None),
             "loss_first": ok[0]["loss_first"] if ok else None,
             "loss_last": ok[0]["loss_last"] if ok else None,
             "phases_ms": rb.phase_medians(ok) if ok else None,
             "n_trainable": next((r.get("n_trainable") for r in ok if r.get("n_trainable")), None),
         }
+    return out
+
+
+def summarise_cpu(pairs, names):
+    out = {}
+    for name in names:
+        v = [p["cpu_s_per_step"] for p in pairs if p["impl"] == name and p["cpu_s_per_step"] is not None]
+        out[name] = {"cpu_s_per_step": statistics.median(v) if v else None, "per_round": v}
     return out
 
 
@@ -132,8 +164,8 @@ def markdown(result):
              f"{result['threads']} threads; LoRA r {result['rank']}, alpha {result['alpha']}, "
              f"targets q,k,v,o,gate,up,down; {result['steps']} steps per run (first dropped), "
              f"{result['rounds']} interleaved rounds.", "",
-             "| implementation | ms/step | vs own full | trainable | activation MiB | fwd / bwd / opt ms |",
-             "|---|---:|---:|---:|---:|---|"]
+             "| implementation | ms/step | vs own full | trainable | activation MiB | per layer MiB | fwd / bwd / opt ms |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for name, agg in s.items():
         own_full = full if name.startswith("ctron") else hf_full
         rel = (f"{own_full / agg['ms_median']:.2f}×" if own_full and agg["ms_median"] else "–")
@@ -142,7 +174,23 @@ def markdown(result):
         ms = f"{agg['ms_median']:.0f}" if agg["ms_median"] else f"failed ({agg['runs_ok']}/{agg['runs']})"
         tr = agg.get("n_trainable")
         lines.append(f"| {LABELS[name]} | {ms} | {rel} | {tr if tr else '–'} | "
-                     f"{mib(agg['act_peak_bytes'])} | {split} |")
+                     f"{mib(agg['act_peak_bytes'])} | {mib(agg['act_per_layer'])} | {split} |")
+    cpu = result.get("cpu")
+    if cpu:
+        a, b = result["cpu_steps"]
+        cfa = cpu.get("ctron-lora-fa", {}).get("cpu_s_per_step")
+        lines += ["", f"CPU seconds per step, one thread (runs of {a} and {b} steps differenced; median of the "
+                  "rounds; a busy machine cannot change these the way it changes wall-clock times):", "",
+                  "| implementation | CPU s/step | per round | / ctron LoRA-FA |", "|---|---:|---|---:|"]
+        for name, c in cpu.items():
+            x = c["cpu_s_per_step"]
+            rel = f"{x / cfa:.2f}×" if x and cfa else "–"
+            lines.append(f"| {LABELS[name]} | {x:.2f} | {', '.join(f'{y:.2f}' for y in c['per_round'])} | {rel} |"
+                         if x else f"| {LABELS[name]} | failed | | |")
+        vc = result.get("cpu_verdict")
+        if vc:
+            lines += ["", f"Per core: ctron LoRA-FA / {LABELS[vc['strongest_peer']]}: **{vc['speedup']:.2f}×** "
+                      f"(target ≥ {TARGET}×)."]
     v = result.get("verdict")
     lines.append("")
     if v:
@@ -152,9 +200,10 @@ def markdown(result):
     for n in result.get("notes", []):
         lines.append("")
         lines.append(n)
-    lines += ["", "ctron's activation bytes: the ledger's peak over the step (`act_bytes`). The peers': "
-              "bytes of the distinct storages autograd saves during step 1's forward "
-              "(saved_tensors_hooks), parameters (the frozen base too) excluded. trainable: the peer's "
+    lines += ["", "ctron's activation bytes: the ledger's peak over the step (`act_bytes`; per layer: what layer 0 "
+              "keeps, `act_layer_bytes`). The peers': bytes of the distinct storages autograd saves during step 1's "
+              "forward (saved_tensors_hooks; per layer: the mean over decoder layers), parameters (the frozen base "
+              "too) excluded. trainable: the peer's "
               "parameters with requires_grad (ctron's are the same tensors: the A and B stacks).",
               "", "Per round ms/step: " + "; ".join(
                   f"{n} {', '.join(f'{m:.0f}' for m in a['ms_per_round'])}" for n, a in s.items()),
@@ -169,11 +218,13 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=2, help="threads (default 2)")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
+    ap.add_argument("--layers", type=int, default=0, help="layers instead of the config's 12 (a smoke test)")
     ap.add_argument("--impls", default=",".join(IMPLS), help="subset of " + ",".join(IMPLS))
     ap.add_argument("--bf16-peer", choices=["auto", "always", "never"], default="auto")
     ap.add_argument("--ctron", default=os.path.join(rb.ROOT, "build", "ctron"))
     ap.add_argument("--data", default=os.path.join(rb.ROOT, "data", "kjv.txt"))
     ap.add_argument("--hf-python", default=None, help="the peer venv's python (scripts/peer_env.sh --path)")
+    ap.add_argument("--cpu-steps", default="2,4", help="A,B for the one-thread CPU-time runs ('' to skip)")
     ap.add_argument("--timeout", type=float, default=1800)
     ap.add_argument("--out-dir", default=os.path.join(rb.ROOT, "bench", "results"))
     ap.add_argument("--suffix", default="lora")
@@ -186,6 +237,12 @@ def parse_args(argv):
         ap.error(f"--steps {args.steps} --rounds {args.rounds} --threads {args.threads} --rank {args.rank}: "
                  f"expected steps >= 2, rounds, threads and rank >= 1")
     args.impls = names
+    try:
+        args.cpu_steps = [int(x) for x in args.cpu_steps.split(",")] if args.cpu_steps else []
+    except ValueError:
+        args.cpu_steps = None
+    if args.cpu_steps is None or (args.cpu_steps and (len(args.cpu_steps) != 2 or not 2 <= args.cpu_steps[0] < args.cpu_steps[1])):
+        ap.error(f"--cpu-steps {args.cpu_steps!r}: expected A,B with 2 <= A < B, or ''")
     if args.hf_python is None:
         args.hf_python = rb.peer_env_python()
     # run_bench's run_ctron / run_peer read these
@@ -212,18 +269,27 @@ def main(argv=None):
                              f"at {b16:.1f} GFLOP per CPU second against {f32:.1f} in fp32 (run_bench.py's "
                              f"probe; no AVX512-BF16/AMX here), so fp32 is the strongest peer "
                              f"(`--bf16-peer always` runs it).")
-    runs = []
+    runs, pairs = [], []
     with tempfile.TemporaryDirectory(prefix="ctron-lora-bench-") as workdir:
         for rnd in range(1, args.rounds + 1):
             order = names if rnd % 2 else names[::-1]
             for name in order:
                 runs.append(one_run(args, name, env, workdir, rnd))
+            for name in (order if args.cpu_steps else []):
+                pairs.append(cpu_pair(args, name, env, workdir, rnd))
     summary = summarise(runs, names)
+    cpu = summarise_cpu(pairs, names) if pairs else None
+    cpu_verdict = None
+    if cpu:
+        as_ms = {n: {"ms_median": c["cpu_s_per_step"], "act_peak_bytes": summary[n]["act_peak_bytes"]}
+                 for n, c in cpu.items()}
+        cpu_verdict = verdict(as_ms)
     date = datetime.date.today().isoformat()
-    result = {"date": date, "config": rb.CONFIGS[CONFIG], "threads": args.threads, "rank": args.rank,
+    result = {"date": date, "config": dict(rb.CONFIGS[CONFIG], **({"layers": args.layers} if args.layers else {})), "threads": args.threads, "rank": args.rank,
               "alpha": args.alpha, "steps": args.steps, "rounds": args.rounds, "impls": names,
               "command": "/usr/bin/python3 bench/lora_bench.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "summary": summary, "verdict": verdict(summary), "notes": notes,
+              "cpu_steps": args.cpu_steps, "cpu": cpu, "cpu_verdict": cpu_verdict, "cpu_pairs": pairs,
               "environment": {"cpu_model": rb.cpu_model(), "load_average": os.getloadavg(),
                               "source_revision": rb.source_revision(),
                               "ctron_sha256": rb.file_sha256(args.ctron)},
@@ -236,7 +302,7 @@ def main(argv=None):
     with open(stem + ".md", "w") as f:
         f.write(md)
     print(md)
-    return 0 if all(r["ok"] for r in runs) else 1
+    return 0 if all(r["ok"] for r in runs) and all(p["cpu_s_per_step"] is not None for p in pairs) else 1
 
 
 if __name__ == "__main__":

@@ -71,6 +71,14 @@ for mode in lora fa; do
       "LoRA ($mode) --mem-budget $budget: the ledger differs from the prediction: $(grep -A2 'activation ledger' "$dir/$mode-$budget.out")"
   done
 done
+# ctron plan --lora-rank predicts the same plans and peaks
+for mode in lora fa; do
+  extra=(); [ $mode = fa ] && extra=(--lora-fa)
+  "$ctron" plan --budget 4MiB "${lshape[@]}" --threads 1 --lora-rank 8 "${extra[@]}" > "$dir/$mode-plan.out" 2>&1
+  want=$(grep -o "peak of the step (recomputation included): measured [0-9]*" "$dir/$mode-4MiB.out" | grep -o "[0-9]*$")
+  check 'grep -q "predicted activation peak .*($want bytes" "$dir/$mode-plan.out"' \
+    "ctron plan --lora-rank 8 ($mode) predicts what train measured ($want): $(cat "$dir/$mode-plan.out")"
+done
 lora64=$(lpeak "$dir/lora-64MiB.jsonl"); fa64=$(lpeak "$dir/fa-64MiB.jsonl")
 lora4=$(lpeak "$dir/lora-4MiB.jsonl"); fa4=$(lpeak "$dir/fa-4MiB.jsonl")
 echo "LoRA / LoRA-FA --mem-budget 64MiB: $lora64 / $fa64 bytes; 4MiB: $lora4 / $fa4 bytes"

@@ -10,8 +10,8 @@
 #include <strings.h>
 #include "cli/args.h"
 #include "cli/cli.h"
-#include "arch/lora.h"
 #include "cli/family_args.h"
+#include "cli/lora_args.h"
 #include "memory/cluster_search.h"
 #include "memory/planner.h"
 #include "memory/presets.h"
@@ -178,25 +178,10 @@ enum {
 // --lora-rank/--lora-targets/--lora-fa against the family and its widths (as ctron train checks them).
 static int check_lora(ClusterArgs *a) {
     ClusterJob *j = &a->job;
-    if (!j->lora_rank) {
-        if (a->lora_targets || j->lora_fa)
-            return args_error(CMD, "--%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)",
-                              a->lora_targets ? "lora-targets" : "lora-fa");
-        return 0;
-    }
     char err[256];
-    j->lora_sites = lora_family_sites((ArchKind)j->arch);
-    if (a->lora_targets && lora_parse_targets((ArchKind)j->arch, a->lora_targets, &j->lora_sites, err, sizeof err) != 0)
+    if (lora_args_check((ArchKind)j->arch, j->lora_rank, a->lora_targets, j->lora_fa, j->h, j->kv * (j->h / j->a), j->ffn,
+                        &j->lora_sites, err, sizeof err) != 0)
         return args_error(CMD, "%s", err);
-    long d = j->h / j->a, kvw = j->kv * d;
-    for (int s = 0; s < LORA_SITES; s++) {
-        if (!(j->lora_sites >> s & 1u)) continue;
-        const LoraSiteRow *row = lora_site((LoraSite)s);
-        long in = lora_width(row->in, j->h, j->h, kvw, j->ffn), out = lora_width(row->out, j->h, j->h, kvw, j->ffn);
-        if (j->lora_rank > (in < out ? in : out))
-            return args_error(CMD, "--lora-rank %d is above the width of target '%s' ([%ld, %ld]: at most %ld)",
-                              j->lora_rank, row->target, out, in, in < out ? in : out);
-    }
     return 0;
 }
 

@@ -165,7 +165,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     policy_free(&pol);
     double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
     FlopBlock blk = flops_block_of(base);
-    double model = flops_model_block(B, L, s, h, v, &blk) / t, full_flops = flops_recompute_full_block(B, s, h, 1, &blk);
+    double model = (flops_model_block(B, L, s, h, v, &blk) + flops_lora_delta(base, B)) / t, full_flops = flops_recompute_full_block(B, s, h, 1, &blk);
     MemPlan best = {0}, smallest = {0};
     int found = 0, have_smallest = 0;
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
