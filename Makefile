@@ -32,11 +32,12 @@ test: build data peer-env
 	@cd $(BUILD) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j 2
 
 # ctron beside the PyTorch peers (GPT-2: T, S) and transformers' LlamaForCausalLM (S-llama, the venv of
-# peer-env); bench/README.md, docs/PERFORMANCE.md.
+# peer-env); LoRA / LoRA-FA beside peft; bench/README.md, docs/PERFORMANCE.md.
 bench: build data peer-env
 	@bash bench/setup_peer.sh
 	@$(PY) bench/run_bench.py
 	@$(PY) bench/options_bench.py
+	@$(PY) bench/lora_bench.py
 
 # Pipeline parallelism on this machine: the bubble, the stages' activation bytes and the point-to-point
 # bytes against their theory (bench/results/<date>-pipeline.md, docs/figures/pipeline_stage_memory.svg).

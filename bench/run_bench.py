@@ -730,7 +730,8 @@ def peer_python(args, impl):
             "hf": args.hf_python}[impl_spec(impl).get("python", "debian")]
 
 
-def run_peer(args, c, pol, env, tag, impl="torch"):
+def run_peer(args, c, pol, env, tag, impl="torch", extra=()):
+    """One peer run; extra: flags appended to its command (bench/lora_bench.py's --lora-*)."""
     script = HF_PEER if impl_spec(impl).get("python") == "hf" else PEER
     cmd = [peer_python(args, impl), script,
            "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
@@ -738,7 +739,7 @@ def run_peer(args, c, pol, env, tag, impl="torch"):
            "--seq", str(c["seq"]),
            "--batch", str(c["batch"]), "--vocab", str(c["vocab"]),
            "--dropout", str(c["dropout"]), "--steps", str(args.steps),
-           "--threads", str(args.threads)] + peer_policy_args(pol) + peer_args(impl)
+           "--threads", str(args.threads)] + peer_policy_args(pol) + peer_args(impl) + list(extra)
     r = run_child(cmd, env, args.timeout, ROOT)
     res = dict(impl=impl, policy=pol["name"], cmd=cmd, rc=r["rc"], wall_s=r["wall_s"],
                cpu_s=r["cpu_s"], peak_rss_kib=r["peak_rss_kib"], timed_out=r["timed_out"],

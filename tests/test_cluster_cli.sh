@@ -188,5 +188,22 @@ if [ $rc -eq 0 ] && "$py" -c "import sys; sys.exit(0 if float(sys.argv[1]) < 20 
    grep -q '^   1   8  16  8    32   1  on plan         1 ' <<< "$out"; then ok
 else bad "1T on 4096 GPUs: rc $rc in $secs s: $out"; fi
 
+# LoRA-FA (r 16, all seven targets) of Llama 3 8B on 8 H100s, d 8 with ZeRO-1: the frozen base's bf16 weights
+# and the adapters' (2 · (8030261248 + 41943040), peft's 41,943,040 adapter parameters), gradients and Adam
+# (fp32 master, m, v) of the trained B matrices only: 32 layers × 16 · (4096 + 1024 + 1024 + 4096 + 14336 +
+# 14336 + 4096) = 22020096 parameters, × 4 and × 12 / 8.
+H100=(--gpu h100-80g --gpus-per-node 8 --nodes 1 --preset llama3-8b)
+"$ctron" plan --cluster "${H100[@]}" --lora-rank 16 --lora-fa --json \
+  --layout t=1,p=1,v=1,d=8,mb=1,sp=off,recompute=full,zero=1 > "$dir/lora.json" 2> "$dir/err"
+"$py" - "$dir/lora.json" <<'PY' && ok || bad "LoRA-FA model states: $(head -c 1500 "$dir/lora.json")"
+import json, sys
+st = json.load(open(sys.argv[1]))["layouts"][0]["stages"][0]
+want = {"weights": 2 * (8030261248 + 41943040), "grads": 4 * 22020096, "optimizer": 12 * 22020096 // 8}
+sys.exit(any(st[k] != v for k, v in want.items()))
+PY
+expect "--lora-fa without --lora-rank" "${H100[@]}" --lora-fa
+expect "--lora-rank 5000 is above the width of target 'q'" "${H100[@]}" --lora-rank 5000
+expect "'qkv' is a gpt2 linear" "${H100[@]}" --lora-rank 16 --lora-targets qkv
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctron train --mem-budget (issue 7): on three budgets the planner's choice runs with a measured
+# ctron train --mem-budget (issue 7; LoRA: issue 27): on three budgets the planner's choice runs with a measured
 # activation peak at or below the budget (and the ledger equal to the prediction); a budget no
 # plan fits is refused before training, with the least memory any plan needs.
 # usage: test_mem_budget.sh CTRON DATA
@@ -54,5 +54,39 @@ check 'grep -q "no plan fits; the least any needs is" "$dir/none.out" && ! grep 
 rc=$?
 check '[ $rc -eq 2 ] && grep -q -- "--mem-budget plans --recompute itself" "$dir/both.out"' \
   "--mem-budget with --recompute should be refused: $(head -2 "$dir/both.out")"
+# LoRA and LoRA-FA (docs/LORA.md): the planner keeps what the adapters need. A tiny llama whose LoRA-FA
+# step fits 4 MiB with nothing recomputed, its LoRA step not: LoRA keeps each layer's qkv_in, proj_in and
+# fc1_in besides (3·e·s·b·h = 3·4·64·4·64 = 196608 bytes a layer, 786432 over 4 layers), so its plan takes a
+# technique (at 4 MiB Tempo's norm); both run with the ledger equal to the prediction and within the budget.
+lshape=(--arch llama --kv-heads 2 --ffn-hidden 128 --layers 4 --hidden 64 --heads 4 --seq 64 --batch 4 --vocab 256)
+lpeak() { tail -1 "$1" | grep -o '"act_bytes":[0-9]*' | cut -d: -f2; }
+for mode in lora fa; do
+  extra=(); [ $mode = fa ] && extra=(--lora-fa)
+  for budget in 64MiB 4MiB; do
+    "$ctron" train "${lshape[@]}" --lora-rank 8 "${extra[@]}" --steps 2 --threads 1 --data "$data" \
+      --mem-budget $budget --log "$dir/$mode-$budget.jsonl" > "$dir/$mode-$budget.out" 2>&1
+    rc=$?
+    check '[ $rc -eq 0 ]' "LoRA ($mode) --mem-budget $budget: exit $rc: $(tail -3 "$dir/$mode-$budget.out")"
+    check 'grep -q "peak of the step.*ok$" "$dir/$mode-$budget.out" && ! grep -q MISMATCH "$dir/$mode-$budget.out"' \
+      "LoRA ($mode) --mem-budget $budget: the ledger differs from the prediction: $(grep -A2 'activation ledger' "$dir/$mode-$budget.out")"
+  done
+done
+# ctron plan --lora-rank predicts the same plans and peaks
+for mode in lora fa; do
+  extra=(); [ $mode = fa ] && extra=(--lora-fa)
+  "$ctron" plan --budget 4MiB "${lshape[@]}" --threads 1 --lora-rank 8 "${extra[@]}" > "$dir/$mode-plan.out" 2>&1
+  want=$(grep -o "peak of the step (recomputation included): measured [0-9]*" "$dir/$mode-4MiB.out" | grep -o "[0-9]*$")
+  check 'grep -q "predicted activation peak .*($want bytes" "$dir/$mode-plan.out"' \
+    "ctron plan --lora-rank 8 ($mode) predicts what train measured ($want): $(cat "$dir/$mode-plan.out")"
+done
+lora64=$(lpeak "$dir/lora-64MiB.jsonl"); fa64=$(lpeak "$dir/fa-64MiB.jsonl")
+lora4=$(lpeak "$dir/lora-4MiB.jsonl"); fa4=$(lpeak "$dir/fa-4MiB.jsonl")
+echo "LoRA / LoRA-FA --mem-budget 64MiB: $lora64 / $fa64 bytes; 4MiB: $lora4 / $fa4 bytes"
+check '[ "$fa64" = 3712000 ] && [ "$lora64" = 4498432 ]' \
+  "no recompute: LoRA-FA's peak $fa64 (expected 3712000), LoRA's $lora64 (expected 4498432 = + 786432)"
+check 'grep -q "recompute none, fp32 activations, bytes dropout masks, tempo none;" "$dir/fa-4MiB.out" && [ "$fa4" = 3712000 ]' \
+  "LoRA-FA fits 4 MiB as it is: $(grep -m1 'fp32 compute' "$dir/fa-4MiB.out"), peak $fa4"
+check '! grep -q "recompute none, fp32 activations, bytes dropout masks, tempo none;" "$dir/lora-4MiB.out" && [ -n "$lora4" ] && [ "$lora4" -le 4194304 ]' \
+  "LoRA does not fit 4 MiB as it is: the plan must take a technique: $(grep -m1 'fp32 compute' "$dir/lora-4MiB.out"), peak $lora4"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

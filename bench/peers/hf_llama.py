@@ -27,23 +27,27 @@ RMSNorm computes in fp32), backward outside it; master weights, gradients and Ad
 (gradient_checkpointing_enable, reentrant); --recompute selective checkpoints only the attention
 core (the attention function transformers calls, wrapped in torch.utils.checkpoint).
 
+--lora-rank R wraps the model in peft's LoRA (`get_peft_model`, `LoraConfig(r=R,
+lora_alpha=--lora-alpha, target_modules=the --lora-targets modules, lora_dropout=0, bias="none")`):
+the base frozen, A Kaiming-uniform, B zero, y = W x + (alpha/r) B(A x). --lora-fa is LoRA-FA: every
+lora_A gets requires_grad=False as well, so only the B matrices train. AdamW then holds only the
+trainable tensors.
+
 Training: AdamW (lr 3e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the 2-D weights, none on
 the RMSNorm gains), random token batches from a seeded generator. The output (stdout, one JSON
-object per line) is bench/peers/torch_gpt.py's: a record per step {"step", "ms", "loss",
+object per line) is bench/peers/peer_loop.py's (shared with torch_gpt.py): a record per step {"step", "ms", "loss",
 "fwd_ms", "bwd_ms", "opt_ms"}, then one summary {"peer": "torch", "impl": "transformers", ...},
 with the saved-activation bytes of step 1's forward counted by torch_gpt.py's SavedTensorMeter
+(frozen weights are parameters too, so never counted)
 ("block<i>" from each decoder layer's forward pre-hook, "head" from the final norm's).
 
 The caller sets OMP_NUM_THREADS / MKL_NUM_THREADS to --threads before Python starts.
 """
 
 import argparse
-import json
+import contextlib
 import os
-import resource
-import statistics
 import sys
-import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -52,13 +56,15 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import torch.utils.checkpoint as tcheckpoint  # noqa: E402
 
-import torch_gpt  # noqa: E402  (SavedTensorMeter, _NullMeter, make_optimizer, forward_context)
+import peer_loop  # noqa: E402  (the step loop and summary line of both peers)
+import torch_gpt  # noqa: E402  (SavedTensorMeter, make_optimizer, forward_context)
 
 try:
     import transformers  # noqa: E402
     import transformers.modeling_utils  # noqa: E402  (ALL_ATTENTION_FUNCTIONS)
     from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
     from transformers.models.llama import modeling_llama  # noqa: E402
+    import peft  # noqa: E402
 except ImportError as e:          # the caller's Python is not the peer venv (scripts/peer_env.sh)
     print(f"hf_llama.py: cannot import transformers: {e} (run it with the venv of "
           f"scripts/peer_env.sh)", file=sys.stderr)
@@ -85,7 +91,23 @@ def parse_args(argv):
     ap.add_argument("--recompute", choices=["none", "full", "selective"], default="none")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--attention", choices=["sdpa", "eager"], default="sdpa")
+    ap.add_argument("--lora-rank", type=int, default=0,
+                    help="train peft LoRA adapters of this rank on a frozen base (default 0: full "
+                         "fine-tuning)")
+    ap.add_argument("--lora-alpha", type=float, default=8.0, help="peft's lora_alpha (default 8)")
+    ap.add_argument("--lora-targets", default=",".join(LORA_TARGETS),
+                    help="comma-separated llama linears (default all seven: %(default)s)")
+    ap.add_argument("--lora-fa", action="store_true",
+                    help="LoRA-FA: lora_A frozen at its initialisation (requires_grad=False)")
     args = ap.parse_args(argv)
+    targets = [t for t in args.lora_targets.split(",") if t]
+    bad = [t for t in targets if t not in LORA_TARGETS]
+    if args.lora_rank < 0 or bad or not targets:
+        ap.error(f"--lora-rank {args.lora_rank} --lora-targets {args.lora_targets}: expected a rank "
+                 f">= 0 and targets among {','.join(LORA_TARGETS)}")
+    if args.lora_fa and not args.lora_rank:
+        ap.error("--lora-fa: expected --lora-rank R > 0 beside it")
+    args.lora_targets = targets
     if args.kv_heads == 0:
         args.kv_heads = args.heads
     for name in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq", "batch", "vocab",
@@ -114,6 +136,29 @@ def build_model(args):
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     elif args.recompute == "selective":
         checkpoint_attention_core(args.attention)
+    return model
+
+
+# ctron's --lora-targets words and the llama modules peft adapts for them.
+LORA_TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
+                "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
+CONFIG_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq", "batch", "vocab",
+               "dropout", "rope_theta", "norm_eps", "steps", "recompute", "lr", "seed", "precision",
+               "attention", "lora_rank", "lora_alpha", "lora_targets", "lora_fa")
+
+
+def add_lora(model, args):
+    """peft's LoRA on model's targeted linears (A Kaiming-uniform, B zero, no dropout, no bias),
+    the base frozen; under --lora-fa every lora_A frozen too. The model itself without a rank."""
+    if not args.lora_rank:
+        return model
+    cfg = peft.LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, lora_dropout=0.0,
+                          bias="none", target_modules=[LORA_TARGETS[t] for t in args.lora_targets])
+    model = peft.get_peft_model(model, cfg)
+    if args.lora_fa:
+        for name, p in model.named_parameters():
+            if "lora_A" in name:
+                p.requires_grad_(False)
     return model
 
 
@@ -153,77 +198,29 @@ def loss_of(model, idx, tgt, vocab):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        if os.environ.get(var) != str(args.threads):
-            print(f"hf_llama.py: warning: {var}={os.environ.get(var)!r}, expected {args.threads} "
-                  f"(set it before starting Python)", file=sys.stderr)
-    torch.set_num_threads(args.threads)
+    peer_loop.check_threads("hf_llama.py", args.threads, ("OMP_NUM_THREADS", "MKL_NUM_THREADS"))
     torch.manual_seed(args.seed)
-    model = build_model(args)
+    llama = build_model(args)
+    model = add_lora(llama, args)
     model.train()
     opt = torch_gpt.make_optimizer(model, args.lr)
-    gen = torch.Generator().manual_seed(args.seed + 1)
     meter = torch_gpt.SavedTensorMeter(model)
-    meter_regions(model, meter)
+    meter_regions(llama, meter)
 
-    step_ms, losses, phases = [], [], []
-    for step in range(1, args.steps + 1):
-        t0 = time.perf_counter()
-        idx = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
-        tgt = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
-        t_fwd = time.perf_counter()
+    def forward(idx, tgt, metered):
         meter.region = "embed"
-        if step == 1:                  # the warm-up step's forward is metered
-            with meter.hooks(), torch_gpt.forward_context(args.precision):
-                loss = loss_of(model, idx, tgt, args.vocab)
-        else:
-            with torch_gpt.forward_context(args.precision):
-                loss = loss_of(model, idx, tgt, args.vocab)
-        t_bwd = time.perf_counter()
-        loss.backward()
-        t_opt = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        t1 = time.perf_counter()
-        ms = (t1 - t0) * 1e3
-        lv = loss.item()
-        step_ms.append(ms)
-        losses.append(lv)
-        rec = {"step": step, "ms": round(ms, 3), "loss": lv,
-               "fwd_ms": round((t_bwd - t_fwd) * 1e3, 3),
-               "bwd_ms": round((t_opt - t_bwd) * 1e3, 3),
-               "opt_ms": round((t1 - t_opt) * 1e3, 3)}
-        phases.append(rec)
-        print(json.dumps(rec), flush=True)
+        with (meter.hooks() if metered else contextlib.nullcontext()), \
+                torch_gpt.forward_context(args.precision):
+            return loss_of(model, idx, tgt, args.vocab)
 
-    regions = meter.by_region()
-    block_bytes = [regions.get(f"block{i}", 0) for i in range(args.layers)]
-    timed = step_ms[1:] if len(step_ms) > 1 else step_ms
-    summary = {
-        "peer": "torch", "impl": "transformers",
-        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
-        "precision": args.precision, "attention": args.attention,
-        "threads": torch.get_num_threads(),
-        "config": {k: getattr(args, k) for k in ("layers", "hidden", "heads", "kv_heads",
-                                                 "ffn_hidden", "seq", "batch", "vocab", "dropout",
-                                                 "rope_theta", "norm_eps", "steps", "recompute",
-                                                 "lr", "seed", "precision", "attention")},
-        "n_params": sum(p.numel() for p in model.parameters()),
-        "saved_bytes_total": sum(regions.values()),
-        "saved_bytes_per_layer": sum(block_bytes) / args.layers,
-        "saved_bytes_blocks": block_bytes,
-        "saved_bytes_embed": regions.get("embed", 0),
-        "saved_bytes_head": regions.get("head", 0),
-        "ms_median": statistics.median(timed) if timed else None,
-        "ms_steps": [round(m, 3) for m in step_ms],
-        "fwd_ms_median": torch_gpt._phase_median(phases, "fwd_ms"),
-        "bwd_ms_median": torch_gpt._phase_median(phases, "bwd_ms"),
-        "opt_ms_median": torch_gpt._phase_median(phases, "opt_ms"),
-        "loss_first": losses[0] if losses else None,
-        "loss_last": losses[-1] if losses else None,
-        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    }
-    print(json.dumps(summary), flush=True)
+    recs = peer_loop.train(args, forward, opt)
+    extra = {"impl": "transformers", "torch_version": torch.__version__,
+             "transformers_version": transformers.__version__,
+             "precision": args.precision, "attention": args.attention,
+             "config": {k: getattr(args, k) for k in CONFIG_KEYS}}
+    if args.lora_rank:
+        extra["peft_version"] = peft.__version__
+    peer_loop.summary(args, model, meter, recs, extra)
     return 0
 
 

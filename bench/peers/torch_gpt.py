@@ -58,18 +58,19 @@ the environment disagrees.
 
 import argparse
 import contextlib
-import json
 import math
 import os
-import resource
-import statistics
 import sys
-import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint as tcheckpoint
+
+import peer_loop  # noqa: E402  (the step loop and summary line both peers share)
 
 
 # --------------------------------------------------------------------------
@@ -298,13 +299,12 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, self.v), targets.reshape(-1))
 
 
-def n_params(model):
-    return sum(p.numel() for p in model.parameters())
-
-
 def make_optimizer(model, lr):
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    """AdamW over the trainable parameters (all of them, but a peft model's adapters only):
+    weight decay 0.1 on the 2-D ones."""
+    train = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in train if p.dim() >= 2]
+    no_decay = [p for p in train if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.1},
               {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)
@@ -366,95 +366,38 @@ def forward_context(precision):
     return contextlib.nullcontext()
 
 
-def _phase_median(recs, key):
-    """Median of one phase over steps 2..N (step 1 when only one step ran)."""
-    vals = [r[key] for r in (recs[1:] if len(recs) > 1 else recs)]
-    return statistics.median(vals) if vals else None
-
-
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        val = os.environ.get(var)
-        if val != str(args.threads):
-            print(f"torch_gpt.py: warning: {var}={val!r}, expected {args.threads} "
-                  f"(set it before starting Python)", file=sys.stderr)
-    torch.set_num_threads(args.threads)
+    peer_loop.check_threads("torch_gpt.py", args.threads)
     torch.manual_seed(args.seed)
 
     model = GPT(args.layers, args.hidden, args.heads, args.seq, args.vocab,
                 args.dropout, args.recompute, args.attention)
     model.train()
     opt = make_optimizer(model, args.lr)
-    gen = torch.Generator().manual_seed(args.seed + 1)
-
     meter = SavedTensorMeter(model)
-    step_ms, losses, phases = [], [], []
-    for step in range(1, args.steps + 1):
-        t0 = time.perf_counter()
-        idx = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
-        tgt = torch.randint(0, args.vocab, (args.batch, args.seq), generator=gen)
-        t_fwd = time.perf_counter()
-        if step == 1:
-            model.meter = meter
-            with meter.hooks(), forward_context(args.precision):
-                loss = model(idx, tgt)
-            model.meter = _NullMeter()
-        else:
-            with forward_context(args.precision):
-                loss = model(idx, tgt)
-        t_bwd = time.perf_counter()
-        loss.backward()
-        t_opt = time.perf_counter()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        t1 = time.perf_counter()
-        ms = (t1 - t0) * 1e3
-        lv = loss.item()
-        step_ms.append(ms)
-        losses.append(lv)
-        # CPU eager execution is synchronous: each phase has finished when its call returns.
-        rec = {"step": step, "ms": round(ms, 3), "loss": lv,
-               "fwd_ms": round((t_bwd - t_fwd) * 1e3, 3),
-               "bwd_ms": round((t_opt - t_bwd) * 1e3, 3),
-               "opt_ms": round((t1 - t_opt) * 1e3, 3)}
-        phases.append(rec)
-        print(json.dumps(rec), flush=True)
 
-    regions = meter.by_region()
-    block_bytes = [regions.get(f"block{i}", 0) for i in range(args.layers)]
-    total = sum(regions.values())
-    timed = step_ms[1:] if len(step_ms) > 1 else step_ms
-    summary = {
-        "peer": "torch",
+    def forward(idx, tgt, metered):
+        if not metered:
+            with forward_context(args.precision):
+                return model(idx, tgt)
+        model.meter = meter
+        with meter.hooks(), forward_context(args.precision):
+            loss = model(idx, tgt)
+        model.meter = _NullMeter()
+        return loss
+
+    recs = peer_loop.train(args, forward, opt)
+    peer_loop.summary(args, model, meter, recs, {
         "torch_version": torch.__version__,
         "precision": args.precision,
         "attention": args.attention,
-        "threads": torch.get_num_threads(),
         "config": {"layers": args.layers, "hidden": args.hidden, "heads": args.heads,
                    "seq": args.seq, "batch": args.batch, "vocab": args.vocab,
                    "dropout": args.dropout, "steps": args.steps,
                    "recompute": args.recompute, "lr": args.lr, "seed": args.seed,
                    "precision": args.precision, "attention": args.attention},
-        "n_params": n_params(model),
-        "saved_bytes_total": total,
-        "saved_bytes_per_layer": (sum(block_bytes) / args.layers) if args.layers else 0,
-        "saved_bytes_blocks": block_bytes,
-        "saved_bytes_embed": regions.get("embed", 0),
-        "saved_bytes_head": regions.get("head", 0),
-        "ms_median": statistics.median(timed) if timed else None,
-        "ms_steps": [round(m, 3) for m in step_ms],
-        # medians over the same steps as ms_median: forward (incl. the loss), backward
-        # (incl. checkpoint recomputation), AdamW + zero_grad; the rest of ms is the batch
-        "fwd_ms_median": _phase_median(phases, "fwd_ms"),
-        "bwd_ms_median": _phase_median(phases, "bwd_ms"),
-        "opt_ms_median": _phase_median(phases, "opt_ms"),
-        "loss_first": losses[0] if losses else None,
-        "loss_last": losses[-1] if losses else None,
-        "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-    }
-    print(json.dumps(summary), flush=True)
+    })
     return 0
 
 

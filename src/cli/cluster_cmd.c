@@ -11,6 +11,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/family_args.h"
+#include "cli/lora_args.h"
 #include "memory/cluster_search.h"
 #include "memory/planner.h"
 #include "memory/presets.h"
@@ -38,6 +39,9 @@ void cli_cluster_usage(FILE *f) {
         "          --attention standard|flash  the attention core (default standard: the paper's, scores stored)\n"
         "          --arch gpt2|llama, and llama's --kv-heads N --ffn-hidden N --tie-embeddings --qkv-bias\n"
         "          (the llama3-* presets are llama; t must divide the key/value heads and the FFN width)\n"
+        "          --lora-rank R [--lora-targets LIST] [--lora-fa]  LoRA fine-tuning (docs/LORA.md): the base\n"
+        "                                frozen (its weights only), the adapters trained, reduced over DP and\n"
+        "                                stepped; no weight-gradient GEMMs of the base; LoRA-FA: A frozen too\n"
         "cluster:  --gpu %s\n"
         "          or all of --peak-tflops X --mem BYTES --hbm-gbs X --nvlink-gbs X --internode-gbs X\n"
         "          (each also overrides the --gpu kind's figure; bandwidths in GB/s, one direction per GPU)\n"
@@ -71,7 +75,7 @@ typedef struct {
     ClusterJob job;
     GpuSpec gpu;
     ClusterLimits lim;
-    const char *layout, *svg, *check, *fix;
+    const char *layout, *svg, *check, *fix, *lora_targets;
     int top, json, explain, have_gpu, have_model, reserve_set;
     double reserve;
     unsigned custom;   // which of the five custom figures were given
@@ -168,8 +172,18 @@ enum {
     O_CLUSTER = 1000, O_GPU, O_PEAK, O_MEM, O_HBM, O_NVLINK, O_INTER, O_SMS, O_GEFF, O_HEFF, O_LEFF, O_OVL, O_GPN,
     O_NODES, O_PRESET, O_LAYERS, O_HIDDEN, O_HEADS, O_VOCAB, O_SEQ, O_GB, O_PREC, O_RESERVE, O_DPOVL, O_MAXT,
     O_MAXP, O_MAXV, O_MAXMB, O_SP, O_ZERO, O_RC, O_LAYOUT, O_TOP, O_JSON, O_EXPLAIN, O_SVG, O_CHECK, O_GRAD, O_TPOVL,
-    O_BUCKET, O_GAP, O_FIX, O_FP8, O_FP8PEAK, O_ATTN
+    O_BUCKET, O_GAP, O_FIX, O_FP8, O_FP8PEAK, O_ATTN, O_LORA_RANK, O_LORA_TARGETS, O_LORA_FA
 };
+
+// --lora-rank/--lora-targets/--lora-fa against the family and its widths (as ctron train checks them).
+static int check_lora(ClusterArgs *a) {
+    ClusterJob *j = &a->job;
+    char err[256];
+    if (lora_args_check((ArchKind)j->arch, j->lora_rank, a->lora_targets, j->lora_fa, j->h, j->kv * (j->h / j->a), j->ffn,
+                        &j->lora_sites, err, sizeof err) != 0)
+        return args_error(CMD, "%s", err);
+    return 0;
+}
 
 static int parse(int argc, char **argv, ClusterArgs *a) {
     static const struct option opts[] = {
@@ -195,7 +209,8 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         {"dp-bucket", required_argument, 0, O_BUCKET}, {"launch-gap", required_argument, 0, O_GAP},
         {"fix", required_argument, 0, O_FIX}, {"fp8", no_argument, 0, O_FP8},
         {"fp8-tflops", required_argument, 0, O_FP8PEAK}, {"attention", required_argument, 0, O_ATTN},
-        FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"lora-rank", required_argument, 0, O_LORA_RANK}, {"lora-targets", required_argument, 0, O_LORA_TARGETS},
+        {"lora-fa", no_argument, 0, O_LORA_FA}, FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     int ch, rc = 0, x;
     family_args_init(&a->fam);
     long L = 0, h = 0, heads = 0, v = 0, s = 0, B = 0;
@@ -287,6 +302,9 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
             break;
         case O_FIX: a->fix = optarg; break;
         case O_FP8: a->job.fp8 = 1; break;
+        case O_LORA_RANK: rc = args_int(CMD, "--lora-rank", optarg, 1, 1 << 20, &a->job.lora_rank); break;
+        case O_LORA_TARGETS: a->lora_targets = optarg; break;
+        case O_LORA_FA: a->job.lora_fa = 1; break;
         case O_FP8PEAK: rc = positive("--fp8-tflops", optarg, "a GPU's peak", 1e12, &a->gpu.fp8_flops); break;
         case O_ATTN:
             if (strcmp(optarg, "flash") == 0) a->job.flash = 1;
@@ -347,6 +365,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     a->job.ffn = fam.ffn;
     a->job.tie = fam.tie;
     a->job.qkv_bias = fam.qkv_bias;
+    if (check_lora(a) != 0) return CTRON_EXIT_USAGE;
     a->job.reserve_bytes = a->reserve_set ? a->reserve : 0.10 * a->gpu.mem_bytes;
     if (a->job.reserve_bytes >= a->gpu.mem_bytes)
         return args_error(CMD, "--reserve %.1f GiB leaves nothing of the GPU's %.1f GiB", a->job.reserve_bytes / GIB,

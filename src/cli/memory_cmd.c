@@ -355,7 +355,8 @@ static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, i
     sh->lora_rank = a->lora_rank;
     sh->lora_sites = sites;
     sh->base_bf16 = a->base_bf16;
-    c->policy.tempo |= LORA_FROZEN | (mode == LORA_MODE_FA ? LORA_FA : 0) | sites << LORA_TARGET_SHIFT;
+    sh->lora_fa = mode == LORA_MODE_FA;
+    c->policy.tempo |= act_lora_bits(sh);
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/cluster_cmd.h"
 #include "cli/family_args.h"
+#include "cli/lora_args.h"
 #include "cli/plan_pipe.h"
 #include "memory/ledger_report.h"
 #include "memory/planner.h"
@@ -37,6 +38,8 @@ void cli_plan_usage(FILE *f) {
         "                      bf16 weight copy (2 bytes per parameter) is printed beside it\n"
         "  --threads N         OpenMP threads of the run: each holds the attention backward's scratch,\n"
         "                      which the budget counts (default: all cores, as train)\n"
+        "  --lora-rank R [--lora-targets LIST] [--lora-fa]  LoRA / LoRA-FA fine-tuning (docs/LORA.md): what\n"
+        "                      the adapters keep (x·Aᵀ per site; LoRA also the sites' inputs), no mini-seq\n"
         "  --offload-budget BYTES  the offload pool (host memory or --offload-dir's disk) may hold this\n"
         "                      much: offload is then an option, preferred to recompute (no FLOPs), the\n"
         "                      least traffic first (default 0: no offload)\n"
@@ -63,7 +66,7 @@ int cli_plan_main(int argc, char **argv) {
         if (strcmp(argv[i], "--cluster") == 0) return cli_cluster_main(argc, argv);
     enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS,
            O_OFFLOAD_BUDGET, O_PRECISION, O_PP, O_SCHEDULE, O_VIRTUAL, O_ACCUM, O_MEMO, O_HOST_GBPS, O_GEMM_GFLOPS,
-           O_ATTENTION };
+           O_ATTENTION, O_LORA_RANK, O_LORA_TARGETS, O_LORA_FA };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"mem-budget", required_argument, 0, O_BUDGET},
         {"layers", required_argument, 0, O_LAYERS},
@@ -77,7 +80,8 @@ int cli_plan_main(int argc, char **argv) {
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
         {"memo", no_argument, 0, O_MEMO}, {"host-gbps", required_argument, 0, O_HOST_GBPS},
         {"gemm-gflops", required_argument, 0, O_GEMM_GFLOPS}, {"attention", required_argument, 0, O_ATTENTION},
-        FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"lora-rank", required_argument, 0, O_LORA_RANK}, {"lora-targets", required_argument, 0, O_LORA_TARGETS},
+        {"lora-fa", no_argument, 0, O_LORA_FA}, FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
     train_options_default(&o);
     GPTConfig *c = &o.model;
@@ -85,6 +89,7 @@ int cli_plan_main(int argc, char **argv) {
     int rc = 0, ch, pp = 0, virtual_stages = 0, accum = 0, schedule_given = 0, dropout_given = 0, memo = 0;
     double host_gbps = 0.0, gemm_gflops = 0.0;
     int flash = 1, attention_given = 0;   // --memo: MEMO is built on flash attention (--attention standard: without)
+    const char *lora_targets = NULL;
     FamilyArgs fa;
     family_args_init(&fa);
     PipeScheduleKind schedule = PIPE_1F1B;
@@ -123,6 +128,9 @@ int cli_plan_main(int argc, char **argv) {
             break;
         case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
         case O_SP: o.sp = 1; break;
+        case O_LORA_RANK: rc = args_int(CMD, "--lora-rank", optarg, 1, 1 << 20, &c->lora_rank); break;
+        case O_LORA_TARGETS: lora_targets = optarg; break;
+        case O_LORA_FA: c->lora_fa = 1; break;
         case O_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &o.threads); break;
         case O_OFFLOAD_BUDGET:
             if ((rc = args_bytes(CMD, "--offload-budget", optarg, 1, PARSE_BYTES_MAX, &o.offload_budget)) != 0) return rc;
@@ -167,6 +175,12 @@ int cli_plan_main(int argc, char **argv) {
     c->tie_embeddings = fam.tie;
     c->qkv_bias = fam.qkv_bias;
     if (!dropout_given) c->dropout = arch_spec(fam.arch)->dropout_default;   // llama: 0, as train
+    char lerr[256];
+    unsigned sites;
+    if (lora_args_check(fam.arch, c->lora_rank, lora_targets, c->lora_fa, c->hidden, fam.kv * (c->hidden / c->heads),
+                        fam.ffn, &sites, lerr, sizeof lerr) != 0)
+        return args_error(CMD, "%s", lerr);
+    c->lora_targets = sites;
     o.world_size = o.tp;
     char err[512];
     if (train_check_layout(&o, o.tp, err, sizeof err) != 0) return args_error(CMD, "%s", err);

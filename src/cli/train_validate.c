@@ -105,9 +105,6 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
     if (o->sample_tokens > 0)
         return usage_error("--sample %d with --lora-rank: generation (the KV-cache path) does not apply adapters yet",
                            o->sample_tokens);
-    if (o->mem_budget > 0)
-        return usage_error("--mem-budget with --lora-rank: the budget planner does not know adapters yet; give the "
-                           "recompute flags");
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "arch/lora.h"
 #include "memory/cluster_time.h"
 #include "memory/flops.h"
 #include "memory/param_count.h"
@@ -50,6 +51,11 @@ void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *s
                      .masks = MASKS_BYTES, .t = t, .sp = sp};
     act_shape_set_family(sh, (ArchKind)job->arch, job->kv, job->ffn, job->tie, job->qkv_bias);
     sh->dropout = arch_spec((ArchKind)job->arch)->dropout_default > 0.0f;
+    if (job->lora_rank > 0) {
+        sh->lora_rank = job->lora_rank;
+        sh->lora_sites = job->lora_sites ? job->lora_sites : lora_family_sites((ArchKind)job->arch);
+        sh->lora_fa = job->lora_fa != 0;
+    }
 }
 
 double cluster_param_count(const ClusterJob *job) {
@@ -61,6 +67,7 @@ double cluster_param_count(const ClusterJob *job) {
 static double grad_bytes(const ClusterJob *job) { return job->grad_bytes == 2 ? 2.0 : 4.0; }
 
 double cluster_state_bytes_per_param(const ClusterJob *job) {
+    if (job->lora_rank > 0) return (double)job->e;   // the frozen base: its weights only (adapters aside)
     return job->e == 2 ? 2.0 + grad_bytes(job) + 12.0 : 16.0;
 }
 
@@ -136,13 +143,26 @@ int cluster_layout_check(const ClusterJob *job, const GpuSpec *gpu, const Cluste
     return 0;
 }
 
-// Model states of one GPU holding `params`: the GEMMs' weight copy, fp32 gradients, Adam (and the
-// fp32 master weights under mixed precision), the last sharded over d with ZeRO-1.
-static void states(const ClusterJob *job, const ClusterLayout *lay, double params, StageMemory *m) {
+double cluster_stage_adapters(const ClusterJob *job, const ClusterLayout *lay, int r, int trainable_only) {
+    if (job->lora_rank <= 0) return 0.0;
+    ActShape sh;
+    cluster_job_shape(job, lay->mb, lay->t, lay->sp, &sh);
+    double per_layer = (double)param_lora_layer_count(&sh, 1) +
+                       (trainable_only && job->lora_fa ? 0.0 : (double)param_lora_layer_count(&sh, 0));
+    return cluster_stage_layers(job, lay, r) * per_layer;
+}
+
+// Model states of one GPU holding `params` base parameters and `adapters` adapter parameters of which
+// `trained` train: the GEMMs' weight copy, fp32 gradients, Adam (and the fp32 master weights under mixed
+// precision), the last sharded over d with ZeRO-1. Without LoRA every base parameter trains; with it the
+// frozen ones (the base, LoRA-FA's A) keep only their GEMM copy.
+static void states(const ClusterJob *job, const ClusterLayout *lay, double params, double adapters, double trained,
+                   StageMemory *m) {
     double dz = lay->zero && lay->d > 1 ? lay->d : 1;
-    m->weights = (double)job->e * params;
-    m->grads = grad_bytes(job) * params;
-    m->optimizer = (job->e == 2 ? 12.0 : 8.0) * params / dz;
+    if (job->lora_rank <= 0) trained = params;
+    m->weights = (double)job->e * (params + adapters);
+    m->grads = grad_bytes(job) * trained;
+    m->optimizer = (job->e == 2 ? 12.0 : 8.0) * trained / dz;
 }
 
 // The per-stage plan: ctron's budget planner over the stage's layers, with what the GPU has left
@@ -156,6 +176,7 @@ static void stage_plan(const StageLayout *sl, const StageSplit *sp, int r, doubl
     MemoryPolicy pol;
     policy_default(&pol, (int)sl->sh.L);
     pol.act_dtype = sh.elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
+    pol.tempo = act_lora_bits(&sh);
     stage_activations_split(sl, sp, &pol, r, &none);
     policy_free(&pol);
     double budget = (left - none.extras) / stage_layer_factor_at(sl, r) + (double)act_model_extra_bytes(&sh);
@@ -201,12 +222,14 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
     double params = stage_param_count_split(&c->sl, &c->split, r);
     memset(m, 0, sizeof *m);
     memset(plan, 0, sizeof *plan);
-    states(job, lay, params, m);
+    states(job, lay, params, cluster_stage_adapters(job, lay, r, 0), cluster_stage_adapters(job, lay, r, 1), m);
     MemoryPolicy planned;
     const MemoryPolicy *pol = &c->uni;
     StageLayout ssl = c->sl;
     int ls = stage_layers_split(&c->sl, &c->split, r);
     *lt = c->lt;
+    // (a layer's activation gradients: as large with adapters as without, so LoRA's keep bits are left out)
+    unsigned lora = act_lora_bits(&c->sl.sh);
     m->workspace = (double)act_layer_kind_bytes(&c->sl.sh, RECOMPUTE_NONE, 1, c->tempo);
     m->reserve = job->reserve_bytes;
     if (ls == 0) m->workspace = 0;   // the embedding or the head alone: no layer's gradients
@@ -222,7 +245,7 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
         m->n_full = plan->n_full;
         m->n_sel = plan->n_sel;
         // the gradients of one layer as the plan's options keep it (flash: no s×s tensors)
-        m->workspace = (double)act_layer_kind_bytes(&ssl.sh, RECOMPUTE_NONE, 1, plan->tempo);
+        m->workspace = (double)act_layer_kind_bytes(&ssl.sh, RECOMPUTE_NONE, 1, plan->tempo & ~lora);
     } else {
         m->n_full = lay->rc == CR_FULL ? ls : 0;
         m->n_sel = lay->rc == CR_SELECTIVE ? ls : 0;
@@ -308,7 +331,7 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     c.uni.act_dtype = job->e == 2 ? ACT_BF16 : ACT_FP32;
     stage_policy_build(&c.uni, &c.sl, rc, "uniform", 1, NULL, err, sizeof err);
     c.tempo = job->flash ? ATTN_FLASH : 0;
-    c.uni.tempo |= c.tempo;
+    c.uni.tempo |= c.tempo | act_lora_bits(&c.sl.sh);   // what LoRA keeps (the plan's tempo carries it too)
     cluster_layer_time(job, gpu, lay, c.tempo, &c.lt);
     c.head = cluster_head_time(job, gpu, lay, &c.head_comm);
     c.emb = cluster_embed_time(job, gpu, lay, &c.emb_comm);
@@ -337,7 +360,9 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
         // The DP reduction hides (--dp-overlap) under the last micro-batch's backward and the next
         // step's first forward through this stage.
         int ls = stage_layers_split(&c.sl, &c.split, r);
-        double params = stage_param_count_split(&c.sl, &c.split, r), hidden;
+        // what the DP reduction and the optimizer cover: every parameter, or LoRA's trained adapters
+        double params = job->lora_rank > 0 ? cluster_stage_adapters(job, lay, r, 1)
+                                           : stage_param_count_split(&c.sl, &c.split, r), hidden;
         double fwd = ls * (lt.gemm_f + lt.attn_f + lt.elem_f + lt.comm_f);
         double bwd = ls * (lt.gemm_b + lt.attn_b + lt.elem_b + lt.comm_b) + part[PART_RECOMPUTE];
         double opt = cluster_optimizer_time(job, gpu, lay, params);
@@ -356,7 +381,8 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     out->step_s = 0;
     for (int k = 0; k < PART_COUNT; k++) out->step_s += out->part[k];
     double gpus = (double)job->gpus_per_node * job->nodes;
-    double model = flops_model_block((double)job->B, (double)job->L, (double)job->s, (double)job->h, (double)job->v, &blk);
+    double model = flops_model_block((double)job->B, (double)job->L, (double)job->s, (double)job->h, (double)job->v, &blk) +
+                   flops_lora_delta(&c.sl.sh, (double)job->B);
     out->mfu = model / (out->step_s * gpus * gpu->peak_flops);
     out->hfu = (model + extra_flops) / (out->step_s * gpus * gpu->peak_flops);
     if (out->mem_max > gpu->mem_bytes) {

@@ -28,6 +28,13 @@ typedef struct {
     long kv, ffn;           // key/value heads (0: a) and the FFN width (0: the family's default)
     int tie;                // 1 tied, -1 untied, 0 the family's default
     int qkv_bias;
+    // LoRA (docs/LORA.md): rank > 0 freezes the base (e bytes per parameter, the GEMMs' copy; no gradient,
+    // no optimizer state, no weight-gradient GEMMs, no embedding backward or sync); the adapters of
+    // lora_sites (0: the family's all) train: weights, gradients and Adam, the DP reduction and the
+    // optimizer step cover only them. lora_fa: A frozen too (only B trains; A's input not kept).
+    int lora_rank;
+    unsigned lora_sites;
+    int lora_fa;
 } ClusterJob;
 
 // The analytic model's shape of one micro-batch of mb sequences on one rank under t (and SP): the
@@ -105,7 +112,10 @@ void cluster_prediction_free(ClusterPrediction *p);
 int cluster_stage_layers(const ClusterJob *job, const ClusterLayout *lay, int r);
 // Weights, gradients and optimizer state of the whole model, bytes per parameter without ZeRO:
 // the floor under any layout (2 + 4 + 12 = 18 with mixed precision, 16 with bf16 gradients; 4 + 4 + 8 =
-// 16 in fp32).
+// 16 in fp32; under LoRA e, the frozen base's weights, the adapters left aside).
 double cluster_state_bytes_per_param(const ClusterJob *job);
 double cluster_param_count(const ClusterJob *job);
+// LoRA: the adapter parameters of stage r's layers on one rank (TP split as model/adapters.c lays them
+// out), and of them the trainable ones (B only under LoRA-FA); 0 without LoRA.
+double cluster_stage_adapters(const ClusterJob *job, const ClusterLayout *lay, int r, int trainable_only);
 #endif

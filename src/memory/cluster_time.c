@@ -1,5 +1,6 @@
 #include "memory/cluster_time.h"
 #include <math.h>
+#include "arch/lora.h"
 #include "model/policy.h"
 
 static double hbm_time(const GpuSpec *g, double bytes) { return bytes / (g->hbm_bw * g->hbm_eff); }
@@ -106,6 +107,29 @@ static void layer_kernels(const ClusterJob *job, const GpuSpec *g, const Cluster
 
 typedef struct { double M, N, K; } Gemm;
 
+// LoRA's adapter GEMMs of one layer on this rank (docs/LORA.md): per adapted site, forward x·Aᵀ and v·Bᵀ;
+// backward dB = dyᵀ·v, dv = dy·B, dx += du·A, and dA = duᵀ·x unless LoRA-FA. Widths as model/adapters.c
+// splits them: a column-parallel site's A whole and B's out/t rows, a row-parallel one's A in/t columns.
+// (The row-parallel sites' all-reduce of x·Aᵀ, s·b·r elements each, is not counted.)
+static void lora_gemms(const ClusterJob *job, const GpuSpec *g, const ActShape *fam, double n, double t,
+                       double *fwd, double *bwd, double *kernels_f, double *kernels_b) {
+    *fwd = *bwd = *kernels_f = *kernels_b = 0;
+    if (fam->lora_rank <= 0) return;
+    double r = fam->lora_rank, d = (double)fam->h / (double)fam->a;
+    for (int k = 0; k < LORA_SITES; k++) {
+        if (!(fam->lora_sites >> k & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)k);
+        double in = (double)lora_width(row->in, fam->h, fam->h, (long)(fam->kv * d), fam->ffn);
+        double out = (double)lora_width(row->out, fam->h, fam->h, (long)(fam->kv * d), fam->ffn);
+        if (row->parallel == LORA_COLUMN) out /= t; else in /= t;
+        *fwd += linear_gemm(job, g, n, r, in) + linear_gemm(job, g, n, out, r);
+        *bwd += linear_gemm(job, g, out, r, n) + linear_gemm(job, g, n, r, out) + linear_gemm(job, g, n, in, r) +
+                (fam->lora_fa ? 0.0 : linear_gemm(job, g, r, in, n));
+        *kernels_f += 2;
+        *kernels_b += fam->lora_fa ? 3 : 4;
+    }
+}
+
 void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, unsigned tempo,
                         LayerTime *out) {
     const double e = job->e, t = lay->t, s = (double)job->s, b = lay->mb, h = (double)job->h;
@@ -128,7 +152,8 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     for (int i = 0; i < 4; i++) {
         fwd[i] = linear_gemm(job, g, lin[i].M, lin[i].N, lin[i].K);
         dgrad[i] = linear_gemm(job, g, lin[i].M, lin[i].K, lin[i].N);   // dX = dY·Wᵀ
-        wgrad[i] = linear_gemm(job, g, lin[i].K, lin[i].N, lin[i].M);   // dW = Xᵀ·dY
+        // dW = Xᵀ·dY; a frozen (LoRA) base has none
+        wgrad[i] = fam.lora_rank > 0 ? 0.0 : linear_gemm(job, g, lin[i].K, lin[i].N, lin[i].M);
         out->gemm_f += fwd[i];
         out->gemm_b += dgrad[i] + wgrad[i];
     }
@@ -175,13 +200,19 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
     tp_collectives(job, g, lay, n * h * e, fwd, dgrad, wgrad, out);
     layer_kernels(job, g, lay, flash, rope, spec->linear_bias, out);
+    double lf, lb, kf, kb;
+    lora_gemms(job, g, &fam, n, t, &lf, &lb, &kf, &kb);
+    out->gemm_f += lf;
+    out->gemm_b += lb;
+    out->kernels_f += kf;
+    out->kernels_b += kb;
 }
 
 double cluster_head_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, double *comm) {
     const double e = job->e, t = lay->t, n = (double)job->s * lay->mb, h = (double)job->h, vt = (double)job->v / t;
     const double rows = lay->sp ? n / t : n;
     double gemm = cluster_gemm_time(g, n, vt, h, 1, job->e) + cluster_gemm_time(g, n, h, vt, 1, job->e);
-    double wgrad = cluster_gemm_time(g, h, vt, n, 1, job->e);
+    double wgrad = job->lora_rank > 0 ? 0.0 : cluster_gemm_time(g, h, vt, n, 1, job->e);   // LoRA: frozen
     // final LN forward and backward; cross-entropy on the fp32 logits: cast, max, exp, sum, the
     // gradient (≈ 2e + 24 bytes per logit)
     double elem = hbm_time(g, rows * h * 5 * e + n * vt * (2 * e + 24));
@@ -204,7 +235,8 @@ double cluster_embed_time(const ClusterJob *job, const GpuSpec *g, const Cluster
     cluster_job_shape(job, lay->mb, lay->t, lay->sp, &fam);
     double k_mask = fam.dropout ? 1 : 0, learned = arch_spec((ArchKind)fam.arch)->pos == POS_LEARNED ? 1 : 0;
     double add_f = learned ? 3 * e + k_mask : k_mask ? 2 * e + 1 : 0, add_b = k_mask ? 2 * e + 1 : 0;
-    double elem = hbm_time(g, n * h * e + rows * h * add_f + rows * h * add_b + n * h * (e + 8));
+    // (a frozen embedding under LoRA runs no backward)
+    double elem = hbm_time(g, n * h * e + rows * h * add_f + (job->lora_rank > 0 ? 0.0 : rows * h * add_b + n * h * (e + 8)));
     double c = 0, act = n * h * e;
     (void)t;
     if (lay->t > 1)
@@ -289,6 +321,7 @@ double cluster_optimizer_time(const ClusterJob *job, const GpuSpec *g, const Clu
 double cluster_embed_sync_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay) {
     ActShape fam;
     cluster_job_shape(job, lay->mb, lay->t, lay->sp, &fam);
-    if (lay->p <= 1 || fam.untied) return 0.0;   // an untied output layer has no copy to keep in step
+    // an untied output layer has no copy to keep in step; a frozen one (LoRA) no gradient
+    if (lay->p <= 1 || fam.untied || job->lora_rank > 0) return 0.0;
     return cluster_allreduce_time(g, pp_link(job, g, lay), 2, 4.0 * (double)job->v * job->h / lay->t);
 }

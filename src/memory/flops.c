@@ -1,4 +1,5 @@
 #include "memory/flops.h"
+#include "arch/lora.h"
 #include "memory/memo_model.h"
 
 double flops_model(double B, double L, double s, double h, double v) {
@@ -73,4 +74,20 @@ FlopBlock flops_block_of(const ActShape *sh) {
     double h = (double)sh->h, kv = (double)(sh->kv > 0 ? sh->kv : sh->a);
     FlopBlock b = {kv * (h / (double)sh->a), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1};
     return b;
+}
+
+double flops_lora_delta(const ActShape *sh, double B) {
+    if (sh->lora_rank <= 0) return 0.0;
+    FlopBlock blk = flops_block_of(sh);
+    double h = (double)sh->h, s = (double)sh->s, L = (double)sh->L, r = (double)sh->lora_rank;
+    double linears = h * (h + 2 * blk.kv_width) + h * h + h * blk.ffn * (blk.mlp_mats + 1);
+    double delta = -2 * B * s * (L * linears + h * (double)sh->v);
+    for (int k = 0; k < LORA_SITES; k++) {
+        if (!(sh->lora_sites >> k & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)k);
+        double in = (double)lora_width(row->in, sh->h, sh->h, (long)blk.kv_width, (long)blk.ffn);
+        double out = (double)lora_width(row->out, sh->h, sh->h, (long)blk.kv_width, (long)blk.ffn);
+        delta += L * 2 * B * s * r * ((in + out) + (2 * out + in) + (sh->lora_fa ? 0 : in));
+    }
+    return delta;
 }

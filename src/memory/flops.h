@@ -38,4 +38,9 @@ FlopBlock flops_block_of(const ActShape *sh);
 // skip_down (the last layer of a group: backward never reads its output). flops_recompute_full for
 // GPT-2's shape.
 double flops_recompute_full_block(double B, double s, double h, int skip_down, const FlopBlock *blk);
+// LoRA's change to a step's model FLOPs (B sequences, the shape's s, h, L, v and lora_*; widths of the
+// whole model, t ignored): the frozen base runs no weight-gradient GEMM (its linears' and the output
+// layer's, 2·B·s per weight), and each adapted site adds its forward (2·B·s·r·(in + out)) and backward
+// (dv, dB, dx: 2·B·s·r·(2·out + in); dA without LoRA-FA: 2·B·s·r·in). 0 without LoRA.
+double flops_lora_delta(const ActShape *sh, double B);
 #endif

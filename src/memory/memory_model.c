@@ -61,6 +61,11 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
     sh->qkv_bias = qkv_bias != 0;
 }
 
+unsigned act_lora_bits(const ActShape *sh) {
+    if (sh->lora_rank <= 0) return 0;
+    return LORA_FROZEN | (sh->lora_fa ? LORA_FA : 0) | sh->lora_sites << LORA_TARGET_SHIFT;
+}
+
 int act_tempo_applies(const ActShape *sh, unsigned tempo) {
     return !(sh->swiglu && (tempo & (TEMPO_GELU | GELU_FEWBIT)));
 }

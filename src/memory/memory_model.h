@@ -32,6 +32,7 @@ typedef struct {
     int lora_rank;
     unsigned lora_sites;
     int base_bf16;     // LoRA with --base-dtype bf16: the frozen base's weights are 2 B per element (no activation term)
+    int lora_fa;       // LoRA-FA: A frozen too; a site keeps x·Aᵀ only (not its input for A's gradient)
     int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
 } ActShape;
 
@@ -42,6 +43,11 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
 // Does the block have what a Tempo/Few-Bit option replaces? Tempo's GeLU and Few-Bit's codes are the
 // GeLU MLP's (SwiGLU has neither: ctron train refuses them for llama). Mini-seq chunks either MLP.
 int act_tempo_applies(const ActShape *sh, unsigned tempo);
+
+// The policy bits LoRA sets on a layer's kept tensors (LORA_FROZEN, LORA_FA, the sites << LORA_TARGET_SHIFT;
+// model/policy.h) from the shape's lora_rank, lora_sites and lora_fa; 0 without LoRA. The planners add them
+// to every tempo they try: what LoRA keeps is the run's, not a choice.
+unsigned act_lora_bits(const ActShape *sh);
 
 // Does the family's block have `name` at all (GPT-2 never keeps gate/up, llama never gelu_in/fc2_in
 // or GeLU bits)? Reports list only these.

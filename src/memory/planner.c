@@ -165,19 +165,20 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     policy_free(&pol);
     double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
     FlopBlock blk = flops_block_of(base);
-    double model = flops_model_block(B, L, s, h, v, &blk) / t, full_flops = flops_recompute_full_block(B, s, h, 1, &blk);
+    double model = (flops_model_block(B, L, s, h, v, &blk) + flops_lora_delta(base, B)) / t, full_flops = flops_recompute_full_block(B, s, h, 1, &blk);
     MemPlan best = {0}, smallest = {0};
     int found = 0, have_smallest = 0;
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
         for (unsigned opt = 0; opt < 32; opt++) {
-            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
+            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0) | act_lora_bits(base);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
             if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU
             // Mini-seq's recompute is priced for GeLU's MLP (FC1 again): not offered to SwiGLU's (gate and
             // up again), which a run still takes by hand (--mini-seq)
             if (base->swiglu && (tempo & MINI_SEQ)) continue;
+            if (base->lora_rank > 0 && (tempo & MINI_SEQ)) continue;   // the chunked MLP has no adapters yet
             ActShape sh = *base;
             sh.masks = modes[mi];
             sh.gelu_bits = 0;

@@ -174,13 +174,14 @@ int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision prec
     const MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
         for (unsigned opt = 0; opt < 32; opt++) {
-            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0);
+            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0) | act_lora_bits(base);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
             if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU
             // Mini-seq's recompute is priced for GeLU's MLP (FC1 again): not offered to SwiGLU's (gate and
             // up again), which a run still takes by hand (--mini-seq)
             if (base->swiglu && (tempo & MINI_SEQ)) continue;
+            if (base->lora_rank > 0 && (tempo & MINI_SEQ)) continue;   // the chunked MLP has no adapters yet
             for (int allow_sel = 0; allow_sel < 2; allow_sel++) {
                 // flash's scratch is the same either way: allowing selective only adds choices
                 if ((tempo & ATTN_FLASH) && !allow_sel) continue;

@@ -30,5 +30,6 @@ void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     sh->lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
     sh->lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
     sh->base_bf16 = c.lora_rank > 0 && c.base_bf16;
+    sh->lora_fa = c.lora_rank > 0 && c.lora_fa;
     sh->reversible = c.reversible != 0;
 }

@@ -62,25 +62,11 @@ static double lora_adapter_params(const GPTConfig *cfg) {
     return sum * c.layers;
 }
 
-// LoRA's change to a step's model FLOPs (B sequences): the frozen base runs no weight-gradient GEMM (its
-// linears' and the output layer's, 2·B·s·weights), and the adapters add their forward (2·B·s·r·(in + out)
-// per site) and backward (dv, dB, dx: 2·B·s·r·(2·out + in); dA under LoRA: 2·B·s·r·in). 0 without LoRA.
+// LoRA's change to a step's model FLOPs (B sequences): memory/flops.h's flops_lora_delta of the model's shape.
 double train_lora_flops_delta(const GPTConfig *cfg, double B) {
-    GPTConfig c = *cfg;
-    gpt_config_resolve(&c);
-    if (c.lora_rank <= 0) return 0.0;
-    FlopBlock blk = train_flop_block(&c);
-    double h = c.hidden, s = c.seq, L = c.layers, r = c.lora_rank;
-    double linears = h * (h + 2 * blk.kv_width) + h * h + h * blk.ffn * (blk.mlp_mats + 1);
-    double delta = -2 * B * s * (L * linears + h * c.vocab);
-    for (int k = 0; k < LORA_SITES; k++) {
-        if (!(c.lora_targets >> k & 1u)) continue;
-        const LoraSiteRow *row = lora_site((LoraSite)k);
-        double in = (double)lora_width(row->in, c.hidden, c.hidden, gpt_kv_width(&c), c.ffn);
-        double out = (double)lora_width(row->out, c.hidden, c.hidden, gpt_kv_width(&c), c.ffn);
-        delta += L * 2 * B * s * r * ((in + out) + (2 * out + in) + (c.lora_fa ? 0 : in));
-    }
-    return delta;
+    ActShape sh = {.s = cfg->seq, .b = 1, .h = cfg->hidden, .a = cfg->heads, .L = cfg->layers, .v = cfg->vocab, .t = 1};
+    gpt_shape_family(cfg, &sh);
+    return flops_lora_delta(&sh, B);
 }
 
 double train_memory_estimate(const TrainOptions *o, double *state_bytes, double *act_bytes) {
@@ -179,6 +165,7 @@ static ActShape options_shape(const TrainOptions *o) {
     act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
     sh.lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
     sh.lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
+    sh.lora_fa = c.lora_rank > 0 && c.lora_fa;
     return sh;
 }
 

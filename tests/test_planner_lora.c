@@ -1,0 +1,160 @@
+// The planners with adapters (issue 27): the budget planner keeps what LoRA and LoRA-FA keep (a budget
+// that fits LoRA-FA as it is but not LoRA; every plan's peak the analytic model's for its policy), and
+// the cluster planner's per-GPU model states, DP traffic and FLOPs of a LoRA job against numbers worked
+// by hand for a small llama.
+#include <math.h>
+#include <string.h>
+#include "check.h"
+#include "arch/lora.h"
+#include "memory/cluster_model.h"
+#include "memory/cluster_time.h"
+#include "memory/flops.h"
+#include "memory/planner.h"
+#include "memory/presets.h"
+
+// A tiny llama: s 64, b 4, h 64, 4 heads, 2 kv heads, FFN 128, 4 layers, v 256, fp32; LoRA r 8 on all seven.
+static ActShape tiny(int fa) {
+    ActShape sh = {.s = 64, .b = 4, .h = 64, .a = 4, .L = 4, .v = 256, .elem_bytes = 4, .masks = MASKS_BYTES, .t = 1};
+    act_shape_set_family(&sh, ARCH_LLAMA, 2, 128, -1, 0);
+    sh.lora_rank = 8;
+    sh.lora_sites = lora_family_sites(ARCH_LLAMA);
+    sh.lora_fa = fa;
+    return sh;
+}
+
+// The plan's peak is the analytic model's for the policy it becomes (what the ledger measures).
+static size_t policy_peak(const MemPlan *p, const ActShape *sh) {
+    MemoryPolicy pol;
+    plan_policy(p, sh, &pol);
+    size_t b = act_peak_bytes(sh, &pol);
+    policy_free(&pol);
+    return b;
+}
+
+static void check_budget_planner(void) {
+    ActShape lora = tiny(0), fa = tiny(1);
+    CHECK(act_lora_bits(&lora) == (LORA_FROZEN | lora.lora_sites << LORA_TARGET_SHIFT), "LoRA's keep bits");
+    CHECK(act_lora_bits(&fa) == (LORA_FROZEN | LORA_FA | fa.lora_sites << LORA_TARGET_SHIFT), "LoRA-FA's keep bits");
+    MemPlan pl, pf;
+    CHECK(plan_memory(&lora, 1, 64.0 * 1048576, 0, &pl) == 0 && plan_memory(&fa, 1, 64.0 * 1048576, 0, &pf) == 0,
+          "64 MiB fits both");
+    CHECK(pl.n_full == 0 && pl.n_sel == 0 && pf.n_full == 0 && pf.n_sel == 0 && pl.tempo == act_lora_bits(&lora) &&
+              pf.tempo == act_lora_bits(&fa), "64 MiB: nothing recomputed, nothing but LoRA's bits");
+    // ctron train --lora-rank 8 [--lora-fa] measures these (tests/test_mem_budget.sh): LoRA keeps qkv_in,
+    // proj_in and fc1_in of every layer on top, 3·e·s·b·h = 3·4·64·4·64 bytes each
+    CHECK(pf.act_peak == 3712000 && pl.act_peak == 3712000 + 4 * 196608, "none: LoRA-FA %zu (3712000), LoRA %zu (4498432)",
+          pf.act_peak, pl.act_peak);
+    CHECK(policy_peak(&pl, &lora) == pl.act_peak && policy_peak(&pf, &fa) == pf.act_peak, "the model's peaks");
+    // A budget of LoRA-FA's own (its arena and scratch): LoRA-FA as it is; LoRA must take something
+    double budget = (double)(pf.arena_bytes + pf.scratch_bytes);
+    CHECK(plan_memory(&fa, 1, budget, 0, &pf) == 0 && pf.n_full == 0 && pf.n_sel == 0 &&
+              (pf.tempo & ~act_lora_bits(&fa)) == 0 && pf.masks == MASKS_BYTES, "LoRA-FA fits its own budget as it is");
+    CHECK(plan_memory(&lora, 1, budget, 0, &pl) == 0, "LoRA fits it with some technique");
+    CHECK(pl.n_full + pl.n_sel > 0 || (pl.tempo & ~act_lora_bits(&lora)) != 0, "LoRA takes a technique (%d full, %d "
+          "selective, tempo %#x)", pl.n_full, pl.n_sel, pl.tempo);
+    CHECK((double)(pl.arena_bytes + pl.scratch_bytes) <= budget && policy_peak(&pl, &lora) == pl.act_peak &&
+              (pl.tempo & act_lora_bits(&lora)) == act_lora_bits(&lora), "LoRA's plan within the budget, exact, its bits kept");
+    CHECK(!(pl.tempo & MINI_SEQ), "no mini-seq with adapters");
+}
+
+// Llama with h 256, 4 heads, 2 kv heads (d 64), FFN 512, 4 layers, v 1024, s 128, global batch 8; 8 GPUs.
+static ClusterJob job_of(int rank, int fa) {
+    return (ClusterJob){.s = 128, .h = 256, .a = 4, .L = 4, .v = 1024, .B = 8, .gpus_per_node = 8, .nodes = 1, .e = 2,
+                        .reserve_bytes = 1e9, .arch = ARCH_LLAMA, .kv = 2, .ffn = 512, .tie = -1, .lora_rank = rank,
+                        .lora_fa = fa};
+}
+
+static void check_cluster(void) {
+    const GpuSpec *g = gpu_kind_find("h100-80g");
+    ClusterLayout lay = {.t = 2, .p = 1, .v = 1, .d = 4, .mb = 1, .sp = 0, .zero = 0, .rc = CR_NONE};
+    ClusterJob full = job_of(0, 0), lora = job_of(8, 0), fa = job_of(8, 1);
+    ClusterPrediction pfull, plora, pfa;
+    cluster_predict(&full, g, &lay, 1, &pfull);
+    cluster_predict(&lora, g, &lay, 1, &plora);
+    cluster_predict(&fa, g, &lay, 1, &pfa);
+    CHECK(pfull.fits && plora.fits && pfa.fits, "the small job fits: %s %s %s", pfull.reason, plora.reason, pfa.reason);
+    // The base on one of t = 2 ranks: per layer q 256·128, k and v 256·64 each, o 128·256, gate and up 256·256
+    // each, down 256·256, two norms 256 each = 295424; 4 layers; embedding and lm_head 1024·256/2 each; final norm
+    double base = 4 * 295424.0 + 2 * 131072.0 + 256;
+    // Adapters, r 8: A of q, k, v, gate, up [8, 256] whole (5·2048), of o [8, 128] and of down [8, 256] (their
+    // input split): 13312 a layer; B of q [128, 8], k and v [64, 8], gate and up [256, 8] (rows split), of o and
+    // down [256, 8] whole: 10240 a layer
+    double a_par = 4 * 13312.0, b_par = 4 * 10240.0;
+    CHECK(cluster_stage_adapters(&lora, &lay, 0, 0) == a_par + b_par && cluster_stage_adapters(&fa, &lay, 0, 1) == b_par &&
+              cluster_stage_adapters(&lora, &lay, 0, 1) == a_par + b_par, "adapter counts per rank");
+    StageMemory *f = &pfull.mem[0], *l = &plora.mem[0], *x = &pfa.mem[0];
+    // Full fine-tuning: 2 + 4 + 12 bytes a parameter. LoRA: the frozen base 2 bytes (its bf16 copy), the
+    // adapters 2 + 4 + 12; LoRA-FA: A frozen as the base
+    CHECK(f->weights == 2 * base && f->grads == 4 * base && f->optimizer == 12 * base, "full: %.0f %.0f %.0f", f->weights,
+          f->grads, f->optimizer);
+    CHECK(l->weights == 2 * (base + a_par + b_par) && l->grads == 4 * (a_par + b_par) && l->optimizer == 12 * (a_par + b_par),
+          "LoRA: %.0f %.0f %.0f", l->weights, l->grads, l->optimizer);
+    CHECK(x->weights == 2 * (base + a_par + b_par) && x->grads == 4 * b_par && x->optimizer == 12 * b_par,
+          "LoRA-FA: %.0f %.0f %.0f", x->weights, x->grads, x->optimizer);
+    // Per GPU in all: 2·1444096 + 2·94208 + 16·40960 = 3731968 bytes of model states under LoRA-FA
+    CHECK(x->weights + x->grads + x->optimizer == 3731968.0, "LoRA-FA's model states %.0f, expected 3731968",
+          x->weights + x->grads + x->optimizer);
+    // Activations: LoRA-FA drops qkv_in, proj_in and fc1_in of every layer: at t = 2 without SP qkv_in and
+    // fc1_in are whole [s, b, h] (bf16: 2·128·256 each) and proj_in the rank's half (128·128·2)
+    double drop = 4 * (2.0 * 128 * 256 * 2 + 128 * 128 * 2);
+    CHECK(fabs((l->activations - x->activations) - drop) < 0.5, "LoRA − LoRA-FA activations %.0f, expected %.0f",
+          l->activations - x->activations, drop);
+    CHECK(x->total == x->weights + x->grads + x->optimizer + x->activations + x->workspace + x->reserve, "the sum");
+    // DP: only the trained adapters are reduced (no --dp-overlap: all exposed)
+    CHECK(fabs(pfa.part[PART_DP_COMM] - cluster_dp_time(&fa, g, &lay, b_par)) < 1e-15 &&
+              fabs(plora.part[PART_DP_COMM] - cluster_dp_time(&lora, g, &lay, a_par + b_par)) < 1e-15 &&
+              fabs(pfull.part[PART_DP_COMM] - cluster_dp_time(&full, g, &lay, base)) < 1e-15,
+          "DP reduces what trains: %.4g %.4g %.4g s", pfa.part[PART_DP_COMM], plora.part[PART_DP_COMM],
+          pfull.part[PART_DP_COMM]);
+    // FLOPs: the full step's less the base's weight gradients (2·B·s per weight of its linears and the output
+    // layer), plus per site the adapters' forward 2·B·s·r·(in + out) and backward 2·B·s·r·(2·out + in), and dA
+    // 2·B·s·r·in under LoRA. B·s = 1024; whole-model widths: q (256, 256), k, v (256, 128), o (256, 256),
+    // gate, up (256, 512), down (512, 256).
+    double Bs = 8 * 128.0, weights = 4 * (256.0 * (256 + 2 * 128) + 256 * 256 + 3 * 256 * 512) + 256 * 1024.0;
+    double in_sum = 256 * 6 + 512.0, io[7][2] = {{256, 256}, {256, 128}, {256, 128}, {256, 256}, {256, 512},
+                                                 {256, 512}, {512, 256}};
+    double ad = 0;
+    for (int k = 0; k < 7; k++) ad += (io[k][0] + io[k][1]) + (2 * io[k][1] + io[k][0]);
+    double fa_delta = -2 * Bs * weights + 4 * 2 * Bs * 8 * ad, lora_delta = fa_delta + 4 * 2 * Bs * 8 * in_sum;
+    ActShape sh;
+    cluster_job_shape(&fa, 8, 1, 0, &sh);
+    CHECK(fabs(flops_lora_delta(&sh, 8) - fa_delta) < 1, "LoRA-FA's FLOPs delta %.6g, expected %.6g",
+          flops_lora_delta(&sh, 8), fa_delta);
+    cluster_job_shape(&lora, 8, 1, 0, &sh);
+    CHECK(fabs(flops_lora_delta(&sh, 8) - lora_delta) < 1, "LoRA's FLOPs delta");
+    ActShape fs;
+    cluster_job_shape(&full, 8, 1, 0, &fs);
+    FlopBlock blk = flops_block_of(&fs);
+    double model = flops_model_block(8, 4, 128, 256, 1024, &blk);
+    CHECK(fabs(pfa.mfu * pfa.step_s * 8 * g->peak_flops - (model + fa_delta)) < 1e-3 * model,
+          "MFU counts LoRA-FA's model FLOPs");
+    // The step of a real shape (Llama 3 8B, s 8192, on 8 GPUs, d 8): no weight-gradient GEMMs for the base (2/3 of
+    // the linears' work left), plus the adapters' skinny GEMMs: N or K = r = 16, a wave of tiles each, bound by
+    // reading their [8192, in] operand (0.81 in all: on a small job like the one above they cost more than the
+    // base's dW they save), the optimizer and the DP reduction over the adapters only
+    const ModelPreset *m = preset_find("llama3-8b");
+    ClusterJob big = {.s = m->s, .h = m->h, .a = m->a, .L = m->L, .v = m->v, .B = 64, .gpus_per_node = 8, .nodes = 1,
+                      .e = 2, .reserve_bytes = 8e9, .arch = m->arch, .kv = m->kv, .ffn = m->ffn, .tie = -1};
+    ClusterJob big_fa = big;
+    big_fa.lora_rank = 16;
+    big_fa.lora_fa = 1;
+    ClusterLayout one = {.t = 1, .p = 1, .v = 1, .d = 8, .mb = 1, .zero = 1, .rc = CR_FULL};
+    ClusterPrediction bf, bx;
+    cluster_predict(&big, g, &one, 0, &bf);
+    cluster_predict(&big_fa, g, &one, 0, &bx);
+    double ratio = bx.part[PART_GEMM] / bf.part[PART_GEMM];
+    CHECK(ratio > 0.80 && ratio < 0.82 && bx.part[PART_OPTIMIZER] < 1e-2 * bf.part[PART_OPTIMIZER] &&
+              bx.part[PART_DP_COMM] < 1e-2 * bf.part[PART_DP_COMM],
+          "Llama 3 8B LoRA-FA / full: GEMMs %.4f (expected 0.81: dX and the forward, 2/3, plus the adapters), "
+          "optimizer %.3g / %.3g s, DP %.3g / %.3g s", ratio, bx.part[PART_OPTIMIZER], bf.part[PART_OPTIMIZER],
+          bx.part[PART_DP_COMM], bf.part[PART_DP_COMM]);
+    cluster_prediction_free(&pfull);
+    cluster_prediction_free(&plora);
+    cluster_prediction_free(&pfa);
+}
+
+int main(void) {
+    check_budget_planner();
+    check_cluster();
+    return check_summary();
+}
