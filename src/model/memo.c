@@ -4,6 +4,7 @@
 #include "memory/memo_model.h"
 #include "model/block.h"
 #include "model/family.h"
+#include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/saved.h"
 #include "model/workspace.h"
@@ -41,20 +42,7 @@ void memo_init(GPT *m) {
     int L = m->cfg.layers;
     o->owner[0] = o->owner[1] = -1;
     ledger_init(&o->ledger, L);
-    o->pool_at = xcalloc(sizeof(size_t) * (size_t)L);
-    o->order = xcalloc(sizeof(int) * (size_t)L);
-    o->slot = xcalloc(sizeof(int) * (size_t)L);
-    size_t at = 0;
-    int k = 0;
-    for (int l = 0; l < L; l++) {
-        size_t span = act_memo_span(&m->shape, &m->policy, l);
-        o->pool_at[l] = at;
-        o->slot[l] = span ? (k++ & 1) : -1;
-        if (span > o->span) o->span = span;
-        at += span;
-    }
-    for (int l = L - 1; l >= 0; l--)
-        if (o->slot[l] >= 0) o->order[o->n_order++] = l;
+    size_t at = pool_regions_plan(m, act_memo_span, &o->pool_at, &o->slot, &o->order, &o->n_order, &o->span);
     if (at == 0) return;   // α rounds to no position: every memo layer recomputes all of its tokens
     char err[640];
     o->pool = offload_pool_open(m->be, at, m->policy.offload_dir, err, sizeof err);
