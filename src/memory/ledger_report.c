@@ -83,40 +83,38 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     return bad;
 }
 
+// A host pool's totals (offload's or MEMO's) against the prediction, and what moved; 1 on a mismatch.
+static int print_pool_totals(FILE *f, const Ledger *pool, size_t want, double stored, double loaded, double wait_s) {
+    char b1[32], b2[32];
+    int ok = pool->total_fwd_end == want && pool->total_peak == want;
+    fprintf(f, "  in the pool at the end of forward: measured %zu (%s), predicted %zu  %s\n", pool->total_fwd_end,
+            format_bytes((double)pool->total_fwd_end, b1, sizeof b1), want, ok ? "ok" : "MISMATCH");
+    fprintf(f, "  moved this step: %s out, %s back; the step waited %.1f ms for the transfers\n",
+            format_bytes(stored, b1, sizeof b1), format_bytes(loaded, b2, sizeof b2), wait_s * 1e3);
+    return !ok;
+}
+
 int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
                          double stored, double loaded, double wait_s) {
     int bad = 0;
-    char b1[32], b2[32], what[256];
+    char what[256];
     fprintf(f, "offload pool (%s; --offload %s): measured vs predicted\n", where,
             offload_describe(p->offload, what, sizeof what));
     for (int n = 0; n < ACT_N_LAYER; n++) {
         if (act_offloaded(p, (ActName)n)) bad += print_name_row(f, pool, sh, p, (ActName)n, act_layer_offload_name_bytes);
     }
     size_t want = act_offload_pool_bytes(sh, p);
-    bad += pool->total_fwd_end != want || pool->total_peak != want;
-    fprintf(f, "  in the pool at the end of forward: measured %zu (%s), predicted %zu  %s\n", pool->total_fwd_end,
-            format_bytes((double)pool->total_fwd_end, b1, sizeof b1), want,
-            pool->total_fwd_end == want && pool->total_peak == want ? "ok" : "MISMATCH");
-    fprintf(f, "  moved this step: %s out, %s back; the step waited %.1f ms for the transfers\n",
-            format_bytes(stored, b1, sizeof b1), format_bytes(loaded, b2, sizeof b2), wait_s * 1e3);
-    return bad;
+    return bad + print_pool_totals(f, pool, want, stored, loaded, wait_s);
 }
 
 int ledger_print_memo(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
                       double stored, double loaded, double wait_s) {
     int bad = 0;
-    char b1[32], b2[32];
     long r = memo_swap_positions(sh->s, p->memo_alpha);
     fprintf(f, "memo pool (%s; --memo %g: the first %ld of %ld positions of each memo layer swapped, the rest "
                "recomputed): measured vs predicted\n", where, (double)p->memo_alpha, r, sh->s);
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (memo_swaps(sh, p->tempo, (ActName)n)) bad += print_name_row(f, pool, sh, p, (ActName)n, act_memo_swap_name_bytes);
     size_t want = act_memo_pool_bytes(sh, p);
-    bad += pool->total_fwd_end != want || pool->total_peak != want;
-    fprintf(f, "  in the pool at the end of forward: measured %zu (%s), predicted %zu  %s\n", pool->total_fwd_end,
-            format_bytes((double)pool->total_fwd_end, b1, sizeof b1), want,
-            pool->total_fwd_end == want && pool->total_peak == want ? "ok" : "MISMATCH");
-    fprintf(f, "  moved this step: %s out, %s back; the step waited %.1f ms for the transfers\n",
-            format_bytes(stored, b1, sizeof b1), format_bytes(loaded, b2, sizeof b2), wait_s * 1e3);
-    return bad;
+    return bad + print_pool_totals(f, pool, want, stored, loaded, wait_s);
 }
