@@ -18,7 +18,38 @@ static ClusterJob job_of(const ModelPreset *pr) {
                         .gpus_per_node = 8, .nodes = pr->gpus / 8, .e = 2, .dp_overlap = 0, .reserve_bytes = 8.0 * GIB};
 }
 
+// A stage's peak under a mixed policy (what recompute=plan gives a stage: full layers first). Backward
+// rebuilds a full layer only after the layers above it in the chunk are freed, so the rebuild adds to the
+// stored bytes only what exceeds them; under a uniform policy it adds the whole transient.
+static void check_mixed_stage_peak(void) {
+    StageLayout sl = {{.s = 2048, .b = 1, .h = 1024, .a = 16, .L = 8, .v = 51200, .elem_bytes = 2, .masks = MASKS_BYTES,
+                       .dropout = 1, .t = 1},
+                      2, 1, 8};
+    MemoryPolicy pol;
+    policy_default(&pol, 8);
+    for (int l = 0; l < 8; l++) pol.group_start[l] = l;
+    pol.kind[0] = pol.kind[4] = RECOMPUTE_FULL;   // the first layer of each stage full, the rest keep everything
+    for (int r = 0; r < 2; r++) {
+        StageActivations a;
+        stage_activations_at(&sl, &pol, r, &a);
+        size_t chunk = 0;
+        for (int i = 0; i < 4; i++) chunk += act_layer_bytes(&sl.sh, &pol, 4 * r + i);
+        size_t first = act_layer_bytes(&sl.sh, &pol, 4 * r), w = stage_recompute_working(&sl.sh, &pol, 4 * r);
+        double over = first + w > chunk ? (double)(first + w - chunk) : 0.0;
+        CHECK(a.working == (double)w && w > 0 && a.rebuild_over == over && a.peak == a.held + over,
+              "stage %d: working %.0f (expected %zu), over %.0f (expected %.0f), peak %.0f = held %.0f + over", r, a.working,
+              w, a.rebuild_over, over, a.peak, a.held);
+    }
+    for (int l = 0; l < 8; l++) pol.kind[l] = RECOMPUTE_FULL;
+    StageActivations u;
+    stage_activations_at(&sl, &pol, 1, &u);
+    CHECK(u.rebuild_over == u.working && u.peak == u.held + u.working, "uniform full: over %.0f, working %.0f",
+          u.rebuild_over, u.working);
+    policy_free(&pol);
+}
+
 int main(void) {
+    check_mixed_stage_peak();
     const GpuSpec *g = gpu_kind_find("a100-80g");
     CHECK(g && g->peak_flops == 312e12 && g->sms == 108, "the A100-80GB entry: 312 TFLOP/s, 108 SMs");
     // Table 5. Today's predictions (s): a change to the model that moves them must update them here

@@ -128,6 +128,19 @@ static void check_cluster(void) {
     double model = flops_model_block(8, 4, 128, 256, 1024, &blk);
     CHECK(fabs(pfa.mfu * pfa.step_s * 8 * g->peak_flops - (model + fa_delta)) < 1e-3 * model,
           "MFU counts LoRA-FA's model FLOPs");
+    // TP: the row-parallel sites (o, down) all-reduce their partial x·Aᵀ, n·r elements (s·mb = 128 rows, r 8,
+    // bf16) each, once a layer per site in the forward; the column-parallel ones need no collective
+    // (the backward's collectives change only because the base's dW GEMMs they hid under are gone: the
+    // same for LoRA and LoRA-FA)
+    LayerTime tf, tl, tx;
+    cluster_layer_time(&full, g, &lay, 0, &tf);
+    cluster_layer_time(&lora, g, &lay, 0, &tl);
+    cluster_layer_time(&fa, g, &lay, 0, &tx);
+    double site_ar = cluster_allreduce_time(g, g->nvlink_bw, 2, 128 * 8 * 2.0);
+    CHECK(fabs((tx.comm_f - tf.comm_f) - 2 * site_ar) < 1e-18 && tl.comm_f == tx.comm_f && tl.comm_b == tx.comm_b &&
+              site_ar > 0,
+          "LoRA's TP traffic a layer: forward %.6g s more (expected 2 × %.6g); LoRA vs LoRA-FA backward %.6g vs %.6g s",
+          tx.comm_f - tf.comm_f, site_ar, tl.comm_b, tx.comm_b);
     // The step of a real shape (Llama 3 8B, s 8192, on 8 GPUs, d 8): no weight-gradient GEMMs for the base (2/3 of
     // the linears' work left), plus the adapters' skinny GEMMs: N or K = r = 16, a wave of tiles each, bound by
     // reading their [8192, in] operand (0.81 in all: on a small job like the one above they cost more than the

@@ -254,7 +254,7 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
     m->in_flight = stage_layer_factor_at(&c->sl, r);
     StageActivations act;
     stage_activations_split(&ssl, &c->split, pol, r, &act);
-    m->activations = act.held + act.working;
+    m->activations = act.held + act.rebuild_over;
     if (job->fp8 && job->e == 2) {
         // Transformer Engine keeps an FP8 copy of each linear's weight and its transpose, and saves the
         // linears' inputs for backward in FP8: half the bf16 bytes, in every layer that keeps them.

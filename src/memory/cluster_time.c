@@ -109,11 +109,12 @@ typedef struct { double M, N, K; } Gemm;
 
 // LoRA's adapter GEMMs of one layer on this rank (docs/LORA.md): per adapted site, forward x·Aᵀ and v·Bᵀ;
 // backward dB = dyᵀ·v, dv = dy·B, dx += du·A, and dA = duᵀ·x unless LoRA-FA. Widths as model/adapters.c
-// splits them: a column-parallel site's A whole and B's out/t rows, a row-parallel one's A in/t columns.
-// (The row-parallel sites' all-reduce of x·Aᵀ, s·b·r elements each, is not counted.)
+// splits them: a column-parallel site's A whole and B's out/t rows, a row-parallel one's A in/t columns,
+// whose partial x·Aᵀ (n·r elements) is all-reduced over the TP ranks before v·Bᵀ needs it (*comm_f; the
+// backward needs no collective: dx = du·A stays in the rank's columns).
 static void lora_gemms(const ClusterJob *job, const GpuSpec *g, const ActShape *fam, double n, double t,
-                       double *fwd, double *bwd, double *kernels_f, double *kernels_b) {
-    *fwd = *bwd = *kernels_f = *kernels_b = 0;
+                       double *fwd, double *bwd, double *comm_f, double *kernels_f, double *kernels_b) {
+    *fwd = *bwd = *comm_f = *kernels_f = *kernels_b = 0;
     if (fam->lora_rank <= 0) return;
     double r = fam->lora_rank, d = (double)fam->h / (double)fam->a;
     for (int k = 0; k < LORA_SITES; k++) {
@@ -127,6 +128,10 @@ static void lora_gemms(const ClusterJob *job, const GpuSpec *g, const ActShape *
                 (fam->lora_fa ? 0.0 : linear_gemm(job, g, r, in, n));
         *kernels_f += 2;
         *kernels_b += fam->lora_fa ? 3 : 4;
+        if (row->parallel == LORA_ROW && t > 1) {
+            *comm_f += cluster_allreduce_time(g, g->nvlink_bw, (int)t, n * r * job->e);
+            *kernels_f += 1;
+        }
     }
 }
 
@@ -200,9 +205,10 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
     tp_collectives(job, g, lay, n * h * e, fwd, dgrad, wgrad, out);
     layer_kernels(job, g, lay, flash, rope, spec->linear_bias, out);
-    double lf, lb, kf, kb;
-    lora_gemms(job, g, &fam, n, t, &lf, &lb, &kf, &kb);
+    double lf, lb, lc, kf, kb;
+    lora_gemms(job, g, &fam, n, t, &lf, &lb, &lc, &kf, &kb);
     out->gemm_f += lf;
+    out->comm_f += lc;
     out->gemm_b += lb;
     out->kernels_f += kf;
     out->kernels_b += kb;

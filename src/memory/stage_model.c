@@ -90,17 +90,28 @@ int stage_layer_split(const StageLayout *lay, const StageSplit *sp, int r, int i
     return start + i;
 }
 
-// Stage r's layers under the policy: bytes stored, the largest backward transient, bytes offloaded.
+// Stage r's layers under the policy: bytes stored, the largest backward transient, bytes offloaded, and
+// the most the backward's rebuilds add to the stored bytes. A chunk's backward runs top down, so when it
+// rebuilds layer l the chunk's layers above l are already freed: under a mixed policy (full layers first)
+// that is less than the largest transient.
 static void stage_layer_bytes(const StageLayout *lay, const StageSplit *sp, const MemoryPolicy *pol, int r,
-                              size_t *layers, size_t *working, size_t *offloaded) {
+                              size_t *layers, size_t *working, size_t *offloaded, size_t *rebuild_over) {
     const ActShape *sh = &lay->sh;
-    *layers = *working = *offloaded = 0;
-    for (int i = 0; i < stage_layers_split(lay, sp, r); i++) {
-        int l = stage_layer_split(lay, sp, r, i);
-        *layers += act_layer_bytes(sh, pol, l);
-        if (pol && pol->offload) *offloaded += act_layer_offload_bytes(sh, pol, l);
-        size_t w = stage_recompute_working(sh, pol, l);
-        if (w > *working) *working = w;
+    *layers = *working = *offloaded = *rebuild_over = 0;
+    int ls = stage_layers_split(lay, sp, r);
+    int per_chunk = split_uneven(lay, sp) || lay->m <= 1 ? ls : ls / lay->m;
+    for (int c0 = 0; c0 < ls; c0 += per_chunk) {
+        size_t chunk = 0, below = 0;
+        for (int i = c0; i < c0 + per_chunk && i < ls; i++) chunk += act_layer_bytes(sh, pol, stage_layer_split(lay, sp, r, i));
+        for (int i = c0; i < c0 + per_chunk && i < ls; i++) {
+            int l = stage_layer_split(lay, sp, r, i);
+            size_t bytes = act_layer_bytes(sh, pol, l), w = stage_recompute_working(sh, pol, l);
+            below += bytes;
+            *layers += bytes;
+            if (pol && pol->offload) *offloaded += act_layer_offload_bytes(sh, pol, l);
+            if (w > *working) *working = w;
+            if (below + w > chunk && below + w - chunk > *rebuild_over) *rebuild_over = below + w - chunk;
+        }
     }
 }
 
@@ -120,8 +131,8 @@ size_t stage_recompute_working(const ActShape *sh, const MemoryPolicy *pol, int 
 static void first_stage_activations(const StageLayout *lay, const StageSplit *sp, const MemoryPolicy *pol,
                                     StageActivations *out) {
     const ActShape *sh = &lay->sh;
-    size_t layers, working, offloaded;
-    stage_layer_bytes(lay, sp, pol, 0, &layers, &working, &offloaded);
+    size_t layers, working, offloaded, over;
+    stage_layer_bytes(lay, sp, pol, 0, &layers, &working, &offloaded, &over);
     memset(out, 0, sizeof *out);
     out->layers = (double)layers * stage_layer_factor(lay);
     out->extras = (double)act_tensor_bytes(sh, ACT_EMB_MASK) * stage_in_flight(lay);
@@ -130,7 +141,8 @@ static void first_stage_activations(const StageLayout *lay, const StageSplit *sp
     out->offloaded = (double)offloaded * stage_layer_factor(lay);
     out->held = out->layers + out->extras;
     out->working = (double)working;
-    out->peak = lay->p == 1 ? (double)act_peak_bytes(sh, pol) : out->held + out->working;
+    out->rebuild_over = (double)over;
+    out->peak = lay->p == 1 ? (double)act_peak_bytes(sh, pol) : out->held + out->rebuild_over;
 }
 
 void stage_activations(const StageLayout *lay, const MemoryPolicy *pol, StageActivations *out) {
@@ -183,8 +195,8 @@ void stage_activations_split(const StageLayout *lay, const StageSplit *sp, const
         return;
     }
     const ActShape *sh = &lay->sh;
-    size_t layers, working, offloaded;
-    stage_layer_bytes(lay, sp, pol, r, &layers, &working, &offloaded);
+    size_t layers, working, offloaded, over;
+    stage_layer_bytes(lay, sp, pol, r, &layers, &working, &offloaded, &over);
     double factor = stage_layer_factor_at(lay, r);
     memset(out, 0, sizeof *out);
     out->layers = (double)layers * factor;
@@ -196,7 +208,8 @@ void stage_activations_split(const StageLayout *lay, const StageSplit *sp, const
     out->offloaded = (double)offloaded * factor;
     out->held = out->layers + out->extras;
     out->working = (double)working;
-    out->peak = out->held + out->working;
+    out->rebuild_over = (double)over;
+    out->peak = out->held + out->rebuild_over;
 }
 
 double stage_param_count(const StageLayout *lay) { return first_stage_params(lay, NULL); }

@@ -32,7 +32,9 @@ typedef struct {
                        // with --offload the stage slots
     double held;       // layers + extras: the most any point of the forward keeps
     double working;    // the largest transient backward recomputes (one layer's attention core or a group)
-    double peak;       // p = 1: act_peak_bytes exactly; p > 1: held + working (an upper bound)
+    double rebuild_over;  // the most that transient adds to `held`: rebuilding layer l, the layers above it
+                          // in its chunk are freed (= working under a uniform policy, less under a mixed one)
+    double peak;       // p = 1: act_peak_bytes exactly; p > 1: held + rebuild_over (an upper bound)
     double offloaded;  // --offload: its layers' bytes in the offload pool × stage_layer_factor (off the device)
 } StageActivations;
 
