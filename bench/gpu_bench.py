@@ -2,14 +2,19 @@
 """ctron on one GPU against PyTorch on the same GPU, in one process tree and one call (issue 30).
 
 Configs (bf16, dropout 0, as llm.c trains): GPT-2 124M (L12 h768 a12, s1024, v50304) and GPT-2 1.5B
-(L48 h1600 a25, s1024). Implementations:
-  ctron          build-gpu/ctron train --device cuda --precision bf16 --attention flash
-  torch-eager    bench/peers/torch_gpt.py's GPT on cuda, autocast bf16, F.scaled_dot_product_attention,
-                 fused AdamW
+(L48 h1600 a25, s1024); llama at the llama bench's width (L12 h768 a12 kv4 ffn2048 v8192, here s1024 b16:
+the CPU bench's s256 b4 is too small a step for a GPU) and two layers of Llama 3 8B (h4096 a32 kv8
+ffn14336 v128256, s2048 b2); LoRA r16 alpha32 on all seven linears of the llama-8b-2l shape.
+Implementations:
+  ctron          build-gpu/ctron train --device cuda --precision bf16 --attention flash (llama: --arch
+                 llama; LoRA configs: --lora-rank 16 --lora-alpha 32, ctron-lora-fa adds --lora-fa)
+  torch-eager    GPT-2: bench/peers/torch_gpt.py's GPT; llama: transformers' LlamaForCausalLM (SDPA);
+                 on cuda, autocast bf16, fused AdamW; LoRA configs: peft's LoRA on it (peft-lora-fa:
+                 every lora_A frozen)
   torch-compile  the same model through torch.compile
   llmc           karpathy/llm.c's train_gpt2cu (bf16, its defaults: GeLU recomputed), built by
                  bench/llmc_build.sh into .gpu/llmc/ (never committed), random init (-e d12 / d48),
-                 random tokens in its file format
+                 random tokens in its file format (GPT-2 configs only)
 Each run is its own process (the GPU's memory is returned between runs); the step time is the median
 over the steps after the warm-up (torch.compile compiles in its first step). MFU counts the model's
 FLOPs, 6·N + 12·L·h·s per token (N without the position embedding), against the dense bf16 peak of the
@@ -34,36 +39,94 @@ CONFIGS = {
     "gpt2-tiny": dict(layers=2, hidden=64, heads=4, seq=64, batch=2, vocab=512, steps=5),   # a smoke test
     "gpt2-124m": dict(layers=12, hidden=768, heads=12, seq=1024, batch=16, vocab=50304, steps=20),
     "gpt2-1.5b": dict(layers=48, hidden=1600, heads=25, seq=1024, batch=8, vocab=50304, steps=8),
+    "llama-tiny": dict(arch="llama", layers=2, hidden=64, heads=4, kv=2, ffn=176, seq=64, batch=2, vocab=512,
+                       steps=5),
+    "lora-tiny": dict(arch="llama", layers=2, hidden=64, heads=4, kv=2, ffn=176, seq=64, batch=2, vocab=512,
+                      steps=5, lora_rank=4, lora_alpha=8),
+    "llama-bench": dict(arch="llama", layers=12, hidden=768, heads=12, kv=4, ffn=2048, seq=1024, batch=16,
+                        vocab=8192, steps=20),
+    "llama-8b-2l": dict(arch="llama", layers=2, hidden=4096, heads=32, kv=8, ffn=14336, seq=2048, batch=2,
+                        vocab=128256, steps=10),
+    "lora-8b-2l": dict(arch="llama", layers=2, hidden=4096, heads=32, kv=8, ffn=14336, seq=2048, batch=2,
+                       vocab=128256, steps=10, lora_rank=16, lora_alpha=32),
 }
+# Which implementations a config's default run compares (--impls overrides).
+DEFAULT_IMPLS = {"gpt2": "ctron,llmc,torch-eager,torch-compile", "llama": "ctron,torch-eager,torch-compile",
+                 "lora": "ctron,ctron-lora-fa,torch-eager,peft-lora-fa"}
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 WARMUP = 3
 # Dense bf16 peaks (TFLOP/s) by the device name's key; the same figures as src/backend/gpu_peaks.c.
 PEAKS = [("H200 NVL", 835.5), ("H100 NVL", 835.5), ("H200", 989.5), ("H100 PCIe", 756.5), ("H100", 989.5), ("A100", 312.0)]
 # Seconds each run is given, a guess from the FLOPs at a modest rate plus start-up (compile included).
 EST_S = {("gpt2-124m", "ctron"): 40, ("gpt2-124m", "torch-eager"): 40, ("gpt2-124m", "torch-compile"): 110,
          ("gpt2-1.5b", "ctron"): 90, ("gpt2-1.5b", "torch-eager"): 80, ("gpt2-1.5b", "torch-compile"): 200,
-         ("gpt2-124m", "llmc"): 40, ("gpt2-1.5b", "llmc"): 80}
+         ("gpt2-124m", "llmc"): 40, ("gpt2-1.5b", "llmc"): 80, ("llama-bench", "torch-compile"): 110,
+         ("llama-8b-2l", "torch-compile"): 150, ("llama-bench", "ctron"): 40, ("llama-8b-2l", "ctron"): 60}
 LLMC_DEPTH = {"gpt2-124m": "d12", "gpt2-1.5b": "d48"}   # llm.c's GPT-2 shapes: h 768 a 12 / h 1600 a 25
 
 
+def family(cfg):
+    return "lora" if "lora_rank" in CONFIGS[cfg] else CONFIGS[cfg].get("arch", "gpt2")
+
+
 def model_flops_per_token(c):
+    """6 FLOPs per weight a token meets in a GEMM (forward + both backward products) + attention's
+    12·L·h·s; LoRA (LoRA-FA or not) counts the same model FLOPs as full fine-tuning, as peft's users do."""
     L, h, s, v = c["layers"], c["hidden"], c["seq"], c["vocab"]
-    n = v * h + L * (12 * h * h + 13 * h) + 2 * h   # tied embedding, blocks, final LayerNorm
+    if c.get("arch") == "llama":   # the output layer (the embedding is a lookup), q, k, v, o, gate, up, down
+        d = h // c["heads"]
+        n = v * h + L * (h * h + 2 * h * c["kv"] * d + h * h + 3 * h * c["ffn"])
+    else:
+        n = v * h + L * (12 * h * h + 13 * h) + 2 * h   # tied embedding, blocks, final LayerNorm
     return 6 * n + 12 * L * h * s
+
+
+def llama_model(c, dev, lora_fa):
+    """transformers' LlamaForCausalLM of the config (random init, SDPA, no dropout), and peft's LoRA on
+    it for the LoRA configs (lora_fa: every lora_A frozen too)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=c["vocab"], hidden_size=c["hidden"], intermediate_size=c["ffn"],
+                      num_hidden_layers=c["layers"], num_attention_heads=c["heads"], num_key_value_heads=c["kv"],
+                      max_position_embeddings=c["seq"], tie_word_embeddings=False, attention_bias=False,
+                      mlp_bias=False, attention_dropout=0.0, hidden_act="silu", use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(cfg).float().to(dev)
+    if "lora_rank" in c:
+        import peft
+        lc = peft.LoraConfig(r=c["lora_rank"], lora_alpha=c["lora_alpha"], lora_dropout=0.0, bias="none",
+                             target_modules=LORA_TARGETS)
+        model = peft.get_peft_model(model, lc)
+        if lora_fa:
+            for name, p in model.named_parameters():
+                if "lora_A" in name:
+                    p.requires_grad_(False)
+    return model
 
 
 def peer_run(args):
     """One PyTorch run on cuda; prints a JSON line."""
     import torch
+    import torch.nn.functional as F
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
-    from torch_gpt import GPT
     c = CONFIGS[args.config]
     dev = args.device
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     torch.manual_seed(1)
     torch.backends.cuda.matmul.allow_tf32 = True
-    model = GPT(c["layers"], c["hidden"], c["heads"], c["seq"], c["vocab"], 0.0, args.recompute, "sdpa").to(dev)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1, fused=True)
+    if c.get("arch") == "llama":
+        llama = llama_model(c, dev, args.peer == "lora-fa")
+
+        def model(idx, tgt):
+            logits = llama(input_ids=idx, use_cache=False).logits
+            return F.cross_entropy(logits.float().view(-1, c["vocab"]), tgt.reshape(-1))
+        params = [p for p in llama.parameters() if p.requires_grad]
+        llama.train()
+    else:
+        from torch_gpt import GPT
+        model = GPT(c["layers"], c["hidden"], c["heads"], c["seq"], c["vocab"], 0.0, args.recompute, "sdpa").to(dev)
+        model.train()
+        params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1, fused=dev == "cuda")
     step_fn = torch.compile(model) if args.peer == "compile" else model
     gen = torch.Generator(device=dev).manual_seed(2)
     ms, losses = [], []
@@ -96,6 +159,12 @@ def run_ctron(args, name, c, timeout):
                "--heads", str(c["heads"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
                "--vocab", str(c["vocab"]), "--steps", str(c["steps"]), "--eval-every", "0",
                "--eval-batches", "1", "--threads", str(min(16, os.cpu_count() or 1)), "--log", log]
+        if c.get("arch") == "llama":
+            cmd += ["--arch", "llama", "--kv-heads", str(c["kv"]), "--ffn-hidden", str(c["ffn"])]
+        if "lora_rank" in c:
+            cmd += ["--lora-rank", str(c["lora_rank"]), "--lora-alpha", str(c["lora_alpha"])]
+            if name == "ctron-lora-fa":
+                cmd += ["--lora-fa"]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
             return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:] or p.stdout.strip()[-400:]}"}
@@ -140,8 +209,8 @@ def run_llmc(args, cfg, c, timeout):
 
 
 def run_peer(args, impl, cfg, timeout):
-    cmd = [args.python, os.path.abspath(__file__), "--peer", impl.split("-")[1], "--config", cfg,
-           "--device", args.device]
+    peer = {"torch-eager": "eager", "torch-compile": "compile", "peft-lora-fa": "lora-fa"}[impl]
+    cmd = [args.python, os.path.abspath(__file__), "--peer", peer, "--config", cfg, "--device", args.device]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:]}"}
@@ -163,9 +232,9 @@ def main():
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--out", default="gpu_bench.json")
     ap.add_argument("--configs", default="gpt2-124m,gpt2-1.5b")
-    ap.add_argument("--impls", default="ctron,llmc,torch-eager,torch-compile")
+    ap.add_argument("--impls", default="", help="default: each config's family's list (DEFAULT_IMPLS)")
     ap.add_argument("--llmc", default=".gpu/llmc/train_gpt2cu", help="llm.c's train_gpt2cu (bench/llmc_build.sh)")
-    ap.add_argument("--peer", choices=["eager", "compile"])
+    ap.add_argument("--peer", choices=["eager", "compile", "lora-fa"])
     ap.add_argument("--config", choices=sorted(CONFIGS))
     ap.add_argument("--recompute", default="none", choices=["none", "selective", "full"])
     ap.add_argument("--steps", type=int, default=0)
@@ -183,7 +252,11 @@ def main():
             print(f"gpu_bench: unknown config '{cfg}' (expected one of {', '.join(CONFIGS)})", file=sys.stderr)
             return 2
         c = CONFIGS[cfg]
-        for impl in [x for x in args.impls.split(",") if x]:
+        impls = args.impls or DEFAULT_IMPLS[family(cfg)]
+        for impl in [x for x in impls.split(",") if x]:
+            if impl not in ("ctron", "ctron-lora-fa", "llmc", "torch-eager", "torch-compile", "peft-lora-fa"):
+                print(f"gpu_bench: unknown implementation '{impl}'", file=sys.stderr)
+                return 2
             left = args.budget_s - (time.time() - t0)
             need = EST_S.get((cfg, impl), 120)
             rec = {"config": cfg, "impl": impl}
@@ -191,7 +264,7 @@ def main():
                 rec["error"] = f"skipped: {left:.0f} s left, {need} s needed"
             else:
                 try:
-                    if impl == "ctron":
+                    if impl.startswith("ctron"):
                         rec.update(run_ctron(args, impl, c, left))
                     elif impl == "llmc":
                         rec.update(run_llmc(args, cfg, c, left))
@@ -210,11 +283,13 @@ def main():
     with open(args.out, "w") as f:
         json.dump({"device": dev, "peak_tflops": peak, "configs": CONFIGS, "results": results}, f, indent=1)
     print(f"\ndevice: {dev}; dense bf16 peak {peak} TFLOP/s; MFU = model FLOPs (6N + 12Lhs per token) / peak\n")
-    print("| config | impl | ms/step | tokens/s | MFU | vs torch.compile | memory | note |")
+    print("| config | impl | ms/step | tokens/s | MFU | vs torch.compile (LoRA: vs peft LoRA-FA) | memory | note |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
-        ref = next((x for x in results if x["config"] == r["config"] and x["impl"] == "torch-compile"
-                    and "tokens_per_s" in x), None)
+        # against torch.compile, or for the LoRA configs peft's LoRA-FA (eager: peft under compile is not a
+        # configuration its users run)
+        ref = next((x for x in results if x["config"] == r["config"] and "tokens_per_s" in x and
+                    x["impl"] == ("peft-lora-fa" if family(r["config"]) == "lora" else "torch-compile")), None)
         if "tokens_per_s" in r:
             mem = r.get("peak_bytes") or r.get("act_bytes")
             kind = "peak alloc" if r.get("peak_bytes") else "act"

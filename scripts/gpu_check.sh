@@ -7,10 +7,12 @@
 #      place of the emulation): losses, weights and moments within tolerance, bitwise recompute across
 #      policies, ledger == prediction, exact resume;
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
-#   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA) and torch.compile, GPT-2 124M and 1.5B;
+#   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA), torch.compile and llm.c, GPT-2 124M and 1.5B
+#      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
 # usage (device tool): command "bash scripts/gpu_check.sh", carry [".gpu", "data"], timeout_s 600.
-#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 012345) picks stages.
+#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 012345) picks stages;
+#        a second call, e.g. GPU_CHECK_STAGES=015 GPU_BENCH_CONFIGS=llama-bench,llama-8b-2l,lora-8b-2l.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -112,7 +114,7 @@ fi
 # 5. Speed against the peers.
 if want 5 && [ "$(left)" -gt 60 ]; then
   python3 bench/gpu_bench.py --ctron "$ctron" --data data/kjv.txt --budget-s $(( $(left) - 15 )) \
-    --out "$out/gpu_bench.json" > "$logs/gpu_bench.log" 2>&1
+    --configs "${GPU_BENCH_CONFIGS:-gpt2-124m,gpt2-1.5b}" --out "$out/gpu_bench.json" > "$logs/gpu_bench.log" 2>&1
   rc=$?
   row "bench" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "table below; $out/gpu_bench.json"
   sed -n '/^| config/,$p' "$logs/gpu_bench.log" | tee -a "$summary"
