@@ -7,17 +7,19 @@
 #      place of the emulation): losses, weights and moments within tolerance, bitwise recompute across
 #      policies, ledger == prediction, exact resume;
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
+#   6. the paper's Table 4: one layer of the 22B model as TP rank 0 of 8 (bench/table4.py, --tp-solo),
+#      none / selective / full, standard and flash attention (run before 5, whose bench takes what is left);
 #   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA), torch.compile and llm.c, GPT-2 124M and 1.5B
 #      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
 # usage (device tool): command "bash scripts/gpu_check.sh", carry [".gpu", "data"], timeout_s 600.
-#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 012345) picks stages;
+#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 0123456) picks stages;
 #        a second call, e.g. GPU_CHECK_STAGES=015 GPU_BENCH_CONFIGS=llama-bench,llama-8b-2l,lora-8b-2l.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 limit=${GPU_CHECK_LIMIT_S:-540}
-stages=${GPU_CHECK_STAGES:-012345}
+stages=${GPU_CHECK_STAGES:-0123456}
 out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
 # The device tool brings back at most 8 files: the logs travel as one archive, refreshed after each stage.
@@ -109,6 +111,16 @@ if want 4 && command -v compute-sanitizer > /dev/null 2>&1; then
         "$(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*\|RACECHECK SUMMARY: [0-9]* hazard[s]*[^\n]*' "$logs/san_${tool}_$t.log")"
     done
   done
+fi
+
+# 6. Table 4 (before the peers' bench, which takes whatever time is left).
+if want 6 && [ "$(left)" -gt 240 ]; then
+  timeout $(( $(left) > 400 ? 150 : 90 )) python3 bench/table4.py --ctron "$ctron" --device cuda --precision bf16 \
+    --out "$out/table4.json" > "$logs/table4.log" 2>&1
+  rc=$?
+  row "table 4" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "one 22B layer, TP rank 0 of 8; $out/table4.json"
+  sed -n '/^| attention/,$p' "$logs/table4.log" | tee -a "$summary"
+  save_logs
 fi
 
 # 5. Speed against the peers.

@@ -26,7 +26,7 @@ enum {
     OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
-    OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO
+    OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO
 };
 
 // Every long option of ctron train (the command line, and --resume's restoring of recorded options).
@@ -64,7 +64,7 @@ static const struct option train_opts[] = {
     {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
     {"act-budget-layer", required_argument, 0, OPT_ACT_BUDGET_LAYER}, {"search-rates", required_argument, 0, OPT_SEARCH_RATES},
     {"memo", required_argument, 0, OPT_MEMO}, {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
-    {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
+    {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"tp-solo", no_argument, 0, OPT_TP_SOLO}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
     {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
     {"virtual-stages", required_argument, 0, OPT_VSTAGES},
     {"recompute-microbatches", required_argument, 0, OPT_RC_MICRO},
@@ -240,6 +240,7 @@ static int apply_layout(TrainOptions *o, int ch, const char *optarg) {
     case OPT_LORA_FROM: o->lora_from = optarg; break;
     case OPT_TP: rc = parse_int("--tp", optarg, 1, 4096, &o->tp); break;
     case OPT_SP: o->sp = 1; break;
+    case OPT_TP_SOLO: o->tp_solo = 1; break;
     case OPT_ZERO: rc = parse_int("--zero", optarg, 0, 1, &o->zero); break;
     case OPT_PP: rc = parse_int("--pp", optarg, 1, 4096, &o->pp); break;
     case OPT_PP_SCHEDULE: {

@@ -52,6 +52,7 @@ typedef struct {
     const struct CommOps *ops;
     void *handle;                // the backend's communicator (an MPI_Comm), NULL for single
     struct CommDevice *device;   // set by comm_device_open: how comm_device_* reach device memory
+    int solo;                    // comm_grid_solo's TP group: rank 0 of `size`, the others absent
 } CommGroup;
 
 typedef struct {
@@ -101,6 +102,13 @@ int comm_grid_pp(Comm *c, int tp, int pp, CommGrid *grid, char *err, size_t errl
 // The grid with pp = 1: dp × tp, as before pipelines (the same groups and messages).
 int comm_grid(Comm *c, int tp, CommGrid *grid, char *err, size_t errlen);
 void comm_grid_free(CommGrid *grid);
+// One process as rank 0 of a TP group of tp ranks whose other ranks are absent (`ctron train --tp-solo`,
+// for timing one TP rank's work and measuring its memory on one device). Every collective on the TP
+// group counts the bytes a ring of tp ranks would move and stands in for the data locally: an all-reduce
+// leaves this rank's partial sum, an all-gather repeats its chunk in every slot, a reduce-scatter keeps its
+// own slice unsummed, a broadcast keeps the buffer. Values are therefore not the model's; shapes, memory,
+// kernels and byte counts are rank 0's. The world must be one process; dp, pp and emb are groups of one.
+int comm_grid_solo(Comm *c, int tp, CommGrid *grid, char *err, size_t errlen);
 // MPI_Comm_split: the ranks of parent with the same color form a group, ranked by key (ties by
 // parent rank). Collective over parent; color ≥ 0.
 void comm_split(CommGroup *parent, int color, int key, const char *name, CommGroup *out);

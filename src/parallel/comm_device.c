@@ -70,14 +70,14 @@ CommDevice *comm_device_open(CommGrid *grid, Backend *be, size_t stage_floats) {
     for (int i = 0; i < GRID_GROUPS; i++) {
         d->groups[i] = groups[i];
         groups[i]->device = d;
-        if (groups[i]->size > max_size) max_size = groups[i]->size;
+        if (groups[i]->size > max_size && !groups[i]->solo) max_size = groups[i]->size;   // solo: device copies
     }
     // Every rank decides alike (the same build, backend and environment): no rank waits alone in NCCL.
     const char *force = getenv("CTRON_COMM_DEVICE");
     d->lib = force && strcmp(force, "staged") == 0 ? NULL : be->collectives;
     d->path = d->lib ? COMM_DEVICE_NCCL : COMM_DEVICE_STAGED;
     for (int i = 0; d->lib && i < GRID_GROUPS; i++)   // the same order on every rank: each open is collective
-        if (groups[i]->size > 1) d->lib_comm[i] = lib_comm_open(d, groups[i]);
+        if (groups[i]->size > 1 && !groups[i]->solo) d->lib_comm[i] = lib_comm_open(d, groups[i]);
     // Staged collectives (and, under NCCL, nothing but the transfers' slots) use one host buffer. A
     // reduce-scatter needs its input and its output in it: room for a piece of every rank plus one.
     if (d->path == COMM_DEVICE_STAGED && max_size > 1) {   // one rank everywhere: only device copies
@@ -182,9 +182,15 @@ static void device_copy(CommGroup *g, float *dst, const float *src, size_t n) {
     if (dst != src) g->device->be->copy(g->device->be, dst, src, n * sizeof(float), COPY_D2D);
 }
 
+// comm_grid_solo's group on the device: the host ops' stand-ins (comm_solo.c) as device copies.
+static void solo_allgather(CommGroup *g, const float *send, float *recv, size_t chunk) {
+    const float *own = send ? send : recv + (size_t)g->rank * chunk;
+    for (int r = 0; r < g->size; r++) device_copy(g, recv + (size_t)r * chunk, own, chunk);
+}
+
 void comm_device_allreduce_sum(CommGroup *g, const float *send, float *recv, size_t n) {
     if (direct(g)) { comm_allreduce_sum(g, send, recv, n); return; }
-    if (!comm_begin_allreduce(g, send, recv, n)) { device_copy(g, recv, send, n); return; }
+    if (!comm_begin_allreduce(g, send, recv, n) || g->solo) { device_copy(g, recv, send, n); return; }
     if (g->device->lib) {
         lib_check(g, g->device->lib->allreduce_sum(g->device->be, lib_comm(g), send, recv, n), "allreduce");
         return;
@@ -195,6 +201,7 @@ void comm_device_allreduce_sum(CommGroup *g, const float *send, float *recv, siz
 void comm_device_allgather(CommGroup *g, const float *send, float *recv, size_t chunk) {
     if (direct(g)) { comm_allgather(g, send, recv, chunk); return; }
     if (!comm_begin_allgather(g, send, recv, chunk)) { device_copy(g, recv, send, chunk); return; }
+    if (g->solo) { solo_allgather(g, send, recv, chunk); return; }
     if (g->device->lib) {
         lib_check(g, g->device->lib->allgather(g->device->be, lib_comm(g), send, recv, chunk), "allgather");
         return;
@@ -205,6 +212,7 @@ void comm_device_allgather(CommGroup *g, const float *send, float *recv, size_t 
 void comm_device_reduce_scatter_sum(CommGroup *g, const float *send, float *recv, size_t chunk) {
     if (direct(g)) { comm_reduce_scatter_sum(g, send, recv, chunk); return; }
     if (!comm_begin_reduce_scatter(g, send, recv, chunk)) { device_copy(g, recv, send, chunk); return; }
+    if (g->solo) { device_copy(g, recv, send + (size_t)g->rank * chunk, chunk); return; }
     if (g->device->lib) {
         lib_check(g, g->device->lib->reduce_scatter_sum(g->device->be, lib_comm(g), send, recv, chunk), "reduce-scatter");
         return;
@@ -214,7 +222,7 @@ void comm_device_reduce_scatter_sum(CommGroup *g, const float *send, float *recv
 
 void comm_device_broadcast(CommGroup *g, float *buf, size_t n, int root) {
     if (direct(g)) { comm_broadcast(g, buf, n, root); return; }
-    if (!comm_begin_broadcast(g, buf, n, root)) return;
+    if (!comm_begin_broadcast(g, buf, n, root) || g->solo) return;
     if (g->device->lib) {
         lib_check(g, g->device->lib->broadcast(g->device->be, lib_comm(g), buf, n, root), "broadcast");
         return;

@@ -68,6 +68,9 @@ static void header_model(const TrainRun *r) {
         printf("  %d ranks (%s) = dp %d x tp %d%s%s: %d sequences per step, each dp group takes %d\n", r->world->size,
                comm_backend_name(r->comm->backend), r->nranks, o->tp, o->sp ? ", sequence parallel" : "",
                r->zero ? ", ZeRO-1 optimizer" : "", r->seqs_per_rank * r->nranks, r->seqs_per_rank);
+    if (o->tp_solo)
+        printf("  TP rank 0 of %d alone (--tp-solo%s): its shards, kernels, memory and TP bytes; the other ranks' data "
+               "stood in locally, so the loss and weights are not the model's\n", o->tp, o->sp ? ", sequence parallel" : "");
     char b2[48] = "";
     if (o->tp > 1) {   // TP ranks hold their shards
         char b3[32];

@@ -28,7 +28,9 @@ int run_all_ok(CommGroup *w, int ok) {
 static int open_grid(TrainRun *r) {
     const TrainOptions *o = r->o;
     char err[512];
-    if (comm_grid_pp(r->comm, o->tp, o->pp, &r->grid, err, sizeof err) != 0) {
+    int grid_rc = o->tp_solo ? comm_grid_solo(r->comm, o->tp, &r->grid, err, sizeof err)
+                             : comm_grid_pp(r->comm, o->tp, o->pp, &r->grid, err, sizeof err);
+    if (grid_rc != 0) {
         if (r->rank == 0) fprintf(stderr, "ctron: error: %s\n", err);
         return 2;
     }

@@ -94,6 +94,18 @@ int train_dp_groups(const TrainOptions *o) {
 
 int train_check_layout(const TrainOptions *o, int world_size, char *err, size_t errlen) {
     const GPTConfig *c = &o->model;
+    if (o->tp_solo) {   // one process standing for the whole TP group (comm_grid_solo)
+        const char *no = o->pp > 1 ? "--pp" : o->ckpt_dir ? "--ckpt-dir" : o->resume ? "--resume" :
+                         o->lora_out ? "--lora-out" : NULL;
+        if (world_size != 1 || o->tp < 2 || no) {
+            snprintf(err, errlen, "--tp-solo runs TP rank 0 of --tp T >= 2 alone in one process, for its time and "
+                     "memory (got --tp %d on %d rank%s%s%s): its weights are not the model's, so no %s",
+                     o->tp, world_size, world_size == 1 ? "" : "s", no ? " with " : "", no ? no : "",
+                     "pipeline stages, checkpoints, resume or adapter output");
+            return -1;
+        }
+        world_size = o->tp;
+    }
     if (o->tp < 1 || world_size % o->tp != 0) {
         snprintf(err, errlen, "--tp %d does not divide the %d rank%s of this run (ranks = dp x tp; launch with "
                  "mpirun -np N where N is a multiple of %d)", o->tp, world_size, world_size == 1 ? "" : "s", o->tp);

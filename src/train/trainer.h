@@ -57,6 +57,7 @@ typedef struct {
     int virtual_stages;  // --virtual-stages V: model chunks per stage (interleaved; 0: not given)
     int recompute_microbatches;  // --recompute-microbatches N: N of a stage's in-flight contexts keep everything
     int sp;              // sequence parallelism within the TP group
+    int tp_solo;         // --tp-solo: one process as TP rank 0 of tp, the others absent (comm_grid_solo)
     int zero;            // 1: ZeRO-1, AdamW state sharded over the dp ranks
     int world_size;      // ranks of the run (the CLI sets it): dp = world_size / tp
     int max_bad_steps;   // stop after this many non-finite steps in a row (0: never); each is skipped
