@@ -9,6 +9,8 @@
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
 #   6. the paper's Table 4: one layer of the 22B model as TP rank 0 of 8 (bench/table4.py, --tp-solo),
 #      none / selective / full, standard and flash attention (run before 5, whose bench takes what is left);
+#   7. (not in the default stages: a call of its own) bench/longest_seq.py, the longest sequence GPT-2 1.5B
+#      trains on the GPU: ctron's budget planner against PyTorch with full checkpointing;
 #   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA), torch.compile and llm.c, GPT-2 124M and 1.5B
 #      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
@@ -120,6 +122,16 @@ if want 6 && [ "$(left)" -gt 240 ]; then
   rc=$?
   row "table 4" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "one 22B layer, TP rank 0 of 8; $out/table4.json"
   sed -n '/^| attention/,$p' "$logs/table4.log" | tee -a "$summary"
+  save_logs
+fi
+
+# 7. The longest sequence (GPU_CHECK_STAGES=017, a call of its own).
+if want 7 && [ "$(left)" -gt 120 ]; then
+  timeout $(( $(left) - 20 )) python3 bench/longest_seq.py --ctron "$ctron" --out "$out/longest.json" \
+    > "$logs/longest.log" 2>&1
+  rc=$?
+  row "longest sequence" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "GPT-2 1.5B, b 1; $out/longest.json"
+  sed -n '/^| implementation/,$p' "$logs/longest.log" | tee -a "$summary"
   save_logs
 fi
 
