@@ -179,7 +179,7 @@ static void test_recompute(void) {
         StepCtx ctx = {7, 1, 0, 1};
         gpt_forward(&m, tok, tgt, S, B, ctx, 1.0f / (float)(S * B));
         // The last layer's forward left every tensor, all positions, in its working copies.
-        int l = L - 1, r = memo_rows(&m), checked = 0;
+        int l = L - 1, r = memo_rows(&m, l), checked = 0;
         CHECK(r == 64, "α 0.34 of 192 positions: %d swapped, expected 64", r);
         float *fwd[ACT_N_LAYER] = {0};
         size_t bytes[ACT_N_LAYER] = {0};
