@@ -223,6 +223,14 @@ int policy_memo_needs_alpha(const MemoryPolicy *p) {
 
 int policy_list_has_memo(const char *list) { return list && strstr(list, ":memo") != NULL; }
 
+const char *policy_alpha_text(float a, char *buf, size_t len) {
+    for (int digits = 6; digits <= 9; digits++) {   // the shortest that reads back as a: --recompute-layers takes it
+        snprintf(buf, len, "%.*g", digits, (double)a);
+        if (strtof(buf, NULL) == a) break;
+    }
+    return buf;
+}
+
 static float own_alpha(const MemoryPolicy *p, int l) {
     return p->alpha && p->kind[l] == RECOMPUTE_MEMO ? p->alpha[l] : -1.0f;
 }
@@ -240,7 +248,7 @@ void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
         if (n < 0) break;
         used += (size_t)n;
         if (own_alpha(p, l) >= 0.0f && used < len) {
-            n = snprintf(buf + used, len - used, "@%g", (double)own_alpha(p, l));
+            n = snprintf(buf + used, len - used, "@%s", policy_alpha_text(own_alpha(p, l), (char[24]){0}, 24));
             if (n > 0) used += (size_t)n;
         }
         if (p->kind[l] == RECOMPUTE_FULL) {

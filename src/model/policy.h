@@ -94,6 +94,8 @@ static inline double policy_memo_alpha(const MemoryPolicy *p, int l) {
 int policy_memo_mixed(const MemoryPolicy *p);
 // Is there a memo layer without its own α (one that needs --memo ALPHA)?
 int policy_memo_needs_alpha(const MemoryPolicy *p);
+// An α as the shortest decimal that reads back as the same float ("0.25", "0.333333343").
+const char *policy_alpha_text(float a, char *buf, size_t len);
 // Does a --recompute-layers list name memo layers (before it is parsed: the CLI's refusals)?
 int policy_list_has_memo(const char *list);
 void policy_free(MemoryPolicy *p);
