@@ -19,6 +19,8 @@
 //     own layers' (by hand); a list whose every layer carries the --memo α is bitwise the uniform run; a mix
 //     of α 0 and α 1 layers bitwise the plain run, a split mix within the split-α tolerance; and the planner
 //     picks a mix where one slot of the faster α fits and two do not, pinned at fixed rates.
+//  6. --static-plan: memo runs placed by the recorded plan are bitwise the default layout's; the plan's
+//     saved tensors peak at the predicted bytes, memo_stage one buffer of the predicted size.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include "model/gpt.h"
 #include "model/memo.h"
 #include "model/saved.h"
+#include "model/workspace.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "util/common.h"
@@ -72,6 +75,30 @@ static void tokens(int step, int32_t *tok, int32_t *tgt) {
     for (int i = 0; i < S * B; i++) { tok[i] = (i * 37 + step * 11) % 256; tgt[i] = (i * 13 + step) % 256; }
 }
 
+// --static-plan for the runs that follow (6.): the plan's saved tensors' most bytes live at once, unaligned
+// (-1: not planned), and the ledger's peak over the planned steps.
+static int g_static;
+static long g_plan_saved_peak, g_plan_stage;
+static int g_plan_unreleased;   // temporaries the recorded step never released (held to its end)
+static size_t g_replay_peak, g_predicted_peak;
+
+// The most bytes of `kind` live at once in a recorded plan (unaligned: the ledger's measure), and the
+// one memo_stage buffer's bytes (-1: none, -2: more than one).
+static long plan_live_peak(const StaticPlan *p, int kind, long *stage) {
+    long best = 0;
+    *stage = -1;
+    for (int i = 0; i < p->n; i++) {
+        if (p->bufs[i].kind == kind && p->bufs[i].tag == ACT_MEMO_STAGE) *stage = *stage == -1 ? (long)p->bufs[i].bytes : -2;
+        long t = p->bufs[i].start, live = 0;
+        for (int j = 0; j < p->n; j++) {
+            long end = p->bufs[j].end < 0 ? p->clock : p->bufs[j].end;
+            if (p->bufs[j].kind == kind && p->bufs[j].start <= t && t < end) live += (long)p->bufs[j].bytes;
+        }
+        if (live > best) best = live;
+    }
+    return best;
+}
+
 static void run(Trace *t, const Setup *u) {
     MemoryPolicy pol;
     make_policy(&pol, u);
@@ -79,6 +106,18 @@ static void run(Trace *t, const Setup *u) {
     GPT m;
     gpt_init(&m, &c, &pol);
     gpt_init_weights(&m, 5);
+    g_plan_saved_peak = g_plan_stage = -1;
+    if (g_static) {
+        static int32_t zeros[S * B];
+        StepCtx ctx0 = {99, 1, 0, 1};
+        StaticPlanReport r = gpt_plan_memory(&m, zeros, zeros, ctx0);
+        CHECK(r.lower_bound <= r.peak && r.peak <= r.naive_sum && r.saved > 0 && r.temporaries > 0,
+              "static plan: peak %zu, lower bound %zu, naive %zu", r.peak, r.lower_bound, r.naive_sum);
+        const StaticPlan *tr = &m.mem.plan[STEP_TRAIN];
+        g_plan_saved_peak = plan_live_peak(tr, MEM_SAVED, &g_plan_stage);
+        g_plan_unreleased = 0;
+        for (int i = 0; i < tr->n; i++) g_plan_unreleased += tr->bufs[i].kind == MEM_TEMP && tr->bufs[i].end < 0;
+    }
     AdamW opt;
     adamw_init(&opt, m.be, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     static int32_t tok[S * B], tgt[S * B];
@@ -95,6 +134,8 @@ static void run(Trace *t, const Setup *u) {
     }
     t->params = xmalloc(m.n_params * sizeof(float));
     memcpy(t->params, m.params, m.n_params * sizeof(float));
+    g_replay_peak = m.ledger.total_peak;
+    g_predicted_peak = act_peak_bytes(&m.shape, &pol);
     adamw_free(&opt);
     gpt_free(&m);
     policy_free(&pol);
@@ -477,7 +518,45 @@ static void test_alpha_plan(void) {
           r.positions, r.positions_lo, r.pool_bytes);
 }
 
+// 6. --static-plan: the memo layers' kept slices, stage and recompute temporaries are intervals of the
+// recorded step; every later step runs in the plan's block, bitwise the default layout, and the plan's
+// saved tensors peak at the analytic model's bytes (memo_stage one buffer of act_memo_stage_bytes).
+static void test_static_plan(void) {
+    Setup cases[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f},
+                     {1, 0, 1, MASKS_BITS, "memo", NULL, 0.5f},
+                     {0, 0, 0, MASKS_REGEN, NULL, "0:memo@0.67,1:none,2:memo@0.34", 0.0f},
+                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f}};
+    for (int i = 0; i < 4; i++) {
+        char what[160];
+        describe(&cases[i], what, sizeof what);
+        Trace a, b;
+        g_static = 0;
+        run(&a, &cases[i]);
+        g_static = 1;
+        run(&b, &cases[i]);
+        g_static = 0;
+        snprintf(what + strlen(what), sizeof what - strlen(what), " --static-plan");
+        expect_same(&a, &b, what);
+        MemoryPolicy pol;
+        make_policy(&pol, &cases[i]);
+        GPTConfig c = cfg_of(cases[i].llama);
+        GPT m;
+        gpt_init(&m, &c, &pol);
+        long stage = (long)act_memo_stage_bytes(&m.shape, &pol);
+        gpt_free(&m);
+        policy_free(&pol);
+        CHECK(g_plan_unreleased == 0, "%s: %d temporaries live to the step's end (the recompute's scope)", what,
+              g_plan_unreleased);
+        CHECK(g_plan_saved_peak == (long)g_predicted_peak && g_replay_peak == g_predicted_peak && g_plan_stage == stage,
+              "%s: plan's saved peak %ld, replayed ledger peak %zu, predicted %zu; stage buffer %ld, predicted %ld", what,
+              g_plan_saved_peak, g_replay_peak, g_predicted_peak, g_plan_stage, stage);
+        trace_free(&a);
+        trace_free(&b);
+    }
+}
+
 int main(void) {
+    test_static_plan();
     test_alpha_parse();
     test_alpha_plan();
     test_alpha_mixed();

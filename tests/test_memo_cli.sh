@@ -8,6 +8,7 @@
 #  - α per layer (--recompute-layers FIRST-LAST:memo@ALPHA): the ledger and the pool per layer "ok", memory
 #    predicting the peak; plan picks a mix where one stage slot of the faster α fits and two do not, and
 #    train --memo auto runs the mix within the budget; a bad per-layer α exits 2 naming the value;
+#  - --static-plan with memo layers: the ledger ok, the losses the default layout's;
 #  - combinations it is not built for exit 2 naming the reason.
 # usage: test_memo_cli.sh CTRON DATA
 set -uo pipefail
@@ -77,6 +78,12 @@ peak=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\
 check '[ $rc = 0 ] && grep -q "^memo plan: α per layer" "$dir/a2.out" && ! grep -q MISMATCH "$dir/a2.out" && [ -n "$peak" ] && [ "$peak" -le 2867200 ]' \
   "--mem-budget 2800KiB --memo auto: rc $rc, peak '$peak': $(grep -m2 'memo plan\|error' "$dir/a2.out")"
 
+# --static-plan: the memo run placed by the recorded plan, its ledger ok, its losses the default layout's
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --recompute-layers $mix --static-plan > "$dir/s.out" 2>&1
+rc=$?
+check '[ $rc = 0 ] && grep -q "^  static memory plan" "$dir/s.out" && ! grep -q MISMATCH "$dir/s.out" && [ "$(grep -o "loss [0-9.]*" "$dir/s.out")" = "$(grep -o "loss [0-9.]*" "$dir/x.out")" ]' \
+  "--static-plan with memo layers: rc $rc: $(grep -m2 'static memory plan\|error\|MISMATCH' "$dir/s.out")"
+
 # refusals (exit 2, the reason named)
 refuse() {   # expected-substring, flags...
   local want=$1; shift
@@ -90,7 +97,6 @@ refuse "with --tempo" --memo 0.5 --tempo layernorm
 refuse "with --mini-seq" --memo 0.5 --mini-seq 4
 refuse "with --reversible" --memo 0.5 --reversible
 refuse "with --recompute full" --memo 0.5 --recompute full
-refuse "with --static-plan" --memo 0.5 --static-plan
 refuse "CUDA backend" --memo 0.5 --device cuda
 refuse "a pipeline" --memo 0.5 --pp-schedule gpipe --grad-accum 2
 refuse "needs --memo ALPHA" --recompute-layers 0:memo,1-2:none
@@ -100,7 +106,6 @@ refuse "memo α -0.5 is not in \[0, 1\]" --recompute-layers 0-2:memo@-0.5
 refuse "cannot parse '0:memo@0.5x'" --recompute-layers 0:memo@0.5x,1-2:none
 refuse "cannot parse '1:full@0.5'" --recompute-layers 0:memo@0.5,1:full@0.5,2:none
 refuse "needs --memo ALPHA or its own memo@ALPHA" --recompute-layers 0:memo@0.5,1:memo,2:none
-refuse "with --static-plan" --recompute-layers 0-2:memo@0.5 --static-plan
 refuse "CUDA backend" --recompute-layers 0-2:memo@0.5 --device cuda
 refuse "chooses --memo's fraction" --memo 0.5 --mem-budget 64MiB
 "$ctron" plan --memo --budget 1GiB "${shape[@]}" --tp 2 > "$dir/r.out" 2>&1

@@ -248,8 +248,6 @@ static int check_memo(const TrainOptions *o, const TrainGiven *given) {
         return usage_error("--memo with %s: not built (a memo layer keeps what a selective layer keeps)",
                            o->tempo ? "--tempo" : o->gelu_bits ? "--gelu-bits" : "--mini-seq");
     if (o->offload) return usage_error("--memo with --offload: both own the host pool; MEMO already swaps its tokens");
-    if (o->static_plan) return usage_error("--memo with --static-plan: not built (the token ranges' lifetimes are "
-                                           "not recorded)");
     if (o->device && strcmp(o->device, "cpu") != 0)
         return usage_error("--memo with --device %s: built for the CPU backend only (%s)", o->device,
                            strncmp(o->device, "cuda", 4) == 0 ? "the CUDA backend has no flash_attention_forward_rows"

@@ -272,7 +272,8 @@ void memo_fetch(GPT *m, int l) {
     }
 }
 
-void memo_recompute(GPT *m, int l) {
+// Positions [r, s) of layer l again, and every swapped tensor laid out whole in the arena.
+static void recompute_rows(GPT *m, int l) {
     BlockActs *A = &m->act->blocks[l];
     int s = m->s_cur, b = m->b_cur, r = memo_rows(m, l);
     size_t rows = (size_t)s * b, nrh = rows * (size_t)m->cfg.hidden;
@@ -296,6 +297,12 @@ void memo_recompute(GPT *m, int l) {
     layer_rows(m, l, x, &V, r, s, NULL);
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (V.t[n]) saved_done(m, A, (ActName)n, l, V.t[n], count[n], KEEP_ARENA, 1);
+}
+
+void memo_recompute(GPT *m, int l) {
+    scope_begin(m, l);   // its temporaries (working copies, workspace) end with it: --static-plan's intervals
+    recompute_rows(m, l);
+    scope_end(m, l);
 }
 
 void memo_layer_released(GPT *m, int l) {
