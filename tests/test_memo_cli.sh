@@ -97,7 +97,8 @@ refuse "with --tempo" --memo 0.5 --tempo layernorm
 refuse "with --mini-seq" --memo 0.5 --mini-seq 4
 refuse "with --reversible" --memo 0.5 --reversible
 refuse "with --recompute full" --memo 0.5 --recompute full
-refuse "CUDA backend" --memo 0.5 --device cuda
+refuse "this CPU's" --memo auto --mem-budget 3MiB --device cuda
+refuse "cpu-guarded" --memo 0.5 --device cpu-guarded
 refuse "a pipeline" --memo 0.5 --pp-schedule gpipe --grad-accum 2
 refuse "needs --memo ALPHA" --recompute-layers 0:memo,1-2:none
 refuse "--memo auto" --memo auto
@@ -106,7 +107,7 @@ refuse "memo α -0.5 is not in \[0, 1\]" --recompute-layers 0-2:memo@-0.5
 refuse "cannot parse '0:memo@0.5x'" --recompute-layers 0:memo@0.5x,1-2:none
 refuse "cannot parse '1:full@0.5'" --recompute-layers 0:memo@0.5,1:full@0.5,2:none
 refuse "needs --memo ALPHA or its own memo@ALPHA" --recompute-layers 0:memo@0.5,1:memo,2:none
-refuse "CUDA backend" --recompute-layers 0-2:memo@0.5 --device cuda
+refuse "cpu-guarded" --recompute-layers 0-2:memo@0.5 --device cpu-guarded
 refuse "chooses --memo's fraction" --memo 0.5 --mem-budget 64MiB
 "$ctron" plan --memo --budget 1GiB "${shape[@]}" --tp 2 > "$dir/r.out" 2>&1
 rc=$?

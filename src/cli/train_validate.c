@@ -248,10 +248,11 @@ static int check_memo(const TrainOptions *o, const TrainGiven *given) {
         return usage_error("--memo with %s: not built (a memo layer keeps what a selective layer keeps)",
                            o->tempo ? "--tempo" : o->gelu_bits ? "--gelu-bits" : "--mini-seq");
     if (o->offload) return usage_error("--memo with --offload: both own the host pool; MEMO already swaps its tokens");
-    if (o->device && strcmp(o->device, "cpu") != 0)
-        return usage_error("--memo with --device %s: built for the CPU backend only (%s)", o->device,
-                           strncmp(o->device, "cuda", 4) == 0 ? "the CUDA backend has no flash_attention_forward_rows"
-                                                              : "the guard locks memory the pool's thread copies");
+    if (o->device && strcmp(o->device, "cpu-guarded") == 0)
+        return usage_error("--memo with --device cpu-guarded: the guard locks memory the pool's thread copies");
+    if (o->device && strncmp(o->device, "cuda", 4) == 0 && o->memo_alpha == -2.0)
+        return usage_error("--memo auto with --device %s: the planner's host link and GEMM rate are this CPU's; give "
+                           "--memo ALPHA (ctron plan --memo --host-gbps X --gemm-gflops Y plans it for the GPU)", o->device);
     (void)given;
     return 0;
 }
