@@ -9,6 +9,7 @@
 #    predicting the peak; plan picks a mix where one stage slot of the faster α fits and two do not, and
 #    train --memo auto runs the mix within the budget; a bad per-layer α exits 2 naming the value;
 #  - --static-plan with memo layers: the ledger ok, the losses the default layout's;
+#  - --resume refuses another per-layer α and continues with the checkpoint's;
 #  - combinations it is not built for exit 2 naming the reason.
 # usage: test_memo_cli.sh CTRON DATA
 set -uo pipefail
@@ -83,6 +84,15 @@ check '[ $rc = 0 ] && grep -q "^memo plan: α per layer" "$dir/a2.out" && ! grep
 rc=$?
 check '[ $rc = 0 ] && grep -q "^  static memory plan" "$dir/s.out" && ! grep -q MISMATCH "$dir/s.out" && [ "$(grep -o "loss [0-9.]*" "$dir/s.out")" = "$(grep -o "loss [0-9.]*" "$dir/x.out")" ]' \
   "--static-plan with memo layers: rc $rc: $(grep -m2 'static memory plan\|error\|MISMATCH' "$dir/s.out")"
+
+# --resume keeps a memo layer's α as it keeps --memo's: another one exits 2, none continues with the checkpoint's
+"$ctron" train "${common[@]}" --recompute-layers $mix --stop-after 1 --ckpt-dir "$dir/ck" > "$dir/c1.out" 2>&1
+"$ctron" train --resume "$dir/ck" --threads 1 --recompute-layers 0:memo@1,1:memo@0.25,2:memo@0.25 > "$dir/c2.out" 2>&1
+rc=$?
+"$ctron" train --resume "$dir/ck" --threads 1 > "$dir/c3.out" 2>&1
+rc3=$?
+check '[ $rc = 2 ] && grep -q "does not match the checkpoint.s $mix" "$dir/c2.out" && [ $rc3 = 0 ] && grep -q "^resumed from" "$dir/c3.out"' \
+  "--resume with another per-layer α: rc $rc ($(head -1 "$dir/c2.out")); without: rc $rc3"
 
 # refusals (exit 2, the reason named)
 refuse() {   # expected-substring, flags...
