@@ -472,8 +472,8 @@ static void test_alpha_mixed(void) {
 
 // The planner at fixed rates (1000 GB/s, 100 GFLOP/s: swapping is free, so more α is faster): GPT-2
 // h32 a4 s192 b2 L3 fp32 flash. The device budget that holds slot 0 at 128 positions and slot 1 at 64 but
-// not both at 128 gets the mix 0:memo@0.67,1:memo@0.34,2:memo@0.67; a larger one uniform α 1; a pool
-// budget between takes as many α-1 layers as it holds.
+// not both at 128 gets the mix 0:memo@0.67,1:memo@0.34,2:memo@0.67; a larger one uniform α 1; one that holds
+// a single slot at 64 lets one layer swap; a pool budget between takes as many α-1 layers as it holds.
 static void test_alpha_plan(void) {
     Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.0f};
     MemoryPolicy pol;
@@ -511,6 +511,13 @@ static void test_alpha_plan(void) {
           "a byte less: uniform 64, got n_hi %d r %ld", r.n_hi, r.positions);
     CHECK(memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, 1e12, 0, &sp, &r) == 0 && r.n_hi == 0 && r.positions == 192,
           "no limit: uniform α 1, got n_hi %d r %ld", r.n_hi, r.positions);
+    // room for one slot at 64 positions only: one layer swaps (r_lo = 0, the others recompute everything)
+    MemoPlanResult one;
+    memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 0, 1, &one);
+    budget = (double)(one.arena_bytes + one.scratch_bytes);
+    CHECK(one.arena_bytes < x64.arena_bytes && memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, budget, 0, &sp, &r) == 0 &&
+          r.n_hi == 1 && r.positions == 64 && r.positions_lo == 0, "one slot: n_hi %d r %ld/%ld, wanted 1 × 64, 0", r.n_hi,
+          r.positions, r.positions_lo);
     // pool budget of 2 layers at 192 and one at 128: 2 × 749568 + 499712 (a layer's slice is 3904 bytes a position)
     double pool = 2.0 * (double)x192.pool_bytes / 3.0 + (double)x128.pool_bytes / 3.0;
     CHECK(memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, 1e12, pool, &sp, &r) == 0 && r.n_hi == 2 && r.positions == 192 &&

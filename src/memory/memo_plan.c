@@ -94,13 +94,18 @@ int memo_plan(const ActShape *sh, unsigned tempo, Precision precision, int threa
                 if (room < (double)n_hi) n_hi = room < 1.0 ? 0 : (int)room;
                 if (!n_hi) continue;
             }
-            double t = (double)n_hi * layer_s[hi] + (double)(sh->L - n_hi) * layer_s[lo] + x.head_s;
-            if (found && !(t < best.step_s * (1.0 - 1e-12))) continue;
-            memo_plan_evaluate(sh, tempo, precision, threads, sp, grid[hi], grid[lo], n_hi, &x);
-            int fits = (double)(x.arena_bytes + x.scratch_bytes) <= budget && (pool_budget <= 0 || (double)x.pool_bytes <= pool_budget);
-            if (fits) {
-                best = x;
-                found = 1;
+            // as many r_hi layers as may be, or one: with r_lo = 0 a single swapping layer needs one stage slot
+            for (int k = 0; k < (n_hi > 1 ? 2 : 1); k++) {
+                int n = k ? 1 : n_hi;
+                double t = (double)n * layer_s[hi] + (double)(sh->L - n) * layer_s[lo] + x.head_s;
+                if (found && !(t < best.step_s * (1.0 - 1e-12))) continue;
+                memo_plan_evaluate(sh, tempo, precision, threads, sp, grid[hi], grid[lo], n, &x);
+                int fits = (double)(x.arena_bytes + x.scratch_bytes) <= budget &&
+                           (pool_budget <= 0 || (double)x.pool_bytes <= pool_budget);
+                if (fits) {
+                    best = x;
+                    found = 1;
+                }
             }
         }
     if (!found) memo_plan_evaluate(sh, tempo, precision, threads, sp, 0, 0, 0, &best);

@@ -5,8 +5,8 @@
 // device memory on the mix only through memo_stage, whose two slots are each as large as their own
 // layers' largest slice: with r_lo > 0 the swapping layers alternate slots, so the even layers at r_hi
 // fill slot 0 and cost span(r_hi) + span(r_lo), not 2·span(r_hi). So where the budget's slack holds one
-// slot of the faster α but not two, half the layers take it; and a host-pool budget takes as many r_hi
-// layers as it holds. The plan is the mix of least predicted step time whose arena plus attention (and
+// slot of the faster α but not two, half the layers take it; with r_lo = 0 a single r_hi layer (the only
+// one that swaps) needs one slot; and a host-pool budget takes as many r_hi layers as it holds. The plan is the mix of least predicted step time whose arena plus attention (and
 // bf16 GEMM) scratch fits the device budget and whose pool fits the host one; ties go to the uniform α,
 // then to the smaller one (the least host memory and traffic).
 #ifndef CTRON_MEMO_PLAN_H
@@ -24,7 +24,7 @@ typedef struct {
     double alpha;         // the swapped fraction of the r_hi layers (positions / s); of every layer when uniform
     long positions;       // r_hi: positions swapped by the first n_hi even layers (every layer when n_hi = 0)
     long positions_lo;    // r_lo: positions swapped by the other layers (= positions when uniform)
-    int n_hi;             // layers at r_hi (0, 2, …); 0: uniform
+    int n_hi;             // layers at r_hi (0, 2, …: the first n_hi even layers); 0: uniform
     size_t act_peak, arena_bytes, scratch_bytes, pool_bytes;
     MemoLayerCost cost;   // one layer's
     MemoTime layer;       // one layer's parts at r_hi
