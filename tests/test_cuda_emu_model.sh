@@ -22,7 +22,9 @@
 #              q only when d <= s (issue 24 item 3, fixed on branch mends): the emulated GPU follows
 #              the CPU's fp32 run there, and without that fix the CPU's bf16 run is 3.8e-2 off;
 #      Item 1's options include LoRA and LoRA-FA (issue 27: a frozen base runs no dW GEMM, no norm dγ pass)
-#      and reversible blocks (issue 29: the inversion's dropout_residual_inverse kernel), both families;
+#      and reversible blocks (issue 29: the inversion's dropout_residual_inverse kernel), both families, and
+#      MEMO (issue 29: the query-range flash forward, flash_attention_forward_rows; α per layer with the
+#      static plan; llama without flash);
 #   2. give bitwise the same losses, weights and AdamW moments (`cmp`) under every recompute policy and
 #      mask mode, offload and the static plan, as the CPU does (DESIGN.md §3), fp32 and bf16;
 #   3. keep the ledger equal to the prediction (every row `ok`, the CPU's act_bytes at every step), and
@@ -100,6 +102,9 @@ llama_mini|--arch llama --kv-heads 1 --mini-seq 3 --attention flash --seq 96
 lora|--lora-rank 4 --lora-alpha 8 --lr 5e-3
 lora_fa|--lora-rank 4 --lora-fa --lora-targets qkv,fc2 --recompute full --lr 5e-3
 rev|--reversible
+memo|--seq 128 --attention flash --memo 0.5
+memo_mix|--layers 3 --seq 128 --recompute-layers 0:memo@1,1:memo@0.5,2:memo@0 --static-plan
+memo_llama|--arch llama --kv-heads 2 --seq 128 --memo 0.5
 rev_llama|--arch llama --kv-heads 2 --reversible --dropout 0.1"
 # name|ratio|the fp32 run that gives bf16's effect|flags
 bf16_cases="bf16|0.75|none|--precision bf16

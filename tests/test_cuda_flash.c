@@ -9,6 +9,11 @@
 // same tolerances: the CPU's kernels are themselves checked bitwise against multi-head attention on
 // repeat_kv(k, v) (test_attention_gqa).
 //
+// The query-range forward (flash_attention_forward_rows, MEMO's token ranges): positions [0, 64) and then
+// [64, s) into poisoned outputs are bitwise the whole call (ctx rows and lse entries; the first range
+// leaves every later row untouched), fp32 and bf16; a range that starts off the tile grid (q0 = 40)
+// against the CPU's rows within the tolerances below, the rows outside it untouched.
+//
 // Tolerances (relative L2):
 //  fp32 path (PRECISION_FP32): 1e-5 against both CPU kernels. The GPU sums the same products in
 //    another order (dot products of d ≤ 128 terms, rows of ≤ 512 probabilities, online-softmax
@@ -167,6 +172,95 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     gpu->free(gpu, bq), gpu->free(gpu, bk), gpu->free(gpu, bv), gpu->free(gpu, bg);
 }
 
+
+// Rows [p0, p1) of ctx ([s, b, h]) and entries [p0, p1) of every head's lse ([b·a, s]) gathered from full
+// host copies (the rows a query-range call writes).
+static void gather_rows(float *dst_ctx, float *dst_lse, const float *ctx, const float *lse, const Case *c, int p0, int p1) {
+    size_t row = (size_t)c->b * c->a * c->d, nr = (size_t)(p1 - p0);
+    memcpy(dst_ctx, ctx + (size_t)p0 * row, nr * row * sizeof(float));
+    for (int bj = 0; bj < c->b * c->a; bj++) memcpy(dst_lse + (size_t)bj * nr, lse + (size_t)bj * c->s + p0, nr * sizeof(float));
+}
+
+// How many bytes outside rows [p0, p1) are no longer the poison (0xFF).
+static size_t touched_outside(const float *ctx, const float *lse, const Case *c, int p0, int p1) {
+    size_t row = (size_t)c->b * c->a * c->d, bad = 0;
+    for (int i = 0; i < c->s; i++)
+        for (size_t x = 0; x < row && (i < p0 || i >= p1); x++) {
+            uint32_t u;
+            memcpy(&u, ctx + (size_t)i * row + x, 4);
+            bad += u != 0xFFFFFFFFu;
+        }
+    for (int bj = 0; bj < c->b * c->a; bj++)
+        for (int i = 0; i < c->s; i++) {
+            uint32_t u;
+            memcpy(&u, lse + (size_t)bj * c->s + i, 4);
+            bad += (i < p0 || i >= p1) && u != 0xFFFFFFFFu;
+        }
+    return bad;
+}
+
+static void rows_case(Backend *gpu, Backend *cpu, const Case *c, const Ref *r) {
+    int bf16 = gpu->precision == PRECISION_BF16, h = c->a * c->d, kv = kv_of(c);
+    char label[128];
+    snprintf(label, sizeof label, "rows %s s=%d b=%d a=%d kv=%d d=%d p=%.1f", bf16 ? "bf16" : "fp32", c->s, c->b, c->a,
+             kv, c->d, (double)c->p);
+    DropoutSite site = site_of(c);
+    size_t n = r->n, nl = r->nl;
+    float *q = dev_upload(gpu, r->q, n * 4), *k = dev_upload(gpu, r->k, r->nk * 4), *v = dev_upload(gpu, r->v, r->nk * 4);
+    float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
+    float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
+    gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->head0, site, c->sample0);
+    float *whole_ctx = host_download(gpu, ctx, n * 4), *whole_lse = host_download(gpu, lse, nl * 4);
+    gpu->free(gpu, ctx), gpu->free(gpu, lse);
+    // [0, 64), then [64, s): the whole call's bits
+    ctx = dev_poisoned(gpu, n * 4), lse = dev_poisoned(gpu, nl * 4);
+    int split = c->s > 64 ? 64 : c->s;   // one flash tile
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, 0, split, c->b, c->a, kv, h, c->head0, site,
+                                      c->sample0);
+    float *hc = host_download(gpu, ctx, n * 4), *hl = host_download(gpu, lse, nl * 4);
+    size_t bad = touched_outside(hc, hl, c, 0, split);
+    CHECK(bad == 0, "%s: the range [0, %d) wrote %zu elements outside it", label, split, bad);
+    free(hc), free(hl);
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, split, c->s - split, c->b, c->a, kv, h,
+                                      c->head0, site, c->sample0);
+    char what[192];
+    snprintf(what, sizeof what, "%s ctx of [0, %d) + [%d, %d) vs the whole call", label, split, split, c->s);
+    CHECK_BYTES_EQUAL(gpu, ctx, whole_ctx, n * 4, what);
+    snprintf(what, sizeof what, "%s lse of the two ranges vs the whole call", label);
+    CHECK_BYTES_EQUAL(gpu, lse, whole_lse, nl * 4, what);
+    printf("  %-34s two ranges bitwise the whole call\n", label);
+    gpu->free(gpu, ctx), gpu->free(gpu, lse);
+    // off the tile grid: [40, s − 5) against the CPU's rows
+    int p0 = 40, p1 = c->s - 5;
+    if (p1 > p0) {
+        size_t nr = (size_t)(p1 - p0), row = (size_t)c->b * h;
+        float *cc = malloc(n * 4), *cl = malloc(nl * 4);
+        memset(cc, 0xFF, n * 4), memset(cl, 0xFF, nl * 4);
+        float *cscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
+        cpu->flash_attention_forward_rows(cpu, cc, cl, r->q, r->k, r->v, cscr, c->s, p0, p1 - p0, c->b, c->a, kv, h,
+                                          c->head0, site, c->sample0);
+        ctx = dev_poisoned(gpu, n * 4), lse = dev_poisoned(gpu, nl * 4);
+        gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, p0, p1 - p0, c->b, c->a, kv, h, c->head0,
+                                          site, c->sample0);
+        hc = host_download(gpu, ctx, n * 4), hl = host_download(gpu, lse, nl * 4);
+        bad = touched_outside(hc, hl, c, p0, p1);
+        CHECK(bad == 0, "%s: the range [%d, %d) wrote %zu elements outside it", label, p0, p1, bad);
+        float *gc = malloc(nr * row * 4), *gl = malloc(nr * (size_t)c->b * c->a * 4);
+        float *rc = malloc(nr * row * 4), *rl = malloc(nr * (size_t)c->b * c->a * 4);
+        gather_rows(gc, gl, hc, hl, c, p0, p1);
+        gather_rows(rc, rl, cc, cl, c, p0, p1);
+        double ec = rel_l2(gc, rc, nr * row), el = rel_l2(gl, rl, nr * (size_t)c->b * c->a);
+        double tol = bf16 ? TOL_BF16 : TOL_F32, tol_lse = bf16 ? TOL_BF16_LSE : TOL_F32;
+        printf("  %-34s [%d, %d) vs the CPU's rows: ctx rel L2 %.3g, lse %.3g\n", label, p0, p1, ec, el);
+        CHECK(ec <= tol && el <= tol_lse, "%s [%d, %d): ctx %.3g (tolerance %.2g), lse %.3g (%.2g)", label, p0, p1, ec, tol,
+              el, tol_lse);
+        free(gc), free(gl), free(rc), free(rl), free(hc), free(hl), free(cc), free(cl), free(cscr);
+        gpu->free(gpu, ctx), gpu->free(gpu, lse);
+    }
+    free(whole_ctx), free(whole_lse);
+    gpu->free(gpu, q), gpu->free(gpu, k), gpu->free(gpu, v), gpu->free(gpu, scratch);
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -240,6 +334,15 @@ int main(void) {
         Ref r = cpu_reference(cpu, &cases[i]);
         run_case(gpu32, &cases[i], &r);
         run_case(gpu16, &cases[i], &r);
+        ref_free(&r);
+    }
+    static const Case rows[] = {{130, 2, 3, 64, 0.1f, 3, 17, 0, 0}, {200, 2, 4, 32, 0.1f, 6, 40, 0, 2},
+                                {37, 3, 4, 12, 0.0f, 0, 0, 0, 0}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        Ref r = cpu_reference(cpu, &rows[i]);
+        CHECK(gpu32->flash_attention_forward_rows && gpu16->flash_attention_forward_rows, "no flash_attention_forward_rows");
+        rows_case(gpu32, cpu, &rows[i], &r);
+        rows_case(gpu16, cpu, &rows[i], &r);
         ref_free(&r);
     }
     if (cuda_test_timed()) {

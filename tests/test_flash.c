@@ -1,7 +1,10 @@
 // Flash-style attention (backend/cpu/flash_attention.h) against the standard kernel (backend/cpu/attention.h), with
 // dropout, on a sequence that is not a multiple of the tile (70 = 64 + 6) and a head offset (TP):
 // the same output and gradients within fp32 summation-order differences, and the same dropout
-// masks (a tile's mask is the standard mask's entries).
+// masks (a tile's mask is the standard mask's entries). The query-range forward (flash_attention_forward_rows):
+// [0, 64) + [64, s) bitwise the whole call; a range off the tile grid ([40, 65), whose first rows lie before
+// the second key tile) within 1e-6 of the whole call's rows, nothing outside its rows or its scratch written
+// (a row before a key tile once zeroed 23 floats in front of the scratch).
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -22,7 +25,56 @@ static double rel(const float *a, const float *b, size_t n) {
     return sqrt(num / den);
 }
 
+// The query-range forward against the whole call, with canaries around the scratch.
+static void test_rows(void) {
+    enum { S = 70, B = 2, A = 3, D = 8, H = A * D, GUARD = 256 };
+    size_t n = (size_t)S * B * H, nl = (size_t)B * A * S, sf = flash_scratch_floats(S, D, A, A) * (size_t)omp_get_max_threads();
+    DropoutSite site = {philox_key_from_seed(3), 2, 1, SITE_ATTN, 0.2f};
+    float *q = xmalloc(n * 4), *k = xmalloc(n * 4), *v = xmalloc(n * 4);
+    for (size_t i = 0; i < n; i++) q[i] = val((uint32_t)i), k[i] = val((uint32_t)(i + n)), v[i] = val((uint32_t)(i + 2 * n));
+    float *block = xmalloc((sf + 2 * GUARD) * 4), *scr = block + GUARD;
+    float *wc = xmalloc(n * 4), *wl = xmalloc(nl * 4), *rc = xmalloc(n * 4), *rl = xmalloc(nl * 4);
+    for (size_t i = 0; i < sf + 2 * GUARD; i++) block[i] = 12345.0f;
+    flash_attention_forward(wc, wl, q, k, v, scr, S, B, A, A, H, 1, site, 4);
+    memset(rc, 0xFF, n * 4), memset(rl, 0xFF, nl * 4);
+    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, 0, 64, B, A, A, H, 1, site, 4);
+    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, 64, S - 64, B, A, A, H, 1, site, 4);
+    CHECK(memcmp(rc, wc, n * 4) == 0 && memcmp(rl, wl, nl * 4) == 0, "rows [0, 64) + [64, %d): not the whole call's bits", S);
+    int p0 = 40, p1 = 65;
+    memset(rc, 0xFF, n * 4), memset(rl, 0xFF, nl * 4);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);   // one thread's scratch: the canaries sit right against it
+    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, p0, p1 - p0, B, A, A, H, 1, site, 4);
+    omp_set_num_threads(threads);
+    size_t row = (size_t)B * H, outside = 0;
+    double num = 0.0, den = 0.0;
+    for (int i = 0; i < S; i++)
+        for (size_t x = 0; x < row; x++) {
+            float got = rc[(size_t)i * row + x], want = wc[(size_t)i * row + x];
+            uint32_t u;
+            memcpy(&u, &got, 4);
+            if (i < p0 || i >= p1) outside += u != 0xFFFFFFFFu;
+            else num += ((double)got - want) * ((double)got - want), den += (double)want * want;
+        }
+    for (int bj = 0; bj < B * A; bj++)
+        for (int i = 0; i < S; i++) {
+            float got = rl[(size_t)bj * S + i], want = wl[(size_t)bj * S + i];
+            uint32_t u;
+            memcpy(&u, &got, 4);
+            if (i < p0 || i >= p1) outside += u != 0xFFFFFFFFu;
+            else if (fabsf(got - want) > 1e-5f * fabsf(want) + 1e-6f) outside++;
+        }
+    size_t guard = 0;
+    for (int i = 0; i < GUARD; i++) guard += block[i] != 12345.0f || block[GUARD + sf + (size_t)i] != 12345.0f;
+    CHECK(outside == 0 && sqrt(num / den) < 1e-6 && guard == 0, "rows [%d, %d): %zu elements wrong or outside, ctx rel %.3g, "
+          "%zu canary floats around the scratch overwritten", p0, p1, outside, sqrt(num / den), guard);
+    printf("flash rows: [0, 64) + [64, %d) bitwise the whole call; [%d, %d) within %.2g, scratch canaries intact\n", S, p0,
+           p1, sqrt(num / den));
+    free(q), free(k), free(v), free(block), free(wc), free(wl), free(rc), free(rl);
+}
+
 int main(void) {
+    test_rows();
     enum { S = 70, B = 2, A = 3, D = 8, H = A * D };
     size_t n = (size_t)S * B * H, ss = (size_t)S * S;
     for (int dropout = 0; dropout < 2; dropout++) {

@@ -14,14 +14,23 @@
 //     and the pool's swapped slices, measured == the analytic model, for α 0 .. 1, both families, flash
 //     on and off, masks bytes/bits/regen, fp32/bf16, per-layer lists; and one case written out by hand.
 //  4. The step-time model's parts on hand-worked numbers.
+//  5. α per layer ("0:memo@0.34,1:memo@0.67,…"): the parser (values, its description, refusals naming the
+//     value); the ledger == the model per layer and name for mixes, memo_stage's slots each as large as their
+//     own layers' (by hand); a list whose every layer carries the --memo α is bitwise the uniform run; a mix
+//     of α 0 and α 1 layers bitwise the plain run, a split mix within the split-α tolerance; and the planner
+//     picks a mix where one slot of the faster α fits and two do not, pinned at fixed rates.
+//  6. --static-plan: memo runs placed by the recorded plan are bitwise the default layout's; the plan's
+//     saved tensors peak at the predicted bytes, memo_stage one buffer of the predicted size.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
 #include "check.h"
 #include "memory/memo_model.h"
+#include "memory/memo_plan.h"
 #include "model/gpt.h"
 #include "model/memo.h"
 #include "model/saved.h"
+#include "model/workspace.h"
 #include "train/adamw.h"
 #include "train/grad_norm.h"
 #include "util/common.h"
@@ -66,6 +75,30 @@ static void tokens(int step, int32_t *tok, int32_t *tgt) {
     for (int i = 0; i < S * B; i++) { tok[i] = (i * 37 + step * 11) % 256; tgt[i] = (i * 13 + step) % 256; }
 }
 
+// --static-plan for the runs that follow (6.): the plan's saved tensors' most bytes live at once, unaligned
+// (-1: not planned), and the ledger's peak over the planned steps.
+static int g_static;
+static long g_plan_saved_peak, g_plan_stage;
+static int g_plan_unreleased;   // temporaries the recorded step never released (held to its end)
+static size_t g_replay_peak, g_predicted_peak;
+
+// The most bytes of `kind` live at once in a recorded plan (unaligned: the ledger's measure), and the
+// one memo_stage buffer's bytes (-1: none, -2: more than one).
+static long plan_live_peak(const StaticPlan *p, int kind, long *stage) {
+    long best = 0;
+    *stage = -1;
+    for (int i = 0; i < p->n; i++) {
+        if (p->bufs[i].kind == kind && p->bufs[i].tag == ACT_MEMO_STAGE) *stage = *stage == -1 ? (long)p->bufs[i].bytes : -2;
+        long t = p->bufs[i].start, live = 0;
+        for (int j = 0; j < p->n; j++) {
+            long end = p->bufs[j].end < 0 ? p->clock : p->bufs[j].end;
+            if (p->bufs[j].kind == kind && p->bufs[j].start <= t && t < end) live += (long)p->bufs[j].bytes;
+        }
+        if (live > best) best = live;
+    }
+    return best;
+}
+
 static void run(Trace *t, const Setup *u) {
     MemoryPolicy pol;
     make_policy(&pol, u);
@@ -73,6 +106,18 @@ static void run(Trace *t, const Setup *u) {
     GPT m;
     gpt_init(&m, &c, &pol);
     gpt_init_weights(&m, 5);
+    g_plan_saved_peak = g_plan_stage = -1;
+    if (g_static) {
+        static int32_t zeros[S * B];
+        StepCtx ctx0 = {99, 1, 0, 1};
+        StaticPlanReport r = gpt_plan_memory(&m, zeros, zeros, ctx0);
+        CHECK(r.lower_bound <= r.peak && r.peak <= r.naive_sum && r.saved > 0 && r.temporaries > 0,
+              "static plan: peak %zu, lower bound %zu, naive %zu", r.peak, r.lower_bound, r.naive_sum);
+        const StaticPlan *tr = &m.mem.plan[STEP_TRAIN];
+        g_plan_saved_peak = plan_live_peak(tr, MEM_SAVED, &g_plan_stage);
+        g_plan_unreleased = 0;
+        for (int i = 0; i < tr->n; i++) g_plan_unreleased += tr->bufs[i].kind == MEM_TEMP && tr->bufs[i].end < 0;
+    }
     AdamW opt;
     adamw_init(&opt, m.be, m.n_params, 0.9f, 0.95f, 1e-8f, 0.1f);
     static int32_t tok[S * B], tgt[S * B];
@@ -89,6 +134,8 @@ static void run(Trace *t, const Setup *u) {
     }
     t->params = xmalloc(m.n_params * sizeof(float));
     memcpy(t->params, m.params, m.n_params * sizeof(float));
+    g_replay_peak = m.ledger.total_peak;
+    g_predicted_peak = act_peak_bytes(&m.shape, &pol);
     adamw_free(&opt);
     gpt_free(&m);
     policy_free(&pol);
@@ -179,7 +226,7 @@ static void test_recompute(void) {
         StepCtx ctx = {7, 1, 0, 1};
         gpt_forward(&m, tok, tgt, S, B, ctx, 1.0f / (float)(S * B));
         // The last layer's forward left every tensor, all positions, in its working copies.
-        int l = L - 1, r = memo_rows(&m), checked = 0;
+        int l = L - 1, r = memo_rows(&m, l), checked = 0;
         CHECK(r == 64, "α 0.34 of 192 positions: %d swapped, expected 64", r);
         float *fwd[ACT_N_LAYER] = {0};
         size_t bytes[ACT_N_LAYER] = {0};
@@ -324,7 +371,202 @@ static void test_time_model(void) {
     CHECK(fabs(all.recompute_s) < 1e-15 && fabs(all.transfer_s - 0.1) < 1e-12, "α 1: no recompute, 100 ms transfer");
 }
 
+
+// 5. α per layer.
+static void test_alpha_parse(void) {
+    MemoryPolicy p;
+    char err[256], desc[128];
+    memset(&p, 0, sizeof p);
+    CHECK(policy_build(&p, 3, NULL, NULL, 1, "0-1:memo@0.25,2:memo@0.5", err, sizeof err) == 0, "mixed list: %s", err);
+    CHECK(p.alpha[0] == 0.25f && p.alpha[1] == 0.25f && p.alpha[2] == 0.5f, "alphas %g %g %g", (double)p.alpha[0],
+          (double)p.alpha[1], (double)p.alpha[2]);
+    CHECK(policy_memo_alpha(&p, 1) == 0.25 && policy_memo_mixed(&p) && !policy_memo_needs_alpha(&p), "accessors");
+    policy_describe(&p, desc, sizeof desc);
+    CHECK(strcmp(desc, "0-1:memo@0.25,2:memo@0.5") == 0, "described as '%s'", desc);
+    policy_free(&p);
+    p.memo_alpha = 0.75f;
+    CHECK(policy_build(&p, 3, NULL, NULL, 1, "0:memo@0.5,1:memo,2:none", err, sizeof err) == 0, "%s", err);
+    CHECK(policy_memo_alpha(&p, 0) == 0.5 && policy_memo_alpha(&p, 1) == 0.75 && policy_memo_needs_alpha(&p),
+          "layer 1 takes --memo's α: %g", policy_memo_alpha(&p, 1));
+    policy_free(&p);
+    const struct { const char *list, *want; } bad[] = {
+        {"0:memo@1.5,1-2:none", "memo α 1.5 is not in [0, 1]"},  {"0-2:memo@-0.25", "memo α -0.25 is not in [0, 1]"},
+        {"0:memo@,1-2:none", "cannot parse '0:memo@'"},           {"0:memo@x,1-2:none", "cannot parse '0:memo@x'"},
+        {"0:memo@0.5x,1-2:none", "cannot parse '0:memo@0.5x'"},   {"0:full@0.5,1-2:none", "cannot parse '0:full@0.5'"},
+        {"0:memo@nan,1-2:none", "cannot parse '0:memo@nan'"},     {"0:memo@0.5@1,1-2:none", "cannot parse"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        int rc = policy_build(&p, 3, NULL, NULL, 1, bad[i].list, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, bad[i].want), "'%s': rc %d, '%s' (wanted '%s')", bad[i].list, rc, err, bad[i].want);
+        policy_free(&p);
+    }
+}
+
+static void expect_same(const Trace *a, const Trace *b, const char *what) {
+    int same = memcmp(a->loss, b->loss, sizeof a->loss) == 0 && memcmp(a->params, b->params, a->n * sizeof(float)) == 0;
+    for (int i = 0; i < STEPS; i++) same &= memcmp(a->grads[i], b->grads[i], a->n * sizeof(float)) == 0;
+    CHECK(same, "%s: not bitwise (loss %.9g vs %.9g)", what, a->loss[0], b->loss[0]);
+}
+
+static void test_alpha_mixed(void) {
+    // the ledger, per layer and name, for mixes (the pool's cells are checked per layer by check_ledger)
+    Setup mixes[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@0.34,1:memo@1,2:memo@0", 0.0f},
+                     {1, 0, 1, MASKS_BITS, NULL, "0:memo@0.67,1:none,2:memo", 0.34f},
+                     {0, 1, 1, MASKS_REGEN, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f},
+                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f}};
+    for (int i = 0; i < 4; i++) check_ledger(&mixes[i]);
+    // by hand (GPT-2 h32 a4 s192 b2 fp32 flash, test_ledger's figures): a layer's slice is 249856 bytes at
+    // 64 positions, 499712 at 128. Layers 0 and 2 share slot 0, layer 1 has slot 1.
+    const struct { const char *list; size_t stage, pool; } hand[] = {
+        {"0:memo@0.34,1:memo@0.67,2:memo@0.34", 249856 + 499712, 2 * 249856 + 499712},
+        {"0:memo@0.67,1:memo@0.34,2:memo@0.34", 499712 + 249856, 2 * 249856 + 499712},
+        {"0:memo@0.67,1:memo@0,2:memo@0.34", 499712 + 249856, 499712 + 249856},   // layer 1 swaps nothing: 2 has slot 1
+        {"0:memo@0.67,1:memo@0.34,2:memo@0.67", 499712 + 249856, 2 * 499712 + 249856}};
+    for (int i = 0; i < 4; i++) {
+        Setup u = {0, 1, 0, MASKS_BYTES, NULL, hand[i].list, 0.0f};
+        MemoryPolicy pol;
+        make_policy(&pol, &u);
+        GPTConfig c = cfg_of(0);
+        GPT m;
+        gpt_init(&m, &c, &pol);
+        CHECK(act_memo_stage_bytes(&m.shape, &pol) == hand[i].stage && act_memo_pool_bytes(&m.shape, &pol) == hand[i].pool,
+              "%s: stage %zu pool %zu, by hand %zu %zu", hand[i].list, act_memo_stage_bytes(&m.shape, &pol),
+              act_memo_pool_bytes(&m.shape, &pol), hand[i].stage, hand[i].pool);
+        gpt_free(&m);
+        policy_free(&pol);
+    }
+    for (int llama = 0; llama < 2; llama++) {
+        char what[96];
+        // every layer's own α equal to --memo's: the uniform run, bitwise
+        Setup uni = {llama, 1, 0, MASKS_BITS, "memo", NULL, 0.34f}, own = {llama, 1, 0, MASKS_BITS, NULL, "0-2:memo@0.34", 0.9f};
+        Trace a, b;
+        run(&a, &uni);
+        run(&b, &own);
+        snprintf(what, sizeof what, "%s 0-2:memo@0.34 vs --memo 0.34", llama ? "llama" : "gpt2");
+        expect_same(&a, &b, what);
+        trace_free(&a);
+        trace_free(&b);
+        // layers of α 0 and 1 (one token range each): the plain run, bitwise; a split mix within tolerance
+        Setup plain = {llama, 1, 0, MASKS_BYTES, "none", NULL, 0.0f}, ends = {llama, 1, 0, MASKS_BYTES, NULL,
+                                                                              "0:memo@0,1:memo@1,2:memo@0", 0.0f};
+        Setup split = {llama, 1, 0, MASKS_BYTES, NULL, "0:memo@0.34,1:memo@1,2:memo@0.67", 0.0f};
+        Trace ref, t;
+        run(&ref, &plain);
+        run(&t, &ends);
+        snprintf(what, sizeof what, "%s 0:memo@0,1:memo@1,2:memo@0 vs plain", llama ? "llama" : "gpt2");
+        expect_same(&ref, &t, what);
+        trace_free(&t);
+        run(&t, &split);
+        double worst = 0.0;
+        for (int i = 0; i < STEPS; i++) {
+            double x = rel(ref.grads[i], t.grads[i], t.n);
+            if (x > worst) worst = x;
+        }
+        CHECK(worst > 0.0 && worst < 3e-6, "%s split mix: gradients rel %.3g (tolerance 3e-6)", llama ? "llama" : "gpt2", worst);
+        printf("%s mix 0:memo@0.34,1:memo@1,2:memo@0.67 against the plain run: gradients within %.2g relative\n",
+               llama ? "llama" : "gpt2", worst);
+        trace_free(&t);
+        trace_free(&ref);
+    }
+}
+
+// The planner at fixed rates (1000 GB/s, 100 GFLOP/s: swapping is free, so more α is faster): GPT-2
+// h32 a4 s192 b2 L3 fp32 flash. The device budget that holds slot 0 at 128 positions and slot 1 at 64 but
+// not both at 128 gets the mix 0:memo@0.67,1:memo@0.34,2:memo@0.67; a larger one uniform α 1; one that holds
+// a single slot at 64 lets one layer swap; a pool budget between takes as many α-1 layers as it holds.
+static void test_alpha_plan(void) {
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.0f};
+    MemoryPolicy pol;
+    make_policy(&pol, &u);
+    GPTConfig c = cfg_of(0);
+    GPT m;
+    gpt_init(&m, &c, &pol);
+    ActShape sh = m.shape;
+    gpt_free(&m);
+    policy_free(&pol);
+    MemoSpeeds sp = {100e9, 1000e9};
+    MemoPlanResult x64, x128, x192, mix, r;
+    memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x64);
+    memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 128, 128, 0, &x128);
+    memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 192, 192, 0, &x192);
+    memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 128, 64, 2, &mix);
+    CHECK(x64.step_s > mix.step_s && mix.step_s > x128.step_s && x128.step_s > x192.step_s, "times %g %g %g %g",
+          x64.step_s, mix.step_s, x128.step_s, x192.step_s);
+    CHECK(mix.arena_bytes > x64.arena_bytes && mix.arena_bytes < x128.arena_bytes, "the mix's arena %zu between %zu and %zu",
+          mix.arena_bytes, x64.arena_bytes, x128.arena_bytes);
+    double budget = (double)(mix.arena_bytes + mix.scratch_bytes);
+    CHECK(memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, budget, 0, &sp, &r) == 0 && r.n_hi == 2 && r.positions == 128 &&
+          r.positions_lo == 64, "budget %.0f: n_hi %d r %ld/%ld, wanted the mix 2 × 128, 64", budget, r.n_hi,
+          r.positions, r.positions_lo);
+    CHECK(memo_plan_layer_positions(&r, 0) == 128 && memo_plan_layer_positions(&r, 1) == 64 &&
+          memo_plan_layer_positions(&r, 2) == 128, "the mix's layers");
+    memo_plan_policy(&r, &sh, ATTN_FLASH, &pol);
+    char desc[128];
+    policy_describe(&pol, desc, sizeof desc);
+    CHECK(strcmp(desc, "0:memo@0.6666667,1:memo@0.33333334,2:memo@0.6666667") == 0, "the plan's policy '%s'", desc);
+    for (int l = 0; l < 3; l++)
+        CHECK(memo_layer_positions(&sh, &pol, l) == memo_plan_layer_positions(&r, l), "layer %d's α reads back", l);
+    policy_free(&pol);
+    CHECK(memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, budget - 1, 0, &sp, &r) == 0 && r.n_hi == 0 && r.positions == 64,
+          "a byte less: uniform 64, got n_hi %d r %ld", r.n_hi, r.positions);
+    CHECK(memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, 1e12, 0, &sp, &r) == 0 && r.n_hi == 0 && r.positions == 192,
+          "no limit: uniform α 1, got n_hi %d r %ld", r.n_hi, r.positions);
+    // room for one slot at 64 positions only: one layer swaps (r_lo = 0, the others recompute everything)
+    MemoPlanResult one;
+    memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 0, 1, &one);
+    budget = (double)(one.arena_bytes + one.scratch_bytes);
+    CHECK(one.arena_bytes < x64.arena_bytes && memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, budget, 0, &sp, &r) == 0 &&
+          r.n_hi == 1 && r.positions == 64 && r.positions_lo == 0, "one slot: n_hi %d r %ld/%ld, wanted 1 × 64, 0", r.n_hi,
+          r.positions, r.positions_lo);
+    // pool budget of 2 layers at 192 and one at 128: 2 × 749568 + 499712 (a layer's slice is 3904 bytes a position)
+    double pool = 2.0 * (double)x192.pool_bytes / 3.0 + (double)x128.pool_bytes / 3.0;
+    CHECK(memo_plan(&sh, ATTN_FLASH, PRECISION_FP32, 1, 1e12, pool, &sp, &r) == 0 && r.n_hi == 2 && r.positions == 192 &&
+          r.positions_lo == 128 && (double)r.pool_bytes == pool, "pool %.0f: n_hi %d r %ld/%ld pool %zu", pool, r.n_hi,
+          r.positions, r.positions_lo, r.pool_bytes);
+}
+
+// 6. --static-plan: the memo layers' kept slices, stage and recompute temporaries are intervals of the
+// recorded step; every later step runs in the plan's block, bitwise the default layout, and the plan's
+// saved tensors peak at the analytic model's bytes (memo_stage one buffer of act_memo_stage_bytes).
+static void test_static_plan(void) {
+    Setup cases[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f},
+                     {1, 0, 1, MASKS_BITS, "memo", NULL, 0.5f},
+                     {0, 0, 0, MASKS_REGEN, NULL, "0:memo@0.67,1:none,2:memo@0.34", 0.0f},
+                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f}};
+    for (int i = 0; i < 4; i++) {
+        char what[160];
+        describe(&cases[i], what, sizeof what);
+        Trace a, b;
+        g_static = 0;
+        run(&a, &cases[i]);
+        g_static = 1;
+        run(&b, &cases[i]);
+        g_static = 0;
+        snprintf(what + strlen(what), sizeof what - strlen(what), " --static-plan");
+        expect_same(&a, &b, what);
+        MemoryPolicy pol;
+        make_policy(&pol, &cases[i]);
+        GPTConfig c = cfg_of(cases[i].llama);
+        GPT m;
+        gpt_init(&m, &c, &pol);
+        long stage = (long)act_memo_stage_bytes(&m.shape, &pol);
+        gpt_free(&m);
+        policy_free(&pol);
+        CHECK(g_plan_unreleased == 0, "%s: %d temporaries live to the step's end (the recompute's scope)", what,
+              g_plan_unreleased);
+        CHECK(g_plan_saved_peak == (long)g_predicted_peak && g_replay_peak == g_predicted_peak && g_plan_stage == stage,
+              "%s: plan's saved peak %ld, replayed ledger peak %zu, predicted %zu; stage buffer %ld, predicted %ld", what,
+              g_plan_saved_peak, g_replay_peak, g_predicted_peak, g_plan_stage, stage);
+        trace_free(&a);
+        trace_free(&b);
+    }
+}
+
 int main(void) {
+    test_static_plan();
+    test_alpha_parse();
+    test_alpha_plan();
+    test_alpha_mixed();
     test_time_model();
     test_ledger();
     test_recompute();

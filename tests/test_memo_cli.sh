@@ -5,6 +5,12 @@
 #  - ctron memory --memo predicts the step peak train measures;
 #  - --mem-budget B --memo auto plans α and holds to B; ctron plan --memo at given speeds picks α as the
 #    time model says (a slow link: α 0; a fast one: the largest α that fits);
+#  - α per layer (--recompute-layers FIRST-LAST:memo@ALPHA): the ledger and the pool per layer "ok", memory
+#    predicting the peak; plan picks a mix where one stage slot of the faster α fits and two do not, and
+#    train --memo auto (at this machine's measured rates) holds the budget; a bad per-layer α exits 2
+#    naming the value;
+#  - --static-plan with memo layers: the ledger ok, the losses the default layout's;
+#  - --resume refuses another per-layer α and continues with the checkpoint's;
 #  - combinations it is not built for exit 2 naming the reason.
 # usage: test_memo_cli.sh CTRON DATA
 set -uo pipefail
@@ -38,9 +44,9 @@ check '[ $rc = 0 ] && grep -q "memo pool (file in $dir/pool" "$dir/f.out" && ! g
 
 # the planner: α of least predicted time that fits
 "$ctron" plan --memo --budget 4MiB "${shape[@]}" --threads 1 --host-gbps 0.001 --gemm-gflops 100 > "$dir/p1.out" 2>&1
-check 'grep -q "α 0: 0 of 128 positions" "$dir/p1.out"' "a slow link gives α 0: $(grep α "$dir/p1.out")"
+check 'grep -q "α 0 (0 of 128 positions" "$dir/p1.out"' "a slow link gives α 0: $(grep α "$dir/p1.out")"
 "$ctron" plan --memo --budget 4MiB "${shape[@]}" --threads 1 --host-gbps 1000 --gemm-gflops 100 > "$dir/p2.out" 2>&1
-check 'grep -q "α 1: 128 of 128 positions" "$dir/p2.out"' "a fast link and room for it gives α 1: $(grep α "$dir/p2.out")"
+check 'grep -q "α 1 (128 of 128 positions" "$dir/p2.out"' "a fast link and room for it gives α 1: $(grep α "$dir/p2.out")"
 "$ctron" plan --memo --budget 1MiB "${shape[@]}" --threads 1 --host-gbps 1000 --gemm-gflops 100 > "$dir/p3.out" 2>&1
 rc=$?
 check '[ $rc = 2 ] && grep -q "nothing fits" "$dir/p3.out"' "a budget too small: exit 2: $(head -1 "$dir/p3.out")"
@@ -49,6 +55,47 @@ rc=$?
 peak=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/a.out")
 check '[ $rc = 0 ] && grep -q "^memo plan: α" "$dir/a.out" && [ -n "$peak" ] && [ "$peak" -le 3145728 ]' \
   "--mem-budget 3MiB --memo auto: rc $rc, peak '$peak': $(grep -m2 'memo plan\|error' "$dir/a.out")"
+
+# α per layer: each layer's pool bytes measured == predicted, memory predicts train's peak
+mix=0:memo@1,1:memo@0.5,2:memo@0.25
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --recompute-layers $mix > "$dir/x.out" 2>&1
+rc=$?
+layers=$(grep -c '^  layer [0-9].*positions.* ok$' "$dir/x.out")
+measured=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/x.out")
+"$ctron" memory "${shape[@]}" --dropout 0.1 --act-dtype fp32 --attention flash --recompute-layers $mix --json > "$dir/m.json" 2>&1
+predicted=$(python3 -c "import json; d=json.load(open('$dir/m.json')); print(d['first_stage']['activation_peak_bytes'])")
+check '[ $rc = 0 ] && ! grep -q MISMATCH "$dir/x.out" && [ "$layers" = 3 ] && grep -q "layer 1   α 0.5  *64 positions  *495616  *495616  ok" "$dir/x.out"' \
+  "mixed α $mix: rc $rc, $layers layer lines ok: $(grep -m3 'MISMATCH\|error\|layer 1 ' "$dir/x.out")"
+check '[ -n "$measured" ] && [ "$measured" = "$predicted" ]' "mixed α: train measured '$measured', memory predicts '$predicted'"
+# the planner's mix: 2800KiB holds a stage slot at 128 positions and one at 64, not two at 128
+"$ctron" plan --memo --budget 2800KiB "${shape[@]}" --threads 1 --host-gbps 1000 --gemm-gflops 100 > "$dir/p4.out" 2>&1
+check 'grep -q "α per layer 0:memo@1,1:memo@0.5,2:memo@1 (128 of 128 positions swapped in 2 layers, 64 in the other 1)" "$dir/p4.out" && grep -q "flags: --recompute-layers 0:memo@1,1:memo@0.5,2:memo@1 --attention flash" "$dir/p4.out"' \
+  "2800KiB at fast rates gives the mix: $(grep 'α\|flags' "$dir/p4.out")"
+"$ctron" plan --memo --budget 2400KiB "${shape[@]}" --threads 1 --host-gbps 1000 --gemm-gflops 100 > "$dir/p5.out" 2>&1
+check 'grep -q "α 0.5 (64 of 128 positions swapped)" "$dir/p5.out" && grep -q "flags: --memo 0.5 " "$dir/p5.out"' \
+  "2400KiB: one slot at 128 does not fit, uniform 0.5: $(grep 'α\|flags' "$dir/p5.out")"
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --mem-budget 2800KiB --memo auto > "$dir/a2.out" 2>&1
+rc=$?
+peak=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/a2.out")
+# (the rates are measured here, so which α is load-dependent: a mix, when chosen, has its per-layer lines)
+mixed_ok() { ! grep -q "^memo plan: α per layer" "$1" || [ "$(grep -c '^  layer [0-9].*positions.* ok$' "$1")" = 3 ]; }
+check '[ $rc = 0 ] && grep -q "^memo plan: α" "$dir/a2.out" && mixed_ok "$dir/a2.out" && ! grep -q MISMATCH "$dir/a2.out" && [ -n "$peak" ] && [ "$peak" -le 2867200 ]' \
+  "--mem-budget 2800KiB --memo auto: rc $rc, peak '$peak': $(grep -m2 'memo plan\|error' "$dir/a2.out")"
+
+# --static-plan: the memo run placed by the recorded plan, its ledger ok, its losses the default layout's
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --recompute-layers $mix --static-plan > "$dir/s.out" 2>&1
+rc=$?
+check '[ $rc = 0 ] && grep -q "^  static memory plan" "$dir/s.out" && ! grep -q MISMATCH "$dir/s.out" && [ "$(grep -o "loss [0-9.]*" "$dir/s.out")" = "$(grep -o "loss [0-9.]*" "$dir/x.out")" ]' \
+  "--static-plan with memo layers: rc $rc: $(grep -m2 'static memory plan\|error\|MISMATCH' "$dir/s.out")"
+
+# --resume keeps a memo layer's α as it keeps --memo's: another one exits 2, none continues with the checkpoint's
+"$ctron" train "${common[@]}" --recompute-layers $mix --stop-after 1 --ckpt-dir "$dir/ck" > "$dir/c1.out" 2>&1
+"$ctron" train --resume "$dir/ck" --threads 1 --recompute-layers 0:memo@1,1:memo@0.25,2:memo@0.25 > "$dir/c2.out" 2>&1
+rc=$?
+"$ctron" train --resume "$dir/ck" --threads 1 > "$dir/c3.out" 2>&1
+rc3=$?
+check '[ $rc = 2 ] && grep -q "does not match the checkpoint.s $mix" "$dir/c2.out" && [ $rc3 = 0 ] && grep -q "^resumed from" "$dir/c3.out"' \
+  "--resume with another per-layer α: rc $rc ($(head -1 "$dir/c2.out")); without: rc $rc3"
 
 # refusals (exit 2, the reason named)
 refuse() {   # expected-substring, flags...
@@ -63,11 +110,17 @@ refuse "with --tempo" --memo 0.5 --tempo layernorm
 refuse "with --mini-seq" --memo 0.5 --mini-seq 4
 refuse "with --reversible" --memo 0.5 --reversible
 refuse "with --recompute full" --memo 0.5 --recompute full
-refuse "with --static-plan" --memo 0.5 --static-plan
-refuse "CUDA backend" --memo 0.5 --device cuda
+refuse "this CPU's" --memo auto --mem-budget 3MiB --device cuda
+refuse "cpu-guarded" --memo 0.5 --device cpu-guarded
 refuse "a pipeline" --memo 0.5 --pp-schedule gpipe --grad-accum 2
 refuse "needs --memo ALPHA" --recompute-layers 0:memo,1-2:none
 refuse "--memo auto" --memo auto
+refuse "memo α 1.5 is not in \[0, 1\]" --recompute-layers 0:memo@1.5,1-2:none
+refuse "memo α -0.5 is not in \[0, 1\]" --recompute-layers 0-2:memo@-0.5
+refuse "cannot parse '0:memo@0.5x'" --recompute-layers 0:memo@0.5x,1-2:none
+refuse "cannot parse '1:full@0.5'" --recompute-layers 0:memo@0.5,1:full@0.5,2:none
+refuse "needs --memo ALPHA or its own memo@ALPHA" --recompute-layers 0:memo@0.5,1:memo,2:none
+refuse "cpu-guarded" --recompute-layers 0-2:memo@0.5 --device cpu-guarded
 refuse "chooses --memo's fraction" --memo 0.5 --mem-budget 64MiB
 "$ctron" plan --memo --budget 1GiB "${shape[@]}" --tp 2 > "$dir/r.out" 2>&1
 rc=$?

@@ -94,7 +94,8 @@ void cli_memory_usage(FILE *f) {
         "  --search-rates GFLOPS,GBPS               search: the rates that price a recompute (required here)\n"
         "  --recompute-method uniform|block         full: groups of N, or the first N layers (default uniform)\n"
         "  --recompute-num-layers N                 full: N (default 1); per model chunk when pipelined\n"
-        "  --recompute-layers LIST                  per layer, e.g. 0-3:full,4-47:selective (every layer)\n"
+        "  --recompute-layers LIST                  per layer, e.g. 0-3:full,4-47:selective (every layer;\n"
+        "                                           memo layers may carry their own α: 0-3:memo@0.25)\n"
         "  --act-dtype fp32|bf16                    stored activations (default bf16, as the paper)\n"
         "  --precision fp32|bf16                    the same: train --precision bf16 keeps activations in bf16\n"
         "  --dropout-masks bytes|bits|regen         mask storage (default bytes)\n"
@@ -480,17 +481,18 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     } else if (a->act_budget_layer > 0 || a->search_gflops > 0) {
         return cfg_error(a, p, "--act-budget-layer and --search-rates are for --recompute search");
     }
-    int memo = a->memo >= 0.0;
+    int memo = a->memo >= 0.0 || policy_list_has_memo(a->list);
     if (memo && (pp > 1 || t > 1 || a->offload || a->reversible || c->policy.tempo & ~(unsigned)ATTN_FLASH ||
                  (a->recompute && strcmp(a->recompute, "none") != 0 && strcmp(a->recompute, "memo") != 0)))
         return cfg_error(a, p, "--memo is built for one process (no --tp, --pp), without --offload, --reversible, "
                          "Tempo, Few-Bit, mini-seq, LoRA or another --recompute (mark layers with --recompute-layers "
                          "FIRST-LAST:memo)");
-    c->policy.memo_alpha = memo ? (float)a->memo : 0.0f;
+    c->policy.memo_alpha = a->memo >= 0.0 ? (float)a->memo : 0.0f;
     const char *rc = memo && !a->list ? "memo" : recompute;
     if (stage_policy_build(&c->policy, &c->lay, rc, a->method, a->num_layers, a->list, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
-    if (!memo && policy_has_memo(&c->policy)) return cfg_error(a, p, "a memo layer needs --memo ALPHA");
+    if (a->memo < 0.0 && policy_memo_needs_alpha(&c->policy))
+        return cfg_error(a, p, "a memo layer needs --memo ALPHA or its own memo@ALPHA");
 
     // Table 5's iteration time applies only to the preset's own shape and layout.
     int all_sel = 1, all_full = 1;

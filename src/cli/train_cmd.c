@@ -60,7 +60,7 @@ void cli_train_usage(FILE *f) {
         "  --recompute-method uniform|block  full: checkpoint every group of N layers / recompute only the first N\n"
         "  --recompute-num-layers N          N for --recompute-method (default 1)\n"
         "  --recompute-layers LIST           per-layer choice, e.g. 0-3:full,4-11:selective (every layer once;\n"
-        "                                    memo layers with --memo ALPHA)\n"
+        "                                    memo layers with --memo ALPHA, or each its own: 0-3:memo@0.25)\n"
         "  --dropout-masks bytes|bits|regen  keep masks as bytes, packed bits, or regenerate them (default bytes)\n"
         "  --precision fp32|bf16             compute precision (default fp32). bf16 is mixed precision: fp32\n"
         "                                    master weights, AdamW state and weight gradients; bf16 GEMMs with\n"

@@ -142,7 +142,7 @@ static int check_memory_flags(const TrainOptions *o, const TrainGiven *given) {
         for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
             if (train_given(given, chosen[i])) return usage_error("--mem-budget plans --%s itself: give one of them", chosen[i]);
     }
-    if (o->offload_dir && !o->offload && o->memo_alpha == -1.0 && !(o->mem_budget > 0 && o->offload_budget > 0))
+    if (o->offload_dir && !o->offload && o->memo_alpha == -1.0 && !policy_list_has_memo(o->recompute_layers) && !(o->mem_budget > 0 && o->offload_budget > 0))
         return usage_error("--offload-dir %s without --offload or --memo (or --mem-budget with --offload-budget): nothing would go "
                            "there", o->offload_dir);
     if (o->offload_budget > 0 && !(o->mem_budget > 0))
@@ -230,7 +230,7 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
 // MEMO (--memo, model/memo.h) is built for one process on the CPU backend, with the standard block: what it
 // is not built with is refused here, with the reason, before anything is allocated.
 static int check_memo(const TrainOptions *o, const TrainGiven *given) {
-    int memo = o->memo_alpha != -1.0;
+    int memo = o->memo_alpha != -1.0 || policy_list_has_memo(o->recompute_layers);
     if (!memo) return 0;
     if (o->memo_alpha == -2.0 && !(o->mem_budget > 0))
         return usage_error("--memo auto: the fraction is chosen by --mem-budget's planner; give --mem-budget, or a "
@@ -248,12 +248,11 @@ static int check_memo(const TrainOptions *o, const TrainGiven *given) {
         return usage_error("--memo with %s: not built (a memo layer keeps what a selective layer keeps)",
                            o->tempo ? "--tempo" : o->gelu_bits ? "--gelu-bits" : "--mini-seq");
     if (o->offload) return usage_error("--memo with --offload: both own the host pool; MEMO already swaps its tokens");
-    if (o->static_plan) return usage_error("--memo with --static-plan: not built (the token ranges' lifetimes are "
-                                           "not recorded)");
-    if (o->device && strcmp(o->device, "cpu") != 0)
-        return usage_error("--memo with --device %s: built for the CPU backend only (%s)", o->device,
-                           strncmp(o->device, "cuda", 4) == 0 ? "the CUDA backend has no flash_attention_forward_rows"
-                                                              : "the guard locks memory the pool's thread copies");
+    if (o->device && strcmp(o->device, "cpu-guarded") == 0)
+        return usage_error("--memo with --device cpu-guarded: the guard locks memory the pool's thread copies");
+    if (o->device && strncmp(o->device, "cuda", 4) == 0 && o->memo_alpha == -2.0)
+        return usage_error("--memo auto with --device %s: the planner's host link and GEMM rate are this CPU's; give "
+                           "--memo ALPHA (ctron plan --memo --host-gbps X --gemm-gflops Y plans it for the GPU)", o->device);
     (void)given;
     return 0;
 }

@@ -53,7 +53,7 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
         LayerRecompute k = policy->kind[l];
         if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, h);
         if (k == RECOMPUTE_MEMO) {   // its later positions, and (without flash) the core in backward as selective's
-            double r = s >= 1.0 ? (double)memo_swap_positions((long)s, policy->memo_alpha) / s : 0.0;
+            double r = s >= 1.0 ? (double)memo_swap_positions((long)s, policy_memo_alpha(policy, l)) / s : 0.0;
             total += flops_recompute_memo_block(B, s, h, r, blk);
             if (!(policy->tempo & ATTN_FLASH)) total += flops_recompute_selective(B, s, h);
         }

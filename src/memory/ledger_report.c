@@ -107,14 +107,34 @@ int ledger_print_offload(FILE *f, const Ledger *pool, const ActShape *sh, const 
     return bad + print_pool_totals(f, pool, want, stored, loaded, wait_s);
 }
 
+// A mixed-α run: each memo layer's α, positions and pool bytes, measured (the ledger) vs predicted.
+static int print_memo_layers(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p) {
+    int bad = 0;
+    for (int l = 0; l < pool->layers && l < p->layers; l++) {
+        if (p->kind[l] != RECOMPUTE_MEMO) continue;
+        size_t got = 0, pred = act_memo_swap_bytes(sh, p, l);
+        for (int n = 0; n < ACT_N_LAYER; n++) got += ledger_stored_bytes(pool, (ActName)n, l);
+        fprintf(f, "  layer %-3d α %-8g %6ld positions %14zu %14zu  %s\n", l, policy_memo_alpha(p, l),
+                memo_layer_positions(sh, p, l), got, pred, got == pred ? "ok" : "MISMATCH");
+        bad += got != pred;
+    }
+    return bad;
+}
+
 int ledger_print_memo(FILE *f, const Ledger *pool, const ActShape *sh, const MemoryPolicy *p, const char *where,
                       double stored, double loaded, double wait_s) {
     int bad = 0;
-    long r = memo_swap_positions(sh->s, p->memo_alpha);
-    fprintf(f, "memo pool (%s; --memo %g: the first %ld of %ld positions of each memo layer swapped, the rest "
-               "recomputed): measured vs predicted\n", where, (double)p->memo_alpha, r, sh->s);
+    if (policy_memo_mixed(p)) {
+        fprintf(f, "memo pool (%s; α per layer: the first r of %ld positions of each memo layer swapped, the rest "
+                   "recomputed): measured vs predicted\n", where, sh->s);
+    } else {
+        long r = memo_swap_positions(sh->s, p->memo_alpha);
+        fprintf(f, "memo pool (%s; --memo %g: the first %ld of %ld positions of each memo layer swapped, the rest "
+                   "recomputed): measured vs predicted\n", where, (double)p->memo_alpha, r, sh->s);
+    }
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (memo_swaps(sh, p->tempo, (ActName)n)) bad += print_name_row(f, pool, sh, p, (ActName)n, act_memo_swap_name_bytes);
+    if (policy_memo_mixed(p)) bad += print_memo_layers(f, pool, sh, p);
     size_t want = act_memo_pool_bytes(sh, p);
     return bad + print_pool_totals(f, pool, want, stored, loaded, wait_s);
 }

@@ -20,11 +20,20 @@ int memo_swaps(const ActShape *sh, unsigned tempo, ActName name) {
     return act_kept(RECOMPUTE_SELECTIVE, 1, tempo, name) && act_elements(sh, name) > 0;
 }
 
+long memo_layer_positions(const ActShape *sh, const MemoryPolicy *p, int l) {
+    if (!p || l < 0 || l >= p->layers || p->kind[l] != RECOMPUTE_MEMO) return 0;
+    return memo_swap_positions(sh->s, policy_memo_alpha(p, l));
+}
+
+// Bytes of r positions of `name` (every such tensor is s × (the rest)).
+static size_t slice_bytes(const ActShape *sh, ActName name, long r) {
+    size_t per_position = act_elements(sh, name) / (size_t)sh->s;
+    return per_position * (size_t)r * (act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes);
+}
+
 size_t act_memo_swap_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
     if (!p || p->kind[l] != RECOMPUTE_MEMO || !memo_swaps(sh, p->tempo, name)) return 0;
-    long r = memo_swap_positions(sh->s, p->memo_alpha);
-    size_t per_position = act_elements(sh, name) / (size_t)sh->s;   // every such tensor is s × (the rest)
-    return per_position * (size_t)r * (act_is_fp32_always(name) ? 4 : (size_t)sh->elem_bytes);
+    return slice_bytes(sh, name, memo_layer_positions(sh, p, l));
 }
 
 size_t act_memo_swap_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
@@ -40,14 +49,15 @@ size_t act_memo_span(const ActShape *sh, const MemoryPolicy *p, int l) {
 }
 
 size_t act_memo_stage_bytes(const ActShape *sh, const MemoryPolicy *p) {
-    size_t span = 0;
-    int layers = 0;
+    size_t span[2] = {0, 0};
+    int k = 0;   // the k-th layer that swaps goes to slot k mod 2 (model/offload_sched.c's pool_regions_plan)
     for (int l = 0; p && l < sh->L && l < p->layers; l++) {
         size_t x = act_memo_span(sh, p, l);
-        layers += x > 0;
-        if (x > span) span = x;
+        if (!x) continue;
+        if (x > span[k & 1]) span[k & 1] = x;
+        k++;
     }
-    return (layers < 2 ? (size_t)layers : 2) * span;
+    return span[0] + span[1];
 }
 
 size_t act_memo_pool_bytes(const ActShape *sh, const MemoryPolicy *p) {
@@ -87,12 +97,10 @@ MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double 
     double attn = 2.0 * s * s * h * b;   // causal: half of Eq. 7's 4·s²·h
     double fwd = b * flops_layer_forward_block(s, h, &blk) - 2.0 * s * s * h * b;
     double down = 2.0 * s * b * h * blk.ffn;
-    // the bytes of every position: the slice of α = 1
-    MemoryPolicy all = *p;
-    all.memo_alpha = 1.0f;
+    // the bytes of every position: the slice of α = 1 (the same for every memo layer)
     size_t bytes = 0;
-    for (int l = 0; l < p->layers; l++)
-        if (p->kind[l] == RECOMPUTE_MEMO) { bytes = act_memo_swap_bytes(sh, &all, l); break; }
+    for (int n = 0; n < ACT_N_LAYER; n++)
+        if (memo_swaps(sh, p->tempo, (ActName)n)) bytes += slice_bytes(sh, (ActName)n, sh->s);
     MemoLayerCost c = {fwd / gemm_flops, attn / gemm_flops, down / gemm_flops, (double)bytes, link_bps};
     return c;
 }

@@ -16,6 +16,8 @@
 // Positions of s whose tensors a memo layer swaps: α·s rounded down to a multiple of MEMO_TILE (all s
 // when α = 1).
 long memo_swap_positions(long s, double alpha);
+// Positions layer l swaps: memo_swap_positions of its α (0 unless l is a memo layer).
+long memo_layer_positions(const ActShape *sh, const MemoryPolicy *p, int l);
 // Does a memo layer swap (first positions) and recompute (the rest) `name`?
 int memo_swaps(const ActShape *sh, unsigned tempo, ActName name);
 // Bytes of layer l's swapped slice of `name` (0 unless l is a memo layer and memo_swaps(name)); all of
@@ -23,7 +25,8 @@ int memo_swaps(const ActShape *sh, unsigned tempo, ActName name);
 size_t act_memo_swap_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
 size_t act_memo_swap_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_memo_span(const ActShape *sh, const MemoryPolicy *p, int l);
-// memo_stage: two slots of the largest span (one when a single layer swaps), an arena entry at the bottom.
+// memo_stage: two slots, each of the largest span among its layers (the swapping layers alternate between
+// them: one slot when a single layer swaps), an arena entry at the bottom.
 size_t act_memo_stage_bytes(const ActShape *sh, const MemoryPolicy *p);
 // The host pool: every memo layer's swapped slices.
 size_t act_memo_pool_bytes(const ActShape *sh, const MemoryPolicy *p);

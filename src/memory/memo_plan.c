@@ -1,9 +1,21 @@
 #include "memory/memo_plan.h"
+#include <math.h>
 #include <string.h>
 #include "memory/flops.h"
 #include "memory/offload_pool.h"
 #include "memory/planner.h"
 #include "util/common.h"
+
+float memo_alpha_of(long r, long s) {
+    if (r >= s) return 1.0f;
+    float a = (float)((double)r / (double)s);
+    while (memo_swap_positions(s, (double)a) < r) a = nextafterf(a, 2.0f);
+    return a;
+}
+
+long memo_plan_layer_positions(const MemoPlanResult *r, int l) {
+    return l % 2 == 0 && l / 2 < r->n_hi ? r->positions : r->positions_lo;
+}
 
 void memo_plan_policy(const MemoPlanResult *r, const ActShape *sh, unsigned tempo, MemoryPolicy *pol) {
     char err[64];
@@ -11,8 +23,9 @@ void memo_plan_policy(const MemoPlanResult *r, const ActShape *sh, unsigned temp
     pol->act_dtype = sh->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
     pol->masks = sh->masks;
     pol->tempo = tempo & ATTN_FLASH;
-    pol->memo_alpha = (float)r->alpha;
+    pol->memo_alpha = memo_alpha_of(r->positions_lo, sh->s);
     if (policy_build(pol, (int)sh->L, "memo", NULL, 1, NULL, err, sizeof err) != 0) ctron_fatal("memo_plan: %s", err);
+    for (int l = 0; r->n_hi > 0 && l < pol->layers; l++) pol->alpha[l] = memo_alpha_of(memo_plan_layer_positions(r, l), sh->s);
 }
 
 // What gpt_init allocates for memo layers' attention: flash's tiles, and without flash the selective
@@ -26,11 +39,21 @@ static size_t memo_scratch(const ActShape *sh, unsigned tempo, int threads) {
     return fl > re ? fl : re;
 }
 
-static void evaluate(const ActShape *sh, unsigned tempo, Precision precision, int threads, const MemoSpeeds *sp,
-                     long r, MemoPlanResult *x) {
+static double head_seconds(const ActShape *sh, const MemoSpeeds *sp) {
+    return 6.0 * (double)sh->s * (double)sh->b * (double)sh->h * (double)sh->v / sp->gemm_flops;
+}
+
+void memo_plan_evaluate(const ActShape *sh, unsigned tempo, Precision precision, int threads, const MemoSpeeds *sp,
+                        long r_hi, long r_lo, int n_hi, MemoPlanResult *x) {
     memset(x, 0, sizeof *x);
-    x->positions = r;
-    x->alpha = r >= sh->s ? 1.0 : (double)r / (double)sh->s;
+    if (n_hi <= 0 || r_hi == r_lo) {
+        n_hi = 0;
+        r_hi = r_lo;
+    }
+    x->positions = r_hi;
+    x->positions_lo = r_lo;
+    x->n_hi = n_hi;
+    x->alpha = r_hi >= sh->s ? 1.0 : (double)r_hi / (double)sh->s;
     MemoryPolicy pol;
     memo_plan_policy(x, sh, tempo, &pol);
     x->act_peak = act_peak_bytes(sh, &pol);
@@ -38,27 +61,56 @@ static void evaluate(const ActShape *sh, unsigned tempo, Precision precision, in
     x->scratch_bytes = memo_scratch(sh, tempo, threads) + plan_gemm_scratch_bytes(sh, precision, tempo & ATTN_FLASH, threads);
     x->pool_bytes = act_memo_pool_bytes(sh, &pol);
     x->cost = memo_layer_cost(sh, &pol, sp->gemm_flops, sp->link_bps);
-    x->layer = memo_layer_time(&x->cost, (double)r / (double)sh->s);
-    x->head_s = 6.0 * (double)sh->s * (double)sh->b * (double)sh->h * (double)sh->v / sp->gemm_flops;
-    x->step_s = (double)sh->L * x->layer.layer_s + x->head_s;
+    x->layer = memo_layer_time(&x->cost, (double)r_hi / (double)sh->s);
+    x->layer_lo = memo_layer_time(&x->cost, (double)r_lo / (double)sh->s);
+    x->head_s = head_seconds(sh, sp);
+    x->step_s = (double)n_hi * x->layer.layer_s + (double)(sh->L - n_hi) * x->layer_lo.layer_s + x->head_s;
     x->full_step_s = (double)sh->L * memo_layer_time(&x->cost, 0.0).layer_s + x->head_s;
     policy_free(&pol);
 }
 
 int memo_plan(const ActShape *sh, unsigned tempo, Precision precision, int threads, double budget, double pool_budget,
               const MemoSpeeds *sp, MemoPlanResult *out) {
+    // the grid, and one layer's time at each point (the same for every layer: a layer's own r decides it)
+    long n_grid = (sh->s + MEMO_TILE - 1) / MEMO_TILE + 1;
+    long *grid = xcalloc(sizeof(long) * (size_t)n_grid);
+    double *layer_s = xcalloc(sizeof(double) * (size_t)n_grid);
     MemoPlanResult best, x;
-    int found = 0;
-    for (long r = 0;; r = r + MEMO_TILE < sh->s ? r + MEMO_TILE : sh->s) {
-        evaluate(sh, tempo, precision, threads, sp, r, &x);
-        int fits = (double)(x.arena_bytes + x.scratch_bytes) <= budget && (pool_budget <= 0 || (double)x.pool_bytes <= pool_budget);
-        if (fits && (!found || x.step_s < best.step_s)) {
-            best = x;
-            found = 1;
-        }
-        if (r >= sh->s) break;
+    memo_plan_evaluate(sh, tempo, precision, threads, sp, 0, 0, 0, &x);
+    for (long i = 0; i < n_grid; i++) {
+        grid[i] = i * MEMO_TILE < sh->s ? i * MEMO_TILE : sh->s;
+        layer_s[i] = memo_layer_time(&x.cost, (double)grid[i] / (double)sh->s).layer_s;
     }
-    if (!found) evaluate(sh, tempo, precision, threads, sp, 0, &best);
+    double all_bytes = x.cost.swap_bytes;   // a layer's pool bytes at all s positions; at r, r/s of them
+    int even = (int)(sh->L + 1) / 2, found = 0;
+    for (long lo = 0; lo < n_grid; lo++)
+        for (long hi = lo; hi < n_grid; hi++) {
+            if (hi > lo && !(layer_s[hi] < layer_s[lo])) continue;   // a slower r_hi: the uniform r_lo is better
+            int n_hi = hi > lo ? even : 0;
+            if (n_hi && pool_budget > 0) {   // as many r_hi layers as the host pool holds
+                double lo_pool = (double)sh->L * all_bytes * (double)grid[lo] / (double)sh->s;
+                double extra = all_bytes * (double)(grid[hi] - grid[lo]) / (double)sh->s;
+                double room = (pool_budget - lo_pool) / extra;
+                if (room < (double)n_hi) n_hi = room < 1.0 ? 0 : (int)room;
+                if (!n_hi) continue;
+            }
+            // as many r_hi layers as may be, or one: with r_lo = 0 a single swapping layer needs one stage slot
+            for (int k = 0; k < (n_hi > 1 ? 2 : 1); k++) {
+                int n = k ? 1 : n_hi;
+                double t = (double)n * layer_s[hi] + (double)(sh->L - n) * layer_s[lo] + x.head_s;
+                if (found && !(t < best.step_s * (1.0 - 1e-12))) continue;
+                memo_plan_evaluate(sh, tempo, precision, threads, sp, grid[hi], grid[lo], n, &x);
+                int fits = (double)(x.arena_bytes + x.scratch_bytes) <= budget &&
+                           (pool_budget <= 0 || (double)x.pool_bytes <= pool_budget);
+                if (fits) {
+                    best = x;
+                    found = 1;
+                }
+            }
+        }
+    if (!found) memo_plan_evaluate(sh, tempo, precision, threads, sp, 0, 0, 0, &best);
+    free(grid);
+    free(layer_s);
     *out = best;
     return found ? 0 : -1;
 }

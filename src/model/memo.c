@@ -12,7 +12,7 @@
 
 static size_t padded(size_t n) { return (n + 63) / 64 * 64; }
 
-int memo_rows(const GPT *m) { return (int)memo_swap_positions(m->s_cur, m->policy.memo_alpha); }
+int memo_rows(const GPT *m, int l) { return (int)memo_swap_positions(m->s_cur, policy_memo_alpha(&m->policy, l)); }
 
 static int stored_bf16(const GPT *m, ActName name) {
     return m->policy.act_dtype == ACT_BF16 && !act_is_fp32_always(name) && !act_is_mask(name);
@@ -35,14 +35,15 @@ void memo_init(GPT *m) {
     if (!policy_has_memo(&m->policy)) return;
     const char *why = unsupported(m);
     if (why) ctron_fatal("--memo: not built with %s", why);
-    if (m->policy.memo_alpha < 0.0f || m->policy.memo_alpha > 1.0f)
-        ctron_fatal("--memo: alpha %g is not in [0, 1]", (double)m->policy.memo_alpha);
+    for (int l = 0; l < m->cfg.layers; l++)
+        if (m->policy.kind[l] == RECOMPUTE_MEMO && !(policy_memo_alpha(&m->policy, l) >= 0.0 && policy_memo_alpha(&m->policy, l) <= 1.0))
+            ctron_fatal("--memo: layer %d's alpha %g is not in [0, 1]", l, policy_memo_alpha(&m->policy, l));
     MemoState *o = xcalloc(sizeof *o);
     m->memo = o;
     int L = m->cfg.layers;
     o->owner[0] = o->owner[1] = -1;
     ledger_init(&o->ledger, L);
-    size_t at = pool_regions_plan(m, act_memo_span, &o->pool_at, &o->slot, &o->order, &o->n_order, &o->span);
+    size_t at = pool_regions_plan(m, act_memo_span, &o->pool_at, &o->slot, &o->order, &o->n_order, o->span);
     if (at == 0) return;   // α rounds to no position: every memo layer recomputes all of its tokens
     char err[640];
     o->pool = offload_pool_open(m->be, at, m->policy.offload_dir, err, sizeof err);
@@ -68,7 +69,8 @@ void memo_begin_forward(GPT *m) {
     o->snapped = 0;
 }
 
-static uint8_t *slot_base(const MemoState *o, int l) { return o->stage + (size_t)o->slot[l] * o->span; }
+// Slot 0 at the stage's start, slot 1 after slot 0's largest region (each slot as large as its layers need).
+static uint8_t *slot_base(const MemoState *o, int l) { return o->stage + (o->slot[l] ? o->span[0] : 0); }
 
 // Where `name`'s slice sits in layer l's region (names in enum order, each 64-byte aligned).
 static size_t slice_offset(const GPT *m, int l, ActName name) {
@@ -218,7 +220,7 @@ static int swapped(const GPT *m, ActName name) { return memo_swaps(&m->shape, m-
 
 float *memo_block_forward(GPT *m, int l, const float *x, int where) {
     MemoState *o = m->memo;
-    int s = m->s_cur, r = memo_rows(m);
+    int s = m->s_cur, r = memo_rows(m, l);
     LayerViews V = {{0}, NULL, NULL};
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (swapped(m, (ActName)n)) V.t[n] = work_slot(m, (ActName)n, l);
@@ -270,9 +272,10 @@ void memo_fetch(GPT *m, int l) {
     }
 }
 
-void memo_recompute(GPT *m, int l) {
+// Positions [r, s) of layer l again, and every swapped tensor laid out whole in the arena.
+static void recompute_rows(GPT *m, int l) {
     BlockActs *A = &m->act->blocks[l];
-    int s = m->s_cur, b = m->b_cur, r = memo_rows(m);
+    int s = m->s_cur, b = m->b_cur, r = memo_rows(m, l);
     size_t rows = (size_t)s * b, nrh = rows * (size_t)m->cfg.hidden;
     const float *x = saved_in(m, A, ACT_LN1_IN, l, nrh);
     LayerViews V = {{0}, NULL, NULL};
@@ -294,6 +297,12 @@ void memo_recompute(GPT *m, int l) {
     layer_rows(m, l, x, &V, r, s, NULL);
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (V.t[n]) saved_done(m, A, (ActName)n, l, V.t[n], count[n], KEEP_ARENA, 1);
+}
+
+void memo_recompute(GPT *m, int l) {
+    scope_begin(m, l);   // its temporaries (working copies, workspace) end with it: --static-plan's intervals
+    recompute_rows(m, l);
+    scope_end(m, l);
 }
 
 void memo_layer_released(GPT *m, int l) {

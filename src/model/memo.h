@@ -15,8 +15,8 @@
 typedef struct MemoState {
     OffloadPool *pool;            // the host pool (or --offload-dir's file); NULL when no memo layer swaps
     Ledger ledger;                // bytes in the pool, per layer and name (the swapped slices)
-    uint8_t *stage;               // the arena entry memo_stage: two slots of `span` bytes
-    size_t span;
+    uint8_t *stage;               // the arena entry memo_stage: slot 0 (span[0] bytes), then slot 1 (span[1])
+    size_t span[2];               // the largest region of the layers in each slot
     size_t *pool_at;              // [layers] where each layer's slice region starts in the pool
     int *slot;                    // [layers] its slot (-1: not a memo layer, or nothing swapped)
     int *order;                   // memo layers that swap, last first (the backward's order)
@@ -42,5 +42,5 @@ void memo_recompute(GPT *m, int l);
 void memo_layer_released(GPT *m, int l);
 void memo_end_step(GPT *m);
 // Positions swapped in this micro-batch (s_cur).
-int memo_rows(const GPT *m);
+int memo_rows(const GPT *m, int l);
 #endif

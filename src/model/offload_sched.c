@@ -5,19 +5,19 @@
 static size_t padded(size_t n) { return (n + 63) / 64 * 64; }
 
 size_t pool_regions_plan(const GPT *m, size_t (*span_of)(const ActShape *, const MemoryPolicy *, int),
-                         size_t **pool_at, int **slot, int **order, int *n_order, size_t *span) {
+                         size_t **pool_at, int **slot, int **order, int *n_order, size_t span[2]) {
     int L = m->cfg.layers, k = 0;
     *pool_at = xcalloc(sizeof(size_t) * (size_t)L);
     *order = xcalloc(sizeof(int) * (size_t)L);
     *slot = xcalloc(sizeof(int) * (size_t)L);
     *n_order = 0;
-    *span = 0;
+    span[0] = span[1] = 0;
     size_t at = 0;
     for (int l = 0; l < L; l++) {
         size_t region = span_of(&m->shape, &m->policy, l);
         (*pool_at)[l] = at;
         (*slot)[l] = region ? (k++ & 1) : -1;
-        if (region > *span) *span = region;
+        if (region && region > span[(*slot)[l]]) span[(*slot)[l]] = region;
         at += region;
     }
     for (int l = L - 1; l >= 0; l--)
@@ -32,7 +32,9 @@ void offload_init(GPT *m) {
     if (!m->policy.offload) return;
     int L = m->cfg.layers;
     ledger_init(&o->ledger, L);   // even when nothing is offloaded: then every cell stays 0
-    size_t at = pool_regions_plan(m, act_layer_offload_span, &o->pool_at, &o->slot, &o->order, &o->n_order, &o->span);
+    size_t span[2];
+    size_t at = pool_regions_plan(m, act_layer_offload_span, &o->pool_at, &o->slot, &o->order, &o->n_order, span);
+    o->span = span[0] > span[1] ? span[0] : span[1];   // two slots of the largest region
     if (at == 0) return;   // the policy keeps none of the named tensors: no pool, no stage (the run says so)
     char err[640];
     o->pool = offload_pool_open(m->be, at, m->policy.offload_dir, err, sizeof err);

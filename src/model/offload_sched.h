@@ -13,9 +13,10 @@
 void offload_init(GPT *m);
 // A pool's layout for per-layer region sizes span_of(shape, policy, l) (offload's and MEMO's differ):
 // each layer's offset, its slot (alternating between the layers with a region; -1: none), those layers
-// last first (the backward's order) and the largest region; returns the pool's bytes. Arrays xcalloc'd.
+// last first (the backward's order) and the largest region of each slot (span[0], span[1]); returns the
+// pool's bytes. Arrays xcalloc'd.
 size_t pool_regions_plan(const GPT *m, size_t (*span_of)(const ActShape *, const MemoryPolicy *, int),
-                         size_t **pool_at, int **slot, int **order, int *n_order, size_t *span);
+                         size_t **pool_at, int **slot, int **order, int *n_order, size_t span[2]);
 void offload_free(GPT *m);
 // A training forward begins: the stage goes on the arena (its bottom entry).
 void offload_begin_forward(GPT *m);

@@ -16,7 +16,17 @@ static void alloc_plan(MemoryPolicy *p, int layers) {
     p->layers = layers;
     p->kind = xcalloc(sizeof(LayerRecompute) * (size_t)layers);
     p->group_start = xcalloc(sizeof(int) * (size_t)layers);
-    for (int l = 0; l < layers; l++) p->group_start[l] = l;
+    p->alpha = xcalloc(sizeof(float) * (size_t)layers);
+    for (int l = 0; l < layers; l++) {
+        p->group_start[l] = l;
+        p->alpha[l] = -1.0f;
+    }
+}
+
+int policy_memo_mixed(const MemoryPolicy *p) {
+    for (int l = 0; p && p->alpha && l < p->layers; l++)
+        if (p->kind[l] == RECOMPUTE_MEMO && p->alpha[l] >= 0.0f) return 1;
+    return 0;
 }
 
 void policy_default(MemoryPolicy *p, int layers) {
@@ -28,11 +38,14 @@ void policy_copy(MemoryPolicy *dst, const MemoryPolicy *src) {
     policy_default(dst, src->layers);
     LayerRecompute *kind = dst->kind;
     int *group_start = dst->group_start;
+    float *alpha = dst->alpha;
     *dst = *src;
     dst->kind = kind;
     dst->group_start = group_start;
+    dst->alpha = alpha;
     memcpy(dst->kind, src->kind, sizeof(LayerRecompute) * (size_t)src->layers);
     memcpy(dst->group_start, src->group_start, sizeof(int) * (size_t)src->layers);
+    if (src->alpha) memcpy(dst->alpha, src->alpha, sizeof(float) * (size_t)src->layers);
 }
 
 void policy_keep_everything(MemoryPolicy *all, const MemoryPolicy *plan) {
@@ -53,6 +66,7 @@ void policy_cut_groups(MemoryPolicy *p, int chunk_layers) {
 void policy_free(MemoryPolicy *p) {
     free(p->kind);
     free(p->group_start);
+    free(p->alpha);
     memset(p, 0, sizeof *p);
 }
 
@@ -78,6 +92,32 @@ static int parse_kind(const char *text, size_t len, LayerRecompute *out) {
     return -1;
 }
 
+// "memo@ALPHA": a memo layer's own α. Returns 0 with *alpha (-1 without '@'), -1 when malformed (err set
+// only when the number reads but lies outside [0, 1]).
+static int parse_kind_alpha(const char *text, size_t len, LayerRecompute *kind, float *alpha, char *err, size_t errlen) {
+    const char *at = memchr(text, '@', len);
+    *alpha = -1.0f;
+    if (parse_kind(text, at ? (size_t)(at - text) : len, kind) != 0) return -1;
+    if (!at) return 0;
+    if (*kind != RECOMPUTE_MEMO) return -1;
+    char num[48];
+    size_t n = len - (size_t)(at + 1 - text);
+    if (n == 0 || n >= sizeof num) return -1;
+    memcpy(num, at + 1, n);
+    num[n] = '\0';
+    char *q;
+    errno = 0;
+    double a = strtod(num, &q);
+    if (q == num || *q || errno || !(a == a)) return -1;
+    if (a < 0.0 || a > 1.0) {
+        snprintf(err, errlen, "--recompute-layers: memo α %s is not in [0, 1] (the fraction of the layer's tokens "
+                 "swapped to host memory)", num);
+        return -1;
+    }
+    *alpha = (float)a;
+    return 0;
+}
+
 static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t errlen) {
     int L = p->layers;
     int *seen = xcalloc(sizeof(int) * (size_t)L);
@@ -90,16 +130,20 @@ static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t
         char *q;
         long lo, hi;
         LayerRecompute kind;
+        float alpha = -1.0f;
         errno = 0;
+        err[0] = '\0';
         lo = strtol(s, &q, 10);
         hi = lo;
         if (!colon || q == s || errno) rc = -1;
         else if (*q == '-') { const char *r = q + 1; hi = strtol(r, &q, 10); if (q == r) rc = -1; }
         if (rc == 0 && q != colon) rc = -1;
-        if (rc == 0 && parse_kind(colon + 1, len - (size_t)(colon + 1 - s), &kind) != 0) rc = -1;
+        if (rc == 0 && parse_kind_alpha(colon + 1, len - (size_t)(colon + 1 - s), &kind, &alpha, err, errlen) != 0)
+            rc = -1;
         if (rc) {
-            snprintf(err, errlen, "--recompute-layers: cannot parse '%.*s' (expected FIRST[-LAST]:none|selective|full|memo)",
-                     (int)len, s);
+            if (!err[0])
+                snprintf(err, errlen, "--recompute-layers: cannot parse '%.*s' (expected "
+                         "FIRST[-LAST]:none|selective|full|memo[@ALPHA])", (int)(len < 80 ? len : 80), s);
             break;
         }
         if (lo < 0 || hi >= L || lo > hi) {
@@ -115,6 +159,7 @@ static int parse_layer_list(MemoryPolicy *p, const char *list, char *err, size_t
             }
             seen[l] = 1;
             p->kind[l] = kind;
+            p->alpha[l] = alpha;
         }
         s = end ? end + 1 : s + len;
     }
@@ -136,6 +181,7 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     given.layers = 0;
     given.kind = NULL;
     given.group_start = NULL;
+    given.alpha = NULL;
     *p = given;
     alloc_plan(p, layers);
     if (layer_list) return parse_layer_list(p, layer_list, err, errlen);
@@ -169,18 +215,42 @@ int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char 
     return 0;
 }
 
+int policy_memo_needs_alpha(const MemoryPolicy *p) {
+    for (int l = 0; p && l < p->layers; l++)
+        if (p->kind[l] == RECOMPUTE_MEMO && !(p->alpha && p->alpha[l] >= 0.0f)) return 1;
+    return 0;
+}
+
+int policy_list_has_memo(const char *list) { return list && strstr(list, ":memo") != NULL; }
+
+const char *policy_alpha_text(float a, char *buf, size_t len) {
+    for (int digits = 6; digits <= 9; digits++) {   // the shortest that reads back as a: --recompute-layers takes it
+        snprintf(buf, len, "%.*g", digits, (double)a);
+        if (strtof(buf, NULL) == a) break;
+    }
+    return buf;
+}
+
+static float own_alpha(const MemoryPolicy *p, int l) {
+    return p->alpha && p->kind[l] == RECOMPUTE_MEMO ? p->alpha[l] : -1.0f;
+}
+
 void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
     size_t used = 0;
     buf[0] = '\0';
     for (int l = 0; l < p->layers && used < len;) {
         int r = l;
-        while (r + 1 < p->layers && p->kind[r + 1] == p->kind[l]) r++;
+        while (r + 1 < p->layers && p->kind[r + 1] == p->kind[l] && own_alpha(p, r + 1) == own_alpha(p, l)) r++;
         int all = l == 0 && r == p->layers - 1;   // one policy for every layer: just its name
         int n = all ? snprintf(buf, len, "%s", recompute_name(p->kind[l]))
                 : l == r ? snprintf(buf + used, len - used, "%s%d:%s", used ? "," : "", l, recompute_name(p->kind[l]))
                          : snprintf(buf + used, len - used, "%s%d-%d:%s", used ? "," : "", l, r, recompute_name(p->kind[l]));
         if (n < 0) break;
         used += (size_t)n;
+        if (own_alpha(p, l) >= 0.0f && used < len) {
+            n = snprintf(buf + used, len - used, "@%s", policy_alpha_text(own_alpha(p, l), (char[24]){0}, 24));
+            if (n > 0) used += (size_t)n;
+        }
         if (p->kind[l] == RECOMPUTE_FULL) {
             int groups = 0;
             for (int k = l; k <= r; k++) groups += p->group_start[k] == k;

@@ -3,8 +3,9 @@
 #define CTRON_POLICY_H
 #include <stddef.h>
 
-// RECOMPUTE_MEMO (MEMO, model/memo.h): the layer keeps its input; of the rest, the first memo_alpha of the
-// tokens go to host memory and come back, the other tokens are recomputed over their range only.
+// RECOMPUTE_MEMO (MEMO, model/memo.h): the layer keeps its input; of the rest, the first α of the tokens
+// (policy_memo_alpha: the layer's own, or memo_alpha) go to host memory and come back, the other tokens
+// are recomputed over their range only.
 typedef enum { RECOMPUTE_NONE = 0, RECOMPUTE_SELECTIVE = 1, RECOMPUTE_FULL = 2, RECOMPUTE_MEMO = 3 } LayerRecompute;
 typedef enum { MASKS_BYTES = 0, MASKS_BITS = 1, MASKS_REGEN = 2 } MaskMode;
 typedef enum { ACT_FP32 = 0, ACT_BF16 = 1 } ActDtype;
@@ -50,6 +51,7 @@ typedef struct {
     int layers;
     LayerRecompute *kind;     // [layers]
     int *group_start;         // [layers] first layer of this layer's full-recompute group (= l otherwise)
+    float *alpha;             // [layers] a memo layer's own α ("FIRST-LAST:memo@ALPHA"); < 0 (or NULL): memo_alpha
     ActDtype act_dtype;
     int precision;            // Precision (backend/backend.h): bf16 = mixed precision (act_dtype is then bf16)
     const char *device;       // the backend the model runs on: cpu, cpu-guarded, cuda[:N] (NULL: cpu); not owned
@@ -61,13 +63,15 @@ typedef struct {
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)
     unsigned offload;         // --offload: bit (1 << name) for each per-layer tensor kept in the offload pool
     const char *offload_dir;  // --offload-dir: the pool is a file there (NULL: host memory); not owned
-    float memo_alpha;         // --memo: the fraction of a memo layer's tokens swapped, not recomputed (0..1)
+    float memo_alpha;         // --memo: the fraction of a memo layer's tokens swapped, not recomputed (0..1),
+                              // for every memo layer without its own alpha[l]
     int rev_store;            // reversible blocks: keep each layer's activations instead of inverting (the reference)
 } MemoryPolicy;
 
 // Megatron's options: --recompute none|selective|full, --recompute-method uniform|block,
 // --recompute-num-layers N, or an explicit list "0-3:full,4-11:selective" (each full layer of a
-// list is its own group). Returns 0, or -1 with a message naming the bad value in err.
+// list is its own group; "0-3:memo@0.25" gives memo layers their own α in [0, 1]). Returns 0, or -1 with
+// a message naming the bad value in err.
 int policy_build(MemoryPolicy *p, int layers, const char *recompute, const char *method, int num_layers,
                  const char *layer_list, char *err, size_t errlen);
 int policy_parse_masks(const char *text, MaskMode *out);
@@ -82,6 +86,18 @@ const char *offload_describe(unsigned offload, char *buf, size_t len);
 // "gelu,softmax" / "none"
 const char *tempo_describe(unsigned tempo, char *buf, size_t len);
 void policy_default(MemoryPolicy *p, int layers);   // none, fp32, byte masks
+// Layer l's α: its own (alpha[l] >= 0), else memo_alpha. Meaningful for memo layers.
+static inline double policy_memo_alpha(const MemoryPolicy *p, int l) {
+    return p->alpha && p->alpha[l] >= 0.0f ? (double)p->alpha[l] : (double)p->memo_alpha;
+}
+// Does any memo layer carry its own α (a per-layer mix, "0-3:memo@0.25,...")?
+int policy_memo_mixed(const MemoryPolicy *p);
+// Is there a memo layer without its own α (one that needs --memo ALPHA)?
+int policy_memo_needs_alpha(const MemoryPolicy *p);
+// An α as the shortest decimal that reads back as the same float ("0.25", "0.333333343").
+const char *policy_alpha_text(float a, char *buf, size_t len);
+// Does a --recompute-layers list name memo layers (before it is parsed: the CLI's refusals)?
+int policy_list_has_memo(const char *list);
 void policy_free(MemoryPolicy *p);
 // A deep copy (its own per-layer arrays; offload_dir stays borrowed). policy_free it.
 void policy_copy(MemoryPolicy *dst, const MemoryPolicy *src);

@@ -39,6 +39,20 @@ static MemoSpeeds speeds(const TrainOptions *o, double link_gbps, double gemm_gf
     return sp;
 }
 
+// "α 0.5 (64 of 128 positions swapped)", or a mix's "α per layer 0:memo@0.5,1:memo@0.25,… (64 or 32 of
+// 128 positions swapped)".
+static void describe_mix(const MemoPlanResult *r, const ActShape *sh, const MemoryPolicy *p, char *buf, size_t len) {
+    char a[24], list[400];
+    if (r->n_hi == 0) {
+        snprintf(buf, len, "α %s (%ld of %ld positions swapped)", policy_alpha_text(p->memo_alpha, a, sizeof a),
+                 r->positions, sh->s);
+        return;
+    }
+    policy_describe(p, list, sizeof list);
+    snprintf(buf, len, "α per layer %s (%ld of %ld positions swapped in %d layers, %ld in the other %ld)", list,
+             r->positions, sh->s, r->n_hi, r->positions_lo, sh->L - r->n_hi);
+}
+
 int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     int measured;
     MemoSpeeds sp = speeds(o, 0.0, 0.0, &measured);
@@ -54,8 +68,9 @@ int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t 
     }
     memo_plan_policy(&r, &sh, tempo_of(o), p);
     p->arena_budget = (size_t)o->mem_budget - r.scratch_bytes;
-    printf("memo plan: α %.4g (%ld of %ld positions swapped) for %.1f GB/s host link, %.1f GFLOP/s\n", r.alpha,
-           r.positions, sh.s, sp.link_bps / 1e9, sp.gemm_flops / 1e9);
+    char mix[512];
+    describe_mix(&r, &sh, p, mix, sizeof mix);
+    printf("memo plan: %s for %.1f GB/s host link, %.1f GFLOP/s\n", mix, sp.link_bps / 1e9, sp.gemm_flops / 1e9);
     return 0;
 }
 
@@ -72,17 +87,30 @@ int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double 
                "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, sh.elem_bytes == 2 ? "bf16" : "fp32",
             o->flash ? "flash" : "standard", sp.link_bps / 1e9, measured & 1 ? "measured" : "given", sp.gemm_flops / 1e9,
             measured & 2 ? "measured sgemm peak" : "given");
-    fprintf(f, "  α %.4g: %ld of %ld positions swapped, %ld recomputed\n", r.alpha, r.positions, sh.s, sh.s - r.positions);
+    MemoryPolicy pol;
+    memo_plan_policy(&r, &sh, tempo_of(o), &pol);
+    char mix[512], list[400], a[24];
+    describe_mix(&r, &sh, &pol, mix, sizeof mix);
+    fprintf(f, "  %s, the rest recomputed\n", mix);
     fprintf(f, "  predicted activation peak %s (arena %zu) + attention%s scratch %s; host pool %s\n",
             format_bytes((double)r.act_peak, b1, sizeof b1), r.arena_bytes, o->precision == PRECISION_BF16 ? " and GEMM" : "",
             format_bytes((double)r.scratch_bytes, b2, sizeof b2), format_bytes((double)r.pool_bytes, b3, sizeof b3));
-    fprintf(f, "  per layer: forward %.3g ms, backward %.3g ms, recompute %.3g ms, transfer %.3g ms each way, stall %.3g ms\n",
-            r.cost.fwd_s * 1e3, 2e3 * r.cost.fwd_s, r.layer.recompute_s * 1e3, r.layer.transfer_s * 1e3,
-            r.layer.stall_s * 1e3);
+    for (int k = 0; k < (r.n_hi ? 2 : 1); k++) {
+        const MemoTime *t = k == 0 && r.n_hi ? &r.layer : &r.layer_lo;
+        fprintf(f, "  per layer%s: forward %.3g ms, backward %.3g ms, recompute %.3g ms, transfer %.3g ms each way, "
+                   "stall %.3g ms\n", !r.n_hi ? "" : k == 0 ? " at r_hi" : " at r_lo", r.cost.fwd_s * 1e3,
+                2e3 * r.cost.fwd_s, t->recompute_s * 1e3, t->transfer_s * 1e3, t->stall_s * 1e3);
+    }
     fprintf(f, "  predicted step %.4g s per micro-batch; full recompute (every position recomputed) %.4g s: %s\n",
             r.step_s, r.full_step_s, r.step_s < r.full_step_s ? "memo is faster" : "no faster");
+    if (ok && r.n_hi == 0)
+        fprintf(f, "  ctron train flags: --memo %s%s\n", policy_alpha_text(pol.memo_alpha, a, sizeof a),
+                o->flash ? " --attention flash" : "");
+    else if (ok) {
+        policy_describe(&pol, list, sizeof list);
+        fprintf(f, "  ctron train flags: --recompute-layers %s%s\n", list, o->flash ? " --attention flash" : "");
+    }
+    policy_free(&pol);
     (void)b4;
-    if (ok)
-        fprintf(f, "  ctron train flags: --memo %.6g%s\n", r.alpha, o->flash ? " --attention flash" : "");
     return ok ? 0 : -1;
 }

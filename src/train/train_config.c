@@ -261,7 +261,10 @@ int train_config_resume(TrainOptions *o, const CkptState *st, const char *const 
         if (!ck || cls == RESUME_RECORD || !train_config_recorded(cls) || strcmp(ck, f[i].value) == 0) continue;
         if (other_precision && strcmp(f[i].flag, "act-dtype") == 0) continue;
         if (was_given(given, n_given, f[i].flag)) {
-            if (cls == RESUME_KEEP) {
+            // A memo layer's α (memo@ALPHA) changes the numbers within rounding, as --memo does: kept.
+            int memo_list = strcmp(f[i].flag, "recompute-layers") == 0 &&
+                            (policy_list_has_memo(ck) || policy_list_has_memo(f[i].value));
+            if (cls == RESUME_KEEP || memo_list) {
                 snprintf(err, errlen, "--resume: --%s %s does not match the checkpoint's %s (%s/state.json): it changes "
                          "the numbers, so a resumed run would not be the run it continues; leave --%s out to continue "
                          "with the checkpoint's value", f[i].flag, f[i].value, ck, o->resume_step_dir, f[i].flag);

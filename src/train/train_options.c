@@ -317,9 +317,9 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
         const char *rc = o->memo_alpha >= 0.0 && !o->recompute_layers ? "memo" : o->recompute;
         int r = policy_build(p, o->model.layers, rc, o->recompute_method, o->recompute_num_layers, o->recompute_layers,
                              err, errlen);
-        if (r == 0 && policy_has_memo(p) && o->memo_alpha < 0.0) {
-            snprintf(err, errlen, "--recompute-layers: a memo layer needs --memo ALPHA (the fraction of its tokens "
-                     "swapped to host memory)");
+        if (r == 0 && policy_memo_needs_alpha(p) && o->memo_alpha < 0.0) {
+            snprintf(err, errlen, "--recompute-layers: a memo layer needs --memo ALPHA or its own memo@ALPHA (the "
+                     "fraction of its tokens swapped to host memory)");
             return -1;
         }
         return r;

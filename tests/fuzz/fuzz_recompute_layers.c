@@ -1,5 +1,6 @@
-// --recompute-layers LIST (e.g. 0-3:full,4-11:selective,12:memo) and the other policy words: parsed into
-// a plan that covers every layer exactly once, or refused with a message.
+// --recompute-layers LIST (e.g. 0-3:full,4-11:selective,12:memo,13:memo@0.25) and the other policy words:
+// parsed into a plan that covers every layer exactly once (a memo layer's own α in [0, 1], no other layer
+// with one), or refused with a message.
 #include "fuzz_input.h"
 #include "model/policy.h"
 
@@ -16,6 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int l = 0; l < layers; l++) {
             if (p.kind[l] < RECOMPUTE_NONE || p.kind[l] > RECOMPUTE_MEMO) abort();
             if (p.group_start[l] < 0 || p.group_start[l] > l) abort();
+            float a = p.alpha[l];
+            if (a != -1.0f && (p.kind[l] != RECOMPUTE_MEMO || !(a >= 0.0f && a <= 1.0f))) abort();
         }
         char plan[256];
         policy_describe(&p, plan, sizeof plan);

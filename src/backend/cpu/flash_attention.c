@@ -101,7 +101,7 @@ void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const 
                     for (int c = 0; c <= cmax; c++) mnew = row[c] > mnew ? row[c] : mnew;
                     float corr = ctron_expf(mrow[r] - mnew), sum = 0.0f;
                     for (int c = 0; c <= cmax; c++) { row[c] = ctron_expf(row[c] - mnew); sum += row[c]; }
-                    for (int c = cmax + 1; c < nj; c++) row[c] = 0.0f;
+                    for (int c = cmax < 0 ? 0 : cmax + 1; c < nj; c++) row[c] = 0.0f;   // cmax < 0: a query before the tile (q0 off the grid)
                     lrow[r] = lrow[r] * corr + sum;
                     mrow[r] = mnew;
                     float *orow = O + (size_t)r * d;

@@ -163,6 +163,7 @@ static const Backend cuda_table = {
     .attention_forward = cuda_attention_forward, .attention_backward = cuda_attention_backward,
     .attention_backward_recompute = cuda_attention_backward_recompute,
     .flash_attention_forward = cuda_flash_attention_forward, .flash_attention_backward = cuda_flash_attention_backward,
+    .flash_attention_forward_rows = cuda_flash_attention_forward_rows,
     .layernorm_forward = cuda_layernorm_forward, .layernorm_backward = cuda_layernorm_backward,
     .layernorm_backward_from_output = cuda_layernorm_backward_from_output,
     .bias_gelu_forward = cuda_bias_gelu_forward, .gelu_backward = cuda_gelu_backward,

@@ -42,6 +42,10 @@ size_t cuda_flash_scratch_floats(int s, int b, int a, int h);
 void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                   const float *v, float *scratch, int s, int b, int a, int kv, int h, int head0,
                                   DropoutSite site, uint32_t sample0);
+// Query positions [q0, q0+nq) only (backend.h's flash_attention_forward_rows).
+void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                       const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv, int h,
+                                       int head0, DropoutSite site, uint32_t sample0);
 void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                    const float *k, const float *v, const float *ctx, const float *lse,
                                    float *scratch, int s, int b, int a, int kv, int h, int head0, DropoutSite site,

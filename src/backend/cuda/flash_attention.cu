@@ -33,6 +33,7 @@ enum { FT = 64 };   // tile rows (queries) and columns (keys)
 // attention, grp = a/kv consecutive query heads per kv head (grp 1: multi-head).
 struct FlashDims {
     int s, b, a, h, d, ld, head0, drop, vec, kv, grp, ldk;
+    int q0, q1;   // the forward's query positions [q0, q1) (0, s: every one; MEMO's token ranges: a part)
     int t;        // the dK/dV kernels: query head t of each kv head's group
     uint32_t sample0, thresh;
     float scale, keep_scale;
@@ -54,6 +55,14 @@ __device__ __forceinline__ FlashHead flash_head(const FlashDims &f, int bj) {
     x.sample = f.sample0 + (uint32_t)bi;
     x.head = f.head0 + j;
     return x;
+}
+
+// The forward's query tiles: rows q0, q0 + 64, … below q1 (one grid column each).
+__device__ __forceinline__ int flash_query_tiles(const FlashDims &f) { return (f.q1 - f.q0 + FT - 1) / FT; }
+// Key tiles 0 .. the one holding the causal limit of query tile i0's last row below q1.
+__device__ __forceinline__ int flash_key_tiles(const FlashDims &f, int i0) {
+    int last = (i0 + FT < f.q1 ? i0 + FT : f.q1) - 1;
+    return last / FT + 1;
 }
 
 // ---- dropout bits of one tile
@@ -226,7 +235,8 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float *Qs = reinterpret_cast<float *>(smem_raw), *Ks = Qs + SM::tile, *Vs = Ks + SM::tile, *Ps = Vs + SM::tile;
     uint16_t *bits = reinterpret_cast<uint16_t *>(Ps + SM::score);
-    int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
+    int qt = flash_query_tiles(f) - 1 - (int)blockIdx.x, i0 = f.q0 + qt * FT, bj = blockIdx.y;
+    int nkt = flash_key_tiles(f, i0);
     int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
     FlashHead hd = flash_head(f, bj);
     load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
@@ -238,7 +248,7 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
 #pragma unroll
         for (int u = 0; u < NU; u++) o[i][u] = 0.0f;
     }
-    for (int kt = 0; kt <= qt; kt++) {   // key tiles up to the diagonal
+    for (int kt = 0; kt < nkt; kt++) {   // key tiles up to the diagonal
         int j0 = kt * FT;
         __syncthreads();   // the previous tile's readers of Ks, Vs, Ps, bits are done
         load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
@@ -282,7 +292,7 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         int row = i0 + 4 * tr + i;
-        if (row >= f.s) continue;
+        if (row >= f.q1) continue;
         float inv = 1.0f / lrow[i];
         float *dst = ctx + hd.off + (size_t)row * f.ld;
 #pragma unroll
@@ -506,7 +516,8 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     float *stK = reinterpret_cast<float *>(smem_raw), *stV = stK + FT * DPAD;
     uint16_t *Qb = reinterpret_cast<uint16_t *>(stV + FT * DPAD), *Kb = Qb + FT * LDB, *Vb = Kb + FT * LDB;
     uint16_t *bits = Vb + FT * LDB;
-    int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
+    int qt = flash_query_tiles(f) - 1 - (int)blockIdx.x, i0 = f.q0 + qt * FT, bj = blockIdx.y;
+    int nkt = flash_key_tiles(f, i0);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
@@ -528,7 +539,7 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;   // this thread's two query rows
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = 0; kt < nkt; kt++) {
         int j0 = kt * FT;
         cp_async_wait_all();
         __syncthreads();   // tile kt staged; the previous tile's readers of Kb, Vb, bits are done
@@ -536,7 +547,7 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
         convert_tile<DPAD, 128>(Vb, stV, j0, f);
         if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
-        if (kt < qt) {   // the next tile streams in while this one computes
+        if (kt + 1 < nkt) {   // the next tile streams in while this one computes
             stage_tile<DPAD, 128>(stK, k + hd.koff, j0 + FT, f, f.ldk);
             stage_tile<DPAD, 128>(stV, v + hd.koff, j0 + FT, f, f.ldk);
             cp_async_commit();
@@ -623,12 +634,12 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
         for (int e = 0; e < 2; e++) {
             int col = n * 8 + 2 * c + e;
             if (col >= f.d) continue;
-            if (row0 < f.s) dst0[col] = o[n][e] * inv0;
-            if (row1 < f.s) dst1[col] = o[n][2 + e] * inv1;
+            if (row0 < f.q1) dst0[col] = o[n][e] * inv0;
+            if (row1 < f.q1) dst1[col] = o[n][2 + e] * inv1;
         }
     if (c == 0) {
-        if (row0 < f.s) lse[(size_t)bj * f.s + row0] = m0 + logf(l0);
-        if (row1 < f.s) lse[(size_t)bj * f.s + row1] = m1 + logf(l1);
+        if (row0 < f.q1) lse[(size_t)bj * f.s + row0] = m0 + logf(l0);
+        if (row1 < f.q1) lse[(size_t)bj * f.s + row1] = m1 + logf(l1);
     }
 }
 
@@ -896,6 +907,8 @@ static FlashDims flash_dims(int s, int b, int a, int kv, int h, int head0, Dropo
     f.keep_scale = f.drop ? 1.0f / (1.0f - site.p) : 1.0f;
     f.vec = 0;
     f.t = 0;
+    f.q0 = 0;
+    f.q1 = s;
     return f;
 }
 
@@ -924,7 +937,7 @@ static void set_smem(Backend *be, K kernel, size_t bytes, const char *which, int
 template <int DPAD>
 static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
                            const FlashDims &f) {
-    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
+    dim3 grid((unsigned)((f.q1 - f.q0 + FT - 1) / FT), (unsigned)(f.b * f.a));   // flash_query_tiles
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
         size_t bytes = B16Smem<DPAD>::fwd;
@@ -997,12 +1010,21 @@ extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
     return (size_t)s * (size_t)b * (size_t)a;
 }
 
-extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                             const float *v, float *scratch, int s, int b, int a, int kv, int h, int head0,
-                                             DropoutSite site, uint32_t sample0) {
+// Query tiles start at q0 (as the CPU's), so with q0 a multiple of 64 every tile, its key tiles and its
+// arithmetic are the whole call's: the rows are bitwise the same (MEMO's token ranges, model/memo.h).
+extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                                  const float *v, float *scratch, int s, int q0, int nq, int b, int a,
+                                                  int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
     (void)scratch;
-    if (s <= 0 || b <= 0 || a <= 0) return;
+    if (q0 < 0 || nq < 0 || q0 + nq > s) {
+        char why[96];
+        snprintf(why, sizeof why, "query positions %d .. %d of %d", q0, q0 + nq, s);
+        cuda_fail("flash attention", why, __FILE__, __LINE__);
+    }
+    if (nq == 0 || b <= 0 || a <= 0) return;
     FlashDims f = flash_dims(s, b, a, kv, h, head0, site, sample0);
+    f.q0 = q0;
+    f.q1 = q0 + nq;
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
     switch (flash_dpad(f.d)) {
     case 32: forward_launch<32>(be, ctx, lse, q, k, v, f); break;
@@ -1010,6 +1032,13 @@ extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse
     case 96: forward_launch<96>(be, ctx, lse, q, k, v, f); break;
     default: forward_launch<128>(be, ctx, lse, q, k, v, f); break;
     }
+}
+
+extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                             const float *v, float *scratch, int s, int b, int a, int kv, int h, int head0,
+                                             DropoutSite site, uint32_t sample0) {
+    if (s <= 0) return;
+    cuda_flash_attention_forward_rows(be, ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, head0, site, sample0);
 }
 
 extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
