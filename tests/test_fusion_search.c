@@ -97,14 +97,24 @@ int main(void) {
         {0, 40000000, 0, "selective+act"},
         {0, 34000000, 0, "selective+norm,act"},
         {0, 30000000, 0, "selective+norm,act,attn"},
-        {0, 20000000, 0, "full"},
+        {0, 25000000, 0, "selective+norm,act,qkv"},   // q, k, v made again by their GEMMs
+        {0, 21000000, 0, "selective+norm,fc1"},       // FC1 and GeLU made again (fc1 drops fc2_in too)
+        {0, 20000000, 0, "selective+norm,attn,fc1"},
+        {0, 15000000, 0, "selective+norm,qkv,fc1"},
+        {0, 8000000, 0, "selective+norm,attn,qkv,fc1"},
+        {0, 5000000, 0, "full"},
         {0, 3000000, -1, "full"},
         {1, 50339840, 0, "none"},
         {1, 45000000, 0, "none+norm"},
         {1, 38000000, 0, "selective"},
         {1, 32000000, 0, "selective+norm"},
         {1, 30000000, 0, "selective+norm,attn"},
-        {1, 20000000, 0, "full"},
+        {1, 25000000, 0, "selective+norm,attn,qkv"},
+        {1, 20000000, 0, "selective+norm,fc1"},       // gate and up made again
+        {1, 15000000, 0, "selective+norm,fc1"},
+        {1, 12000000, 0, "selective+norm,attn,fc1"},
+        {1, 8000000, 0, "selective+norm,attn,qkv,fc1"},
+        {1, 3145728, 0, "full"},
     };
     for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
         ActShape S = picks[i].llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];

@@ -250,6 +250,8 @@ typedef struct {
     struct MemoState *memo;       // --memo's swap pool and stage (model/memo.h); NULL without memo layers
     struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training
     int remat_attn_layer;         // model/remat.c: 1 + the layer whose attention probabilities the workspace holds
+    unsigned remat_made;          // model/remat.c: bit (1 << name) of each tensor of the layer in backward made
+                                  // again so far (its workspace slot holds it); 0 between layers
 } GPT;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.
