@@ -115,6 +115,12 @@ int main(void) {
         {"selective", RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT},
         {"none", TEMPO_SOFTMAX | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
         {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
+        // ln2_in made again by the projection and the residual (on a kept or a remade proj_in)
+        {"none", RECOMPUTE_PROJ_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_PROJ_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT |
+                          RECOMPUTE_PROJ_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT},
     };
     struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
     int runs = 0;

@@ -87,7 +87,7 @@ static int popcount(unsigned x) {
 
 int fusion_modes(const FusionGraph *g, FusionMode *out) {
     static const unsigned parts[] = {TEMPO_SOFTMAX,      RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT,
-                                     RECOMPUTE_ATTN_OUT, RECOMPUTE_QKV_OUT,  RECOMPUTE_FC1_OUT};
+                                     RECOMPUTE_ATTN_OUT, RECOMPUTE_QKV_OUT,  RECOMPUTE_FC1_OUT, RECOMPUTE_PROJ_OUT};
     enum { NP = sizeof parts / sizeof parts[0] };
     int n = 0;
     for (int kind = RECOMPUTE_NONE; kind <= RECOMPUTE_FULL; kind++)
@@ -132,9 +132,10 @@ int fusion_search_modes(const FusionGraph *g, const FusionRates *r, size_t budge
 }
 
 const char *fusion_parts_name(unsigned parts, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s%s%s%s%s", parts & TEMPO_SOFTMAX ? "softmax," : "", parts & RECOMPUTE_NORM_OUT ? "norm," : "",
+    snprintf(buf, len, "%s%s%s%s%s%s%s", parts & TEMPO_SOFTMAX ? "softmax," : "", parts & RECOMPUTE_NORM_OUT ? "norm," : "",
              parts & RECOMPUTE_ACT_OUT ? "act," : "", parts & RECOMPUTE_ATTN_OUT ? "attn," : "",
-             parts & RECOMPUTE_QKV_OUT ? "qkv," : "", parts & RECOMPUTE_FC1_OUT ? "fc1," : "");
+             parts & RECOMPUTE_QKV_OUT ? "qkv," : "", parts & RECOMPUTE_FC1_OUT ? "fc1," : "",
+             parts & RECOMPUTE_PROJ_OUT ? "proj," : "");
     size_t n = strlen(buf);
     if (n) buf[n - 1] = '\0';
     else snprintf(buf, len, "none");

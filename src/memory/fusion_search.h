@@ -26,9 +26,9 @@ int fusion_search_brute(const FusionGraph *g, const FusionRates *r, size_t budge
 // An execution mode: a layer's recompute kind and the parts (TEMPO_SOFTMAX, RECOMPUTE_NORM_OUT,
 // RECOMPUTE_ACT_OUT; RECOMPUTE_ATTN_OUT on selective) on top of it.
 typedef struct { LayerRecompute kind; unsigned parts; } FusionMode;
-enum { FUSION_MAX_MODES = 160 };   // 3 kinds × 2^6 part sets bound the distinct ones
+enum { FUSION_MAX_MODES = 200 };   // none: 2^6 part sets (no attn), selective: 2^7, full: 1
 #define FUSION_PARTS (TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | \
-                      RECOMPUTE_FC1_OUT)
+                      RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT)
 // What a mode keeps, as the analytic model says (act_kept): bits over g's tensors.
 unsigned fusion_mode_kept(const FusionGraph *g, FusionMode md);
 // The modes with distinct kept sets (the fewest parts first among equal ones). Returns the count.

@@ -1021,7 +1021,7 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
         norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, NULL, saved_in(m, A, out_name, l, nrh), stats,
                            gamma, beta, nr);
     else
-        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), NULL, stats,
+        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, remat_in(m, l, in_name, nrh), NULL, stats,
                            gamma, beta, nr);
 }
 
@@ -1156,7 +1156,8 @@ void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = gpt_block_weights(m, l), g = block_tensors(m, &m->g, l);
-    remat_half(m, l, 1);   // the MLP's inner tensors again (RECOMPUTE_FC1_OUT), before W_GATHER holds a gradient
+    remat_half(m, l, 1);   // ln2_in, the MLP's inner tensors again (RECOMPUTE_PROJ_OUT, _FC1_OUT) while W_OUT and
+                           // W_GATHER are free
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *d_mlp_out = dy;

@@ -15,6 +15,7 @@ int remat_makes(const GPT *m, ActName name) {
     if (name == ACT_PROJ_IN) return (t & RECOMPUTE_ATTN_OUT) != 0;
     if (name == ACT_Q || name == ACT_K || name == ACT_V) return (t & RECOMPUTE_QKV_OUT) != 0;
     if (name == ACT_GELU_IN || name == ACT_GATE || name == ACT_UP) return (t & RECOMPUTE_FC1_OUT) != 0;
+    if (name == ACT_LN2_IN) return (t & RECOMPUTE_PROJ_OUT) != 0;
     return 0;
 }
 
@@ -39,11 +40,10 @@ static const float *gathered(GPT *m, const float *x) {
 // their workspace slot: backward reads the kept ones, bitwise the same).
 static const float *norm_again(GPT *m, int l, ActName in, ActName out, ActName stats) {
     made(m, out);
-    BlockActs *A = &m->act->blocks[l];
     BlockTensors w = block_tensors(m, &m->w, l);
     int nr = m->s_rank * m->b_cur, first = out == ACT_QKV_IN;
     size_t nrh = (size_t)nr * m->cfg.hidden;
-    const float *x = saved_in(m, A, in, l, nrh);
+    const float *x = remat_in(m, l, in, nrh);
     float *y = work_slot(m, out, l), *st = work_slot(m, stats, l);
     family_norm_forward(m->be, m, y, st, x, first ? w.ln1_w : w.ln2_w, first ? w.ln1_b : w.ln2_b, nr);
     if (m->policy.act_dtype == ACT_BF16) m->be->bf16_round(m->be, y, nrh);   // as saved_done rounds the forward's
@@ -104,7 +104,27 @@ static void mlp_again(GPT *m, int l) {
     made(m, ACT_FC2_IN);
 }
 
+// ln2_in = ln1_in + Dropout(Proj(proj_in) + b) on the rank's rows, as attn_half_forward makes it (Proj's
+// partial sums reduced over TP ranks in W_OUT, reduce-scattered into W_GATHER under SP; the drop1 mask as
+// the backward reads it), rounded as storage rounds it, into its workspace slot.
+static void proj_again(GPT *m, int l) {
+    BlockActs *A = &m->act->blocks[l];
+    int h = m->cfg.hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h;
+    BlockTensors w = gpt_block_weights(m, l);
+    float p = m->cfg.dropout;
+    const float *ctx = remat_in(m, l, ACT_PROJ_IN, (size_t)n * hl);
+    linear_again(m, ws(m, W_OUT), h, ctx, hl, w.proj_w, NULL, n, hl, h);
+    float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), m->tp.t > 1 && m->tp.sp ? ws(m, W_GATHER) : NULL, h, TPC_BLOCK);
+    const uint8_t *drop1 = p > 0.0f ? mask_in(m, A, ACT_DROP1_MASK, l, nrh) : NULL;
+    float *x1 = work_slot(m, ACT_LN2_IN, l);
+    m->be->dropout_residual_forward(m->be, x1, saved_in(m, A, ACT_LN1_IN, l, nrh), attn_out, w.proj_b, drop1, p, nr, h);
+    if (m->policy.act_dtype == ACT_BF16) m->be->bf16_round(m->be, x1, nrh);   // as saved_done rounds the forward's
+    made(m, ACT_LN2_IN);
+}
+
 void remat_half(GPT *m, int l, int mlp) {
+    if (mlp && remat_makes(m, ACT_LN2_IN) && !have(m, ACT_LN2_IN)) proj_again(m, l);
     if (mlp && remat_makes(m, swiglu(m) ? ACT_GATE : ACT_GELU_IN) && !have(m, ACT_FC2_IN) && !have(m, ACT_GATE))
         mlp_again(m, l);
     if (!mlp && remat_makes(m, ACT_Q) && !have(m, ACT_Q)) qkv_again(m, l);
@@ -158,6 +178,7 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
     case ACT_PROJ_IN: return attention_again(m, l);
     case ACT_Q: case ACT_K: case ACT_V: qkv_again(m, l); break;
     case ACT_GELU_IN: case ACT_GATE: case ACT_UP: mlp_again(m, l); break;
+    case ACT_LN2_IN: proj_again(m, l); break;
     default: ctron_fatal("remat_tensor: %s is not made again by the fusion search's parts", act_name_str(name));
     }
     made(m, name);
@@ -180,10 +201,10 @@ void remat_check(const MemoryPolicy *p) {
     if ((t & RECOMPUTE_NORM_OUT) && (t & (TEMPO_LAYERNORM | MINI_SEQ)))
         ctron_fatal("gpt_init: recomputing the norms' outputs with %s, which reads them in backward",
                     t & MINI_SEQ ? "mini-seq" : "Tempo's norm-from-output");
-    unsigned gemm = t & (RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT);
+    unsigned gemm = t & (RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT);
     if (gemm && (t & (ATTN_FLASH | MINI_SEQ | TEMPO_GELU | TEMPO_LAYERNORM | GELU_FEWBIT | LORA_FROZEN)))
         ctron_fatal("gpt_init: recomputing %s with %s, whose backward reads what it drops or adds to the GEMMs",
-                    gemm & RECOMPUTE_QKV_OUT ? "q, k and v" : "the MLP's inner tensors",
+                    gemm & RECOMPUTE_QKV_OUT ? "q, k and v" : gemm & RECOMPUTE_FC1_OUT ? "the MLP's inner tensors" : "ln2_in",
                     t & ATTN_FLASH ? "flash attention" : t & MINI_SEQ ? "mini-seq" : t & LORA_FROZEN ? "LoRA" : "Tempo/Few-Bit");
     for (int l = 0; gemm && l < p->layers; l++)
         if (p->kind[l] == RECOMPUTE_MEMO)
