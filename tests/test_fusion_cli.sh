@@ -47,6 +47,14 @@ check "grep -q 'recompute search: .*: selective+norm,proj keeps' '$dir/l160.out'
 run l40 llama --recompute search --act-budget-layer 40KiB --search-rates 100,10 --act-dtype bf16
 picks l40 'selective+norm,qkv,fc1'; same lplain16 l40
 
+# ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
+mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search
+     --search-rates 100,10)
+"$ctron" memory "${mem[@]}" --act-budget-layer 20KiB > "$dir/m20.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'policy  recompute full ' '$dir/m20.out'" "memory 20KiB: $(head -2 "$dir/m20.out")"
+"$ctron" memory "${mem[@]}" --act-budget-layer 40KiB > "$dir/m40.out" 2>&1
+check "grep -q 'policy  recompute selective+norm,attn,qkv,fc1,proj ' '$dir/m40.out'" "memory 40KiB: $(grep -m1 policy "$dir/m40.out")"
+
 # refused: exit 2, the reason named
 bad() {
   local msg=$1; shift
