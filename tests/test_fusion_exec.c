@@ -1,10 +1,11 @@
 // The fusion search's execution (model/remat.c): a layer that keeps the norms' inputs instead of their
 // outputs (RECOMPUTE_NORM_OUT), GeLU's input instead of its output (RECOMPUTE_ACT_OUT), q, k, v's input
-// instead of q, k, v (RECOMPUTE_QKV_OUT) and FC1's input instead of the MLP's inner tensors
-// (RECOMPUTE_FC1_OUT), alone and on top of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
+// instead of q, k, v (RECOMPUTE_QKV_OUT), FC1's input instead of the MLP's inner tensors
+// (RECOMPUTE_FC1_OUT) and the projection's input instead of ln2_in (RECOMPUTE_PROJ_OUT), alone and on top
+// of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
 // (losses, gradients, parameters over 3 steps with dropout), for GPT-2 and llama, fp32, bf16 storage
 // and mixed precision; and the ledger measures, name by name, what the analytic model and the search's
-// graph predict.
+// graph predict, and the step's peak what the analytic model predicts.
 #include <string.h>
 #include "check.h"
 #include "memory/fusion_search.h"
