@@ -26,6 +26,10 @@ Writes bench/results/<date>-fusion-search.json and .md (also printed). The machi
     /usr/bin/python3 bench/fusion_search_bench.py --configs S --rounds 1 --steps 2
     /usr/bin/python3 bench/fusion_search_bench.py --budgets S=15e6,S-llama=20e6 --full   # + full recompute
 
+--diff-steps N also runs every policy for N steps, after the --steps runs of the round in the same order:
+(CPU of N steps − CPU of --steps steps) / (N − --steps) is the CPU seconds of one step, start-up, the
+evaluation batch and the first step's warm-up differenced away.
+
 --full also runs full recompute (every layer its own group: the least a layer keeps, so never more bytes
 than the pick) in each round, the three runs of a case in rotating order.
 """
@@ -91,8 +95,8 @@ def hand_made(ctron, c, peak):
     return None, None
 
 
-def train(ctron, c, args, extra, log):
-    cmd = [ctron, "train"] + shape_flags(c) + ["--steps", str(args.steps), "--eval-every", "0", "--eval-batches", "1",
+def train(ctron, c, args, extra, log, steps=None):
+    cmd = [ctron, "train"] + shape_flags(c) + ["--steps", str(steps or args.steps), "--eval-every", "0", "--eval-batches", "1",
                                                "--threads", str(args.threads), "--data", args.data, "--log", log,
                                                "--peak-gflops", "100", "--ledger"] + extra
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -116,6 +120,7 @@ def main():
     ap.add_argument("--search-rates", default=None, help="GFLOPS,GBPS (default: measured here, once)")
     ap.add_argument("--budgets", default=None, help="CONFIG=BYTES,... per-layer budgets (default: BUDGETS, 3 each)")
     ap.add_argument("--full", action="store_true", help="also run full recompute at each case")
+    ap.add_argument("--diff-steps", type=int, default=0, help="also run N steps: CPU s/step by differencing")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
     for path, what in ((args.ctron, "--ctron"), (args.data, "--data")):
@@ -143,7 +148,8 @@ def main():
             pick = pol["recompute"] + ("" if pol["tempo"] == "none" else f" (tempo {pol['tempo']})")
             cases.append(dict(config=name, budget=budget, pick=pick, layer_bytes=classes[0]["total"], peak=peak,
                               hand=lst, hand_peak=hpeak, search_flags=search, times={w: [] for w in policies},
-                              cpu={w: [] for w in policies}, ratios=[], full_ratios=[], measured={}))
+                              cpu={w: [] for w in policies}, cpu_step={w: [] for w in policies}, ratios=[],
+                              full_ratios=[], step_ratios=[], measured={}))
             print(f"{name} budget {budget / 1e6:.0f} MB/layer: search picks {pick}, {classes[0]['total']} bytes/layer, "
                   f"peak {peak}; hand-made {lst}, peak {hpeak}", flush=True)
     work = tempfile.mkdtemp(prefix="fusion-bench-")
@@ -164,6 +170,16 @@ def main():
                 med[which] = statistics.median(ms)
                 k["measured"][which] = dict(layer_bytes=rows[0]["act_layer_bytes"], peak=rows[0]["act_bytes"],
                                             ledger_ok=ok)
+            if args.diff_steps > args.steps:   # the same order again, longer: CPU s per step by difference
+                step = {}
+                for which in order:
+                    log = os.path.join(work, f"{k['config']}-{k['budget']:.0f}-{which}-{rnd}-long.jsonl")
+                    _, ok, long_cpu = train(args.ctron, CONFIGS[k["config"]], args, flags[which], log, args.diff_steps)
+                    step[which] = (long_cpu - cpu[which]) / (args.diff_steps - args.steps)
+                    k["cpu_step"][which].append(step[which])
+                k["step_ratios"].append({w: step[w] / step["search"] for w in policies if w != "search"})
+                print(f"round {rnd + 1} {k['config']} {k['budget'] / 1e6:.0f} MB: CPU s/step " +
+                      ", ".join(f"{w} {step[w]:.2f}" for w in policies), flush=True)
             k["ratios"].append(cpu["hand"] / cpu["search"])
             if "full" in cpu: k["full_ratios"].append(cpu["full"] / cpu["search"])
             print(f"round {rnd + 1} {k['config']} {k['budget'] / 1e6:.0f} MB: search {cpu['search']:.1f} CPU s "
@@ -189,6 +205,17 @@ def main():
                      f"{' '.join(f'{r:.3f}' for r in k['ratios'])} |" +
                      (f" {k['measured']['full']['peak']:,} | {statistics.median(k['cpu']['full']):.1f} | "
                       f"{' '.join(f'{r:.3f}' for r in k['full_ratios'])} |" if args.full else ""))
+    if args.diff_steps > args.steps:
+        lines += ["", f"CPU seconds per step ({args.diff_steps}-step run − {args.steps}-step run) / "
+                  f"{args.diff_steps - args.steps}, per round:", "",
+                  "| config | budget/layer | " + " | ".join(f"{w} CPU s/step" for w in policies) + " | " +
+                  " | ".join(f"{w} / search" for w in policies if w != "search") + " |",
+                  "|---|---|" + "---|" * (2 * len(policies) - 1)]
+        for k in cases:
+            lines.append(f"| {k['config']} | {k['budget'] / 1e6:.0f} MB | " +
+                         " | ".join(" ".join(f"{x:.2f}" for x in k["cpu_step"][w]) for w in policies) + " | " +
+                         " | ".join(" ".join(f"{r[w]:.3f}" for r in k["step_ratios"]) for w in policies if w != "search")
+                         + " |")
     md = "\n".join(lines) + "\n"
     print(md)
     os.makedirs(args.out_dir, exist_ok=True)
