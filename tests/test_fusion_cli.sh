@@ -38,6 +38,10 @@ same plain s60
 run s40 gpt --recompute search --act-budget-layer 40KiB --search-rates 100,10
 picks s40 'selective+norm,attn,qkv,fc1,proj'; same plain s40
 run s20 gpt --recompute search --act-budget-layer 20KiB --search-rates 100,10; picks s20 'full'; same plain s20
+# --static-plan: every work_slot call is a temporary of its own, so a part's tensors are read back from where
+# they were made (the attention's second forward, the norms, q/k/v, FC1, Proj), never from a second call
+run s40sp gpt --recompute search --act-budget-layer 40KiB --search-rates 100,10 --static-plan
+picks s40sp 'selective+norm,attn,qkv,fc1,proj'; same plain s40sp
 check "grep -q 'recompute selective+norm,act,proj' '$dir/s160.out'" "s160: the header names the parts"
 run lplain llama
 run l160 llama --recompute search --act-budget-layer 90KiB --search-rates 100,10 --act-dtype bf16

@@ -1301,7 +1301,7 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
         offload_layer_released(m, l);
         memo_layer_released(m, l);
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
-        m->remat_attn_layer = 0;   // the layer's recomputed probabilities and tensors (model/remat.h) are spent
+        // the layer's recomputed tensors and probabilities (model/remat.h) are spent
         m->remat_made = 0;
     }
 

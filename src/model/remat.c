@@ -19,8 +19,13 @@ int remat_makes(const GPT *m, ActName name) {
     return 0;
 }
 
-// Marks name as made again for the layer in backward (its workspace slot holds it until the layer ends).
-static void made(GPT *m, ActName name) { m->remat_made |= 1u << name; }
+// Notes name as made again at p for the layer in backward (until the layer ends). Read it back from here,
+// never from a second work_slot call: under --static-plan each call is a temporary of its own.
+static void *made(GPT *m, ActName name, void *p) {
+    m->remat_made |= 1u << name;
+    m->remat_at[name] = p;
+    return p;
+}
 static int have(const GPT *m, ActName name) { return (m->remat_made >> name & 1u) != 0; }
 
 // y[n,out] = x[n,in] · Wᵀ (+ bias): the forward's GEMM call (gpt.c's linear_fwd16, without the kept bf16
@@ -39,12 +44,11 @@ static const float *gathered(GPT *m, const float *x) {
 // y = Norm(x) again on the rank's rows from the kept input; the statistics come out again too (into
 // their workspace slot: backward reads the kept ones, bitwise the same).
 static const float *norm_again(GPT *m, int l, ActName in, ActName out, ActName stats) {
-    made(m, out);
     BlockTensors w = block_tensors(m, &m->w, l);
     int nr = m->s_rank * m->b_cur, first = out == ACT_QKV_IN;
     size_t nrh = (size_t)nr * m->cfg.hidden;
     const float *x = remat_in(m, l, in, nrh);
-    float *y = work_slot(m, out, l), *st = work_slot(m, stats, l);
+    float *y = made(m, out, work_slot(m, out, l)), *st = work_slot(m, stats, l);
     family_norm_forward(m->be, m, y, st, x, first ? w.ln1_w : w.ln2_w, first ? w.ln1_b : w.ln2_b, nr);
     if (m->policy.act_dtype == ACT_BF16) m->be->bf16_round(m->be, y, nrh);   // as saved_done rounds the forward's
     return y;
@@ -58,7 +62,8 @@ static void qkv_again(GPT *m, int l) {
     const float *x = gathered(m, remat_in(m, l, ACT_QKV_IN, (size_t)m->s_rank * m->b_cur * h));
     const float *wq = w.qkv_w, *wk = wq + (size_t)hl * h, *wv = wk + (size_t)kvl * h;
     const float *bq = w.qkv_b, *bk = bq ? bq + hl : NULL, *bv = bq ? bk + kvl : NULL;
-    float *q = work_slot(m, ACT_Q, l), *k = work_slot(m, ACT_K, l), *v = work_slot(m, ACT_V, l);
+    float *q = made(m, ACT_Q, work_slot(m, ACT_Q, l)), *k = made(m, ACT_K, work_slot(m, ACT_K, l)),
+          *v = made(m, ACT_V, work_slot(m, ACT_V, l));
     linear_again(m, q, hl, x, h, wq, bq, n, h, hl);
     linear_again(m, k, kvl, x, h, wk, bk, n, h, kvl);
     linear_again(m, v, kvl, x, h, wv, bv, n, h, kvl);
@@ -72,9 +77,6 @@ static void qkv_again(GPT *m, int l) {
         m->be->bf16_round(m->be, k, (size_t)n * kvl);
         m->be->bf16_round(m->be, v, (size_t)n * kvl);
     }
-    made(m, ACT_Q);
-    made(m, ACT_K);
-    made(m, ACT_V);
 }
 
 // The MLP's inner tensors from fc1_in, as mlp_inner_gelu / mlp_inner_swiglu make them: GPT-2's
@@ -86,22 +88,19 @@ static void mlp_again(GPT *m, int l) {
     BlockTensors w = gpt_block_weights(m, l);
     const float *x = gathered(m, remat_in(m, l, ACT_FC1_IN, (size_t)m->s_rank * m->b_cur * h));
     if (swiglu(m)) {
-        float *gate = work_slot(m, ACT_GATE, l), *up = work_slot(m, ACT_UP, l);
+        float *gate = made(m, ACT_GATE, work_slot(m, ACT_GATE, l)), *up = made(m, ACT_UP, work_slot(m, ACT_UP, l));
         linear_again(m, gate, fl, x, h, w.fc1_w, NULL, n, h, fl);
         linear_again(m, up, fl, x, h, w.fc1_w + (size_t)fl * h, NULL, n, h, fl);
         if (bf16) {
             m->be->bf16_round(m->be, gate, nfl);
             m->be->bf16_round(m->be, up, nfl);
         }
-        made(m, ACT_GATE);
-        made(m, ACT_UP);
         return;
     }
-    float *gelu_in = work_slot(m, ACT_GELU_IN, l), *fc2_in = work_slot(m, ACT_FC2_IN, l);
+    float *gelu_in = made(m, ACT_GELU_IN, work_slot(m, ACT_GELU_IN, l));
+    float *fc2_in = made(m, ACT_FC2_IN, work_slot(m, ACT_FC2_IN, l));
     linear_again(m, gelu_in, fl, x, h, w.fc1_w, NULL, n, h, fl);
     m->be->bias_gelu_forward(m->be, fc2_in, gelu_in, w.fc1_b, n, fl, bf16);
-    made(m, ACT_GELU_IN);
-    made(m, ACT_FC2_IN);
 }
 
 // ln2_in = ln1_in + Dropout(Proj(proj_in) + b) on the rank's rows, as attn_half_forward makes it (Proj's
@@ -117,10 +116,9 @@ static void proj_again(GPT *m, int l) {
     linear_again(m, ws(m, W_OUT), h, ctx, hl, w.proj_w, NULL, n, hl, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), m->tp.t > 1 && m->tp.sp ? ws(m, W_GATHER) : NULL, h, TPC_BLOCK);
     const uint8_t *drop1 = p > 0.0f ? mask_in(m, A, ACT_DROP1_MASK, l, nrh) : NULL;
-    float *x1 = work_slot(m, ACT_LN2_IN, l);
+    float *x1 = made(m, ACT_LN2_IN, work_slot(m, ACT_LN2_IN, l));
     m->be->dropout_residual_forward(m->be, x1, saved_in(m, A, ACT_LN1_IN, l, nrh), attn_out, w.proj_b, drop1, p, nr, h);
     if (m->policy.act_dtype == ACT_BF16) m->be->bf16_round(m->be, x1, nrh);   // as saved_done rounds the forward's
-    made(m, ACT_LN2_IN);
 }
 
 void remat_half(GPT *m, int l, int mlp) {
@@ -152,37 +150,37 @@ static const float *attention_again(GPT *m, int l) {
                         m->act->ctx.train ? m->cfg.dropout : 0.0f};   // as gpt.c's site_of
     int drop = site.p > 0.0f;
     const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
-    float *ctx = work_slot(m, ACT_PROJ_IN, l);
-    m->be->attention_forward(m->be, ctx, work_slot(m, ACT_ATTN_PROB, l), drop ? work_slot(m, ACT_ATTN_MASK, l) : NULL,
-                             drop ? work_slot(m, ACT_ATTN_DROP, l) : NULL, q, k, v, s, b, m->al, m->kvh, m->hl, m->head0,
-                             site, m->act->ctx.sample0, bf16);
+    float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
+    float *prob = made(m, ACT_ATTN_PROB, work_slot(m, ACT_ATTN_PROB, l));
+    uint8_t *mask = drop ? made(m, ACT_ATTN_MASK, work_slot(m, ACT_ATTN_MASK, l)) : NULL;
+    float *dropped = drop ? made(m, ACT_ATTN_DROP, work_slot(m, ACT_ATTN_DROP, l)) : NULL;
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->hl, m->head0, site,
+                             m->act->ctx.sample0, bf16);
     if (bf16) m->be->bf16_round(m->be, ctx, nhl);   // as saved_done rounds the forward's
-    m->remat_attn_layer = l + 1;
     return ctx;
 }
 
 void *remat_probs(GPT *m, int l, ActName name) {
-    if (m->remat_attn_layer != l + 1) attention_again(m, l);   // Proj's weight gradient did not ask first
-    return work_slot(m, name, l);
+    if (!have(m, ACT_ATTN_PROB)) attention_again(m, l);   // Proj's weight gradient did not ask first
+    return m->remat_at[name];
 }
 
 const float *remat_tensor(GPT *m, int l, ActName name) {
-    if (have(m, name)) return work_slot(m, name, l);   // made once per layer: q, k, v, the MLP's, the norms'
+    if (have(m, name)) return m->remat_at[name];   // made once per layer
     switch (name) {
     case ACT_QKV_IN: norm_again(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS); break;
     case ACT_FC1_IN: norm_again(m, l, ACT_LN2_IN, ACT_FC1_IN, ACT_LN2_STATS); break;
     case ACT_FC2_IN:
         if (m->policy.tempo & RECOMPUTE_FC1_OUT) mlp_again(m, l);
-        else return gelu_again(m, l);
+        else return gelu_again(m, l);   // once: only FC2's weight gradient reads it
         break;
-    case ACT_PROJ_IN: return attention_again(m, l);
+    case ACT_PROJ_IN: attention_again(m, l); break;
     case ACT_Q: case ACT_K: case ACT_V: qkv_again(m, l); break;
     case ACT_GELU_IN: case ACT_GATE: case ACT_UP: mlp_again(m, l); break;
     case ACT_LN2_IN: proj_again(m, l); break;
     default: ctron_fatal("remat_tensor: %s is not made again by the fusion search's parts", act_name_str(name));
     }
-    made(m, name);
-    return work_slot(m, name, l);
+    return m->remat_at[name];
 }
 
 const float *remat_in(GPT *m, int l, ActName name, size_t n) {
