@@ -24,6 +24,14 @@ Writes bench/results/<date>-fusion-search.json and .md (also printed). The machi
 
     /usr/bin/python3 bench/fusion_search_bench.py                       # S and S-llama, 3 budgets each
     /usr/bin/python3 bench/fusion_search_bench.py --configs S --rounds 1 --steps 2
+    /usr/bin/python3 bench/fusion_search_bench.py --budgets S=15e6,S-llama=20e6 --full   # + full recompute
+
+--diff-steps N also runs every policy for N steps, after the --steps runs of the round in the same order:
+(CPU of N steps − CPU of --steps steps) / (N − --steps) is the CPU seconds of one step, start-up, the
+evaluation batch and the first step's warm-up differenced away.
+
+--full also runs full recompute (every layer its own group: the least a layer keeps, so never more bytes
+than the pick) in each round, the three runs of a case in rotating order.
 """
 import argparse
 import datetime
@@ -87,8 +95,8 @@ def hand_made(ctron, c, peak):
     return None, None
 
 
-def train(ctron, c, args, extra, log):
-    cmd = [ctron, "train"] + shape_flags(c) + ["--steps", str(args.steps), "--eval-every", "0", "--eval-batches", "1",
+def train(ctron, c, args, extra, log, steps=None):
+    cmd = [ctron, "train"] + shape_flags(c) + ["--steps", str(steps or args.steps), "--eval-every", "0", "--eval-batches", "1",
                                                "--threads", str(args.threads), "--data", args.data, "--log", log,
                                                "--peak-gflops", "100", "--ledger"] + extra
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -110,6 +118,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--search-rates", default=None, help="GFLOPS,GBPS (default: measured here, once)")
+    ap.add_argument("--budgets", default=None, help="CONFIG=BYTES,... per-layer budgets (default: BUDGETS, 3 each)")
+    ap.add_argument("--full", action="store_true", help="also run full recompute at each case")
+    ap.add_argument("--diff-steps", type=int, default=0, help="also run N steps: CPU s/step by differencing")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
     for path, what in ((args.ctron, "--ctron"), (args.data, "--data")):
@@ -120,26 +131,37 @@ def main():
     rates = f"{gflops:.6g},{gbps:.6g}"
     print(f"rates: {gflops:.1f} GFLOP/s, {gbps:.2f} GB/s (--search-rates {rates})", flush=True)
     cases = []
-    for name in args.configs.split(","):
+    budgets = BUDGETS
+    if args.budgets:
+        budgets = {}
+        for item in args.budgets.split(","):
+            name, b = item.split("=")
+            budgets.setdefault(name, []).append(float(b))
+    policies = ["search", "hand"] + (["full"] if args.full else [])
+    configs = list(budgets) if args.budgets else args.configs.split(",")
+    for name in configs:
         c = CONFIGS[name]
-        for budget in BUDGETS[name]:
+        for budget in budgets[name]:
             search = ["--recompute", "search", "--act-budget-layer", f"{budget:.0f}", "--search-rates", rates]
             peak, classes, pol = memory(args.ctron, c, search)
             lst, hpeak = hand_made(args.ctron, c, peak)
             pick = pol["recompute"] + ("" if pol["tempo"] == "none" else f" (tempo {pol['tempo']})")
             cases.append(dict(config=name, budget=budget, pick=pick, layer_bytes=classes[0]["total"], peak=peak,
-                              hand=lst, hand_peak=hpeak, search_flags=search, times={"search": [], "hand": []},
-                              cpu={"search": [], "hand": []},
-                              ratios=[], measured={}))
+                              hand=lst, hand_peak=hpeak, search_flags=search, times={w: [] for w in policies},
+                              cpu={w: [] for w in policies}, cpu_step={w: [] for w in policies}, ratios=[],
+                              full_ratios=[], step_ratios=[], measured={}))
             print(f"{name} budget {budget / 1e6:.0f} MB/layer: search picks {pick}, {classes[0]['total']} bytes/layer, "
                   f"peak {peak}; hand-made {lst}, peak {hpeak}", flush=True)
     work = tempfile.mkdtemp(prefix="fusion-bench-")
     for rnd in range(args.rounds):
         for k in cases:
-            order = ["search", "hand"] if rnd % 2 == 0 else ["hand", "search"]
+            order = policies[rnd % len(policies):] + policies[:rnd % len(policies)]
+            if rnd % 2: order.reverse()
             med, cpu = {}, {}
+            flags = {"search": k["search_flags"], "hand": ["--recompute-layers", k["hand"]],
+                     "full": ["--recompute", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]}
             for which in order:
-                extra = k["search_flags"] if which == "search" else ["--recompute-layers", k["hand"]]
+                extra = flags[which]
                 log = os.path.join(work, f"{k['config']}-{k['budget']:.0f}-{which}-{rnd}.jsonl")
                 rows, ok, cpu[which] = train(args.ctron, CONFIGS[k["config"]], args, extra, log)
                 ms = [r["ms"] for r in rows[1:]] or [rows[0]["ms"]]
@@ -148,17 +170,31 @@ def main():
                 med[which] = statistics.median(ms)
                 k["measured"][which] = dict(layer_bytes=rows[0]["act_layer_bytes"], peak=rows[0]["act_bytes"],
                                             ledger_ok=ok)
+            if args.diff_steps > args.steps:   # the same order again, longer: CPU s per step by difference
+                step = {}
+                for which in order:
+                    log = os.path.join(work, f"{k['config']}-{k['budget']:.0f}-{which}-{rnd}-long.jsonl")
+                    _, ok, long_cpu = train(args.ctron, CONFIGS[k["config"]], args, flags[which], log, args.diff_steps)
+                    step[which] = (long_cpu - cpu[which]) / (args.diff_steps - args.steps)
+                    k["cpu_step"][which].append(step[which])
+                k["step_ratios"].append({w: step[w] / step["search"] for w in policies if w != "search"})
+                print(f"round {rnd + 1} {k['config']} {k['budget'] / 1e6:.0f} MB: CPU s/step " +
+                      ", ".join(f"{w} {step[w]:.2f}" for w in policies), flush=True)
             k["ratios"].append(cpu["hand"] / cpu["search"])
+            if "full" in cpu: k["full_ratios"].append(cpu["full"] / cpu["search"])
             print(f"round {rnd + 1} {k['config']} {k['budget'] / 1e6:.0f} MB: search {cpu['search']:.1f} CPU s "
                   f"({med['search']:.0f} ms/step wall), hand-made {cpu['hand']:.1f} CPU s ({med['hand']:.0f} ms/step "
-                  f"wall), CPU ratio {k['ratios'][-1]:.3f}", flush=True)
+                  f"wall), CPU ratio {k['ratios'][-1]:.3f}" +
+                  (f"; full {cpu['full']:.1f} CPU s ({med['full']:.0f} ms/step wall), full / search "
+                   f"{k['full_ratios'][-1]:.3f}" if "full" in cpu else ""), flush=True)
     lines = [f"# Fusion-aware recompute search vs hand-made policies at the same bytes ({datetime.date.today()})", "",
              f"fp32, {args.threads} threads, {args.steps} steps x {args.rounds} rounds (first step of each run dropped); "
              f"rates {gflops:.1f} GFLOP/s, {gbps:.2f} GB/s", "",
              "| config | budget/layer | search picks | bytes/layer measured (= predicted) | peak measured (= predicted) "
              "| CPU s/run | wall ms/step | hand-made at <= the same peak | its peak | CPU s/run | wall ms/step "
-             "| hand / search, CPU, per round |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| hand / search, CPU, per round |" + (" full: peak | CPU s/run | full / search, CPU, per round |"
+                                                    if args.full else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if args.full else "")]
     for k in cases:
         ms_s, ms_h = statistics.median(k["times"]["search"]), statistics.median(k["times"]["hand"])
         m = k["measured"]["search"]
@@ -166,7 +202,20 @@ def main():
         lines.append(f"| {k['config']} | {k['budget'] / 1e6:.0f} MB | {k['pick']} | {m['layer_bytes']:,} ({eq}) | "
                      f"{m['peak']:,} ({eq}) | {statistics.median(k['cpu']['search']):.1f} | {ms_s:.0f} | {k['hand']} | "
                      f"{k['measured']['hand']['peak']:,} | {statistics.median(k['cpu']['hand']):.1f} | {ms_h:.0f} | "
-                     f"{' '.join(f'{r:.3f}' for r in k['ratios'])} |")
+                     f"{' '.join(f'{r:.3f}' for r in k['ratios'])} |" +
+                     (f" {k['measured']['full']['peak']:,} | {statistics.median(k['cpu']['full']):.1f} | "
+                      f"{' '.join(f'{r:.3f}' for r in k['full_ratios'])} |" if args.full else ""))
+    if args.diff_steps > args.steps:
+        lines += ["", f"CPU seconds per step ({args.diff_steps}-step run − {args.steps}-step run) / "
+                  f"{args.diff_steps - args.steps}, per round:", "",
+                  "| config | budget/layer | " + " | ".join(f"{w} CPU s/step" for w in policies) + " | " +
+                  " | ".join(f"{w} / search" for w in policies if w != "search") + " |",
+                  "|---|---|" + "---|" * (2 * len(policies) - 1)]
+        for k in cases:
+            lines.append(f"| {k['config']} | {k['budget'] / 1e6:.0f} MB | " +
+                         " | ".join(" ".join(f"{x:.2f}" for x in k["cpu_step"][w]) for w in policies) + " | " +
+                         " | ".join(" ".join(f"{r[w]:.3f}" for r in k["step_ratios"]) for w in policies if w != "search")
+                         + " |")
     md = "\n".join(lines) + "\n"
     print(md)
     os.makedirs(args.out_dir, exist_ok=True)

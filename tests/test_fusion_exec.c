@@ -1,9 +1,11 @@
 // The fusion search's execution (model/remat.c): a layer that keeps the norms' inputs instead of their
-// outputs (RECOMPUTE_NORM_OUT) and GeLU's input instead of its output (RECOMPUTE_ACT_OUT), alone and on
-// top of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
+// outputs (RECOMPUTE_NORM_OUT), GeLU's input instead of its output (RECOMPUTE_ACT_OUT), q, k, v's input
+// instead of q, k, v (RECOMPUTE_QKV_OUT), FC1's input instead of the MLP's inner tensors
+// (RECOMPUTE_FC1_OUT) and the projection's input instead of ln2_in (RECOMPUTE_PROJ_OUT), alone and on top
+// of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
 // (losses, gradients, parameters over 3 steps with dropout), for GPT-2 and llama, fp32, bf16 storage
 // and mixed precision; and the ledger measures, name by name, what the analytic model and the search's
-// graph predict.
+// graph predict, and the step's peak what the analytic model predicts.
 #include <string.h>
 #include "check.h"
 #include "memory/fusion_search.h"
@@ -104,6 +106,22 @@ int main(void) {
         {"selective", RECOMPUTE_ATTN_OUT},
         {"none", TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
         {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},   // the group's recompute keeps what a none+parts layer keeps
+        // the GEMM parts: q, k, v and the MLP's inner tensors made again (alone, on the norms, on the
+        // attention's second forward, on selective and full)
+        {"none", RECOMPUTE_QKV_OUT},
+        {"none", RECOMPUTE_FC1_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
+        {"selective", RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT},
+        {"none", TEMPO_SOFTMAX | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
+        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
+        // ln2_in made again by the projection and the residual (on a kept or a remade proj_in)
+        {"none", RECOMPUTE_PROJ_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_PROJ_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT |
+                          RECOMPUTE_PROJ_OUT},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT},
     };
     struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
     int runs = 0;
@@ -130,6 +148,7 @@ int main(void) {
             }
             trace_free(&ref);
         }
-    printf("%d runs with the norms' and GeLU's outputs made again in backward: bitwise the runs that keep them\n", runs);
+    printf("%d runs with the norms', GeLU's, q/k/v's and the MLP's tensors made again in backward: bitwise the runs that "
+           "keep them\n", runs);
     return check_summary();
 }

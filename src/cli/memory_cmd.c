@@ -489,7 +489,9 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
                          "FIRST-LAST:memo)");
     c->policy.memo_alpha = a->memo >= 0.0 ? (float)a->memo : 0.0f;
     const char *rc = memo && !a->list ? "memo" : recompute;
-    if (stage_policy_build(&c->policy, &c->lay, rc, a->method, a->num_layers, a->list, err, sizeof err) != 0)
+    int searched = recompute != a->recompute;   // the search's kind for every layer: full is one layer a group
+    if (stage_policy_build(&c->policy, &c->lay, rc, searched ? "uniform" : a->method, searched ? 1 : a->num_layers, a->list,
+                           err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
     if (a->memo < 0.0 && policy_memo_needs_alpha(&c->policy))
         return cfg_error(a, p, "a memo layer needs --memo ALPHA or its own memo@ALPHA");

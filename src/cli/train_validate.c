@@ -212,7 +212,7 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
                         : o->model.lora_rank > 0 ? "--lora-rank" : o->model.reversible ? "--reversible" : NULL;
     if (other)
         return usage_error("--recompute search with %s: the search chooses among none, selective, full, Tempo's "
-                           "softmax fusion and the norms'/GeLU's recompute, for the standard block (give one or the "
+                           "softmax fusion and the parts that make a tensor again, for the standard block (give one or the "
                            "other)", other);
     if (train_uses_pipeline(o))
         return usage_error("--recompute search with a pipeline (--pp %d): not built; the search plans one process's layers",

@@ -86,15 +86,17 @@ static int popcount(unsigned x) {
 }
 
 int fusion_modes(const FusionGraph *g, FusionMode *out) {
-    static const unsigned parts[] = {TEMPO_SOFTMAX, RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT, RECOMPUTE_ATTN_OUT};
+    static const unsigned parts[] = {TEMPO_SOFTMAX,      RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT,
+                                     RECOMPUTE_ATTN_OUT, RECOMPUTE_QKV_OUT,  RECOMPUTE_FC1_OUT, RECOMPUTE_PROJ_OUT};
+    enum { NP = sizeof parts / sizeof parts[0] };
     int n = 0;
     for (int kind = RECOMPUTE_NONE; kind <= RECOMPUTE_FULL; kind++)
-        for (int np = 0; np <= 4; np++)   // fewest parts first, so a duplicate set keeps the simplest mode
-            for (unsigned sub = 0; sub < 16; sub++) {
+        for (int np = 0; np <= NP; np++)   // fewest parts first, so a duplicate set keeps the simplest mode
+            for (unsigned sub = 0; sub < 1u << NP; sub++) {
                 if (popcount(sub) != np || (kind == RECOMPUTE_FULL && sub)) continue;
                 if ((sub & 8u) && kind != RECOMPUTE_SELECTIVE) continue;   // ATTN_OUT: selective layers only
                 FusionMode md = {(LayerRecompute)kind, 0};
-                for (int b = 0; b < 4; b++)
+                for (int b = 0; b < NP; b++)
                     if (sub >> b & 1u) md.parts |= parts[b];
                 unsigned kept = fusion_mode_kept(g, md);
                 int dup = 0;
@@ -130,8 +132,10 @@ int fusion_search_modes(const FusionGraph *g, const FusionRates *r, size_t budge
 }
 
 const char *fusion_parts_name(unsigned parts, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s%s%s", parts & TEMPO_SOFTMAX ? "softmax," : "", parts & RECOMPUTE_NORM_OUT ? "norm," : "",
-             parts & RECOMPUTE_ACT_OUT ? "act," : "", parts & RECOMPUTE_ATTN_OUT ? "attn," : "");
+    snprintf(buf, len, "%s%s%s%s%s%s%s", parts & TEMPO_SOFTMAX ? "softmax," : "", parts & RECOMPUTE_NORM_OUT ? "norm," : "",
+             parts & RECOMPUTE_ACT_OUT ? "act," : "", parts & RECOMPUTE_ATTN_OUT ? "attn," : "",
+             parts & RECOMPUTE_QKV_OUT ? "qkv," : "", parts & RECOMPUTE_FC1_OUT ? "fc1," : "",
+             parts & RECOMPUTE_PROJ_OUT ? "proj," : "");
     size_t n = strlen(buf);
     if (n) buf[n - 1] = '\0';
     else snprintf(buf, len, "none");

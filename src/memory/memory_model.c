@@ -136,10 +136,15 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     if (name == ACT_GELU_IN && (tempo & (TEMPO_GELU | GELU_FEWBIT))) return 0;
     if ((name == ACT_LN1_IN || name == ACT_LN2_IN) && (tempo & TEMPO_LAYERNORM)) return 0;
     if (name == ACT_ATTN_DROP && (tempo & TEMPO_SOFTMAX)) return 0;
-    // Fusion-aware search's parts (policy.h): the norms' outputs, GeLU's output made again in backward
+    // Fusion-aware search's parts (policy.h): the norms' outputs, GeLU's output, the attention's output, q, k,
+    // v, the MLP's inner tensors and the attention half's output made again in backward
     if ((name == ACT_QKV_IN || name == ACT_FC1_IN) && (tempo & RECOMPUTE_NORM_OUT)) return 0;
     if (name == ACT_FC2_IN && (tempo & RECOMPUTE_ACT_OUT)) return 0;
     if (name == ACT_PROJ_IN && (tempo & RECOMPUTE_ATTN_OUT)) return 0;
+    if ((name == ACT_Q || name == ACT_K || name == ACT_V) && (tempo & RECOMPUTE_QKV_OUT)) return 0;
+    if (name == ACT_LN2_IN && (tempo & RECOMPUTE_PROJ_OUT)) return 0;
+    if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GATE || name == ACT_UP) && (tempo & RECOMPUTE_FC1_OUT))
+        return 0;
     // selective: the attention core is recomputed from q, k, v
     if (kind == RECOMPUTE_SELECTIVE) return name != ACT_ATTN_PROB && name != ACT_ATTN_MASK && name != ACT_ATTN_DROP;
     return 1;

@@ -1021,7 +1021,7 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
         norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, NULL, saved_in(m, A, out_name, l, nrh), stats,
                            gamma, beta, nr);
     else
-        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, saved_in(m, A, in_name, l, nrh), NULL, stats,
+        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, remat_in(m, l, in_name, nrh), NULL, stats,
                            gamma, beta, nr);
 }
 
@@ -1046,7 +1046,7 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
         m->be->gelu_backward_from_output(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
                                          bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
     else
-        m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_GELU_IN, l, nfl), nfl);
+        m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), remat_in(m, l, ACT_GELU_IN, nfl), nfl);
     GemmIn fc1_in = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, g->fc1_w || lora_a_trains(m, LORA_FC));
     linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, g->fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w->fc1_w, n, h, fl);
     if (lora_on(m, LORA_FC)) {
@@ -1066,7 +1066,7 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
         swiglu_backward_chunks(m, w, g, x_all, d_down_out);
         return;
     }
-    float *gate = (float *)saved_in(m, A, ACT_GATE, l, nfl), *up = (float *)saved_in(m, A, ACT_UP, l, nfl);
+    float *gate = (float *)remat_in(m, l, ACT_GATE, nfl), *up = (float *)remat_in(m, l, ACT_UP, nfl);
     int down_x = g->fc2_w || lora_a_trains(m, LORA_DOWN);   // only a weight gradient reads SwiGLU's output
     if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // reads gate and up only
     GemmIn ffn = {down_x ? ws(m, W_FFN) : NULL, NULL};
@@ -1096,7 +1096,7 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
     size_t nhl = (size_t)n * hl, nkv = (size_t)n * m->kvl, as2b = (size_t)m->al * s * s * b;
     float p = m->cfg.dropout;
     int drop = p > 0.0f, bf16 = m->policy.act_dtype == ACT_BF16;
-    const float *q = saved_in(m, A, ACT_Q, l, nhl), *k = saved_in(m, A, ACT_K, l, nkv), *v = saved_in(m, A, ACT_V, l, nkv);
+    const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
         m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                         saved_in(m, A, ACT_PROJ_IN, l, nhl),
@@ -1156,6 +1156,8 @@ void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = gpt_block_weights(m, l), g = block_tensors(m, &m->g, l);
+    remat_half(m, l, 1);   // ln2_in, the MLP's inner tensors again (RECOMPUTE_PROJ_OUT, _FC1_OUT) while W_OUT and
+                           // W_GATHER are free
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *d_mlp_out = dy;
@@ -1181,6 +1183,7 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = gpt_block_weights(m, l), g = block_tensors(m, &m->g, l);
+    remat_half(m, l, 0);   // q, k, v again (RECOMPUTE_QKV_OUT), before W_GATHER holds a gradient
 
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     const float *d_attn_out = dy;
@@ -1298,7 +1301,8 @@ void gpt_backward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const flo
         offload_layer_released(m, l);
         memo_layer_released(m, l);
         memset(m->act->blocks[l].saved, 0, sizeof m->act->blocks[l].saved);
-        m->remat_attn_layer = 0;   // the layer's recomputed probabilities (model/remat.h) are spent
+        // the layer's recomputed tensors and probabilities (model/remat.h) are spent
+        m->remat_made = 0;
     }
 
     (void)tokens;   // the forward's, kept on the device in the context

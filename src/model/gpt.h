@@ -249,7 +249,10 @@ typedef struct {
     double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
     struct MemoState *memo;       // --memo's swap pool and stage (model/memo.h); NULL without memo layers
     struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training
-    int remat_attn_layer;         // model/remat.c: 1 + the layer whose attention probabilities the workspace holds
+    unsigned remat_made;          // model/remat.c: bit (1 << name) of each tensor of the layer in backward made
+                                  // again so far; 0 between layers
+    void *remat_at[ACT_COUNT];    // model/remat.c: where each made tensor is (its workspace slot: under
+                                  // --static-plan every work_slot call is a temporary of its own)
 } GPT;
 
 // Validates nothing (the CLI does); allocates parameters, gradients, arena and workspace.

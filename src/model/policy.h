@@ -43,7 +43,14 @@ enum { LORA_FROZEN = 64, LORA_FA = 128, LORA_TARGET_SHIFT = 8 };
 //             again (llama's SwiGLU output is never kept: its backward always makes it again)
 //   ATTN_OUT  selective layers only: keep q, k, v, not the attention's output (proj_in); backward runs the
 //             attention forward again from them and reads its probabilities with the standard backward
-enum { RECOMPUTE_NORM_OUT = 1u << 24, RECOMPUTE_ACT_OUT = 1u << 25, RECOMPUTE_ATTN_OUT = 1u << 26 };
+//   QKV_OUT   keep qkv_in (or, with NORM_OUT, ln1_in), not q, k, v; backward runs the q, k and v GEMMs (and
+//             RoPE) again from it, once per layer, before anything reads them
+//   FC1_OUT   keep fc1_in (or ln2_in), not the MLP's inner tensors: GPT-2's gelu_in and fc2_in, llama's gate
+//             and up; backward runs FC1 (+ bias and GeLU; the gate and up GEMMs) again, once per layer
+//   PROJ_OUT  keep proj_in (or what makes it), ln1_in and the mask, not the attention half's output (ln2_in);
+//             backward runs the projection and the residual again, once per layer, before the MLP's backward
+enum { RECOMPUTE_NORM_OUT = 1u << 24, RECOMPUTE_ACT_OUT = 1u << 25, RECOMPUTE_ATTN_OUT = 1u << 26,
+       RECOMPUTE_QKV_OUT = 1u << 27, RECOMPUTE_FC1_OUT = 1u << 28, RECOMPUTE_PROJ_OUT = 1u << 29 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
 // input (the checkpoint); the whole group is run forward again in backward.
@@ -57,7 +64,8 @@ typedef struct {
     const char *device;       // the backend the model runs on: cpu, cpu-guarded, cuda[:N] (NULL: cpu); not owned
     MaskMode masks;
     unsigned tempo;           // what changes what a layer keeps: TEMPO_*, GELU_FEWBIT, MINI_SEQ, ATTN_FLASH, LORA_*,
-                              // RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT, RECOMPUTE_ATTN_OUT
+                              // RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT, RECOMPUTE_ATTN_OUT, RECOMPUTE_QKV_OUT,
+                              // RECOMPUTE_FC1_OUT, RECOMPUTE_PROJ_OUT
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
     int mini_seq;             // chunks of MINI_SEQ (>= 2), 0 otherwise
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)

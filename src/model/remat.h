@@ -1,19 +1,29 @@
-// The fusion-aware recompute search's new parts (model/policy.h RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT):
-// a tensor the policy does not keep, made again in backward by the forward's own kernel from its kept
-// input, rounded as storage would have rounded it, so the weight gradient that reads it is bitwise the
-// kept run's. Recomputed into the tensor's workspace slot (where the forward wrote it when not kept):
-// no activation memory, nothing for the ledger.
+// The fusion-aware recompute search's parts (model/policy.h RECOMPUTE_NORM_OUT, _ACT_OUT, _ATTN_OUT, _QKV_OUT,
+// _FC1_OUT, _PROJ_OUT): a tensor the policy does not keep, made again in backward by the forward's own
+// kernels (the same GEMM calls, the same shapes) from its kept inputs, rounded as storage would have
+// rounded it, so whatever reads it is bitwise the kept run's. Recomputed into the tensor's workspace slot
+// (where the forward wrote it when not kept), at most once per layer, and read back from there until the
+// layer's backward ends: no activation memory, nothing for the ledger.
 #ifndef CTRON_REMAT_H
 #define CTRON_REMAT_H
 #include "model/gpt.h"
 
 // Does the policy make `name` again in backward instead of keeping it (qkv_in and fc1_in under
-// NORM_OUT, fc2_in under ACT_OUT, proj_in under ATTN_OUT)?
+// NORM_OUT, fc2_in under ACT_OUT, proj_in under ATTN_OUT, q, k, v under QKV_OUT, gelu_in, fc2_in, gate
+// and up under FC1_OUT, ln2_in under PROJ_OUT)?
 int remat_makes(const GPT *m, ActName name);
 // Layer l's `name` again, fp32 on the rank's rows ([s_rank·b, h] for the norms' outputs, [s·b, f/t]
 // for GeLU's output, [s·b, h/t] for the attention's): Norm(ln_in) with the layer's weights, GeLU(gelu_in),
-// or the attention of the kept q, k, v.
+// or the attention of the kept q, k, v; q, k, v from qkv_in; the MLP's inner tensors from fc1_in; ln2_in
+// from proj_in, ln1_in and the mask. A GEMM part runs once per layer (all its outputs at once), when
+// remat_half asks.
 const float *remat_tensor(GPT *m, int l, ActName name);
+// Layer l's `name` for its backward: made again (remat_tensor) or the kept one (saved_in, n elements).
+const float *remat_in(GPT *m, int l, ActName name, size_t n);
+// At the start of a half's backward (mlp: the MLP's, else the attention's): the GEMM part's tensors of that
+// half made again (PROJ_OUT: ln2_in, then FC1_OUT: FC1 and GeLU, or gate and up; QKV_OUT: q, k, v), while
+// W_OUT and SP's gather buffer are free.
+void remat_half(GPT *m, int l, int mlp);
 // RECOMPUTE_ATTN_OUT: layer l's attention forward made again (once per backward of the layer: proj_in
 // for Proj's weight gradient, the probabilities for the standard attention backward); returns the
 // workspace copy of name: ACT_ATTN_PROB, ACT_ATTN_MASK (uint8_t) or ACT_ATTN_DROP.
