@@ -8,6 +8,8 @@ of which the first is dropped:
     ctron-full      ctron train --arch llama ...                       full fine-tuning
     ctron-lora      ... --lora-rank R --lora-alpha A                   all seven llama targets
     ctron-lora-fa   ... --lora-fa
+    ctron-lora-fa-before  the same with the --ctron-before binary (a change's before, interleaved with
+                    its after; only when --impls names it, as ctron-lora-fa-flash: --attention flash)
     hf-full         transformers' LlamaForCausalLM, fp32 SDPA            full fine-tuning
     peft-lora       peft 0.21 LoRA on it, fp32 SDPA                     (bench/peers/hf_llama.py)
     peft-lora-fa    the same with every lora_A frozen (requires_grad=False)
@@ -48,14 +50,17 @@ IMPLS = {
     "ctron-lora": ("ctron", "ctron", "lora"),
     "ctron-lora-fa": ("ctron", "ctron", "fa"),
     "ctron-lora-fa-flash": ("ctron", "ctron", "fa-flash"),
+    "ctron-lora-fa-before": ("ctron", "ctron", "fa"),   # --ctron-before's binary: a change's before and after
     "hf-full": ("peer", "hf-fp32", None),
     "peft-lora": ("peer", "hf-fp32", "lora"),
     "peft-lora-fa": ("peer", "hf-fp32", "fa"),
     "peft-lora-bf16": ("peer", "hf-bf16", "lora"),
 }
+OPTIONAL = ("ctron-lora-fa-flash", "ctron-lora-fa-before")   # only when --impls names them
 LABELS = {
     "ctron-full": "ctron full fine-tuning", "ctron-lora": "ctron LoRA", "ctron-lora-fa": "ctron LoRA-FA",
     "ctron-lora-fa-flash": "ctron LoRA-FA, --attention flash",
+    "ctron-lora-fa-before": "ctron LoRA-FA, the --ctron-before binary",
     "hf-full": "transformers full fine-tuning (fp32, SDPA)", "peft-lora": "peft LoRA (fp32, SDPA)",
     "peft-lora-fa": "peft LoRA-FA (fp32, SDPA, lora_A frozen)",
     "peft-lora-bf16": "peft LoRA (bf16 autocast, SDPA)",
@@ -78,6 +83,8 @@ def one_run(args, name, env, workdir, rnd):
     if kind == "ctron":
         run_args = argparse.Namespace(**vars(args))
         run_args.ctron_arg = lora_flags(args, mode)
+        if name.endswith("-before"):
+            run_args.ctron = args.ctron_before
         res = rb.run_ctron(run_args, c, pol, env, workdir, tag, impl=base)
         res["act_peak_bytes"] = res.get("act_bytes")
         res["act_per_layer"] = res.get("act_layer_bytes")
@@ -137,7 +144,7 @@ def summarise_cpu(pairs, names):
     return out
 
 
-FA_VARIANTS = ("ctron-lora-fa", "ctron-lora-fa-flash")
+FA_VARIANTS = ("ctron-lora-fa", "ctron-lora-fa-flash", "ctron-lora-fa-before")
 
 
 def verdicts(summary):
@@ -229,10 +236,12 @@ def parse_args(argv):
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
     ap.add_argument("--layers", type=int, default=0, help="layers instead of the config's 12 (a smoke test)")
-    ap.add_argument("--impls", default=",".join(n for n in IMPLS if n != "ctron-lora-fa-flash"),
-                    help="subset of " + ",".join(IMPLS) + " (default all but ctron-lora-fa-flash)")
+    ap.add_argument("--impls", default=",".join(n for n in IMPLS if n not in OPTIONAL),
+                    help="subset of " + ",".join(IMPLS) + " (default all but " + ",".join(OPTIONAL) + ")")
     ap.add_argument("--bf16-peer", choices=["auto", "always", "never"], default="auto")
     ap.add_argument("--ctron", default=os.path.join(rb.ROOT, "build", "ctron"))
+    ap.add_argument("--ctron-before", default=None,
+                    help="another ctron binary (e.g. main's) run as ctron-lora-fa-before, interleaved with this one")
     ap.add_argument("--data", default=os.path.join(rb.ROOT, "data", "kjv.txt"))
     ap.add_argument("--hf-python", default=None, help="the peer venv's python (scripts/peer_env.sh --path)")
     ap.add_argument("--cpu-steps", default="2,4", help="A,B for the one-thread CPU-time runs ('' to skip)")
@@ -248,6 +257,8 @@ def parse_args(argv):
     if args.steps < 2 or args.rounds < 1 or args.threads < 1 or args.rank < 1:
         ap.error(f"--steps {args.steps} --rounds {args.rounds} --threads {args.threads} --rank {args.rank}: "
                  f"expected steps >= 2, rounds, threads and rank >= 1")
+    if "ctron-lora-fa-before" in names and not (args.ctron_before and os.access(args.ctron_before, os.X_OK)):
+        ap.error(f"--impls ctron-lora-fa-before needs --ctron-before BINARY (got {args.ctron_before!r})")
     args.impls = names
     try:
         args.cpu_steps = [int(x) for x in args.cpu_steps.split(",")] if args.cpu_steps else []

@@ -1,4 +1,5 @@
 // The CUDA GEMMs (src/backend/cuda/gemm.cu) against the CPU backend on the same inputs: linear_forward,
+// linear_forward_acc (y += x·Wᵀ onto known values),
 // linear_backward, bias_backward and linear_forward_rows, fp32 and bf16 (w16 given), at odd shapes with
 // strided views (ldx > in, ldy > out, ldx_out > in) and misaligned pointers (views starting one float in),
 // bias NULL or not, dx NULL or not, accumulate on and off, db NULL or not, and a GPT-2-sized shape. Every
@@ -167,6 +168,31 @@ static void run_forward(Backend *cpu, Backend *gpu, const Case *t, int bf16, int
     if (d_w16) gpu->free(gpu, d_w16);
     if (d_x16) gpu->free(gpu, d_x16);
     free(x); free(w); free(bias); free(w16); free(x16); free(y_init); free(y_cpu);
+}
+
+// ---- linear_forward_acc: y += x·Wᵀ (beta 1) onto known values, GPU against CPU; y's padding untouched.
+static void run_forward_acc(Backend *cpu, Backend *gpu, const Case *t, int bf16) {
+    char what[160];
+    snprintf(what, sizeof what, "forward_acc %s n=%d in=%d out=%d ldx=%d ldy=%d off=%d", bf16 ? "bf16" : "fp32", t->n,
+             t->in, t->out, t->ldx, t->ldy, t->off);
+    size_t nx = (size_t)t->off + (size_t)t->n * t->ldx, ny = (size_t)t->off + (size_t)t->n * t->ldy;
+    size_t nw = (size_t)t->off + (size_t)t->out * t->in;
+    float *x = host_random(nx, -1.0f, 1.0f), *w = host_random(nw, -1.0f, 1.0f), *y_init = host_random(ny, -4.0f, 4.0f);
+    uint16_t *w16 = bf16 ? packed(w + t->off, t->in, t->out, t->in) : NULL;
+    float *y_cpu = fdup(y_init, ny);
+    cpu->linear_forward_acc(cpu, y_cpu + t->off, t->ldy, x + t->off, NULL, t->ldx, w + t->off, w16, t->n, t->in,
+                            t->out);
+    float *d_x = dev_upload(gpu, x, nx * sizeof(float)), *d_w = dev_upload(gpu, w, nw * sizeof(float));
+    uint16_t *d_w16 = bf16 ? dev_upload(gpu, w16, (size_t)t->out * t->in * sizeof(uint16_t)) : NULL;
+    float *d_y = dev_upload(gpu, y_init, ny * sizeof(float));
+    gpu->linear_forward_acc(gpu, d_y + t->off, t->ldy, d_x + t->off, NULL, t->ldx, d_w + t->off, d_w16, t->n, t->in,
+                            t->out);
+    float *y1 = fdownload(gpu, d_y, ny);
+    check_view(y1, y_cpu, y_init, ny, t->off, t->n, t->out, t->ldy, bf16 ? TOL_BF16 : TOL_FP32, what);
+    free(y1);
+    gpu->free(gpu, d_x); gpu->free(gpu, d_w); gpu->free(gpu, d_y);
+    if (d_w16) gpu->free(gpu, d_w16);
+    free(x); free(w); free(w16); free(y_init); free(y_cpu);
 }
 
 // ---- linear_backward
@@ -341,6 +367,7 @@ static void suite(Precision prec) {
     };
     for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
         for (int b = 0; b < 2; b++) run_forward(cpu, gpu, &odd[i], bf16, b);
+        run_forward_acc(cpu, gpu, &odd[i], bf16);
         for (int acc = 0; acc < 2; acc++) {
             run_backward(cpu, gpu, &odd[i], bf16, acc, 1, 1);
             run_backward(cpu, gpu, &odd[i], bf16, acc, 1, 0);

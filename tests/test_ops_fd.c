@@ -214,6 +214,22 @@ static void test_linear(int n, int in, int out, int ldx, int ldy, int with_bias)
         same_check(op, "accumulate: db += (vs fresh db)", db1, db, (size_t)out);
     }
 
+    // linear_forward_acc: y0 + x·Wᵀ in place of y0 (beta 1), against a fresh forward; y's padding untouched.
+    float *y0 = alloc_rand((size_t)n * ldy, -4, 1), *y_acc = alloc_copy(y0, (size_t)n * ldy);
+    float *y_new = alloc_floats((size_t)n * ldy), *sum = alloc_floats((size_t)n * out), *acc = alloc_floats((size_t)n * out);
+    linear_forward(y_new, ldy, x, ldx, w, NULL, n, in, out);
+    linear_forward_acc(y_acc, ldy, x, ldx, w, n, in, out);
+    int ypad_ok = 1;
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < ldy; c++) {
+            size_t e = (size_t)i * ldy + c;
+            if (c >= out) ypad_ok &= y_acc[e] == y0[e];
+            else sum[(size_t)i * out + c] = y0[e] + y_new[e], acc[(size_t)i * out + c] = y_acc[e];
+        }
+    CHECK(ypad_ok, "%s: linear_forward_acc wrote y's row padding", op);
+    same_check(op, "forward_acc: y += x Wᵀ (vs y0 + fresh y)", acc, sum, (size_t)n * out);
+    free(y0), free(y_acc), free(y_new), free(sum), free(acc);
+
     // dx = NULL (no input gradient): dW still right.
     float *dw2 = alloc_floats(nw);
     linear_backward(NULL, 0, 0, dw2, NULL, r, ldy, x, ldx, w, n, in, out);

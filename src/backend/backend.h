@@ -63,6 +63,10 @@ struct Backend {
     // to the same bits. With w16 and x16 given, x may be NULL: it is not read.
     void (*linear_forward)(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
                            const float *w, const uint16_t *w16, const float *bias, int n, int in, int out);
+    // y[n,out] += x[n,in]·Wᵀ: linear_forward with the GEMM's beta 1 and no bias, so that a sum of products
+    // needs no zeroed temporary and no extra pass (a LoRA adapter's v·Bᵀ onto its base linear's output).
+    void (*linear_forward_acc)(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                               const float *w, const uint16_t *w16, int n, int in, int out);
     void (*linear_backward)(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                             const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
                             const float *w, const uint16_t *w16, int n, int in, int out);

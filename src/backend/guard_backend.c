@@ -140,6 +140,15 @@ static void g_linear_forward(Backend *be, float *y, int ldy, const float *x, con
     inner(be)->linear_forward(inner(be), y, ldy, x, x16, ldx, w, w16, bias, n, in, out);
     guard_close_all(be);
 }
+static void g_linear_forward_acc(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                                 const float *w, const uint16_t *w16, int n, int in, int out) {
+    static const char *const names[] = {"y", "x", "x16", "w", "w16"};
+    const void *ptrs[] = {y, x, x16, w, w16};
+    guard_check(be, "linear_forward_acc", names, ptrs, 5);
+    guard_open_all(be);
+    inner(be)->linear_forward_acc(inner(be), y, ldy, x, x16, ldx, w, w16, n, in, out);
+    guard_close_all(be);
+}
 static void g_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                               const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
                               const float *w, const uint16_t *w16, int n, int in, int out) {
@@ -679,6 +688,7 @@ static void g_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, fl
 
 static void guard_kernels(Backend *t) {
     t->linear_forward = g_linear_forward;
+    t->linear_forward_acc = g_linear_forward_acc;
     t->linear_backward = g_linear_backward;
     t->bias_backward = g_bias_backward;
     t->attention_forward = g_attention_forward;

@@ -205,7 +205,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
         [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
-        [W_LORA] = gpt_lora(m) ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
+        [W_LORA] = gpt_lora(m) && c->lora_dropout > 0.0f ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
         [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
         [W_LORA_MASK] = gpt_lora(m) && c->lora_dropout > 0.0f ? (n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) + 3) / 4 : 0};
     m->workspace_bytes = 0;

@@ -229,8 +229,9 @@ typedef struct {
     //   W_D_RES2   [s,b,h] reversible blocks: the second stream's running gradient (W_D_RES the first's)
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
-    //   W_LORA     [s,b,max(h,f/t)] an adapter's (α/r)·x·Aᵀ·Bᵀ before it joins the output; W_LORA_R [s,b,r]
-    //              dL/d(x·Aᵀ) (LoRA only); with --lora-dropout W_LORA also holds the dropped input
+    //   W_LORA     [s,b,max(h,f/t)] --lora-dropout only: a site's dropped input, then (du·A) before its mask
+    //              joins dL/dx (without dropout v·Bᵀ adds into the base's output in its GEMM: no buffer);
+    //              W_LORA_R [s,b,r] dL/d(x·Aᵀ) (LoRA only)
     //   W_LORA_MASK [s,b,max(h,f/t)] bytes: --lora-dropout's mask of one site, drawn where it is read
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];

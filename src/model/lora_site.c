@@ -70,13 +70,10 @@ static KeptV kept_v(GPT *m, BlockActs *A, ActName name, int l, size_t count) {
     return (KeptV){saved_in(m, A, name, l, count), NULL};
 }
 
-// y[rows, cols] += v[rows, r] · Bᵀ (B [cols, r]), through the adapter's workspace.
+// y[rows, cols] += v[rows, r] · Bᵀ (B [cols, r]): the GEMM adds into the base's output (beta 1), with no
+// zeroed temporary and no second pass over y.
 static void add_vb(GPT *m, float *y, int ld, const float *v, const uint16_t *v16, const float *b, int rows, int cols) {
-    int r = m->cfg.lora_rank;
-    if (ld != cols) ctron_fatal("lora: an output of %d columns with row stride %d", cols, ld);
-    float *tmp = ws(m, W_LORA);
-    m->be->linear_forward(m->be, tmp, cols, v, v16, r, b, gpt_w16(m, b), NULL, rows, r, cols);
-    m->be->axpby(m->be, y, 1.0f, tmp, 1.0f, (size_t)rows * cols);
+    m->be->linear_forward_acc(m->be, y, ld, v, v16, m->cfg.lora_rank, b, gpt_w16(m, b), rows, m->cfg.lora_rank, cols);
 }
 
 void lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in, const LoraOut *out,

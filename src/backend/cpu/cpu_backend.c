@@ -76,6 +76,17 @@ static void cpu_linear_forward(Backend *be, float *y, int ldy, const float *x, c
     linear_forward_bf16(y, ldy, x16, w16, bias, n, in, out);
 }
 
+static void cpu_linear_forward_acc(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                                   const float *w, const uint16_t *w16, int n, int in, int out) {
+    if (!w16) { linear_forward_acc(y, ldy, x, ldx, w, n, in, out); return; }
+    if (!x16) {
+        uint16_t *packed = scratch(be, 0, (size_t)n * in);
+        bf16_pack_rows(packed, in, x, ldx, n, in);
+        x16 = packed;
+    }
+    linear_forward_acc_bf16(y, ldy, x16, w16, n, in, out);
+}
+
 static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                                 const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
                                 const float *w, const uint16_t *w16, int n, int in, int out) {
@@ -440,7 +451,8 @@ static const Backend cpu_table = {
     .alloc = cpu_alloc, .free = cpu_free, .copy = cpu_copy, .copy_async = cpu_copy_async,
     .event_wait = cpu_event_wait, .memset = cpu_memset, .synchronize = cpu_synchronize,
     .scratch_bytes = cpu_scratch_bytes,
-    .linear_forward = cpu_linear_forward, .linear_backward = cpu_linear_backward, .bias_backward = be_bias_backward,
+    .linear_forward = cpu_linear_forward, .linear_forward_acc = cpu_linear_forward_acc,
+    .linear_backward = cpu_linear_backward, .bias_backward = be_bias_backward,
     .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
     .attention_backward_recompute = cpu_attention_backward_recompute,
     .flash_attention_forward = be_flash_attention_forward, .flash_attention_backward = be_flash_attention_backward,

@@ -16,6 +16,10 @@ void linear_forward(float *y, int ldy, const float *x, int ldx, const float *w, 
     if (bias) bias_add(y, ldy, bias, n, out);
 }
 
+void linear_forward_acc(float *y, int ldy, const float *x, int ldx, const float *w, int n, int in, int out) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, ldx, w, in, 1.0f, y, ldy);
+}
+
 void bias_backward(float *db, const float *dy, int lddy, int n, int cols) {
     enum { CHUNK = 64 };
     int nchunks = (cols + CHUNK - 1) / CHUNK;
@@ -45,6 +49,10 @@ void linear_forward_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t 
                          int in, int out) {
     gemm_bf16(0, 1, n, out, in, x16, in, w16, in, 0.0f, y, ldy);
     if (bias) bias_add(y, ldy, bias, n, out);
+}
+
+void linear_forward_acc_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, int n, int in, int out) {
+    gemm_bf16(0, 1, n, out, in, x16, in, w16, in, 1.0f, y, ldy);
 }
 
 void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,

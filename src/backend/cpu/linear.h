@@ -7,6 +7,8 @@
 // y[n,out] = x[n,in] · W[out,in]ᵀ  (+ bias[out] when bias != NULL); ldx/ldy are row strides.
 void linear_forward(float *y, int ldy, const float *x, int ldx, const float *w, const float *bias,
                     int n, int in, int out);
+// y[n,out] += x[n,in] · W[out,in]ᵀ (beta 1: OpenBLAS adds the product to y in its kernel, no zeroing pass).
+void linear_forward_acc(float *y, int ldy, const float *x, int ldx, const float *w, int n, int in, int out);
 // dx[n,in] (= or += when accumulate) dy[n,out] · W;  dW[out,in] += dyᵀ · x;  db[out] += Σ_rows dy.
 // dx may be NULL (input needs no gradient), db may be NULL (no bias).
 void linear_backward(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
@@ -21,6 +23,7 @@ void bias_add(float *y, int ldy, const float *bias, int n, int cols);
 // bf16 copies of x, dy and W (contiguous rows: ld = in or out). dy (fp32) feeds only the bias sum.
 void linear_forward_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, const float *bias, int n,
                          int in, int out);
+void linear_forward_acc_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, int n, int in, int out);
 void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
                           const uint16_t *dy16, const uint16_t *x16, const uint16_t *w16, int n, int in, int out);
 #endif

@@ -13,6 +13,8 @@ extern "C" {
 // ---- gemm.cu (cuBLASLt)
 void cuda_linear_forward(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
                          const float *w, const uint16_t *w16, const float *bias, int n, int in, int out);
+void cuda_linear_forward_acc(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                             const float *w, const uint16_t *w16, int n, int in, int out);
 void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                           const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx, const float *w,
                           const uint16_t *w16, int n, int in, int out);

@@ -552,6 +552,22 @@ void cuda_linear_forward(Backend *be, float *y, int ldy, const float *x, const u
     gemm_lt(be, 1, 0, out, n, in, w16, in, x16, in, 1, 0.0f, y, ldy, bias);
 }
 
+// y[n,out] += x[n,in]·Wᵀ: linear_forward's GEMM with beta 1 and no epilogue bias.
+void cuda_linear_forward_acc(Backend *be, float *y, int ldy, const float *x, const uint16_t *x16, int ldx,
+                             const float *w, const uint16_t *w16, int n, int in, int out) {
+    if (n <= 0 || out <= 0) return;
+    if (!w16) {
+        gemm_lt(be, 1, 0, out, n, in, w, in, x, ldx, 0, 1.0f, y, ldy, NULL);
+        return;
+    }
+    if (!x16) {
+        uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
+        pack_and_colsum(be, packed, x, ldx, n, in, NULL);
+        x16 = packed;
+    }
+    gemm_lt(be, 1, 0, out, n, in, w16, in, x16, in, 1, 1.0f, y, ldy, NULL);
+}
+
 // dx[n,in] (= or +=) dy[n,out]·W: column-major dxᵀ [in, n] (ld ldx_out) = W stored [in, out] (ld in) ·
 // dyᵀ stored [out, n] (ld lddy): m = in, n = n, k = out, beta = accumulate.
 // dW[out,in] += dyᵀ·x: column-major dWᵀ [in, out] (ld in) = xᵀ stored [in, n] (ld ldx) · op(dyᵀ) with dyᵀ
