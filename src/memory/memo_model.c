@@ -37,15 +37,11 @@ size_t act_memo_swap_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l
 }
 
 size_t act_memo_swap_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
-    size_t sum = 0;
-    for (int n = 0; n < ACT_N_LAYER; n++) sum += act_memo_swap_name_bytes(sh, p, l, (ActName)n);
-    return sum;
+    return act_layer_names_sum(sh, p, l, act_memo_swap_name_bytes, 1);
 }
 
 size_t act_memo_span(const ActShape *sh, const MemoryPolicy *p, int l) {
-    size_t sum = 0;
-    for (int n = 0; n < ACT_N_LAYER; n++) sum += (act_memo_swap_name_bytes(sh, p, l, (ActName)n) + 63) / 64 * 64;
-    return sum;
+    return act_layer_names_sum(sh, p, l, act_memo_swap_name_bytes, 64);
 }
 
 size_t act_memo_stage_bytes(const ActShape *sh, const MemoryPolicy *p) {

@@ -163,16 +163,18 @@ size_t act_layer_offload_name_bytes(const ActShape *sh, const MemoryPolicy *p, i
     return act_kept(p->kind[l], p->group_start[l] == l, p->tempo, name) ? act_tensor_bytes(sh, name) : 0;
 }
 
-size_t act_layer_offload_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+size_t act_layer_names_sum(const ActShape *sh, const MemoryPolicy *p, int l, ActNameBytesFn fn, size_t align) {
     size_t sum = 0;
-    for (int n = 0; n < ACT_N_LAYER; n++) sum += act_layer_offload_name_bytes(sh, p, l, (ActName)n);
+    for (int n = 0; n < ACT_N_LAYER; n++) sum += (fn(sh, p, l, (ActName)n) + align - 1) / align * align;
     return sum;
 }
 
+size_t act_layer_offload_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
+    return act_layer_names_sum(sh, p, l, act_layer_offload_name_bytes, 1);
+}
+
 size_t act_layer_offload_span(const ActShape *sh, const MemoryPolicy *p, int l) {
-    size_t sum = 0;
-    for (int n = 0; n < ACT_N_LAYER; n++) sum += (act_layer_offload_name_bytes(sh, p, l, (ActName)n) + 63) / 64 * 64;
-    return sum;
+    return act_layer_names_sum(sh, p, l, act_layer_offload_name_bytes, 64);
 }
 
 size_t act_offload_stage_bytes(const ActShape *sh, const MemoryPolicy *p) {

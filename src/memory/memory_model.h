@@ -95,6 +95,10 @@ void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, 
 // entry of two slots of the largest region (one when a single layer offloads) where the forward
 // writes a layer's offloaded tensors and the backward fetches them back; the pool's bytes.
 size_t act_layer_offload_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+// The sum over layer l's names of fn's bytes, each rounded up to a multiple of align (1: exact; 64: the
+// host pool's regions, as offload and memo lay them out).
+typedef size_t (*ActNameBytesFn)(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+size_t act_layer_names_sum(const ActShape *sh, const MemoryPolicy *p, int l, ActNameBytesFn fn, size_t align);
 size_t act_layer_offload_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_layer_offload_span(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_offload_stage_bytes(const ActShape *sh, const MemoryPolicy *p);
