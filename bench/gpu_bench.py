@@ -10,7 +10,7 @@ Implementations:
                  llama; LoRA configs: --lora-rank 16 --lora-alpha 32, ctron-lora-fa adds --lora-fa)
   torch-eager    GPT-2: bench/peers/torch_gpt.py's GPT; llama: transformers' LlamaForCausalLM (SDPA);
                  on cuda, autocast bf16, fused AdamW; LoRA configs: peft's LoRA on it (peft-lora-fa:
-                 every lora_A frozen)
+                 every lora_A frozen; the LoRA configs name them peft-lora and peft-lora-fa)
   torch-compile  the same model through torch.compile
   llmc           karpathy/llm.c's train_gpt2cu (bf16, its defaults: GeLU recomputed), built by
                  bench/llmc_build.sh into .gpu/llmc/ (never committed), random init (-e d12 / d48),
@@ -52,7 +52,7 @@ CONFIGS = {
 }
 # Which implementations a config's default run compares (--impls overrides).
 DEFAULT_IMPLS = {"gpt2": "ctron,llmc,torch-eager,torch-compile", "llama": "ctron,torch-eager,torch-compile",
-                 "lora": "ctron,ctron-lora-fa,torch-eager,peft-lora-fa"}
+                 "lora": "ctron,ctron-lora-fa,peft-lora,peft-lora-fa"}
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 WARMUP = 3
 # Dense bf16 peaks (TFLOP/s) by the device name's key; the same figures as src/backend/gpu_peaks.c.
@@ -209,7 +209,8 @@ def run_llmc(args, cfg, c, timeout):
 
 
 def run_peer(args, impl, cfg, timeout):
-    peer = {"torch-eager": "eager", "torch-compile": "compile", "peft-lora-fa": "lora-fa"}[impl]
+    # peft-lora: the LoRA config's model in eager mode (llama_model wraps it in peft's LoRA)
+    peer = {"torch-eager": "eager", "torch-compile": "compile", "peft-lora": "eager", "peft-lora-fa": "lora-fa"}[impl]
     cmd = [args.python, os.path.abspath(__file__), "--peer", peer, "--config", cfg, "--device", args.device]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
@@ -254,7 +255,8 @@ def main():
         c = CONFIGS[cfg]
         impls = args.impls or DEFAULT_IMPLS[family(cfg)]
         for impl in [x for x in impls.split(",") if x]:
-            if impl not in ("ctron", "ctron-lora-fa", "llmc", "torch-eager", "torch-compile", "peft-lora-fa"):
+            if impl not in ("ctron", "ctron-lora-fa", "llmc", "torch-eager", "torch-compile", "peft-lora",
+                            "peft-lora-fa"):
                 print(f"gpu_bench: unknown implementation '{impl}'", file=sys.stderr)
                 return 2
             left = args.budget_s - (time.time() - t0)
