@@ -13,7 +13,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { int arch; long s, b, h, a, kv, f, v; int dropout, e, r, fa; unsigned sites, tempo; } Shape;
+typedef struct { int arch; long s, b, h, a, kv, f, v; int dropout, e, r, fa; unsigned sites, tempo; int mini; } Shape;
 
 #define SITE(s) (1u << (s))
 static int on(const Shape *sh, unsigned sites) { return (sh->sites & sites) != 0; }
@@ -26,6 +26,10 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     size_t tgelu = (sh->tempo & TEMPO_GELU) != 0, a_trains = !sh->fa;
     size_t sbf = sb * (size_t)(llama ? sh->f : 4 * sh->h);
     if (act_is_lora(n)) return (sh->sites >> (n - ACT_LORA_Q) & 1u) ? e * sb * (size_t)sh->r : 0;
+    if (sh->mini) {   // mini-seq: the MLP's inside made again per chunk from fc1_in, which stays for it
+        if (n == ACT_GELU_IN || n == ACT_FC2_IN || n == ACT_GATE || n == ACT_UP || n == ACT_GELU_BRANCH) return 0;
+        if (n == ACT_FC1_IN) return e * sbh;
+    }
     switch (n) {
     case ACT_LN1_IN: case ACT_LN2_IN: return tln ? 0 : e * sbh;
     case ACT_QKV_IN:
@@ -74,7 +78,8 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
     char err[256];
     pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
     pol.masks = MASKS_BYTES;
-    pol.tempo = sh->tempo;
+    pol.tempo = sh->tempo | (sh->mini ? MINI_SEQ : 0);
+    pol.mini_seq = sh->mini;
     if (policy_build(&pol, L, rc, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
         return out;
@@ -95,9 +100,9 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
     gpt_zero_grad(&m);
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     char what[200];
-    snprintf(what, sizeof what, "%s r%d%s sites %#x %s/%s/%d/%s e%d p%d tempo %#x", sh->arch ? "llama" : "gpt2", sh->r,
-             sh->fa ? " FA" : "", sh->sites, rc ? rc : "-", method ? method : "-", num, list ? list : "-", sh->e,
-             sh->dropout, sh->tempo);
+    snprintf(what, sizeof what, "%s r%d%s sites %#x %s/%s/%d/%s e%d p%d tempo %#x mini %d", sh->arch ? "llama" : "gpt2",
+             sh->r, sh->fa ? " FA" : "", sh->sites, rc ? rc : "-", method ? method : "-", num, list ? list : "-", sh->e,
+             sh->dropout, sh->tempo, sh->mini);
     size_t fwd = 0;
     for (int l = 0; l < L; l++)
         for (int nm = 0; nm < ACT_N_LAYER; nm++) {
@@ -107,9 +112,10 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
                   what, l, act_name_str((ActName)nm), act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm), want);
             fwd += want;
         }
-    // Model level: lnf_in (e), its statistics and the logits (fp32); no emb_mask, no lm_in (frozen).
+    // Model level: lnf_in (e), its statistics and the logits (fp32); no emb_mask, no lm_in (frozen). Mini-seq:
+    // the output layer's backward done in the forward, its dL/d lnf's output kept (fp32) instead of the logits.
     size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h;
-    fwd += (size_t)sh->e * sbh + (sh->arch == ARCH_LLAMA ? 4 : 8) * sb + 4 * sb * (size_t)sh->v;
+    fwd += (size_t)sh->e * sbh + (sh->arch == ARCH_LLAMA ? 4 : 8) * sb + (sh->mini ? 4 * sbh : 4 * sb * (size_t)sh->v);
     CHECK(m.ledger.total_fwd_end == fwd, "%s: end of forward %zu, formula %zu", what, m.ledger.total_fwd_end, fwd);
     CHECK(act_forward_end_bytes(&m.shape, &pol) == fwd, "%s: analytic end of forward", what);
     gpt_backward(&m, tok, ctx);
@@ -184,6 +190,17 @@ static void check_init(int arch, unsigned sites, int fa) {
     gpt_free(&ml);
 }
 
+// max |x − y| / max |y| (0 for two empty tensors).
+static double max_rel(const float *x, const float *y, size_t n) {
+    double d = 0.0, top = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)x[i] - (double)y[i]), t = fabs((double)y[i]);
+        d = e > d ? e : d;
+        top = t > top ? t : top;
+    }
+    return top > 0.0 ? d / top : d;
+}
+
 static int any_nonzero(const float *x, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (x[i] != 0.0f) return 1;
@@ -195,11 +212,11 @@ int main(void) {
                                SITE(LORA_UP) | SITE(LORA_DOWN);
     const unsigned gpt2_all = SITE(LORA_QKV) | SITE(LORA_PROJ) | SITE(LORA_FC) | SITE(LORA_FC2);
     const Shape shapes[] = {
-        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, llama_all, 0},
-        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_Q) | SITE(LORA_V), 0},
-        {ARCH_LLAMA, 16, 2, 64, 4, 4, 96, 300, 1, 4, 4, 0, SITE(LORA_O) | SITE(LORA_DOWN), 0},
-        {ARCH_GPT2, 16, 2, 64, 4, 4, 0, 280, 1, 4, 4, 0, gpt2_all, 0},
-        {ARCH_GPT2, 16, 2, 48, 4, 4, 0, 280, 1, 4, 2, 0, SITE(LORA_QKV) | SITE(LORA_FC2), 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, llama_all, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_Q) | SITE(LORA_V), 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 4, 96, 300, 1, 4, 4, 0, SITE(LORA_O) | SITE(LORA_DOWN), 0, 0},
+        {ARCH_GPT2, 16, 2, 64, 4, 4, 0, 280, 1, 4, 4, 0, gpt2_all, 0, 0},
+        {ARCH_GPT2, 16, 2, 48, 4, 4, 0, 280, 1, 4, 2, 0, SITE(LORA_QKV) | SITE(LORA_FC2), 0, 0},
     };
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
         {"none", NULL, 1, NULL},      {"selective", NULL, 1, NULL}, {"full", "uniform", 1, NULL},
@@ -257,6 +274,43 @@ int main(void) {
         free(g.a_grad);
         free(g.b_grad);
     }
+    // Mini-seq (the MLP a chunk at a time, its adapters inside the chunks): the same bytes rule with the
+    // MLP's inside not kept, the adapters' gradients bitwise the same under every policy, and within
+    // fp32 reordering of the whole-sequence run's (a chunk's GEMMs sum fewer rows at a time), with dropout
+    // on the adapters' input too.
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int fa = 0; fa <= 1; fa++)
+            for (int e = 4; e >= 2; e -= 2) {
+                Shape sh = shapes[i];
+                sh.fa = fa;
+                sh.e = e;
+                Grads whole = run_step(&sh, L, "none", NULL, 1, NULL);
+                sh.mini = i % 2 ? 3 : 2;
+                Grads ref = {0};
+                for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
+                    Grads g = run_step(&sh, L, policies[p].rc, policies[p].method, policies[p].num, policies[p].list);
+                    if (!ref.b_grad) { ref = g; continue; }
+                    CHECK(g.nb == ref.nb && memcmp(g.b_grad, ref.b_grad, g.nb * sizeof(float)) == 0,
+                          "mini shape %zu fa %d e%d policy %zu: B gradients differ from recompute none", i, fa, e, p);
+                    CHECK(g.na == ref.na && (!g.na || memcmp(g.a_grad, ref.a_grad, g.na * sizeof(float)) == 0),
+                          "mini shape %zu fa %d e%d policy %zu: A gradients differ from recompute none", i, fa, e, p);
+                    free(g.a_grad);
+                    free(g.b_grad);
+                }
+                // bf16 activations: the whole-sequence run keeps llama's gate and up rounded to bf16, the
+                // chunks use them unrounded (nothing is kept), a difference of bf16's 2^-8 per element
+                double tol = e == 4 ? 2e-5 : 1e-2;
+                double db = max_rel(ref.b_grad, whole.b_grad, ref.nb), da = max_rel(ref.a_grad, whole.a_grad, ref.na);
+                CHECK(ref.nb == whole.nb && db < tol, "mini shape %zu fa %d e%d: B gradients %.3g from the whole sequence's",
+                      i, fa, e, db);
+                CHECK(ref.na == whole.na && da < tol, "mini shape %zu fa %d e%d: A gradients %.3g from the whole sequence's",
+                      i, fa, e, da);
+                CHECK(any_nonzero(ref.b_grad, ref.nb), "mini shape %zu fa %d: B's gradient is zero", i, fa);
+                free(ref.a_grad);
+                free(ref.b_grad);
+                free(whole.a_grad);
+                free(whole.b_grad);
+            }
     check_init(ARCH_LLAMA, llama_all, 0);
     check_init(ARCH_LLAMA, SITE(LORA_K) | SITE(LORA_DOWN), 1);
     check_init(ARCH_GPT2, gpt2_all, 0);

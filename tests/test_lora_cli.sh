@@ -28,10 +28,26 @@ bad "'fc2' is a gpt2 linear, not one of --arch llama" train "${base[@]}" --steps
 bad "'gate' is a llama linear, not one of --arch gpt2" train --arch gpt2 --layers 2 --hidden 64 --heads 4 --steps 2 \
     --data "$data" --lora-rank 4 --lora-targets gate
 bad "--lora-fa without --lora-rank" train "${base[@]}" --steps 2 --lora-fa
-bad "--mini-seq 2 with --lora-rank" train --arch gpt2 --layers 2 --hidden 64 --heads 4 --steps 2 --data "$data" \
-    --lora-rank 4 --mini-seq 2
 bad "--lora-targets without --lora-rank" memory --preset llama3-8b --lora-targets q
 bad "'qkv' is a gpt2 linear" memory --preset llama3-8b --lora-rank 16 --lora-targets qkv
+
+# Mini-seq with adapters (the chunked MLP runs them): ledger == prediction, and ctron memory predicts the
+# run's peak byte for byte (GPT-2 LoRA; llama LoRA-FA with adapter dropout).
+mini() {   # NAME TRAIN-ONLY-FLAGS FLAGS...
+  local name=$1 only=$2; shift 2
+  # shellcheck disable=SC2086
+  "$ctron" train --layers 2 --hidden 64 --heads 4 --seq 16 --batch 2 --steps 1 --threads 1 --eval-every 0 \
+      --data "$data" --mini-seq 2 "$@" $only > "$dir/$name.out" 2>&1
+  check '[ $? -eq 0 ]' "$name: $(tail -2 "$dir/$name.out")"
+  check '! grep -q MISMATCH "$dir/$name.out"' "$name: a ledger line differs from the prediction"
+  local run; run=$(sed -n 's/.*peak of the step.*predicted \([0-9]*\) .*/\1/p' "$dir/$name.out")
+  "$ctron" memory --layers 2 --hidden 64 --heads 4 --seq 16 --batch 2 --vocab 256 --act-dtype fp32 --mini-seq 2 \
+      "$@" --json > "$dir/$name.json" 2>&1
+  local mem; mem=$(tr -d ' \t\n' < "$dir/$name.json" | sed -n 's/.*"activation_peak_bytes":\([0-9]*\).*/\1/p')
+  check '[ -n "$run" ] && [ "$run" = "$mem" ]' "$name: the run predicted a peak of '$run' B, ctron memory '$mem' B"
+}
+mini mini_gpt2 "" --arch gpt2 --dropout 0.1 --lora-rank 4
+mini mini_llama "--lora-dropout 0.1" --arch llama --kv-heads 2 --dropout 0 --lora-rank 4 --lora-fa
 
 # A LoRA-FA run of 4 steps, and the same stopped after 2 and resumed without any flag.
 lora=(--lora-rank 4 --lora-alpha 8 --lora-targets q,v,down --lora-fa)

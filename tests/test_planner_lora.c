@@ -26,7 +26,9 @@ static ActShape tiny(int fa) {
 static size_t policy_peak(const MemPlan *p, const ActShape *sh) {
     MemoryPolicy pol;
     plan_policy(p, sh, &pol);
-    size_t b = act_peak_bytes(sh, &pol);
+    ActShape chunked = *sh;   // mini-seq's chunks are the shape's (the model's shape carries the policy's)
+    chunked.mini_seq = pol.mini_seq;
+    size_t b = act_peak_bytes(&chunked, &pol);
     policy_free(&pol);
     return b;
 }
@@ -54,7 +56,35 @@ static void check_budget_planner(void) {
           "selective, tempo %#x)", pl.n_full, pl.n_sel, pl.tempo);
     CHECK((double)(pl.arena_bytes + pl.scratch_bytes) <= budget && policy_peak(&pl, &lora) == pl.act_peak &&
               (pl.tempo & act_lora_bits(&lora)) == act_lora_bits(&lora), "LoRA's plan within the budget, exact, its bits kept");
-    CHECK(!(pl.tempo & MINI_SEQ), "no mini-seq with adapters");
+    CHECK(!(pl.tempo & MINI_SEQ), "no mini-seq for llama (the planners offer it to no SwiGLU MLP)");
+}
+
+// GPT-2 with LoRA / LoRA-FA on every site: from what keeping everything needs down to nothing fitting, every
+// plan is exact (the analytic peak of its policy is the plan's) and within its budget, and some plans take
+// mini-seq, whose chunked MLP runs the adapters.
+static void check_gpt2_minis(void) {
+    for (int fa = 0; fa <= 1; fa++) {
+        ActShape sh = {.s = 64, .b = 4, .h = 64, .a = 4, .L = 4, .v = 256, .elem_bytes = 4, .masks = MASKS_BYTES, .t = 1};
+        act_shape_set_family(&sh, ARCH_GPT2, 4, 256, 1, 0);
+        sh.lora_rank = 8;
+        sh.lora_sites = lora_family_sites(ARCH_GPT2);
+        sh.lora_fa = fa;
+        MemPlan p;
+        CHECK(plan_memory(&sh, 1, 64.0 * 1048576, 0, &p) == 0, "GPT-2 LoRA fa %d: 64 MiB fits", fa);
+        double top = (double)(p.arena_bytes + p.scratch_bytes);
+        int plans = 0, minis = 0;
+        for (double budget = top; budget > top / 20; budget *= 0.9) {
+            if (plan_memory(&sh, 1, budget, 0, &p) != 0) break;
+            plans++;
+            minis += (p.tempo & MINI_SEQ) != 0;
+            CHECK((double)(p.arena_bytes + p.scratch_bytes) <= budget && policy_peak(&p, &sh) == p.act_peak &&
+                      (p.tempo & act_lora_bits(&sh)) == act_lora_bits(&sh),
+                  "GPT-2 LoRA fa %d, budget %.0f: the plan (arena %zu + scratch %zu, tempo %#x, %d full %d selective) within "
+                  "it, exact (%zu, policy %zu), LoRA's bits kept", fa, budget, p.arena_bytes, p.scratch_bytes, p.tempo,
+                  p.n_full, p.n_sel, p.act_peak, policy_peak(&p, &sh));
+        }
+        CHECK(plans > 3 && minis > 0, "GPT-2 LoRA fa %d: %d plans, %d with mini-seq", fa, plans, minis);
+    }
 }
 
 // Llama with h 256, 4 heads, 2 kv heads (d 64), FFN 512, 4 layers, v 1024, s 128, global batch 8; 8 GPUs.
@@ -168,6 +198,7 @@ static void check_cluster(void) {
 
 int main(void) {
     check_budget_planner();
+    check_gpt2_minis();
     check_cluster();
     return check_summary();
 }

@@ -293,8 +293,6 @@ static int parse(int argc, char **argv, MemArgs *a) {
         return args_error(CMD, "--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) is stored in bf16");
     if (a->lora_rank && a->reversible)
         return args_error(CMD, "--reversible with --lora-rank: reversible blocks have no adapters yet");
-    if (a->lora_rank && a->mini_seq > 1)
-        return args_error(CMD, "--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", a->mini_seq);
     a->lora_mode = !a->lora_rank ? LORA_MODE_NONE : a->lora_fa ? LORA_MODE_FA : LORA_MODE_ADAPT;
     return 0;
 }

@@ -98,8 +98,6 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
             return usage_error("--lora-rank %d is above the width of target '%s' ([%ld, %ld]: at most %ld)", c->lora_rank,
                                row->target, out, in, lim);
     }
-    if (o->mini_seq > 1)
-        return usage_error("--mini-seq %d with --lora-rank: the chunked MLP has no adapters yet", o->mini_seq);
     if (c->reversible)
         return usage_error("--reversible with --lora-rank: reversible blocks' inversion has no adapters yet");
     if (o->sample_tokens > 0)

@@ -178,7 +178,6 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
             // Mini-seq's recompute is priced for GeLU's MLP (FC1 again): not offered to SwiGLU's (gate and
             // up again), which a run still takes by hand (--mini-seq)
             if (base->swiglu && (tempo & MINI_SEQ)) continue;
-            if (base->lora_rank > 0 && (tempo & MINI_SEQ)) continue;   // the chunked MLP has no adapters yet
             ActShape sh = *base;
             sh.masks = modes[mi];
             sh.gelu_bits = 0;

@@ -181,7 +181,6 @@ int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision prec
             // Mini-seq's recompute is priced for GeLU's MLP (FC1 again): not offered to SwiGLU's (gate and
             // up again), which a run still takes by hand (--mini-seq)
             if (base->swiglu && (tempo & MINI_SEQ)) continue;
-            if (base->lora_rank > 0 && (tempo & MINI_SEQ)) continue;   // the chunked MLP has no adapters yet
             for (int allow_sel = 0; allow_sel < 2; allow_sel++) {
                 // flash's scratch is the same either way: allowing selective only adds choices
                 if ((tempo & ATTN_FLASH) && !allow_sel) continue;

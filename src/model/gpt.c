@@ -9,7 +9,9 @@
 #include "model/base16.h"
 #include "model/block.h"
 #include "model/family.h"
+#include "model/linear.h"
 #include "model/lora_site.h"
+#include "model/mini_mlp.h"
 #include "model/memo.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
@@ -115,7 +117,6 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     if (policy) policy_copy(&m->policy, policy);
     else policy_default(&m->policy, c->layers);
     m->policy.tempo |= gpt_lora_keep_bits(c);   // what the frozen base and the adapters keep
-    if (gpt_lora(m) && m->policy.mini_seq > 1) ctron_fatal("gpt_init: mini-seq's chunked MLP has no LoRA adapters");
     if (gpt_lora(m) && c->reversible) ctron_fatal("gpt_init: reversible blocks have no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     remat_check(&m->policy);
@@ -295,32 +296,6 @@ const uint16_t *gpt_w16(const GPT *m, const float *w) {
     return m->params16 + (w - m->params);
 }
 
-// y[n,out] = x[n,in] · Wᵀ (+ bias) on the backend. x16: x's bf16 copy when the arena keeps one
-// (the GEMM reads it as it is), else NULL (the backend rounds x to the same bits).
-static void linear_fwd16(GPT *m, float *y, int ldy, const float *x, const uint16_t *x16, int ldx, const float *w,
-                         const float *bias, int n, int in, int out) {
-    m->be->linear_forward(m->be, y, ldy, x, x16, ldx, gpt_base_key(m, w) ? NULL : w, gpt_w16(m, w), bias, n, in, out);
-}
-static void linear_fwd(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int n,
-                       int in, int out) {
-    linear_fwd16(m, y, ldy, x, NULL, ldx, w, bias, n, in, out);
-}
-
-// A GEMM input read back for the backward: the kept bf16 copy as it is when the GEMM runs in bf16
-// (nothing unpacked to fp32 and rounded again), else the fp32 values.
-typedef struct { const float *f32; const uint16_t *bf16; } GemmIn;
-
-// dx (= or +=) dy · W;  dW += dyᵀ · x;  db += Σ dy.
-static void linear_bwd16(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy,
-                         int lddy, GemmIn x, int ldx, const float *w, int n, int in, int out) {
-    m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx,
-                           gpt_base_key(m, w) ? NULL : w, gpt_w16(m, w), n, in, out);
-}
-static void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
-                       const float *x, int ldx, const float *w, int n, int in, int out) {
-    linear_bwd16(m, dx, ldx_out, accumulate, dw, db, dy, lddy, (GemmIn){x, NULL}, ldx, w, n, in, out);
-}
-
 // Does this pass keep `name` of layer l, and where (saved.h's KEEP_*)? A recompute pass keeps what a
 // none layer would, in the arena (its backward follows at once); the forward offloads what --offload names.
 static int keeps(const GPT *m, int l, ActName name, int pass) {
@@ -457,82 +432,6 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     return all;
 }
 
-// Rows [*r0, *r1) of chunk c when n rows (sequence-major: whole positions) are cut into M chunks.
-static void chunk_rows(int n, int M, int c, int *r0, int *r1) {
-    int per = (n + M - 1) / M;
-    *r0 = c * per < n ? c * per : n;
-    *r1 = *r0 + per < n ? *r0 + per : n;
-}
-
-// FC1 + bias + GeLU of rows [r0, r0+nc) into the chunk buffers mini_a (GeLU input), mini_b (output).
-static void mlp_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
-    int h = m->cfg.hidden, fl = m->fl;
-    linear_fwd(m, ws(m, W_MINI_A), fl, x_all + (size_t)r0 * h, h, w->fc1_w, NULL, nc, h, fl);
-    m->be->bias_gelu_forward(m->be, ws(m, W_MINI_B), ws(m, W_MINI_A), w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
-}
-
-// Gate and up of rows [r0, r0+nc) into mini_a and mini_b, their SwiGLU into mini_c.
-static void swiglu_chunk_inner(GPT *m, const BlockTensors *w, const float *x_all, int r0, int nc) {
-    int h = m->cfg.hidden, fl = m->fl;
-    const float *x = x_all + (size_t)r0 * h;
-    linear_fwd(m, ws(m, W_MINI_A), fl, x, h, w->fc1_w, NULL, nc, h, fl);
-    linear_fwd(m, ws(m, W_MINI_B), fl, x, h, w->fc1_w + (size_t)fl * h, NULL, nc, h, fl);
-    m->be->swiglu_forward(m->be, ws(m, W_MINI_C), ws(m, W_MINI_A), ws(m, W_MINI_B), fl, nc, fl, 0);
-}
-
-// Mini-seq MLP forward: FC2(GeLU(FC1(x))) or Down(SiLU(Gate) ⊙ Up) one chunk of the sequence at a
-// time, into ws_out.
-static void mlp_forward_chunks(GPT *m, const BlockTensors *w, const float *x_all) {
-    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
-    for (int c = 0; c < m->policy.mini_seq; c++) {
-        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
-        if (r1 <= r0) continue;
-        if (swiglu(m)) swiglu_chunk_inner(m, w, x_all, r0, r1 - r0);
-        else mlp_chunk_inner(m, w, x_all, r0, r1 - r0);
-        const float *hidden = ws(m, swiglu(m) ? W_MINI_C : W_MINI_B);
-        linear_fwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, hidden, fl, w->fc2_w, NULL, r1 - r0, fl, h);
-    }
-}
-
-// Mini-seq SwiGLU backward: per chunk gate, up and SwiGLU again, then the down, SwiGLU (in place over
-// gate and up) and gate/up backward; dL/dx (the rank's partial sum under TP) into ws_out.
-static void swiglu_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensors *g, const float *x_all,
-                                   const float *d_out) {
-    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
-    size_t fh = (size_t)fl * h;
-    for (int c = 0; c < m->policy.mini_seq; c++) {
-        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
-        int nc = r1 - r0;
-        if (nc <= 0) continue;
-        const float *x = x_all + (size_t)r0 * h;
-        swiglu_chunk_inner(m, w, x_all, r0, nc);
-        linear_bwd(m, ws(m, W_MINI_D), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_C), fl, w->fc2_w,
-                   nc, fl, h);
-        m->be->swiglu_backward(m->be, ws(m, W_MINI_A), ws(m, W_MINI_B), fl, NULL, ws(m, W_MINI_D), ws(m, W_MINI_A),
-                               ws(m, W_MINI_B), fl, nc, fl, 0);
-        linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, NULL, ws(m, W_MINI_A), fl, x, h, w->fc1_w, nc, h, fl);
-        linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 1, g->fc1_w + fh, NULL, ws(m, W_MINI_B), fl, x, h,
-                   w->fc1_w + fh, nc, h, fl);
-    }
-}
-
-// Mini-seq MLP backward: per chunk, FC1 and GeLU again, then the FC2, GeLU and FC1 backward;
-// dL/dx (the rank's partial sum under TP) into ws_out.
-static void mlp_backward_chunks(GPT *m, const BlockTensors *w, const BlockTensors *g, const float *x_all,
-                                const float *d_out) {
-    int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, r0, r1;
-    for (int c = 0; c < m->policy.mini_seq; c++) {
-        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
-        int nc = r1 - r0;
-        if (nc <= 0) continue;
-        mlp_chunk_inner(m, w, x_all, r0, nc);
-        linear_bwd(m, ws(m, W_MINI_C), fl, 0, g->fc2_w, NULL, d_out + (size_t)r0 * h, h, ws(m, W_MINI_B), fl, w->fc2_w, nc, fl, h);
-        m->be->gelu_backward(m->be, ws(m, W_MINI_C), ws(m, W_MINI_C), ws(m, W_MINI_A), (size_t)nc * fl);
-        linear_bwd(m, ws(m, W_OUT) + (size_t)r0 * h, h, 0, g->fc1_w, g->fc1_b, ws(m, W_MINI_C), fl, x_all + (size_t)r0 * h, h,
-                        w->fc1_w, nc, h, fl);
-    }
-}
-
 #define KEEP(name) keeps(m, l, name, pass)
 
 // The output blocks of the q, k, v sites: GPT-2's c_attn adapter feeds all three (B's rows q|k|v), llama's
@@ -665,6 +564,29 @@ float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float 
     return x1;
 }
 
+// Mini-seq's MLP (model/mini_mlp.c) into W_OUT (out 0: only the down adapter's v), with its adapters' v
+// kept as the pass says: the column sites' from the whole input first, the down site's chunk by chunk.
+// Returns the down adapter's v (NULL pointers without one).
+static LoraV mlp_chunks_forward(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16,
+                                int pass, int out) {
+    BlockActs *A = &m->act->blocks[l];
+    MiniAdapters ad = mini_adapters(m);
+    LoraOut v_only = {0};
+    for (int i = 0; i < 2; i++)
+        if (ad.on[i])
+            ad.v[i] = lora_column_forward(m, l, ad.site[i], x_all, x16, m->cfg.hidden, &v_only, KEEP(lora_act(ad.site[i])));
+    if (!ad.on[2]) {
+        if (out) mini_mlp_forward(m, l, w, x_all, &ad, ws(m, W_OUT));
+        return (LoraV){0};
+    }
+    size_t nr = (size_t)m->s_cur * m->b_cur * (size_t)m->cfg.lora_rank;
+    ActName dn = lora_act(ad.site[2]);
+    ad.down_v = saved_out(m, A, dn, l, nr, KEEP(dn));
+    mini_mlp_forward(m, l, w, x_all, &ad, out ? ws(m, W_OUT) : NULL);
+    saved_done(m, A, dn, l, ad.down_v, nr, KEEP(dn), 0);
+    return (LoraV){ad.down_v, saved_bf16(m, A, dn, KEEP(dn))};
+}
+
 // The MLP half: out = res + Dropout(FC2(GeLU(FC1(Norm2(x1))))) (the standard block: res = x1, out NULL:
 // the output goes where `where` says; a reversible block: y2 = x2 + G(y1) into out; PASS_INVERT: out = res − G).
 float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float *out_buf, int pass, int where) {
@@ -684,8 +606,8 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     if (swiglu(m) && !mini) mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
     else if (!swiglu(m)) fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
-    // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in (mini-seq's chunked
-    // MLP has no adapters: ctron train refuses the two together).
+    // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in (mini-seq: the
+    // chunks' hidden rows).
     LoraSite d_site = swiglu(m) ? LORA_DOWN : LORA_FC2;
     const float *d_in = swiglu(m) ? ws(m, W_FFN) : fc2_in;
     const uint16_t *d_in16 = swiglu(m) ? NULL : saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN));
@@ -695,11 +617,13 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     // down adapter's x·Aᵀ), never the block's output, so FC2 (a third of the block's GEMM work) and the
     // residual are not redone.
     if (where == OUT_DISCARD) {
-        if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, NULL, h, KEEP(lora_act(d_site)));
+        if (mini) mlp_chunks_forward(m, l, &w, fc1_all, fc1_16, pass, 0);
+        else if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, NULL, h, KEEP(lora_act(d_site)));
         return NULL;
     }
+    LoraV down_v = {0};
     if (mini) {   // FC1, GeLU, FC2 (gate, up, SwiGLU, down) a chunk at a time; nothing kept
-        mlp_forward_chunks(m, &w, fc1_all);
+        down_v = mlp_chunks_forward(m, l, &w, fc1_all, fc1_16, pass, 1);
     } else if (swiglu(m)) {
         linear_fwd16(m, ws(m, W_OUT), h, ws(m, W_FFN), NULL, fl, w.fc2_w, NULL, n, fl, h);
     } else {
@@ -707,7 +631,8 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
                      fl, h);
     }
     float *mlp_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
-    if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, mlp_out, h, KEEP(lora_act(d_site)));
+    if (lora_on(m, d_site) && mini) lora_row_add(m, l, d_site, down_v, mlp_out, h);
+    else if (lora_on(m, d_site)) lora_row_forward(m, l, d_site, d_in, d_in16, fl, mlp_out, h, KEEP(lora_act(d_site)));
     float *out = out_buf ? out_buf : output_of(m, l, pass, where);
     residual_forward(m, out, res, mlp_out, w.fc2_b, drop2, p, pass);
     if (!out_buf) output_done(m, l, pass, where, out);
@@ -782,7 +707,7 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
     float *lm_grad = train ? saved_out(m, M, ACT_LM_GRAD, -1, (size_t)n * h, 1) : NULL;
     double loss = 0.0;
     for (int c = 0; c < m->policy.mini_seq; c++) {
-        chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
+        mini_chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
         int nc = r1 - r0;
         if (nc <= 0) continue;
         float *logits = ws(m, W_MINI_LOGITS);
@@ -1025,14 +950,26 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
                            gamma, beta, nr);
 }
 
+// Mini-seq: the MLP's chunks again from the kept (regathered) norm output, each straight into its
+// backward (model/mini_mlp.c), with the adapters' kept v; dL/dx into W_OUT (the rank's partial sum).
+static void mlp_backward_chunks(GPT *m, int l, const BlockTensors *w, const BlockTensors *g, const float *d_out) {
+    int h = m->cfg.hidden;
+    size_t nrh = (size_t)m->s_rank * m->b_cur * (size_t)h;
+    const float *kept = saved_in(m, &m->act->blocks[l], ACT_FC1_IN, l, nrh);
+    const float *x_all = tp_gather_rows(m, kept, sp_buf(m, W_GATHER2), h, TPC_REGATHER);
+    MiniAdapters ad = mini_adapters(m);
+    for (int i = 0; i < 3; i++)
+        if (ad.on[i]) ad.v[i] = lora_v_kept(m, l, ad.site[i]);
+    mini_mlp_backward(m, l, w, g, x_all, &ad, d_out, ws(m, W_OUT));
+}
+
 // GPT-2's MLP backward from dL/d(FC2 output) (all rows): dL/dx into W_OUT (the rank's partial sum).
 static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockTensors *g, const float *d_fc2_out) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, nfl = (size_t)n * fl;
     if (m->policy.mini_seq > 1) {   // FC1 and GeLU again, a chunk at a time, straight into their backward
-        const float *fc1_in = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
-        mlp_backward_chunks(m, w, g, fc1_in, d_fc2_out);
+        mlp_backward_chunks(m, l, w, g, d_fc2_out);
         return;
     }
     GemmIn fc2_in = grad_input(m, A, ACT_FC2_IN, l, nfl, 0, g->fc2_w || lora_a_trains(m, LORA_FC2));
@@ -1062,8 +999,7 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, nfl = (size_t)n * fl, fh = (size_t)fl * h;
     if (m->policy.mini_seq > 1) {   // gate, up and SwiGLU again, a chunk at a time, straight into their backward
-        const float *x_all = tp_gather_rows(m, saved_in(m, A, ACT_FC1_IN, l, nrh), sp_buf(m, W_GATHER2), h, TPC_REGATHER);
-        swiglu_backward_chunks(m, w, g, x_all, d_down_out);
+        mlp_backward_chunks(m, l, w, g, d_down_out);
         return;
     }
     float *gate = (float *)remat_in(m, l, ACT_GATE, nfl), *up = (float *)remat_in(m, l, ACT_UP, nfl);

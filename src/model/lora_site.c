@@ -37,37 +37,57 @@ static const uint8_t *lora_mask(GPT *m, int l, LoraSite s, int w, int W, int c0)
     return keep;
 }
 
-// u = x ⊙ keep/(1−p) [n, in] into W_LORA, from x or (kept in bf16 only) its bf16 copy: the same values.
-static const float *dropped(GPT *m, const float *x, const uint16_t *x16, int in, const uint8_t *keep) {
+// u = x ⊙ keep/(1−p) [rows, in] into W_LORA, from x or (kept in bf16 only) its bf16 copy: the same values.
+static const float *dropped(GPT *m, const float *x, const uint16_t *x16, int rows, int in, const uint8_t *keep) {
     float *u = ws(m, W_LORA);
-    size_t count = (size_t)m->s_cur * m->b_cur * (size_t)in;
+    size_t count = (size_t)rows * (size_t)in;
     if (x) m->be->copy(m->be, u, x, count * sizeof(float), COPY_D2D);
     else m->be->bf16_unpack(m->be, u, x16, count);
     m->be->dropout_apply(m->be, u, keep, lora_p(m), count);
     return u;
 }
 
-// The adapter's input-side backward under dropout: dA += duᵀ·u (A trains: x given), dx += (du·A) ⊙ keep/(1−p).
-static void dropped_backward(GPT *m, float *dx, int ldx, float *ga, const float *du, const float *x,
-                             const uint16_t *x16, const float *a, int in, const uint8_t *keep) {
-    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
-    if (ldx != in) ctron_fatal("lora: an input gradient of %d columns with row stride %d", in, ldx);
-    if (ga) {
-        const float *u = dropped(m, x, x16, in, keep);
-        m->be->linear_backward(m->be, NULL, in, 0, ga, NULL, du, r, u, NULL, in, a, gpt_w16(m, a), n, in, r);
-    }
-    float *tmp = ws(m, W_LORA);
-    m->be->linear_backward(m->be, tmp, in, 0, NULL, NULL, du, r, NULL, NULL, in, a, gpt_w16(m, a), n, in, r);
-    m->be->dropout_apply(m->be, tmp, keep, lora_p(m), (size_t)n * in);
-    m->be->axpby(m->be, dx, 1.0f, tmp, 1.0f, (size_t)n * in);
+// The mask of rows [r0, ...) of the site's input: the whole [s, b, in] mask drawn, a row-parallel site's
+// rank holding its own columns of the unsharded input.
+static const uint8_t *rows_mask(GPT *m, int l, LoraSite s, int in, int r0) {
+    int row = lora_site(s)->parallel == LORA_ROW;
+    return lora_mask(m, l, s, in, row ? in * m->tp.t : in, row ? in * m->tp.rank : 0) + (size_t)r0 * (size_t)in;
 }
 
-// v = x·Aᵀ (the kept tensor, or its fp32 working copy), as the GEMM reads it in backward.
-typedef struct { const float *f32; const uint16_t *bf16; } KeptV;
-static KeptV kept_v(GPT *m, BlockActs *A, ActName name, int l, size_t count) {
-    const uint16_t *b16 = m->params16 ? saved_in_bf16(m, A, name, l) : NULL;
-    if (b16) return (KeptV){NULL, b16};
-    return (KeptV){saved_in(m, A, name, l, count), NULL};
+// The adapter's input side of the backward over `rows` rows, from dv = dy·B in W_LORA_R: du = (α/r)·dv;
+// dA += duᵀ·u (ga given: A trains; u = x or its dropped copy); dx += du·A (⊙ keep/(1−p) under dropout).
+static void input_backward(GPT *m, float *ga, const float *a, const float *x, const uint16_t *x16, int in, float *dx,
+                           int ldx, int rows, const uint8_t *keep) {
+    int r = m->cfg.lora_rank;
+    float *du = ws(m, W_LORA_R);
+    m->be->axpby(m->be, du, 0.0f, NULL, m->lora_scale, (size_t)rows * r);
+    if (!keep) {
+        m->be->linear_backward(m->be, dx, ldx, 1, ga, NULL, du, r, ga ? x : NULL, ga ? x16 : NULL, in, a,
+                               gpt_w16(m, a), rows, in, r);
+        return;
+    }
+    if (ldx != in) ctron_fatal("lora: an input gradient of %d columns with row stride %d", in, ldx);
+    if (ga) {
+        const float *u = dropped(m, x, x16, rows, in, keep);
+        m->be->linear_backward(m->be, NULL, in, 0, ga, NULL, du, r, u, NULL, in, a, gpt_w16(m, a), rows, in, r);
+    }
+    float *tmp = ws(m, W_LORA);
+    m->be->linear_backward(m->be, tmp, in, 0, NULL, NULL, du, r, NULL, NULL, in, a, gpt_w16(m, a), rows, in, r);
+    m->be->dropout_apply(m->be, tmp, keep, lora_p(m), (size_t)rows * in);
+    m->be->axpby(m->be, dx, 1.0f, tmp, 1.0f, (size_t)rows * in);
+}
+
+LoraV lora_v_kept(GPT *m, int l, LoraSite s) {
+    BlockActs *A = &m->act->blocks[l];
+    const uint16_t *b16 = m->params16 ? saved_in_bf16(m, A, lora_act(s), l) : NULL;
+    if (b16) return (LoraV){NULL, b16};
+    return (LoraV){saved_in(m, A, lora_act(s), l, (size_t)m->s_cur * m->b_cur * (size_t)m->cfg.lora_rank), NULL};
+}
+
+// Rows [r0, ...) of v.
+static LoraV v_rows(LoraV v, int r0, int r) {
+    size_t off = (size_t)r0 * (size_t)r;
+    return (LoraV){v.f32 ? v.f32 + off : NULL, v.bf16 ? v.bf16 + off : NULL};
 }
 
 // y[rows, cols] += v[rows, r] · Bᵀ (B [cols, r]): the GEMM adds into the base's output (beta 1), with no
@@ -76,8 +96,8 @@ static void add_vb(GPT *m, float *y, int ld, const float *v, const uint16_t *v16
     m->be->linear_forward_acc(m->be, y, ld, v, v16, m->cfg.lora_rank, b, gpt_w16(m, b), rows, m->cfg.lora_rank, cols);
 }
 
-void lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in, const LoraOut *out,
-                         int keep) {
+LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in, const LoraOut *out,
+                          int keep) {
     BlockActs *A = &m->act->blocks[l];
     int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
     size_t nr = (size_t)n * r;
@@ -85,7 +105,7 @@ void lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16
     const float *a = layer_a(m, &m->lw, s, l, in), *b = layer_b(m, &m->lw, s, l, out_rows(out));
     float *v = saved_out(m, A, name, l, nr, keep);
     if (lora_p(m) > 0.0f) {   // the adapter's input dropped (the base read x)
-        x = dropped(m, x, x16, in, lora_mask(m, l, s, in, in, 0));
+        x = dropped(m, x, x16, n, in, rows_mask(m, l, s, in, 0));
         x16 = NULL;
     }
     m->be->linear_forward(m->be, v, r, x, x16, in, a, gpt_w16(m, a), NULL, n, in, r);
@@ -94,14 +114,13 @@ void lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16
     const uint16_t *v16 = saved_bf16(m, A, name, keep);
     for (int k = 0; k < out->blocks; k++)
         add_vb(m, out->y[k], out->ld[k], v, v16, b + (size_t)out->row0[k] * r, n, out->cols[k]);
+    return (LoraV){v, v16};
 }
 
 void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const float *x, const uint16_t *x16, int in,
                           float *dx, int ldx) {
-    BlockActs *A = &m->act->blocks[l];
     int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank, rows = out_rows(dy);
-    size_t nr = (size_t)n * r;
-    KeptV v = kept_v(m, A, lora_act(s), l, nr);
+    LoraV v = lora_v_kept(m, l, s);
     const float *a = layer_a(m, &m->lw, s, l, in), *b = layer_b(m, &m->lw, s, l, rows);
     float *ga = layer_a(m, &m->lg, s, l, in), *gb = layer_b(m, &m->lg, s, l, rows), *dv = ws(m, W_LORA_R);
     for (int k = 0; k < dy->blocks; k++) {   // dv = Σ_k dy_k·B_k;  dB_k += dy_kᵀ v
@@ -109,50 +128,74 @@ void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const fl
         m->be->linear_backward(m->be, dv, r, k > 0, gb + off, NULL, dy->y[k], dy->ld[k], v.f32, v.bf16, r, b + off,
                                gpt_w16(m, b + off), n, r, dy->cols[k]);
     }
-    m->be->axpby(m->be, dv, 0.0f, NULL, m->lora_scale, nr);   // du = (α/r)·dv
+    input_backward(m, ga, a, x, x16, in, dx, ldx, n, lora_p(m) > 0.0f ? rows_mask(m, l, s, in, 0) : NULL);
+}
+
+// v rows [r0, r0 + rows) of a row-parallel site: this rank's partial products of its input columns
+// (x points at row r0), summed over TP, then scaled.
+static void row_v(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in_l, float *v, int r0,
+                  int rows) {
+    int r = m->cfg.lora_rank;
+    size_t nr = (size_t)rows * r;
+    const float *a = layer_a(m, &m->lw, s, l, in_l);
+    float *vr = v + (size_t)r0 * r;
     if (lora_p(m) > 0.0f) {
-        dropped_backward(m, dx, ldx, ga, dv, x, x16, a, in, lora_mask(m, l, s, in, in, 0));
-        return;
+        x = dropped(m, x, x16, rows, in_l, rows_mask(m, l, s, in_l, r0));
+        x16 = NULL;
     }
-    m->be->linear_backward(m->be, dx, ldx, 1, ga, NULL, dv, r, ga ? x : NULL, ga ? x16 : NULL, in, a, gpt_w16(m, a), n,
-                           in, r);
+    m->be->linear_forward(m->be, vr, r, x, x16, in_l, a, gpt_w16(m, a), NULL, rows, in_l, r);
+    tp_allreduce(m, vr, nr, TPC_BLOCK);   // the partial products of the rank's input columns
+    m->be->axpby(m->be, vr, 0.0f, NULL, m->lora_scale, nr);
+}
+
+void lora_row_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int out) {
+    LoraV mine = v_rows(v, m->s0 * m->b_cur, m->cfg.lora_rank);
+    add_vb(m, y, out, mine.f32, mine.bf16, layer_b(m, &m->lw, s, l, out), m->s_rank * m->b_cur, out);
 }
 
 void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in_l, float *y, int out,
                       int keep) {
     BlockActs *A = &m->act->blocks[l];
-    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank, nrows = m->s_rank * m->b_cur;
-    size_t nr = (size_t)n * r, first = (size_t)m->s0 * m->b_cur * r;
+    int n = m->s_cur * m->b_cur;
+    size_t nr = (size_t)n * m->cfg.lora_rank;
     ActName name = lora_act(s);
-    const float *a = layer_a(m, &m->lw, s, l, in_l), *b = layer_b(m, &m->lw, s, l, out);
     float *v = saved_out(m, A, name, l, nr, keep);
-    if (lora_p(m) > 0.0f) {   // this rank's columns of the whole input's mask
-        x = dropped(m, x, x16, in_l, lora_mask(m, l, s, in_l, in_l * m->tp.t, in_l * m->tp.rank));
-        x16 = NULL;
-    }
-    m->be->linear_forward(m->be, v, r, x, x16, in_l, a, gpt_w16(m, a), NULL, n, in_l, r);
-    tp_allreduce(m, v, nr, TPC_BLOCK);   // the partial products of the rank's input columns
-    m->be->axpby(m->be, v, 0.0f, NULL, m->lora_scale, nr);
+    row_v(m, l, s, x, x16, in_l, v, 0, n);
     saved_done(m, A, name, l, v, nr, keep, 0);
-    if (!y) return;
-    const uint16_t *v16 = saved_bf16(m, A, name, keep);
-    add_vb(m, y, out, v + first, v16 ? v16 + first : NULL, b, nrows, out);
+    if (y) lora_row_add(m, l, s, (LoraV){v, saved_bf16(m, A, name, keep)}, y, out);
+}
+
+// dv = dy·B, dB += dyᵀ·v over `rows` rows (dy, v at the first), one output block of `cols` columns.
+static void output_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, int rows) {
+    int r = m->cfg.lora_rank;
+    const float *b = layer_b(m, &m->lw, s, l, cols);
+    m->be->linear_backward(m->be, ws(m, W_LORA_R), r, 0, layer_b(m, &m->lg, s, l, cols), NULL, dy, lddy, v.f32, v.bf16,
+                           r, b, gpt_w16(m, b), rows, r, cols);
 }
 
 void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *x, const uint16_t *x16, int in_l,
                        float *dx, int out) {
-    BlockActs *A = &m->act->blocks[l];
-    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
-    size_t nr = (size_t)n * r;
-    KeptV v = kept_v(m, A, lora_act(s), l, nr);
-    const float *a = layer_a(m, &m->lw, s, l, in_l), *b = layer_b(m, &m->lw, s, l, out);
-    float *ga = layer_a(m, &m->lg, s, l, in_l), *gb = layer_b(m, &m->lg, s, l, out), *dv = ws(m, W_LORA_R);
-    m->be->linear_backward(m->be, dv, r, 0, gb, NULL, dy, out, v.f32, v.bf16, r, b, gpt_w16(m, b), n, r, out);
-    m->be->axpby(m->be, dv, 0.0f, NULL, m->lora_scale, nr);
-    if (lora_p(m) > 0.0f) {
-        dropped_backward(m, dx, in_l, ga, dv, x, x16, a, in_l, lora_mask(m, l, s, in_l, in_l * m->tp.t, in_l * m->tp.rank));
-        return;
-    }
-    m->be->linear_backward(m->be, dx, in_l, 1, ga, NULL, dv, r, ga ? x : NULL, ga ? x16 : NULL, in_l, a, gpt_w16(m, a),
-                           n, in_l, r);
+    int n = m->s_cur * m->b_cur;
+    output_backward(m, l, s, dy, out, out, lora_v_kept(m, l, s), n);
+    input_backward(m, layer_a(m, &m->lg, s, l, in_l), layer_a(m, &m->lw, s, l, in_l), x, x16, in_l, dx, in_l, n,
+                   lora_p(m) > 0.0f ? rows_mask(m, l, s, in_l, 0) : NULL);
+}
+
+// ---- mini-seq's chunked MLP (model/mini_mlp.c): one site over rows [r0, r0 + rows)
+
+void lora_rows_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int ld, int cols, int r0, int rows) {
+    LoraV part = v_rows(v, r0, m->cfg.lora_rank);
+    add_vb(m, y, ld, part.f32, part.bf16, layer_b(m, &m->lw, s, l, cols), rows, cols);
+}
+
+void lora_row_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows) {
+    row_v(m, l, s, x, NULL, in_l, v, r0, rows);
+}
+
+void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, const float *x, int in,
+                        float *dx, int ldx, int r0, int rows) {
+    output_backward(m, l, s, dy, lddy, cols, v_rows(v, r0, m->cfg.lora_rank), rows);
+    float *ga = layer_a(m, &m->lg, s, l, in);
+    input_backward(m, ga, layer_a(m, &m->lw, s, l, in), ga ? x : NULL, NULL, in, dx, ldx, rows,
+                   lora_p(m) > 0.0f ? rows_mask(m, l, s, in, r0) : NULL);
 }

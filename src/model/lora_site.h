@@ -17,10 +17,15 @@ typedef struct {
     int ld[3], cols[3], row0[3];
 } LoraOut;
 
+// A site's v = (α/r)·x Aᵀ [s·b, r] as the GEMMs read it: fp32, and its kept bf16 copy or NULL (either
+// may be NULL where the other is the operand).
+typedef struct { const float *f32; const uint16_t *bf16; } LoraV;
+
 // Column-parallel base (its output columns split over TP): x [n, in] is the whole (gathered) input,
-// x16 its kept bf16 copy or NULL; adds to each block of out (n = s·b rows). keep: saved.h's KEEP_*.
-void lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in, const LoraOut *out,
-                         int keep);
+// x16 its kept bf16 copy or NULL; adds to each block of out (n = s·b rows; no blocks: v only). keep:
+// saved.h's KEEP_*. Returns v.
+LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in, const LoraOut *out,
+                          int keep);
 // dy of each block (same layout as out, y = dL/dy), x the input (NULL under LoRA-FA): dx [n, in] += the
 // adapter's part (this rank's partial sum, as the base's).
 void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const float *x, const uint16_t *x16, int in,
@@ -31,7 +36,22 @@ void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const fl
 // whose output nobody reads).
 void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in_l, float *y, int out,
                       int keep);
+// y [nr, out] += v·Bᵀ of the rank's rows (the tail of lora_row_forward).
+void lora_row_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int out);
 // dy [n, out] (all rows, as the base's backward gets it), x [n, in_l] (NULL under LoRA-FA); dx [n, in_l] +=.
 void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *x, const uint16_t *x16, int in_l,
                        float *dx, int out);
+// Layer l's kept v of site s (the backward's operand).
+LoraV lora_v_kept(GPT *m, int l, LoraSite s);
+
+// Mini-seq's chunked MLP (model/mini_mlp.c), rows [r0, r0 + rows) of the sequence; x, y, dy and dx point
+// at row r0, v is the whole [s·b, r] tensor. Adapters' dropout masks are the whole input's, so a chunk's
+// rows get the bits the unchunked site would.
+// y [rows, cols] += v·Bᵀ (a column site: B [cols, r], this rank's rows of it).
+void lora_rows_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int ld, int cols, int r0, int rows);
+// A row-parallel site's v rows from its input rows x [rows, in_l] (summed over TP, scaled), into v.
+void lora_row_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows);
+// dB += dyᵀ·v, and A's gradient (x given, A trains) and dx [rows, in] += from dy [rows, cols] (one block).
+void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, const float *x, int in,
+                        float *dx, int ldx, int r0, int rows);
 #endif
