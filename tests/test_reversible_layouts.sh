@@ -3,7 +3,7 @@
 # (each rank rebuilds its own rows of the streams from its own rows of the outputs; the halves' TP
 # collectives run as in the forward), so tp 2, tp 2 + SP and dp 2 + ZeRO-1 follow the one-process run
 # within 1e-5 relative (per-step losses, final parameters and AdamW moments), GPT-2 with dropout and
-# llama with GQA, and every rank's ledger equals its prediction.
+# llama with GQA, also with LoRA adapters (tp 2 + SP), and every rank's ledger equals its prediction.
 # usage: test_reversible_layouts.sh CTRON DATA MPIEXEC [mpiexec flags...]
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
@@ -29,6 +29,13 @@ for arch in gpt2 llama; do
   run "${arch}_tp2"    2 "ref_$arch" --tp 2
   run "${arch}_tp2sp"  2 "ref_$arch" --tp 2 --sp --dropout-masks regen
   run "${arch}_dp2"    2 "ref2_$arch" --zero 1
+  # Adapters in the reversible blocks (GPT-2 LoRA with adapter dropout, llama LoRA-FA): tp 2 + SP as one process
+  lora=(--lora-rank 4 --lora-dropout 0.1)
+  [ $arch = llama ] && lora=(--lora-rank 4 --lora-fa)
+  "$ctron" train "${common[@]}" "${lora[@]}" --log "$dir/lref_$arch.jsonl" --ckpt-dir "$dir/lref_$arch" \
+    > "$dir/lref_$arch.out" 2>&1
+  check '[ $? -eq 0 ]' "$arch LoRA: the one-process run: $(tail -3 "$dir/lref_$arch.out")"
+  run "${arch}_lora_tp2sp" 2 "lref_$arch" --tp 2 --sp "${lora[@]}"
 done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -291,8 +291,6 @@ static int parse(int argc, char **argv, MemArgs *a) {
                           a->lora_fa ? "--lora-fa" : a->lora_targets ? "--lora-targets" : "--lora-alpha");
     if (!a->lora_rank && a->base_bf16)
         return args_error(CMD, "--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) is stored in bf16");
-    if (a->lora_rank && a->reversible)
-        return args_error(CMD, "--reversible with --lora-rank: reversible blocks have no adapters yet");
     a->lora_mode = !a->lora_rank ? LORA_MODE_NONE : a->lora_fa ? LORA_MODE_FA : LORA_MODE_ADAPT;
     return 0;
 }

@@ -117,7 +117,6 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     if (policy) policy_copy(&m->policy, policy);
     else policy_default(&m->policy, c->layers);
     m->policy.tempo |= gpt_lora_keep_bits(c);   // what the frozen base and the adapters keep
-    if (gpt_lora(m) && c->reversible) ctron_fatal("gpt_init: reversible blocks have no LoRA adapters");
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     remat_check(&m->policy);
     char err[256];
