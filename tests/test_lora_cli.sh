@@ -49,6 +49,15 @@ mini() {   # NAME TRAIN-ONLY-FLAGS FLAGS...
 mini mini_gpt2 "" --arch gpt2 --dropout 0.1 --lora-rank 4
 mini mini_llama "--lora-dropout 0.1" --arch llama --kv-heads 2 --dropout 0 --lora-rank 4 --lora-fa
 
+# --sample after a LoRA run samples the fine-tuned model (the adapters merged into the plain KV-cache block):
+# the same text as ctron generate from the run's checkpoint (which merges them too), with the same seed.
+"$ctron" train "${base[@]}" --lora-rank 4 --lr 1e-2 --steps 6 --seed 5 --sample 30 --prompt "And God" \
+    --ckpt-dir "$dir/sample" > "$dir/sample.out" 2>&1
+check '[ $? -eq 0 ]' "LoRA --sample: $(tail -2 "$dir/sample.out")"
+"$ctron" generate --ckpt "$dir/sample" --tokens 30 --prompt "And God" --top-k 40 --seed 5 > "$dir/gen.out" 2>/dev/null
+check '[ -s "$dir/gen.out" ] && [ "$(sed -n "/^sample (30 tokens.*LoRA adapters merged/{n;p}" "$dir/sample.out")" = "$(head -1 "$dir/gen.out")" ]' \
+  "LoRA --sample differs from generate: $(sed -n '/^sample/{n;p}' "$dir/sample.out") vs $(head -1 "$dir/gen.out")"
+
 # A LoRA-FA run of 4 steps, and the same stopped after 2 and resumed without any flag.
 lora=(--lora-rank 4 --lora-alpha 8 --lora-targets q,v,down --lora-fa)
 "$ctron" train "${base[@]}" "${lora[@]}" --steps 4 --ckpt-dir "$dir/whole" > "$dir/whole.out" 2>&1

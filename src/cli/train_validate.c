@@ -98,9 +98,6 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
             return usage_error("--lora-rank %d is above the width of target '%s' ([%ld, %ld]: at most %ld)", c->lora_rank,
                                row->target, out, in, lim);
     }
-    if (o->sample_tokens > 0)
-        return usage_error("--sample %d with --lora-rank: generation (the KV-cache path) does not apply adapters yet",
-                           o->sample_tokens);
     return 0;
 }
 

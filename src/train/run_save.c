@@ -1,6 +1,7 @@
 #include "train/run.h"
 #include <stdio.h>
 #include <string.h>
+#include "model/lora_merge.h"
 #include "train/sample.h"
 #include "train/train_ckpt.h"
 #include "train/train_dist.h"
@@ -46,9 +47,18 @@ void run_sample(TrainRun *r) {
         dist_gather_whole(&r->m, NULL, NULL, &r->grid, &full, NULL);
     }
     if (r->rank == 0) {
-        printf("sample (%d tokens, temperature 0.8, top-k 40):\n", o->sample_tokens);
-        sample_text(gathered ? &full : &r->m, o->tokenizer_path ? &r->bpe : NULL,
-                    o->sample_prompt ? o->sample_prompt : "\n", o->sample_tokens, 0.8f, 40, o->seed, stdout);
+        GPT *from = gathered ? &full : &r->m, merged;
+        int lora = from->cfg.lora_rank > 0;
+        if (lora) {   // the KV-cache block is the plain one: the adapters folded in, W + (α/r)·B·A
+            GPTConfig bc = lora_base_config(&from->cfg);
+            gpt_init_params(&merged, &bc);
+            lora_to_plain(from, &merged, 1);
+            from = &merged;
+        }
+        printf("sample (%d tokens, temperature 0.8, top-k 40%s):\n", o->sample_tokens, lora ? ", LoRA adapters merged" : "");
+        sample_text(from, o->tokenizer_path ? &r->bpe : NULL, o->sample_prompt ? o->sample_prompt : "\n",
+                    o->sample_tokens, 0.8f, 40, o->seed, stdout);
+        if (lora) gpt_free(&merged);
     }
     if (gathered) gpt_free(&full);
 }
