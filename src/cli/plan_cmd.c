@@ -190,7 +190,7 @@ int cli_plan_main(int argc, char **argv) {
                           host_gbps > 0 ? "host-gbps" : gemm_gflops > 0 ? "gemm-gflops" : "attention");
     if (memo) {   // MEMO's α for the budget (train/memo_options.c)
         o.flash = flash;
-        if (pp || o.tp > 1) return args_error(CMD, "--memo is built for one process (no --pp, no --tp)");
+        if (pp || o.sp) return args_error(CMD, "--memo is built for one pipeline stage, TP without SP (no --pp, no --sp)");
         return train_print_memo_plan(stdout, &o, budget, host_gbps, gemm_gflops) == 0 ? 0 : CTRON_EXIT_USAGE;
     }
     if (!pp) {

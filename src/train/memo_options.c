@@ -89,10 +89,12 @@ int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double 
     MemoPlanResult r;
     int ok = memo_plan(&sh, tempo_of(o), (Precision)o->precision, threads_of(o), budget, o->offload_budget, &sp, &r) == 0;
     char b1[32], b2[32], b3[32], b4[32];
+    char tp_text[32] = "";   // a TP rank's share: its bytes and its work
+    if (sh.t > 1) snprintf(tp_text, sizeof tp_text, " t=%ld (per rank)", (long)sh.t);
     fprintf(f, "memo plan for %s of activations per rank: %s\n", format_bytes(budget, b1, sizeof b1),
             ok ? "every layer memo" : "nothing fits");
-    fprintf(f, "  L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld, %s activations, %s attention; host link %.2f GB/s (%s), "
-               "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, sh.elem_bytes == 2 ? "bf16" : "fp32",
+    fprintf(f, "  L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld%s, %s activations, %s attention; host link %.2f GB/s (%s), "
+               "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, tp_text, sh.elem_bytes == 2 ? "bf16" : "fp32",
             o->flash ? "flash" : "standard", sp.link_bps / 1e9, measured & 1 ? "measured" : "given", sp.gemm_flops / 1e9,
             measured & 2 ? "measured sgemm peak" : "given");
     MemoryPolicy pol;
