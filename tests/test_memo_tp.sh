@@ -12,6 +12,8 @@
 #    positions: L·(4 + (s − r)/s)·2(t−1)/t·4sbh bytes (α 0: 5 per layer, as full recompute; α 1: 4);
 #  - α 0 and α 1 (one token range: the plain run's calls, all-reduces included) are bitwise the plain
 #    TP run with flash attention (losses, parameters, AdamW moments), GPT-2 and llama;
+#  - --mem-budget --memo auto on 2 ranks (DP 2, TP 2): every rank plans with rank 0's measured rates (a
+#    test hook gives the ranks different host links; rank 0's choice is on both);
 #  - --memo with --tp 2 --sp exits 2 naming SP.
 # usage: test_memo_tp.sh CTRON DATA MPIEXEC [mpiexec flags...]
 set -uo pipefail
@@ -99,6 +101,26 @@ for fam in gpt2 llama; do
     tp_block ${fam}_a$a $([ $a = 0 ] && echo 0 || echo $S)
   done
   ledger_ok ${fam}_a0 "${fl[@]}" --attention flash --memo 0
+done
+
+# --mem-budget --memo auto on 2 ranks (DP, and TP): every rank plans with rank 0's host link. The hook
+# CTRON_TEST_MEMO_LINK_GBPS gives rank 0 and rank 1 different "measurements": a slow link on rank 0 gives
+# α 0 on both (no pool, no memo_stage), a fast one the same α > 0 on both (equal pool and memo_stage
+# bytes; rank 1 alone would have picked the other). Each rank planning with its own would differ here
+# (and under TP, run different collectives).
+common=("${shape[@]}" --steps 2 --eval-every 0 --dropout 0.1 --threads 1 --data "$data" --ledger --attention flash
+        --mem-budget 3MiB --memo auto)
+for t in 1 2; do
+  for links in 0.001,1000 1000,0.001; do
+    name=auto_tp${t}_${links/,/_}
+    CTRON_TEST_MEMO_LINK_GBPS=$links timeout 60 "${launch[@]}" -np 2 "$ctron" train "${common[@]}" --tp $t > "$dir/$name.out" 2>&1
+    rc=$?
+    rows=$(sed -n '/^memo per rank/,/^step 1/p' "$dir/$name.out" | grep -E '^  [01] ' | awk '{print $3, $5}' | sort -u)
+    if [ "${links%%,*}" = 0.001 ]; then want='grep -q "^memo plan: α 0 (0 of 128 positions swapped) for 0.001 GB/s" "$dir/$name.out" && [ "$rows" = "0 0" ]'
+    else want='grep -q "^memo plan: .* for 1000 GB/s" "$dir/$name.out" && [ "$(echo "$rows" | wc -l)" = 1 ] && [ "${rows#* }" -gt 0 ]'; fi
+    check "[ $rc = 0 ] && ! grep -q MISMATCH '$dir/$name.out' && $want" \
+      "--memo auto, tp $t, links $links GB/s (rank 0, rank 1): rc $rc, the ranks' (pool, memo_stage) '$(echo $rows)': $(grep -m2 'memo plan\|error' "$dir/$name.out")"
+  done
 done
 
 # SP is refused: a rank holds s/t positions of a layer's input

@@ -207,6 +207,8 @@ int cli_train_main(int argc, char **argv) {
     TrainOptions o;
     RunLocks locks = {-1, -1};
     int rc = parse_on_all_ranks(&comm, argc, argv, &o);
+    // --memo auto: every rank plans with rank 0's host link and GEMM rate (all ranks are here, flags agreed)
+    if (rc == 0 && comm.world.size > 1 && o.memo_alpha == -2.0) train_memo_agree_speeds(&o, &comm.world);
     if (rc == 0) rc = cli_train_claim(&comm, &o, &locks);   // before any collective of the run
     // Open MPI's mpirun follows its SIGTERM to the ranks with SIGKILL a second later: a preempted run
     // saves only when launched through scripts/ctron-mpirun (docs/RELIABILITY.md).
