@@ -12,6 +12,7 @@
 #    positions: L·(4 + (s − r)/s)·2(t−1)/t·4sbh bytes (α 0: 5 per layer, as full recompute; α 1: 4);
 #  - α 0 and α 1 (one token range: the plain run's calls, all-reduces included) are bitwise the plain
 #    TP run with flash attention (losses, parameters, AdamW moments), GPT-2 and llama;
+#  - --tp 2 --tp-solo (one process as rank 0): rank 0's peak and TP block bytes;
 #  - --mem-budget --memo auto on 2 ranks (DP 2, TP 2): every rank plans with rank 0's measured rates (a
 #    test hook gives the ranks different host links; rank 0's choice is on both);
 #  - --memo with --tp 2 --sp exits 2 naming SP.
@@ -102,6 +103,15 @@ for fam in gpt2 llama; do
   done
   ledger_ok ${fam}_a0 "${fl[@]}" --attention flash --memo 0
 done
+
+# --tp-solo: one process as rank 0 of --tp 2 with memo layers: rank 0's peak and TP bytes
+common=("${shape[@]}" --steps 2 --eval-every 0 --dropout 0.1 --threads 1 --data "$data" --ledger)
+"$ctron" train "${common[@]}" --attention flash --memo 0.5 --tp 2 --tp-solo --log "$dir/gpt2_solo.jsonl" > "$dir/gpt2_solo.out" 2>&1
+rc=$?
+solo=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/gpt2_solo.out")
+real=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/gpt2_tp2.out")
+check '[ $rc = 0 ] && [ -n "$solo" ] && [ "$solo" = "$real" ]' "--tp-solo memo: rc $rc, peak '$solo', rank 0's '$real'"
+tp_block gpt2_solo 64
 
 # --mem-budget --memo auto on 2 ranks (DP, and TP): every rank plans with rank 0's host link. The hook
 # CTRON_TEST_MEMO_LINK_GBPS gives rank 0 and rank 1 different "measurements": a slow link on rank 0 gives

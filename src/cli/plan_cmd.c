@@ -48,6 +48,7 @@ void cli_plan_usage(FILE *f) {
         "                      predicted step time that fits (one α, or a faster one on the even layers\n"
         "                      where one stage slot of it fits, or as many as --offload-budget's pool\n"
         "                      holds) and prints the time's parts and full recompute's beside it\n"
+        "                      (with --tp T: a rank's bytes and share of the work; not with --sp or --pp)\n"
         "  --host-gbps X --gemm-gflops Y   --memo's machine: host-link GB/s one way, FLOP/s of the layer's\n"
         "                      work (default: measured here, the link through the offload pool and the\n"
         "                      GEMM rate of `ctron peak`)\n"
