@@ -15,7 +15,7 @@
 #  - --tp 2 --tp-solo (one process as rank 0): rank 0's peak and TP block bytes;
 #  - --mem-budget --memo auto on 2 ranks (DP 2, TP 2): every rank plans with rank 0's measured rates (a
 #    test hook gives the ranks different host links; rank 0's choice is on both);
-#  - --memo with --tp 2 --sp exits 2 naming SP.
+#  - --memo with --tp 2 --sp exits 2 naming SP; --memo auto on 2 ranks with a budget no α fits exits 2.
 # usage: test_memo_tp.sh CTRON DATA MPIEXEC [mpiexec flags...]
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
@@ -136,5 +136,8 @@ done
 # SP is refused: a rank holds s/t positions of a layer's input
 base=("${shape[@]}" --steps 1 --threads 1 --data "$data")
 bad 2 "--memo with --tp 2 --sp: not built" --tp 2 --sp --memo 0.5
+# on several ranks the validation plans nothing it prints, but still refuses a budget no α fits (per rank)
+bad 2 "--mem-budget 1.00 MiB --memo auto: no α fits; the least (α 0, every token recomputed) needs 1.01 MiB" \
+  --tp 2 --mem-budget 1MiB --memo auto
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
