@@ -21,6 +21,8 @@
 //     picks a mix where one slot of the faster α fits and two do not, pinned at fixed rates.
 //  6. --static-plan: memo runs placed by the recorded plan are bitwise the default layout's; the plan's
 //     saved tensors peak at the predicted bytes, memo_stage one buffer of the predicted size.
+//  7. A TP rank's share (t = 2): the swapped bytes by hand, the time model's work halved (the runs under
+//     mpirun: tests/test_memo_tp.sh).
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -562,7 +564,32 @@ static void test_static_plan(void) {
     }
 }
 
+// 7. A TP rank's share (t = 2, no SP): GPT-2 h32 a4 s192 b2 fp32 flash. Swapped bytes a position: qkv_in,
+// ln2_in, fc1_in whole rows (3 × 2·32·4), q, k, v, proj_in the rank's 16 columns (4 × 2·16·4), gelu_in and
+// fc2_in its 64 (2 × 2·64·4), the statistics whole (2 × 16), attn_lse its 2 heads (2·2·4): 2352, against
+// one process's 3904; the layer's work, attention and down projection half of one process's.
+static void test_tp_share(void) {
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 1.0f};
+    MemoryPolicy pol;
+    make_policy(&pol, &u);
+    GPTConfig c = cfg_of(0);
+    GPT m;
+    gpt_init(&m, &c, &pol);
+    ActShape one = m.shape, two = m.shape;
+    gpt_free(&m);
+    two.t = 2;
+    MemoLayerCost c1 = memo_layer_cost(&one, &pol, 1e11, 1e10), c2 = memo_layer_cost(&two, &pol, 1e11, 1e10);
+    CHECK(c1.swap_bytes == 3904.0 * S && c2.swap_bytes == 2352.0 * S, "bytes of every position: %.0f and %.0f, by hand "
+          "%d and %d", c1.swap_bytes, c2.swap_bytes, 3904 * S, 2352 * S);
+    CHECK(act_memo_swap_bytes(&two, &pol, 0) == (size_t)2352 * S && act_memo_pool_bytes(&two, &pol) == (size_t)3 * 2352 * S,
+          "a rank's slice %zu, pool %zu", act_memo_swap_bytes(&two, &pol, 0), act_memo_pool_bytes(&two, &pol));
+    CHECK(fabs(c2.fwd_s * 2.0 - c1.fwd_s) < 1e-15 && fabs(c2.attn_s * 2.0 - c1.attn_s) < 1e-15 &&
+          fabs(c2.down_s * 2.0 - c1.down_s) < 1e-15 && c1.fwd_s > 0.0, "a rank's work: forward %g of %g", c2.fwd_s, c1.fwd_s);
+    policy_free(&pol);
+}
+
 int main(void) {
+    test_tp_share();
     test_static_plan();
     test_alpha_parse();
     test_alpha_plan();

@@ -122,15 +122,15 @@ refuse "cannot parse '1:full@0.5'" --recompute-layers 0:memo@0.5,1:full@0.5,2:no
 refuse "needs --memo ALPHA or its own memo@ALPHA" --recompute-layers 0:memo@0.5,1:memo,2:none
 refuse "cpu-guarded" --recompute-layers 0-2:memo@0.5 --device cpu-guarded
 refuse "chooses --memo's fraction" --memo 0.5 --mem-budget 64MiB
-"$ctron" plan --memo --budget 1GiB "${shape[@]}" --tp 2 > "$dir/r.out" 2>&1
+"$ctron" plan --memo --budget 1GiB "${shape[@]}" --tp 2 --sp > "$dir/r.out" 2>&1
 rc=$?
-check '[ $rc = 2 ] && grep -q "one process" "$dir/r.out"' "plan --memo --tp 2: $(head -1 "$dir/r.out")"
+check '[ $rc = 2 ] && grep -q "TP without SP" "$dir/r.out"' "plan --memo --tp 2 --sp: $(head -1 "$dir/r.out")"
 "$ctron" plan --budget 1GiB "${shape[@]}" --host-gbps 5 > "$dir/r.out" 2>&1
 rc=$?
 check '[ $rc = 2 ] && grep -q "give --memo" "$dir/r.out"' "plan --host-gbps without --memo: $(head -1 "$dir/r.out")"
-"$ctron" memory "${shape[@]}" --memo 0.5 --tp 2 > "$dir/r.out" 2>&1
+"$ctron" memory "${shape[@]}" --memo 0.5 --tp 2 --sp > "$dir/r.out" 2>&1
 rc=$?
-check '[ $rc = 2 ] && grep -q "one process" "$dir/r.out"' "memory --memo --tp 2: $(head -1 "$dir/r.out")"
+check '[ $rc = 2 ] && grep -q "TP without --sp" "$dir/r.out"' "memory --memo --tp 2 --sp: $(head -1 "$dir/r.out")"
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

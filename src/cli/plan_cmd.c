@@ -48,6 +48,7 @@ void cli_plan_usage(FILE *f) {
         "                      predicted step time that fits (one α, or a faster one on the even layers\n"
         "                      where one stage slot of it fits, or as many as --offload-budget's pool\n"
         "                      holds) and prints the time's parts and full recompute's beside it\n"
+        "                      (with --tp T: a rank's bytes and share of the work; not with --sp or --pp)\n"
         "  --host-gbps X --gemm-gflops Y   --memo's machine: host-link GB/s one way, FLOP/s of the layer's\n"
         "                      work (default: measured here, the link through the offload pool and the\n"
         "                      GEMM rate of `ctron peak`)\n"
@@ -190,7 +191,7 @@ int cli_plan_main(int argc, char **argv) {
                           host_gbps > 0 ? "host-gbps" : gemm_gflops > 0 ? "gemm-gflops" : "attention");
     if (memo) {   // MEMO's α for the budget (train/memo_options.c)
         o.flash = flash;
-        if (pp || o.tp > 1) return args_error(CMD, "--memo is built for one process (no --pp, no --tp)");
+        if (pp || o.sp) return args_error(CMD, "--memo is built for one pipeline stage, TP without SP (no --pp, no --sp)");
         return train_print_memo_plan(stdout, &o, budget, host_gbps, gemm_gflops) == 0 ? 0 : CTRON_EXIT_USAGE;
     }
     if (!pp) {

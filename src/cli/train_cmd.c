@@ -92,7 +92,8 @@ void cli_train_usage(FILE *f) {
         "  --memo ALPHA                      MEMO: each layer keeps its input; the first ALPHA (0..1) of its\n"
         "                                    positions' other tensors go to host memory (or --offload-dir) and\n"
         "                                    back, the rest are recomputed over that range only; auto with\n"
-        "                                    --mem-budget: the planner's α for this machine (docs/MEMORY.md)\n"
+        "                                    --mem-budget: the planner's α for this machine (rank 0's rates on\n"
+        "                                    several ranks); with --tp T but not --sp (docs/MEMORY.md)\n"
         "  --offload-dir DIR                 the offload pool is a file in DIR (unlinked at once; default: host\n"
         "                                    memory); written and read by an I/O thread overlapped with compute\n"
         "  --static-plan                     record one step's saved tensors and temporaries before training and\n"
@@ -207,6 +208,8 @@ int cli_train_main(int argc, char **argv) {
     TrainOptions o;
     RunLocks locks = {-1, -1};
     int rc = parse_on_all_ranks(&comm, argc, argv, &o);
+    // --memo auto: every rank plans with rank 0's host link and GEMM rate (all ranks are here, flags agreed)
+    if (rc == 0 && comm.world.size > 1 && o.memo_alpha == -2.0) train_memo_agree_speeds(&o, &comm.world);
     if (rc == 0) rc = cli_train_claim(&comm, &o, &locks);   // before any collective of the run
     // Open MPI's mpirun follows its SIGTERM to the ranks with SIGKILL a second later: a preempted run
     // saves only when launched through scripts/ctron-mpirun (docs/RELIABILITY.md).

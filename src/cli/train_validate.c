@@ -220,8 +220,8 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
     return 0;
 }
 
-// MEMO (--memo, model/memo.h) is built for one process on the CPU backend, with the standard block: what it
-// is not built with is refused here, with the reason, before anything is allocated.
+// MEMO (--memo, model/memo.h) is built for one pipeline stage (TP without SP, DP) on the CPU backend, with the
+// standard block: what it is not built with is refused here, with the reason, before anything is allocated.
 static int check_memo(const TrainOptions *o, const TrainGiven *given) {
     int memo = o->memo_alpha != -1.0 || policy_list_has_memo(o->recompute_layers);
     if (!memo) return 0;
@@ -233,7 +233,9 @@ static int check_memo(const TrainOptions *o, const TrainGiven *given) {
     if (o->recompute && strcmp(o->recompute, "none") != 0 && strcmp(o->recompute, "memo") != 0)
         return usage_error("--memo with --recompute %s: a memo layer keeps only its input and recomputes what it does "
                            "not swap; mark layers with --recompute-layers FIRST-LAST:memo instead", o->recompute);
-    if (o->tp > 1) return usage_error("--memo with --tp %d: MEMO's token ranges are not built for tensor parallelism", o->tp);
+    if (o->tp > 1 && o->sp)
+        return usage_error("--memo with --tp %d --sp: not built (under SP a rank holds s/%d of the positions of a layer's "
+                           "input, and a memo token range spans the ranks' shards); drop --sp", o->tp, o->tp);
     if (train_uses_pipeline(o)) return usage_error("--memo with a pipeline: not built (one process, --pp 1)");
     if (o->model.lora_rank > 0) return usage_error("--memo with LoRA: not built (its token ranges run no adapters)");
     if (o->model.reversible) return usage_error("--memo with --reversible: reversible blocks keep no layer to swap");

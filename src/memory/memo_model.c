@@ -89,10 +89,12 @@ MemoTime memo_layer_time(const MemoLayerCost *c, double a) {
 
 MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps) {
     FlopBlock blk = flops_block_of(sh);
-    double s = (double)sh->s, b = (double)sh->b, h = (double)sh->h;
-    double attn = 2.0 * s * s * h * b;   // causal: half of Eq. 7's 4·s²·h
-    double fwd = b * flops_layer_forward_block(s, h, &blk) - 2.0 * s * s * h * b;
-    double down = 2.0 * s * b * h * blk.ffn;
+    double s = (double)sh->s, b = (double)sh->b, h = (double)sh->h, t = sh->t > 1 ? (double)sh->t : 1.0;
+    // a TP rank's share: its heads' attention and its columns of every linear (the norms, a few
+    // element-wise passes, are left out as they are for one process)
+    double attn = 2.0 * s * s * h * b / t;   // causal: half of Eq. 7's 4·s²·h
+    double fwd = (b * flops_layer_forward_block(s, h, &blk) - 2.0 * s * s * h * b) / t;
+    double down = 2.0 * s * b * h * blk.ffn / t;
     // the bytes of every position: the slice of α = 1 (the same for every memo layer)
     size_t bytes = 0;
     for (int n = 0; n < ACT_N_LAYER; n++)

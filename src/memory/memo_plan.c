@@ -29,18 +29,20 @@ void memo_plan_policy(const MemoPlanResult *r, const ActShape *sh, unsigned temp
 }
 
 // What gpt_init allocates for memo layers' attention: flash's tiles, and without flash the selective
-// recompute's backward scratch.
+// recompute's backward scratch (a TP rank's heads).
 static size_t memo_scratch(const ActShape *sh, unsigned tempo, int threads) {
     size_t fl = plan_attention_scratch_bytes(NULL, sh, threads, ATTN_FLASH, 0);
+    int t = sh->t > 1 ? sh->t : 1;
     size_t re = tempo & ATTN_FLASH ? 0
-                : backend_cpu_attention_scratch_floats(ATTN_SCRATCH_RECOMPUTE, (int)sh->s, (int)sh->b, (int)sh->a,
-                                                       (int)(sh->kv > 0 ? sh->kv : sh->a), (int)sh->h, threads) *
+                : backend_cpu_attention_scratch_floats(ATTN_SCRATCH_RECOMPUTE, (int)sh->s, (int)sh->b, (int)sh->a / t,
+                                                       (int)(sh->kv > 0 ? sh->kv : sh->a) / t, (int)sh->h / t, threads) *
                       sizeof(float);
     return fl > re ? fl : re;
 }
 
-static double head_seconds(const ActShape *sh, const MemoSpeeds *sp) {
-    return 6.0 * (double)sh->s * (double)sh->b * (double)sh->h * (double)sh->v / sp->gemm_flops;
+static double head_seconds(const ActShape *sh, const MemoSpeeds *sp) {   // a TP rank's vocabulary share
+    double t = sh->t > 1 ? (double)sh->t : 1.0;
+    return 6.0 * (double)sh->s * (double)sh->b * (double)sh->h * (double)sh->v / t / sp->gemm_flops;
 }
 
 void memo_plan_evaluate(const ActShape *sh, unsigned tempo, Precision precision, int threads, const MemoSpeeds *sp,

@@ -7,6 +7,7 @@
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/saved.h"
+#include "model/tp_regions.h"
 #include "model/workspace.h"
 #include "util/common.h"
 
@@ -20,7 +21,8 @@ static int stored_bf16(const GPT *m, ActName name) {
 
 // Why a run cannot have memo layers (NULL: it can).
 static const char *unsupported(const GPT *m) {
-    if (m->tp.t > 1) return "tensor parallelism";
+    if (m->tp.t > 1 && m->tp.sp)   // a rank holds s/t positions of x: a token range spans the ranks' shards
+        return "sequence parallelism";
     if (m->pp.p > 1) return "a pipeline";
     if (gpt_lora(m)) return "LoRA";
     if (m->cfg.reversible) return "reversible blocks";
@@ -116,6 +118,12 @@ static void linear_rows(GPT *m, float *y, int ldy, const float *x, int ldx, cons
                           nr, in, out);
 }
 
+// Under TP a row-parallel linear's rows [r0, r0+nr) are this rank's partial sums: Σ over the group
+// before the bias and residual (the plain block's reduce, tp_regions.h, on the range's rows only).
+static void reduce_rows(GPT *m, float *y, int r0, int nr) {
+    tp_allreduce(m, y + (size_t)r0 * m->cfg.hidden, (size_t)nr * m->cfg.hidden, TPC_BLOCK);
+}
+
 static void norm_rows(GPT *m, float *y, float *stats, const float *x, const float *w, const float *b, int r0, int nr) {
     size_t h = (size_t)m->cfg.hidden;
     family_norm_forward(m->be, m, y + (size_t)r0 * h, stats + (size_t)r0 * norm_stats(m), x + (size_t)r0 * h, w, b, nr);
@@ -156,6 +164,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     round_rows(m, ACT_PROJ_IN, t[ACT_PROJ_IN], r0, r0 + nr);
     float *y = ws(m, W_OUT);
     linear_rows(m, y, h, t[ACT_PROJ_IN], hl, w.proj_w, NULL, r0, nr, hl, h);
+    reduce_rows(m, y, r0, nr);
     size_t o = (size_t)r0 * h;
     m->be->dropout_residual_forward(m->be, t[ACT_LN2_IN] + o, x + o, y + o, w.proj_b, V->drop1 ? V->drop1 + o : NULL, p,
                                     nr, h);
@@ -182,6 +191,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
         down_in = t[ACT_FC2_IN];
     }
     linear_rows(m, y, h, down_in, fl, w.fc2_w, NULL, r0, nr, fl, h);
+    reduce_rows(m, y, r0, nr);
     m->be->dropout_residual_forward(m->be, out + o, t[ACT_LN2_IN] + o, y + o, w.fc2_b, V->drop2 ? V->drop2 + o : NULL, p,
                                     nr, h);
 }

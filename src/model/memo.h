@@ -7,7 +7,9 @@
 // back (the next memo layer's while this one computes), recomputes positions [r, s) only from the kept
 // input, with the swapped k and v as the earlier keys of the causal attention, and lays every tensor
 // out whole in the arena under its own name, for the block's ordinary backward. Forward and recompute
-// run the same ops on the same ranges, so the recomputed rows are bitwise the forward's.
+// run the same ops on the same ranges, so the recomputed rows are bitwise the forward's. Under TP (no SP)
+// every rank holds every row of x and runs the same ranges with its column shards; the row-parallel
+// outputs (Proj, FC2/down) are all-reduced over the range's rows before the bias and the residual.
 #ifndef CTRON_MEMO_H
 #define CTRON_MEMO_H
 #include "model/gpt.h"
@@ -26,7 +28,7 @@ typedef struct MemoState {
 } MemoState;
 
 // After the shape and policy are set; nothing without a memo layer. Fatal for what it does not do (the
-// CLI refuses these first, exit 2): TP, pipelines, LoRA, reversible blocks, Tempo, Few-Bit, mini-seq,
+// CLI refuses these first, exit 2): SP, pipelines, LoRA, reversible blocks, Tempo, Few-Bit, mini-seq,
 // offload, a backend without flash_attention_forward_rows.
 void memo_init(GPT *m);
 void memo_free(GPT *m);

@@ -1,6 +1,7 @@
 // MEMO's α for a memory budget on this machine (--mem-budget B --memo auto, ctron plan --memo):
 // memory/memo_plan.h's search with the speeds measured here or given.
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include "memory/ledger_report.h"
 #include "memory/memo_plan.h"
@@ -11,22 +12,44 @@
 static int threads_of(const TrainOptions *o) { return o->threads > 0 ? o->threads : omp_get_max_threads(); }
 static unsigned tempo_of(const TrainOptions *o) { return o->flash ? ATTN_FLASH : 0; }
 
-// The speeds a plan uses: given (> 0), else measured: the host link through an offload pool of 64 MiB
-// (host memory, or --offload-dir's file), and the GEMM rate `ctron peak` cached or measures.
+// The host link through an offload pool of 64 MiB (host memory, or --offload-dir's file). A test hook:
+// CTRON_TEST_MEMO_LINK_GBPS=X0,X1,… stands for the measurement, X_i on the launcher's world rank i
+// (OMPI_COMM_WORLD_RANK or PMIX_RANK; 0 without one): ranks that measure differently.
+static double measure_link(const TrainOptions *o) {
+    const char *fake = getenv("CTRON_TEST_MEMO_LINK_GBPS");
+    if (fake && *fake) {
+        const char *rank = getenv("OMPI_COMM_WORLD_RANK") ? getenv("OMPI_COMM_WORLD_RANK") : getenv("PMIX_RANK");
+        int i = rank ? atoi(rank) : 0;
+        const char *at = fake;
+        for (; i > 0 && strchr(at, ','); i--) at = strchr(at, ',') + 1;   // past the list: its last value
+        return strtod(at, NULL) * 1e9;
+    }
+    char err[256];
+    Backend *be = backend_open("cpu", PRECISION_FP32, err, sizeof err);
+    if (!be) ctron_fatal("%s", err);
+    double bps = memo_measure_link_bps(be, (size_t)64 << 20, o->offload_dir);
+    backend_close(be);
+    return bps;
+}
+
+// The speeds every rank plans with once train_memo_agree_speeds has run (rank 0's).
+static MemoSpeeds agreed;
+static int have_agreed;
+
+// The speeds a plan uses: given (> 0), else rank 0's once agreed, else measured: the host link
+// (measure_link) and the GEMM rate `ctron peak` cached or measures.
 static MemoSpeeds speeds(const TrainOptions *o, double link_gbps, double gemm_gflops, int *measured) {
     MemoSpeeds sp = {gemm_gflops * 1e9, link_gbps * 1e9};
     *measured = 0;
+    if (have_agreed) {
+        if (!(sp.link_bps > 0)) sp.link_bps = agreed.link_bps, *measured |= 1;
+        if (!(sp.gemm_flops > 0)) sp.gemm_flops = agreed.gemm_flops, *measured |= 2;
+    }
     // Measured once per process: the CLI's validation and the run's setup each build the policy, and two
     // measurements on a loaded machine could pick two different α mixes for one run.
     static double link_measured;
     if (!(sp.link_bps > 0)) {
-        if (!(link_measured > 0)) {
-            char err[256];
-            Backend *be = backend_open("cpu", PRECISION_FP32, err, sizeof err);
-            if (!be) ctron_fatal("%s", err);
-            link_measured = memo_measure_link_bps(be, (size_t)64 << 20, o->offload_dir);
-            backend_close(be);
-        }
+        if (!(link_measured > 0)) link_measured = measure_link(o);
         sp.link_bps = link_measured;
         *measured |= 1;
     }
@@ -59,9 +82,28 @@ static void describe_mix(const MemoPlanResult *r, const ActShape *sh, const Memo
              r->positions, sh->s, r->n_hi, r->positions_lo, sh->L - r->n_hi);
 }
 
+void train_memo_agree_speeds(const TrainOptions *o, CommGroup *world) {
+    float v[2] = {0.0f, 0.0f};   // GB/s and GFLOP/s: what rank 0 measured, rounded as every rank gets it
+    if (world->rank == 0) {
+        int measured;
+        MemoSpeeds sp = speeds(o, 0.0, 0.0, &measured);
+        v[0] = (float)(sp.link_bps / 1e9);
+        v[1] = (float)(sp.gemm_flops / 1e9);
+    }
+    if (world->size > 1) comm_broadcast(world, v, 2, 0);
+    agreed.link_bps = (double)v[0] * 1e9;
+    agreed.gemm_flops = (double)v[1] * 1e9;
+    have_agreed = 1;
+}
+
 int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen) {
     int measured;
-    MemoSpeeds sp = speeds(o, 0.0, 0.0, &measured);
+    // Several ranks before they agree (the CLI's validation on each rank): whether some α fits does not
+    // depend on the speeds, only which one is fastest; so nothing is measured or said until the run's
+    // setup plans with rank 0's speeds (train_memo_agree_speeds).
+    int provisional = o->world_size > 1 && !have_agreed;
+    MemoSpeeds sp = {1e9, 1e9};
+    if (!provisional) sp = speeds(o, 0.0, 0.0, &measured);
     ActShape sh = train_act_shape(o);
     MemoPlanResult r;
     if (memo_plan(&sh, tempo_of(o), (Precision)o->precision, threads_of(o), o->mem_budget, o->offload_budget, &sp,
@@ -77,8 +119,8 @@ int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t 
     char mix[512];
     describe_mix(&r, &sh, p, mix, sizeof mix);
     static int printed;   // the same plan again (the run's setup after the CLI's validation): said once
-    if (!printed++)
-        printf("memo plan: %s for %.1f GB/s host link, %.1f GFLOP/s\n", mix, sp.link_bps / 1e9, sp.gemm_flops / 1e9);
+    if (!provisional && !printed++)
+        printf("memo plan: %s for %.4g GB/s host link, %.1f GFLOP/s\n", mix, sp.link_bps / 1e9, sp.gemm_flops / 1e9);
     return 0;
 }
 
@@ -89,10 +131,12 @@ int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double 
     MemoPlanResult r;
     int ok = memo_plan(&sh, tempo_of(o), (Precision)o->precision, threads_of(o), budget, o->offload_budget, &sp, &r) == 0;
     char b1[32], b2[32], b3[32], b4[32];
+    char tp_text[32] = "";   // a TP rank's share: its bytes and its work
+    if (sh.t > 1) snprintf(tp_text, sizeof tp_text, " t=%ld (per rank)", (long)sh.t);
     fprintf(f, "memo plan for %s of activations per rank: %s\n", format_bytes(budget, b1, sizeof b1),
             ok ? "every layer memo" : "nothing fits");
-    fprintf(f, "  L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld, %s activations, %s attention; host link %.2f GB/s (%s), "
-               "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, sh.elem_bytes == 2 ? "bf16" : "fp32",
+    fprintf(f, "  L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld%s, %s activations, %s attention; host link %.2f GB/s (%s), "
+               "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, tp_text, sh.elem_bytes == 2 ? "bf16" : "fp32",
             o->flash ? "flash" : "standard", sp.link_bps / 1e9, measured & 1 ? "measured" : "given", sp.gemm_flops / 1e9,
             measured & 2 ? "measured sgemm peak" : "given");
     MemoryPolicy pol;

@@ -235,6 +235,7 @@ static void print_ledger(TrainRun *r, const StepTimes *t) {
         ledger_print_memo(stdout, &m->memo->ledger, &m->shape, &m->policy, offload_pool_where(m->memo->pool),
                           t->offload_out, t->offload_in, t->offload_wait);
     if (r->world->size > 1 && !r->pl) dist_ledger_report(stdout, m, r->world);
+    if (r->world->size > 1 && !r->pl && m->memo) dist_memo_report(stdout, m, r->world);
     if (m->params16) {   // mixed precision's bytes beside the activations (not in the ledger)
         char b1[32], b2[32];
         printf("  outside the ledger: bf16 weight copy %s, backend scratch (bf16 GEMM operands) %s\n",

@@ -1,7 +1,9 @@
 #include "train/train_dist.h"
 #include <string.h>
 #include "memory/ledger_report.h"
+#include "memory/memo_model.h"
 #include "memory/pipe_memory.h"
+#include "model/memo.h"
 #include "util/common.h"
 
 // A ZeRO rank's moments over the whole local buffer, in host memory: its pieces (on the backend),
@@ -141,6 +143,40 @@ int dist_ledger_report(FILE *f, const GPT *m, CommGroup *world) {
         fprintf(f, "  %-5d %13zu %13zu %12s %12s %12s %12s  %s\n", r, v[0], v[1], format_bytes((double)v[2], b1, sizeof b1),
                 format_bytes((double)v[3], b2, sizeof b2), format_bytes((double)v[4], b3, sizeof b3),
                 format_bytes((double)v[5], b4, sizeof b4), ok ? "ok" : "MISMATCH");
+    }
+    free(all);
+    return bad;
+}
+
+// Layer-and-name cells of this rank's ledger, and of its memo pool, that differ from the model.
+static size_t memo_cells_off(const GPT *m) {
+    size_t off = 0;
+    const Ledger *pool = m->memo && m->memo->pool ? &m->memo->ledger : NULL;
+    for (int l = 0; l < m->cfg.layers; l++)
+        for (int n = 0; n < ACT_N_LAYER; n++) {
+            off += ledger_stored_bytes(&m->ledger, (ActName)n, l) != act_layer_name_bytes(&m->shape, &m->policy, l, (ActName)n);
+            if (pool)
+                off += ledger_stored_bytes(pool, (ActName)n, l) != act_memo_swap_name_bytes(&m->shape, &m->policy, l, (ActName)n);
+        }
+    return off;
+}
+
+int dist_memo_report(FILE *f, const GPT *m, CommGroup *world) {
+    enum { FIELDS = 4 };
+    size_t mine[FIELDS] = {memo_cells_off(m), m->memo && m->memo->pool ? m->memo->ledger.total_fwd_end : 0,
+                           act_memo_pool_bytes(&m->shape, &m->policy), act_memo_stage_bytes(&m->shape, &m->policy)};
+    float send[2 * FIELDS], *all = xmalloc((size_t)world->size * 2 * FIELDS * sizeof(float));
+    for (int i = 0; i < FIELDS; i++) put(send + 2 * i, mine[i]);
+    comm_allgather(world, send, all, 2 * FIELDS);
+    int bad = 0;
+    fprintf(f, "memo per rank: every layer's and name's bytes (arena and pool) against the model\n");
+    fprintf(f, "  %-5s %10s %14s %14s %14s\n", "rank", "cells off", "pool", "predicted", "memo_stage");
+    for (int r = 0; r < world->size; r++) {
+        size_t v[FIELDS];
+        for (int i = 0; i < FIELDS; i++) v[i] = get(all + ((size_t)r * FIELDS + i) * 2);
+        int ok = v[0] == 0 && v[1] == v[2];
+        bad += !ok;
+        fprintf(f, "  %-5d %10zu %14zu %14zu %14zu  %s\n", r, v[0], v[1], v[2], v[3], ok ? "ok" : "MISMATCH");
     }
     free(all);
     return bad;

@@ -19,6 +19,10 @@ void dist_load_whole(GPT *m, AdamW *opt, const Zero *zero, const GPT *full, cons
 // Rank 0 prints every rank's activation bytes (layer 0, end of forward, peak) next to the
 // prediction for its layout; returns the number of ranks that differ (on every rank). Collective.
 int dist_ledger_report(FILE *f, const GPT *m, CommGroup *world);
+// With memo layers (model/memo.h): rank 0 prints, for every rank, how many layer-and-name cells of its
+// ledger and of its memo pool differ from the model, its pool's bytes against the prediction and its
+// memo_stage; returns the number of ranks that differ (on every rank). Collective.
+int dist_memo_report(FILE *f, const GPT *m, CommGroup *world);
 // The same under a pipeline schedule: every rank's measured activation peak next to its schedule's
 // prediction (memory/pipe_memory.h), and this rank's peak by context. Returns the ranks that differ.
 int dist_pipeline_ledger_report(FILE *f, const GPT *m, const PipeSpec *spec, CommGroup *world, int stage);

@@ -122,7 +122,12 @@ ActShape train_act_shape(const TrainOptions *o);
 // measured through the offload pool, the GEMM rate from the cached `ctron peak` figure or measured), as
 // the run's policy with the arena held to the budget; 0, or -1 with why in err. train_print_memo_plan:
 // the plan for a budget at given speeds (0: measure), and full recompute's predicted time beside it.
+// On several ranks (o->world_size > 1) it plans with the speeds train_memo_agree_speeds shared, and before
+// that only checks that some α fits (nothing measured, nothing printed).
 int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
+// --memo auto on several ranks: rank 0 measures, every rank of `world` plans with its speeds (each rank's
+// own could pick another α, and TP ranks of different α would not run the same collectives). Collective.
+void train_memo_agree_speeds(const TrainOptions *o, CommGroup *world);
 int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double link_gbps, double gemm_gflops);
 // Bytes one rank needs, estimated before anything is allocated (the limit check of the CLI):
 // parameters, gradients and AdamW state, and activations (an upper bound: no recompute, fp32).
