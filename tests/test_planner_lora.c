@@ -84,6 +84,15 @@ static void check_gpt2_minis(void) {
                   p.n_full, p.n_sel, p.act_peak, policy_peak(&p, &sh));
         }
         CHECK(plans > 3 && minis > 0, "GPT-2 LoRA fa %d: %d plans, %d with mini-seq", fa, plans, minis);
+        // The plan's arena is what the model allocates for its policy (peak + 64 B of alignment per entry, the
+        // adapters' names among the entries): a plan that leaves them out can be over --mem-budget at gpt_init.
+        CHECK(plan_memory(&sh, 1, top * 0.5, 0, &p) == 0, "GPT-2 LoRA fa %d: half the budget fits", fa);
+        MemoryPolicy pol;
+        plan_policy(&p, &sh, &pol);
+        CHECK(p.arena_bytes == p.act_peak + (size_t)act_max_entries(&pol) * 64,
+              "GPT-2 LoRA fa %d: the plan's arena %zu, the model's %zu + %d entries × 64", fa, p.arena_bytes, p.act_peak,
+              act_max_entries(&pol));
+        policy_free(&pol);
     }
 }
 

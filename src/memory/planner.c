@@ -161,6 +161,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
     policy_default(&pol, L);
+    pol.tempo = act_lora_bits(base);   // the arena's entries: LoRA's x·Aᵀ names among them (gpt.c's capacity)
     size_t align = (size_t)act_max_entries(&pol) * 64;
     policy_free(&pol);
     double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
