@@ -10,16 +10,20 @@ for every one of them:
     exit (a crash, an internal ctron_fatal after the options were accepted) is a failure;
   * a run that trains prints its ledger, and every measured-vs-predicted line of it (per name, per
     layer, end of forward, peak, the weights, a host pool's) says "ok": no MISMATCH;
-  * the loss of step 1 is finite;
+  * the loss of step 1 is finite; a case drawn onto --device cpu-guarded (device memory unreadable to host
+    code) or the emulated GPU (--emu ctron-emu: the CUDA backend's kernels run on the host) has the CPU's
+    loss at step 1 (1e-5 relative; 2e-2 under bf16 GEMMs);
+  * one process: `ctron memory` with the same model and policy predicts the peak the run predicted;
   * a refused run leaves no checkpoint directory behind.
 
-    tests/compose_sweep.py --ctron build/ctron --count 40 --seed 1       # CI (make test)
+    tests/compose_sweep.py --ctron build/ctron --emu build/ctron-emu --count 40 --seed 1   # CI (make test)
     tests/compose_sweep.py --ctron build/ctron --count 500 --seed 7 -v   # a longer sweep by hand
 
 Exit 0 when every case passes and enough of them trained for the sweep to mean something; 1 with
 each failing case's command line otherwise.
 """
 import argparse
+import json
 import math
 import os
 import random
@@ -172,6 +176,9 @@ def draw(seed, index):
         c.add("--grad-accum", 2 if c.pp == 1 else r.choice([2, 4]))
     elif c.pp > 1:
         c.add("--grad-accum", 2)
+    # Where it runs: the CPU; the CPU with device memory unreadable to host code; the emulated GPU (the CUDA
+    # backend's kernels run on the host, tests/cuda_emu) — the last two against the CPU's loss.
+    c.device = r.choice(["cpu"] * 6 + ["cpu-guarded", "cuda", "cuda"])
     return c
 
 
@@ -211,7 +218,6 @@ def memory_check(args, c, out, env, work):
         return None
     if p.returncode != 0:
         return "ctron memory exit %d: %s" % (p.returncode, p.stderr.strip()[-200:])
-    import json
     pred = json.loads(p.stdout)["first_stage"]["activation_peak_bytes"]
     if int(pred) != int(m.group(1)):
         return "ctron memory predicts a peak of %d B, the run predicted %s B: ctron memory %s" % (
@@ -220,10 +226,46 @@ def memory_check(args, c, out, env, work):
     return None
 
 
+def first_loss(path):
+    try:
+        with open(path) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get("step") == 1 and "loss" in rec:
+                    return float(rec["loss"])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def device_check(args, c, work, env, loss_dev):
+    """The same case on the CPU: step 1's loss agrees (fp32: 1e-5 relative; bf16 GEMMs: 2e-2)."""
+    log = os.path.join(work, "cpu.jsonl")
+    cmd = [args.ctron, "train", *c.flags, "--steps", "1", "--eval-every", "0", "--eval-batches", "1",
+           "--threads", "1", "--data", args.data, "--log", log]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env, cwd=work)
+    loss_cpu = first_loss(log)
+    if p.returncode != 0 or loss_cpu is None:
+        return "the device run trained, the CPU run did not (exit %d): %s" % (p.returncode, p.stderr.strip()[-200:])
+    tol = 2e-2 if "bf16" in c.flags and "--precision" in c.flags else 1e-5
+    if loss_dev is None or abs(loss_dev - loss_cpu) > tol * abs(loss_cpu):
+        return "step 1's loss on --device %s is %r, on the CPU %r (tolerance %g relative)" % (c.device, loss_dev,
+                                                                                              loss_cpu, tol)
+    return None
+
+
 def run(args, c, work):
     ckpt = os.path.join(work, "ckpt")
-    cmd = [args.ctron, "train", *c.flags, "--steps", "1", "--eval-every", "0", "--eval-batches", "1",
-           "--threads", "1", "--data", args.data, "--ckpt-dir", ckpt]
+    log = os.path.join(work, "run.jsonl")
+    binary = args.ctron
+    if c.device == "cuda" and args.emu and c.ranks == 1:
+        binary = args.emu
+    elif c.device == "cuda" or c.ranks > 1:
+        c.device = "cpu"   # no emulator given; under mpirun each rank's device is left to the layout tests
+    cmd = [binary, "train", *c.flags, "--steps", "1", "--eval-every", "0", "--eval-batches", "1",
+           "--threads", "1", "--data", args.data, "--ckpt-dir", ckpt, "--log", log]
+    if c.device != "cpu":
+        cmd += ["--device", c.device]
     if c.ranks > 1:
         cmd = [args.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(c.ranks), *cmd]
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMPI_ALLOW_RUN_AS_ROOT="1",
@@ -256,6 +298,10 @@ def run(args, c, work):
     mem = memory_check(args, c, out, env, work)
     if mem:
         return "fail", mem, cmd, checks
+    if c.device != "cpu":
+        dev = device_check(args, c, work, env, first_loss(log))
+        if dev:
+            return "fail", dev, cmd, checks
     loss = [LOSS.match(l) for l in out.splitlines()]
     loss = [float(m.group(1)) for m in loss if m]
     if not loss or not math.isfinite(loss[0]):
@@ -269,6 +315,8 @@ def main():
     ap.add_argument("--data", default=None, help="corpus (default data/kjv.txt beside the tests)")
     ap.add_argument("--mpirun", default=shutil.which("mpirun"))
     ap.add_argument("--no-mpi", action="store_true", help="skip the cases that need mpirun")
+    ap.add_argument("--emu", default=None, help="ctron-emu: run the --device cuda cases on the emulated GPU "
+                                                "(without it they run on the CPU)")
     ap.add_argument("--count", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-trained", type=float, default=0.5,
@@ -277,6 +325,7 @@ def main():
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     args.ctron = os.path.abspath(args.ctron)
+    args.emu = os.path.abspath(args.emu) if args.emu else None
     if args.no_mpi:
         args.mpirun = None
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -297,8 +346,10 @@ def main():
         agreed += c.memory == "agrees"
         tally[status] += 1
         shown = " ".join(shlex.quote(x) for x in cmd[cmd.index("train") + 1:])
+        prog = os.path.basename(cmd[cmd.index("train") - 1])
         if status in ("fail", "hang"):
-            failures.append("case %d (%d rank%s): %s\n    ctron train %s" % (i, c.ranks, "s" if c.ranks > 1 else "", what, shown))
+            failures.append("case %d (%d rank%s): %s\n    %s train %s" % (i, c.ranks, "s" if c.ranks > 1 else "", what,
+                                                                        prog, shown))
         if args.verbose or status in ("fail", "hang"):
             print("[%3d] %-7s %s | %s" % (i, status, what, shown), flush=True)
     ran = tally["ok"] + tally["refused"] + tally["fail"] + tally["hang"]
