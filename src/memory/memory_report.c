@@ -1,9 +1,10 @@
 #include "memory/memory_report.h"
 #include <string.h>
 #include "memory/ledger_report.h"
+#include "memory/memo_model.h"
 
 // Layers that keep the same names: one column each in the per-name table.
-typedef struct { LayerRecompute kind; int group_input; int count; int first; } LayerClass;
+typedef struct { LayerRecompute kind; int group_input; int count; int first; long memo_positions; } LayerClass;
 
 static int layer_classes(const MemoryConfig *c, LayerClass *cls, int max) {
     int n = 0;
@@ -11,9 +12,10 @@ static int layer_classes(const MemoryConfig *c, LayerClass *cls, int max) {
         int l = stage_layer(&c->lay, i);
         LayerRecompute k = c->policy.kind[l];
         int gi = k == RECOMPUTE_FULL && c->policy.group_start[l] == l;
+        long pos = memo_layer_positions(&c->lay.sh, &c->policy, l);   // memo layers of another α: another class
         int j = 0;
-        while (j < n && !(cls[j].kind == k && cls[j].group_input == gi)) j++;
-        if (j == n && n < max) cls[n++] = (LayerClass){k, gi, 0, l};
+        while (j < n && !(cls[j].kind == k && cls[j].group_input == gi && cls[j].memo_positions == pos)) j++;
+        if (j == n && n < max) cls[n++] = (LayerClass){k, gi, 0, l, pos};
         if (j < n) cls[j].count++;
     }
     return n;
@@ -21,6 +23,7 @@ static int layer_classes(const MemoryConfig *c, LayerClass *cls, int max) {
 
 static const char *class_name(const LayerClass *k, char *buf, size_t len) {
     if (k->kind == RECOMPUTE_FULL) snprintf(buf, len, "full:%s ×%d", k->group_input ? "input" : "inner", k->count);
+    else if (k->kind == RECOMPUTE_MEMO) snprintf(buf, len, "memo:%ld ×%d", k->memo_positions, k->count);
     else snprintf(buf, len, "%s ×%d", recompute_name(k->kind), k->count);
     return buf;
 }
@@ -37,6 +40,27 @@ static void print_family(FILE *f, const ActShape *sh) {
             a->norm == NORM_RMS ? "RMSNorm" : "LayerNorm", a->mlp == MLP_SWIGLU ? "SwiGLU" : "GeLU",
             a->pos == POS_ROPE ? "RoPE" : "learned positions", sh->untied ? "untied (lm_head)" : "tied to the embedding",
             sh->qkv_bias ? " · qkv bias" : "");
+}
+
+// MEMO's layers: runs of layers with the same α, the positions each swaps of s (whole flash tiles) and
+// recomputes in backward.
+static void print_memo_layers(FILE *f, const MemoryConfig *c) {
+    const ActShape *sh = &c->lay.sh;
+    fprintf(f, "  memo    the first positions' tensors to host memory, the rest recomputed over their range:");
+    const char *sep = "";
+    for (int l = 0; l < (int)sh->L;) {
+        int e = l;
+        while (e + 1 < (int)sh->L && c->policy.kind[e + 1] == c->policy.kind[l] &&
+               memo_layer_positions(sh, &c->policy, e + 1) == memo_layer_positions(sh, &c->policy, l))
+            e++;
+        if (c->policy.kind[l] == RECOMPUTE_MEMO) {
+            fprintf(f, "%s layers %d-%d swap %ld of %ld positions (α %g)", sep, l, e, memo_layer_positions(sh, &c->policy, l),
+                    sh->s, (double)policy_memo_alpha(&c->policy, l));
+            sep = ";";
+        }
+        l = e + 1;
+    }
+    fputc('\n', f);
 }
 
 static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m) {
@@ -60,11 +84,12 @@ static void print_header(FILE *f, const MemoryConfig *c, const MemorySummary *m)
         fprintf(f, "  offload %s (kept in a pool off the device, two layers' worth staged on it)\n",
                 offload_describe(c->policy.offload, what, sizeof what));
     }
+    if (policy_has_memo(&c->policy)) print_memo_layers(f, c);
 }
 
 static void print_names(FILE *f, const MemoryConfig *c) {
-    LayerClass cls[4];
-    int n = layer_classes(c, cls, 4);
+    LayerClass cls[8];
+    int n = layer_classes(c, cls, 8);
     char b[32], name[32];
     fprintf(f, "\nSaved per layer, per rank (this configuration; first stage's layers)\n  %-12s", "name");
     for (int j = 0; j < n; j++) fprintf(f, " %16s", class_name(&cls[j], name, sizeof name));
@@ -81,6 +106,13 @@ static void print_names(FILE *f, const MemoryConfig *c) {
     for (int j = 0; j < n; j++)
         fprintf(f, " %16s", fmt((double)act_layer_bytes(&c->lay.sh, &c->policy, cls[j].first), b, sizeof b));
     fputc('\n', f);
+    if (policy_has_memo(&c->policy)) {   // --memo: to the host pool instead (not in the rows above)
+        fprintf(f, "  %-12s", "swapped");
+        for (int j = 0; j < n; j++)
+            fprintf(f, " %16s", fmt((double)act_memo_swap_bytes(&c->lay.sh, &c->policy, cls[j].first), b, sizeof b));
+        fprintf(f, "\n  (swapped: the first positions' slices of every tensor a none layer keeps but the s×s "
+                   "ones and the masks)\n");
+    }
     if (!c->policy.offload) return;
     char what[256];
     fprintf(f, "  %-12s", "offloaded");   // --offload: kept in the pool instead (not in the rows above)
@@ -135,6 +167,9 @@ static void print_extras(FILE *f, const MemoryConfig *c, const MemorySummary *m)
     if (c->policy.offload)
         fprintf(f, "  %-12s %14s  (two layers' offloaded tensors: the forward writes and the backward fetches here)\n",
                 "offload_stage", fmt((double)act_offload_stage_bytes(sh, &c->policy), b, sizeof b));
+    if (policy_has_memo(&c->policy))
+        fprintf(f, "  %-12s %14s  (two slots of swapped slices: the forward writes and the backward fetches here)\n",
+                "memo_stage", fmt((double)act_memo_stage_bytes(sh, &c->policy), b, sizeof b));
     fprintf(f, "  %-12s %14s\n", "extras", fmt(m->act.extras, b, sizeof b));
     fprintf(f, "  paper's extra term (sbhL/t)(p/L + δ_{p=1}(4/L)(1+v/h)): %s (assumes SP; no LN statistics)\n",
             fmt(m->paper_extra, b, sizeof b));
@@ -156,6 +191,9 @@ static void print_stage(FILE *f, const MemoryConfig *c, const MemorySummary *m) 
     if (c->policy.offload)
         fprintf(f, "  %-34s %14s  (host memory or a file, not in the peak)\n", "in the offload pool",
                 fmt(m->act.offloaded, b, sizeof b));
+    if (policy_has_memo(&c->policy))
+        fprintf(f, "  %-34s %14s  (host memory or a file, not in the peak)\n", "in MEMO's host pool",
+                fmt(m->act.memo_pool, b, sizeof b));
     fprintf(f, "  %-34s %14s%s\n", "activation peak of the step", fmt(m->act.peak, b, sizeof b),
             c->lay.p == 1 ? "" : "  (upper bound: held + largest recompute)");
     fprintf(f, "  %-34s %14.4g\n", "parameters", m->params);
@@ -275,8 +313,8 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     cJSON_AddNumberToObject(pol, "dropout", c->dropout);
 
     cJSON *classes = cJSON_AddArrayToObject(o, "layer_classes");
-    LayerClass cls[4];
-    int n = layer_classes(c, cls, 4);
+    LayerClass cls[8];
+    int n = layer_classes(c, cls, 8);
     for (int j = 0; j < n; j++) {
         cJSON *k = cJSON_CreateObject();
         cJSON_AddStringToObject(k, "recompute", recompute_name(cls[j].kind));
@@ -289,6 +327,11 @@ cJSON *memory_report_json(const MemoryConfig *c) {
                                         (double)act_layer_name_bytes(sh, &c->policy, cls[j].first, (ActName)a));
         cJSON_AddNumberToObject(k, "total", (double)act_layer_bytes(sh, &c->policy, cls[j].first));
         cJSON_AddNumberToObject(k, "offloaded", (double)act_layer_offload_bytes(sh, &c->policy, cls[j].first));
+        cJSON_AddNumberToObject(k, "memo_swapped", (double)act_memo_swap_bytes(sh, &c->policy, cls[j].first));
+        if (cls[j].kind == RECOMPUTE_MEMO) {
+            cJSON_AddNumberToObject(k, "memo_alpha", policy_memo_alpha(&c->policy, cls[j].first));
+            cJSON_AddNumberToObject(k, "memo_positions", (double)memo_layer_positions(sh, &c->policy, cls[j].first));
+        }
         cJSON_AddItemToArray(classes, k);
     }
 
@@ -312,6 +355,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     for (int i = 0; i < (int)(sizeof last / sizeof last[0]); i++)
         cJSON_AddNumberToObject(ex, act_name_str(last[i]), c->lay.p == 1 ? (double)act_tensor_bytes(sh, last[i]) : 0.0);
     cJSON_AddNumberToObject(ex, "offload_stage", (double)act_offload_stage_bytes(sh, &c->policy));
+    cJSON_AddNumberToObject(ex, "memo_stage", (double)act_memo_stage_bytes(sh, &c->policy));
     if (sh->reversible) {
         cJSON_AddNumberToObject(ex, "rev_x1", (double)act_tensor_bytes(sh, ACT_REV_X1));
         cJSON_AddNumberToObject(ex, "rev_x2", (double)act_tensor_bytes(sh, ACT_REV_X2));
@@ -329,6 +373,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
     cJSON_AddNumberToObject(st, "recompute_working_bytes", m.act.working);
     cJSON_AddNumberToObject(st, "activation_peak_bytes", m.act.peak);
     cJSON_AddNumberToObject(st, "offload_pool_bytes", m.act.offloaded);
+    cJSON_AddNumberToObject(st, "memo_pool_bytes", m.act.memo_pool);
     cJSON_AddNumberToObject(st, "parameters", m.params);
     cJSON_AddNumberToObject(st, "param_bytes", m.param_bytes);
     cJSON_AddNumberToObject(st, "grad_bytes", m.grad_bytes);

@@ -1,4 +1,5 @@
 #include "memory/stage_model.h"
+#include "memory/memo_model.h"
 #include "memory/param_count.h"
 #include "memory/reversible_model.h"
 #include <stdio.h>
@@ -138,7 +139,9 @@ static void first_stage_activations(const StageLayout *lay, const StageSplit *sp
     out->extras = (double)act_tensor_bytes(sh, ACT_EMB_MASK) * stage_in_flight(lay);
     if (lay->p == 1) out->extras = (double)act_model_extra_bytes(sh);
     out->extras += (double)act_offload_stage_bytes(sh, pol);   // --offload: the two stage slots, once
+    out->extras += (double)act_memo_stage_bytes(sh, pol);      // --memo: its two stage slots, once
     out->offloaded = (double)offloaded * stage_layer_factor(lay);
+    out->memo_pool = (double)act_memo_pool_bytes(sh, pol);
     out->held = out->layers + out->extras;
     out->working = (double)working;
     out->rebuild_over = (double)over;

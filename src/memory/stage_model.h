@@ -29,13 +29,14 @@ int stage_policy_build(MemoryPolicy *pol, const StageLayout *lay, const char *re
 typedef struct {
     double layers;     // its layers' bytes × stage_layer_factor
     double extras;     // embedding mask × in flight; with p = 1 also final LN, output-layer input, logits;
-                       // with --offload the stage slots
+                       // with --offload or --memo the stage slots
     double held;       // layers + extras: the most any point of the forward keeps
     double working;    // the largest transient backward recomputes (one layer's attention core or a group)
     double rebuild_over;  // the most that transient adds to `held`: rebuilding layer l, the layers above it
                           // in its chunk are freed (= working under a uniform policy, less under a mixed one)
     double peak;       // p = 1: act_peak_bytes exactly; p > 1: held + rebuild_over (an upper bound)
     double offloaded;  // --offload: its layers' bytes in the offload pool × stage_layer_factor (off the device)
+    double memo_pool;  // --memo: its memo layers' swapped slices in the host pool (off the device)
 } StageActivations;
 
 // What backward rebuilds on top of the stored bytes when it reaches layer l (0 for none).
