@@ -27,29 +27,36 @@ picks() { check "grep -q 'recompute search: .*: $2 keeps' '$dir/$1.out'" \
   "$1: expected the pick $2, got: $(grep -m1 'recompute search' "$dir/$1.out")"; }
 
 run plain gpt
-run s200 gpt --recompute search --act-budget-layer 200KiB --search-rates 100,10; picks s200 'selective+norm,act'; same plain s200
+run s200 gpt --recompute search --act-budget-layer 200KiB --search-rates 100,10; picks s200 'selective+act,drop1_mask'; same plain s200
 run s160 gpt --recompute search --act-budget-layer 160KiB --search-rates 100,10
 picks s160 'selective+norm,act,proj'; same plain s160
-# the GEMM parts: FC1 (and GeLU), q/k/v, the projection made again; the attention's output on top
-run s100 gpt --recompute search --act-budget-layer 100KiB --search-rates 100,10; picks s100 'selective+norm,fc1,proj'
-same plain s100
+# the GEMM parts: FC1 (and GeLU), q/k/v, the projection made again; the attention's output on top; the
+# dropout masks drawn again alone (drop1's read by the remade residual and by its own backward)
+run s100 gpt --recompute search --act-budget-layer 100KiB --search-rates 100,10
+picks s100 'selective+norm,fc1,drop1_mask,drop2_mask'; same plain s100
+run s90 gpt --recompute search --act-budget-layer 90KiB --search-rates 100,10; picks s90 'selective+norm,fc1,proj'
+same plain s90
 run s60 gpt --recompute search --act-budget-layer 60KiB --search-rates 100,10; picks s60 'selective+norm,qkv,fc1'
 same plain s60
-run s40 gpt --recompute search --act-budget-layer 40KiB --search-rates 100,10
-picks s40 'selective+norm,attn,qkv,fc1,proj'; same plain s40
+run s30 gpt --recompute search --act-budget-layer 30KiB --search-rates 100,10
+picks s30 'selective+norm,attn,qkv,fc1,proj'; same plain s30
 run s20 gpt --recompute search --act-budget-layer 20KiB --search-rates 100,10; picks s20 'full'; same plain s20
 # --static-plan: every work_slot call is a temporary of its own, so a part's tensors are read back from where
-# they were made (the attention's second forward, the norms, q/k/v, FC1, Proj), never from a second call
+# they were made (the attention's second forward, the norms, q/k/v, FC1, Proj, a mask), never from a second call
 run s40sp gpt --recompute search --act-budget-layer 40KiB --search-rates 100,10 --static-plan
-picks s40sp 'selective+norm,attn,qkv,fc1,proj'; same plain s40sp
+picks s40sp 'selective+norm,qkv,fc1,proj,drop1_mask'; same plain s40sp
+run s30sp gpt --recompute search --act-budget-layer 30KiB --search-rates 100,10 --static-plan
+picks s30sp 'selective+norm,attn,qkv,fc1,proj'; same plain s30sp
 check "grep -q 'recompute selective+norm,act,proj' '$dir/s160.out'" "s160: the header names the parts"
+check "grep -q 'recompute selective+norm,fc1,drop1_mask,drop2_mask' '$dir/s100.out'" "s100: the header names the mask parts"
 run lplain llama
-run l160 llama --recompute search --act-budget-layer 90KiB --search-rates 100,10 --act-dtype bf16
-run lplain16 llama --act-dtype bf16; same lplain16 l160
-check "grep -q 'recompute search: .*: selective+norm,proj keeps' '$dir/l160.out'" \
-  "l160: $(grep -m1 'recompute search' "$dir/l160.out")"
+run l90 llama --recompute search --act-budget-layer 90KiB --search-rates 100,10 --act-dtype bf16
+run lplain16 llama --act-dtype bf16; same lplain16 l90
+picks l90 'selective+norm,drop1_mask'
+run l80 llama --recompute search --act-budget-layer 80KiB --search-rates 100,10 --act-dtype bf16
+picks l80 'selective+norm,proj,drop1_mask,drop2_mask'; same lplain16 l80
 run l40 llama --recompute search --act-budget-layer 40KiB --search-rates 100,10 --act-dtype bf16
-picks l40 'selective+norm,qkv,fc1'; same lplain16 l40
+picks l40 'selective+norm,fc1,proj,drop1_mask'; same lplain16 l40
 
 # ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
 mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search
@@ -57,7 +64,8 @@ mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0
 "$ctron" memory "${mem[@]}" --act-budget-layer 20KiB > "$dir/m20.out" 2>&1
 check "[ $? -eq 0 ] && grep -q 'policy  recompute full ' '$dir/m20.out'" "memory 20KiB: $(head -2 "$dir/m20.out")"
 "$ctron" memory "${mem[@]}" --act-budget-layer 40KiB > "$dir/m40.out" 2>&1
-check "grep -q 'policy  recompute selective+norm,attn,qkv,fc1,proj ' '$dir/m40.out'" "memory 40KiB: $(grep -m1 policy "$dir/m40.out")"
+check "grep -q 'policy  recompute selective+norm,qkv,fc1,proj,drop1_mask ' '$dir/m40.out'" \
+  "memory 40KiB: $(grep -m1 policy "$dir/m40.out")"
 
 # refused: exit 2, the reason named
 bad() {
@@ -87,10 +95,10 @@ if [ ${#launch[@]} -gt 0 ] && [ -n "${launch[0]}" ]; then   # the norms' outputs
   check "grep -q 'recompute search: .*: selective+norm,act,proj keeps' '$dir/tps.out'" \
     "tp 2 + SP: $(grep -m2 'recompute search\|error' "$dir/tps.out")"
   same tp tps
-  # every part at once under SP: q, k, v and FC1 from gathered inputs, Proj's partial sums reduce-scattered
+  # the GEMM parts under SP: q, k, v and FC1 from gathered inputs, Proj's partial sums reduce-scattered, drop1 drawn again
   timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 20KiB \
     --search-rates 100,10 --ckpt-dir "$dir/tps20" > "$dir/tps20.out" 2>&1
-  check "grep -q 'recompute search: .*: selective+norm,attn,qkv,fc1,proj keeps' '$dir/tps20.out'" \
+  check "grep -q 'recompute search: .*: selective+norm,qkv,fc1,proj,drop1_mask keeps' '$dir/tps20.out'" \
     "tp 2 + SP 20KiB: $(grep -m2 'recompute search\|error' "$dir/tps20.out")"
   same tp tps20
 fi

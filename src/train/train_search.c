@@ -36,7 +36,7 @@ void train_print_search(FILE *f, const TrainOptions *o) {
     FusionGraph g;
     FusionMode md;
     FusionCut cut, best;
-    char err[256], name[64], b1[32], b2[32], dropped[256];
+    char err[256], name[128], b1[32], b2[32], dropped[256];
     if (train_search_pick(o, &g, &md, &cut, &best, err, sizeof err) != 0) return;
     unsigned all = (1u << g.n) - 1;
     fprintf(f, "  recompute search: %s per layer at %.1f GFLOP/s, %.1f GB/s: %s keeps %s (%zu bytes), recomputes "
