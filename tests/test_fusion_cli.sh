@@ -82,6 +82,9 @@ bad 'with --attention flash' --recompute search --act-budget-layer 1MiB --attent
 bad 'chooses --recompute-layers' --recompute search --act-budget-layer 1MiB --recompute-layers 0-1:full
 bad 'with a pipeline' --recompute search --act-budget-layer 1MiB --pp-schedule gpipe
 bad 'expected GFLOPS,GBPS' --recompute search --act-budget-layer 1MiB --search-rates 0,5
+bad 'expected GFLOPS,GBPS or GFLOPS,GBPS,LINK_GBPS' --recompute search --act-budget-layer 1MiB --search-rates 100,10,0
+bad 'expected GFLOPS,GBPS or GFLOPS,GBPS,LINK_GBPS' --recompute search --act-budget-layer 1MiB --search-rates 100,10,5,1
+bad 'with --tp 2 needs the TP link' --recompute search --act-budget-layer 1MiB --search-rates 100,10 --tp 2 --tp-solo
 bad 'no recompute mode fits; the least a layer keeps is 16.00 KiB' --recompute search --act-budget-layer 10KiB \
   --search-rates 100,10
 
@@ -89,18 +92,34 @@ if [ ${#launch[@]} -gt 0 ] && [ -n "${launch[0]}" ]; then   # the norms' outputs
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
   tp=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --steps 2 --eval-every 2 --dropout 0.1 --threads 1
       --data "$data" --tp 2 --sp)
-  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --ckpt-dir "$dir/tp" > "$dir/tp.out" 2>&1
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --ckpt-dir "$dir/tp" --log "$dir/tp.jsonl" > "$dir/tp.out" 2>&1
+  # the link's rate prices the collectives a remade GEMM repeats: fast, Proj is made again (its reduce-scatter
+  # nearly free); at 0.1 GB/s the attention's second forward (no traffic) is cheaper
   timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 80KiB \
-    --search-rates 100,10 --ckpt-dir "$dir/tps" > "$dir/tps.out" 2>&1
+    --search-rates 100,10,100 --ckpt-dir "$dir/tps" > "$dir/tps.out" 2>&1
   check "grep -q 'recompute search: .*: selective+norm,act,proj keeps' '$dir/tps.out'" \
     "tp 2 + SP: $(grep -m2 'recompute search\|error' "$dir/tps.out")"
   same tp tps
-  # the GEMM parts under SP: q, k, v and FC1 from gathered inputs, Proj's partial sums reduce-scattered, drop1 drawn again
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 80KiB \
+    --search-rates 100,10,0.1 --ckpt-dir "$dir/tpslow" > "$dir/tpslow.out" 2>&1
+  check "grep -q 'recompute search: .*, 0.1 GB/s TP link: selective+norm,act,attn keeps' '$dir/tpslow.out'" \
+    "tp 2 + SP, slow link: $(grep -m2 'recompute search\|error' "$dir/tpslow.out")"
+  same tp tpslow
+  # the GEMM parts under SP: q, k, v and FC1 from gathered inputs, Proj's partial sums reduce-scattered, drop1 drawn
+  # again; the TP bytes the run moves beyond the plain run's are the graph's, per layer (2 layers, 1 micro-batch)
   timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 20KiB \
-    --search-rates 100,10 --ckpt-dir "$dir/tps20" > "$dir/tps20.out" 2>&1
+    --search-rates 100,10,100 --ckpt-dir "$dir/tps20" --log "$dir/tps20.jsonl" > "$dir/tps20.out" 2>&1
   check "grep -q 'recompute search: .*: selective+norm,qkv,fc1,proj,drop1_mask keeps' '$dir/tps20.out'" \
     "tp 2 + SP 20KiB: $(grep -m2 'recompute search\|error' "$dir/tps20.out")"
   same tp tps20
+  tp_bytes() {   # step 1's TP bytes in the blocks and SP's re-gathers
+    local n; n=$(grep -m1 -o '"tp_bytes":{"block":[0-9]*,"regather":[0-9]*' "$1" | grep -o '[0-9]*' | paste -sd+)
+    echo $(( ${n:-0} ))
+  }
+  graph=$(grep -m1 -o 'TP traffic [0-9]* bytes' "$dir/tps20.out" | grep -o '[0-9]*')
+  moved=$(( $(tp_bytes "$dir/tps20.jsonl") - $(tp_bytes "$dir/tp.jsonl") ))
+  check "[ -n '$graph' ] && [ '$graph' -gt 0 ] && [ '$moved' -eq \$((2 * $graph)) ]" \
+    "tp 2 + SP 20KiB: moved $moved TP bytes more than the plain run, the graph says 2 x ${graph:-?}"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

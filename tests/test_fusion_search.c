@@ -2,6 +2,7 @@
 // model's, the three policies the issue names are kept sets of the graph, the branch and bound finds the
 // optimum that trying every subset finds, and at fixed rates the executable search picks specific
 // modes at specific budgets.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
@@ -14,7 +15,7 @@ static ActShape shape(long s, long b, long h, long a, int dropout, int e, MaskMo
     return sh;
 }
 
-static const FusionRates RATES = {100.0, 10.0};   // 100 GFLOP/s, 10 GB/s: fixed, so the picks are
+static const FusionRates RATES = {100.0, 10.0, 0.0};   // 100 GFLOP/s, 10 GB/s: fixed, so the picks are
 
 static unsigned set_of(const FusionGraph *g, const ActName *names, int n) {
     unsigned k = 0;
@@ -50,7 +51,7 @@ static void check_bytes_and_modes(const ActShape *sh, const char *what) {
 }
 
 // Branch and bound against every subset, at budgets from the input alone to everything.
-static int check_exact(const ActShape *sh, const char *what) {
+static int check_exact(const ActShape *sh, const FusionRates *r, const char *what) {
     FusionGraph g;
     fusion_graph_build(&g, sh);
     size_t lo = fusion_bytes(&g, 0), hi = fusion_bytes(&g, (1u << g.n) - 1);
@@ -58,13 +59,60 @@ static int check_exact(const ActShape *sh, const char *what) {
     for (int k = -1; k <= 24; k++) {
         size_t budget = k < 0 ? lo - 1 : lo + (hi - lo) * (size_t)k / 24;
         FusionCut a, b;
-        int ra = fusion_search(&g, &RATES, budget, &a), rb = fusion_search_brute(&g, &RATES, budget, &b);
+        int ra = fusion_search(&g, r, budget, &a), rb = fusion_search_brute(&g, r, budget, &b);
         CHECK(ra == rb && a.cost == b.cost && a.bytes == b.bytes, "%s budget %zu: search %d cost %.9g bytes %zu, every "
               "subset %d cost %.9g bytes %zu", what, budget, ra, a.cost, a.bytes, rb, b.cost, b.bytes);
         CHECK(ra != 0 || (a.bytes <= budget && fusion_bytes(&g, a.kept) == a.bytes), "%s: a cut over budget", what);
         cases++;
     }
     return cases;
+}
+
+// The TP traffic a remade GEMM repeats, priced on the link (fusion_graph.c's op_comm), worked by hand at S
+// (fp32 activations: the collectives move fp32 [s·b, h] = 4·256·4·768 = 3,145,728 bytes, of which one rank of
+// two sends half per all-gather or reduce-scatter and all of it per all-reduce).
+static void check_tp_traffic(void) {
+    const double full = 4.0 * 256 * 4 * 768, LINK = 0.5;   // GB/s
+    const FusionRates priced = {100.0, 10.0, LINK};
+    struct { int t, sp; unsigned parts; double bytes; const char *what; } cases[] = {
+        {2, 1, RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, 3 * full / 2,
+         "SP: q/k/v's and FC1's inputs all-gathered, Proj's sums reduce-scattered"},
+        {2, 1, RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_DROP1_MASK, 0.0,
+         "SP: no GEMM made again"},
+        {2, 0, RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, 0.0, "TP: every row at hand"},
+        {2, 0, RECOMPUTE_PROJ_OUT, full, "TP: Proj's sums all-reduced"},
+        {4, 1, RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, 2 * full * 3 / 4, "SP over 4 ranks"},
+        {1, 0, RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, 0.0, "one rank"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ActShape sh = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, cases[i].t, cases[i].sp, 0);
+        FusionGraph g;
+        fusion_graph_build(&g, &sh);
+        unsigned kept = fusion_mode_kept(&g, (FusionMode){RECOMPUTE_SELECTIVE, cases[i].parts});
+        double extra = fusion_cost(&g, &priced, kept, NULL, NULL) - fusion_cost(&g, &RATES, kept, NULL, NULL);
+        CHECK(fusion_comm_bytes(&g, kept) == cases[i].bytes, "t %d, %s: %.0f bytes again, by hand %.0f", cases[i].t,
+              cases[i].what, fusion_comm_bytes(&g, kept), cases[i].bytes);
+        CHECK(fabs(extra - cases[i].bytes / (LINK * 1e9)) <= 1e-12, "t %d, %s: the link adds %.9g s, by hand %.9g s",
+              cases[i].t, cases[i].what, extra, cases[i].bytes / (LINK * 1e9));
+    }
+    // Plain TP 2 at S, 9 MB a layer: unpriced, the search remakes Proj (43.5 ms); its all-reduce at 0.5 GB/s
+    // (3,145,728 bytes: 6.29 ms) makes q, k, v's GEMM the cheaper one (48.9 ms, no traffic: every row at hand).
+    ActShape tp = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 2, 0, 0);
+    FusionGraph g;
+    fusion_graph_build(&g, &tp);
+    struct { const FusionRates *r; const char *pick; double ms; } picks[] = {
+        {&RATES, "selective+norm,attn,fc1,proj,drop1_mask", 43.507}, {&priced, "selective+norm,qkv,fc1,drop1_mask", 48.855}};
+    for (int i = 0; i < 2; i++) {
+        FusionMode md;
+        FusionCut cut, best;
+        char nm[128];
+        fusion_search_modes(&g, picks[i].r, 9000000, &md, &cut);
+        fusion_search(&g, picks[i].r, 9000000, &best);
+        CHECK(strcmp(fusion_mode_name(md, nm, sizeof nm), picks[i].pick) == 0 && fabs(cut.cost * 1e3 - picks[i].ms) < 5e-4 &&
+              cut.cost <= best.cost * (1 + 1e-12), "TP 2 at 9 MB, link %.1f GB/s: picked %s at %.4f ms (the graph's "
+              "optimum %.4f ms), expected %s at %.3f ms", picks[i].r->link_gbps, nm, cut.cost * 1e3, best.cost * 1e3,
+              picks[i].pick, picks[i].ms);
+    }
 }
 
 int main(void) {
@@ -82,7 +130,8 @@ int main(void) {
     int cases = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         check_bytes_and_modes(&shapes[i], names[i]);
-        cases += check_exact(&shapes[i], names[i]);
+        cases += check_exact(&shapes[i], &RATES, names[i]);
+        if (shapes[i].t > 1) cases += check_exact(&shapes[i], &(FusionRates){100.0, 10.0, 0.05}, names[i]);   // TP priced
     }
     printf("branch and bound == every subset at %d (shape, budget) cases\n", cases);
 
@@ -141,5 +190,6 @@ int main(void) {
                picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
                best.cost * 1e3, fusion_set_describe(&g, ((1u << g.n) - 1) & ~best.kept, 0, kept, sizeof kept));
     }
+    check_tp_traffic();
     return check_summary();
 }

@@ -1,5 +1,6 @@
 #include "memory/fusion_search.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // (cost, bytes) lexicographic, with a relative tolerance on the cost: equal recompute work is a tie.
@@ -138,6 +139,23 @@ int fusion_search_modes(const FusionGraph *g, const FusionRates *r, size_t budge
         *cut = (FusionCut){kept | g->fixed, fusion_cost(g, r, kept, NULL, NULL), least_bytes};
     }
     return found ? 0 : -1;
+}
+
+int fusion_parse_rates(const char *text, FusionRates *r) {
+    double x[3] = {0.0, 0.0, 0.0};
+    int n = 0;
+    for (const char *p = text;;) {   // two or three numbers, comma-separated, nothing else
+        char *q;
+        x[n] = strtod(p, &q);
+        if (q == p || !(x[n] > 0) || x[n] > 1e9) return -1;
+        n++;
+        if (*q == '\0') break;
+        if (*q != ',' || n == 3) return -1;
+        p = q + 1;
+    }
+    if (n < 2) return -1;
+    *r = (FusionRates){x[0], x[1], x[2]};
+    return 0;
 }
 
 const char *fusion_parts_name(unsigned parts, char *buf, size_t len) {

@@ -40,8 +40,11 @@ int fusion_modes(const FusionGraph *g, FusionMode *out);
 // with the mode of fewest bytes.
 int fusion_search_modes(const FusionGraph *g, const FusionRates *r, size_t budget, FusionMode *pick, FusionCut *cut);
 // "full", "selective+norm", "none+norm,act", "none+softmax", "selective+norm,act,attn", "selective+norm,qkv,fc1,proj",
-// "selective+norm,fc1,drop2_mask"
+// "selective+norm,fc1,drop1_mask"
 const char *fusion_mode_name(FusionMode md, char *buf, size_t len);
+// --search-rates GFLOPS,GBPS[,LINK_GBPS]: positive, finite (<= 1e9) numbers; link_gbps 0 when not given.
+// Returns 0, or -1 (r untouched).
+int fusion_parse_rates(const char *text, FusionRates *r);
 // The parts alone ("norm,act", "softmax", "qkv,fc1,proj", "drop1_mask"; "none").
 const char *fusion_parts_name(unsigned parts, char *buf, size_t len);
 #endif
