@@ -66,6 +66,13 @@ check "[ $? -eq 0 ] && grep -q 'policy  recompute full ' '$dir/m20.out'" "memory
 "$ctron" memory "${mem[@]}" --act-budget-layer 40KiB > "$dir/m40.out" 2>&1
 check "grep -q 'policy  recompute selective+norm,qkv,fc1,proj,drop1_mask ' '$dir/m40.out'" \
   "memory 40KiB: $(grep -m1 policy "$dir/m40.out")"
+# under TP the link's rate is asked for, and prices Proj's reduction: slow, the attention's second forward instead
+"$ctron" memory "${mem[@]}" --act-budget-layer 80KiB --tp 2 --sp > "$dir/mtp.out" 2>&1
+check "[ $? -eq 2 ] && grep -q 'with --tp 2 needs the TP link' '$dir/mtp.out'" "memory --tp 2 without a link rate: $(head -1 "$dir/mtp.out")"
+"$ctron" memory "${mem[@]/100,10/100,10,100}" --act-budget-layer 80KiB --tp 2 --sp > "$dir/mtp100.out" 2>&1
+check "grep -q 'policy  recompute selective+norm,act,proj ' '$dir/mtp100.out'" "memory tp 100 GB/s: $(grep -m1 'policy\|rror' "$dir/mtp100.out")"
+"$ctron" memory "${mem[@]/100,10/100,10,0.1}" --act-budget-layer 80KiB --tp 2 --sp > "$dir/mtp01.out" 2>&1
+check "grep -q 'policy  recompute selective+norm,act,attn ' '$dir/mtp01.out'" "memory tp 0.1 GB/s: $(grep -m1 'policy\|rror' "$dir/mtp01.out")"
 
 # refused: exit 2, the reason named
 bad() {
