@@ -27,29 +27,36 @@ picks() { check "grep -q 'recompute search: .*: $2 keeps' '$dir/$1.out'" \
   "$1: expected the pick $2, got: $(grep -m1 'recompute search' "$dir/$1.out")"; }
 
 run plain gpt
-run s200 gpt --recompute search --act-budget-layer 200KiB --search-rates 100,10; picks s200 'selective+norm,act'; same plain s200
+run s200 gpt --recompute search --act-budget-layer 200KiB --search-rates 100,10; picks s200 'selective+act,drop1_mask'; same plain s200
 run s160 gpt --recompute search --act-budget-layer 160KiB --search-rates 100,10
 picks s160 'selective+norm,act,proj'; same plain s160
-# the GEMM parts: FC1 (and GeLU), q/k/v, the projection made again; the attention's output on top
-run s100 gpt --recompute search --act-budget-layer 100KiB --search-rates 100,10; picks s100 'selective+norm,fc1,proj'
-same plain s100
+# the GEMM parts: FC1 (and GeLU), q/k/v, the projection made again; the attention's output on top; the
+# dropout masks drawn again alone (drop1's read by the remade residual and by its own backward)
+run s100 gpt --recompute search --act-budget-layer 100KiB --search-rates 100,10
+picks s100 'selective+norm,fc1,drop1_mask,drop2_mask'; same plain s100
+run s90 gpt --recompute search --act-budget-layer 90KiB --search-rates 100,10; picks s90 'selective+norm,fc1,proj'
+same plain s90
 run s60 gpt --recompute search --act-budget-layer 60KiB --search-rates 100,10; picks s60 'selective+norm,qkv,fc1'
 same plain s60
-run s40 gpt --recompute search --act-budget-layer 40KiB --search-rates 100,10
-picks s40 'selective+norm,attn,qkv,fc1,proj'; same plain s40
+run s30 gpt --recompute search --act-budget-layer 30KiB --search-rates 100,10
+picks s30 'selective+norm,attn,qkv,fc1,proj'; same plain s30
 run s20 gpt --recompute search --act-budget-layer 20KiB --search-rates 100,10; picks s20 'full'; same plain s20
 # --static-plan: every work_slot call is a temporary of its own, so a part's tensors are read back from where
-# they were made (the attention's second forward, the norms, q/k/v, FC1, Proj), never from a second call
+# they were made (the attention's second forward, the norms, q/k/v, FC1, Proj, a mask), never from a second call
 run s40sp gpt --recompute search --act-budget-layer 40KiB --search-rates 100,10 --static-plan
-picks s40sp 'selective+norm,attn,qkv,fc1,proj'; same plain s40sp
+picks s40sp 'selective+norm,qkv,fc1,proj,drop1_mask'; same plain s40sp
+run s30sp gpt --recompute search --act-budget-layer 30KiB --search-rates 100,10 --static-plan
+picks s30sp 'selective+norm,attn,qkv,fc1,proj'; same plain s30sp
 check "grep -q 'recompute selective+norm,act,proj' '$dir/s160.out'" "s160: the header names the parts"
+check "grep -q 'recompute selective+norm,fc1,drop1_mask,drop2_mask' '$dir/s100.out'" "s100: the header names the mask parts"
 run lplain llama
-run l160 llama --recompute search --act-budget-layer 90KiB --search-rates 100,10 --act-dtype bf16
-run lplain16 llama --act-dtype bf16; same lplain16 l160
-check "grep -q 'recompute search: .*: selective+norm,proj keeps' '$dir/l160.out'" \
-  "l160: $(grep -m1 'recompute search' "$dir/l160.out")"
+run l90 llama --recompute search --act-budget-layer 90KiB --search-rates 100,10 --act-dtype bf16
+run lplain16 llama --act-dtype bf16; same lplain16 l90
+picks l90 'selective+norm,drop1_mask'
+run l80 llama --recompute search --act-budget-layer 80KiB --search-rates 100,10 --act-dtype bf16
+picks l80 'selective+norm,proj,drop1_mask,drop2_mask'; same lplain16 l80
 run l40 llama --recompute search --act-budget-layer 40KiB --search-rates 100,10 --act-dtype bf16
-picks l40 'selective+norm,qkv,fc1'; same lplain16 l40
+picks l40 'selective+norm,fc1,proj,drop1_mask'; same lplain16 l40
 
 # ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
 mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search
@@ -57,7 +64,15 @@ mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0
 "$ctron" memory "${mem[@]}" --act-budget-layer 20KiB > "$dir/m20.out" 2>&1
 check "[ $? -eq 0 ] && grep -q 'policy  recompute full ' '$dir/m20.out'" "memory 20KiB: $(head -2 "$dir/m20.out")"
 "$ctron" memory "${mem[@]}" --act-budget-layer 40KiB > "$dir/m40.out" 2>&1
-check "grep -q 'policy  recompute selective+norm,attn,qkv,fc1,proj ' '$dir/m40.out'" "memory 40KiB: $(grep -m1 policy "$dir/m40.out")"
+check "grep -q 'policy  recompute selective+norm,qkv,fc1,proj,drop1_mask ' '$dir/m40.out'" \
+  "memory 40KiB: $(grep -m1 policy "$dir/m40.out")"
+# under TP the link's rate is asked for, and prices Proj's reduction: slow, the attention's second forward instead
+"$ctron" memory "${mem[@]}" --act-budget-layer 80KiB --tp 2 --sp > "$dir/mtp.out" 2>&1
+check "[ $? -eq 2 ] && grep -q 'with --tp 2 needs the TP link' '$dir/mtp.out'" "memory --tp 2 without a link rate: $(head -1 "$dir/mtp.out")"
+"$ctron" memory "${mem[@]/100,10/100,10,100}" --act-budget-layer 80KiB --tp 2 --sp > "$dir/mtp100.out" 2>&1
+check "grep -q 'policy  recompute selective+norm,act,proj ' '$dir/mtp100.out'" "memory tp 100 GB/s: $(grep -m1 'policy\|rror' "$dir/mtp100.out")"
+"$ctron" memory "${mem[@]/100,10/100,10,0.1}" --act-budget-layer 80KiB --tp 2 --sp > "$dir/mtp01.out" 2>&1
+check "grep -q 'policy  recompute selective+norm,act,attn ' '$dir/mtp01.out'" "memory tp 0.1 GB/s: $(grep -m1 'policy\|rror' "$dir/mtp01.out")"
 
 # refused: exit 2, the reason named
 bad() {
@@ -74,6 +89,9 @@ bad 'with --attention flash' --recompute search --act-budget-layer 1MiB --attent
 bad 'chooses --recompute-layers' --recompute search --act-budget-layer 1MiB --recompute-layers 0-1:full
 bad 'with a pipeline' --recompute search --act-budget-layer 1MiB --pp-schedule gpipe
 bad 'expected GFLOPS,GBPS' --recompute search --act-budget-layer 1MiB --search-rates 0,5
+bad 'expected GFLOPS,GBPS or GFLOPS,GBPS,LINK_GBPS' --recompute search --act-budget-layer 1MiB --search-rates 100,10,0
+bad 'expected GFLOPS,GBPS or GFLOPS,GBPS,LINK_GBPS' --recompute search --act-budget-layer 1MiB --search-rates 100,10,5,1
+bad 'with --tp 2 needs the TP link' --recompute search --act-budget-layer 1MiB --search-rates 100,10 --tp 2 --tp-solo
 bad 'no recompute mode fits; the least a layer keeps is 16.00 KiB' --recompute search --act-budget-layer 10KiB \
   --search-rates 100,10
 
@@ -81,18 +99,34 @@ if [ ${#launch[@]} -gt 0 ] && [ -n "${launch[0]}" ]; then   # the norms' outputs
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_WAIT_POLICY=PASSIVE
   tp=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --steps 2 --eval-every 2 --dropout 0.1 --threads 1
       --data "$data" --tp 2 --sp)
-  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --ckpt-dir "$dir/tp" > "$dir/tp.out" 2>&1
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --ckpt-dir "$dir/tp" --log "$dir/tp.jsonl" > "$dir/tp.out" 2>&1
+  # the link's rate prices the collectives a remade GEMM repeats: fast, Proj is made again (its reduce-scatter
+  # nearly free); at 0.1 GB/s the attention's second forward (no traffic) is cheaper
   timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 80KiB \
-    --search-rates 100,10 --ckpt-dir "$dir/tps" > "$dir/tps.out" 2>&1
+    --search-rates 100,10,100 --ckpt-dir "$dir/tps" > "$dir/tps.out" 2>&1
   check "grep -q 'recompute search: .*: selective+norm,act,proj keeps' '$dir/tps.out'" \
     "tp 2 + SP: $(grep -m2 'recompute search\|error' "$dir/tps.out")"
   same tp tps
-  # every part at once under SP: q, k, v and FC1 from gathered inputs, Proj's partial sums reduce-scattered
+  timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 80KiB \
+    --search-rates 100,10,0.1 --ckpt-dir "$dir/tpslow" > "$dir/tpslow.out" 2>&1
+  check "grep -q 'recompute search: .*, 0.1 GB/s TP link: selective+norm,act,attn keeps' '$dir/tpslow.out'" \
+    "tp 2 + SP, slow link: $(grep -m2 'recompute search\|error' "$dir/tpslow.out")"
+  same tp tpslow
+  # the GEMM parts under SP: q, k, v and FC1 from gathered inputs, Proj's partial sums reduce-scattered, drop1 drawn
+  # again; the TP bytes the run moves beyond the plain run's are the graph's, per layer (2 layers, 1 micro-batch)
   timeout 120 "${launch[@]}" -np 2 "$ctron" train "${tp[@]}" --recompute search --act-budget-layer 20KiB \
-    --search-rates 100,10 --ckpt-dir "$dir/tps20" > "$dir/tps20.out" 2>&1
-  check "grep -q 'recompute search: .*: selective+norm,attn,qkv,fc1,proj keeps' '$dir/tps20.out'" \
+    --search-rates 100,10,100 --ckpt-dir "$dir/tps20" --log "$dir/tps20.jsonl" > "$dir/tps20.out" 2>&1
+  check "grep -q 'recompute search: .*: selective+norm,qkv,fc1,proj,drop1_mask keeps' '$dir/tps20.out'" \
     "tp 2 + SP 20KiB: $(grep -m2 'recompute search\|error' "$dir/tps20.out")"
   same tp tps20
+  tp_bytes() {   # step 1's TP bytes in the blocks and SP's re-gathers
+    local n; n=$(grep -m1 -o '"tp_bytes":{"block":[0-9]*,"regather":[0-9]*' "$1" | grep -o '[0-9]*' | paste -sd+)
+    echo $(( ${n:-0} ))
+  }
+  graph=$(grep -m1 -o 'TP traffic [0-9]* bytes' "$dir/tps20.out" | grep -o '[0-9]*')
+  moved=$(( $(tp_bytes "$dir/tps20.jsonl") - $(tp_bytes "$dir/tp.jsonl") ))
+  check "[ -n '$graph' ] && [ '$graph' -gt 0 ] && [ '$moved' -eq \$((2 * $graph)) ]" \
+    "tp 2 + SP 20KiB: moved $moved TP bytes more than the plain run, the graph says 2 x ${graph:-?}"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,8 @@
 // The fusion search's execution (model/remat.c): a layer that keeps the norms' inputs instead of their
 // outputs (RECOMPUTE_NORM_OUT), GeLU's input instead of its output (RECOMPUTE_ACT_OUT), q, k, v's input
 // instead of q, k, v (RECOMPUTE_QKV_OUT), FC1's input instead of the MLP's inner tensors
-// (RECOMPUTE_FC1_OUT) and the projection's input instead of ln2_in (RECOMPUTE_PROJ_OUT), alone and on top
+// (RECOMPUTE_FC1_OUT), the projection's input instead of ln2_in (RECOMPUTE_PROJ_OUT) and a dropout mask's
+// key instead of the mask (RECOMPUTE_ATTN_MASK, _DROP1_MASK, _DROP2_MASK; bytes or bits), alone and on top
 // of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
 // (losses, gradients, parameters over 3 steps with dropout), for GPT-2 and llama, fp32, bf16 storage
 // and mixed precision; and the ledger measures, name by name, what the analytic model and the search's
@@ -34,12 +35,12 @@ static GPTConfig config(int llama, float dropout) {
 }
 
 // Three steps under (kind, parts); the ledger of step 1 checked name by name on the way.
-static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts, int dt, const char *what) {
+static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts, MaskMode masks, int dt, const char *what) {
     MemoryPolicy pol = {0};
     char err[256];
     pol.act_dtype = dt ? ACT_BF16 : ACT_FP32;
     pol.precision = dt == 2 ? PRECISION_BF16 : PRECISION_FP32;
-    pol.masks = MASKS_BYTES;
+    pol.masks = masks;
     pol.tempo = parts;
     if (policy_build(&pol, L, kind, "uniform", 1, NULL, err, sizeof err) != 0) ctron_fatal("%s", err);
     GPT m;
@@ -97,31 +98,42 @@ static void trace_free(Trace *t) {
 
 int main(void) {
     static const char *DT[] = {"fp32", "bf16", "mixed bf16"};
-    struct { const char *kind; unsigned parts; } modes[] = {
-        {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
-        {"none", RECOMPUTE_NORM_OUT},
-        {"none", RECOMPUTE_ACT_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT},
-        {"selective", RECOMPUTE_ATTN_OUT},
-        {"none", TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},
-        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT},   // the group's recompute keeps what a none+parts layer keeps
+    struct { const char *kind; unsigned parts; MaskMode masks; } modes[] = {
+        {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_NORM_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_ATTN_OUT, MASKS_BYTES},
+        {"none", TEMPO_SOFTMAX | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},   // the group's recompute keeps what a none+parts layer keeps
         // the GEMM parts: q, k, v and the MLP's inner tensors made again (alone, on the norms, on the
         // attention's second forward, on selective and full)
-        {"none", RECOMPUTE_QKV_OUT},
-        {"none", RECOMPUTE_FC1_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
-        {"selective", RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT},
-        {"none", TEMPO_SOFTMAX | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
-        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT},
+        {"none", RECOMPUTE_QKV_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT, MASKS_BYTES},
+        {"none", TEMPO_SOFTMAX | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
         // ln2_in made again by the projection and the residual (on a kept or a remade proj_in)
-        {"none", RECOMPUTE_PROJ_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_PROJ_OUT},
+        {"none", RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
         {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT |
-                          RECOMPUTE_PROJ_OUT},
-        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT},
+                          RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        // one dropout mask drawn again alone (kept as bytes or bits otherwise): read by the dropout's backward,
+        // Proj's remade residual (drop1), the standard and Tempo's attention backward (attn_mask)
+        {"none", RECOMPUTE_DROP1_MASK, MASKS_BYTES},
+        {"none", RECOMPUTE_DROP2_MASK, MASKS_BYTES},
+        {"none", RECOMPUTE_ATTN_MASK, MASKS_BYTES},
+        {"none", RECOMPUTE_DROP2_MASK, MASKS_BITS},
+        {"none", TEMPO_SOFTMAX | RECOMPUTE_ATTN_MASK, MASKS_BITS},
+        {"none", RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP1_MASK, MASKS_BYTES},   // drawn once, read by the residual and the backward
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_DROP1_MASK, MASKS_BYTES},   // the pick at S, 20 MB a layer
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP2_MASK, MASKS_BYTES},
+        {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK | RECOMPUTE_ATTN_MASK, MASKS_BYTES},
     };
     struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
     int runs = 0;
@@ -131,14 +143,14 @@ int main(void) {
             Trace ref;
             char what[160];
             snprintf(what, sizeof what, "%s %s none", fams[f].name, DT[dt]);
-            run(&ref, &cfg, "none", 0, dt, what);
+            run(&ref, &cfg, "none", 0, MASKS_BYTES, dt, what);
             for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
                 if (fams[f].llama && modes[i].parts == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
                 Trace t;
-                char parts[48];
-                snprintf(what, sizeof what, "%s %s %s+%s", fams[f].name, DT[dt], modes[i].kind,
-                         fusion_parts_name(modes[i].parts, parts, sizeof parts));
-                run(&t, &cfg, modes[i].kind, modes[i].parts, dt, what);
+                char parts[96];
+                snprintf(what, sizeof what, "%s %s %s+%s, %s masks", fams[f].name, DT[dt], modes[i].kind,
+                         fusion_parts_name(modes[i].parts, parts, sizeof parts), mask_mode_name(modes[i].masks));
+                run(&t, &cfg, modes[i].kind, modes[i].parts, modes[i].masks, dt, what);
                 CHECK(memcmp(ref.loss, t.loss, sizeof t.loss) == 0, "%s: losses differ (%.9g vs %.9g)", what, ref.loss[0],
                       t.loss[0]);
                 CHECK(memcmp(ref.grads, t.grads, t.n * sizeof(float)) == 0, "%s: gradients differ", what);
@@ -148,7 +160,7 @@ int main(void) {
             }
             trace_free(&ref);
         }
-    printf("%d runs with the norms', GeLU's, q/k/v's and the MLP's tensors made again in backward: bitwise the runs that "
-           "keep them\n", runs);
+    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors and the dropout masks made again in backward: "
+           "bitwise the runs that keep them\n", runs);
     return check_summary();
 }

@@ -2,6 +2,7 @@
 // model's, the three policies the issue names are kept sets of the graph, the branch and bound finds the
 // optimum that trying every subset finds, and at fixed rates the executable search picks specific
 // modes at specific budgets.
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
@@ -14,7 +15,7 @@ static ActShape shape(long s, long b, long h, long a, int dropout, int e, MaskMo
     return sh;
 }
 
-static const FusionRates RATES = {100.0, 10.0};   // 100 GFLOP/s, 10 GB/s: fixed, so the picks are
+static const FusionRates RATES = {100.0, 10.0, 0.0};   // 100 GFLOP/s, 10 GB/s: fixed, so the picks are
 
 static unsigned set_of(const FusionGraph *g, const ActName *names, int n) {
     unsigned k = 0;
@@ -32,7 +33,7 @@ static void check_bytes_and_modes(const ActShape *sh, const char *what) {
     FusionMode modes[FUSION_MAX_MODES];
     int n = fusion_modes(&g, modes);
     for (int i = 0; i < n; i++) {
-        char name[64];
+        char name[128];
         size_t want = act_layer_kind_bytes(sh, modes[i].kind, 1, modes[i].parts);
         CHECK(fusion_bytes(&g, fusion_mode_kept(&g, modes[i])) == want, "%s: mode %s keeps %zu in the graph, %zu in "
               "the analytic model", what, fusion_mode_name(modes[i], name, sizeof name),
@@ -50,7 +51,7 @@ static void check_bytes_and_modes(const ActShape *sh, const char *what) {
 }
 
 // Branch and bound against every subset, at budgets from the input alone to everything.
-static int check_exact(const ActShape *sh, const char *what) {
+static int check_exact(const ActShape *sh, const FusionRates *r, const char *what) {
     FusionGraph g;
     fusion_graph_build(&g, sh);
     size_t lo = fusion_bytes(&g, 0), hi = fusion_bytes(&g, (1u << g.n) - 1);
@@ -58,13 +59,60 @@ static int check_exact(const ActShape *sh, const char *what) {
     for (int k = -1; k <= 24; k++) {
         size_t budget = k < 0 ? lo - 1 : lo + (hi - lo) * (size_t)k / 24;
         FusionCut a, b;
-        int ra = fusion_search(&g, &RATES, budget, &a), rb = fusion_search_brute(&g, &RATES, budget, &b);
+        int ra = fusion_search(&g, r, budget, &a), rb = fusion_search_brute(&g, r, budget, &b);
         CHECK(ra == rb && a.cost == b.cost && a.bytes == b.bytes, "%s budget %zu: search %d cost %.9g bytes %zu, every "
               "subset %d cost %.9g bytes %zu", what, budget, ra, a.cost, a.bytes, rb, b.cost, b.bytes);
         CHECK(ra != 0 || (a.bytes <= budget && fusion_bytes(&g, a.kept) == a.bytes), "%s: a cut over budget", what);
         cases++;
     }
     return cases;
+}
+
+// The TP traffic a remade GEMM repeats, priced on the link (fusion_graph.c's op_comm), worked by hand at S
+// (fp32 activations: the collectives move fp32 [s·b, h] = 4·256·4·768 = 3,145,728 bytes, of which one rank of
+// two sends half per all-gather or reduce-scatter and all of it per all-reduce).
+static void check_tp_traffic(void) {
+    const double full = 4.0 * 256 * 4 * 768, LINK = 0.5;   // GB/s
+    const FusionRates priced = {100.0, 10.0, LINK};
+    struct { int t, sp; unsigned parts; double bytes; const char *what; } cases[] = {
+        {2, 1, RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, 3 * full / 2,
+         "SP: q/k/v's and FC1's inputs all-gathered, Proj's sums reduce-scattered"},
+        {2, 1, RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_DROP1_MASK, 0.0,
+         "SP: no GEMM made again"},
+        {2, 0, RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, 0.0, "TP: every row at hand"},
+        {2, 0, RECOMPUTE_PROJ_OUT, full, "TP: Proj's sums all-reduced"},
+        {4, 1, RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, 2 * full * 3 / 4, "SP over 4 ranks"},
+        {1, 0, RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, 0.0, "one rank"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ActShape sh = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, cases[i].t, cases[i].sp, 0);
+        FusionGraph g;
+        fusion_graph_build(&g, &sh);
+        unsigned kept = fusion_mode_kept(&g, (FusionMode){RECOMPUTE_SELECTIVE, cases[i].parts});
+        double extra = fusion_cost(&g, &priced, kept, NULL, NULL) - fusion_cost(&g, &RATES, kept, NULL, NULL);
+        CHECK(fusion_comm_bytes(&g, kept) == cases[i].bytes, "t %d, %s: %.0f bytes again, by hand %.0f", cases[i].t,
+              cases[i].what, fusion_comm_bytes(&g, kept), cases[i].bytes);
+        CHECK(fabs(extra - cases[i].bytes / (LINK * 1e9)) <= 1e-12, "t %d, %s: the link adds %.9g s, by hand %.9g s",
+              cases[i].t, cases[i].what, extra, cases[i].bytes / (LINK * 1e9));
+    }
+    // Plain TP 2 at S, 9 MB a layer: unpriced, the search remakes Proj (43.5 ms); its all-reduce at 0.5 GB/s
+    // (3,145,728 bytes: 6.29 ms) makes q, k, v's GEMM the cheaper one (48.9 ms, no traffic: every row at hand).
+    ActShape tp = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 2, 0, 0);
+    FusionGraph g;
+    fusion_graph_build(&g, &tp);
+    struct { const FusionRates *r; const char *pick; double ms; } picks[] = {
+        {&RATES, "selective+norm,attn,fc1,proj,drop1_mask", 43.507}, {&priced, "selective+norm,qkv,fc1,drop1_mask", 48.855}};
+    for (int i = 0; i < 2; i++) {
+        FusionMode md;
+        FusionCut cut, best;
+        char nm[128];
+        fusion_search_modes(&g, picks[i].r, 9000000, &md, &cut);
+        fusion_search(&g, picks[i].r, 9000000, &best);
+        CHECK(strcmp(fusion_mode_name(md, nm, sizeof nm), picks[i].pick) == 0 && fabs(cut.cost * 1e3 - picks[i].ms) < 5e-4 &&
+              cut.cost <= best.cost * (1 + 1e-12), "TP 2 at 9 MB, link %.1f GB/s: picked %s at %.4f ms (the graph's "
+              "optimum %.4f ms), expected %s at %.3f ms", picks[i].r->link_gbps, nm, cut.cost * 1e3, best.cost * 1e3,
+              picks[i].pick, picks[i].ms);
+    }
 }
 
 int main(void) {
@@ -82,7 +130,8 @@ int main(void) {
     int cases = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         check_bytes_and_modes(&shapes[i], names[i]);
-        cases += check_exact(&shapes[i], names[i]);
+        cases += check_exact(&shapes[i], &RATES, names[i]);
+        if (shapes[i].t > 1) cases += check_exact(&shapes[i], &(FusionRates){100.0, 10.0, 0.05}, names[i]);   // TP priced
     }
     printf("branch and bound == every subset at %d (shape, budget) cases\n", cases);
 
@@ -91,36 +140,36 @@ int main(void) {
     // GeLU) come before selective's attention core, then the attention's output made again by a second
     // attention forward, then the GEMM parts (q, k, v; FC1; the projection), all of them before full
     // recompute, which is picked only where nothing else fits.
-    // opt: the pick costs what the graph's optimum costs (it keeps the norms' statistics too, 16 or 8 KiB);
-    // 0 where the optimum drops a single mask alone (regenerated by a pass of its own; --masks regen is all
-    // or nothing), the one cut the executor has no part for.
-    struct { int llama; size_t budget; int rc; const char *pick; int opt; } picks[] = {
-        {0, 80232448, 0, "none+softmax", 1},   // as cheap as none (fused), fewer bytes
-        {0, 70000000, 0, "none+softmax", 1},
-        {0, 50000000, 0, "none+softmax,norm,act", 1},
-        {0, 40000000, 0, "selective+act", 1},
-        {0, 34000000, 0, "selective+norm,act", 1},
-        {0, 30000000, 0, "selective+norm,act,attn", 1},
-        {0, 25000000, 0, "selective+norm,act,qkv", 1},              // q, k, v made again by their GEMMs
-        {0, 21000000, 0, "selective+norm,fc1", 1},                  // FC1 and GeLU again (fc1 drops fc2_in too)
-        {0, 20000000, 0, "selective+norm,attn,fc1", 0},             // the optimum drops drop2_mask instead of proj_in
-        {0, 15000000, 0, "selective+norm,attn,fc1,proj", 1},        // ln2_in again: the projection and the residual
-        {0, 12000000, 0, "selective+norm,qkv,fc1", 1},
-        {0, 8000000, 0, "selective+norm,attn,qkv,fc1", 1},
-        {0, 5000000, 0, "selective+norm,attn,qkv,fc1,proj", 1},     // everything but the input and the masks
-        {0, 3000000, -1, "full", 1},
-        {1, 50339840, 0, "none", 1},
-        {1, 45000000, 0, "none+norm", 1},
-        {1, 38000000, 0, "selective", 1},
-        {1, 32000000, 0, "selective+norm", 1},
-        {1, 30000000, 0, "selective+norm,attn", 1},
-        {1, 25000000, 0, "selective+norm,attn,qkv", 1},
-        {1, 20000000, 0, "selective+norm,attn,qkv,proj", 1},        // the attention half again, gate and up kept
-        {1, 15000000, 0, "selective+norm,fc1", 1},                  // gate and up again
-        {1, 12000000, 0, "selective+norm,attn,fc1", 1},
-        {1, 10000000, 0, "selective+norm,attn,fc1,proj", 1},
-        {1, 8000000, 0, "selective+norm,attn,qkv,fc1", 1},
-        {1, 3145728, 0, "full", 1},
+    // Every pick costs what the graph's optimum costs (it keeps the norms' statistics too, 16 or 8 KiB):
+    // a single mask drawn again alone is a part of its own (RECOMPUTE_DROP1_MASK, ...).
+    struct { int llama; size_t budget; int rc; const char *pick; } picks[] = {
+        {0, 80232448, 0, "none+softmax"},   // as cheap as none (fused), fewer bytes
+        {0, 70000000, 0, "none+softmax"},
+        {0, 50000000, 0, "none+softmax,norm,act"},
+        {0, 40000000, 0, "selective+act"},
+        {0, 34000000, 0, "selective+norm,act"},
+        {0, 30000000, 0, "selective+norm,act,attn"},
+        {0, 25000000, 0, "selective+norm,act,qkv"},              // q, k, v made again by their GEMMs
+        {0, 21000000, 0, "selective+norm,fc1"},                  // FC1 and GeLU again (fc1 drops fc2_in too)
+        {0, 20000000, 0, "selective+norm,fc1,drop1_mask"},       // a mask drawn again alone, not proj_in (drop1's
+                                                                 // and drop2's cost the same: the first found stays)
+        {0, 15000000, 0, "selective+norm,attn,fc1,proj"},        // ln2_in again: the projection and the residual
+        {0, 12000000, 0, "selective+norm,qkv,fc1"},
+        {0, 8000000, 0, "selective+norm,attn,qkv,fc1"},
+        {0, 5000000, 0, "selective+norm,attn,qkv,fc1,proj"},     // everything but the input and the masks
+        {0, 3000000, -1, "full"},
+        {1, 50339840, 0, "none"},
+        {1, 45000000, 0, "none+norm"},
+        {1, 38000000, 0, "selective"},
+        {1, 32000000, 0, "selective+norm"},
+        {1, 30000000, 0, "selective+norm,attn"},
+        {1, 25000000, 0, "selective+norm,attn,qkv"},
+        {1, 20000000, 0, "selective+norm,attn,qkv,proj"},        // the attention half again, gate and up kept
+        {1, 15000000, 0, "selective+norm,fc1"},                  // gate and up again
+        {1, 12000000, 0, "selective+norm,attn,fc1"},
+        {1, 10000000, 0, "selective+norm,attn,fc1,proj"},
+        {1, 8000000, 0, "selective+norm,attn,qkv,fc1"},
+        {1, 3145728, 0, "full"},
     };
     for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
         ActShape S = picks[i].llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];
@@ -128,18 +177,19 @@ int main(void) {
         fusion_graph_build(&g, &S);
         FusionMode md;
         FusionCut cut, best;
-        char nm[64], kept[300];
+        char nm[128], kept[300];
         int rc = fusion_search_modes(&g, &RATES, picks[i].budget, &md, &cut);
         fusion_mode_name(md, nm, sizeof nm);
         CHECK(rc == picks[i].rc && strcmp(nm, picks[i].pick) == 0, "%s budget %zu: picked %s (%d), expected %s (%d)",
               picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, rc, picks[i].pick, picks[i].rc);
         int rb = fusion_search(&g, &RATES, picks[i].budget, &best);
-        CHECK(rb == rc && best.cost <= cut.cost, "the graph's optimum is never worse than an executable mode");
-        CHECK(!picks[i].opt || cut.cost <= best.cost * (1 + 1e-12), "%s budget %zu: %s costs %.6g ms, the graph's "
+        CHECK(rb == rc && best.cost <= cut.cost * (1 + 1e-12), "the graph's optimum is never worse than an executable mode");
+        CHECK(cut.cost <= best.cost * (1 + 1e-12), "%s budget %zu: %s costs %.6g ms, the graph's "
               "optimum %.6g ms", picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.cost * 1e3, best.cost * 1e3);
         printf("%-8s budget %9zu: %-22s %9zu bytes %8.3f ms | graph optimum %9zu bytes %8.3f ms, drops %s\n",
                picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
                best.cost * 1e3, fusion_set_describe(&g, ((1u << g.n) - 1) & ~best.kept, 0, kept, sizeof kept));
     }
+    check_tp_traffic();
     return check_summary();
 }

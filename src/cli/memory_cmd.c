@@ -33,7 +33,7 @@ typedef struct {
     int sp;
     const char *recompute, *method, *list;
     int num_layers;                                // 0 = not given
-    double act_budget_layer, search_gflops, search_gbps;   // --recompute search
+    double act_budget_layer, search_gflops, search_gbps, search_link_gbps;   // --recompute search
     const char *act_dtype, *masks, *tempo;
     double dropout, iter_time, peak_tflops;
     int dropout_given;
@@ -91,7 +91,8 @@ void cli_memory_usage(FILE *f) {
         "what is kept\n"
         "  --recompute none|selective|full|search   (default none); search: the fusion-aware search's pick\n"
         "  --act-budget-layer BYTES                 search: what one layer may keep\n"
-        "  --search-rates GFLOPS,GBPS               search: the rates that price a recompute (required here)\n"
+        "  --search-rates GFLOPS,GBPS[,LINK]        search: the rates that price a recompute (required here; LINK,\n"
+        "                                           the TP link's GB/s, with --tp > 1)\n"
         "  --recompute-method uniform|block         full: groups of N, or the first N layers (default uniform)\n"
         "  --recompute-num-layers N                 full: N (default 1); per model chunk when pipelined\n"
         "  --recompute-layers LIST                  per layer, e.g. 0-3:full,4-47:selective (every layer;\n"
@@ -213,11 +214,13 @@ static int parse(int argc, char **argv, MemArgs *a) {
             rc = args_bytes(CMD, "--act-budget-layer", optarg, 1, PARSE_BYTES_MAX, &a->act_budget_layer);
             break;
         case OPT_SEARCH_RATES: {
-            char tail;
-            if (sscanf(optarg, "%lf,%lf%c", &a->search_gflops, &a->search_gbps, &tail) != 2 || !(a->search_gflops > 0) ||
-                !(a->search_gbps > 0) || a->search_gflops > 1e9 || a->search_gbps > 1e9)
-                return args_error(CMD, "--search-rates '%s': expected GFLOPS,GBPS (two positive numbers, e.g. 100,10)",
-                                  optarg);
+            FusionRates r;
+            if (fusion_parse_rates(optarg, &r) != 0)
+                return args_error(CMD, "--search-rates '%s': expected GFLOPS,GBPS or GFLOPS,GBPS,LINK_GBPS (positive "
+                                  "numbers, e.g. 100,10 or 100,10,5)", optarg);
+            a->search_gflops = r.gemm_gflops;
+            a->search_gbps = r.mem_gbps;
+            a->search_link_gbps = r.link_gbps;
             break;
         }
         case OPT_METHOD: a->method = optarg; break;
@@ -462,13 +465,16 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         if (!(a->act_budget_layer > 0) || !(a->search_gflops > 0))
             return cfg_error(a, p, "--recompute search needs --act-budget-layer BYTES and --search-rates GFLOPS,GBPS "
                              "(ctron train measures the rates; here they are given)");
+        if (t > 1 && !(a->search_link_gbps > 0))
+            return cfg_error(a, p, "--recompute search with --tp %d needs the TP link's rate too: --search-rates "
+                             "GFLOPS,GBPS,LINK_GBPS (it prices the all-gathers and reductions a remade GEMM repeats)", t);
         if (pp > 1 || a->tempo || a->gelu_bits || a->mini_seq > 1 || a->flash || a->offload || a->lora_rank)
             return cfg_error(a, p, "--recompute search picks for the standard block on one stage: not with --pp, "
                              "--tempo, --gelu-bits, --mini-seq, --attention flash, --offload or --lora-rank");
         FusionGraph g;
         FusionMode md;
         FusionCut cut;
-        FusionRates rates = {a->search_gflops, a->search_gbps};
+        FusionRates rates = {a->search_gflops, a->search_gbps, a->search_link_gbps};
         fusion_graph_build(&g, &c->lay.sh);
         if (fusion_search_modes(&g, &rates, (size_t)a->act_budget_layer, &md, &cut) != 0)
             return cfg_error(a, p, "--act-budget-layer %.0f: no recompute mode fits; the least a layer keeps is %zu bytes",

@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/train_ckpt_args.h"
+#include "memory/fusion_search.h"
 #include "train/pipe_schedule.h"
 #include "train/train_config.h"
 
@@ -214,11 +215,14 @@ static int apply_memory(TrainOptions *o, int ch, const char *optarg) {
     case OPT_ACT_BUDGET_LAYER:
         rc = args_bytes("train", "--act-budget-layer", optarg, 1, PARSE_BYTES_MAX, &o->act_budget_layer);
         break;
-    case OPT_SEARCH_RATES: {   // GFLOPS,GBPS: both positive and finite
-        char tail;
-        if (sscanf(optarg, "%lf,%lf%c", &o->search_gflops, &o->search_gbps, &tail) != 2 || !(o->search_gflops > 0) ||
-            !(o->search_gbps > 0) || o->search_gflops > 1e9 || o->search_gbps > 1e9)
-            return usage_error("--search-rates '%s': expected GFLOPS,GBPS (two positive numbers, e.g. 100,10)", optarg);
+    case OPT_SEARCH_RATES: {   // GFLOPS,GBPS[,LINK_GBPS]: positive and finite
+        FusionRates r;
+        if (fusion_parse_rates(optarg, &r) != 0)
+            return usage_error("--search-rates '%s': expected GFLOPS,GBPS or GFLOPS,GBPS,LINK_GBPS (positive numbers, "
+                               "e.g. 100,10 or 100,10,5)", optarg);
+        o->search_gflops = r.gemm_gflops;
+        o->search_gbps = r.mem_gbps;
+        o->search_link_gbps = r.link_gbps;
         break;
     }
     default: return NOT_MINE;

@@ -216,6 +216,9 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
     if (o->world_size > 1 && !(o->search_gflops > 0))
         return usage_error("--recompute search on %d ranks needs --search-rates GFLOPS,GBPS: each rank would measure "
                            "its own rates and could pick another mode", o->world_size);
+    if (o->tp > 1 && !(o->search_link_gbps > 0))
+        return usage_error("--recompute search with --tp %d needs the TP link's rate too: --search-rates "
+                           "GFLOPS,GBPS,LINK_GBPS (it prices the all-gathers and reductions a remade GEMM repeats)", o->tp);
     train_search_rates(o);   // measured once (and recorded for --resume): every later question gets the same pick
     return 0;
 }

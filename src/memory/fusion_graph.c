@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "memory/flops.h"
+#include "parallel/comm.h"
 
 // Where an op's FLOPs come from (per micro-batch per rank); pointwise ops have none worth counting.
 typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_PROJ, FL_FC1 } FlopSite;
@@ -51,6 +52,19 @@ static double op_flops(const ActShape *sh, FlopSite site) {
     }
 }
 
+// The TP traffic one rank repeats when the op runs again in backward (comm.h's ring bytes of an fp32
+// [s·b, h] tensor, as model/remat.c moves it): SP all-gathers the input of a remade q/k/v or FC1 GEMM
+// (plain TP has every row already); Proj's partial sums are reduce-scattered (SP) or all-reduced (TP).
+static double op_comm(const ActShape *sh, FlopSite site) {
+    uint64_t full = (uint64_t)sh->s * (uint64_t)sh->b * (uint64_t)sh->h * sizeof(float);
+    int t = sh->t > 1 ? sh->t : 1;
+    switch (site) {
+    case FL_QKV: case FL_FC1: return sh->sp ? (double)comm_bytes_for(COMM_ALLGATHER, t, full) : 0.0;
+    case FL_PROJ: return (double)comm_bytes_for(sh->sp ? COMM_REDUCE_SCATTER : COMM_ALLREDUCE, t, full);
+    default: return 0.0;
+    }
+}
+
 unsigned fusion_bit(const FusionGraph *g, ActName name) {
     for (int i = 0; i < g->n; i++)
         if (g->name[i] == name) return 1u << i;
@@ -86,7 +100,9 @@ void fusion_graph_build(FusionGraph *g, const ActShape *sh) {
             out |= stands[a];
             add_tensor(g, sh, a);
         }
-        if (out) g->op[g->n_ops++] = (FusionOp){OPS[i].name, OPS[i].fuse, in, out, op_flops(sh, OPS[i].flops), traffic};
+        if (out)
+            g->op[g->n_ops++] = (FusionOp){OPS[i].name, OPS[i].fuse, in, out, op_flops(sh, OPS[i].flops), traffic,
+                                           op_comm(sh, OPS[i].flops)};
     }
     for (size_t k = 0; k < sizeof NEEDS / sizeof NEEDS[0]; k++) g->needs |= fusion_bit(g, NEEDS[k]);
 }
@@ -97,6 +113,11 @@ size_t fusion_bytes(const FusionGraph *g, unsigned kept) {
     for (int i = 0; i < g->n; i++)
         if (kept >> i & 1u) sum += g->bytes[i];
     return sum;
+}
+
+// Seconds of the op's repeated TP traffic on the link (none where no link rate is given: one process).
+static double op_link_sec(const FusionOp *o, const FusionRates *r) {
+    return r->link_gbps > 0 ? o->comm / (r->link_gbps * 1e9) : 0.0;
 }
 
 double fusion_cost(const FusionGraph *g, const FusionRates *r, unsigned kept, unsigned *ran, unsigned *fused) {
@@ -119,10 +140,21 @@ double fusion_cost(const FusionGraph *g, const FusionRates *r, unsigned kept, un
     double sec = 0.0;
     for (int i = 0; i < g->n_ops; i++)
         if (run >> i & 1u)
-            sec += g->op[i].flops / (r->gemm_gflops * 1e9) + (fu >> i & 1u ? 0.0 : g->op[i].traffic / (r->mem_gbps * 1e9));
+            sec += g->op[i].flops / (r->gemm_gflops * 1e9) + (fu >> i & 1u ? 0.0 : g->op[i].traffic / (r->mem_gbps * 1e9)) +
+                   op_link_sec(&g->op[i], r);
     if (ran) *ran = run;
     if (fused) *fused = fu;
     return sec;
+}
+
+double fusion_comm_bytes(const FusionGraph *g, unsigned kept) {
+    unsigned run;
+    FusionRates any = {1.0, 1.0, 0.0};
+    fusion_cost(g, &any, kept, &run, NULL);
+    double bytes = 0.0;
+    for (int i = 0; i < g->n_ops; i++)
+        if (run >> i & 1u) bytes += g->op[i].comm;
+    return bytes;
 }
 
 double fusion_cost_floor(const FusionGraph *g, const FusionRates *r, unsigned kept) {
@@ -132,7 +164,7 @@ double fusion_cost_floor(const FusionGraph *g, const FusionRates *r, unsigned ke
     for (int i = 0; i < g->n_ops; i++)
         if (run >> i & 1u)
             sec += g->op[i].flops / (r->gemm_gflops * 1e9) +
-                   (g->op[i].fuse == FUSE_NO ? g->op[i].traffic / (r->mem_gbps * 1e9) : 0.0);
+                   (g->op[i].fuse == FUSE_NO ? g->op[i].traffic / (r->mem_gbps * 1e9) : 0.0) + op_link_sec(&g->op[i], r);
     return sec;
 }
 

@@ -13,7 +13,8 @@ enum { FG_MAX_TENSORS = 24, FG_MAX_OPS = 16 };
 
 // What one op costs to run again: FLOPs at the GEMM rate plus its memory traffic (fp32 inputs read and
 // outputs written) at the memory bandwidth, unless it is fused into its consumer's backward kernel
-// (then its intermediates never leave the cache: FLOPs only).
+// (then its intermediates never leave the cache: FLOPs only), plus under TP the collective it repeats
+// (its comm bytes at the link rate).
 // The fusions the CPU backend has (and only these count): the selective recompute inside the attention
 // backward (scores, softmax and the dropout mask drawn again per head, in scratch), and Tempo's re-forming
 // of the dropped probabilities from the kept ones and the mask inside the standard attention backward.
@@ -30,6 +31,8 @@ typedef struct {
     int fuse;         // FusionFuse: how the backend can run it inside a backward kernel
     unsigned in, out; // bits over the graph's tensors (absent tensors resolved to what they stand for)
     double flops, traffic;
+    double comm;      // bytes one rank sends again on the TP link (t > 1): SP's all-gather of a remade GEMM's
+                      // input (q/k/v, FC1), Proj's reduce-scatter (SP) or all-reduce; never fused
 } FusionOp;
 
 typedef struct {
@@ -42,7 +45,8 @@ typedef struct {
     unsigned fixed;                     // always kept: the layer's input, the checkpoint
 } FusionGraph;
 
-typedef struct { double gemm_gflops, mem_gbps; } FusionRates;
+// link_gbps: the TP link's rate, which prices each op's comm bytes (0: not priced; t = 1 has none).
+typedef struct { double gemm_gflops, mem_gbps, link_gbps; } FusionRates;
 
 // The graph of one layer of sh's family and layout. Tensors of 0 bytes (no dropout: the masks and
 // attn_drop; regenerated masks) are not candidates: an op reading one reads what it stands for instead
@@ -55,6 +59,9 @@ size_t fusion_bytes(const FusionGraph *g, unsigned kept);
 // Seconds per layer to recompute what kept lacks; *ran (may be NULL): bits over ops that run, *fused
 // (may be NULL): those that run fused (a fusable op whose outputs only backward kernels read).
 double fusion_cost(const FusionGraph *g, const FusionRates *r, unsigned kept, unsigned *ran, unsigned *fused);
+// Bytes one rank sends again on the TP link per layer to recompute what kept lacks (the comm of the ops
+// that run; 0 at t = 1).
+double fusion_comm_bytes(const FusionGraph *g, unsigned kept);
 // A floor under fusion_cost of every kept set K ⊆ kept: the ops that run under kept run under every
 // such K, each at least its FLOPs (and its traffic if it can never fuse). Fusion makes the cost itself
 // not quite monotone (the attention mask drawn again alone is a pass; inside the selective kernel it

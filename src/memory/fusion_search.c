@@ -1,5 +1,6 @@
 #include "memory/fusion_search.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 // (cost, bytes) lexicographic, with a relative tolerance on the cost: equal recompute work is a tie.
@@ -85,23 +86,32 @@ static int popcount(unsigned x) {
     return n;
 }
 
+// The parts a mode may carry, in the order fusion_parts_name writes them (and policy_describe).
+static const struct { unsigned bit; const char *name; } PARTS[] = {
+    {TEMPO_SOFTMAX, "softmax"},     {RECOMPUTE_NORM_OUT, "norm"},          {RECOMPUTE_ACT_OUT, "act"},
+    {RECOMPUTE_ATTN_OUT, "attn"},   {RECOMPUTE_QKV_OUT, "qkv"},            {RECOMPUTE_FC1_OUT, "fc1"},
+    {RECOMPUTE_PROJ_OUT, "proj"},   {RECOMPUTE_ATTN_MASK, "attn_mask"},    {RECOMPUTE_DROP1_MASK, "drop1_mask"},
+    {RECOMPUTE_DROP2_MASK, "drop2_mask"}};
+enum { NP = sizeof PARTS / sizeof PARTS[0] };
+
 int fusion_modes(const FusionGraph *g, FusionMode *out) {
-    static const unsigned parts[] = {TEMPO_SOFTMAX,      RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT,
-                                     RECOMPUTE_ATTN_OUT, RECOMPUTE_QKV_OUT,  RECOMPUTE_FC1_OUT, RECOMPUTE_PROJ_OUT};
-    enum { NP = sizeof parts / sizeof parts[0] };
+    unsigned kept[FUSION_MAX_MODES];   // out[j]'s kept set
     int n = 0;
     for (int kind = RECOMPUTE_NONE; kind <= RECOMPUTE_FULL; kind++)
         for (int np = 0; np <= NP; np++)   // fewest parts first, so a duplicate set keeps the simplest mode
             for (unsigned sub = 0; sub < 1u << NP; sub++) {
                 if (popcount(sub) != np || (kind == RECOMPUTE_FULL && sub)) continue;
-                if ((sub & 8u) && kind != RECOMPUTE_SELECTIVE) continue;   // ATTN_OUT: selective layers only
                 FusionMode md = {(LayerRecompute)kind, 0};
                 for (int b = 0; b < NP; b++)
-                    if (sub >> b & 1u) md.parts |= parts[b];
-                unsigned kept = fusion_mode_kept(g, md);
+                    if (sub >> b & 1u) md.parts |= PARTS[b].bit;
+                if ((md.parts & RECOMPUTE_ATTN_OUT) && kind != RECOMPUTE_SELECTIVE) continue;   // selective layers only
+                unsigned k = fusion_mode_kept(g, md);
                 int dup = 0;
-                for (int j = 0; j < n && !dup; j++) dup = fusion_mode_kept(g, out[j]) == kept;
-                if (!dup && n < FUSION_MAX_MODES) out[n++] = md;
+                for (int j = 0; j < n && !dup; j++) dup = kept[j] == k;
+                if (!dup && n < FUSION_MAX_MODES) {
+                    kept[n] = k;
+                    out[n++] = md;
+                }
             }
     return n;
 }
@@ -131,19 +141,38 @@ int fusion_search_modes(const FusionGraph *g, const FusionRates *r, size_t budge
     return found ? 0 : -1;
 }
 
+int fusion_parse_rates(const char *text, FusionRates *r) {
+    double x[3] = {0.0, 0.0, 0.0};
+    int n = 0;
+    for (const char *p = text;;) {   // two or three numbers, comma-separated, nothing else
+        char *q;
+        x[n] = strtod(p, &q);
+        if (q == p || !(x[n] > 0) || x[n] > 1e9) return -1;
+        n++;
+        if (*q == '\0') break;
+        if (*q != ',' || n == 3) return -1;
+        p = q + 1;
+    }
+    if (n < 2) return -1;
+    *r = (FusionRates){x[0], x[1], x[2]};
+    return 0;
+}
+
 const char *fusion_parts_name(unsigned parts, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s%s%s%s%s%s", parts & TEMPO_SOFTMAX ? "softmax," : "", parts & RECOMPUTE_NORM_OUT ? "norm," : "",
-             parts & RECOMPUTE_ACT_OUT ? "act," : "", parts & RECOMPUTE_ATTN_OUT ? "attn," : "",
-             parts & RECOMPUTE_QKV_OUT ? "qkv," : "", parts & RECOMPUTE_FC1_OUT ? "fc1," : "",
-             parts & RECOMPUTE_PROJ_OUT ? "proj," : "");
-    size_t n = strlen(buf);
-    if (n) buf[n - 1] = '\0';
-    else snprintf(buf, len, "none");
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < NP && k + 1 < len; i++) {
+        if (!(parts & PARTS[i].bit)) continue;
+        int w = snprintf(buf + k, len - k, "%s%s", k ? "," : "", PARTS[i].name);
+        if (w < 0 || (size_t)w >= len - k) break;
+        k += (size_t)w;
+    }
+    if (!k) snprintf(buf, len, "none");
     return buf;
 }
 
 const char *fusion_mode_name(FusionMode md, char *buf, size_t len) {
-    char parts[48];
+    char parts[96];
     if (md.parts) snprintf(buf, len, "%s+%s", recompute_name(md.kind), fusion_parts_name(md.parts, parts, sizeof parts));
     else snprintf(buf, len, "%s", recompute_name(md.kind));
     return buf;

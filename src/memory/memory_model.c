@@ -116,6 +116,18 @@ static int lora_input_read(unsigned tempo, ActName name) {
     }
 }
 
+// The mask parts sit between LoRA's site bits and the other parts (model/policy.h).
+_Static_assert(LORA_TARGET_SHIFT + LORA_SITES <= 21, "LoRA's site bits overlap RECOMPUTE_ATTN_MASK");
+
+unsigned act_mask_part(ActName name) {
+    switch (name) {
+    case ACT_ATTN_MASK: return RECOMPUTE_ATTN_MASK;
+    case ACT_DROP1_MASK: return RECOMPUTE_DROP1_MASK;
+    case ACT_DROP2_MASK: return RECOMPUTE_DROP2_MASK;
+    default: return 0;
+    }
+}
+
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
     if (kind == RECOMPUTE_MEMO) return name == ACT_LN1_IN;   // its input; the rest swapped or recomputed
@@ -145,6 +157,7 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     if (name == ACT_LN2_IN && (tempo & RECOMPUTE_PROJ_OUT)) return 0;
     if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GATE || name == ACT_UP) && (tempo & RECOMPUTE_FC1_OUT))
         return 0;
+    if (tempo & act_mask_part(name)) return 0;   // one mask drawn again alone
     // selective: the attention core is recomputed from q, k, v
     if (kind == RECOMPUTE_SELECTIVE) return name != ACT_ATTN_PROB && name != ACT_ATTN_MASK && name != ACT_ATTN_DROP;
     return 1;

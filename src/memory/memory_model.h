@@ -59,6 +59,9 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name);
 // Does a layer under this policy keep `name` through the forward? (group_start: the layer's input
 // is a full-recompute checkpoint; tempo: the TEMPO_* bits of the policy)
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name);
+// The fusion search's part that regenerates the dropout mask `name` alone (RECOMPUTE_ATTN_MASK,
+// RECOMPUTE_DROP1_MASK, RECOMPUTE_DROP2_MASK; model/policy.h); 0 for any other name.
+unsigned act_mask_part(ActName name);
 
 // Is `name` one of the per-layer tensors the policy sends to the offload pool (--offload)?
 static inline int act_offloaded(const MemoryPolicy *p, ActName name) {

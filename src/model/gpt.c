@@ -1048,7 +1048,7 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                             site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
     else
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx,
-                                  saved_in(m, A, ACT_ATTN_PROB, l, as2b), drop ? mask_in(m, A, ACT_ATTN_MASK, l, as2b) : NULL,
+                                  saved_in(m, A, ACT_ATTN_PROB, l, as2b), drop ? remat_mask_in(m, l, ACT_ATTN_MASK, as2b) : NULL,
                                   drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k,
                                   v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
 }
@@ -1089,7 +1089,6 @@ void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
     size_t nrh = (size_t)nr * h;
     float p = c->dropout;
     int drop = p > 0.0f;
-    BlockActs *A = &m->act->blocks[l];
     BlockTensors w = gpt_block_weights(m, l), g = block_tensors(m, &m->g, l);
     remat_half(m, l, 1);   // ln2_in, the MLP's inner tensors again (RECOMPUTE_PROJ_OUT, _FC1_OUT) while W_OUT and
                            // W_GATHER are free
@@ -1097,7 +1096,7 @@ void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
     // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
     const float *d_mlp_out = dy;
     if (drop) {
-        m->be->dropout_backward(m->be, ws(m, W_D_TMP), dy, mask_in(m, A, ACT_DROP2_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(m->be, ws(m, W_D_TMP), dy, remat_mask_in(m, l, ACT_DROP2_MASK, nrh), p, nrh);
         d_mlp_out = ws(m, W_D_TMP);
     }
     if (g.fc2_b) m->be->bias_backward(m->be, g.fc2_b, d_mlp_out, h, nr, h);
@@ -1123,7 +1122,7 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     const float *d_attn_out = dy;
     if (drop) {
-        m->be->dropout_backward(m->be, ws(m, W_D_TMP), dy, mask_in(m, A, ACT_DROP1_MASK, l, nrh), p, nrh);
+        m->be->dropout_backward(m->be, ws(m, W_D_TMP), dy, remat_mask_in(m, l, ACT_DROP1_MASK, nrh), p, nrh);
         d_attn_out = ws(m, W_D_TMP);
     }
     if (g.proj_b) m->be->bias_backward(m->be, g.proj_b, d_attn_out, h, nr, h);

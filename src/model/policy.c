@@ -263,7 +263,8 @@ void policy_describe(const MemoryPolicy *p, char *buf, size_t len) {
     }
     static const struct { unsigned bit; const char *name; } parts[] = {   // the fusion search's (policy.h)
         {RECOMPUTE_NORM_OUT, "norm"}, {RECOMPUTE_ACT_OUT, "act"}, {RECOMPUTE_ATTN_OUT, "attn"},
-        {RECOMPUTE_QKV_OUT, "qkv"}, {RECOMPUTE_FC1_OUT, "fc1"}, {RECOMPUTE_PROJ_OUT, "proj"}};
+        {RECOMPUTE_QKV_OUT, "qkv"}, {RECOMPUTE_FC1_OUT, "fc1"}, {RECOMPUTE_PROJ_OUT, "proj"},
+        {RECOMPUTE_ATTN_MASK, "attn_mask"}, {RECOMPUTE_DROP1_MASK, "drop1_mask"}, {RECOMPUTE_DROP2_MASK, "drop2_mask"}};
     for (size_t i = 0, first = 1; i < sizeof parts / sizeof parts[0]; i++) {
         size_t at = strlen(buf);
         if (!(p->tempo & parts[i].bit) || at >= len) continue;

@@ -49,7 +49,11 @@ enum { LORA_FROZEN = 64, LORA_FA = 128, LORA_TARGET_SHIFT = 8 };
 //             and up; backward runs FC1 (+ bias and GeLU; the gate and up GEMMs) again, once per layer
 //   PROJ_OUT  keep proj_in (or what makes it), ln1_in and the mask, not the attention half's output (ln2_in);
 //             backward runs the projection and the residual again, once per layer, before the MLP's backward
-enum { RECOMPUTE_NORM_OUT = 1u << 24, RECOMPUTE_ACT_OUT = 1u << 25, RECOMPUTE_ATTN_OUT = 1u << 26,
+//   ATTN_MASK, DROP1_MASK, DROP2_MASK  keep not that one dropout mask (attn_mask, drop1_mask, drop2_mask):
+//             backward draws it again from its Philox key, site, step and positions (what --dropout-masks regen
+//             does for every mask), once per layer, at its first read (model/remat.c)
+enum { RECOMPUTE_ATTN_MASK = 1u << 21, RECOMPUTE_DROP1_MASK = 1u << 22, RECOMPUTE_DROP2_MASK = 1u << 23,
+       RECOMPUTE_NORM_OUT = 1u << 24, RECOMPUTE_ACT_OUT = 1u << 25, RECOMPUTE_ATTN_OUT = 1u << 26,
        RECOMPUTE_QKV_OUT = 1u << 27, RECOMPUTE_FC1_OUT = 1u << 28, RECOMPUTE_PROJ_OUT = 1u << 29 };
 
 // The per-layer plan. Full-recompute layers form groups: the first layer of a group stores its
@@ -65,7 +69,7 @@ typedef struct {
     MaskMode masks;
     unsigned tempo;           // what changes what a layer keeps: TEMPO_*, GELU_FEWBIT, MINI_SEQ, ATTN_FLASH, LORA_*,
                               // RECOMPUTE_NORM_OUT, RECOMPUTE_ACT_OUT, RECOMPUTE_ATTN_OUT, RECOMPUTE_QKV_OUT,
-                              // RECOMPUTE_FC1_OUT, RECOMPUTE_PROJ_OUT
+                              // RECOMPUTE_FC1_OUT, RECOMPUTE_PROJ_OUT, RECOMPUTE_*_MASK
     int gelu_bits;            // k of GELU_FEWBIT (1..4), 0 otherwise
     int mini_seq;             // chunks of MINI_SEQ (>= 2), 0 otherwise
     size_t arena_budget;      // --mem-budget: the arena's hard limit in bytes (0: exactly the prediction)

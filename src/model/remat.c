@@ -16,7 +16,7 @@ int remat_makes(const GPT *m, ActName name) {
     if (name == ACT_Q || name == ACT_K || name == ACT_V) return (t & RECOMPUTE_QKV_OUT) != 0;
     if (name == ACT_GELU_IN || name == ACT_GATE || name == ACT_UP) return (t & RECOMPUTE_FC1_OUT) != 0;
     if (name == ACT_LN2_IN) return (t & RECOMPUTE_PROJ_OUT) != 0;
-    return 0;
+    return (t & act_mask_part(name)) != 0;
 }
 
 // Notes name as made again at p for the layer in backward (until the layer ends). Read it back from here,
@@ -115,7 +115,7 @@ static void proj_again(GPT *m, int l) {
     const float *ctx = remat_in(m, l, ACT_PROJ_IN, (size_t)n * hl);
     linear_again(m, ws(m, W_OUT), h, ctx, hl, w.proj_w, NULL, n, hl, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), m->tp.t > 1 && m->tp.sp ? ws(m, W_GATHER) : NULL, h, TPC_BLOCK);
-    const uint8_t *drop1 = p > 0.0f ? mask_in(m, A, ACT_DROP1_MASK, l, nrh) : NULL;
+    const uint8_t *drop1 = p > 0.0f ? remat_mask_in(m, l, ACT_DROP1_MASK, nrh) : NULL;
     float *x1 = made(m, ACT_LN2_IN, work_slot(m, ACT_LN2_IN, l));
     m->be->dropout_residual_forward(m->be, x1, saved_in(m, A, ACT_LN1_IN, l, nrh), attn_out, w.proj_b, drop1, p, nr, h);
     if (m->policy.act_dtype == ACT_BF16) m->be->bf16_round(m->be, x1, nrh);   // as saved_done rounds the forward's
@@ -186,6 +186,12 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
 const float *remat_in(GPT *m, int l, ActName name, size_t n) {
     if (remat_makes(m, name)) return remat_tensor(m, l, name);
     return saved_in(m, &m->act->blocks[l], name, l, n);
+}
+
+const uint8_t *remat_mask_in(GPT *m, int l, ActName name, size_t n) {
+    if (!remat_makes(m, name)) return mask_in(m, &m->act->blocks[l], name, l, n);
+    if (!have(m, name)) mask_regenerate(m, name, l, made(m, name, work_slot(m, name, l)));
+    return m->remat_at[name];
 }
 
 void remat_check(const MemoryPolicy *p) {

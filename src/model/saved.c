@@ -105,8 +105,7 @@ void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf
     A->saved[name] = p;
 }
 
-// The mask the forward drew, drawn again: dropout is a pure function of its Philox key.
-static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
+void mask_regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
     const GPTConfig *c = &m->cfg;
     DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)(layer < 0 ? 0 : layer), 0,
                         c->dropout};
@@ -119,7 +118,7 @@ static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
         m->be->attention_mask(m->be, keep, m->s_cur, m->b_cur, m->al, m->head0, site, m->act->ctx.sample0);
         return;
     default:
-        ctron_fatal("regenerate: %s is not a dropout mask", act_name_str(name));
+        ctron_fatal("mask_regenerate: %s is not a dropout mask", act_name_str(name));
     }
     m->be->dropout_mask_sbw(m->be, keep, site, m->s0, m->s_rank, m->b_cur, c->hidden, m->act->ctx.sample0);
 }
@@ -127,7 +126,7 @@ static void regenerate(GPT *m, ActName name, int layer, uint8_t *keep) {
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
     if (m->policy.masks == MASKS_REGEN) {
         uint8_t *buf = work_slot(m, name, layer);
-        regenerate(m, name, layer, buf);
+        mask_regenerate(m, name, layer, buf);
         return buf;
     }
     void *p = A->saved[name];

@@ -26,6 +26,9 @@ const uint16_t *saved_in_bf16(GPT *m, BlockActs *A, ActName name, int layer);
 uint8_t *mask_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep);
 void mask_done(GPT *m, BlockActs *A, ActName name, int layer, const uint8_t *buf, size_t n, int keep);
 const uint8_t *mask_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
+// The mask the forward drew for `name` of layer (-1: the embedding's), drawn again into keep (one byte per
+// element, the rank's positions): dropout is a pure function of its Philox key, site, step and position.
+void mask_regenerate(GPT *m, ActName name, int layer, uint8_t *keep);
 
 // Bits kept in the arena (Tempo's GeLU branch, Few-Bit codes): where to pack nbits bits, and them again.
 uint8_t *bits_out(GPT *m, BlockActs *A, ActName name, int layer, size_t nbits, int keep);

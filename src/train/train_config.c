@@ -75,7 +75,7 @@
     X("offload-budget", SAME, R_NOTE, "%.17g", (o)->offload_budget)                                          \
     X("mem-budget", SAME, R_KEEP, "%.17g", (o)->mem_budget)                                                  \
     X("act-budget-layer", SAME, R_NOTE, "%.17g", (o)->act_budget_layer)                                      \
-    X("search-rates", SAME, R_NOTE, "%s", search_rates_text((char[64]){0}, 64, (o)))                          \
+    X("search-rates", SAME, R_NOTE, "%s", search_rates_text((char[80]){0}, 80, (o)))                          \
     X("tp", SAME, R_LAYOUT, "%d", (o)->tp)                                                                     \
     X("sp", SAME, R_LAYOUT, "%d", (o)->sp)                                                                     \
     X("pp", SAME, R_LAYOUT, "%d", (o)->pp)                                                                     \
@@ -110,9 +110,11 @@
     X("ledger", LOCAL, R_FREE, "%d", (o)->show_ledger)                                                       \
     X("peak-gflops", LOCAL, R_FREE, "%.17g", (o)->peak_gflops)
 
-// --search-rates as the flag takes it ("0,0": not given, measured when the search runs).
+// --search-rates as the flag takes it ("0,0": not given, measured when the search runs; the link's rate third
+// only when given, so a run without one reads as before).
 static const char *search_rates_text(char *buf, size_t len, const TrainOptions *o) {
-    snprintf(buf, len, "%.17g,%.17g", o->search_gflops, o->search_gbps);
+    if (o->search_link_gbps > 0) snprintf(buf, len, "%.17g,%.17g,%.17g", o->search_gflops, o->search_gbps, o->search_link_gbps);
+    else snprintf(buf, len, "%.17g,%.17g", o->search_gflops, o->search_gbps);
     return buf;
 }
 

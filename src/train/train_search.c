@@ -21,7 +21,8 @@ void train_search_rates(TrainOptions *o) {
 int train_search_pick(const TrainOptions *o, FusionGraph *g, FusionMode *pick, FusionCut *cut, FusionCut *best,
                       char *err, size_t errlen) {
     ActShape sh = train_act_shape(o);
-    FusionRates r = {o->search_gflops > 0 ? o->search_gflops : 1.0, o->search_gbps > 0 ? o->search_gbps : 1.0};
+    FusionRates r = {o->search_gflops > 0 ? o->search_gflops : 1.0, o->search_gbps > 0 ? o->search_gbps : 1.0,
+                     o->search_link_gbps};
     fusion_graph_build(g, &sh);
     size_t budget = (size_t)o->act_budget_layer;
     fusion_search(g, &r, budget, best);
@@ -36,13 +37,17 @@ void train_print_search(FILE *f, const TrainOptions *o) {
     FusionGraph g;
     FusionMode md;
     FusionCut cut, best;
-    char err[256], name[64], b1[32], b2[32], dropped[256];
+    char err[256], name[128], b1[32], b2[32], dropped[256];
     if (train_search_pick(o, &g, &md, &cut, &best, err, sizeof err) != 0) return;
     unsigned all = (1u << g.n) - 1;
-    fprintf(f, "  recompute search: %s per layer at %.1f GFLOP/s, %.1f GB/s: %s keeps %s (%zu bytes), recomputes "
-            "%.3f ms per layer; drops %s\n", format_bytes(o->act_budget_layer, b1, sizeof b1), o->search_gflops,
-            o->search_gbps, fusion_mode_name(md, name, sizeof name), format_bytes((double)cut.bytes, b2, sizeof b2),
-            cut.bytes, cut.cost * 1e3, fusion_set_describe(&g, all & ~cut.kept, 0, dropped, sizeof dropped));
+    char link[96] = "";
+    if (o->search_link_gbps > 0)   // TP: the collectives the remade GEMMs repeat, priced on the link
+        snprintf(link, sizeof link, ", %.1f GB/s TP link", o->search_link_gbps);
+    fprintf(f, "  recompute search: %s per layer at %.1f GFLOP/s, %.1f GB/s%s: %s keeps %s (%zu bytes), recomputes "
+            "%.3f ms per layer (TP traffic %.0f bytes); drops %s\n", format_bytes(o->act_budget_layer, b1, sizeof b1),
+            o->search_gflops, o->search_gbps, link, fusion_mode_name(md, name, sizeof name),
+            format_bytes((double)cut.bytes, b2, sizeof b2), cut.bytes, cut.cost * 1e3, fusion_comm_bytes(&g, cut.kept),
+            fusion_set_describe(&g, all & ~cut.kept, 0, dropped, sizeof dropped));
     fprintf(f, "  recompute search: the graph's optimum keeps %zu bytes, recomputes %.3f ms per layer; drops %s\n",
             best.bytes, best.cost * 1e3, fusion_set_describe(&g, all & ~best.kept, 0, dropped, sizeof dropped));
 }

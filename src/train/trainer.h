@@ -44,8 +44,9 @@ typedef struct {
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
     // --recompute search (memory/fusion_search.h): the per-layer byte budget, and the rates that price a
-    // recompute (--search-rates GFLOPS,GBPS; 0: this machine's cached GEMM peak and a measured bandwidth)
-    double act_budget_layer, search_gflops, search_gbps;
+    // recompute (--search-rates GFLOPS,GBPS[,LINK_GBPS]; 0: this machine's cached GEMM peak and a measured
+    // bandwidth; the TP link's rate, which prices the collectives a remade GEMM repeats, is given under --tp > 1)
+    double act_budget_layer, search_gflops, search_gbps, search_link_gbps;
     // LoRA (docs/LORA.md): --lora-rank, --lora-alpha and --lora-fa live in model; --lora-targets' text (NULL:
     // the family's every site), parsed against --arch by the validation, which writes the canonical list here.
     const char *lora_targets;
