@@ -117,7 +117,7 @@ def draw_policy(c, r):
         kinds = [r.choice(["none", "selective", "full"]) for _ in range(c.layers)]
         c.add("--recompute-layers", ",".join(f"{i}-{i}:{k}" for i, k in enumerate(kinds)))
     elif rec == "search":
-        c.add("--recompute", "search", "--search-rates", "100,10",
+        c.add("--recompute", "search", "--search-rates", "100,10,5" if c.tp > 1 else "100,10",
               "--act-budget-layer", r.choice(["4KB", "16KB", "40KB", "1MB"]))
     elif rec == "memo":
         c.add("--memo", r.choice(["0", "0.25", "0.5", "1"]))
