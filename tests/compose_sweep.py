@@ -16,7 +16,8 @@ for every one of them:
   * one process: `ctron memory` with the same model and policy predicts the peak the run predicted;
   * a refused run leaves no checkpoint directory behind.
 
-    tests/compose_sweep.py --ctron build/ctron --emu build/ctron-emu --count 40 --seed 1   # CI (make test)
+    tests/compose_sweep.py --ctron build/ctron --emu build/ctron-emu --count 40 --seed 1 --no-mpi   # make test
+    tests/compose_sweep.py --ctron build/ctron --count 24 --seed 2 --layouts-only           # make test (mpi)
     tests/compose_sweep.py --ctron build/ctron --count 500 --seed 7 -v   # a longer sweep by hand
 
 Exit 0 when every case passes and enough of them trained for the sweep to mean something; 1 with
@@ -78,11 +79,12 @@ def draw_shape(c, r):
     c.add("--dropout", c.dropout)
 
 
-def draw_layout(c, r):
-    """TP, SP, PP or DP over two ranks, on a quarter of the cases."""
+def draw_layout(c, r, mode):
+    """TP, SP, PP or DP over two ranks: on a quarter of the cases (mode "mixed"), on none ("one": no mpirun)
+    or on every one ("multi")."""
     c.tp = c.pp = c.dp = 1
     c.sp = False
-    if r.random() >= 0.25:
+    if mode == "one" or (mode == "mixed" and r.random() >= 0.25):
         return
     kind = r.choice(["tp", "pp", "dp"])
     if kind == "tp" and c.heads % 2 == 0 and c.kv % 2 == 0 and c.ffn % 2 == 0:
@@ -165,11 +167,11 @@ def draw_adapters(c, r):
         c.add("--base-dtype", "bf16")
 
 
-def draw(seed, index):
+def draw(seed, index, mode="mixed"):
     r = random.Random(seed * 1_000_003 + index)
     c = Case(r)
     draw_shape(c, r)
-    draw_layout(c, r)
+    draw_layout(c, r, mode)
     draw_policy(c, r)
     draw_adapters(c, r)
     if r.random() < 0.2:
@@ -315,6 +317,7 @@ def main():
     ap.add_argument("--data", default=None, help="corpus (default data/kjv.txt beside the tests)")
     ap.add_argument("--mpirun", default=shutil.which("mpirun"))
     ap.add_argument("--no-mpi", action="store_true", help="skip the cases that need mpirun")
+    ap.add_argument("--layouts-only", action="store_true", help="draw a multi-rank layout for every case")
     ap.add_argument("--emu", default=None, help="ctron-emu: run the --device cuda cases on the emulated GPU "
                                                 "(without it they run on the CPU)")
     ap.add_argument("--count", type=int, default=40)
@@ -336,7 +339,7 @@ def main():
     tally = {"ok": 0, "refused": 0, "fail": 0, "hang": 0, "skipped": 0}
     failures, checks, agreed = [], 0, 0
     for i in range(args.count):
-        c = draw(args.seed, i)
+        c = draw(args.seed, i, "multi" if args.layouts_only else "one" if not args.mpirun else "mixed")
         if c.ranks > 1 and not args.mpirun:
             tally["skipped"] += 1
             continue
