@@ -6,11 +6,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "io/ckpt_manifest.h"
+#include "io/st_convert.h"
 #include "tokenizer/bpe.h"
 
 int ckpt_check_values(const StFile *f, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < f->n; i++) {
         const StTensor *t = &f->t[i];
+        if (t->dtype == ST_BF16) {   // a --base-dtype bf16 run's frozen base
+            long e = st_find_nonfinite(t);
+            if (e < 0) continue;
+            float v;
+            st_to_f32(t, (size_t)e, 1, &v);
+            snprintf(err, errlen, "'%s': tensor '%s' holds %g at element %ld; weights must be finite", path, t->name,
+                     (double)v, e);
+            return -1;
+        }
         if (t->dtype != ST_F32) continue;
         int second_moment = strncmp(t->name, "v.", 2) == 0;
         const float *x = t->data;
