@@ -3,6 +3,7 @@
 #  - model.safetensors holds the frozen base as BF16 and the adapters (LoRA-FA's frozen A too) as F32; its data
 #    section is 2 B per base element + 4 B per adapter element, computed here by hand (llama LoRA, GPT-2 LoRA-FA),
 #    and optimizer.safetensors 8 B per trained element;
+#  - the room check before the first save counts those bytes (not 12 B per base element);
 #  - a resume from step 2 ends bitwise where the uninterrupted run does (steps 3-4 losses, step 4's model and
 #    optimizer files), and so does a resume from the same checkpoint rewritten as an older ctron wrote it (the
 #    base widened to F32 by ckpt_st.py widen: byte for byte the file the writer before BF16 bases wrote, checked
@@ -76,6 +77,11 @@ check "tail -1 '$dir/d' | grep -q ' data $((2 * gbase + 4 * (ga + gb))) ' && gre
   "gpt2 LoRA-FA: not BF16 base + F32 A and B = $((2 * gbase + 4 * (ga + gb))) bytes: $(tail -1 "$dir/d")"
 "${py[@]}" dtypes "$dir/gpt2/step_00000002/optimizer.safetensors" > "$dir/o"
 check "tail -1 '$dir/o' | grep -q ' data $((8 * gb)) '" "gpt2 LoRA-FA: the optimizer file is not 8·$gb bytes: $(tail -1 "$dir/o")"
+# the room a first save needs: 2 B per base element, 12 per trained adapter element, 64 KiB + 256 B per layer + 4
+need=$(awk -v x=$((2 * base + 12 * (a + b) + 65536 + 256 * 6)) 'BEGIN{printf "%.2f KiB", x / 1024}')
+CTRON_TEST_FREE_BYTES=400000 "$ctron" train "${llama[@]}" --lora-rank 4 --base-dtype bf16 --steps 1 --ckpt-dir "$dir/room" \
+  > "$dir/room.out" 2>&1; rc=$?
+check "[ $rc -eq 2 ] && grep -q 'needs $need;' '$dir/room.out'" "the room check (expected $need): exit $rc: $(cat "$dir/room.out")"
 "$ctron" ckpt verify "$dir/llama" > "$dir/v.out" 2>&1
 check '[ $? -eq 0 ] && grep -q "2 of 2 verify" "$dir/v.out"' "ckpt verify of the BF16 checkpoints: $(cat "$dir/v.out")"
 
