@@ -23,7 +23,8 @@ double cli_train_ckpt_bytes(const TrainOptions *o) {
     const GPTConfig *c = &o->model;
     double base = (double)gpt_num_params(c), tensors = 12.0 * base;
     if (c->lora_rank > 0) {
-        ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab, .t = 1};
+        ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
+                       .t = 1};
         gpt_shape_family(c, &sh);
         double a = (double)c->layers * (double)param_lora_layer_count(&sh, 0);
         double b = (double)c->layers * (double)param_lora_layer_count(&sh, 1);

@@ -41,7 +41,9 @@ static void file_shape(const ParamInfo *pi, int64_t shape[2]) {
 // LoRA's frozen base of a --base-dtype bf16 run is stored BF16: its values are bf16 numbers (the run holds
 // nothing else), so the file holds them exactly in half the bytes. It is the first n_base elements of the
 // frozen list; LoRA-FA's frozen A follows it and, an adapter, stays F32 as everything trained does.
-static size_t base16_elements(const GPT *m) { return m->frozen && m->cfg.lora_rank > 0 && m->cfg.base_bf16 ? m->n_base : 0; }
+static size_t base16_elements(const GPT *m) {
+    return m->frozen && m->cfg.lora_rank > 0 && m->cfg.base_bf16 ? m->n_base : 0;
+}
 
 // The list's tensors of one dtype: those below element n16 BF16, the others F32 (pass bf16 0 or 1).
 static void add_list(StFile *f, const ParamInfo *info, int n, const float *base, const char *prefix, size_t n16,
@@ -314,8 +316,8 @@ static int check_dtype(const StTensor *t, const ParamInfo *pi, const StoredDtype
         snprintf(err, errlen, "'%s': tensor '%s' is %s, expected F32 (ctron checkpoints are F32; only a --base-dtype "
                  "bf16 run's frozen base is BF16)", path, name, st_dtype_name(t->dtype));
     else if (base)
-        snprintf(err, errlen, "'%s': tensor '%s' is BF16, expected F32: the checkpoint's frozen base is fp32 (state.json "
-                 "records base-dtype %s)", path, name, d->base_dtype);
+        snprintf(err, errlen, "'%s': tensor '%s' is BF16, expected F32: the checkpoint's frozen base is fp32 "
+                 "(state.json records base-dtype %s)", path, name, d->base_dtype);
     else
         snprintf(err, errlen, "'%s': tensor '%s' is BF16, expected F32: %s stays fp32 (only a --base-dtype bf16 run's "
                  "frozen base is BF16)", path, name,
@@ -324,7 +326,8 @@ static int check_dtype(const StTensor *t, const ParamInfo *pi, const StoredDtype
 }
 
 // Every tensor of the list is in f under prefix+name, F32 (or a BF16 base: d), with its file shape.
-static int check_list(const StFile *f, const ParamInfo *info, int n, const StoredDtypes *d, const char *path, const char *prefix, char *err, size_t errlen) {
+static int check_list(const StFile *f, const ParamInfo *info, int n, const StoredDtypes *d, const char *path,
+                      const char *prefix, char *err, size_t errlen) {
     char name[128], want[64], got[64];
     for (int i = 0; i < n; i++) {
         const ParamInfo *pi = &info[i];
@@ -356,7 +359,8 @@ static int check_tensors(const StFile *f, const GPT *m, const char *base_dtype, 
                          int n_prefixes, char *err, size_t errlen) {
     StoredDtypes trained = {0, base_dtype}, frozen = {m->n_base, base_dtype};
     if (check_list(f, m->info, m->n_info, &trained, path, prefix, err, errlen) != 0) return -1;
-    if (n_prefixes == 1 && m->frozen && check_list(f, m->frozen_info, m->n_frozen_info, &frozen, path, prefix, err, errlen) != 0)
+    if (n_prefixes == 1 && m->frozen &&
+        check_list(f, m->frozen_info, m->n_frozen_info, &frozen, path, prefix, err, errlen) != 0)
         return -1;
     for (int i = 0; i < f->n; i++) {
         const char *n = f->t[i].name, *base = n;
