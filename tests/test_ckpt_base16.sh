@@ -4,8 +4,8 @@
 #    section is 2 B per base element + 4 B per adapter element, computed here by hand (llama LoRA, GPT-2 LoRA-FA),
 #    and optimizer.safetensors 8 B per trained element;
 #  - the room check before the first save counts those bytes (not 12 B per base element);
-#  - a resume from step 2 ends bitwise where the uninterrupted run does (steps 3-4 losses, step 4's model and
-#    optimizer files), and so does a resume from the same checkpoint rewritten as an older ctron wrote it (the
+#  - a resume from step 2 ends bitwise where the uninterrupted run does (llama: steps 3-4 losses; llama and GPT-2
+#    LoRA-FA, whose Conv1D base is transposed: step 4's model and optimizer files), and so does a resume from the same checkpoint rewritten as an older ctron wrote it (the
 #    base widened to F32 by ckpt_st.py widen: byte for byte the file the writer before BF16 bases wrote, checked
 #    by hand once);
 #  - eval, export --hf --merge, export --peft and --init-from (into a bf16-base and an fp32-base run) give the
@@ -71,7 +71,7 @@ check "grep -q 'saved $s2 ([0-9.]* KiB' '$dir/llama.out' && grep -q \"$(awk -v x
 # c_attn c_proj c_fc (64) and mlp.c_proj (256), B out·r (192, 64, 256, 64), only B trains.
 gbase=$(( 2 * (12 * 64 * 64 + 13 * 64) + 259 * 64 + 16 * 64 + 2 * 64 ))
 ga=$(( 2 * 4 * (3 * 64 + 256) )); gb=$(( 2 * 4 * (192 + 64 + 256 + 64) ))
-run gpt2 "${gpt2[@]}" --lora-rank 4 --lora-fa --base-dtype bf16 --steps 2 --ckpt-dir "$dir/gpt2"
+run gpt2 "${gpt2[@]}" --lora-rank 4 --lora-fa --base-dtype bf16 --steps 4 --save-every 2 --keep 0 --ckpt-dir "$dir/gpt2"
 "${py[@]}" dtypes "$dir/gpt2/step_00000002/model.safetensors" > "$dir/d"
 check "tail -1 '$dir/d' | grep -q ' data $((2 * gbase + 4 * (ga + gb))) ' && grep -q '^h.0.attn.c_attn.weight BF16 ' '$dir/d' && grep -q 'lora_A.weight F32 ' '$dir/d'" \
   "gpt2 LoRA-FA: not BF16 base + F32 A and B = $((2 * gbase + 4 * (ga + gb))) bytes: $(tail -1 "$dir/d")"
@@ -82,6 +82,12 @@ need=$(awk -v x=$((2 * base + 12 * (a + b) + 65536 + 256 * 6)) 'BEGIN{printf "%.
 CTRON_TEST_FREE_BYTES=400000 "$ctron" train "${llama[@]}" --lora-rank 4 --base-dtype bf16 --steps 1 --ckpt-dir "$dir/room" \
   > "$dir/room.out" 2>&1; rc=$?
 check "[ $rc -eq 2 ] && grep -q 'needs $need;' '$dir/room.out'" "the room check (expected $need): exit $rc: $(cat "$dir/room.out")"
+# GPT-2's Conv1D base weights are transposed in BF16 too: a resume from step 2 writes the whole run's step 4
+mkdir -p "$dir/g16"; cp -r "$dir/gpt2/step_00000002" "$dir/g16/"
+run gpt2-resume --resume "$dir/g16" --data "$data" --threads 1
+for f in model.safetensors optimizer.safetensors; do
+  check "cmp -s '$dir/gpt2/step_00000004/$f' '$dir/g16/step_00000004/$f'" "gpt2: the resumed step 4's $f differs"
+done
 "$ctron" ckpt verify "$dir/llama" > "$dir/v.out" 2>&1
 check '[ $? -eq 0 ] && grep -q "2 of 2 verify" "$dir/v.out"' "ckpt verify of the BF16 checkpoints: $(cat "$dir/v.out")"
 
