@@ -13,8 +13,8 @@
 #  - bad input: a BF16 adapter (resume exits 1, --init-from and eval 2, naming the tensor and F32), a BF16 base
 #    in an fp32-base checkpoint and a BF16 moment (ckpt verify fails naming it), a truncated BF16 file; no file
 #    of the refused run directory changes (its .lock aside);
-#  - given MPIEXEC: the gathered save of TP 2 and PP 2 writes the same BF16 base bytes as one process, and a
-#    TP 2 run resumes the one-process checkpoint and --init-from's it from BF16 as from F32.
+#  - given MPIEXEC: the gathered save of TP 2, PP 2 and DP 2 + ZeRO-1 writes the same BF16 base bytes as one
+#    process, and a TP 2 run resumes the one-process checkpoint and --init-from's it from BF16 as from F32.
 # usage: test_ckpt_base16.sh CTRON DATA [MPIEXEC flags...]
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
@@ -159,7 +159,7 @@ check "[ $rc -eq 1 ] && grep -q \"tensor 'lm_head.weight': data_offsets .* run p
 # ---- layouts: the gathered save writes what one process writes; TP 2 reads BF16 as F32
 if [ ${#launch[@]} -gt 0 ]; then
   names=$(grep ' BF16 ' <("${py[@]}" dtypes "$s2/model.safetensors") | cut -d' ' -f1)
-  for lay in "--tp 2" "--pp 2"; do
+  for lay in "--tp 2" "--pp 2" "--zero 1"; do
     t=$dir/lay${lay// /}
     timeout 120 "${launch[@]}" -np 2 "$ctron" train "${llama[@]}" --lora-rank 4 --base-dtype bf16 --steps 2 $lay \
       --ckpt-dir "$t" > "$t.out" 2>&1
