@@ -36,11 +36,11 @@ bad "'qkv' is a gpt2 linear" memory --preset llama3-8b --lora-rank 16 --lora-tar
 # A LoRA-FA run of 4 steps, and the same stopped after 2 and resumed without any flag.
 lora=(--lora-rank 4 --lora-alpha 8 --lora-targets q,v,down --lora-fa)
 "$ctron" train "${base[@]}" "${lora[@]}" --steps 4 --ckpt-dir "$dir/whole" > "$dir/whole.out" 2>&1
-check '[ $? -eq 0 ]' "the LoRA-FA run: $(tail -2 "$dir/whole.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the LoRA-FA run: $(tail -2 "$dir/whole.out")"
 "$ctron" train "${base[@]}" "${lora[@]}" --steps 4 --stop-after 2 --ckpt-dir "$dir/half" > "$dir/half.out" 2>&1
-check '[ $? -eq 0 ]' "the first half: $(tail -2 "$dir/half.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the first half: $(tail -2 "$dir/half.out")"
 "$ctron" train --resume "$dir/half" --data "$data" --threads 1 > "$dir/resumed.out" 2>&1
-check '[ $? -eq 0 ]' "resuming without flags: $(tail -2 "$dir/resumed.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming without flags: $(tail -2 "$dir/resumed.out")"
 for f in model.safetensors optimizer.safetensors; do
   check "cmp -s '$dir/whole/step_00000004/$f' '$dir/half/step_00000004/$f'" "resumed $f differs from the whole run's"
 done
@@ -64,7 +64,7 @@ check '[ -s "$dir/full/step_00000002/state.json" ] && ! grep -q "\"lora-" "$dir/
 # adapters start from the seed.
 "$ctron" train --init-from "$dir/full/step_00000002" --steps 2 --ckpt-dir "$dir/init" --threads 1 --no-ledger \
   --eval-every 0 --data "$data" --lora-rank 4 --lora-fa --lora-targets q,down > "$dir/init.out" 2>&1
-check '[ $? -eq 0 ]' "--init-from with --lora-rank: $(tail -2 "$dir/init.out")"
+ec=$?; check '[ $ec -eq 0 ]' "--init-from with --lora-rank: $(tail -2 "$dir/init.out")"
 same_base=$(/usr/bin/python3 - "$dir/full/step_00000002/model.safetensors" "$dir/init/step_00000002/model.safetensors" <<'PY'
 import json, struct, sys
 def tensors(p):
@@ -80,7 +80,7 @@ check '[ "$same_base" = yes ]' "--init-from: the LoRA run's base is not the sour
 # ctron memory: Llama 3 8B at rank 16 on every linear trains 41,943,040 parameters (peft's count), LoRA-FA
 # 22,020,096 (B only); the frozen base has no gradient or AdamW state.
 "$ctron" memory --preset llama3-8b --lora-rank 16 > "$dir/mem.out" 2>&1
-check '[ $? -eq 0 ]' "ctron memory --lora-rank: $(tail -2 "$dir/mem.out")"
+ec=$?; check '[ $ec -eq 0 ]' "ctron memory --lora-rank: $(tail -2 "$dir/mem.out")"
 check 'grep -q "trainable parameters *8.03e+09 *4.194e+07 *2.202e+07" "$dir/mem.out"' \
   "trainable parameters: $(grep trainable "$dir/mem.out")"
 check 'grep -q "gradients (fp32, 4 B) .* 160.00 MiB  *84.00 MiB" "$dir/mem.out"' "gradients: $(grep gradients "$dir/mem.out")"
