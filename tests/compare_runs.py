@@ -20,11 +20,18 @@ def losses(path):
 
 
 def tensors(path):
+    """Every tensor as fp32: F32 as it is, BF16 (a --base-dtype bf16 run's frozen base) widened exactly."""
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     hdr = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]], "<f4")
-            for k, v in hdr.items() if k != "__metadata__"}
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b = raw[8 + n + v["data_offsets"][0]: 8 + n + v["data_offsets"][1]]
+        out[k] = (np.frombuffer(b, "<u2").astype(np.uint32) << 16).view(np.float32) if v["dtype"] == "BF16" \
+            else np.frombuffer(b, "<f4")
+    return out
 
 
 def rel_l2(a_path, b_path):

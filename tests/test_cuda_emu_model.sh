@@ -21,7 +21,8 @@
 #              `wide` (head dim 64 > seq 16) is the shape where the CPU's bf16 attention scratch held
 #              q only when d <= s (issue 24 item 3, fixed on branch mends): the emulated GPU follows
 #              the CPU's fp32 run there, and without that fix the CPU's bf16 run is 3.8e-2 off;
-#      Item 1's options include LoRA and LoRA-FA (issue 27: a frozen base runs no dW GEMM, no norm dγ pass)
+#      Item 1's options include LoRA and LoRA-FA (issue 27: a frozen base runs no dW GEMM, no norm dγ pass; with
+#      --lora-dropout the adapter's input dropped out of place by dropout_backward's kernel)
 #      and reversible blocks (issue 29: the inversion's dropout_residual_inverse kernel), both families, and
 #      MEMO (issue 29: the query-range flash forward, flash_attention_forward_rows; α per layer with the
 #      static plan; llama without flash);
@@ -102,6 +103,7 @@ llama_mini|--arch llama --kv-heads 1 --mini-seq 3 --attention flash --seq 96
 lora|--lora-rank 4 --lora-alpha 8 --lr 5e-3
 lora_fa|--lora-rank 4 --lora-fa --lora-targets qkv,fc2 --recompute full --lr 5e-3
 lora_mini|--arch llama --kv-heads 2 --lora-rank 4 --lora-dropout 0.1 --mini-seq 2 --lr 5e-3
+lora_drop|--arch llama --kv-heads 2 --lora-rank 4 --lora-dropout 0.25 --recompute selective --lr 5e-3
 rev|--reversible
 memo|--seq 128 --attention flash --memo 0.5
 memo_mix|--layers 3 --seq 128 --recompute-layers 0:memo@1,1:memo@0.5,2:memo@0 --static-plan

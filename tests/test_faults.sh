@@ -57,7 +57,7 @@ check 'grep -q "ctron: error: checkpoint at step 4: .*File too large" "$dir/full
   "expected a clear error naming the failure: $(grep -i error "$dir/full.out")"
 check '[ "$(ls -A "$dir/full" | grep -vx .lock)" = "step_00000002" ]' "only step_00000002 (and the run's .lock) may remain: $(ls -A "$dir/full")"
 "$ctron" train --resume "$dir/full" > "$dir/after.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "resumed from .*step_00000002 at step 2" "$dir/after.out"' \
+ec=$?; check '[ $ec -eq 0 ] && grep -q "resumed from .*step_00000002 at step 2" "$dir/after.out"' \
   "the previous checkpoint must still load: $(tail -2 "$dir/after.out")"
 
 # SIGTERM / SIGINT: finish the step, save, exit 128 + signal; the run resumes from there.
@@ -76,7 +76,7 @@ for sig in TERM INT; do
     "SIG$sig: expected the interruption message and a checkpoint: $(tail -3 "$dir/sig.out")"
   step=$(ls "$dir/sig" | grep "^step_" | tail -1 | sed 's/step_0*//')
   "$ctron" train --resume "$dir/sig" --stop-after $((step + 2)) > "$dir/resume.out" 2>&1
-  check '[ $? -eq 0 ] && grep -q "resumed from .* at step '$step' " "$dir/resume.out"' \
+  ec=$?; check '[ $ec -eq 0 ] && grep -q "resumed from .* at step '$step' " "$dir/resume.out"' \
     "SIG$sig: resuming failed: $(tail -2 "$dir/resume.out")"
 done
 

@@ -16,9 +16,9 @@ kv=${LLAMA_KV:-2}
 common=(--arch llama --layers 4 --hidden 64 --heads 4 --kv-heads "$kv" --ffn-hidden 176 --seq 32 --batch 4 --steps 10
         --eval-every 5 --dropout 0.1 --vocab 259 --rope-theta 500000 --threads 1 --data "$data")
 "$ctron" train "${common[@]}" --log "$dir/ref1.jsonl" --ckpt-dir "$dir/ref1" > "$dir/ref1.out" 2>&1
-check '[ $? -eq 0 ]' "the one-process run: $(tail -3 "$dir/ref1.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the one-process run: $(tail -3 "$dir/ref1.out")"
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/ref2.jsonl" --ckpt-dir "$dir/ref2" > "$dir/ref2.out" 2>&1
-check '[ $? -eq 0 ]' "the one-process run with accumulation 2: $(tail -3 "$dir/ref2.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the one-process run with accumulation 2: $(tail -3 "$dir/ref2.out")"
 
 # run NAME NP REF flags...: the layout against REF, and every rank's ledger against its prediction.
 run() {
@@ -46,10 +46,10 @@ run tied_tp2pp2 4 tied --tp 2 --pp 2 --grad-accum 2
 # uninterrupted one-process run did.
 timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --tp 2 --pp 2 --grad-accum 2 --stop-after 5 \
   --log "$dir/resumed.jsonl" --ckpt-dir "$dir/resumed" > "$dir/half.out" 2>&1
-check '[ $? -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
 "$ctron" train "${common[@]}" --grad-accum 2 --resume "$dir/resumed" --log "$dir/resumed.jsonl" > "$dir/resume.out" 2>&1
-check '[ $? -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
 compare_to resumed tied 10
-check '[ $? -eq 0 ]' "np 4 (tp 2, pp 2) up to step 5 + one process to step 10 differs from one process"
+ec=$?; check '[ $ec -eq 0 ]' "np 4 (tp 2, pp 2) up to step 5 + one process to step 10 differs from one process"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -38,7 +38,7 @@ mini() {   # NAME TRAIN-ONLY-FLAGS FLAGS...
   # shellcheck disable=SC2086
   "$ctron" train --layers 2 --hidden 64 --heads 4 --seq 16 --batch 2 --steps 1 --threads 1 --eval-every 0 \
       --data "$data" --mini-seq 2 "$@" $only > "$dir/$name.out" 2>&1
-  check '[ $? -eq 0 ]' "$name: $(tail -2 "$dir/$name.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "$name: $(tail -2 "$dir/$name.out")"
   check '! grep -q MISMATCH "$dir/$name.out"' "$name: a ledger line differs from the prediction"
   local run; run=$(sed -n 's/.*peak of the step.*predicted \([0-9]*\) .*/\1/p' "$dir/$name.out")
   "$ctron" memory --layers 2 --hidden 64 --heads 4 --seq 16 --batch 2 --vocab 256 --act-dtype fp32 --mini-seq 2 \
@@ -53,7 +53,7 @@ mini mini_llama "--lora-dropout 0.1" --arch llama --kv-heads 2 --dropout 0 --lor
 # the same text as ctron generate from the run's checkpoint (which merges them too), with the same seed.
 "$ctron" train "${base[@]}" --lora-rank 4 --lr 1e-2 --steps 6 --seed 5 --sample 30 --prompt "And God" \
     --ckpt-dir "$dir/sample" > "$dir/sample.out" 2>&1
-check '[ $? -eq 0 ]' "LoRA --sample: $(tail -2 "$dir/sample.out")"
+ec=$?; check '[ $ec -eq 0 ]' "LoRA --sample: $(tail -2 "$dir/sample.out")"
 "$ctron" generate --ckpt "$dir/sample" --tokens 30 --prompt "And God" --top-k 40 --seed 5 > "$dir/gen.out" 2>/dev/null
 check '[ -s "$dir/gen.out" ] && [ "$(sed -n "/^sample (30 tokens.*LoRA adapters merged/{n;p}" "$dir/sample.out")" = "$(head -1 "$dir/gen.out")" ]' \
   "LoRA --sample differs from generate: $(sed -n '/^sample/{n;p}' "$dir/sample.out") vs $(head -1 "$dir/gen.out")"
@@ -61,11 +61,11 @@ check '[ -s "$dir/gen.out" ] && [ "$(sed -n "/^sample (30 tokens.*LoRA adapters 
 # A LoRA-FA run of 4 steps, and the same stopped after 2 and resumed without any flag.
 lora=(--lora-rank 4 --lora-alpha 8 --lora-targets q,v,down --lora-fa)
 "$ctron" train "${base[@]}" "${lora[@]}" --steps 4 --ckpt-dir "$dir/whole" > "$dir/whole.out" 2>&1
-check '[ $? -eq 0 ]' "the LoRA-FA run: $(tail -2 "$dir/whole.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the LoRA-FA run: $(tail -2 "$dir/whole.out")"
 "$ctron" train "${base[@]}" "${lora[@]}" --steps 4 --stop-after 2 --ckpt-dir "$dir/half" > "$dir/half.out" 2>&1
-check '[ $? -eq 0 ]' "the first half: $(tail -2 "$dir/half.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the first half: $(tail -2 "$dir/half.out")"
 "$ctron" train --resume "$dir/half" --data "$data" --threads 1 > "$dir/resumed.out" 2>&1
-check '[ $? -eq 0 ]' "resuming without flags: $(tail -2 "$dir/resumed.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming without flags: $(tail -2 "$dir/resumed.out")"
 for f in model.safetensors optimizer.safetensors; do
   check "cmp -s '$dir/whole/step_00000004/$f' '$dir/half/step_00000004/$f'" "resumed $f differs from the whole run's"
 done
@@ -89,7 +89,7 @@ check '[ -s "$dir/full/step_00000002/state.json" ] && ! grep -q "\"lora-" "$dir/
 # adapters start from the seed.
 "$ctron" train --init-from "$dir/full/step_00000002" --steps 2 --ckpt-dir "$dir/init" --threads 1 --no-ledger \
   --eval-every 0 --data "$data" --lora-rank 4 --lora-fa --lora-targets q,down > "$dir/init.out" 2>&1
-check '[ $? -eq 0 ]' "--init-from with --lora-rank: $(tail -2 "$dir/init.out")"
+ec=$?; check '[ $ec -eq 0 ]' "--init-from with --lora-rank: $(tail -2 "$dir/init.out")"
 same_base=$(/usr/bin/python3 - "$dir/full/step_00000002/model.safetensors" "$dir/init/step_00000002/model.safetensors" <<'PY'
 import json, struct, sys
 def tensors(p):
@@ -105,7 +105,7 @@ check '[ "$same_base" = yes ]' "--init-from: the LoRA run's base is not the sour
 # ctron memory: Llama 3 8B at rank 16 on every linear trains 41,943,040 parameters (peft's count), LoRA-FA
 # 22,020,096 (B only); the frozen base has no gradient or AdamW state.
 "$ctron" memory --preset llama3-8b --lora-rank 16 > "$dir/mem.out" 2>&1
-check '[ $? -eq 0 ]' "ctron memory --lora-rank: $(tail -2 "$dir/mem.out")"
+ec=$?; check '[ $ec -eq 0 ]' "ctron memory --lora-rank: $(tail -2 "$dir/mem.out")"
 check 'grep -q "trainable parameters *8.03e+09 *4.194e+07 *2.202e+07" "$dir/mem.out"' \
   "trainable parameters: $(grep trainable "$dir/mem.out")"
 check 'grep -q "gradients (fp32, 4 B) .* 160.00 MiB  *84.00 MiB" "$dir/mem.out"' "gradients: $(grep gradients "$dir/mem.out")"

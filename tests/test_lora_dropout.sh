@@ -30,7 +30,7 @@ common=(--arch llama --layers 2 --hidden 64 --heads 4 --kv-heads 2 --ffn-hidden 
 run1() {   # run1 NAME flags...: one process, checkpoints and log under $dir/NAME
   local name=$1; shift
   "$ctron" train "${common[@]}" "$@" --ckpt-dir "$dir/$name" --log "$dir/$name.jsonl" > "$dir/$name.out" 2>&1
-  check '[ $? -eq 0 ]' "$name ($*): $(tail -2 "$dir/$name.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "$name ($*): $(tail -2 "$dir/$name.out")"
 }
 
 # ---- bad input
@@ -71,13 +71,13 @@ fi
 
 # ---- the peft directory, --lora-from, eval --adapter, resume
 "$ctron" train "${common[@]}" --lora-dropout 0.05 --ckpt-dir "$dir/lo" --lora-out "$dir/peft" > "$dir/o.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "\"lora_dropout\":[[:space:]]*0.05,$" "$dir/peft/adapter_config.json"' \
+ec=$?; check '[ $ec -eq 0 ] && grep -q "\"lora_dropout\":[[:space:]]*0.05,$" "$dir/peft/adapter_config.json"' \
   "adapter_config.json lora_dropout: $(grep lora_dropout "$dir/peft/adapter_config.json" 2>&1)"
 "$ctron" train "${common[@]:0:28}" --init-from "$dir/lo" --lora-from "$dir/peft" --ckpt-dir "$dir/from" > "$dir/f.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "\"lora-dropout\":[[:space:]]*\"0.05\"" "$dir/from/step_00000004/state.json"' \
+ec=$?; check '[ $ec -eq 0 ] && grep -q "\"lora-dropout\":[[:space:]]*\"0.05\"" "$dir/from/step_00000004/state.json"' \
   "--lora-from did not adopt lora_dropout 0.05: $(grep lora-dropout "$dir/from/step_00000004/state.json" 2>&1) $(tail -2 "$dir/f.out")"
 "$ctron" train "${common[@]:0:28}" --init-from "$dir/lo" --lora-from "$dir/peft" --lora-dropout 0.3 --ckpt-dir "$dir/from2" > "$dir/f2.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "\"lora-dropout\":[[:space:]]*\"0.3\"" "$dir/from2/step_00000004/state.json"' \
+ec=$?; check '[ $ec -eq 0 ] && grep -q "\"lora-dropout\":[[:space:]]*\"0.3\"" "$dir/from2/step_00000004/state.json"' \
   "--lora-dropout 0.3 beside --lora-from: $(grep lora-dropout "$dir/from2/step_00000004/state.json" 2>&1) $(tail -2 "$dir/f2.out")"
 "$ctron" export --hf "$dir/hf" --ckpt "$dir/plain" --merge > /dev/null 2>&1   # any llama of these shapes
 cp -r "$dir/peft" "$dir/peft0"
@@ -92,7 +92,7 @@ check '[ $r1 -eq 0 ] && [ -n "$l1" ] && [ "$l1" = "$l0" ]' \
 expect2 "--resume: --lora-dropout 0.3 does not match the checkpoint's 0.2" train --resume "$dir/half" --data "$data" \
   --lora-dropout 0.3
 "$ctron" train --resume "$dir/half" --data "$data" --threads 1 > "$dir/r.out" 2>&1
-check '[ $? -eq 0 ] && same half d-none' "the resumed dropout run is not the whole run: $(tail -2 "$dir/r.out")"
+ec=$?; check '[ $ec -eq 0 ] && same half d-none' "the resumed dropout run is not the whole run: $(tail -2 "$dir/r.out")"
 
 echo "test_lora_dropout: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -18,7 +18,7 @@ run() {
 }
 reference() {   # reference NAME flags...: the one-process run
   "$ctron" train "${common[@]}" "${@:2}" --log "$dir/$1.jsonl" --ckpt-dir "$dir/$1" > "$dir/$1.out" 2>&1
-  check '[ $? -eq 0 ]' "the one-process run $1: $(tail -3 "$dir/$1.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "the one-process run $1: $(tail -3 "$dir/$1.out")"
 }
 
 # llama, LoRA on every site (q, k, v, o, gate, up, down), lr high enough that A moves.

@@ -28,7 +28,7 @@ check '[ $rc -eq 143 ]' "the wrapper after SIGTERM: exit $rc, expected 143: $(ta
 check 'grep -q "^interrupted (SIGUSR1) after step 2 of 4" "$dir/a.out" && [ -d "$dir/run/step_00000002" ]' \
   "step 2 finished and saved: $(ls "$dir/run"; tail -4 "$dir/a.out")"
 "$ctron" ckpt verify "$dir/run" > "$dir/v.out" 2>&1
-check '[ $? -eq 0 ] && grep -q "takes step 2" "$dir/v.out"' "the checkpoint verifies: $(cat "$dir/v.out")"
+ec=$?; check '[ $ec -eq 0 ] && grep -q "takes step 2" "$dir/v.out"' "the checkpoint verifies: $(cat "$dir/v.out")"
 "$mpiexec" -np 2 "$@" "$ctron" train --resume "$dir/run" --pp 2 --threads 1 > "$dir/r.out" 2>&1
 rc=$?
 check '[ $rc -eq 0 ] && grep -q "resumed from .*step_00000002 at step 2 of 4" "$dir/r.out" && [ -d "$dir/run/step_00000004" ]' \

@@ -22,10 +22,10 @@ for arch in gpt2 llama; do
           --reversible --ledger --data "$data")
   [ $arch = llama ] && common+=(--arch llama --kv-heads 2 --ffn-hidden 176 --dropout 0.1) || common+=(--dropout 0.1)
   "$ctron" train "${common[@]}" --log "$dir/ref_$arch.jsonl" --ckpt-dir "$dir/ref_$arch" > "$dir/ref_$arch.out" 2>&1
-  check '[ $? -eq 0 ]' "$arch: the one-process run: $(tail -3 "$dir/ref_$arch.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "$arch: the one-process run: $(tail -3 "$dir/ref_$arch.out")"
   "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/ref2_$arch.jsonl" --ckpt-dir "$dir/ref2_$arch" \
     > "$dir/ref2_$arch.out" 2>&1
-  check '[ $? -eq 0 ]' "$arch: the one-process run with accumulation 2: $(tail -3 "$dir/ref2_$arch.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "$arch: the one-process run with accumulation 2: $(tail -3 "$dir/ref2_$arch.out")"
   run "${arch}_tp2"    2 "ref_$arch" --tp 2
   run "${arch}_tp2sp"  2 "ref_$arch" --tp 2 --sp --dropout-masks regen
   run "${arch}_dp2"    2 "ref2_$arch" --zero 1
@@ -34,7 +34,7 @@ for arch in gpt2 llama; do
   [ $arch = llama ] && lora=(--lora-rank 4 --lora-fa)
   "$ctron" train "${common[@]}" "${lora[@]}" --log "$dir/lref_$arch.jsonl" --ckpt-dir "$dir/lref_$arch" \
     > "$dir/lref_$arch.out" 2>&1
-  check '[ $? -eq 0 ]' "$arch LoRA: the one-process run: $(tail -3 "$dir/lref_$arch.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "$arch LoRA: the one-process run: $(tail -3 "$dir/lref_$arch.out")"
   run "${arch}_lora_tp2sp" 2 "lref_$arch" --tp 2 --sp "${lora[@]}"
 done
 echo "$pass passed, $fail failed"

@@ -19,7 +19,7 @@ common=(--layers $L --hidden $H --heads $A --seq $S --batch $B --steps 1 --eval-
 ledger() {   # ledger NAME NP T SP POLICY flags...: the per-rank report against the closed form
   local name=$1 np=$2 t=$3 sp=$4 policy=$5; shift 5
   timeout 60 "${launch[@]}" -np "$np" "$ctron" train "${common[@]}" "$@" > "$dir/$name.out" 2>&1
-  check '[ $? -eq 0 ]' "$name: exit $?: $(tail -3 "$dir/$name.out")"
+  ec=$?; check '[ $ec -eq 0 ]' "$name: exit $ec: $(tail -3 "$dir/$name.out")"
   /usr/bin/python3 - "$dir/$name.out" $np $t $sp $policy $S $B $H $A <<'PY'
 import re, sys
 path, np_, t, sp, policy, s, b, h, a = sys.argv[1], *map(int, sys.argv[2:5]), sys.argv[5], *map(int, sys.argv[6:])
@@ -39,7 +39,7 @@ print(f"{policy} t={t}: layer bytes per rank {[m for _, m, _ in got]}, closed fo
       f"{' MISMATCH in the report' if bad else ''}")
 sys.exit(0 if ok else 1)
 PY
-  check '[ $? -eq 0 ]' "$name: per-rank ledger differs from the paper's form"
+  ec=$?; check '[ $ec -eq 0 ]' "$name: per-rank ledger differs from the paper's form"
 }
 ledger tp2      2 2 0 tp        --tp 2
 ledger tp2sp    2 2 1 tpsp      --tp 2 --sp
@@ -72,6 +72,6 @@ ok = (tp["tp_bytes"]["block"] == sp["tp_bytes"]["block"] == want_block and tp["t
       and sp["tp_bytes"]["regather"] == want_regather)
 sys.exit(0 if ok else 1)
 PY
-check '[ $? -eq 0 ]' "SP's all-gather + reduce-scatter bytes differ from TP's all-reduce bytes"
+ec=$?; check '[ $ec -eq 0 ]' "SP's all-gather + reduce-scatter bytes differ from TP's all-reduce bytes"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

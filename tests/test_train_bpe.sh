@@ -13,7 +13,7 @@ head -c 400000 "$data" > "$dir/text.txt"
 common=(--layers 2 --hidden 32 --heads 2 --seq 32 --batch 4 --vocab 512 --steps 12 --eval-every 6 --threads 2 --no-ledger)
 losses() { grep -o '"loss":[^,]*' "$1"; }
 "$ctron" train "${common[@]}" --data "$dir/text.txt" --tokenizer "$dir/tok.json" --log "$dir/a.jsonl" > /dev/null
-check '[ $? -eq 0 ] && [ "$(losses "$dir/a.jsonl" | wc -l)" -eq 12 ]' "training on text with --tokenizer"
+ec=$?; check '[ $ec -eq 0 ] && [ "$(losses "$dir/a.jsonl" | wc -l)" -eq 12 ]' "training on text with --tokenizer"
 "$ctron" train "${common[@]}" --data "$dir/tok.bin" --val-data "$dir/tok_val.bin" --log "$dir/b.jsonl" > /dev/null
 check 'diff <(losses "$dir/a.jsonl") <(losses "$dir/b.jsonl") > /dev/null' "text+tokenizer and token files give different losses"
 # 6 steps, checkpoint, resume without --tokenizer: the same 12 losses.

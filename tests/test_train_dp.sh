@@ -18,7 +18,7 @@ check '[ $rc -eq 0 ]' "mpirun -np 2 exited $rc: $(tail -3 "$dir/dp.out")"
 check '[ "$(grep -c "\"loss\"" "$dir/dp.jsonl" 2>/dev/null)" = 10 ]' "rank 0 should write 10 log lines"
 /usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/one.jsonl" "$dir/one/step_00000010" \
   "$dir/dp.jsonl" "$dir/dp/step_00000010" --files model --name "2 ranks vs 1 process"
-check '[ $? -eq 0 ]' "data-parallel run differs from the one-process run"
+ec=$?; check '[ $ec -eq 0 ]' "data-parallel run differs from the one-process run"
 # Rank 1 cannot read its data: both ranks exit 2 within the timeout, the message names rank 1.
 start=$(date +%s)
 timeout 60 "${launch[@]}" -np 2 sh -c 'if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then d=/nonexistent/kjv.txt; else d="$1"; fi;

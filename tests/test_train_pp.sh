@@ -61,13 +61,13 @@ check "grep -q '\"pipeline\":{\"wait_ms\":\[' '$dir/pp4.jsonl' && [ \$(grep -c i
 # process finishes: it lands where the uninterrupted one-process run did.
 timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --grad-accum 4 --pp 2 --stop-after 3 \
   --log "$dir/resumed.jsonl" --ckpt-dir "$dir/resumed" > "$dir/half.out" 2>&1
-check '[ $? -eq 0 ]' "the first half at dp 2 pp 2 failed: $(tail -3 "$dir/half.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the first half at dp 2 pp 2 failed: $(tail -3 "$dir/half.out")"
 timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --grad-accum 8 --pp 2 --tp 2 --sp --stop-after 5 \
   --resume "$dir/resumed" --log "$dir/resumed.jsonl" > "$dir/second.out" 2>&1
-check '[ $? -eq 0 ]' "resuming at pp 2 tp 2 failed: $(tail -3 "$dir/second.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming at pp 2 tp 2 failed: $(tail -3 "$dir/second.out")"
 "$ctron" train "${common[@]}" --grad-accum 8 --resume "$dir/resumed" --log "$dir/resumed.jsonl" > "$dir/third.out" 2>&1
-check '[ $? -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/third.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/third.out")"
 compare_to resumed ref8 6
-check '[ $? -eq 0 ]' "dp2 pp2 → pp2 tp2 sp → one process differs from one process"
+ec=$?; check '[ $ec -eq 0 ]' "dp2 pp2 → pp2 tp2 sp → one process differs from one process"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

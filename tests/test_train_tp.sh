@@ -32,10 +32,10 @@ run dp2tp2off 4 ref2 --tp 2 --recompute full --offload ln1_in,fc1_in --offload-d
 # goes on to step 10 and must land where the uninterrupted one-process run did.
 timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --tp 2 --sp --zero 1 --stop-after 5 \
   --log "$dir/resumed.jsonl" --ckpt-dir "$dir/resumed" > "$dir/half.out" 2>&1
-check '[ $? -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
 "$ctron" train "${common[@]}" --grad-accum 2 --resume "$dir/resumed" --log "$dir/resumed.jsonl" > "$dir/resume.out" 2>&1
-check '[ $? -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
 compare_to resumed ref2 10
-check '[ $? -eq 0 ]' "np 4 (tp 2, sp, zero 1) up to step 5 + one process to step 10 differs from one process"
+ec=$?; check '[ $ec -eq 0 ]' "np 4 (tp 2, sp, zero 1) up to step 5 + one process to step 10 differs from one process"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -36,11 +36,11 @@ ref() {   # ref NAME flags...
 ref ref1 --precision bf16
 rc=$?
 check "[ $rc -eq 0 ]" "one-process bf16 run exited $rc: $(tail -3 "$dir/ref1.out")"
-ref ref1_fp32 --precision fp32;               check '[ $? -eq 0 ]' "ref1_fp32 failed"
-ref ref2 --precision bf16 --grad-accum 2;     check '[ $? -eq 0 ]' "ref2 failed"
-ref ref2_fp32 --precision fp32 --grad-accum 2; check '[ $? -eq 0 ]' "ref2_fp32 failed"
-ref reftm --precision bf16 "${tempo[@]}";     check '[ $? -eq 0 ]' "reftm failed"
-ref reftm_fp32 --precision fp32 "${tempo[@]}"; check '[ $? -eq 0 ]' "reftm_fp32 failed"
+ref ref1_fp32 --precision fp32;               ec=$?; check '[ $ec -eq 0 ]' "ref1_fp32 failed"
+ref ref2 --precision bf16 --grad-accum 2;     ec=$?; check '[ $ec -eq 0 ]' "ref2 failed"
+ref ref2_fp32 --precision fp32 --grad-accum 2; ec=$?; check '[ $ec -eq 0 ]' "ref2_fp32 failed"
+ref reftm --precision bf16 "${tempo[@]}";     ec=$?; check '[ $ec -eq 0 ]' "reftm failed"
+ref reftm_fp32 --precision fp32 "${tempo[@]}"; ec=$?; check '[ $ec -eq 0 ]' "reftm_fp32 failed"
 
 compare() {   # compare NAME REF: within half of what bf16 does to REF (REF against REF_fp32)
   /usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/$2.jsonl" "$dir/$2/step_00000010" \
@@ -90,11 +90,11 @@ control ctl_fp32 2 ref1 --tp 2 --precision fp32
 # one process goes on to step 10 and lands within the tolerance of the uninterrupted run.
 timeout 120 "${launch[@]}" -np 4 "$ctron" train "${common[@]}" --precision bf16 --tp 2 --sp --zero 1 --stop-after 5 \
   --log "$dir/resumed.jsonl" --ckpt-dir "$dir/resumed" > "$dir/half.out" 2>&1
-check '[ $? -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
+ec=$?; check '[ $ec -eq 0 ]' "the first half at np 4 failed: $(tail -3 "$dir/half.out")"
 "$ctron" train "${common[@]}" --precision bf16 --grad-accum 2 --resume "$dir/resumed" --log "$dir/resumed.jsonl" \
   > "$dir/resume.out" 2>&1
-check '[ $? -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
+ec=$?; check '[ $ec -eq 0 ]' "resuming on one process failed: $(tail -3 "$dir/resume.out")"
 compare resumed ref2
-check '[ $? -eq 0 ]' "bf16 np 4 (tp 2, sp, zero 1) up to step 5 + one process to step 10 is not within tolerance"
+ec=$?; check '[ $ec -eq 0 ]' "bf16 np 4 (tp 2, sp, zero 1) up to step 5 + one process to step 10 is not within tolerance"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

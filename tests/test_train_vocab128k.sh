@@ -29,7 +29,7 @@ check '[ "$(od -An -tu4 -N12 "$dir/tok.bin" | tr -s " ")" = " 20240801 7 $(( ($(
 common=(--layers 1 --hidden 16 --heads 2 --seq 16 --batch 2 --vocab 128256 --steps 2 --eval-every 2 --threads 2 --no-ledger)
 losses() { grep -o '"loss":[^,]*' "$1"; }
 "$ctron" train "${common[@]}" --data "$dir/tok.bin" --val-data "$dir/tok_val.bin" --log "$dir/a.jsonl" > "$dir/a.out" 2>&1
-check '[ $? -eq 0 ] && [ "$(losses "$dir/a.jsonl" | wc -l)" -eq 2 ]' "training on uint32 token files: $(tail -3 "$dir/a.out")"
+ec=$?; check '[ $ec -eq 0 ] && [ "$(losses "$dir/a.jsonl" | wc -l)" -eq 2 ]' "training on uint32 token files: $(tail -3 "$dir/a.out")"
 first=$(losses "$dir/a.jsonl" | head -1 | cut -d: -f2)
 check 'python3 -c "import math, sys; sys.exit(abs($first - math.log(128256)) > 0.05)"' "first loss $first, want ln 128256 = 11.76"
 "$ctron" train "${common[@]}" --data "$dir/text.txt" --tokenizer "$dir/tok.json" --ckpt-dir "$dir/run" --log "$dir/b.jsonl" \

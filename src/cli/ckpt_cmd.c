@@ -18,7 +18,8 @@ void cli_ckpt_usage(FILE *f) {
         "Verifies every checkpoint of a run directory DIR (or the one step_NNNNNNNN directory DIR): each\n"
         "file against checksums.txt (size and crc32), state.json, both safetensors files, the step in\n"
         "state.json, model.safetensors and optimizer.safetensors alike, every weight and moment finite\n"
-        "and every second moment >= 0, a step_N name that matches its step and is no symbolic link, and\n"
+        "and every second moment >= 0, BF16 tensors only in model.safetensors of a --base-dtype bf16 LoRA\n"
+        "run (its frozen base), a step_N name that matches its step and is no symbolic link, and\n"
         "tokenizer.json as generate and --resume read it. Prints one line per checkpoint and the one\n"
         "`--resume DIR` takes (it skips each that fails, naming why).\n"
         "Exit 0 when all verify, 1 when one does not, 2 on a usage error.\n");

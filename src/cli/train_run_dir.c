@@ -10,14 +10,27 @@
 #include "cli/cli.h"
 #include "io/run_lock.h"
 #include "memory/ledger_report.h"
+#include "memory/param_count.h"
 #include "model/gpt.h"
 #include "train/train_config.h"
 
 double cli_train_ckpt_bytes(const TrainOptions *o) {
     struct stat sb;
     double tok = o->tokenizer_path && stat(o->tokenizer_path, &sb) == 0 ? (double)sb.st_size : 0.0;
-    // 3 fp32 copies of the parameters, plus headers and state.json (a few KiB per tensor name list)
-    return 12.0 * (double)gpt_num_params(&o->model) + tok + 64.0 * 1024 + 256.0 * (o->model.layers + 4);
+    // 3 fp32 copies of the parameters (the weights, AdamW's m and v), plus headers and state.json (a few KiB per
+    // tensor name list). LoRA: the frozen base once (F32, or BF16 under --base-dtype bf16) and the adapters,
+    // with moments for those that train (LoRA-FA's A has none).
+    const GPTConfig *c = &o->model;
+    double base = (double)gpt_num_params(c), tensors = 12.0 * base;
+    if (c->lora_rank > 0) {
+        ActShape sh = {.s = c->seq, .b = c->batch, .h = c->hidden, .a = c->heads, .L = c->layers, .v = c->vocab,
+                       .t = 1};
+        gpt_shape_family(c, &sh);
+        double a = (double)c->layers * (double)param_lora_layer_count(&sh, 0);
+        double b = (double)c->layers * (double)param_lora_layer_count(&sh, 1);
+        tensors = (sh.base_bf16 ? 2.0 : 4.0) * base + 4.0 * (a + b) + 8.0 * (sh.lora_fa ? b : a + b);
+    }
+    return tensors + tok + 64.0 * 1024 + 256.0 * (o->model.layers + 4);
 }
 
 // Free bytes for an unprivileged writer in dir; CTRON_TEST_FREE_BYTES stands in for a full disk.

@@ -10,6 +10,7 @@
 #include "io/ckpt_verify.h"
 #include "io/ckpt_state.h"
 #include "io/safetensors.h"
+#include "io/st_convert.h"
 #include "util/common.h"
 #include "util/fileio.h"
 
@@ -37,27 +38,43 @@ static void file_shape(const ParamInfo *pi, int64_t shape[2]) {
     shape[1] = t ? pi->shape[0] : pi->shape[1];
 }
 
-static void add_list(StFile *f, const ParamInfo *info, int n, const float *base, const char *prefix) {
+// LoRA's frozen base of a --base-dtype bf16 run is stored BF16: its values are bf16 numbers (the run holds
+// nothing else), so the file holds them exactly in half the bytes. It is the first n_base elements of the
+// frozen list; LoRA-FA's frozen A follows it and, an adapter, stays F32 as everything trained does.
+static size_t base16_elements(const GPT *m) {
+    return m->frozen && m->cfg.lora_rank > 0 && m->cfg.base_bf16 ? m->n_base : 0;
+}
+
+// The list's tensors of one dtype: those below element n16 BF16, the others F32 (pass bf16 0 or 1).
+static void add_list(StFile *f, const ParamInfo *info, int n, const float *base, const char *prefix, size_t n16,
+                     int bf16) {
     char name[128];
     for (int i = 0; i < n; i++) {
         const ParamInfo *pi = &info[i];
+        if ((pi->offset < n16) != bf16) continue;
         int64_t shape[2];
         file_shape(pi, shape);
         snprintf(name, sizeof name, "%s%s", prefix, pi->name);
-        if (ckpt_is_conv1d(pi)) st_add_transposed(f, name, shape[0], shape[1], base + pi->offset);
+        if (bf16) st_add_converted(f, name, ST_BF16, pi->ndim, shape, base + pi->offset, ckpt_is_conv1d(pi));
+        else if (ckpt_is_conv1d(pi)) st_add_transposed(f, name, shape[0], shape[1], base + pi->offset);
         else st_add(f, name, ST_F32, pi->ndim, shape, base + pi->offset);
     }
 }
 
 // The trainable tensors laid out as base (the parameters, or an optimizer moment).
 static void add_params(StFile *f, const GPT *m, const float *base, const char *prefix) {
-    add_list(f, m->info, m->n_info, base, prefix);
+    add_list(f, m->info, m->n_info, base, prefix, 0, 0);
 }
 
-// The model file: LoRA's frozen tensors (the base, and A under LoRA-FA) too, under their own names.
+// The model file: LoRA's frozen tensors (the base, and A under LoRA-FA) too, under their own names. A BF16
+// base comes after every F32 tensor (safetensors' own writer orders by element size, so that each F32
+// tensor starts 4-byte aligned). m holds fp32 (a bf16 base's model is gathered to a host copy first).
 static void add_model(StFile *f, const GPT *m) {
-    if (m->frozen) add_list(f, m->frozen_info, m->n_frozen_info, m->frozen, "");
+    if (m->base16) ctron_fatal("ckpt_save: a --base-dtype bf16 model is saved from its host copy (gpt_frozen_to_host)");
+    size_t n16 = base16_elements(m);
+    if (m->frozen) add_list(f, m->frozen_info, m->n_frozen_info, m->frozen, "", n16, 0);
     add_params(f, m, m->params, "");
+    if (n16) add_list(f, m->frozen_info, m->n_frozen_info, m->frozen, "", n16, 1);
 }
 
 static void crash_hook(void *ctx, int i, int n) {
@@ -284,9 +301,33 @@ static int is_known_buffer(const char *name) {
     return strcmp(dot, ".attn.bias") == 0 || strcmp(dot, ".attn.masked_bias") == 0;
 }
 
-// Every tensor of the list is in f under prefix+name, F32, with its file shape.
-static int check_list(const StFile *f, const ParamInfo *info, int n, const char *path, const char *prefix, char *err,
-                      size_t errlen) {
+// What a tensor of the list may be stored as: F32; BF16 too for the frozen base (the frozen list's elements
+// below n_base) of a checkpoint whose state.json records base-dtype bf16.
+typedef struct {
+    size_t n_base;            // the frozen list's base elements (0: a list of trained tensors)
+    const char *base_dtype;   // the checkpoint's recorded base-dtype ("fp32" when none)
+} StoredDtypes;
+
+static int check_dtype(const StTensor *t, const ParamInfo *pi, const StoredDtypes *d, const char *path,
+                       const char *name, int moment, char *err, size_t errlen) {
+    int base = pi->offset < d->n_base, base16 = strcmp(d->base_dtype, "bf16") == 0;
+    if (t->dtype == ST_F32 || (t->dtype == ST_BF16 && base && base16)) return 0;
+    if (t->dtype != ST_BF16)
+        snprintf(err, errlen, "'%s': tensor '%s' is %s, expected F32 (ctron checkpoints are F32; only a --base-dtype "
+                 "bf16 run's frozen base is BF16)", path, name, st_dtype_name(t->dtype));
+    else if (base)
+        snprintf(err, errlen, "'%s': tensor '%s' is BF16, expected F32: the checkpoint's frozen base is fp32 "
+                 "(state.json records base-dtype %s)", path, name, d->base_dtype);
+    else
+        snprintf(err, errlen, "'%s': tensor '%s' is BF16, expected F32: %s stays fp32 (only a --base-dtype bf16 run's "
+                 "frozen base is BF16)", path, name,
+                 d->n_base ? "LoRA-FA's frozen A, an adapter," : moment ? "an optimizer moment" : "a trained tensor");
+    return -1;
+}
+
+// Every tensor of the list is in f under prefix+name, F32 (or a BF16 base: d), with its file shape.
+static int check_list(const StFile *f, const ParamInfo *info, int n, const StoredDtypes *d, const char *path,
+                      const char *prefix, char *err, size_t errlen) {
     char name[128], want[64], got[64];
     for (int i = 0; i < n; i++) {
         const ParamInfo *pi = &info[i];
@@ -296,11 +337,7 @@ static int check_list(const StFile *f, const ParamInfo *info, int n, const char 
             snprintf(err, errlen, "'%s' lacks tensor '%s'", path, name);
             return -1;
         }
-        if (t->dtype != ST_F32) {
-            snprintf(err, errlen, "'%s': tensor '%s' is %s; ctron checkpoints are F32", path, name,
-                     st_dtype_name(t->dtype));
-            return -1;
-        }
+        if (check_dtype(t, pi, d, path, name, prefix[0] != '\0', err, errlen) != 0) return -1;
         int64_t shape[2];
         file_shape(pi, shape);
         int same = t->ndim == pi->ndim;
@@ -316,12 +353,14 @@ static int check_list(const StFile *f, const ParamInfo *info, int n, const char 
     return 0;
 }
 
-// Every parameter of m (with the frozen ones in the model file) is in f under prefix+name, F32, with its file
-// shape; f holds nothing else.
-static int check_tensors(const StFile *f, const GPT *m, const char *path, const char *prefix, int n_prefixes,
-                         char *err, size_t errlen) {
-    if (check_list(f, m->info, m->n_info, path, prefix, err, errlen) != 0) return -1;
-    if (n_prefixes == 1 && m->frozen && check_list(f, m->frozen_info, m->n_frozen_info, path, prefix, err, errlen) != 0)
+// Every parameter of m (with the frozen ones in the model file) is in f under prefix+name, F32 (a frozen base
+// recorded as base-dtype bf16: BF16 or F32), with its file shape; f holds nothing else.
+static int check_tensors(const StFile *f, const GPT *m, const char *base_dtype, const char *path, const char *prefix,
+                         int n_prefixes, char *err, size_t errlen) {
+    StoredDtypes trained = {0, base_dtype}, frozen = {m->n_base, base_dtype};
+    if (check_list(f, m->info, m->n_info, &trained, path, prefix, err, errlen) != 0) return -1;
+    if (n_prefixes == 1 && m->frozen &&
+        check_list(f, m->frozen_info, m->n_frozen_info, &frozen, path, prefix, err, errlen) != 0)
         return -1;
     for (int i = 0; i < f->n; i++) {
         const char *n = f->t[i].name, *base = n;
@@ -341,17 +380,31 @@ static int check_tensors(const StFile *f, const GPT *m, const char *path, const 
     return 0;
 }
 
+// Element i of a stored F32 or BF16 tensor as fp32 (exactly), read at any alignment.
+static float stored_element(const StTensor *t, size_t i) {
+    float x;
+    if (t->dtype == ST_F32) {
+        memcpy(&x, (const uint8_t *)t->data + 4 * i, sizeof x);
+    } else {
+        uint16_t h;
+        memcpy(&h, (const uint8_t *)t->data + 2 * i, sizeof h);
+        uint32_t bits = (uint32_t)h << 16;
+        memcpy(&x, &bits, sizeof x);
+    }
+    return x;
+}
+
 static void copy_list(float *dst, const StFile *f, const ParamInfo *info, int n, const char *prefix) {
     char name[128];
     for (int i = 0; i < n; i++) {
         const ParamInfo *pi = &info[i];
         snprintf(name, sizeof name, "%s%s", prefix, pi->name);
-        const float *src = st_find(f, name)->data;
+        const StTensor *t = st_find(f, name);
         float *d = dst + pi->offset;
-        if (!ckpt_is_conv1d(pi)) { memcpy(d, src, pi->numel * sizeof(float)); continue; }
+        if (!ckpt_is_conv1d(pi)) { st_to_f32(t, 0, pi->numel, d); continue; }   // F32 copied, a BF16 base widened
         size_t out = (size_t)pi->shape[0], in = (size_t)pi->shape[1];   // file: [in, out]
         for (size_t r = 0; r < out; r++)
-            for (size_t c = 0; c < in; c++) d[r * in + c] = src[c * out + r];
+            for (size_t c = 0; c < in; c++) d[r * in + c] = stored_element(t, c * out + r);
     }
 }
 
@@ -369,14 +422,17 @@ int ckpt_load(const char *step_dir, GPT *m, AdamW *opt, CkptState *st_out, char 
     StFile mf, of;
     st_init(&of);
     if (st_read(&mf, mpath, err, errlen) != 0) return -1;
-    int rc = check_tensors(&mf, m, mpath, "", 1, err, errlen);
+    const char *base_dtype = "fp32";   // a LoRA run's frozen base: BF16 in the file when it was bf16 in the run
+    for (int i = 0; i < st.n_options; i++)
+        if (strcmp(st.option_flag[i], "base-dtype") == 0) base_dtype = st.option_value[i];
+    int rc = check_tensors(&mf, m, base_dtype, mpath, "", 1, err, errlen);
     // The three records of the step agree, and nothing non-finite (or a negative v) is loaded.
     if (rc == 0) rc = ckpt_check_step(&mf, mpath, st.step, err, errlen);
     if (rc == 0) rc = ckpt_check_values(&mf, mpath, err, errlen);
     if (rc == 0 && opt) {
         rc = st_read(&of, opath, err, errlen);
-        if (rc == 0) rc = check_tensors(&of, m, opath, "m.", 2, err, errlen);
-        if (rc == 0) rc = check_tensors(&of, m, opath, "v.", 2, err, errlen);
+        if (rc == 0) rc = check_tensors(&of, m, "fp32", opath, "m.", 2, err, errlen);
+        if (rc == 0) rc = check_tensors(&of, m, "fp32", opath, "v.", 2, err, errlen);
         if (rc == 0) rc = ckpt_check_step(&of, opath, st.step, err, errlen);
         if (rc == 0) rc = ckpt_check_values(&of, opath, err, errlen);
     }

@@ -6,11 +6,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "io/ckpt_manifest.h"
+#include "io/st_convert.h"
 #include "tokenizer/bpe.h"
 
 int ckpt_check_values(const StFile *f, const char *path, char *err, size_t errlen) {
     for (int i = 0; i < f->n; i++) {
         const StTensor *t = &f->t[i];
+        if (t->dtype == ST_BF16) {   // a --base-dtype bf16 run's frozen base
+            long e = st_find_nonfinite(t);
+            if (e < 0) continue;
+            float v;
+            st_to_f32(t, (size_t)e, 1, &v);
+            snprintf(err, errlen, "'%s': tensor '%s' holds %g at element %ld; weights must be finite", path, t->name,
+                     (double)v, e);
+            return -1;
+        }
         if (t->dtype != ST_F32) continue;
         int second_moment = strncmp(t->name, "v.", 2) == 0;
         const float *x = t->data;
@@ -61,14 +71,30 @@ static int verify_sums(const char *dir, char *note, size_t notelen, char *err, s
     return ckpt_manifest_verify(dir, &m, err, errlen);
 }
 
-static int verify_tensors(const char *dir, const char *name, int step, int required, char *err, size_t errlen) {
+// BF16 only where bf16 allows it: in the model file of a --base-dtype bf16 run (its frozen base; which tensors
+// those are is ckpt_load's check, with the model). Other dtypes are left to the loader as before.
+static int check_bf16(const StFile *f, const char *path, int bf16, char *err, size_t errlen) {
+    for (int i = 0; i < f->n && !bf16; i++) {
+        if (f->t[i].dtype != ST_BF16) continue;
+        snprintf(err, errlen, "'%s': tensor '%s' is BF16, expected F32 (BF16 is only the frozen base, in "
+                 "model.safetensors of a run whose state.json records base-dtype bf16)", path, f->t[i].name);
+        return -1;
+    }
+    return 0;
+}
+
+static int verify_tensors(const char *dir, const char *name, int step, int required, int bf16, char *err,
+                          size_t errlen) {
     char path[4200];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (!required && stat(path, &sb) != 0) return 0;
     StFile f;
     if (st_read(&f, path, err, errlen) != 0) return -1;
-    int rc = ckpt_check_step(&f, path, step, err, errlen) == 0 && ckpt_check_values(&f, path, err, errlen) == 0 ? 0 : -1;
+    int rc = check_bf16(&f, path, bf16, err, errlen) == 0 && ckpt_check_step(&f, path, step, err, errlen) == 0 &&
+                     ckpt_check_values(&f, path, err, errlen) == 0
+                 ? 0
+                 : -1;
     st_free(&f);
     return rc;
 }
@@ -137,7 +163,11 @@ int ckpt_verify(const char *step_dir, char *note, size_t notelen, char *err, siz
     if (ckpt_read_state(step_dir, &st, err, errlen) != 0) return -1;
     if (check_step_name(step_dir, st.step, err, errlen) != 0) return -1;
     if (verify_tokenizer(&st, err, errlen) != 0) return -1;
-    if (verify_tensors(step_dir, "model.safetensors", st.step, 1, err, errlen) != 0) return -1;
+    int base16 = 0;   // state.json's record of a LoRA run's --base-dtype
+    for (int i = 0; i < st.n_options; i++)
+        base16 |= strcmp(st.option_flag[i], "base-dtype") == 0 && strcmp(st.option_value[i], "bf16") == 0;
+    if (verify_tensors(step_dir, "model.safetensors", st.step, 1, base16 && st.model.lora_rank > 0, err, errlen) != 0)
+        return -1;
     // optimizer.safetensors: generate needs only the weights, so a weights-only directory is usable there
-    return verify_tensors(step_dir, "optimizer.safetensors", st.step, 0, err, errlen);
+    return verify_tensors(step_dir, "optimizer.safetensors", st.step, 0, 0, err, errlen);
 }

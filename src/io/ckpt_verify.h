@@ -7,7 +7,8 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 
-// Every F32 tensor of f is finite, and those named "v.*" (AdamW second moments) are >= 0.
+// Every F32 and BF16 (a --base-dtype bf16 run's frozen base) tensor of f is finite, and those named "v.*"
+// (AdamW second moments) are >= 0.
 // 0, or -1 with err naming the file, the tensor, the element and its value.
 int ckpt_check_values(const StFile *f, const char *path, char *err, size_t errlen);
 // f's ctron_step metadata, when present, is step. 0, or -1 with err naming both.

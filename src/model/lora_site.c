@@ -37,12 +37,17 @@ static const uint8_t *lora_mask(GPT *m, int l, LoraSite s, int w, int W, int c0)
     return keep;
 }
 
-// u = x ⊙ keep/(1−p) [rows, in] into W_LORA, from x or (kept in bf16 only) its bf16 copy: the same values.
+// u = x ⊙ keep/(1−p) [rows, in] into W_LORA, from x or (kept in bf16 only) its bf16 copy: the same values. From
+// x in one pass: dropout_backward is dst = keep ? src·(1/(1−p)) : 0 out of place, dropout_apply's very product
+// (one kernel on the GPU), so no copy of x first.
 static const float *dropped(GPT *m, const float *x, const uint16_t *x16, int rows, int in, const uint8_t *keep) {
     float *u = ws(m, W_LORA);
     size_t count = (size_t)rows * (size_t)in;
-    if (x) m->be->copy(m->be, u, x, count * sizeof(float), COPY_D2D);
-    else m->be->bf16_unpack(m->be, u, x16, count);
+    if (x) {
+        m->be->dropout_backward(m->be, u, x, keep, lora_p(m), count);
+        return u;
+    }
+    m->be->bf16_unpack(m->be, u, x16, count);
     m->be->dropout_apply(m->be, u, keep, lora_p(m), count);
     return u;
 }

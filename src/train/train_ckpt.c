@@ -70,9 +70,12 @@ int train_ckpt_save(const TrainOptions *o, const GPT *m, const AdamW *opt, const
         return -1;
     }
     ckpt_step_dir(o->ckpt_dir, step, path, sizeof path);
+    // LoRA: + the frozen base, 2 B an element under --base-dtype bf16 (stored BF16)
+    double base16 = m->frozen && m->cfg.base_bf16 ? (double)m->n_base : 0.0;
     printf("saved %s (%s of weights and optimizer state, %.0f ms)\n", path,
-           format_bytes((3.0 * (double)m->n_params + (double)m->n_frozen) * sizeof(float), b1, sizeof b1),   // LoRA: +
-           (now_seconds() - t0) * 1e3);                                                                   // the base
+           format_bytes((3.0 * (double)m->n_params + (double)m->n_frozen - base16) * sizeof(float) + 2.0 * base16, b1,
+                        sizeof b1),
+           (now_seconds() - t0) * 1e3);
     fflush(stdout);
     return 0;
 }
