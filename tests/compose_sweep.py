@@ -95,7 +95,12 @@ def draw_layout(c, r, mode):
             c.add("--sp")
     elif kind == "pp" and c.layers % 2 == 0:
         c.pp = 2
-        c.add("--pp", 2, "--pp-schedule", r.choice(["1f1b", "gpipe", "layered"]))
+        sched = r.choice(["1f1b", "gpipe", "layered", "interleaved"] if c.layers % 4 == 0 else ["1f1b", "gpipe", "layered"])
+        c.add("--pp", 2, "--pp-schedule", sched)
+        if sched == "interleaved":
+            c.add("--virtual-stages", 2)
+        if r.random() < 0.3:   # Megatron's micro-batches that keep everything
+            c.add("--recompute-microbatches", 1)
     else:
         c.dp = 2
         if r.random() < 0.5:
@@ -121,8 +126,11 @@ def draw_policy(c, r):
     elif rec == "search":
         c.add("--recompute", "search", "--search-rates", "100,10,5" if c.tp > 1 else "100,10",
               "--act-budget-layer", r.choice(["4KB", "16KB", "40KB", "1MB"]))
-    elif rec == "memo":
+    elif rec == "memo" and r.random() < 0.5:
         c.add("--memo", r.choice(["0", "0.25", "0.5", "1"]))
+    elif rec == "memo":   # each layer its own α, or a layer of another policy among them
+        kinds = [r.choice(["memo@0", "memo@0.25", "memo@0.5", "memo@1", "none", "selective"]) for _ in range(c.layers)]
+        c.add("--recompute-layers", ",".join(f"{i}-{i}:{k}" for i, k in enumerate(kinds)))
     else:
         c.add("--mem-budget", r.choice(["64KiB", "128KiB", "256KiB", "1MiB"]))
     search, budget, memo = rec == "search", rec == "budget", rec == "memo"
@@ -146,6 +154,8 @@ def draw_policy(c, r):
         c.add("--gelu-bits", r.randint(1, 4))
     if r.random() < 0.1 and plain and c.pp == 1:
         c.add("--offload", r.choice(["all", "fc1_in", "qkv_in,ln2_in"]))
+        if r.random() < 0.3:
+            c.add("--offload-dir", ".")   # a file in the case's own directory (the run's cwd)
     if r.random() < 0.15:
         c.add("--static-plan")
     c.reversible = r.random() < 0.08 and (rec == "none" or wild) and c.pp == 1
