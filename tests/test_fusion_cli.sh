@@ -58,6 +58,21 @@ picks l80 'selective+norm,proj,drop1_mask,drop2_mask'; same lplain16 l80
 run l40 llama --recompute search --act-budget-layer 40KiB --search-rates 100,10 --act-dtype bf16
 picks l40 'selective+norm,fc1,proj,drop1_mask'; same lplain16 l40
 
+# flash attention (O and the log-sum-exp kept, no s×s tensors): 'attn' is flash's forward again, the GEMM parts
+# remake what flash's backward reads; bitwise the keep-everything flash run (GPT-2 fp32, llama bf16 storage)
+run fplain gpt --attention flash
+run f100 gpt --attention flash --recompute search --act-budget-layer 100KiB --search-rates 100,10
+picks f100 'FPICK100'; same fplain f100
+run f60 gpt --attention flash --recompute search --act-budget-layer 60KiB --search-rates 100,10 --static-plan
+picks f60 'FPICK60'; same fplain f60
+run f30 gpt --attention flash --recompute search --act-budget-layer 30KiB --search-rates 100,10
+picks f30 'FPICK30'; same fplain f30
+run lfplain llama --attention flash --act-dtype bf16
+run lf50 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 50KiB --search-rates 100,10
+picks lf50 'LFPICK50'; same lfplain lf50
+run lf25 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 25KiB --search-rates 100,10
+picks lf25 'LFPICK25'; same lfplain lf25
+
 # ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
 mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search
      --search-rates 100,10)
@@ -85,7 +100,8 @@ bad 'needs --act-budget-layer' --recompute search
 bad 'is for --recompute search' --act-budget-layer 1MiB
 bad 'is for --recompute search' --recompute selective --search-rates 1,1
 bad 'with --tempo' --recompute search --act-budget-layer 1MiB --tempo softmax
-bad 'with --attention flash' --recompute search --act-budget-layer 1MiB --attention flash
+bad 'with --lora-rank' --recompute search --act-budget-layer 1MiB --lora-rank 2
+bad 'with --mini-seq' --recompute search --act-budget-layer 1MiB --mini-seq 2
 bad 'chooses --recompute-layers' --recompute search --act-budget-layer 1MiB --recompute-layers 0-1:full
 bad 'with a pipeline' --recompute search --act-budget-layer 1MiB --pp-schedule gpipe
 bad 'expected GFLOPS,GBPS' --recompute search --act-budget-layer 1MiB --search-rates 0,5

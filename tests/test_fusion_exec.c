@@ -3,7 +3,8 @@
 // instead of q, k, v (RECOMPUTE_QKV_OUT), FC1's input instead of the MLP's inner tensors
 // (RECOMPUTE_FC1_OUT), the projection's input instead of ln2_in (RECOMPUTE_PROJ_OUT) and a dropout mask's
 // key instead of the mask (RECOMPUTE_ATTN_MASK, _DROP1_MASK, _DROP2_MASK; bytes or bits), alone and on top
-// of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
+// of selective, full and Tempo's softmax fusion, and under flash attention (O and the log-sum-exp made
+// again by flash's forward), trains bitwise as the layer that keeps everything
 // (losses, gradients, parameters over 3 steps with dropout), for GPT-2 and llama, fp32, bf16 storage
 // and mixed precision; and the ledger measures, name by name, what the analytic model and the search's
 // graph predict, and the step's peak what the analytic model predicts.
@@ -58,7 +59,7 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
         t->loss[step - 1] = gpt_forward(&m, tok, tgt, s, b, ctx, 1.0f / (float)(s * b));
         if (step == 1) {   // the ledger == the analytic model == the search's graph
             FusionGraph g;
-            fusion_graph_build(&g, &m.shape);
+            fusion_graph_build(&g, &m.shape, parts & ~FUSION_PARTS);
             FusionMode md = {pol.kind[0], parts & FUSION_PARTS};
             size_t layer = 0;
             for (int l = 0; l < L; l++) {
@@ -135,22 +136,43 @@ int main(void) {
         {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP2_MASK, MASKS_BYTES},
         {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK | RECOMPUTE_ATTN_MASK, MASKS_BYTES},
     };
+    // Flash attention (O and the log-sum-exp kept): "attn" is flash's forward again (O and the log-sum-exp
+    // at once, for Proj's weight gradient and flash's backward), the GEMM parts remake what flash reads.
+    const unsigned F = ATTN_FLASH;
+    struct { const char *kind; unsigned parts; MaskMode masks; } flash_modes[] = {
+        {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"selective", F | RECOMPUTE_ATTN_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_QKV_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"selective", F | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT, MASKS_BYTES},   // flash's forward on remade q, k, v
+        {"selective", F | RECOMPUTE_ATTN_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP1_MASK, MASKS_BYTES},
+        {"selective", F | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT |
+                          RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK, MASKS_BITS},
+        {"full", F | RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+    };
     struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
     int runs = 0;
+    for (int fl = 0; fl < 2; fl++)
     for (int f = 0; f < 3; f++)
         for (int dt = 0; dt < 3; dt++) {
             GPTConfig cfg = config(fams[f].llama, fams[f].p);
             Trace ref;
             char what[160];
-            snprintf(what, sizeof what, "%s %s none", fams[f].name, DT[dt]);
-            run(&ref, &cfg, "none", 0, MASKS_BYTES, dt, what);
-            for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-                if (fams[f].llama && modes[i].parts == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
+            snprintf(what, sizeof what, "%s %s none%s", fams[f].name, DT[dt], fl ? " flash" : "");
+            run(&ref, &cfg, "none", fl ? F : 0, MASKS_BYTES, dt, what);
+            size_t nm = fl ? sizeof flash_modes / sizeof flash_modes[0] : sizeof modes / sizeof modes[0];
+            for (size_t i = 0; i < nm; i++) {
+                const char *kind = fl ? flash_modes[i].kind : modes[i].kind;
+                unsigned mp = fl ? flash_modes[i].parts : modes[i].parts;
+                MaskMode mm = fl ? flash_modes[i].masks : modes[i].masks;
+                if (fams[f].llama && mp == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
                 Trace t;
                 char parts[96];
-                snprintf(what, sizeof what, "%s %s %s+%s, %s masks", fams[f].name, DT[dt], modes[i].kind,
-                         fusion_parts_name(modes[i].parts, parts, sizeof parts), mask_mode_name(modes[i].masks));
-                run(&t, &cfg, modes[i].kind, modes[i].parts, modes[i].masks, dt, what);
+                snprintf(what, sizeof what, "%s %s %s+%s%s, %s masks", fams[f].name, DT[dt], kind,
+                         fusion_parts_name(mp, parts, sizeof parts), fl ? " (flash)" : "", mask_mode_name(mm));
+                run(&t, &cfg, kind, mp, mm, dt, what);
                 CHECK(memcmp(ref.loss, t.loss, sizeof t.loss) == 0, "%s: losses differ (%.9g vs %.9g)", what, ref.loss[0],
                       t.loss[0]);
                 CHECK(memcmp(ref.grads, t.grads, t.n * sizeof(float)) == 0, "%s: gradients differ", what);
@@ -160,7 +182,7 @@ int main(void) {
             }
             trace_free(&ref);
         }
-    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors and the dropout masks made again in backward: "
-           "bitwise the runs that keep them\n", runs);
+    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors, the attention's output (standard and flash) "
+           "and the dropout masks made again in backward: bitwise the runs that keep them\n", runs);
     return check_summary();
 }

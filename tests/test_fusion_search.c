@@ -23,18 +23,18 @@ static unsigned set_of(const FusionGraph *g, const ActName *names, int n) {
     return k;
 }
 
-static void check_bytes_and_modes(const ActShape *sh, const char *what) {
+static void check_bytes_and_modes(const ActShape *sh, unsigned base, const char *what) {
     FusionGraph g;
-    fusion_graph_build(&g, sh);
+    fusion_graph_build(&g, sh, base);
     unsigned all = (1u << g.n) - 1;
-    CHECK(fusion_bytes(&g, all) == act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, 0), "%s: the graph's tensors %zu, a none "
-          "layer %zu", what, fusion_bytes(&g, all), act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, 0));
+    CHECK(fusion_bytes(&g, all) == act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, base), "%s: the graph's tensors %zu, a "
+          "none layer %zu", what, fusion_bytes(&g, all), act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, base));
     CHECK(fusion_cost(&g, &RATES, all, NULL, NULL) == 0.0, "%s: keeping everything recomputes nothing", what);
     FusionMode modes[FUSION_MAX_MODES];
     int n = fusion_modes(&g, modes);
     for (int i = 0; i < n; i++) {
         char name[128];
-        size_t want = act_layer_kind_bytes(sh, modes[i].kind, 1, modes[i].parts);
+        size_t want = act_layer_kind_bytes(sh, modes[i].kind, 1, modes[i].parts | base);
         CHECK(fusion_bytes(&g, fusion_mode_kept(&g, modes[i])) == want, "%s: mode %s keeps %zu in the graph, %zu in "
               "the analytic model", what, fusion_mode_name(modes[i], name, sizeof name),
               fusion_bytes(&g, fusion_mode_kept(&g, modes[i])), want);
@@ -51,9 +51,9 @@ static void check_bytes_and_modes(const ActShape *sh, const char *what) {
 }
 
 // Branch and bound against every subset, at budgets from the input alone to everything.
-static int check_exact(const ActShape *sh, const FusionRates *r, const char *what) {
+static int check_exact(const ActShape *sh, unsigned base, const FusionRates *r, const char *what) {
     FusionGraph g;
-    fusion_graph_build(&g, sh);
+    fusion_graph_build(&g, sh, base);
     size_t lo = fusion_bytes(&g, 0), hi = fusion_bytes(&g, (1u << g.n) - 1);
     int cases = 0;
     for (int k = -1; k <= 24; k++) {
@@ -87,7 +87,7 @@ static void check_tp_traffic(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ActShape sh = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, cases[i].t, cases[i].sp, 0);
         FusionGraph g;
-        fusion_graph_build(&g, &sh);
+        fusion_graph_build(&g, &sh, 0);
         unsigned kept = fusion_mode_kept(&g, (FusionMode){RECOMPUTE_SELECTIVE, cases[i].parts});
         double extra = fusion_cost(&g, &priced, kept, NULL, NULL) - fusion_cost(&g, &RATES, kept, NULL, NULL);
         CHECK(fusion_comm_bytes(&g, kept) == cases[i].bytes, "t %d, %s: %.0f bytes again, by hand %.0f", cases[i].t,
@@ -99,7 +99,7 @@ static void check_tp_traffic(void) {
     // (3,145,728 bytes: 6.29 ms) makes q, k, v's GEMM the cheaper one (48.9 ms, no traffic: every row at hand).
     ActShape tp = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 2, 0, 0);
     FusionGraph g;
-    fusion_graph_build(&g, &tp);
+    fusion_graph_build(&g, &tp, 0);
     struct { const FusionRates *r; const char *pick; double ms; } picks[] = {
         {&RATES, "selective+norm,attn,fc1,proj,drop1_mask", 43.507}, {&priced, "selective+norm,qkv,fc1,drop1_mask", 48.855}};
     for (int i = 0; i < 2; i++) {
@@ -124,14 +124,20 @@ int main(void) {
         shape(16, 2, 48, 6, 0, 4, MASKS_BYTES, 1, 0, 1),   // llama, GQA 6/2, ffn 128
         shape(16, 2, 48, 6, 1, 2, MASKS_BYTES, 2, 1, 1),   // llama, dropout, TP 2 + SP
         shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 1, 0, 0),   // S
+        shape(16, 2, 64, 4, 1, 4, MASKS_BYTES, 1, 0, 0),   // flash: O and the log-sum-exp, no s×s tensors
+        shape(32, 2, 64, 4, 1, 2, MASKS_BITS, 2, 1, 0),
+        shape(16, 2, 48, 6, 1, 2, MASKS_BYTES, 2, 1, 1),
+        shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 1, 0, 0),
     };
     const char *names[] = {"gpt2 fp32", "gpt2 bf16 p0", "gpt2 tp2+sp bits", "gpt2 regen", "llama", "llama tp2+sp",
-                           "S"};
+                           "S", "gpt2 flash", "gpt2 flash tp2+sp bits", "llama flash tp2+sp", "S flash"};
+    const unsigned bases[] = {0, 0, 0, 0, 0, 0, 0, ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, ATTN_FLASH};
     int cases = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        check_bytes_and_modes(&shapes[i], names[i]);
-        cases += check_exact(&shapes[i], &RATES, names[i]);
-        if (shapes[i].t > 1) cases += check_exact(&shapes[i], &(FusionRates){100.0, 10.0, 0.05}, names[i]);   // TP priced
+        check_bytes_and_modes(&shapes[i], bases[i], names[i]);
+        cases += check_exact(&shapes[i], bases[i], &RATES, names[i]);
+        if (shapes[i].t > 1)   // TP priced
+            cases += check_exact(&shapes[i], bases[i], &(FusionRates){100.0, 10.0, 0.05}, names[i]);
     }
     printf("branch and bound == every subset at %d (shape, budget) cases\n", cases);
 
@@ -142,7 +148,7 @@ int main(void) {
     // recompute, which is picked only where nothing else fits.
     // Every pick costs what the graph's optimum costs (it keeps the norms' statistics too, 16 or 8 KiB):
     // a single mask drawn again alone is a part of its own (RECOMPUTE_DROP1_MASK, ...).
-    struct { int llama; size_t budget; int rc; const char *pick; } picks[] = {
+    struct { int cfg; size_t budget; int rc; const char *pick; } picks[] = {   // cfg: 1 llama, 2 flash
         {0, 80232448, 0, "none+softmax"},   // as cheap as none (fused), fewer bytes
         {0, 70000000, 0, "none+softmax"},
         {0, 50000000, 0, "none+softmax,norm,act"},
@@ -170,24 +176,44 @@ int main(void) {
         {1, 10000000, 0, "selective+norm,attn,fc1,proj"},
         {1, 8000000, 0, "selective+norm,attn,qkv,fc1"},
         {1, 3145728, 0, "full"},
+        // Flash (O and the log-sum-exp kept, no s×s tensors): "attn" is flash's forward again (both made at
+        // once: 4·b·s²·h FLOPs, no fusion), selective alone is none (it carries "attn"). Each pick costs the
+        // graph's optimum (asserted below for every row).
+        {2, 80000000, 0, "none"},                                // 51,970,048 bytes: O and the lse, no s×s tensors
+        {2, 40000000, 0, "none+act"},
+        {2, 30000000, 0, "selective+norm,act,attn"},             // flash's forward again (selective: no-op under flash)
+        {2, 25000000, 0, "none+norm,act,qkv"},
+        {2, 20000000, 0, "selective+norm,act,attn,qkv,drop1_mask"},
+        {2, 15000000, 0, "selective+norm,attn,fc1,proj"},
+        {2, 10000000, 0, "none+norm,qkv,fc1,drop1_mask,drop2_mask"},
+        {2, 5000000, 0, "selective+norm,attn,qkv,fc1,proj"},
+        {3, 50000000, 0, "none"},                                // 37,806,080 bytes
+        {3, 30000000, 0, "selective+norm,attn"},
+        {3, 25000000, 0, "selective+norm,attn,qkv"},
+        {3, 20000000, 0, "selective+norm,attn,qkv,proj"},
+        {3, 15000000, 0, "none+norm,fc1"},
+        {3, 10000000, 0, "none+norm,qkv,fc1"},
+        {3, 5000000, 0, "full"},
     };
     for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
-        ActShape S = picks[i].llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];
+        int llama = picks[i].cfg & 1, flash = picks[i].cfg >> 1;
+        ActShape S = llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];
+        const char *sn = flash ? (llama ? "S-llama flash" : "S flash") : llama ? "S-llama" : "S";
         FusionGraph g;
-        fusion_graph_build(&g, &S);
+        fusion_graph_build(&g, &S, flash ? ATTN_FLASH : 0);
         FusionMode md;
         FusionCut cut, best;
         char nm[128], kept[300];
         int rc = fusion_search_modes(&g, &RATES, picks[i].budget, &md, &cut);
         fusion_mode_name(md, nm, sizeof nm);
         CHECK(rc == picks[i].rc && strcmp(nm, picks[i].pick) == 0, "%s budget %zu: picked %s (%d), expected %s (%d)",
-              picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, rc, picks[i].pick, picks[i].rc);
+              sn, picks[i].budget, nm, rc, picks[i].pick, picks[i].rc);
         int rb = fusion_search(&g, &RATES, picks[i].budget, &best);
         CHECK(rb == rc && best.cost <= cut.cost * (1 + 1e-12), "the graph's optimum is never worse than an executable mode");
         CHECK(cut.cost <= best.cost * (1 + 1e-12), "%s budget %zu: %s costs %.6g ms, the graph's "
-              "optimum %.6g ms", picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.cost * 1e3, best.cost * 1e3);
-        printf("%-8s budget %9zu: %-22s %9zu bytes %8.3f ms | graph optimum %9zu bytes %8.3f ms, drops %s\n",
-               picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
+              "optimum %.6g ms", sn, picks[i].budget, nm, cut.cost * 1e3, best.cost * 1e3);
+        printf("%-13s budget %9zu: %-22s %9zu bytes %8.3f ms | graph optimum %9zu bytes %8.3f ms, drops %s\n",
+               sn, picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
                best.cost * 1e3, fusion_set_describe(&g, ((1u << g.n) - 1) & ~best.kept, 0, kept, sizeof kept));
     }
     check_tp_traffic();

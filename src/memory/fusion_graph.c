@@ -5,12 +5,17 @@
 #include "parallel/comm.h"
 
 // Where an op's FLOPs come from (per micro-batch per rank); pointwise ops have none worth counting.
-typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_PROJ, FL_FC1 } FlopSite;
+typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_FLASH, FL_PROJ, FL_FC1 } FlopSite;
+
+// Which attention a row belongs to: both, the standard one (s×s tensors), or flash's (log-sum-exp only).
+enum { ATT_ANY, ATT_STANDARD, ATT_FLASH };
 
 // The block's forward, GPT-2's and llama's in one table: a tensor the family does not have is absent
 // (llama has gate and up, no gelu_in or fc2_in; so GeLU's row vanishes: SwiGLU's output is never kept,
-// its backward always makes it again).
+// its backward always makes it again). Under flash the core is one op: q, k, v in, its output O (proj_in)
+// and the log-sum-exp out (its backward reads both; the s×s tensors never exist).
 static const struct {
+    int attn;
     const char *name;
     FlopSite flops;
     FusionFuse fuse;
@@ -19,24 +24,25 @@ static const struct {
     ActName out[3];
     int n_out;
 } OPS[] = {
-    {"norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
-    {"qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V}, 3},
-    {"scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
-    {"attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
-    {"attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
-    {"p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
-    {"drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
-    {"proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN}, 1},
-    {"norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
-    {"fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP}, 3},
-    {"gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
-    {"drop2 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP2_MASK}, 1},
+    {ATT_ANY, "norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
+    {ATT_ANY, "qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V}, 3},
+    {ATT_STANDARD, "scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
+    {ATT_STANDARD, "attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
+    {ATT_STANDARD, "attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
+    {ATT_STANDARD, "p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
+    {ATT_FLASH, "flash attention", FL_FLASH, FUSE_NO, {ACT_Q, ACT_K, ACT_V}, 3, {ACT_PROJ_IN, ACT_ATTN_LSE}, 2},
+    {ATT_ANY, "drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
+    {ATT_ANY, "proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN}, 1},
+    {ATT_ANY, "norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
+    {ATT_ANY, "fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP}, 3},
+    {ATT_ANY, "gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
+    {ATT_ANY, "drop2 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP2_MASK}, 1},
 };
 
 // What backward reads (the norms' weight and input gradients, each linear's weight gradient, the
 // attention backward, the dropouts, the activation's derivative).
 static const ActName NEEDS[] = {ACT_LN1_IN, ACT_LN1_STATS, ACT_QKV_IN, ACT_Q, ACT_K, ACT_V, ACT_ATTN_PROB,
-                                ACT_ATTN_MASK, ACT_ATTN_DROP, ACT_PROJ_IN, ACT_DROP1_MASK, ACT_LN2_IN,
+                                ACT_ATTN_MASK, ACT_ATTN_DROP, ACT_ATTN_LSE, ACT_PROJ_IN, ACT_DROP1_MASK, ACT_LN2_IN,
                                 ACT_LN2_STATS, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_GATE, ACT_UP,
                                 ACT_DROP2_MASK};
 
@@ -46,6 +52,7 @@ static double op_flops(const ActShape *sh, FlopSite site) {
     switch (site) {
     case FL_QKV: return 2.0 * n * h * (h + 2.0 * blk.kv_width) / t;
     case FL_SCORES: case FL_PV: return 2.0 * (double)sh->b * s * s * h / t;
+    case FL_FLASH: return 4.0 * (double)sh->b * s * s * h / t;   // the scores and p·v, tile by tile
     case FL_PROJ: return 2.0 * n * h * h / t;
     case FL_FC1: return 2.0 * n * h * blk.ffn * blk.mlp_mats / t;
     default: return 0.0;
@@ -77,12 +84,15 @@ static void add_tensor(FusionGraph *g, const ActShape *sh, ActName a) {
     g->n++;
 }
 
-void fusion_graph_build(FusionGraph *g, const ActShape *sh) {
+void fusion_graph_build(FusionGraph *g, const ActShape *sh, unsigned base) {
     memset(g, 0, sizeof *g);
+    g->base = base;
+    int flash = (base & ATTN_FLASH) != 0;
     unsigned stands[ACT_COUNT] = {0};   // the bits an ActName stands for: itself, or an absent one's inputs
     add_tensor(g, sh, ACT_LN1_IN);      // no op's output: the checkpoint, always kept
     g->fixed = stands[ACT_LN1_IN] = 1u;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+        if (OPS[i].attn != ATT_ANY && (OPS[i].attn == ATT_FLASH) != flash) continue;   // the other attention's
         unsigned in = 0, out = 0;
         double traffic = 0.0;
         for (int k = 0; k < OPS[i].n_in; k++) {

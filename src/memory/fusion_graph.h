@@ -43,6 +43,7 @@ typedef struct {
     FusionOp op[FG_MAX_OPS];            // topological order (the forward's)
     unsigned needs;                     // tensors backward reads
     unsigned fixed;                     // always kept: the layer's input, the checkpoint
+    unsigned base;                      // the run's own policy bits (ATTN_FLASH) every mode carries
 } FusionGraph;
 
 // link_gbps: the TP link's rate, which prices each op's comm bytes (0: not priced; t = 1 has none).
@@ -50,8 +51,9 @@ typedef struct { double gemm_gflops, mem_gbps, link_gbps; } FusionRates;
 
 // The graph of one layer of sh's family and layout. Tensors of 0 bytes (no dropout: the masks and
 // attn_drop; regenerated masks) are not candidates: an op reading one reads what it stands for instead
-// (attn_drop without dropout is attn_prob).
-void fusion_graph_build(FusionGraph *g, const ActShape *sh);
+// (attn_drop without dropout is attn_prob). base: the run's policy bits that shape the block, not chosen
+// by the search (ATTN_FLASH: flash's core, which keeps O and the log-sum-exp, no s×s tensors).
+void fusion_graph_build(FusionGraph *g, const ActShape *sh, unsigned base);
 // The tensor's bit in g (0 when it is not a candidate here).
 unsigned fusion_bit(const FusionGraph *g, ActName name);
 // Bytes a layer keeps under kept (the fixed input included).

@@ -1034,8 +1034,8 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
     const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
         m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                        saved_in(m, A, ACT_PROJ_IN, l, nhl),
-                                        saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
+                                        remat_in(m, l, ACT_PROJ_IN, nhl),
+                                        remat_in(m, l, ACT_ATTN_LSE, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
                                         s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
     else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),

@@ -13,6 +13,7 @@ int remat_makes(const GPT *m, ActName name) {
     if (name == ACT_QKV_IN || name == ACT_FC1_IN) return (t & RECOMPUTE_NORM_OUT) != 0;
     if (name == ACT_FC2_IN) return (t & (RECOMPUTE_ACT_OUT | RECOMPUTE_FC1_OUT)) != 0;
     if (name == ACT_PROJ_IN) return (t & RECOMPUTE_ATTN_OUT) != 0;
+    if (name == ACT_ATTN_LSE) return (t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH);   // flash's forward makes it with O
     if (name == ACT_Q || name == ACT_K || name == ACT_V) return (t & RECOMPUTE_QKV_OUT) != 0;
     if (name == ACT_GELU_IN || name == ACT_GATE || name == ACT_UP) return (t & RECOMPUTE_FC1_OUT) != 0;
     if (name == ACT_LN2_IN) return (t & RECOMPUTE_PROJ_OUT) != 0;
@@ -142,7 +143,8 @@ static const float *gelu_again(GPT *m, int l) {
 
 // ctx = Attention(q, k, v) with the forward's kernel, site and rounding; its probabilities, mask and dropped
 // probabilities into their workspace slots (where a selective layer's forward wrote them), for the
-// standard attention backward that follows.
+// standard attention backward that follows; under flash, O and the log-sum-exp by flash's forward (the
+// same tiles in the same order: the forward's bits), for flash's backward.
 static const float *attention_again(GPT *m, int l) {
     int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
     size_t n = (size_t)s * b, nhl = n * (size_t)m->hl, nkv = n * (size_t)m->kvl;
@@ -151,6 +153,13 @@ static const float *attention_again(GPT *m, int l) {
     int drop = site.p > 0.0f;
     const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
+    if (m->policy.tempo & ATTN_FLASH) {
+        float *lse = made(m, ACT_ATTN_LSE, work_slot(m, ACT_ATTN_LSE, l));
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->hl,
+                                       m->head0, site, m->act->ctx.sample0);
+        if (bf16) m->be->bf16_round(m->be, ctx, nhl);   // as saved_done rounds the forward's
+        return ctx;
+    }
     float *prob = made(m, ACT_ATTN_PROB, work_slot(m, ACT_ATTN_PROB, l));
     uint8_t *mask = drop ? made(m, ACT_ATTN_MASK, work_slot(m, ACT_ATTN_MASK, l)) : NULL;
     float *dropped = drop ? made(m, ACT_ATTN_DROP, work_slot(m, ACT_ATTN_DROP, l)) : NULL;
@@ -174,7 +183,7 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
         if (m->policy.tempo & RECOMPUTE_FC1_OUT) mlp_again(m, l);
         else return gelu_again(m, l);   // once: only FC2's weight gradient reads it
         break;
-    case ACT_PROJ_IN: attention_again(m, l); break;
+    case ACT_PROJ_IN: case ACT_ATTN_LSE: attention_again(m, l); break;
     case ACT_Q: case ACT_K: case ACT_V: qkv_again(m, l); break;
     case ACT_GELU_IN: case ACT_GATE: case ACT_UP: mlp_again(m, l); break;
     case ACT_LN2_IN: proj_again(m, l); break;
@@ -200,16 +209,14 @@ void remat_check(const MemoryPolicy *p) {
         if (p->kind[l] != RECOMPUTE_SELECTIVE)
             ctron_fatal("gpt_init: recomputing the attention's output in layer %d, which is %s (selective layers only: "
                         "their probabilities are not kept)", l, recompute_name(p->kind[l]));
-    if ((t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH))
-        ctron_fatal("gpt_init: recomputing the attention's output with flash attention, whose backward reads it");
     if ((t & RECOMPUTE_NORM_OUT) && (t & (TEMPO_LAYERNORM | MINI_SEQ)))
         ctron_fatal("gpt_init: recomputing the norms' outputs with %s, which reads them in backward",
                     t & MINI_SEQ ? "mini-seq" : "Tempo's norm-from-output");
     unsigned gemm = t & (RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT);
-    if (gemm && (t & (ATTN_FLASH | MINI_SEQ | TEMPO_GELU | TEMPO_LAYERNORM | GELU_FEWBIT | LORA_FROZEN)))
+    if (gemm && (t & (MINI_SEQ | TEMPO_GELU | TEMPO_LAYERNORM | GELU_FEWBIT | LORA_FROZEN)))
         ctron_fatal("gpt_init: recomputing %s with %s, whose backward reads what it drops or adds to the GEMMs",
                     gemm & RECOMPUTE_QKV_OUT ? "q, k and v" : gemm & RECOMPUTE_FC1_OUT ? "the MLP's inner tensors" : "ln2_in",
-                    t & ATTN_FLASH ? "flash attention" : t & MINI_SEQ ? "mini-seq" : t & LORA_FROZEN ? "LoRA" : "Tempo/Few-Bit");
+                    t & MINI_SEQ ? "mini-seq" : t & LORA_FROZEN ? "LoRA" : "Tempo/Few-Bit");
     for (int l = 0; gemm && l < p->layers; l++)
         if (p->kind[l] == RECOMPUTE_MEMO)
             ctron_fatal("gpt_init: recomputing GEMM outputs in layer %d, a memo layer (its own token-wise recompute)", l);
