@@ -62,16 +62,16 @@ picks l40 'selective+norm,fc1,proj,drop1_mask'; same lplain16 l40
 # remake what flash's backward reads; bitwise the keep-everything flash run (GPT-2 fp32, llama bf16 storage)
 run fplain gpt --attention flash
 run f100 gpt --attention flash --recompute search --act-budget-layer 100KiB --search-rates 100,10
-picks f100 'FPICK100'; same fplain f100
-run f60 gpt --attention flash --recompute search --act-budget-layer 60KiB --search-rates 100,10 --static-plan
-picks f60 'FPICK60'; same fplain f60
+picks f100 'none+norm,fc1,drop1_mask,drop2_mask'; same fplain f100
+run f40 gpt --attention flash --recompute search --act-budget-layer 40KiB --search-rates 100,10 --static-plan
+picks f40 'none+norm,qkv,fc1,proj,drop1_mask'; same fplain f40
 run f30 gpt --attention flash --recompute search --act-budget-layer 30KiB --search-rates 100,10
-picks f30 'FPICK30'; same fplain f30
+picks f30 'selective+norm,attn,qkv,fc1,proj'; same fplain f30
 run lfplain llama --attention flash --act-dtype bf16
 run lf50 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 50KiB --search-rates 100,10
-picks lf50 'LFPICK50'; same lfplain lf50
-run lf25 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 25KiB --search-rates 100,10
-picks lf25 'LFPICK25'; same lfplain lf25
+picks lf50 'none+norm,fc1'; same lfplain lf50
+run lf15 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 15KiB --search-rates 100,10
+picks lf15 'selective+norm,attn,qkv,fc1,proj,drop1_mask'; same lfplain lf15
 
 # ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
 mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search
