@@ -18,6 +18,8 @@
 
 enum { STEPS = 3, L = 3 };
 
+typedef struct { const char *kind; unsigned parts; MaskMode masks; } Mode;   // a layer's kind and parts
+
 typedef struct {
     double loss[STEPS];
     float *grads, *params;
@@ -58,14 +60,14 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
         StepCtx ctx = {11, (uint32_t)step, 0, 1};
         t->loss[step - 1] = gpt_forward(&m, tok, tgt, s, b, ctx, 1.0f / (float)(s * b));
         if (step == 1) {   // the ledger == the analytic model == the search's graph
-            FusionGraph g;
-            fusion_graph_build(&g, &m.shape, parts & ~FUSION_PARTS);
+            FusionGraph g;   // the run's own bits: flash, and LoRA's that gpt_init adds
+            fusion_graph_build(&g, &m.shape, m.policy.tempo & FUSION_BASE_BITS);
             FusionMode md = {pol.kind[0], parts & FUSION_PARTS};
             size_t layer = 0;
             for (int l = 0; l < L; l++) {
                 for (int nm = 0; nm < ACT_N_LAYER; nm++) {
                     size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l);
-                    size_t want = act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm);
+                    size_t want = act_layer_name_bytes(&m.shape, &m.policy, l, (ActName)nm);
                     CHECK(got == want, "%s: layer %d %s measured %zu, predicted %zu", what, l, act_name_str((ActName)nm),
                           got, want);
                     if (l == 0) layer += got;
@@ -73,13 +75,13 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
             }
             CHECK(layer == fusion_bytes(&g, fusion_mode_kept(&g, md)), "%s: layer 0 measured %zu, the search's graph %zu",
                   what, layer, fusion_bytes(&g, fusion_mode_kept(&g, md)));
-            CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &pol), "%s: end of forward %zu, predicted "
-                  "%zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &pol));
+            CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &m.policy), "%s: end of forward %zu, "
+                  "predicted %zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &m.policy));
         }
         gpt_backward(&m, tok, ctx);
         if (step == 1)
-            CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &pol), "%s: step peak %zu, predicted %zu", what,
-                  m.ledger.total_peak, act_peak_bytes(&m.shape, &pol));
+            CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &m.policy), "%s: step peak %zu, predicted %zu", what,
+                  m.ledger.total_peak, act_peak_bytes(&m.shape, &m.policy));
         adamw_step(&opt, &m, 2e-3f, 1.0f);
     }
     t->n = m.n_params;
@@ -99,7 +101,7 @@ static void trace_free(Trace *t) {
 
 int main(void) {
     static const char *DT[] = {"fp32", "bf16", "mixed bf16"};
-    struct { const char *kind; unsigned parts; MaskMode masks; } modes[] = {
+    static const Mode modes[] = {
         {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
         {"none", RECOMPUTE_NORM_OUT, MASKS_BYTES},
         {"none", RECOMPUTE_ACT_OUT, MASKS_BYTES},
@@ -138,8 +140,8 @@ int main(void) {
     };
     // Flash attention (O and the log-sum-exp kept): "attn" is flash's forward again (O and the log-sum-exp
     // at once, for Proj's weight gradient and flash's backward), the GEMM parts remake what flash reads.
-    const unsigned F = ATTN_FLASH;
-    struct { const char *kind; unsigned parts; MaskMode masks; } flash_modes[] = {
+    enum { F = ATTN_FLASH };
+    static const Mode flash_modes[] = {
         {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
         {"selective", F | RECOMPUTE_ATTN_OUT, MASKS_BYTES},
         {"none", F | RECOMPUTE_QKV_OUT, MASKS_BYTES},
@@ -152,26 +154,50 @@ int main(void) {
         {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK, MASKS_BITS},
         {"full", F | RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
     };
+    // LoRA and LoRA-FA (rank 2 on every site, the base frozen; 3 steps, so B is no longer 0 when the GEMM
+    // parts remake q, k, v, the MLP's tensors and ln2_in with the adapters' terms from their kept x·Aᵀ; under
+    // LoRA-FA the GEMMs' inputs are not kept, so the norms (or the attention) make them again first).
+    static const Mode lora_modes[] = {
+        {"none", RECOMPUTE_QKV_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_ATTN_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP1_MASK, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT |
+                          RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+    };
+    struct { const char *name; unsigned ref; int lora; size_t n; const Mode *modes; } sets[] = {
+        {"", 0, 0, sizeof modes / sizeof modes[0], modes},
+        {" (flash)", F, 0, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
+        {" (LoRA)", 0, 1, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
+        {" (LoRA-FA)", 0, 2, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
+        {" (flash, LoRA-FA)", F, 2, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
+    };
     struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
     int runs = 0;
-    for (int fl = 0; fl < 2; fl++)
+    for (size_t set = 0; set < sizeof sets / sizeof sets[0]; set++)
     for (int f = 0; f < 3; f++)
         for (int dt = 0; dt < 3; dt++) {
             GPTConfig cfg = config(fams[f].llama, fams[f].p);
+            if (sets[set].lora) {
+                cfg.lora_rank = 2;
+                cfg.lora_fa = sets[set].lora == 2;
+            }
             Trace ref;
             char what[160];
-            snprintf(what, sizeof what, "%s %s none%s", fams[f].name, DT[dt], fl ? " flash" : "");
-            run(&ref, &cfg, "none", fl ? F : 0, MASKS_BYTES, dt, what);
-            size_t nm = fl ? sizeof flash_modes / sizeof flash_modes[0] : sizeof modes / sizeof modes[0];
-            for (size_t i = 0; i < nm; i++) {
-                const char *kind = fl ? flash_modes[i].kind : modes[i].kind;
-                unsigned mp = fl ? flash_modes[i].parts : modes[i].parts;
-                MaskMode mm = fl ? flash_modes[i].masks : modes[i].masks;
+            snprintf(what, sizeof what, "%s %s none%s", fams[f].name, DT[dt], sets[set].name);
+            run(&ref, &cfg, "none", sets[set].ref, MASKS_BYTES, dt, what);
+            const Mode *md = sets[set].modes;
+            for (size_t i = 0; i < sets[set].n; i++) {
+                const char *kind = md[i].kind;
+                unsigned mp = md[i].parts;
+                MaskMode mm = md[i].masks;
                 if (fams[f].llama && mp == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
                 Trace t;
                 char parts[96];
                 snprintf(what, sizeof what, "%s %s %s+%s%s, %s masks", fams[f].name, DT[dt], kind,
-                         fusion_parts_name(mp, parts, sizeof parts), fl ? " (flash)" : "", mask_mode_name(mm));
+                         fusion_parts_name(mp, parts, sizeof parts), sets[set].name, mask_mode_name(mm));
                 run(&t, &cfg, kind, mp, mm, dt, what);
                 CHECK(memcmp(ref.loss, t.loss, sizeof t.loss) == 0, "%s: losses differ (%.9g vs %.9g)", what, ref.loss[0],
                       t.loss[0]);
