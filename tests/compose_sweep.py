@@ -152,7 +152,7 @@ def draw_policy(c, r):
 
 
 def draw_adapters(c, r):
-    if r.random() >= 0.3 or (c.rec in ("search", "memo") and not c.wild):
+    if r.random() >= 0.3 or (c.rec == "memo" and not c.wild):   # the search takes adapters too
         return
     c.add("--lora-rank", r.choice([2, 4]))
     if r.random() < 0.5:

@@ -154,7 +154,7 @@ int main(void) {
         {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK, MASKS_BITS},
         {"full", F | RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
     };
-    // LoRA and LoRA-FA (rank 2 on every site, the base frozen; 3 steps, so B is no longer 0 when the GEMM
+    // LoRA (with --lora-dropout 0.1) and LoRA-FA (rank 2 on every site, the base frozen; 3 steps, so B is no longer 0 when the GEMM
     // parts remake q, k, v, the MLP's tensors and ln2_in with the adapters' terms from their kept x·Aᵀ; under
     // LoRA-FA the GEMMs' inputs are not kept, so the norms (or the attention) make them again first).
     static const Mode lora_modes[] = {
@@ -170,7 +170,7 @@ int main(void) {
     struct { const char *name; unsigned ref; int lora; size_t n; const Mode *modes; } sets[] = {
         {"", 0, 0, sizeof modes / sizeof modes[0], modes},
         {" (flash)", F, 0, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
-        {" (LoRA)", 0, 1, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
+        {" (LoRA, dropout 0.1)", 0, 1, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
         {" (LoRA-FA)", 0, 2, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
         {" (flash, LoRA-FA)", F, 2, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
     };
@@ -183,6 +183,7 @@ int main(void) {
             if (sets[set].lora) {
                 cfg.lora_rank = 2;
                 cfg.lora_fa = sets[set].lora == 2;
+                cfg.lora_dropout = sets[set].lora == 1 ? 0.1f : 0.0f;   // LoRA: A's gradient reads a remade input, dropped
             }
             Trace ref;
             char what[160];
@@ -208,7 +209,7 @@ int main(void) {
             }
             trace_free(&ref);
         }
-    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors, the attention's output (standard and flash) "
+    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors, the attention's output (standard, flash, LoRA) "
            "and the dropout masks made again in backward: bitwise the runs that keep them\n", runs);
     return check_summary();
 }
