@@ -154,8 +154,8 @@ int main(void) {
         {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK, MASKS_BITS},
         {"full", F | RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
     };
-    // LoRA (with --lora-dropout 0.1) and LoRA-FA (rank 2 on every site, the base frozen; 3 steps, so B is no longer 0 when the GEMM
-    // parts remake q, k, v, the MLP's tensors and ln2_in with the adapters' terms from their kept x·Aᵀ; under
+    // LoRA (with --lora-dropout 0.1) and LoRA-FA (rank 2 on every site, the base frozen; 3 steps, so B is
+    // no longer 0 when the GEMM parts remake q, k, v, the MLP's tensors and ln2_in with the adapters' terms from their kept x·Aᵀ; under
     // LoRA-FA the GEMMs' inputs are not kept, so the norms (or the attention) make them again first).
     static const Mode lora_modes[] = {
         {"none", RECOMPUTE_QKV_OUT, MASKS_BYTES},
@@ -183,7 +183,7 @@ int main(void) {
             if (sets[set].lora) {
                 cfg.lora_rank = 2;
                 cfg.lora_fa = sets[set].lora == 2;
-                cfg.lora_dropout = sets[set].lora == 1 ? 0.1f : 0.0f;   // LoRA: A's gradient reads a remade input, dropped
+                cfg.lora_dropout = sets[set].lora == 1 ? 0.1f : 0.0f;   // A's gradient: a remade input, dropped
             }
             Trace ref;
             char what[160];

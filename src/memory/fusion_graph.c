@@ -13,7 +13,9 @@ enum { ATT_ANY, ATT_STANDARD, ATT_FLASH };
 // The block's forward, GPT-2's and llama's in one table: a tensor the family does not have is absent
 // (llama has gate and up, no gelu_in or fc2_in; so GeLU's row vanishes: SwiGLU's output is never kept,
 // its backward always makes it again). Under flash the core is one op: q, k, v in, its output O (proj_in)
-// and the log-sum-exp out (its backward reads both; the s×s tensors never exist).
+// and the log-sum-exp out (its backward reads both; the s×s tensors never exist). LoRA: each adapted site's
+// x·Aᵀ is an output of its linear's op (FC2's and llama's down of their own rows: FC2 is never remade);
+// its traffic is priced, its FLOPs (2·s·b·r·(in + out), r ≪ h) are not.
 static const struct {
     int attn;
     const char *name;
@@ -25,16 +27,19 @@ static const struct {
     int n_out;
 } OPS[] = {
     {ATT_ANY, "norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
-    {ATT_ANY, "qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V, ACT_LORA_QKV, ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V}, 7},
+    {ATT_ANY, "qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1,
+     {ACT_Q, ACT_K, ACT_V, ACT_LORA_QKV, ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V}, 7},   // LoRA: the x·Aᵀ made with them
     {ATT_STANDARD, "scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
     {ATT_STANDARD, "attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
     {ATT_STANDARD, "attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
     {ATT_STANDARD, "p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
     {ATT_FLASH, "flash attention", FL_FLASH, FUSE_NO, {ACT_Q, ACT_K, ACT_V}, 3, {ACT_PROJ_IN, ACT_ATTN_LSE}, 2},
     {ATT_ANY, "drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
-    {ATT_ANY, "proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN, ACT_LORA_PROJ, ACT_LORA_O}, 3},
+    {ATT_ANY, "proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3,
+     {ACT_LN2_IN, ACT_LORA_PROJ, ACT_LORA_O}, 3},
     {ATT_ANY, "norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
-    {ATT_ANY, "fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP, ACT_LORA_FC, ACT_LORA_GATE, ACT_LORA_UP}, 6},
+    {ATT_ANY, "fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1,
+     {ACT_GELU_IN, ACT_GATE, ACT_UP, ACT_LORA_FC, ACT_LORA_GATE, ACT_LORA_UP}, 6},
     {ATT_ANY, "gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
     {ATT_ANY, "fc2 adapter", FL_NONE, FUSE_NO, {ACT_FC2_IN}, 1, {ACT_LORA_FC2}, 1},   // LoRA: x·Aᵀ of FC2's input
     {ATT_ANY, "down adapter", FL_NONE, FUSE_NO, {ACT_GATE, ACT_UP}, 2, {ACT_LORA_DOWN}, 1},   // of SwiGLU(gate, up)

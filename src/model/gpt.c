@@ -436,8 +436,8 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
 // q, k, v += their adapters' (α/r)·B(A x), before RoPE (peft adapts the projections).
 static void qkv_adapters_forward(GPT *m, int l, const float *x, const uint16_t *x16, int pass, float *q, float *k,
                                  float *v) {
-    for (int i = 0; i < 4; i++) {
-        LoraSite s = LORA_QKV_SITES[i];
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {
+        LoraSite s = lora_qkv_site(i);
         if (!lora_on(m, s)) continue;
         LoraOut o = lora_qkv_outs(m, s, q, k, v);
         lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
@@ -1053,15 +1053,15 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     }
     float *gb = g->qkv_b, *gw = g->qkv_w;
     int x_read = gw != NULL;
-    for (int i = 0; i < 4; i++) x_read |= lora_a_trains(m, LORA_QKV_SITES[i]);
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_qkv_site(i));
     GemmIn x = grad_input(m, A, ACT_QKV_IN, l, nrh, 1, x_read);
     linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, ws(m, W_D_Q), hl, x, h, w->qkv_w, n, h, hl);
     linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + hl : NULL, ws(m, W_D_K), kvl, x, h,
                  w->qkv_w + qh, n, h, kvl);
     linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + hl + kvl : NULL, ws(m, W_D_V), kvl, x, h,
                  w->qkv_w + qh + kh, n, h, kvl);
-    for (int i = 0; i < 4; i++) {   // the adapters' part of dL/dx, and their gradients
-        LoraSite s = LORA_QKV_SITES[i];
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // the adapters' part of dL/dx, and their gradients
+        LoraSite s = lora_qkv_site(i);
         if (!lora_on(m, s)) continue;
         LoraOut dy = lora_qkv_outs(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
         int a = lora_a_trains(m, s);

@@ -19,7 +19,11 @@ typedef struct {
 
 // The q, k, v sites (GPT-2's c_attn; llama's q, k, v) and their output blocks: GPT-2's c_attn adapter feeds
 // all three (B's rows q|k|v), llama's q, k and v adapters one each.
-static const LoraSite LORA_QKV_SITES[] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
+enum { LORA_QKV_SITE_COUNT = 4 };
+static inline LoraSite lora_qkv_site(int i) {
+    static const LoraSite sites[LORA_QKV_SITE_COUNT] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
+    return sites[i];
+}
 static inline LoraOut lora_qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
     int hl = m->hl, kvl = m->kvl;
     if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {hl, kvl, kvl}, {hl, kvl, kvl}, {0, hl, hl + kvl}};

@@ -77,9 +77,10 @@ static void qkv_again(GPT *m, int l) {
     linear_again(m, q, hl, x, h, wq, bq, n, h, hl);
     linear_again(m, k, kvl, x, h, wk, bk, n, h, kvl);
     linear_again(m, v, kvl, x, h, wv, bv, n, h, kvl);
-    for (int i = 0; i < 4; i++) {   // the adapters' (α/r)·B(A x) from their kept x·Aᵀ, before RoPE as qkv_forward
-        LoraOut o = lora_qkv_outs(m, LORA_QKV_SITES[i], q, k, v);
-        if (lora_on(m, LORA_QKV_SITES[i])) lora_column_add(m, l, LORA_QKV_SITES[i], &o);
+    // the adapters' (α/r)·B(A x) from their kept x·Aᵀ, before RoPE, as qkv_forward adds them
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {
+        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), q, k, v);
+        if (lora_on(m, lora_qkv_site(i))) lora_column_add(m, l, lora_qkv_site(i), &o);
     }
     if (rotary(m)) {
         int d = gpt_head_dim(&m->cfg);
