@@ -30,6 +30,8 @@ Writes bench/results/<date>-fusion-search.json and .md (also printed). The machi
 (CPU of N steps − CPU of --steps steps) / (N − --steps) is the CPU seconds of one step, start-up, the
 evaluation batch and the first step's warm-up differenced away.
 
+--attention flash runs every policy with flash attention (the search's graph is flash's block).
+
 --full also runs full recompute (every layer its own group: the least a layer keeps, so never more bytes
 than the pick) in each round, the three runs of a case in rotating order.
 """
@@ -53,8 +55,11 @@ from run_bench import CONFIGS  # noqa: E402  (the configs' one definition)
 BUDGETS = {"S": [50e6, 34e6, 30e6], "S-llama": [45e6, 32e6, 29e6]}
 
 
+ATTENTION = []   # ["--attention", "flash"] under --attention flash: every run, search and hand-made alike
+
+
 def shape_flags(c):
-    f = ["--layers", str(c["layers"]), "--hidden", str(c["hidden"]), "--heads", str(c["heads"]), "--seq", str(c["seq"]),
+    f = ATTENTION + ["--layers", str(c["layers"]), "--hidden", str(c["hidden"]), "--heads", str(c["heads"]), "--seq", str(c["seq"]),
          "--batch", str(c["batch"]), "--vocab", str(c["vocab"]), "--dropout", str(c["dropout"])]
     if c.get("arch") == "llama":
         f += ["--arch", "llama", "--kv-heads", str(c["kv_heads"]), "--ffn-hidden", str(c["ffn"])]
@@ -121,8 +126,12 @@ def main():
     ap.add_argument("--budgets", default=None, help="CONFIG=BYTES,... per-layer budgets (default: BUDGETS, 3 each)")
     ap.add_argument("--full", action="store_true", help="also run full recompute at each case")
     ap.add_argument("--diff-steps", type=int, default=0, help="also run N steps: CPU s/step by differencing")
+    ap.add_argument("--attention", choices=["standard", "flash"], default="standard",
+                    help="flash: every run with --attention flash (the search over flash's block; selective is none there)")
     ap.add_argument("--out-dir", default=os.path.join(ROOT, "bench", "results"))
     args = ap.parse_args()
+    if args.attention == "flash":
+        ATTENTION.extend(["--attention", "flash"])
     for path, what in ((args.ctron, "--ctron"), (args.data, "--data")):
         if not os.path.exists(path):
             print(f"fusion_search_bench: {what} {path} does not exist", file=sys.stderr)
@@ -219,7 +228,7 @@ def main():
     md = "\n".join(lines) + "\n"
     print(md)
     os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"{datetime.date.today()}-fusion-search")
+    stem = os.path.join(args.out_dir, f"{datetime.date.today()}-fusion-search" + ("-flash" if ATTENTION else ""))
     with open(stem + ".json", "w") as f:
         json.dump(dict(rates=[gflops, gbps], steps=args.steps, rounds=args.rounds, threads=args.threads, cases=cases), f,
                   indent=1)

@@ -141,7 +141,7 @@ def draw_policy(c, r):
         c.add("--precision", "bf16")
     elif r.random() < 0.2:
         c.add("--act-dtype", "bf16")
-    flash = (r.random() < 0.35) and (not search or wild)
+    flash = r.random() < 0.35   # the search takes flash's block too
     if flash or (memo and not wild):
         c.add("--attention", "flash")
     c.minseq = r.random() < 0.2 and plain
@@ -164,7 +164,7 @@ def draw_policy(c, r):
 
 
 def draw_adapters(c, r):
-    if r.random() >= 0.3 or (c.rec in ("search", "memo") and not c.wild):
+    if r.random() >= 0.3 or (c.rec == "memo" and not c.wild):   # the search takes adapters too
         return
     c.add("--lora-rank", r.choice([2, 4]))
     if r.random() < 0.5:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ctron train --recompute search (the fusion-aware recompute search): at fixed --search-rates the pick at a
 # per-layer budget is a specific mode, its ledger equals the prediction line by line, its weights are
-# bitwise the plain run's (GPT-2 and llama; under TP 2 + SP against TP 2 + SP when a launcher is given),
+# bitwise the plain run's (GPT-2 and llama; flash; LoRA and LoRA-FA; under TP 2 + SP against TP 2 + SP when
+# a launcher is given),
 # and the flags it cannot take are refused with exit 2.
 # usage: test_fusion_cli.sh CTRON DATA [LAUNCHER FLAGS...]
 set -uo pipefail
@@ -58,6 +59,37 @@ picks l80 'selective+norm,proj,drop1_mask,drop2_mask'; same lplain16 l80
 run l40 llama --recompute search --act-budget-layer 40KiB --search-rates 100,10 --act-dtype bf16
 picks l40 'selective+norm,fc1,proj,drop1_mask'; same lplain16 l40
 
+# flash attention (O and the log-sum-exp kept, no s×s tensors): 'attn' is flash's forward again, the GEMM parts
+# remake what flash's backward reads; bitwise the keep-everything flash run (GPT-2 fp32, llama bf16 storage)
+run fplain gpt --attention flash
+run f100 gpt --attention flash --recompute search --act-budget-layer 100KiB --search-rates 100,10
+picks f100 'none+norm,fc1,drop1_mask,drop2_mask'; same fplain f100
+run f40 gpt --attention flash --recompute search --act-budget-layer 40KiB --search-rates 100,10 --static-plan
+picks f40 'none+norm,qkv,fc1,proj,drop1_mask'; same fplain f40
+run f30 gpt --attention flash --recompute search --act-budget-layer 30KiB --search-rates 100,10
+picks f30 'selective+norm,attn,qkv,fc1,proj'; same fplain f30
+run lfplain llama --attention flash --act-dtype bf16
+run lf50 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 50KiB --search-rates 100,10
+picks lf50 'none+norm,fc1'; same lfplain lf50
+run lf15 llama --attention flash --act-dtype bf16 --recompute search --act-budget-layer 15KiB --search-rates 100,10
+picks lf15 'selective+norm,attn,qkv,fc1,proj,drop1_mask'; same lfplain lf15
+
+# LoRA (the base frozen; each site's x·Aᵀ kept, the GEMM parts add the adapters' terms from it) and LoRA-FA
+# (no GEMM input kept: a remade GEMM output's input is made again by its norm, or by flash's forward):
+# the adapters' weights bitwise the keep-everything run's
+run loplain gpt --lora-rank 2
+run lo80 gpt --lora-rank 2 --recompute search --act-budget-layer 80KiB --search-rates 100,10
+picks lo80 'selective+norm,qkv,fc1'; same loplain lo80
+run lo30 gpt --lora-rank 2 --recompute search --act-budget-layer 30KiB --search-rates 100,10 --static-plan
+picks lo30 'selective+norm,attn,qkv,fc1,proj'; same loplain lo30
+run lfaplain llama --lora-rank 2 --lora-fa --attention flash --act-dtype bf16
+run lfa40 llama --lora-rank 2 --lora-fa --attention flash --act-dtype bf16 --recompute search --act-budget-layer 40KiB \
+  --search-rates 100,10
+picks lfa40 'selective+attn,fc1,drop1_mask'; same lfaplain lfa40
+run lfa15 llama --lora-rank 2 --lora-fa --attention flash --act-dtype bf16 --recompute search --act-budget-layer 15KiB \
+  --search-rates 100,10
+picks lfa15 'selective+attn,qkv,fc1,proj,drop1_mask'; same lfaplain lfa15
+
 # ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
 mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search
      --search-rates 100,10)
@@ -85,7 +117,8 @@ bad 'needs --act-budget-layer' --recompute search
 bad 'is for --recompute search' --act-budget-layer 1MiB
 bad 'is for --recompute search' --recompute selective --search-rates 1,1
 bad 'with --tempo' --recompute search --act-budget-layer 1MiB --tempo softmax
-bad 'with --attention flash' --recompute search --act-budget-layer 1MiB --attention flash
+bad 'with --reversible' --recompute search --act-budget-layer 1MiB --reversible
+bad 'with --mini-seq' --recompute search --act-budget-layer 1MiB --mini-seq 2
 bad 'chooses --recompute-layers' --recompute search --act-budget-layer 1MiB --recompute-layers 0-1:full
 bad 'with a pipeline' --recompute search --act-budget-layer 1MiB --pp-schedule gpipe
 bad 'expected GFLOPS,GBPS' --recompute search --act-budget-layer 1MiB --search-rates 0,5

@@ -3,7 +3,8 @@
 // instead of q, k, v (RECOMPUTE_QKV_OUT), FC1's input instead of the MLP's inner tensors
 // (RECOMPUTE_FC1_OUT), the projection's input instead of ln2_in (RECOMPUTE_PROJ_OUT) and a dropout mask's
 // key instead of the mask (RECOMPUTE_ATTN_MASK, _DROP1_MASK, _DROP2_MASK; bytes or bits), alone and on top
-// of selective, full and Tempo's softmax fusion, trains bitwise as the layer that keeps everything
+// of selective, full and Tempo's softmax fusion, and under flash attention (O and the log-sum-exp made
+// again by flash's forward), trains bitwise as the layer that keeps everything
 // (losses, gradients, parameters over 3 steps with dropout), for GPT-2 and llama, fp32, bf16 storage
 // and mixed precision; and the ledger measures, name by name, what the analytic model and the search's
 // graph predict, and the step's peak what the analytic model predicts.
@@ -16,6 +17,8 @@
 #include "util/common.h"
 
 enum { STEPS = 3, L = 3 };
+
+typedef struct { const char *kind; unsigned parts; MaskMode masks; } Mode;   // a layer's kind and parts
 
 typedef struct {
     double loss[STEPS];
@@ -57,14 +60,14 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
         StepCtx ctx = {11, (uint32_t)step, 0, 1};
         t->loss[step - 1] = gpt_forward(&m, tok, tgt, s, b, ctx, 1.0f / (float)(s * b));
         if (step == 1) {   // the ledger == the analytic model == the search's graph
-            FusionGraph g;
-            fusion_graph_build(&g, &m.shape);
+            FusionGraph g;   // the run's own bits: flash, and LoRA's that gpt_init adds
+            fusion_graph_build(&g, &m.shape, m.policy.tempo & FUSION_BASE_BITS);
             FusionMode md = {pol.kind[0], parts & FUSION_PARTS};
             size_t layer = 0;
             for (int l = 0; l < L; l++) {
                 for (int nm = 0; nm < ACT_N_LAYER; nm++) {
                     size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l);
-                    size_t want = act_layer_name_bytes(&m.shape, &pol, l, (ActName)nm);
+                    size_t want = act_layer_name_bytes(&m.shape, &m.policy, l, (ActName)nm);
                     CHECK(got == want, "%s: layer %d %s measured %zu, predicted %zu", what, l, act_name_str((ActName)nm),
                           got, want);
                     if (l == 0) layer += got;
@@ -72,13 +75,13 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
             }
             CHECK(layer == fusion_bytes(&g, fusion_mode_kept(&g, md)), "%s: layer 0 measured %zu, the search's graph %zu",
                   what, layer, fusion_bytes(&g, fusion_mode_kept(&g, md)));
-            CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &pol), "%s: end of forward %zu, predicted "
-                  "%zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &pol));
+            CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &m.policy), "%s: end of forward %zu, "
+                  "predicted %zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &m.policy));
         }
         gpt_backward(&m, tok, ctx);
         if (step == 1)
-            CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &pol), "%s: step peak %zu, predicted %zu", what,
-                  m.ledger.total_peak, act_peak_bytes(&m.shape, &pol));
+            CHECK(m.ledger.total_peak == act_peak_bytes(&m.shape, &m.policy), "%s: step peak %zu, predicted %zu", what,
+                  m.ledger.total_peak, act_peak_bytes(&m.shape, &m.policy));
         adamw_step(&opt, &m, 2e-3f, 1.0f);
     }
     t->n = m.n_params;
@@ -98,7 +101,7 @@ static void trace_free(Trace *t) {
 
 int main(void) {
     static const char *DT[] = {"fp32", "bf16", "mixed bf16"};
-    struct { const char *kind; unsigned parts; MaskMode masks; } modes[] = {
+    static const Mode modes[] = {
         {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
         {"none", RECOMPUTE_NORM_OUT, MASKS_BYTES},
         {"none", RECOMPUTE_ACT_OUT, MASKS_BYTES},
@@ -135,22 +138,68 @@ int main(void) {
         {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP2_MASK, MASKS_BYTES},
         {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK | RECOMPUTE_ATTN_MASK, MASKS_BYTES},
     };
+    // Flash attention (O and the log-sum-exp kept): "attn" is flash's forward again (O and the log-sum-exp
+    // at once, for Proj's weight gradient and flash's backward), the GEMM parts remake what flash reads.
+    enum { F = ATTN_FLASH };
+    static const Mode flash_modes[] = {
+        {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"selective", F | RECOMPUTE_ATTN_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_QKV_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"selective", F | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT, MASKS_BYTES},   // flash's forward on remade q, k, v
+        {"selective", F | RECOMPUTE_ATTN_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP1_MASK, MASKS_BYTES},
+        {"selective", F | RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT |
+                          RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"none", F | RECOMPUTE_NORM_OUT | RECOMPUTE_DROP1_MASK | RECOMPUTE_DROP2_MASK, MASKS_BITS},
+        {"full", F | RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+    };
+    // LoRA (with --lora-dropout 0.1) and LoRA-FA (rank 2 on every site, the base frozen; 3 steps, so B is
+    // no longer 0 when the GEMM parts remake q, k, v, the MLP's tensors and ln2_in with the adapters' terms from their kept x·Aᵀ; under
+    // LoRA-FA the GEMMs' inputs are not kept, so the norms (or the attention) make them again first).
+    static const Mode lora_modes[] = {
+        {"none", RECOMPUTE_QKV_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_FC1_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"none", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT, MASKS_BYTES},
+        {"selective", RECOMPUTE_ATTN_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_DROP1_MASK, MASKS_BYTES},
+        {"selective", RECOMPUTE_NORM_OUT | RECOMPUTE_ACT_OUT | RECOMPUTE_ATTN_OUT | RECOMPUTE_QKV_OUT |
+                          RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT, MASKS_BYTES},
+        {"full", RECOMPUTE_NORM_OUT | RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT, MASKS_BYTES},
+    };
+    struct { const char *name; unsigned ref; int lora; size_t n; const Mode *modes; } sets[] = {
+        {"", 0, 0, sizeof modes / sizeof modes[0], modes},
+        {" (flash)", F, 0, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
+        {" (LoRA, dropout 0.1)", 0, 1, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
+        {" (LoRA-FA)", 0, 2, sizeof lora_modes / sizeof lora_modes[0], lora_modes},
+        {" (flash, LoRA-FA)", F, 2, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
+    };
     struct { int llama; float p; const char *name; } fams[] = {{0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}};
     int runs = 0;
+    for (size_t set = 0; set < sizeof sets / sizeof sets[0]; set++)
     for (int f = 0; f < 3; f++)
         for (int dt = 0; dt < 3; dt++) {
             GPTConfig cfg = config(fams[f].llama, fams[f].p);
+            if (sets[set].lora) {
+                cfg.lora_rank = 2;
+                cfg.lora_fa = sets[set].lora == 2;
+                cfg.lora_dropout = sets[set].lora == 1 ? 0.1f : 0.0f;   // A's gradient: a remade input, dropped
+            }
             Trace ref;
             char what[160];
-            snprintf(what, sizeof what, "%s %s none", fams[f].name, DT[dt]);
-            run(&ref, &cfg, "none", 0, MASKS_BYTES, dt, what);
-            for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-                if (fams[f].llama && modes[i].parts == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
+            snprintf(what, sizeof what, "%s %s none%s", fams[f].name, DT[dt], sets[set].name);
+            run(&ref, &cfg, "none", sets[set].ref, MASKS_BYTES, dt, what);
+            const Mode *md = sets[set].modes;
+            for (size_t i = 0; i < sets[set].n; i++) {
+                const char *kind = md[i].kind;
+                unsigned mp = md[i].parts;
+                MaskMode mm = md[i].masks;
+                if (fams[f].llama && mp == RECOMPUTE_ACT_OUT) continue;   // llama has no GeLU output
                 Trace t;
                 char parts[96];
-                snprintf(what, sizeof what, "%s %s %s+%s, %s masks", fams[f].name, DT[dt], modes[i].kind,
-                         fusion_parts_name(modes[i].parts, parts, sizeof parts), mask_mode_name(modes[i].masks));
-                run(&t, &cfg, modes[i].kind, modes[i].parts, modes[i].masks, dt, what);
+                snprintf(what, sizeof what, "%s %s %s+%s%s, %s masks", fams[f].name, DT[dt], kind,
+                         fusion_parts_name(mp, parts, sizeof parts), sets[set].name, mask_mode_name(mm));
+                run(&t, &cfg, kind, mp, mm, dt, what);
                 CHECK(memcmp(ref.loss, t.loss, sizeof t.loss) == 0, "%s: losses differ (%.9g vs %.9g)", what, ref.loss[0],
                       t.loss[0]);
                 CHECK(memcmp(ref.grads, t.grads, t.n * sizeof(float)) == 0, "%s: gradients differ", what);
@@ -160,7 +209,7 @@ int main(void) {
             }
             trace_free(&ref);
         }
-    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors and the dropout masks made again in backward: "
-           "bitwise the runs that keep them\n", runs);
+    printf("%d runs with the norms', GeLU's, q/k/v's, the MLP's tensors, the attention's output (standard, flash, LoRA) "
+           "and the dropout masks made again in backward: bitwise the runs that keep them\n", runs);
     return check_summary();
 }

@@ -15,6 +15,17 @@ static ActShape shape(long s, long b, long h, long a, int dropout, int e, MaskMo
     return sh;
 }
 
+// LoRA of rank r on the sites (LoraSite bits; fa: LoRA-FA), and the policy bits gpt_init adds for it.
+enum { GPT2_SITES = 1u << LORA_QKV | 1u << LORA_PROJ | 1u << LORA_FC | 1u << LORA_FC2,
+       LLAMA_SITES = 1u << LORA_Q | 1u << LORA_K | 1u << LORA_V | 1u << LORA_O | 1u << LORA_GATE | 1u << LORA_UP |
+                     1u << LORA_DOWN };
+static unsigned with_lora(ActShape *sh, int r, int fa, unsigned sites) {
+    sh->lora_rank = r;
+    sh->lora_sites = sites;
+    sh->lora_fa = fa;
+    return LORA_FROZEN | (fa ? LORA_FA : 0) | sites << LORA_TARGET_SHIFT;
+}
+
 static const FusionRates RATES = {100.0, 10.0, 0.0};   // 100 GFLOP/s, 10 GB/s: fixed, so the picks are
 
 static unsigned set_of(const FusionGraph *g, const ActName *names, int n) {
@@ -23,18 +34,23 @@ static unsigned set_of(const FusionGraph *g, const ActName *names, int n) {
     return k;
 }
 
-static void check_bytes_and_modes(const ActShape *sh, const char *what) {
+static void check_bytes_and_modes(const ActShape *sh, unsigned base, const char *what) {
     FusionGraph g;
-    fusion_graph_build(&g, sh);
-    unsigned all = (1u << g.n) - 1;
-    CHECK(fusion_bytes(&g, all) == act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, 0), "%s: the graph's tensors %zu, a none "
-          "layer %zu", what, fusion_bytes(&g, all), act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, 0));
+    fusion_graph_build(&g, sh, base);
+    unsigned all = g.needs | g.fixed;   // what backward reads: every tensor but a frozen linear's unread input (LoRA)
+    CHECK(fusion_bytes(&g, all) == act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, base), "%s: the graph's tensors %zu, a "
+          "none layer %zu", what, fusion_bytes(&g, all), act_layer_kind_bytes(sh, RECOMPUTE_NONE, 1, base));
+    if (!(base & LORA_FROZEN)) CHECK(all == (1u << g.n) - 1, "%s: backward reads every tensor", what);
+    const ActName inputs[] = {ACT_QKV_IN, ACT_FC1_IN};   // LoRA-FA: candidates (the GEMM parts remake from them), unread
+    if (base & LORA_FA)
+        CHECK(set_of(&g, inputs, 2) && !(all & set_of(&g, inputs, 2)), "%s: under LoRA-FA backward reads no GEMM input, "
+              "the graph has them", what);
     CHECK(fusion_cost(&g, &RATES, all, NULL, NULL) == 0.0, "%s: keeping everything recomputes nothing", what);
     FusionMode modes[FUSION_MAX_MODES];
     int n = fusion_modes(&g, modes);
     for (int i = 0; i < n; i++) {
         char name[128];
-        size_t want = act_layer_kind_bytes(sh, modes[i].kind, 1, modes[i].parts);
+        size_t want = act_layer_kind_bytes(sh, modes[i].kind, 1, modes[i].parts | base);
         CHECK(fusion_bytes(&g, fusion_mode_kept(&g, modes[i])) == want, "%s: mode %s keeps %zu in the graph, %zu in "
               "the analytic model", what, fusion_mode_name(modes[i], name, sizeof name),
               fusion_bytes(&g, fusion_mode_kept(&g, modes[i])), want);
@@ -51,13 +67,14 @@ static void check_bytes_and_modes(const ActShape *sh, const char *what) {
 }
 
 // Branch and bound against every subset, at budgets from the input alone to everything.
-static int check_exact(const ActShape *sh, const FusionRates *r, const char *what) {
+static int check_exact(const ActShape *sh, unsigned base, const FusionRates *r, const char *what) {
     FusionGraph g;
-    fusion_graph_build(&g, sh);
+    fusion_graph_build(&g, sh, base);
     size_t lo = fusion_bytes(&g, 0), hi = fusion_bytes(&g, (1u << g.n) - 1);
     int cases = 0;
-    for (int k = -1; k <= 24; k++) {
-        size_t budget = k < 0 ? lo - 1 : lo + (hi - lo) * (size_t)k / 24;
+    int steps = g.n > 19 ? 6 : 24;   // 2^20 subsets (GPT-2's four adapters): fewer budgets
+    for (int k = -1; k <= steps; k++) {
+        size_t budget = k < 0 ? lo - 1 : lo + (hi - lo) * (size_t)k / (size_t)steps;
         FusionCut a, b;
         int ra = fusion_search(&g, r, budget, &a), rb = fusion_search_brute(&g, r, budget, &b);
         CHECK(ra == rb && a.cost == b.cost && a.bytes == b.bytes, "%s budget %zu: search %d cost %.9g bytes %zu, every "
@@ -87,7 +104,7 @@ static void check_tp_traffic(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ActShape sh = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, cases[i].t, cases[i].sp, 0);
         FusionGraph g;
-        fusion_graph_build(&g, &sh);
+        fusion_graph_build(&g, &sh, 0);
         unsigned kept = fusion_mode_kept(&g, (FusionMode){RECOMPUTE_SELECTIVE, cases[i].parts});
         double extra = fusion_cost(&g, &priced, kept, NULL, NULL) - fusion_cost(&g, &RATES, kept, NULL, NULL);
         CHECK(fusion_comm_bytes(&g, kept) == cases[i].bytes, "t %d, %s: %.0f bytes again, by hand %.0f", cases[i].t,
@@ -99,7 +116,7 @@ static void check_tp_traffic(void) {
     // (3,145,728 bytes: 6.29 ms) makes q, k, v's GEMM the cheaper one (48.9 ms, no traffic: every row at hand).
     ActShape tp = shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 2, 0, 0);
     FusionGraph g;
-    fusion_graph_build(&g, &tp);
+    fusion_graph_build(&g, &tp, 0);
     struct { const FusionRates *r; const char *pick; double ms; } picks[] = {
         {&RATES, "selective+norm,attn,fc1,proj,drop1_mask", 43.507}, {&priced, "selective+norm,qkv,fc1,drop1_mask", 48.855}};
     for (int i = 0; i < 2; i++) {
@@ -124,14 +141,32 @@ int main(void) {
         shape(16, 2, 48, 6, 0, 4, MASKS_BYTES, 1, 0, 1),   // llama, GQA 6/2, ffn 128
         shape(16, 2, 48, 6, 1, 2, MASKS_BYTES, 2, 1, 1),   // llama, dropout, TP 2 + SP
         shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 1, 0, 0),   // S
+        shape(16, 2, 64, 4, 1, 4, MASKS_BYTES, 1, 0, 0),   // flash: O and the log-sum-exp, no s×s tensors
+        shape(32, 2, 64, 4, 1, 2, MASKS_BITS, 2, 1, 0),
+        shape(16, 2, 48, 6, 1, 2, MASKS_BYTES, 2, 1, 1),
+        shape(256, 4, 768, 12, 1, 4, MASKS_BYTES, 1, 0, 0),
+        shape(16, 2, 64, 4, 1, 4, MASKS_BYTES, 1, 0, 0),   // LoRA
+        shape(16, 2, 64, 4, 1, 2, MASKS_BITS, 1, 0, 0),    // LoRA-FA
+        shape(16, 2, 48, 6, 1, 4, MASKS_BYTES, 1, 0, 1),   // llama LoRA-FA, flash
+        shape(16, 2, 48, 6, 0, 2, MASKS_BYTES, 2, 1, 1),   // llama LoRA, TP 2 + SP
     };
     const char *names[] = {"gpt2 fp32", "gpt2 bf16 p0", "gpt2 tp2+sp bits", "gpt2 regen", "llama", "llama tp2+sp",
-                           "S"};
+                           "S", "gpt2 flash", "gpt2 flash tp2+sp bits", "llama flash tp2+sp", "S flash", "gpt2 lora",
+                           "gpt2 lora-fa bits", "llama lora-fa flash", "llama lora tp2+sp"};
+    unsigned bases[] = {0, 0, 0, 0, 0, 0, 0, ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, ATTN_FLASH, 0, 0, 0, 0};
+    _Static_assert(sizeof bases / sizeof bases[0] == sizeof shapes / sizeof shapes[0], "a base per shape");
+    // LoRA rank 4 (the frozen base: backward reads a linear's input only for A's gradient; LoRA-FA none):
+    // GPT-2 on every site; llama on v, o and down (flash, LoRA-FA) and on q and v (TP 2 + SP)
+    bases[11] = with_lora(&shapes[11], 4, 0, GPT2_SITES);
+    bases[12] = with_lora(&shapes[12], 4, 1, GPT2_SITES);
+    bases[13] = with_lora(&shapes[13], 4, 1, 1u << LORA_V | 1u << LORA_O | 1u << LORA_DOWN) | ATTN_FLASH;
+    bases[14] = with_lora(&shapes[14], 4, 0, 1u << LORA_Q | 1u << LORA_V);
     int cases = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        check_bytes_and_modes(&shapes[i], names[i]);
-        cases += check_exact(&shapes[i], &RATES, names[i]);
-        if (shapes[i].t > 1) cases += check_exact(&shapes[i], &(FusionRates){100.0, 10.0, 0.05}, names[i]);   // TP priced
+        check_bytes_and_modes(&shapes[i], bases[i], names[i]);
+        cases += check_exact(&shapes[i], bases[i], &RATES, names[i]);
+        if (shapes[i].t > 1)   // TP priced
+            cases += check_exact(&shapes[i], bases[i], &(FusionRates){100.0, 10.0, 0.05}, names[i]);
     }
     printf("branch and bound == every subset at %d (shape, budget) cases\n", cases);
 
@@ -142,7 +177,7 @@ int main(void) {
     // recompute, which is picked only where nothing else fits.
     // Every pick costs what the graph's optimum costs (it keeps the norms' statistics too, 16 or 8 KiB):
     // a single mask drawn again alone is a part of its own (RECOMPUTE_DROP1_MASK, ...).
-    struct { int llama; size_t budget; int rc; const char *pick; } picks[] = {
+    struct { int cfg; size_t budget; int rc; const char *pick; } picks[] = {   // cfg: 1 llama, 2 flash, 4 LoRA, 8 LoRA-FA
         {0, 80232448, 0, "none+softmax"},   // as cheap as none (fused), fewer bytes
         {0, 70000000, 0, "none+softmax"},
         {0, 50000000, 0, "none+softmax,norm,act"},
@@ -170,24 +205,69 @@ int main(void) {
         {1, 10000000, 0, "selective+norm,attn,fc1,proj"},
         {1, 8000000, 0, "selective+norm,attn,qkv,fc1"},
         {1, 3145728, 0, "full"},
+        // Flash (O and the log-sum-exp kept, no s×s tensors): "attn" is flash's forward again (both made at
+        // once: 4·b·s²·h FLOPs, no fusion), selective alone is none (it carries "attn"). Each pick costs the
+        // graph's optimum (asserted below for every row).
+        {2, 80000000, 0, "none"},                                // 51,970,048 bytes: O and the lse, no s×s tensors
+        {2, 40000000, 0, "none+act"},
+        {2, 30000000, 0, "selective+norm,act,attn"},             // flash's forward again (selective: no-op under flash)
+        {2, 25000000, 0, "none+norm,act,qkv"},
+        {2, 20000000, 0, "selective+norm,act,attn,qkv,drop1_mask"},
+        {2, 15000000, 0, "selective+norm,attn,fc1,proj"},
+        {2, 10000000, 0, "none+norm,qkv,fc1,drop1_mask,drop2_mask"},
+        {2, 5000000, 0, "selective+norm,attn,qkv,fc1,proj"},
+        {3, 50000000, 0, "none"},                                // 37,806,080 bytes
+        {3, 30000000, 0, "selective+norm,attn"},
+        {3, 25000000, 0, "selective+norm,attn,qkv"},
+        {3, 20000000, 0, "selective+norm,attn,qkv,proj"},
+        {3, 15000000, 0, "none+norm,fc1"},
+        {3, 10000000, 0, "none+norm,qkv,fc1"},
+        {3, 5000000, 0, "full"},
+        // LoRA rank 16 on every site (S: GPT-2 LoRA; S-llama LoRA-FA, with and without flash): each site's x·Aᵀ
+        // always kept, the q/k/v, FC1 and Proj parts add the adapters' terms from it. Under LoRA-FA no GEMM's
+        // input is kept (nothing reads it), so a remade GEMM output costs its norm too: rc 1 marks the budgets
+        // where the graph's optimum keeps fc1_in (an input no backward reads) to skip norm2, which no mode can.
+        {4, 90000000, 0, "none+softmax"},                        // 67,911,680 bytes (262,144 of them x·Aᵀ)
+        {4, 50000000, 0, "none+softmax,norm,act"},
+        {4, 30000000, 0, "selective+norm,act,attn,drop1_mask"},
+        {4, 20000000, 0, "selective+norm,fc1,drop1_mask"},
+        {4, 10000000, 0, "selective+norm,qkv,fc1,drop1_mask,drop2_mask"},
+        {9, 50000000, 0, "none"},                                // 41,361,408: no qkv_in, proj_in, fc1_in
+        {9, 30000000, 0, "selective"},
+        {9, 20000000, 1, "selective+fc1"},                       // 71.09 ms; the optimum keeps fc1_in: 70.46 ms
+        {9, 15000000, 0, "selective+fc1"},
+        {9, 8000000, 0, "selective+qkv,fc1"},
+        {11, 30000000, 0, "selective+attn"},                     // flash's forward again
+        {11, 20000000, 1, "none+fc1"},                           // 67.06 ms; the optimum keeps fc1_in: 66.43 ms
+        {11, 10000000, 0, "none+qkv,fc1"},
     };
     for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
-        ActShape S = picks[i].llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];
+        int llama = picks[i].cfg & 1, flash = picks[i].cfg >> 1 & 1, lora = picks[i].cfg >> 2;
+        ActShape S = llama ? shape(256, 4, 768, 12, 0, 4, MASKS_BYTES, 1, 0, 1) : shapes[6];
+        unsigned base = (flash ? ATTN_FLASH : 0) | (lora ? with_lora(&S, 16, lora == 2, llama ? LLAMA_SITES : GPT2_SITES) : 0);
+        char sn[48];
+        snprintf(sn, sizeof sn, "%s%s%s", llama ? "S-llama" : "S", flash ? " flash" : "",
+                 lora == 2 ? " LoRA-FA" : lora ? " LoRA" : "");
         FusionGraph g;
-        fusion_graph_build(&g, &S);
+        fusion_graph_build(&g, &S, base);
         FusionMode md;
         FusionCut cut, best;
         char nm[128], kept[300];
         int rc = fusion_search_modes(&g, &RATES, picks[i].budget, &md, &cut);
         fusion_mode_name(md, nm, sizeof nm);
-        CHECK(rc == picks[i].rc && strcmp(nm, picks[i].pick) == 0, "%s budget %zu: picked %s (%d), expected %s (%d)",
-              picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, rc, picks[i].pick, picks[i].rc);
+        CHECK(rc == (picks[i].rc == 1 ? 0 : picks[i].rc) && strcmp(nm, picks[i].pick) == 0, "%s budget %zu: picked %s (%d), expected %s (%d)",
+              sn, picks[i].budget, nm, rc, picks[i].pick, picks[i].rc);
         int rb = fusion_search(&g, &RATES, picks[i].budget, &best);
         CHECK(rb == rc && best.cost <= cut.cost * (1 + 1e-12), "the graph's optimum is never worse than an executable mode");
-        CHECK(cut.cost <= best.cost * (1 + 1e-12), "%s budget %zu: %s costs %.6g ms, the graph's "
-              "optimum %.6g ms", picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.cost * 1e3, best.cost * 1e3);
-        printf("%-8s budget %9zu: %-22s %9zu bytes %8.3f ms | graph optimum %9zu bytes %8.3f ms, drops %s\n",
-               picks[i].llama ? "S-llama" : "S", picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
+        if (picks[i].rc == 1)   // the optimum keeps fc1_in, which LoRA-FA's layers never keep (no mode can)
+            CHECK(cut.cost > best.cost * (1 + 1e-9) && (best.kept & fusion_bit(&g, ACT_FC1_IN)) &&
+                      !(cut.kept & fusion_bit(&g, ACT_FC1_IN)), "%s budget %zu: the optimum keeps fc1_in and costs less",
+                  sn, picks[i].budget);
+        else
+            CHECK(cut.cost <= best.cost * (1 + 1e-12), "%s budget %zu: %s costs %.6g ms, the graph's "
+                  "optimum %.6g ms", sn, picks[i].budget, nm, cut.cost * 1e3, best.cost * 1e3);
+        printf("%-21s budget %9zu: %-22s %9zu bytes %8.3f ms | graph optimum %9zu bytes %8.3f ms, drops %s\n",
+               sn, picks[i].budget, nm, cut.bytes, cut.cost * 1e3, best.bytes,
                best.cost * 1e3, fusion_set_describe(&g, ((1u << g.n) - 1) & ~best.kept, 0, kept, sizeof kept));
     }
     check_tp_traffic();

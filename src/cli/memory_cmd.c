@@ -468,14 +468,14 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         if (t > 1 && !(a->search_link_gbps > 0))
             return cfg_error(a, p, "--recompute search with --tp %d needs the TP link's rate too: --search-rates "
                              "GFLOPS,GBPS,LINK_GBPS (it prices the all-gathers and reductions a remade GEMM repeats)", t);
-        if (pp > 1 || a->tempo || a->gelu_bits || a->mini_seq > 1 || a->flash || a->offload || a->lora_rank)
-            return cfg_error(a, p, "--recompute search picks for the standard block on one stage: not with --pp, "
-                             "--tempo, --gelu-bits, --mini-seq, --attention flash, --offload or --lora-rank");
+        if (pp > 1 || a->tempo || a->gelu_bits || a->mini_seq > 1 || a->offload)
+            return cfg_error(a, p, "--recompute search picks for the standard or flash block (with or without LoRA) on "
+                             "one stage: not with --pp, --tempo, --gelu-bits, --mini-seq or --offload");
         FusionGraph g;
         FusionMode md;
         FusionCut cut;
         FusionRates rates = {a->search_gflops, a->search_gbps, a->search_link_gbps};
-        fusion_graph_build(&g, &c->lay.sh);
+        fusion_graph_build(&g, &c->lay.sh, c->policy.tempo & FUSION_BASE_BITS);
         if (fusion_search_modes(&g, &rates, (size_t)a->act_budget_layer, &md, &cut) != 0)
             return cfg_error(a, p, "--act-budget-layer %.0f: no recompute mode fits; the least a layer keeps is %zu bytes",
                              a->act_budget_layer, cut.bytes);

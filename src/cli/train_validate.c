@@ -201,12 +201,12 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
     for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++)
         if (train_given(given, chosen[i])) return usage_error("--recompute search chooses --%s itself", chosen[i]);
     const char *other = o->tempo ? "--tempo" : o->gelu_bits ? "--gelu-bits" : o->mini_seq > 1 ? "--mini-seq"
-                        : o->flash ? "--attention flash" : o->offload ? "--offload" : o->mem_budget > 0 ? "--mem-budget"
-                        : o->model.lora_rank > 0 ? "--lora-rank" : o->model.reversible ? "--reversible" : NULL;
+                        : o->offload ? "--offload" : o->mem_budget > 0 ? "--mem-budget"
+                        : o->model.reversible ? "--reversible" : NULL;
     if (other)
         return usage_error("--recompute search with %s: the search chooses among none, selective, full, Tempo's "
-                           "softmax fusion and the parts that make a tensor again, for the standard block (give one or the "
-                           "other)", other);
+                           "softmax fusion and the parts that make a tensor again, for the standard or flash block, with or "
+                           "without LoRA (give one or the other)", other);
     if (train_uses_pipeline(o))
         return usage_error("--recompute search with a pipeline (--pp %d): not built; the search plans one process's layers",
                            o->pp);

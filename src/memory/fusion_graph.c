@@ -5,40 +5,46 @@
 #include "parallel/comm.h"
 
 // Where an op's FLOPs come from (per micro-batch per rank); pointwise ops have none worth counting.
-typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_PROJ, FL_FC1 } FlopSite;
+typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_FLASH, FL_PROJ, FL_FC1 } FlopSite;
+
+// Which attention a row belongs to: both, the standard one (s×s tensors), or flash's (log-sum-exp only).
+enum { ATT_ANY, ATT_STANDARD, ATT_FLASH };
 
 // The block's forward, GPT-2's and llama's in one table: a tensor the family does not have is absent
 // (llama has gate and up, no gelu_in or fc2_in; so GeLU's row vanishes: SwiGLU's output is never kept,
-// its backward always makes it again).
+// its backward always makes it again). Under flash the core is one op: q, k, v in, its output O (proj_in)
+// and the log-sum-exp out (its backward reads both; the s×s tensors never exist). LoRA: each adapted site's
+// x·Aᵀ is an output of its linear's op (FC2's and llama's down of their own rows: FC2 is never remade);
+// its traffic is priced, its FLOPs (2·s·b·r·(in + out), r ≪ h) are not.
 static const struct {
+    int attn;
     const char *name;
     FlopSite flops;
     FusionFuse fuse;
     ActName in[3];
     int n_in;
-    ActName out[3];
+    ActName out[7];
     int n_out;
 } OPS[] = {
-    {"norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
-    {"qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1, {ACT_Q, ACT_K, ACT_V}, 3},
-    {"scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
-    {"attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
-    {"attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
-    {"p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
-    {"drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
-    {"proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3, {ACT_LN2_IN}, 1},
-    {"norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
-    {"fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1, {ACT_GELU_IN, ACT_GATE, ACT_UP}, 3},
-    {"gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
-    {"drop2 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP2_MASK}, 1},
+    {ATT_ANY, "norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
+    {ATT_ANY, "qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1,
+     {ACT_Q, ACT_K, ACT_V, ACT_LORA_QKV, ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V}, 7},   // LoRA: the x·Aᵀ made with them
+    {ATT_STANDARD, "scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
+    {ATT_STANDARD, "attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
+    {ATT_STANDARD, "attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
+    {ATT_STANDARD, "p·v", FL_PV, FUSE_NO, {ACT_ATTN_DROP, ACT_V}, 2, {ACT_PROJ_IN}, 1},
+    {ATT_FLASH, "flash attention", FL_FLASH, FUSE_NO, {ACT_Q, ACT_K, ACT_V}, 3, {ACT_PROJ_IN, ACT_ATTN_LSE}, 2},
+    {ATT_ANY, "drop1 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP1_MASK}, 1},
+    {ATT_ANY, "proj+residual", FL_PROJ, FUSE_NO, {ACT_PROJ_IN, ACT_LN1_IN, ACT_DROP1_MASK}, 3,
+     {ACT_LN2_IN, ACT_LORA_PROJ, ACT_LORA_O}, 3},
+    {ATT_ANY, "norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
+    {ATT_ANY, "fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1,
+     {ACT_GELU_IN, ACT_GATE, ACT_UP, ACT_LORA_FC, ACT_LORA_GATE, ACT_LORA_UP}, 6},
+    {ATT_ANY, "gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
+    {ATT_ANY, "fc2 adapter", FL_NONE, FUSE_NO, {ACT_FC2_IN}, 1, {ACT_LORA_FC2}, 1},   // LoRA: x·Aᵀ of FC2's input
+    {ATT_ANY, "down adapter", FL_NONE, FUSE_NO, {ACT_GATE, ACT_UP}, 2, {ACT_LORA_DOWN}, 1},   // of SwiGLU(gate, up)
+    {ATT_ANY, "drop2 mask", FL_NONE, FUSE_NO, {0}, 0, {ACT_DROP2_MASK}, 1},
 };
-
-// What backward reads (the norms' weight and input gradients, each linear's weight gradient, the
-// attention backward, the dropouts, the activation's derivative).
-static const ActName NEEDS[] = {ACT_LN1_IN, ACT_LN1_STATS, ACT_QKV_IN, ACT_Q, ACT_K, ACT_V, ACT_ATTN_PROB,
-                                ACT_ATTN_MASK, ACT_ATTN_DROP, ACT_PROJ_IN, ACT_DROP1_MASK, ACT_LN2_IN,
-                                ACT_LN2_STATS, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_GATE, ACT_UP,
-                                ACT_DROP2_MASK};
 
 static double op_flops(const ActShape *sh, FlopSite site) {
     double t = sh->t > 1 ? sh->t : 1, n = (double)sh->s * (double)sh->b, h = (double)sh->h, s = (double)sh->s;
@@ -46,6 +52,7 @@ static double op_flops(const ActShape *sh, FlopSite site) {
     switch (site) {
     case FL_QKV: return 2.0 * n * h * (h + 2.0 * blk.kv_width) / t;
     case FL_SCORES: case FL_PV: return 2.0 * (double)sh->b * s * s * h / t;
+    case FL_FLASH: return 4.0 * (double)sh->b * s * s * h / t;   // the scores and p·v, tile by tile
     case FL_PROJ: return 2.0 * n * h * h / t;
     case FL_FC1: return 2.0 * n * h * blk.ffn * blk.mlp_mats / t;
     default: return 0.0;
@@ -77,12 +84,15 @@ static void add_tensor(FusionGraph *g, const ActShape *sh, ActName a) {
     g->n++;
 }
 
-void fusion_graph_build(FusionGraph *g, const ActShape *sh) {
+void fusion_graph_build(FusionGraph *g, const ActShape *sh, unsigned base) {
     memset(g, 0, sizeof *g);
+    g->base = base;
+    int flash = (base & ATTN_FLASH) != 0;
     unsigned stands[ACT_COUNT] = {0};   // the bits an ActName stands for: itself, or an absent one's inputs
     add_tensor(g, sh, ACT_LN1_IN);      // no op's output: the checkpoint, always kept
     g->fixed = stands[ACT_LN1_IN] = 1u;
     for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+        if (OPS[i].attn != ATT_ANY && (OPS[i].attn == ATT_FLASH) != flash) continue;   // the other attention's
         unsigned in = 0, out = 0;
         double traffic = 0.0;
         for (int k = 0; k < OPS[i].n_in; k++) {
@@ -104,7 +114,12 @@ void fusion_graph_build(FusionGraph *g, const ActShape *sh) {
             g->op[g->n_ops++] = (FusionOp){OPS[i].name, OPS[i].fuse, in, out, op_flops(sh, OPS[i].flops), traffic,
                                            op_comm(sh, OPS[i].flops)};
     }
-    for (size_t k = 0; k < sizeof NEEDS / sizeof NEEDS[0]; k++) g->needs |= fusion_bit(g, NEEDS[k]);
+    // What backward reads is what the keep-everything layer keeps (act_kept: with a frozen base (LoRA) a
+    // linear's input only where A's gradient or flash reads it; each adapted site's x·Aᵀ, which B's reads).
+    // A tensor it does not keep is still a candidate where an op that remakes another reads it (qkv_in
+    // for q, k, v under LoRA-FA).
+    for (int i = 0; i < g->n; i++)
+        if (act_kept(RECOMPUTE_NONE, 1, base, g->name[i])) g->needs |= 1u << i;
 }
 
 size_t fusion_bytes(const FusionGraph *g, unsigned kept) {

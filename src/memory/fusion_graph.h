@@ -7,6 +7,7 @@
 #ifndef CTRON_FUSION_GRAPH_H
 #define CTRON_FUSION_GRAPH_H
 #include <stddef.h>
+#include "arch/lora.h"
 #include "memory/memory_model.h"
 
 enum { FG_MAX_TENSORS = 24, FG_MAX_OPS = 16 };
@@ -43,15 +44,22 @@ typedef struct {
     FusionOp op[FG_MAX_OPS];            // topological order (the forward's)
     unsigned needs;                     // tensors backward reads
     unsigned fixed;                     // always kept: the layer's input, the checkpoint
+    unsigned base;                      // the run's own policy bits (ATTN_FLASH) every mode carries
 } FusionGraph;
 
 // link_gbps: the TP link's rate, which prices each op's comm bytes (0: not priced; t = 1 has none).
 typedef struct { double gemm_gflops, mem_gbps, link_gbps; } FusionRates;
 
+// The run's policy bits the graph takes as given (fusion_graph_build's base): flash, and LoRA's frozen base,
+// LoRA-FA and the adapted sites.
+#define FUSION_BASE_BITS (ATTN_FLASH | LORA_FROZEN | LORA_FA | ((1u << LORA_SITES) - 1u) << LORA_TARGET_SHIFT)
 // The graph of one layer of sh's family and layout. Tensors of 0 bytes (no dropout: the masks and
 // attn_drop; regenerated masks) are not candidates: an op reading one reads what it stands for instead
-// (attn_drop without dropout is attn_prob).
-void fusion_graph_build(FusionGraph *g, const ActShape *sh);
+// (attn_drop without dropout is attn_prob). base: the run's policy bits that shape the block, not chosen
+// by the search (FUSION_BASE_BITS: ATTN_FLASH, flash's core, which keeps O and the log-sum-exp, no s×s
+// tensors; LoRA's: each adapted site's x·Aᵀ a tensor its linear's op makes, and backward reads a frozen
+// linear's input only where A's gradient does).
+void fusion_graph_build(FusionGraph *g, const ActShape *sh, unsigned base);
 // The tensor's bit in g (0 when it is not a candidate here).
 unsigned fusion_bit(const FusionGraph *g, ActName name);
 // Bytes a layer keeps under kept (the fixed input included).

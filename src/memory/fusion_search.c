@@ -76,7 +76,7 @@ int fusion_search_brute(const FusionGraph *g, const FusionRates *r, size_t budge
 unsigned fusion_mode_kept(const FusionGraph *g, FusionMode md) {
     unsigned kept = 0;
     for (int i = 0; i < g->n; i++)
-        if (act_kept(md.kind, 1, md.parts, g->name[i])) kept |= 1u << i;
+        if (act_kept(md.kind, 1, md.parts | g->base, g->name[i])) kept |= 1u << i;
     return kept;
 }
 

@@ -139,8 +139,9 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     // LoRA: each adapted site's x·Aᵀ; the linears' inputs only where a backward still reads them
     if (act_is_lora(name)) return (tempo & LORA_FROZEN) && (tempo >> (LORA_TARGET_SHIFT + (name - ACT_LORA_Q)) & 1u);
     if ((tempo & LORA_FROZEN) && !lora_input_read(tempo, name)) return 0;
-    // Flash attention: the log-sum-exp instead of the s×s tensors
-    if (name == ACT_ATTN_LSE) return (tempo & ATTN_FLASH) != 0;
+    // Flash attention: the log-sum-exp instead of the s×s tensors (both it and O made again by flash's
+    // forward under the search's attention part)
+    if (name == ACT_ATTN_LSE) return (tempo & ATTN_FLASH) && !(tempo & RECOMPUTE_ATTN_OUT);
     if ((name == ACT_ATTN_PROB || name == ACT_ATTN_MASK || name == ACT_ATTN_DROP) && (tempo & ATTN_FLASH)) return 0;
     // Tempo: what each part keeps instead (policy.h)
     if (name == ACT_GELU_BRANCH) return (tempo & TEMPO_GELU) != 0;

@@ -433,25 +433,13 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
 
 #define KEEP(name) keeps(m, l, name, pass)
 
-// The output blocks of the q, k, v sites: GPT-2's c_attn adapter feeds all three (B's rows q|k|v), llama's
-// q, k and v adapters one each.
-static LoraOut qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
-    int hl = m->hl, kvl = m->kvl;
-    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {hl, kvl, kvl}, {hl, kvl, kvl}, {0, hl, hl + kvl}};
-    float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
-    int w = s == LORA_Q ? hl : kvl;
-    return (LoraOut){1, {y}, {w}, {w}, {0}};
-}
-
-static const LoraSite QKV_SITES[] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
-
 // q, k, v += their adapters' (α/r)·B(A x), before RoPE (peft adapts the projections).
 static void qkv_adapters_forward(GPT *m, int l, const float *x, const uint16_t *x16, int pass, float *q, float *k,
                                  float *v) {
-    for (int i = 0; i < 4; i++) {
-        LoraSite s = QKV_SITES[i];
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {
+        LoraSite s = lora_qkv_site(i);
         if (!lora_on(m, s)) continue;
-        LoraOut o = qkv_outs(m, s, q, k, v);
+        LoraOut o = lora_qkv_outs(m, s, q, k, v);
         lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
     }
 }
@@ -1034,8 +1022,8 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
     const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
         m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                        saved_in(m, A, ACT_PROJ_IN, l, nhl),
-                                        saved_in(m, A, ACT_ATTN_LSE, l, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
+                                        remat_in(m, l, ACT_PROJ_IN, nhl),
+                                        remat_in(m, l, ACT_ATTN_LSE, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
                                         s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
     else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),
@@ -1065,17 +1053,17 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     }
     float *gb = g->qkv_b, *gw = g->qkv_w;
     int x_read = gw != NULL;
-    for (int i = 0; i < 4; i++) x_read |= lora_a_trains(m, QKV_SITES[i]);
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_qkv_site(i));
     GemmIn x = grad_input(m, A, ACT_QKV_IN, l, nrh, 1, x_read);
     linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, ws(m, W_D_Q), hl, x, h, w->qkv_w, n, h, hl);
     linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + hl : NULL, ws(m, W_D_K), kvl, x, h,
                  w->qkv_w + qh, n, h, kvl);
     linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + hl + kvl : NULL, ws(m, W_D_V), kvl, x, h,
                  w->qkv_w + qh + kh, n, h, kvl);
-    for (int i = 0; i < 4; i++) {   // the adapters' part of dL/dx, and their gradients
-        LoraSite s = QKV_SITES[i];
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // the adapters' part of dL/dx, and their gradients
+        LoraSite s = lora_qkv_site(i);
         if (!lora_on(m, s)) continue;
-        LoraOut dy = qkv_outs(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
+        LoraOut dy = lora_qkv_outs(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
         int a = lora_a_trains(m, s);
         lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, ws(m, W_OUT), h);
     }

@@ -122,6 +122,14 @@ LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint1
     return (LoraV){v, v16};
 }
 
+void lora_column_add(GPT *m, int l, LoraSite s, const LoraOut *out) {
+    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
+    LoraV v = lora_v_kept(m, l, s);
+    const float *b = layer_b(m, &m->lw, s, l, out_rows(out));
+    for (int k = 0; k < out->blocks; k++)
+        add_vb(m, out->y[k], out->ld[k], v.f32, v.bf16, b + (size_t)out->row0[k] * r, n, out->cols[k]);
+}
+
 void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const float *x, const uint16_t *x16, int in,
                           float *dx, int ldx) {
     int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank, rows = out_rows(dy);

@@ -17,6 +17,21 @@ typedef struct {
     int ld[3], cols[3], row0[3];
 } LoraOut;
 
+// The q, k, v sites (GPT-2's c_attn; llama's q, k, v) and their output blocks: GPT-2's c_attn adapter feeds
+// all three (B's rows q|k|v), llama's q, k and v adapters one each.
+enum { LORA_QKV_SITE_COUNT = 4 };
+static inline LoraSite lora_qkv_site(int i) {
+    static const LoraSite sites[LORA_QKV_SITE_COUNT] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
+    return sites[i];
+}
+static inline LoraOut lora_qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
+    int hl = m->hl, kvl = m->kvl;
+    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {hl, kvl, kvl}, {hl, kvl, kvl}, {0, hl, hl + kvl}};
+    float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
+    int w = s == LORA_Q ? hl : kvl;
+    return (LoraOut){1, {y}, {w}, {w}, {0}};
+}
+
 // A site's v = (α/r)·x Aᵀ [s·b, r] as the GEMMs read it: fp32, and its kept bf16 copy or NULL (either
 // may be NULL where the other is the operand).
 typedef struct { const float *f32; const uint16_t *bf16; } LoraV;
@@ -43,6 +58,9 @@ void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *
                        float *dx, int out);
 // Layer l's kept v of site s (the backward's operand).
 LoraV lora_v_kept(GPT *m, int l, LoraSite s);
+// out's blocks += (α/r)·B(A x) of a column site from its kept v: lora_column_forward's tail, for a GEMM output
+// made again in backward (model/remat.c) — the forward's operands, so the forward's bits.
+void lora_column_add(GPT *m, int l, LoraSite s, const LoraOut *out);
 
 // Mini-seq's chunked MLP (model/mini_mlp.c), rows [r0, r0 + rows) of the sequence; x, y, dy and dx point
 // at row r0, v is the whole [s·b, r] tensor. Adapters' dropout masks are the whole input's, so a chunk's

@@ -3,16 +3,26 @@
 #include "model/params.h"
 #include "model/saved.h"
 #include "model/base16.h"
+#include "model/lora_site.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
 #include "backend/cpu/dropout.h"
 #include "util/common.h"
 
+// Is `name` a linear's input the layer does not keep (a frozen base's, which only A's gradient reads: LoRA-FA
+// keeps none) while a GEMM part needs it (`part`)? Then the norm (or the attention) makes it again too.
+static int gemm_input_dropped(unsigned t, ActName name, unsigned part) {
+    return (t & part) && !act_kept(RECOMPUTE_NONE, 1, t, name);
+}
+
 int remat_makes(const GPT *m, ActName name) {
     unsigned t = m->policy.tempo;
-    if (name == ACT_QKV_IN || name == ACT_FC1_IN) return (t & RECOMPUTE_NORM_OUT) != 0;
+    if (name == ACT_QKV_IN) return (t & RECOMPUTE_NORM_OUT) || gemm_input_dropped(t, name, RECOMPUTE_QKV_OUT);
+    if (name == ACT_FC1_IN) return (t & RECOMPUTE_NORM_OUT) || gemm_input_dropped(t, name, RECOMPUTE_FC1_OUT);
+    if (name == ACT_PROJ_IN && gemm_input_dropped(t, name, RECOMPUTE_PROJ_OUT)) return 1;
     if (name == ACT_FC2_IN) return (t & (RECOMPUTE_ACT_OUT | RECOMPUTE_FC1_OUT)) != 0;
     if (name == ACT_PROJ_IN) return (t & RECOMPUTE_ATTN_OUT) != 0;
+    if (name == ACT_ATTN_LSE) return (t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH);   // flash's forward makes it with O
     if (name == ACT_Q || name == ACT_K || name == ACT_V) return (t & RECOMPUTE_QKV_OUT) != 0;
     if (name == ACT_GELU_IN || name == ACT_GATE || name == ACT_UP) return (t & RECOMPUTE_FC1_OUT) != 0;
     if (name == ACT_LN2_IN) return (t & RECOMPUTE_PROJ_OUT) != 0;
@@ -54,8 +64,8 @@ static const float *norm_again(GPT *m, int l, ActName in, ActName out, ActName s
     return y;
 }
 
-// q, k, v = qkv_in · W_{q,k,v}ᵀ + b (RoPE on q and k), as qkv_forward makes them (no adapters: the search
-// refuses LoRA), rounded as storage rounds them, into their workspace slots.
+// q, k, v = qkv_in · W_{q,k,v}ᵀ + b (+ the adapters' term; RoPE on q and k), as qkv_forward makes them,
+// rounded as storage rounds them, into their workspace slots.
 static void qkv_again(GPT *m, int l) {
     int h = m->cfg.hidden, hl = m->hl, kvl = m->kvl, n = m->s_cur * m->b_cur;
     BlockTensors w = gpt_block_weights(m, l);
@@ -67,6 +77,11 @@ static void qkv_again(GPT *m, int l) {
     linear_again(m, q, hl, x, h, wq, bq, n, h, hl);
     linear_again(m, k, kvl, x, h, wk, bk, n, h, kvl);
     linear_again(m, v, kvl, x, h, wv, bv, n, h, kvl);
+    // the adapters' (α/r)·B(A x) from their kept x·Aᵀ, before RoPE, as qkv_forward adds them
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {
+        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), q, k, v);
+        if (lora_on(m, lora_qkv_site(i))) lora_column_add(m, l, lora_qkv_site(i), &o);
+    }
     if (rotary(m)) {
         int d = gpt_head_dim(&m->cfg);
         m->be->rope_forward(m->be, q, q, hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
@@ -77,6 +92,13 @@ static void qkv_again(GPT *m, int l) {
         m->be->bf16_round(m->be, k, (size_t)n * kvl);
         m->be->bf16_round(m->be, v, (size_t)n * kvl);
     }
+}
+
+// y [s·b, cols] += the column site's (α/r)·B(A x) from its kept x·Aᵀ (nothing without an adapter there).
+static void adapter_again(GPT *m, int l, LoraSite s, float *y, int cols) {
+    if (!lora_on(m, s)) return;
+    LoraOut o = {1, {y}, {cols}, {cols}, {0}};
+    lora_column_add(m, l, s, &o);
 }
 
 // The MLP's inner tensors from fc1_in, as mlp_inner_gelu / mlp_inner_swiglu make them: GPT-2's
@@ -91,6 +113,8 @@ static void mlp_again(GPT *m, int l) {
         float *gate = made(m, ACT_GATE, work_slot(m, ACT_GATE, l)), *up = made(m, ACT_UP, work_slot(m, ACT_UP, l));
         linear_again(m, gate, fl, x, h, w.fc1_w, NULL, n, h, fl);
         linear_again(m, up, fl, x, h, w.fc1_w + (size_t)fl * h, NULL, n, h, fl);
+        adapter_again(m, l, LORA_GATE, gate, fl);
+        adapter_again(m, l, LORA_UP, up, fl);
         if (bf16) {
             m->be->bf16_round(m->be, gate, nfl);
             m->be->bf16_round(m->be, up, nfl);
@@ -100,6 +124,7 @@ static void mlp_again(GPT *m, int l) {
     float *gelu_in = made(m, ACT_GELU_IN, work_slot(m, ACT_GELU_IN, l));
     float *fc2_in = made(m, ACT_FC2_IN, work_slot(m, ACT_FC2_IN, l));
     linear_again(m, gelu_in, fl, x, h, w.fc1_w, NULL, n, h, fl);
+    adapter_again(m, l, LORA_FC, gelu_in, fl);
     m->be->bias_gelu_forward(m->be, fc2_in, gelu_in, w.fc1_b, n, fl, bf16);
 }
 
@@ -115,6 +140,8 @@ static void proj_again(GPT *m, int l) {
     const float *ctx = remat_in(m, l, ACT_PROJ_IN, (size_t)n * hl);
     linear_again(m, ws(m, W_OUT), h, ctx, hl, w.proj_w, NULL, n, hl, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), m->tp.t > 1 && m->tp.sp ? ws(m, W_GATHER) : NULL, h, TPC_BLOCK);
+    LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;   // its adapter's term on the reduced rows, as the forward
+    if (lora_on(m, o_site)) lora_row_add(m, l, o_site, lora_v_kept(m, l, o_site), attn_out, h);
     const uint8_t *drop1 = p > 0.0f ? remat_mask_in(m, l, ACT_DROP1_MASK, nrh) : NULL;
     float *x1 = made(m, ACT_LN2_IN, work_slot(m, ACT_LN2_IN, l));
     m->be->dropout_residual_forward(m->be, x1, saved_in(m, A, ACT_LN1_IN, l, nrh), attn_out, w.proj_b, drop1, p, nr, h);
@@ -142,7 +169,8 @@ static const float *gelu_again(GPT *m, int l) {
 
 // ctx = Attention(q, k, v) with the forward's kernel, site and rounding; its probabilities, mask and dropped
 // probabilities into their workspace slots (where a selective layer's forward wrote them), for the
-// standard attention backward that follows.
+// standard attention backward that follows; under flash, O and the log-sum-exp by flash's forward (the
+// same tiles in the same order: the forward's bits), for flash's backward.
 static const float *attention_again(GPT *m, int l) {
     int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
     size_t n = (size_t)s * b, nhl = n * (size_t)m->hl, nkv = n * (size_t)m->kvl;
@@ -151,6 +179,13 @@ static const float *attention_again(GPT *m, int l) {
     int drop = site.p > 0.0f;
     const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
+    if (m->policy.tempo & ATTN_FLASH) {
+        float *lse = made(m, ACT_ATTN_LSE, work_slot(m, ACT_ATTN_LSE, l));
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->hl,
+                                       m->head0, site, m->act->ctx.sample0);
+        if (bf16) m->be->bf16_round(m->be, ctx, nhl);   // as saved_done rounds the forward's
+        return ctx;
+    }
     float *prob = made(m, ACT_ATTN_PROB, work_slot(m, ACT_ATTN_PROB, l));
     uint8_t *mask = drop ? made(m, ACT_ATTN_MASK, work_slot(m, ACT_ATTN_MASK, l)) : NULL;
     float *dropped = drop ? made(m, ACT_ATTN_DROP, work_slot(m, ACT_ATTN_DROP, l)) : NULL;
@@ -174,7 +209,7 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
         if (m->policy.tempo & RECOMPUTE_FC1_OUT) mlp_again(m, l);
         else return gelu_again(m, l);   // once: only FC2's weight gradient reads it
         break;
-    case ACT_PROJ_IN: attention_again(m, l); break;
+    case ACT_PROJ_IN: case ACT_ATTN_LSE: attention_again(m, l); break;
     case ACT_Q: case ACT_K: case ACT_V: qkv_again(m, l); break;
     case ACT_GELU_IN: case ACT_GATE: case ACT_UP: mlp_again(m, l); break;
     case ACT_LN2_IN: proj_again(m, l); break;
@@ -200,16 +235,14 @@ void remat_check(const MemoryPolicy *p) {
         if (p->kind[l] != RECOMPUTE_SELECTIVE)
             ctron_fatal("gpt_init: recomputing the attention's output in layer %d, which is %s (selective layers only: "
                         "their probabilities are not kept)", l, recompute_name(p->kind[l]));
-    if ((t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH))
-        ctron_fatal("gpt_init: recomputing the attention's output with flash attention, whose backward reads it");
     if ((t & RECOMPUTE_NORM_OUT) && (t & (TEMPO_LAYERNORM | MINI_SEQ)))
         ctron_fatal("gpt_init: recomputing the norms' outputs with %s, which reads them in backward",
                     t & MINI_SEQ ? "mini-seq" : "Tempo's norm-from-output");
     unsigned gemm = t & (RECOMPUTE_QKV_OUT | RECOMPUTE_FC1_OUT | RECOMPUTE_PROJ_OUT);
-    if (gemm && (t & (ATTN_FLASH | MINI_SEQ | TEMPO_GELU | TEMPO_LAYERNORM | GELU_FEWBIT | LORA_FROZEN)))
+    if (gemm && (t & (MINI_SEQ | TEMPO_GELU | TEMPO_LAYERNORM | GELU_FEWBIT)))
         ctron_fatal("gpt_init: recomputing %s with %s, whose backward reads what it drops or adds to the GEMMs",
                     gemm & RECOMPUTE_QKV_OUT ? "q, k and v" : gemm & RECOMPUTE_FC1_OUT ? "the MLP's inner tensors" : "ln2_in",
-                    t & ATTN_FLASH ? "flash attention" : t & MINI_SEQ ? "mini-seq" : t & LORA_FROZEN ? "LoRA" : "Tempo/Few-Bit");
+                    t & MINI_SEQ ? "mini-seq" : "Tempo/Few-Bit");
     for (int l = 0; gemm && l < p->layers; l++)
         if (p->kind[l] == RECOMPUTE_MEMO)
             ctron_fatal("gpt_init: recomputing GEMM outputs in layer %d, a memo layer (its own token-wise recompute)", l);

@@ -29,7 +29,8 @@ const uint8_t *remat_mask_in(GPT *m, int l, ActName name, size_t n);
 // W_OUT and SP's gather buffer are free.
 void remat_half(GPT *m, int l, int mlp);
 // RECOMPUTE_ATTN_OUT: layer l's attention forward made again (once per backward of the layer: proj_in
-// for Proj's weight gradient, the probabilities for the standard attention backward); returns the
+// for Proj's weight gradient, the probabilities for the standard attention backward; under flash O and
+// the log-sum-exp, which remat_tensor returns, for flash's backward); returns the
 // workspace copy of name: ACT_ATTN_PROB, ACT_ATTN_MASK (uint8_t) or ACT_ATTN_DROP.
 void *remat_probs(GPT *m, int l, ActName name);
 // gpt_init's check: the parts refuse what reads their tensors outside a weight gradient (Tempo's
