@@ -89,6 +89,11 @@ picks lfa40 'selective+attn,fc1,drop1_mask'; same lfaplain lfa40
 run lfa15 llama --lora-rank 2 --lora-fa --attention flash --act-dtype bf16 --recompute search --act-budget-layer 15KiB \
   --search-rates 100,10
 picks lfa15 'selective+attn,qkv,fc1,proj,drop1_mask'; same lfaplain lfa15
+# the frozen base in bf16 (no fp32 copy behind its views: the remade norm reads its widened weights; this
+# combination segfaulted when the search first took adapters)
+run b16plain llama --lora-rank 2 --base-dtype bf16
+run b16s llama --lora-rank 2 --base-dtype bf16 --recompute search --act-budget-layer 30KiB --search-rates 100,10
+same b16plain b16s
 
 # ctron memory prices the same pick (a searched full recompute is one layer a group, as ctron train runs it)
 mem=(--layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --dropout 0.1 --act-dtype fp32 --recompute search

@@ -54,7 +54,7 @@ static const float *gathered(GPT *m, const float *x) {
 // y = Norm(x) again on the rank's rows from the kept input; the statistics come out again too (into
 // their workspace slot: backward reads the kept ones, bitwise the same).
 static const float *norm_again(GPT *m, int l, ActName in, ActName out, ActName stats) {
-    BlockTensors w = block_tensors(m, &m->w, l);
+    BlockTensors w = gpt_block_weights(m, l);   // a bf16 base's norm weights widened (no fp32 copy behind m->w)
     int nr = m->s_rank * m->b_cur, first = out == ACT_QKV_IN;
     size_t nrh = (size_t)nr * m->cfg.hidden;
     const float *x = remat_in(m, l, in, nrh);
