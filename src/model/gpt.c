@@ -433,16 +433,6 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
 
 #define KEEP(name) keeps(m, l, name, pass)
 
-// The output blocks of the q, k, v sites: GPT-2's c_attn adapter feeds all three (B's rows q|k|v), llama's
-// q, k and v adapters one each.
-static LoraOut qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
-    int hl = m->hl, kvl = m->kvl;
-    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {hl, kvl, kvl}, {hl, kvl, kvl}, {0, hl, hl + kvl}};
-    float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
-    int w = s == LORA_Q ? hl : kvl;
-    return (LoraOut){1, {y}, {w}, {w}, {0}};
-}
-
 static const LoraSite QKV_SITES[] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
 
 // q, k, v += their adapters' (α/r)·B(A x), before RoPE (peft adapts the projections).
@@ -451,7 +441,7 @@ static void qkv_adapters_forward(GPT *m, int l, const float *x, const uint16_t *
     for (int i = 0; i < 4; i++) {
         LoraSite s = QKV_SITES[i];
         if (!lora_on(m, s)) continue;
-        LoraOut o = qkv_outs(m, s, q, k, v);
+        LoraOut o = lora_qkv_out(m, s, q, k, v);
         lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
     }
 }
@@ -1075,7 +1065,7 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     for (int i = 0; i < 4; i++) {   // the adapters' part of dL/dx, and their gradients
         LoraSite s = QKV_SITES[i];
         if (!lora_on(m, s)) continue;
-        LoraOut dy = qkv_outs(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
+        LoraOut dy = lora_qkv_out(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
         int a = lora_a_trains(m, s);
         lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, ws(m, W_OUT), h);
     }
