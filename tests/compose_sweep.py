@@ -148,7 +148,7 @@ def draw_policy(c, r):
 
 
 def draw_adapters(c, r):
-    if r.random() >= 0.3 or (c.rec in ("search", "memo") and not c.wild):
+    if r.random() >= 0.3 or (c.rec == "search" and not c.wild):   # MEMO runs the adapters in its token ranges
         return
     c.add("--lora-rank", r.choice([2, 4]))
     if r.random() < 0.5:

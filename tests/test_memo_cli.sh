@@ -115,6 +115,13 @@ lora_memo memo_lora_gpt2 "" --dropout 0.1 --attention flash --memo 0.5 --lora-ra
 lora_memo memo_lorafa_llama "--lora-dropout 0.1" --arch llama --kv-heads 2 --ffn-hidden 176 --attention flash \
   --recompute-layers 0-1:memo@0.25,2:memo@1 --lora-rank 4 --lora-fa
 lora_memo memo_lorafa_gpt2_std "" --dropout 0.1 --attention standard --memo 1 --lora-rank 8 --lora-targets qkv,fc --lora-fa
+# the frozen base in bf16 (its norm vectors widened per pass, its matrices read as bf16 only): α 1 is the
+# plain run's calls, so its losses are the plain base16 run's
+lora_memo memo_lora_base16 "" --dropout 0.1 --attention flash --memo 1 --lora-rank 4 --precision bf16 --base-dtype bf16
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --lora-rank 4 --precision bf16 --base-dtype bf16 --log "$dir/b16.jsonl" > /dev/null 2>&1
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --lora-rank 4 --precision bf16 --base-dtype bf16 --memo 1 --log "$dir/b16m.jsonl" > /dev/null 2>&1
+check '[ -s "$dir/b16.jsonl" ] && [ "$(grep -o "\"loss\":[^,]*" "$dir/b16.jsonl")" = "$(grep -o "\"loss\":[^,]*" "$dir/b16m.jsonl")" ]' \
+  "base16 memo 1 vs plain: losses $(grep -o '"loss":[^,]*' "$dir/b16m.jsonl" | tr '\n' ' ') vs $(grep -o '"loss":[^,]*' "$dir/b16.jsonl" | tr '\n' ' ')"
 
 # refusals (exit 2, the reason named)
 refuse() {   # expected-substring, flags...

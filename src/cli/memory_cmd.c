@@ -112,7 +112,7 @@ void cli_memory_usage(FILE *f) {
         "                                           keeps its input; the first ALPHA of its tokens swapped\n"
         "                                           to host memory (memo_stage + the pool), the rest\n"
         "                                           recomputed in backward (per rank with --tp T; no --sp,\n"
-        "                                           no --pp)\n"
+        "                                           no --pp; with --lora-rank: lora_* kept whole)\n"
         "  --reversible                             reversible blocks: no layer keeps anything; the two fp32\n"
         "                                           streams and one half-layer rebuilt in backward\n"
         "fine-tuning (LoRA, docs/LORA.md)\n"

@@ -2,8 +2,10 @@
 #include <string.h>
 #include "backend/cpu/dropout.h"
 #include "memory/memo_model.h"
+#include "model/base16.h"
 #include "model/block.h"
 #include "model/family.h"
+#include "model/linear.h"
 #include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
@@ -127,8 +129,7 @@ static void round_rows(GPT *m, ActName name, float *t, int r0, int r1) {
 
 static void linear_rows(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int r0,
                         int nr, int in, int out) {
-    m->be->linear_forward(m->be, y + (size_t)r0 * ldy, ldy, x + (size_t)r0 * ldx, NULL, ldx, w, gpt_w16(m, w), bias,
-                          nr, in, out);
+    linear_fwd(m, y + (size_t)r0 * ldy, ldy, x + (size_t)r0 * ldx, ldx, w, bias, nr, in, out);   // a frozen bf16 base's too
 }
 
 // Under TP a row-parallel linear's rows [r0, r0+nr) are this rank's partial sums: Σ over the group
@@ -172,7 +173,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     int r0 = p0 * b, nr = (p1 - p0) * b;
     if (nr <= 0) return;
     float **t = V->t, p = c->dropout;
-    BlockTensors w = block_tensors(m, &m->w, l);
+    BlockTensors w = gpt_block_weights(m, l);   // a bf16 base's norm vectors widened
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     norm_rows(m, t[ACT_QKV_IN], t[ACT_LN1_STATS], x, w.ln1_w, w.ln1_b, r0, nr);
     round_rows(m, ACT_QKV_IN, t[ACT_QKV_IN], r0, r0 + nr);
