@@ -700,6 +700,12 @@ static void test_lora(void) {
           act_layer_bytes(&m.shape, &pol, 1) == 24576 + 384 * 32 * 4,
           "LoRA-FA α 0.34: swapped %zu (by hand 151552), lora_* %zu (24576), layer %zu", act_memo_swap_bytes(&m.shape, &pol, 1),
           kept, act_layer_bytes(&m.shape, &pol, 1));
+    // the planner's policy carries the shape's LoRA bits: its predicted peak at 64 positions is the run's
+    MemoSpeeds sp = {100e9, 1000e9};
+    MemoPlanResult x;
+    memo_plan_evaluate(&m.shape, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x);
+    CHECK(x.act_peak == act_peak_bytes(&m.shape, &pol) && x.pool_bytes == 3 * 151552, "memo plan with LoRA-FA: peak "
+          "%zu, the model's %zu; pool %zu", x.act_peak, act_peak_bytes(&m.shape, &pol), x.pool_bytes);
     gpt_free(&m);
     policy_free(&pol);
 }
