@@ -23,6 +23,9 @@
 //     saved tensors peak at the predicted bytes, memo_stage one buffer of the predicted size.
 //  7. A TP rank's share (t = 2): the swapped bytes by hand, the time model's work halved (the runs under
 //     mpirun: tests/test_memo_tp.sh).
+//  8. Adapters (LoRA, LoRA-FA, adapter dropout) in memo layers: α 0 / α 1 bitwise the plain LoRA run (fp32 and
+//     bf16 storage), split α and a per-layer mix within 3e-6; the ledger == the model (lora_* kept whole) in
+//     24 configurations; LoRA-FA's swapped and kept bytes by hand; memo_plan counts the adapters.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
