@@ -164,7 +164,7 @@ def draw_policy(c, r):
 
 
 def draw_adapters(c, r):
-    if r.random() >= 0.3 or (c.rec == "memo" and not c.wild):   # the search takes adapters too
+    if r.random() >= 0.3:   # the search and MEMO take adapters too
         return
     c.add("--lora-rank", r.choice([2, 4]))
     if r.random() < 0.5:

@@ -108,6 +108,9 @@ rev|--reversible
 memo|--seq 128 --attention flash --memo 0.5
 memo_mix|--layers 3 --seq 128 --recompute-layers 0:memo@1,1:memo@0.5,2:memo@0 --static-plan
 memo_llama|--arch llama --kv-heads 2 --seq 128 --memo 0.5
+memo_lora|--arch llama --kv-heads 2 --seq 128 --memo 0.5 --lora-rank 4 --lora-dropout 0.1 --lr 5e-3
+search_flash|--attention flash --seq 96 --recompute search --act-budget-layer 100KiB --search-rates 100,10
+search_lora|--arch llama --kv-heads 2 --lora-rank 4 --recompute search --act-budget-layer 30KiB --search-rates 100,10 --lr 5e-3
 rev_llama|--arch llama --kv-heads 2 --reversible --dropout 0.1"
 # name|ratio|the fp32 run that gives bf16's effect|flags
 bf16_cases="bf16|0.75|none|--precision bf16

@@ -23,6 +23,9 @@
 //     saved tensors peak at the predicted bytes, memo_stage one buffer of the predicted size.
 //  7. A TP rank's share (t = 2): the swapped bytes by hand, the time model's work halved (the runs under
 //     mpirun: tests/test_memo_tp.sh).
+//  8. Adapters (LoRA, LoRA-FA, adapter dropout) in memo layers: α 0 / α 1 bitwise the plain LoRA run (fp32 and
+//     bf16 storage), split α and a per-layer mix within 3e-6; the ledger == the model (lora_* kept whole) in
+//     24 configurations; LoRA-FA's swapped and kept bytes by hand; memo_plan counts the adapters.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -39,8 +42,16 @@
 
 enum { STEPS = 3, L = 3, S = 192, B = 2 };
 
-static GPTConfig cfg_of(int llama) {
+// lora: 0 none, 1 LoRA, 2 LoRA-FA (rank 4 on every site of the family, with peft's dropout on the adapters'
+// input, so that a token range's mask rows are the whole site's).
+static GPTConfig cfg_of(int llama, int lora) {
     GPTConfig c = {.layers = L, .hidden = 32, .heads = 4, .seq = S, .batch = B, .vocab = 256, .dropout = 0.1f};
+    if (lora) {
+        c.lora_rank = 4;
+        c.lora_alpha = 16.0f;
+        c.lora_fa = lora == 2;
+        c.lora_dropout = 0.1f;
+    }
     if (llama) {
         c.arch = ARCH_LLAMA;
         c.kv_heads = 2;
@@ -61,6 +72,7 @@ typedef struct {
     MaskMode masks;
     const char *rc, *list;
     float alpha;
+    int lora;   // cfg_of's
 } Setup;
 
 static void make_policy(MemoryPolicy *pol, const Setup *u) {
@@ -101,13 +113,26 @@ static long plan_live_peak(const StaticPlan *p, int kind, long *stage) {
     return best;
 }
 
+// With adapters: B non-zero (peft starts it at zero, and A's gradient would be), and the policy with the
+// keep bits the model adds (the analytic model reads them from it).
+static void adapters_start(GPT *m, MemoryPolicy *pol) {
+    if (m->cfg.lora_rank <= 0) return;
+    pol->tempo = m->policy.tempo;
+    for (int i = 0; i < m->n_info; i++)
+        if (strstr(m->info[i].name, "lora_B"))
+            for (size_t e = 0; e < m->info[i].numel; e++)
+                m->params[m->info[i].offset + e] = 0.02f * sinf((float)(e * 5 + m->info[i].full_index));
+    gpt_params_changed(m);
+}
+
 static void run(Trace *t, const Setup *u) {
     MemoryPolicy pol;
     make_policy(&pol, u);
-    GPTConfig c = cfg_of(u->llama);
+    GPTConfig c = cfg_of(u->llama, u->lora);
     GPT m;
     gpt_init(&m, &c, &pol);
     gpt_init_weights(&m, 5);
+    adapters_start(&m, &pol);
     g_plan_saved_peak = g_plan_stage = -1;
     if (g_static) {
         static int32_t zeros[S * B];
@@ -160,8 +185,9 @@ static double rel(const float *a, const float *b, size_t n) {
 }
 
 static void describe(const Setup *u, char *buf, size_t len) {
-    snprintf(buf, len, "%s %s%s masks %s, %s α %.2f", u->llama ? "llama" : "gpt2", u->flash ? "flash " : "",
-             u->bf16 ? "bf16" : "fp32", mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
+    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama ? "llama" : "gpt2",
+             u->lora == 2 ? " LoRA-FA" : u->lora ? " LoRA" : "", u->flash ? "flash " : "", u->bf16 ? "bf16" : "fp32",
+             mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
 }
 
 // 2. Against the plain run, with flash.
@@ -169,13 +195,13 @@ static void test_plain(void) {
     const float alphas[] = {0.0f, 0.34f, 0.67f, 1.0f};   // 0, 64, 128, 192 positions swapped of 192
     for (int llama = 0; llama < 2; llama++)
         for (int bf16 = 0; bf16 < 2; bf16++) {
-            Setup plain = {llama, 1, bf16, MASKS_BYTES, "none", NULL, 0.0f};
+            Setup plain = {llama, 1, bf16, MASKS_BYTES, "none", NULL, 0.0f, 0};
             Trace ref;
             run(&ref, &plain);
             for (int mm = 0; mm < 3; mm++)
                 for (int ai = 0; ai < 4; ai++) {
                     if (mm != 0 && ai != 1 && ai != 2) continue;   // the mask modes at the split α
-                    Setup u = {llama, 1, bf16, (MaskMode)mm, "memo", NULL, alphas[ai]};
+                    Setup u = {llama, 1, bf16, (MaskMode)mm, "memo", NULL, alphas[ai], 0};
                     Trace t;
                     char what[160];
                     run(&t, &u);
@@ -202,7 +228,7 @@ static void test_plain(void) {
                     trace_free(&t);
                 }
             // a per-layer list: layers 0 and 2 memo, 1 none
-            Setup u = {llama, 1, bf16, MASKS_BITS, NULL, "0:memo,1:none,2:memo", 0.5f};
+            Setup u = {llama, 1, bf16, MASKS_BITS, NULL, "0:memo,1:none,2:memo", 0.5f, 0};
             Trace t;
             run(&t, &u);
             double x = rel(ref.grads[STEPS - 1], t.grads[STEPS - 1], t.n);
@@ -216,10 +242,10 @@ static void test_plain(void) {
 static void test_recompute(void) {
     for (int v = 0; v < 8; v++) {
         int llama = v & 1, flash = v >> 1 & 1, bf16 = v >> 2;
-        Setup u = {llama, flash, bf16, MASKS_BYTES, "memo", NULL, 0.34f};
+        Setup u = {llama, flash, bf16, MASKS_BYTES, "memo", NULL, 0.34f, 0};
         MemoryPolicy pol;
         make_policy(&pol, &u);
-        GPTConfig c = cfg_of(llama);
+        GPTConfig c = cfg_of(llama, 0);
         GPT m;
         gpt_init(&m, &c, &pol);
         gpt_init_weights(&m, 5);
@@ -260,7 +286,7 @@ static void test_recompute(void) {
         gpt_free(&m);
         policy_free(&pol);
         if (flash || bf16) continue;
-        Setup sel = {llama, 0, 0, MASKS_BYTES, "selective", NULL, 0.0f};
+        Setup sel = {llama, 0, 0, MASKS_BYTES, "selective", NULL, 0.0f, 0};
         Trace a, b;
         run(&a, &sel);
         run(&b, &u);
@@ -283,10 +309,11 @@ static void test_recompute(void) {
 static void check_ledger(const Setup *u) {
     MemoryPolicy pol;
     make_policy(&pol, u);
-    GPTConfig c = cfg_of(u->llama);
+    GPTConfig c = cfg_of(u->llama, u->lora);
     GPT m;
     gpt_init(&m, &c, &pol);
     gpt_init_weights(&m, 5);
+    adapters_start(&m, &pol);
     static int32_t tok[S * B], tgt[S * B];
     tokens(1, tok, tgt);
     StepCtx ctx = {7, 1, 0, 1};
@@ -327,12 +354,12 @@ static void test_ledger(void) {
                 for (int mm = 0; mm < 3; mm++)
                     for (int ai = 0; ai < 5; ai++) {
                         if ((mm != 0 || bf16) && ai != 1) continue;
-                        Setup u = {llama, flash, bf16, (MaskMode)mm, "memo", NULL, alphas[ai]};
+                        Setup u = {llama, flash, bf16, (MaskMode)mm, "memo", NULL, alphas[ai], 0};
                         check_ledger(&u);
                         cases++;
                     }
-    Setup lists[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo,1:selective,2:none", 0.5f},
-                     {1, 0, 1, MASKS_BITS, NULL, "0:full,1-2:memo", 0.67f}};
+    Setup lists[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo,1:selective,2:none", 0.5f, 0},
+                     {1, 0, 1, MASKS_BITS, NULL, "0:full,1-2:memo", 0.67f, 0}};
     for (int i = 0; i < 2; i++) check_ledger(&lists[i]);
     printf("ledger == model in %d memo configurations\n", cases + 2);
 
@@ -340,10 +367,10 @@ static void test_ledger(void) {
     // Swapped per layer: qkv_in, q, k, v, proj_in, ln2_in, fc1_in 128·32·4 = 16384 each (7 → 114688),
     // gelu_in, fc2_in 128·128·4 = 65536 each, ln1/ln2 stats 128·2·4 = 1024 each, attn_lse 4·64·2·4 = 2048:
     // 114688 + 131072 + 2048 + 2048 = 249856 (each a multiple of 64: the span), stage 2 × 249856.
-    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.34f};
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.34f, 0};
     MemoryPolicy pol;
     make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0);
+    GPTConfig c = cfg_of(0, 0);
     GPT m;
     gpt_init(&m, &c, &pol);
     CHECK(act_memo_swap_bytes(&m.shape, &pol, 1) == 249856, "swapped per layer %zu, by hand 249856",
@@ -412,10 +439,10 @@ static void expect_same(const Trace *a, const Trace *b, const char *what) {
 
 static void test_alpha_mixed(void) {
     // the ledger, per layer and name, for mixes (the pool's cells are checked per layer by check_ledger)
-    Setup mixes[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@0.34,1:memo@1,2:memo@0", 0.0f},
-                     {1, 0, 1, MASKS_BITS, NULL, "0:memo@0.67,1:none,2:memo", 0.34f},
-                     {0, 1, 1, MASKS_REGEN, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f},
-                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f}};
+    Setup mixes[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@0.34,1:memo@1,2:memo@0", 0.0f, 0},
+                     {1, 0, 1, MASKS_BITS, NULL, "0:memo@0.67,1:none,2:memo", 0.34f, 0},
+                     {0, 1, 1, MASKS_REGEN, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f, 0},
+                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f, 0}};
     for (int i = 0; i < 4; i++) check_ledger(&mixes[i]);
     // by hand (GPT-2 h32 a4 s192 b2 fp32 flash, test_ledger's figures): a layer's slice is 249856 bytes at
     // 64 positions, 499712 at 128. Layers 0 and 2 share slot 0, layer 1 has slot 1.
@@ -425,10 +452,10 @@ static void test_alpha_mixed(void) {
         {"0:memo@0.67,1:memo@0,2:memo@0.34", 499712 + 249856, 499712 + 249856},   // layer 1 swaps nothing: 2 has slot 1
         {"0:memo@0.67,1:memo@0.34,2:memo@0.67", 499712 + 249856, 2 * 499712 + 249856}};
     for (int i = 0; i < 4; i++) {
-        Setup u = {0, 1, 0, MASKS_BYTES, NULL, hand[i].list, 0.0f};
+        Setup u = {0, 1, 0, MASKS_BYTES, NULL, hand[i].list, 0.0f, 0};
         MemoryPolicy pol;
         make_policy(&pol, &u);
-        GPTConfig c = cfg_of(0);
+        GPTConfig c = cfg_of(0, 0);
         GPT m;
         gpt_init(&m, &c, &pol);
         CHECK(act_memo_stage_bytes(&m.shape, &pol) == hand[i].stage && act_memo_pool_bytes(&m.shape, &pol) == hand[i].pool,
@@ -440,7 +467,7 @@ static void test_alpha_mixed(void) {
     for (int llama = 0; llama < 2; llama++) {
         char what[96];
         // every layer's own α equal to --memo's: the uniform run, bitwise
-        Setup uni = {llama, 1, 0, MASKS_BITS, "memo", NULL, 0.34f}, own = {llama, 1, 0, MASKS_BITS, NULL, "0-2:memo@0.34", 0.9f};
+        Setup uni = {llama, 1, 0, MASKS_BITS, "memo", NULL, 0.34f, 0}, own = {llama, 1, 0, MASKS_BITS, NULL, "0-2:memo@0.34", 0.9f, 0};
         Trace a, b;
         run(&a, &uni);
         run(&b, &own);
@@ -449,9 +476,9 @@ static void test_alpha_mixed(void) {
         trace_free(&a);
         trace_free(&b);
         // layers of α 0 and 1 (one token range each): the plain run, bitwise; a split mix within tolerance
-        Setup plain = {llama, 1, 0, MASKS_BYTES, "none", NULL, 0.0f}, ends = {llama, 1, 0, MASKS_BYTES, NULL,
-                                                                              "0:memo@0,1:memo@1,2:memo@0", 0.0f};
-        Setup split = {llama, 1, 0, MASKS_BYTES, NULL, "0:memo@0.34,1:memo@1,2:memo@0.67", 0.0f};
+        Setup plain = {llama, 1, 0, MASKS_BYTES, "none", NULL, 0.0f, 0}, ends = {llama, 1, 0, MASKS_BYTES, NULL,
+                                                                              "0:memo@0,1:memo@1,2:memo@0", 0.0f, 0};
+        Setup split = {llama, 1, 0, MASKS_BYTES, NULL, "0:memo@0.34,1:memo@1,2:memo@0.67", 0.0f, 0};
         Trace ref, t;
         run(&ref, &plain);
         run(&t, &ends);
@@ -477,10 +504,10 @@ static void test_alpha_mixed(void) {
 // not both at 128 gets the mix 0:memo@0.67,1:memo@0.34,2:memo@0.67; a larger one uniform α 1; one that holds
 // a single slot at 64 lets one layer swap; a pool budget between takes as many α-1 layers as it holds.
 static void test_alpha_plan(void) {
-    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.0f};
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.0f, 0};
     MemoryPolicy pol;
     make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0);
+    GPTConfig c = cfg_of(0, 0);
     GPT m;
     gpt_init(&m, &c, &pol);
     ActShape sh = m.shape;
@@ -531,10 +558,10 @@ static void test_alpha_plan(void) {
 // recorded step; every later step runs in the plan's block, bitwise the default layout, and the plan's
 // saved tensors peak at the analytic model's bytes (memo_stage one buffer of act_memo_stage_bytes).
 static void test_static_plan(void) {
-    Setup cases[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f},
-                     {1, 0, 1, MASKS_BITS, "memo", NULL, 0.5f},
-                     {0, 0, 0, MASKS_REGEN, NULL, "0:memo@0.67,1:none,2:memo@0.34", 0.0f},
-                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f}};
+    Setup cases[] = {{0, 1, 0, MASKS_BYTES, NULL, "0:memo@1,1:memo@0.34,2:memo@0.67", 0.0f, 0},
+                     {1, 0, 1, MASKS_BITS, "memo", NULL, 0.5f, 0},
+                     {0, 0, 0, MASKS_REGEN, NULL, "0:memo@0.67,1:none,2:memo@0.34", 0.0f, 0},
+                     {1, 1, 0, MASKS_BYTES, NULL, "0:full,1:memo@0.34,2:memo@1", 0.0f, 0}};
     for (int i = 0; i < 4; i++) {
         char what[160];
         describe(&cases[i], what, sizeof what);
@@ -548,7 +575,7 @@ static void test_static_plan(void) {
         expect_same(&a, &b, what);
         MemoryPolicy pol;
         make_policy(&pol, &cases[i]);
-        GPTConfig c = cfg_of(cases[i].llama);
+        GPTConfig c = cfg_of(cases[i].llama, 0);
         GPT m;
         gpt_init(&m, &c, &pol);
         long stage = (long)act_memo_stage_bytes(&m.shape, &pol);
@@ -569,10 +596,10 @@ static void test_static_plan(void) {
 // fc2_in its 64 (2 × 2·64·4), the statistics whole (2 × 16), attn_lse its 2 heads (2·2·4): 2352, against
 // one process's 3904; the layer's work, attention and down projection half of one process's.
 static void test_tp_share(void) {
-    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 1.0f};
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 1.0f, 0};
     MemoryPolicy pol;
     make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0);
+    GPTConfig c = cfg_of(0, 0);
     GPT m;
     gpt_init(&m, &c, &pol);
     ActShape one = m.shape, two = m.shape;
@@ -588,7 +615,106 @@ static void test_tp_share(void) {
     policy_free(&pol);
 }
 
+// 8. Adapters (LoRA, LoRA-FA) in memo layers: both token ranges run them, each site's v = (α/r)·x·Aᵀ kept
+// whole (not swapped). Against the plain run (flash, no recompute), GPT-2 and llama: α 0 and α 1 bitwise
+// (loss, the adapters' gradients — the frozen base's are zero — and parameters over 3 steps), also with
+// bf16 storage; a split α and a per-layer mix within fp32's 3e-6; the gradients of A (LoRA) and B non-zero.
+// The ledger == the model per layer and name (lora_* whole, LoRA-FA keeping no linear input, so swapping
+// none) at several α, per-layer lists, bf16, standard attention; and by hand: GPT-2 LoRA-FA α 0.34 swaps q, k,
+// v, proj_in, ln2_in, gelu_in, the statistics and attn_lse (not qkv_in, fc1_in, fc2_in) and keeps 4 × 384·4·4
+// bytes of lora_* per layer.
+static void test_lora(void) {
+    const float alphas[] = {0.0f, 0.34f, 1.0f};
+    int ledgers = 0;
+    for (int llama = 0; llama < 2; llama++)
+        for (int lora = 1; lora <= 2; lora++) {
+            for (int ai = 0; ai < 3; ai++) {
+                Setup u = {llama, 1, 0, MASKS_BYTES, "memo", NULL, alphas[ai], lora};
+                check_ledger(&u);
+                ledgers++;
+            }
+            Setup more[] = {{llama, 1, 0, MASKS_BITS, NULL, "0-1:memo@0.25,2:memo@0.67", 0.0f, lora},
+                            {llama, 1, 1, MASKS_BYTES, "memo", NULL, 0.5f, lora},
+                            {llama, 0, 0, MASKS_REGEN, NULL, "0:memo@0.5,1:none,2:memo@1", 0.0f, lora}};
+            for (int i = 0; i < 3; i++, ledgers++) check_ledger(&more[i]);
+            for (int bf16 = 0; bf16 < 2; bf16++) {
+                Setup plain = {llama, 1, bf16, MASKS_BYTES, "none", NULL, 0.0f, lora};
+                Trace ref;
+                run(&ref, &plain);
+                double a_grad = 0.0, b_grad = 0.0;   // the adapters' gradient norms² (the base's are zero)
+                {
+                    MemoryPolicy pol;
+                    make_policy(&pol, &plain);
+                    GPTConfig c = cfg_of(llama, lora);
+                    GPT m;
+                    gpt_init(&m, &c, &pol);
+                    for (int i = 0; i < m.n_info; i++)
+                        for (size_t e = 0; e < m.info[i].numel; e++) {
+                            double g = ref.grads[0][m.info[i].offset + e];
+                            if (strstr(m.info[i].name, "lora_A")) a_grad += g * g;
+                            else if (strstr(m.info[i].name, "lora_B")) b_grad += g * g;
+                            else if (g != 0.0) a_grad = -1e30;   // a frozen base weight with a gradient
+                        }
+                    gpt_free(&m);
+                    policy_free(&pol);
+                }
+                CHECK(b_grad > 0.0 && (lora == 2 ? a_grad == 0.0 : a_grad > 0.0), "%s %s: adapters' gradients "
+                      "norm² A %.3g B %.3g", llama ? "llama" : "gpt2", lora == 2 ? "LoRA-FA" : "LoRA", a_grad, b_grad);
+                const char *lists[] = {NULL, NULL, NULL, "0-1:memo@0.25,2:memo@0.67"};
+                const float as[] = {0.0f, 1.0f, 0.34f, 0.0f};
+                for (int k = 0; k < 4; k++) {
+                    if (bf16 && k >= 2) continue;
+                    Setup u = {llama, 1, bf16, MASKS_BYTES, lists[k] ? NULL : "memo", lists[k], as[k], lora};
+                    Trace t;
+                    char what[160];
+                    run(&t, &u);
+                    describe(&u, what, sizeof what);
+                    if (k < 2) {
+                        expect_same(&ref, &t, what);
+                    } else {
+                        double worst = 0.0;
+                        for (int i = 0; i < STEPS; i++) {
+                            double x = rel(ref.grads[i], t.grads[i], t.n);
+                            if (x > worst) worst = x;
+                        }
+                        CHECK(worst > 0.0 && worst < 3e-6, "%s: adapters' gradients rel %.3g against the plain run "
+                              "(tolerance 3e-6)", what, worst);
+                        printf("%s: adapters' gradients within %.2g of the plain run\n", what, worst);
+                    }
+                    trace_free(&t);
+                }
+                trace_free(&ref);
+            }
+        }
+    printf("ledger == model in %d memo configurations with adapters\n", ledgers);
+    // by hand: GPT-2 LoRA-FA fp32 flash α 0.34 (64 positions = 128 rows): q, k, v, proj_in, ln2_in 5 × 16384,
+    // gelu_in 65536, the statistics 2 × 1024, attn_lse 2048 = 151552 swapped; lora_qkv, lora_proj, lora_fc,
+    // lora_fc2 4 × 384·4·4 = 24576 kept whole.
+    Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.34f, 2};
+    MemoryPolicy pol;
+    make_policy(&pol, &u);
+    GPTConfig c = cfg_of(0, 2);
+    GPT m;
+    gpt_init(&m, &c, &pol);
+    pol.tempo = m.policy.tempo;
+    size_t kept = 0;
+    for (int n = ACT_LORA_Q; n <= ACT_LORA_FC2; n++) kept += act_layer_name_bytes(&m.shape, &pol, 1, (ActName)n);
+    CHECK(act_memo_swap_bytes(&m.shape, &pol, 1) == 151552 && kept == 24576 &&
+          act_layer_bytes(&m.shape, &pol, 1) == 24576 + 384 * 32 * 4,
+          "LoRA-FA α 0.34: swapped %zu (by hand 151552), lora_* %zu (24576), layer %zu", act_memo_swap_bytes(&m.shape, &pol, 1),
+          kept, act_layer_bytes(&m.shape, &pol, 1));
+    // the planner's policy carries the shape's LoRA bits: its predicted peak at 64 positions is the run's
+    MemoSpeeds sp = {100e9, 1000e9};
+    MemoPlanResult x;
+    memo_plan_evaluate(&m.shape, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x);
+    CHECK(x.act_peak == act_peak_bytes(&m.shape, &pol) && x.pool_bytes == 3 * 151552, "memo plan with LoRA-FA: peak "
+          "%zu, the model's %zu; pool %zu", x.act_peak, act_peak_bytes(&m.shape, &pol), x.pool_bytes);
+    gpt_free(&m);
+    policy_free(&pol);
+}
+
 int main(void) {
+    test_lora();
     test_tp_share();
     test_static_plan();
     test_alpha_parse();

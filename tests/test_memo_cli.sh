@@ -97,6 +97,32 @@ rc3=$?
 check '[ $rc = 2 ] && grep -q "does not match the checkpoint.s $mix" "$dir/c2.out" && [ $rc3 = 0 ] && grep -q "^resumed from" "$dir/c3.out"' \
   "--resume with another per-layer α: rc $rc ($(head -1 "$dir/c2.out")); without: rc $rc3"
 
+# LoRA and LoRA-FA in memo layers (the adapters run in both token ranges, their x·Aᵀ kept whole): every
+# ledger line ok (lora_* among them), and ctron memory predicts the step's peak byte for byte
+lora_memo() {   # NAME TRAIN-ONLY-FLAGS FLAGS...
+  local name=$1 only=$2; shift 2
+  # shellcheck disable=SC2086
+  "$ctron" train "${common[@]}" "$@" $only > "$dir/$name.out" 2>&1
+  local rc=$? loras; loras=$(grep -c '^  lora_[a-z0-9]* .* ok$' "$dir/$name.out")
+  check '[ $rc = 0 ] && ! grep -q MISMATCH "$dir/$name.out" && [ "$loras" -ge 2 ]' \
+    "$name: rc $rc, $loras lora_* lines ok: $(grep -m3 'MISMATCH\|error' "$dir/$name.out")"
+  local run; run=$(sed -n 's/.*peak of the step (recomputation included): measured \([0-9]*\) .*  ok$/\1/p' "$dir/$name.out")
+  "$ctron" memory "${shape[@]}" --act-dtype fp32 "$@" --json > "$dir/$name.json" 2>&1
+  local mem; mem=$(python3 -c "import json; d=json.load(open('$dir/$name.json')); print(d['first_stage']['activation_peak_bytes'])")
+  check '[ -n "$run" ] && [ "$run" = "$mem" ]' "$name: train measured '$run', memory predicts '$mem'"
+}
+lora_memo memo_lora_gpt2 "" --dropout 0.1 --attention flash --memo 0.5 --lora-rank 4
+lora_memo memo_lorafa_llama "--lora-dropout 0.1" --arch llama --kv-heads 2 --ffn-hidden 176 --attention flash \
+  --recompute-layers 0-1:memo@0.25,2:memo@1 --lora-rank 4 --lora-fa
+lora_memo memo_lorafa_gpt2_std "" --dropout 0.1 --attention standard --memo 1 --lora-rank 8 --lora-targets qkv,fc --lora-fa
+# the frozen base in bf16 (its norm vectors widened per pass, its matrices read as bf16 only): α 1 is the
+# plain run's calls, so its losses are the plain base16 run's
+lora_memo memo_lora_base16 "" --dropout 0.1 --attention flash --memo 1 --lora-rank 4 --precision bf16 --base-dtype bf16
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --lora-rank 4 --precision bf16 --base-dtype bf16 --log "$dir/b16.jsonl" > /dev/null 2>&1
+"$ctron" train "${common[@]}" --dropout 0.1 --attention flash --lora-rank 4 --precision bf16 --base-dtype bf16 --memo 1 --log "$dir/b16m.jsonl" > /dev/null 2>&1
+check '[ -s "$dir/b16.jsonl" ] && [ "$(grep -o "\"loss\":[^,]*" "$dir/b16.jsonl")" = "$(grep -o "\"loss\":[^,]*" "$dir/b16m.jsonl")" ]' \
+  "base16 memo 1 vs plain: losses $(grep -o '"loss":[^,]*' "$dir/b16m.jsonl" | tr '\n' ' ') vs $(grep -o '"loss":[^,]*' "$dir/b16.jsonl" | tr '\n' ' ')"
+
 # refusals (exit 2, the reason named)
 refuse() {   # expected-substring, flags...
   local want=$1; shift

@@ -104,6 +104,22 @@ for fam in gpt2 llama; do
   ledger_ok ${fam}_a0 "${fl[@]}" --attention flash --memo 0
 done
 
+# LoRA in memo layers under TP (llama, GQA, every site, adapter dropout): the column sites' x·Aᵀ from the
+# whole input, the row sites' (o, down) partial products all-reduced per token range; the TP run follows
+# the one-process one, every rank's ledger and pool ok with lora_* kept whole, α 1 bitwise the plain TP run
+common=("${shape[@]}" --steps $STEPS --eval-every 0 --dropout 0.1 --threads 1 --data "$data" --ledger "${gqa[@]}"
+        --lora-rank 4 --lora-dropout 0.1)
+one lora_one --attention flash --memo 0.5
+tp lora_tp2 --attention flash --memo 0.5
+/usr/bin/python3 "$(dirname "$0")/compare_runs.py" "$dir/lora_one.jsonl" "$dir/lora_one/$(printf 'step_%08d' $STEPS)" \
+  "$dir/lora_tp2.jsonl" "$dir/lora_tp2/$(printf 'step_%08d' $STEPS)" --steps $STEPS --tol 1e-5 --name "lora_tp2 vs one process"
+check '[ $? -eq 0 ]' "lora_tp2 differs from the one-process run by more than 1e-5"
+check '[ "$(grep -c "^  lora_[a-z]* .* ok$" "$dir/lora_tp2.out")" -ge 7 ]' "lora_tp2: the lora_* ledger lines: $(grep -m3 "lora_" "$dir/lora_tp2.out")"
+ledger_ok lora_tp2 "${gqa[@]}" --lora-rank 4 --attention flash --memo 0.5
+tp lora_plain --attention flash
+tp lora_a1 --attention flash --memo 1
+same lora_plain lora_a1
+
 # --tp-solo: one process as rank 0 of --tp 2 with memo layers: rank 0's peak and TP bytes
 common=("${shape[@]}" --steps 2 --eval-every 0 --dropout 0.1 --threads 1 --data "$data" --ledger)
 "$ctron" train "${common[@]}" --attention flash --memo 0.5 --tp 2 --tp-solo --log "$dir/gpt2_solo.jsonl" > "$dir/gpt2_solo.out" 2>&1

@@ -113,7 +113,7 @@ void cli_memory_usage(FILE *f) {
         "                                           keeps its input; the first ALPHA of its tokens swapped\n"
         "                                           to host memory (memo_stage + the pool), the rest\n"
         "                                           recomputed in backward (per rank with --tp T; no --sp,\n"
-        "                                           no --pp)\n"
+        "                                           no --pp; with --lora-rank: lora_* kept whole)\n"
         "  --reversible                             reversible blocks: no layer keeps anything; the two fp32\n"
         "                                           streams and one half-layer rebuilt in backward\n"
         "fine-tuning (LoRA, docs/LORA.md)\n"
@@ -485,10 +485,11 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         return cfg_error(a, p, "--act-budget-layer and --search-rates are for --recompute search");
     }
     int memo = a->memo >= 0.0 || policy_list_has_memo(a->list);
-    if (memo && (pp > 1 || (t > 1 && a->sp) || a->offload || a->reversible || c->policy.tempo & ~(unsigned)ATTN_FLASH ||
+    unsigned memo_parts = ATTN_FLASH | act_lora_bits(&c->lay.sh);   // LoRA's adapters run in the token ranges
+    if (memo && (pp > 1 || (t > 1 && a->sp) || a->offload || a->reversible || c->policy.tempo & ~memo_parts ||
                  (a->recompute && strcmp(a->recompute, "none") != 0 && strcmp(a->recompute, "memo") != 0)))
         return cfg_error(a, p, "--memo is built for one pipeline stage (no --pp) and TP without --sp, without --offload, --reversible, "
-                         "Tempo, Few-Bit, mini-seq, LoRA or another --recompute (mark layers with --recompute-layers "
+                         "Tempo, Few-Bit, mini-seq or another --recompute (mark layers with --recompute-layers "
                          "FIRST-LAST:memo)");
     c->policy.memo_alpha = a->memo >= 0.0 ? (float)a->memo : 0.0f;
     const char *rc = memo && !a->list ? "memo" : recompute;

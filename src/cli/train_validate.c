@@ -240,7 +240,6 @@ static int check_memo(const TrainOptions *o, const TrainGiven *given) {
         return usage_error("--memo with --tp %d --sp: not built (under SP a rank holds s/%d of the positions of a layer's "
                            "input, and a memo token range spans the ranks' shards); drop --sp", o->tp, o->tp);
     if (train_uses_pipeline(o)) return usage_error("--memo with a pipeline: not built (one process, --pp 1)");
-    if (o->model.lora_rank > 0) return usage_error("--memo with LoRA: not built (its token ranges run no adapters)");
     if (o->model.reversible) return usage_error("--memo with --reversible: reversible blocks keep no layer to swap");
     if (o->tempo || o->gelu_bits || o->mini_seq > 1)
         return usage_error("--memo with %s: not built (a memo layer keeps what a selective layer keeps)",

@@ -14,9 +14,10 @@ int policy_has_memo(const MemoryPolicy *p) {
     return 0;
 }
 
-// What a selective layer keeps but the input and the masks: the tensors whose rows follow the tokens.
+// What a selective layer keeps but the input, the masks and LoRA's x·Aᵀ (kept whole: docs/MEMORY.md): the
+// tensors whose rows follow the tokens.
 int memo_swaps(const ActShape *sh, unsigned tempo, ActName name) {
-    if (name == ACT_LN1_IN || act_is_mask(name) || (int)name >= (int)ACT_N_LAYER) return 0;
+    if (name == ACT_LN1_IN || act_is_mask(name) || act_is_lora(name) || (int)name >= (int)ACT_N_LAYER) return 0;
     return act_kept(RECOMPUTE_SELECTIVE, 1, tempo, name) && act_elements(sh, name) > 0;
 }
 

@@ -130,14 +130,16 @@ unsigned act_mask_part(ActName name) {
 
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name) {
     if (kind == RECOMPUTE_FULL) return group_start && name == ACT_LN1_IN;   // only a group's input, the checkpoint
-    if (kind == RECOMPUTE_MEMO) return name == ACT_LN1_IN;   // its input; the rest swapped or recomputed
+    // LoRA: each adapted site's x·Aᵀ ([s·b, r], kept whole by a memo layer too)
+    int lora_v = act_is_lora(name) && (tempo & LORA_FROZEN) && (tempo >> (LORA_TARGET_SHIFT + (name - ACT_LORA_Q)) & 1u);
+    if (kind == RECOMPUTE_MEMO) return name == ACT_LN1_IN || lora_v;   // its input (and x·Aᵀ); the rest swapped or recomputed
     // Mini-seq: the MLP's inner tensors are recomputed chunk by chunk, whatever else is asked
     if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GELU_BRANCH || name == ACT_GELU_CODE ||
          name == ACT_GATE || name == ACT_UP) &&
         (tempo & MINI_SEQ))
         return 0;
-    // LoRA: each adapted site's x·Aᵀ; the linears' inputs only where a backward still reads them
-    if (act_is_lora(name)) return (tempo & LORA_FROZEN) && (tempo >> (LORA_TARGET_SHIFT + (name - ACT_LORA_Q)) & 1u);
+    // LoRA: the linears' inputs only where a backward still reads them
+    if (act_is_lora(name)) return lora_v;
     if ((tempo & LORA_FROZEN) && !lora_input_read(tempo, name)) return 0;
     // Flash attention: the log-sum-exp instead of the s×s tensors (both it and O made again by flash's
     // forward under the search's attention part)

@@ -144,8 +144,9 @@ void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const fl
     input_backward(m, ga, a, x, x16, in, dx, ldx, n, lora_p(m) > 0.0f ? rows_mask(m, l, s, in, 0) : NULL);
 }
 
-// v rows [r0, r0 + rows) of a row-parallel site: this rank's partial products of its input columns
-// (x points at row r0), summed over TP, then scaled.
+// v rows [r0, r0 + rows) of a site from its input rows (x points at row r0), scaled: a row-parallel
+// site's are this rank's partial products of its input columns, summed over TP first; a column-parallel
+// site's input is whole on every rank (A replicated), its product already the site's.
 static void row_v(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in_l, float *v, int r0,
                   int rows) {
     int r = m->cfg.lora_rank;
@@ -157,7 +158,7 @@ static void row_v(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16
         x16 = NULL;
     }
     m->be->linear_forward(m->be, vr, r, x, x16, in_l, a, gpt_w16(m, a), NULL, rows, in_l, r);
-    tp_allreduce(m, vr, nr, TPC_BLOCK);   // the partial products of the rank's input columns
+    if (lora_site(s)->parallel == LORA_ROW) tp_allreduce(m, vr, nr, TPC_BLOCK);   // the rank's input columns'
     m->be->axpby(m->be, vr, 0.0f, NULL, m->lora_scale, nr);
 }
 
@@ -201,8 +202,17 @@ void lora_rows_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int ld, int col
     add_vb(m, y, ld, part.f32, part.bf16, layer_b(m, &m->lw, s, l, cols), rows, cols);
 }
 
-void lora_row_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows) {
+void lora_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows) {
     row_v(m, l, s, x, NULL, in_l, v, r0, rows);
+}
+
+void lora_rows_add_out(GPT *m, int l, LoraSite s, LoraV v, const LoraOut *out, int r0, int rows) {
+    int r = m->cfg.lora_rank;
+    LoraV part = v_rows(v, r0, r);
+    const float *b = layer_b(m, &m->lw, s, l, out_rows(out));
+    for (int k = 0; k < out->blocks; k++)
+        add_vb(m, out->y[k] + (size_t)r0 * out->ld[k], out->ld[k], part.f32, part.bf16, b + (size_t)out->row0[k] * r,
+               rows, out->cols[k]);
 }
 
 void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, const float *x, int in,

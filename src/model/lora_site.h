@@ -67,8 +67,11 @@ void lora_column_add(GPT *m, int l, LoraSite s, const LoraOut *out);
 // rows get the bits the unchunked site would.
 // y [rows, cols] += v·Bᵀ (a column site: B [cols, r], this rank's rows of it).
 void lora_rows_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int ld, int cols, int r0, int rows);
-// A row-parallel site's v rows from its input rows x [rows, in_l] (summed over TP, scaled), into v.
-void lora_row_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows);
+// A site's v rows from its input rows x [rows, in_l] (a row-parallel site's summed over TP; scaled), into v
+// (MEMO's token ranges use it for column sites too: their input is whole on every rank).
+void lora_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows);
+// Each block of out (whole tensors, row 0) gets rows [r0, r0 + rows) += v's rows·B_kᵀ (MEMO's token ranges).
+void lora_rows_add_out(GPT *m, int l, LoraSite s, LoraV v, const LoraOut *out, int r0, int rows);
 // dB += dyᵀ·v, and A's gradient (x given, A trains) and dx [rows, in] += from dy [rows, cols] (one block).
 void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, const float *x, int in,
                         float *dx, int ldx, int r0, int rows);

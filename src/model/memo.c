@@ -2,8 +2,11 @@
 #include <string.h>
 #include "backend/cpu/dropout.h"
 #include "memory/memo_model.h"
+#include "model/base16.h"
 #include "model/block.h"
 #include "model/family.h"
+#include "model/linear.h"
+#include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
 #include "model/saved.h"
@@ -24,7 +27,6 @@ static const char *unsupported(const GPT *m) {
     if (m->tp.t > 1 && m->tp.sp)   // a rank holds s/t positions of x: a token range spans the ranks' shards
         return "sequence parallelism";
     if (m->pp.p > 1) return "a pipeline";
-    if (gpt_lora(m)) return "LoRA";
     if (m->cfg.reversible) return "reversible blocks";
     if (m->policy.tempo & (TEMPO_GELU | TEMPO_LAYERNORM | TEMPO_SOFTMAX | GELU_FEWBIT | MINI_SEQ))
         return "Tempo, Few-Bit or mini-seq";
@@ -87,6 +89,12 @@ static size_t slice_offset(const GPT *m, int l, ActName name) {
 typedef struct {
     float *t[ACT_N_LAYER];        // fp32 [s·b, width] of each tensor (NULL: not one the layer has)
     uint8_t *drop1, *drop2;       // the residual dropout masks, every row (NULL without dropout)
+    // LoRA: each adapted site's v = (α/r)·x·Aᵀ [s·b, r], every row. A memo layer keeps it whole (not
+    // swapped): the forward makes each range's rows (make_v: into v_out) before adding v·Bᵀ; the
+    // backward's recompute adds the kept rows.
+    LoraV v[LORA_SITES];
+    float *v_out[LORA_SITES];
+    int make_v;
 } LayerViews;
 
 // Elements per row (position × sequence) of a swapped tensor; lse is laid out [b·a, s] instead.
@@ -97,9 +105,16 @@ static size_t row_width(const GPT *m, ActName name) {
     case ACT_Q: case ACT_PROJ_IN: return (size_t)m->hl;
     case ACT_K: case ACT_V: return (size_t)m->kvl;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GATE: case ACT_UP: return (size_t)m->fl;
-    default: ctron_fatal("memo: %s has no row width", act_name_str(name));
+    default:
+        if (act_is_lora(name)) return (size_t)m->cfg.lora_rank;
+        ctron_fatal("memo: %s has no row width", act_name_str(name));
     }
 }
+
+// The tensors layer_rows writes (the swapped ones, and the ones a LoRA layer's backward does not read:
+// temporaries of the range, in their work slots).
+static const ActName ROW_NAMES[] = {ACT_QKV_IN, ACT_LN1_STATS, ACT_Q, ACT_K, ACT_V, ACT_PROJ_IN, ACT_LN2_IN,
+                                    ACT_LN2_STATS, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_GATE, ACT_UP};
 
 static DropoutSite site(const GPT *m, int l, int which) {
     DropoutSite d = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, (uint32_t)which,
@@ -114,14 +129,33 @@ static void round_rows(GPT *m, ActName name, float *t, int r0, int r1) {
 
 static void linear_rows(GPT *m, float *y, int ldy, const float *x, int ldx, const float *w, const float *bias, int r0,
                         int nr, int in, int out) {
-    m->be->linear_forward(m->be, y + (size_t)r0 * ldy, ldy, x + (size_t)r0 * ldx, NULL, ldx, w, gpt_w16(m, w), bias,
-                          nr, in, out);
+    linear_fwd(m, y + (size_t)r0 * ldy, ldy, x + (size_t)r0 * ldx, ldx, w, bias, nr, in, out);   // a frozen bf16 base's too
 }
 
 // Under TP a row-parallel linear's rows [r0, r0+nr) are this rank's partial sums: Σ over the group
 // before the bias and residual (the plain block's reduce, tp_regions.h, on the range's rows only).
 static void reduce_rows(GPT *m, float *y, int r0, int nr) {
     tp_allreduce(m, y + (size_t)r0 * m->cfg.hidden, (size_t)nr * m->cfg.hidden, TPC_BLOCK);
+}
+
+// Site s's adapter over rows [r0, r0 + nr): in the forward its v rows from the site's input rows x
+// (rounded as the kept v is), then out's rows += v's rows·Bᵀ, as the whole-layer path adds them.
+static void adapter_rows(GPT *m, int l, LayerViews *V, LoraSite s, const float *x, int in, const LoraOut *out, int r0,
+                         int nr) {
+    if (!lora_on(m, s)) return;
+    if (V->make_v) {
+        lora_v_rows(m, l, s, x + (size_t)r0 * in, in, V->v_out[s], r0, nr);
+        round_rows(m, lora_act(s), V->v_out[s], r0, r0 + nr);
+    }
+    lora_rows_add_out(m, l, s, V->v[s], out, r0, nr);
+}
+
+// A row-parallel site's (one block, y [s·b, h] after the reduction).
+static void row_adapter_rows(GPT *m, int l, LayerViews *V, LoraSite s, const float *x, int in, float *y, int r0,
+                             int nr) {
+    int h = m->cfg.hidden;
+    LoraOut o = {1, {y}, {h}, {h}, {0}};
+    adapter_rows(m, l, V, s, x, in, &o, r0, nr);
 }
 
 static void norm_rows(GPT *m, float *y, float *stats, const float *x, const float *w, const float *b, int r0, int nr) {
@@ -137,7 +171,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     int r0 = p0 * b, nr = (p1 - p0) * b;
     if (nr <= 0) return;
     float **t = V->t, p = c->dropout;
-    BlockTensors w = block_tensors(m, &m->w, l);
+    BlockTensors w = gpt_block_weights(m, l);   // a bf16 base's norm vectors widened
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     norm_rows(m, t[ACT_QKV_IN], t[ACT_LN1_STATS], x, w.ln1_w, w.ln1_b, r0, nr);
     round_rows(m, ACT_QKV_IN, t[ACT_QKV_IN], r0, r0 + nr);
@@ -146,6 +180,10 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     linear_rows(m, t[ACT_Q], hl, t[ACT_QKV_IN], h, wq, bq, r0, nr, h, hl);
     linear_rows(m, t[ACT_K], kvl, t[ACT_QKV_IN], h, wk, bk, r0, nr, h, kvl);
     linear_rows(m, t[ACT_V], kvl, t[ACT_QKV_IN], h, wv, bv, r0, nr, h, kvl);
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // before RoPE, as the whole layer adds them
+        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), t[ACT_Q], t[ACT_K], t[ACT_V]);
+        adapter_rows(m, l, V, lora_qkv_site(i), t[ACT_QKV_IN], h, &o, r0, nr);
+    }
     if (rotary(m)) {   // each row at its global position
         int d = gpt_head_dim(c);
         m->be->rope_forward(m->be, t[ACT_Q] + (size_t)r0 * hl, t[ACT_Q] + (size_t)r0 * hl, hl, m->rope_cs, c->seq, nr, b,
@@ -165,6 +203,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     float *y = ws(m, W_OUT);
     linear_rows(m, y, h, t[ACT_PROJ_IN], hl, w.proj_w, NULL, r0, nr, hl, h);
     reduce_rows(m, y, r0, nr);
+    row_adapter_rows(m, l, V, swiglu(m) ? LORA_O : LORA_PROJ, t[ACT_PROJ_IN], hl, y, r0, nr);
     size_t o = (size_t)r0 * h;
     m->be->dropout_residual_forward(m->be, t[ACT_LN2_IN] + o, x + o, y + o, w.proj_b, V->drop1 ? V->drop1 + o : NULL, p,
                                     nr, h);
@@ -173,25 +212,40 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     norm_rows(m, t[ACT_FC1_IN], t[ACT_LN2_STATS], t[ACT_LN2_IN], w.ln2_w, w.ln2_b, r0, nr);
     round_rows(m, ACT_FC1_IN, t[ACT_FC1_IN], r0, r0 + nr);
     const float *down_in;
+    LoraSite d_site = swiglu(m) ? LORA_DOWN : LORA_FC2;
+    int down_v = V->make_v && lora_on(m, d_site);   // the forward makes the down adapter's v from its input
     if (swiglu(m)) {
         linear_rows(m, t[ACT_GATE], fl, t[ACT_FC1_IN], h, w.fc1_w, NULL, r0, nr, h, fl);
         linear_rows(m, t[ACT_UP], fl, t[ACT_FC1_IN], h, w.fc1_w + (size_t)fl * h, NULL, r0, nr, h, fl);
+        LoraOut og = {1, {t[ACT_GATE]}, {fl}, {fl}, {0}}, ou = {1, {t[ACT_UP]}, {fl}, {fl}, {0}};
+        adapter_rows(m, l, V, LORA_GATE, t[ACT_FC1_IN], h, &og, r0, nr);
+        adapter_rows(m, l, V, LORA_UP, t[ACT_FC1_IN], h, &ou, r0, nr);
         round_rows(m, ACT_GATE, t[ACT_GATE], r0, r0 + nr);
         round_rows(m, ACT_UP, t[ACT_UP], r0, r0 + nr);
-        if (!out) return;
+        if (!out && !down_v) return;
         float *ffn = ws(m, W_FFN);
         m->be->swiglu_forward(m->be, ffn + (size_t)r0 * fl, t[ACT_GATE] + (size_t)r0 * fl, t[ACT_UP] + (size_t)r0 * fl, fl,
                               nr, fl, 0);
         down_in = ffn;
     } else {
         linear_rows(m, t[ACT_GELU_IN], fl, t[ACT_FC1_IN], h, w.fc1_w, NULL, r0, nr, h, fl);
+        LoraOut of = {1, {t[ACT_GELU_IN]}, {fl}, {fl}, {0}};
+        adapter_rows(m, l, V, LORA_FC, t[ACT_FC1_IN], h, &of, r0, nr);
         m->be->bias_gelu_forward(m->be, t[ACT_FC2_IN] + (size_t)r0 * fl, t[ACT_GELU_IN] + (size_t)r0 * fl, w.fc1_b, nr, fl,
                                  m->policy.act_dtype == ACT_BF16);
-        if (!out) return;   // backward reads what the MLP keeps, never the block's output: FC2 is not redone
         down_in = t[ACT_FC2_IN];
     }
+    if (down_v) {   // v's rows only: the sum below adds them
+        lora_v_rows(m, l, d_site, down_in + (size_t)r0 * fl, fl, V->v_out[d_site], r0, nr);
+        round_rows(m, lora_act(d_site), V->v_out[d_site], r0, r0 + nr);
+    }
+    if (!out) return;   // backward reads what the MLP keeps, never the block's output: FC2 is not redone
     linear_rows(m, y, h, down_in, fl, w.fc2_w, NULL, r0, nr, fl, h);
     reduce_rows(m, y, r0, nr);
+    if (lora_on(m, d_site)) {
+        LoraOut od = {1, {y}, {h}, {h}, {0}};
+        lora_rows_add_out(m, l, d_site, V->v[d_site], &od, r0, nr);
+    }
     m->be->dropout_residual_forward(m->be, out + o, t[ACT_LN2_IN] + o, y + o, w.fc2_b, V->drop2 ? V->drop2 + o : NULL, p,
                                     nr, h);
 }
@@ -228,12 +282,41 @@ static void slice_move(GPT *m, int l, ActName name, float *view, int r, int to_s
 
 static int swapped(const GPT *m, ActName name) { return memo_swaps(&m->shape, m->policy.tempo, name); }
 
+// A tensor of the layer's family that no kept tensor stands for: a work slot for the range's rows (LoRA's
+// frozen base keeps no linear input its backward does not read).
+static void temporaries(GPT *m, int l, LayerViews *V) {
+    for (size_t i = 0; i < sizeof ROW_NAMES / sizeof ROW_NAMES[0]; i++) {
+        ActName n = ROW_NAMES[i];
+        if (!V->t[n] && act_in_block(&m->shape, n) && act_elements(&m->shape, n) > 0) V->t[n] = work_slot(m, n, l);
+    }
+}
+
+static size_t lora_v_count(const GPT *m) { return (size_t)m->s_cur * m->b_cur * (size_t)m->cfg.lora_rank; }
+
+// The adapters' v of layer l, kept whole in the arena: made range by range (the forward), their places
+// taken before the block's output (the next layer's input, where its arena mark is).
+static void adapters_begin(GPT *m, int l, LayerViews *V) {
+    for (int s = 0; s < LORA_SITES; s++) {
+        if (!lora_on(m, (LoraSite)s)) continue;
+        V->v_out[s] = saved_out_placed(m, &m->act->blocks[l], lora_act((LoraSite)s), l, lora_v_count(m));
+        V->v[s] = (LoraV){V->v_out[s], NULL};
+    }
+    V->make_v = 1;
+}
+
+static void adapters_done(GPT *m, int l, LayerViews *V) {
+    for (int s = 0; s < LORA_SITES; s++)
+        if (V->v_out[s]) saved_done_placed(m, &m->act->blocks[l], lora_act((LoraSite)s), V->v_out[s], lora_v_count(m));
+}
+
 float *memo_block_forward(GPT *m, int l, const float *x, int where) {
     MemoState *o = m->memo;
     int s = m->s_cur, r = memo_rows(m, l);
-    LayerViews V = {{0}, NULL, NULL};
+    LayerViews V = {{0}, NULL, NULL, {{0}}, {0}, 0};
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (swapped(m, (ActName)n)) V.t[n] = work_slot(m, (ActName)n, l);
+    temporaries(m, l, &V);
+    adapters_begin(m, l, &V);
     if (m->cfg.dropout > 0.0f) {
         V.drop1 = work_slot(m, ACT_DROP1_MASK, l);
         V.drop2 = work_slot(m, ACT_DROP2_MASK, l);
@@ -248,13 +331,14 @@ float *memo_block_forward(GPT *m, int l, const float *x, int where) {
             o->owner[sl] = l;
         }
         for (int n = 0; n < ACT_N_LAYER; n++) {
-            if (!V.t[n]) continue;
+            if (!V.t[n] || !swapped(m, (ActName)n)) continue;
             slice_move(m, l, (ActName)n, V.t[n], r, 1);
             ledger_add(&o->ledger, (ActName)n, l, act_memo_swap_name_bytes(&m->shape, &m->policy, l, (ActName)n));
         }
         o->ticket[sl] = offload_pool_store(o->pool, o->pool_at[l], slot_base(o, l), act_memo_span(&m->shape, &m->policy, l));
     }
     layer_rows(m, l, x, &V, r, s, out);
+    adapters_done(m, l, &V);
     if (out) block_output_done(m, l, PASS_FORWARD, where, out);
     return out;
 }
@@ -288,7 +372,7 @@ static void recompute_rows(GPT *m, int l) {
     int s = m->s_cur, b = m->b_cur, r = memo_rows(m, l);
     size_t rows = (size_t)s * b, nrh = rows * (size_t)m->cfg.hidden;
     const float *x = saved_in(m, A, ACT_LN1_IN, l, nrh);
-    LayerViews V = {{0}, NULL, NULL};
+    LayerViews V = {{0}, NULL, NULL, {{0}}, {0}, 0};
     size_t count[ACT_N_LAYER] = {0};
     for (int n = 0; n < ACT_N_LAYER; n++) {
         if (!swapped(m, (ActName)n)) continue;
@@ -296,6 +380,11 @@ static void recompute_rows(GPT *m, int l) {
         V.t[n] = saved_out(m, A, (ActName)n, l, count[n], KEEP_ARENA);
         if (r > 0) slice_move(m, l, (ActName)n, V.t[n], r, 0);
     }
+    float *kept[ACT_N_LAYER];   // the swapped tensors (the rest are the range's temporaries)
+    memcpy(kept, V.t, sizeof kept);
+    temporaries(m, l, &V);
+    for (int s = 0; s < LORA_SITES; s++)   // the forward's v, kept whole
+        if (lora_on(m, (LoraSite)s)) V.v[s] = lora_v_kept(m, l, (LoraSite)s);
     if (m->cfg.dropout > 0.0f) {   // kept as the mask mode says (regen: drawn again by the backward)
         size_t n = nrh;
         V.drop1 = mask_out(m, A, ACT_DROP1_MASK, l, n, KEEP_ARENA);
@@ -306,7 +395,7 @@ static void recompute_rows(GPT *m, int l) {
     }
     layer_rows(m, l, x, &V, r, s, NULL);
     for (int n = 0; n < ACT_N_LAYER; n++)
-        if (V.t[n]) saved_done(m, A, (ActName)n, l, V.t[n], count[n], KEEP_ARENA, 1);
+        if (kept[n]) saved_done(m, A, (ActName)n, l, kept[n], count[n], KEEP_ARENA, 1);
 }
 
 void memo_recompute(GPT *m, int l) {

@@ -28,8 +28,9 @@ typedef struct MemoState {
 } MemoState;
 
 // After the shape and policy are set; nothing without a memo layer. Fatal for what it does not do (the
-// CLI refuses these first, exit 2): SP, pipelines, LoRA, reversible blocks, Tempo, Few-Bit, mini-seq,
-// offload, a backend without flash_attention_forward_rows.
+// CLI refuses these first, exit 2): SP, pipelines, reversible blocks, Tempo, Few-Bit, mini-seq,
+// offload, a backend without flash_attention_forward_rows. LoRA / LoRA-FA adapters run in both token
+// ranges (their x·Aᵀ kept whole).
 void memo_init(GPT *m);
 void memo_free(GPT *m);
 static inline int memo_on(const GPT *m) { return m->memo != NULL; }

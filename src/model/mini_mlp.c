@@ -42,7 +42,7 @@ void mini_mlp_forward(GPT *m, int l, const BlockTensors *w, const float *x_all, 
         mini_chunk_rows(n, m->policy.mini_seq, c, &r0, &r1);
         if (r1 <= r0) continue;
         const float *hidden = chunk_hidden(m, l, w, x_all, ad, r0, r1 - r0);
-        if (ad->on[2]) lora_row_v_rows(m, l, ad->site[2], hidden, fl, ad->down_v, r0, r1 - r0);
+        if (ad->on[2]) lora_v_rows(m, l, ad->site[2], hidden, fl, ad->down_v, r0, r1 - r0);
         if (out) linear_fwd(m, out + (size_t)r0 * h, h, hidden, fl, w->fc2_w, NULL, r1 - r0, fl, h);
     }
 }

@@ -62,6 +62,16 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
     }
 }
 
+float *saved_out_placed(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
+    if (!stored_bf16(m, name)) return saved_out(m, A, name, layer, n, KEEP_ARENA);
+    A->saved[name] = keep_place(m, name, layer, n * sizeof(uint16_t), KEEP_ARENA);
+    return work_slot(m, name, layer);
+}
+
+void saved_done_placed(GPT *m, BlockActs *A, ActName name, const float *buf, size_t n) {
+    if (stored_bf16(m, name)) m->be->bf16_pack(m->be, A->saved[name], buf, n);   // exact: already rounded
+}
+
 static _Noreturn void not_kept(const GPT *m, ActName name, int layer) {
     char plan[256];
     policy_describe(&m->policy, plan, sizeof plan);

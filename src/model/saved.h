@@ -16,6 +16,12 @@ enum { KEEP_NO = 0, KEEP_ARENA = 1, KEEP_OFFLOAD = 2 };
 float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep);
 // rounded: the op already rounded the values to bf16 (attention, GeLU do it inside their sweep).
 void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded);
+// A tensor kept in the arena whose values are finished after later pushes (MEMO's layer writes its output,
+// allocated after its own tensors, range by range between): its kept place is taken now (fp32: the buffer
+// itself; bf16: the packed copy's, the values in a work slot), and saved_done_placed packs the values,
+// already rounded, into it.
+float *saved_out_placed(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
+void saved_done_placed(GPT *m, BlockActs *A, ActName name, const float *buf, size_t n);
 const float *saved_in(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
 // The bf16 copy itself, for a GEMM that reads bf16 anyway (no unpacking, no second rounding):
 // saved_bf16 in the forward, after saved_done (NULL unless kept this pass in bf16 in the arena); saved_in_bf16 in
