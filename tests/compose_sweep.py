@@ -12,7 +12,7 @@ for every one of them:
     layer, end of forward, peak, the weights, a host pool's) says "ok": no MISMATCH;
   * the loss of step 1 is finite; a case drawn onto --device cpu-guarded (device memory unreadable to host
     code) or the emulated GPU (--emu ctron-emu: the CUDA backend's kernels run on the host) has the CPU's
-    loss at step 1 (1e-5 relative; 2e-2 under bf16 GEMMs);
+    loss at step 1 (1e-5 relative; 1e-3 with bf16 storage; 2e-2 under bf16 GEMMs);
   * one process: `ctron memory` with the same model and policy predicts the peak the run predicted;
   * a refused run leaves no checkpoint directory behind.
 
@@ -251,7 +251,7 @@ def first_loss(path):
 
 
 def device_check(args, c, work, env, loss_dev):
-    """The same case on the CPU: step 1's loss agrees (fp32: 1e-5 relative; bf16 GEMMs: 2e-2)."""
+    """The same case on the CPU: step 1's loss agrees (fp32: 1e-5 relative; bf16 storage 1e-3; bf16 GEMMs 2e-2)."""
     log = os.path.join(work, "cpu.jsonl")
     cmd = [args.ctron, "train", *c.flags, "--steps", "1", "--eval-every", "0", "--eval-batches", "1",
            "--threads", "1", "--data", args.data, "--log", log]
@@ -259,7 +259,10 @@ def device_check(args, c, work, env, loss_dev):
     loss_cpu = first_loss(log)
     if p.returncode != 0 or loss_cpu is None:
         return "the device run trained, the CPU run did not (exit %d): %s" % (p.returncode, p.stderr.strip()[-200:])
-    tol = 2e-2 if "bf16" in c.flags and "--precision" in c.flags else 1e-5
+    # bf16 GEMMs: 2e-2; bf16 storage (activations or the frozen base) rounds each backend's fp32 sums, so an
+    # ordering difference can flip a rounding: 1e-3; fp32 throughout: 1e-5
+    flag = lambda name: name in c.flags and c.flags[c.flags.index(name) + 1] == "bf16"
+    tol = 2e-2 if flag("--precision") else 1e-3 if flag("--act-dtype") or flag("--base-dtype") else 1e-5
     if loss_dev is None or abs(loss_dev - loss_cpu) > tol * abs(loss_cpu):
         return "step 1's loss on --device %s is %r, on the CPU %r (tolerance %g relative)" % (c.device, loss_dev,
                                                                                               loss_cpu, tol)
