@@ -25,6 +25,17 @@ for opts in "" "--recompute selective" "--recompute full --dropout-masks bits" "
   if [ -n "$a" ] && [ "$a" = "$b" ]; then ok; else bad "'$opts': cpu [$a] vs cpu-guarded [$b]"; fi
 done
 
+# Adjacent allocations: an allocation whose end is exactly the next one's base (here a page-sized one before
+# the targets buffer, with LoRA and --static-plan) must not be taken for the one a copy starts in (the guard
+# refused step 1's targets copy: "not inside a device allocation"; found by tests/compose_sweep.py).
+adj=(train --data "$data" --arch gpt2 --layers 1 --hidden 32 --heads 2 --seq 24 --batch 2 --dropout 0.1 --steps 2
+     --eval-every 2 --seed 7 --lora-rank 2 --static-plan --recompute full --act-dtype bf16)
+"$ctron" "${adj[@]}" > "$dir/cpu.log" 2>&1; rc_cpu=$?
+"$ctron" "${adj[@]}" --device cpu-guarded > "$dir/guard.log" 2>&1; rc_g=$?
+a=$(losses "$dir/cpu.log"); b=$(losses "$dir/guard.log")
+if [ $rc_cpu -eq 0 ] && [ $rc_g -eq 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; then ok
+else bad "adjacent allocations: cpu rc $rc_cpu [$a], cpu-guarded rc $rc_g [$b]: $(grep -m1 error "$dir/guard.log")"; fi
+
 # Nothing hidden: on cpu-guarded the device's count is the sum of its live allocations, which must
 # be exactly what the header says ctron holds there.
 "$ctron" "${base[@]}" --steps 1 --device cpu-guarded > "$dir/hdr.log" 2>&1

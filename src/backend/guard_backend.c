@@ -44,12 +44,15 @@ static void guard_close_all(Backend *be) {
     if (--gi(be)->open == 0) protect_all(be, PROT_NONE);
 }
 
-// The allocation holding p (interior pointers and one-past-the-end included), or -1.
+// The allocation holding p (interior pointers and one-past-the-end included), or -1. One that holds p
+// inside comes first: mappings may be adjacent, and one whose end is exactly p is not the one p starts.
 static int find_alloc(Backend *be, const void *p) {
     GuardImpl *g = gi(be);
     const uint8_t *q = p;
     for (int i = 0; i < g->n; i++)
-        if (q >= g->allocs[i].base && q <= g->allocs[i].base + g->allocs[i].bytes) return i;
+        if (q >= g->allocs[i].base && q < g->allocs[i].base + g->allocs[i].bytes) return i;
+    for (int i = 0; i < g->n; i++)
+        if (q == g->allocs[i].base + g->allocs[i].bytes) return i;
     return -1;
 }
 static void guard_check(Backend *be, const char *kernel, const char *const *names, const void *const *ptrs, int n) {
