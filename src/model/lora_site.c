@@ -107,7 +107,7 @@ LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint1
     int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
     size_t nr = (size_t)n * r;
     ActName name = lora_act(s);
-    const float *a = layer_a(m, &m->lw, s, l, in), *b = layer_b(m, &m->lw, s, l, out_rows(out));
+    const float *a = layer_a(m, &m->lw, s, l, in);
     float *v = saved_out(m, A, name, l, nr, keep);
     if (lora_p(m) > 0.0f) {   // the adapter's input dropped (the base read x)
         x = dropped(m, x, x16, n, in, rows_mask(m, l, s, in, 0));
@@ -117,17 +117,12 @@ LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint1
     m->be->axpby(m->be, v, 0.0f, NULL, m->lora_scale, nr);   // v = (α/r)·x Aᵀ
     saved_done(m, A, name, l, v, nr, keep, 0);
     const uint16_t *v16 = saved_bf16(m, A, name, keep);
-    for (int k = 0; k < out->blocks; k++)
-        add_vb(m, out->y[k], out->ld[k], v, v16, b + (size_t)out->row0[k] * r, n, out->cols[k]);
+    lora_rows_add_out(m, l, s, (LoraV){v, v16}, out, 0, n);
     return (LoraV){v, v16};
 }
 
 void lora_column_add(GPT *m, int l, LoraSite s, const LoraOut *out) {
-    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank;
-    LoraV v = lora_v_kept(m, l, s);
-    const float *b = layer_b(m, &m->lw, s, l, out_rows(out));
-    for (int k = 0; k < out->blocks; k++)
-        add_vb(m, out->y[k], out->ld[k], v.f32, v.bf16, b + (size_t)out->row0[k] * r, n, out->cols[k]);
+    lora_rows_add_out(m, l, s, lora_v_kept(m, l, s), out, 0, m->s_cur * m->b_cur);
 }
 
 void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const float *x, const uint16_t *x16, int in,
