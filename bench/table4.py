@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 PAPER = {"none": (7.7, 11.9), "selective": (7.7, 13.2), "full": (7.7, 19.5)}   # ms, fwd / bwd, t = 8
 
@@ -68,7 +69,10 @@ def main():
     for _ in range(args.rounds):
         for case in cases:
             for layers in (small, big):
+                t0 = time.time()
                 f, b = run(args, layers, case[1], case[0])
+                print(f"table4: {case[0]} {case[1]} {layers} layers: forward {f:.2f} ms, backward {b:.2f} ms "
+                      f"(the run took {time.time() - t0:.1f} s)", flush=True)
                 old = best.get((case, layers), (f, b))
                 best[(case, layers)] = (min(f, old[0]), min(b, old[1]))
     rows = []

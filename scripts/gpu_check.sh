@@ -94,7 +94,7 @@ fi
 # 3. The whole model on the GPU against the CPU.
 if want 3 && [ "$(left)" -gt 90 ]; then
   budget=$(( $(left) > 240 ? 200 : $(left) - 40 ))
-  timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt python3 > "$logs/model_vs_cpu.log" 2>&1
+  CT_DEVICE_GRANULE=2097152 timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt python3 > "$logs/model_vs_cpu.log" 2>&1
   rc=$?
   res=$(tail -1 "$logs/model_vs_cpu.log")
   row "model: GPU vs CPU" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$res"
@@ -116,9 +116,9 @@ if want 4 && command -v compute-sanitizer > /dev/null 2>&1; then
 fi
 
 # 6. Table 4 (before the peers' bench, which takes whatever time is left).
-if want 6 && [ "$(left)" -gt 240 ]; then
-  timeout $(( $(left) > 400 ? 150 : 90 )) python3 bench/table4.py --ctron "$ctron" --device cuda --precision bf16 \
-    --out "$out/table4.json" > "$logs/table4.log" 2>&1
+if want 6 && [ "$(left)" -gt ${GPU_TABLE4_S:-240} ]; then
+  timeout ${GPU_TABLE4_S:-$(( $(left) > 400 ? 150 : 90 ))} python3 bench/table4.py --ctron "$ctron" --device cuda \
+    --precision bf16 --steps ${GPU_TABLE4_STEPS:-6} --out "$out/table4.json" > "$logs/table4.log" 2>&1
   rc=$?
   row "table 4" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "one 22B layer, TP rank 0 of 8; $out/table4.json"
   sed -n '/^| attention/,$p' "$logs/table4.log" | tee -a "$summary"

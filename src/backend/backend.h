@@ -184,8 +184,9 @@ struct Backend {
     // ---- what the device says of itself (the run header)
     // One line: the device, its driver and runtime; returns snprintf's count.
     int (*describe)(const Backend *be, char *out, size_t outlen);
-    // Bytes in use on the device as its driver counts them (every allocation of the process, the
-    // libraries' too) and its capacity; 0 and 0 on the CPU, whose memory is the process's.
+    // Bytes in use on the device as its driver counts them, beyond what was in use when the backend
+    // opened (the CUDA context, cuBLASLt's handle, other processes): every later allocation of the
+    // process, the libraries' too (NCCL, lazily loaded kernels); and its capacity. 0 and 0 on the CPU.
     void (*device_memory)(const Backend *be, size_t *in_use, size_t *total);
 
     // ---- the Llama block's ops (backend/cpu/rmsnorm.h, rope.h, swiglu.h; docs/LLAMA-OPS.md). rstd: one

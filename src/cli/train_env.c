@@ -49,7 +49,10 @@ static int check_size(const TrainOptions *o) {
     double state, act, need = train_memory_estimate(o, &state, &act);
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     char b1[32], b2[32], b3[32], b4[32];
-    if (ram > 0 && need > ram)
+    // A GPU holds the state and the activations, and its allocator names what it could not allocate;
+    // the bound (no recompute, fp32) would refuse runs whose policy fits the device.
+    int host_memory = !o->device || strncmp(o->device, "cpu", 3) == 0;
+    if (host_memory && ram > 0 && need > ram)
         return usage_error("the model (--layers %d --hidden %d --heads %d --seq %d --batch %d --vocab %d) would "
                            "need about %s per rank (%s of parameters, gradients and AdamW state, up to %s of "
                            "activations), more than this machine's %s of memory", c->layers, c->hidden, c->heads,

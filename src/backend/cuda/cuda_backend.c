@@ -149,7 +149,10 @@ static void cuda_device_memory(const Backend *be, size_t *in_use, size_t *total)
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    *in_use = total_b - free_b;
+    // What ctron's allocations added (the driver rounds each up to its granule): the CUDA context,
+    // cuBLASLt's handle and other processes were in use before the backend's first cudaMalloc.
+    size_t used = total_b - free_b;
+    *in_use = used > c->used_at_open ? used - c->used_at_open : 0;
     *total = total_b;
 }
 
@@ -263,6 +266,9 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    c->used_at_open = total_b - free_b;
     c->lt_workspace_bytes = (size_t)32 << 20;
     CUDA_CHECK(cudaMalloc(&c->lt_workspace, c->lt_workspace_bytes));
     CUDA_CHECK(cudaMallocHost(&c->host_result, 4096));

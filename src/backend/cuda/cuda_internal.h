@@ -40,6 +40,7 @@ typedef struct {
     cublasLtHandle_t lt;
     void *lt_workspace;         // cuBLASLt's workspace (32 MiB, the size cuBLAS recommends on Hopper)
     size_t lt_workspace_bytes;
+    size_t used_at_open;   // in use on the device before the backend's first cudaMalloc (context, other processes)
     void *scratch[CUDA_SCRATCH_SLOTS];
     size_t scratch_cap[CUDA_SCRATCH_SLOTS];   // bytes
     void *host_result;          // pinned: reductions read back to the host (a few doubles; grows for
