@@ -96,6 +96,14 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"args": vars(args), "rows": rows}, f, indent=1)
+    # A layer's backward does twice its forward's GEMMs: shorter than the forward means the phases were
+    # not timed on the device (the first H100 run read the host's queueing time).
+    implausible = [r for r in rows if r["recompute"] == "none" and r["bwd_ms"] < r["fwd_ms"]]
+    if implausible:
+        print(f"table4: the backward ({implausible[0]['bwd_ms']:.2f} ms) is shorter than the forward "
+              f"({implausible[0]['fwd_ms']:.2f} ms) with no recompute: these are not the device's times",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -94,7 +94,7 @@ fi
 # 3. The whole model on the GPU against the CPU.
 if want 3 && [ "$(left)" -gt 90 ]; then
   budget=$(( $(left) > 240 ? 200 : $(left) - 40 ))
-  CT_DEVICE_GRANULE=2097152 timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt python3 > "$logs/model_vs_cpu.log" 2>&1
+  CT_DEVICE_GRANULE=2097152 CT_DEVICE_LABEL=GPU timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt python3 > "$logs/model_vs_cpu.log" 2>&1
   rc=$?
   res=$(tail -1 "$logs/model_vs_cpu.log")
   row "model: GPU vs CPU" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$res"

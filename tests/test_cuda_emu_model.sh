@@ -52,6 +52,8 @@ fp32_tol=1e-5
 # The device's allocation granule: 256 B for the emulated cudaMalloc; a real GPU's driver maps 2 MiB pages
 # (CT_DEVICE_GRANULE=2097152 from scripts/gpu_check.sh).
 granule=${CT_DEVICE_GRANULE:-256}
+# What the device is in the messages: scripts/gpu_check.sh runs this script on a real GPU.
+gpu=${CT_DEVICE_LABEL:-emulated GPU}
 step3=step_00000003
 
 # run NAME BINARY DEVICE flags...: $dir/NAME.out, $dir/NAME.jsonl, checkpoints in $dir/NAME/; 0 when it ran
@@ -74,12 +76,12 @@ check_memory() {   # check_memory NAME CPU_NAME
      && grep -q "peak of the step (recomputation included): measured .*  ok$" "$dir/$name.out"; then ok
   else bad "$name: the ledger differs from the prediction: $(grep 'MISMATCH\|end of forward\|peak of the step' "$dir/$name.out")"; fi
   if [ -n "$(act "$dir/$name.jsonl")" ] && [ "$(act "$dir/$name.jsonl")" = "$(act "$dir/$cpu.jsonl")" ]; then ok
-  else bad "$name: act_bytes [$(act "$dir/$name.jsonl")] on the emulated GPU, [$(act "$dir/$cpu.jsonl")] on the CPU"; fi
+  else bad "$name: act_bytes [$(act "$dir/$name.jsonl")] on the $gpu, [$(act "$dir/$cpu.jsonl")] on the CPU"; fi
   local held counted
   held=$(grep -o 'ctron holds [^(]*([0-9]* B)' "$dir/$name.out" | grep -o '[0-9]* B)' | grep -o '[0-9]*')
   counted=$(grep -o 'the device counts [^(]*([0-9]* B)' "$dir/$name.out" | grep -o '[0-9]* B)' | grep -o '[0-9]*')
   if [ -n "$held" ] && [ -n "$counted" ] && [ "$counted" -ge "$held" ] && [ $((counted - held)) -lt $((32 * granule)) ]; then ok
-  else bad "$name: ctron holds '$held' B, the emulated device counts '$counted' B"; fi
+  else bad "$name: ctron holds '$held' B, the $gpu counts '$counted' B"; fi
 }
 
 # Item 1: each option on the CPU and on the emulated GPU. name|flags
@@ -126,7 +128,7 @@ while IFS='|' read -r name flags; do
   # shellcheck disable=SC2086
   run "emu_$name" "$emu" cuda $flags || continue
   if out=$("$py" "$compare" "$dir/cpu_$name.jsonl" "$dir/cpu_$name/$step3" "$dir/emu_$name.jsonl" "$dir/emu_$name/$step3" \
-             --steps 3 --tol $fp32_tol --name "$name: emulated GPU vs CPU"); then ok; echo "$out"
+             --steps 3 --tol $fp32_tol --name "$name: $gpu vs CPU"); then ok; echo "$out"
   else bad "$out (tolerance $fp32_tol)"; fi
   check_memory "emu_$name" "cpu_$name"
 done <<< "$fp32_cases"
@@ -137,7 +139,7 @@ while IFS='|' read -r name ratio fp32 flags; do
   run "emu_$name" "$emu" cuda $flags || continue
   if out=$("$py" "$compare" "$dir/cpu_$name.jsonl" "$dir/cpu_$name/$step3" "$dir/emu_$name.jsonl" "$dir/emu_$name/$step3" \
              --steps 3 --scale "$dir/cpu_$fp32.jsonl" "$dir/cpu_$fp32/$step3" --ratio "$ratio" --min-scale 1e-6 \
-             --name "$name: emulated GPU vs CPU, against bf16 vs fp32 on the CPU"); then ok; echo "$out"
+             --name "$name: $gpu vs CPU, against bf16 vs fp32 on the CPU"); then ok; echo "$out"
   else bad "$out"; fi
   check_memory "emu_$name" "cpu_$name"
 done <<< "$bf16_cases"

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "util/common.h"
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen);
 void backend_cpu_close(Backend *be);
@@ -38,6 +39,11 @@ Backend *backend_open(const char *name, Precision precision, char *err, size_t e
         snprintf(err, errlen, "unknown device '%s' (expected cpu; this build has no CUDA backend)", name);
 #endif
     return NULL;
+}
+
+double backend_clock(Backend *be) {
+    if (!be->host_addressable) be->synchronize(be);
+    return now_seconds();
 }
 
 void backend_close(Backend *be) {

@@ -275,6 +275,9 @@ typedef struct BackendCollectives {
 // with err when the name is unknown, no such device is there, or the precision cannot run on it.
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen);
 void backend_close(Backend *be);
+// The monotonic clock once the backend has run everything queued so far (a device runs kernels after
+// the host has queued them: a phase timed without the wait is its queueing time).
+double backend_clock(Backend *be);
 // 1 when this build has the CUDA backend.
 int backend_has_cuda(void);
 // The CPU backend's attention_scratch_floats for a run of `threads` OpenMP threads (its op gives this

@@ -187,17 +187,17 @@ double pipeline_train_step(Pipeline *pl, GPT *m, const Dataset *ds, const PipeSt
             StepCtx ctx = {st->seed, (uint32_t)st->step, st->sample0 + (uint32_t)(u.mb * b), 1};
             const float *in = first ? NULL : take(pl, prev_stage(pl), tag_of(pl, g - 1, u.mb, DIR_FORWARD));
             PipeBuf *out = last ? NULL : free_buf(pl);
-            double t0 = now_seconds();
+            double t0 = backend_clock(m->be);
             loss += gpt_forward_chunk(m, l0, l1, tokens, targets, in, out ? out->data : NULL, s, b, ctx, st->grad_scale);
-            pl->fwd_s += now_seconds() - t0;
+            pl->fwd_s += backend_clock(m->be) - t0;
             release_local(pl, in);
             if (out) give(pl, out, next_stage(pl), tag_of(pl, g, u.mb, DIR_FORWARD));
         } else {
             const float *d_out = last ? NULL : take(pl, next_stage(pl), tag_of(pl, g + 1, u.mb, DIR_BACKWARD));
             PipeBuf *d_in = first ? NULL : free_buf(pl);
-            double t0 = now_seconds();
+            double t0 = backend_clock(m->be);
             gpt_backward_chunk(m, l0, l1, tokens, d_out, d_in ? d_in->data : NULL);
-            pl->bwd_s += now_seconds() - t0;
+            pl->bwd_s += backend_clock(m->be) - t0;
             release_local(pl, d_out);
             if (d_in) give(pl, d_in, prev_stage(pl), tag_of(pl, g, u.mb, DIR_BACKWARD));
             if (pl->reduce_layers && u.mb == pl->spec.m - 1)

@@ -71,13 +71,13 @@ static double forward_backward(TrainRun *r, int step, StepTimes *times) {
         StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(r->dp_rank * r->seqs_per_rank + mb * c->batch), 1};
         dataset_train_batch(&r->ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
                             (uint32_t)(r->seqs_per_rank * r->nranks), r->tokens, r->targets);
-        double f0 = now_seconds();
+        double f0 = backend_clock(m->be);
         gpt_forward(m, r->tokens, r->targets, c->seq, c->batch, ctx, grad_scale);
-        double f1 = now_seconds();
+        double f1 = backend_clock(m->be);
         gpt_backward(m, r->tokens, ctx);
         guard_test_inject_nan(m, step, r->rank);
         times->fwd += f1 - f0;
-        times->bwd += now_seconds() - f1;
+        times->bwd += backend_clock(m->be) - f1;
     }
     return loss_sum;
 }
