@@ -9,19 +9,21 @@
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
 #   6. the paper's Table 4: one layer of the 22B model as TP rank 0 of 8 (bench/table4.py, --tp-solo),
 #      none / selective / full, standard and flash attention (run before 5, whose bench takes what is left);
+#   8. ncu's time for every kernel of a GPT-2 124M step, summed by name
+#      (scripts/gpu_profile.py; GPU_PROFILE_ARGS: other train flags);
 #   7. (not in the default stages: a call of its own) bench/longest_seq.py, the longest sequence GPT-2 1.5B
 #      trains on the GPU: ctron's budget planner against PyTorch with full checkpointing;
 #   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA), torch.compile and llm.c, GPT-2 124M and 1.5B
 #      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
 # usage (device tool): command "bash scripts/gpu_check.sh", carry [".gpu", "data"], timeout_s 600.
-#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 0123456) picks stages;
+#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 01234568) picks stages;
 #        a second call, e.g. GPU_CHECK_STAGES=015 GPU_BENCH_CONFIGS=llama-bench,llama-8b-2l,lora-8b-2l.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 limit=${GPU_CHECK_LIMIT_S:-540}
-stages=${GPU_CHECK_STAGES:-0123456}
+stages=${GPU_CHECK_STAGES:-01234568}
 out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
 # The device tool brings back at most 8 files: the logs travel as one archive, refreshed after each stage.
@@ -107,7 +109,11 @@ if want 4 && command -v compute-sanitizer > /dev/null 2>&1; then
   for t in test_cuda_attention test_cuda_flash; do
     for tool in memcheck racecheck; do
       [ "$(left)" -gt 150 ] || { row "sanitizer $tool $t" "skipped" "time"; continue; }
-      timeout 90 compute-sanitizer --tool "$tool" --error-exitcode 9 "build-gpu/tests/$t" > "$logs/san_${tool}_$t.log" 2>&1
+      # The tools run the kernels 10-100x slower: the cases up to s = 256 (every tile shape and path), no
+      # timed cases (on the first H100 memcheck took 95 s for test_cuda_flash's full list, racecheck
+      # did not finish it in 90 s).
+      timeout 90 env CT_CUDA_TEST_SMALL=1 compute-sanitizer --tool "$tool" --error-exitcode 9 "build-gpu/tests/$t" \
+        > "$logs/san_${tool}_$t.log" 2>&1
       rc=$?
       row "sanitizer $tool $t" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
         "$(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*\|RACECHECK SUMMARY: [0-9]* hazard[s]*[^\n]*' "$logs/san_${tool}_$t.log")"
@@ -132,6 +138,26 @@ if want 7 && [ "$(left)" -gt 120 ]; then
   rc=$?
   row "longest sequence" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "GPT-2 1.5B, b 1; $out/longest.json"
   sed -n '/^| implementation/,$p' "$logs/longest.log" | tee -a "$summary"
+  save_logs
+fi
+
+# 8. Where the step's time goes (GPU_CHECK_STAGES=8..., a call of its own or after 2): every kernel of a
+#    GPT-2 124M run of 2 steps timed alone by Nsight Compute, summed by name (scripts/gpu_profile.py).
+if want 8 && command -v ncu > /dev/null 2>&1 && [ "$(left)" -gt 90 ]; then
+  prof=(train --device cuda --precision bf16 --attention flash --dropout 0 --data data/kjv.txt --layers 12
+        --hidden 768 --heads 12 --seq 1024 --batch 16 --vocab 50304 --steps 2 --eval-every 0 --eval-batches 1
+        --peak-gflops 100 --no-ledger)
+  # shellcheck disable=SC2206
+  [ -n "${GPU_PROFILE_ARGS:-}" ] && prof=(train --device cuda --data data/kjv.txt --steps 2 --eval-every 0 \
+    --eval-batches 1 --peak-gflops 100 --no-ledger $GPU_PROFILE_ARGS)
+  timeout $(( $(left) - 30 )) ncu --clock-control none --metrics gpu__time_duration.sum --print-units base --csv \
+    --log-file "$logs/ncu.csv" "$ctron" "${prof[@]}" > "$logs/profiled_run.log" 2>&1
+  rc=$?
+  python3 scripts/gpu_profile.py "$logs/ncu.csv" --steps 2 --json "$out/profile.json" > "$logs/profile.md" 2>&1
+  prc=$?
+  row "kernel profile (ncu)" "$([ $rc -eq 0 ] && [ $prc -eq 0 ] && echo ok || echo "FAIL (ncu exit $rc, table $prc)")" \
+    "$(head -1 "$logs/profile.md")"
+  sed -n '/^| kernel/,$p' "$logs/profile.md" | head -27 | tee -a "$summary"
   save_logs
 fi
 

@@ -19,9 +19,12 @@ static inline int cuda_test_timed(void) {
 #ifdef CTRON_CUDA_EMU
     return 0;
 #else
-    return 1;
+    return !getenv("CT_CUDA_TEST_SMALL");
 #endif
 }
+// CT_CUDA_TEST_SMALL=1 (compute-sanitizer's racecheck, ~100x slower than the kernels): the cases up to
+// `s` positions only, and no timed cases. The small cases still cover every tile shape and path.
+static inline int cuda_test_small_only(int s) { return getenv("CT_CUDA_TEST_SMALL") && s > 256; }
 
 // The GPU at `precision`, or exit 77 (CTest: skipped) printing why.
 static inline Backend *cuda_or_skip(Precision precision) {
