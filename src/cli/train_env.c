@@ -12,6 +12,8 @@
 #include "cli/train_passes.h"
 #include "data/tokenfile.h"
 #include "memory/ledger_report.h"
+#include "memory/memory_model.h"
+#include "train/trainer.h"
 #include "util/fileio.h"
 
 #define usage_error(...) args_error("train", __VA_ARGS__)
@@ -33,13 +35,41 @@ static void note_cpu_bf16(const TrainOptions *o) {
 // there are, is a usage error (exit 2) before any data is read. Several ranks (--tp, --pp, data
 // parallel, ZeRO) exchange device tensors through comm_device.h: NCCL where it is built, else staged
 // through host memory around MPI.
+// The device's capacity (0 on the CPU) is kept for check_size.
+static size_t device_capacity;
 static int check_device(const TrainOptions *o) {
     if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
     char err[512] = "";
     Backend *be = backend_open(o->device, (Precision)o->precision, err, sizeof err);
     if (!be) return usage_error("--device %s: %s", o->device, err);
+    size_t in_use = 0;
+    be->device_memory(be, &in_use, &device_capacity);
     backend_close(be);
     return 0;
+}
+
+// A GPU run whose model states and activation peak (the policy's, exact: the ledger's prediction) alone
+// exceed the device's memory is refused before anything is allocated, with what it would need. A lower
+// bound (the workspace and the libraries come on top), so no run that fits is refused.
+static int check_device_size(const TrainOptions *o, double state) {
+    // A pipeline stage holds its own layers and micro-batches (not this one-process count)
+    if (!device_capacity || o->pp > 1) return 0;
+    // the frozen base in bf16 takes 2 bytes an element, not the estimate's 4
+    if (o->model.base_bf16) state -= 2.0 * (double)gpt_num_params(&o->model) / (o->tp > 0 ? o->tp : 1);
+    MemoryPolicy pol;
+    char err[256];
+    if (train_build_policy(o, &pol, err, sizeof err) != 0) { policy_free(&pol); return 0; }   // refused later, with the reason
+    ActShape sh = train_act_shape(o);
+    double act = (double)act_peak_bytes(&sh, &pol);
+    policy_free(&pol);
+    char b1[32], b2[32], b3[32], b4[32];
+    if (state + act <= (double)device_capacity) return 0;
+    return usage_error("the model needs at least %s on --device %s (%s of parameters, gradients and AdamW state, "
+                       "%s of activations at the step's peak under this policy), more than the device's %s; "
+                       "recompute (--recompute selective or full), --mem-budget, --attention flash or a smaller "
+                       "--batch keeps less", format_bytes(state + act, b1, sizeof b1), o->device,
+                       format_bytes(state, b2, sizeof b2), format_bytes(act, b3, sizeof b3),
+                       format_bytes((double)device_capacity, b4, sizeof b4));
 }
 
 // Absurd sizes are refused with what they would need, before anything is allocated; then what the
@@ -52,6 +82,10 @@ static int check_size(const TrainOptions *o) {
     // A GPU holds the state and the activations, and its allocator names what it could not allocate;
     // the bound (no recompute, fp32) would refuse runs whose policy fits the device.
     int host_memory = !o->device || strncmp(o->device, "cpu", 3) == 0;
+    if (!host_memory) {
+        int rc = check_device_size(o, state);
+        if (rc) return rc;
+    }
     if (host_memory && ram > 0 && need > ram)
         return usage_error("the model (--layers %d --hidden %d --heads %d --seq %d --batch %d --vocab %d) would "
                            "need about %s per rank (%s of parameters, gradients and AdamW state, up to %s of "
