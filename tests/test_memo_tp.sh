@@ -159,6 +159,6 @@ bad 2 "--memo with --tp 2 --sp: not built" --tp 2 --sp --memo 0.5
 bad 2 "--mem-budget 1.00 MiB --memo auto: no α fits; the least (α 0, every token recomputed) needs 1.01 MiB" \
   --tp 2 --mem-budget 1MiB --memo auto --tp-link-gbps 100
 # --memo auto under --tp 2 prices the recompute's all-reduce: without the TP link's rate it exits 2 naming the flag
-bad 2 "--memo auto with --tp 2 needs the TP link's rate: --tp-link-gbps X" --tp 2 --mem-budget 3MiB --memo auto
+bad 2 "rate: --tp-link-gbps X (GB/s; it prices the attention projection" --tp 2 --mem-budget 3MiB --memo auto
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
