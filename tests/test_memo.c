@@ -26,6 +26,9 @@
 //  8. Adapters (LoRA, LoRA-FA, adapter dropout) in memo layers: α 0 / α 1 bitwise the plain LoRA run (fp32 and
 //     bf16 storage), split α and a per-layer mix within 3e-6; the ledger == the model (lora_* kept whole) in
 //     24 configurations; LoRA-FA's swapped and kept bytes by hand; memo_plan counts the adapters.
+//  9. The time model's terms for what the recompute repeats, by hand at t = 2: the attention projection's
+//     all-reduce over the recomputed rows (bytes and seconds at a TP link rate) and the adapters' v·Bᵀ FLOPs at
+//     r = 4, GPT-2 and llama, and the planner's step and full-recompute times carrying both.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
@@ -387,7 +390,7 @@ static void test_ledger(void) {
 
 // 4. The time model: a layer of 10 ms forward (4 ms attention, 2 ms down projection), 1 GB swappable at 10 GB/s.
 static void test_time_model(void) {
-    MemoLayerCost c = {0.010, 0.004, 0.002, 1e9, 1e10};
+    MemoLayerCost c = {0.010, 0.004, 0.002, 1e9, 1e10, 0.0, 0.0, 0.0};
     MemoTime t = memo_layer_time(&c, 0.5);
     // recompute: 0.5·(10 − 4 − 2) ms + (1 − 0.25)·4 ms = 5 ms; transfer 50 ms; the forward hides 10 ms of
     // it, the backward 20 + 5 ms: stall 40 + 25 ms
@@ -513,7 +516,7 @@ static void test_alpha_plan(void) {
     ActShape sh = m.shape;
     gpt_free(&m);
     policy_free(&pol);
-    MemoSpeeds sp = {100e9, 1000e9};
+    MemoSpeeds sp = {100e9, 1000e9, 0.0};
     MemoPlanResult x64, x128, x192, mix, r;
     memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x64);
     memo_plan_evaluate(&sh, ATTN_FLASH, PRECISION_FP32, 1, &sp, 128, 128, 0, &x128);
@@ -605,7 +608,7 @@ static void test_tp_share(void) {
     ActShape one = m.shape, two = m.shape;
     gpt_free(&m);
     two.t = 2;
-    MemoLayerCost c1 = memo_layer_cost(&one, &pol, 1e11, 1e10), c2 = memo_layer_cost(&two, &pol, 1e11, 1e10);
+    MemoLayerCost c1 = memo_layer_cost(&one, &pol, 1e11, 1e10, 0.0), c2 = memo_layer_cost(&two, &pol, 1e11, 1e10, 0.0);
     CHECK(c1.swap_bytes == 3904.0 * S && c2.swap_bytes == 2352.0 * S, "bytes of every position: %.0f and %.0f, by hand "
           "%d and %d", c1.swap_bytes, c2.swap_bytes, 3904 * S, 2352 * S);
     CHECK(act_memo_swap_bytes(&two, &pol, 0) == (size_t)2352 * S && act_memo_pool_bytes(&two, &pol) == (size_t)3 * 2352 * S,
@@ -613,6 +616,72 @@ static void test_tp_share(void) {
     CHECK(fabs(c2.fwd_s * 2.0 - c1.fwd_s) < 1e-15 && fabs(c2.attn_s * 2.0 - c1.attn_s) < 1e-15 &&
           fabs(c2.down_s * 2.0 - c1.down_s) < 1e-15 && c1.fwd_s > 0.0, "a rank's work: forward %g of %g", c2.fwd_s, c1.fwd_s);
     policy_free(&pol);
+}
+
+// 9. What the recompute repeats, priced (model/memo.c's recompute_rows: positions [r, s) without the block's
+// output, each adapter's v kept). Worked by hand at h 32, s 192, b 2, t 2, r = 64 (α 1/3: 128 positions,
+// 256 rows recomputed):
+//  - TP: one all-reduce, Proj's [256, 32] fp32 = 32768 bytes, 2(t − 1)/t of it on the ring = 32768 bytes a
+//    rank sends (at every position 49152); at 10 GB/s 3.2768 µs per layer; at t = 1 none.
+//  - adapters at rank 4, v·Bᵀ only (x·Aᵀ kept), the down projection's not (FC2 is not redone), B's rows on the
+//    rank: GPT-2 qkv 2·256·4·48 + proj 2·256·4·32 + fc 2·256·4·64 = 294912 FLOPs; llama (kv 2, ffn 48) q
+//    2·256·4·16 + k, v 2 × 2·256·4·8 + o 2·256·4·32 + gate, up 2 × 2·256·4·24 = 229376. At 100 GFLOP/s the
+//    GPT-2 layer's recompute grows by 2.94912 µs.
+static void test_recompute_terms(void) {
+    const double tp_bps = 1e10, gemm = 1e11, link = 1e10, a = 64.0 / S;
+    const double lora_flops[2] = {294912.0, 229376.0};
+    for (int llama = 0; llama < 2; llama++) {
+        Setup u = {llama, 1, 0, MASKS_BYTES, "memo", NULL, 1.0f / 3.0f, 1};
+        MemoryPolicy pol;
+        make_policy(&pol, &u);
+        GPTConfig c = cfg_of(llama, 1), c0 = cfg_of(llama, 0);
+        GPT m;
+        gpt_init(&m, &c, &pol);
+        ActShape lora = m.shape;
+        gpt_free(&m);
+        gpt_init(&m, &c0, &pol);
+        ActShape plain = m.shape;
+        gpt_free(&m);
+        ActShape lora2 = lora, plain2 = plain;
+        lora2.t = plain2.t = 2;
+        const char *fam = llama ? "llama" : "gpt2";
+        // the repeated all-reduce
+        CHECK(memo_recompute_tp_bytes(&plain2, S - 64) == 32768.0 && memo_recompute_tp_bytes(&plain2, S) == 49152.0 &&
+              memo_recompute_tp_bytes(&plain, S - 64) == 0.0, "%s: TP bytes of 128 positions %.0f (by hand 32768), of all "
+              "%.0f (49152), at t 1 %.0f (0)", fam, memo_recompute_tp_bytes(&plain2, S - 64), memo_recompute_tp_bytes(&plain2, S),
+              memo_recompute_tp_bytes(&plain, S - 64));
+        MemoLayerCost c2 = memo_layer_cost(&plain2, &pol, gemm, link, tp_bps), c1 = memo_layer_cost(&plain, &pol, gemm, link, tp_bps);
+        MemoTime t2 = memo_layer_time(&c2, a), t1 = memo_layer_time(&c1, a);
+        MemoLayerCost c2free = c2;
+        c2free.tp_link_bps = 0.0;   // no rate: not priced
+        MemoTime t2free = memo_layer_time(&c2free, a);
+        CHECK(c2.tp_bytes == 49152.0 && fabs(t2.tp_s - 3.2768e-6) < 1e-18 && t1.tp_s == 0.0 && c1.tp_bytes == 0.0 &&
+              t2free.tp_s == 0.0, "%s t 2: the recompute's all-reduce %.6g s at 10 GB/s (by hand 3.2768e-6), t 1 %.3g", fam,
+              t2.tp_s, t1.tp_s);
+        CHECK(fabs(t2.layer_s - (t2free.layer_s + 3.2768e-6)) < 1e-15 && t2.recompute_s == t2free.recompute_s,
+              "%s t 2: the layer %.9g s = unpriced %.9g + the all-reduce", fam, t2.layer_s, t2free.layer_s);
+        // the adapters
+        double want = lora_flops[llama];
+        CHECK(memo_recompute_lora_flops(&lora2, S - 64) == want && memo_recompute_lora_flops(&plain2, S - 64) == 0.0,
+              "%s t 2 r 4: the adapters' recompute %.0f FLOPs (by hand %.0f)", fam, memo_recompute_lora_flops(&lora2, S - 64), want);
+        MemoLayerCost cl = memo_layer_cost(&lora2, &pol, gemm, link, tp_bps);
+        MemoTime tl = memo_layer_time(&cl, a);
+        CHECK(fabs(cl.lora_s - want * 1.5 / gemm) < 1e-18 && fabs(tl.recompute_s - t2.recompute_s - want / gemm) < 1e-15 &&
+              c2.lora_s == 0.0, "%s t 2 r 4: adapters %.6g s at every position, the recompute grows %.6g s (by hand %.6g)", fam,
+              cl.lora_s, tl.recompute_s - t2.recompute_s, want / gemm);
+        // the planner prices both: a rank's step at α 1/3 and full recompute's (every position: L all-reduces
+        // of 49152 bytes and L·1.5 of the adapters' FLOPs)
+        MemoSpeeds sp = {gemm, link, tp_bps}, unpriced = {gemm, link, 0.0};
+        MemoPlanResult x, y;
+        memo_plan_evaluate(&lora2, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x);
+        memo_plan_evaluate(&lora2, ATTN_FLASH, PRECISION_FP32, 1, &unpriced, 64, 64, 0, &y);
+        CHECK(fabs(x.layer.tp_s - 3.2768e-6) < 1e-18 && fabs(x.step_s - y.step_s - L * 3.2768e-6) < 1e-15 &&
+              fabs(x.full_step_s - y.full_step_s - L * 49152.0 / tp_bps) < 1e-15 &&
+              fabs(x.layer.recompute_s - y.layer.recompute_s) == 0.0 && fabs(x.cost.lora_s - want * 1.5 / gemm) < 1e-18,
+              "%s: the plan's step %.9g s against %.9g unpriced, full recompute %.9g against %.9g", fam, x.step_s, y.step_s,
+              x.full_step_s, y.full_step_s);
+        policy_free(&pol);
+    }
 }
 
 // 8. Adapters (LoRA, LoRA-FA) in memo layers: both token ranges run them, each site's v = (α/r)·x·Aᵀ kept
@@ -704,7 +773,7 @@ static void test_lora(void) {
           "LoRA-FA α 0.34: swapped %zu (by hand 151552), lora_* %zu (24576), layer %zu", act_memo_swap_bytes(&m.shape, &pol, 1),
           kept, act_layer_bytes(&m.shape, &pol, 1));
     // the planner's policy carries the shape's LoRA bits: its predicted peak at 64 positions is the run's
-    MemoSpeeds sp = {100e9, 1000e9};
+    MemoSpeeds sp = {100e9, 1000e9, 0.0};
     MemoPlanResult x;
     memo_plan_evaluate(&m.shape, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x);
     CHECK(x.act_peak == act_peak_bytes(&m.shape, &pol) && x.pool_bytes == 3 * 151552, "memo plan with LoRA-FA: peak "
@@ -714,6 +783,7 @@ static void test_lora(void) {
 }
 
 int main(void) {
+    test_recompute_terms();
     test_lora();
     test_tp_share();
     test_static_plan();

@@ -11,6 +11,9 @@
 #    naming the value;
 #  - --static-plan with memo layers: the ledger ok, the losses the default layout's;
 #  - --resume refuses another per-layer α and continues with the checkpoint's;
+#  - plan --memo --tp 2 --tp-link-gbps X prints the all-reduce each layer's recompute repeats (bytes and time by
+#    hand) and the adapters' part of the recompute; --memo auto / plan --memo with --tp 2 and no --tp-link-gbps
+#    exit 2 naming the flag;
 #  - combinations it is not built for exit 2 naming the reason.
 # usage: test_memo_cli.sh CTRON DATA
 set -uo pipefail
@@ -154,6 +157,28 @@ check '[ $rc = 2 ] && grep -q "TP without SP" "$dir/r.out"' "plan --memo --tp 2 
 "$ctron" plan --budget 1GiB "${shape[@]}" --host-gbps 5 > "$dir/r.out" 2>&1
 rc=$?
 check '[ $rc = 2 ] && grep -q "give --memo" "$dir/r.out"' "plan --host-gbps without --memo: $(head -1 "$dir/r.out")"
+# --tp > 1: the TP link's rate is given (one process cannot measure it), and each layer's line prints the
+# all-reduce its recompute repeats: at α 0 all 128 positions, Proj's [256, 64] fp32 = 65536 bytes, 2(t − 1)/t of it
+# = 65536 on the ring, 6.55 µs at 10 GB/s; with --lora-rank 4 the adapters' v·Bᵀ (qkv 96, proj 64, fc 128 rows of B
+# on the rank, not fc2): 2·256·4·288 = 589824 FLOPs, 5.9 µs at 100 GFLOP/s
+"$ctron" plan --memo --budget 4MiB "${shape[@]}" --threads 1 --host-gbps 0.001 --gemm-gflops 100 --tp 2 --tp-link-gbps 10 \
+  --lora-rank 4 > "$dir/pt.out" 2>&1
+rc=$?
+check '[ $rc = 0 ] && grep -q "TP link 10.00 GB/s (given)" "$dir/pt.out" && grep -q "α 0 (0 of 128" "$dir/pt.out" &&
+       grep -q "^  per layer: .* (adapters 0.0059 ms), TP all-reduce again 0.00655 ms (65536 B), " "$dir/pt.out"' \
+  "plan --memo --tp 2 --tp-link-gbps 10: rc $rc: $(cat "$dir/pt.out")"
+"$ctron" plan --memo --budget 4MiB "${shape[@]}" --threads 1 --host-gbps 0.001 --gemm-gflops 100 > "$dir/pt1.out" 2>&1
+check '! grep -q "TP all-reduce\|TP link\|adapters" "$dir/pt1.out"' "plan --memo at t 1 prints no TP term: $(grep 'per layer' "$dir/pt1.out")"
+"$ctron" plan --memo --budget 4MiB "${shape[@]}" --tp 2 --host-gbps 1 --gemm-gflops 100 > "$dir/r.out" 2>&1
+rc=$?
+check '[ $rc = 2 ] && grep -q -- "--memo with --tp 2 needs the TP link.s rate: --tp-link-gbps" "$dir/r.out"' \
+  "plan --memo --tp 2 without --tp-link-gbps: rc $rc: $(head -1 "$dir/r.out")"
+"$ctron" plan --budget 1GiB "${shape[@]}" --tp-link-gbps 5 > "$dir/r.out" 2>&1
+rc=$?
+check '[ $rc = 2 ] && grep -q -- "--tp-link-gbps is for --memo" "$dir/r.out"' "plan --tp-link-gbps without --memo: $(head -1 "$dir/r.out")"
+refuse "--memo auto with --tp 2 needs the TP link's rate: --tp-link-gbps" --memo auto --mem-budget 3MiB --tp 2 --tp-solo
+refuse "--tp-link-gbps is for --memo auto" --memo 0.5 --tp-link-gbps 10
+refuse "--tp-link-gbps: expected a number" --memo auto --mem-budget 3MiB --tp-link-gbps fast
 "$ctron" memory "${shape[@]}" --memo 0.5 --tp 2 --sp > "$dir/r.out" 2>&1
 rc=$?
 check '[ $rc = 2 ] && grep -q "TP without --sp" "$dir/r.out"' "memory --memo --tp 2 --sp: $(head -1 "$dir/r.out")"

@@ -15,7 +15,8 @@
 #  - --tp 2 --tp-solo (one process as rank 0): rank 0's peak and TP block bytes;
 #  - --mem-budget --memo auto on 2 ranks (DP 2, TP 2): every rank plans with rank 0's measured rates (a
 #    test hook gives the ranks different host links; rank 0's choice is on both);
-#  - --memo with --tp 2 --sp exits 2 naming SP; --memo auto on 2 ranks with a budget no α fits exits 2.
+#  - --memo with --tp 2 --sp exits 2 naming SP; --memo auto on 2 ranks with a budget no α fits exits 2, and
+#    --memo auto with --tp 2 without --tp-link-gbps (the rate of the recompute's all-reduce) exits 2 naming it.
 # usage: test_memo_tp.sh CTRON DATA MPIEXEC [mpiexec flags...]
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
@@ -135,7 +136,7 @@ tp_block gpt2_solo 64
 # bytes; rank 1 alone would have picked the other). Each rank planning with its own would differ here
 # (and under TP, run different collectives).
 common=("${shape[@]}" --steps 2 --eval-every 0 --dropout 0.1 --threads 1 --data "$data" --ledger --attention flash
-        --mem-budget 3MiB --memo auto)
+        --mem-budget 3MiB --memo auto --tp-link-gbps 100)
 for t in 1 2; do
   for links in 0.001,1000 1000,0.001; do
     name=auto_tp${t}_${links/,/_}
@@ -144,6 +145,8 @@ for t in 1 2; do
     rows=$(sed -n '/^memo per rank/,/^step 1/p' "$dir/$name.out" | grep -E '^  [01] ' | awk '{print $3, $5}' | sort -u)
     if [ "${links%%,*}" = 0.001 ]; then want='grep -q "^memo plan: α 0 (0 of 128 positions swapped) for 0.001 GB/s" "$dir/$name.out" && [ "$rows" = "0 0" ]'
     else want='grep -q "^memo plan: .* for 1000 GB/s" "$dir/$name.out" && [ "$(echo "$rows" | wc -l)" = 1 ] && [ "${rows#* }" -gt 0 ]'; fi
+    # under TP the plan names the TP link's rate it priced the recompute's all-reduce at
+    [ $t = 2 ] && want="$want"' && grep -q "^memo plan: .*, 100 GB/s TP link$" "$dir/$name.out"'
     check "[ $rc = 0 ] && ! grep -q MISMATCH '$dir/$name.out' && $want" \
       "--memo auto, tp $t, links $links GB/s (rank 0, rank 1): rc $rc, the ranks' (pool, memo_stage) '$(echo $rows)': $(grep -m2 'memo plan\|error' "$dir/$name.out")"
   done
@@ -154,6 +157,8 @@ base=("${shape[@]}" --steps 1 --threads 1 --data "$data")
 bad 2 "--memo with --tp 2 --sp: not built" --tp 2 --sp --memo 0.5
 # on several ranks the validation plans nothing it prints, but still refuses a budget no α fits (per rank)
 bad 2 "--mem-budget 1.00 MiB --memo auto: no α fits; the least (α 0, every token recomputed) needs 1.01 MiB" \
-  --tp 2 --mem-budget 1MiB --memo auto
+  --tp 2 --mem-budget 1MiB --memo auto --tp-link-gbps 100
+# --memo auto under --tp 2 prices the recompute's all-reduce: without the TP link's rate it exits 2 naming the flag
+bad 2 "rate: --tp-link-gbps X (GB/s; it prices the attention projection" --tp 2 --mem-budget 3MiB --memo auto
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

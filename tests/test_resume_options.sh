@@ -44,6 +44,7 @@ declare -A value=(
   [reversible]="--reversible"
   [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
   [search-rates]="--recompute search --act-budget-layer 150KiB --search-rates 100,10"
+  [tp-link-gbps]="np2:--tp 2 --seq 128 --mem-budget 1MiB --memo auto --tp-link-gbps 100"
   [lora-rank]="--lora-rank 4 --lr 5e-3" [lora-alpha]="--lora-rank 4 --lora-alpha 32 --lr 5e-3"
   [lora-targets]="--arch llama --lora-rank 4 --lora-targets q,down --lr 5e-3"
   [lora-fa]="--lora-rank 4 --lora-fa --lr 5e-3 --recompute selective"

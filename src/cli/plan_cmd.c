@@ -53,6 +53,8 @@ void cli_plan_usage(FILE *f) {
         "  --host-gbps X --gemm-gflops Y   --memo's machine: host-link GB/s one way, FLOP/s of the layer's\n"
         "                      work (default: measured here, the link through the offload pool and the\n"
         "                      GEMM rate of `ctron peak`)\n"
+        "  --tp-link-gbps X    --memo with --tp T > 1 (required there): the TP link's GB/s, pricing the\n"
+        "                      all-reduce each layer's recompute repeats (printed per layer)\n"
         "  --attention flash|standard   --memo's attention (default flash)\n"
         "pipeline: each stage planned for its own peak under the schedule (the first holds the most\n"
         "micro-batches, so it may recompute more); masks and Tempo are one choice for the whole model,\n"
@@ -69,7 +71,7 @@ int cli_plan_main(int argc, char **argv) {
         if (strcmp(argv[i], "--cluster") == 0) return cli_cluster_main(argc, argv);
     enum { O_BUDGET = 1000, O_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_BATCH, O_VOCAB, O_DROPOUT, O_TP, O_SP, O_DTYPE, O_THREADS,
            O_OFFLOAD_BUDGET, O_PRECISION, O_PP, O_SCHEDULE, O_VIRTUAL, O_ACCUM, O_MEMO, O_HOST_GBPS, O_GEMM_GFLOPS,
-           O_ATTENTION, O_LORA_RANK, O_LORA_TARGETS, O_LORA_FA };
+           O_ATTENTION, O_LORA_RANK, O_LORA_TARGETS, O_LORA_FA, O_TP_LINK_GBPS };
     static const struct option opts[] = {
         {"budget", required_argument, 0, O_BUDGET}, {"mem-budget", required_argument, 0, O_BUDGET},
         {"layers", required_argument, 0, O_LAYERS},
@@ -82,7 +84,7 @@ int cli_plan_main(int argc, char **argv) {
         {"precision", required_argument, 0, O_PRECISION},
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
         {"memo", no_argument, 0, O_MEMO}, {"host-gbps", required_argument, 0, O_HOST_GBPS},
-        {"gemm-gflops", required_argument, 0, O_GEMM_GFLOPS}, {"attention", required_argument, 0, O_ATTENTION},
+        {"gemm-gflops", required_argument, 0, O_GEMM_GFLOPS}, {"tp-link-gbps", required_argument, 0, O_TP_LINK_GBPS}, {"attention", required_argument, 0, O_ATTENTION},
         {"lora-rank", required_argument, 0, O_LORA_RANK}, {"lora-targets", required_argument, 0, O_LORA_TARGETS},
         {"lora-fa", no_argument, 0, O_LORA_FA}, FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;
@@ -153,6 +155,7 @@ int cli_plan_main(int argc, char **argv) {
         case O_MEMO: memo = 1; break;
         case O_HOST_GBPS: rc = args_double(CMD, "--host-gbps", optarg, 1e-6, 1e9, 0, &host_gbps); break;
         case O_GEMM_GFLOPS: rc = args_double(CMD, "--gemm-gflops", optarg, 1e-6, 1e12, 0, &gemm_gflops); break;
+        case O_TP_LINK_GBPS: rc = args_double(CMD, "--tp-link-gbps", optarg, 1e-6, 1e9, 0, &o.tp_link_gbps); break;
         case O_ATTENTION:
             if (strcmp(optarg, "flash") != 0 && strcmp(optarg, "standard") != 0)
                 return args_error(CMD, "--attention: unknown kind '%s' (expected standard or flash)", optarg);
@@ -187,12 +190,16 @@ int cli_plan_main(int argc, char **argv) {
     o.world_size = o.tp;
     char err[512];
     if (train_check_layout(&o, o.tp, err, sizeof err) != 0) return args_error(CMD, "%s", err);
-    if ((host_gbps > 0 || gemm_gflops > 0 || attention_given) && !memo)
+    if ((host_gbps > 0 || gemm_gflops > 0 || attention_given || o.tp_link_gbps > 0) && !memo)
         return args_error(CMD, "--%s is for --memo's plan: give --memo",
-                          host_gbps > 0 ? "host-gbps" : gemm_gflops > 0 ? "gemm-gflops" : "attention");
+                          host_gbps > 0 ? "host-gbps" : gemm_gflops > 0 ? "gemm-gflops" : attention_given ? "attention"
+                                                                                                 : "tp-link-gbps");
     if (memo) {   // MEMO's α for the budget (train/memo_options.c)
         o.flash = flash;
         if (pp || o.sp) return args_error(CMD, "--memo is built for one pipeline stage, TP without SP (no --pp, no --sp)");
+        if (o.tp > 1 && !(o.tp_link_gbps > 0))
+            return args_error(CMD, "--memo with --tp %d needs the TP link's rate: --tp-link-gbps X (GB/s; it prices the "
+                              "attention projection's all-reduce that each layer's recompute repeats over its rows)", o.tp);
         return train_print_memo_plan(stdout, &o, budget, host_gbps, gemm_gflops) == 0 ? 0 : CTRON_EXIT_USAGE;
     }
     if (!pp) {

@@ -27,7 +27,7 @@ enum {
     OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
-    OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO
+    OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO, OPT_TP_LINK_GBPS
 };
 
 // Every long option of ctron train (the command line, and --resume's restoring of recorded options).
@@ -64,7 +64,8 @@ static const struct option train_opts[] = {
     {"gelu-bits", required_argument, 0, OPT_GELU_BITS}, {"mem-budget", required_argument, 0, OPT_MEM_BUDGET},
     {"mini-seq", required_argument, 0, OPT_MINI_SEQ},
     {"act-budget-layer", required_argument, 0, OPT_ACT_BUDGET_LAYER}, {"search-rates", required_argument, 0, OPT_SEARCH_RATES},
-    {"memo", required_argument, 0, OPT_MEMO}, {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
+    {"memo", required_argument, 0, OPT_MEMO}, {"tp-link-gbps", required_argument, 0, OPT_TP_LINK_GBPS},
+    {"offload", required_argument, 0, OPT_OFFLOAD}, {"offload-dir", required_argument, 0, OPT_OFFLOAD_DIR},
     {"static-plan", no_argument, 0, OPT_STATIC_PLAN}, {"device", required_argument, 0, OPT_DEVICE}, {"offload-budget", required_argument, 0, OPT_OFFLOAD_BUDGET}, {"attention", required_argument, 0, OPT_ATTENTION}, {"tp", required_argument, 0, OPT_TP}, {"tp-solo", no_argument, 0, OPT_TP_SOLO}, {"sp", no_argument, 0, OPT_SP}, {"zero", required_argument, 0, OPT_ZERO},
     {"pp", required_argument, 0, OPT_PP}, {"pp-schedule", required_argument, 0, OPT_PP_SCHEDULE},
     {"virtual-stages", required_argument, 0, OPT_VSTAGES},
@@ -204,6 +205,7 @@ static int apply_memory(TrainOptions *o, int ch, const char *optarg) {
         if (strcmp(optarg, "auto") == 0) o->memo_alpha = -2.0;
         else rc = parse_float("--memo", optarg, 0.0, 1.0, 0, &o->memo_alpha);
         break;
+    case OPT_TP_LINK_GBPS: rc = parse_float("--tp-link-gbps", optarg, 1e-6, 1e9, 0, &o->tp_link_gbps); break;
     case OPT_STATIC_PLAN: o->static_plan = 1; break;
     case OPT_OFFLOAD_BUDGET:
         rc = args_bytes("train", "--offload-budget", optarg, 1, PARSE_BYTES_MAX, &o->offload_budget);

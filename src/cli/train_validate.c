@@ -227,6 +227,9 @@ static int check_search(TrainOptions *o, const TrainGiven *given) {
 // standard block: what it is not built with is refused here, with the reason, before anything is allocated.
 static int check_memo(const TrainOptions *o, const TrainGiven *given) {
     int memo = o->memo_alpha != -1.0 || policy_list_has_memo(o->recompute_layers);
+    if (o->tp_link_gbps > 0 && o->memo_alpha != -2.0)
+        return usage_error("--tp-link-gbps is for --memo auto (the planner's TP link; given: --memo %s)",
+                           !memo ? "off" : o->memo_alpha >= 0.0 ? "ALPHA" : "off, memo layers in --recompute-layers");
     if (!memo) return 0;
     if (o->memo_alpha == -2.0 && !(o->mem_budget > 0))
         return usage_error("--memo auto: the fraction is chosen by --mem-budget's planner; give --mem-budget, or a "
@@ -247,6 +250,9 @@ static int check_memo(const TrainOptions *o, const TrainGiven *given) {
     if (o->offload) return usage_error("--memo with --offload: both own the host pool; MEMO already swaps its tokens");
     if (o->device && strcmp(o->device, "cpu-guarded") == 0)
         return usage_error("--memo with --device cpu-guarded: the guard locks memory the pool's thread copies");
+    if (o->memo_alpha == -2.0 && o->tp > 1 && !(o->tp_link_gbps > 0))
+        return usage_error("--memo auto with --tp %d needs the TP link's rate: --tp-link-gbps X (GB/s; it prices the "
+                           "attention projection's all-reduce that each layer's recompute repeats over its rows)", o->tp);
     if (o->device && strncmp(o->device, "cuda", 4) == 0 && o->memo_alpha == -2.0)
         return usage_error("--memo auto with --device %s: the planner's host link and GEMM rate are this CPU's; give "
                            "--memo ALPHA (ctron plan --memo --host-gbps X --gemm-gflops Y plans it for the GPU)", o->device);

@@ -1,5 +1,7 @@
 #include "memory/memo_model.h"
 #include "memory/flops.h"
+#include "arch/lora.h"
+#include "parallel/comm.h"
 
 long memo_swap_positions(long s, double alpha) {
     if (alpha >= 1.0) return s;
@@ -79,16 +81,39 @@ static double pos(double x) { return x > 0.0 ? x : 0.0; }
 MemoTime memo_layer_time(const MemoLayerCost *c, double a) {
     MemoTime t;
     double linear = c->fwd_s - c->attn_s - c->down_s;
-    t.recompute_s = (1.0 - a) * linear + (1.0 - a * a) * c->attn_s;
+    t.recompute_s = (1.0 - a) * (linear + c->lora_s) + (1.0 - a * a) * c->attn_s;
+    t.tp_s = c->tp_bytes > 0.0 && c->tp_link_bps > 0.0 ? (1.0 - a) * c->tp_bytes / c->tp_link_bps : 0.0;
     t.transfer_s = c->link_bps > 0.0 ? a * c->swap_bytes / c->link_bps : (a > 0.0 ? 1e30 : 0.0);
     // Forward: the slice goes out while the next layer computes its forward. Backward: the previous
-    // layer's slice comes in while this one recomputes its range and runs its backward.
-    t.stall_s = pos(t.transfer_s - c->fwd_s) + pos(t.transfer_s - (2.0 * c->fwd_s + t.recompute_s));
-    t.layer_s = 3.0 * c->fwd_s + t.recompute_s + t.stall_s;
+    // layer's slice comes in while this one recomputes its range (its collectives too) and runs its backward.
+    t.stall_s = pos(t.transfer_s - c->fwd_s) + pos(t.transfer_s - (2.0 * c->fwd_s + t.recompute_s + t.tp_s));
+    t.layer_s = 3.0 * c->fwd_s + t.recompute_s + t.tp_s + t.stall_s;
     return t;
 }
 
-MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps) {
+double memo_recompute_tp_bytes(const ActShape *sh, long positions) {
+    if (sh->t <= 1 || positions <= 0) return 0.0;
+    uint64_t proj = (uint64_t)positions * (uint64_t)sh->b * (uint64_t)sh->h * sizeof(float);   // [rows, h] fp32
+    return (double)comm_bytes_for(COMM_ALLREDUCE, sh->t, proj);
+}
+
+double memo_recompute_lora_flops(const ActShape *sh, long positions) {
+    if (sh->lora_rank <= 0 || positions <= 0) return 0.0;
+    FlopBlock blk = flops_block_of(sh);
+    long t = sh->t > 1 ? sh->t : 1, h = sh->h, kvw = (long)blk.kv_width, f = (long)blk.ffn;
+    double rows = (double)positions * (double)sh->b, sum = 0.0;
+    for (int k = 0; k < LORA_SITES; k++) {
+        const LoraSiteRow *row = lora_site((LoraSite)k);
+        // the down projection (the site that reads the FFN width): the block's output is not made again
+        if (!(sh->lora_sites >> k & 1u) || row->in == LW_F) continue;
+        // B's rows on this rank: a column site's out/t, a row site's (o, proj) all h (as model/adapters.c)
+        sum += 2.0 * rows * (double)sh->lora_rank * (double)lora_width(row->out, h, h / t, kvw / t, f / t);
+    }
+    return sum;
+}
+
+MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps,
+                              double tp_link_bps) {
     FlopBlock blk = flops_block_of(sh);
     double s = (double)sh->s, b = (double)sh->b, h = (double)sh->h, t = sh->t > 1 ? (double)sh->t : 1.0;
     // a TP rank's share: its heads' attention and its columns of every linear (the norms, a few
@@ -100,6 +125,7 @@ MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double 
     size_t bytes = 0;
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (memo_swaps(sh, p->tempo, (ActName)n)) bytes += slice_bytes(sh, (ActName)n, sh->s);
-    MemoLayerCost c = {fwd / gemm_flops, attn / gemm_flops, down / gemm_flops, (double)bytes, link_bps};
+    MemoLayerCost c = {fwd / gemm_flops, attn / gemm_flops, down / gemm_flops, (double)bytes, link_bps,
+                       memo_recompute_lora_flops(sh, sh->s) / gemm_flops, memo_recompute_tp_bytes(sh, sh->s), tp_link_bps};
     return c;
 }

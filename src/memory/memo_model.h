@@ -40,21 +40,38 @@ int policy_has_memo(const MemoryPolicy *p);
 // backward 2·fwd_s; the host link moves link_bps bytes/s each way, overlapped with compute.
 // Recomputing positions [r, s) costs (1 − r/s) of the layer's linear work but the down projection
 // (backward never reads the block's output) and (1 − (r/s)²) of its causal attention (query i reads i
-// keys). A swap that takes longer than the compute it hides under (the next layer's forward; the
-// previous layer's backward and recompute) stalls the step. At α = 0 this is full recompute's layer.
+// keys), plus (1 − r/s) of lora_s, the adapters' v·Bᵀ the recompute adds again (memo_recompute_lora_flops),
+// and under TP (1 − r/s) of the repeated collectives' tp_bytes at tp_link_bps (tp_s; none without a rate).
+// A swap that takes longer than the compute it hides under (the next layer's forward; the previous
+// layer's backward, recompute and repeated collectives) stalls the step. At α = 0 this is full
+// recompute's layer.
 typedef struct {
     double fwd_s, attn_s, down_s;   // seconds: one layer's forward, its attention core, its down projection
     double swap_bytes;      // the layer's swappable bytes at α = 1 (all positions)
     double link_bps;        // host-link bytes per second (one direction)
+    double lora_s;          // seconds: the adapters' GEMMs a recompute of every position repeats (0: no LoRA)
+    double tp_bytes;        // one rank's ring bytes of the collectives a recompute of every position repeats (0: t = 1)
+    double tp_link_bps;     // the TP link's bytes per second (0: not given; the collectives are then not priced)
 } MemoLayerCost;
 typedef struct {
-    double recompute_s;     // per layer: the recomputed range's forward
+    double recompute_s;     // per layer: the recomputed range's forward (its adapters' GEMMs included)
+    double tp_s;            // per layer: the collectives the recomputed range repeats, on the TP link
     double transfer_s;      // per layer: the swapped slice, one way
     double stall_s;         // per layer: the transfer not hidden under compute (forward + backward)
-    double layer_s;         // per layer: forward + backward + recompute + stall
+    double layer_s;         // per layer: forward + backward + recompute + tp + stall
 } MemoTime;
 MemoTime memo_layer_time(const MemoLayerCost *c, double frac_swapped);
-// A layer's cost on a machine of gemm_flops FLOP/s (every op at that rate: GEMMs, and the causal
-// attention core at half the 4·s²·h of Eq. 7) and link_bps, for the memo layers of policy p.
-MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps);
+// A layer's cost on a machine of gemm_flops FLOP/s (every op at that rate: GEMMs, the adapters' and the
+// causal attention core at half the 4·s²·h of Eq. 7), link_bps and, under TP, tp_link_bps, for the memo
+// layers of policy p.
+MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps,
+                              double tp_link_bps);
+// What the recompute of `positions` positions of a memo layer repeats on one rank (model/memo.c's
+// recompute_rows: layer_rows over [r, s) without the block's output and with the kept v of each adapter):
+// the TP bytes (comm.h's ring count) of the attention projection's all-reduce over those rows ([rows, h]
+// fp32; the down projection and its all-reduce, and a row-parallel adapter's x·Aᵀ all-reduce, are not redone;
+// 0 at t = 1), and the FLOPs of the adapters' v·Bᵀ, 2·rows·r·out per adapted site but the down
+// projection's (out: the rank's rows of B; x·Aᵀ is not redone: v is kept whole).
+double memo_recompute_tp_bytes(const ActShape *sh, long positions);
+double memo_recompute_lora_flops(const ActShape *sh, long positions);
 #endif

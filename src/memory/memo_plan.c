@@ -62,7 +62,7 @@ void memo_plan_evaluate(const ActShape *sh, unsigned tempo, Precision precision,
     x->arena_bytes = x->act_peak + (size_t)act_max_entries(&pol) * 64;
     x->scratch_bytes = memo_scratch(sh, tempo, threads) + plan_gemm_scratch_bytes(sh, precision, tempo & ATTN_FLASH, threads);
     x->pool_bytes = act_memo_pool_bytes(sh, &pol);
-    x->cost = memo_layer_cost(sh, &pol, sp->gemm_flops, sp->link_bps);
+    x->cost = memo_layer_cost(sh, &pol, sp->gemm_flops, sp->link_bps, sp->tp_link_bps);
     x->layer = memo_layer_time(&x->cost, (double)r_hi / (double)sh->s);
     x->layer_lo = memo_layer_time(&x->cost, (double)r_lo / (double)sh->s);
     x->head_s = head_seconds(sh, sp);

@@ -18,6 +18,7 @@
 typedef struct {
     double gemm_flops;    // FLOP/s every op of a layer runs at (the machine's measured or stated GEMM rate)
     double link_bps;      // host-link bytes/s, one direction (measured: memo_measure_link_bps)
+    double tp_link_bps;   // the TP link's bytes/s (given: --tp-link-gbps; 0 at t = 1, where nothing is repeated on it)
 } MemoSpeeds;
 
 typedef struct {

@@ -37,9 +37,10 @@ static MemoSpeeds agreed;
 static int have_agreed;
 
 // The speeds a plan uses: given (> 0), else rank 0's once agreed, else measured: the host link
-// (measure_link) and the GEMM rate `ctron peak` cached or measures.
+// (measure_link) and the GEMM rate `ctron peak` cached or measures. The TP link's is always given
+// (--tp-link-gbps: one process cannot measure it; the same flag on every rank).
 static MemoSpeeds speeds(const TrainOptions *o, double link_gbps, double gemm_gflops, int *measured) {
-    MemoSpeeds sp = {gemm_gflops * 1e9, link_gbps * 1e9};
+    MemoSpeeds sp = {gemm_gflops * 1e9, link_gbps * 1e9, o->tp_link_gbps * 1e9};
     *measured = 0;
     if (have_agreed) {
         if (!(sp.link_bps > 0)) sp.link_bps = agreed.link_bps, *measured |= 1;
@@ -102,7 +103,7 @@ int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t 
     // depend on the speeds, only which one is fastest; so nothing is measured or said until the run's
     // setup plans with rank 0's speeds (train_memo_agree_speeds).
     int provisional = o->world_size > 1 && !have_agreed;
-    MemoSpeeds sp = {1e9, 1e9};
+    MemoSpeeds sp = {1e9, 1e9, o->tp_link_gbps * 1e9};
     if (!provisional) sp = speeds(o, 0.0, 0.0, &measured);
     ActShape sh = train_act_shape(o);
     MemoPlanResult r;
@@ -119,8 +120,11 @@ int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t 
     char mix[512];
     describe_mix(&r, &sh, p, mix, sizeof mix);
     static int printed;   // the same plan again (the run's setup after the CLI's validation): said once
+    char tp_link[48] = "";
+    if (sh.t > 1) snprintf(tp_link, sizeof tp_link, ", %.4g GB/s TP link", sp.tp_link_bps / 1e9);
     if (!provisional && !printed++)
-        printf("memo plan: %s for %.4g GB/s host link, %.1f GFLOP/s\n", mix, sp.link_bps / 1e9, sp.gemm_flops / 1e9);
+        printf("memo plan: %s for %.4g GB/s host link, %.1f GFLOP/s%s\n", mix, sp.link_bps / 1e9, sp.gemm_flops / 1e9,
+               tp_link);
     return 0;
 }
 
@@ -131,14 +135,15 @@ int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double 
     MemoPlanResult r;
     int ok = memo_plan(&sh, tempo_of(o), (Precision)o->precision, threads_of(o), budget, o->offload_budget, &sp, &r) == 0;
     char b1[32], b2[32], b3[32], b4[32];
-    char tp_text[32] = "";   // a TP rank's share: its bytes and its work
+    char tp_text[32] = "", tp_link[64] = "";   // a TP rank's share: its bytes and its work; the TP link
     if (sh.t > 1) snprintf(tp_text, sizeof tp_text, " t=%ld (per rank)", (long)sh.t);
+    if (sh.t > 1) snprintf(tp_link, sizeof tp_link, ", TP link %.2f GB/s (given)", sp.tp_link_bps / 1e9);
     fprintf(f, "memo plan for %s of activations per rank: %s\n", format_bytes(budget, b1, sizeof b1),
             ok ? "every layer memo" : "nothing fits");
     fprintf(f, "  L=%ld h=%ld a=%ld s=%ld b=%ld v=%ld%s, %s activations, %s attention; host link %.2f GB/s (%s), "
-               "%.1f GFLOP/s (%s)\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, tp_text, sh.elem_bytes == 2 ? "bf16" : "fp32",
+               "%.1f GFLOP/s (%s)%s\n", sh.L, sh.h, sh.a, sh.s, sh.b, sh.v, tp_text, sh.elem_bytes == 2 ? "bf16" : "fp32",
             o->flash ? "flash" : "standard", sp.link_bps / 1e9, measured & 1 ? "measured" : "given", sp.gemm_flops / 1e9,
-            measured & 2 ? "measured sgemm peak" : "given");
+            measured & 2 ? "measured sgemm peak" : "given", tp_link);
     MemoryPolicy pol;
     memo_plan_policy(&r, &sh, tempo_of(o), &pol);
     char mix[512], list[400], a[24];
@@ -149,9 +154,16 @@ int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double 
             format_bytes((double)r.scratch_bytes, b2, sizeof b2), format_bytes((double)r.pool_bytes, b3, sizeof b3));
     for (int k = 0; k < (r.n_hi ? 2 : 1); k++) {
         const MemoTime *t = k == 0 && r.n_hi ? &r.layer : &r.layer_lo;
-        fprintf(f, "  per layer%s: forward %.3g ms, backward %.3g ms, recompute %.3g ms, transfer %.3g ms each way, "
+        long again = sh.s - (k == 0 && r.n_hi ? r.positions : r.positions_lo);   // the recomputed positions
+        char lora_term[48] = "", tp_term[96] = "";   // the adapters' part of the recompute; its repeated all-reduce
+        if (sh.lora_rank > 0)
+            snprintf(lora_term, sizeof lora_term, " (adapters %.3g ms)", r.cost.lora_s * (double)again / (double)sh.s * 1e3);
+        if (sh.t > 1)
+            snprintf(tp_term, sizeof tp_term, ", TP all-reduce again %.3g ms (%.0f B)", t->tp_s * 1e3,
+                     memo_recompute_tp_bytes(&sh, again));
+        fprintf(f, "  per layer%s: forward %.3g ms, backward %.3g ms, recompute %.3g ms%s%s, transfer %.3g ms each way, "
                    "stall %.3g ms\n", !r.n_hi ? "" : k == 0 ? " at r_hi" : " at r_lo", r.cost.fwd_s * 1e3,
-                2e3 * r.cost.fwd_s, t->recompute_s * 1e3, t->transfer_s * 1e3, t->stall_s * 1e3);
+                2e3 * r.cost.fwd_s, t->recompute_s * 1e3, lora_term, tp_term, t->transfer_s * 1e3, t->stall_s * 1e3);
     }
     fprintf(f, "  predicted step %.4g s per micro-batch; full recompute (every position recomputed) %.4g s: %s\n",
             r.step_s, r.full_step_s, r.step_s < r.full_step_s ? "memo is faster" : "no faster");

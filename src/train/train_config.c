@@ -76,6 +76,7 @@
     X("mem-budget", SAME, R_KEEP, "%.17g", (o)->mem_budget)                                                  \
     X("act-budget-layer", SAME, R_NOTE, "%.17g", (o)->act_budget_layer)                                      \
     X("search-rates", SAME, R_NOTE, "%s", search_rates_text((char[80]){0}, 80, (o)))                          \
+    X("tp-link-gbps", SAME, R_NOTE, "%.17g", (o)->tp_link_gbps)                                              \
     X("tp", SAME, R_LAYOUT, "%d", (o)->tp)                                                                     \
     X("sp", SAME, R_LAYOUT, "%d", (o)->sp)                                                                     \
     X("pp", SAME, R_LAYOUT, "%d", (o)->pp)                                                                     \

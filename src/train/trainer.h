@@ -40,6 +40,8 @@ typedef struct {
     int static_plan;     // --static-plan: one recorded step's lifetimes place every step's buffers in one block
     double memo_alpha;   // --memo ALPHA: MEMO's swapped fraction of each memo layer's tokens (-1: off; -2: auto,
                          // --mem-budget's planner chooses it)
+    double tp_link_gbps; // --tp-link-gbps: the TP link's GB/s, pricing the all-reduce --memo auto's recompute
+                         // repeats (required with --tp > 1; 0: not given)
     double offload_budget;  // --offload-budget: the planner may keep this many bytes in the offload pool
     double mem_budget;   // --mem-budget: plan the policy for these activation bytes per rank (0: off)
     double peak_gflops;  // for MFU/HFU; <= 0: the cached `ctron peak` figure of this machine
@@ -122,7 +124,8 @@ ActShape train_act_shape(const TrainOptions *o);
 // MEMO (train/memo_options.c): the α memo_plan chooses for o->mem_budget on this machine (the host link
 // measured through the offload pool, the GEMM rate from the cached `ctron peak` figure or measured), as
 // the run's policy with the arena held to the budget; 0, or -1 with why in err. train_print_memo_plan:
-// the plan for a budget at given speeds (0: measure), and full recompute's predicted time beside it.
+// the plan for a budget at given speeds (0: measure; the TP link's: o->tp_link_gbps), and full recompute's
+// predicted time beside it.
 // On several ranks (o->world_size > 1) it plans with the speeds train_memo_agree_speeds shared, and before
 // that only checks that some α fits (nothing measured, nothing printed).
 int train_memo_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t errlen);
