@@ -654,9 +654,9 @@ int main(void) {
     test_dropout_mask_cols(13, 3, 0, 39, 35, 70, 35, 11, 0.3f);
     test_dropout_mask_cols(9, 2, 0, 18, 17, 70, 5, 0, 0.25f);
     test_dropout_mask_cols(4, 4, 0, 16, 64, 64, 0, 3, 0.1f);
-    test_dropout_mask_cols(13, 3, 14, 13, 35, 70, 35, 11, 0.3f);   // mini-seq 3's second chunk of 39 rows
-    test_dropout_mask_cols(9, 2, 15, 3, 17, 70, 5, 0, 0.25f);      // the last, ragged chunk
-    test_dropout_mask_cols(4, 4, 5, 1, 64, 64, 0, 3, 0.1f);
+    test_dropout_mask_cols(13, 3, 13, 13, 35, 70, 35, 11, 0.3f);   // mini-seq 3's second chunk of 39 rows (from 4, 1)
+    test_dropout_mask_cols(9, 2, 15, 3, 17, 70, 5, 0, 0.25f);      // mini-seq 6's last chunk of 18 rows
+    test_dropout_mask_cols(4, 4, 5, 1, 64, 64, 0, 3, 0.1f);        // one row, (1, 1)
     for (int kp = 0; kp < 2; kp++)
         for (int bs = 0; bs < 2; bs++) {
             test_dropout_residual(37, 45, kp, bs);
