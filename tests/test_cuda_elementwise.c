@@ -272,23 +272,29 @@ static void test_dropout_mask(int s0, int s, int b, int w, uint32_t sample0, flo
     free(keep);
 }
 
-// dropout_mask_cols (--lora-dropout): columns c0 .. c0+w−1 of an [s, b, W] mask; the CPU's equals the
-// column slice of its whole mask (dropout_mask_sbw at width W), the GPU's the CPU's.
-static void test_dropout_mask_cols(int s, int b, int w, int W, int c0, uint32_t sample0, float p) {
-    char what[128];
-    size_t n = (size_t)s * b * w, nW = (size_t)s * b * W;
+// dropout_mask_cols (--lora-dropout): columns c0 .. c0+w−1 of rows [r0, r0+rows) of an [s, b, W] mask (rows
+// si·b + bi; mini-seq's chunks start mid-sequence and mid-batch); the CPU's equals that block of its whole
+// mask (dropout_mask_sbw at width W), the GPU's the CPU's, and the GPU writes no byte past [rows, w].
+static void test_dropout_mask_cols(int s, int b, int r0, int rows, int w, int W, int c0, uint32_t sample0, float p) {
+    char what[160];
+    size_t n = (size_t)rows * w, nW = (size_t)s * b * W;
     DropoutSite site = {philox_key_from_seed(0xD20Full + (uint64_t)W), 9, 3, SITE_LORA + 2, p};
-    uint8_t *whole = malloc(nW), *keep = malloc(n), *slice = malloc(n);
+    uint8_t *whole = malloc(nW), *keep = malloc(n), *slice = malloc(n), *back = malloc(n + 64);
     cpu->dropout_mask_sbw(cpu, whole, site, 0, s, b, W, sample0);
-    cpu->dropout_mask_cols(cpu, keep, site, s, b, w, W, c0, sample0);
-    for (size_t r = 0; r < (size_t)s * b; r++) memcpy(slice + r * w, whole + r * W + c0, (size_t)w);
-    snprintf(what, sizeof what, "dropout_mask_cols s=%d b=%d w=%d W=%d c0=%d p=%g", s, b, w, W, c0, (double)p);
-    CHECK(memcmp(keep, slice, n) == 0, "%s (CPU) is not the columns of dropout_mask_sbw's mask", what);
-    uint8_t *g = dev_poisoned(gpu, n);
-    gpu->dropout_mask_cols(gpu, g, site, s, b, w, W, c0, sample0);
+    cpu->dropout_mask_cols(cpu, keep, site, r0, rows, b, w, W, c0, sample0);
+    for (size_t r = 0; r < (size_t)rows; r++) memcpy(slice + r * w, whole + (r0 + r) * W + c0, (size_t)w);
+    snprintf(what, sizeof what, "dropout_mask_cols s=%d b=%d rows [%d, %d) w=%d W=%d c0=%d p=%g", s, b, r0, r0 + rows,
+             w, W, c0, (double)p);
+    CHECK(memcmp(keep, slice, n) == 0, "%s (CPU) is not its block of dropout_mask_sbw's mask", what);
+    uint8_t *g = dev_poisoned(gpu, n + 64);
+    gpu->dropout_mask_cols(gpu, g, site, r0, rows, b, w, W, c0, sample0);
     CHECK_BYTES_EQUAL(gpu, g, keep, n, what);
+    gpu->copy(gpu, back, g, n + 64, COPY_D2H);
+    size_t past = 0;   // the 64 bytes after the block keep dev_poisoned's 0xFF
+    for (size_t i = n; i < n + 64; i++) past += back[i] != 0xFF;
+    CHECK(past == 0, "%s: the GPU wrote %zu bytes past its [rows, w]", what, past);
     gpu->free(gpu, g);
-    free(whole), free(keep), free(slice);
+    free(whole), free(keep), free(slice), free(back);
 }
 
 static uint8_t *random_keep(size_t n, float p) {
@@ -645,9 +651,12 @@ int main(void) {
     test_dropout_mask(7, 9, 4, 1, 3, 0.5f);
     test_dropout_mask(3, 64, 4, 1027, 21, 0.2f);
     test_dropout_mask(2, 5, 3, 70, 0, 0.0f);
-    test_dropout_mask_cols(13, 3, 35, 70, 35, 11, 0.3f);
-    test_dropout_mask_cols(9, 2, 17, 70, 5, 0, 0.25f);
-    test_dropout_mask_cols(4, 4, 64, 64, 0, 3, 0.1f);
+    test_dropout_mask_cols(13, 3, 0, 39, 35, 70, 35, 11, 0.3f);
+    test_dropout_mask_cols(9, 2, 0, 18, 17, 70, 5, 0, 0.25f);
+    test_dropout_mask_cols(4, 4, 0, 16, 64, 64, 0, 3, 0.1f);
+    test_dropout_mask_cols(13, 3, 13, 13, 35, 70, 35, 11, 0.3f);   // mini-seq 3's second chunk of 39 rows (from 4, 1)
+    test_dropout_mask_cols(9, 2, 15, 3, 17, 70, 5, 0, 0.25f);      // mini-seq 6's last chunk of 18 rows
+    test_dropout_mask_cols(4, 4, 5, 1, 64, 64, 0, 3, 0.1f);        // one row, (1, 1)
     for (int kp = 0; kp < 2; kp++)
         for (int bs = 0; bs < 2; bs++) {
             test_dropout_residual(37, 45, kp, bs);

@@ -116,6 +116,24 @@ int main(void) {
                       dropout_keep_at(site, thresh, (uint32_t)bi, (uint64_t)si * (uint64_t)w + (uint64_t)c);
     }
     CHECK(differ == 0, "dropout_keep_at differs from dropout_mask_sbw at %zu of %zu elements", differ, n);
+
+    // --lora-dropout's row ranges (mini-seq's chunks, which start anywhere in the [s·b] rows, mid-sequence
+    // and mid-batch): dropout_mask_cols over rows [r0, r0 + rows) and columns [c0, c0 + cw) of [s, b, w] is
+    // exactly those rows and columns of the whole mask, and only its [rows, cw] bytes are written.
+    const int ranges[][4] = {{0, 264, 0, 70}, {67, 67, 0, 70}, {1, 5, 35, 35}, {259, 5, 3, 17}, {100, 1, 69, 1}};
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
+        int r0 = ranges[k][0], rows = ranges[k][1], c0 = ranges[k][2], cw = ranges[k][3];
+        size_t cnt = (size_t)rows * (size_t)cw;
+        memset(m2, 0xA5, n);
+        dropout_mask_cols(m2, site, r0, rows, b, cw, w, c0, 0);
+        size_t bad = 0;
+        for (int r = 0; r < rows; r++)
+            bad += memcmp(m2 + (size_t)r * cw, m1 + (size_t)(r0 + r) * w + c0, (size_t)cw) != 0;
+        size_t past = 0;
+        for (size_t i = cnt; i < n; i++) past += m2[i] != 0xA5;
+        CHECK(bad == 0 && past == 0, "dropout_mask_cols rows [%d, %d) cols [%d, %d): %zu rows differ from the whole "
+              "mask's, %zu bytes written past [rows, w]", r0, r0 + rows, c0, c0 + cw, bad, past);
+    }
     free(m1); free(m2); free(half0); free(half1);
     return check_summary();
 }

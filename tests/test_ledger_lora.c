@@ -13,7 +13,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { int arch; long s, b, h, a, kv, f, v; int dropout, e, r, fa; unsigned sites, tempo; int mini; } Shape;
+typedef struct { int arch; long s, b, h, a, kv, f, v; int dropout, e, r, fa; unsigned sites, tempo; int mini; float lp; } Shape;
 
 #define SITE(s) (1u << (s))
 static int on(const Shape *sh, unsigned sites) { return (sh->sites & sites) != 0; }
@@ -87,7 +87,8 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
     GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
                      .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = sh->arch,
                      .kv_heads = sh->arch == ARCH_LLAMA ? (int)sh->kv : 0, .ffn = sh->arch == ARCH_LLAMA ? (int)sh->f : 0,
-                     .lora_rank = sh->r, .lora_alpha = 16.0f, .lora_targets = sh->sites, .lora_fa = sh->fa};
+                     .lora_rank = sh->r, .lora_alpha = 16.0f, .lora_targets = sh->sites, .lora_fa = sh->fa,
+                     .lora_dropout = sh->lp};
     GPT m;
     gpt_init(&m, &cfg, &pol);
     pol.tempo = m.policy.tempo;   // the model adds LoRA's bits: the analytic model reads them from the policy
@@ -100,9 +101,9 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
     gpt_zero_grad(&m);
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     char what[200];
-    snprintf(what, sizeof what, "%s r%d%s sites %#x %s/%s/%d/%s e%d p%d tempo %#x mini %d", sh->arch ? "llama" : "gpt2",
-             sh->r, sh->fa ? " FA" : "", sh->sites, rc ? rc : "-", method ? method : "-", num, list ? list : "-", sh->e,
-             sh->dropout, sh->tempo, sh->mini);
+    snprintf(what, sizeof what, "%s r%d%s sites %#x %s/%s/%d/%s e%d p%d tempo %#x mini %d lora-dropout %g",
+             sh->arch ? "llama" : "gpt2", sh->r, sh->fa ? " FA" : "", sh->sites, rc ? rc : "-", method ? method : "-",
+             num, list ? list : "-", sh->e, sh->dropout, sh->tempo, sh->mini, (double)sh->lp);
     size_t fwd = 0;
     for (int l = 0; l < L; l++)
         for (int nm = 0; nm < ACT_N_LAYER; nm++) {
@@ -207,16 +208,72 @@ static int any_nonzero(const float *x, size_t n) {
     return 0;
 }
 
+// --lora-dropout's workspace of a model (s 32, b 2: n = 64 rows; h 64; r 4): W_LORA's bytes, W_LORA_MASK's, and
+// the whole workspace's growth over the same model without dropout.
+typedef struct { size_t lora, mask, added; } LoraWs;
+
+static size_t workspace_of(int arch, int f, int t, int mini, float p, size_t *lora, size_t *mask) {
+    MemoryPolicy pol = {0};
+    char err[256];
+    pol.masks = MASKS_BYTES;
+    pol.tempo = mini ? MINI_SEQ : 0;
+    pol.mini_seq = mini;
+    CHECK(policy_build(&pol, 2, "none", NULL, 1, NULL, err, sizeof err) == 0, "policy: %s", err);
+    GPTConfig cfg = {.layers = 2, .hidden = 64, .heads = 4, .seq = 32, .batch = 2, .vocab = 300, .arch = arch,
+                     .kv_heads = arch == ARCH_LLAMA ? 2 : 0, .ffn = f, .lora_rank = 4, .lora_alpha = 8.0f,
+                     .lora_dropout = p};
+    TPLayout tp = {t, 0, 0, NULL};
+    GPT m;
+    gpt_init_tp(&m, &cfg, &pol, &tp);
+    size_t total = m.workspace_bytes;
+    if (lora) *lora = m.ws_bytes[W_LORA], *mask = m.ws_bytes[W_LORA_MASK];
+    gpt_free(&m);
+    policy_free(&pol);
+    return total;
+}
+
+static LoraWs lora_workspace(int arch, int f, int t, int mini) {
+    LoraWs w;
+    w.added = workspace_of(arch, f, t, mini, 0.1f, &w.lora, &w.mask) - workspace_of(arch, f, t, mini, 0.0f, NULL, NULL);
+    return w;
+}
+
+// Each site reads [rows, in] at once: q, k, v, gate, up, GPT-2's qkv and fc n·h (o, proj n·h/t), down and fc2
+// n·f/t, or with mini-seq M one chunk's ⌈n/M⌉·f/t. W_LORA holds that many floats, W_LORA_MASK that many bytes
+// (allocated in whole floats). Worked by hand (before: both n·max(h, f/t) whatever M):
+//   llama f 176, no mini-seq: 64·176 = 11264 → 45056 + 11264 = 56320 B (as before)
+//   llama f 176, M 2: max(64·64, 32·176) = 5632 → 22528 + 5632 = 28160 B (before 56320: −28160)
+//   llama f 176, M 4: max(4096, 16·176 = 2816) = 4096 → 16384 + 4096 = 20480 B (before 56320: −35840)
+//   llama f 176, M 2, TP 2 (f/t 88): max(4096, 32·88 = 2816) = 4096 → 20480 B (before 64·88 = 5632: 28160, −7680)
+//   GPT-2 (f 4h = 256), M 2: max(4096, 32·256) = 8192 → 32768 + 8192 = 40960 B (before 16384: 81920, −40960)
+//   GPT-2, M 8: max(4096, 8·256 = 2048) = 4096 → 20480 B (before 81920: −61440)
+static void check_lora_workspace(void) {
+    const struct { int arch, f, t, mini; size_t lora, mask, before; } cases[] = {
+        {ARCH_LLAMA, 176, 1, 0, 45056, 11264, 56320}, {ARCH_LLAMA, 176, 1, 2, 22528, 5632, 56320},
+        {ARCH_LLAMA, 176, 1, 4, 16384, 4096, 56320},  {ARCH_LLAMA, 176, 2, 2, 16384, 4096, 28160},
+        {ARCH_GPT2, 0, 1, 2, 32768, 8192, 81920},     {ARCH_GPT2, 0, 1, 8, 16384, 4096, 81920},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        LoraWs w = lora_workspace(cases[i].arch, cases[i].f, cases[i].t, cases[i].mini);
+        CHECK(w.lora == cases[i].lora && w.mask == cases[i].mask && w.added == cases[i].lora + cases[i].mask,
+              "%s f %d tp %d mini-seq %d: W_LORA %zu B (expected %zu), W_LORA_MASK %zu B (expected %zu), the workspace "
+              "grows by %zu B with --lora-dropout (expected %zu; %zu before mini-seq's rows)",
+              cases[i].arch == ARCH_LLAMA ? "llama" : "gpt2", cases[i].f, cases[i].t, cases[i].mini, w.lora,
+              cases[i].lora, w.mask, cases[i].mask, w.added, cases[i].lora + cases[i].mask, cases[i].before);
+    }
+}
+
 int main(void) {
+    check_lora_workspace();
     const unsigned llama_all = SITE(LORA_Q) | SITE(LORA_K) | SITE(LORA_V) | SITE(LORA_O) | SITE(LORA_GATE) |
                                SITE(LORA_UP) | SITE(LORA_DOWN);
     const unsigned gpt2_all = SITE(LORA_QKV) | SITE(LORA_PROJ) | SITE(LORA_FC) | SITE(LORA_FC2);
     const Shape shapes[] = {
-        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, llama_all, 0, 0},
-        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_Q) | SITE(LORA_V), 0, 0},
-        {ARCH_LLAMA, 16, 2, 64, 4, 4, 96, 300, 1, 4, 4, 0, SITE(LORA_O) | SITE(LORA_DOWN), 0, 0},
-        {ARCH_GPT2, 16, 2, 64, 4, 4, 0, 280, 1, 4, 4, 0, gpt2_all, 0, 0},
-        {ARCH_GPT2, 16, 2, 48, 4, 4, 0, 280, 1, 4, 2, 0, SITE(LORA_QKV) | SITE(LORA_FC2), 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, llama_all, 0, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_Q) | SITE(LORA_V), 0, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 4, 96, 300, 1, 4, 4, 0, SITE(LORA_O) | SITE(LORA_DOWN), 0, 0, 0},
+        {ARCH_GPT2, 16, 2, 64, 4, 4, 0, 280, 1, 4, 4, 0, gpt2_all, 0, 0, 0},
+        {ARCH_GPT2, 16, 2, 48, 4, 4, 0, 280, 1, 4, 2, 0, SITE(LORA_QKV) | SITE(LORA_FC2), 0, 0, 0},
     };
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
         {"none", NULL, 1, NULL},      {"selective", NULL, 1, NULL}, {"full", "uniform", 1, NULL},
@@ -276,14 +333,16 @@ int main(void) {
     }
     // Mini-seq (the MLP a chunk at a time, its adapters inside the chunks): the same bytes rule with the
     // MLP's inside not kept, the adapters' gradients bitwise the same under every policy, and within
-    // fp32 reordering of the whole-sequence run's (a chunk's GEMMs sum fewer rows at a time), with dropout
-    // on the adapters' input too.
+    // fp32 reordering of the whole-sequence run's (a chunk's GEMMs sum fewer rows at a time); with dropout
+    // on the adapters' input too (--lora-dropout 0.1, shapes 0 and 3, fp32: a chunk draws its rows' mask alone,
+    // into a workspace of max(n·h, ⌈n/M⌉·f/t) that the sanitizer build sees no access past, the whole's bits).
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         for (int fa = 0; fa <= 1; fa++)
-            for (int e = 4; e >= 2; e -= 2) {
+            for (int e = 4; e >= (i % 3 == 0 ? 0 : 2); e -= 2) {
                 Shape sh = shapes[i];
                 sh.fa = fa;
-                sh.e = e;
+                sh.e = e ? e : 4;
+                sh.lp = e ? 0.0f : 0.1f;
                 Grads whole = run_step(&sh, L, "none", NULL, 1, NULL);
                 sh.mini = i % 2 ? 3 : 2;
                 Grads ref = {0};
@@ -291,20 +350,24 @@ int main(void) {
                     Grads g = run_step(&sh, L, policies[p].rc, policies[p].method, policies[p].num, policies[p].list);
                     if (!ref.b_grad) { ref = g; continue; }
                     CHECK(g.nb == ref.nb && memcmp(g.b_grad, ref.b_grad, g.nb * sizeof(float)) == 0,
-                          "mini shape %zu fa %d e%d policy %zu: B gradients differ from recompute none", i, fa, e, p);
+                          "mini shape %zu fa %d e%d lp %g policy %zu: B gradients differ from recompute none", i, fa, sh.e,
+                          (double)sh.lp, p);
                     CHECK(g.na == ref.na && (!g.na || memcmp(g.a_grad, ref.a_grad, g.na * sizeof(float)) == 0),
-                          "mini shape %zu fa %d e%d policy %zu: A gradients differ from recompute none", i, fa, e, p);
+                          "mini shape %zu fa %d e%d lp %g policy %zu: A gradients differ from recompute none", i, fa, sh.e,
+                          (double)sh.lp, p);
                     free(g.a_grad);
                     free(g.b_grad);
                 }
                 // bf16 activations: the whole-sequence run keeps llama's gate and up rounded to bf16, the
                 // chunks use them unrounded (nothing is kept), a difference of bf16's 2^-8 per element
-                double tol = e == 4 ? 2e-5 : 1e-2;
+                double tol = sh.e == 4 ? 2e-5 : 1e-2;
                 double db = max_rel(ref.b_grad, whole.b_grad, ref.nb), da = max_rel(ref.a_grad, whole.a_grad, ref.na);
-                CHECK(ref.nb == whole.nb && db < tol, "mini shape %zu fa %d e%d: B gradients %.3g from the whole sequence's",
-                      i, fa, e, db);
-                CHECK(ref.na == whole.na && da < tol, "mini shape %zu fa %d e%d: A gradients %.3g from the whole sequence's",
-                      i, fa, e, da);
+                CHECK(ref.nb == whole.nb && db < tol,
+                      "mini shape %zu fa %d e%d lp %g: B gradients %.3g from the whole sequence's", i, fa, sh.e,
+                      (double)sh.lp, db);
+                CHECK(ref.na == whole.na && da < tol,
+                      "mini shape %zu fa %d e%d lp %g: A gradients %.3g from the whole sequence's", i, fa, sh.e,
+                      (double)sh.lp, da);
                 CHECK(any_nonzero(ref.b_grad, ref.nb), "mini shape %zu fa %d: B's gradient is zero", i, fa);
                 free(ref.a_grad);
                 free(ref.b_grad);

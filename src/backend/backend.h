@@ -243,9 +243,10 @@ struct Backend {
     // embedding_vocab_forward with each row of wte16 widened exactly to fp32.
     void (*embedding_vocab_forward16)(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16, int v0,
                                       int vl, int n, int h);
-    // ---- --lora-dropout: backend/cpu/dropout.h's dropout_mask_cols (a column slice of an [s, b, W] mask)
-    void (*dropout_mask_cols)(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
-                              uint32_t sample0);
+    // ---- --lora-dropout: backend/cpu/dropout.h's dropout_mask_cols (a column slice of rows [r0, r0+rows) of an
+    // [s, b, W] mask)
+    void (*dropout_mask_cols)(Backend *be, uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w, int W,
+                              int c0, uint32_t sample0);
     // ---- MEMO's token ranges (model/memo.h): flash_attention_forward for query positions [q0, q0+nq)
     // only (keys 0 .. q0+nq−1 read from k, v; ctx rows and lse entries of those positions written). With
     // q0 a multiple of the tile the rows are bitwise the whole call's. NULL where a backend has none.

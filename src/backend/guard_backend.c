@@ -582,13 +582,13 @@ static void g_crossentropy_deferred(Backend *be, float *logits, const int32_t *t
 // The sums are the inner backend's own state (host doubles), not device memory.
 static void g_loss_end_microbatch(Backend *be) { inner(be)->loss_end_microbatch(inner(be)); }
 static double g_loss_take(Backend *be) { return inner(be)->loss_take(inner(be)); }
-static void g_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
-                                uint32_t sample0) {
+static void g_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w, int W,
+                                int c0, uint32_t sample0) {
     static const char *const names[] = {"keep"};
     const void *ptrs[] = {keep};
     guard_check(be, "dropout_mask_cols", names, ptrs, 1);
     guard_open_all(be);
-    inner(be)->dropout_mask_cols(inner(be), keep, site, s, b, w, W, c0, sample0);
+    inner(be)->dropout_mask_cols(inner(be), keep, site, r0, rows, b, w, W, c0, sample0);
     guard_close_all(be);
 }
 static void g_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16, int v0,

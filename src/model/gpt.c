@@ -103,6 +103,16 @@ static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
     return peak + (size_t)(act_max_entries(pol) + rev_arena_entries(&m->shape)) * 64;
 }
 
+// --lora-dropout's workspace: W_LORA (floats) and W_LORA_MASK (bytes) hold one site's [rows, in] input at a
+// time, the largest any site reads. Every attention site and the MLP's column sites (fc; gate, up: whole x
+// on every rank) read n rows of h (o, proj: n of h/t); the row-parallel fc2/down reads n rows of f/t, or
+// under mini-seq one chunk's (mini_rows, 0 without it) — n·max(h, f/t) becomes max(n·h, ⌈n/M⌉·f/t).
+static size_t lora_dropout_elems(const GPT *m, size_t n, size_t mini_rows) {
+    if (!gpt_lora(m) || !(m->cfg.lora_dropout > 0.0f)) return 0;
+    size_t wide = n * (size_t)m->cfg.hidden, down = (mini_rows ? mini_rows : n) * (size_t)m->fl;
+    return wide > down ? wide : down;
+}
+
 void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp, const PPLayout *pp) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
@@ -205,9 +215,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
         [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
-        [W_LORA] = gpt_lora(m) && c->lora_dropout > 0.0f ? n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) : 0,
-        [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
-        [W_LORA_MASK] = gpt_lora(m) && c->lora_dropout > 0.0f ? (n * (size_t)(c->hidden > m->fl ? c->hidden : m->fl) + 3) / 4 : 0};
+        [W_LORA] = lora_dropout_elems(m, n, mini_rows), [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
+        [W_LORA_MASK] = (lora_dropout_elems(m, n, mini_rows) + 3) / 4};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);

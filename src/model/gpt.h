@@ -231,8 +231,10 @@ typedef struct {
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
     //   W_LORA     [s,b,max(h,f/t)] --lora-dropout only: a site's dropped input, then (du·A) before its mask
     //              joins dL/dx (without dropout v·Bᵀ adds into the base's output in its GEMM: no buffer);
+    //              with mini-seq max([s,b,h], [⌈s·b/M⌉,f/t]) (fc2/down read one chunk's rows);
     //              W_LORA_R [s,b,r] dL/d(x·Aᵀ) (LoRA only)
-    //   W_LORA_MASK [s,b,max(h,f/t)] bytes: --lora-dropout's mask of one site, drawn where it is read
+    //   W_LORA_MASK bytes, as many as W_LORA's floats: --lora-dropout's mask of one site's rows, drawn where
+    //              they are read
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each

@@ -28,12 +28,13 @@ static int out_rows(const LoraOut *o) {
 // keeps for it anyway, and LoRA-FA reads no input at all.
 static float lora_p(const GPT *m) { return m->act->ctx.train ? m->cfg.lora_dropout : 0.0f; }
 
-// The mask of columns c0 .. c0+w−1 of the site's [s, b, W] input (a row-parallel site's rank holds a slice).
-static const uint8_t *lora_mask(GPT *m, int l, LoraSite s, int w, int W, int c0) {
+// The mask of columns c0 .. c0+w−1 of rows [r0, r0 + rows) of the site's [s, b, W] input (a row-parallel
+// site's rank holds a column slice; mini-seq's chunk a row range): [rows, w] bytes in W_LORA_MASK.
+static const uint8_t *lora_mask(GPT *m, int l, LoraSite s, int r0, int rows, int w, int W, int c0) {
     uint8_t *keep = (uint8_t *)ws(m, W_LORA_MASK);
     DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l,
                         (uint32_t)SITE_LORA + (uint32_t)s, lora_p(m)};
-    m->be->dropout_mask_cols(m->be, keep, site, m->s_cur, m->b_cur, w, W, c0, m->act->ctx.sample0);
+    m->be->dropout_mask_cols(m->be, keep, site, r0, rows, m->b_cur, w, W, c0, m->act->ctx.sample0);
     return keep;
 }
 
@@ -52,11 +53,11 @@ static const float *dropped(GPT *m, const float *x, const uint16_t *x16, int row
     return u;
 }
 
-// The mask of rows [r0, ...) of the site's input: the whole [s, b, in] mask drawn, a row-parallel site's
-// rank holding its own columns of the unsharded input.
-static const uint8_t *rows_mask(GPT *m, int l, LoraSite s, int in, int r0) {
+// The mask of rows [r0, r0 + rows) of the site's input, those rows alone drawn (their bits in the whole
+// [s, b, in] mask), a row-parallel site's rank holding its own columns of the unsharded input.
+static const uint8_t *rows_mask(GPT *m, int l, LoraSite s, int in, int r0, int rows) {
     int row = lora_site(s)->parallel == LORA_ROW;
-    return lora_mask(m, l, s, in, row ? in * m->tp.t : in, row ? in * m->tp.rank : 0) + (size_t)r0 * (size_t)in;
+    return lora_mask(m, l, s, r0, rows, in, row ? in * m->tp.t : in, row ? in * m->tp.rank : 0);
 }
 
 // The adapter's input side of the backward over `rows` rows, from dv = dy·B in W_LORA_R: du = (α/r)·dv;
@@ -110,7 +111,7 @@ LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint1
     const float *a = layer_a(m, &m->lw, s, l, in);
     float *v = saved_out(m, A, name, l, nr, keep);
     if (lora_p(m) > 0.0f) {   // the adapter's input dropped (the base read x)
-        x = dropped(m, x, x16, n, in, rows_mask(m, l, s, in, 0));
+        x = dropped(m, x, x16, n, in, rows_mask(m, l, s, in, 0, n));
         x16 = NULL;
     }
     m->be->linear_forward(m->be, v, r, x, x16, in, a, gpt_w16(m, a), NULL, n, in, r);
@@ -136,7 +137,7 @@ void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const fl
         m->be->linear_backward(m->be, dv, r, k > 0, gb + off, NULL, dy->y[k], dy->ld[k], v.f32, v.bf16, r, b + off,
                                gpt_w16(m, b + off), n, r, dy->cols[k]);
     }
-    input_backward(m, ga, a, x, x16, in, dx, ldx, n, lora_p(m) > 0.0f ? rows_mask(m, l, s, in, 0) : NULL);
+    input_backward(m, ga, a, x, x16, in, dx, ldx, n, lora_p(m) > 0.0f ? rows_mask(m, l, s, in, 0, n) : NULL);
 }
 
 // v rows [r0, r0 + rows) of a site from its input rows (x points at row r0), scaled: a row-parallel
@@ -149,7 +150,7 @@ static void row_v(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16
     const float *a = layer_a(m, &m->lw, s, l, in_l);
     float *vr = v + (size_t)r0 * r;
     if (lora_p(m) > 0.0f) {
-        x = dropped(m, x, x16, rows, in_l, rows_mask(m, l, s, in_l, r0));
+        x = dropped(m, x, x16, rows, in_l, rows_mask(m, l, s, in_l, r0, rows));
         x16 = NULL;
     }
     m->be->linear_forward(m->be, vr, r, x, x16, in_l, a, gpt_w16(m, a), NULL, rows, in_l, r);
@@ -187,7 +188,7 @@ void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *
     int n = m->s_cur * m->b_cur;
     output_backward(m, l, s, dy, out, out, lora_v_kept(m, l, s), n);
     input_backward(m, layer_a(m, &m->lg, s, l, in_l), layer_a(m, &m->lw, s, l, in_l), x, x16, in_l, dx, in_l, n,
-                   lora_p(m) > 0.0f ? rows_mask(m, l, s, in_l, 0) : NULL);
+                   lora_p(m) > 0.0f ? rows_mask(m, l, s, in_l, 0, n) : NULL);
 }
 
 // ---- mini-seq's chunked MLP (model/mini_mlp.c): one site over rows [r0, r0 + rows)
@@ -215,5 +216,5 @@ void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, in
     output_backward(m, l, s, dy, lddy, cols, v_rows(v, r0, m->cfg.lora_rank), rows);
     float *ga = layer_a(m, &m->lg, s, l, in);
     input_backward(m, ga, layer_a(m, &m->lw, s, l, in), ga ? x : NULL, NULL, in, dx, ldx, rows,
-                   lora_p(m) > 0.0f ? rows_mask(m, l, s, in, r0) : NULL);
+                   lora_p(m) > 0.0f ? rows_mask(m, l, s, in, r0, rows) : NULL);
 }

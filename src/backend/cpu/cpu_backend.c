@@ -252,10 +252,10 @@ static void be_embedding_backward(Backend *be, float *dwte, float *dwpe, const f
     (void)be;
     embedding_backward(dwte, dwpe, dx, tokens, s, b, h);
 }
-static void be_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
-                                  uint32_t sample0) {
+static void be_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w, int W,
+                                 int c0, uint32_t sample0) {
     (void)be;
-    dropout_mask_cols(keep, site, s, b, w, W, c0, sample0);
+    dropout_mask_cols(keep, site, r0, rows, b, w, W, c0, sample0);
 }
 static void be_embedding_vocab_forward16(Backend *be, float *x, const int32_t *tokens, const uint16_t *wte16,
                                          int v0, int vl, int n, int h) {

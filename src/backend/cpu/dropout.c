@@ -86,10 +86,11 @@ void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int
     }
 }
 
-void dropout_mask_cols(uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0, uint32_t sample0) {
+void dropout_mask_cols(uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w, int W, int c0,
+                       uint32_t sample0) {
 #pragma omp parallel for schedule(static)
-    for (int row = 0; row < s * b; row++) {
-        int si = row / b, bi = row % b;
+    for (int row = 0; row < rows; row++) {
+        int si = (r0 + row) / b, bi = (r0 + row) % b;
         dropout_mask_run(keep + (size_t)row * w, site, sample0 + (uint32_t)bi, (uint64_t)si * (uint64_t)W + (uint64_t)c0,
                          (size_t)w);
     }

@@ -43,9 +43,11 @@ void dropout_mask_run(uint8_t *keep, DropoutSite site, uint32_t sample, uint64_t
 // sample0 + bi.
 void dropout_mask_sbw(uint8_t *keep, DropoutSite site, int s0, int s, int b, int w, uint32_t sample0);
 
-// Columns c0 .. c0+w−1 of an [s, b, W] activation (positions 0 .. s−1): column c of row (si, bi) has index
-// si·W + c0 + c in sample sample0 + bi (a row-parallel linear's input columns under TP). keep is [s, b, w].
-void dropout_mask_cols(uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0, uint32_t sample0);
+// Columns c0 .. c0+w−1 of rows r0 .. r0+rows−1 of an [s, b, W] activation (row si·b + bi): column c of row
+// (si, bi) has index si·W + c0 + c in sample sample0 + bi (a row-parallel linear's input columns under TP; a
+// row range: mini-seq's chunks). keep is [rows, w], the same bytes as those rows of the whole mask.
+void dropout_mask_cols(uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w, int W, int c0,
+                       uint32_t sample0);
 
 // out[r,c] = res[r,c] + keep·(y[r,c] + bias[c])/(1−p)  ([n, w]; keep NULL means p = 0; bias may be NULL)
 void dropout_residual_forward(float *out, const float *res, const float *y, const float *bias,

@@ -91,8 +91,8 @@ void cuda_gelu_forward(Backend *be, float *y, const float *x, size_t count);
 // ---- dropout.cu (Philox masks, dropout, bf16 and mask storage formats)
 void cuda_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite site, int s0, int s, int b, int w,
                            uint32_t sample0);
-void cuda_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
-                            uint32_t sample0);
+void cuda_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w, int W,
+                            int c0, uint32_t sample0);
 void cuda_dropout_residual_forward(Backend *be, float *out, const float *res, const float *y, const float *bias,
                                    const uint8_t *keep, float p, int n, int w);
 void cuda_dropout_residual_inverse(Backend *be, float *out, const float *res, const float *y, const float *bias,

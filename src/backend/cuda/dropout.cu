@@ -10,13 +10,14 @@ enum { DROP_THREADS = 256, MASK_THREADS = 128 };
 
 static inline int aligned4(const void *p) { return ((uintptr_t)p & 3u) == 0; }
 
-// keep[s·b, w] for rows (si, bi) = (s0 + row / b, row % b): one block per row, one thread per Philox
-// block of 4 consecutive per-sample indices (first = si·w); the ragged ends write only their own bytes.
-// Row (si, bi) covers indices si·W + c0 .. + w−1 of its sample (W = w, c0 = 0: the whole row).
-static __global__ void dropout_mask_sbw_kernel(uint8_t *keep, DropoutSite site, uint32_t thresh, int s0, int b,
+// keep[rows, w] for rows (si, bi) = ((r0 + row) / b, (r0 + row) % b) (r0 = s0·b: a shard from position s0;
+// mini-seq's chunks start anywhere): one block per row, one thread per Philox block of 4 consecutive
+// per-sample indices (first = si·w); the ragged ends write only their own bytes. Row (si, bi) covers
+// indices si·W + c0 .. + w−1 of its sample (W = w, c0 = 0: the whole row).
+static __global__ void dropout_mask_sbw_kernel(uint8_t *keep, DropoutSite site, uint32_t thresh, int r0, int b,
                                                int w, int W, int c0, uint32_t sample0) {
     int row = blockIdx.x;
-    int si = s0 + row / b, bi = row % b;
+    int si = (r0 + row) / b, bi = (r0 + row) % b;
     uint32_t sample = sample0 + (uint32_t)bi, c3 = dropout_counter_word3(site);
     uint64_t first = (uint64_t)si * (uint64_t)W + (uint64_t)c0, end = first + (uint64_t)w;
     uint64_t g0 = first / 4, g1 = (end + 3) / 4;
@@ -185,15 +186,15 @@ extern "C" void cuda_dropout_mask_sbw(Backend *be, uint8_t *keep, DropoutSite si
                                       uint32_t sample0) {
     if (s <= 0 || b <= 0 || w <= 0) return;
     dropout_mask_sbw_kernel<<<(unsigned)(s * b), MASK_THREADS, 0, cuda_stream(be)>>>(
-        keep, site, dropout_keep_threshold(site.p), s0, b, w, w, 0, sample0);
+        keep, site, dropout_keep_threshold(site.p), s0 * b, b, w, w, 0, sample0);
     CUDA_LAUNCHED();
 }
 
-extern "C" void cuda_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int s, int b, int w, int W, int c0,
-                                       uint32_t sample0) {
-    if (s <= 0 || b <= 0 || w <= 0) return;
-    dropout_mask_sbw_kernel<<<(unsigned)(s * b), MASK_THREADS, 0, cuda_stream(be)>>>(
-        keep, site, dropout_keep_threshold(site.p), 0, b, w, W, c0, sample0);
+extern "C" void cuda_dropout_mask_cols(Backend *be, uint8_t *keep, DropoutSite site, int r0, int rows, int b, int w,
+                                       int W, int c0, uint32_t sample0) {
+    if (rows <= 0 || b <= 0 || w <= 0) return;
+    dropout_mask_sbw_kernel<<<(unsigned)rows, MASK_THREADS, 0, cuda_stream(be)>>>(
+        keep, site, dropout_keep_threshold(site.p), r0, b, w, W, c0, sample0);
     CUDA_LAUNCHED();
 }
 
