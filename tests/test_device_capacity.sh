@@ -32,6 +32,12 @@ check '[[ "$msg" == *"$(fmt "$none_peak") of activations at the step'"'"'s peak"
   "none: the refusal names the ledger's peak $(fmt "$none_peak"): $msg"
 check '[[ "$msg" == *"more than the device'"'"'s 64.00 MiB"* ]]' "none: the refusal names the device's memory: $msg"
 check '[ ! -e "$dir/none" ]' "none: the refused run left $dir/none behind"
+# LoRA: the least it holds is the frozen base's weights (GPT-2 L4 h256 v256: 3,290,624 parameters × 4 B =
+# 13,162,496 B, a quarter of full fine-tuning's 16 B a parameter; the adapters left out).
+CT_EMU_MEMORY=64M "$emu" train "${shape[@]}" --device cuda --lora-rank 4 --ckpt-dir "$dir/lora" > "$dir/lora.out" 2>&1
+ec=$?
+check '[ $ec -eq 2 ] && grep -q "needs at least .* (12.55 MiB of the frozen base'"'"'s weights, " "$dir/lora.out"' \
+  "LoRA on 64 MiB: exit $ec (expected 2) naming the base's 12.55 MiB: $(grep 'needs at least' "$dir/lora.out")"
 # Full recompute keeps less: still over 64 MiB (the states alone are 50 MiB), under 256 MiB it runs.
 CT_EMU_MEMORY=64M "$emu" train "${shape[@]}" --device cuda --recompute full --ckpt-dir "$dir/full64" > "$dir/full64.out" 2>&1
 ec=$?

@@ -88,6 +88,13 @@ static void make_policy(MemoryPolicy *pol, const Setup *u) {
     if (policy_build(pol, L, u->rc, NULL, 1, u->list, err, sizeof err) != 0) ctron_fatal("%s", err);
 }
 
+// Setup u's model (cfg_of its family and adapters) under its policy (make_policy's, in pol).
+static void init_model(GPT *m, MemoryPolicy *pol, const Setup *u) {
+    make_policy(pol, u);
+    GPTConfig c = cfg_of(u->llama, u->lora);
+    gpt_init(m, &c, pol);
+}
+
 static void tokens(int step, int32_t *tok, int32_t *tgt) {
     for (int i = 0; i < S * B; i++) { tok[i] = (i * 37 + step * 11) % 256; tgt[i] = (i * 13 + step) % 256; }
 }
@@ -247,10 +254,8 @@ static void test_recompute(void) {
         int llama = v & 1, flash = v >> 1 & 1, bf16 = v >> 2;
         Setup u = {llama, flash, bf16, MASKS_BYTES, "memo", NULL, 0.34f, 0};
         MemoryPolicy pol;
-        make_policy(&pol, &u);
-        GPTConfig c = cfg_of(llama, 0);
         GPT m;
-        gpt_init(&m, &c, &pol);
+        init_model(&m, &pol, &u);
         gpt_init_weights(&m, 5);
         static int32_t tok[S * B], tgt[S * B];
         tokens(1, tok, tgt);
@@ -372,10 +377,8 @@ static void test_ledger(void) {
     // 114688 + 131072 + 2048 + 2048 = 249856 (each a multiple of 64: the span), stage 2 × 249856.
     Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.34f, 0};
     MemoryPolicy pol;
-    make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0, 0);
     GPT m;
-    gpt_init(&m, &c, &pol);
+    init_model(&m, &pol, &u);
     CHECK(act_memo_swap_bytes(&m.shape, &pol, 1) == 249856, "swapped per layer %zu, by hand 249856",
           act_memo_swap_bytes(&m.shape, &pol, 1));
     CHECK(act_memo_stage_bytes(&m.shape, &pol) == 499712, "stage %zu, by hand 499712", act_memo_stage_bytes(&m.shape, &pol));
@@ -457,10 +460,8 @@ static void test_alpha_mixed(void) {
     for (int i = 0; i < 4; i++) {
         Setup u = {0, 1, 0, MASKS_BYTES, NULL, hand[i].list, 0.0f, 0};
         MemoryPolicy pol;
-        make_policy(&pol, &u);
-        GPTConfig c = cfg_of(0, 0);
         GPT m;
-        gpt_init(&m, &c, &pol);
+        init_model(&m, &pol, &u);
         CHECK(act_memo_stage_bytes(&m.shape, &pol) == hand[i].stage && act_memo_pool_bytes(&m.shape, &pol) == hand[i].pool,
               "%s: stage %zu pool %zu, by hand %zu %zu", hand[i].list, act_memo_stage_bytes(&m.shape, &pol),
               act_memo_pool_bytes(&m.shape, &pol), hand[i].stage, hand[i].pool);
@@ -509,10 +510,8 @@ static void test_alpha_mixed(void) {
 static void test_alpha_plan(void) {
     Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.0f, 0};
     MemoryPolicy pol;
-    make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0, 0);
     GPT m;
-    gpt_init(&m, &c, &pol);
+    init_model(&m, &pol, &u);
     ActShape sh = m.shape;
     gpt_free(&m);
     policy_free(&pol);
@@ -601,10 +600,8 @@ static void test_static_plan(void) {
 static void test_tp_share(void) {
     Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 1.0f, 0};
     MemoryPolicy pol;
-    make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0, 0);
     GPT m;
-    gpt_init(&m, &c, &pol);
+    init_model(&m, &pol, &u);
     ActShape one = m.shape, two = m.shape;
     gpt_free(&m);
     two.t = 2;
@@ -761,10 +758,8 @@ static void test_lora(void) {
     // lora_fc2 4 × 384·4·4 = 24576 kept whole.
     Setup u = {0, 1, 0, MASKS_BYTES, "memo", NULL, 0.34f, 2};
     MemoryPolicy pol;
-    make_policy(&pol, &u);
-    GPTConfig c = cfg_of(0, 2);
     GPT m;
-    gpt_init(&m, &c, &pol);
+    init_model(&m, &pol, &u);
     pol.tempo = m.policy.tempo;
     size_t kept = 0;
     for (int n = ACT_LORA_Q; n <= ACT_LORA_FC2; n++) kept += act_layer_name_bytes(&m.shape, &pol, 1, (ActName)n);

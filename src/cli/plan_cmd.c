@@ -84,7 +84,8 @@ int cli_plan_main(int argc, char **argv) {
         {"precision", required_argument, 0, O_PRECISION},
         {"threads", required_argument, 0, O_THREADS}, {"offload-budget", required_argument, 0, O_OFFLOAD_BUDGET},
         {"memo", no_argument, 0, O_MEMO}, {"host-gbps", required_argument, 0, O_HOST_GBPS},
-        {"gemm-gflops", required_argument, 0, O_GEMM_GFLOPS}, {"tp-link-gbps", required_argument, 0, O_TP_LINK_GBPS}, {"attention", required_argument, 0, O_ATTENTION},
+        {"gemm-gflops", required_argument, 0, O_GEMM_GFLOPS}, {"tp-link-gbps", required_argument, 0, O_TP_LINK_GBPS},
+        {"attention", required_argument, 0, O_ATTENTION},
         {"lora-rank", required_argument, 0, O_LORA_RANK}, {"lora-targets", required_argument, 0, O_LORA_TARGETS},
         {"lora-fa", no_argument, 0, O_LORA_FA}, FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     TrainOptions o;

@@ -34,8 +34,7 @@ static void note_cpu_bf16(const TrainOptions *o) {
 // The device is opened once here, so that a missing GPU or driver, or an index past the devices
 // there are, is a usage error (exit 2) before any data is read. Several ranks (--tp, --pp, data
 // parallel, ZeRO) exchange device tensors through comm_device.h: NCCL where it is built, else staged
-// through host memory around MPI.
-// The device's capacity (0 on the CPU) is kept for check_size.
+// through host memory around MPI. The device's capacity (0 on the CPU) is kept for check_size.
 static size_t device_capacity;
 static int check_device(const TrainOptions *o) {
     if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
@@ -48,14 +47,15 @@ static int check_device(const TrainOptions *o) {
     return 0;
 }
 
-// A GPU run whose model states and activation peak (the policy's, exact: the ledger's prediction) alone
-// exceed the device's memory is refused before anything is allocated, with what it would need. A lower
-// bound (the workspace and the libraries come on top), so no run that fits is refused.
+// A GPU run that cannot fit is refused before anything is allocated, with what it would need: the least it
+// holds (n weights a rank; without LoRA their gradients and AdamW's moments, train_memory_estimate's; a LoRA
+// run's frozen base at 2 or 4 bytes an element, its adapters left out) and the policy's activation peak (the
+// ledger's prediction). The workspace and the libraries come on top, so no run that fits is refused. A
+// pipeline stage holds its own layers and micro-batches, not this count: not checked.
 static int check_device_size(const TrainOptions *o, double state) {
-    // A pipeline stage holds its own layers and micro-batches (not this one-process count)
     if (!device_capacity || o->pp > 1) return 0;
-    // the frozen base in bf16 takes 2 bytes an element, not the estimate's 4
-    if (o->model.base_bf16) state -= 2.0 * (double)gpt_num_params(&o->model) / (o->tp > 0 ? o->tp : 1);
+    int lora = o->model.lora_rank > 0;
+    if (lora) state = (o->model.base_bf16 ? 2.0 : 4.0) * (double)gpt_num_params(&o->model) / (o->tp > 0 ? o->tp : 1);
     MemoryPolicy pol;
     char err[256];
     if (train_build_policy(o, &pol, err, sizeof err) != 0) { policy_free(&pol); return 0; }   // refused later, with the reason
@@ -64,12 +64,12 @@ static int check_device_size(const TrainOptions *o, double state) {
     policy_free(&pol);
     char b1[32], b2[32], b3[32], b4[32];
     if (state + act <= (double)device_capacity) return 0;
-    return usage_error("the model needs at least %s on --device %s (%s of parameters, gradients and AdamW state, "
-                       "%s of activations at the step's peak under this policy), more than the device's %s; "
-                       "recompute (--recompute selective or full), --mem-budget, --attention flash or a smaller "
-                       "--batch keeps less", format_bytes(state + act, b1, sizeof b1), o->device,
-                       format_bytes(state, b2, sizeof b2), format_bytes(act, b3, sizeof b3),
-                       format_bytes((double)device_capacity, b4, sizeof b4));
+    return usage_error("the model needs at least %s on --device %s (%s of %s, %s of activations at the step's peak "
+                       "under this policy), more than the device's %s; recompute (--recompute selective or full), "
+                       "--mem-budget, --attention flash or a smaller --batch keeps less",
+                       format_bytes(state + act, b1, sizeof b1), o->device, format_bytes(state, b2, sizeof b2),
+                       lora ? "the frozen base's weights" : "parameters, gradients and AdamW state",
+                       format_bytes(act, b3, sizeof b3), format_bytes((double)device_capacity, b4, sizeof b4));
 }
 
 // Absurd sizes are refused with what they would need, before anything is allocated; then what the
@@ -79,8 +79,8 @@ static int check_size(const TrainOptions *o) {
     double state, act, need = train_memory_estimate(o, &state, &act);
     double ram = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
     char b1[32], b2[32], b3[32], b4[32];
-    // A GPU holds the state and the activations, and its allocator names what it could not allocate;
-    // the bound (no recompute, fp32) would refuse runs whose policy fits the device.
+    // This bound (no recompute, fp32) is the host's concern only where the run lives in host memory; a
+    // device run is checked against the device with its policy's exact peak.
     int host_memory = !o->device || strncmp(o->device, "cpu", 3) == 0;
     if (!host_memory) {
         int rc = check_device_size(o, state);
