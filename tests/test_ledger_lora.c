@@ -6,6 +6,7 @@
 // peak equals the analytic one; the adapters' gradients are bitwise the same under every policy, B's
 // equal under LoRA and LoRA-FA, and LoRA-FA has no A gradient at all (A is frozen, in m.frozen). Also
 // peft's initialisation (A ~ U(±1/√in), B = 0, shapes [r, in] and [out, r]) and the base's draws unchanged.
+// --lora-dropout's workspace: the largest [rows, in] of the targeted sites, by hand for 24 runs (issue 27).
 #include <math.h>
 #include <string.h>
 #include "check.h"
@@ -208,11 +209,12 @@ static int any_nonzero(const float *x, size_t n) {
     return 0;
 }
 
-// --lora-dropout's workspace of a model (s 32, b 2: n = 64 rows; h 64; r 4): W_LORA's bytes, W_LORA_MASK's, and
+// --lora-dropout's workspace of a model (s 32, b 2: n = 64 rows; h 64, a 4; llama kv 2 (k/v width 32); r 4)
+// adapting `sites` (0: the family's every site, the default --lora-targets): W_LORA's bytes, W_LORA_MASK's, and
 // the whole workspace's growth over the same model without dropout.
 typedef struct { size_t lora, mask, added; } LoraWs;
 
-static size_t workspace_of(int arch, int f, int t, int mini, float p, size_t *lora, size_t *mask) {
+static size_t workspace_of(int arch, int f, int t, int mini, unsigned sites, float p, size_t *lora, size_t *mask) {
     MemoryPolicy pol = {0};
     char err[256];
     pol.masks = MASKS_BYTES;
@@ -221,7 +223,7 @@ static size_t workspace_of(int arch, int f, int t, int mini, float p, size_t *lo
     CHECK(policy_build(&pol, 2, "none", NULL, 1, NULL, err, sizeof err) == 0, "policy: %s", err);
     GPTConfig cfg = {.layers = 2, .hidden = 64, .heads = 4, .seq = 32, .batch = 2, .vocab = 300, .arch = arch,
                      .kv_heads = arch == ARCH_LLAMA ? 2 : 0, .ffn = f, .lora_rank = 4, .lora_alpha = 8.0f,
-                     .lora_dropout = p};
+                     .lora_targets = sites, .lora_dropout = p};
     TPLayout tp = {t, 0, 0, NULL};
     GPT m;
     gpt_init_tp(&m, &cfg, &pol, &tp);
@@ -232,34 +234,64 @@ static size_t workspace_of(int arch, int f, int t, int mini, float p, size_t *lo
     return total;
 }
 
-static LoraWs lora_workspace(int arch, int f, int t, int mini) {
+static LoraWs lora_workspace(int arch, int f, int t, int mini, unsigned sites) {
     LoraWs w;
-    w.added = workspace_of(arch, f, t, mini, 0.1f, &w.lora, &w.mask) - workspace_of(arch, f, t, mini, 0.0f, NULL, NULL);
+    w.added = workspace_of(arch, f, t, mini, sites, 0.1f, &w.lora, &w.mask) -
+              workspace_of(arch, f, t, mini, sites, 0.0f, NULL, NULL);
     return w;
 }
 
-// Each site reads [rows, in] at once: q, k, v, gate, up, GPT-2's qkv and fc n·h (o, proj n·h/t), down and fc2
-// n·f/t, or with mini-seq M one chunk's ⌈n/M⌉·f/t. W_LORA holds that many floats, W_LORA_MASK that many bytes
-// (allocated in whole floats). Worked by hand (before: both n·max(h, f/t) whatever M):
-//   llama f 176, no mini-seq: 64·176 = 11264 → 45056 + 11264 = 56320 B (as before)
-//   llama f 176, M 2: max(64·64, 32·176) = 5632 → 22528 + 5632 = 28160 B (before 56320: −28160)
-//   llama f 176, M 4: max(4096, 16·176 = 2816) = 4096 → 16384 + 4096 = 20480 B (before 56320: −35840)
-//   llama f 176, M 2, TP 2 (f/t 88): max(4096, 32·88 = 2816) = 4096 → 20480 B (before 64·88 = 5632: 28160, −7680)
-//   GPT-2 (f 4h = 256), M 2: max(4096, 32·256) = 8192 → 32768 + 8192 = 40960 B (before 16384: 81920, −40960)
-//   GPT-2, M 8: max(4096, 8·256 = 2048) = 4096 → 20480 B (before 81920: −61440)
+// W_LORA holds one site's [rows, in] input at a time, so it is the largest [rows, in] among the sites this rank
+// adapts (issue 27: no buffer the backward does not read), W_LORA_MASK as many bytes (allocated in whole floats;
+// every count below is a multiple of 4, so its bytes are the elements). On a rank of t, n = 64 rows:
+//   q, k, v, gate, up, GPT-2's qkv and fc (column-parallel: the whole input on every rank)  n·h = 4096
+//   o, proj (row-parallel: the rank's h/t columns)                                          n·h/t
+//   down, fc2 (row-parallel: f/t columns; with mini-seq M one chunk's ⌈n/M⌉ rows)            n·f/t, ⌈n/M⌉·f/t
+// W_LORA is 4 bytes an element, so the workspace grows by 5 bytes an element. Worked by hand (main: max(n·h,
+// rows·f/t) whatever the targets, in the last column):
+//   llama f 176, all sites, M 0:   max(4096, 4096, 64·176 = 11264) = 11264 → 45056 + 11264     (main 11264)
+//   llama f 176, all, M 2:         max(4096, 4096, 32·176 = 5632) = 5632 → 22528 + 5632        (main 5632)
+//   llama f 176, all, M 4:         max(4096, 4096, 16·176 = 2816) = 4096 → 16384 + 4096        (main 4096)
+//   llama f 176, all, t 2, M 2:    max(4096, 64·32 = 2048, 32·88 = 2816) = 4096                 (main 4096)
+//   llama f 176, all, t 2, M 0:    max(4096, 2048, 64·88 = 5632) = 5632                         (main 5632)
+//   llama down, M 0: 64·176 = 11264 (main 11264); M 4: 16·176 = 2816 (main 4096);
+//               t 2, M 0: 64·88 = 5632 (main 5632); t 2, M 2: 32·88 = 2816 (main 4096)
+//   llama q,v, M 0: 4096 (main 11264); M 2: 4096 (main 5632); t 2, M 0: 4096 (main 5632)
+//   llama o, t 2, M 0: 64·32 = 2048 (main 5632)
+//   GPT-2 (f 4h = 256), all sites, M 0: max(4096, 4096, 64·256 = 16384) = 16384                (main 16384)
+//   GPT-2 all, M 2: 32·256 = 8192 (main 8192); M 8: max(4096, 8·256 = 2048) = 4096 (main 4096);
+//               t 2, M 0: max(4096, 2048, 64·128 = 8192) = 8192 (main 8192)
+//   GPT-2 fc2, M 0: 16384 (main 16384); M 8: 8·256 = 2048 (main 4096); t 2, M 4: 16·128 = 2048 (main 4096)
+//   GPT-2 qkv (its q, k, v), M 0: 4096 (main 16384); M 2: 4096 (main 8192); t 2, M 0: 4096 (main 8192)
+//   GPT-2 proj, t 2, M 0: 64·32 = 2048 (main 8192)
 static void check_lora_workspace(void) {
-    const struct { int arch, f, t, mini; size_t lora, mask, before; } cases[] = {
-        {ARCH_LLAMA, 176, 1, 0, 45056, 11264, 56320}, {ARCH_LLAMA, 176, 1, 2, 22528, 5632, 56320},
-        {ARCH_LLAMA, 176, 1, 4, 16384, 4096, 56320},  {ARCH_LLAMA, 176, 2, 2, 16384, 4096, 28160},
-        {ARCH_GPT2, 0, 1, 2, 32768, 8192, 81920},     {ARCH_GPT2, 0, 1, 8, 16384, 4096, 81920},
+    const unsigned ALL = 0, DOWN = SITE(LORA_DOWN), QV = SITE(LORA_Q) | SITE(LORA_V), O = SITE(LORA_O);
+    const unsigned FC2 = SITE(LORA_FC2), QKV = SITE(LORA_QKV), PROJ = SITE(LORA_PROJ);
+    const struct { int arch, f, t, mini; unsigned sites; size_t elems, main_elems; } cases[] = {
+        {ARCH_LLAMA, 176, 1, 0, ALL, 11264, 11264}, {ARCH_LLAMA, 176, 1, 2, ALL, 5632, 5632},
+        {ARCH_LLAMA, 176, 1, 4, ALL, 4096, 4096},   {ARCH_LLAMA, 176, 2, 2, ALL, 4096, 4096},
+        {ARCH_LLAMA, 176, 2, 0, ALL, 5632, 5632},   {ARCH_LLAMA, 176, 1, 0, DOWN, 11264, 11264},
+        {ARCH_LLAMA, 176, 1, 4, DOWN, 2816, 4096},  {ARCH_LLAMA, 176, 2, 0, DOWN, 5632, 5632},
+        {ARCH_LLAMA, 176, 2, 2, DOWN, 2816, 4096},  {ARCH_LLAMA, 176, 1, 0, QV, 4096, 11264},
+        {ARCH_LLAMA, 176, 1, 2, QV, 4096, 5632},    {ARCH_LLAMA, 176, 2, 0, QV, 4096, 5632},
+        {ARCH_LLAMA, 176, 2, 0, O, 2048, 5632},     {ARCH_GPT2, 0, 1, 0, ALL, 16384, 16384},
+        {ARCH_GPT2, 0, 1, 2, ALL, 8192, 8192},      {ARCH_GPT2, 0, 1, 8, ALL, 4096, 4096},
+        {ARCH_GPT2, 0, 2, 0, ALL, 8192, 8192},      {ARCH_GPT2, 0, 1, 0, FC2, 16384, 16384},
+        {ARCH_GPT2, 0, 1, 8, FC2, 2048, 4096},      {ARCH_GPT2, 0, 2, 4, FC2, 2048, 4096},
+        {ARCH_GPT2, 0, 1, 0, QKV, 4096, 16384},     {ARCH_GPT2, 0, 1, 2, QKV, 4096, 8192},
+        {ARCH_GPT2, 0, 2, 0, QKV, 4096, 8192},      {ARCH_GPT2, 0, 2, 0, PROJ, 2048, 8192},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        LoraWs w = lora_workspace(cases[i].arch, cases[i].f, cases[i].t, cases[i].mini);
-        CHECK(w.lora == cases[i].lora && w.mask == cases[i].mask && w.added == cases[i].lora + cases[i].mask,
-              "%s f %d tp %d mini-seq %d: W_LORA %zu B (expected %zu), W_LORA_MASK %zu B (expected %zu), the workspace "
-              "grows by %zu B with --lora-dropout (expected %zu; %zu before mini-seq's rows)",
-              cases[i].arch == ARCH_LLAMA ? "llama" : "gpt2", cases[i].f, cases[i].t, cases[i].mini, w.lora,
-              cases[i].lora, w.mask, cases[i].mask, w.added, cases[i].lora + cases[i].mask, cases[i].before);
+        LoraWs w = lora_workspace(cases[i].arch, cases[i].f, cases[i].t, cases[i].mini, cases[i].sites);
+        size_t e = cases[i].elems;
+        char targets[64];
+        lora_describe_targets(cases[i].sites ? cases[i].sites : lora_family_sites((ArchKind)cases[i].arch), targets,
+                              sizeof targets);
+        CHECK(w.lora == 4 * e && w.mask == e && w.added == 5 * e,
+              "%s f %d tp %d mini-seq %d targets %s: W_LORA %zu B (expected %zu), W_LORA_MASK %zu B (expected %zu), "
+              "the workspace grows by %zu B with --lora-dropout (expected %zu; %zu on main)",
+              cases[i].arch == ARCH_LLAMA ? "llama" : "gpt2", cases[i].f, cases[i].t, cases[i].mini, targets, w.lora,
+              4 * e, w.mask, e, w.added, 5 * e, 5 * cases[i].main_elems);
     }
 }
 

@@ -29,10 +29,14 @@
 //  9. The time model's terms for what the recompute repeats, by hand at t = 2: the attention projection's
 //     all-reduce over the recomputed rows (bytes and seconds at a TP link rate) and the adapters' v·Bᵀ FLOPs at
 //     r = 4, GPT-2 and llama, and the planner's step and full-recompute times carrying both.
+// 10. The layer's own forward and backward under adapters, by hand at t = 2 (and the adapters' FLOPs at t = 1):
+//     the adapters' GEMMs added to both, the frozen base's weight-gradient GEMMs taken from the backward, LoRA
+//     and LoRA-FA, GPT-2 and llama; without adapters the 3F layer exactly.
 #include <math.h>
 #include <string.h>
 #include <stdlib.h>
 #include "check.h"
+#include "memory/flops.h"
 #include "memory/memo_model.h"
 #include "memory/memo_plan.h"
 #include "model/gpt.h"
@@ -393,7 +397,7 @@ static void test_ledger(void) {
 
 // 4. The time model: a layer of 10 ms forward (4 ms attention, 2 ms down projection), 1 GB swappable at 10 GB/s.
 static void test_time_model(void) {
-    MemoLayerCost c = {0.010, 0.004, 0.002, 1e9, 1e10, 0.0, 0.0, 0.0};
+    MemoLayerCost c = {0.010, 0.004, 0.002, 1e9, 1e10, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     MemoTime t = memo_layer_time(&c, 0.5);
     // recompute: 0.5·(10 − 4 − 2) ms + (1 − 0.25)·4 ms = 5 ms; transfer 50 ms; the forward hides 10 ms of
     // it, the backward 20 + 5 ms: stall 40 + 25 ms
@@ -681,6 +685,93 @@ static void test_recompute_terms(void) {
     }
 }
 
+// 10. The layer's own forward and backward under adapters (issue 29), a TP rank's at t = 2 (h 32, s 192, b 2,
+// r 4 on every site; rows = 384, so one width of an adapter GEMM is 2·384·4 = 3072 FLOPs). The rank's widths
+// (column site: in h, out/t of B; row site: in/t of A, out h):
+//   GPT-2 qkv 32 → 48, proj 16 → 32, fc 32 → 64, fc2 64 → 32: Σin 144, Σout 176
+//   llama (kv 2: k/v width 16, FFN 48) q 32 → 16, k, v 32 → 8, o 16 → 32, gate, up 32 → 24, down 24 → 32:
+//   Σin 200, Σout 144
+// The adapters' forward (x·Aᵀ, v·Bᵀ) 3072·(Σin + Σout): GPT-2 983040, llama 1056768; their backward (dB, dv,
+// dx: 3072·(2Σout + Σin), + dA 3072·Σin under LoRA): GPT-2 1966080 (LoRA-FA 1523712), llama 2113536 (1499136).
+// At t = 1 (GPT-2 Σin 224, Σout 288; llama 240, 224): forward 1572864 and 1425408, backward 3145728 (LoRA-FA
+// 2457600) and 2850816 (2113536).
+// The base on the rank: forward F (linears + causal core) GPT-2 7077888 of which the core A 2359296, llama
+// 5308416 (A 2359296). Its backward without LoRA 2F; with the base frozen only the dX GEMMs and attention's
+// backward, F + A: GPT-2 9437184, llama 7667712 (the dW GEMMs skipped, F − A: 4718592 and 2949120).
+// So per layer at 100 GFLOP/s:
+//   GPT-2 LoRA    forward 8060928, backward 9437184 + 1966080 = 11403264 (before: 7077888 and 14155776)
+//   GPT-2 LoRA-FA forward 8060928, backward 9437184 + 1523712 = 10960896
+//   llama LoRA    forward 6365184, backward 7667712 + 2113536 = 9781248  (before: 5308416 and 10616832)
+//   llama LoRA-FA forward 6365184, backward 7667712 + 1499136 = 9166848
+// and at α 1/3 (no stall at 10 GB/s) the layer against the plain one: + adapters' forward and backward − the
+// skipped dW + section 9's recompute (294912 GPT-2, 229376 llama): GPT-2 −1474560 (LoRA-FA −1916928), llama
+// +450560 (LoRA-FA −163840) FLOPs.
+static void test_lora_layer_terms(void) {
+    const double gemm = 1e11, link = 1e10, tp_bps = 1e10, a = 64.0 / S;
+    const double adapter_fwd[2] = {983040.0, 1056768.0}, adapter_bwd[2][2] = {{1966080.0, 1523712.0}, {2113536.0, 1499136.0}};
+    const double fwd1[2] = {1572864.0, 1425408.0}, bwd1[2][2] = {{3145728.0, 2457600.0}, {2850816.0, 2113536.0}};
+    const double base_fwd[2] = {7077888.0, 5308416.0}, attn = 2359296.0;
+    const double backward[2][2] = {{11403264.0, 10960896.0}, {9781248.0, 9166848.0}};
+    const double layer_delta[2][2] = {{-1474560.0, -1916928.0}, {450560.0, -163840.0}};
+    for (int llama = 0; llama < 2; llama++) {
+        const char *fam = llama ? "llama" : "gpt2";
+        Setup u = {llama, 1, 0, MASKS_BYTES, "memo", NULL, 1.0f / 3.0f, 0};
+        MemoryPolicy pol;
+        make_policy(&pol, &u);
+        GPTConfig c0 = cfg_of(llama, 0);
+        GPT m;
+        gpt_init(&m, &c0, &pol);
+        ActShape plain = m.shape;
+        gpt_free(&m);
+        plain.t = 2;
+        MemoLayerCost cp = memo_layer_cost(&plain, &pol, gemm, link, tp_bps);
+        MemoTime tp = memo_layer_time(&cp, a);
+        CHECK(cp.lora_fwd_s == 0.0 && cp.lora_bwd_s == 0.0 && cp.frozen_s == 0.0 && tp.forward_s == cp.fwd_s &&
+                  tp.backward_s == 2.0 * cp.fwd_s && tp.layer_s == 3.0 * cp.fwd_s + tp.recompute_s + tp.tp_s + tp.stall_s,
+              "%s without adapters: forward %.9g backward %.9g (F %.9g), no adapter terms", fam, tp.forward_s, tp.backward_s,
+              cp.fwd_s);
+        CHECK(fabs(cp.fwd_s - base_fwd[llama] / gemm) < 1e-18 && fabs(cp.attn_s - attn / gemm) < 1e-18,
+              "%s t 2: the base's forward %.9g s (by hand %.9g), its core %.9g s", fam, cp.fwd_s, base_fwd[llama] / gemm,
+              cp.attn_s);
+        for (int fa = 0; fa < 2; fa++) {
+            const char *kind = fa ? "LoRA-FA" : "LoRA";
+            GPTConfig c = cfg_of(llama, 1 + fa);
+            gpt_init(&m, &c, &pol);
+            ActShape lora1 = m.shape;
+            gpt_free(&m);
+            ActShape lora2 = lora1;
+            lora2.t = 2;
+            FlopPair f1 = flops_lora_layer(&lora1, B), f2 = flops_lora_layer(&lora2, B), none = flops_lora_layer(&plain, B);
+            CHECK(f2.fwd == adapter_fwd[llama] && f2.bwd == adapter_bwd[llama][fa] && f1.fwd == fwd1[llama] &&
+                      f1.bwd == bwd1[llama][fa] && none.fwd == 0.0 && none.bwd == 0.0,
+                  "%s %s r 4: the adapters' FLOPs forward %.0f backward %.0f at t 2 (by hand %.0f, %.0f), %.0f and %.0f at "
+                  "t 1 (%.0f, %.0f)", fam, kind, f2.fwd, f2.bwd, adapter_fwd[llama], adapter_bwd[llama][fa], f1.fwd, f1.bwd,
+                  fwd1[llama], bwd1[llama][fa]);
+            MemoLayerCost cl = memo_layer_cost(&lora2, &pol, gemm, link, tp_bps);
+            MemoTime tl = memo_layer_time(&cl, a);
+            double want_fwd = (base_fwd[llama] + adapter_fwd[llama]) / gemm, want_bwd = backward[llama][fa] / gemm;
+            CHECK(fabs(tl.forward_s - want_fwd) < 1e-18 && fabs(tl.backward_s - want_bwd) < 1e-18 &&
+                      fabs(cl.frozen_s - (base_fwd[llama] - attn) / gemm) < 1e-18,
+                  "%s %s t 2: per layer forward %.9g s, backward %.9g s (by hand %.9g, %.9g), the skipped dW %.9g s", fam,
+                  kind, tl.forward_s, tl.backward_s, want_fwd, want_bwd, cl.frozen_s);
+            CHECK(tl.stall_s == 0.0 && tp.stall_s == 0.0 &&
+                      fabs(tl.layer_s - tp.layer_s - layer_delta[llama][fa] / gemm) < 1e-15 &&
+                      fabs(tl.layer_s - (tl.forward_s + tl.backward_s + tl.recompute_s + tl.tp_s)) < 1e-18,
+                  "%s %s t 2 α 1/3: the layer %.9g s against the plain %.9g s, %+.6g s (by hand %+.6g)", fam, kind,
+                  tl.layer_s, tp.layer_s, tl.layer_s - tp.layer_s, layer_delta[llama][fa] / gemm);
+            // the planner's layer and step carry them: L layers of the LoRA layer's time + the output layer
+            MemoSpeeds sp = {gemm, link, tp_bps};
+            MemoPlanResult x;
+            memo_plan_evaluate(&lora2, ATTN_FLASH, PRECISION_FP32, 1, &sp, 64, 64, 0, &x);
+            CHECK(fabs(x.layer.backward_s - want_bwd) < 1e-18 && fabs(x.layer.forward_s - want_fwd) < 1e-18 &&
+                      fabs(x.step_s - (L * tl.layer_s + x.head_s)) < 1e-15,
+                  "%s %s: the plan's layer forward %.9g backward %.9g, step %.9g s", fam, kind, x.layer.forward_s,
+                  x.layer.backward_s, x.step_s);
+        }
+        policy_free(&pol);
+    }
+}
+
 // 8. Adapters (LoRA, LoRA-FA) in memo layers: both token ranges run them, each site's v = (α/r)·x·Aᵀ kept
 // whole (not swapped). Against the plain run (flash, no recompute), GPT-2 and llama: α 0 and α 1 bitwise
 // (loss, the adapters' gradients — the frozen base's are zero — and parameters over 3 steps), also with
@@ -778,6 +869,7 @@ static void test_lora(void) {
 }
 
 int main(void) {
+    test_lora_layer_terms();
     test_recompute_terms();
     test_lora();
     test_tp_share();

@@ -85,9 +85,28 @@ double flops_lora_delta(const ActShape *sh, double B) {
     for (int k = 0; k < LORA_SITES; k++) {
         if (!(sh->lora_sites >> k & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)k);
-        double in = (double)lora_width(row->in, sh->h, sh->h, (long)blk.kv_width, (long)blk.ffn);
-        double out = (double)lora_width(row->out, sh->h, sh->h, (long)blk.kv_width, (long)blk.ffn);
+        double in = (double)flops_lora_width(sh, row->in, 1), out = (double)flops_lora_width(sh, row->out, 1);
         delta += L * 2 * B * s * r * ((in + out) + (2 * out + in) + (sh->lora_fa ? 0 : in));
     }
     return delta;
+}
+
+long flops_lora_width(const ActShape *sh, LoraWidth w, long t) {
+    FlopBlock blk = flops_block_of(sh);
+    return lora_width(w, sh->h, sh->h / t, (long)blk.kv_width / t, (long)blk.ffn / t);
+}
+
+FlopPair flops_lora_layer(const ActShape *sh, double B) {
+    FlopPair f = {0.0, 0.0};
+    if (sh->lora_rank <= 0) return f;
+    long t = sh->t > 1 ? sh->t : 1;
+    double per = 2.0 * B * (double)sh->s * (double)sh->lora_rank;   // 2·rows·r: a width's GEMM
+    for (int k = 0; k < LORA_SITES; k++) {
+        if (!(sh->lora_sites >> k & 1u)) continue;
+        const LoraSiteRow *row = lora_site((LoraSite)k);
+        double in = (double)flops_lora_width(sh, row->in, t), out = (double)flops_lora_width(sh, row->out, t);
+        f.fwd += per * (in + out);
+        f.bwd += per * (2.0 * out + in + (sh->lora_fa ? 0.0 : in));
+    }
+    return f;
 }

@@ -1,6 +1,7 @@
 // Work accounting (the paper's Appendix A, DESIGN.md §5).
 #ifndef CTRON_FLOPS_H
 #define CTRON_FLOPS_H
+#include "arch/lora.h"
 #include "memory/memory_model.h"
 #include "model/policy.h"
 
@@ -43,4 +44,14 @@ double flops_recompute_full_block(double B, double s, double h, int skip_down, c
 // layer's, 2·B·s per weight), and each adapted site adds its forward (2·B·s·r·(in + out)) and backward
 // (dv, dB, dx: 2·B·s·r·(2·out + in); dA without LoRA-FA: 2·B·s·r·in). 0 without LoRA.
 double flops_lora_delta(const ActShape *sh, double B);
+// A LoRA site's width w (arch/lora.h) on a tensor-parallel rank of t (1: the whole model's): h is never split
+// (a column-parallel site reads all of x, a row-parallel one's B holds all h rows); the query, k/v and FFN
+// widths are the rank's 1/t, as model/adapters.c holds A and B.
+long flops_lora_width(const ActShape *sh, LoraWidth w, long t);
+// One layer's adapters on one TP rank (the shape's t), per B sequences (rows = B·s), in and out each site's
+// widths on the rank: the forward's x·Aᵀ and v·Bᵀ, 2·rows·r·(in + out); the backward's dB, dv = dy·B and
+// dx += du·A, 2·rows·r·(2·out + in), and A's gradient duᵀ·x, 2·rows·r·in, but under LoRA-FA. {0, 0} without
+// LoRA.
+typedef struct { double fwd, bwd; } FlopPair;
+FlopPair flops_lora_layer(const ActShape *sh, double B);
 #endif

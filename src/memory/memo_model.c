@@ -84,10 +84,13 @@ MemoTime memo_layer_time(const MemoLayerCost *c, double a) {
     t.recompute_s = (1.0 - a) * (linear + c->lora_s) + (1.0 - a * a) * c->attn_s;
     t.tp_s = c->tp_bytes > 0.0 && c->tp_link_bps > 0.0 ? (1.0 - a) * c->tp_bytes / c->tp_link_bps : 0.0;
     t.transfer_s = c->link_bps > 0.0 ? a * c->swap_bytes / c->link_bps : (a > 0.0 ? 1e30 : 0.0);
+    // Without LoRA fwd_s and 2·fwd_s (the adapter terms are 0): fwd_s + 2·fwd_s rounds as 3·fwd_s did.
+    t.forward_s = c->fwd_s + c->lora_fwd_s;
+    t.backward_s = 2.0 * c->fwd_s - c->frozen_s + c->lora_bwd_s;
     // Forward: the slice goes out while the next layer computes its forward. Backward: the previous
     // layer's slice comes in while this one recomputes its range (its collectives too) and runs its backward.
-    t.stall_s = pos(t.transfer_s - c->fwd_s) + pos(t.transfer_s - (2.0 * c->fwd_s + t.recompute_s + t.tp_s));
-    t.layer_s = 3.0 * c->fwd_s + t.recompute_s + t.tp_s + t.stall_s;
+    t.stall_s = pos(t.transfer_s - t.forward_s) + pos(t.transfer_s - (t.backward_s + t.recompute_s + t.tp_s));
+    t.layer_s = t.forward_s + t.backward_s + t.recompute_s + t.tp_s + t.stall_s;
     return t;
 }
 
@@ -99,15 +102,14 @@ double memo_recompute_tp_bytes(const ActShape *sh, long positions) {
 
 double memo_recompute_lora_flops(const ActShape *sh, long positions) {
     if (sh->lora_rank <= 0 || positions <= 0) return 0.0;
-    FlopBlock blk = flops_block_of(sh);
-    long t = sh->t > 1 ? sh->t : 1, h = sh->h, kvw = (long)blk.kv_width, f = (long)blk.ffn;
+    long t = sh->t > 1 ? sh->t : 1;
     double rows = (double)positions * (double)sh->b, sum = 0.0;
     for (int k = 0; k < LORA_SITES; k++) {
         const LoraSiteRow *row = lora_site((LoraSite)k);
         // the down projection (the site that reads the FFN width): the block's output is not made again
         if (!(sh->lora_sites >> k & 1u) || row->in == LW_F) continue;
         // B's rows on this rank: a column site's out/t, a row site's (o, proj) all h (as model/adapters.c)
-        sum += 2.0 * rows * (double)sh->lora_rank * (double)lora_width(row->out, h, h / t, kvw / t, f / t);
+        sum += 2.0 * rows * (double)sh->lora_rank * (double)flops_lora_width(sh, row->out, t);
     }
     return sum;
 }
@@ -121,11 +123,15 @@ MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double 
     double attn = 2.0 * s * s * h * b / t;   // causal: half of Eq. 7's 4·s²·h
     double fwd = (b * flops_layer_forward_block(s, h, &blk) - 2.0 * s * s * h * b) / t;
     double down = 2.0 * s * b * h * blk.ffn / t;
+    // LoRA: the adapters' own GEMMs on this rank; the frozen base's skipped dW GEMMs, one forward of its linears
+    FlopPair adapters = flops_lora_layer(sh, b);
+    double frozen = sh->lora_rank > 0 ? fwd - attn : 0.0;
     // the bytes of every position: the slice of α = 1 (the same for every memo layer)
     size_t bytes = 0;
     for (int n = 0; n < ACT_N_LAYER; n++)
         if (memo_swaps(sh, p->tempo, (ActName)n)) bytes += slice_bytes(sh, (ActName)n, sh->s);
     MemoLayerCost c = {fwd / gemm_flops, attn / gemm_flops, down / gemm_flops, (double)bytes, link_bps,
-                       memo_recompute_lora_flops(sh, sh->s) / gemm_flops, memo_recompute_tp_bytes(sh, sh->s), tp_link_bps};
+                       memo_recompute_lora_flops(sh, sh->s) / gemm_flops, memo_recompute_tp_bytes(sh, sh->s), tp_link_bps,
+                       adapters.fwd / gemm_flops, adapters.bwd / gemm_flops, frozen / gemm_flops};
     return c;
 }

@@ -35,25 +35,35 @@ size_t act_memo_pool_bytes(const ActShape *sh, const MemoryPolicy *p);
 size_t act_memo_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 int policy_has_memo(const MemoryPolicy *p);
 
-// The step-time model of a memo layer (per micro-batch, per layer): the forward of one layer takes
-// fwd_s, of which attn_s is the causal attention core and down_s the down projection (FC2); the
-// backward 2·fwd_s; the host link moves link_bps bytes/s each way, overlapped with compute.
+// The step-time model of a memo layer (per micro-batch, per layer, per TP rank): the base's forward takes
+// fwd_s, of which attn_s is the causal attention core and down_s the down projection (FC2); its backward
+// 2·fwd_s (dX and dW of every linear, attention's backward twice its forward), less frozen_s under LoRA,
+// whose frozen base runs no weight-gradient GEMM (frozen_s = fwd_s − attn_s: its backward is the dX GEMMs
+// and attention's, fwd_s + attn_s). The adapters add their own GEMMs: lora_fwd_s to the forward (x·Aᵀ, v·Bᵀ),
+// lora_bwd_s to the backward (dB, dv = dy·B, dx += du·A; dA but under LoRA-FA). The host link moves link_bps
+// bytes/s each way, overlapped with compute.
 // Recomputing positions [r, s) costs (1 − r/s) of the layer's linear work but the down projection
 // (backward never reads the block's output) and (1 − (r/s)²) of its causal attention (query i reads i
 // keys), plus (1 − r/s) of lora_s, the adapters' v·Bᵀ the recompute adds again (memo_recompute_lora_flops),
 // and under TP (1 − r/s) of the repeated collectives' tp_bytes at tp_link_bps (tp_s; none without a rate).
 // A swap that takes longer than the compute it hides under (the next layer's forward; the previous
 // layer's backward, recompute and repeated collectives) stalls the step. At α = 0 this is full
-// recompute's layer.
+// recompute's layer. Without LoRA the three adapter terms are 0 and every time is bit for bit the
+// 3·fwd_s model's.
 typedef struct {
-    double fwd_s, attn_s, down_s;   // seconds: one layer's forward, its attention core, its down projection
+    double fwd_s, attn_s, down_s;   // seconds: the base's forward of one layer, its attention core, its down projection
     double swap_bytes;      // the layer's swappable bytes at α = 1 (all positions)
     double link_bps;        // host-link bytes per second (one direction)
     double lora_s;          // seconds: the adapters' GEMMs a recompute of every position repeats (0: no LoRA)
     double tp_bytes;        // one rank's ring bytes of the collectives a recompute of every position repeats (0: t = 1)
     double tp_link_bps;     // the TP link's bytes per second (0: not given; the collectives are then not priced)
+    double lora_fwd_s;      // seconds: the adapters' forward GEMMs, x·Aᵀ and v·Bᵀ (0: no LoRA)
+    double lora_bwd_s;      // seconds: the adapters' backward GEMMs, dB, dv, dx and (LoRA) dA (0: no LoRA)
+    double frozen_s;        // seconds: the weight-gradient GEMMs the frozen base skips in backward (0: no LoRA)
 } MemoLayerCost;
 typedef struct {
+    double forward_s;       // per layer: the forward, the adapters' included (fwd_s + lora_fwd_s)
+    double backward_s;      // per layer: the backward (2·fwd_s − frozen_s + lora_bwd_s)
     double recompute_s;     // per layer: the recomputed range's forward (its adapters' GEMMs included)
     double tp_s;            // per layer: the collectives the recomputed range repeats, on the TP link
     double transfer_s;      // per layer: the swapped slice, one way
@@ -61,9 +71,9 @@ typedef struct {
     double layer_s;         // per layer: forward + backward + recompute + tp + stall
 } MemoTime;
 MemoTime memo_layer_time(const MemoLayerCost *c, double frac_swapped);
-// A layer's cost on a machine of gemm_flops FLOP/s (every op at that rate: GEMMs, the adapters' and the
-// causal attention core at half the 4·s²·h of Eq. 7), link_bps and, under TP, tp_link_bps, for the memo
-// layers of policy p.
+// A layer's cost on a machine of gemm_flops FLOP/s (every op at that rate: GEMMs, the adapters' (memory/flops.h's
+// flops_lora_layer) and the causal attention core at half the 4·s²·h of Eq. 7), link_bps and, under TP,
+// tp_link_bps, for the memo layers of policy p.
 MemoLayerCost memo_layer_cost(const ActShape *sh, const MemoryPolicy *p, double gemm_flops, double link_bps,
                               double tp_link_bps);
 // What the recompute of `positions` positions of a memo layer repeats on one rank (model/memo.c's

@@ -104,13 +104,22 @@ static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
 }
 
 // --lora-dropout's workspace: W_LORA (floats) and W_LORA_MASK (bytes) hold one site's [rows, in] input at a
-// time, the largest any site reads. Every attention site and the MLP's column sites (fc; gate, up: whole x
-// on every rank) read n rows of h (o, proj: n of h/t); the row-parallel fc2/down reads n rows of f/t, or
-// under mini-seq one chunk's (mini_rows, 0 without it) — n·max(h, f/t) becomes max(n·h, ⌈n/M⌉·f/t).
+// time, so they are as large as the largest any site this rank adapts reads (a buffer no targeted site reads
+// is not kept: a q,v run needs n·h, a down-only one n·f/t). In-widths on a TP rank are model/adapters.c's:
+// a column-parallel site (q, k, v, gate, up; GPT-2's qkv, fc) reads the whole x, h; a row-parallel one its
+// columns, o/proj h/t and down/fc2 f/t. Rows are n but for the FFN-width site under mini-seq, which reads one
+// chunk's (mini_rows, 0 without it; the column sites read all n rows in their forward).
 static size_t lora_dropout_elems(const GPT *m, size_t n, size_t mini_rows) {
     if (!gpt_lora(m) || !(m->cfg.lora_dropout > 0.0f)) return 0;
-    size_t wide = n * (size_t)m->cfg.hidden, down = (mini_rows ? mini_rows : n) * (size_t)m->fl;
-    return wide > down ? wide : down;
+    size_t most = 0;
+    for (int s = 0; s < LORA_SITES; s++) {
+        if (!lora_on(m, (LoraSite)s)) continue;
+        LoraWidth in = lora_site((LoraSite)s)->in;
+        size_t rows = in == LW_F && mini_rows ? mini_rows : n;
+        size_t elems = rows * (size_t)lora_width(in, m->cfg.hidden, m->hl, m->kvl, m->fl);
+        if (elems > most) most = elems;
+    }
+    return most;
 }
 
 void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const TPLayout *tp, const PPLayout *pp) {

@@ -229,9 +229,10 @@ typedef struct {
     //   W_D_RES2   [s,b,h] reversible blocks: the second stream's running gradient (W_D_RES the first's)
     //   W_FFN      [s,b,f/t] SwiGLU's output, the down projection's input (forward; again in backward,
     //              where it then takes dL/dgate), W_D_UP [s,b,f/t] dL/dup (SwiGLU without mini-seq only)
-    //   W_LORA     [s,b,max(h,f/t)] --lora-dropout only: a site's dropped input, then (du·A) before its mask
-    //              joins dL/dx (without dropout v·Bᵀ adds into the base's output in its GEMM: no buffer);
-    //              with mini-seq max([s,b,h], [⌈s·b/M⌉,f/t]) (fc2/down read one chunk's rows);
+    //   W_LORA     --lora-dropout only: a site's dropped input, then (du·A) before its mask joins dL/dx
+    //              (without dropout v·Bᵀ adds into the base's output in its GEMM: no buffer); the largest
+    //              [rows, in] of the targeted sites: [s,b,h] (a column site), [s,b,h/t] (o, proj), [s,b,f/t]
+    //              (down, fc2; with mini-seq [⌈s·b/M⌉,f/t]: they read one chunk's rows);
     //              W_LORA_R [s,b,r] dL/d(x·Aᵀ) (LoRA only)
     //   W_LORA_MASK bytes, as many as W_LORA's floats: --lora-dropout's mask of one site's rows, drawn where
     //              they are read

@@ -162,8 +162,8 @@ int train_print_memo_plan(FILE *f, const TrainOptions *o, double budget, double 
             snprintf(tp_term, sizeof tp_term, ", TP all-reduce again %.3g ms (%.0f B)", t->tp_s * 1e3,
                      memo_recompute_tp_bytes(&sh, again));
         fprintf(f, "  per layer%s: forward %.3g ms, backward %.3g ms, recompute %.3g ms%s%s, transfer %.3g ms each way, "
-                   "stall %.3g ms\n", !r.n_hi ? "" : k == 0 ? " at r_hi" : " at r_lo", r.cost.fwd_s * 1e3,
-                2e3 * r.cost.fwd_s, t->recompute_s * 1e3, lora_term, tp_term, t->transfer_s * 1e3, t->stall_s * 1e3);
+                   "stall %.3g ms\n", !r.n_hi ? "" : k == 0 ? " at r_hi" : " at r_lo", t->forward_s * 1e3,
+                t->backward_s * 1e3, t->recompute_s * 1e3, lora_term, tp_term, t->transfer_s * 1e3, t->stall_s * 1e3);
     }
     fprintf(f, "  predicted step %.4g s per micro-batch; full recompute (every position recomputed) %.4g s: %s\n",
             r.step_s, r.full_step_s, r.step_s < r.full_step_s ? "memo is faster" : "no faster");
