@@ -767,6 +767,10 @@ static void test_lora_layer_terms(void) {
                       fabs(x.step_s - (L * tl.layer_s + x.head_s)) < 1e-15,
                   "%s %s: the plan's layer forward %.9g backward %.9g, step %.9g s", fam, kind, x.layer.forward_s,
                   x.layer.backward_s, x.step_s);
+            // the frozen output layer: forward and dX only, 4·s·b·h·v on the rank's half of the vocabulary
+            double head = 4.0 * (double)lora2.s * (double)lora2.b * (double)lora2.h * (double)lora2.v / 2.0 / gemm;
+            CHECK(fabs(x.head_s - head) < 1e-18, "%s %s: the frozen output layer %.9g s (by hand 4·s·b·h·v/t: %.9g)", fam,
+                  kind, x.head_s, head);
         }
         policy_free(&pol);
     }

@@ -40,9 +40,11 @@ static size_t memo_scratch(const ActShape *sh, unsigned tempo, int threads) {
     return fl > re ? fl : re;
 }
 
-static double head_seconds(const ActShape *sh, const MemoSpeeds *sp) {   // a TP rank's vocabulary share
-    double t = sh->t > 1 ? (double)sh->t : 1.0;
-    return 6.0 * (double)sh->s * (double)sh->b * (double)sh->h * (double)sh->v / t / sp->gemm_flops;
+// The output layer on a TP rank's vocabulary share: forward, dX and dW (2 + 2 + 2 FLOPs per weight and
+// position); under adapters the head is frozen (no dW), 4.
+static double head_seconds(const ActShape *sh, const MemoSpeeds *sp) {
+    double t = sh->t > 1 ? (double)sh->t : 1.0, passes = sh->lora_rank > 0 ? 4.0 : 6.0;
+    return passes * (double)sh->s * (double)sh->b * (double)sh->h * (double)sh->v / t / sp->gemm_flops;
 }
 
 void memo_plan_evaluate(const ActShape *sh, unsigned tempo, Precision precision, int threads, const MemoSpeeds *sp,
