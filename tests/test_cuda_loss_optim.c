@@ -653,13 +653,13 @@ static void test_ce_deferred(Backend *gpu, Backend *cpu, int n, int v) {
 // the bits of the host's way — sum_squares, backend_clip_scale(√Σ, max_norm) on the host, then
 // adamw_update_multi with that factor, or nothing where the loss or the norm is not finite: the loss sum
 // and Σ g² read back, and p, m, v, w16 after the update, bitwise. With clipping on (max_norm 1 against a
-// norm of ~180), off (max_norm 0), not reached (1e6), a NaN gradient and a NaN loss (skipped: nothing
-// written).
-enum { GUARD_FINITE, GUARD_NAN_GRAD, GUARD_NAN_LOSS };
+// norm of ~180), off (max_norm 0), not reached (1e6), a NaN gradient and an infinite loss (skipped:
+// nothing written).
+enum { GUARD_FINITE, GUARD_NAN_GRAD, GUARD_INF_LOSS };
 static void test_step_guard(Backend *be, float max_norm, int poison) {
     char what[128];
     snprintf(what, sizeof what, "step_guard on %s: max_norm %g, %s", be->name, max_norm,
-             poison == GUARD_FINITE ? "finite" : poison == GUARD_NAN_GRAD ? "a NaN gradient" : "a NaN loss");
+             poison == GUARD_FINITE ? "finite" : poison == GUARD_NAN_GRAD ? "a NaN gradient" : "an infinite loss");
     const size_t n = 100003, half = 50001;
     const int rows = 5, v = 77;
     float *logits, *p = host_random(n, -1.0f, 1.0f), *g = host_random(n, -1.0f, 1.0f);
@@ -667,7 +667,10 @@ static void test_step_guard(Backend *be, float max_norm, int poison) {
     int32_t *tg;
     make_ce_inputs(rows, v, &logits, &tg);
     if (poison == GUARD_NAN_GRAD) g[777] = NAN;
-    if (poison == GUARD_NAN_LOSS) logits[3] = NAN;
+    if (poison == GUARD_INF_LOSS) {   // row 0's loss lse − z[target] overflows to +inf (fp32) on both backends
+        logits[tg[0]] = -3e38f;
+        logits[(tg[0] + 1) % v] = 3e38f;
+    }
     float *d_z = dev_floats(be, logits, (size_t)rows * v), *d_rl = be->alloc(be, (size_t)rows * sizeof(float));
     int32_t *d_t = dev_upload(be, tg, (size_t)rows * sizeof(int32_t));
     float *d_g = dev_floats(be, g, n);
@@ -762,7 +765,7 @@ int main(void) {
         test_step_guard(be, 0.0f, GUARD_FINITE);
         test_step_guard(be, 1e6f, GUARD_FINITE);
         test_step_guard(be, 1.0f, GUARD_NAN_GRAD);
-        test_step_guard(be, 1.0f, GUARD_NAN_LOSS);
+        test_step_guard(be, 1.0f, GUARD_INF_LOSS);
     }
 
     backend_close(cpu);

@@ -1,11 +1,11 @@
-// A step's phases (forward, backward) timed on the device without waiting for it: each phase is a pair
+// A step's phases (forward, backward, the optimizer) timed on the device without waiting for it: each phase is a pair
 // of the backend's marks (backend.h: CUDA events on a GPU, the monotonic clock on the CPU), summed once
 // the step's one wait has come (train/run_step.c; docs/PERFORMANCE.md, "Host waits").
 #ifndef CTRON_PHASE_MARKS_H
 #define CTRON_PHASE_MARKS_H
 #include "backend/backend.h"
 
-typedef enum { PHASE_FORWARD, PHASE_BACKWARD, PHASES } Phase;
+typedef enum { PHASE_FORWARD, PHASE_BACKWARD, PHASE_OPTIMIZER, PHASES } Phase;
 
 typedef struct {
     Backend *be;

@@ -19,7 +19,8 @@
 #include "train/trainer.h"
 #include "train/zero.h"
 
-// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer; and
+// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer (the
+// device's seconds, from the step's PhaseMarks; with other ranks the optimizer's span their reductions); and
 // the bytes this rank moved, by collective and (TP) by purpose.
 typedef struct {
     double fwd, bwd, opt;

@@ -82,13 +82,14 @@ static void forward_backward(TrainRun *r, int step) {
     m->inputs_held = 0;
 }
 
-// After the step's wait: the forward and backward seconds the device's marks say (and the pipeline's
-// per-stage figures from them).
+// After the step's wait: the forward, backward and optimizer seconds the device's marks say (and the
+// pipeline's per-stage figures from them).
 static void phase_times(TrainRun *r, StepTimes *times) {
     double sec[PHASES];
     phase_marks_seconds(&r->marks, sec);
     times->fwd = sec[PHASE_FORWARD];
     times->bwd = sec[PHASE_BACKWARD];
+    times->opt = sec[PHASE_OPTIMIZER];
     if (r->pl) {
         r->pl->fwd_s = times->fwd;
         r->pl->bwd_s = times->bwd;
@@ -167,17 +168,18 @@ static int device_decides(const TrainRun *r) {
     return r->world->size == 1 && r->o->tp == 1 && r->o->pp == 1 && !r->zero;
 }
 
-// The step after forward_backward, on one process: one wait (step_take), after AdamW was queued. A step
-// the device skipped (not finite) takes back AdamW's tick: its bias corrections stay the last good step's.
-static int finish_on_device(TrainRun *r, int step, StepResult *s) {
+// The step after forward_backward, on one process: one wait (step_take), after AdamW was queued (the
+// optimizer phase from mark o0). A step the device skipped (not finite) takes back AdamW's tick: its
+// bias corrections stay the last good step's.
+static int finish_on_device(TrainRun *r, int step, StepResult *s, int o0) {
     const TrainOptions *o = r->o;
     GPT *m = &r->m;
     m->be->step_guard(m->be, m->grads, m->n_params, o->clip);
     adamw_step_guarded(&r->opt, m, s->lr);
+    phase_end(&r->marks, PHASE_OPTIMIZER, o0);
     double loss_sum, sumsq;
     m->be->step_take(m->be, &loss_sum, &sumsq);   // the step's one wait
     m->defer_loss = 0;
-    phase_times(r, &s->times);
     s->loss = loss_sum / ((double)r->n_tok * o->grad_accum * r->nranks);
     s->norm = sqrt(sumsq);
     if (isfinite(s->loss) && isfinite(s->norm)) {
@@ -190,20 +192,22 @@ static int finish_on_device(TrainRun *r, int step, StepResult *s) {
 }
 
 // The step after forward_backward, with other ranks: the loss and the norm are summed over them on the
-// host, which decides.
-static int finish_on_host(TrainRun *r, int step, StepResult *s) {
+// host, which decides (reading the norm waits for the device on every rank). The optimizer phase, from
+// mark o0, spans the reductions and the update.
+static int finish_on_host(TrainRun *r, int step, StepResult *s, int o0) {
     const TrainOptions *o = r->o;
     GPT *m = &r->m;
     s->loss = reduce(r);
     s->norm = grads_global_norm(m, r->zero, r->tpg, r->dpg, &r->grid.pp_group);
-    phase_times(r, &s->times);   // (every rank waited for its device in the norm)
     float clip_scale = grad_clip_scale(s->norm, o->clip);
     if (!isfinite(s->loss) || !isfinite(s->norm)) {
+        phase_end(&r->marks, PHASE_OPTIMIZER, o0);
         s->times.skipped = 1;
         return skip_nonfinite(r, step, s) != 0 ? 3 : 0;
     }
     r->bad_run = 0;
     update(r, s->lr, clip_scale);
+    phase_end(&r->marks, PHASE_OPTIMIZER, o0);
     return 0;
 }
 
@@ -223,10 +227,11 @@ int run_step(TrainRun *r, int step, StepResult *s) {
     memset(m->comm_bytes, 0, sizeof m->comm_bytes);
     forward_backward(r, step);
     guard_test_slow_step();
-    double o0 = now_seconds();
-    int rc = device_decides(r) ? finish_on_device(r, step, s) : finish_on_host(r, step, s);
+    int o0 = phase_mark(&r->marks);
+    int rc = device_decides(r) ? finish_on_device(r, step, s, o0) : finish_on_host(r, step, s, o0);
     if (rc != 0) return rc;
-    s->times.opt = now_seconds() - o0;
+    // the device's phase seconds (with other ranks the update is read after its last mark: one more wait)
+    phase_times(r, &s->times);
     s->times.comm = step_comm_stats(r->world, &r->grid);   // before validation, which communicates too
     memcpy(s->times.tp_bytes, m->comm_bytes, sizeof s->times.tp_bytes);
     s->step_s = now_seconds() - t0;
