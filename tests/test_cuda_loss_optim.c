@@ -3,7 +3,8 @@
 // trio (partial, combine, backward) with t ranks simulated on one device, AdamW (decay on and off,
 // with and without the bf16 copy, aligned and misaligned views), Σ x² and the non-finite count; the
 // multi-tensor AdamW and statistics (many tensors of odd sizes and alignments, a planted NaN found)
-// and the deferred loss (the bits of the returned sums).
+// and the deferred loss (the bits of the returned sums); the step's guard on the device (step_guard,
+// adamw_update_guarded, step_take: the host's clipping and skipping to the bit).
 // Every GPU output starts poisoned (NaN bytes); every op runs twice and must give the same bits.
 //
 // Tolerances, and why:
@@ -648,6 +649,76 @@ static void test_ce_deferred(Backend *gpu, Backend *cpu, int n, int v) {
     for (int i = 0; i < 2; i++) { free(z[i]); free(tg[i]); }
 }
 
+// The step's guard on the device (step_guard, adamw_update_guarded, step_take; issue 30): on each backend
+// the bits of the host's way — sum_squares, backend_clip_scale(√Σ, max_norm) on the host, then
+// adamw_update_multi with that factor, or nothing where the loss or the norm is not finite: the loss sum
+// and Σ g² read back, and p, m, v, w16 after the update, bitwise. With clipping on (max_norm 1 against a
+// norm of ~180), off (max_norm 0), not reached (1e6), a NaN gradient and an infinite loss (skipped:
+// nothing written).
+enum { GUARD_FINITE, GUARD_NAN_GRAD, GUARD_INF_LOSS };
+static void test_step_guard(Backend *be, float max_norm, int poison) {
+    char what[128];
+    snprintf(what, sizeof what, "step_guard on %s: max_norm %g, %s", be->name, max_norm,
+             poison == GUARD_FINITE ? "finite" : poison == GUARD_NAN_GRAD ? "a NaN gradient" : "an infinite loss");
+    const size_t n = 100003, half = 50001;
+    const int rows = 5, v = 77;
+    float *logits, *p = host_random(n, -1.0f, 1.0f), *g = host_random(n, -1.0f, 1.0f);
+    float *m = host_random(n, -0.1f, 0.1f), *vv = host_random(n, 0.0f, 0.1f);
+    int32_t *tg;
+    make_ce_inputs(rows, v, &logits, &tg);
+    if (poison == GUARD_NAN_GRAD) g[777] = NAN;
+    if (poison == GUARD_INF_LOSS) {   // row 0's loss lse − z[target] overflows to +inf (fp32) on both backends
+        logits[tg[0]] = -3e38f;
+        logits[(tg[0] + 1) % v] = 3e38f;
+    }
+    float *d_z = dev_floats(be, logits, (size_t)rows * v), *d_rl = be->alloc(be, (size_t)rows * sizeof(float));
+    int32_t *d_t = dev_upload(be, tg, (size_t)rows * sizeof(int32_t));
+    float *d_g = dev_floats(be, g, n);
+    float *d[2][4];   // [reference, guarded][p, m, v, w16 (as uint16_t)]
+    for (int k = 0; k < 2; k++) {
+        d[k][0] = dev_floats(be, p, n);
+        d[k][1] = dev_floats(be, m, n);
+        d[k][2] = dev_floats(be, vv, n);
+        d[k][3] = be->alloc(be, n * sizeof(uint16_t));
+    }
+    AdamWSlice sl[2][2];
+    for (int k = 0; k < 2; k++) {
+        uint16_t *w16 = (uint16_t *)d[k][3];
+        sl[k][0] = (AdamWSlice){d[k][0], w16, d_g, d[k][1], d[k][2], half, 0.1f};
+        sl[k][1] = (AdamWSlice){d[k][0] + half, w16 + half, d_g + half, d[k][1] + half, d[k][2] + half, n - half, 0.0f};
+    }
+    const float lr = 3e-4f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, bc1 = 0.19f, bc2 = 0.0975f;
+    // the host's way
+    double loss_ref = be->crossentropy_loss(be, d_z, d_t, d_rl, rows, v);
+    double sq_ref = be->sum_squares(be, d_g, n), norm = sqrt(sq_ref);
+    int skip = !isfinite(loss_ref) || !isfinite(norm);
+    CHECK(skip == (poison != GUARD_FINITE), "%s: the host's verdict %d", what, skip);
+    if (!skip) be->adamw_update_multi(be, sl[0], 2, lr, b1, b2, eps, bc1, bc2, backend_clip_scale(norm, max_norm));
+    // the device's
+    be->crossentropy_deferred(be, d_z, d_t, d_rl, rows, v, 1.0f, 0);
+    be->loss_end_microbatch(be);
+    be->step_guard(be, d_g, n, max_norm);
+    be->adamw_update_guarded(be, sl[1], 2, lr, b1, b2, eps, bc1, bc2);
+    double loss_sum = -1.0, sumsq = -1.0;
+    be->step_take(be, &loss_sum, &sumsq);
+    CHECK(same_double(loss_sum, loss_ref), "%s: step_take's loss %.17g, crossentropy_loss %.17g", what, loss_sum,
+          loss_ref);
+    CHECK(same_double(sumsq, sq_ref), "%s: step_take's Σ g² %.17g, sum_squares %.17g", what, sumsq, sq_ref);
+    CHECK(be->loss_take(be) == 0.0, "%s: the loss sum is not 0 after step_take", what);
+    const float *host[3] = {p, m, vv};
+    for (int a = 0; a < 4; a++) {
+        size_t bytes = n * (a == 3 ? sizeof(uint16_t) : sizeof(float));
+        void *want = host_download(be, d[0][a], bytes);
+        CHECK_BYTES_EQUAL(be, d[1][a], want, bytes, what);
+        if (skip && a < 3) CHECK(memcmp(want, host[a], bytes) == 0, "%s: a skipped step changed the state", what);
+        free(want);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 4; a++) be->free(be, d[k][a]);
+    be->free(be, d_z); be->free(be, d_rl); be->free(be, d_t); be->free(be, d_g);
+    free(logits); free(tg); free(p); free(g); free(m); free(vv);
+}
+
 int main(void) {
     Backend *gpu = cuda_or_skip(PRECISION_FP32);
     char err[256] = "";
@@ -688,6 +759,14 @@ int main(void) {
     test_stats_multi(gpu, cpu);
     test_ce_deferred(gpu, cpu, 37, 1001);
     test_ce_deferred(gpu, cpu, 64, 50304);
+    for (int side = 0; side < 2; side++) {
+        Backend *be = side ? cpu : gpu;
+        test_step_guard(be, 1.0f, GUARD_FINITE);
+        test_step_guard(be, 0.0f, GUARD_FINITE);
+        test_step_guard(be, 1e6f, GUARD_FINITE);
+        test_step_guard(be, 1.0f, GUARD_NAN_GRAD);
+        test_step_guard(be, 1.0f, GUARD_INF_LOSS);
+    }
 
     backend_close(cpu);
     backend_close(gpu);

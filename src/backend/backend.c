@@ -46,6 +46,11 @@ double backend_clock(Backend *be) {
     return now_seconds();
 }
 
+float backend_clip_scale(double norm, float max_norm) {
+    if (max_norm <= 0.0f || !(norm > max_norm)) return 1.0f;
+    return (float)(max_norm / (norm + 1e-6));
+}
+
 void backend_close(Backend *be) {
     if (!be) return;
     if (!strcmp(be->name, "cpu")) backend_cpu_close(be);

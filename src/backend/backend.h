@@ -253,6 +253,28 @@ struct Backend {
     void (*flash_attention_forward_rows)(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                          const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
                                          int h, int head0, DropoutSite site, uint32_t sample0);
+
+    // ---- a training step without host waits (train/run_step.c; docs/PERFORMANCE.md, "Host waits")
+    // The device's clock: mark records the device's time when it gets there in stream order (a CUDA event;
+    // the CPU: the monotonic clock at the call) and returns its index, 0, 1, ... since marks_reset;
+    // mark_seconds is the seconds from mark `from` to mark `to`, read after a wait for the device that
+    // followed both (a GPU waits for `to` first where the caller read too early).
+    int (*mark)(Backend *be);
+    double (*mark_seconds)(Backend *be, int from, int to);
+    void (*marks_reset)(Backend *be);
+    // copy COPY_H2D in stream order without a wait: src is host_alloc memory that the caller leaves
+    // unchanged until its next wait for the device (a read-back). The CPU: copy.
+    void (*copy_enqueue)(Backend *be, void *dst, const void *src, size_t bytes);
+    // The step's guard and clipping, kept on the device: Σ g² over g[0, n) (sum_squares' bits), and from
+    // it and the step's loss sum (loss_take's), the clipping factor backend_clip_scale(√Σ, max_norm) and
+    // whether the step is skipped (the loss sum or √Σ not finite).
+    void (*step_guard)(Backend *be, const float *g, size_t n, float max_norm);
+    // adamw_update_multi with grad_scale the last step_guard's factor; nothing at all when it skips.
+    void (*adamw_update_guarded)(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1, float beta2,
+                                 float eps, float bc1, float bc2);
+    // The step's one read-back (it waits for all work before it): the step's loss sum (then 0, as
+    // loss_take does) and the last step_guard's Σ g².
+    void (*step_take)(Backend *be, double *loss_sum, double *sumsq);
 };
 
 // A device's own collective library. Each call returns 0 or a code that error_string names; sizes
@@ -277,10 +299,13 @@ typedef struct BackendCollectives {
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen);
 void backend_close(Backend *be);
 // The monotonic clock once the backend has run everything queued so far (a device runs kernels after
-// the host has queued them: a phase timed without the wait is its queueing time). The trainer reads it at
-// each micro-batch's forward/backward boundary: on a device two waits a micro-batch, each costing about a
-// kernel launch against phases of milliseconds; on the CPU no wait at all.
+// the host has queued them: a phase timed without the wait is its queueing time). A wait on a device:
+// the trainer no longer reads it inside a step; it times its phases with be->mark, whose events are read
+// after the step's one wait (docs/PERFORMANCE.md, "Host waits"). On the CPU no wait at all.
 double backend_clock(Backend *be);
+// The gradient clipping factor: max_norm / (norm + 1e-6) when norm > max_norm, else 1 (max_norm <= 0:
+// off; a NaN norm: 1). A GPU's step_guard computes the same expression on the device.
+float backend_clip_scale(double norm, float max_norm);
 // 1 when this build has the CUDA backend.
 int backend_has_cuda(void);
 // The CPU backend's attention_scratch_floats for a run of `threads` OpenMP threads (its op gives this

@@ -104,6 +104,7 @@ static void g_copy_async(Backend *be, void *dst, const void *src, size_t bytes, 
     g_copy(be, dst, src, bytes, dir);
     if (done) done->done = 1;
 }
+static void g_copy_enqueue(Backend *be, void *dst, const void *src, size_t bytes) { g_copy(be, dst, src, bytes, COPY_H2D); }
 static void g_event_wait(Backend *be, BackendEvent *ev) { (void)be; (void)ev; }
 static void g_memset(Backend *be, void *p, int byte, size_t bytes) {
     if (!bytes) return;
@@ -579,6 +580,31 @@ static void g_crossentropy_deferred(Backend *be, float *logits, const int32_t *t
     inner(be)->crossentropy_deferred(inner(be), logits, targets, row_loss, n, v, grad_scale, train);
     guard_close_all(be);
 }
+// The step's guard: g checked as a kernel's argument; the clipping factor, the verdict and the marks
+// are the inner backend's own state (host values), not device memory.
+static void g_step_guard(Backend *be, const float *g, size_t n, float max_norm) {
+    static const char *const names[] = {"g"};
+    const void *ptrs[] = {g};
+    guard_check(be, "step_guard", names, ptrs, 1);
+    guard_open_all(be);
+    inner(be)->step_guard(inner(be), g, n, max_norm);
+    guard_close_all(be);
+}
+static void g_adamw_update_guarded(Backend *be, const AdamWSlice *t, int count, float lr, float beta1, float beta2,
+                                   float eps, float bc1, float bc2) {
+    static const char *const names[] = {"slice p", "slice w16", "slice g", "slice m", "slice v"};
+    for (int i = 0; i < count; i++) {
+        const void *ptrs[] = {t[i].p, t[i].w16, t[i].g, t[i].m, t[i].v};
+        guard_check(be, "adamw_update_guarded", names, ptrs, 5);
+    }
+    guard_open_all(be);
+    inner(be)->adamw_update_guarded(inner(be), t, count, lr, beta1, beta2, eps, bc1, bc2);
+    guard_close_all(be);
+}
+static void g_step_take(Backend *be, double *loss_sum, double *sumsq) { inner(be)->step_take(inner(be), loss_sum, sumsq); }
+static int g_mark(Backend *be) { return inner(be)->mark(inner(be)); }
+static double g_mark_seconds(Backend *be, int from, int to) { return inner(be)->mark_seconds(inner(be), from, to); }
+static void g_marks_reset(Backend *be) { inner(be)->marks_reset(inner(be)); }
 // The sums are the inner backend's own state (host doubles), not device memory.
 static void g_loss_end_microbatch(Backend *be) { inner(be)->loss_end_microbatch(inner(be)); }
 static double g_loss_take(Backend *be) { return inner(be)->loss_take(inner(be)); }
@@ -739,6 +765,12 @@ static void guard_kernels(Backend *t) {
     t->crossentropy_deferred = g_crossentropy_deferred;
     t->loss_end_microbatch = g_loss_end_microbatch;
     t->loss_take = g_loss_take;
+    t->step_guard = g_step_guard;
+    t->adamw_update_guarded = g_adamw_update_guarded;
+    t->step_take = g_step_take;
+    t->mark = g_mark;
+    t->mark_seconds = g_mark_seconds;
+    t->marks_reset = g_marks_reset;
     t->embedding_vocab_forward16 = g_embedding_vocab_forward16;
     t->dropout_mask_cols = g_dropout_mask_cols;
     if (t->flash_attention_forward_rows) t->flash_attention_forward_rows = g_flash_attention_forward_rows;
@@ -765,6 +797,7 @@ Backend *backend_guard_open(Precision precision, char *err, size_t errlen) {
     be->impl = g;
     be->alloc = g_alloc; be->free = g_free; be->copy = g_copy; be->copy_async = g_copy_async;
     be->event_wait = g_event_wait; be->memset = g_memset; be->synchronize = g_synchronize;
+    be->copy_enqueue = g_copy_enqueue;
     be->scratch_bytes = g_scratch_bytes; be->host_alloc = g_host_alloc; be->host_free = g_host_free;
     be->host_addressable = 0;
     be->attention_scratch_floats = g_attention_scratch_floats;

@@ -856,6 +856,13 @@ static float *received_input(GPT *m, int l0, const float *input) {
     return x;
 }
 
+// Tokens or targets to the device: queued where the caller holds them (m->inputs_held), else a copy
+// that returns when it is done (the caller may reuse its buffer at once).
+static void upload_input(GPT *m, int32_t *dst, const int32_t *src, size_t bytes) {
+    if (m->inputs_held) m->be->copy_enqueue(m->be, dst, src, bytes);
+    else m->be->copy(m->be, dst, src, bytes, COPY_H2D);
+}
+
 double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const int32_t *targets, const float *input,
                          float *output, int s, int b, StepCtx ctx, float grad_scale) {
     int L = m->cfg.layers;
@@ -865,11 +872,11 @@ double gpt_forward_chunk(GPT *m, int l0, int l1, const int32_t *tokens, const in
     if (rows > (size_t)m->cfg.seq * (size_t)m->cfg.batch)
         ctron_fatal("gpt_forward: %d×%d rows, the model holds %d×%d", s, b, m->cfg.seq, m->cfg.batch);
     if (l0 == 0 && tokens) {
-        m->be->copy(m->be, m->act->tokens, tokens, rows * sizeof(int32_t), COPY_H2D);
+        upload_input(m, m->act->tokens, tokens, rows * sizeof(int32_t));
         tokens = m->act->tokens;
     }
     if (l1 == L && targets) {
-        m->be->copy(m->be, m->act->targets, targets, rows * sizeof(int32_t), COPY_H2D);
+        upload_input(m, m->act->targets, targets, rows * sizeof(int32_t));
         targets = m->act->targets;
     }
     float *x = m->cfg.reversible ? rev_forward(m, tokens)   // two residual streams (model/reversible.c)

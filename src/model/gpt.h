@@ -250,6 +250,9 @@ typedef struct {
     void *work[ACT_COUNT + 1];    // fp32 working copy per name (+1: second ln1_in), allocated on first use
     size_t workspace_bytes;
     int defer_loss;               // gpt_forward leaves its loss for gpt_loss_take (set by the caller)
+    int inputs_held;              // the caller's tokens and targets are host_alloc memory it keeps unchanged
+                                  // until its next wait for the device: they go up without a wait (set by
+                                  // the caller, as defer_loss)
     double loss_pending;          // under TP, the deferred sum of the micro-batches' losses
     struct MemoState *memo;       // --memo's swap pool and stage (model/memo.h); NULL without memo layers
     struct RevProbe *rev_probe;   // reversible blocks, measurements only (model/reversible.h); NULL in training

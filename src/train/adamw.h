@@ -23,4 +23,9 @@ void adamw_step(AdamW *opt, GPT *m, float lr, float grad_scale);
 // opt->m/v[state_off ..].
 void adamw_tick(AdamW *opt);
 void adamw_update_range(AdamW *opt, GPT *m, float lr, float grad_scale, size_t lo, size_t hi, size_t state_off);
+// adamw_step with the clipping factor and the skip of the backend's last step_guard, decided on the
+// device (train/run_step.c, one process): ticks; a step the device skipped is taken back by adamw_untick
+// once the host has read the verdict.
+void adamw_step_guarded(AdamW *opt, GPT *m, float lr);
+void adamw_untick(AdamW *opt);
 #endif

@@ -36,9 +36,7 @@ int pipeline_init(Pipeline *pl, const PipeSpec *spec, int stage, CommGroup *pp, 
     pipe_units(spec, stage, pl->units);
     pl->contexts = pipe_assign_slots(pl->units, pl->n_units, pl->slot_of);
     pl->act_floats = act_floats;
-    size_t n_tok = (size_t)s * b * (size_t)spec->m;
-    pl->tokens = xmalloc(n_tok * sizeof(int32_t));
-    pl->targets = xmalloc(n_tok * sizeof(int32_t));
+    pl->step_tokens = (size_t)s * b * (size_t)spec->m;
     return pl->contexts;
 }
 
@@ -52,8 +50,10 @@ void pipeline_free(Pipeline *pl) {
     free(pl->layer_reqs);
     free(pl->units);
     free(pl->slot_of);
-    free(pl->tokens);
-    free(pl->targets);
+    if (pl->be) {
+        pl->be->host_free(pl->be, pl->tokens);
+        pl->be->host_free(pl->be, pl->targets);
+    }
     memset(pl, 0, sizeof *pl);
 }
 
@@ -62,9 +62,15 @@ size_t pipeline_buffer_bytes(const Pipeline *pl) {
 }
 
 // Boundary tensors live where the model's tensors do: on its backend, taken on first use.
+// The step's tokens and targets too, in host memory the device copies from without a wait (the
+// trainer's m->inputs_held).
 static void use_backend(Pipeline *pl, GPT *m) {
     if (!pl->be) pl->be = m->be;
     if (!pl->recv) pl->recv = pl->be->alloc(pl->be, pl->act_floats * sizeof(float));
+    if (!pl->tokens) {
+        pl->tokens = pl->be->host_alloc(pl->be, pl->step_tokens * sizeof(int32_t));
+        pl->targets = pl->be->host_alloc(pl->be, pl->step_tokens * sizeof(int32_t));
+    }
 }
 
 // A buffer to write the next boundary tensor into: one whose send has completed, or a new one (the
@@ -187,17 +193,17 @@ double pipeline_train_step(Pipeline *pl, GPT *m, const Dataset *ds, const PipeSt
             StepCtx ctx = {st->seed, (uint32_t)st->step, st->sample0 + (uint32_t)(u.mb * b), 1};
             const float *in = first ? NULL : take(pl, prev_stage(pl), tag_of(pl, g - 1, u.mb, DIR_FORWARD));
             PipeBuf *out = last ? NULL : free_buf(pl);
-            double t0 = backend_clock(m->be);
+            int t0 = phase_mark(st->marks);
             loss += gpt_forward_chunk(m, l0, l1, tokens, targets, in, out ? out->data : NULL, s, b, ctx, st->grad_scale);
-            pl->fwd_s += backend_clock(m->be) - t0;
+            phase_end(st->marks, PHASE_FORWARD, t0);
             release_local(pl, in);
             if (out) give(pl, out, next_stage(pl), tag_of(pl, g, u.mb, DIR_FORWARD));
         } else {
             const float *d_out = last ? NULL : take(pl, next_stage(pl), tag_of(pl, g + 1, u.mb, DIR_BACKWARD));
             PipeBuf *d_in = first ? NULL : free_buf(pl);
-            double t0 = backend_clock(m->be);
+            int t0 = phase_mark(st->marks);
             gpt_backward_chunk(m, l0, l1, tokens, d_out, d_in ? d_in->data : NULL);
-            pl->bwd_s += backend_clock(m->be) - t0;
+            phase_end(st->marks, PHASE_BACKWARD, t0);
             release_local(pl, d_out);
             if (d_in) give(pl, d_in, prev_stage(pl), tag_of(pl, g, u.mb, DIR_BACKWARD));
             if (pl->reduce_layers && u.mb == pl->spec.m - 1)

@@ -10,6 +10,7 @@
 #include "data/dataset.h"
 #include "model/gpt.h"
 #include "parallel/comm.h"
+#include "train/phase_marks.h"
 #include "train/pipe_schedule.h"
 
 // A boundary tensor [s_rank·b, h] on its way: sent to another stage (req), or kept for this rank's
@@ -37,8 +38,10 @@ typedef struct {
     int n_bufs;
     CommRequest *layer_reqs;      // layered: the per-layer all-reduces in flight
     int n_layer_reqs, cap_layer_reqs;
-    int32_t *tokens, *targets;    // [m][s·b]: this step's micro-batches
-    // This step: seconds blocked on receives (the bubble), computing, and per direction.
+    int32_t *tokens, *targets;    // [m][s·b]: this step's micro-batches (host_alloc, on first use)
+    size_t step_tokens;           // m·s·b
+    // This step: seconds blocked on receives (the bubble), computing, and per direction (fwd_s, bwd_s:
+    // the device's, from the step's PhaseMarks, set by the trainer after the step's wait).
     double wait_s, fwd_s, bwd_s;
 } Pipeline;
 
@@ -56,6 +59,7 @@ typedef struct {
     uint32_t samples_per_step;    // sequences of the whole step (every dp group)
     DataOrder order;
     float grad_scale;
+    PhaseMarks *marks;            // each unit's forward or backward, timed on the device
 } PipeStep;
 
 // One training step's forwards and backwards on this rank; gradients accumulate in m->grads. Returns

@@ -12,13 +12,15 @@
 #include "parallel/comm_device.h"
 #include "tokenizer/bpe.h"
 #include "train/adamw.h"
+#include "train/phase_marks.h"
 #include "train/pipeline.h"
 #include "train/run_peak.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
 #include "train/zero.h"
 
-// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer; and
+// Where a step's time goes: forward, backward (with what it recomputes), clipping + optimizer (the
+// device's seconds, from the step's PhaseMarks; with other ranks the optimizer's span their reductions); and
 // the bytes this rank moved, by collective and (TP) by purpose.
 typedef struct {
     double fwd, bwd, opt;
@@ -62,7 +64,8 @@ typedef struct {
     Zero zero_state, *zero;         // zero: ZeRO-1 (NULL: every rank keeps the whole AdamW state)
     AdamW opt;
     size_t *bad_counts;             // the guard's non-finite elements per tensor
-    int32_t *tokens, *targets;      // one micro-batch
+    int32_t *tokens, *targets;      // a step's micro-batches, [grad_accum][n_tok] (host_alloc)
+    PhaseMarks marks;               // the step's forwards and backwards, timed on the device
     // The schedule: steps start + 1 .. last, batch × grad_accum sequences per step on each dp group.
     LRSchedule sched;
     int start, last;

@@ -208,8 +208,9 @@ static void open_batches(TrainRun *r) {
     const TrainOptions *o = r->o;
     const GPTConfig *c = &o->model;
     r->n_tok = (size_t)c->seq * c->batch;
-    r->tokens = xmalloc(r->n_tok * sizeof(int32_t));
-    r->targets = xmalloc(r->n_tok * sizeof(int32_t));
+    // a slice per micro-batch, in host memory the device copies from without a wait (m->inputs_held)
+    r->tokens = r->m.be->host_alloc(r->m.be, r->n_tok * o->grad_accum * sizeof(int32_t));
+    r->targets = r->m.be->host_alloc(r->m.be, r->n_tok * o->grad_accum * sizeof(int32_t));
     r->seqs_per_rank = c->batch * o->grad_accum;
     r->flops = train_flops_per_step(c, o->grad_accum * r->nranks);
     FlopBlock blk = train_flop_block(c);
@@ -241,8 +242,11 @@ int run_open(TrainRun *r, const TrainOptions *o, Comm *comm) {
 }
 
 void run_close(TrainRun *r) {
-    free(r->tokens);
-    free(r->targets);
+    if (r->tokens) {   // (open_batches ran: the model's backend is open)
+        r->m.be->host_free(r->m.be, r->tokens);
+        r->m.be->host_free(r->m.be, r->targets);
+    }
+    phase_marks_free(&r->marks);
     if (r->has_model) {
         adamw_free(&r->opt);
         if (r->zero) zero_free(r->zero);   // before the model: its stage may be on the model's backend

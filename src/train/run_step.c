@@ -50,41 +50,56 @@ static void gather_stage_times(StepTimes *t, const Pipeline *pl, CommGroup *worl
 // The step's forwards and backwards, gradients accumulating: the pipeline schedule's units on this
 // stage with their transfers, or the micro-batches one after another. The step's sequences are
 // numbered across dp groups (group r holds r·batch·accum onwards), so data windows and dropout masks
-// are those of the one-process run with nranks × accum. Returns Σ loss over the rows (the pipeline's
-// last stage; without a pipeline the loss stays on the device until gpt_loss_take).
-static double forward_backward(TrainRun *r, int step, StepTimes *times) {
+// are those of the one-process run with nranks × accum. The loss stays on the device (m->defer_loss)
+// until the step's read-back; each micro-batch's tokens and targets have their own slice of the step's
+// host_alloc buffers, which go up without a wait (m->inputs_held); the phases are timed by device marks.
+static void forward_backward(TrainRun *r, int step) {
     const TrainOptions *o = r->o;
     const GPTConfig *c = &o->model;
     GPT *m = &r->m;
-    double loss_sum = 0.0;
     float grad_scale = 1.0f / ((float)r->n_tok * (float)o->grad_accum * (float)r->nranks);
+    phase_marks_start(&r->marks, m->be);
+    m->defer_loss = 1;
+    m->inputs_held = 1;
     if (r->pl) {
         PipeStep st = {o->seed, step, (uint32_t)(r->dp_rank * r->seqs_per_rank),
-                       (uint32_t)(r->seqs_per_rank * r->nranks), o->data_order, grad_scale};
-        loss_sum = pipeline_train_step(r->pl, m, &r->ds, &st);
+                       (uint32_t)(r->seqs_per_rank * r->nranks), o->data_order, grad_scale, &r->marks};
+        pipeline_train_step(r->pl, m, &r->ds, &st);
         guard_test_inject_nan(m, step, r->rank);
-        times->fwd = r->pl->fwd_s;
-        times->bwd = r->pl->bwd_s;
     }
-    m->defer_loss = !r->pl;   // the micro-batches' losses are read back once (gpt_loss_take)
     for (int mb = 0; !r->pl && mb < o->grad_accum; mb++) {
         StepCtx ctx = {o->seed, (uint32_t)step, (uint32_t)(r->dp_rank * r->seqs_per_rank + mb * c->batch), 1};
+        int32_t *tokens = r->tokens + (size_t)mb * r->n_tok, *targets = r->targets + (size_t)mb * r->n_tok;
         dataset_train_batch(&r->ds, c->seq, c->batch, o->data_order, o->seed, (uint32_t)step, ctx.sample0,
-                            (uint32_t)(r->seqs_per_rank * r->nranks), r->tokens, r->targets);
-        double f0 = backend_clock(m->be);
-        gpt_forward(m, r->tokens, r->targets, c->seq, c->batch, ctx, grad_scale);
-        double f1 = backend_clock(m->be);
-        gpt_backward(m, r->tokens, ctx);
+                            (uint32_t)(r->seqs_per_rank * r->nranks), tokens, targets);
+        int f0 = phase_mark(&r->marks);
+        gpt_forward(m, tokens, targets, c->seq, c->batch, ctx, grad_scale);
+        int f1 = phase_end(&r->marks, PHASE_FORWARD, f0);
+        gpt_backward(m, tokens, ctx);
+        phase_end(&r->marks, PHASE_BACKWARD, f1);
         guard_test_inject_nan(m, step, r->rank);
-        times->fwd += f1 - f0;
-        times->bwd += backend_clock(m->be) - f1;
     }
-    return loss_sum;
+    m->inputs_held = 0;
+}
+
+// After the step's wait: the forward, backward and optimizer seconds the device's marks say (and the
+// pipeline's per-stage figures from them).
+static void phase_times(TrainRun *r, StepTimes *times) {
+    double sec[PHASES];
+    phase_marks_seconds(&r->marks, sec);
+    times->fwd = sec[PHASE_FORWARD];
+    times->bwd = sec[PHASE_BACKWARD];
+    times->opt = sec[PHASE_OPTIMIZER];
+    if (r->pl) {
+        r->pl->fwd_s = times->fwd;
+        r->pl->bwd_s = times->bwd;
+        gather_stage_times(times, r->pl, r->world, r->o->tp, r->o->pp);
+    }
 }
 
 // The gradients summed where they are shared (SP's replicated tensors, the tied embedding over the
 // first and last stage, the dp groups or ZeRO's pieces), and the step's mean loss on every rank.
-static double reduce(TrainRun *r, double loss_sum) {
+static double reduce(TrainRun *r) {
     const TrainOptions *o = r->o;
     const GPTConfig *c = &o->model;
     GPT *m = &r->m;
@@ -95,7 +110,7 @@ static double reduce(TrainRun *r, double loss_sum) {
     if (r->zero) zero_reduce_scatter(r->zero, m->grads);
     else if (r->pl && r->pl->reduce_layers) pipeline_finish_dp(r->pl, m);   // layered: the layers' sums are under way
     else grads_allreduce_dp(r->dpg, m->grads, m->n_params);
-    if (!r->pl) loss_sum = gpt_loss_take(m);   // the step's one read-back of the loss
+    double loss_sum = gpt_loss_take(m);   // the step's one read-back of the loss
     m->defer_loss = 0;
     double loss_rows = loss_sum;   // the last stage has the loss: a double as two floats, over the pipeline
     if (o->pp > 1) {
@@ -134,7 +149,6 @@ static int skip_nonfinite(TrainRun *r, int step, const StepResult *s) {
 // AdamW on the clipped gradients; under ZeRO each rank updates the pieces it owns, then everyone gets
 // every piece.
 static void update(TrainRun *r, float lr, float clip_scale) {
-    r->bad_run = 0;
     if (!r->zero) {
         adamw_step(&r->opt, &r->m, lr, clip_scale);
         return;
@@ -145,6 +159,56 @@ static void update(TrainRun *r, float lr, float clip_scale) {
         adamw_update_range(&r->opt, &r->m, lr, clip_scale, lo, hi, off);
     zero_allgather(r->zero, r->m.params);
     gpt_params_changed(&r->m);
+}
+
+// One process (no TP, no ZeRO, one stage, one dp group): nothing the step decides needs another rank,
+// so the loss, the norm, the clipping factor and the guard's verdict stay on the device, and AdamW runs
+// or not on the device's word (step_guard); the host reads the loss and the norm once, at the end.
+static int device_decides(const TrainRun *r) {
+    return r->world->size == 1 && r->o->tp == 1 && r->o->pp == 1 && !r->zero;
+}
+
+// The step after forward_backward, on one process: one wait (step_take), after AdamW was queued (the
+// optimizer phase from mark o0). A step the device skipped (not finite) takes back AdamW's tick: its
+// bias corrections stay the last good step's.
+static int finish_on_device(TrainRun *r, int step, StepResult *s, int o0) {
+    const TrainOptions *o = r->o;
+    GPT *m = &r->m;
+    m->be->step_guard(m->be, m->grads, m->n_params, o->clip);
+    adamw_step_guarded(&r->opt, m, s->lr);
+    phase_end(&r->marks, PHASE_OPTIMIZER, o0);
+    double loss_sum, sumsq;
+    m->be->step_take(m->be, &loss_sum, &sumsq);   // the step's one wait
+    m->defer_loss = 0;
+    s->loss = loss_sum / ((double)r->n_tok * o->grad_accum * r->nranks);
+    s->norm = sqrt(sumsq);
+    if (isfinite(s->loss) && isfinite(s->norm)) {
+        r->bad_run = 0;
+        return 0;
+    }
+    adamw_untick(&r->opt);
+    s->times.skipped = 1;
+    return skip_nonfinite(r, step, s) != 0 ? 3 : 0;
+}
+
+// The step after forward_backward, with other ranks: the loss and the norm are summed over them on the
+// host, which decides (reading the norm waits for the device on every rank). The optimizer phase, from
+// mark o0, spans the reductions and the update.
+static int finish_on_host(TrainRun *r, int step, StepResult *s, int o0) {
+    const TrainOptions *o = r->o;
+    GPT *m = &r->m;
+    s->loss = reduce(r);
+    s->norm = grads_global_norm(m, r->zero, r->tpg, r->dpg, &r->grid.pp_group);
+    float clip_scale = grad_clip_scale(s->norm, o->clip);
+    if (!isfinite(s->loss) || !isfinite(s->norm)) {
+        phase_end(&r->marks, PHASE_OPTIMIZER, o0);
+        s->times.skipped = 1;
+        return skip_nonfinite(r, step, s) != 0 ? 3 : 0;
+    }
+    r->bad_run = 0;
+    update(r, s->lr, clip_scale);
+    phase_end(&r->marks, PHASE_OPTIMIZER, o0);
+    return 0;
 }
 
 int run_step(TrainRun *r, int step, StepResult *s) {
@@ -161,20 +225,13 @@ int run_step(TrainRun *r, int step, StepResult *s) {
     if (pool) moved_before = offload_pool_stats(pool);
     reset_comm_stats(r->world, &r->grid);
     memset(m->comm_bytes, 0, sizeof m->comm_bytes);
-    double loss_sum = forward_backward(r, step, &s->times);
+    forward_backward(r, step);
     guard_test_slow_step();
-    double o0 = now_seconds();
-    if (r->pl) gather_stage_times(&s->times, r->pl, r->world, o->tp, o->pp);
-    s->loss = reduce(r, loss_sum);
-    s->norm = grads_global_norm(m, r->zero, r->tpg, r->dpg, &r->grid.pp_group);
-    float clip_scale = grad_clip_scale(s->norm, o->clip);
-    if (!isfinite(s->loss) || !isfinite(s->norm)) {
-        s->times.skipped = 1;
-        if (skip_nonfinite(r, step, s) != 0) return 3;
-    } else {
-        update(r, s->lr, clip_scale);
-    }
-    s->times.opt = now_seconds() - o0;
+    int o0 = phase_mark(&r->marks);
+    int rc = device_decides(r) ? finish_on_device(r, step, s, o0) : finish_on_host(r, step, s, o0);
+    if (rc != 0) return rc;
+    // the device's phase seconds (with other ranks the update is read after its last mark: one more wait)
+    phase_times(r, &s->times);
     s->times.comm = step_comm_stats(r->world, &r->grid);   // before validation, which communicates too
     memcpy(s->times.tp_bytes, m->comm_bytes, sizeof s->times.tp_bytes);
     s->step_s = now_seconds() - t0;

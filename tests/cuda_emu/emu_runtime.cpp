@@ -4,10 +4,16 @@
 // told to wait for, only when the host synchronises (a stream, an event, the device, a copy to pageable
 // memory, cudaFree). So a missing cudaStreamWaitEvent between two streams, or a host read of a pinned
 // buffer before its copy was waited for, changes what is read, as it may on the GPU.
+// Every call that makes the host wait for the device (a synchronisation, a copy to pageable memory,
+// cudaMemcpy, cudaMemset, cudaFree) adds one to a counter, ct_emu_host_waits() (emu_waits.h), whether or
+// not work was pending: what a test of a step's waits counts. An event records, when its stream reaches
+// it, the host's monotonic clock (cudaEventElapsedTime: the emulated device's time between two records).
 // Differences from libcudart, on purpose: created streams act as cudaStreamNonBlocking (no implicit
 // sync with the legacy stream); nothing runs concurrently (one global lock), so what the GPU leaves to
 // timing always resolves here to "as late as allowed".
+#include <time.h>
 #include <algorithm>
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -19,13 +25,15 @@
 #include "cuda_emu.h"
 #include "emu_internal.h"
 #include "emu_stream.h"
+#include "emu_waits.h"
 
 namespace ct_emu {
 namespace {
 struct Stream;
-struct Ticket {   // one cudaEventRecord: done once the stream reaches it
+struct Ticket {   // one cudaEventRecord: done once the stream reaches it, at `seconds`
     Stream *stream;
     bool done;
+    double seconds;
 };
 struct Item {
     enum Kind { WORK, RECORD, WAIT } kind;
@@ -53,6 +61,14 @@ std::vector<Event *> events;
 std::map<uintptr_t, Allocation> allocs;
 size_t device_used = 0;
 thread_local cudaError_t last_error = cudaSuccess;
+std::atomic<unsigned long long> host_waits{0};
+
+void count_wait() { host_waits.fetch_add(1, std::memory_order_relaxed); }
+double monotonic_seconds() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 size_t device_total() {
     static size_t total = [] {
@@ -106,7 +122,10 @@ void drain(Stream *s, const Ticket *until = nullptr) {
         Item it = std::move(s->q.front());
         s->q.pop_front();
         if (it.kind == Item::WORK) it.work();
-        else if (it.kind == Item::RECORD) it.ticket->done = true;
+        else if (it.kind == Item::RECORD) {
+            it.ticket->done = true;
+            it.ticket->seconds = monotonic_seconds();
+        }
         else if (!it.ticket->done) {
             drain(it.ticket->stream, it.ticket.get());
             if (!it.ticket->done) api_fatal("a stream waits for an event that its stream can never reach");
@@ -208,6 +227,7 @@ using namespace ct_emu;
 #define LOCK std::lock_guard<std::recursive_mutex> lock_(mu)
 
 extern "C" {
+unsigned long long ct_emu_host_waits(void) { return host_waits.load(std::memory_order_relaxed); }
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
     last_error = cudaSuccess;
@@ -302,6 +322,7 @@ cudaError_t cudaMallocHost(void **p, size_t n) {
 static cudaError_t free_any(void *p, bool pinned, const char *api) {
     if (!p) return cudaSuccess;
     LOCK;
+    count_wait();
     drain_all();   // cudaFree waits for the device
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end() || it->second.pinned != pinned)
@@ -328,6 +349,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     LOCK;
     Stream *st = stream_of(s);
     if (!st || st == &legacy) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p): no such stream", (void *)s);
+    count_wait();
     drain(st);   // its work still completes
     streams.erase(std::find(streams.begin(), streams.end(), st));
     delete st;
@@ -337,12 +359,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     LOCK;
     Stream *st = stream_of(s);
     if (!st) return fail(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize(%p): no such stream", (void *)s);
+    count_wait();
     drain(st);
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
 cudaError_t cudaDeviceSynchronize(void) {
     LOCK;
+    count_wait();
     drain_all();
     return cudaSuccess;
 }
@@ -373,7 +397,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     Stream *st = stream_of(s);
     if (!ev || !st) return fail(cudaErrorInvalidResourceHandle, "cudaEventRecord(%p, %p): no such event or stream",
                                 (void *)e, (void *)s);
-    ev->last = std::make_shared<Ticket>(Ticket{st, false});
+    ev->last = std::make_shared<Ticket>(Ticket{st, false, 0.0});
     st->q.push_back(Item{Item::RECORD, nullptr, ev->last, "cudaEventRecord"});
     return cudaSuccess;
 }
@@ -392,10 +416,22 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     LOCK;
     Event *ev = event_of(e);
     if (!ev) return fail(cudaErrorInvalidResourceHandle, "cudaEventSynchronize(%p): no such event", (void *)e);
+    count_wait();
     if (ev->last && !ev->last->done) drain(ev->last->stream, ev->last.get());
     return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+// As libcudart: both events recorded and reached (else cudaErrorNotReady: it does not wait), in ms.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    LOCK;
+    Event *a = event_of(start), *b = event_of(end);
+    if (!a || !b) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime(%p, %p): no such event",
+                              (void *)start, (void *)end);
+    if (!a->last || !b->last) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event never recorded");
+    if (!a->last->done || !b->last->done) return cudaErrorNotReady;
+    *ms = (float)((b->last->seconds - a->last->seconds) * 1e3);
+    return cudaSuccess;
+}
 
 // Copies check that the device side lies inside one allocation. From pageable host memory the source
 // is read at the call (the runtime stages it); to pageable host memory the call returns when the copy
@@ -423,14 +459,19 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
         return cudaSuccess;
     }
     submit(st, [dst, src, n]() { memmove(dst, src, n); }, "cudaMemcpyAsync");
-    if (!dst_dev && !in_pinned(dst, n)) drain(st);   // pageable destination: synchronous
+    if (!dst_dev && !in_pinned(dst, n)) {   // pageable destination: synchronous
+        count_wait();
+        drain(st);
+    }
     return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
     LOCK;
+    unsigned long long before = host_waits.load();
     drain_all();
     cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
     drain(&legacy);
+    host_waits.store(before + 1);   // one wait, whatever cudaMemcpyAsync counted
     return e;
 }
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
@@ -446,6 +487,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
 cudaError_t cudaMemset(void *p, int v, size_t n) {
     LOCK;
     cudaError_t e = cudaMemsetAsync(p, v, n, nullptr);
+    count_wait();
     drain_all();
     return e;
 }

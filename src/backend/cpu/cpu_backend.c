@@ -2,6 +2,7 @@
 // OpenMP). Under mixed precision the GEMM inputs are converted to bf16 in the backend's scratch
 // (two growable buffers: a GEMM reads at most two converted operands) and the weights come as
 // their bf16 copies.
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,11 @@ typedef struct {
     uint16_t *scratch[2];
     size_t cap[2];   // elements
     double loss_microbatch, loss_step;   // the deferred loss (crossentropy_deferred)
+    double *marks;                       // mark's times (the monotonic clock), n_marks of cap_marks
+    int n_marks, cap_marks;
+    double guard_sumsq;                  // the last step_guard: Σ g², its clipping factor and verdict
+    float guard_scale;
+    int guard_skip;
 } CpuImpl;
 
 static uint16_t *scratch(Backend *be, int slot, size_t elems) {
@@ -374,6 +380,47 @@ static void be_tensor_stats_multi(Backend *be, const float *const *x, const size
         if (nonfinite) nonfinite[i] = cpu_count_nonfinite(x[i], n[i]);
     }
 }
+// ---- a step without host waits: on the CPU nothing is queued, so each is done at the call
+static int cpu_mark(Backend *be) {
+    CpuImpl *c = be->impl;
+    if (c->n_marks == c->cap_marks) {
+        int cap = c->cap_marks ? 2 * c->cap_marks : 64;
+        double *grown = xmalloc((size_t)cap * sizeof *grown);
+        if (c->n_marks) memcpy(grown, c->marks, (size_t)c->n_marks * sizeof *grown);
+        free(c->marks);
+        c->marks = grown;
+        c->cap_marks = cap;
+    }
+    c->marks[c->n_marks] = now_seconds();
+    return c->n_marks++;
+}
+static double cpu_mark_seconds(Backend *be, int from, int to) {
+    const CpuImpl *c = be->impl;
+    if (from < 0 || to < 0 || from >= c->n_marks || to >= c->n_marks)
+        ctron_fatal("mark_seconds(%d, %d): %d marks since marks_reset", from, to, c->n_marks);
+    return c->marks[to] - c->marks[from];
+}
+static void cpu_marks_reset(Backend *be) { ((CpuImpl *)be->impl)->n_marks = 0; }
+static void cpu_copy_enqueue(Backend *be, void *dst, const void *src, size_t bytes) {
+    cpu_copy(be, dst, src, bytes, COPY_H2D);
+}
+static void cpu_step_guard(Backend *be, const float *g, size_t n, float max_norm) {
+    CpuImpl *c = be->impl;
+    c->guard_sumsq = cpu_sum_squares(g, n);
+    double norm = sqrt(c->guard_sumsq);
+    c->guard_scale = backend_clip_scale(norm, max_norm);
+    c->guard_skip = !isfinite(c->loss_step) || !isfinite(norm);
+}
+static void cpu_adamw_update_guarded(Backend *be, const AdamWSlice *t, int count, float lr, float beta1, float beta2,
+                                     float eps, float bc1, float bc2) {
+    const CpuImpl *c = be->impl;
+    if (!c->guard_skip) be_adamw_update_multi(be, t, count, lr, beta1, beta2, eps, bc1, bc2, c->guard_scale);
+}
+static void cpu_step_take(Backend *be, double *loss_sum, double *sumsq) {
+    *loss_sum = be_loss_take(be);
+    *sumsq = ((const CpuImpl *)be->impl)->guard_sumsq;
+}
+
 // The CPU's peak is measured (util/peak.h), not known: 0.
 static double cpu_peak_flops(const Backend *be, Precision precision, char *source, size_t sourcelen) {
     (void)be; (void)precision;
@@ -487,6 +534,9 @@ static const Backend cpu_table = {
     .loss_take = be_loss_take, .embedding_vocab_forward16 = be_embedding_vocab_forward16,
     .dropout_mask_cols = be_dropout_mask_cols,
     .flash_attention_forward_rows = be_flash_attention_forward_rows,
+    .mark = cpu_mark, .mark_seconds = cpu_mark_seconds, .marks_reset = cpu_marks_reset,
+    .copy_enqueue = cpu_copy_enqueue, .step_guard = cpu_step_guard, .adamw_update_guarded = cpu_adamw_update_guarded,
+    .step_take = cpu_step_take,
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {
@@ -502,5 +552,6 @@ void backend_cpu_close(Backend *be) {
     CpuImpl *c = be->impl;
     free(c->scratch[0]);
     free(c->scratch[1]);
+    free(c->marks);
     free(c);
 }

@@ -129,6 +129,41 @@ static void cuda_memset(Backend *be, void *p, int byte, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, byte, bytes, cuda_stream(be)));
 }
 static void cuda_synchronize(Backend *be) { CUDA_CHECK(cudaStreamSynchronize(cuda_stream(be))); }
+// From host_alloc (pinned) memory, which the caller keeps until its next wait: no staging, no wait.
+static void cuda_copy_enqueue(Backend *be, void *dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream(be)));
+}
+// ---- the device's clock: an event per mark, re-recorded after each marks_reset (the step's wait came
+// between, so none is still pending when it is recorded again)
+static int cuda_mark(Backend *be) {
+    CudaImpl *c = cuda_impl(be);
+    if (c->n_marks == c->cap_marks) {
+        int cap = c->cap_marks ? 2 * c->cap_marks : 64;
+        cudaEvent_t *grown = xmalloc((size_t)cap * sizeof *grown);
+        if (c->n_marks) memcpy(grown, c->marks, (size_t)c->n_marks * sizeof *grown);
+        for (int i = c->cap_marks; i < cap; i++) CUDA_CHECK(cudaEventCreate(&grown[i]));
+        free(c->marks);
+        c->marks = grown;
+        c->cap_marks = cap;
+    }
+    CUDA_CHECK(cudaEventRecord(c->marks[c->n_marks], c->stream));
+    return c->n_marks++;
+}
+static double cuda_mark_seconds(Backend *be, int from, int to) {
+    CudaImpl *c = cuda_impl(be);
+    if (from < 0 || to < 0 || from >= c->n_marks || to >= c->n_marks)
+        ctron_fatal("mark_seconds(%d, %d): %d marks since marks_reset", from, to, c->n_marks);
+    float ms = 0.0f;
+    cudaError_t e = cudaEventElapsedTime(&ms, c->marks[from], c->marks[to]);
+    if (e == cudaErrorNotReady) {   // read before a wait (not the trainer's way): wait for it
+        (void)cudaGetLastError();
+        CUDA_CHECK(cudaEventSynchronize(c->marks[to]));
+        e = cudaEventElapsedTime(&ms, c->marks[from], c->marks[to]);
+    }
+    CUDA_CHECK(e);
+    return 1e-3 * (double)ms;
+}
+static void cuda_marks_reset(Backend *be) { cuda_impl(be)->n_marks = 0; }
 // Pinned, so copies to and from it run on the copy engine at full speed and asynchronously.
 static void *cuda_host_alloc(Backend *be, size_t bytes) {
     void *p = NULL;
@@ -204,6 +239,9 @@ static const Backend cuda_table = {
     .crossentropy_deferred = cuda_crossentropy_deferred, .loss_end_microbatch = cuda_loss_end_microbatch,
     .loss_take = cuda_loss_take, .embedding_vocab_forward16 = cuda_embedding_vocab_forward16,
     .dropout_mask_cols = cuda_dropout_mask_cols,
+    .mark = cuda_mark, .mark_seconds = cuda_mark_seconds, .marks_reset = cuda_marks_reset,
+    .copy_enqueue = cuda_copy_enqueue, .step_guard = cuda_step_guard, .adamw_update_guarded = cuda_adamw_update_guarded,
+    .step_take = cuda_step_take,
 };
 
 // "cuda" or "cuda:N" → N (0 for "cuda": the open picks the rank's GPU), or -1 when the text is neither.
@@ -275,6 +313,8 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     c->host_result_cap = 4096;
     CUDA_CHECK(cudaMalloc((void **)&c->loss_sums, 2 * sizeof(double)));
     CUDA_CHECK(cudaMemsetAsync(c->loss_sums, 0, 2 * sizeof(double), c->stream));
+    CUDA_CHECK(cudaMalloc((void **)&c->guard, sizeof(CudaStepGuard)));
+    CUDA_CHECK(cudaMemsetAsync(c->guard, 0, sizeof(CudaStepGuard), c->stream));
     Backend *be = xmalloc(sizeof *be);
     *be = cuda_table;
     be->precision = precision;
@@ -294,6 +334,9 @@ void backend_cuda_close(Backend *be) {
     cudaFree(c->lt_workspace);
     cudaFreeHost(c->host_result);
     cudaFree(c->loss_sums);
+    cudaFree(c->guard);
+    for (int i = 0; i < c->cap_marks; i++) cudaEventDestroy(c->marks[i]);
+    free(c->marks);
     cublasLtDestroy(c->lt);
     cudaStreamDestroy(c->stream);
     cudaStreamDestroy(c->copy_stream);

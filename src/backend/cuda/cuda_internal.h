@@ -32,6 +32,14 @@ typedef struct {
     size_t bytes, cap;
 } CudaTable;
 
+// The step's guard on the device (optim.cu's step_guard): Σ g², the clipping factor AdamW reads and
+// whether the step is skipped.
+typedef struct {
+    double sumsq;
+    float scale;
+    int skip;
+} CudaStepGuard;
+
 typedef struct {
     int device;
     struct cudaDeviceProp prop;
@@ -47,6 +55,9 @@ typedef struct {
     size_t host_result_cap;     // the multi-tensor statistics, 16 bytes a tensor)
     CudaTable tables[CUDA_TABLES];
     double *loss_sums;          // device: the deferred loss, [0] the micro-batch's sum, [1] the step's
+    CudaStepGuard *guard;       // device: the last step_guard's
+    cudaEvent_t *marks;         // mark's events (timing on), n_marks recorded since marks_reset of cap_marks
+    int n_marks, cap_marks;
     size_t live_bytes;          // what alloc has handed out and free not yet taken back
 } CudaImpl;
 

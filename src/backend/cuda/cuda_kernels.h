@@ -145,6 +145,10 @@ void cuda_adamw_update_multi(Backend *be, const AdamWSlice *slices, int count, f
                              float eps, float bc1, float bc2, float grad_scale);
 void cuda_tensor_stats_multi(Backend *be, const float *const *x, const size_t *n, int count, double *sumsq,
                              size_t *nonfinite);
+void cuda_step_guard(Backend *be, const float *g, size_t n, float max_norm);
+void cuda_adamw_update_guarded(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1, float beta2,
+                               float eps, float bc1, float bc2);
+void cuda_step_take(Backend *be, double *loss_sum, double *sumsq);
 
 // ---- cuda_backend.c (the device's datasheet peak, backend/gpu_peaks.h)
 double cuda_peak_flops(const Backend *be, Precision precision, char *source, size_t sourcelen);

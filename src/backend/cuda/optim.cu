@@ -238,6 +238,48 @@ extern "C" double cuda_sum_squares(Backend *be, const float *x, size_t n) {
     return *h;
 }
 
+// ---- the step's guard (backend.h's step_guard): Σ g² as cuda_sum_squares sums it, then one thread
+// derives the clipping factor and the verdict from it and the step's loss sum, so that AdamW reads them
+// on the device and the host reads them back once, at the step's end.
+// guard [1] (grid 1, block 1): backend_clip_scale's expression in double, the same IEEE operations.
+static __global__ void step_guard_kernel(CudaStepGuard *guard, const double *loss_step, float max_norm) {
+    const double norm = sqrt(guard->sumsq);
+    guard->scale = max_norm <= 0.0f || !(norm > max_norm) ? 1.0f : (float)(max_norm / (norm + 1e-6));
+    guard->skip = !isfinite(*loss_step) || !isfinite(norm);
+}
+
+extern "C" void cuda_step_guard(Backend *be, const float *g, size_t n, float max_norm) {
+    cudaStream_t st = cuda_stream(be);
+    CudaImpl *c = cuda_impl(be);
+    if (n) {
+        size_t per;
+        unsigned chunks;
+        red_plan(n, &per, &chunks);
+        double *d = (double *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, (1 + (size_t)RED_BLOCKS) * sizeof(double));
+        sumsq_chunks_kernel<<<chunks, RED_THREADS, 0, st>>>(d + 1, g, n, per);
+        CUDA_LAUNCHED();
+        sumsq_final_kernel<<<1, RED_BLOCKS, 0, st>>>(&c->guard->sumsq, d + 1, chunks);
+        CUDA_LAUNCHED();
+    } else {
+        CUDA_CHECK(cudaMemsetAsync(&c->guard->sumsq, 0, sizeof(double), st));
+    }
+    step_guard_kernel<<<1, 1, 0, st>>>(c->guard, c->loss_sums + 1, max_norm);
+    CUDA_LAUNCHED();
+}
+
+// The step's one wait: the loss sum (then 0, as cuda_loss_take) and Σ g², into pinned memory.
+extern "C" void cuda_step_take(Backend *be, double *loss_sum, double *sumsq) {
+    cudaStream_t st = cuda_stream(be);
+    CudaImpl *c = cuda_impl(be);
+    double *h = (double *)cuda_host_result(be, 2 * sizeof(double));
+    CUDA_CHECK(cudaMemcpyAsync(h, c->loss_sums + 1, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemcpyAsync(h + 1, &c->guard->sumsq, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_CHECK(cudaMemsetAsync(c->loss_sums + 1, 0, sizeof(double), st));
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    *loss_sum = h[0];
+    *sumsq = h[1];
+}
+
 extern "C" size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n) {
     if (!n) return 0;
     size_t per;
@@ -293,8 +335,7 @@ static size_t mt_cut(const size_t *n, size_t stride, int count, MtChunk *chunks,
 
 // The chunk `blockIdx.x` of the table (slices, then chunks) with the shared arguments; each element as
 // adamw_update's kernels do it (adamw_elem), float4 where p, g, m, v line up, so the bits are theirs.
-static __global__ void __launch_bounds__(MT_THREADS)
-    adamw_multi_kernel(const MtSlice *slices, const MtChunk *chunks, AdamWArgs a) {
+static __device__ __forceinline__ void adamw_multi_chunk(const MtSlice *slices, const MtChunk *chunks, AdamWArgs a) {
     const MtChunk c = chunks[blockIdx.x];
     const MtSlice t = slices[c.tensor];
     a.wd = t.wd;
@@ -316,22 +357,54 @@ static __global__ void __launch_bounds__(MT_THREADS)
     if (threadIdx.x < head) adamw_one(p, w16, g, m, v, threadIdx.x, a);
     for (size_t e = head + 4 * n4 + threadIdx.x; e < n; e += blockDim.x) adamw_one(p, w16, g, m, v, e, a);
 }
+static __global__ void __launch_bounds__(MT_THREADS)
+    adamw_multi_kernel(const MtSlice *slices, const MtChunk *chunks, AdamWArgs a) {
+    adamw_multi_chunk(slices, chunks, a);
+}
+// The same with the step guard's factor, or nothing where it skips the step.
+static __global__ void __launch_bounds__(MT_THREADS)
+    adamw_guarded_kernel(const MtSlice *slices, const MtChunk *chunks, AdamWArgs a, const CudaStepGuard *guard) {
+    if (guard->skip) return;
+    a.gs = guard->scale;
+    adamw_multi_chunk(slices, chunks, a);
+}
 
-extern "C" void cuda_adamw_update_multi(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1,
-                                        float beta2, float eps, float bc1, float bc2, float grad_scale) {
-    if (count <= 0) return;
-    size_t chunks = mt_cut(&slices[0].n, sizeof(AdamWSlice), count, NULL, NULL);
-    if (!chunks) return;
-    size_t tab = (size_t)count * sizeof(MtSlice), bytes = tab + chunks * sizeof(MtChunk);
+// The device table of the slices and their chunks (uploaded when it changes); *chunks: how many.
+static const char *adamw_table(Backend *be, const AdamWSlice *slices, int count, size_t *chunks, size_t *tab) {
+    *chunks = mt_cut(&slices[0].n, sizeof(AdamWSlice), count, NULL, NULL);
+    *tab = (size_t)count * sizeof(MtSlice);
+    if (!*chunks) return NULL;
+    size_t bytes = *tab + *chunks * sizeof(MtChunk);
     char *host = (char *)malloc(bytes);
     if (!host) cuda_fail("adamw_update_multi", "cannot allocate the host table", __FILE__, __LINE__);
     for (int i = 0; i < count; i++) {
         const AdamWSlice *s = &slices[i];
         ((MtSlice *)host)[i] = MtSlice{s->p, s->w16, s->g, s->m, s->v, s->n, s->wd, 0.0f};
     }
-    mt_cut(&slices[0].n, sizeof(AdamWSlice), count, (MtChunk *)(host + tab), NULL);
+    mt_cut(&slices[0].n, sizeof(AdamWSlice), count, (MtChunk *)(host + *tab), NULL);
     const char *dev = (const char *)cuda_upload_table(be, CUDA_TABLE_ADAMW, host, bytes);
     free(host);
+    return dev;
+}
+
+extern "C" void cuda_adamw_update_guarded(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1,
+                                          float beta2, float eps, float bc1, float bc2) {
+    if (count <= 0) return;
+    size_t chunks, tab;
+    const char *dev = adamw_table(be, slices, count, &chunks, &tab);
+    if (!dev) return;
+    AdamWArgs a = {lr, beta1, beta2, eps, 0.0f, bc1, bc2, 1.0f};
+    adamw_guarded_kernel<<<(unsigned)chunks, MT_THREADS, 0, cuda_stream(be)>>>(
+        (const MtSlice *)dev, (const MtChunk *)(dev + tab), a, cuda_impl(be)->guard);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_adamw_update_multi(Backend *be, const AdamWSlice *slices, int count, float lr, float beta1,
+                                        float beta2, float eps, float bc1, float bc2, float grad_scale) {
+    if (count <= 0) return;
+    size_t chunks, tab;
+    const char *dev = adamw_table(be, slices, count, &chunks, &tab);
+    if (!dev) return;
     AdamWArgs a = {lr, beta1, beta2, eps, 0.0f, bc1, bc2, grad_scale};
     adamw_multi_kernel<<<(unsigned)chunks, MT_THREADS, 0, cuda_stream(be)>>>((const MtSlice *)dev,
                                                                             (const MtChunk *)(dev + tab), a);
