@@ -196,6 +196,30 @@ static void test_ce_whole(Backend *gpu, Backend *cpu, int n, int v, float gs) {
     free(ref_rl); free(ref_lse); free(ref_g);
 }
 
+// A NaN logit in one row: that row's loss is NaN on both backends (the step guard reads the loss), and
+// the other rows keep their values.
+static void test_ce_nan_logit(Backend *gpu, Backend *cpu, int n, int v) {
+    char what[160];
+    size_t nv = (size_t)n * v;
+    float *z, *cpu_rl = malloc((size_t)n * sizeof(float));
+    int32_t *tg;
+    make_ce_inputs(n, v, &z, &tg);
+    z[(size_t)v + v / 2] = NAN;   // row 1, not its target
+    float *cpu_z = dup_floats(z, nv);
+    double cpu_loss = cpu->crossentropy_forward_backward(cpu, cpu_z, tg, cpu_rl, n, v, 1.0f);
+    int32_t *d_t = dev_upload(gpu, tg, (size_t)n * sizeof(int32_t));
+    float *d_z = dev_floats(gpu, z, nv), *d_rl = dev_poisoned(gpu, (size_t)n * sizeof(float));
+    double loss = gpu->crossentropy_forward_backward(gpu, d_z, d_t, d_rl, n, v, 1.0f);
+    float *g_rl = host_download(gpu, d_rl, (size_t)n * sizeof(float));
+    snprintf(what, sizeof what, "crossentropy_forward_backward n=%d v=%d, a NaN logit in row 1", n, v);
+    CHECK(isnan(cpu_loss) && isnan(loss) && isnan(cpu_rl[1]) && isnan(g_rl[1]),
+          "%s: loss %g (CPU %g), row 1 %g (CPU %g), want NaN", what, loss, cpu_loss, g_rl[1], cpu_rl[1]);
+    for (int r = 0; r < n; r++)
+        if (r != 1) CHECK(rel_diff(g_rl[r], cpu_rl[r]) <= 1e-6, "%s: row %d %g, CPU %g", what, r, g_rl[r], cpu_rl[r]);
+    gpu->free(gpu, d_t); gpu->free(gpu, d_z); gpu->free(gpu, d_rl);
+    free(z); free(tg); free(cpu_z); free(cpu_rl); free(g_rl);
+}
+
 // ---- the vocabulary-parallel trio, t ranks of vl columns each on one device
 // The model's vocabulary is n_valid ≤ t·vl; the padded columns hold 1e4 (they would dominate any
 // sum that took them in). Compared with the CPU's trio and with the whole-vocabulary GPU kernel.
@@ -731,6 +755,7 @@ int main(void) {
     test_ce_whole(gpu, cpu, 37, 1001, 0.37f);
     test_ce_whole(gpu, cpu, 64, 50304, 1.0f / 64.0f);
     test_ce_whole(gpu, cpu, 3, 7, 2.0f);   // fewer columns than one warp's groups
+    test_ce_nan_logit(gpu, cpu, 9, 1001);
 
     test_vocab_parallel(gpu, cpu, 37, 1001, 2, 501, 0.37f);      // one padded column on rank 1
     test_vocab_parallel(gpu, cpu, 37, 1001, 3, 334, 0.5f);       // t = 3, one padded column

@@ -87,8 +87,9 @@ static __device__ __forceinline__ void ce_row_stats(const float *z, int k, float
         }
     }
     float M = block_max(m, red);
-    // a thread without columns (s = 0, m = −inf) adds nothing
-    float part = s > 0.0f ? s * ctron_expf(m - M) : 0.0f;
+    // a thread without columns (s = 0, m = −inf) adds nothing; a NaN sum (a NaN logit) is carried into
+    // the row's loss, as on the CPU (`s > 0` would drop it and report a finite loss)
+    float part = s != 0.0f ? s * ctron_expf(m - M) : 0.0f;
     float S = block_sum(part, red);
     *max_out = M;
     *sum_out = S;
