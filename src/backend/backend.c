@@ -41,11 +41,6 @@ Backend *backend_open(const char *name, Precision precision, char *err, size_t e
     return NULL;
 }
 
-double backend_clock(Backend *be) {
-    if (!be->host_addressable) be->synchronize(be);
-    return now_seconds();
-}
-
 float backend_clip_scale(double norm, float max_norm) {
     if (max_norm <= 0.0f || !(norm > max_norm)) return 1.0f;
     return (float)(max_norm / (norm + 1e-6));

@@ -298,11 +298,6 @@ typedef struct BackendCollectives {
 // with err when the name is unknown, no such device is there, or the precision cannot run on it.
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen);
 void backend_close(Backend *be);
-// The monotonic clock once the backend has run everything queued so far (a device runs kernels after
-// the host has queued them: a phase timed without the wait is its queueing time). A wait on a device:
-// the trainer no longer reads it inside a step; it times its phases with be->mark, whose events are read
-// after the step's one wait (docs/PERFORMANCE.md, "Host waits"). On the CPU no wait at all.
-double backend_clock(Backend *be);
 // The gradient clipping factor: max_norm / (norm + 1e-6) when norm > max_norm, else 1 (max_norm <= 0:
 // off; a NaN norm: 1). A GPU's step_guard computes the same expression on the device.
 float backend_clip_scale(double norm, float max_norm);
