@@ -96,8 +96,8 @@ def run_floor(binary, gemms, repeats):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="S-llama")
-    ap.add_argument("--modes", default="full,lora,lora-fa")
+    ap.add_argument("--config", default="S-llama", choices=sorted(rb.CONFIGS))
+    ap.add_argument("--modes", default="full,lora,lora-fa", help="comma-separated: full, lora, lora-fa")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--binary", default=os.path.join(rb.ROOT, "build", "tests", "gemm_floor"))
@@ -108,16 +108,30 @@ def main(argv):
     ap.add_argument("--out-dir", default=os.path.join(rb.HERE, "results"))
     a = ap.parse_args(argv)
     c = rb.CONFIGS[a.config]
+    modes = a.modes.split(",")
+    for mode in modes:
+        if mode not in ("full", "lora", "lora-fa"):
+            ap.error(f"--modes: expected full, lora or lora-fa, got '{mode}'")
+    if a.rank < 1 or a.repeats < 1:
+        ap.error(f"--rank and --repeats: expected positive integers, got {a.rank} and {a.repeats}")
+    if not os.access(a.binary, os.X_OK):
+        ap.error(f"--binary: {a.binary} is not an executable (build it: cmake --build build --target gemm_floor)")
     peers = {}
     for p in a.peer:
         mode, _, sec = p.partition("=")
-        peers.setdefault(mode, []).append(float(sec))
+        try:
+            value = float(sec)
+        except ValueError:
+            value = -1.0
+        if mode not in modes or not value > 0:
+            ap.error(f"--peer: expected MODE=CPU_SECONDS with MODE one of {a.modes} and seconds > 0, got '{p}'")
+        peers.setdefault(mode, []).append(value)
     lines = [f"# GEMM floor of a {a.config} step on one core (`bench/gemm_floor.py`)", "",
              f"config {a.config}: {json.dumps(c)}; LoRA rank {a.rank} on every site", "",
              "| mode | GEMM GFLOP | floor CPU s | floor GFLOP/s | peer CPU s | peer / floor (the most any "
              "implementation can gain) |", "|---|---:|---:|---:|---|---|"]
     result = {"config": a.config, "rank": a.rank, "modes": {}}
-    for mode in a.modes.split(","):
+    for mode in modes:
         rows, (gflop, sec) = run_floor(a.binary, step_gemms(c, mode, a.rank), a.repeats)
         result["modes"][mode] = dict(rows=rows, gflop=gflop, seconds=sec, peers=peers.get(mode, []))
         ps = peers.get(mode, [])

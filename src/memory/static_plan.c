@@ -27,14 +27,10 @@ void static_plan_reset(StaticPlan *p) {
     p->lower_bound_time = 0;
 }
 
-// xmalloc's blocks are 64-byte aligned (posix_memalign); realloc would not keep that, so grow by copy.
 static void grow(StaticPlan *p) {
     if (p->cap > INT_MAX / 2) ctron_fatal("static plan: too many buffers (%d)", p->cap);
     int cap = p->cap ? 2 * p->cap : 256;
-    PlanBuf *b = xmalloc((size_t)cap * sizeof *b);
-    if (p->n) memcpy(b, p->bufs, (size_t)p->n * sizeof *b);
-    free(p->bufs);
-    p->bufs = b;
+    p->bufs = xgrow(p->bufs, (size_t)p->n * sizeof *p->bufs, (size_t)cap * sizeof *p->bufs);
     p->cap = cap;
 }
 

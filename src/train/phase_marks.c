@@ -1,6 +1,5 @@
 #include "train/phase_marks.h"
 #include <stdlib.h>
-#include <string.h>
 #include "util/common.h"
 
 void phase_marks_start(PhaseMarks *p, Backend *be) {
@@ -15,16 +14,8 @@ int phase_end(PhaseMarks *p, Phase phase, int begin) {
     int end = p->be->mark(p->be);
     if (p->n == p->cap) {
         int cap = p->cap ? 2 * p->cap : 32;
-        int (*pair)[2] = xmalloc((size_t)cap * sizeof *pair);
-        unsigned char *ph = xmalloc((size_t)cap);
-        if (p->n) {
-            memcpy(pair, p->pair, (size_t)p->n * sizeof *pair);
-            memcpy(ph, p->phase, (size_t)p->n);
-        }
-        free(p->pair);
-        free(p->phase);
-        p->pair = pair;
-        p->phase = ph;
+        p->pair = xgrow(p->pair, (size_t)p->n * sizeof *p->pair, (size_t)cap * sizeof *p->pair);
+        p->phase = xgrow(p->phase, (size_t)p->n, (size_t)cap);
         p->cap = cap;
     }
     p->pair[p->n][0] = begin;

@@ -27,6 +27,13 @@ void *xcalloc(size_t bytes) {
     return p;
 }
 
+void *xgrow(void *p, size_t used, size_t bytes) {
+    void *q = xmalloc(bytes);
+    if (used) memcpy(q, p, used);
+    free(p);
+    return q;
+}
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

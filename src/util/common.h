@@ -14,6 +14,9 @@ _Noreturn void ctron_fatal(const char *fmt, ...) __attribute__((format(printf, 1
 
 void *xmalloc(size_t bytes);            // 64-byte aligned, exits on failure
 void *xcalloc(size_t bytes);            // aligned and zeroed
+// A growing array: a new xmalloc block of `bytes` holding p's first `used` bytes, p freed (realloc would not
+// keep the 64-byte alignment).
+void *xgrow(void *p, size_t used, size_t bytes);
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 double now_seconds(void);               // monotonic clock

@@ -385,10 +385,7 @@ static int cpu_mark(Backend *be) {
     CpuImpl *c = be->impl;
     if (c->n_marks == c->cap_marks) {
         int cap = c->cap_marks ? 2 * c->cap_marks : 64;
-        double *grown = xmalloc((size_t)cap * sizeof *grown);
-        if (c->n_marks) memcpy(grown, c->marks, (size_t)c->n_marks * sizeof *grown);
-        free(c->marks);
-        c->marks = grown;
+        c->marks = xgrow(c->marks, (size_t)c->n_marks * sizeof *c->marks, (size_t)cap * sizeof *c->marks);
         c->cap_marks = cap;
     }
     c->marks[c->n_marks] = now_seconds();

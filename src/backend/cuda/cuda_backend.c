@@ -139,11 +139,8 @@ static int cuda_mark(Backend *be) {
     CudaImpl *c = cuda_impl(be);
     if (c->n_marks == c->cap_marks) {
         int cap = c->cap_marks ? 2 * c->cap_marks : 64;
-        cudaEvent_t *grown = xmalloc((size_t)cap * sizeof *grown);
-        if (c->n_marks) memcpy(grown, c->marks, (size_t)c->n_marks * sizeof *grown);
-        for (int i = c->cap_marks; i < cap; i++) CUDA_CHECK(cudaEventCreate(&grown[i]));
-        free(c->marks);
-        c->marks = grown;
+        c->marks = xgrow(c->marks, (size_t)c->cap_marks * sizeof *c->marks, (size_t)cap * sizeof *c->marks);
+        for (int i = c->cap_marks; i < cap; i++) CUDA_CHECK(cudaEventCreate(&c->marks[i]));
         c->cap_marks = cap;
     }
     CUDA_CHECK(cudaEventRecord(c->marks[c->n_marks], c->stream));
