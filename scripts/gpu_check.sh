@@ -6,6 +6,8 @@
 #   3. the whole model on the GPU against the CPU (tests/test_cuda_emu_model.sh with the real device in
 #      place of the emulation): losses, weights and moments within tolerance, bitwise recompute across
 #      policies, ledger == prediction, exact resume;
+#   9. kernel times: CUDA events after every launch, the device time per launcher and GEMM shape of a
+#      GPT-2 124M and 1.5B step (CTRON_KERNEL_TIMES; works where ncu's counters are refused);
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
 #   6. the paper's Table 4: one layer of the 22B model as TP rank 0 of 8 (bench/table4.py, --tp-solo),
 #      none / selective / full, standard and flash attention (run before 5, whose bench takes what is left);
@@ -17,13 +19,13 @@
 #      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
 # usage (device tool): command "bash scripts/gpu_check.sh", carry [".gpu", "data"], timeout_s 600.
-#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 01234568) picks stages;
+#        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 012394685) picks stages;
 #        a second call, e.g. GPU_CHECK_STAGES=015 GPU_BENCH_CONFIGS=llama-bench,llama-8b-2l,lora-8b-2l.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 limit=${GPU_CHECK_LIMIT_S:-540}
-stages=${GPU_CHECK_STAGES:-01234568}
+stages=${GPU_CHECK_STAGES:-012394685}
 out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
 # The device tool brings back at most 8 files: the logs travel as one archive, refreshed after each stage.
@@ -102,6 +104,25 @@ if want 3 && [ "$(left)" -gt 90 ]; then
   row "model: GPU vs CPU" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$res"
   grep '^FAIL' "$logs/model_vs_cpu.log" | head -20
   save_logs
+fi
+
+# 9. Kernel times (CTRON_KERNEL_TIMES, src/backend/cuda/cuda_profile.c): CUDA events after every launch,
+#    the device's time per launcher and GEMM shape averaged over steps 2..5 of GPT-2 124M and 1.5B
+#    (bf16, flash, no recompute: gpu_bench's setting). Needs no hardware counters (ncu may be refused).
+if want 9 && [ "$(left)" -gt 60 ]; then
+  for kt in "124m:12:768:12:16" "1.5b:48:1600:25:8"; do
+    IFS=: read -r name L H A B <<< "$kt"
+    [ "$(left)" -gt 45 ] || break
+    CTRON_KERNEL_TIMES="$out/kernel_times_$name.json" timeout $(( $(left) - 30 )) "$ctron" train --device cuda \
+      --precision bf16 --attention flash --dropout 0 --data data/kjv.txt --layers "$L" --hidden "$H" --heads "$A" \
+      --seq 1024 --batch "$B" --vocab 50304 --steps 6 --eval-every 0 --eval-batches 1 --peak-gflops 100 \
+      --no-ledger > "$logs/kernel_times_$name.log" 2>&1
+    rc=$?
+    row "kernel times GPT-2 $name" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
+      "$(grep -m1 '^kernel times' "$logs/kernel_times_$name.log")"
+    sed -n '/^| what/,$p' "$logs/kernel_times_$name.log" | grep -v '^done' | head -32 | tee -a "$summary"
+    save_logs
+  done
 fi
 
 # 4. compute-sanitizer on the attention and flash kernels.

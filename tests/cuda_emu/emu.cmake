@@ -66,7 +66,8 @@ set(CTRON_EMU_KERNEL_FLAGS
                           # optimise on the ISO aliasing rules (-Wstrict-aliasing would flag them)
 target_compile_options(ctron_cuda_emu_kernels PRIVATE ${CTRON_EMU_KERNEL_FLAGS})
 
-add_library(ctron_core_emu STATIC src/backend/backend.c src/backend/cuda/cuda_backend.c)
+add_library(ctron_core_emu STATIC src/backend/backend.c src/backend/cuda/cuda_backend.c
+            src/backend/cuda/cuda_profile.c)
 target_compile_definitions(ctron_core_emu PRIVATE CTRON_HAVE_CUDA CT_EMU)
 target_include_directories(ctron_core_emu BEFORE PRIVATE ${emu_dir}/include)
 target_include_directories(ctron_core_emu PRIVATE ${CTRON_EMU_CUDA_INCLUDE})

@@ -18,7 +18,7 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
 void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes) {
     CudaImpl *c = cuda_impl(be);
     if (bytes > c->scratch_cap[slot]) {
-        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        cuda_stream_wait(c->stream);
         if (c->scratch[slot]) CUDA_CHECK(cudaFree(c->scratch[slot]));
         size_t want = bytes < 256 ? 256 : bytes;
         if (cudaMalloc(&c->scratch[slot], want) != cudaSuccess)
@@ -31,7 +31,7 @@ void *cuda_scratch(Backend *be, CudaScratchSlot slot, size_t bytes) {
 void *cuda_host_result(Backend *be, size_t bytes) {
     CudaImpl *c = cuda_impl(be);
     if (bytes > c->host_result_cap) {
-        CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        cuda_stream_wait(c->stream);
         CUDA_CHECK(cudaFreeHost(c->host_result));
         CUDA_CHECK(cudaMallocHost(&c->host_result, bytes));
         c->host_result_cap = bytes;
@@ -43,7 +43,7 @@ const void *cuda_upload_table(Backend *be, CudaTableSlot slot, const void *host,
     CudaImpl *c = cuda_impl(be);
     CudaTable *t = &c->tables[slot];
     if (bytes == t->bytes && (bytes == 0 || memcmp(host, t->host, bytes) == 0)) return t->dev;
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));   // the kernels that read the old table have finished
+    cuda_stream_wait(c->stream);   // the kernels that read the old table have finished
     if (bytes > t->cap) {
         if (t->dev) CUDA_CHECK(cudaFree(t->dev));
         if (cudaMalloc(&t->dev, bytes) != cudaSuccess)
@@ -84,7 +84,7 @@ static void *cuda_alloc(Backend *be, size_t bytes) {
 }
 static void cuda_free(Backend *be, void *p) {
     if (!p) return;
-    CUDA_CHECK(cudaStreamSynchronize(cuda_stream(be)));
+    cuda_stream_wait(cuda_stream(be));
     CUDA_CHECK(cudaFree(p));
 }
 static enum cudaMemcpyKind copy_kind(CopyDir dir) {
@@ -96,7 +96,7 @@ static void cuda_copy(Backend *be, void *dst, const void *src, size_t bytes, Cop
     if (!bytes) return;
     CudaImpl *c = cuda_impl(be);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, copy_kind(dir), c->stream));
-    if (dir != COPY_D2D) CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    if (dir != COPY_D2D) cuda_stream_wait(c->stream);
 }
 // On the copy stream, after everything the compute stream has been given so far (the tensor going
 // out was written there). May be called from another host thread (the offload pool's I/O thread):
@@ -128,7 +128,7 @@ static void cuda_event_wait(Backend *be, BackendEvent *ev) {
 static void cuda_memset(Backend *be, void *p, int byte, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, byte, bytes, cuda_stream(be)));
 }
-static void cuda_synchronize(Backend *be) { CUDA_CHECK(cudaStreamSynchronize(cuda_stream(be))); }
+static void cuda_synchronize(Backend *be) { cuda_stream_wait(cuda_stream(be)); }
 // From host_alloc (pinned) memory, which the caller keeps until its next wait: no staging, no wait.
 static void cuda_copy_enqueue(Backend *be, void *dst, const void *src, size_t bytes) {
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream(be)));
@@ -160,7 +160,11 @@ static double cuda_mark_seconds(Backend *be, int from, int to) {
     CUDA_CHECK(e);
     return 1e-3 * (double)ms;
 }
-static void cuda_marks_reset(Backend *be) { cuda_impl(be)->n_marks = 0; }
+static void cuda_marks_reset(Backend *be) {
+    CudaImpl *c = cuda_impl(be);
+    c->n_marks = 0;
+    if (c->profiled) cuda_profile_step();   // the trainer resets its marks once a step: kernel times' boundary
+}
 // Pinned, so copies to and from it run on the copy engine at full speed and asynchronously.
 static void *cuda_host_alloc(Backend *be, size_t bytes) {
     void *p = NULL;
@@ -300,6 +304,13 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     }
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+    if (cuda_profile_open(c->stream, err, errlen) != 0) {
+        cudaStreamDestroy(c->stream);
+        cudaStreamDestroy(c->copy_stream);
+        free(c);
+        return NULL;
+    }
+    c->profiled = cuda_profile_on;
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -321,6 +332,7 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
 
 void backend_cuda_close(Backend *be) {
     CudaImpl *c = cuda_impl(be);
+    if (c->profiled) cuda_profile_close();
     cudaStreamSynchronize(c->stream);
     cudaStreamSynchronize(c->copy_stream);
     for (int i = 0; i < CUDA_SCRATCH_SLOTS; i++) cudaFree(c->scratch[i]);

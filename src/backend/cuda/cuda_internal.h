@@ -59,6 +59,7 @@ typedef struct {
     cudaEvent_t *marks;         // mark's events (timing on), n_marks recorded since marks_reset of cap_marks
     int n_marks, cap_marks;
     size_t live_bytes;          // what alloc has handed out and free not yet taken back
+    int profiled;               // this backend's stream is the one kernel times follow (cuda_profile.c)
 } CudaImpl;
 
 static inline CudaImpl *cuda_impl(Backend *be) { return (CudaImpl *)be->impl; }
@@ -72,8 +73,24 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
         if (cuda_check_err_ != cudaSuccess)                                                    \
             cuda_fail(#call, cudaGetErrorString(cuda_check_err_), __FILE__, __LINE__);         \
     } while (0)
+// Kernel times (cuda_profile.c, CTRON_KERNEL_TIMES=1 or FILE.json): an event after every launch on the
+// compute stream, the device time between two of them summed by launcher, reported when the backend
+// closes. cuda_profile_open: 0 (on or off as the variable says) or -1 with err (a bad value).
+extern int cuda_profile_on;
+int cuda_profile_open(cudaStream_t stream, char *err, size_t errlen);
+void cuda_profile_note(const char *what, double flops);   // what: static storage or cuda_profile_name's
+const char *cuda_profile_name(const char *text);          // an interned copy of text
+void cuda_profile_step(void);                             // a step boundary (the trainer's marks_reset)
+void cuda_profile_close(void);                            // the table (and the JSON file)
+// cudaStreamSynchronize, then (profiling) the device's idle time while the host waited gets its own row.
+void cuda_stream_wait(cudaStream_t stream);
+
 // After every launch: a bad configuration shows here, not at the next synchronisation.
-#define CUDA_LAUNCHED() CUDA_CHECK(cudaGetLastError())
+#define CUDA_LAUNCHED()                                        \
+    do {                                                       \
+        CUDA_CHECK(cudaGetLastError());                        \
+        if (cuda_profile_on) cuda_profile_note(__func__, 0.0); \
+    } while (0)
 #define CUBLAS_CHECK(call)                                                                     \
     do {                                                                                       \
         cublasStatus_t cublas_check_st_ = (call);                                              \

@@ -441,6 +441,12 @@ static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, co
         snprintf(what + strlen(what), sizeof what - strlen(what), ": %s", cublasLtGetStatusString(st));
         cuda_fail("cublasLtMatmul", what, __FILE__, __LINE__);
     }
+    if (cuda_profile_on) {   // kernel times: one row per GEMM shape, with its FLOPs
+        char name[128];
+        snprintf(name, sizeof name, "gemm %s %c%c m=%d n=%d k=%d%s", bf16 ? "bf16" : "fp32", transa ? 'T' : 'N',
+                 transb ? 'T' : 'N', m, n, k, plan->epilogue_bias && bias ? " +bias" : "");
+        cuda_profile_note(cuda_profile_name(name), 2.0 * m * n * (double)k);
+    }
     stage_finish(be, &g);
     int bias_kernel = bias && !plan->epilogue_bias;
     if (temporary) plan_destroy(&scratch_plan);

@@ -234,7 +234,7 @@ extern "C" double cuda_sum_squares(Backend *be, const float *x, size_t n) {
     CUDA_LAUNCHED();
     double *h = (double *)cuda_host_result(be, sizeof(double));
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(double), cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    cuda_stream_wait(st);
     return *h;
 }
 
@@ -275,7 +275,7 @@ extern "C" void cuda_step_take(Backend *be, double *loss_sum, double *sumsq) {
     CUDA_CHECK(cudaMemcpyAsync(h, c->loss_sums + 1, sizeof(double), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemcpyAsync(h + 1, &c->guard->sumsq, sizeof(double), cudaMemcpyDeviceToHost, st));
     CUDA_CHECK(cudaMemsetAsync(c->loss_sums + 1, 0, sizeof(double), st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    cuda_stream_wait(st);
     *loss_sum = h[0];
     *sumsq = h[1];
 }
@@ -294,7 +294,7 @@ extern "C" size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n) {
     CUDA_LAUNCHED();
     unsigned long long *h = (unsigned long long *)cuda_host_result(be, sizeof(unsigned long long));
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    cuda_stream_wait(st);
     return (size_t)*h;
 }
 
@@ -500,7 +500,7 @@ extern "C" void cuda_tensor_stats_multi(Backend *be, const float *const *x, cons
     CUDA_LAUNCHED();
     char *h = (char *)cuda_host_result(be, out_bytes);
     CUDA_CHECK(cudaMemcpyAsync(h, d, out_bytes, cudaMemcpyDeviceToHost, st));
-    CUDA_CHECK(cudaStreamSynchronize(st));
+    cuda_stream_wait(st);
     for (int i = 0; i < count; i++) {
         if (sumsq) sumsq[i] = ((const double *)h)[i];
         if (nonfinite) nonfinite[i] = (size_t)((const unsigned long long *)(h + (size_t)count * 8))[i];
