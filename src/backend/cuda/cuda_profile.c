@@ -172,6 +172,8 @@ static void fold(void) {
     P.n = 0;
 }
 
+static void release(void);
+
 static void end_segment(int whole_step) {
     fold();
     table_add(&P.all, &P.segment);
@@ -224,6 +226,12 @@ void cuda_profile_close(void) {
     end_segment(0);
     cuda_profile_on = 0;
     ProfTable *t = P.steps ? &P.total : &P.all;
+    double launches = 0;
+    for (int i = 0; i < t->n; i++) launches += t->rows[i].launches;
+    if (launches == 0) {   // a backend opened and closed without a launch (a device query): no report
+        release();
+        return;
+    }
     qsort(t->rows, (size_t)t->n, sizeof *t->rows, by_device_time);
     char scope[96];
     if (P.steps) snprintf(scope, sizeof scope, "steps 2..%d (%d averaged)", P.steps + 1, P.steps);
@@ -239,6 +247,11 @@ void cuda_profile_close(void) {
         fprintf(stderr, "ctron: CTRON_KERNEL_TIMES: writing %s failed\n", P.json_path);
         remove(tmp);
     }
+    release();
+}
+
+// Everything the profiler holds, back; the next backend opened with the variable set starts afresh.
+static void release(void) {
     for (int i = 0; i < P.cap; i++) cudaEventDestroy(P.recs[i].ev);
     cudaEventDestroy(P.last_ev);
     for (int i = 0; i < P.n_names; i++) free(P.names[i]);
