@@ -151,20 +151,27 @@ def peer_run(args):
     return 0
 
 
+def ctron_cmd(args, name, c):
+    """ctron's command line for config c (without --log): the bench's setting, also scripts/gpu_check.sh's
+    kernel times (--print-cmd)."""
+    cmd = [args.ctron, "train", "--device", args.device, "--precision", "bf16", "--attention", "flash",
+           "--dropout", "0", "--data", args.data, "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
+           "--heads", str(c["heads"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
+           "--vocab", str(c["vocab"]), "--steps", str(args.steps or c["steps"]), "--eval-every", "0",
+           "--eval-batches", "1", "--threads", str(min(16, os.cpu_count() or 1))]
+    if c.get("arch") == "llama":
+        cmd += ["--arch", "llama", "--kv-heads", str(c["kv"]), "--ffn-hidden", str(c["ffn"])]
+    if "lora_rank" in c:
+        cmd += ["--lora-rank", str(c["lora_rank"]), "--lora-alpha", str(c["lora_alpha"])]
+        if name == "ctron-lora-fa":
+            cmd += ["--lora-fa"]
+    return cmd
+
+
 def run_ctron(args, name, c, timeout):
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "log.jsonl")
-        cmd = [args.ctron, "train", "--device", args.device, "--precision", "bf16", "--attention", "flash",
-               "--dropout", "0", "--data", args.data, "--layers", str(c["layers"]), "--hidden", str(c["hidden"]),
-               "--heads", str(c["heads"]), "--seq", str(c["seq"]), "--batch", str(c["batch"]),
-               "--vocab", str(c["vocab"]), "--steps", str(c["steps"]), "--eval-every", "0",
-               "--eval-batches", "1", "--threads", str(min(16, os.cpu_count() or 1)), "--log", log]
-        if c.get("arch") == "llama":
-            cmd += ["--arch", "llama", "--kv-heads", str(c["kv"]), "--ffn-hidden", str(c["ffn"])]
-        if "lora_rank" in c:
-            cmd += ["--lora-rank", str(c["lora_rank"]), "--lora-alpha", str(c["lora_alpha"])]
-            if name == "ctron-lora-fa":
-                cmd += ["--lora-fa"]
+        cmd = ctron_cmd(args, name, c) + ["--log", log]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
             return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:] or p.stdout.strip()[-400:]}"}
@@ -241,7 +248,16 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: a local smoke test only")
     ap.add_argument("--python", default=sys.executable, help="the Python with torch for the peers")
+    ap.add_argument("--print-cmd", metavar="CONFIG", help="print ctron's command for CONFIG (--steps: its steps), "
+                    "one argument a line, and exit")
     args = ap.parse_args()
+    if args.print_cmd:
+        if args.print_cmd not in CONFIGS:
+            print(f"gpu_bench: unknown config '{args.print_cmd}' (expected one of {', '.join(CONFIGS)})",
+                  file=sys.stderr)
+            return 2
+        print("\n".join(ctron_cmd(args, "ctron", CONFIGS[args.print_cmd])))
+        return 0
     if args.peer:
         return peer_run(args)
     t0 = time.time()

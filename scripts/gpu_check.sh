@@ -7,7 +7,8 @@
 #      place of the emulation): losses, weights and moments within tolerance, bitwise recompute across
 #      policies, ledger == prediction, exact resume;
 #   9. kernel times: CUDA events after every launch, the device time per launcher and GEMM shape of a
-#      GPT-2 124M and 1.5B step (CTRON_KERNEL_TIMES; works where ncu's counters are refused);
+#      GPT-2 124M and 1.5B step (CTRON_KERNEL_TIMES; works where ncu's counters are refused;
+#      GPU_KT_CONFIGS=llama-bench,lora-8b-2l ... for others: space- or comma-separated gpu_bench configs);
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
 #   6. the paper's Table 4: one layer of the 22B model as TP rank 0 of 8 (bench/table4.py, --tp-solo),
 #      none / selective / full, standard and flash attention (run before 5, whose bench takes what is left);
@@ -107,20 +108,20 @@ if want 3 && [ "$(left)" -gt 90 ]; then
 fi
 
 # 9. Kernel times (CTRON_KERNEL_TIMES, src/backend/cuda/cuda_profile.c): CUDA events after every launch,
-#    the device's time per launcher and GEMM shape averaged over steps 2..5 of GPT-2 124M and 1.5B
-#    (bf16, flash, no recompute: gpu_bench's setting). Needs no hardware counters (ncu may be refused).
+#    the device's time per launcher and GEMM shape averaged over steps 2..5, in gpu_bench's setting (bf16,
+#    flash, no recompute) for GPU_KT_CONFIGS (default gpt2-124m,gpt2-1.5b; any gpu_bench config, e.g.
+#    llama-bench,lora-8b-2l). Needs no hardware counters (ncu may be refused).
 if want 9 && [ "$(left)" -gt 60 ]; then
-  for kt in "124m:12:768:12:16" "1.5b:48:1600:25:8"; do
-    IFS=: read -r name L H A B <<< "$kt"
+  GPU_KT_CONFIGS=${GPU_KT_CONFIGS:-gpt2-124m,gpt2-1.5b}
+  for cfg in ${GPU_KT_CONFIGS//,/ }; do
     [ "$(left)" -gt 45 ] || break
-    CTRON_KERNEL_TIMES="$out/kernel_times_$name.json" timeout $(( $(left) - 30 )) "$ctron" train --device cuda \
-      --precision bf16 --attention flash --dropout 0 --data data/kjv.txt --layers "$L" --hidden "$H" --heads "$A" \
-      --seq 1024 --batch "$B" --vocab 50304 --steps 6 --eval-every 0 --eval-batches 1 --peak-gflops 100 \
-      --no-ledger > "$logs/kernel_times_$name.log" 2>&1
+    mapfile -t kt_cmd < <(python3 bench/gpu_bench.py --ctron "$ctron" --data data/kjv.txt --steps 6 --print-cmd "$cfg")
+    CTRON_KERNEL_TIMES="$out/kernel_times_$cfg.json" timeout $(( $(left) - 30 )) "${kt_cmd[@]}" --no-ledger \
+      > "$logs/kernel_times_$cfg.log" 2>&1
     rc=$?
-    row "kernel times GPT-2 $name" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
-      "$(grep -m1 '^kernel times' "$logs/kernel_times_$name.log")"
-    sed -n '/^| what/,$p' "$logs/kernel_times_$name.log" | grep -v '^done' | head -32 | tee -a "$summary"
+    row "kernel times $cfg" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
+      "$(grep -m1 '^kernel times' "$logs/kernel_times_$cfg.log")"
+    sed -n '/^| what/,$p' "$logs/kernel_times_$cfg.log" | grep -v '^done' | head -32 | tee -a "$summary"
     save_logs
   done
 fi
