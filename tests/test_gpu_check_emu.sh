@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/gpu_check.sh rehearsed on the emulated GPU (GPU_CHECK_DRY=1, GPU_CHECK_CTRON=ctron-emu): the
+# smoke step and stage 9, kernel times in gpu_bench's setting (bench/gpu_bench.py --print-cmd), land in
+# the summary and in $OUT as a GPU call would bring them back. GPU time is rare: a stage that breaks
+# should break here. usage: test_gpu_check_emu.sh CTRON_EMU   (run from anywhere; data/kjv.txt needed)
+set -uo pipefail
+emu=$1
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
+pass=0; fail=0
+check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
+
+OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_STAGES=09 GPU_KT_CONFIGS=gpt2-tiny,llama-tiny \
+  GPU_CHECK_LIMIT_S=240 OMP_NUM_THREADS=1 bash "$root/scripts/gpu_check.sh" > "$dir/check.out" 2>&1
+ec=$?
+sum="$dir/out/summary.md"
+check '[ $ec -eq 0 ]' "gpu_check exit $ec: $(tail -5 "$dir/check.out")"
+check 'grep -q "^| bundle | skipped | GPU_CHECK_CTRON=" "$sum"' "no 'bundle skipped' row: $(cat "$sum")"
+check 'grep -q "^| smoke: 1 step on cuda | ok |" "$sum"' "the smoke step: $(grep smoke "$sum")"
+for cfg in gpt2-tiny llama-tiny; do
+  check 'grep -q "^| kernel times $cfg | ok | kernel times (CTRON_KERNEL_TIMES), steps 2..5 (4 averaged)" "$sum"' \
+    "$cfg: no ok row with steps 2..5: $(grep "kernel times $cfg" "$sum")"
+  check '[ -f "$dir/out/kernel_times_$cfg.json" ]' "$cfg: kernel_times_$cfg.json not in \$OUT"
+done
+# GPT-2 tiny (L2): 3·(6L + 1) = 39 GEMMs a step; llama tiny (L2: q, k, v, o, gate, up, down and the head):
+# 3·(7L + 1) = 45.
+gemms() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%g' % sum(r['launches'] for r in d['rows'] if r['what'].startswith('gemm ')))" "$1"; }
+g=$(gemms "$dir/out/kernel_times_gpt2-tiny.json"); check '[ "$g" = 39 ]' "gpt2-tiny: $g GEMMs a step, expected 39"
+g=$(gemms "$dir/out/kernel_times_llama-tiny.json"); check '[ "$g" = 45 ]' "llama-tiny: $g GEMMs a step, expected 45"
+check 'tar -tzf "$dir/out/logs.tar.gz" | grep -q "kernel_times_gpt2-tiny.log"' "the logs archive lacks the stage's log"
+
+echo "test_gpu_check_emu: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
