@@ -33,7 +33,7 @@ rows = d["rows"]
 gemm = [r for r in rows if r["what"].startswith("gemm ")]
 print("scope=" + d["scope"].replace(" ", "_"))
 print("gemms=%g" % sum(r["launches"] for r in gemm))
-print("ln_fwd=%g" % sum(r["launches"] for r in rows if r["what"] == "cuda_layernorm_forward"))
+print("ln_fwd=%g" % sum(r["launches"] for r in rows if r["what"] == "cuda_layernorm_forward (layernorm.cu)"))
 bad = 0
 for r in gemm:   # flops a step = launches · 2·m·n·k, from the shape in the row's name
     m, n, k = (int(x) for x in re.search(r"m=(\d+) n=(\d+) k=(\d+)", r["what"]).groups())

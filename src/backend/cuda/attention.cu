@@ -181,7 +181,7 @@ static void bgemm(Backend *be, int ta, int tb, int m, int n, int k, float alpha,
     if (cuda_profile_on) {
         snprintf(what, sizeof what, "attention gemm %s %c%c m=%d n=%d k=%d batch=%d", bf16 ? "bf16" : "fp32",
                  ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, batch);
-        cuda_profile_note(cuda_profile_name(what), 2.0 * m * n * (double)k * batch);
+        cuda_profile_note(cuda_profile_name(what), NULL, 2.0 * m * n * (double)k * batch);
     }
 }
 

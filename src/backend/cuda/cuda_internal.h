@@ -78,7 +78,8 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
 // closes. cuda_profile_open: 0 (on or off as the variable says) or -1 with err (a bad value).
 extern int cuda_profile_on;
 int cuda_profile_open(cudaStream_t stream, char *err, size_t errlen);
-void cuda_profile_note(const char *what, double flops);   // what: static storage or cuda_profile_name's
+// what: static storage or cuda_profile_name's; file: a launcher's __FILE__ (its row reads "what (file)"), or NULL
+void cuda_profile_note(const char *what, const char *file, double flops);
 const char *cuda_profile_name(const char *text);          // an interned copy of text
 void cuda_profile_step(void);                             // a step boundary (the trainer's marks_reset)
 void cuda_profile_close(void);                            // the table (and the JSON file)
@@ -89,7 +90,7 @@ void cuda_stream_wait(cudaStream_t stream);
 #define CUDA_LAUNCHED()                                        \
     do {                                                       \
         CUDA_CHECK(cudaGetLastError());                        \
-        if (cuda_profile_on) cuda_profile_note(__func__, 0.0); \
+        if (cuda_profile_on) cuda_profile_note(__func__, __FILE__, 0.0); \
     } while (0)
 #define CUBLAS_CHECK(call)                                                                     \
     do {                                                                                       \

@@ -15,7 +15,9 @@
 // follows the last boundary (the last step, evaluation, saving) is not a whole step, so a run of N
 // steps reports steps 2 .. N−1, averaged. With fewer than three boundaries it reports every launch.
 //
-// One profiled stream per process: the first CUDA backend opened with the variable set.
+// One profiled stream per process: the first CUDA backend opened with the variable set. The trainer
+// launches from one thread; a lock keeps the records whole should another thread wait on the stream.
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +30,13 @@ int cuda_profile_on = 0;
 typedef struct {
     cudaEvent_t ev;
     const char *what;   // a launcher's __func__ or an interned name (static storage either way)
+    const char *file;   // the launcher's __FILE__ (NULL for a GEMM's row)
     double host_s, flops;
     int after_wait;     // recorded when the host came back from a wait
 } ProfRecord;
 
 typedef struct {
-    const char *what;
+    const char *what, *file;
     double launches, device_ms, host_ms, flops;
 } ProfRow;
 
@@ -49,7 +52,6 @@ static struct {
     int n, cap;                 // records since the last fold (each with its own event, reused)
     cudaEvent_t last_ev;        // the previous fold's last event: where the next interval starts
     double last_host;
-    int have_last;
     int boundaries;             // step boundaries seen
     int steps;                  // whole steps added to `total`
     ProfTable segment, total, all;
@@ -58,6 +60,7 @@ static struct {
 } P;
 
 static const char IDLE[] = "(device idle: host waits)";
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double host_seconds(void) {
     struct timespec t;
@@ -85,12 +88,20 @@ int cuda_profile_open(cudaStream_t stream, char *err, size_t errlen) {
     CUDA_CHECK(cudaEventCreate(&P.last_ev));
     CUDA_CHECK(cudaEventRecord(P.last_ev, stream));
     P.last_host = host_seconds();
-    P.have_last = 1;
     cuda_profile_on = 1;
     return 0;
 }
 
+static const char *intern(const char *text);
+
 const char *cuda_profile_name(const char *text) {
+    pthread_mutex_lock(&lock);
+    const char *name = intern(text);
+    pthread_mutex_unlock(&lock);
+    return name;
+}
+
+static const char *intern(const char *text) {
     for (int i = 0; i < P.n_names; i++)
         if (!strcmp(P.names[i], text)) return P.names[i];
     if (P.n_names == P.cap_names) {
@@ -104,7 +115,7 @@ const char *cuda_profile_name(const char *text) {
     return P.names[P.n_names++];
 }
 
-static void note(const char *what, double flops, int after_wait) {
+static void note(const char *what, const char *file, double flops, int after_wait) {
     if (P.n == P.cap) {
         int cap = P.cap ? 2 * P.cap : 1024;
         P.recs = xgrow(P.recs, (size_t)P.cap * sizeof *P.recs, (size_t)cap * sizeof *P.recs);
@@ -114,20 +125,27 @@ static void note(const char *what, double flops, int after_wait) {
     ProfRecord *r = &P.recs[P.n++];
     CUDA_CHECK(cudaEventRecord(r->ev, P.stream));
     r->what = what;
+    r->file = file;
     r->flops = flops;
     r->after_wait = after_wait;
     r->host_s = host_seconds();
 }
 
-void cuda_profile_note(const char *what, double flops) { note(what, flops, 0); }
-
-void cuda_profile_waited(cudaStream_t stream) {
-    if (stream == P.stream) note(IDLE, 0.0, 1);
+void cuda_profile_note(const char *what, const char *file, double flops) {
+    pthread_mutex_lock(&lock);
+    note(what, file, flops, 0);
+    pthread_mutex_unlock(&lock);
 }
 
-static ProfRow *row_of(ProfTable *t, const char *what) {
+static void cuda_profile_waited(cudaStream_t stream) {
+    pthread_mutex_lock(&lock);
+    if (stream == P.stream) note(IDLE, NULL, 0.0, 1);
+    pthread_mutex_unlock(&lock);
+}
+
+static ProfRow *row_of(ProfTable *t, const char *what, const char *file) {
     for (int i = 0; i < t->n; i++)
-        if (t->rows[i].what == what) return &t->rows[i];
+        if (t->rows[i].what == what && t->rows[i].file == file) return &t->rows[i];
     if (t->n == t->cap) {
         int cap = t->cap ? 2 * t->cap : 64;
         t->rows = xgrow(t->rows, (size_t)t->cap * sizeof *t->rows, (size_t)cap * sizeof *t->rows);
@@ -136,12 +154,13 @@ static ProfRow *row_of(ProfTable *t, const char *what) {
     ProfRow *r = &t->rows[t->n++];
     memset(r, 0, sizeof *r);
     r->what = what;
+    r->file = file;
     return r;
 }
 
 static void table_add(ProfTable *to, const ProfTable *from) {
     for (int i = 0; i < from->n; i++) {
-        ProfRow *r = row_of(to, from->rows[i].what);
+        ProfRow *r = row_of(to, from->rows[i].what, from->rows[i].file);
         r->launches += from->rows[i].launches;
         r->device_ms += from->rows[i].device_ms;
         r->host_ms += from->rows[i].host_ms;
@@ -159,7 +178,7 @@ static void fold(void) {
         double from_host = i ? P.recs[i - 1].host_s : P.last_host;
         float ms = 0.0f;
         CUDA_CHECK(cudaEventElapsedTime(&ms, from, r->ev));
-        ProfRow *row = row_of(&P.segment, r->what);
+        ProfRow *row = row_of(&P.segment, r->what, r->file);
         row->launches += r->after_wait ? 0 : 1;
         row->device_ms += ms;
         row->host_ms += 1e3 * (r->host_s - from_host);
@@ -173,6 +192,7 @@ static void fold(void) {
 }
 
 static void release(void);
+static void report_and_release(void);
 
 static void end_segment(int whole_step) {
     fold();
@@ -186,8 +206,23 @@ static void end_segment(int whole_step) {
 
 void cuda_profile_step(void) {
     if (!cuda_profile_on) return;
+    pthread_mutex_lock(&lock);
     P.boundaries++;
     end_segment(P.boundaries >= 3);   // 1 ends the setup, 2 the warm-up step
+    pthread_mutex_unlock(&lock);
+}
+
+// A launcher's row is named "function (file.cu)": the function that launched, in the kernel file it is in.
+static void row_name(const ProfRow *r, char *out, size_t len) {
+    if (!r->file) {
+        snprintf(out, len, "%s", r->what);
+        return;
+    }
+    const char *base = strrchr(r->file, '/');
+    base = base ? base + 1 : r->file;
+    size_t n = strlen(base);
+    if (n > 7 && !strcmp(base + n - 7, ".cu.cpp")) n -= 4;   // the emulation's translated kernel files
+    snprintf(out, len, "%s (%.*s)", r->what, (int)n, base);
 }
 
 static int by_device_time(const void *a, const void *b) {
@@ -209,13 +244,15 @@ static void report(FILE *f, FILE *js, const ProfTable *t, int steps, const char 
                     "\"rows\": [", scope, steps, per * device, per * host, per * launches);
     for (int i = 0; i < t->n; i++) {
         const ProfRow *r = &t->rows[i];
+        char name[160];
+        row_name(r, name, sizeof name);
         char tf[32] = "";
         if (r->flops > 0 && r->device_ms > 0) snprintf(tf, sizeof tf, "%.1f", r->flops / (1e9 * r->device_ms));
-        fprintf(f, "| %s | %.0f | %.3f | %.1f %% | %.1f | %s |\n", r->what, per * r->launches, per * r->device_ms,
+        fprintf(f, "| %s | %.0f | %.3f | %.1f %% | %.1f | %s |\n", name, per * r->launches, per * r->device_ms,
                 device > 0 ? 100.0 * r->device_ms / device : 0.0,
                 r->launches > 0 ? 1e3 * r->host_ms / r->launches : 0.0, tf);
         if (js) fprintf(js, "%s\n  {\"what\": \"%s\", \"launches\": %.1f, \"device_ms\": %.6f, \"host_ms\": %.6f, "
-                        "\"flops\": %.1f}", i ? "," : "", r->what, per * r->launches, per * r->device_ms,
+                        "\"flops\": %.1f}", i ? "," : "", name, per * r->launches, per * r->device_ms,
                         per * r->host_ms, per * r->flops);
     }
     if (js) fprintf(js, "]}\n");
@@ -223,6 +260,12 @@ static void report(FILE *f, FILE *js, const ProfTable *t, int steps, const char 
 
 void cuda_profile_close(void) {
     if (!cuda_profile_on) return;
+    pthread_mutex_lock(&lock);
+    report_and_release();
+    pthread_mutex_unlock(&lock);
+}
+
+static void report_and_release(void) {
     end_segment(0);
     cuda_profile_on = 0;
     ProfTable *t = P.steps ? &P.total : &P.all;

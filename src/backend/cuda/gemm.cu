@@ -445,7 +445,7 @@ static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, co
         char name[128];
         snprintf(name, sizeof name, "gemm %s %c%c m=%d n=%d k=%d%s", bf16 ? "bf16" : "fp32", transa ? 'T' : 'N',
                  transb ? 'T' : 'N', m, n, k, plan->epilogue_bias && bias ? " +bias" : "");
-        cuda_profile_note(cuda_profile_name(name), 2.0 * m * n * (double)k);
+        cuda_profile_note(cuda_profile_name(name), NULL, 2.0 * m * n * (double)k);
     }
     stage_finish(be, &g);
     int bias_kernel = bias && !plan->epilogue_bias;
