@@ -16,6 +16,8 @@
 #      (scripts/gpu_profile.py; GPU_PROFILE_ARGS: other train flags);
 #   7. (not in the default stages: a call of its own) bench/longest_seq.py, the longest sequence GPT-2 1.5B
 #      trains on the GPU: ctron's budget planner against PyTorch with full checkpointing;
+#   m. (not in the default stages: a call of its own) bench/memo_bench.py --device cuda: MEMO, full recompute,
+#      --offload and selective + mini-seq at 4 GiB of activations, config S (issue 29);
 #   5. bench/gpu_bench.py: ctron against PyTorch eager (SDPA), torch.compile and llm.c, GPT-2 124M and 1.5B
 #      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
@@ -160,6 +162,21 @@ if want 6 && [ "$(left)" -gt ${GPU_TABLE4_S:-240} ]; then
   rc=$?
   row "table 4" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "one 22B layer, TP rank 0 of 8; $out/table4.json"
   sed -n '/^| attention/,$p' "$logs/table4.log" | tee -a "$summary"
+  save_logs
+fi
+
+# m. MEMO against full recompute, --offload and selective + mini-seq at the issue's own 4 GiB of bf16
+#    activations on config S (issue 29; bench/memo_bench.py --device cuda: each technique's longest
+#    sequence timed, then all at equal memory, α from the planner with this GPU's measured host link and
+#    GEMM rate). A call of its own: GPU_CHECK_STAGES=01m. GPU_MEMO_ARGS: more memo_bench flags (the
+#    emulated rehearsal's small model and budget).
+if want m && [ "$(left)" -gt 120 ]; then
+  # shellcheck disable=SC2086
+  timeout $(( $(left) - 20 )) python3 bench/memo_bench.py --device cuda --ctron "$ctron" --threads 1 --steps 3 \
+    --out "$out/memo_gpu" ${GPU_MEMO_ARGS:-} > "$logs/memo_gpu.log" 2>&1
+  rc=$?
+  row "MEMO at 4 GiB (S, bf16)" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$out/memo_gpu.md"
+  sed -n '/^| technique | longest/,/^$/p' "$logs/memo_gpu.log" | tee -a "$summary"
   save_logs
 fi
 

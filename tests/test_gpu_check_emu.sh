@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh rehearsed on the emulated GPU (GPU_CHECK_DRY=1, GPU_CHECK_CTRON=ctron-emu): the
-# smoke step and stage 9, kernel times in gpu_bench's setting (bench/gpu_bench.py --print-cmd), land in
-# the summary and in $OUT as a GPU call would bring them back. GPU time is rare: a stage that breaks
+# smoke step, stage 9 (kernel times in gpu_bench's setting, bench/gpu_bench.py --print-cmd) and stage m
+# (bench/memo_bench.py --device cuda, a small model) land in the summary and in $OUT as a GPU call would
+# bring them back. GPU time is rare: a stage that breaks
 # should break here. usage: test_gpu_check_emu.sh CTRON_EMU   (run from anywhere; data/kjv.txt needed)
 set -uo pipefail
 emu=$1
@@ -10,8 +11,9 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 pass=0; fail=0
 check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
 
-OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_STAGES=09 GPU_KT_CONFIGS=gpt2-tiny,llama-tiny \
-  GPU_CHECK_LIMIT_S=240 OMP_NUM_THREADS=1 bash "$root/scripts/gpu_check.sh" > "$dir/check.out" 2>&1
+OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_STAGES=09m GPU_KT_CONFIGS=gpt2-tiny,llama-tiny \
+  GPU_MEMO_ARGS="--model 2,64,4,256 --budget 1536KiB --host-gbps 50 --gemm-gflops 700000 --gpu-seqs 4096" \
+  GPU_CHECK_LIMIT_S=280 OMP_NUM_THREADS=1 bash "$root/scripts/gpu_check.sh" > "$dir/check.out" 2>&1
 ec=$?
 sum="$dir/out/summary.md"
 check '[ $ec -eq 0 ]' "gpu_check exit $ec: $(tail -5 "$dir/check.out")"
@@ -28,6 +30,16 @@ gemms() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%g
 g=$(gemms "$dir/out/kernel_times_gpt2-tiny.json"); check '[ "$g" = 39 ]' "gpt2-tiny: $g GEMMs a step, expected 39"
 g=$(gemms "$dir/out/kernel_times_llama-tiny.json"); check '[ "$g" = 45 ]' "llama-tiny: $g GEMMs a step, expected 45"
 check 'tar -tzf "$dir/out/logs.tar.gz" | grep -q "kernel_times_gpt2-tiny.log"' "the logs archive lacks the stage's log"
+# Stage m (bench/memo_bench.py --device cuda) on a 2-layer model in 1.5 MiB: every technique's longest
+# sequence, full recompute's the longest (640: its peak grows slowest), MEMO = full recompute there, the
+# equal-memory table at --offload all's longest (256), and the planner's prediction (α 0.015625 at 4096).
+md="$dir/out/memo_gpu.md"
+check 'grep -q "^| MEMO at 4 GiB (S, bf16) | ok |" "$sum"' "stage m: $(grep MEMO "$sum")"
+check 'grep -q "^| full recompute | 640 | " "$md" && grep -q "^| memo | 640 | = full recompute | 0 |" "$md"' \
+  "stage m: the longest sequences: $(grep -E '^\| (full|memo) ' "$md" | head -2)"
+check 'grep -q "^At s = 256, the same budget" "$md" && [ "$(grep -c " | – | [-+][0-9.]* % |$" "$md")" = 4 ]' \
+  "stage m: no equal-memory table of four wall-time rows at s = 256"
+check 'grep -q "^| 4096 | 0.015625 | 64 | " "$md"' "stage m: the prediction at 4096: $(grep '^| 4096' "$md")"
 
 echo "test_gpu_check_emu: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
