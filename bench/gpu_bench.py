@@ -103,6 +103,36 @@ def llama_model(c, dev, lora_fa):
     return model
 
 
+def peer_profiler(torch, dev):
+    """torch.profiler over the device's activity (the kernels and copies on a GPU; the ops on the CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+    return profile(activities=[ProfilerActivity.CUDA if dev == "cuda" else ProfilerActivity.CPU])
+
+
+def write_peer_kernel_times(path, prof, dev, steps):
+    """The peer's device time per kernel name, averaged over `steps` steps, in CTRON_KERNEL_TIMES's JSON
+    schema (scope, steps, device_ms, launches, rows of what / launches / device_ms), so that
+    scripts/kernel_categories.py sets the two side by side."""
+    rows = []
+    for e in prof.key_averages():
+        if dev == "cuda":
+            us = getattr(e, "self_device_time_total", None)
+            us = getattr(e, "self_cuda_time_total", 0.0) if us is None else us
+        else:
+            us = e.self_cpu_time_total
+        if us <= 0:
+            continue
+        rows.append({"what": e.key[:160], "launches": e.count / steps, "device_ms": us / 1e3 / steps,
+                     "host_ms": 0.0, "flops": 0.0})
+    rows.sort(key=lambda r: -r["device_ms"])
+    out = {"scope": f"steps 2..{steps + 1} ({steps} averaged), torch.profiler", "steps": steps,
+           "device_ms": sum(r["device_ms"] for r in rows), "host_ms": 0.0,
+           "launches": sum(r["launches"] for r in rows), "rows": rows}
+    with open(path + ".tmp", "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def peer_run(args):
     """One PyTorch run on cuda; prints a JSON line."""
     import torch
@@ -131,7 +161,15 @@ def peer_run(args):
     gen = torch.Generator(device=dev).manual_seed(2)
     ms, losses = [], []
     steps = args.steps or c["steps"]
-    for _ in range(steps):
+    prof = None
+    for i in range(steps):
+        if args.kernel_times and i == 1:   # steps 2 .. N-1, as ctron's CTRON_KERNEL_TIMES
+            prof = peer_profiler(torch, dev)
+            prof.__enter__()
+        if prof is not None and i == steps - 1:
+            prof.__exit__(None, None, None)
+            write_peer_kernel_times(args.kernel_times, prof, dev, steps - 2)
+            prof = None
         idx = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device=dev, generator=gen)
         tgt = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device=dev, generator=gen)
         sync()
@@ -248,6 +286,8 @@ def main():
     ap.add_argument("--steps", type=int, default=0)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="cpu: a local smoke test only")
     ap.add_argument("--python", default=sys.executable, help="the Python with torch for the peers")
+    ap.add_argument("--kernel-times", metavar="FILE.json", help="with --peer: the device time per kernel over steps "
+                    "2..N-1 (torch.profiler), in CTRON_KERNEL_TIMES's schema (--steps 3 at least)")
     ap.add_argument("--print-cmd", metavar="CONFIG", help="print ctron's command for CONFIG (--steps: its steps), "
                     "one argument a line, and exit")
     args = ap.parse_args()
@@ -259,6 +299,9 @@ def main():
         print("\n".join(ctron_cmd(args, "ctron", CONFIGS[args.print_cmd])))
         return 0
     if args.peer:
+        if args.kernel_times and (args.steps or CONFIGS[args.config]["steps"]) < 3:
+            print("gpu_bench: --kernel-times needs --steps 3 or more (steps 2..N-1 are profiled)", file=sys.stderr)
+            return 2
         return peer_run(args)
     t0 = time.time()
     dev = device_name()

@@ -8,7 +8,9 @@
 #      policies, ledger == prediction, exact resume;
 #   9. kernel times: CUDA events after every launch, the device time per launcher and GEMM shape of a
 #      GPT-2 124M and 1.5B step (CTRON_KERNEL_TIMES; works where ncu's counters are refused;
-#      GPU_KT_CONFIGS=llama-bench,lora-8b-2l ... for others: space- or comma-separated gpu_bench configs);
+#      GPU_KT_CONFIGS=llama-bench,lora-8b-2l ... for others: space- or comma-separated gpu_bench configs),
+#      then torch.compile's kernels on GPT-2 124M (torch.profiler; GPU_KT_PEERS="compile eager", or "none")
+#      and both by category (scripts/kernel_categories.py);
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
 #   6. the paper's Table 4: one layer of the 22B model as TP rank 0 of 8 (bench/table4.py, --tp-solo),
 #      none / selective / full, standard and flash attention (run before 5, whose bench takes what is left);
@@ -134,6 +136,18 @@ if want 9 && [ "$(left)" -gt 60 ]; then
     row "kernel times $cfg" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
       "$(grep -m1 '^kernel times' "$logs/kernel_times_$cfg.log")"
     sed -n '/^| what/,$p' "$logs/kernel_times_$cfg.log" | grep -v '^done' | head -32 | tee -a "$summary"
+    save_logs
+  done
+  # The peer's kernels over the same steps (torch.profiler), and both by category: where the gap is.
+  for peer in ${GPU_KT_PEERS:-compile}; do
+    cfg=gpt2-124m
+    [ "$peer" != none ] && [ "$(left)" -gt 90 ] && [ -f "$out/kernel_times_$cfg.json" ] || break
+    timeout $(( $(left) - 30 )) python3 bench/gpu_bench.py --peer "$peer" --config "$cfg" --steps 6 \
+      --kernel-times "$out/kernel_times_${cfg}_torch-$peer.json" > "$logs/kernel_times_${cfg}_torch-$peer.log" 2>&1
+    rc=$?
+    row "kernel times $cfg torch-$peer" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "by category below"
+    [ $rc -eq 0 ] && python3 scripts/kernel_categories.py "ctron=$out/kernel_times_$cfg.json" \
+      "torch-$peer=$out/kernel_times_${cfg}_torch-$peer.json" | tee -a "$summary"
     save_logs
   done
 fi
