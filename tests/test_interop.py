@@ -20,6 +20,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import Checks  # noqa: E402
+
 try:
     import safetensors
     import safetensors.numpy as stnp
@@ -27,16 +30,7 @@ try:
 except ImportError:
     HAVE_ST = False
 
-passed = failed = 0
-
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print("FAIL:", msg)
+check = Checks()
 
 
 # numpy fallback for the format (used only without the safetensors package)
@@ -203,8 +197,7 @@ def main(argv):
     g = subprocess.run([ctron, "generate", "--ckpt", py, "--tokens", "2"], capture_output=True, text=True)
     check(g.returncode == 1 and "lm_head.weight" in g.stderr, f"extra tensor: rc {g.returncode}, {g.stderr}")
 
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

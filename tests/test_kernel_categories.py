@@ -12,18 +12,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import kernel_categories as kc  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycheck import Checks  # noqa: E402
 
-fails = 0
-passes = 0
-
-
-def check(ok, what):
-    global fails, passes
-    if ok:
-        passes += 1
-    else:
-        fails += 1
-        print("FAIL:", what)
+check = Checks()
 
 
 EXPECT = {
@@ -100,5 +92,4 @@ with tempfile.TemporaryDirectory() as d:
         r = subprocess.run(cmd[:-4] + ["--steps", "2", "--kernel-times", kt + "2"], capture_output=True, text=True)
         check(r.returncode == 2 and "--steps 3 or more" in r.stderr, f"--steps 2: exit {r.returncode} {r.stderr!r}")
 
-print(f"test_kernel_categories: {passes} passed, {fails} failed")
-sys.exit(1 if fails else 0)
+sys.exit(check.summary("test_kernel_categories"))

@@ -33,7 +33,9 @@ from safetensors.numpy import load_file, save_file  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
 import llama_ref  # noqa: E402
+from pycheck import Checks  # noqa: E402
 
 # float64 (independent) against float32 (transformers): measured worst 2.3e-6 relative (loss, logits, gradients
 # max-abs normalised; the small norm-weight and bias gradients are the worst) on these cases; a convention
@@ -48,16 +50,7 @@ CASES = [  # name, model_type, kv heads, tied, rope_theta
     ("gqa_tied_qwen2", "qwen2", 2, True, 5e5),
 ]
 
-passed = failed = 0
-
-
-def check(cond, msg):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {msg}", file=sys.stderr)
+check = Checks(stream=sys.stderr)
 
 
 def make_model(model_dir, family, kv, tied, theta, seed):
@@ -246,7 +239,7 @@ def main(argv):
     rc = subprocess.run([sys.executable, os.path.join(HERE, "llama_ref.py")] + triples).returncode
     check(rc == 0, f"llama_ref.py exited {rc}")
     if rc != 0:
-        print(f"{passed} passed, {failed} failed")
+        check.summary()
         return 1
     for name, d in dirs.items():
         compare(name, load_file(d + ".out.safetensors"), independent(d, d + ".batch.safetensors"))
@@ -280,8 +273,7 @@ def main(argv):
             "tied config, file with lm_head.weight")
     refuses(d, batch, out, edit_config(lambda c: c.update({"rope_parameters": {"rope_theta": 5e5,
             "rope_type": "linear", "factor": 2.0}})), "rope_type", "RoPE scaling")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":
