@@ -44,6 +44,8 @@ print("launch_sum_ok=%d" % (abs(sum(r["launches"] for r in rows) - d["launches"]
 print("positive=%d" % all(r["device_ms"] >= 0 for r in rows))
 print("busy=%d" % (d["device_ms"] > 0))
 print("idle_row=%d" % any(r["what"] == "(device idle: host waits)" and r["launches"] == 0 for r in rows))
+print("idle_work_row=%d" % any(r["what"] == "(device idle: host work after a wait)" and r["launches"] == 0
+                               and r["device_ms"] >= 0 for r in rows))
 EOF
 }
 
@@ -65,6 +67,8 @@ for spec in "2 5 fp32" "3 5 bf16" "2 2 fp32"; do
     check '[ "$(get gemms)" = "$((3 * (6 * L + 1)))" ]' "$name: $(get gemms) GEMMs a step, expected 3·(6L+1) = $((3 * (6 * L + 1)))"
     check '[ "$(get ln_fwd)" = "$((2 * L + 1))" ]' "$name: $(get ln_fwd) LayerNorm forwards a step, expected $((2 * L + 1))"
     check '[ "$(get idle_row)" = 1 ]' "$name: no '(device idle: host waits)' row (the step's end waits once)"
+    check '[ "$(get idle_work_row)" = 1 ]' \
+      "$name: no '(device idle: host work after a wait)' row (the next step's first launch follows the host's work)"
   else   # two steps: no whole step after the warm-up one; every launch is reported
     check '[ "$(get scope)" = "every_launch_(no_whole_step_after_the_first)" ]' "$name: scope '$(get scope)'"
   fi

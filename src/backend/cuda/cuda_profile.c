@@ -7,7 +7,9 @@
 // later launch's: its kernel, plus any copy or memset queued just before it, plus any time the device
 // sat idle waiting for the host to queue it. Idle time after a host wait (a read-back, the step's end)
 // has its own row: an event is recorded when the host returns from the wait, and the interval that
-// ends there is "(device idle: host waits)". The host's own time between two launches is kept beside
+// ends there is "(device idle: host waits)". The stream is empty then, so the next launch starts when
+// the host queues it: of its interval, the host's time since the wait (its work between steps: data,
+// logging) is "(device idle: host work after a wait)", the rest the launch's. The host's own time between two launches is kept beside
 // it: a launcher whose host µs/launch exceeds its device time starves the device (launch-bound).
 //
 // Steps. The trainer resets its phase marks once a step (marks_reset): those are the boundaries. The
@@ -52,6 +54,7 @@ static struct {
     int n, cap;                 // records since the last fold (each with its own event, reused)
     cudaEvent_t last_ev;        // the previous fold's last event: where the next interval starts
     double last_host;
+    int last_after_wait;        // the previous fold's last record was a wait's
     int boundaries;             // step boundaries seen
     int steps;                  // whole steps added to `total`
     ProfTable segment, total, all;
@@ -60,6 +63,7 @@ static struct {
 } P;
 
 static const char IDLE[] = "(device idle: host waits)";
+static const char IDLE_WORK[] = "(device idle: host work after a wait)";
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static double host_seconds(void) {
@@ -176,18 +180,26 @@ static void fold(void) {
         const ProfRecord *r = &P.recs[i];
         cudaEvent_t from = i ? P.recs[i - 1].ev : P.last_ev;
         double from_host = i ? P.recs[i - 1].host_s : P.last_host;
-        float ms = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, from, r->ev));
+        float elapsed = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&elapsed, from, r->ev));
+        double ms = elapsed, host_ms = 1e3 * (r->host_s - from_host);
+        int drained = i ? P.recs[i - 1].after_wait : P.last_after_wait;
+        if (drained && !r->after_wait) {   // the device waited for the host to queue this launch
+            double idle = host_ms < ms ? host_ms : ms;
+            row_of(&P.segment, IDLE_WORK, NULL)->device_ms += idle;
+            ms -= idle;
+        }
         ProfRow *row = row_of(&P.segment, r->what, r->file);
         row->launches += r->after_wait ? 0 : 1;
         row->device_ms += ms;
-        row->host_ms += 1e3 * (r->host_s - from_host);
+        row->host_ms += host_ms;
         row->flops += r->flops;
     }
     cudaEvent_t spare = P.last_ev;   // swapped, so every record keeps an event of its own
     P.last_ev = P.recs[P.n - 1].ev;
     P.recs[P.n - 1].ev = spare;
     P.last_host = P.recs[P.n - 1].host_s;
+    P.last_after_wait = P.recs[P.n - 1].after_wait;
     P.n = 0;
 }
 
