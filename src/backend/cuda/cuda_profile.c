@@ -9,8 +9,9 @@
 // has its own row: an event is recorded when the host returns from the wait, and the interval that
 // ends there is "(device idle: host waits)". The stream is empty then, so the next launch starts when
 // the host queues it: of its interval, the host's time since the wait (its work between steps: data,
-// logging) is "(device idle: host work after a wait)", the rest the launch's. The host's own time between two launches is kept beside
-// it: a launcher whose host µs/launch exceeds its device time starves the device (launch-bound).
+// logging) is "(device idle: host work after a wait)", the rest the launch's. The host's own time
+// between two launches is kept beside it: a launcher whose host µs/launch exceeds its device time
+// starves the device (launch-bound). Summed over the rows, the host's times are the step's wall time.
 //
 // Steps. The trainer resets its phase marks once a step (marks_reset): those are the boundaries. The
 // time before the first is setup, the first step is warm-up (cuBLASLt plans, scratch growth), and what
@@ -249,8 +250,8 @@ static void report(FILE *f, FILE *js, const ProfTable *t, int steps, const char 
         host += t->rows[i].host_ms;
         launches += t->rows[i].launches;
     }
-    fprintf(f, "kernel times (CTRON_KERNEL_TIMES), %s: %.3f ms on the device and %.3f ms of the host between "
-            "launches%s, %.0f launches\n", scope, per * device, per * host, steps ? " a step" : "", per * launches);
+    fprintf(f, "kernel times (CTRON_KERNEL_TIMES), %s: %.3f ms on the device%s (%.3f ms on the host's clock), "
+            "%.0f launches\n", scope, per * device, steps ? " a step" : "", per * host, per * launches);
     fprintf(f, "| what | launches | device ms | share | host us/launch | TFLOP/s |\n|---|---:|---:|---:|---:|---:|\n");
     if (js) fprintf(js, "{\"scope\": \"%s\", \"steps\": %d, \"device_ms\": %.6f, \"host_ms\": %.6f, \"launches\": %.1f, "
                     "\"rows\": [", scope, steps, per * device, per * host, per * launches);
