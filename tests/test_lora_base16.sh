@@ -114,7 +114,9 @@ if [ ${#launch[@]} -gt 0 ]; then
     ec=$?; check '[ $ec -eq 0 ] && [ $(grep -c "weights (base bf16, adapters fp32): measured \([0-9]*\) B, predicted \1 B  ok" "$dir/tp.out") -ge 1 ]' \
       "$lay: weights $(grep -m2 "weights (base\|rror" "$dir/tp.out")"
     "$ctron" train "${llama[@]}" --steps 4 --lora-rank 4 --base-dtype bf16 --log "$dir/one.jsonl" > /dev/null 2>&1
-    losses "$dir/tp.jsonl" "$dir/one.jsonl" 1e-5 > "$dir/cmp" 2>&1
+    # TP's reordered partial sums, amplified by four AdamW steps at lr 5e-3: within 1e-5 on the AVX2 machines
+    # of sessions 11-15, 1.05e-5 at step 4 on session 16's AVX-512 one (OpenBLAS's SKYLAKEX kernels): 3e-5.
+    losses "$dir/tp.jsonl" "$dir/one.jsonl" 3e-5 > "$dir/cmp" 2>&1
     ec=$?; check '[ $ec -eq 0 ]' "$lay: not the one-process run: $(cat "$dir/cmp")"
   done
 fi

@@ -234,8 +234,12 @@ static void test_plain(void) {
                         CHECK(same, "%s: gradients differ from the plain run's (rel %.3g)", what, worst);
                         CHECK(memcmp(ref.params, t.params, t.n * sizeof(float)) == 0, "%s: parameters differ", what);
                     } else {
+                        // Within the tolerance; bitwise equal is allowed: the token ranges split the GEMMs by
+                        // rows, which changes no row's sum where the BLAS kernel's k-order is independent of m
+                        // (OpenBLAS's SKYLAKEX sgemm, session 16), and may change the last bits elsewhere
+                        // (its Haswell/Zen kernels: 1e-7 relative, sessions 11-15).
                         double tol = bf16 ? 3e-3 : 3e-6;
-                        CHECK(worst < tol && worst > 0.0 && lworst < (bf16 ? 1e-5 : 1e-7),
+                        CHECK(worst < tol && lworst < (bf16 ? 1e-5 : 1e-7),
                               "%s: gradients rel %.3g (tolerance %.0e), loss rel %.3g", what, worst, tol, lworst);
                         if (worst > g_worst[bf16]) g_worst[bf16] = worst;
                     }
@@ -499,7 +503,8 @@ static void test_alpha_mixed(void) {
             double x = rel(ref.grads[i], t.grads[i], t.n);
             if (x > worst) worst = x;
         }
-        CHECK(worst > 0.0 && worst < 3e-6, "%s split mix: gradients rel %.3g (tolerance 3e-6)", llama ? "llama" : "gpt2", worst);
+        // bitwise equal allowed, as in test_plain (a row split of a GEMM may or may not move the last bits)
+        CHECK(worst < 3e-6, "%s split mix: gradients rel %.3g (tolerance 3e-6)", llama ? "llama" : "gpt2", worst);
         printf("%s mix 0:memo@0.34,1:memo@1,2:memo@0.67 against the plain run: gradients within %.2g relative\n",
                llama ? "llama" : "gpt2", worst);
         trace_free(&t);
@@ -838,7 +843,7 @@ static void test_lora(void) {
                             double x = rel(ref.grads[i], t.grads[i], t.n);
                             if (x > worst) worst = x;
                         }
-                        CHECK(worst > 0.0 && worst < 3e-6, "%s: adapters' gradients rel %.3g against the plain run "
+                        CHECK(worst < 3e-6, "%s: adapters' gradients rel %.3g against the plain run "   // 0 allowed
                               "(tolerance 3e-6)", what, worst);
                         printf("%s: adapters' gradients within %.2g of the plain run\n", what, worst);
                     }
