@@ -86,5 +86,12 @@ ec=$?
 check '[ $ec -eq 2 ] && grep -q "CTRON_KERNEL_TIMES='"'"'yes'"'"': expected 1" "$dir/bad.out" && [ ! -e "$dir/bad" ]' \
   "CTRON_KERNEL_TIMES=yes: exit $ec (expected 2, naming the value, nothing written): $(tail -1 "$dir/bad.out")"
 
+# A FILE.json that cannot be written is refused before the run, not found out after it.
+CTRON_KERNEL_TIMES="$dir/no/such/dir/kt.json" "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/nodir" \
+  > "$dir/nodir.out" 2>&1
+ec=$?
+check '[ $ec -eq 2 ] && grep -q "cannot write in the directory '"'"'$dir/no/such/dir/'"'"'" "$dir/nodir.out" && [ ! -e "$dir/nodir" ]' \
+  "an unwritable FILE.json: exit $ec (expected 2, naming the directory, nothing written): $(tail -1 "$dir/nodir.out")"
+
 echo "test_kernel_times: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

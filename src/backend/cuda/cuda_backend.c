@@ -304,13 +304,14 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     }
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
-    if (cuda_profile_open(c->stream, err, errlen) != 0) {
+    int profiled = cuda_profile_open(c->stream, err, errlen);
+    if (profiled < 0) {
         cudaStreamDestroy(c->stream);
         cudaStreamDestroy(c->copy_stream);
         free(c);
         return NULL;
     }
-    c->profiled = cuda_profile_on;
+    c->profiled = profiled;
     CUBLAS_CHECK(cublasLtCreate(&c->lt));
     size_t free_b = 0, total_b = 0;
     CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));

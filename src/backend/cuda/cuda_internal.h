@@ -75,7 +75,8 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
     } while (0)
 // Kernel times (cuda_profile.c, CTRON_KERNEL_TIMES=1 or FILE.json): an event after every launch on the
 // compute stream, the device time between two of them summed by launcher, reported when the backend
-// closes. cuda_profile_open: 0 (on or off as the variable says) or -1 with err (a bad value).
+// closes. cuda_profile_open: 1 (this stream is followed), 0 (the variable unset, or another backend's
+// stream already followed) or -1 with err (a bad value, or a FILE.json that cannot be written).
 extern int cuda_profile_on;
 int cuda_profile_open(cudaStream_t stream, char *err, size_t errlen);
 // what: static storage or cuda_profile_name's; file: a launcher's __FILE__ (its row reads "what (file)"), or NULL

@@ -20,11 +20,12 @@
 //
 // One profiled stream per process: the first CUDA backend opened with the variable set. The trainer
 // launches from one thread; a lock keeps the records whole should another thread wait on the stream.
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 #include "backend/cuda/cuda_internal.h"
 #include "util/common.h"
 
@@ -67,15 +68,9 @@ static const char IDLE[] = "(device idle: host waits)";
 static const char IDLE_WORK[] = "(device idle: host work after a wait)";
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-static double host_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int cuda_profile_open(cudaStream_t stream, char *err, size_t errlen) {
     const char *v = getenv("CTRON_KERNEL_TIMES");
-    if (!v || !*v || !strcmp(v, "0") || cuda_profile_on) return 0;
+    if (!v || !*v || !strcmp(v, "0") || cuda_profile_on) return 0;   // off, or another backend's stream is followed
     size_t len = strlen(v);
     int json = len > 5 && !strcmp(v + len - 5, ".json");
     if (strcmp(v, "1") && !json) {
@@ -87,14 +82,24 @@ int cuda_profile_open(cudaStream_t stream, char *err, size_t errlen) {
         snprintf(err, errlen, "CTRON_KERNEL_TIMES: a path of %zu characters (at most %zu)", len, sizeof P.json_path - 1);
         return -1;
     }
+    if (json) {   // refused now, not after the run: the JSON is written when the backend closes
+        char dir[sizeof P.json_path];
+        const char *slash = strrchr(v, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - v) + 1 : 1, slash ? v : ".");
+        if (access(dir, W_OK) != 0) {
+            snprintf(err, errlen, "CTRON_KERNEL_TIMES='%s': cannot write in the directory '%s' (%s)", v, dir,
+                     strerror(errno));
+            return -1;
+        }
+    }
     memset(&P, 0, sizeof P);
     P.stream = stream;
     if (json) memcpy(P.json_path, v, len + 1);
     CUDA_CHECK(cudaEventCreate(&P.last_ev));
     CUDA_CHECK(cudaEventRecord(P.last_ev, stream));
-    P.last_host = host_seconds();
+    P.last_host = now_seconds();
     cuda_profile_on = 1;
-    return 0;
+    return 1;
 }
 
 static const char *intern(const char *text);
@@ -133,7 +138,7 @@ static void note(const char *what, const char *file, double flops, int after_wai
     r->file = file;
     r->flops = flops;
     r->after_wait = after_wait;
-    r->host_s = host_seconds();
+    r->host_s = now_seconds();
 }
 
 void cuda_profile_note(const char *what, const char *file, double flops) {
