@@ -19,6 +19,7 @@ CATEGORIES = [
     ("idle (host waits)", r"^\(device idle"),
     ("attention", r"flash|fmha|attention|sdpa|scaled_dot|softmax_rows|core_group|backward_group"),
     ("bf16 conversions", r"bf16_pack|bf16_unpack|bf16_round|colpass|_to_copy|convert"),   # before GEMM: gemm.cu's packs
+    ("copies and fills", r"^memcpy |^memset"),   # before GEMM: ctron's copies are named by their file (gemm.cu's staging)
     ("GEMM", r"^gemm |gemm|sm\d+_xmma|cutlass|nvjet|cublas|aten::(mm|addmm|bmm|matmul)"),
     ("cross-entropy", r"crossentropy|cross_entropy|nll_loss|log_softmax|logsumexp"),
     ("optimizer", r"adam|step_guard|optim\.cu|multi_tensor|foreach|sumsq|nonfinite"),
@@ -72,7 +73,7 @@ def main():
     a = ap.parse_args()
     runs = [load(x) for x in a.runs]
     sums = [(label, d, summarise(d)) for label, d in runs]
-    order = [c for c, _ in CATEGORIES] + [OTHER]
+    order = list(dict.fromkeys([c for c, _ in CATEGORIES] + [OTHER]))   # a category may have two patterns
     print("| category | " + " | ".join(f"{label} ms/step | share" for label, _, _ in sums) + " | largest rows |")
     print("|---|" + "---:|---:|" * len(sums) + "---|")
     for cat in order:

@@ -35,6 +35,8 @@ EXPECT = {
     "cuda_bf16_unpack (dropout.cu)": "bf16 conversions",
     "colpass_launch (gemm.cu)": "bf16 conversions",
     "Memcpy HtoD (Pageable -> Device)": "copies and fills",
+    "memcpy D2D (GEMM operand staging) (gemm.cu)": "copies and fills",   # not GEMM, though its file is gemm.cu
+    "memset (cuda_backend.c)": "copies and fills",
     "(device idle: host waits)": "idle (host waits)",
     "cuda_bias_gelu_forward (gelu.cu)": "element-wise and other",
     "triton_poi_fused_add_gelu_3": "element-wise and other",
@@ -64,6 +66,13 @@ with tempfile.TemporaryDirectory() as d:
     check(norms.startswith("| norms | 4.000 | 20.0 % | 2.000 | 20.0 % |"), f"the norms row: {norms!r}")
     check(out[-1] == "| **total** | 20.000 | 100 % | 10.000 | 100 % | |", f"the total: {out[-1]!r}")
     check(not any(l.startswith("| attention |") for l in out), "a category neither run has was printed")
+    # Copies reach one category by either of its two patterns; it is printed once, with both summed.
+    c = write("c.json", [("memcpy D2D (GEMM operand staging) (gemm.cu)", 1.5), ("Memcpy DtoD (Device -> Device)", 0.5)])
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "kernel_categories.py"), f"ctron={c}"],
+                       capture_output=True, text=True)
+    copies = [l for l in r.stdout.splitlines() if l.startswith("| copies and fills |")]
+    check(len(copies) == 1 and copies[0].startswith("| copies and fills | 2.000 | 100.0 % |"),
+          f"the copies row(s): {copies!r}")
     bad = os.path.join(d, "bad.json")
     with open(bad, "w") as f:
         f.write("{\"rows\": 3}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Kernel times (CTRON_KERNEL_TIMES, src/backend/cuda/cuda_profile.c) on a CUDA build: the report counts
-# every launch of a step exactly, GEMMs by shape with their FLOPs, and its rows add up to its total.
+# every launch of a step exactly, GEMMs by shape with their FLOPs, copies in rows of their own, and its rows add
+# up to its total.
 # GPT-2 has six linear layers a block (q, k, v, proj, fc, fc2) and the output layer; each runs once
 # forward and twice backward (dx, dW): 3·(6L + 1) GEMMs a step, and 2L + 1 LayerNorm forwards.
 # usage: test_kernel_times.sh CTRON_WITH_CUDA DATA   (the emulated GPU's ctron-emu, or a GPU's ctron;
@@ -39,6 +40,9 @@ for r in gemm:   # flops a step = launches · 2·m·n·k, from the shape in the 
     m, n, k = (int(x) for x in re.search(r"m=(\d+) n=(\d+) k=(\d+)", r["what"]).groups())
     bad += abs(r["flops"] - r["launches"] * 2 * m * n * k) > 1e-9 * r["flops"]
 print("flops_bad=%d" % bad)
+launches = lambda what: sum(r["launches"] for r in rows if r["what"] == what)
+print("h2d=%g" % launches("memcpy H2D (cuda_backend.c)"))
+print("d2h=%g" % launches("memcpy D2H (optim.cu)"))
 print("sum_ok=%d" % (abs(sum(r["device_ms"] for r in rows) - d["device_ms"]) <= 1e-6 * max(1.0, d["device_ms"])))
 print("launch_sum_ok=%d" % (abs(sum(r["launches"] for r in rows) - d["launches"]) < 1e-9))
 print("positive=%d" % all(r["device_ms"] >= 0 for r in rows))
@@ -67,6 +71,9 @@ for spec in "2 5 fp32" "3 5 bf16" "2 2 fp32"; do
     check '[ "$(get gemms)" = "$((3 * (6 * L + 1)))" ]' "$name: $(get gemms) GEMMs a step, expected 3·(6L+1) = $((3 * (6 * L + 1)))"
     check '[ "$(get ln_fwd)" = "$((2 * L + 1))" ]' "$name: $(get ln_fwd) LayerNorm forwards a step, expected $((2 * L + 1))"
     check '[ "$(get idle_row)" = 1 ]' "$name: no '(device idle: host waits)' row (the step's end waits once)"
+    # Copies have rows of their own: the micro-batch's tokens and targets go up, the step's loss and Σg² come back.
+    check '[ "$(get h2d)" = 2 ] && [ "$(get d2h)" = 2 ]' \
+      "$name: $(get h2d) H2D and $(get d2h) D2H copies a step in their own rows, expected 2 and 2"
     check '[ "$(get idle_work_row)" = 1 ]' \
       "$name: no '(device idle: host work after a wait)' row (the next step's first launch follows the host's work)"
   else   # two steps: no whole step after the warm-up one; every launch is reported

@@ -214,6 +214,7 @@ static double ce_sum_rows(Backend *be, const float *row_loss, int n) {
     CUDA_LAUNCHED();
     double *h = (double *)cuda_host_result(be, sizeof(double));
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     cuda_stream_wait(st);
     return *h;
 }
@@ -293,7 +294,9 @@ extern "C" double cuda_loss_take(Backend *be) {
     cudaStream_t st = cuda_stream(be);
     double *sums = cuda_impl(be)->loss_sums, *h = (double *)cuda_host_result(be, sizeof(double));
     CUDA_CHECK(cudaMemcpyAsync(h, sums + 1, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     CUDA_CHECK(cudaMemsetAsync(sums + 1, 0, sizeof(double), st));
+    CUDA_QUEUED("memset");
     cuda_stream_wait(st);
     return *h;
 }

@@ -55,6 +55,7 @@ const void *cuda_upload_table(Backend *be, CudaTableSlot slot, const void *host,
     memcpy(t->host, host, bytes);
     t->bytes = bytes;
     CUDA_CHECK(cudaMemcpyAsync(t->dev, t->host, bytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_QUEUED("memcpy H2D");
     return t->dev;
 }
 
@@ -79,6 +80,7 @@ static void *cuda_alloc(Backend *be, size_t bytes) {
                     cudaGetErrorString(e), free_b, total_b);
     }
     CUDA_CHECK(cudaMemsetAsync(p, 0, n, c->stream));   // alloc's contract: zero-filled
+    CUDA_QUEUED("memset");
     c->live_bytes += n;
     return p;
 }
@@ -90,12 +92,14 @@ static void cuda_free(Backend *be, void *p) {
 static enum cudaMemcpyKind copy_kind(CopyDir dir) {
     return dir == COPY_H2D ? cudaMemcpyHostToDevice : dir == COPY_D2H ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
 }
+static const char *copy_row(CopyDir dir) { return dir == COPY_H2D ? "memcpy H2D" : dir == COPY_D2H ? "memcpy D2H" : "memcpy D2D"; }
 // In stream order. A copy that touches the host returns when it is complete (the caller reads or
 // reuses the host buffer next); device to device is complete for every later kernel.
 static void cuda_copy(Backend *be, void *dst, const void *src, size_t bytes, CopyDir dir) {
     if (!bytes) return;
     CudaImpl *c = cuda_impl(be);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, copy_kind(dir), c->stream));
+    CUDA_QUEUED(copy_row(dir));
     if (dir != COPY_D2D) cuda_stream_wait(c->stream);
 }
 // On the copy stream, after everything the compute stream has been given so far (the tensor going
@@ -126,12 +130,16 @@ static void cuda_event_wait(Backend *be, BackendEvent *ev) {
     ev->done = 1;
 }
 static void cuda_memset(Backend *be, void *p, int byte, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, byte, bytes, cuda_stream(be)));
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemsetAsync(p, byte, bytes, cuda_stream(be)));
+    CUDA_QUEUED("memset");
 }
 static void cuda_synchronize(Backend *be) { cuda_stream_wait(cuda_stream(be)); }
 // From host_alloc (pinned) memory, which the caller keeps until its next wait: no staging, no wait.
 static void cuda_copy_enqueue(Backend *be, void *dst, const void *src, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream(be)));
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, cuda_stream(be)));
+    CUDA_QUEUED("memcpy H2D");
 }
 // ---- the device's clock: an event per mark, re-recorded after each marks_reset (the step's wait came
 // between, so none is still pending when it is recorded again)

@@ -93,6 +93,12 @@ void cuda_stream_wait(cudaStream_t stream);
         CUDA_CHECK(cudaGetLastError());                        \
         if (cuda_profile_on) cuda_profile_note(__func__, __FILE__, 0.0); \
     } while (0)
+// After every copy or memset on the compute stream (what: "memcpy D2H", "memset", ...): kernel times give
+// it a row of its own ("memcpy D2H (optim.cu)"), not the next launch's.
+#define CUDA_QUEUED(what)                                      \
+    do {                                                       \
+        if (cuda_profile_on) cuda_profile_note(what, __FILE__, 0.0); \
+    } while (0)
 #define CUBLAS_CHECK(call)                                                                     \
     do {                                                                                       \
         cublasStatus_t cublas_check_st_ = (call);                                              \

@@ -3,9 +3,9 @@
 // (the device README's gVisor machines); events need nothing.
 //
 // How. The compute stream runs its work in order, so after every launch (CUDA_LAUNCHED, and each
-// cuBLASLt matmul) one event is recorded, and the device time between two consecutive events is the
-// later launch's: its kernel, plus any copy or memset queued just before it, plus any time the device
-// sat idle waiting for the host to queue it. Idle time after a host wait (a read-back, the step's end)
+// cuBLASLt matmul, and each copy or memset on the stream: CUDA_QUEUED, a row per kind and file) one
+// event is recorded, and the device time between two consecutive events is the later one's: its work,
+// plus any time the device sat idle waiting for the host to queue it. Idle time after a host wait (a read-back, the step's end)
 // has its own row: an event is recorded when the host returns from the wait, and the interval that
 // ends there is "(device idle: host waits)". The stream is empty then, so the next launch starts when
 // the host queues it: of its interval, the host's time since the wait (its work between steps: data,

@@ -372,6 +372,7 @@ typedef struct {
 
 static void stage_copy(CudaImpl *c, void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
+    CUDA_QUEUED("memcpy D2D (GEMM operand staging)");
 }
 
 static GemmPtrs stage(Backend *be, const GemmPlan *p, const void *a, const void *b, float *d, const float *bias) {

@@ -234,6 +234,7 @@ extern "C" double cuda_sum_squares(Backend *be, const float *x, size_t n) {
     CUDA_LAUNCHED();
     double *h = (double *)cuda_host_result(be, sizeof(double));
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     cuda_stream_wait(st);
     return *h;
 }
@@ -262,6 +263,7 @@ extern "C" void cuda_step_guard(Backend *be, const float *g, size_t n, float max
         CUDA_LAUNCHED();
     } else {
         CUDA_CHECK(cudaMemsetAsync(&c->guard->sumsq, 0, sizeof(double), st));
+        CUDA_QUEUED("memset");
     }
     step_guard_kernel<<<1, 1, 0, st>>>(c->guard, c->loss_sums + 1, max_norm);
     CUDA_LAUNCHED();
@@ -273,8 +275,11 @@ extern "C" void cuda_step_take(Backend *be, double *loss_sum, double *sumsq) {
     CudaImpl *c = cuda_impl(be);
     double *h = (double *)cuda_host_result(be, 2 * sizeof(double));
     CUDA_CHECK(cudaMemcpyAsync(h, c->loss_sums + 1, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     CUDA_CHECK(cudaMemcpyAsync(h + 1, &c->guard->sumsq, sizeof(double), cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     CUDA_CHECK(cudaMemsetAsync(c->loss_sums + 1, 0, sizeof(double), st));
+    CUDA_QUEUED("memset");
     cuda_stream_wait(st);
     *loss_sum = h[0];
     *sumsq = h[1];
@@ -294,6 +299,7 @@ extern "C" size_t cuda_count_nonfinite(Backend *be, const float *x, size_t n) {
     CUDA_LAUNCHED();
     unsigned long long *h = (unsigned long long *)cuda_host_result(be, sizeof(unsigned long long));
     CUDA_CHECK(cudaMemcpyAsync(h, d, sizeof(unsigned long long), cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     cuda_stream_wait(st);
     return (size_t)*h;
 }
@@ -500,6 +506,7 @@ extern "C" void cuda_tensor_stats_multi(Backend *be, const float *const *x, cons
     CUDA_LAUNCHED();
     char *h = (char *)cuda_host_result(be, out_bytes);
     CUDA_CHECK(cudaMemcpyAsync(h, d, out_bytes, cudaMemcpyDeviceToHost, st));
+    CUDA_QUEUED("memcpy D2H");
     cuda_stream_wait(st);
     for (int i = 0; i < count; i++) {
         if (sumsq) sumsq[i] = ((const double *)h)[i];
