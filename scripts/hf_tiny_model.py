@@ -5,7 +5,8 @@
     PY=$(bash scripts/peer_env.sh)      # or: bash scripts/peer_env.sh --path, once it is installed
     $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
-        [--rope-theta 10000] [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
+        [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG]
+        [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
 
 OUT gets config.json, generation_config.json and model.safetensors (or model-0000K-of-0000N.safetensors
 and model.safetensors.index.json when --max-shard-size cuts it), as save_pretrained writes them. The
@@ -20,6 +21,20 @@ FAMILIES = {"gpt2": ("GPT2Config", "GPT2LMHeadModel"), "llama": ("LlamaConfig", 
             "mistral": ("MistralConfig", "MistralForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}
 
 
+def rope_parameters(a):
+    """rope_parameters of --rope-theta and --rope-scaling (ctron's --rope-scaling syntax)."""
+    kind, *nums = a.rope_scaling.split(":")
+    p = {"rope_type": "default" if kind == "none" else kind, "rope_theta": a.rope_theta}
+    if kind == "linear":
+        p["factor"] = float(nums[0])
+    elif kind == "llama3":
+        p.update(factor=float(nums[0]), low_freq_factor=float(nums[1]), high_freq_factor=float(nums[2]),
+                 original_max_position_embeddings=int(nums[3]))
+    elif kind != "none":
+        sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F or llama3:F:LOW:HIGH:ORIG")
+    return p
+
+
 def build_config(transformers, a):
     cls = getattr(transformers, FAMILIES[a.family][0])
     if a.family == "gpt2":
@@ -29,7 +44,7 @@ def build_config(transformers, a):
     return cls(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
                num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.positions,
                rms_norm_eps=1e-5, tie_word_embeddings=a.tied,
-               rope_parameters={"rope_type": "default", "rope_theta": a.rope_theta},
+               rope_parameters=rope_parameters(a),
                bos_token_id=None, eos_token_id=None, **extra)
 
 
@@ -68,6 +83,7 @@ def parse_args(argv):
     p.add_argument("--positions", type=int, default=256)
     p.add_argument("--tied", action="store_true")
     p.add_argument("--rope-theta", type=float, default=10000.0)
+    p.add_argument("--rope-scaling", default="none")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--max-shard-size", default="5GB")
     p.add_argument("--seed", type=int, default=0)

@@ -23,6 +23,11 @@ expect "--tie-embeddings is a llama option" train --tie-embeddings --data "$data
 expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
 expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"
+expect "--rope-scaling 'yarn:2': expected none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS" \
+  train --arch llama --rope-scaling yarn:2 --data "$data"
+expect "--rope-scaling 'llama3:8:4:1:8192': RoPE high_freq_factor 1: expected above low_freq_factor 4" \
+  train --arch llama --rope-scaling llama3:8:4:1:8192 --data "$data"
+expect "--rope-scaling is a llama option" train --rope-scaling linear:2 --data "$data"
 expect "--ffn-hidden: 0 is out of range" train --arch llama --ffn-hidden 0 --data "$data"
 expect "--seq: -5 is out of range" train --seq -5 --data "$data"
 expect "--batch: expected an integer, got 'four'" train --batch four --data "$data"

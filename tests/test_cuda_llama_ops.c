@@ -171,7 +171,7 @@ static void test_rope(RopeCase k, int round_bf16, int off) {
     char what[160];
     size_t all = (size_t)k.rows * k.ld + off, tf = rope_table_floats(k.positions, k.d);
     float *cs = malloc(tf * sizeof(float));
-    rope_table(cs, k.positions, k.d, k.theta);
+    rope_table(cs, k.positions, k.d, k.theta, NULL);
     float *x = host_random(all, -3.0f, 3.0f), *y0 = host_random(all, -1.0f, 1.0f);
     float *y = fdup(y0, all), *xi = fdup(x, all), *dx = fdup(y0, all), *dyi = fdup(x, all);
     cpu->rope_forward(cpu, y + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
@@ -214,7 +214,7 @@ static void test_rope_qkv(int rows, int b, int a, int kv, int d, int pos0, int r
     int ld = (a + 2 * kv) * d, positions = pos0 + (rows + b - 1) / b;
     size_t all = (size_t)rows * ld, tf = rope_table_floats(positions, d);
     float *cs = malloc(tf * sizeof(float));
-    rope_table(cs, positions, d, 500000.0f);
+    rope_table(cs, positions, d, 500000.0f, NULL);
     float *qkv = host_random(all, -2.0f, 2.0f), *ref = fdup(qkv, all);
     cpu->rope_forward(cpu, ref, ref, ld, cs, positions, rows, b, a, d, pos0, round_bf16);
     cpu->rope_forward(cpu, ref + (size_t)a * d, ref + (size_t)a * d, ld, cs, positions, rows, b, kv, d, pos0, round_bf16);
@@ -248,7 +248,7 @@ enum { ROPE_ERROR_CASES = sizeof ROPE_ERRORS / sizeof ROPE_ERRORS[0] };
 static int rope_error_child(int i) {
     Backend *be = cuda_or_skip(PRECISION_FP32);
     static float table[8 * 6];
-    rope_table(table, 8, 6, 10000.0f);
+    rope_table(table, 8, 6, 10000.0f, NULL);
     float *cs = dev_upload(be, table, sizeof table), *x = be->alloc(be, 12 * 16 * sizeof(float));
     int rows = ROPE_ERRORS[i].rows, b = ROPE_ERRORS[i].b, d = ROPE_ERRORS[i].d, pos0 = ROPE_ERRORS[i].pos0;
     if (ROPE_ERRORS[i].backward) be->rope_backward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0);

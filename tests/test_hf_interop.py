@@ -108,6 +108,10 @@ IMPORT_CASES = [
     ("qwen2_bias_fp16_shard", dict(family="qwen2", kv_heads=2, dtype="float16", max_shard_size="40KB"), "int64"),
     ("mistral_tied", dict(family="mistral", kv_heads=2, tied=True), "int32"),
     ("gpt2_bf16_shard", dict(family="gpt2", positions=24, dtype="bfloat16", max_shard_size="20KB"), "int32"),
+    # RoPE scaling at a context where it matters (head dim 16, 19 positions; original context 16): Llama 3.1's
+    # llama3 bands all taken (j 0 smoothed, 1..7 divided), and linear position interpolation
+    ("llama3_rope_scaling", dict(family="llama", kv_heads=2, rope_scaling="llama3:8:1:4:16"), "int64"),
+    ("llama_linear_rope", dict(family="llama", kv_heads=4, rope_theta=500.0, rope_scaling="linear:4"), "int32"),
 ]
 
 
@@ -120,6 +124,25 @@ def test_import(ctron, work, rng):
         write_ids(ids_path, ids, id_dtype)
         _, logits, loss, grads = reference(d, ids)
         compare(name, dump(ctron, d, ids_path, os.path.join(work, name + ".out.safetensors")), logits, loss, grads)
+        if opts.get("rope_scaling"):   # the scaling is not a no-op here: transformers without it is far away
+            plain = unscaled_logits(d, ids, opts.get("rope_theta", 10000.0))
+            moved = rel(plain, logits)
+            check(moved > 100 * LOGIT_TOL, f"{name}: the scaling changes the logits only by {moved:.1e}: the case "
+                                           "would not see it missing")
+            print(f"{'':22s} transformers without the scaling: logits rel {moved:.1e} (ctron's: {LOGIT_TOL:.0e} "
+                  "tolerance)", flush=True)
+
+
+def unscaled_logits(model_dir, ids, theta):
+    """transformers' logits of model_dir's weights with plain RoPE (its rope_parameters replaced)."""
+    import torch
+    import transformers
+    cfg = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    cfg.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, config=cfg, dtype=torch.float32,
+                                                              attn_implementation="eager", local_files_only=True)
+    with torch.no_grad():
+        return model(input_ids=torch.from_numpy(ids.astype("int64"))).logits.float().numpy()
 
 
 def train(ctron, data, run_dir, *flags):
@@ -135,7 +158,9 @@ def test_round_trip(ctron, data, work, rng):
     cases = [("rt_gpt2", (), ["--max-shard-size", "60KiB"], "GPT2LMHeadModel"),
              ("rt_llama_tied", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--tie-embeddings"), [],
               "LlamaForCausalLM"),
-             ("rt_qwen2", ("--arch", "llama", "--kv-heads", 1, "--ffn-hidden", 96, "--qkv-bias"), [], "Qwen2ForCausalLM")]
+             ("rt_qwen2", ("--arch", "llama", "--kv-heads", 1, "--ffn-hidden", 96, "--qkv-bias"), [], "Qwen2ForCausalLM"),
+             ("rt_llama3_rope", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--rope-scaling", "llama3:8:1:4:16"),
+              [], "LlamaForCausalLM")]
     for name, flags, export_flags, cls in cases:
         run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
         train(ctron, data, run_dir, *flags)
@@ -181,7 +206,7 @@ def test_fine_tune(ctron, data, work, rng):
     ids = rng.integers(0, 256, size=(2, 16))
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
-    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard"):
+    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
@@ -194,6 +219,10 @@ def test_fine_tune(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"fine-tuned {src}: transformers on the export vs ctron: logits rel {lr:.2e}")
         check(rel(before, logits) > 1e-4, f"fine-tuned {src}: the export computes the source's logits: nothing trained")
+        import json
+        rope = {k: v for k, v in json.load(open(os.path.join(out, "config.json")))["rope_parameters"].items()}
+        theirs = json.load(open(os.path.join(work, src, "config.json")))["rope_parameters"]
+        check(rope == theirs, f"fine-tuned {src}: the export's rope_parameters {rope} are not the source's {theirs}")
         print(f"ft_{src:19s} --init-from, 3 steps, export: transformers' logits rel {lr:.1e} to ctron's", flush=True)
 
 

@@ -99,6 +99,24 @@ static void test_config_ok(void) {
                "\"torch_dtype\": \"float16\", \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": true}", &c, err, sizeof err);
     CHECK(rc == 0 && c.model.kv_heads == 4 && c.model.rope_theta == 10000.0f && c.model.norm_eps == 1e-5f &&
           c.model.tie_embeddings == 1 && strcmp(c.dtype, "float16") == 0, "llama 4.x: %s", err);
+    // Llama 3.2's config (transformers 4.x): rope_scaling llama3 beside the top-level rope_theta
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_theta\": 500000.0, \"rope_scaling\": {\"factor\": 32.0, "
+               "\"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, \"original_max_position_embeddings\": 8192, "
+               "\"rope_type\": \"llama3\"}, \"max_position_embeddings\": 131072}", &c, err, sizeof err);
+    const RopeScaling *sc = &c.model.rope_scaling;
+    CHECK(rc == 0 && c.model.rope_theta == 500000.0f && sc->type == ROPE_LLAMA3 && sc->factor == 32.0f &&
+          sc->low_freq_factor == 1.0f && sc->high_freq_factor == 4.0f && sc->original_max_positions == 8192,
+          "llama 3.2 rope_scaling: %s (type %d factor %g orig %d)", err, sc->type, (double)sc->factor,
+          sc->original_max_positions);
+    // transformers 5: the same in rope_parameters; original_max_position_embeddings absent: max_position_embeddings
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"llama3\", "
+               "\"rope_theta\": 10000.0, \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}, "
+               "\"max_position_embeddings\": 4096}", &c, err, sizeof err);
+    CHECK(rc == 0 && sc->type == ROPE_LLAMA3 && sc->original_max_positions == 4096 && c.model.rope_theta == 10000.0f,
+          "llama3 without original_max_position_embeddings: %s (%d)", err, sc->original_max_positions);
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 4}}", &c,
+               err, sizeof err);
+    CHECK(rc == 0 && sc->type == ROPE_LINEAR && sc->factor == 4.0f, "linear (4.x's 'type' key): %s", err);
     // Qwen2: q/k/v biases; its window is off unless use_sliding_window
     rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"sliding_window\": 8, "
                "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
@@ -136,9 +154,21 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_key_value_heads\": 3}", "'num_key_value_heads' is 3"},
         {"{\"model_type\": \"qwen2\", " LLAMA_SIZES "}", "'num_key_value_heads' is 32"},   // Qwen2Config's default
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}}",
-         "'rope_scaling' has rope_type \"llama3\""},
+         "'rope_scaling.low_freq_factor' is missing"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}",
-         "'rope_parameters' has rope_type \"yarn\""},
+         "'rope_parameters' has rope_type \"yarn\": ctron reads \"default\", \"linear\" and \"llama3\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}",
+         "'rope_scaling' has rope_type \"dynamic\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\"}}",
+         "'rope_scaling.factor' is missing"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0.5}}",
+         "'rope_scaling.factor' is 0.5, expected a number in 1..1e+06"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+         "\"low_freq_factor\": 4, \"high_freq_factor\": 1, \"original_max_position_embeddings\": 8192}}",
+         "'rope_parameters' is not a valid llama3 scaling: RoPE high_freq_factor 1: expected above low_freq_factor 4"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+         "\"low_freq_factor\": 1, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 81.5}}",
+         "'rope_scaling.original_max_position_embeddings' is 81.5, expected an integer"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"attention_bias\": true}", "'attention_bias' is true"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"head_dim\": 32}", "'head_dim' is 32"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"hidden_act\": \"gelu\"}", "'hidden_act' is \"gelu\""},

@@ -283,7 +283,7 @@ static void test_rope(int s, int b, int heads, int d, int pos0, float theta) {
     int rows = s * b, w = heads * d, positions = pos0 + s;
     size_t n = (size_t)rows * w;
     float *cs = alloc_f(rope_table_floats(positions, d));
-    rope_table(cs, positions, d, theta);
+    rope_table(cs, positions, d, theta, NULL);
     float *x = rand_f(n, -1, 1), *r = rand_f(n, -1, 1), *y = alloc_f(n);
     rope_forward(y, x, w, cs, positions, rows, b, heads, d, pos0, 0);
 
@@ -338,7 +338,7 @@ static void test_rope(int s, int b, int heads, int d, int pos0, float theta) {
 static void test_rope_offset(void) {
     int s = 9, b = 2, heads = 3, d = 10, pos0 = 5, w = heads * d, positions = pos0 + s;
     float *cs = alloc_f(rope_table_floats(positions, d));
-    rope_table(cs, positions, d, 10000.0f);
+    rope_table(cs, positions, d, 10000.0f, NULL);
     size_t n_long = (size_t)positions * b * w, n_tail = (size_t)s * b * w, off = (size_t)pos0 * b * w;
     float *x = rand_f(n_long, -1, 1), *y_long = alloc_f(n_long), *y_tail = alloc_f(n_tail), *dx_tail = alloc_f(n_tail);
     float *dx_long = alloc_f(n_long);
@@ -356,7 +356,7 @@ static void test_rope_offset(void) {
 static void test_rope_strided(void) {
     int s = 5, b = 3, a = 3, kv = 1, d = 6, rows = s * b, ld = (a + 2 * kv) * d;
     float *cs = alloc_f(rope_table_floats(s, d));
-    rope_table(cs, s, d, 500000.0f);
+    rope_table(cs, s, d, 500000.0f, NULL);
     float *qkv = rand_f((size_t)rows * ld, -1, 1), *orig = copy_f(qkv, (size_t)rows * ld);
     float *q = alloc_f((size_t)rows * a * d), *k = alloc_f((size_t)rows * kv * d);
     for (int i = 0; i < rows; i++) {
@@ -385,7 +385,7 @@ static void test_rope_strided(void) {
 static void test_rope_table(int d, float theta) {
     int positions = 8192;
     float *cs = alloc_f(rope_table_floats(positions, d));
-    rope_table(cs, positions, d, theta);
+    rope_table(cs, positions, d, theta, NULL);
     double err = 0.0, far = 0.0;
     for (int p = 0; p < positions; p++)
         for (int j = 0; j < d / 2; j++) {
@@ -402,6 +402,79 @@ static void test_rope_table(int d, float theta) {
     CHECK(far > 1e-5, "the table should follow HF's fp32 angle, not the double one");
     CHECK(cs[0] == 1.0f && cs[d / 2] == 0.0f, "position 0: cos 1, sin 0");
     free(cs);
+}
+
+// RoPE scaling (rope_inv_freq): transformers' own frequencies, read off its ROPE_INIT_FUNCTIONS
+// (transformers 5.24, float32) and written here as float32 bits, within 1 ulp (ctron's θ^e is a double
+// pow rounded once, torch's a float32 pow). Llama 3.1's settings (θ 500000, d 128, factor 8, low 1,
+// high 4, original 8192) put j ≤ 28 in the kept band, 29..34 in the smoothed one and j ≥ 35 in the
+// divided one; linear factor 4 divides every frequency.
+static int ulps(float a, float b) {
+    int32_t x, y;
+    memcpy(&x, &a, 4);
+    memcpy(&y, &b, 4);
+    return abs(x - y);
+}
+static float from_bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static void test_rope_scaling(void) {
+    RopeScaling l3 = {ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 8192};
+    static const struct { int j; uint32_t bits; } hf[] = {
+        {0, 1065353216u},  {20, 1015523779u}, {28, 995260192u}, {29, 990772486u}, {30, 984863005u},
+        {32, 973706706u}, {34, 960179666u},  {35, 952658054u}, {36, 950223245u}, {63, 883213055u}};
+    int worst = 0;
+    for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+        int u = ulps(rope_inv_freq(hf[i].j, 128, 500000.0f, &l3), from_bits(hf[i].bits));
+        worst = u > worst ? u : worst;
+    }
+    printf("  %-64s %d ulp\n", "llama3 inv_freq vs transformers (Llama 3.1, j 0..63 sampled)", worst);
+    CHECK(worst <= 1, "llama3 frequencies: %d ulp from transformers'", worst);
+    int kept = 0, divided = 0, smoothed = 0;
+    for (int j = 0; j < 64; j++) {
+        float plain = rope_inv_freq(j, 128, 500000.0f, NULL), got = rope_inv_freq(j, 128, 500000.0f, &l3);
+        if (got == plain) kept++;
+        else if (got == plain / 8.0f) divided++;
+        else if (got < plain && got > plain / 8.0f) smoothed++;
+    }
+    CHECK(kept == 29 && smoothed == 6 && divided == 29, "llama3 bands: %d kept, %d smoothed, %d divided (expected 29, 6, 29)",
+          kept, smoothed, divided);
+    static const uint32_t linear[8] = {0x3e800000u, 0x3da1e89bu, 0x3ccccccdu, 0x3c0186e3u,
+                                       0x3b23d70au, 0x3a4f3e38u, 0x3983126fu, 0x38a5cb60u};
+    RopeScaling lin = {ROPE_LINEAR, 4.0f, 0, 0, 0};
+    worst = 0;
+    for (int j = 0; j < 8; j++) {
+        int u = ulps(rope_inv_freq(j, 16, 10000.0f, &lin), from_bits(linear[j]));
+        worst = u > worst ? u : worst;
+    }
+    CHECK(worst <= 1, "linear frequencies: %d ulp from transformers'", worst);
+    // The table holds cos/sin of the scaled angle.
+    float cs[4 * 16];
+    rope_table(cs, 4, 16, 10000.0f, &lin);
+    CHECK(cs[3 * 16 + 1] == (float)cos((double)(3.0f * rope_inv_freq(1, 16, 10000.0f, &lin))) &&
+          cs[3 * 16 + 8 + 1] == (float)sin((double)(3.0f * rope_inv_freq(1, 16, 10000.0f, &lin))),
+          "the table is cos/sin of the scaled angle");
+    // Text: round trip, and refusals that say what was expected.
+    RopeScaling r;
+    char text[96], err[256];
+    CHECK(rope_scaling_parse("llama3:8:1:4:8192", &r, err, sizeof err) == 0 && !memcmp(&r, &l3, sizeof r),
+          "llama3:8:1:4:8192 parses to Llama 3.1's scaling");
+    rope_scaling_text(&l3, text, sizeof text);
+    CHECK(!strcmp(text, "llama3:8:1:4:8192"), "llama3 text: '%s'", text);
+    CHECK(rope_scaling_parse("none", &r, err, sizeof err) == 0 && r.type == ROPE_PLAIN, "none parses");
+    static const struct { const char *text, *needle; } bad[] = {
+        {"llama3:8:1:4", "four numbers"},          {"llama3:8:4:1:8192", "above low_freq_factor"},
+        {"linear:0.5", "expected 1 .. 1e6"},        {"yarn:2", "expected none, linear:FACTOR"},
+        {"linear:2x", "linear:FACTOR"},             {"llama3:8:1:4:81.5", "not a positive integer"},
+        {"linear:nan", "linear:FACTOR"},            {"llama3:8:0:4:8192", "low_freq_factor 0"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        int rc = rope_scaling_parse(bad[i].text, &r, err, sizeof err);
+        CHECK(rc == -1 && strstr(err, bad[i].needle), "'%s' refused naming '%s': rc %d, '%s'", bad[i].text,
+              bad[i].needle, rc, err);
+    }
 }
 
 // Positions past the table (or an odd head dimension) stop with a message that names them, exit 1
@@ -550,7 +623,7 @@ static void test_threads(void) {
     size_t nh = (size_t)n * h;
     float *x = rand_f(nh, -2, 2), *w = rand_f((size_t)h, -1.5f, 1.5f), *dy = rand_f(nh, -1, 1);
     float *gu = rand_f((size_t)n * 2 * f, -5, 5), *cs = alloc_f(rope_table_floats(n + 1, d));
-    rope_table(cs, n + 1, d, 10000.0f);
+    rope_table(cs, n + 1, d, 10000.0f, NULL);
     Outs one, two;
     alloc_outs(&one, n, h, f);
     alloc_outs(&two, n, h, f);
@@ -597,7 +670,7 @@ static void test_backend(const char *name) {
     size_t nh = (size_t)n * h, nf = (size_t)n * f;
     float *x = rand_f(nh, -2, 2), *w = rand_f((size_t)h, 0.5f, 1.5f), *dy = rand_f(nh, -1, 1);
     float *gu = rand_f(2 * nf, -5, 5), *cs = alloc_f(rope_table_floats(n + 1, d));
-    rope_table(cs, n + 1, d, 10000.0f);
+    rope_table(cs, n + 1, d, 10000.0f, NULL);
     Outs host;
     alloc_outs(&host, n, h, f);
     run_all(&host, x, w, dy, gu, cs, n, h, heads, d, f, b);
@@ -653,6 +726,7 @@ int main(void) {
     test_rope_errors();
     test_rope_table(128, 500000.0f);
     test_rope_table(80, 10000.0f);   // 2j/d not exact in fp32
+    test_rope_scaling();
     printf("SwiGLU\n");
     test_swiglu(7, 6);
     test_swiglu(5, 10);

@@ -40,6 +40,7 @@ declare -A value=(
   [tp]="np2:--tp 2" [sp]="np2:--tp 2 --sp" [pp]="np2:--pp 2 --grad-accum 2" [zero]="np2:--zero 1"
   [arch]="--arch llama" [kv-heads]="--arch llama --kv-heads 2" [ffn-hidden]="--arch llama --ffn-hidden 80"
   [rope-theta]="--arch llama --rope-theta 500000" [norm-eps]="--arch llama --norm-eps 1e-6"
+  [rope-scaling]="--arch llama --rope-scaling llama3:8:1:4:16"
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
   [reversible]="--reversible"
   [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
@@ -95,5 +96,12 @@ check '[ $rc -eq 2 ] && grep -q -- "--resume: --act-dtype fp32 does not match th
 rc=$?
 check '[ $rc -eq 0 ] && grep -q "note: --recompute full differs from the checkpoint'"'"'s none; allowed" "$dir/n.out" &&
        grep -q "bf16 activations" "$dir/n.out"' "--recompute changed on resume: exit $rc: $(head -4 "$dir/n.out")"
+# The model's RoPE scaling is the checkpoint's: another one on resume is refused, naming both.
+rm -rf "$dir/i"
+"$ctron" train "${base[@]}" --arch llama --rope-scaling llama3:8:1:4:16 --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > /dev/null 2>&1
+"$ctron" train --resume "$dir/i" "${free[@]}" --rope-scaling linear:2 > "$dir/s.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --rope-scaling linear:2 does not match the checkpoint'"'"'s llama3:8:1:4:16" "$dir/s.out"' \
+  "--rope-scaling changed on resume: exit $rc: $(cat "$dir/s.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

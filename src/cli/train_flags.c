@@ -24,7 +24,7 @@ enum {
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
-    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
+    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_ROPE_SCALING, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
     OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO, OPT_TP_LINK_GBPS
@@ -35,6 +35,7 @@ static const struct option train_opts[] = {
     {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
     {"arch", required_argument, 0, OPT_ARCH}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
     {"ffn-hidden", required_argument, 0, OPT_FFN}, {"rope-theta", required_argument, 0, OPT_ROPE_THETA},
+    {"rope-scaling", required_argument, 0, OPT_ROPE_SCALING},
     {"norm-eps", required_argument, 0, OPT_NORM_EPS}, {"tie-embeddings", no_argument, 0, OPT_TIE},
     {"qkv-bias", no_argument, 0, OPT_QKV_BIAS}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
     {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
@@ -101,6 +102,11 @@ static int apply_model(TrainOptions *o, int ch, const char *optarg) {
     case OPT_KV_HEADS: rc = parse_int("--kv-heads", optarg, 1, INT_MAX, &c->kv_heads); break;
     case OPT_FFN: rc = parse_int("--ffn-hidden", optarg, 1, INT_MAX, &c->ffn); break;
     case OPT_ROPE_THETA: rc = parse_float("--rope-theta", optarg, 1.0, 1e12, 0, &x); c->rope_theta = (float)x; break;
+    case OPT_ROPE_SCALING: {
+        char why[256];
+        if (rope_scaling_parse(optarg, &c->rope_scaling, why, sizeof why)) return usage_error("--rope-scaling %s", why);
+        break;
+    }
     case OPT_NORM_EPS: rc = parse_float("--norm-eps", optarg, 1e-12, 1.0, 0, &x); c->norm_eps = (float)x; break;
     case OPT_TIE: c->tie_embeddings = 1; break;
     case OPT_QKV_BIAS: c->qkv_bias = 1; break;

@@ -17,8 +17,8 @@
 static int check_arch(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
-    static const char *const llama_only[] = {"kv-heads", "ffn-hidden", "rope-theta", "norm-eps", "tie-embeddings",
-                                             "qkv-bias"};
+    static const char *const llama_only[] = {"kv-heads", "ffn-hidden", "rope-theta", "rope-scaling", "norm-eps",
+                                             "tie-embeddings", "qkv-bias"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
         if (c->arch == ARCH_GPT2 && train_given(given, llama_only[i]))
             return usage_error("--%s is a llama option (--arch llama): GPT-2 has LayerNorm eps 1e-5, an FFN of 4h, "

@@ -45,6 +45,11 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddNumberToObject(mo, "kv_heads", c->kv_heads);
         cJSON_AddNumberToObject(mo, "ffn", c->ffn);
         cJSON_AddNumberToObject(mo, "rope_theta", short_float(c->rope_theta));
+        if (c->rope_scaling.type != ROPE_PLAIN) {   // --rope-scaling's text (absent: none)
+            char text[96];
+            rope_scaling_text(&c->rope_scaling, text, sizeof text);
+            cJSON_AddStringToObject(mo, "rope_scaling", text);
+        }
         cJSON_AddNumberToObject(mo, "rms_norm_eps", short_float(c->norm_eps));
         cJSON_AddStringToObject(mo, "activation", "silu");
         cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
@@ -264,6 +269,12 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         if (!r.failed && c->heads % c->kv_heads != 0) bad(&r, "model", "kv_heads", "a divisor of model.heads");
         c->ffn = (int)number(&r, "model", "ffn", 1, 2147483647, 1);
         c->rope_theta = (float)number(&r, "model", "rope_theta", 1, 1e12, 0);
+        const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
+                                                                "rope_scaling");
+        char why[256];
+        if (!r.failed && scaling &&
+            (!cJSON_IsString(scaling) || rope_scaling_parse(scaling->valuestring, &c->rope_scaling, why, sizeof why)))
+            bad(&r, "model", "rope_scaling", "none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS");
         c->norm_eps = (float)number(&r, "model", "rms_norm_eps", 1e-12, 1, 0);
         const cJSON *mo = cJSON_GetObjectItemCaseSensitive(root, "model");
         const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mo, "tied_embeddings");

@@ -105,23 +105,59 @@ static void must_be_false(Reader *r, const char *key, const char *why) {
     if (bool_field(r, key, 0)) bad(r, key, "is true: %s", why);
 }
 
-// The RoPE base: transformers 5's rope_parameters {rope_type, rope_theta}, or 4.x's top-level rope_theta
-// with an optional rope_scaling (replacing rope_parameters, as transformers does); default 10000.
-static float read_rope(Reader *r) {
+// A number of the rope dict params (its key written pkey.key in errors); required: absent is an error.
+static double rope_number(Reader *r, const cJSON *params, const char *pkey, const char *key, int required, double def,
+                          double lo, double hi) {
+    char full[80];
+    snprintf(full, sizeof full, "%s.%s", pkey, key);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(params, key);
+    if (x && cJSON_IsNull(x)) x = NULL;
+    if (!x && required && !r->failed) bad(r, full, "is missing (expected a number in %g..%g)", lo, hi);
+    return num_field(r, x, full, def, lo, hi);
+}
+
+// The scaling of a rope dict whose rope_type is linear or llama3 (transformers' _compute_linear_scaling_
+// rope_parameters, _compute_llama3_parameters); original_max_position_embeddings falls back to
+// max_position_embeddings, as transformers' standardize_rope_params does.
+static void read_rope_scaling(Reader *r, const cJSON *params, const char *pkey, int type, int max_positions,
+                              RopeScaling *sc) {
+    sc->type = type;
+    sc->factor = (float)rope_number(r, params, pkey, "factor", 1, 1.0, 1.0, 1e6);
+    if (type != ROPE_LLAMA3) return;
+    sc->low_freq_factor = (float)rope_number(r, params, pkey, "low_freq_factor", 1, 1.0, 1e-6, 1e6);
+    sc->high_freq_factor = (float)rope_number(r, params, pkey, "high_freq_factor", 1, 4.0, 1e-6, 1e6);
+    double orig = rope_number(r, params, pkey, "original_max_position_embeddings", 0, max_positions, 1, 1 << 30);
+    char full[80];
+    snprintf(full, sizeof full, "%s.original_max_position_embeddings", pkey);
+    if (!r->failed && orig != floor(orig)) bad(r, full, "is %g, expected an integer", orig);
+    sc->original_max_positions = (int)orig;
+    char why[200];
+    if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid llama3 scaling: %s", why);
+}
+
+// The RoPE base and scaling: transformers 5's rope_parameters {rope_type, rope_theta, ...}, or 4.x's
+// top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
+// default 10000, unscaled. rope_type default, linear and llama3 are read; the others are refused.
+static float read_rope(Reader *r, int max_positions, RopeScaling *sc) {
     const cJSON *params = get(r, "rope_scaling");
     const char *pkey = "rope_scaling";
     if (!params) { params = get(r, "rope_parameters"); pkey = "rope_parameters"; }
     double theta = num_field(r, get(r, "rope_theta"), "rope_theta", 10000.0, 1.0 + 1e-9, 1e12);
+    memset(sc, 0, sizeof *sc);
     if (params && !r->failed) {
         if (!cJSON_IsObject(params)) { bad(r, pkey, "is %s, expected an object", kind_of(params)); return 0; }
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(params, "rope_type");
         if (!type) type = cJSON_GetObjectItemCaseSensitive(params, "type");
-        if (type && (!cJSON_IsString(type) || strcmp(type->valuestring, "default") != 0)) {
-            bad(r, pkey, "has rope_type %s%s%s: ctron has plain RoPE (rope_type \"default\") without scaling",
+        const char *name = type && cJSON_IsString(type) ? type->valuestring : "default";
+        int kind = !strcmp(name, "default") ? ROPE_PLAIN : !strcmp(name, "linear") ? ROPE_LINEAR
+                 : !strcmp(name, "llama3") ? ROPE_LLAMA3 : -1;
+        if ((type && !cJSON_IsString(type)) || kind < 0) {
+            bad(r, pkey, "has rope_type %s%s%s: ctron reads \"default\", \"linear\" and \"llama3\" (Llama 3.1's)",
                 cJSON_IsString(type) ? "\"" : "", cJSON_IsString(type) ? type->valuestring : kind_of(type),
                 cJSON_IsString(type) ? "\"" : "");
             return 0;
         }
+        if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
         char key[48];
         snprintf(key, sizeof key, "%s.rope_theta", pkey);
         theta = num_field(r, cJSON_GetObjectItemCaseSensitive(params, "rope_theta"), key, theta, 1.0 + 1e-9, 1e12);
@@ -169,7 +205,7 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
             m->hidden / m->heads);
     must_be_false(r, "attention_bias", "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
-    m->rope_theta = read_rope(r);
+    m->rope_theta = read_rope(r, c->max_positions, &m->rope_scaling);
     if (fam->window_default) {   // Mistral: every layer's window (absent: the class default; null: none)
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
         c->sliding_window = w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, fam->window_default, 1, 1 << 30);

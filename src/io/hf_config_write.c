@@ -42,6 +42,17 @@ static void gpt2_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddBoolToObject(o, "reorder_and_upcast_attn", 0);
 }
 
+// A scaled RoPE's fields, under transformers' names (modeling_rope_utils): 4.x reads them from rope_scaling,
+// 5 from rope_parameters (rope_scaling first when both are present: the same values here).
+static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
+    if (!cJSON_GetObjectItemCaseSensitive(o, "rope_type")) cJSON_AddStringToObject(o, "rope_type", rope_type_name(sc->type));
+    cJSON_AddNumberToObject(o, "factor", short_float(sc->factor));
+    if (sc->type != ROPE_LLAMA3) return;
+    cJSON_AddNumberToObject(o, "low_freq_factor", short_float(sc->low_freq_factor));
+    cJSON_AddNumberToObject(o, "high_freq_factor", short_float(sc->high_freq_factor));
+    cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
+}
+
 static void llama_config(cJSON *o, const GPTConfig *c) {
     int qwen2 = c->qkv_bias;
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"),
@@ -57,9 +68,12 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->seq);
     cJSON_AddNumberToObject(o, "rms_norm_eps", short_float(c->norm_eps));
     cJSON_AddNumberToObject(o, "rope_theta", short_float(c->rope_theta));   // transformers 4.x
+    const RopeScaling *sc = &c->rope_scaling;
+    if (sc->type != ROPE_PLAIN) rope_scaling_fields(cJSON_AddObjectToObject(o, "rope_scaling"), sc);   // 4.x (5 too)
     cJSON *rope = cJSON_AddObjectToObject(o, "rope_parameters");              // transformers 5
     cJSON_AddNumberToObject(rope, "rope_theta", short_float(c->rope_theta));
-    cJSON_AddStringToObject(rope, "rope_type", "default");
+    cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
+    if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
     if (qwen2) {   // Qwen2's window settings, off
         cJSON_AddBoolToObject(o, "use_sliding_window", 0);

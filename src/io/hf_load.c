@@ -129,6 +129,11 @@ static int check_config(const HfDir *d, const GPT *m, char *err, size_t errlen) 
         same_field(d, gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", a->norm_eps, b->norm_eps, err, errlen) ||
         (!gpt2 && same_field(d, "rope_theta", a->rope_theta, b->rope_theta, err, errlen)))
         return -1;
+    if (!gpt2 && memcmp(&a->rope_scaling, &b->rope_scaling, sizeof a->rope_scaling)) {
+        snprintf(err, errlen, "'%s': its RoPE scaling %s differs from the model being loaded's %s", d->cfg_path,
+                 rope_scaling_text(&a->rope_scaling, (char[96]){0}, 96), rope_scaling_text(&b->rope_scaling, (char[96]){0}, 96));
+        return -1;
+    }
     return 0;
 }
 

@@ -243,7 +243,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         int d = gpt_head_dim(c);
         size_t floats = rope_table_floats(c->seq, d);
         float *host = xmalloc(floats * sizeof(float));
-        rope_table(host, c->seq, d, c->rope_theta);
+        rope_table(host, c->seq, d, c->rope_theta, &c->rope_scaling);
         m->rope_cs = m->be->alloc(m->be, floats * sizeof(float));
         m->be->copy(m->be, m->rope_cs, host, floats * sizeof(float), COPY_H2D);
         free(host);

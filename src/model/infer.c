@@ -45,7 +45,7 @@ static void make_rope_table(KVCache *c, const GPT *m) {
     int d = gpt_head_dim(&m->cfg);
     size_t floats = rope_table_floats(c->seq, d);
     float *host = xmalloc(floats * sizeof(float));
-    rope_table(host, c->seq, d, m->cfg.rope_theta);
+    rope_table(host, c->seq, d, m->cfg.rope_theta, &m->cfg.rope_scaling);
     c->rope_cs = dev_floats(c->be, floats);
     c->be->copy(c->be, c->rope_cs, host, floats * sizeof(float), COPY_H2D);
     free(host);

@@ -34,6 +34,7 @@
     X("kv-heads", SAME, R_STATE, "%d", (o)->model.kv_heads)                                                   \
     X("ffn-hidden", SAME, R_STATE, "%d", (o)->model.ffn)                                                      \
     X("rope-theta", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.rope_theta))                                   \
+    X("rope-scaling", SAME, R_STATE, "%s", rope_scaling_text(&(o)->model.rope_scaling, (char[96]){0}, 96))    \
     X("norm-eps", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.norm_eps))                                       \
     X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
@@ -140,6 +141,12 @@ static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
 }
+
+// Every option fits the caller's array (a list grown past TRAIN_CONFIG_MAX would drop its last ones).
+#define COUNT_OPTION(...) +1
+enum { TRAIN_CONFIG_COUNT = 0 TRAIN_CONFIG_LIST(COUNT_OPTION, unused) };
+#undef COUNT_OPTION
+_Static_assert(TRAIN_CONFIG_COUNT <= TRAIN_CONFIG_MAX, "TRAIN_CONFIG_MAX is below the number of options");
 
 int train_config_fields(const TrainOptions *o, TrainConfigField *out, int max) {
     int n = 0;

@@ -29,7 +29,7 @@ typedef struct {
 
 // Fills out[0..max) with every option of o, in one fixed order (the same on every rank). Returns
 // how many (TRAIN_CONFIG_MAX at most).
-#define TRAIN_CONFIG_MAX 80
+#define TRAIN_CONFIG_MAX 96
 int train_config_fields(const TrainOptions *o, TrainConfigField *out, int max);
 // The whole list as text, "flag=value\n" per option (local ones marked " (local)").
 void train_config_text(const TrainOptions *o, char *buf, size_t len);

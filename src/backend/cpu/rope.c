@@ -1,14 +1,126 @@
 #include "backend/cpu/rope.h"
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "backend/cpu/bf16.h"
 #include "util/common.h"
 
-void rope_table(float *cs, int positions, int d, float theta) {
+const char *rope_type_name(int type) {
+    return type == ROPE_LINEAR ? "linear" : type == ROPE_LLAMA3 ? "llama3" : "default";
+}
+
+const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len) {
+    if (sc->type == ROPE_LINEAR) snprintf(out, len, "linear:%.9g", (double)sc->factor);
+    else if (sc->type == ROPE_LLAMA3)
+        snprintf(out, len, "llama3:%.9g:%.9g:%.9g:%d", (double)sc->factor, (double)sc->low_freq_factor,
+                 (double)sc->high_freq_factor, sc->original_max_positions);
+    else snprintf(out, len, "none");
+    return out;
+}
+
+int rope_scaling_check(const RopeScaling *sc, char *err, size_t errlen) {
+    if (sc->type == ROPE_PLAIN) return 0;
+    if (sc->type != ROPE_LINEAR && sc->type != ROPE_LLAMA3) {
+        snprintf(err, errlen, "RoPE scaling type %d: expected linear or llama3", sc->type);
+        return -1;
+    }
+    if (!(sc->factor >= 1.0f && sc->factor <= 1e6f)) {
+        snprintf(err, errlen, "RoPE scaling factor %g: expected 1 .. 1e6", (double)sc->factor);
+        return -1;
+    }
+    if (sc->type == ROPE_LINEAR) return 0;
+    if (!(sc->low_freq_factor > 0.0f && sc->low_freq_factor <= 1e6f)) {
+        snprintf(err, errlen, "RoPE low_freq_factor %g: expected above 0 (and at most 1e6)", (double)sc->low_freq_factor);
+        return -1;
+    }
+    if (!(sc->high_freq_factor > sc->low_freq_factor && sc->high_freq_factor <= 1e6f)) {
+        snprintf(err, errlen, "RoPE high_freq_factor %g: expected above low_freq_factor %g (and at most 1e6)",
+                 (double)sc->high_freq_factor, (double)sc->low_freq_factor);
+        return -1;
+    }
+    if (sc->original_max_positions < 1) {
+        snprintf(err, errlen, "RoPE original_max_position_embeddings %d: expected a positive count",
+                 sc->original_max_positions);
+        return -1;
+    }
+    return 0;
+}
+
+// One ':'-separated number of text at *p (advanced past it and its separator).
+static int scaling_number(const char **p, double *x) {
+    char *end;
+    errno = 0;
+    *x = strtod(*p, &end);
+    if (end == *p || errno || !isfinite(*x) || (*end != ':' && *end != '\0')) return -1;
+    *p = *end ? end + 1 : end;
+    return 0;
+}
+
+int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errlen) {
+    RopeScaling r = {0};
+    double v[4] = {0};
+    int want = 0;
+    const char *p = text;
+    if (!strcmp(text, "none") || !strcmp(text, "default")) {
+        *sc = r;
+        return 0;
+    }
+    if (!strncmp(text, "linear:", 7)) r.type = ROPE_LINEAR, want = 1, p += 7;
+    else if (!strncmp(text, "llama3:", 7)) r.type = ROPE_LLAMA3, want = 4, p += 7;
+    else {
+        snprintf(err, errlen, "'%s': expected none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS", text);
+        return -1;
+    }
+    for (int i = 0; i < want; i++)
+        if (scaling_number(&p, &v[i]) || (i == want - 1) != (*p == '\0')) {
+            snprintf(err, errlen, "'%s': expected %s", text,
+                     want == 1 ? "linear:FACTOR" : "llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS (four numbers)");
+            return -1;
+        }
+    r.factor = (float)v[0];
+    r.low_freq_factor = (float)v[1];
+    r.high_freq_factor = (float)v[2];
+    if (want == 4 && (v[3] != floor(v[3]) || v[3] < 1 || v[3] > 2147483647.0)) {
+        snprintf(err, errlen, "'%s': the original positions %g are not a positive integer", text, v[3]);
+        return -1;
+    }
+    r.original_max_positions = (int)v[3];
+    char why[160];
+    if (rope_scaling_check(&r, why, sizeof why)) {
+        snprintf(err, errlen, "'%s': %s", text, why);
+        return -1;
+    }
+    *sc = r;
+    return 0;
+}
+
+// transformers (modeling_rope_utils): the default inv_freq, then _compute_linear_scaling_rope_parameters'
+// inv_freq / factor or _compute_llama3_parameters' float32 tensor arithmetic, operation by operation
+// (its Python scalars enter as float32; -std=c11 contracts nothing into an fma).
+float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc) {
+    float e = (float)(2 * j) / (float)d;
+    float inv = 1.0f / (float)pow((double)theta, (double)e);
+    if (!sc || sc->type == ROPE_PLAIN) return inv;
+    if (sc->type == ROPE_LINEAR) return inv / sc->factor;
+    float orig = (float)sc->original_max_positions;
+    float low_wavelen = (float)((double)sc->original_max_positions / (double)sc->low_freq_factor);
+    float high_wavelen = (float)((double)sc->original_max_positions / (double)sc->high_freq_factor);
+    float wavelen = (float)6.283185307179586 / inv;   // Python's 2 * math.pi, as a float32 operand
+    if (wavelen > low_wavelen) return inv / sc->factor;   // low frequency: interpolated by factor
+    if (wavelen < high_wavelen) return inv;               // high frequency: kept
+    float smooth = (orig / wavelen - sc->low_freq_factor) /
+                   (float)((double)sc->high_freq_factor - (double)sc->low_freq_factor);
+    float a = (1.0f - smooth) * inv;
+    return a / sc->factor + smooth * inv;
+}
+
+void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc) {
     int half = d / 2;
     for (int j = 0; j < half; j++) {
-        float e = (float)(2 * j) / (float)d;
-        float inv = 1.0f / (float)pow((double)theta, (double)e);
+        float inv = rope_inv_freq(j, d, theta, sc);
         for (int p = 0; p < positions; p++) {
             float a = (float)p * inv;
             cs[(size_t)p * d + j] = (float)cos((double)a);
