@@ -10,7 +10,7 @@
 2. Round trip: ctron trains a few steps and exports; AutoModelForCausalLM.from_pretrained(OUT) loads it
    as it is (GPT2LMHeadModel for ctron's GPT-2) and gives ctron's logits for the checkpoint; a bf16
    export loads as bf16 and gives the logits ctron computes from the export; greedy generation from
-   the GPT-2 export is ctron generate's.
+   the GPT-2 and the llama3-scaled RoPE exports is ctron generate's (the KV cache past the original context).
 3. --init-from fine-tunes (full, LoRA, LoRA-FA) of those models: their exports, peft adapter
    directories and merged exports load in transformers / peft and give ctron's logits.
 
@@ -177,7 +177,8 @@ def test_round_trip(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
         print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
-        if name == "rt_gpt2":   # greedy generation from the export equals ctron generate's
+        if name in ("rt_gpt2", "rt_llama3_rope"):   # greedy generation from the export equals ctron generate's
+            # (llama3: the KV cache's positions through the scaled table)
             prompt = "In the beginning"
             got = run(ctron, "generate", "--ckpt", run_dir, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
                       "--json", "--threads", 1)
