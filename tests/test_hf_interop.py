@@ -264,8 +264,8 @@ def test_peft(ctron, data, work, rng):
     ids_path = os.path.join(work, "peft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
     for src, targets in (("llama_gqa_untied_shard", "q,k,v,o,gate,up,down"), ("gpt2", "qkv,proj,fc,fc2")):
-        for fa in ((), ("--lora-fa",)):
-            name = f"peft_{src}{'_fa' if fa else ''}"
+        for fa in ((), ("--lora-fa",), ("--lora-rslora",)):   # rsLoRA: peft's use_rslora, alpha/sqrt(r)
+            name = f"peft_{src}{ {(): '', ('--lora-fa',): '_fa', ('--lora-rslora',): '_rslora'}[fa] }"
             run_dir, out, merged = (os.path.join(work, name + x) for x in ("", ".adapter", ".merged"))
             base = os.path.join(work, src)
             run(ctron, "train", "--init-from", base, "--lora-rank", 4, "--lora-alpha", 16, "--lora-targets", targets,
@@ -291,6 +291,15 @@ def test_peft(ctron, data, work, rng):
             lm = rel(mine["logits"], merged_logits)
             check(lm <= LOGIT_TOL, f"{name}: transformers on the --merge export: logits rel {lm:.2e}")
             print(f"{name:34s} PeftModel.from_pretrained: logits rel {lr:.1e}; --merge export {lm:.1e}", flush=True)
+            if fa == ("--lora-rslora",):   # the adapter directory onto the HF base, read by ctron: peft's logits
+                import json
+                check(json.load(open(os.path.join(out, "adapter_config.json")))["use_rslora"] is True,
+                      f"{name}: adapter_config.json's use_rslora is not true")
+                from safetensors.numpy import load_file
+                got = os.path.join(work, name + ".adapter.out.safetensors")
+                run(ctron, "eval", "--model", base, "--adapter", out, "--ids", ids_path, "--dump", got, "--threads", 2)
+                la = rel(load_file(got)["logits"], theirs)
+                check(la <= LOGIT_TOL, f"{name}: ctron eval --model BASE --adapter DIR vs peft: logits rel {la:.2e}")
 
 
 def main(argv):

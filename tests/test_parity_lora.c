@@ -28,18 +28,21 @@ typedef struct {
     float alpha;
     unsigned targets;             // LoraSite bits (0: every site of the family)
     float drop;                   // --lora-dropout (the masks go to peft: masks.safetensors)
+    int rslora;                   // --lora-rslora: peft's use_rslora (α/√r)
 } LoraCase;
 
 #define S(x) (1u << (x))
 static const LoraCase CASES[] = {
-    {"llama_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f},
-    {"llama_all_fa", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.0f},
-    {"llama_qv_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_Q) | S(LORA_V), 0.0f},
-    {"gpt2_all", ARCH_GPT2, 4, 0, 8.0f, 0, 0.0f},
-    {"gpt2_all_fa", ARCH_GPT2, 4, 1, 8.0f, 0, 0.0f},
-    {"llama_all_drop", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.25f},
-    {"llama_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f},
-    {"gpt2_all_drop", ARCH_GPT2, 4, 0, 8.0f, 0, 0.25f},
+    {"llama_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f, 0},
+    {"llama_all_fa", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.0f, 0},
+    {"llama_qv_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_Q) | S(LORA_V), 0.0f, 0},
+    {"gpt2_all", ARCH_GPT2, 4, 0, 8.0f, 0, 0.0f, 0},
+    {"gpt2_all_fa", ARCH_GPT2, 4, 1, 8.0f, 0, 0.0f, 0},
+    {"llama_all_drop", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.25f, 0},
+    {"llama_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f, 0},
+    {"gpt2_all_drop", ARCH_GPT2, 4, 0, 8.0f, 0, 0.25f, 0},
+    {"llama_rslora_r16", ARCH_LLAMA, 16, 0, 8.0f, 0, 0.0f, 1},   // α/√r = 2 where α/r is 0.5
+    {"gpt2_rslora_fa", ARCH_GPT2, 16, 1, 8.0f, 0, 0.0f, 1},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
@@ -54,7 +57,7 @@ typedef struct {
 static GPTConfig case_config(const LoraCase *lc) {
     GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = SEQ, .batch = BATCH, .vocab = 96, .dropout = 0.0f,
                    .arch = lc->arch, .lora_rank = lc->rank, .lora_alpha = lc->alpha, .lora_targets = lc->targets,
-                   .lora_fa = lc->fa, .lora_dropout = lc->drop};
+                   .lora_fa = lc->fa, .lora_dropout = lc->drop, .lora_rslora = lc->rslora};
     if (lc->arch == ARCH_LLAMA) {
         c.kv_heads = 2;
         c.ffn = 176;
@@ -69,9 +72,9 @@ static GPTConfig case_config(const LoraCase *lc) {
 static int write_case_json(const char *path, const LoraCase *lc, const GPTConfig *c) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    fprintf(f, "{\"arch\": \"%s\", \"r\": %d, \"alpha\": %.9g, \"fa\": %d, \"steps\": %d, \"lr\": %.9g, \"dropout\": %.9g, ",
-            lc->arch ? "llama" : "gpt2", c->lora_rank, (double)c->lora_alpha, c->lora_fa, STEPS, (double)LR,
-            (double)c->lora_dropout);
+    fprintf(f, "{\"arch\": \"%s\", \"r\": %d, \"alpha\": %.9g, \"fa\": %d, \"rslora\": %d, \"steps\": %d, \"lr\": %.9g, "
+            "\"dropout\": %.9g, ", lc->arch ? "llama" : "gpt2", c->lora_rank, (double)c->lora_alpha, c->lora_fa,
+            c->lora_rslora, STEPS, (double)LR, (double)c->lora_dropout);
     fprintf(f, "\"betas\": [%.9g, %.9g], \"eps\": %.9g, \"weight_decay\": %.9g, \"targets\": [", (double)BETA1,
             (double)BETA2, (double)EPS, (double)WD);
     const char *sep = "";

@@ -68,7 +68,10 @@ bad_cfg() {   # bad_cfg NEEDLE SED: the llama adapter's config edited
   rm -rf "$dir/bad"; cp -r "$dir/llama.out" "$dir/bad"; sed -i "$2" "$dir/bad/adapter_config.json"
   expect "$1" eval --model "$dir/llama.hf" --adapter "$dir/bad" --data "$dir/text.txt"
 }
-bad_cfg "field 'use_rslora' is set" 's/"use_rslora":\tfalse/"use_rslora":\ttrue/'
+bad_cfg "field 'use_rslora' is not true or false" 's/"use_rslora":\tfalse/"use_rslora":\t1/'
+bad_cfg "field 'use_dora' is set" 's/"use_dora":\tfalse/"use_dora":\ttrue/'
+expect "--lora-rslora disagrees with --lora-from" train --init-from "$dir/llama.hf" --lora-from "$dir/llama.out" --lora-rslora "${run[@]}"
+expect "--lora-rslora without --lora-rank" train "${run[@]}" --steps 1 --lora-rslora
 bad_cfg "field 'peft_type' is" 's/"LORA"/"IA3"/'
 bad_cfg "names 'c_fc', which is no linear of a llama block" 's/"self_attn.q_proj"/"c_fc"/'
 bad_cfg "is the regular expression" 's/"target_modules":\t\[/"target_modules": ".*q_proj", "x": [/'

@@ -49,6 +49,7 @@ declare -A value=(
   [lora-rank]="--lora-rank 4 --lr 5e-3" [lora-alpha]="--lora-rank 4 --lora-alpha 32 --lr 5e-3"
   [lora-targets]="--arch llama --lora-rank 4 --lora-targets q,down --lr 5e-3"
   [lora-fa]="--lora-rank 4 --lora-fa --lr 5e-3 --recompute selective"
+  [lora-rslora]="--lora-rank 4 --lora-rslora --lr 5e-3"
   [base-dtype]="--lora-rank 4 --base-dtype bf16 --lr 5e-3"
   [lora-dropout]="--lora-rank 4 --lora-dropout 0.2 --lr 5e-3"
 )

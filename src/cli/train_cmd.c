@@ -160,6 +160,7 @@ void cli_train_usage(FILE *f) {
         "                    ctron checkpoint: its architecture and weights (any layout), its tokenizer.json\n"
         "                    for text data unless --tokenizer is given; shape flags beside it must agree\n"
         "                    (docs/HF.md)\n"
+        "  --lora-rslora     rank-stabilised LoRA (peft's use_rslora): the adapters scaled by alpha/sqrt(r), not alpha/r\n"
         "  --lora-from DIR   LoRA adapters that start from a peft adapter directory (its r, lora_alpha and\n"
         "                    target_modules are the run's) instead of peft's initialisation\n"
         "  --lora-out DIR    write the final checkpoint's adapters as a peft directory (needs --ckpt-dir)\n"

@@ -26,7 +26,7 @@ enum {
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
     OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_ROPE_SCALING, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
-    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_LORA_RSLORA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
     OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO, OPT_TP_LINK_GBPS
 };
 
@@ -40,6 +40,7 @@ static const struct option train_opts[] = {
     {"qkv-bias", no_argument, 0, OPT_QKV_BIAS}, {"reversible", no_argument, 0, OPT_REVERSIBLE},
     {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
     {"lora-targets", required_argument, 0, OPT_LORA_TARGETS}, {"lora-fa", no_argument, 0, OPT_LORA_FA},
+    {"lora-rslora", no_argument, 0, OPT_LORA_RSLORA},
     {"base-dtype", required_argument, 0, OPT_BASE_DTYPE}, {"lora-dropout", required_argument, 0, OPT_LORA_DROPOUT},
     {"heads", required_argument, 0, OPT_HEADS}, {"seq", required_argument, 0, OPT_SEQ},
     {"batch", required_argument, 0, OPT_BATCH}, {"vocab", required_argument, 0, OPT_VOCAB},
@@ -115,6 +116,7 @@ static int apply_model(TrainOptions *o, int ch, const char *optarg) {
     case OPT_LORA_ALPHA: rc = parse_float("--lora-alpha", optarg, 1e-6, 1e6, 0, &x); c->lora_alpha = (float)x; break;
     case OPT_LORA_TARGETS: o->lora_targets = optarg; break;
     case OPT_LORA_FA: c->lora_fa = 1; break;
+    case OPT_LORA_RSLORA: c->lora_rslora = 1; break;
     case OPT_LORA_DROPOUT: rc = parse_float("--lora-dropout", optarg, 0.0, 1.0, 1, &x); c->lora_dropout = (float)x; break;
     case OPT_BASE_DTYPE:
         if (strcmp(optarg, "fp32") != 0 && strcmp(optarg, "bf16") != 0)

@@ -74,6 +74,7 @@ int train_init_from(TrainOptions *o, const TrainGiven *given) {
     c.lora_rank = o->model.lora_rank;   // LoRA is the run's: the source is its frozen base
     c.lora_alpha = o->model.lora_alpha;
     c.lora_fa = o->model.lora_fa;
+    c.lora_rslora = o->model.lora_rslora;
     c.base_bf16 = o->model.base_bf16;
     c.lora_dropout = o->model.lora_dropout;   // (--base-dtype bf16: the source's values rounded, a BF16 file's exact)
     c.lora_targets = 0;                 // parsed against the family by train_validate

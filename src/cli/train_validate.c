@@ -50,6 +50,8 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
     if (train_given(given, "lora-alpha") && c->lora_alpha != pc.alpha)
         return usage_error("--lora-alpha %g disagrees with --lora-from '%s' (lora_alpha %g)", (double)c->lora_alpha,
                            o->lora_from, (double)pc.alpha);
+    if (train_given(given, "lora-rslora") && !pc.rslora)
+        return usage_error("--lora-rslora disagrees with --lora-from '%s' (use_rslora false: alpha/r)", o->lora_from);
     unsigned mask = 0;
     if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) == 0 &&
         mask != pc.targets)
@@ -57,6 +59,7 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
                            lora_describe_targets(pc.targets, words, sizeof words));
     c->lora_rank = pc.rank;
     c->lora_alpha = pc.alpha;
+    c->lora_rslora = pc.rslora;
     if (!train_given(given, "lora-dropout")) c->lora_dropout = pc.dropout;   // continuing peft's training
     lora_describe_targets(pc.targets, o->lora_targets_text, sizeof o->lora_targets_text);
     o->lora_targets = o->lora_targets_text;
@@ -66,7 +69,7 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
 // LoRA's flags against the family and the model (after check_arch: the family and its widths are known).
 static int check_lora(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
-    static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa", "lora-dropout"};
+    static const char *const needs_rank[] = {"lora-alpha", "lora-targets", "lora-fa", "lora-rslora", "lora-dropout"};
     if (!c->lora_rank && c->base_bf16)
         return usage_error("--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) can be stored in bf16; "
                            "full fine-tuning keeps fp32 master weights (use --precision bf16 for bf16 GEMMs)");

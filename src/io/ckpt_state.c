@@ -213,6 +213,8 @@ static void read_lora(Reader *r, CkptState *st) {
             if (*end || !(c->lora_dropout >= 0.0f && c->lora_dropout < 1.0f)) bad(r, "options", "lora-dropout", "a probability in [0, 1)");
         } else if (strcmp(f, "lora-fa") == 0) {
             c->lora_fa = strcmp(v, "1") == 0;
+        } else if (strcmp(f, "lora-rslora") == 0) {
+            c->lora_rslora = strcmp(v, "1") == 0;
         } else if (strcmp(f, "lora-targets") == 0) {
             targets = v;
         }

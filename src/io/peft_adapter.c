@@ -34,7 +34,7 @@ static char *config_json(const GPT *m, const char *base) {
         if (m->cfg.lora_targets >> s & 1u) cJSON_AddItemToArray(t, cJSON_CreateString(lora_site((LoraSite)s)->module));
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "fan_in_fan_out", m->cfg.arch == ARCH_GPT2);   // GPT-2's Conv1D base weights
-    cJSON_AddBoolToObject(o, "use_rslora", 0);
+    cJSON_AddBoolToObject(o, "use_rslora", m->cfg.lora_rslora);
     cJSON_AddBoolToObject(o, "use_dora", 0);
     cJSON_AddBoolToObject(o, "init_lora_weights", 1);
     cJSON_AddBoolToObject(o, "inference_mode", 1);
@@ -151,8 +151,9 @@ static int parse_config(const cJSON *root, ArchKind arch, const char *file, Peft
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(root, "bias");
     if (bias && !(cJSON_IsString(bias) && strcmp(bias->valuestring, "none") == 0))
         return bad("'%s': field 'bias' is not \"none\": ctron's adapters have no bias terms", file);
-    if (must_be_off(root, "use_rslora", "ctron scales by alpha/r, not alpha/sqrt(r)", file, err, errlen) ||
-        must_be_off(root, "use_dora", "DoRA's magnitude vectors are not built", file, err, errlen) ||
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "use_rslora");
+    if (rs && !cJSON_IsBool(rs) && !cJSON_IsNull(rs)) return bad("'%s': field 'use_rslora' is not true or false", file);
+    if (must_be_off(root, "use_dora", "DoRA's magnitude vectors are not built", file, err, errlen) ||
         must_be_off(root, "layers_to_transform", "ctron adapts every layer", file, err, errlen) ||
         must_be_off(root, "modules_to_save", "ctron trains and saves the adapters only", file, err, errlen) ||
         must_be_off(root, "rank_pattern", "ctron has one rank for every adapted linear", file, err, errlen) ||
@@ -165,6 +166,7 @@ static int parse_config(const cJSON *root, ArchKind arch, const char *file, Peft
     pc->dropout = drop ? (float)drop->valuedouble : 0.0f;   // training only: eval and generate ignore it
     pc->rank = (int)r->valuedouble;
     pc->alpha = a ? (float)a->valuedouble : 8.0f;   // peft's LoraConfig default
+    pc->rslora = cJSON_IsTrue(rs);
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(root, "base_model_name_or_path");
     if (cJSON_IsString(base)) snprintf(pc->base, sizeof pc->base, "%s", base->valuestring);
     return read_targets(cJSON_GetObjectItemCaseSensitive(root, "target_modules"), arch, file, &pc->targets, err, errlen);
@@ -238,6 +240,7 @@ int peft_merge_into(GPT *m, const char *dir, char *err, size_t errlen) {
     GPTConfig lc = m->cfg;
     lc.lora_rank = pc.rank;
     lc.lora_alpha = pc.alpha;
+    lc.lora_rslora = pc.rslora;
     lc.lora_targets = pc.targets;
     GPT lora;
     gpt_init_params(&lora, &lc);

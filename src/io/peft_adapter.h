@@ -11,6 +11,7 @@
 typedef struct {
     int rank;
     float alpha;
+    int rslora;                   // use_rslora: scaled by alpha / sqrt(r)
     float dropout;                // lora_dropout (training only)
     unsigned targets;             // LoraSite bits of the family
     char base[4096];              // base_model_name_or_path ("" when null)

@@ -50,7 +50,7 @@ static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
 static void size_params(GPT *m) {
     m->n_params = local_num_params(m);
     if (!gpt_lora(m)) return;
-    m->lora_scale = m->cfg.lora_alpha / (float)m->cfg.lora_rank;
+    m->lora_scale = gpt_lora_scale(&m->cfg);
     size_t a = adapter_a_floats(m), b = adapter_b_floats(m);
     m->n_base = m->n_params;
     m->n_frozen = m->n_params + (m->cfg.lora_fa ? a : 0);

@@ -1,6 +1,7 @@
 // The GPT-2 model of DESIGN.md §1: parameters, the saved activations of a step, forward and backward.
 #ifndef CTRON_GPT_H
 #define CTRON_GPT_H
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "arch/arch.h"
@@ -35,6 +36,7 @@ typedef struct {
     float lora_alpha;             // α (0: peft's default, 8)
     unsigned lora_targets;
     int lora_fa;
+    int lora_rslora;              // --lora-rslora: peft's use_rslora, the adapters scaled by α/√r instead of α/r
     float lora_dropout;           // --lora-dropout p: peft's lora_dropout on the adapters' input (training only)
     int base_bf16;                // --base-dtype bf16 (LoRA only): the frozen base stored only in bf16 (docs/LORA.md)
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
@@ -50,6 +52,11 @@ void gpt_shape_family(const GPTConfig *c, ActShape *sh);
 static inline int gpt_head_dim(const GPTConfig *c) { return c->hidden / c->heads; }
 static inline int gpt_kv_width(const GPTConfig *c) { return c->kv_heads * (c->hidden / c->heads); }
 static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
+// The adapters' scale: peft's lora_alpha / r, or lora_alpha / sqrt(r) under use_rslora (a Python double,
+// rounded once when it multiplies a float32 tensor).
+static inline float gpt_lora_scale(const GPTConfig *c) {
+    return c->lora_rslora ? (float)((double)c->lora_alpha / sqrt((double)c->lora_rank)) : c->lora_alpha / (float)c->lora_rank;
+}
 
 // Views into one flat buffer (parameters or their gradients): this rank's shards (the whole model
 // when t = 1; hl = h/t, fl = 4h/t, vl = ⌈v/t⌉). Per-layer tensors are stacked [L, ...]; weight

@@ -10,6 +10,7 @@ GPTConfig lora_base_config(const GPTConfig *c) {
     b.lora_alpha = 0.0f;
     b.lora_targets = 0;
     b.lora_fa = 0;
+    b.lora_rslora = 0;
     return b;
 }
 
@@ -54,7 +55,7 @@ void lora_to_plain(const GPT *lora, GPT *plain, int merge) {
 void lora_merge_adapters(const GPT *lora, const GPT *plain, float *params) {
     if (lora->cfg.lora_rank > 0) {
         int r = lora->cfg.lora_rank;
-        float scale = lora->cfg.lora_alpha / (float)r;
+        float scale = gpt_lora_scale(&lora->cfg);
         for (int s = 0; s < LORA_SITES; s++) {
             if (!(lora->cfg.lora_targets >> s & 1u)) continue;
             for (int l = 0; l < lora->cfg.layers; l++) {

@@ -83,9 +83,10 @@ static void header_model(const TrainRun *r) {
            dataset_n_val(&r->ds), omp_get_max_threads());
     if (c->lora_rank > 0) {   // what trains: the adapters (B only under LoRA-FA); the base is frozen
         char tg[96];
-        printf("  LoRA%s rank %d, alpha %g (scale %g), targets %s: %zu parameters train on this rank (%s), %zu are "
+        printf("  LoRA%s rank %d, alpha %g (scale %g%s), targets %s: %zu parameters train on this rank (%s), %zu are "
                "frozen (the base%s: no gradients, no AdamW state)\n", c->lora_fa ? "-FA" : "", c->lora_rank,
-               (double)c->lora_alpha, (double)r->m.lora_scale, lora_describe_targets(c->lora_targets, tg, sizeof tg),
+               (double)c->lora_alpha, (double)r->m.lora_scale, c->lora_rslora ? " = alpha/sqrt(r), rsLoRA" : "",
+               lora_describe_targets(c->lora_targets, tg, sizeof tg),
                r->m.n_params, c->lora_fa ? "B" : "A and B", r->m.n_frozen, c->lora_fa ? " and A" : "");
         // The weights term of the analytic model against what this rank holds (the first stage's, rank 0 prints)
         StageLayout lay = {r->m.shape, r->m.pp.p, r->m.pp.V, 1};

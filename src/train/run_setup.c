@@ -99,6 +99,7 @@ static int load_init_from(TrainRun *r) {
         bc.lora_alpha = 0.0f;
         bc.lora_targets = 0;
         bc.lora_fa = 0;
+        bc.lora_rslora = 0;
         GPT base;
         gpt_init_params(&base, &bc);
         gpt_init_weights(&r->m, r->o->seed);

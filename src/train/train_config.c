@@ -43,6 +43,7 @@
     X("lora-alpha", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_alpha))                                    \
     X("lora-targets", SAME, R_KEEP, "%s", (o)->lora_targets ? (o)->lora_targets : "")                         \
     X("lora-fa", SAME, R_KEEP, "%d", (o)->model.lora_fa)                                                      \
+    X("lora-rslora", SAME, R_KEEP, "%d", (o)->model.lora_rslora)                                              \
     X("lora-dropout", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_dropout))                                \
     X("base-dtype", SAME, R_KEEP, "%s", (o)->model.base_bf16 ? "bf16" : "fp32")                               \
     X("steps", SAME, R_STATE, "%d", (o)->steps)                                                               \

@@ -80,7 +80,8 @@ def run_case(d, torch):
     if missing or unexpected:
         raise SystemExit(f"{d}: base weights: missing {missing}, unexpected {unexpected}")
     lcfg = LoraConfig(r=case["r"], lora_alpha=case["alpha"], target_modules=case["targets"], lora_dropout=0.0,
-                      bias="none", fan_in_fan_out=case["arch"] == "gpt2", init_lora_weights=True)
+                      bias="none", fan_in_fan_out=case["arch"] == "gpt2", init_lora_weights=True,
+                      use_rslora=bool(case.get("rslora", 0)))
     model = get_peft_model(model, lcfg)
     adapters = load_file(os.path.join(d, "adapters.safetensors"))
     res = set_peft_model_state_dict(model, adapters)
