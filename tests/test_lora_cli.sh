@@ -29,6 +29,7 @@ bad "'gate' is a llama linear, not one of --arch gpt2" train --arch gpt2 --layer
     --data "$data" --lora-rank 4 --lora-targets gate
 bad "--lora-fa without --lora-rank" train "${base[@]}" --steps 2 --lora-fa
 bad "--lora-targets without --lora-rank" memory --preset llama3-8b --lora-targets q
+bad "--lora-rslora without --lora-rank" memory --preset llama3-8b --lora-rslora
 bad "'qkv' is a gpt2 linear" memory --preset llama3-8b --lora-rank 16 --lora-targets qkv
 
 # Mini-seq with adapters (the chunked MLP runs them): ledger == prediction, and ctron memory predicts the

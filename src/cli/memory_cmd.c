@@ -48,6 +48,7 @@ typedef struct {
     int base_bf16;                                 // --base-dtype bf16: the frozen base's weights at 2 B
     const char *lora_targets;                      // --lora-targets (NULL: the family's every site)
     double lora_alpha;                             // --lora-alpha (no memory term: checked, not used)
+    int lora_rslora;                               // --lora-rslora (a scale: no memory term, checked, not used)
     int lora_mode;                                 // the variant build_config makes: LORA_NONE, _ADAPT, _FA
 } MemArgs;
 
@@ -122,7 +123,7 @@ void cli_memory_usage(FILE *f) {
         "  --lora-targets LIST      adapted linears: q,k,v,o,gate,up,down (llama) or qkv,proj,fc,fc2 (GPT-2);\n"
         "                           default all of the family's\n"
         "  --lora-fa                the standard report is LoRA-FA's (A frozen: only x·Aᵀ kept)\n"
-        "  --lora-alpha A           accepted as ctron train takes it (no memory term)\n"
+        "  --lora-alpha A, --lora-rslora  accepted as ctron train takes them (no memory term)\n"
         "  --base-dtype fp32|bf16   the frozen base's weights at 4 B (default) or 2 B per element (LoRA only)\n"
         "work\n"
         "  --iter-time SECONDS      measured iteration time, for MFU and HFU (the paper presets default to\n"
@@ -139,7 +140,7 @@ enum {
     OPT_INTERLEAVE, OPT_GPUS, OPT_GLOBAL_BATCH, OPT_RECOMPUTE, OPT_METHOD, OPT_NUM_LAYERS, OPT_LIST, OPT_DTYPE,
     OPT_MASKS, OPT_DROPOUT, OPT_ITER_TIME, OPT_PEAK, OPT_JSON, OPT_PLOT, OPT_TEMPO, OPT_GELU_BITS, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_VIRTUAL_STAGES, OPT_PP_SCHEDULE, OPT_GRAD_ACCUM, OPT_KEEP_ALL, OPT_REVERSIBLE, OPT_MEMO,
-    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_BASE_DTYPE, OPT_ACT_BUDGET_LAYER,
+    OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_LORA_RSLORA, OPT_BASE_DTYPE, OPT_ACT_BUDGET_LAYER,
     OPT_SEARCH_RATES
 };
 
@@ -167,6 +168,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         {"iter-time", required_argument, 0, OPT_ITER_TIME}, {"peak-tflops", required_argument, 0, OPT_PEAK},
         {"json", no_argument, 0, OPT_JSON}, {"plot", required_argument, 0, OPT_PLOT},
         {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
+        {"lora-rslora", no_argument, 0, OPT_LORA_RSLORA},
         {"lora-targets", required_argument, 0, OPT_LORA_TARGETS}, {"lora-fa", no_argument, 0, OPT_LORA_FA},
         {"base-dtype", required_argument, 0, OPT_BASE_DTYPE},
         FAMILY_LONG_OPTIONS, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -247,6 +249,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_JSON: a->json = 1; break;
         case OPT_LORA_RANK: rc = args_int(CMD, "--lora-rank", optarg, 1, 1 << 20, &a->lora_rank); break;
         case OPT_LORA_ALPHA: rc = args_double(CMD, "--lora-alpha", optarg, 1e-6, 1e6, 0, &a->lora_alpha); break;
+        case OPT_LORA_RSLORA: a->lora_rslora = 1; break;
         case OPT_LORA_TARGETS: a->lora_targets = optarg; break;
         case OPT_LORA_FA: a->lora_fa = 1; break;
         case OPT_BASE_DTYPE:
@@ -290,9 +293,10 @@ static int parse(int argc, char **argv, MemArgs *a) {
     if (!a->recompute && !a->list) a->recompute = "none";
     if (full && !a->num_layers) a->num_layers = 1;
     if (a->plot && a->plot[0] == '\0') return args_error(CMD, "--plot: empty file name");
-    if (!a->lora_rank && (a->lora_fa || a->lora_targets || a->lora_alpha > 0))
+    if (!a->lora_rank && (a->lora_fa || a->lora_targets || a->lora_alpha > 0 || a->lora_rslora))
         return args_error(CMD, "%s without --lora-rank: LoRA needs a rank (e.g. --lora-rank 16)",
-                          a->lora_fa ? "--lora-fa" : a->lora_targets ? "--lora-targets" : "--lora-alpha");
+                          a->lora_fa ? "--lora-fa" : a->lora_targets ? "--lora-targets"
+                          : a->lora_rslora ? "--lora-rslora" : "--lora-alpha");
     if (!a->lora_rank && a->base_bf16)
         return args_error(CMD, "--base-dtype bf16 without --lora-rank: only a frozen base (LoRA) is stored in bf16");
     a->lora_mode = !a->lora_rank ? LORA_MODE_NONE : a->lora_fa ? LORA_MODE_FA : LORA_MODE_ADAPT;
