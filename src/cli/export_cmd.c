@@ -43,8 +43,9 @@ void cli_export_usage(FILE *f) {
         "  -h, --help             this text\n"
         "\n"
         "OUT gets config.json (GPT2LMHeadModel, LlamaForCausalLM, or Qwen2ForCausalLM for q/k/v biases; every\n"
-        "shape and epsilon, rope_theta, tie_word_embeddings, dtype), generation_config.json, the weights under\n"
-        "their Hugging Face names and orientation, and the checkpoint's tokenizer.json when it has one.\n"
+        "shape and epsilon, rope_theta and any RoPE scaling, tie_word_embeddings, dtype), generation_config.json,\n"
+        "the weights under their Hugging Face names and orientation, and the checkpoint's tokenizer.json when it\n"
+        "has one.\n"
         "transformers' AutoModelForCausalLM.from_pretrained(OUT) loads it as it is. The directory appears\n"
         "whole or not at all (written beside it, then renamed). Exit 2 on a usage error, 1 when writing fails.\n");
 }
