@@ -85,6 +85,13 @@ then ok; else bad "memory --preset llama3"; fi
 # --tie-embeddings drops the lm_head: 8B tied has 128256·4096 fewer parameters
 if "$ctron" memory --preset llama3-8b --tie-embeddings --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["first_stage"]["parameters"] == 8030261248 - 128256*4096 and d["shape"]["tied"]'
 then ok; else bad "memory --preset llama3-8b --tie-embeddings"; fi
+# Llama 3.2's small models: tied, the parameter counts Meta's model cards give (1,235,814,400 and 3,212,749,824)
+if "$ctron" memory --preset llama3.2 --json | "$py" -c '
+import json,sys; d=json.load(sys.stdin); m = {x["model"]: x for x in d["models"]}
+assert list(m) == ["llama3.2-1b", "llama3.2-3b"], list(m)
+assert m["llama3.2-1b"]["first_stage"]["parameters"] == 1235814400 and m["llama3.2-1b"]["shape"]["tied"]
+assert m["llama3.2-3b"]["first_stage"]["parameters"] == 3212749824 and m["llama3.2-3b"]["shape"]["tied"]'
+then ok; else bad "memory --preset llama3.2: $("$ctron" memory --preset llama3.2 --json | head -c 600)"; fi
 
 # ctron plan, llama with GQA and an FFN of 704: the untied weights copied to bf16 are 2 bytes of
 # 2·4096·256 (embedding, lm_head) + 4·(256·(256 + 2·64) + 256² + 3·256·704 + 2·256) + 256 = 4917504 parameters.

@@ -357,8 +357,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (a->job.h % a->job.a) return args_error(CMD, "--hidden %ld is not divisible by --heads %ld", a->job.h, a->job.a);
     Family fam;
     char ferr[256];
-    if (family_args_resolve(&a->fam, pr ? pr->arch : ARCH_GPT2, pr ? pr->kv : 0, pr ? pr->ffn : 0, a->job.h, a->job.a,
-                            &fam, ferr, sizeof ferr) != 0)
+    if (family_args_resolve(&a->fam, pr, a->job.h, a->job.a, &fam, ferr, sizeof ferr) != 0)
         return args_error(CMD, "%s", ferr);
     a->job.arch = (int)fam.arch;
     a->job.kv = fam.kv;

@@ -35,8 +35,9 @@ static const char *llama_flag(const FamilyArgs *f) {
     return f->kv_heads ? "--kv-heads" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings" : f->qkv_bias ? "--qkv-bias" : NULL;
 }
 
-int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, long preset_ffn, long hidden, long heads,
-                        Family *out, char *err, size_t errlen) {
+int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,
+                        size_t errlen) {
+    int preset_arch = pr ? pr->arch : ARCH_GPT2;
     ArchKind arch = (ArchKind)(f->arch >= 0 ? f->arch : preset_arch);
     const ArchSpec *a = arch_spec(arch);
     const char *flag = llama_flag(f);
@@ -44,8 +45,9 @@ int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, lo
         return snprintf(err, errlen, "%s is a llama option (--arch llama): GPT-2 has LayerNorm, an FFN of 4h, learned "
                         "positions, MHA and a tied output layer", flag), -1;
     int own = (int)arch == preset_arch;   // a preset's knobs belong to its own family
-    long kv = f->kv_heads ? f->kv_heads : own ? preset_kv : 0;
-    long ffn = f->ffn ? f->ffn : own ? preset_ffn : 0;
+    long kv = f->kv_heads ? f->kv_heads : own && pr ? pr->kv : 0;
+    long ffn = f->ffn ? f->ffn : own && pr ? pr->ffn : 0;
+    int tied = f->tie || (own && pr && pr->tied) || a->tied_default;
     if (kv <= 0) kv = heads;
     if (ffn <= 0) ffn = arch_default_ffn(arch, hidden);
     if (heads % kv)
@@ -54,7 +56,7 @@ int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, lo
     if (a->pos == POS_ROPE && hidden % heads == 0 && (hidden / heads) % 2)
         return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
                         "j + d/2)", hidden, heads, hidden / heads), -1;
-    *out = (Family){arch, kv, ffn, f->tie ? 1 : a->tied_default ? 1 : -1, f->qkv_bias};
+    *out = (Family){arch, kv, ffn, tied ? 1 : -1, f->qkv_bias};
     return 0;
 }
 

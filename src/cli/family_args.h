@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stddef.h>
 #include "arch/arch.h"
+#include "memory/presets.h"
 
 enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS };
 // The entries of a getopt_long table.
@@ -34,11 +35,12 @@ extern const char family_args_usage[];
 void family_args_init(FamilyArgs *f);
 // One of the FAMILY_OPT_* options: 0, or the usage error's exit code.
 int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optarg);
-// The flags over a preset's family (preset_arch, its kv and ffn, 0 for the family's default; a preset
-// of another family than --arch gives no knobs), checked against the heads and hidden size: 0 with
-// *out filled, or -1 with the message (naming the flag and value) in err for the caller's usage error.
-int family_args_resolve(const FamilyArgs *f, int preset_arch, long preset_kv, long preset_ffn, long hidden, long heads,
-                        Family *out, char *err, size_t errlen);
+// The flags over a preset's family (pr: its arch, kv, ffn and tying, 0 for the family's default; NULL: no
+// preset, GPT-2 unless --arch; a preset of another family than --arch gives no knobs), checked against the
+// heads and hidden size: 0 with *out filled, or -1 with the message (naming the flag and value) in err for
+// the caller's usage error.
+int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,
+                        size_t errlen);
 // Tensor parallelism over the family: t must divide the key/value heads and the FFN width (each TP rank
 // takes whole key/value heads and ffn/t columns of the MLP). 0, or -1 with the message in err.
 int family_check_tp(const Family *fam, int t, char *err, size_t errlen);

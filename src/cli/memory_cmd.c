@@ -65,8 +65,9 @@ void cli_memory_usage(FILE *f) {
         "model (a preset's fields, overridden by any flag given)\n"
         "  --preset LIST            22B, 175B, 530B, 1T (the paper's Table 3 models and layouts),\n"
         "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b,\n"
-        "                           llama3-405b, 'paper' (the four Table 3 models) or 'llama3' (the three\n"
-        "                           Llama 3 models); several names print them side by side (default gpt2)\n"
+        "                           llama3-405b, llama3.2-1b, llama3.2-3b (tied), 'paper' (the four Table 3\n"
+        "                           models), 'llama3' (the three Llama 3 models) or 'llama3.2' (its two);\n"
+        "                           several names print them side by side (default gpt2)\n"
         "  --layers N --hidden N --heads N --seq N --vocab N\n"
         "                           L, h, a, s, v (under --tp each rank holds ⌈v/t⌉ rows)\n"
         "  --batch N                micro-batch b (sequences)\n"
@@ -383,7 +384,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         return cfg_error(a, p, "--tp %d does not divide --heads %d (heads are split across tensor-parallel ranks)", t, heads);
     Family fam;
     char ferr[256];
-    if (family_args_resolve(&a->fam, p->arch, p->kv, p->ffn, h, heads, &fam, ferr, sizeof ferr) != 0 ||
+    if (family_args_resolve(&a->fam, p, h, heads, &fam, ferr, sizeof ferr) != 0 ||
         family_check_tp(&fam, t, ferr, sizeof ferr) != 0)
         return cfg_error(a, p, "%s", ferr);
     const ArchSpec *spec = arch_spec(fam.arch);

@@ -175,7 +175,7 @@ int cli_plan_main(int argc, char **argv) {
     if (c->hidden % c->heads) return args_error(CMD, "--hidden %d is not divisible by --heads %d", c->hidden, c->heads);
     Family fam;
     char ferr[256];
-    if (family_args_resolve(&fa, ARCH_GPT2, 0, 0, c->hidden, c->heads, &fam, ferr, sizeof ferr) != 0)
+    if (family_args_resolve(&fa, NULL, c->hidden, c->heads, &fam, ferr, sizeof ferr) != 0)
         return args_error(CMD, "%s", ferr);
     c->arch = (int)fam.arch;
     c->kv_heads = (int)fam.kv;

@@ -1,5 +1,5 @@
 // Named model shapes and layouts for `ctron memory` and `ctron plan --cluster`: the paper's Table 3
-// models, GPT-2's four sizes and Llama 3's three.
+// models, GPT-2's four sizes, Llama 3's three and Llama 3.2's two small ones.
 #ifndef CTRON_PRESETS_H
 #define CTRON_PRESETS_H
 
@@ -13,6 +13,7 @@ typedef struct {
     double iter_sel_s;         //          and with sequence parallelism + selective recompute
     int arch;                  // ArchKind (0: GPT-2)
     int kv, ffn;               // key/value heads and FFN width (0: the family's default)
+    int tied;                  // 1: the output layer is the token embedding (0: the family's default)
 } ModelPreset;
 
 int preset_count(void);
@@ -20,7 +21,8 @@ const ModelPreset *preset_at(int i);
 const ModelPreset *preset_find(const char *name);   // NULL when unknown
 // "22B, 175B, …": the accepted names, for help texts and errors.
 const char *preset_names(void);
-// A group name ("paper": the four Table 3 models; "llama3": the three Llama 3 models): fills up to 4
+// A group name ("paper": the four Table 3 models; "llama3": the three Llama 3 models; "llama3.2": its 1B and
+// 3B): fills up to 4
 // names and returns their count, or 0 when `name` is no group.
 int preset_group(const char *name, const char **names);
 #endif
