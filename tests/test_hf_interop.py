@@ -11,8 +11,10 @@
    as it is (GPT2LMHeadModel for ctron's GPT-2) and gives ctron's logits for the checkpoint; a bf16
    export loads as bf16 and gives the logits ctron computes from the export; greedy generation from
    the GPT-2 and the llama3-scaled RoPE exports is ctron generate's (the KV cache past the original context).
-3. --init-from fine-tunes (full, LoRA, LoRA-FA) of those models: their exports, peft adapter
+3. --init-from fine-tunes (full, LoRA, LoRA-FA, rsLoRA) of those models: their exports, peft adapter
    directories and merged exports load in transformers / peft and give ctron's logits.
+4. End-of-sequence ids: ctron generate ends where transformers' generate ends (generation_config.json's
+   eos_token_id list), and the ids travel through --init-from, state.json and export.
 
 usage: PEER_PYTHON test_hf_interop.py CTRON DATA WORKDIR
 """
@@ -253,6 +255,46 @@ def test_tokenizer_export(ctron, data, work):
           flush=True)
 
 
+def test_eos(ctron, data, work):
+    """End-of-sequence ids: generation ends where transformers' generate ends (generation_config.json's
+    eos_token_id list), and the ids travel through --init-from, the checkpoint and export."""
+    import json
+    import torch
+    import transformers
+    src = os.path.join(work, "llama_gqa_untied_shard")
+    prompt = "In the beginning"
+    x = torch.tensor([list(prompt.encode())])
+    model = transformers.AutoModelForCausalLM.from_pretrained(src, local_files_only=True).eval()
+    free = model.generate(x, max_new_tokens=12, do_sample=False)[0, len(prompt):].tolist()
+    k = next(i for i in range(3, len(free)) if free[i] not in free[:i])   # its first new token from the 4th on
+    d = os.path.join(work, "eos_model")
+    shutil.copytree(src, d)
+    gen = json.load(open(os.path.join(d, "generation_config.json")))
+    gen["eos_token_id"] = [255 if free[k] != 255 else 254, free[k]]   # two ends; the first never drawn here
+    json.dump(gen, open(os.path.join(d, "generation_config.json"), "w"))
+    model = transformers.AutoModelForCausalLM.from_pretrained(d, local_files_only=True).eval()
+    theirs = model.generate(x, max_new_tokens=12, do_sample=False)[0, len(prompt):].tolist()
+    got = json.loads(run(ctron, "generate", "--model", d, "--prompt", prompt, "--tokens", 12, "--temperature", 0,
+                         "--json", "--threads", 1))
+    check(theirs == free[:k + 1], f"transformers did not stop at {free[k]}: {theirs}")
+    check(got["tokens"] == theirs and got["stop"] == "eos", f"eos: ctron {got['tokens']} ({got['stop']}), "
+                                                           f"transformers {theirs}")
+    got = json.loads(run(ctron, "generate", "--model", d, "--prompt", prompt, "--tokens", 12, "--temperature", 0,
+                         "--json", "--threads", 1, "--ignore-eos"))
+    check(got["tokens"] == free and got["stop"] == "length", f"--ignore-eos: {got['tokens']} ({got['stop']})")
+    run_dir, out = os.path.join(work, "eos_run"), os.path.join(work, "eos_run.hf")
+    run(ctron, "train", "--init-from", d, "--seq", 16, "--batch", 2, "--steps", 2, "--eval-every", 0, "--threads", 2,
+        "--data", data, "--ckpt-dir", run_dir)
+    run(ctron, "export", "--hf", out, "--ckpt", run_dir)
+    step = sorted(p for p in os.listdir(run_dir) if p.startswith("step_"))[-1]
+    state = json.load(open(os.path.join(run_dir, step, "state.json")))["model"]
+    exported = [json.load(open(os.path.join(out, f)))["eos_token_id"] for f in ("config.json", "generation_config.json")]
+    check(state.get("eos_token_ids") == gen["eos_token_id"] and exported == [gen["eos_token_id"]] * 2,
+          f"eos ids through the checkpoint ({state.get('eos_token_ids')}) and export ({exported}): {gen['eos_token_id']}")
+    print(f"eos                    generation ends at {free[k]} after {k + 1} tokens as transformers'; the ids go "
+          "through --init-from, state.json and export", flush=True)
+
+
 def test_peft(ctron, data, work, rng):
     """LoRA and LoRA-FA fine-tunes of transformers' own models: the --lora-out directory loads with
     PeftModel.from_pretrained onto the HF base and gives the logits ctron computes for the LoRA
@@ -322,6 +364,7 @@ def main(argv):
         test_round_trip(ctron, data, work, rng)
         test_fine_tune(ctron, data, work, rng)
         test_tokenizer_export(ctron, data, work)
+        test_eos(ctron, data, work)
         test_peft(ctron, data, work, rng)
     except RuntimeError as e:
         check(False, str(e))

@@ -90,10 +90,29 @@ static void test_config_ok(void) {
     CHECK(rc == 0, "llama 5.x: %s", err);
     CHECK(c.model.arch == ARCH_LLAMA && c.model.kv_heads == 2 && c.model.ffn == 176 && c.model.rope_theta == 500000.0f &&
           c.model.norm_eps == 1e-6f && c.model.tie_embeddings == -1 && !c.model.qkv_bias && c.max_positions == 2048 &&
-          strcmp(c.dtype, "bfloat16") == 0 && c.eos_token_id == 7 && c.bos_token_id == -1,
-          "llama 5.x fields: kv %d ffn %d theta %g eps %g tie %d pos %d dtype %s eos %d", c.model.kv_heads, c.model.ffn,
+          strcmp(c.dtype, "bfloat16") == 0 && c.model.tokens.n_eos == 2 && c.model.tokens.eos[0] == 7 &&
+          c.model.tokens.eos[1] == 8 && !c.model.tokens.has_bos,
+          "llama 5.x fields: kv %d ffn %d theta %g eps %g tie %d pos %d dtype %s eos %d ids", c.model.kv_heads, c.model.ffn,
           (double)c.model.rope_theta, (double)c.model.norm_eps, c.model.tie_embeddings, c.max_positions, c.dtype,
-          c.eos_token_id);
+          c.model.tokens.n_eos);
+    // generation_config.json's ids replace config.json's (Llama 3.1 Instruct's three ends)
+    SpecialTokens t = c.model.tokens;
+    rc = hf_generation_config_parse("{\"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009], "
+                                    "\"temperature\": 0.6}", 86, "g.json", &t, err, sizeof err);
+    CHECK(rc == 0 && t.has_bos && t.bos == 128000 && t.n_eos == 3 && t.eos[2] == 128009, "generation_config: %s", err);
+    t = c.model.tokens;
+    rc = hf_generation_config_parse("{\"temperature\": 0.6}", 20, "g.json", &t, err, sizeof err);
+    CHECK(rc == 0 && t.n_eos == 2 && t.eos[0] == 7, "generation_config without ids keeps config.json's: %s", err);
+    static const char *const BAD_GEN[][2] = {
+        {"{\"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}", "'eos_token_id' lists 9 ids; ctron keeps at most 8"},
+        {"{\"eos_token_id\": -1}", "'eos_token_id' is not a token id"},
+        {"{\"bos_token_id\": \"<s>\"}", "'bos_token_id' is not a token id"},
+        {"{\"eos_token_id\": 2", "'g.json' is not valid JSON"}};
+    for (size_t i = 0; i < sizeof BAD_GEN / sizeof BAD_GEN[0]; i++) {
+        t = c.model.tokens;
+        rc = hf_generation_config_parse(BAD_GEN[i][0], strlen(BAD_GEN[i][0]), "g.json", &t, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, BAD_GEN[i][1]) && t.n_eos == 2, "generation_config '%s': '%s'", BAD_GEN[i][0], err);
+    }
     // transformers 4.x: top-level rope_theta, torch_dtype, rope_scaling null; no kv key: = heads
     rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_theta\": 10000.0, \"rope_scaling\": null, "
                "\"torch_dtype\": \"float16\", \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": true}", &c, err, sizeof err);
@@ -137,7 +156,7 @@ static void test_config_ok(void) {
     rc = parse("{\"model_type\": \"gpt2\", \"vocab_size\": 300, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, "
                "\"n_inner\": null, \"activation_function\": \"gelu_new\", \"bos_token_id\": 50256}", &c, err, sizeof err);
     CHECK(rc == 0 && c.model.arch == ARCH_GPT2 && c.max_positions == 1024 && c.model.tie_embeddings == 1 &&
-          c.model.ffn == 256 && c.bos_token_id == 50256, "gpt2: %s", err);
+          c.model.ffn == 256 && c.model.tokens.has_bos && c.model.tokens.bos == 50256, "gpt2: %s", err);
     run.seq = 1025;
     CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 && strstr(err, "'n_positions' is 1024"),
           "gpt2: seq beyond n_positions is refused: %s", err);

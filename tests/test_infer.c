@@ -197,6 +197,12 @@ static void check_sampler(void) {
     sampler_free(&b);
 }
 
+static int memchr_i32(const int32_t *x, int32_t v, int n) {
+    for (int i = 0; i < n; i++)
+        if (x[i] == v) return 1;
+    return 0;
+}
+
 static void check_generate(void) {
     GPTConfig cfg = {.layers = 2, .hidden = 32, .heads = 4, .seq = 16, .batch = 1, .vocab = 260, .dropout = 0.0f};
     GPT m;
@@ -205,7 +211,7 @@ static void check_generate(void) {
     for (int i = 0; i < 20; i++) prompt[i] = 'a' + i % 26;
     enum { N = 60 };
     int32_t a[N], b[N], c[N];
-    GenOptions o = {N, 1.0f, 0, 11};
+    GenOptions o = {N, 1.0f, 0, 11, NULL, 0};
     GenStats st;
     generate(&m, prompt, 5, &o, a, NULL, NULL, &st);
     generate(&m, prompt, 5, &o, b, NULL, NULL, &st);
@@ -222,6 +228,21 @@ static void check_generate(void) {
     // A prompt longer than the window keeps its last seq tokens.
     generate(&m, prompt, 20, &o, c, NULL, NULL, &st);
     CHECK(st.prompt_used == cfg.seq && st.prompt_tokens == 20, "prompt of 20 used %d tokens", st.prompt_used);
+    // End-of-sequence ids: generation ends right after the first one drawn (the first position from 30 on
+    // whose token has not come before), the tokens before it unchanged; past one, the same tokens as without.
+    int k = 30;
+    while (k < N && memchr_i32(a, a[k], k)) k++;
+    CHECK(k < N, "no token from 30 on is new in 60 draws");
+    int32_t stop[2] = {cfg.vocab + 5, a[k]};   // an id outside the vocabulary never ends it
+    o.seed = 11;
+    o.stop = stop;
+    o.n_stop = 2;
+    generate(&m, prompt, 5, &o, c, NULL, NULL, &st);
+    CHECK(st.stopped && st.generated == k + 1 && memcmp(a, c, (size_t)(k + 1) * sizeof a[0]) == 0,
+          "stop at %d: stopped %d, generated %d, expected %d with the same tokens", a[k], st.stopped, st.generated, k + 1);
+    o.n_stop = 1;   // only the id outside the vocabulary: all 60
+    generate(&m, prompt, 5, &o, c, NULL, NULL, &st);
+    CHECK(!st.stopped && st.generated == N && memcmp(a, c, sizeof a) == 0, "no stop drawn: generated %d", st.generated);
     gpt_free(&m);
 }
 

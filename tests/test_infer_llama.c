@@ -272,7 +272,7 @@ static void generate_reference(GPT *ref_model, const int32_t *prompt, int n_prom
 static void check_generate_vs(GPT *model, GPT *ref_model, const char *what) {
     enum { N = 50 };
     int32_t prompt[5] = {17, 250, 3, 99, 140}, got[N], want[N];
-    GenOptions o = {N, 1.0f, 0, 11};
+    GenOptions o = {N, 1.0f, 0, 11, NULL, 0};
     GenStats st;
     generate(model, prompt, 5, &o, got, NULL, NULL, &st);
     generate_reference(ref_model, prompt, 5, &o, want);

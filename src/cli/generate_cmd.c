@@ -20,7 +20,7 @@
 
 typedef struct {
     const char *ckpt, *model, *prompt, *adapter;
-    int tokens, top_k, threads, json;
+    int tokens, top_k, threads, json, ignore_eos;
     Precision precision;
     int precision_given;    // else the checkpoint's (training.precision)
     float temperature;
@@ -50,6 +50,9 @@ void cli_generate_usage(FILE *f) {
         "  --precision fp32|bf16  mixed precision (bf16): the GEMMs run on a bf16 copy of the weights\n"
         "                    (fp32 accumulation), as `ctron train --precision bf16` does (default: the\n"
         "                    precision the checkpoint was trained in)\n"
+        "  --ignore-eos      go on past the model's end-of-sequence ids (generation_config.json's or\n"
+        "                    config.json's eos_token_id, kept in checkpoints); by default generation ends\n"
+        "                    at one, as transformers' generate does\n"
         "  --json            print one JSON object (token ids and speed) instead of the text\n"
         "  -h, --help        this text\n"
         "\n"
@@ -60,7 +63,8 @@ void cli_generate_usage(FILE *f) {
         "Speed (tokens/s) goes to stderr.\n");
 }
 
-enum { OPT_CKPT = 1000, OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION, OPT_ADAPTER };
+enum { OPT_CKPT = 1000, OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION, OPT_ADAPTER,
+       OPT_IGNORE_EOS };
 
 static int parse(int argc, char **argv, GenArgs *g) {
     static const struct option opts[] = {
@@ -69,7 +73,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         {"tokens", required_argument, 0, OPT_TOKENS}, {"temperature", required_argument, 0, OPT_TEMP},
         {"top-k", required_argument, 0, OPT_TOPK}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
-        {"precision", required_argument, 0, OPT_PRECISION},
+        {"precision", required_argument, 0, OPT_PRECISION}, {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(g, 0, sizeof *g);
     g->prompt = "\n";
@@ -93,6 +97,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         case OPT_SEED: rc = args_int(CMD, "--seed", optarg, 0, 2147483647, &seed); g->seed = (uint64_t)seed; break;
         case OPT_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &g->threads); break;
         case OPT_JSON: g->json = 1; break;
+        case OPT_IGNORE_EOS: g->ignore_eos = 1; break;
         case OPT_PRECISION:
             if (precision_parse(optarg, &g->precision) != 0)
                 return args_error(CMD, "--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
@@ -150,10 +155,18 @@ static int parse(int argc, char **argv, GenArgs *g) {
     return 0;
 }
 
-// Writes one token's text as soon as it is drawn. Ids past the tokenizer's (or the 256 bytes) are
-// unused rows of a larger model vocabulary: '?'.
+static int is_eos(const GenArgs *g, int32_t tok) {
+    const SpecialTokens *t = &g->src.cfg.tokens;
+    for (int k = 0; k < t->n_eos && !g->ignore_eos; k++)
+        if (tok == t->eos[k]) return 1;
+    return 0;
+}
+
+// Writes one token's text as soon as it is drawn (the end-of-sequence token that ends it is not text).
+// Ids past the tokenizer's (or the 256 bytes) are unused rows of a larger model vocabulary: '?'.
 static void emit_token(void *ctx, int32_t tok) {
     const GenArgs *g = ctx;
+    if (is_eos(g, tok)) return;
     text_write_token(g->has_bpe ? &g->bpe : NULL, tok, stdout);
     fflush(stdout);
 }
@@ -183,6 +196,7 @@ static void print_json(const GenArgs *g, const GPTConfig *c, const int32_t *out,
     cJSON_AddNumberToObject(o, "tokens_per_s", st->generated / st->total_seconds);
     cJSON_AddNumberToObject(o, "decode_tokens_per_s", st->decode_tokens ? st->decode_tokens / st->decode_seconds : 0.0);
     cJSON_AddNumberToObject(o, "slides", st->slides);
+    cJSON_AddStringToObject(o, "stop", st->stopped ? "eos" : "length");   // transformers' words: eos, or max tokens
     char *text = cJSON_PrintUnformatted(o);
     printf("%s\n", text);
     cJSON_free(text);
@@ -224,7 +238,8 @@ int cli_generate_main(int argc, char **argv) {
     if (n_prompt > cfg.seq)
         fprintf(stderr, "ctron generate: note: the prompt has %d tokens, the model %d positions: using its last %d\n",
                 n_prompt, cfg.seq, cfg.seq);
-    GenOptions go = {g.tokens, g.temperature, g.top_k, g.seed};
+    const SpecialTokens *ids = &g.src.cfg.tokens;
+    GenOptions go = {g.tokens, g.temperature, g.top_k, g.seed, ids->eos, g.ignore_eos ? 0 : ids->n_eos};
     GenStats st;
     if (!g.json) fputs(g.prompt, stdout);
     generate(&m, g.prompt_ids, n_prompt, &go, out, g.json ? NULL : emit_token, &g, &st);
@@ -234,10 +249,10 @@ int cli_generate_main(int argc, char **argv) {
     char b1[32], model[160];
     describe_model(&m.cfg, model, sizeof model);
     fprintf(stderr, "ctron generate: %d tokens in %.3f s: %.0f tokens/s (decode %.0f tokens/s; prefill %d tokens in "
-            "%.1f ms; window slid %d times; KV cache %s) from %s (step %d; %s)\n", st.generated, st.total_seconds,
+            "%.1f ms; window slid %d times; KV cache %s%s) from %s (step %d; %s)\n", st.generated, st.total_seconds,
             st.generated / st.total_seconds, st.decode_tokens ? st.decode_tokens / st.decode_seconds : 0.0,
             st.prefill_tokens, st.prefill_seconds * 1e3, st.slides, format_bytes((double)st.cache_bytes, b1, sizeof b1),
-            g.src.path, g.src.is_hf ? 0 : g.src.state.step, model);
+            st.stopped ? "; ended at an end-of-sequence token" : "", g.src.path, g.src.is_hf ? 0 : g.src.state.step, model);
     free(out);
     free_args(&g);
     gpt_free(&m);

@@ -55,6 +55,8 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
     }
     cJSON_AddBoolToObject(mo, "tied_embeddings", c->tie_embeddings > 0);
+    if (c->tokens.has_bos) cJSON_AddNumberToObject(mo, "bos_token_id", c->tokens.bos);   // a Hugging Face model's
+    if (c->tokens.n_eos) cJSON_AddItemToObject(mo, "eos_token_ids", cJSON_CreateIntArray(c->tokens.eos, c->tokens.n_eos));
     if (c->reversible) cJSON_AddBoolToObject(mo, "reversible", 1);   // reversible blocks (absent: the standard block)
 
     cJSON *op = cJSON_AddObjectToObject(o, "optimizer");
@@ -193,6 +195,34 @@ static void read_options(Reader *r, CkptState *st) {
     }
 }
 
+// model.bos_token_id and model.eos_token_ids (optional: a Hugging Face model's special tokens).
+static void read_token_ids(Reader *r, const cJSON *mo, SpecialTokens *t) {
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(mo, "bos_token_id");
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(mo, "eos_token_ids");
+    if (bos) {
+        if (!cJSON_IsNumber(bos) || bos->valuedouble < 0 || bos->valuedouble > 2147483647.0 ||
+            bos->valuedouble != floor(bos->valuedouble)) {
+            bad(r, "model", "bos_token_id", "a token id");
+            return;
+        }
+        t->has_bos = 1;
+        t->bos = (int)bos->valuedouble;
+    }
+    if (!eos) return;
+    int n = cJSON_IsArray(eos) ? cJSON_GetArraySize(eos) : -1;
+    if (n < 1 || n > MAX_EOS_IDS) {
+        bad(r, "model", "eos_token_ids", "a list of 1 to 8 token ids");
+        return;
+    }
+    for (const cJSON *x = eos->child; x; x = x->next) {
+        if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 2147483647.0 || x->valuedouble != floor(x->valuedouble)) {
+            bad(r, "model", "eos_token_ids", "a list of 1 to 8 token ids");
+            return;
+        }
+        t->eos[t->n_eos++] = (int32_t)x->valuedouble;
+    }
+}
+
 // LoRA's fields of the model (docs/LORA.md), from the options the run recorded: a LoRA checkpoint's
 // model file holds the frozen base and the adapters, and whoever reads it builds that model.
 static void read_lora(Reader *r, CkptState *st) {
@@ -291,6 +321,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         if (rev && !cJSON_IsBool(rev)) bad(&r, "model", "reversible", "true or false");
         c->reversible = cJSON_IsTrue(rev);
     }
+    if (!r.failed) read_token_ids(&r, cJSON_GetObjectItemCaseSensitive(root, "model"), &c->tokens);
     st->beta1 = (float)number(&r, "optimizer", "beta1", 0, 1, 0);
     st->beta2 = (float)number(&r, "optimizer", "beta2", 0, 1, 0);
     st->eps = (float)number(&r, "optimizer", "eps", 0, 1, 0);

@@ -239,16 +239,30 @@ static void read_dtype(Reader *r, HfConfig *c) {
     snprintf(c->dtype, sizeof c->dtype, "%s", r->failed ? "" : d);
 }
 
-// bos/eos ids (generation settings, not the model): an integer, null, or for eos a list (its first).
-static int token_id(Reader *r, const char *key) {
-    const cJSON *x = get(r, key);
-    if (x && cJSON_IsArray(x)) x = x->child;
-    if (!x || r->failed) return -1;
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble > 2147483647.0 || x->valuedouble != floor(x->valuedouble)) {
-        bad(r, key, "is not a token id (a non-negative integer, a list of them, or null)");
-        return -1;
+// bos/eos ids (generation settings, not the model): an integer or null; eos also a list of them. A key that
+// is absent leaves t as it is.
+static int is_token_id(const cJSON *x) {
+    return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 2147483647.0 &&
+           x->valuedouble == floor(x->valuedouble);
+}
+static void token_ids(Reader *r, SpecialTokens *t) {
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(r->root, "bos_token_id");
+    if (cJSON_IsArray(bos)) bos = bos->child ? bos->child : cJSON_GetObjectItemCaseSensitive(r->root, "no such key");   // its first
+    if (bos && !r->failed) {
+        if (!cJSON_IsNull(bos) && !is_token_id(bos)) bad(r, "bos_token_id", "is not a token id (a non-negative integer or null)");
+        t->has_bos = !cJSON_IsNull(bos);
+        t->bos = t->has_bos ? (int)bos->valuedouble : 0;
     }
-    return (int)x->valuedouble;
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(r->root, "eos_token_id");
+    if (!eos || r->failed) return;
+    t->n_eos = 0;
+    if (cJSON_IsNull(eos)) return;
+    int n = cJSON_IsArray(eos) ? cJSON_GetArraySize(eos) : 1;
+    if (n > MAX_EOS_IDS) { bad(r, "eos_token_id", "lists %d ids; ctron keeps at most %d", n, MAX_EOS_IDS); return; }
+    for (const cJSON *x = cJSON_IsArray(eos) ? eos->child : eos; x && !r->failed; x = cJSON_IsArray(eos) ? x->next : NULL) {
+        if (!is_token_id(x)) bad(r, "eos_token_id", "is not a token id (a non-negative integer, a list of them, or null)");
+        else t->eos[t->n_eos++] = (int32_t)x->valuedouble;
+    }
 }
 
 static int cmp_keys(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -311,12 +325,29 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
         if (m->arch == ARCH_GPT2) read_gpt2(&r, c);
         else read_llama(&r, fam, c);
         read_dtype(&r, c);
-        c->bos_token_id = token_id(&r, "bos_token_id");
-        c->eos_token_id = token_id(&r, "eos_token_id");
+        token_ids(&r, &m->tokens);
     }
     cJSON_Delete(root);
     if (r.failed) return -1;
     gpt_config_resolve(m);
+    return 0;
+}
+
+int hf_generation_config_parse(const char *text, size_t len, const char *path, SpecialTokens *t, char *err,
+                               size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "'%s' is not %s", path, root ? "a JSON object" : "valid JSON");
+        cJSON_Delete(root);
+        return -1;
+    }
+    Reader r = {root, path, err, errlen, 0};
+    unique_keys(&r);
+    SpecialTokens got = *t;
+    token_ids(&r, &got);
+    cJSON_Delete(root);
+    if (r.failed) return -1;
+    *t = got;
     return 0;
 }
 

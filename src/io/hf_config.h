@@ -4,8 +4,9 @@
 // read: the RoPE base from 5.x's rope_parameters.rope_theta or 4.x's top-level rope_theta, the
 // weights' dtype from 5.x's "dtype" or 4.x's "torch_dtype". A key that is absent takes the default of
 // transformers' own config class (docs/HF.md lists them), except the sizes, which must be given.
-// What ctron cannot run exactly (RoPE scaling, an o_proj bias, another activation or head_dim,
-// quantised weights) is refused with the field and the reason.
+// RoPE scaling of rope_type linear and llama3 is read (model.rope_scaling); what ctron cannot run exactly
+// (other RoPE scalings, an o_proj bias, another activation or head_dim, quantised weights) is refused with
+// the field and the reason.
 #ifndef CTRON_HF_CONFIG_H
 #define CTRON_HF_CONFIG_H
 #include <stddef.h>
@@ -17,13 +18,16 @@ typedef struct {
     int max_positions;            // n_positions / max_position_embeddings
     int sliding_window;           // attention window of the layers that have one; 0: none
     char dtype[16];               // the weights' dtype as recorded ("float32", ...), "" when not given
-    int bos_token_id, eos_token_id;   // -1 when absent or null (eos: the first of a list)
-} HfConfig;
+} HfConfig;   // (bos_token_id / eos_token_id: model.tokens)
 
 // Parses config.json's text (path names it in messages). 0, or -1 with err naming the file and the field.
 int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c, char *err, size_t errlen);
 // Reads and parses path.
 int hf_config_read(const char *path, HfConfig *c, char *err, size_t errlen);
+// generation_config.json's text: its bos_token_id / eos_token_id, where given, replace t's (transformers'
+// generate reads them there first). 0, or -1 with err naming the file and the field.
+int hf_generation_config_parse(const char *text, size_t len, const char *path, SpecialTokens *t, char *err,
+                               size_t errlen);
 // The model a run with run->seq positions (and its batch and dropout) builds from c: run's
 // architecture fields are replaced by c's. Refuses a sequence the model cannot take: longer than a
 // learned position table (GPT-2's n_positions), or longer than a sliding attention window.

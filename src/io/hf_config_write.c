@@ -13,12 +13,22 @@ static double short_float(float x) {
     return strtod(buf, NULL);
 }
 
+// bos_token_id and eos_token_id: the model's (from the Hugging Face model it started from; a list when it has
+// several ends), else null — ctron's own vocabularies have no special tokens, and the class defaults
+// (GPT-2's 50256) may lie outside the vocabulary.
+static void add_token_ids(cJSON *o, const SpecialTokens *t) {
+    if (t->has_bos) cJSON_AddNumberToObject(o, "bos_token_id", t->bos);
+    else cJSON_AddNullToObject(o, "bos_token_id");
+    if (t->n_eos == 1) cJSON_AddNumberToObject(o, "eos_token_id", t->eos[0]);
+    else if (t->n_eos > 1) cJSON_AddItemToObject(o, "eos_token_id", cJSON_CreateIntArray(t->eos, t->n_eos));
+    else cJSON_AddNullToObject(o, "eos_token_id");
+}
+
 static void add_common_tail(cJSON *o, const GPTConfig *c, const char *dtype) {
     cJSON_AddBoolToObject(o, "tie_word_embeddings", gpt_tied(c));
     cJSON_AddNumberToObject(o, "initializer_range", 0.02);
     cJSON_AddBoolToObject(o, "use_cache", 1);
-    cJSON_AddNullToObject(o, "bos_token_id");   // no special tokens in ctron's vocabularies: not the
-    cJSON_AddNullToObject(o, "eos_token_id");   // class defaults (GPT-2's 50256 may lie outside the vocabulary)
+    add_token_ids(o, &c->tokens);
     cJSON_AddStringToObject(o, "dtype", dtype);         // transformers 5
     cJSON_AddStringToObject(o, "torch_dtype", dtype);   // transformers 4.x
 }
@@ -100,11 +110,10 @@ char *hf_config_json(const GPTConfig *cfg, const char *dtype) {
     return text;
 }
 
-char *hf_generation_config_json(void) {
+char *hf_generation_config_json(const GPTConfig *c) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddBoolToObject(o, "_from_model_config", 1);
-    cJSON_AddNullToObject(o, "bos_token_id");
-    cJSON_AddNullToObject(o, "eos_token_id");
+    add_token_ids(o, &c->tokens);
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     return text;

@@ -9,6 +9,6 @@
 // q/k/v biases), positions = c->seq, weights stored as dtype ("float32" or "bfloat16"). A fresh string
 // (free it with cJSON_free).
 char *hf_config_json(const GPTConfig *c, const char *dtype);
-// generation_config.json: the model's defaults only (ctron's vocabularies have no BOS/EOS tokens).
-char *hf_generation_config_json(void);
+// generation_config.json: the model's defaults, its BOS/EOS ids (c->tokens; null when none is known).
+char *hf_generation_config_json(const GPTConfig *c);
 #endif

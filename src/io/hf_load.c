@@ -1,6 +1,7 @@
 #include "io/hf_load.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "io/hf_index.h"
@@ -9,6 +10,7 @@
 #include "io/st_convert.h"
 #include "model/params.h"
 #include "util/common.h"
+#include "util/fileio.h"
 
 #define SINGLE_FILE "model.safetensors"
 #define INDEX_FILE "model.safetensors.index.json"
@@ -37,7 +39,17 @@ int hf_is_model_dir(const char *dir) {
 int hf_dir_config(const char *dir, HfConfig *c, char *err, size_t errlen) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    return hf_config_read(path, c, err, errlen);
+    if (hf_config_read(path, c, err, errlen) != 0) return -1;
+    // generation_config.json (optional): its bos/eos ids are the ones transformers' generate stops at
+    snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 0;
+    uint8_t *data;
+    size_t n;
+    if (fileio_read_bounded(path, (size_t)1 << 20, &data, &n, err, errlen) != 0) return -1;
+    int rc = hf_generation_config_parse((const char *)data, n, path, &c->model.tokens, err, errlen);
+    free(data);
+    return rc;
 }
 
 static void close_dir(HfDir *d) {

@@ -36,7 +36,8 @@ void generate(GPT *m, const int32_t *prompt, int n_prompt, const GenOptions *o, 
         hist[len++] = tok;
         st->generated++;
         if (on_token) on_token(ctx, tok);
-        if (i + 1 == o->max_new) break;       // the last token needs no forward
+        for (int k = 0; k < o->n_stop; k++) st->stopped |= tok == o->stop[k];
+        if (st->stopped || i + 1 == o->max_new) break;   // the last token needs no forward
         if (c.pos == s) {                     // window full: slide by re-prefilling the newest half
             prefill(&c, hist, len - keep, len, logits, st);
             st->slides++;

@@ -14,11 +14,14 @@ typedef struct {
     float temperature;    // 0: greedy
     int top_k;            // 0: no cut
     uint64_t seed;
+    const int32_t *stop;  // end-of-sequence ids: generation ends after drawing one (it is the last token out)
+    int n_stop;
 } GenOptions;
 
 typedef struct {
     int prompt_tokens, prompt_used;   // prompt_used < prompt_tokens: the prompt was cut to the window
     int generated, slides;
+    int stopped;                      // 1: ended at one of o->stop, not at max_new
     int prefill_tokens, decode_tokens;
     double prefill_seconds, decode_seconds, total_seconds;
     size_t cache_bytes;
@@ -27,7 +30,8 @@ typedef struct {
 // Called with each token as soon as it is drawn (streaming output); may be NULL.
 typedef void (*GenTokenFn)(void *ctx, int32_t token);
 
-// Continues prompt[0..n_prompt) (n_prompt >= 1, ids < vocab) by o->max_new tokens written to out.
+// Continues prompt[0..n_prompt) (n_prompt >= 1, ids < vocab) by up to o->max_new tokens written to out
+// (stats->generated of them: fewer when a stop id was drawn, as transformers' generate ends at eos_token_id).
 void generate(GPT *m, const int32_t *prompt, int n_prompt, const GenOptions *o, int32_t *out,
               GenTokenFn on_token, void *ctx, GenStats *stats);
 #endif

@@ -17,6 +17,17 @@
 #include "parallel/comm.h"
 #include "util/philox.h"
 
+// The ids a Hugging Face model gives its beginning- and end-of-sequence tokens (config.json,
+// generation_config.json's bos_token_id / eos_token_id, which may list several ends: Llama 3.1 Instruct's
+// 128001, 128008, 128009). Not the architecture: they travel with it (checkpoints, --init-from, export)
+// so that generation stops where transformers' does. Zeroed: none known.
+enum { MAX_EOS_IDS = 8 };
+typedef struct {
+    int has_bos, bos;
+    int n_eos;
+    int32_t eos[MAX_EOS_IDS];
+} SpecialTokens;
+
 typedef struct {
     int layers, hidden, heads, seq, batch, vocab;
     float dropout;
@@ -40,6 +51,7 @@ typedef struct {
     float lora_dropout;           // --lora-dropout p: peft's lora_dropout on the adapters' input (training only)
     int base_bf16;                // --base-dtype bf16 (LoRA only): the frozen base stored only in bf16 (docs/LORA.md)
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
+    SpecialTokens tokens;         // the vocabulary's BOS and EOS ids, as a Hugging Face model names them (none: zero)
 } GPTConfig;
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.

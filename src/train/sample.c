@@ -23,7 +23,7 @@ void sample_text(GPT *m, const Bpe *bpe, const char *prompt, int n_new, float te
     for (size_t i = 0; i < n_prompt; i++)
         if (ids[i] >= m->cfg.vocab) ids[i] = '?';   // a byte the model's vocabulary does not have
     int32_t *gen = xmalloc((size_t)n_new * sizeof(int32_t));
-    GenOptions go = {n_new, temperature, top_k, seed};
+    GenOptions go = {n_new, temperature, top_k, seed, NULL, 0};   // a training sample: its length, no stop
     GenStats st;
     SampleSink sink = {bpe, out};
     fputs(prompt, out);
