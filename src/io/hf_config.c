@@ -288,14 +288,19 @@ static const HfFamily *family_of(Reader *r) {
     return NULL;
 }
 
+// A JSON file's text as its object, or NULL with err saying it is not one.
+static cJSON *parse_object(const char *text, size_t len, const char *path, char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (cJSON_IsObject(root)) return root;
+    snprintf(err, errlen, "'%s' is not %s", path, root ? "a JSON object" : "valid JSON");
+    cJSON_Delete(root);
+    return NULL;
+}
+
 int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "'%s' is not %s", path, root ? "a JSON object" : "valid JSON");
-        cJSON_Delete(root);
-        return -1;
-    }
+    cJSON *root = parse_object(text, len, path, err, errlen);
+    if (!root) return -1;
     Reader r = {root, path, err, errlen, 0};
     unique_keys(&r);
     const HfFamily *fam = family_of(&r);
@@ -335,12 +340,8 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
 
 int hf_generation_config_parse(const char *text, size_t len, const char *path, SpecialTokens *t, char *err,
                                size_t errlen) {
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!cJSON_IsObject(root)) {
-        snprintf(err, errlen, "'%s' is not %s", path, root ? "a JSON object" : "valid JSON");
-        cJSON_Delete(root);
-        return -1;
-    }
+    cJSON *root = parse_object(text, len, path, err, errlen);
+    if (!root) return -1;
     Reader r = {root, path, err, errlen, 0};
     unique_keys(&r);
     SpecialTokens got = *t;
