@@ -247,7 +247,7 @@ static int is_token_id(const cJSON *x) {
 }
 static void token_ids(Reader *r, SpecialTokens *t) {
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(r->root, "bos_token_id");
-    if (cJSON_IsArray(bos)) bos = bos->child ? bos->child : cJSON_GetObjectItemCaseSensitive(r->root, "no such key");   // its first
+    if (cJSON_IsArray(bos)) bos = bos->child;   // a list: its first (an empty one: as absent)
     if (bos && !r->failed) {
         if (!cJSON_IsNull(bos) && !is_token_id(bos)) bad(r, "bos_token_id", "is not a token id (a non-negative integer or null)");
         t->has_bos = !cJSON_IsNull(bos);
