@@ -10,18 +10,6 @@
 #include "util/fileio.h"
 #include "util/philox.h"
 
-// The shortest decimal whose (float) is f: 0.1f is written as 0.1, not 0.10000000149011612, and
-// (float) of the number read back is f, bit for bit.
-static double short_float(float f) {
-    char buf[32];
-    for (int p = 1; p <= 9; p++) {
-        snprintf(buf, sizeof buf, "%.*g", p, (double)f);
-        double d = strtod(buf, NULL);
-        if ((float)d == f) return d;
-    }
-    return (double)f;
-}
-
 int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t errlen) {
     const GPTConfig *c = &st->model;
     cJSON *o = cJSON_CreateObject();
@@ -37,20 +25,20 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     cJSON_AddNumberToObject(mo, "seq", c->seq);
     cJSON_AddNumberToObject(mo, "batch", c->batch);
     cJSON_AddNumberToObject(mo, "vocab", c->vocab);
-    cJSON_AddNumberToObject(mo, "dropout", short_float(c->dropout));
+    cJSON_AddNumberToObject(mo, "dropout", float_shortest(c->dropout));
     if (c->arch == ARCH_GPT2) {
         cJSON_AddNumberToObject(mo, "layer_norm_eps", 1e-5);
         cJSON_AddStringToObject(mo, "activation", "gelu_tanh");
     } else {   // the family's knobs (resolved: every value explicit)
         cJSON_AddNumberToObject(mo, "kv_heads", c->kv_heads);
         cJSON_AddNumberToObject(mo, "ffn", c->ffn);
-        cJSON_AddNumberToObject(mo, "rope_theta", short_float(c->rope_theta));
+        cJSON_AddNumberToObject(mo, "rope_theta", float_shortest(c->rope_theta));
         if (c->rope_scaling.type != ROPE_PLAIN) {   // --rope-scaling's text (absent: none)
             char text[96];
             rope_scaling_text(&c->rope_scaling, text, sizeof text);
             cJSON_AddStringToObject(mo, "rope_scaling", text);
         }
-        cJSON_AddNumberToObject(mo, "rms_norm_eps", short_float(c->norm_eps));
+        cJSON_AddNumberToObject(mo, "rms_norm_eps", float_shortest(c->norm_eps));
         cJSON_AddStringToObject(mo, "activation", "silu");
         cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
     }
@@ -61,22 +49,22 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
 
     cJSON *op = cJSON_AddObjectToObject(o, "optimizer");
     cJSON_AddStringToObject(op, "type", "adamw");
-    cJSON_AddNumberToObject(op, "beta1", short_float(st->beta1));
-    cJSON_AddNumberToObject(op, "beta2", short_float(st->beta2));
-    cJSON_AddNumberToObject(op, "eps", short_float(st->eps));
-    cJSON_AddNumberToObject(op, "weight_decay", short_float(st->weight_decay));
+    cJSON_AddNumberToObject(op, "beta1", float_shortest(st->beta1));
+    cJSON_AddNumberToObject(op, "beta2", float_shortest(st->beta2));
+    cJSON_AddNumberToObject(op, "eps", float_shortest(st->eps));
+    cJSON_AddNumberToObject(op, "weight_decay", float_shortest(st->weight_decay));
     cJSON_AddNumberToObject(op, "t", (double)st->adam_t);
 
     cJSON *sc = cJSON_AddObjectToObject(o, "schedule");
     cJSON_AddStringToObject(sc, "type", "warmup_cosine");
-    cJSON_AddNumberToObject(sc, "lr", short_float(st->lr));
-    cJSON_AddNumberToObject(sc, "min_lr", short_float(st->min_lr));
+    cJSON_AddNumberToObject(sc, "lr", float_shortest(st->lr));
+    cJSON_AddNumberToObject(sc, "min_lr", float_shortest(st->min_lr));
     cJSON_AddNumberToObject(sc, "warmup", st->warmup);
     cJSON_AddNumberToObject(sc, "steps", st->total_steps);
 
     cJSON *tr = cJSON_AddObjectToObject(o, "training");
     cJSON_AddNumberToObject(tr, "grad_accum", st->grad_accum);
-    cJSON_AddNumberToObject(tr, "clip", short_float(st->clip));
+    cJSON_AddNumberToObject(tr, "clip", float_shortest(st->clip));
     cJSON_AddNumberToObject(tr, "seed", (double)st->seed);
     cJSON_AddStringToObject(tr, "precision", precision_name((Precision)st->precision));
 
@@ -303,10 +291,13 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         c->rope_theta = (float)number(&r, "model", "rope_theta", 1, 1e12, 0);
         const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
                                                                 "rope_scaling");
-        char why[256];
+        char why[256] = "not a string";
         if (!r.failed && scaling &&
-            (!cJSON_IsString(scaling) || rope_scaling_parse(scaling->valuestring, &c->rope_scaling, why, sizeof why)))
-            bad(&r, "model", "rope_scaling", "none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS");
+            (!cJSON_IsString(scaling) || rope_scaling_parse(scaling->valuestring, &c->rope_scaling, why, sizeof why))) {
+            char what[400];
+            snprintf(what, sizeof what, "none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS (%s)", why);
+            bad(&r, "model", "rope_scaling", what);
+        }
         c->norm_eps = (float)number(&r, "model", "rms_norm_eps", 1e-12, 1, 0);
         const cJSON *mo = cJSON_GetObjectItemCaseSensitive(root, "model");
         const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mo, "tied_embeddings");

@@ -148,9 +148,7 @@ static float read_rope(Reader *r, int max_positions, RopeScaling *sc) {
         if (!cJSON_IsObject(params)) { bad(r, pkey, "is %s, expected an object", kind_of(params)); return 0; }
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(params, "rope_type");
         if (!type) type = cJSON_GetObjectItemCaseSensitive(params, "type");
-        const char *name = type && cJSON_IsString(type) ? type->valuestring : "default";
-        int kind = !strcmp(name, "default") ? ROPE_PLAIN : !strcmp(name, "linear") ? ROPE_LINEAR
-                 : !strcmp(name, "llama3") ? ROPE_LLAMA3 : -1;
+        int kind = rope_type_from_name(type && cJSON_IsString(type) ? type->valuestring : "default");
         if ((type && !cJSON_IsString(type)) || kind < 0) {
             bad(r, pkey, "has rope_type %s%s%s: ctron reads \"default\", \"linear\" and \"llama3\" (Llama 3.1's)",
                 cJSON_IsString(type) ? "\"" : "", cJSON_IsString(type) ? type->valuestring : kind_of(type),

@@ -2,16 +2,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-// A float as the shortest decimal that reads back as the same float (1e-05, not 9.99999974737875e-06).
-static double short_float(float x) {
-    char buf[32];
-    for (int p = 1; p <= 9; p++) {   // %.9g always reads back
-        snprintf(buf, sizeof buf, "%.*g", p, (double)x);
-        if ((float)strtod(buf, NULL) == x) break;
-    }
-    return strtod(buf, NULL);
-}
+#include "util/common.h"
 
 // bos_token_id and eos_token_id: the model's (from the Hugging Face model it started from; a list when it has
 // several ends), else null — ctron's own vocabularies have no special tokens, and the class defaults
@@ -43,10 +34,10 @@ static void gpt2_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(o, "n_positions", c->seq);
     cJSON_AddNullToObject(o, "n_inner");   // 4 x n_embd
     cJSON_AddStringToObject(o, "activation_function", "gelu_new");
-    cJSON_AddNumberToObject(o, "layer_norm_epsilon", short_float(c->norm_eps));
-    cJSON_AddNumberToObject(o, "resid_pdrop", short_float(c->dropout));
-    cJSON_AddNumberToObject(o, "embd_pdrop", short_float(c->dropout));
-    cJSON_AddNumberToObject(o, "attn_pdrop", short_float(c->dropout));
+    cJSON_AddNumberToObject(o, "layer_norm_epsilon", float_shortest(c->norm_eps));
+    cJSON_AddNumberToObject(o, "resid_pdrop", float_shortest(c->dropout));
+    cJSON_AddNumberToObject(o, "embd_pdrop", float_shortest(c->dropout));
+    cJSON_AddNumberToObject(o, "attn_pdrop", float_shortest(c->dropout));
     cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
     cJSON_AddBoolToObject(o, "scale_attn_by_inverse_layer_idx", 0);
     cJSON_AddBoolToObject(o, "reorder_and_upcast_attn", 0);
@@ -55,11 +46,10 @@ static void gpt2_config(cJSON *o, const GPTConfig *c) {
 // A scaled RoPE's fields, under transformers' names (modeling_rope_utils): 4.x reads them from rope_scaling,
 // 5 from rope_parameters (rope_scaling first when both are present: the same values here).
 static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
-    if (!cJSON_GetObjectItemCaseSensitive(o, "rope_type")) cJSON_AddStringToObject(o, "rope_type", rope_type_name(sc->type));
-    cJSON_AddNumberToObject(o, "factor", short_float(sc->factor));
+    cJSON_AddNumberToObject(o, "factor", float_shortest(sc->factor));
     if (sc->type != ROPE_LLAMA3) return;
-    cJSON_AddNumberToObject(o, "low_freq_factor", short_float(sc->low_freq_factor));
-    cJSON_AddNumberToObject(o, "high_freq_factor", short_float(sc->high_freq_factor));
+    cJSON_AddNumberToObject(o, "low_freq_factor", float_shortest(sc->low_freq_factor));
+    cJSON_AddNumberToObject(o, "high_freq_factor", float_shortest(sc->high_freq_factor));
     cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
 }
 
@@ -76,12 +66,16 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->kv_heads);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->seq);
-    cJSON_AddNumberToObject(o, "rms_norm_eps", short_float(c->norm_eps));
-    cJSON_AddNumberToObject(o, "rope_theta", short_float(c->rope_theta));   // transformers 4.x
+    cJSON_AddNumberToObject(o, "rms_norm_eps", float_shortest(c->norm_eps));
+    cJSON_AddNumberToObject(o, "rope_theta", float_shortest(c->rope_theta));   // transformers 4.x
     const RopeScaling *sc = &c->rope_scaling;
-    if (sc->type != ROPE_PLAIN) rope_scaling_fields(cJSON_AddObjectToObject(o, "rope_scaling"), sc);   // 4.x (5 too)
+    if (sc->type != ROPE_PLAIN) {   // transformers 4.x (5 reads it too)
+        cJSON *scaling = cJSON_AddObjectToObject(o, "rope_scaling");
+        cJSON_AddStringToObject(scaling, "rope_type", rope_type_name(sc->type));
+        rope_scaling_fields(scaling, sc);
+    }
     cJSON *rope = cJSON_AddObjectToObject(o, "rope_parameters");              // transformers 5
-    cJSON_AddNumberToObject(rope, "rope_theta", short_float(c->rope_theta));
+    cJSON_AddNumberToObject(rope, "rope_theta", float_shortest(c->rope_theta));
     cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
     if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);

@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include "arch/arch.h"
 #include "arch/lora.h"
+#include "arch/rope_scaling.h"
 #include "backend/backend.h"
-#include "backend/cpu/rope.h"
 #include "memory/arena.h"
 #include "memory/ledger.h"
 #include "memory/memory_model.h"
@@ -37,7 +37,7 @@ typedef struct {
     int kv_heads;                 // k and v heads (grouped-query attention; 0: = heads)
     int ffn;                      // the MLP's inner width (0: arch_default_ffn)
     float rope_theta;             // RoPE base (0: 10000)
-    RopeScaling rope_scaling;     // RoPE frequency scaling (backend/cpu/rope.h; zero: none), e.g. Llama 3.1's
+    RopeScaling rope_scaling;     // RoPE frequency scaling (arch/rope_scaling.h; zero: none), e.g. Llama 3.1's
     float norm_eps;               // RMSNorm/LayerNorm epsilon (0: the family's)
     int tie_embeddings;           // 1: the output layer is the token embedding; -1: its own; 0: the family's
     int qkv_bias;                 // llama: q, k and v have biases (Qwen2)

@@ -15,7 +15,7 @@
 #define R_NOTE RESUME_NOTE
 #define R_LAYOUT RESUME_LAYOUT
 #define R_RECORD RESUME_RECORD
-#define FLOAT_TEXT(x) float_text((char[32]){0}, 32, (x))
+#define FLOAT_TEXT(x) float_shortest_text((x), (char[32]){0}, 32)
 #define LOCAL 1
 
 // Every option of TrainOptions, in one list: a new flag gets one line here, and the MPI ranks then
@@ -126,15 +126,6 @@ static const char *memo_text(char *buf, size_t len, double alpha) {
     if (alpha == -1.0) snprintf(buf, len, "off");
     else if (alpha == -2.0) snprintf(buf, len, "auto");
     else snprintf(buf, len, "%.17g", alpha);
-    return buf;
-}
-
-// The shortest decimal that reads back as f: exact for the comparison, and readable.
-static const char *float_text(char *buf, size_t len, float f) {
-    for (int p = 1; p <= 9; p++) {
-        snprintf(buf, len, "%.*g", p, (double)f);
-        if ((float)strtod(buf, NULL) == f) break;
-    }
     return buf;
 }
 

@@ -39,3 +39,16 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+const char *float_shortest_text(float f, char *buf, size_t len) {
+    for (int p = 1; p <= 9; p++) {   // %.9g always reads back
+        snprintf(buf, len, "%.*g", p, (double)f);
+        if ((float)strtod(buf, NULL) == f) break;
+    }
+    return buf;
+}
+
+double float_shortest(float f) {
+    char buf[32];
+    return strtod(float_shortest_text(f, buf, sizeof buf), NULL);
+}

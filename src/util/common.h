@@ -20,4 +20,8 @@ void *xgrow(void *p, size_t used, size_t bytes);
 static inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 double now_seconds(void);               // monotonic clock
+// The shortest decimal whose (float) is f, bit for bit (0.1f as "0.1", not 0.10000000149011612), into buf
+// (32 bytes are enough); returns buf. float_shortest: the same as the double a JSON writer prints.
+const char *float_shortest_text(float f, char *buf, size_t len);
+double float_shortest(float f);
 #endif
