@@ -3,7 +3,7 @@
 set -euo pipefail
 need=()
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in cmake gcc make libopenblas-openmp-dev libdnnl-dev libcjson-dev libpcre2-dev zlib1g-dev libomp-dev libopenmpi-dev openmpi-bin bible-kjv python3-torch python3-numpy python3-venv \
+for pkg in cmake gcc make libopenblas-openmp-dev libdnnl-dev libcjson-dev libpcre2-dev libutf8proc-dev zlib1g-dev libomp-dev libopenmpi-dev openmpi-bin bible-kjv python3-torch python3-numpy python3-venv \
            clang libclang-rt-14-dev valgrind; do
   have "$pkg" || need+=("$pkg")
 done

@@ -20,7 +20,7 @@ void bpe_init_tables(Bpe *bpe, int vocab_size) {
     memset(bpe->tok_off, 0, v * sizeof *bpe->tok_off);
     memset(bpe->tok_len, 0, v * sizeof *bpe->tok_len);
     memset(bpe->tok_kind, 0, v);
-    for (int b = 0; b < 256; b++) bpe->byte_tok[b] = -1;
+    for (int b = 0; b < 256; b++) bpe->byte_tok[b] = bpe->byte_fb[b] = -1;
     bpe->unk = -1;
     pairtab_init(&bpe->rank);
 }
@@ -121,12 +121,32 @@ void bpe_free(Bpe *bpe) {
     if (bpe->whole.slot) strtab_free(&bpe->whole);
     free(bpe->whole_id);
     for (int i = 0; i < bpe->n_pre; i++) preregex_free(bpe->pre[i].re);
+    for (int i = 0; i < bpe->n_norm; i++) normstep_free(&bpe->norm[i]);
+    for (int i = 0; i < bpe->n_dec; i++) decstep_free(&bpe->dec[i]);
     for (int i = 0; i < bpe->n_added; i++) free(bpe->added[i].content);
     free(bpe->added);
     added_index_free(bpe->added_index);
     free(bpe->bos);
     free(bpe->eos);
     memset(bpe, 0, sizeof *bpe);
+}
+
+// SentencePiece-style: the token strings through the decoder chain (tokenizers' decode).
+static uint8_t *decode_chars(const Bpe *bpe, const int32_t *tokens, size_t n, int skip_special, size_t *n_bytes) {
+    const uint8_t **strs = xmalloc((n ? n : 1) * sizeof *strs);
+    size_t *lens = xmalloc((n ? n : 1) * sizeof *lens), m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t t = tokens[i];
+        if ((skip_special && (bpe->tok_kind[t] & TOK_SPECIAL)) || bpe->tok_kind[t] == TOK_NONE) continue;
+        strs[m] = bpe->bytes + bpe->tok_off[t];
+        lens[m++] = bpe->tok_len[t];
+    }
+    NormBuf out = {0};
+    decode_chain(bpe->dec, bpe->n_dec, strs, lens, m, 0, &out);
+    free(strs);
+    free(lens);
+    *n_bytes = out.len;
+    return out.data ? out.data : xmalloc(1);
 }
 
 uint8_t *bpe_decode(const Bpe *bpe, const int32_t *tokens, size_t n, int skip_special, size_t *n_bytes, char *err,
@@ -140,6 +160,7 @@ uint8_t *bpe_decode(const Bpe *bpe, const int32_t *tokens, size_t n, int skip_sp
         }
         total += bpe->tok_len[tokens[i]];
     }
+    if (bpe->char_level) return decode_chars(bpe, tokens, n, skip_special, n_bytes);
     uint8_t *out = xmalloc(total ? total : 1);
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
@@ -152,6 +173,15 @@ uint8_t *bpe_decode(const Bpe *bpe, const int32_t *tokens, size_t n, int skip_sp
     return out;
 }
 
+const uint8_t *bpe_token_text(const Bpe *bpe, int32_t tok, NormBuf *buf, size_t *len) {
+    const uint8_t *s = bpe_token_bytes(bpe, tok, len);
+    if (!bpe->char_level) return s;
+    buf->len = 0;
+    decode_chain(bpe->dec, bpe->n_dec, &s, len, 1, 1, buf);
+    *len = buf->len;
+    return buf->data ? buf->data : (const uint8_t *)"";
+}
+
 // The pre-tokenizer steps agree (patterns are compared by what they were compiled from in the
 // file, which bpe_same cannot see: it compares kinds and options, and the merges and tokens).
 static int same_pre(const Bpe *a, const Bpe *b) {
@@ -159,7 +189,33 @@ static int same_pre(const Bpe *a, const Bpe *b) {
     for (int i = 0; i < a->n_pre; i++) {
         const PreStep *x = &a->pre[i], *y = &b->pre[i];
         if (x->kind != y->kind || x->behavior != y->behavior || x->invert != y->invert ||
-            x->add_prefix_space != y->add_prefix_space || !x->re != !y->re)
+            x->add_prefix_space != y->add_prefix_space || !x->re != !y->re || x->prepend != y->prepend ||
+            x->split != y->split || x->repl_len != y->repl_len || memcmp(x->repl, y->repl, sizeof x->repl) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int same_bytes(const uint8_t *a, size_t na, const uint8_t *b, size_t nb) {
+    return na == nb && (na == 0 || memcmp(a, b, na) == 0);
+}
+
+// The normalizers and decoders agree, step by step.
+static int same_norm_dec(const Bpe *a, const Bpe *b) {
+    if (a->char_level != b->char_level || a->byte_fallback != b->byte_fallback || a->n_norm != b->n_norm ||
+        a->n_dec != b->n_dec)
+        return 0;
+    for (int i = 0; i < a->n_norm; i++) {
+        const NormStep *x = &a->norm[i], *y = &b->norm[i];
+        if (x->kind != y->kind || !same_bytes(x->from, x->from_len, y->from, y->from_len) ||
+            !same_bytes(x->to, x->to_len, y->to, y->to_len))
+            return 0;
+    }
+    for (int i = 0; i < a->n_dec; i++) {
+        const DecStep *x = &a->dec[i], *y = &b->dec[i];
+        if (x->kind != y->kind || !same_bytes(x->from, x->from_len, y->from, y->from_len) ||
+            !same_bytes(x->to, x->to_len, y->to, y->to_len) || !same_bytes(x->ch, x->ch_len, y->ch, y->ch_len) ||
+            x->start != y->start || x->stop != y->stop || x->prepend_never != y->prepend_never)
             return 0;
     }
     return 1;
@@ -186,6 +242,10 @@ int bpe_same(const Bpe *a, const Bpe *b, char *what, size_t wlen) {
             snprintf(what, wlen, "merge %d differs", r);
             return 0;
         }
+    if (!same_norm_dec(a, b)) {
+        snprintf(what, wlen, "the normalizer, the decoder or the model's character handling differ");
+        return 0;
+    }
     if (!same_pre(a, b) || a->unk != b->unk || a->fuse_unk != b->fuse_unk || a->ignore_merges != b->ignore_merges ||
         a->n_bos != b->n_bos || a->n_eos != b->n_eos ||
         (a->n_bos && memcmp(a->bos, b->bos, (size_t)a->n_bos * sizeof *a->bos) != 0) ||

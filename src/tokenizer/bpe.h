@@ -15,7 +15,9 @@
 #define CTRON_BPE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "tokenizer/decoders.h"
 #include "tokenizer/hashtab.h"
+#include "tokenizer/normalize.h"
 
 // Largest vocabulary (model tokens and added tokens, ids 0..BPE_MAX_VOCAB-1): far past any real one
 // (Llama 3: 128,256; Gemma: 262,144) while keeping a hand-made file's tables bounded.
@@ -29,8 +31,12 @@ struct PreRegex;
 typedef enum {
     PRE_LEGACY_BYTES,         // ctron's older scanner (tokenizer/pretokenize.h)
     PRE_BYTE_LEVEL,           // tokenizers' ByteLevel: optional prefix space, GPT-2's regex when use_regex
-    PRE_SPLIT                 // tokenizers' Split: a pattern and a behavior
+    PRE_SPLIT,                // tokenizers' Split: a pattern and a behavior
+    PRE_METASPACE             // tokenizers' Metaspace: ' ' becomes the replacement, which is prepended
+                              // (always, or only to the text's first piece) and optionally split on
 } PreKind;
+
+typedef enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER } PrependScheme;
 
 typedef struct {
     PreKind kind;
@@ -38,6 +44,10 @@ typedef struct {
     int behavior;             // SPLIT: SplitBehavior (tokenizer/regex_split.h)
     int invert;               // SPLIT
     int add_prefix_space;     // BYTE_LEVEL: a piece not starting with ' ' gets one
+    uint8_t repl[4];          // METASPACE: the replacement character (UTF-8), "▁" in every real file
+    int repl_len;
+    int prepend;              // METASPACE: PrependScheme
+    int split;                // METASPACE: cut before each replacement (MergedWithNext)
 } PreStep;
 #define BPE_MAX_PRE_STEPS 8
 
@@ -68,10 +78,21 @@ typedef struct {
     // or are dropped when there is no unk; with ignore_merges a piece that is a token is that token.
     int32_t unk;              // -1: none
     int fuse_unk, ignore_merges;
-    StrTable whole;           // ignore_merges: bytes of every model token -> whole_id
+    StrTable whole;           // ignore_merges or char_level: bytes of every model token -> whole_id
     int32_t *whole_id;
+    // SentencePiece-style BPE (Llama 2, Mistral): with no ByteLevel step the model's symbols are the
+    // text's characters, token strings are taken as written (bytes/tok_off hold them, "▁" included)
+    // and the decoder chain below makes text of them. A character the vocabulary lacks becomes the
+    // <0xXX> tokens of its bytes with byte_fallback (byte_fb: -1 where one is missing), else unk.
+    int char_level;
+    int byte_fallback;
+    int32_t byte_fb[256];
+    NormStep norm[BPE_MAX_NORM_STEPS];   // the normalizer, on the text between non-normalized added tokens
+    int n_norm;
     PreStep pre[BPE_MAX_PRE_STEPS];
     int n_pre;
+    DecStep dec[BPE_MAX_DEC_STEPS];      // char_level: the decoder chain
+    int n_dec;
     BpeAdded *added;          // sorted by id
     int n_added;
     struct BpeAddedIndex *added_index;   // tokenizer/added_tokens.h
@@ -149,12 +170,18 @@ static inline const uint8_t *bpe_token_bytes(const Bpe *bpe, int32_t tok, size_t
     return bpe->bytes + bpe->tok_off[tok];
 }
 
-// Decodes tokens into a fresh byte array (*n_bytes long; free() it): each token's bytes, as
-// tokenizers' ByteLevel decoder has them, but raw (tokenizers then makes a str, replacing invalid
-// UTF-8 with U+FFFD). skip_special drops special tokens, as tokenizers' decode does by default.
+// Decodes tokens into a fresh byte array (*n_bytes long; free() it). Byte-level: each token's bytes,
+// as tokenizers' ByteLevel decoder has them, but raw (tokenizers then makes a str, replacing invalid
+// UTF-8 with U+FFFD). SentencePiece-style: the decoder chain's text, exactly tokenizers' decode.
+// skip_special drops special tokens, as tokenizers' decode does by default.
 // Returns NULL with a message in err when a token is outside 0..vocab_size-1.
 uint8_t *bpe_decode(const Bpe *bpe, const int32_t *tokens, size_t n, int skip_special, size_t *n_bytes, char *err,
                     size_t errlen);
+
+// One token's text inside a longer text, as ctron generate writes it token by token: byte-level,
+// its bytes; SentencePiece-style, its string through the decoder chain (bpe_decode's) with "▁" as a
+// space and a <0xXX> token as its raw byte. Points into the tokenizer or into buf.
+const uint8_t *bpe_token_text(const Bpe *bpe, int32_t tok, NormBuf *buf, size_t *len);
 
 // 1 when a and b give every text the same ids and every id the same bytes, 0 when not (the first
 // difference in what), as a resumed run requires of its --tokenizer.

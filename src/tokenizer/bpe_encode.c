@@ -3,6 +3,7 @@
 #include <string.h>
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/bytelevel.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/regex_split.h"
 #include "util/common.h"
@@ -17,24 +18,71 @@ typedef struct {
     size_t prefixed_cap[BPE_MAX_PRE_STEPS];
     AddedSpan *spans[2];
     size_t spans_cap[2];
+    NormBuf norm;             // the normalized text of the current stretch
+    const uint8_t **seg_orig; // optional: where in the text the current stretch begins (progress)
 } Splitter;
 
-static void run_step(Splitter *sp, int step, const uint8_t *s, size_t n);
+static void run_step(Splitter *sp, int step, const uint8_t *s, size_t n, int first);
 
-// A piece [start, end) of the string that step `step` cut goes on to the next step.
+// A piece [start, end) of the string that step `step` cut goes on to the next step; first: that
+// string begins the text (Metaspace's prepend_scheme "first" looks at it).
 typedef struct {
     Splitter *sp;
-    int step;
+    int step, first;
     const uint8_t *s;
 } NextStep;
 
 static void next_step(void *ctx, size_t start, size_t end) {
     NextStep *x = ctx;
-    run_step(x->sp, x->step + 1, x->s + start, end - start);
+    run_step(x->sp, x->step + 1, x->s + start, end - start, x->first && start == 0);
+}
+
+// The step's own copy of a piece, cap bytes long at least.
+static uint8_t *step_buffer(Splitter *sp, int step, size_t cap) {
+    if (cap > sp->prefixed_cap[step]) {
+        sp->prefixed_cap[step] = 2 * cap;
+        free(sp->prefixed[step]);
+        sp->prefixed[step] = xmalloc(sp->prefixed_cap[step]);
+    }
+    return sp->prefixed[step];
+}
+
+// tokenizers' Metaspace: every ' ' becomes the replacement, which is prepended where the scheme
+// says (not before a piece already starting with it); with split, a piece begins at each
+// replacement (MergedWithNext).
+static void metaspace(Splitter *sp, int step, const uint8_t *s, size_t n, int first) {
+    const PreStep *st = &sp->bpe->pre[step];
+    size_t rl = (size_t)st->repl_len, spaces = 0;
+    for (size_t i = 0; i < n; i++) spaces += s[i] == ' ';
+    uint8_t *out = step_buffer(sp, step, n + (spaces + 1) * rl);
+    size_t m = 0;
+    int starts = n >= rl ? memcmp(s, st->repl, rl) == 0 : 0;
+    if (!starts && s[0] == ' ') starts = 1;   // its space becomes the replacement
+    if (!starts && (st->prepend == PREPEND_ALWAYS || (st->prepend == PREPEND_FIRST && first))) {
+        memcpy(out, st->repl, rl);
+        m = rl;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') {
+            memcpy(out + m, st->repl, rl);
+            m += rl;
+        } else {
+            out[m++] = s[i];
+        }
+    }
+    if (!st->split) {
+        run_step(sp, step + 1, out, m, first);
+        return;
+    }
+    for (size_t start = 0, i = 1; i <= m; i++)   // a piece begins at each replacement but the first byte
+        if (i == m || (m - i >= rl && memcmp(out + i, st->repl, rl) == 0)) {
+            run_step(sp, step + 1, out + start, i - start, first && start == 0);
+            start = i;
+        }
 }
 
 // Runs pre-tokenizer steps step.. on s[0..n) (n > 0), handing the final pieces to the callback.
-static void run_step(Splitter *sp, int step, const uint8_t *s, size_t n) {
+static void run_step(Splitter *sp, int step, const uint8_t *s, size_t n, int first) {
     const Bpe *bpe = sp->bpe;
     if (step == bpe->n_pre) {
         sp->fn(sp->ctx, s, n, -1);
@@ -44,37 +92,41 @@ static void run_step(Splitter *sp, int step, const uint8_t *s, size_t n) {
     if (st->kind == PRE_LEGACY_BYTES) {
         for (size_t i = 0, j; i < n; i = j) {
             j = pretok_next(s, n, i);
-            run_step(sp, step + 1, s + i, j - i);
+            run_step(sp, step + 1, s + i, j - i, first && i == 0);
         }
+        return;
+    }
+    if (st->kind == PRE_METASPACE) {
+        metaspace(sp, step, s, n, first);
         return;
     }
     if (st->kind == PRE_BYTE_LEVEL && st->add_prefix_space && s[0] != ' ') {
-        if (n + 1 > sp->prefixed_cap[step]) {
-            sp->prefixed_cap[step] = 2 * (n + 1);
-            free(sp->prefixed[step]);
-            sp->prefixed[step] = xmalloc(sp->prefixed_cap[step]);
-        }
-        sp->prefixed[step][0] = ' ';
-        memcpy(sp->prefixed[step] + 1, s, n);
-        s = sp->prefixed[step];
+        uint8_t *p = step_buffer(sp, step, n + 1);
+        p[0] = ' ';
+        memcpy(p + 1, s, n);
+        s = p;
         n++;
     }
     if (!st->re) {   // ByteLevel without its regex: the piece as it is
-        run_step(sp, step + 1, s, n);
+        run_step(sp, step + 1, s, n, first);
         return;
     }
     SplitBehavior b = st->kind == PRE_SPLIT ? (SplitBehavior)st->behavior : SPLIT_ISOLATED;
-    NextStep next = {sp, step, s};
+    NextStep next = {sp, step, first, s};
     preregex_each(st->re, b, st->kind == PRE_SPLIT && st->invert, s, n, next_step, &next);
 }
 
-void bpe_split(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn fn, void *ctx) {
+static void split_text(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn fn, void *ctx,
+                       const uint8_t **seg_orig) {
     Splitter sp;
     memset(&sp, 0, sizeof sp);
     sp.bpe = bpe;
     sp.fn = fn;
     sp.ctx = ctx;
-    // Added tokens with normalized false on the text, then those with normalized true in the gaps.
+    sp.seg_orig = seg_orig;
+    // Added tokens with normalized false on the text; the normalizer on each stretch between them;
+    // then the added tokens with normalized true in the normalized stretches (tokenizers'
+    // AddedVocabulary::extract_and_normalize).
     size_t n0 = added_find(bpe->added_index, bpe->added, 0, text, n, &sp.spans[0], &sp.spans_cap[0]);
     for (size_t i = 0; i < n0; i++) {
         AddedSpan a = sp.spans[0][i];
@@ -82,17 +134,24 @@ void bpe_split(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn fn, voi
             fn(ctx, text + a.start, a.end - a.start, a.id);
             continue;
         }
-        const uint8_t *seg = text + a.start;
-        size_t n1 = added_find(bpe->added_index, bpe->added, 1, seg, a.end - a.start, &sp.spans[1], &sp.spans_cap[1]);
+        if (seg_orig) *seg_orig = text + a.start;
+        size_t len;
+        const uint8_t *seg = normalize_apply(bpe->norm, bpe->n_norm, text + a.start, a.end - a.start, &sp.norm, &len);
+        size_t n1 = added_find(bpe->added_index, bpe->added, 1, seg, len, &sp.spans[1], &sp.spans_cap[1]);
         for (size_t j = 0; j < n1; j++) {
             AddedSpan b = sp.spans[1][j];
             if (b.id >= 0) fn(ctx, seg + b.start, b.end - b.start, b.id);
-            else run_step(&sp, 0, seg + b.start, b.end - b.start);
+            else if (b.end > b.start) run_step(&sp, 0, seg + b.start, b.end - b.start, a.start == 0 && b.start == 0);
         }
     }
     for (int i = 0; i < BPE_MAX_PRE_STEPS; i++) free(sp.prefixed[i]);
     free(sp.spans[0]);
     free(sp.spans[1]);
+    normbuf_free(&sp.norm);
+}
+
+void bpe_split(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn fn, void *ctx) {
+    split_text(bpe, text, n, fn, ctx, NULL);
 }
 
 // ---- the model on one piece ------------------------------------------------------------------
@@ -141,9 +200,46 @@ static void push_pair(const Bpe *bpe, Scratch *s, int32_t pos) {
     if (r >= 0) heap_push(s, (int64_t)r << 32 | pos);
 }
 
+// SentencePiece-style: each character's token (an invalid byte is a character of its own). One the
+// vocabulary lacks becomes its bytes' <0xXX> tokens with byte_fallback when all exist, else unk
+// (fused runs with fuse_unk) or nothing without unk. As in tokenizers' merge_word, a pending unk is
+// written only before the next character found in the vocabulary, or at the end: byte tokens in
+// between come first.
+static size_t initial_chars(const Bpe *bpe, const uint8_t *p, size_t len, int32_t *sym) {
+    size_t m = 0, clen;
+    int pending_unk = 0;
+    for (size_t i = 0; i < len; i += clen) {
+        utf8_next(p, len, i, &clen);
+        int32_t t = -1;
+        if (clen == 1 && p[i] < 0x80) {
+            t = bpe->byte_tok[p[i]];
+        } else {
+            int32_t w = strtab_find(&bpe->whole, p + i, clen);
+            if (w >= 0) t = bpe->whole_id[w];
+        }
+        if (t >= 0) {
+            if (pending_unk) sym[m++] = bpe->unk;
+            pending_unk = 0;
+            sym[m++] = t;
+            continue;
+        }
+        int fallback = bpe->byte_fallback;
+        for (size_t k = 0; k < clen && fallback; k++) fallback = bpe->byte_fb[p[i + k]] >= 0;
+        if (fallback) {
+            for (size_t k = 0; k < clen; k++) sym[m++] = bpe->byte_fb[p[i + k]];
+        } else if (bpe->unk >= 0) {
+            if (pending_unk && !bpe->fuse_unk) sym[m++] = bpe->unk;
+            pending_unk = 1;
+        }
+    }
+    if (pending_unk) sym[m++] = bpe->unk;
+    return m;
+}
+
 // The piece's first symbols: each byte's token. A byte the vocabulary lacks becomes unk (a run of
 // them one unk with fuse_unk), or is dropped when there is no unk (tokenizers' merge_word).
 static size_t initial_symbols(const Bpe *bpe, const uint8_t *p, size_t len, int32_t *sym) {
+    if (bpe->char_level) return initial_chars(bpe, p, len, sym);
     size_t m = 0;
     int pending_unk = 0;
     for (size_t i = 0; i < len; i++) {
@@ -212,6 +308,8 @@ struct BpeEncoder {
     BpeProgressFn progress;   // optional: told how far it got about once a second
     void *progress_ctx;
     const uint8_t *text;
+    const uint8_t *seg_orig;  // where the stretch being encoded begins in text (its pieces may be a
+                              // normalized copy)
     size_t n_text, n_pieces;
     double last_report;
 };
@@ -224,7 +322,9 @@ typedef struct BpeEncoder Encoder;
 static void report(Encoder *e, const uint8_t *p) {
     if (!e->progress || (++e->n_pieces & 0xFFFF) != 0) return;
     double now = now_seconds();
-    if (now - e->last_report < 1.0 || p < e->text || p > e->text + e->n_text) return;   // a prefixed copy
+    if (now - e->last_report < 1.0) return;
+    if (p < e->text || p > e->text + e->n_text) p = e->seg_orig;   // a prefixed or normalized copy
+    if (!p || p < e->text || p > e->text + e->n_text) return;
     e->last_report = now;
     e->progress(e->progress_ctx, (size_t)(p - e->text), e->n_out);
 }
@@ -310,7 +410,8 @@ void bpe_encoder_add(BpeEncoder *e, const uint8_t *text, size_t n, int add_speci
     e->n_text = n;
     e->last_report = now_seconds();
     if (add_special) bpe_encoder_push(e, bpe->bos, (size_t)bpe->n_bos);
-    bpe_split(bpe, text, n, encode_cb, e);
+    e->seg_orig = NULL;
+    split_text(bpe, text, n, encode_cb, e, &e->seg_orig);
     if (add_special) bpe_encoder_push(e, bpe->eos, (size_t)bpe->n_eos);
     e->progress = NULL;
 }

@@ -12,8 +12,10 @@ int32_t *text_encode(const Bpe *bpe, const char *text, size_t len, size_t *n) {
 void text_write_token(const Bpe *bpe, int32_t tok, FILE *out) {
     if (bpe && tok >= 0 && tok < bpe->vocab_size && bpe->tok_kind[tok] != TOK_NONE) {
         size_t len;
-        const uint8_t *bytes = bpe_token_bytes(bpe, tok, &len);
+        NormBuf buf = {0};
+        const uint8_t *bytes = bpe_token_text(bpe, tok, &buf, &len);
         fwrite(bytes, 1, len, out);
+        normbuf_free(&buf);
     } else {
         fputc(!bpe && tok >= 0 && tok < 256 ? tok : '?', out);
     }
