@@ -40,7 +40,7 @@ import sys
 
 # The reference's versions, pinned here (scripts/peer_env.sh installs exactly these: --requirements).
 PINS = {"torch": "2.15.0", "transformers": "5.24.0", "safetensors": "0.8.0", "numpy": "2.4.6", "peft": "0.21.2",
-        "tokenizers": "0.23.3"}
+        "tokenizers": "0.23.3", "sentencepiece": "0.2.3"}
 ATTN_CHOICES = ("eager", "sdpa")
 FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 

@@ -29,10 +29,12 @@ import struct
 import subprocess
 import sys
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
           r"\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
+         r"\s+(?!\S)|\s+")
 SHIFT = 70000   # the llama3 file's ids start here: a vocabulary above 65,536
 
 
@@ -87,7 +89,7 @@ POOL = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") *
          "\ufeff", "\u2009", "\U0001F44B", "\U0001F3FD", "\U0001F1FA\U0001F1F8", "\U0001F600", "'s", "'T", "'re",
          "'LL", "'d", " 12345", "IT'S"])
 SPECIAL_IN_TEXT = ["<|endoftext|>", "<mask>", " <mask> ", "<sw>", "a<sw>b", " hello world",
-                   "<|begin_of_text|>", "<|reserved_special_token_3|>"]
+                   "<|begin_of_text|>", "<|reserved_special_token_3|>", "<s>", "</s>x", " <|user|> ", "<|user|>"]
 
 FIXED = [
     "", " ", "a", "Hello world", "  double", "\r\nA", "x\r\n y", "\n   indented", "\r\n\r\n", "end   ",
@@ -103,6 +105,8 @@ FIXED = [
     "<|endoftext|>In the beginning<|endoftext|><|endoftext|> God<mask>created <mask> the <sw> heaven<sw>",
     "<|begin_of_text|>x<|reserved_special_token_3|> hello world hello worlds",
     "\t\tindented code:\n    if (x) { return y; }\n",
+    "<s>Hello</s> <s> [INST] hi [/INST]</s>", "  <s>  x", "<|user|>a <|user|> b<|user|>",
+    "ｆｕｌｌｗｉｄｔｈ ﬁ ｶﾀｶﾅ ① ㎏ Å Å e\u0301\u0323 \u1e0b\u0323 \u0958 한\u1100\u1161",
 ]
 
 
@@ -170,10 +174,76 @@ def train_llama3(corpus):
     return Tokenizer.from_str(json.dumps(t))
 
 
+def train_spm(corpus_path):
+    """A SentencePiece BPE model trained as Llama 2's was (byte_fallback, identity normalization, a dummy
+    prefix, digits split, whitespace-only pieces), made into tokenizer.json the way transformers'
+    LlamaConverter does: the model's pieces as the vocabulary, merges from them (generate_merges)."""
+    import sentencepiece as spm
+    from transformers.convert_slow_tokenizer import generate_merges
+    prefix = os.path.join(WORK, "spm")
+    spm.SentencePieceTrainer.train(
+        input=corpus_path, model_prefix=prefix, model_type="bpe", vocab_size=3000, byte_fallback=True,
+        character_coverage=0.9995, input_sentence_size=40000, shuffle_input_sentence=True, seed_sentencepiece_size=100000,
+        split_digits=True, allow_whitespace_only_pieces=True, normalization_rule_name="identity",
+        add_dummy_prefix=True, remove_extra_whitespaces=False, unk_id=0, bos_id=1, eos_id=2, minloglevel=2)
+    sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    vocab = {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}
+    return vocab, generate_merges(vocab)
+
+
+def llama2_style(vocab, merges, legacy):
+    """Llama 2 / Mistral / TinyLlama's tokenizer.json: legacy (normalizer Prepend "▁" + Replace " " -> "▁",
+    no pre-tokenizer) or not (Metaspace, prepend_scheme "first", no split: transformers 5's LlamaTokenizer);
+    BPE with byte_fallback and fuse_unk; <s> template; the decoder chain Replace, ByteFallback, Fuse, Strip.
+    Two added tokens beyond the specials: a normalized one (matched in the normalized text) and a
+    single_word one."""
+    tok = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    if legacy:
+        tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in ("<unk>", "<s>", "</s>")])
+    tok.add_tokens([AddedToken("<|user|>", normalized=True), AddedToken("<sw>", single_word=True, normalized=False)])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    return tok
+
+
+def train_metaspace_split(corpus):
+    """tokenizers' own SentencePiece-style BPE (its SentencePieceBPETokenizer): NFKC, Metaspace with
+    split and prepend_scheme "always", the Metaspace decoder, no byte fallback: characters outside a
+    limited alphabet become <unk> (not fused)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=False))
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tr = trainers.BpeTrainer(vocab_size=2500, special_tokens=["<unk>"], limit_alphabet=60, show_progress=False)
+    tok.train_from_iterator(corpus, trainer=tr)
+    return tok
+
+
+def train_qwen2(corpus):
+    """Qwen2's pipeline: NFC, Split with Qwen2's pattern, ByteLevel without its regex."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=2300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"], show_progress=False)
+    tok.train_from_iterator(corpus, trainer=tr)
+    return tok
+
+
 # ---- the checks --------------------------------------------------------------------------------------
 
 
-def check(name, tok_json, hf, kjv_path, kjv, docs_path, docs, figures):
+def check(name, tok_json, hf, kjv_path, kjv, docs_path, docs, figures, chars=False):
+    """chars: a SentencePiece-style tokenizer, whose decoder ctron runs itself: its text must equal
+    tokenizers' decode byte for byte, and raw invalid UTF-8 decodes as tokenizers decodes the same ids
+    (its byte tokens give U+FFFD per invalid byte) instead of back to the raw bytes."""
     want = hf.encode(kjv).ids
     got, width = ctron_encode(tok_json, kjv_path, name + "_kjv")
     compare(f"{name}: KJV", want, got)
@@ -188,8 +258,9 @@ def check(name, tok_json, hf, kjv_path, kjv, docs_path, docs, figures):
         fail(f"{name}: ctron gave {len(got_all)} ids for the documents, tokenizers {at}")
     flat = [i for w in want_docs for i in w]
     for skip in (False, True):
-        text = ctron_decode(tok_json, os.path.join(WORK, name + "_docs.bin"), skip).decode("utf-8", "replace")
-        if text != hf.decode(flat, skip_special_tokens=skip):
+        raw = ctron_decode(tok_json, os.path.join(WORK, name + "_docs.bin"), skip)
+        want = hf.decode(flat, skip_special_tokens=skip)
+        if (raw != want.encode()) if chars else (raw.decode("utf-8", "replace") != want):
             fail(f"{name}: decode (skip_special_tokens={skip}) differs")
     nul_path = os.path.join(WORK, "nul.txt")
     compare(f"{name}: NUL bytes", hf.encode(NUL_TEXT).ids, ctron_encode(tok_json, nul_path, name + "_nul")[0])
@@ -200,13 +271,14 @@ def check(name, tok_json, hf, kjv_path, kjv, docs_path, docs, figures):
     compare(f"{name}: invalid UTF-8 after replacement", hf.encode(repl).ids,
             ctron_encode(tok_json, repl_path, name + "_repl")[0])
     raw_ids, _ = ctron_encode(tok_json, os.path.join(WORK, "bad.txt"), name + "_bad")
-    if ctron_decode(tok_json, os.path.join(WORK, name + "_bad.bin"), False) != special_prefix(hf, BAD_UTF8):
-        fail(f"{name}: invalid UTF-8 does not decode back to its bytes")
+    back = ctron_decode(tok_json, os.path.join(WORK, name + "_bad.bin"), False)
+    if back != (hf.decode(raw_ids, skip_special_tokens=False).encode() if chars else special_prefix(hf, BAD_UTF8)):
+        fail(f"{name}: invalid UTF-8 does not decode " + ("as tokenizers decodes its ids" if chars else "back to its bytes"))
     n_docs_ids = len(got_all)
     figures.append(f"{name}: vocabulary {hf.get_vocab_size(True)} (max id {max(hf.get_vocab().values())}, "
                    f"uint{8 * width} token files): KJV text {len(got)} ids identical; {len(docs)} documents "
                    f"{n_docs_ids} ids identical; NUL and U+FFFD texts identical; decode identical; "
-                   f"raw invalid UTF-8 {len(raw_ids)} ids round-trip")
+                   f"raw invalid UTF-8 {len(raw_ids)} ids " + ("decoded as tokenizers does" if chars else "round-trip"))
 
 
 def special_prefix(hf, raw):
@@ -258,6 +330,26 @@ def main(argv):
     open(head_path, "w", encoding="utf-8").write(head)
     check("ctron-written (read by tokenizers; KJV's first MB)", ours, Tokenizer.from_file(ours), head_path, head,
           docs_path, docs, figures)
+
+    # SentencePiece-style files (Llama 2, Mistral): the KJV's first megabyte, which the legacy form
+    # encodes as one word (no pre-tokenizer), as tokenizers does.
+    vocab, merges = train_spm(corpus_path)
+    for legacy, label in ((True, "llama2 legacy (SentencePiece-trained; Prepend + Replace normalizer)"),
+                          (False, "llama2 or mistral (Metaspace prepend_scheme first)")):
+        tok = llama2_style(vocab, merges, legacy)
+        path = os.path.join(WORK, f"llama2_{'legacy' if legacy else 'metaspace'}.json")
+        tok.save(path)
+        check(label, path, Tokenizer.from_file(path), head_path, head, docs_path, docs, figures, chars=True)
+    meta = train_metaspace_split(corpus)
+    meta_json = os.path.join(WORK, "metaspace_split.json")
+    meta.save(meta_json)
+    check("SentencePieceBPE (NFKC, Metaspace split, unk)", meta_json, Tokenizer.from_file(meta_json), head_path, head,
+          docs_path, docs, figures, chars=True)
+    qwen2 = train_qwen2(corpus)
+    qwen2_json = os.path.join(WORK, "qwen2.json")
+    qwen2.save(qwen2_json)
+    check("qwen2 (NFC, Split, ByteLevel)", qwen2_json, Tokenizer.from_file(qwen2_json), head_path, head, docs_path,
+          docs, figures)
 
     for line in figures:
         print(line)
