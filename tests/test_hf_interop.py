@@ -15,6 +15,9 @@
    directories and merged exports load in transformers / peft and give ctron's logits.
 4. End-of-sequence ids: ctron generate ends where transformers' generate ends (generation_config.json's
    eos_token_id list), and the ids travel through --init-from, state.json and export.
+5. A Llama 2-style directory (a SentencePiece-style tokenizer.json: legacy normalizer, byte fallback):
+   ctron generate encodes the prompt as tokenizers does (BOS first) and continues it as transformers'
+   generate; --init-from trains on text through that tokenizer; the export carries it.
 
 usage: PEER_PYTHON test_hf_interop.py CTRON DATA WORKDIR
 """
@@ -295,6 +298,48 @@ def test_eos(ctron, data, work):
           "through --init-from, state.json and export", flush=True)
 
 
+def test_sentencepiece(ctron, data, work):
+    """A Llama 2-style model directory: its tokenizer.json is SentencePiece-style BPE (the legacy
+    normalizer, byte fallback, the Replace/ByteFallback/Fuse/Strip decoder; the fuzz corpus's
+    llama2_legacy_tiny.json, 300 tokens). ctron generate's prompt ids are tokenizers' (with the BOS
+    its template adds) and the continuation is transformers' greedy generate; --no-bos drops the BOS;
+    --init-from trains on the KJV encoded by it and the export's tokenizer.json is the same file."""
+    import json
+    import tokenizers
+    import torch
+    import transformers
+    src_tok = os.path.join(HERE, "fuzz", "corpus", "hf_tokenizer", "llama2_legacy_tiny.json")
+    tok = tokenizers.Tokenizer.from_file(src_tok)
+    d = os.path.join(work, "llama2_sp")
+    hf_tiny_model.make(d, family="llama", kv_heads=2, vocab=320, positions=64)
+    shutil.copy(src_tok, os.path.join(d, "tokenizer.json"))
+    prompt = "In the beginning God créated 中"
+    ids = tok.encode(prompt).ids
+    check(ids[0] == 1 and any(3 <= i < 259 for i in ids), f"the prompt's ids {ids}: BOS first and byte-fallback tokens")
+    model = transformers.AutoModelForCausalLM.from_pretrained(d, local_files_only=True).eval()
+    theirs = model.generate(torch.tensor([ids]), max_new_tokens=10, do_sample=False)[0, len(ids):].tolist()
+    got = json.loads(run(ctron, "generate", "--model", d, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
+                         "--json", "--threads", 1, "--ignore-eos"))
+    check(got["prompt_tokens"] == len(ids) and got["tokens"] == theirs,
+          f"llama2 tokenizer: ctron {got['prompt_tokens']} prompt ids, {got['tokens']}; transformers {len(ids)}, {theirs}")
+    nobos = json.loads(run(ctron, "generate", "--model", d, "--prompt", prompt, "--tokens", 1, "--temperature", 0,
+                           "--json", "--threads", 1, "--no-bos"))
+    check(nobos["prompt_tokens"] == len(ids) - 1, f"--no-bos: {nobos['prompt_tokens']} prompt ids, want {len(ids) - 1}")
+    run_dir, out = os.path.join(work, "llama2_sp_run"), os.path.join(work, "llama2_sp_run.hf")
+    log = run(ctron, "train", "--init-from", d, "--seq", 32, "--batch", 2, "--steps", 2, "--eval-every", 0,
+              "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
+    run(ctron, "export", "--hf", out, "--ckpt", run_dir)
+    same = open(os.path.join(out, "tokenizer.json"), "rb").read() == open(src_tok, "rb").read()
+    check(same, "the export's tokenizer.json is not the model directory's")
+    import re
+    kjv_ids = len(tok.encode(open(data, encoding="utf-8").read()).ids)
+    m = re.search(r"(\d+) train / (\d+) val tokens", log)
+    check(m is not None and int(m.group(1)) + int(m.group(2)) == kjv_ids,
+          f"the run's data is not the KJV through the tokenizer ({kjv_ids} ids): {log[:400]}")
+    print(f"llama2 tokenizer       generate: {len(ids)} prompt ids (BOS, byte fallback) and 10 tokens as transformers'; "
+          f"--init-from trains on {kjv_ids} KJV ids; the export carries tokenizer.json", flush=True)
+
+
 def test_peft(ctron, data, work, rng):
     """LoRA and LoRA-FA fine-tunes of transformers' own models: the --lora-out directory loads with
     PeftModel.from_pretrained onto the HF base and gives the logits ctron computes for the LoRA
@@ -365,6 +410,7 @@ def main(argv):
         test_fine_tune(ctron, data, work, rng)
         test_tokenizer_export(ctron, data, work)
         test_eos(ctron, data, work)
+        test_sentencepiece(ctron, data, work)
         test_peft(ctron, data, work, rng)
     except RuntimeError as e:
         check(False, str(e))

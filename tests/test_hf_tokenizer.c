@@ -206,6 +206,73 @@ static void test_fixtures(void) {
     bpe_free(&b);
 }
 
+static void expect_decode(const Bpe *b, const char *what, const int32_t *ids, size_t n, int skip, const char *want) {
+    char err[256];
+    size_t nb;
+    uint8_t *text = bpe_decode(b, ids, n, skip, &nb, err, sizeof err);
+    CHECK(text && nb == strlen(want) && memcmp(text, want, nb) == 0, "%s: decoded '%.*s', want '%s'", what, (int)nb,
+          text ? (const char *)text : "", want);
+    free(text);
+}
+
+static void expect_token_text(const Bpe *b, int32_t tok, const char *want, size_t want_len) {
+    NormBuf buf = {0};
+    size_t len;
+    const uint8_t *t = bpe_token_text(b, tok, &buf, &len);
+    CHECK(len == want_len && memcmp(t, want, len) == 0, "token %d's text inside a text: %zu bytes, want %zu", tok, len,
+          want_len);
+    normbuf_free(&buf);
+}
+
+// SentencePiece-style files (ids from tokenizers 0.23.3 on the same files): characters as symbols,
+// byte fallback, the legacy normalizer and Metaspace's prepend schemes, NFKC, unk, the decoder chain.
+static void test_sentencepiece_fixtures(void) {
+    Bpe b;
+    load_fixture(&b, "llama2_legacy_tiny.json");
+    CHECK(b.char_level && b.byte_fallback && b.n_norm == 2 && b.n_pre == 0 && b.n_dec == 4 && b.byte_fb[0x0A] == 13,
+          "llama2 legacy: characters, byte fallback, 2 normalizers, 4 decoders, <0x0A> = 13");
+    expect_ids(&b, "llama2 legacy", "In the beginning", IDS(1, 259, 286, 273, 292, 259, 261, 264, 266, 293, 273, 293, 266));
+    // A character outside the vocabulary is its UTF-8 bytes' tokens; each stretch between added
+    // tokens gets the normalizer's "▁" (the legacy form's "<s>the" -> "<s>", "▁the").
+    expect_ids(&b, "llama2 legacy byte fallback", "the\n\xe4\xb8\xad z<s>the", IDS(1, 292, 13, 231, 187, 176, 259, 285, 1, 292));
+    expect_ids(&b, "llama2 legacy empty", "", IDS(1));
+    int32_t ids[] = {1, 292, 13, 231, 187, 176, 259, 285, 1, 292};
+    expect_decode(&b, "llama2 legacy", ids, 10, 0, "<s> the\n\xe4\xb8\xad z<s> the");
+    expect_decode(&b, "llama2 legacy skipping specials", ids, 10, 1, "the\n\xe4\xb8\xad z the");
+    // Byte tokens that are not UTF-8 decode to U+FFFD each, as tokenizers' ByteFallback decoder.
+    int32_t bad[] = {231, 187, 292};
+    expect_decode(&b, "llama2 legacy invalid bytes", bad, 3, 0, "\xef\xbf\xbd\xef\xbf\xbd the");
+    expect_token_text(&b, 292, " the", 4);
+    expect_token_text(&b, 13, "\n", 1);
+    expect_token_text(&b, 231, "\xe4", 1);   // a character's byte as it streams
+    bpe_free(&b);
+
+    load_fixture(&b, "llama2_metaspace_tiny.json");
+    CHECK(b.char_level && b.n_norm == 0 && b.n_pre == 1 && b.pre[0].kind == PRE_METASPACE && b.pre[0].prepend == PREPEND_FIRST &&
+          !b.pre[0].split, "llama2 metaspace: Metaspace, prepend_scheme first, no split");
+    expect_ids(&b, "llama2 metaspace", "In the beginning", IDS(1, 259, 286, 273, 292, 259, 261, 264, 266, 293, 273, 293, 266));
+    // prepend_scheme "first": text after an added token at the start gets no "▁".
+    expect_ids(&b, "llama2 metaspace first", "<s>the  in", IDS(1, 1, 279, 291, 259, 294));
+    int32_t ids2[] = {1, 1, 279, 291, 259, 294};
+    expect_decode(&b, "llama2 metaspace", ids2, 6, 0, "<s><s>the  in");
+    bpe_free(&b);
+
+    load_fixture(&b, "metaspace_split_tiny.json");
+    CHECK(b.char_level && !b.byte_fallback && b.unk == 0 && !b.fuse_unk && b.n_norm == 1 && b.norm[0].kind == TNORM_NFKC,
+          "metaspace split: NFKC, unk 0 not fused");
+    expect_ids(&b, "metaspace split", "In the  beginning \xce\xa9", IDS(46, 24, 19, 61, 19, 0));
+    expect_ids(&b, "metaspace split NFKC", "\xef\xbd\x94\xef\xbd\x88\xef\xbd\x85 \xef\xac\x81", IDS(24, 19, 0, 11));
+    int32_t ids3[] = {46, 24, 19, 61, 19, 0};
+    expect_decode(&b, "metaspace decoder", ids3, 6, 0, "In the  beginning <unk>");
+    expect_decode(&b, "metaspace decoder skipping specials", ids3, 6, 1, "In the  beginning ");
+    bpe_free(&b);
+
+    load_fixture(&b, "qwen2_nfc_tiny.json");
+    CHECK(!b.char_level && b.n_norm == 1 && b.norm[0].kind == TNORM_NFC, "qwen2: byte-level with NFC");
+    expect_ids(&b, "qwen2 NFC", "e\xcc\x81t the", IDS(274, 83, 220, 257));
+    bpe_free(&b);
+}
+
 // Files ctron refuses: the message names the file and the field.
 static void test_refusals(void) {
     char dir[] = "/tmp/ctron_test_hf_XXXXXX", file[96], err[640];
@@ -232,15 +299,34 @@ static void test_refusals(void) {
         {M("\"merges\":[],\"unk_token\":\"<unk>\"}," BL "}"), "model.unk_token \"<unk>\" is not in model.vocab"},
         {M("\"merges\":[],\"byte_fallback\":true}," BL "}"), "model.byte_fallback is true and the vocabulary lacks byte 0x00"},
         {M("\"merges\":[],\"fuse_unk\":1}," BL "}"), "model \"fuse_unk\" is not true or false"},
-        {M("\"merges\":[]},\"normalizer\":{\"type\":\"NFC\"}," BL "}"), "normalizer.type is \"NFC\""},
-        {M("\"merges\":[]},\"pre_tokenizer\":null}"), "pre_tokenizer is null"},
-        {M("\"merges\":[]}}"), "pre_tokenizer is null"},
-        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\"}}"), "pre_tokenizer.type is \"Metaspace\""},
+        {M("\"merges\":[]},\"normalizer\":{\"type\":\"Lowercase\"}," BL "}"), "normalizer.type is \"Lowercase\""},
+        {M("\"merges\":[]},\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Replace\",\"pattern\":"
+           "{\"Regex\":\" +\"},\"content\":\"_\"}]}," BL "}"), "normalizer.normalizers[0].pattern is a Regex"},
+        {M("\"merges\":[]},\"normalizer\":{\"type\":\"Prepend\"}," BL "}"), "normalizer.prepend is not a string"},
+        // No ByteLevel step: SentencePiece-style, which needs its decoder.
+        {M("\"merges\":[]},\"pre_tokenizer\":null}"), "decoder is null: a tokenizer without a ByteLevel pre-tokenizer"},
+        {M("\"merges\":[]}}"), "decoder is null"},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\"}}"), "pre_tokenizer.replacement is not a string, "
+         "expected one character"},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"ab\"}}"),
+         "pre_tokenizer.replacement is \"ab\", expected one character"},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\",\"prepend_scheme\":\"often\"}}"),
+         "pre_tokenizer.prepend_scheme is not \"always\", \"first\" or \"never\""},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\",\"add_prefix_space\":false}}"),
+         "pre_tokenizer.add_prefix_space is false and prepend_scheme is not \"never\""},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Metaspace\","
+           "\"replacement\":\"_\"},{\"type\":\"ByteLevel\"}]}}"), "pre_tokenizer has both ByteLevel and Metaspace steps"},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\"},\"decoder\":{\"type\":"
+           "\"ByteLevel\"}}"), "decoder.type is \"ByteLevel\": a SentencePiece-style tokenizer's decoder is read from"},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\"},\"decoder\":{\"type\":"
+           "\"Strip\",\"content\":\" \",\"start\":-1,\"stop\":0}}"), "decoder.start is not a count of characters"},
+        {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Metaspace\",\"replacement\":\"_\"},\"decoder\":{\"type\":"
+           "\"Sequence\",\"decoders\":[{\"type\":\"Fuse\"},{\"type\":\"CTC\"}]}}"), "decoder.decoders[1].type is \"CTC\""},
         {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"ByteLevel\"},"
            "{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"Isolated\"}]}}"),
          "pre_tokenizer.pretokenizers[1] follows the ByteLevel step"},
         {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\"-\"},\"behavior\":\"Isolated\"}}"),
-         "pre_tokenizer has no ByteLevel step"},
+         "decoder is null"},
         {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
            "{\"Regex\":\"(ab\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\"}]}}"),
          "pre_tokenizer.pretokenizers[0].pattern \"(ab\": the pattern does not compile (PCRE2: missing closing parenthesis"},
@@ -250,7 +336,7 @@ static void test_refusals(void) {
         {M("\"merges\":[]},\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":"
            "{\"Rgx\":\"a\"},\"behavior\":\"Isolated\"},{\"type\":\"ByteLevel\"}]}}"),
          "pre_tokenizer.pretokenizers[0].pattern is not {\"Regex\": ...} or {\"String\": ...}"},
-        {M("\"merges\":[]},\"decoder\":{\"type\":\"WordPiece\"}," BL "}"), "decoder.type is \"WordPiece\""},
+        {M("\"merges\":[]},\"decoder\":{\"type\":\"WordPiece\"}," BL "}"), "decoder.type is \"WordPiece\": a byte-level tokenizer decodes with ByteLevel"},
         {M("\"merges\":[]},\"post_processor\":{\"type\":\"Magic\"}," BL "}"), "post_processor.type is \"Magic\""},
         {M("\"merges\":[]},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"<s>\"}},"
            "{\"Sequence\":{\"id\":\"A\"}}],\"special_tokens\":{}}," BL "}"),
@@ -293,6 +379,7 @@ int main(int argc, char **argv) {
     test_patterns();
     test_behaviors();
     test_fixtures();
+    test_sentencepiece_fixtures();
     test_refusals();
     return check_summary();
 }

@@ -20,7 +20,7 @@
 
 typedef struct {
     const char *ckpt, *model, *prompt, *adapter;
-    int tokens, top_k, threads, json, ignore_eos;
+    int tokens, top_k, threads, json, ignore_eos, no_bos;
     Precision precision;
     int precision_given;    // else the checkpoint's (training.precision)
     float temperature;
@@ -53,6 +53,8 @@ void cli_generate_usage(FILE *f) {
         "  --ignore-eos      go on past the model's end-of-sequence ids (generation_config.json's or\n"
         "                    config.json's eos_token_id, kept in checkpoints); by default generation ends\n"
         "                    at one, as transformers' generate does\n"
+        "  --no-bos          encode the prompt without the tokenizer's BOS (by default the ids its\n"
+        "                    post-processor puts before a text go first, as transformers' tokenizer(prompt))\n"
         "  --json            print one JSON object (token ids and speed) instead of the text\n"
         "  -h, --help        this text\n"
         "\n"
@@ -64,7 +66,7 @@ void cli_generate_usage(FILE *f) {
 }
 
 enum { OPT_CKPT = 1000, OPT_MODEL, OPT_PROMPT, OPT_TOKENS, OPT_TEMP, OPT_TOPK, OPT_SEED, OPT_THREADS, OPT_JSON, OPT_PRECISION, OPT_ADAPTER,
-       OPT_IGNORE_EOS };
+       OPT_IGNORE_EOS, OPT_NO_BOS };
 
 static int parse(int argc, char **argv, GenArgs *g) {
     static const struct option opts[] = {
@@ -74,7 +76,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         {"top-k", required_argument, 0, OPT_TOPK}, {"seed", required_argument, 0, OPT_SEED},
         {"threads", required_argument, 0, OPT_THREADS}, {"json", no_argument, 0, OPT_JSON},
         {"precision", required_argument, 0, OPT_PRECISION}, {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"no-bos", no_argument, 0, OPT_NO_BOS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     memset(g, 0, sizeof *g);
     g->prompt = "\n";
     g->tokens = 200;
@@ -98,6 +100,7 @@ static int parse(int argc, char **argv, GenArgs *g) {
         case OPT_THREADS: rc = args_int(CMD, "--threads", optarg, 1, 4096, &g->threads); break;
         case OPT_JSON: g->json = 1; break;
         case OPT_IGNORE_EOS: g->ignore_eos = 1; break;
+        case OPT_NO_BOS: g->no_bos = 1; break;
         case OPT_PRECISION:
             if (precision_parse(optarg, &g->precision) != 0)
                 return args_error(CMD, "--precision: unknown precision '%s' (expected fp32 or bf16)", optarg);
@@ -142,7 +145,14 @@ static int parse(int argc, char **argv, GenArgs *g) {
         g->has_bpe = 1;
         if (g->bpe.vocab_size > v)
             return args_error(CMD, "%s: tokenizer.json has %d tokens but the model only %d", flag, g->bpe.vocab_size, v);
-        g->prompt_ids = bpe_encode(&g->bpe, (const uint8_t *)g->prompt, n_bytes, &n_ids);
+        // The post-processor's leading ids (Llama's BOS) first, as transformers' tokenizer(prompt)
+        // gives them; not its trailing ones (an EOS would end the text being continued).
+        BpeEncoder *e = bpe_encoder_new(&g->bpe);
+        if (!g->no_bos) bpe_encoder_push(e, g->bpe.bos, (size_t)g->bpe.n_bos);
+        bpe_encoder_add(e, (const uint8_t *)g->prompt, n_bytes, 0, NULL, NULL);
+        g->prompt_ids = bpe_encoder_take(e, &n_ids);
+        bpe_encoder_free(e);
+        if (n_ids == 0) return args_error(CMD, "--prompt '%s' encodes to no tokens", g->prompt);
     } else {
         g->prompt_ids = xmalloc(n_bytes * sizeof(int32_t));
         for (size_t i = 0; i < n_bytes; i++) {
