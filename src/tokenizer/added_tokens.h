@@ -2,7 +2,7 @@
 // (its Aho-Corasick, MatchKind::LeftmostLongest), not overlapping; a single_word token only where
 // no word character (Rust regex \w) touches it; lstrip/rstrip take the Unicode White_Space around
 // it. Tokens with normalized false are found first on the raw text, those with normalized true
-// then in the gaps (ctron reads tokenizers without a normalizer, so both see the same text).
+// then in the gaps once the normalizer has rewritten them (bpe_split).
 #ifndef CTRON_ADDED_TOKENS_H
 #define CTRON_ADDED_TOKENS_H
 #include <stddef.h>

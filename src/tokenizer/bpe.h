@@ -1,16 +1,17 @@
-// Byte-level BPE tokenizer (GPT-2 style), read from two file formats (bpe_load):
-//  - Hugging Face's tokenizer.json (tokenizer/hf_tokenizer.h): a model vocabulary of byte-level
-//    strings with arbitrary ids, ranked merges, added and special tokens, a pre-tokenizer pipeline
-//    (ByteLevel with GPT-2's regex, or Split with any pattern such as Llama 3's, then ByteLevel)
-//    and a post-processor's BOS/EOS. What `ctron tokenize train` writes (bpe_save).
+// BPE tokenizer, read from two file formats (bpe_load):
+//  - Hugging Face's tokenizer.json (tokenizer/hf_tokenizer.h): a model vocabulary with arbitrary
+//    ids, ranked merges, added and special tokens, a normalizer, a pre-tokenizer pipeline (ByteLevel
+//    with GPT-2's regex, or Split with any pattern such as Llama 3's, then ByteLevel; or, for
+//    SentencePiece-style files such as Llama 2's, none or Metaspace), a post-processor's BOS/EOS and,
+//    SentencePiece-style, a decoder chain. What `ctron tokenize train` writes (bpe_save) is byte-level.
 //  - ctron's older vocabulary file, read for the checkpoints that carry one (bpe_json.c):
 //        {"type":"ctron-bpe","version":1,"vocab_size":N,"pretokenizer":"gpt2-bytes","merges":[[a,b],...]}
 //    tokens 0..255 are the bytes, token 256+i is merge i = merges[i][0] followed by merges[i][1]
 //    (both < 256+i, no pair twice), pre-split by tokenizer/pretokenize.h's byte scanner.
 //
-// Encoding is exactly tokenizers' Tokenizer.encode (see bpe_encode); every byte string, invalid
-// UTF-8 and NUL bytes included, encodes and decodes back to itself when the vocabulary has all 256
-// byte tokens.
+// Encoding is exactly tokenizers' Tokenizer.encode (see bpe_encode); with a byte-level vocabulary of
+// all 256 byte tokens every byte string, invalid UTF-8 and NUL bytes included, encodes and decodes
+// back to itself.
 #ifndef CTRON_BPE_H
 #define CTRON_BPE_H
 #include <stddef.h>

@@ -1,12 +1,15 @@
-// Hugging Face's tokenizer.json (the `tokenizers` library's serialisation), byte-level BPE only:
+// Hugging Face's tokenizer.json (the `tokenizers` library's serialisation), BPE: byte-level (a
+// ByteLevel pre-tokenizer step) or SentencePiece-style (none: the model works on characters).
 //   model            {"type":"BPE","vocab":{str:id},"merges":["a b",...] or [["a","b"],...],
 //                     "unk_token","fuse_unk","ignore_merges","byte_fallback","dropout",...}
 //   added_tokens     [{"id","content","single_word","lstrip","rstrip","normalized","special"}]
-//   normalizer       null
-//   pre_tokenizer    ByteLevel, or Split(s) followed by one ByteLevel (a Sequence): Llama 3's form
+//   normalizer       null, Prepend, Replace (a String pattern), NFC/NFD/NFKC/NFKD, or a Sequence
+//   pre_tokenizer    ByteLevel, or Split(s) followed by one ByteLevel (a Sequence): Llama 3's form;
+//                    without ByteLevel: null (Llama 2's legacy form), Metaspace, Split(s)
 //   post_processor   null, ByteLevel, TemplateProcessing, RobertaProcessing, BertProcessing or a
 //                    Sequence of them: the ids it puts around a single sequence
-//   decoder          null or ByteLevel (ctron always decodes byte-level)
+//   decoder          byte-level: null or ByteLevel; SentencePiece-style: Replace, ByteFallback,
+//                    Fuse, Strip, Metaspace or a Sequence of them (tokenizer/decoders.h)
 // truncation and padding are ignored (ctron encodes whole documents). Anything else is refused
 // with a message naming the file and the field (docs/TOKENIZER.md).
 #ifndef CTRON_HF_TOKENIZER_H

@@ -3,7 +3,7 @@
 
 usage: tokenizer_parity.py CTRON KJV WORKDIR
 
-Three tokenizer.json files, each encoded by both sides (`tokenizers` with Tokenizer.encode(text),
+Seven tokenizer.json files, each encoded by both sides (`tokenizers` with Tokenizer.encode(text),
 add_special_tokens=True; ctron with `ctron tokenize encode`) and compared id for id:
   gpt2     trained here by `tokenizers` (BpeTrainer on the KJV): GPT-2's ByteLevel pre-tokenizer and
            decoder, <|endoftext|>, and added tokens with lstrip/rstrip, single_word and normalized;
@@ -12,7 +12,13 @@ add_special_tokens=True; ctron with `ctron tokenize encode`) and compared id for
            tokens; every id then moved up by 70,000 so that the vocabulary (72,3xx) needs uint32
            token files on ctron's side;
   ctron    written by `ctron tokenize train` (with --special <|endoftext|>) and read by `tokenizers`
-           (the KJV's first megabyte for this one).
+           (the KJV's first megabyte for this one and the ones below);
+  llama2   SentencePiece-style, from a BPE model that sentencepiece trains as Llama 2's was (byte
+           fallback), written the way transformers' LlamaConverter does: the legacy form (Prepend +
+           Replace normalizer) and the Metaspace form (prepend_scheme first); a normalized and a
+           single_word added token besides <unk> <s> </s>;
+  spbpe    tokenizers' SentencePiece-style BPE: NFKC, Metaspace with split, unk without byte fallback;
+  qwen2    Qwen2's pipeline: NFC, Split with its pattern, ByteLevel.
 The tokenizers learn from the KJV and 3,000 random documents (below). The texts: the whole KJV; hand-picked adversarial documents (emoji, CJK, combining marks, numbers,
 whitespace runs, contractions, very long words, special tokens in the text, Unicode spaces) and 400
 random documents drawn from the same characters, as JSONL (one document per line); NUL bytes as a
@@ -181,9 +187,10 @@ def train_spm(corpus_path):
     import sentencepiece as spm
     from transformers.convert_slow_tokenizer import generate_merges
     prefix = os.path.join(WORK, "spm")
+    # Every sentence, one thread: the same vocabulary every run (its sampling and threads vary it).
     spm.SentencePieceTrainer.train(
         input=corpus_path, model_prefix=prefix, model_type="bpe", vocab_size=3000, byte_fallback=True,
-        character_coverage=0.9995, input_sentence_size=40000, shuffle_input_sentence=True, seed_sentencepiece_size=100000,
+        character_coverage=0.9995, input_sentence_size=0, shuffle_input_sentence=False, num_threads=1,
         split_digits=True, allow_whitespace_only_pieces=True, normalization_rule_name="identity",
         add_dummy_prefix=True, remove_extra_whitespaces=False, unk_id=0, bos_id=1, eos_id=2, minloglevel=2)
     sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
