@@ -167,7 +167,7 @@ typedef struct {
 static void scratch_reserve(Scratch *s, size_t len) {
     if (len <= s->cap) return;
     free(s->sym); free(s->prev); free(s->next); free(s->heap);
-    s->cap = len * 2;
+    s->cap = len < ((size_t)1 << 20) ? len * 2 : len;   // one huge piece (a text with no pre-tokenizer): exact
     s->sym = xmalloc(s->cap * sizeof *s->sym);
     s->prev = xmalloc(s->cap * sizeof *s->prev);
     s->next = xmalloc(s->cap * sizeof *s->next);

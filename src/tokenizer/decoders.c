@@ -9,17 +9,7 @@ typedef struct {
     size_t *off, *len, n, cap;
 } StrList;
 
-static void put(NormBuf *b, const uint8_t *s, size_t n) {
-    if (b->len + n > b->cap) {
-        while (b->len + n > b->cap) b->cap = b->cap ? 2 * b->cap : 256;
-        b->data = realloc(b->data, b->cap);
-        if (!b->data) ctron_fatal("out of memory decoding %zu bytes", b->len + n);
-    }
-    if (n) memcpy(b->data + b->len, s, n);
-    b->len += n;
-}
-
-// Starts a new string in the list; put() then appends to it (end_str closes it).
+// Starts a new string in the list; normbuf_put() then appends to it (end_str closes it).
 static void begin_str(StrList *l) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
@@ -34,7 +24,7 @@ static void end_str(StrList *l) { l->len[l->n - 1] = l->pool.len - l->off[l->n -
 
 static void add_str(StrList *l, const uint8_t *s, size_t n) {
     begin_str(l);
-    put(&l->pool, s, n);
+    normbuf_put(&l->pool, s, n);
     end_str(l);
 }
 
@@ -107,10 +97,10 @@ static void apply(const DecStep *st, const StrList *in, StrList *out, int stream
             begin_str(out);
             for (size_t i = 0; i < n;) {
                 if (st->from_len && n - i >= st->from_len && memcmp(s + i, st->from, st->from_len) == 0) {
-                    put(&out->pool, st->to, st->to_len);
+                    normbuf_put(&out->pool, st->to, st->to_len);
                     i += st->from_len;
                 } else {
-                    put(&out->pool, s + i++, 1);
+                    normbuf_put(&out->pool, s + i++, 1);
                 }
             }
             end_str(out);
@@ -119,7 +109,7 @@ static void apply(const DecStep *st, const StrList *in, StrList *out, int stream
             int b = byte_token(s, n);
             if (b >= 0) {
                 uint8_t c = (uint8_t)b;
-                put(&bytes, &c, 1);
+                normbuf_put(&bytes, &c, 1);
             } else {
                 flush_bytes(out, &bytes, stream);
                 add_str(out, s, n);
@@ -128,7 +118,7 @@ static void apply(const DecStep *st, const StrList *in, StrList *out, int stream
         }
         case DEC_FUSE:
             if (t == 0) begin_str(out);
-            put(&out->pool, s, n);
+            normbuf_put(&out->pool, s, n);
             if (t + 1 == in->n) end_str(out);
             break;
         case DEC_STRIP: {
@@ -142,9 +132,9 @@ static void apply(const DecStep *st, const StrList *in, StrList *out, int stream
             begin_str(out);
             for (size_t i = 0; i < n; i += len) {
                 if (char_is(s, n, i, st->ch, st->ch_len, &len)) {
-                    if (!drop) put(&out->pool, (const uint8_t *)" ", 1);
+                    if (!drop) normbuf_put(&out->pool, (const uint8_t *)" ", 1);
                 } else {
-                    put(&out->pool, s + i, len);
+                    normbuf_put(&out->pool, s + i, len);
                 }
             }
             end_str(out);
@@ -168,7 +158,7 @@ void decode_chain(const DecStep *steps, int n_steps, const uint8_t *const *strs,
         a = b;
         b = t;
     }
-    for (size_t i = 0; i < a.n; i++) put(out, a.pool.data + a.off[i], a.len[i]);
+    for (size_t i = 0; i < a.n; i++) normbuf_put(out, a.pool.data + a.off[i], a.len[i]);
     strlist_free(&a);
     strlist_free(&b);
 }

@@ -22,6 +22,10 @@ int hfr_absent(const cJSON *x);   // missing or null
 // An optional boolean field (absent or null: dflt); -1 (with the message) when it is something else.
 int hfr_opt_bool(Reader *r, const cJSON *obj, const char *where, const char *key, int dflt, int *out);
 const char *hfr_type(const cJSON *obj);   // its "type" string, or NULL
+// A Sequence step (a normalizer, pre-tokenizer, post-processor or decoder): each item of its array
+// `key` through one(), named "WHERE.KEY[i]" in messages. 0, or -1 at the first refusal.
+typedef int (*HfrStepReader)(Reader *r, const cJSON *x, const char *where);
+int hfr_sequence(Reader *r, const cJSON *x, const char *where, const char *key, HfrStepReader one);
 
 // The pipeline around the model (hf_tokenizer_pipeline.c). read_normalizer and read_pre come first:
 // whether the pre-tokenizer has a ByteLevel step decides how the vocabulary's strings are read.

@@ -85,17 +85,7 @@ static int read_norm_one(Reader *r, const cJSON *x, const char *where) {
     char field[96];
     snprintf(field, sizeof field, "%s.type", where);
     if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = hfr_get(x, "normalizers");
-        if (!cJSON_IsArray(list)) return hfr_fail(r, where, "is a Sequence without a \"normalizers\" array");
-        int i = 0;
-        for (const cJSON *it = list->child; it; it = it->next, i++) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.normalizers[%d]", where, i);
-            if (read_norm_one(r, it, sub)) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "normalizers", read_norm_one);
     int form = norm_form_from_name(type);
     if (form < 0 && strcmp(type, "Prepend") != 0 && strcmp(type, "Replace") != 0)
         return hfr_fail(r, field, "is \"%.40s\": ctron reads the Prepend, Replace, NFC, NFD, NFKC, NFKD and Sequence "
@@ -154,17 +144,7 @@ static int read_pre_one(Reader *r, const cJSON *x, const char *where) {
     snprintf(field, sizeof field, "%s.type", where);
     const char *type = hfr_type(x);
     if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = hfr_get(x, "pretokenizers");
-        if (!cJSON_IsArray(list)) return hfr_fail(r, where, "is a Sequence without a \"pretokenizers\" array");
-        int i = 0;
-        for (const cJSON *it = list->child; it; it = it->next, i++) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.pretokenizers[%d]", where, i);
-            if (read_pre_one(r, it, sub)) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "pretokenizers", read_pre_one);
     int is_split = strcmp(type, "Split") == 0, is_bl = strcmp(type, "ByteLevel") == 0;
     int is_meta = strcmp(type, "Metaspace") == 0;
     if (!is_split && !is_bl && !is_meta)
@@ -215,17 +195,7 @@ static int read_dec_one(Reader *r, const cJSON *x, const char *where) {
     char field[96];
     snprintf(field, sizeof field, "%s.type", where);
     if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = hfr_get(x, "decoders");
-        if (!cJSON_IsArray(list)) return hfr_fail(r, where, "is a Sequence without a \"decoders\" array");
-        int i = 0;
-        for (const cJSON *it = list->child; it; it = it->next, i++) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.decoders[%d]", where, i);
-            if (read_dec_one(r, it, sub)) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "decoders", read_dec_one);
     static const char *const kinds[] = {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"};
     int kind = -1;
     for (int i = 0; i < 5; i++)

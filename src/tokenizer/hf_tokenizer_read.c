@@ -42,6 +42,18 @@ int hfr_opt_bool(Reader *r, const cJSON *obj, const char *where, const char *key
     return 0;
 }
 
+int hfr_sequence(Reader *r, const cJSON *x, const char *where, const char *key, HfrStepReader one) {
+    const cJSON *list = hfr_get(x, key);
+    if (!cJSON_IsArray(list)) return hfr_fail(r, where, "is a Sequence without a \"%s\" array", key);
+    int i = 0;
+    for (const cJSON *it = list->child; it; it = it->next, i++) {
+        char sub[96];
+        snprintf(sub, sizeof sub, "%s.%s[%d]", where, key, i);
+        if (one(r, it, sub)) return -1;
+    }
+    return 0;
+}
+
 const char *hfr_type(const cJSON *obj) {
     const cJSON *t = hfr_get(obj, "type");
     return cJSON_IsString(t) ? t->valuestring : NULL;
@@ -373,17 +385,7 @@ static int read_post_one(Reader *r, const cJSON *x, const char *where) {
     snprintf(field, sizeof field, "%s.type", where);
     if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
     if (strcmp(type, "ByteLevel") == 0) return 0;   // offsets only: no ids
-    if (strcmp(type, "Sequence") == 0) {
-        const cJSON *list = hfr_get(x, "processors");
-        if (!cJSON_IsArray(list)) return hfr_fail(r, where, "is a Sequence without a \"processors\" array");
-        int i = 0;
-        for (const cJSON *it = list->child; it; it = it->next, i++) {
-            char sub[96];
-            snprintf(sub, sizeof sub, "%s.processors[%d]", where, i);
-            if (read_post_one(r, it, sub)) return -1;
-        }
-        return 0;
-    }
+    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "processors", read_post_one);
     int32_t *pre = NULL, *post = NULL;
     int n_pre = 0, n_post = 0, rc;
     if (strcmp(type, "TemplateProcessing") == 0) {

@@ -4,11 +4,11 @@
 #include "tokenizer/bytelevel.h"
 #include "util/common.h"
 
-static void put(NormBuf *b, const uint8_t *s, size_t n) {
+void normbuf_put(NormBuf *b, const uint8_t *s, size_t n) {
     if (b->len + n > b->cap) {
         while (b->len + n > b->cap) b->cap = b->cap ? 2 * b->cap : 256;
         b->data = realloc(b->data, b->cap);
-        if (!b->data) ctron_fatal("out of memory normalizing %zu bytes of text", b->len + n);
+        if (!b->data) ctron_fatal("out of memory for %zu bytes of text", b->len + n);
     }
     if (n) memcpy(b->data + b->len, s, n);
     b->len += n;
@@ -29,7 +29,7 @@ static void form_valid(TextNormKind k, const uint8_t *s, size_t n, NormBuf *out)
     utf8proc_uint8_t *dst = NULL;
     utf8proc_ssize_t m = utf8proc_map(s, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)form_options(k));
     if (m < 0) ctron_fatal("utf8proc could not normalize %zu bytes of valid UTF-8: %s", n, utf8proc_errmsg(m));
-    put(out, dst, (size_t)m);
+    normbuf_put(out, dst, (size_t)m);
     free(dst);
 }
 
@@ -37,16 +37,16 @@ static void apply_step(const NormStep *st, const uint8_t *s, size_t n, NormBuf *
     out->len = 0;
     switch (st->kind) {
     case TNORM_PREPEND:
-        if (n) put(out, st->to, st->to_len);
-        put(out, s, n);
+        if (n) normbuf_put(out, st->to, st->to_len);
+        normbuf_put(out, s, n);
         return;
     case TNORM_REPLACE:
         for (size_t i = 0; i < n;) {
             if (n - i >= st->from_len && memcmp(s + i, st->from, st->from_len) == 0) {
-                put(out, st->to, st->to_len);
+                normbuf_put(out, st->to, st->to_len);
                 i += st->from_len;
             } else {
-                put(out, s + i, 1);
+                normbuf_put(out, s + i, 1);
                 i++;
             }
         }
@@ -57,7 +57,7 @@ static void apply_step(const NormStep *st, const uint8_t *s, size_t n, NormBuf *
             size_t len;
             if (utf8_next(s, n, i, &len) == UINT32_MAX) {
                 form_valid(st->kind, s + start, i - start, out);
-                put(out, s + i, 1);
+                normbuf_put(out, s + i, 1);
                 start = ++i;
             } else {
                 i += len;

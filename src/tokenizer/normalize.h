@@ -32,6 +32,7 @@ typedef struct {
 // valid stretch between invalid bytes is normalized on its own): tokenizers takes only valid text.
 const uint8_t *normalize_apply(const NormStep *steps, int n_steps, const uint8_t *s, size_t n, NormBuf *out,
                                size_t *len);
+void normbuf_put(NormBuf *b, const uint8_t *s, size_t n);   // appends s[0..n)
 void normbuf_free(NormBuf *b);
 void normstep_free(NormStep *st);
 
