@@ -144,6 +144,7 @@ static void edit_state(const char *dir, const char *section, const char *key, do
     free(b);
     cJSON *obj = section ? cJSON_GetObjectItem(root, section) : root;
     if (remove) cJSON_DeleteItemFromObject(obj, key);
+    else if (!cJSON_GetObjectItem(obj, key)) cJSON_AddNumberToObject(obj, key, value);   // an optional field
     else cJSON_SetNumberValue(cJSON_GetObjectItem(obj, key), value);
     char *text = cJSON_Print(root);
     size_t len = strlen(text);
@@ -375,6 +376,10 @@ int main(int argc, char **argv) {
     copy_ckpt(step, bad);
     edit_state(bad, "optimizer", "t", 0, 1);
     expect_refused(&tg, bad, "lacks optimizer.t", "state.json field missing");
+
+    copy_ckpt(step, bad);
+    edit_state(bad, "model", "max_position_embeddings", 0.5, 0);
+    expect_refused(&tg, bad, "model.max_position_embeddings must be an integer 1..2^30", "bad optional context");
 
     copy_ckpt(step, bad);
     edit_state(bad, NULL, "format_version", 2, 0);

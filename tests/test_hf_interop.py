@@ -294,6 +294,11 @@ def test_eos(ctron, data, work):
     exported = [json.load(open(os.path.join(out, f)))["eos_token_id"] for f in ("config.json", "generation_config.json")]
     check(state.get("eos_token_ids") == gen["eos_token_id"] and exported == [gen["eos_token_id"]] * 2,
           f"eos ids through the checkpoint ({state.get('eos_token_ids')}) and export ({exported}): {gen['eos_token_id']}")
+    # The source's declared context too: a run at --seq 16 does not shrink it in the export.
+    ctx = json.load(open(os.path.join(d, "config.json")))["max_position_embeddings"]
+    got_ctx = json.load(open(os.path.join(out, "config.json")))["max_position_embeddings"]
+    check(ctx > 16 and state.get("max_position_embeddings") == ctx and got_ctx == ctx,
+          f"max_position_embeddings: source {ctx}, state.json {state.get('max_position_embeddings')}, export {got_ctx}")
     print(f"eos                    generation ends at {free[k]} after {k + 1} tokens as transformers'; the ids go "
           "through --init-from, state.json and export", flush=True)
 

@@ -46,6 +46,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
     if (c->tokens.has_bos) cJSON_AddNumberToObject(mo, "bos_token_id", c->tokens.bos);   // a Hugging Face model's
     if (c->tokens.n_eos) cJSON_AddItemToObject(mo, "eos_token_ids", cJSON_CreateIntArray(c->tokens.eos, c->tokens.n_eos));
     if (c->reversible) cJSON_AddBoolToObject(mo, "reversible", 1);   // reversible blocks (absent: the standard block)
+    if (c->max_positions) cJSON_AddNumberToObject(mo, "max_position_embeddings", c->max_positions);   // an HF model's
 
     cJSON *op = cJSON_AddObjectToObject(o, "optimizer");
     cJSON_AddStringToObject(op, "type", "adamw");
@@ -313,6 +314,13 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         c->reversible = cJSON_IsTrue(rev);
     }
     if (!r.failed) read_token_ids(&r, cJSON_GetObjectItemCaseSensitive(root, "model"), &c->tokens);
+    const cJSON *mp = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),
+                                                       "max_position_embeddings");
+    if (!r.failed && mp) {   // optional: the context of the Hugging Face model a run started from
+        if (!cJSON_IsNumber(mp) || mp->valuedouble < 1 || mp->valuedouble > 1073741824.0 || mp->valuedouble != floor(mp->valuedouble))
+            bad(&r, "model", "max_position_embeddings", "an integer 1..2^30");
+        else c->max_positions = (int)mp->valuedouble;
+    }
     st->beta1 = (float)number(&r, "optimizer", "beta1", 0, 1, 0);
     st->beta2 = (float)number(&r, "optimizer", "beta2", 0, 1, 0);
     st->eps = (float)number(&r, "optimizer", "eps", 0, 1, 0);

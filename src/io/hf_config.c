@@ -329,6 +329,7 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
         else read_llama(&r, fam, c);
         read_dtype(&r, c);
         token_ids(&r, &m->tokens);
+        if (m->arch != ARCH_GPT2) m->max_positions = c->max_positions;   // GPT-2's is its wpe's rows
     }
     cJSON_Delete(root);
     if (r.failed) return -1;

@@ -65,7 +65,8 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(o, "num_attention_heads", c->heads);
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->kv_heads);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
-    cJSON_AddNumberToObject(o, "max_position_embeddings", c->seq);
+    // The source model's context when it declared one (a run at a shorter --seq does not shrink it).
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_positions > c->seq ? c->max_positions : c->seq);
     cJSON_AddNumberToObject(o, "rms_norm_eps", float_shortest(c->norm_eps));
     cJSON_AddNumberToObject(o, "rope_theta", float_shortest(c->rope_theta));   // transformers 4.x
     const RopeScaling *sc = &c->rope_scaling;

@@ -52,6 +52,9 @@ typedef struct {
     int base_bf16;                // --base-dtype bf16 (LoRA only): the frozen base stored only in bf16 (docs/LORA.md)
     int reversible;               // two residual streams, y1 = x1 + Attn(x2), y2 = x2 + MLP(y1) (model/reversible.h)
     SpecialTokens tokens;         // the vocabulary's BOS and EOS ids, as a Hugging Face model names them (none: zero)
+    int max_positions;            // a rotary model's context length as the Hugging Face config it came from
+                                  // declares it (max_position_embeddings), carried like tokens so that an
+                                  // export of a run at a shorter --seq keeps it; 0: none known
 } GPTConfig;
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.

@@ -143,6 +143,7 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     else if (c->arch != k->arch)
         MISMATCH("arch", "%s", arch_spec((ArchKind)c->arch)->name, arch_spec((ArchKind)k->arch)->name);
     c->tokens = k->tokens;   // the special token ids of the model it started from: no flag gives them
+    c->max_positions = k->max_positions;   // and its declared context
     if (!was_given(given, n_given, "reversible")) c->reversible = k->reversible;   // another model: it must agree
     else if (!k->reversible) MISMATCH("reversible", "%s", "(reversible blocks)", "the standard block");
     if (k->arch != ARCH_GPT2) {   // the family's knobs (GPT-2's checkpoints have none: they are fixed)
