@@ -349,11 +349,11 @@ static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, i
     char err[256];
     if (a->lora_targets && lora_parse_targets((ArchKind)sh->arch, a->lora_targets, &sites, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
-    long d = sh->h / sh->a, kvw = (sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn;
+    long qw = act_q_width(sh), kvw = act_kv_width(sh), f = sh->ffn;
     for (int s = 0; s < LORA_SITES; s++) {
         if (!(sites >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);
-        long in = lora_width(row->in, sh->h, sh->h, kvw, f), out = lora_width(row->out, sh->h, sh->h, kvw, f);
+        long in = lora_width(row->in, sh->h, qw, kvw, f), out = lora_width(row->out, sh->h, qw, kvw, f);
         if (a->lora_rank > (in < out ? in : out))
             return cfg_error(a, p, "--lora-rank %d is above the width of target '%s' ([%ld, %ld])", a->lora_rank,
                              row->target, out, in);

@@ -340,7 +340,8 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
 FlopBlock train_flop_block(const GPTConfig *cfg) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
-    FlopBlock b = {(double)gpt_kv_width(&c), (double)c.ffn, arch_spec((ArchKind)c.arch)->mlp == MLP_SWIGLU ? 2 : 1};
+    FlopBlock b = {(double)gpt_kv_width(&c), (double)c.ffn, arch_spec((ArchKind)c.arch)->mlp == MLP_SWIGLU ? 2 : 1,
+                   (double)gpt_q_width(&c)};
     return b;
 }
 
