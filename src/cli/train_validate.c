@@ -93,7 +93,7 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
     c->lora_targets = o->lora_targets ? mask : lora_family_sites((ArchKind)c->arch);
     lora_describe_targets(c->lora_targets, o->lora_targets_text, sizeof o->lora_targets_text);
     o->lora_targets = o->lora_targets_text;   // canonical, as state.json records it
-    long q = c->hidden, kv = gpt_kv_width(c), f = c->ffn;
+    long q = gpt_q_width(c), kv = gpt_kv_width(c), f = c->ffn;
     for (int s = 0; s < LORA_SITES; s++) {   // the rank cannot exceed the adapted linear's smaller side
         if (!(c->lora_targets >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);

@@ -70,6 +70,10 @@ void gpt_shape_family(const GPTConfig *c, ActShape *sh);
 static inline int gpt_head_dim(const GPTConfig *c) { return c->head_dim > 0 ? c->head_dim : c->hidden / c->heads; }
 static inline int gpt_q_width(const GPTConfig *c) { return c->heads * gpt_head_dim(c); }
 static inline int gpt_kv_width(const GPTConfig *c) { return c->kv_heads * gpt_head_dim(c); }
+// ActShape.head_dim's value: the head width when it is not hidden / heads, else 0.
+static inline long gpt_shape_head_dim(const GPTConfig *c) {
+    return gpt_q_width(c) != c->hidden ? gpt_head_dim(c) : 0;
+}
 static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
 // The adapters' scale: peft's lora_alpha / r, or lora_alpha / sqrt(r) under use_rslora (a Python double,
 // rounded once when it multiplies a float32 tensor).
