@@ -41,6 +41,8 @@ def build_config(transformers, a):
         return cls(vocab_size=a.vocab, n_embd=a.hidden, n_layer=a.layers, n_head=a.heads, n_positions=a.positions,
                    tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
     extra = {"sliding_window": None} if a.family == "mistral" else {}
+    if a.head_dim:   # heads of another width than hidden / heads (Mistral Nemo's config.json has head_dim)
+        extra["head_dim"] = a.head_dim
     return cls(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
                num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.positions,
                rms_norm_eps=1e-5, tie_word_embeddings=a.tied,
@@ -78,6 +80,7 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--head-dim", type=int, default=0, help="each head's width (default hidden / heads)")
     p.add_argument("--ffn", type=int, default=176)
     p.add_argument("--vocab", type=int, default=256)
     p.add_argument("--positions", type=int, default=256)

@@ -3,8 +3,8 @@
 (tests/reference/llama_ref.py's PINS; run through peer_check.sh). Nothing is downloaded.
 
 1. Import: transformers makes random models with save_pretrained (scripts/hf_tiny_model.py): GPT-2;
-   llama with GQA, tied and untied; qwen2 with q/k/v biases; mistral; fp32, bf16 and fp16; sharded and
-   not. `ctron eval --ids --dump --grads` gives transformers' logits and loss (labels = input_ids) to
+   llama with GQA, tied and untied; qwen2 with q/k/v biases; mistral; head_dim other than hidden / heads;
+   fp32, bf16 and fp16; sharded and not. `ctron eval --ids --dump --grads` gives transformers' logits and loss (labels = input_ids) to
    1e-5 relative and every gradient to 1e-4 (max-abs normalised, as test_parity_llama), under the
    same names (a tied output layer's gradient in the embedding's).
 2. Round trip: ctron trains a few steps and exports; AutoModelForCausalLM.from_pretrained(OUT) loads it
@@ -117,6 +117,10 @@ IMPORT_CASES = [
     # llama3 bands all taken (j 0 smoothed, 1..7 divided), and linear position interpolation
     ("llama3_rope_scaling", dict(family="llama", kv_heads=2, rope_scaling="llama3:8:1:4:16"), "int64"),
     ("llama_linear_rope", dict(family="llama", kv_heads=4, rope_theta=500.0, rope_scaling="linear:4"), "int32"),
+    # head_dim other than hidden / heads (Mistral Nemo's config.json): heads wider (24 of 64 / 4: q and
+    # the attention output 96 wide) and narrower (8, MQA, tied)
+    ("mistral_head_dim24", dict(family="mistral", kv_heads=2, head_dim=24), "int64"),
+    ("llama_head_dim8_tied", dict(family="llama", kv_heads=1, head_dim=8, tied=True), "int32"),
 ]
 
 
@@ -165,7 +169,8 @@ def test_round_trip(ctron, data, work, rng):
               "LlamaForCausalLM"),
              ("rt_qwen2", ("--arch", "llama", "--kv-heads", 1, "--ffn-hidden", 96, "--qkv-bias"), [], "Qwen2ForCausalLM"),
              ("rt_llama3_rope", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--rope-scaling", "llama3:8:1:4:16"),
-              [], "LlamaForCausalLM")]
+              [], "LlamaForCausalLM"),
+             ("rt_head_dim", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24), [], "LlamaForCausalLM")]
     for name, flags, export_flags, cls in cases:
         run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
         train(ctron, data, run_dir, *flags)
@@ -182,8 +187,8 @@ def test_round_trip(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
         print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
-        if name in ("rt_gpt2", "rt_llama3_rope"):   # greedy generation from the export equals ctron generate's
-            # (llama3: the KV cache's positions through the scaled table)
+        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim"):   # greedy generation from the export equals ctron
+            # generate's (llama3: the KV cache's positions through the scaled table; head_dim: its widths)
             prompt = "In the beginning"
             got = run(ctron, "generate", "--ckpt", run_dir, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
                       "--json", "--threads", 1)

@@ -95,6 +95,19 @@ static void test_config_ok(void) {
           "llama 5.x fields: kv %d ffn %d theta %g eps %g tie %d pos %d dtype %s eos %d ids", c.model.kv_heads, c.model.ffn,
           (double)c.model.rope_theta, (double)c.model.norm_eps, c.model.tie_embeddings, c.max_positions, c.dtype,
           c.model.tokens.n_eos);
+    CHECK(gpt_head_dim(&c.model) == 16 && gpt_q_width(&c.model) == 64 && c.model.max_positions == 2048,
+          "llama 5.x: head dim %d, q width %d, context %d", gpt_head_dim(&c.model), gpt_q_width(&c.model),
+          c.model.max_positions);
+    // head_dim other than hidden / heads (Mistral Nemo's kind): q and the attention output 4·32 wide
+    rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"head_dim\": 32}", &c, err, sizeof err);
+    CHECK(rc == 0 && gpt_head_dim(&c.model) == 32 && gpt_q_width(&c.model) == 128 && gpt_kv_width(&c.model) == 64,
+          "mistral head_dim 32: %s (d %d, q %d, kv %d)", err, gpt_head_dim(&c.model), gpt_q_width(&c.model),
+          gpt_kv_width(&c.model));
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"head_dim\": null}", &c, err, sizeof err);
+    CHECK(rc == 0 && gpt_head_dim(&c.model) == 16, "head_dim null: hidden / heads (%s)", err);
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"rope_parameters\": "
+               "{\"rope_theta\": 500000.0, \"rope_type\": \"default\"}, \"dtype\": \"bfloat16\", \"eos_token_id\": [7, 8]}",
+               &c, err, sizeof err);
     // generation_config.json's ids replace config.json's (Llama 3.1 Instruct's three ends)
     SpecialTokens t = c.model.tokens;
     rc = hf_generation_config_parse("{\"bos_token_id\": 128000, \"eos_token_id\": [128001, 128008, 128009], "
@@ -189,7 +202,7 @@ static void test_config_refused(void) {
          "\"low_freq_factor\": 1, \"high_freq_factor\": 4, \"original_max_position_embeddings\": 81.5}}",
          "'rope_scaling.original_max_position_embeddings' is 81.5, expected an integer"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"attention_bias\": true}", "'attention_bias' is true"},
-        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"head_dim\": 32}", "'head_dim' is 32"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"head_dim\": 33}", "'head_dim' is 33: RoPE rotates pairs"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"hidden_act\": \"gelu\"}", "'hidden_act' is \"gelu\""},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"hidden_size\": 128}", "'hidden_size' appears twice"},
         {"{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": \"64\", \"intermediate_size\": 176, "

@@ -1,8 +1,9 @@
 // The Llama block's ledger (issue 25): measured bytes == ctron's analytic model == the per-layer
 // formula of docs/MEMORY.md, derived here independently, for every recompute policy × stored
 // precision × mask mode × Tempo/flash × grouped-query attention, on a one-process model. The formula
-// (bytes per layer, recompute none, t = 1, e bytes per stored element, k per mask element):
-//     sbh·(6e + 2e·kv/a + 2k) + as²b·(2e + k) + 2e·sbf + 8sb
+// (bytes per layer, recompute none, t = 1, e bytes per stored element, k per mask element; d the head
+// width, h/a unless head_dim says otherwise: q and the attention output are a·d wide, k and v kv·d):
+//     sbh·(4e + 2k) + 2e·sb·(a·d + kv·d) + as²b·(2e + k) + 2e·sbf + 8sb
 // (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32). The backward's peak (the
 // whole step, recomputation included) is checked against the analytic model, and a full step's
 // gradients must not depend on the policy (bitwise: recompute is exact).
@@ -13,7 +14,12 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; } Shape;
+typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; } Shape;
+
+// A head's width (d: head_dim; 0: h/a), q's and the attention output's width a·d, and k's and v's kv·d.
+static size_t head_dim(const Shape *sh) { return sh->d > 0 ? (size_t)sh->d : (size_t)(sh->h / sh->a); }
+static size_t q_width(const Shape *sh) { return (size_t)sh->a * head_dim(sh); }
+static size_t kv_width(const Shape *sh) { return (size_t)sh->kv * head_dim(sh); }
 
 // Bytes of one name in one layer under recompute none (0: the Llama block never keeps it so).
 static size_t none_bytes(const Shape *sh, ActName n) {
@@ -22,8 +28,9 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     size_t bits = sh->masks == MASKS_BITS;
     switch (n) {
     case ACT_LN1_IN: case ACT_LN2_IN: return (sh->tempo & TEMPO_LAYERNORM) ? 0 : e * sbh;
-    case ACT_QKV_IN: case ACT_FC1_IN: case ACT_Q: case ACT_PROJ_IN: return e * sbh;
-    case ACT_K: case ACT_V: return e * sbh / (size_t)sh->a * (size_t)sh->kv;
+    case ACT_QKV_IN: case ACT_FC1_IN: return e * sbh;
+    case ACT_Q: case ACT_PROJ_IN: return e * sb * q_width(sh);
+    case ACT_K: case ACT_V: return e * sb * kv_width(sh);
     case ACT_ATTN_PROB: return flash ? 0 : e * as2b;
     case ACT_ATTN_MASK: return flash || !sh->dropout ? 0 : bits ? (as2b + 7) / 8 : k * as2b;
     case ACT_ATTN_DROP: return flash || !sh->dropout || (sh->tempo & TEMPO_SOFTMAX) ? 0 : e * as2b;
@@ -56,7 +63,7 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     }
     GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
                      .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = ARCH_LLAMA,
-                     .kv_heads = (int)sh->kv, .ffn = (int)sh->f, .rope_theta = 5e5f};
+                     .kv_heads = (int)sh->kv, .head_dim = (int)sh->d, .ffn = (int)sh->f, .rope_theta = 5e5f};
     GPT m;
     gpt_init(&m, &cfg, &pol);
     gpt_init_weights(&m, 3);
@@ -68,8 +75,8 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     int before = check_failed;
     char what[200];
-    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld f%ld %s/%s/%d/%s %s masks %s p%d tempo %#x mini %d", L, sh->s,
-             sh->b, sh->h, sh->a, sh->kv, sh->f, recompute ? recompute : "-", method ? method : "-", num,
+    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld d%zu f%ld %s/%s/%d/%s %s masks %s p%d tempo %#x mini %d", L,
+             sh->s, sh->b, sh->h, sh->a, sh->kv, head_dim(sh), sh->f, recompute ? recompute : "-", method ? method : "-", num,
              list ? list : "-", sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo, sh->mini);
     size_t fwd = 0;
     for (int l = 0; l < L; l++)
@@ -86,7 +93,7 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
             if (pol.kind[l] != RECOMPUTE_NONE) continue;
             size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h, as2b = (size_t)(sh->a * sh->s) * sb;
             size_t e = (size_t)sh->e, k = sh->dropout ? 1 : 0, drop_e = sh->dropout ? e : 0;
-            size_t form = sbh * (6 * e + 2 * k) + 2 * e * sbh / (size_t)sh->a * (size_t)sh->kv + as2b * (e + drop_e + k) +
+            size_t form = sbh * (4 * e + 2 * k) + 2 * e * sb * (q_width(sh) + kv_width(sh)) + as2b * (e + drop_e + k) +
                           (sh->mini ? 0 : 2 * e * sb * (size_t)sh->f) + 8 * sb;
             CHECK(ledger_layer_stored(&m.ledger, l, 0) == form, "%s: layer %d holds %zu, the closed form %zu", what, l,
                   ledger_layer_stored(&m.ledger, l, 0), form);
@@ -117,10 +124,14 @@ int main(void) {
     // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off); the
     // first shape again with mini-seq in 5 chunks of 32 rows (uneven: 7, 7, 6, 6, 6 at b 2... s·b = 32).
     const Shape shapes[] = {
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0},
-        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0},
-        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0},
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0},
+        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0},
+        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0},
+        // head_dim other than h/a: heads wider (24 of h 64 / 4: q and the attention output 96 wide) and
+        // narrower (8, with MQA: 32 wide)
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8},
     };
     float *first = NULL;   // shape 0's gradients, which mini-seq (shape 3) computes in another order
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
@@ -134,7 +145,7 @@ int main(void) {
         {   // the parameter count of this shape, for the bitwise gradient comparison
             GPTConfig c = {.layers = L, .hidden = (int)shapes[i].h, .heads = (int)shapes[i].a, .seq = (int)shapes[i].s,
                            .batch = (int)shapes[i].b, .vocab = (int)shapes[i].v, .arch = ARCH_LLAMA,
-                           .kv_heads = (int)shapes[i].kv, .ffn = (int)shapes[i].f};
+                           .kv_heads = (int)shapes[i].kv, .head_dim = (int)shapes[i].d, .ffn = (int)shapes[i].f};
             np = gpt_num_params(&c);
         }
         for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
@@ -181,6 +192,17 @@ int main(void) {
         int fails = 0;
         free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
         free(run_step(&sh, L, NULL, NULL, 1, "0-1:full,2:selective,3:none", &fails));
+    }
+    for (int wide = 4; wide <= 5; wide++) {   // other head widths under Tempo's softmax, flash, bf16, mini-seq
+        Shape sh = shapes[wide];
+        int fails = 0;
+        sh.tempo = TEMPO_SOFTMAX;
+        free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
+        sh.tempo = ATTN_FLASH | TEMPO_LAYERNORM;
+        sh.e = 2;
+        free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        sh.mini = 4;
+        free(run_step(&sh, L, "full", "block", 2, NULL, &fails));
     }
     {   // mini-seq with RMSNorm from its output, flash and bf16 activations; under selective and full recompute
         Shape sh = shapes[0];

@@ -38,6 +38,15 @@ run pp2gpipe   2 ref2 --pp 2 --pp-schedule gpipe --grad-accum 2 --recompute full
 run dp2zero    2 ref2 --zero 1 --dropout-masks bits
 run dp2layered 2 ref2 --pp-schedule layered   # each layer's DP sum once (llama's tensors are not named "h.N.")
 run tp2pp2     4 ref2 --tp 2 --sp --pp 2 --grad-accum 2
+# Heads of another width than h/a (--head-dim 24 with h 64 and 4 heads: q and the attention output 96
+# wide, o's input split by TP in 48-column halves).
+untied=("${common[@]}")
+common+=(--head-dim 24)
+"$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/hd.jsonl" --ckpt-dir "$dir/hd" > "$dir/hd.out" 2>&1
+ec=$?; check '[ $ec -eq 0 ]' "the one-process --head-dim 24 run: $(tail -3 "$dir/hd.out")"
+run hd_tp2sp   2 hd --tp 2 --sp --recompute selective --grad-accum 2
+run hd_tp2pp2  4 hd --tp 2 --pp 2 --grad-accum 2 --attention flash
+common=("${untied[@]}")
 common+=(--tie-embeddings)   # the tied output layer: the first and last stages' copies of the embedding
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/tied.jsonl" --ckpt-dir "$dir/tied" > "$dir/tied.out" 2>&1
 run tied_tp2pp2 4 tied --tp 2 --pp 2 --grad-accum 2

@@ -35,5 +35,20 @@ check "grep -q 'recompute' '$dir/budget.out' && ! grep -q 'gelu' '$dir/budget.ou
 run budget_off --mem-budget 600KiB --offload-budget 256KiB
 run rms_from_output --tempo layernorm,softmax --dropout-masks bits
 run flash --attention flash --act-dtype bf16 --precision bf16
+# Heads of another width than h/a (--head-dim 24: q and the attention output 96 wide): the planner, the
+# offload pool and the static plan predict them; state.json records the width and --resume keeps it.
+run hd --head-dim 24
+run hd_plan --head-dim 24 --mem-budget 740KiB --precision bf16   # a technique chosen: none needs 726 KiB
+run hd_offload --head-dim 24 --offload all --static-plan --recompute-layers 0:full,1-3:selective
+check "grep -q '\"head_dim\":.*24' '$dir/hd/step_00000003/state.json'" "state.json lacks model.head_dim 24"
+check "! grep -q '\"head_dim\"' '$dir/plain/step_00000003/state.json'" "state.json writes head_dim where it is hidden/heads"
+"$ctron" train "${base[@]}" --steps 4 --resume "$dir/hd" > "$dir/hd_resume.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'd=24' '$dir/hd_resume.out'" "resuming the --head-dim 24 run: $(tail -2 "$dir/hd_resume.out")"
+"$ctron" train "${base[@]}" --steps 5 --resume "$dir/hd" --head-dim 16 > "$dir/hd_bad.out" 2>&1
+check "[ $? -eq 2 ] && grep -q 'head-dim' '$dir/hd_bad.out'" "--resume with another --head-dim: $(tail -2 "$dir/hd_bad.out")"
+"$ctron" train --layers 2 --hidden 64 --heads 4 --head-dim 24 --steps 1 --data "$data" > "$dir/gpt2_hd.out" 2>&1
+check "[ $? -eq 2 ] && grep -q -- '--head-dim is a llama option' '$dir/gpt2_hd.out'" "--head-dim with GPT-2: $(tail -1 "$dir/gpt2_hd.out")"
+"$ctron" train "${base[@]}" --head-dim 9 > "$dir/odd_hd.out" 2>&1
+check "[ $? -eq 2 ] && grep -q -- '--head-dim 9 is odd' '$dir/odd_hd.out'" "an odd --head-dim: $(tail -1 "$dir/odd_hd.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -92,6 +92,20 @@ assert list(m) == ["llama3.2-1b", "llama3.2-3b"], list(m)
 assert m["llama3.2-1b"]["first_stage"]["parameters"] == 1235814400 and m["llama3.2-1b"]["shape"]["tied"]
 assert m["llama3.2-3b"]["first_stage"]["parameters"] == 3212749824 and m["llama3.2-3b"]["shape"]["tied"]'
 then ok; else bad "memory --preset llama3.2: $("$ctron" memory --preset llama3.2 --json | head -c 600)"; fi
+# Mistral Nemo 12B's shape (head_dim 128 of hidden 5120 and 32 heads: q and the attention output 4096
+# wide): 12,247,782,400 parameters, as its model card's 12.2B; q and proj_in are s·b·4096·2 bytes per layer.
+nemo=(--arch llama --layers 40 --hidden 5120 --heads 32 --kv-heads 8 --head-dim 128 --ffn-hidden 14336 --seq 4096
+      --batch 1 --vocab 131072)
+out=$("$ctron" memory "${nemo[@]}")
+if grep -q "^  block   llama: kv=8 d=128 ffn=14336 · RMSNorm, SwiGLU MLP, RoPE" <<< "$out" &&
+   grep -q "c = 4ad/h + 4kv·d/h + 4f/h = 15.2 where GPT-2 has 24" <<< "$out" &&
+   grep -qE "^  q +32\.00 MiB$" <<< "$out" && grep -qE "^  proj_in +32\.00 MiB$" <<< "$out"
+then ok; else bad "memory, Mistral Nemo's shape: $out"; fi
+if "$ctron" memory "${nemo[@]}" --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["first_stage"]["parameters"] == 12247782400, d["first_stage"]["parameters"]'
+then ok; else bad "memory, Mistral Nemo's parameters"; fi
+out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset llama3-8b --head-dim 64 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -q "head-dim 64: plan --cluster's time model takes heads of hidden/heads = 128" <<< "$out"
+then ok; else bad "plan --cluster --head-dim: rc $rc: $out"; fi
 
 # ctron plan, llama with GQA and an FFN of 704: the untied weights copied to bf16 are 2 bytes of
 # 2·4096·256 (embedding, lm_head) + 4·(256·(256 + 2·64) + 256² + 3·256·704 + 2·256) + 256 = 4917504 parameters.

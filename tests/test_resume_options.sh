@@ -39,6 +39,7 @@ declare -A value=(
   [ckpt-dir]="" [data]="--data $dir/text.txt" [precision]="--precision bf16" [device]="--device cpu-guarded"
   [tp]="np2:--tp 2" [sp]="np2:--tp 2 --sp" [pp]="np2:--pp 2 --grad-accum 2" [zero]="np2:--zero 1"
   [arch]="--arch llama" [kv-heads]="--arch llama --kv-heads 2" [ffn-hidden]="--arch llama --ffn-hidden 80"
+  [head-dim]="--arch llama --head-dim 24"
   [rope-theta]="--arch llama --rope-theta 500000" [norm-eps]="--arch llama --norm-eps 1e-6"
   [rope-scaling]="--arch llama --rope-scaling llama3:8:1:4:16"
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"

@@ -179,7 +179,7 @@ enum {
 static int check_lora(ClusterArgs *a) {
     ClusterJob *j = &a->job;
     char err[256];
-    if (lora_args_check((ArchKind)j->arch, j->lora_rank, a->lora_targets, j->lora_fa, j->h, j->kv * (j->h / j->a), j->ffn,
+    if (lora_args_check((ArchKind)j->arch, j->lora_rank, a->lora_targets, j->lora_fa, j->h, j->h, j->kv * (j->h / j->a), j->ffn,
                         &j->lora_sites, err, sizeof err) != 0)
         return args_error(CMD, "%s", err);
     return 0;
@@ -328,6 +328,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         case O_SVG: a->svg = optarg; break;
         case O_CHECK: a->check = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
+        case FAMILY_OPT_HEAD_DIM:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_cluster_usage(stdout); return -1;
@@ -360,6 +361,9 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (family_args_resolve(&a->fam, pr, a->job.h, a->job.a, &fam, ferr, sizeof ferr) != 0)
         return args_error(CMD, "%s", ferr);
     a->job.arch = (int)fam.arch;
+    if (fam.head_dim * a->job.a != a->job.h)
+        return args_error(CMD, "--head-dim %ld: plan --cluster's time model takes heads of hidden/heads = %ld (ctron "
+                          "memory and ctron plan take it)", fam.head_dim, a->job.h / a->job.a);
     a->job.kv = fam.kv;
     a->job.ffn = fam.ffn;
     a->job.tie = fam.tie;

@@ -7,6 +7,7 @@ const char family_args_usage[] =
     "  --arch gpt2|llama        the block (default gpt2, or the preset's): llama is RMSNorm, grouped-query\n"
     "                           attention, SwiGLU, RoPE and an untied output layer (docs/MEMORY.md)\n"
     "  --kv-heads N             llama: key/value heads, a divisor of the heads (default the heads: MHA)\n"
+    "  --head-dim D             llama: each head's width (default hidden/heads; Mistral Nemo: 128 of 5120/32)\n"
     "  --ffn-hidden N           llama: the SwiGLU MLP's width (default 8h/3 rounded up to a multiple of 64)\n"
     "  --tie-embeddings         llama: the output layer is the token embedding (default its own, lm_head)\n"
     "  --qkv-bias               llama: q, k and v carry biases (Qwen2)\n";
@@ -23,6 +24,7 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
         if (f->arch < 0) return args_error(cmd, "--arch '%s': expected one of %s", optarg, arch_choices());
         return 0;
     case FAMILY_OPT_KV: return args_int(cmd, "--kv-heads", optarg, 1, 1 << 20, &f->kv_heads);
+    case FAMILY_OPT_HEAD_DIM: return args_int(cmd, "--head-dim", optarg, 2, 1 << 16, &f->head_dim);
     case FAMILY_OPT_FFN: return args_int(cmd, "--ffn-hidden", optarg, 1, 1 << 24, &f->ffn);
     case FAMILY_OPT_TIE: f->tie = 1; return 0;
     case FAMILY_OPT_QKV_BIAS: f->qkv_bias = 1; return 0;
@@ -32,7 +34,7 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
 
 // The first llama-only flag given, or NULL.
 static const char *llama_flag(const FamilyArgs *f) {
-    return f->kv_heads ? "--kv-heads" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings" : f->qkv_bias ? "--qkv-bias" : NULL;
+    return f->kv_heads ? "--kv-heads" : f->head_dim ? "--head-dim" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings" : f->qkv_bias ? "--qkv-bias" : NULL;
 }
 
 int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,
@@ -53,10 +55,13 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
     if (heads % kv)
         return snprintf(err, errlen, "--kv-heads %ld does not divide --heads %ld (each key/value head serves a whole "
                         "group of query heads)", kv, heads), -1;
-    if (a->pos == POS_ROPE && hidden % heads == 0 && (hidden / heads) % 2)
+    long d = f->head_dim ? f->head_dim : hidden / heads;
+    if (a->pos == POS_ROPE && f->head_dim && d % 2)
+        return snprintf(err, errlen, "--head-dim %ld is odd: RoPE rotates pairs (j, j + d/2)", d), -1;
+    if (a->pos == POS_ROPE && !f->head_dim && hidden % heads == 0 && d % 2)
         return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
-                        "j + d/2)", hidden, heads, hidden / heads), -1;
-    *out = (Family){arch, kv, ffn, tied ? 1 : -1, f->qkv_bias};
+                        "j + d/2)", hidden, heads, d), -1;
+    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias};
     return 0;
 }
 

@@ -1,4 +1,4 @@
-// The model family's flags as ctron train spells them (--arch, --kv-heads, --ffn-hidden,
+// The model family's flags as ctron train spells them (--arch, --kv-heads, --head-dim, --ffn-hidden,
 // --tie-embeddings, --qkv-bias), shared by the planning commands (ctron memory, ctron plan and
 // ctron plan --cluster), with train's checks and messages: a llama flag with GPT-2, kv-heads that do
 // not divide the heads, an odd head dimension under RoPE, a t that splits a key/value head or the FFN.
@@ -9,16 +9,17 @@
 #include "arch/arch.h"
 #include "memory/presets.h"
 
-enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS };
+enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS, FAMILY_OPT_HEAD_DIM };
 // The entries of a getopt_long table.
 #define FAMILY_LONG_OPTIONS                                                                                   \
     {"arch", required_argument, 0, FAMILY_OPT_ARCH}, {"kv-heads", required_argument, 0, FAMILY_OPT_KV},       \
         {"ffn-hidden", required_argument, 0, FAMILY_OPT_FFN}, {"tie-embeddings", no_argument, 0, FAMILY_OPT_TIE}, \
-        {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}
+        {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}, {"head-dim", required_argument, 0, FAMILY_OPT_HEAD_DIM}
 
 typedef struct {
     int arch;                  // ArchKind; -1 when --arch is not given
     int kv_heads, ffn;         // 0 when not given
+    int head_dim;              // 0 when not given (hidden / heads)
     int tie, qkv_bias;         // the flags were given
 } FamilyArgs;
 
@@ -26,6 +27,7 @@ typedef struct {
 typedef struct {
     ArchKind arch;
     long kv, ffn;
+    long head_dim;             // each head's width (hidden / heads unless --head-dim)
     int tie;                   // 1 tied, -1 untied (act_shape_set_family's)
     int qkv_bias;
 } Family;

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include "arch/lora.h"
 
-int lora_args_check(ArchKind arch, int rank, const char *targets, int fa, long h, long kvw, long f, unsigned *sites,
+int lora_args_check(ArchKind arch, int rank, const char *targets, int fa, long h, long qw, long kvw, long f, unsigned *sites,
                     char *err, size_t errlen) {
     *sites = 0;
     if (rank <= 0) {
@@ -16,7 +16,7 @@ int lora_args_check(ArchKind arch, int rank, const char *targets, int fa, long h
     for (int s = 0; s < LORA_SITES; s++) {   // the rank cannot exceed the adapted linear's smaller side
         if (!(mask >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);
-        long in = lora_width(row->in, h, h, kvw, f), out = lora_width(row->out, h, h, kvw, f), lim = in < out ? in : out;
+        long in = lora_width(row->in, h, qw, kvw, f), out = lora_width(row->out, h, qw, kvw, f), lim = in < out ? in : out;
         if (rank > lim)
             return snprintf(err, errlen, "--lora-rank %d is above the width of target '%s' ([%ld, %ld]: at most %ld)",
                             rank, row->target, out, in, lim), -1;

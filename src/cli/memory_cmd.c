@@ -262,6 +262,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_MEMO: rc = args_double(CMD, "--memo", optarg, 0.0, 1.0, 0, &a->memo); break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
+        case FAMILY_OPT_HEAD_DIM:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_memory_usage(stdout); return -1;
@@ -349,11 +350,11 @@ static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, i
     char err[256];
     if (a->lora_targets && lora_parse_targets((ArchKind)sh->arch, a->lora_targets, &sites, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
-    long d = sh->h / sh->a, kvw = (sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn;
+    long qw = act_q_width(sh), kvw = act_kv_width(sh), f = sh->ffn;
     for (int s = 0; s < LORA_SITES; s++) {
         if (!(sites >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);
-        long in = lora_width(row->in, sh->h, sh->h, kvw, f), out = lora_width(row->out, sh->h, sh->h, kvw, f);
+        long in = lora_width(row->in, sh->h, qw, kvw, f), out = lora_width(row->out, sh->h, qw, kvw, f);
         if (a->lora_rank > (in < out ? in : out))
             return cfg_error(a, p, "--lora-rank %d is above the width of target '%s' ([%ld, %ld])", a->lora_rank,
                              row->target, out, in);
@@ -418,7 +419,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
 
     int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab || (int)fam.arch != p->arch || a->fam.kv_heads ||
-                 a->fam.ffn || a->fam.tie || a->fam.qkv_bias;
+                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias;
     int pristine = !shaped && !a->batch && !a->tp && !a->pp && !vflag && !a->gpus && !a->global_batch &&
                    !a->grad_accum && !a->schedule_given && !a->keep_all_given;
     snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);
@@ -433,6 +434,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
                            .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits,
                            .mini_seq = a->mini_seq > 1 ? a->mini_seq : 0};
     act_shape_set_family(&c->lay.sh, fam.arch, fam.kv, fam.ffn, fam.tie, fam.qkv_bias);
+    c->lay.sh.head_dim = fam.head_dim * heads != h ? fam.head_dim : 0;
     // the family's dropout unless given (llama: 0); GPT-2 keeps the paper's 0.1
     double dropout = a->dropout_given || fam.arch == ARCH_GPT2 ? a->dropout : (double)spec->dropout_default;
     c->lay.sh.dropout = dropout > 0;

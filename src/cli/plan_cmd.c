@@ -131,6 +131,7 @@ int cli_plan_main(int argc, char **argv) {
             dropout_given = 1;
             break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
+        case FAMILY_OPT_HEAD_DIM:
             rc = family_args_apply(&fa, CMD, ch, optarg);
             break;
         case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
@@ -179,13 +180,14 @@ int cli_plan_main(int argc, char **argv) {
         return args_error(CMD, "%s", ferr);
     c->arch = (int)fam.arch;
     c->kv_heads = (int)fam.kv;
+    c->head_dim = (int)fam.head_dim;
     c->ffn = (int)fam.ffn;
     c->tie_embeddings = fam.tie;
     c->qkv_bias = fam.qkv_bias;
     if (!dropout_given) c->dropout = arch_spec(fam.arch)->dropout_default;   // llama: 0, as train
     char lerr[256];
     unsigned sites;
-    if (lora_args_check(fam.arch, c->lora_rank, lora_targets, c->lora_fa, c->hidden, fam.kv * (c->hidden / c->heads),
+    if (lora_args_check(fam.arch, c->lora_rank, lora_targets, c->lora_fa, c->hidden, gpt_q_width(c), gpt_kv_width(c),
                         fam.ffn, &sites, lerr, sizeof lerr) != 0)
         return args_error(CMD, "%s", lerr);
     c->lora_targets = sites;

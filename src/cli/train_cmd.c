@@ -23,6 +23,8 @@ void cli_train_usage(FILE *f) {
         "                    biases, untied output layer, dropout 0 by default) (default gpt2)\n"
         "llama only\n"
         "  --kv-heads N      key/value heads, a divisor of --heads (1: MQA; default --heads: MHA)\n"
+        "  --head-dim D      each head's width (default hidden/heads; Mistral Nemo: 128 with hidden 5120,\n"
+        "                    32 heads): q and the attention output are heads*D wide\n"
         "  --ffn-hidden N    the SwiGLU MLP's width (default 8h/3 rounded up to a multiple of 64)\n"
         "  --rope-theta X    RoPE base (default 10000); rotate_half pairing (Hugging Face), not interleaved\n"
         "  --rope-scaling S  RoPE frequency scaling: none (default), linear:FACTOR, or Llama 3.1's\n"

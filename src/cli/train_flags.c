@@ -24,7 +24,7 @@ enum {
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
-    OPT_ARCH, OPT_KV_HEADS, OPT_FFN, OPT_ROPE_THETA, OPT_ROPE_SCALING, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
+    OPT_ARCH, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_FFN, OPT_ROPE_THETA, OPT_ROPE_SCALING, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_LORA_RSLORA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
     OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO, OPT_TP_LINK_GBPS
@@ -34,6 +34,7 @@ enum {
 static const struct option train_opts[] = {
     {"layers", required_argument, 0, OPT_LAYERS}, {"hidden", required_argument, 0, OPT_HIDDEN},
     {"arch", required_argument, 0, OPT_ARCH}, {"kv-heads", required_argument, 0, OPT_KV_HEADS},
+    {"head-dim", required_argument, 0, OPT_HEAD_DIM},
     {"ffn-hidden", required_argument, 0, OPT_FFN}, {"rope-theta", required_argument, 0, OPT_ROPE_THETA},
     {"rope-scaling", required_argument, 0, OPT_ROPE_SCALING},
     {"norm-eps", required_argument, 0, OPT_NORM_EPS}, {"tie-embeddings", no_argument, 0, OPT_TIE},
@@ -101,6 +102,7 @@ static int apply_model(TrainOptions *o, int ch, const char *optarg) {
         if (c->arch < 0) return usage_error("--arch '%s': expected one of %s", optarg, arch_choices());
         break;
     case OPT_KV_HEADS: rc = parse_int("--kv-heads", optarg, 1, INT_MAX, &c->kv_heads); break;
+    case OPT_HEAD_DIM: rc = parse_int("--head-dim", optarg, 2, 1 << 16, &c->head_dim); break;
     case OPT_FFN: rc = parse_int("--ffn-hidden", optarg, 1, INT_MAX, &c->ffn); break;
     case OPT_ROPE_THETA: rc = parse_float("--rope-theta", optarg, 1.0, 1e12, 0, &x); c->rope_theta = (float)x; break;
     case OPT_ROPE_SCALING: {

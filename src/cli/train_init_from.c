@@ -20,6 +20,7 @@ static const struct {
     {"layers", offsetof(GPTConfig, layers), 0},        {"hidden", offsetof(GPTConfig, hidden), 0},
     {"heads", offsetof(GPTConfig, heads), 0},          {"vocab", offsetof(GPTConfig, vocab), 0},
     {"arch", offsetof(GPTConfig, arch), 0},            {"kv-heads", offsetof(GPTConfig, kv_heads), 0},
+    {"head-dim", offsetof(GPTConfig, head_dim), 0},
     {"ffn-hidden", offsetof(GPTConfig, ffn), 0},       {"rope-theta", offsetof(GPTConfig, rope_theta), 1},
     {"norm-eps", offsetof(GPTConfig, norm_eps), 1},    {"tie-embeddings", offsetof(GPTConfig, tie_embeddings), 0},
     {"qkv-bias", offsetof(GPTConfig, qkv_bias), 0},

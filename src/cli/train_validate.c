@@ -17,7 +17,7 @@
 static int check_arch(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
-    static const char *const llama_only[] = {"kv-heads", "ffn-hidden", "rope-theta", "rope-scaling", "norm-eps",
+    static const char *const llama_only[] = {"kv-heads", "head-dim", "ffn-hidden", "rope-theta", "rope-scaling", "norm-eps",
                                              "tie-embeddings", "qkv-bias"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
         if (c->arch == ARCH_GPT2 && train_given(given, llama_only[i]))
@@ -30,7 +30,9 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     if (c->kv_heads > 0 && c->heads % c->kv_heads != 0)
         return usage_error("--kv-heads %d does not divide --heads %d (each key/value head serves a whole group of "
                            "query heads)", c->kv_heads, c->heads);
-    if (a->pos == POS_ROPE && c->hidden % c->heads == 0 && (c->hidden / c->heads) % 2 != 0)
+    if (a->pos == POS_ROPE && c->head_dim > 0 && c->head_dim % 2 != 0)
+        return usage_error("--head-dim %d is odd: RoPE rotates pairs (j, j + d/2)", c->head_dim);
+    if (a->pos == POS_ROPE && c->head_dim <= 0 && c->hidden % c->heads == 0 && (c->hidden / c->heads) % 2 != 0)
         return usage_error("--hidden %d / --heads %d = head dimension %d is odd: RoPE rotates pairs (j, j + d/2)",
                            c->hidden, c->heads, c->hidden / c->heads);
     gpt_config_resolve(c);
@@ -91,7 +93,7 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
     c->lora_targets = o->lora_targets ? mask : lora_family_sites((ArchKind)c->arch);
     lora_describe_targets(c->lora_targets, o->lora_targets_text, sizeof o->lora_targets_text);
     o->lora_targets = o->lora_targets_text;   // canonical, as state.json records it
-    long q = c->hidden, kv = gpt_kv_width(c), f = c->ffn;
+    long q = gpt_q_width(c), kv = gpt_kv_width(c), f = c->ffn;
     for (int s = 0; s < LORA_SITES; s++) {   // the rank cannot exceed the adapted linear's smaller side
         if (!(c->lora_targets >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);

@@ -31,6 +31,8 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddStringToObject(mo, "activation", "gelu_tanh");
     } else {   // the family's knobs (resolved: every value explicit)
         cJSON_AddNumberToObject(mo, "kv_heads", c->kv_heads);
+        if (c->head_dim > 0 && c->head_dim * c->heads != c->hidden)   // written only when not hidden / heads
+            cJSON_AddNumberToObject(mo, "head_dim", c->head_dim);
         cJSON_AddNumberToObject(mo, "ffn", c->ffn);
         cJSON_AddNumberToObject(mo, "rope_theta", float_shortest(c->rope_theta));
         if (c->rope_scaling.type != ROPE_PLAIN) {   // --rope-scaling's text (absent: none)
@@ -288,6 +290,8 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
     if (!r.failed && c->arch != ARCH_GPT2) {
         c->kv_heads = (int)number(&r, "model", "kv_heads", 1, c->heads, 1);
         if (!r.failed && c->heads % c->kv_heads != 0) bad(&r, "model", "kv_heads", "a divisor of model.heads");
+        const cJSON *hd = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "head_dim");
+        if (!r.failed && hd) c->head_dim = (int)number(&r, "model", "head_dim", 2, 65536, 1);
         c->ffn = (int)number(&r, "model", "ffn", 1, 2147483647, 1);
         c->rope_theta = (float)number(&r, "model", "rope_theta", 1, 1e12, 0);
         const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),

@@ -197,10 +197,11 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
     const char *act = str_field(r, "hidden_act", "silu");
     if (!r->failed && strcmp(act, "silu") != 0)
         bad(r, "hidden_act", "is \"%s\": ctron's llama MLP is SwiGLU (\"silu\")", act);
-    int head_dim = int_field(r, "head_dim", 0, m->hidden / m->heads, 1, 1 << 30);
-    if (!r->failed && head_dim * m->heads != m->hidden)
-        bad(r, "head_dim", "is %d: ctron's heads are hidden_size / num_attention_heads = %d wide", head_dim,
-            m->hidden / m->heads);
+    // head_dim (null or absent: hidden_size / num_attention_heads): Mistral Nemo's 128 with 5120 / 32
+    const cJSON *hd = get(r, "head_dim");
+    int head_dim = hd && !cJSON_IsNull(hd) ? int_field(r, "head_dim", 0, 0, 2, 1 << 16) : m->hidden / m->heads;
+    if (!r->failed && head_dim % 2) bad(r, "head_dim", "is %d: RoPE rotates pairs (j, j + d/2), so it must be even", head_dim);
+    m->head_dim = head_dim;
     must_be_false(r, "attention_bias", "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
     m->rope_theta = read_rope(r, c->max_positions, &m->rope_scaling);

@@ -5,7 +5,7 @@
 // weights' dtype from 5.x's "dtype" or 4.x's "torch_dtype". A key that is absent takes the default of
 // transformers' own config class (docs/HF.md lists them), except the sizes, which must be given.
 // RoPE scaling of rope_type linear and llama3 is read (model.rope_scaling); what ctron cannot run exactly
-// (other RoPE scalings, an o_proj bias, another activation or head_dim, quantised weights) is refused with
+// (other RoPE scalings, an o_proj bias, another activation, an odd head_dim, quantised weights) is refused with
 // the field and the reason.
 #ifndef CTRON_HF_CONFIG_H
 #define CTRON_HF_CONFIG_H

@@ -116,12 +116,13 @@ static void lora_gemms(const ClusterJob *job, const GpuSpec *g, const ActShape *
                        double *fwd, double *bwd, double *comm_f, double *kernels_f, double *kernels_b) {
     *fwd = *bwd = *comm_f = *kernels_f = *kernels_b = 0;
     if (fam->lora_rank <= 0) return;
-    double r = fam->lora_rank, d = (double)fam->h / (double)fam->a;
+    double r = fam->lora_rank;
+    long qw = act_q_width(fam), kvw = act_kv_width(fam);
     for (int k = 0; k < LORA_SITES; k++) {
         if (!(fam->lora_sites >> k & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)k);
-        double in = (double)lora_width(row->in, fam->h, fam->h, (long)(fam->kv * d), fam->ffn);
-        double out = (double)lora_width(row->out, fam->h, fam->h, (long)(fam->kv * d), fam->ffn);
+        double in = (double)lora_width(row->in, fam->h, qw, kvw, fam->ffn);
+        double out = (double)lora_width(row->out, fam->h, qw, kvw, fam->ffn);
         if (row->parallel == LORA_COLUMN) out /= t; else in /= t;
         *fwd += linear_gemm(job, g, n, r, in) + linear_gemm(job, g, n, out, r);
         *bwd += linear_gemm(job, g, out, r, n) + linear_gemm(job, g, n, r, out) + linear_gemm(job, g, n, in, r) +

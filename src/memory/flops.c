@@ -12,26 +12,29 @@ double flops_recompute_full(double B, double s, double h, int skip_fc2) {
     return 24.0 * B * s * h * h * (1.0 + s / (6.0 * h)) - (skip_fc2 ? 8.0 * B * s * h * h : 0.0);
 }
 
+static double q_width(double h, const FlopBlock *b) { return b && b->q_width > 0.0 ? b->q_width : h; }
+
 static int paper_shape(double h, const FlopBlock *b) {
-    return !b || (b->kv_width == h && b->ffn == 4.0 * h && b->mlp_mats == 1);
+    return !b || (b->kv_width == h && b->ffn == 4.0 * h && b->mlp_mats == 1 && q_width(h, b) == h);
 }
 
 // One layer's forward per sequence, and the part of it after the MLP's inner activation (the down
 // projection, which a group's last recomputed layer skips).
 static double layer_forward(double s, double h, const FlopBlock *b) {
-    return 2.0 * s * h * (h + 2.0 * b->kv_width) + 2.0 * s * h * h + 4.0 * s * s * h +
+    double q = q_width(h, b);
+    return 2.0 * s * h * (q + 2.0 * b->kv_width) + 2.0 * s * q * h + 4.0 * s * s * q +
            2.0 * s * h * b->ffn * (b->mlp_mats + 1);
 }
 
 double flops_layer_forward_block(double s, double h, const FlopBlock *blk) {
-    FlopBlock g = {h, 4.0 * h, 1};
+    FlopBlock g = {h, 4.0 * h, 1, h};
     return layer_forward(s, h, blk ? blk : &g);
 }
 
 double flops_recompute_memo_block(double B, double s, double h, double frac, const FlopBlock *blk) {
-    FlopBlock g = {h, 4.0 * h, 1};
+    FlopBlock g = {h, 4.0 * h, 1, h};
     if (!blk) blk = &g;
-    double core = 4.0 * s * s * h, down = 2.0 * s * h * blk->ffn;
+    double core = 4.0 * s * s * q_width(h, blk), down = 2.0 * s * h * blk->ffn;
     return B * ((1.0 - frac) * (layer_forward(s, h, blk) - core - down) + (1.0 - frac * frac) * core);
 }
 
@@ -51,11 +54,11 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
     double total = flops_model_block(B, layers, s, h, v, blk);
     for (int l = 0; l < layers && policy; l++) {
         LayerRecompute k = policy->kind[l];
-        if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, h);
+        if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, q_width(h, blk));
         if (k == RECOMPUTE_MEMO) {   // its later positions, and (without flash) the core in backward as selective's
             double r = s >= 1.0 ? (double)memo_swap_positions((long)s, policy_memo_alpha(policy, l)) / s : 0.0;
             total += flops_recompute_memo_block(B, s, h, r, blk);
-            if (!(policy->tempo & ATTN_FLASH)) total += flops_recompute_selective(B, s, h);
+            if (!(policy->tempo & ATTN_FLASH)) total += flops_recompute_selective(B, s, q_width(h, blk));
         }
         if (k == RECOMPUTE_FULL) {
             int g0 = policy->group_start[l];
@@ -71,8 +74,9 @@ double flops_hardware(double B, double s, double h, double v, const MemoryPolicy
 }
 
 FlopBlock flops_block_of(const ActShape *sh) {
-    double h = (double)sh->h, kv = (double)(sh->kv > 0 ? sh->kv : sh->a);
-    FlopBlock b = {kv * (h / (double)sh->a), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1};
+    double h = (double)sh->h;
+    FlopBlock b = {(double)act_kv_width(sh), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1,
+                   (double)act_q_width(sh)};
     return b;
 }
 
@@ -80,7 +84,7 @@ double flops_lora_delta(const ActShape *sh, double B) {
     if (sh->lora_rank <= 0) return 0.0;
     FlopBlock blk = flops_block_of(sh);
     double h = (double)sh->h, s = (double)sh->s, L = (double)sh->L, r = (double)sh->lora_rank;
-    double linears = h * (h + 2 * blk.kv_width) + h * h + h * blk.ffn * (blk.mlp_mats + 1);
+    double linears = h * (blk.q_width + 2 * blk.kv_width) + blk.q_width * h + h * blk.ffn * (blk.mlp_mats + 1);
     double delta = -2 * B * s * (L * linears + h * (double)sh->v);
     for (int k = 0; k < LORA_SITES; k++) {
         if (!(sh->lora_sites >> k & 1u)) continue;
@@ -93,7 +97,7 @@ double flops_lora_delta(const ActShape *sh, double B) {
 
 long flops_lora_width(const ActShape *sh, LoraWidth w, long t) {
     FlopBlock blk = flops_block_of(sh);
-    return lora_width(w, sh->h, sh->h / t, (long)blk.kv_width / t, (long)blk.ffn / t);
+    return lora_width(w, sh->h, (long)blk.q_width / t, (long)blk.kv_width / t, (long)blk.ffn / t);
 }
 
 FlopPair flops_lora_layer(const ActShape *sh, double B) {

@@ -24,7 +24,11 @@ double flops_recompute_full(double B, double s, double h, int skip_fc2);
 // 2sh(h + 2·kv_width) (q, k, v) + 2sh² (o) + 4s²h (the core) + 2sh·ffn·(mlp_mats + 1); training is 3×
 // and the output layer adds 6shv. For GPT-2's shape (kv_width = h, ffn = 4h, 1 matrix) these are the
 // paper's closed forms above, which they return exactly.
-typedef struct { double kv_width, ffn; int mlp_mats; } FlopBlock;
+typedef struct {
+    double kv_width, ffn;
+    int mlp_mats;
+    double q_width;   // a·d, the width of q and of the attention's output (0: h)
+} FlopBlock;
 double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk);
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
                             int ctron_full, const FlopBlock *blk);

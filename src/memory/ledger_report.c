@@ -39,6 +39,10 @@ int ledger_print_report(FILE *f, const Ledger *lg, const ActShape *sh, const Mem
     if (sh->swiglu || sh->rms_norm || (sh->kv > 0 && sh->kv != sh->a))   // the llama block's knobs
         snprintf(layout, sizeof layout, " kv=%ld ffn=%ld%s%s", sh->kv > 0 ? sh->kv : sh->a,
                  sh->ffn > 0 ? sh->ffn : 4 * sh->h, sh->swiglu ? " SwiGLU" : "", sh->rms_norm ? " RMSNorm" : "");
+    if (sh->head_dim > 0) {   // heads of another width than h/a
+        size_t k = strlen(layout);
+        snprintf(layout + k, sizeof layout - k, " d=%ld", sh->head_dim);
+    }
     if (sh->t > 1) {
         size_t k = strlen(layout);
         snprintf(layout + k, sizeof layout - k, "; one rank of t=%d%s", sh->t, sh->sp ? " with SP" : "");

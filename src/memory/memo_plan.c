@@ -35,7 +35,7 @@ static size_t memo_scratch(const ActShape *sh, unsigned tempo, int threads) {
     int t = sh->t > 1 ? sh->t : 1;
     size_t re = tempo & ATTN_FLASH ? 0
                 : backend_cpu_attention_scratch_floats(ATTN_SCRATCH_RECOMPUTE, (int)sh->s, (int)sh->b, (int)sh->a / t,
-                                                       (int)(sh->kv > 0 ? sh->kv : sh->a) / t, (int)sh->h / t, threads) *
+                                                       (int)(sh->kv > 0 ? sh->kv : sh->a) / t, (int)act_q_width(sh) / t, threads) *
                       sizeof(float);
     return fl > re ? fl : re;
 }

@@ -9,7 +9,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
     size_t t = sh->t > 1 ? (size_t)sh->t : 1, sp_div = sh->sp ? t : 1;
     size_t sbh = (size_t)(sh->s * sh->b * sh->h), as2b = (size_t)(sh->a * sh->s * sh->s * sh->b);
     size_t rows = (size_t)(sh->s * sh->b);
-    size_t kv = sh->kv > 0 ? (size_t)sh->kv : (size_t)sh->a, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * (size_t)sh->h;
+    size_t f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * (size_t)sh->h;
     size_t sbf = rows * f / t;
     switch (name) {
     case ACT_LM_IN:                          // a frozen output layer (LoRA) needs no input for its gradient
@@ -20,10 +20,10 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return sh->reversible ? sbh / sp_div : 0;
     case ACT_LM_GRAD:                        // every row's partial sum (TP reduces it in backward)
         return sh->mini_seq > 1 ? sbh : 0;
-    case ACT_Q: case ACT_PROJ_IN:
-        return sbh / t;
-    case ACT_K: case ACT_V:                  // kv of the a heads' width (grouped-query attention)
-        return sbh / (size_t)sh->a * kv / t;
+    case ACT_Q: case ACT_PROJ_IN:            // a·d wide (h unless head_dim says otherwise)
+        return rows * (size_t)act_q_width(sh) / t;
+    case ACT_K: case ACT_V:                  // kv·d wide (grouped-query attention)
+        return rows * (size_t)act_kv_width(sh) / t;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE:
         return sh->swiglu ? 0 : sbf;
     case ACT_GATE: case ACT_UP:

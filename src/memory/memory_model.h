@@ -19,6 +19,7 @@ typedef struct {
     int mini_seq;      // chunks of the Mini-Sequence MLP and output layer (0: off)
     // The family's block (arch/arch.h); 0 for each is GPT-2's.
     long kv;           // k and v heads (grouped-query attention; 0: a)
+    long head_dim;     // each head's width d (0: h/a); q and the attention output are a·d wide
     long ffn;          // the MLP's inner width (0: 4h)
     int rms_norm;      // RMSNorm: one statistic per row (1/rms) instead of LayerNorm's two
     int swiglu;        // the MLP keeps gate and up (no gelu_in, no fc2_in: SwiGLU's backward recomputes it)
@@ -35,6 +36,11 @@ typedef struct {
     int lora_fa;       // LoRA-FA: A frozen too; a site keeps x·Aᵀ only (not its input for A's gradient)
     int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
 } ActShape;
+
+// A head's width d (h/a unless head_dim says otherwise), the q width a·d and the k/v width kv·d.
+static inline long act_head_dim(const ActShape *sh) { return sh->head_dim > 0 ? sh->head_dim : sh->h / sh->a; }
+static inline long act_q_width(const ActShape *sh) { return sh->a * act_head_dim(sh); }
+static inline long act_kv_width(const ActShape *sh) { return (sh->kv > 0 ? sh->kv : sh->a) * act_head_dim(sh); }
 
 // Fills the family's part of a shape from its row of arch/arch.h and the knobs: kv heads (0: a), the
 // FFN width (0: the family's default), tie (1: tied, -1: untied, 0: the family's default) and the

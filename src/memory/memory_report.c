@@ -36,7 +36,9 @@ static int is_gpt2(const ActShape *sh) { return sh->arch == ARCH_GPT2; }
 static void print_family(FILE *f, const ActShape *sh) {
     if (is_gpt2(sh)) return;
     const ArchSpec *a = arch_spec((ArchKind)sh->arch);
-    fprintf(f, "  block   %s: kv=%ld ffn=%ld · %s, %s MLP, %s · output layer %s%s\n", a->name, sh->kv, sh->ffn,
+    char d[32] = "";
+    if (sh->head_dim > 0) snprintf(d, sizeof d, " d=%ld", sh->head_dim);   // heads of another width than h/a
+    fprintf(f, "  block   %s: kv=%ld%s ffn=%ld · %s, %s MLP, %s · output layer %s%s\n", a->name, sh->kv, d, sh->ffn,
             a->norm == NORM_RMS ? "RMSNorm" : "LayerNorm", a->mlp == MLP_SWIGLU ? "SwiGLU" : "GeLU",
             a->pos == POS_ROPE ? "RoPE" : "learned positions", sh->untied ? "untied (lm_head)" : "tied to the embedding",
             sh->qkv_bias ? " · qkv bias" : "");
@@ -126,8 +128,9 @@ static void print_techniques(FILE *f, const MemoryConfig *c, const MemorySummary
     double per = stage_layer_count(&c->lay) * stage_layer_factor(&c->lay);
     fprintf(f, "\nThe paper's comparison (Table 2, Figure 7): per layer, per rank, e = 2, k = 1, LN statistics ignored\n");
     if (!is_gpt2(&c->lay.sh))   // the same accounting for this block: GPT-2's 24 becomes 4 + 4kv/a + 4f/h
-        fprintf(f, "  (the %s block in the paper's accounting, dropout on: c = 4 + 4kv/a + 4f/h = %g where GPT-2 has 24)\n",
-                arch_spec((ArchKind)c->lay.sh.arch)->name, technique_block_constant(&c->lay.sh));
+        fprintf(f, "  (the %s block in the paper's accounting, dropout on: c = %s = %g where GPT-2 has 24)\n",
+                arch_spec((ArchKind)c->lay.sh.arch)->name,
+                c->lay.sh.head_dim > 0 ? "4ad/h + 4kv·d/h + 4f/h" : "4 + 4kv/a + 4f/h", technique_block_constant(&c->lay.sh));
     int w = 22;   // the formula column: GPT-2's fit 22, another block's constant may be longer
     for (int k = 0; k < TECH_COUNT; k++) {
         int n = (int)strlen(technique_formula_block(&c->lay.sh, (Technique)k, form, sizeof form));

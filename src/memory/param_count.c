@@ -3,13 +3,13 @@
 
 size_t param_layer_count(const ActShape *sh) {
     const ArchSpec *spec = arch_spec((ArchKind)sh->arch);
-    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, d = h / (size_t)sh->a;
-    size_t kvw = (size_t)(sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h;
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, qw = (size_t)act_q_width(sh);
+    size_t kvw = (size_t)act_kv_width(sh), f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h;
     size_t mats = sh->swiglu ? 2 : 1, bias = spec->linear_bias != 0;
-    size_t qkv = (h + 2 * kvw) / t, fl = f / t;
+    size_t qkv = (qw + 2 * kvw) / t, fl = f / t;
     size_t norms = 2 * (spec->norm == NORM_LAYER ? 2 * h : h);
     size_t in = qkv * h + (bias || sh->qkv_bias ? qkv : 0);   // q, k, v (column-parallel)
-    size_t out = (h / t) * h + bias * h;                     // o (row-parallel; its bias replicated)
+    size_t out = (qw / t) * h + bias * h;                    // o (row-parallel; its bias replicated)
     size_t mlp = mats * fl * h + bias * mats * fl + h * fl + bias * h;
     return norms + in + out + mlp;
 }
@@ -33,13 +33,13 @@ size_t param_model_count(const ActShape *sh) {
 
 size_t param_lora_layer_count(const ActShape *sh, int b_matrices) {
     if (sh->lora_rank <= 0) return 0;
-    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, d = h / (size_t)sh->a, r = (size_t)sh->lora_rank;
-    size_t kvw = (size_t)(sh->kv > 0 ? sh->kv : sh->a) * d, f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h, sum = 0;
+    size_t t = sh->t > 1 ? (size_t)sh->t : 1, h = (size_t)sh->h, qw = (size_t)act_q_width(sh), r = (size_t)sh->lora_rank;
+    size_t kvw = (size_t)act_kv_width(sh), f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h, sum = 0;
     for (int s = 0; s < LORA_SITES; s++) {
         if (!(sh->lora_sites >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);
-        size_t in = (size_t)lora_width(row->in, (long)h, (long)h, (long)kvw, (long)f);
-        size_t out = (size_t)lora_width(row->out, (long)h, (long)h, (long)kvw, (long)f);
+        size_t in = (size_t)lora_width(row->in, (long)h, (long)qw, (long)kvw, (long)f);
+        size_t out = (size_t)lora_width(row->out, (long)h, (long)qw, (long)kvw, (long)f);
         // column-parallel: A [r, in] replicated, B [out/t, r]; row-parallel: A [r, in/t], B [out, r] replicated
         int column = row->parallel == LORA_COLUMN;
         sum += b_matrices ? r * (column ? out / t : out) : r * (column ? in : in / t);

@@ -22,7 +22,7 @@ static int passes_of(MaskMode masks, unsigned tempo) {
 
 // Floats of one kind of attention scratch, as the backend sizes it for the rank's heads and width.
 static size_t backend_scratch(Backend *be, int threads, AttnScratchKind kind, const ActShape *sh) {
-    int t = sh->t > 1 ? sh->t : 1, a = (int)sh->a / t, h = (int)sh->h / t, kv = (int)(sh->kv > 0 ? sh->kv : sh->a) / t;
+    int t = sh->t > 1 ? sh->t : 1, a = (int)sh->a / t, h = (int)act_q_width(sh) / t, kv = (int)(sh->kv > 0 ? sh->kv : sh->a) / t;
     if (be) return be->attention_scratch_floats(be, kind, (int)sh->s, (int)sh->b, a, kv, h);
     return backend_cpu_attention_scratch_floats(kind, (int)sh->s, (int)sh->b, a, kv, h, threads > 0 ? threads : 1);
 }
@@ -41,11 +41,13 @@ size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads
 size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned tempo, int threads) {
     if (precision != PRECISION_BF16) return 0;
     size_t t = sh->t > 1 ? (size_t)sh->t : 1, n = (size_t)sh->s * (size_t)sh->b, h = (size_t)sh->h;
-    size_t f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h, fl = f / t, vl = ((size_t)sh->v + t - 1) / t, d = h / (size_t)sh->a;
+    size_t f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h, fl = f / t, vl = ((size_t)sh->v + t - 1) / t, d = (size_t)act_head_dim(sh);
+    size_t ql = (size_t)act_q_width(sh) / t;
     size_t rows_mlp = sh->mini_seq > 1 ? (n + (size_t)sh->mini_seq - 1) / (size_t)sh->mini_seq : n;
     // slot 0: forward inputs (largest n·h: QKV, FC1, head; n·fl: FC2 or down) and backward dy (q, k and v
     // one at a time: at most n·h; n·fl: FC1 or gate and up; n·vl: head)
     size_t slot0 = n * h;
+    if (n * ql > slot0) slot0 = n * ql;   // o's input and q's dy, when a·d is wider than h
     if (rows_mlp * fl > slot0) slot0 = rows_mlp * fl;
     if (rows_mlp * vl > slot0) slot0 = rows_mlp * vl;
     // slot 1: backward x where the GEMM does not read the arena's bf16 copy — SP's gathered inputs (QKV,

@@ -47,8 +47,10 @@ size_t technique_layer_bytes_block(const ActShape *fam, Technique k) {
 }
 
 double technique_block_constant(const ActShape *fam) {
-    double kv = (double)(fam->kv > 0 ? fam->kv : fam->a), f = fam->ffn > 0 ? (double)fam->ffn : 4.0 * (double)fam->h;
-    return 4.0 + 4.0 * kv / (double)fam->a + 4.0 * f / (double)fam->h;
+    // q and the attention output (a·d each), k and v (kv·d each), gate and up (f each), at e = 2: with
+    // d = h/a, 4 + 4kv/a + 4f/h
+    double h = (double)fam->h, f = fam->ffn > 0 ? (double)fam->ffn : 4.0 * h;
+    return 4.0 * (double)act_q_width(fam) / h + 4.0 * (double)act_kv_width(fam) / h + 4.0 * f / h;
 }
 
 const char *technique_formula_block(const ActShape *fam, Technique k, char *buf, size_t len) {

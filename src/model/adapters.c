@@ -9,7 +9,7 @@
 static long site_width(const GPT *m, LoraWidth w, int local) {
     const GPTConfig *c = &m->cfg;
     int t = local && m->tp.t > 1 ? m->tp.t : 1;
-    return lora_width(w, c->hidden, c->hidden / t, gpt_kv_width(c) / t, c->ffn / t);
+    return lora_width(w, c->hidden, gpt_q_width(c) / t, gpt_kv_width(c) / t, c->ffn / t);
 }
 
 static int targeted(const GPTConfig *c, int s) { return c->lora_rank > 0 && (c->lora_targets >> s & 1u); }

@@ -5,6 +5,7 @@
 void gpt_config_resolve(GPTConfig *c) {
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
     if (c->kv_heads <= 0) c->kv_heads = c->heads;
+    if (c->head_dim <= 0 && c->heads > 0) c->head_dim = c->hidden / c->heads;
     if (c->ffn <= 0) {   // saturated: a width past INT_MAX is refused by the memory estimate, not wrapped
         long f = arch_default_ffn((ArchKind)c->arch, c->hidden);
         c->ffn = f > INT_MAX ? INT_MAX : (int)f;
@@ -27,6 +28,7 @@ void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
     act_shape_set_family(sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    sh->head_dim = gpt_shape_head_dim(&c);
     sh->lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
     sh->lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
     sh->base_bf16 = c.lora_rank > 0 && c.base_bf16;

@@ -36,6 +36,7 @@ static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
     m->tp = tp && tp->t > 1 ? *tp : one;
     int t = m->tp.t;
     m->hl = c->hidden / t;
+    m->ql = gpt_q_width(c) / t;
     m->al = c->heads / t;
     m->kvh = c->kv_heads / t;
     m->kvl = gpt_kv_width(c) / t;
@@ -116,7 +117,7 @@ static size_t lora_dropout_elems(const GPT *m, size_t n, size_t mini_rows) {
         if (!lora_on(m, (LoraSite)s)) continue;
         LoraWidth in = lora_site((LoraSite)s)->in;
         size_t rows = in == LW_F && mini_rows ? mini_rows : n;
-        size_t elems = rows * (size_t)lora_width(in, m->cfg.hidden, m->hl, m->kvl, m->fl);
+        size_t elems = rows * (size_t)lora_width(in, m->cfg.hidden, m->ql, m->kvl, m->fl);
         if (elems > most) most = elems;
     }
     return most;
@@ -188,7 +189,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     offload_init(m);
     memo_init(m);
 
-    size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nhl = n * m->hl;
+    size_t n = (size_t)c->seq * c->batch, nh = n * c->hidden, nql = n * m->ql;
     int mini = m->policy.mini_seq > 1, sp = m->tp.t > 1 && m->tp.sp;
     size_t mini_rows = mini ? (n + (size_t)m->policy.mini_seq - 1) / (size_t)m->policy.mini_seq : 0;
     // Attention scratch: the backward's (dP; with Tempo's softmax P too), the selective recompute's
@@ -202,24 +203,24 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
     AttnScratchKind stored = (m->policy.tempo & TEMPO_SOFTMAX) ? ATTN_SCRATCH_BACKWARD_TEMPO : ATTN_SCRATCH_BACKWARD;
     size_t scratch = 0;
     if (m->policy.tempo & ATTN_FLASH) {
-        scratch = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->hl);
+        scratch = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->ql);
     } else {
-        size_t st = any_stored ? m->be->attention_scratch_floats(m->be, stored, c->seq, c->batch, m->al, m->kvh, m->hl) : 0;
+        size_t st = any_stored ? m->be->attention_scratch_floats(m->be, stored, c->seq, c->batch, m->al, m->kvh, m->ql) : 0;
         size_t re = any_selective
-                        ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->hl)
+                        ? m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_RECOMPUTE, c->seq, c->batch, m->al, m->kvh, m->ql)
                         : 0;
         scratch = st > re ? st : re;
     }
     if (m->memo) {   // MEMO's layers run flash's forward over their token ranges
-        size_t fl = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->hl);
+        size_t fl = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->ql);
         if (fl > scratch) scratch = fl;
     }
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
         [W_OUT] = nh, [W_GATHER] = sp ? nh : 0, [W_GATHER2] = sp && mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
-        [W_D_Q] = nhl, [W_D_K] = n * (size_t)m->kvl, [W_D_V] = n * (size_t)m->kvl,
+        [W_D_Q] = nql, [W_D_K] = n * (size_t)m->kvl, [W_D_V] = n * (size_t)m->kvl,
         // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
-        [W_D_4H] = n * (size_t)(mini ? m->hl : m->fl), [W_ATTN_SCRATCH] = scratch,
+        [W_D_4H] = n * (size_t)(mini || m->ql > m->fl ? m->ql : m->fl), [W_ATTN_SCRATCH] = scratch,
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
@@ -340,7 +341,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->hl, m->head0, site, m->act->ctx.sample0);
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, m->head0, site, m->act->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -349,7 +350,7 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
     uint8_t *mask = drop ? mask_out(m, A, ACT_ATTN_MASK, l, as2b, km) : NULL;
     float *dropped = drop ? saved_out(m, A, ACT_ATTN_DROP, l, as2b, kd) : NULL;
-    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->hl, m->head0, site, m->act->ctx.sample0, bf16);
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->ql, m->head0, site, m->act->ctx.sample0, bf16);
     saved_done(m, A, ACT_ATTN_PROB, l, prob, as2b, kp, 1);
     if (drop) {
         mask_done(m, A, ACT_ATTN_MASK, l, mask, as2b, km);
@@ -470,29 +471,29 @@ static void column_adapter_forward(GPT *m, int l, LoraSite s, const float *x, co
     lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
 }
 
-// q, k and v of this rank's heads from the gathered norm output ([s,b,hl], [s,b,kvl] ×2), kept as the
+// q, k and v of this rank's heads from the gathered norm output ([s,b,ql], [s,b,kvl] ×2), kept as the
 // policy says. With rotary positions q and k are rotated before they are kept: attention and its
 // backward read the rotated ones, and RoPE's backward needs nothing saved.
 static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
                         float **q, float **k, float **v) {
     BlockActs *A = &m->act->blocks[l];
-    int h = m->cfg.hidden, hl = m->hl, kvl = m->kvl, n = m->s_cur * m->b_cur;
-    size_t nhl = (size_t)n * hl, nkv = (size_t)n * kvl;
-    const float *wq = w->qkv_w, *wk = wq + (size_t)hl * h, *wv = wk + (size_t)kvl * h;
-    const float *bq = w->qkv_b, *bk = bq ? bq + hl : NULL, *bv = bq ? bk + kvl : NULL;
-    *q = saved_out(m, A, ACT_Q, l, nhl, KEEP(ACT_Q));
+    int h = m->cfg.hidden, ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur;
+    size_t nql = (size_t)n * ql, nkv = (size_t)n * kvl;
+    const float *wq = w->qkv_w, *wk = wq + (size_t)ql * h, *wv = wk + (size_t)kvl * h;
+    const float *bq = w->qkv_b, *bk = bq ? bq + ql : NULL, *bv = bq ? bk + kvl : NULL;
+    *q = saved_out(m, A, ACT_Q, l, nql, KEEP(ACT_Q));
     *k = saved_out(m, A, ACT_K, l, nkv, KEEP(ACT_K));
     *v = saved_out(m, A, ACT_V, l, nkv, KEEP(ACT_V));
-    linear_fwd16(m, *q, hl, x_all, x16, h, wq, bq, n, h, hl);
+    linear_fwd16(m, *q, ql, x_all, x16, h, wq, bq, n, h, ql);
     linear_fwd16(m, *k, kvl, x_all, x16, h, wk, bk, n, h, kvl);
     linear_fwd16(m, *v, kvl, x_all, x16, h, wv, bv, n, h, kvl);
     qkv_adapters_forward(m, l, x_all, x16, pass, *q, *k, *v);
     if (rotary(m)) {   // every row is at its global position (after SP's gather)
         int d = gpt_head_dim(&m->cfg);
-        m->be->rope_forward(m->be, *q, *q, hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
+        m->be->rope_forward(m->be, *q, *q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
         m->be->rope_forward(m->be, *k, *k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
     }
-    saved_done(m, A, ACT_Q, l, *q, nhl, KEEP(ACT_Q), 0);
+    saved_done(m, A, ACT_Q, l, *q, nql, KEEP(ACT_Q), 0);
     saved_done(m, A, ACT_K, l, *k, nkv, KEEP(ACT_K), 0);
     saved_done(m, A, ACT_V, l, *v, nkv, KEEP(ACT_V), 0);
 }
@@ -542,8 +543,8 @@ static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *
 // x1, kept as ln2_in, is returned; a reversible block: y1 = x1 + F(x2) into out; PASS_INVERT: out = res − F).
 float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float *out, int pass) {
     const GPTConfig *c = &m->cfg;
-    int h = c->hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
-    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
+    int h = c->hidden, ql = m->ql, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, nql = (size_t)n * ql;
     BlockActs *A = &m->act->blocks[l];
     BlockTensors w = gpt_block_weights(m, l);
     float p = m->act->ctx.train ? c->dropout : 0.0f;
@@ -554,14 +555,14 @@ float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float 
     const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass, &qkv16);
     float *q, *k, *v;
     qkv_forward(m, l, &w, qkv_all, qkv16, pass, &q, &k, &v);
-    float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nhl, KEEP(ACT_PROJ_IN));
+    float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nql, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
-    saved_done(m, A, ACT_PROJ_IN, l, proj_in, nhl, KEEP(ACT_PROJ_IN), 0);
+    saved_done(m, A, ACT_PROJ_IN, l, proj_in, nql, KEEP(ACT_PROJ_IN), 0);
     x16 = saved_bf16(m, A, ACT_PROJ_IN, KEEP(ACT_PROJ_IN));
-    linear_fwd16(m, ws(m, W_OUT), h, proj_in, x16, hl, w.proj_w, NULL, n, hl, h);
+    linear_fwd16(m, ws(m, W_OUT), h, proj_in, x16, ql, w.proj_w, NULL, n, ql, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
     LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
-    if (lora_on(m, o_site)) lora_row_forward(m, l, o_site, proj_in, x16, hl, attn_out, h, KEEP(lora_act(o_site)));
+    if (lora_on(m, o_site)) lora_row_forward(m, l, o_site, proj_in, x16, ql, attn_out, h, KEEP(lora_act(o_site)));
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = out ? out : saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
     residual_forward(m, x1, res, attn_out, w.proj_b, drop1, p, pass);
@@ -1040,50 +1041,50 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
 // the core recomputed (selective), or flash's tiles.
 static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
     BlockActs *A = &m->act->blocks[l];
-    int s = m->s_cur, b = m->b_cur, n = s * b, hl = m->hl;
-    size_t nhl = (size_t)n * hl, nkv = (size_t)n * m->kvl, as2b = (size_t)m->al * s * s * b;
+    int s = m->s_cur, b = m->b_cur, n = s * b, ql = m->ql;
+    size_t nql = (size_t)n * ql, nkv = (size_t)n * m->kvl, as2b = (size_t)m->al * s * s * b;
     float p = m->cfg.dropout;
     int drop = p > 0.0f, bf16 = m->policy.act_dtype == ACT_BF16;
-    const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
+    const float *q = remat_in(m, l, ACT_Q, nql), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
         m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                        remat_in(m, l, ACT_PROJ_IN, nhl),
+                                        remat_in(m, l, ACT_PROJ_IN, nql),
                                         remat_in(m, l, ACT_ATTN_LSE, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
-                                        s, b, m->al, m->kvh, hl, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+                                        s, b, m->al, m->kvh, ql, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
     else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),
                                   drop ? (const uint8_t *)remat_probs(m, l, ACT_ATTN_MASK) : NULL,
                                   drop && !tempo(m, TEMPO_SOFTMAX) ? remat_probs(m, l, ACT_ATTN_DROP) : NULL, q, k, v,
-                                  ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
+                                  ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, p, bf16);
     else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE || plan_of(m)->kind[l] == RECOMPUTE_MEMO)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, m->head0,
+                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, m->head0,
                                             site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
     else
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx,
                                   saved_in(m, A, ACT_ATTN_PROB, l, as2b), drop ? remat_mask_in(m, l, ACT_ATTN_MASK, as2b) : NULL,
                                   drop && !tempo(m, TEMPO_SOFTMAX) ? saved_in(m, A, ACT_ATTN_DROP, l, as2b) : NULL, q, k,
-                                  v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, hl, p, bf16);
+                                  v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, p, bf16);
 }
 
 // q, k, v projections' backward from W_D_Q, W_D_K, W_D_V (RoPE's transpose first): dL/dx into W_OUT.
 static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensors *g) {
     BlockActs *A = &m->act->blocks[l];
-    int h = m->cfg.hidden, hl = m->hl, kvl = m->kvl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
-    size_t nrh = (size_t)nr * h, qh = (size_t)hl * h, kh = (size_t)kvl * h;
+    int h = m->cfg.hidden, ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, qh = (size_t)ql * h, kh = (size_t)kvl * h;
     if (rotary(m)) {
         int d = gpt_head_dim(&m->cfg);
-        m->be->rope_backward(m->be, ws(m, W_D_Q), ws(m, W_D_Q), hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
+        m->be->rope_backward(m->be, ws(m, W_D_Q), ws(m, W_D_Q), ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
         m->be->rope_backward(m->be, ws(m, W_D_K), ws(m, W_D_K), kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0);
     }
     float *gb = g->qkv_b, *gw = g->qkv_w;
     int x_read = gw != NULL;
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_qkv_site(i));
     GemmIn x = grad_input(m, A, ACT_QKV_IN, l, nrh, 1, x_read);
-    linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, ws(m, W_D_Q), hl, x, h, w->qkv_w, n, h, hl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + hl : NULL, ws(m, W_D_K), kvl, x, h,
+    linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, ws(m, W_D_Q), ql, x, h, w->qkv_w, n, h, ql);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + ql : NULL, ws(m, W_D_K), kvl, x, h,
                  w->qkv_w + qh, n, h, kvl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + hl + kvl : NULL, ws(m, W_D_V), kvl, x, h,
+    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + ql + kvl : NULL, ws(m, W_D_V), kvl, x, h,
                  w->qkv_w + qh + kh, n, h, kvl);
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // the adapters' part of dL/dx, and their gradients
         LoraSite s = lora_qkv_site(i);
@@ -1124,8 +1125,8 @@ void mlp_half_backward(GPT *m, int l, const float *dy, float *dx) {
 // standard block: dx = dy; a reversible block: dL/dx2).
 void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     const GPTConfig *c = &m->cfg;
-    int h = c->hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
-    size_t nrh = (size_t)nr * h, nhl = (size_t)n * hl;
+    int h = c->hidden, ql = m->ql, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    size_t nrh = (size_t)nr * h, nql = (size_t)n * ql;
     float p = c->dropout;
     int drop = p > 0.0f;
     BlockActs *A = &m->act->blocks[l];
@@ -1142,9 +1143,9 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     const float *d_proj_out = tp_gather_rows(m, d_attn_out, sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ backward
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
-    GemmIn ctx_in = grad_input(m, A, ACT_PROJ_IN, l, nhl, 0, g.proj_w || lora_a_trains(m, o_site));
-    linear_bwd16(m, d_ctx, hl, 0, g.proj_w, NULL, d_proj_out, h, ctx_in, hl, w.proj_w, n, hl, h);
-    if (lora_on(m, o_site)) lora_row_backward(m, l, o_site, d_proj_out, ctx_in.f32, ctx_in.bf16, hl, d_ctx, h);
+    GemmIn ctx_in = grad_input(m, A, ACT_PROJ_IN, l, nql, 0, g.proj_w || lora_a_trains(m, o_site));
+    linear_bwd16(m, d_ctx, ql, 0, g.proj_w, NULL, d_proj_out, h, ctx_in, ql, w.proj_w, n, ql, h);
+    if (lora_on(m, o_site)) lora_row_backward(m, l, o_site, d_proj_out, ctx_in.f32, ctx_in.bf16, ql, d_ctx, h);
     attention_core_backward(m, l, d_ctx);
     qkv_backward(m, l, &w, &g);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward

@@ -35,6 +35,8 @@ typedef struct {
     // {layers, hidden, heads, seq, batch, vocab, dropout} is GPT-2 as before. gpt_config_resolve fills them.
     int arch;                     // ArchKind
     int kv_heads;                 // k and v heads (grouped-query attention; 0: = heads)
+    int head_dim;                 // each head's width d (0: hidden / heads; Mistral Nemo's 128 with hidden
+                                  // 5120 and 32 heads): q and the attention output are heads·d wide
     int ffn;                      // the MLP's inner width (0: arch_default_ffn)
     float rope_theta;             // RoPE base (0: 10000)
     RopeScaling rope_scaling;     // RoPE frequency scaling (arch/rope_scaling.h; zero: none), e.g. Llama 3.1's
@@ -63,9 +65,15 @@ void gpt_config_resolve(GPTConfig *c);
 unsigned gpt_lora_keep_bits(const GPTConfig *c);
 // The family's part of the analytic model's shape (kv heads, FFN width, norm statistics, SwiGLU).
 void gpt_shape_family(const GPTConfig *c, ActShape *sh);
-// After gpt_config_resolve: the head dimension, the k/v width (kv·d) and whether the output layer is tied.
-static inline int gpt_head_dim(const GPTConfig *c) { return c->hidden / c->heads; }
-static inline int gpt_kv_width(const GPTConfig *c) { return c->kv_heads * (c->hidden / c->heads); }
+// After gpt_config_resolve: the head dimension, the q width (heads·d: the attention's output too), the
+// k/v width (kv·d) and whether the output layer is tied.
+static inline int gpt_head_dim(const GPTConfig *c) { return c->head_dim > 0 ? c->head_dim : c->hidden / c->heads; }
+static inline int gpt_q_width(const GPTConfig *c) { return c->heads * gpt_head_dim(c); }
+static inline int gpt_kv_width(const GPTConfig *c) { return c->kv_heads * gpt_head_dim(c); }
+// ActShape.head_dim's value: the head width when it is not hidden / heads, else 0.
+static inline long gpt_shape_head_dim(const GPTConfig *c) {
+    return gpt_q_width(c) != c->hidden ? gpt_head_dim(c) : 0;
+}
 static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
 // The adapters' scale: peft's lora_alpha / r, or lora_alpha / sqrt(r) under use_rslora (a Python double,
 // rounded once when it multiplies a float32 tensor).
@@ -199,6 +207,7 @@ typedef struct {
     // vocabulary row, and its sequence rows: s_rank positions from s0 (all of them without SP).
     // kvl, kvh: the k/v width (kv·d/t) and kv heads (kv/t) on this rank.
     int hl, al, fl, vl, head0, v0, kvl, kvh;
+    int ql;                       // this rank's q width (al·d): hl unless head_dim is not hidden / heads
     size_t n_params;              // this rank's parameters (its shards and the replicated tensors)
     uint64_t comm_bytes[TPC_PURPOSES];  // TP bytes moved since the caller last zeroed them
     Backend *be;                  // where tensors live and kernels run (the CPU backend; --precision)

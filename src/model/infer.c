@@ -72,7 +72,8 @@ void infer_init(KVCache *c, GPT *m) {
     c->seq = g->seq;
     c->vocab = g->vocab;
     c->kv_width = gpt_kv_width(g);
-    c->qkv_width = g->hidden + 2 * c->kv_width;
+    c->q_width = gpt_q_width(g);
+    c->qkv_width = c->q_width + 2 * c->kv_width;
     c->ffn = g->ffn;
     c->fc1_width = swiglu(m) ? 2 * g->ffn : g->ffn;
     bind_weights(c, m);
@@ -82,7 +83,7 @@ void infer_init(KVCache *c, GPT *m) {
     c->v = dev_floats(be, cache);
     c->x = dev_floats(be, s * h);
     c->ln = dev_floats(be, s * h);
-    c->ctx = dev_floats(be, s * h);
+    c->ctx = dev_floats(be, s * (size_t)c->q_width);
     c->tmp = dev_floats(be, s * h);
     c->qkv = dev_floats(be, s * (size_t)c->qkv_width);
     c->fc_in = dev_floats(be, s * (size_t)c->fc1_width);
@@ -92,7 +93,8 @@ void infer_init(KVCache *c, GPT *m) {
     c->tok = be->alloc(be, s * sizeof(int32_t));
     c->logits_cap = (size_t)g->vocab;   // one row: what decoding needs
     c->logits = dev_floats(be, c->logits_cap);
-    size_t scratch = s * (4 * h + (size_t)c->qkv_width + (size_t)c->fc1_width + (size_t)c->ffn + 2) + threads * s;
+    size_t scratch = s * (3 * h + (size_t)c->q_width + (size_t)c->qkv_width + (size_t)c->fc1_width + (size_t)c->ffn + 2) +
+                     threads * s;
     c->bytes = (2 * cache + scratch + c->logits_cap) * sizeof(float) + s * sizeof(int32_t);
     make_rope_table(c, m);
 }
@@ -120,10 +122,10 @@ static void embed(KVCache *c, int n, int p0) {
 static void attention_part(KVCache *c, const InferLayer *L, int l, int n, int p0) {
     Backend *be = c->be;
     const GPT *m = c->m;
-    int h = c->hidden, kvw = c->kv_width, ldq = c->qkv_width;
+    int h = c->hidden, qw = c->q_width, kvw = c->kv_width, ldq = c->qkv_width;
     size_t skv = (size_t)c->seq * kvw, row = (size_t)kvw * sizeof(float);
     float *kc = c->k + (size_t)l * skv, *vc = c->v + (size_t)l * skv;
-    float *q = c->qkv, *k = c->qkv + h, *v = c->qkv + h + kvw;
+    float *q = c->qkv, *k = c->qkv + qw, *v = c->qkv + qw + kvw;
     family_norm_forward(be, m, c->ln, c->stats, c->x, L->w.ln1_w, L->w.ln1_b, n);
     be->linear_forward_rows(be, c->qkv, ldq, c->ln, h, L->w.qkv_w, L->qkv_w16, L->w.qkv_b, n, h, ldq);
     if (rotary(m)) {   // row i is at position p0 + i (one sequence: b = 1)
@@ -135,8 +137,8 @@ static void attention_part(KVCache *c, const InferLayer *L, int l, int n, int p0
         be->copy(be, kc + (size_t)(p0 + i) * kvw, k + (size_t)i * ldq, row, COPY_D2D);
         be->copy(be, vc + (size_t)(p0 + i) * kvw, v + (size_t)i * ldq, row, COPY_D2D);
     }
-    be->kv_attention_forward(be, c->ctx, q, ldq, kc, vc, c->scores, c->seq, p0, n, c->heads, c->kv_heads, h);
-    be->linear_forward_rows(be, c->tmp, h, c->ctx, h, L->w.proj_w, L->proj_w16, NULL, n, h, h);
+    be->kv_attention_forward(be, c->ctx, q, ldq, kc, vc, c->scores, c->seq, p0, n, c->heads, c->kv_heads, qw);
+    be->linear_forward_rows(be, c->tmp, h, c->ctx, qw, L->w.proj_w, L->proj_w16, NULL, n, qw, h);
     be->dropout_residual_forward(be, c->x, c->x, c->tmp, L->w.proj_b, NULL, 0.0f, n, h);
 }
 

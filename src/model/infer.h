@@ -24,6 +24,7 @@ typedef struct {
     const GPT *m;                            // the model (its config and family); it outlives the cache
     int layers, hidden, heads, kv_heads, seq, vocab;   // seq: positions the model has, the cache's capacity
     int qkv_width, kv_width, fc1_width, ffn; // q + 2·kv·d; kv·d; the FFN's input rows (f, or gate and up: 2f); f
+    int q_width;                             // a·d: q's and the attention output's width
     int pos;                                 // tokens in the cache (their positions are 0..pos-1)
     Backend *be;                             // the model's: every tensor below is its allocation
     Backend *own_be;                         // opened here for a model without one (gpt_init_params)

@@ -25,10 +25,10 @@ static inline LoraSite lora_qkv_site(int i) {
     return sites[i];
 }
 static inline LoraOut lora_qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
-    int hl = m->hl, kvl = m->kvl;
-    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {hl, kvl, kvl}, {hl, kvl, kvl}, {0, hl, hl + kvl}};
+    int ql = m->ql, kvl = m->kvl;
+    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {ql, kvl, kvl}, {ql, kvl, kvl}, {0, ql, ql + kvl}};
     float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
-    int w = s == LORA_Q ? hl : kvl;
+    int w = s == LORA_Q ? ql : kvl;
     return (LoraOut){1, {y}, {w}, {w}, {0}};
 }
 

@@ -102,7 +102,7 @@ static size_t row_width(const GPT *m, ActName name) {
     switch (name) {
     case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: return (size_t)m->cfg.hidden;
     case ACT_LN1_STATS: case ACT_LN2_STATS: return norm_stats(m);
-    case ACT_Q: case ACT_PROJ_IN: return (size_t)m->hl;
+    case ACT_Q: case ACT_PROJ_IN: return (size_t)m->ql;
     case ACT_K: case ACT_V: return (size_t)m->kvl;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GATE: case ACT_UP: return (size_t)m->fl;
     default:
@@ -167,7 +167,7 @@ static void norm_rows(GPT *m, float *y, float *stats, const float *x, const floa
 // with out, the block's output rows too (forward). The attention reads k and v rows 0 .. p1·b.
 static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int p1, float *out) {
     const GPTConfig *c = &m->cfg;
-    int b = m->b_cur, h = c->hidden, hl = m->hl, kvl = m->kvl, fl = m->fl;
+    int b = m->b_cur, h = c->hidden, ql = m->ql, kvl = m->kvl, fl = m->fl;
     int r0 = p0 * b, nr = (p1 - p0) * b;
     if (nr <= 0) return;
     float **t = V->t, p = c->dropout;
@@ -175,9 +175,9 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))
     norm_rows(m, t[ACT_QKV_IN], t[ACT_LN1_STATS], x, w.ln1_w, w.ln1_b, r0, nr);
     round_rows(m, ACT_QKV_IN, t[ACT_QKV_IN], r0, r0 + nr);
-    const float *wq = w.qkv_w, *wk = wq + (size_t)hl * h, *wv = wk + (size_t)kvl * h;
-    const float *bq = w.qkv_b, *bk = bq ? bq + hl : NULL, *bv = bq ? bk + kvl : NULL;
-    linear_rows(m, t[ACT_Q], hl, t[ACT_QKV_IN], h, wq, bq, r0, nr, h, hl);
+    const float *wq = w.qkv_w, *wk = wq + (size_t)ql * h, *wv = wk + (size_t)kvl * h;
+    const float *bq = w.qkv_b, *bk = bq ? bq + ql : NULL, *bv = bq ? bk + kvl : NULL;
+    linear_rows(m, t[ACT_Q], ql, t[ACT_QKV_IN], h, wq, bq, r0, nr, h, ql);
     linear_rows(m, t[ACT_K], kvl, t[ACT_QKV_IN], h, wk, bk, r0, nr, h, kvl);
     linear_rows(m, t[ACT_V], kvl, t[ACT_QKV_IN], h, wv, bv, r0, nr, h, kvl);
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // before RoPE, as the whole layer adds them
@@ -186,7 +186,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     }
     if (rotary(m)) {   // each row at its global position
         int d = gpt_head_dim(c);
-        m->be->rope_forward(m->be, t[ACT_Q] + (size_t)r0 * hl, t[ACT_Q] + (size_t)r0 * hl, hl, m->rope_cs, c->seq, nr, b,
+        m->be->rope_forward(m->be, t[ACT_Q] + (size_t)r0 * ql, t[ACT_Q] + (size_t)r0 * ql, ql, m->rope_cs, c->seq, nr, b,
                             m->al, d, p0, 0);
         m->be->rope_forward(m->be, t[ACT_K] + (size_t)r0 * kvl, t[ACT_K] + (size_t)r0 * kvl, kvl, m->rope_cs, c->seq, nr,
                             b, m->kvh, d, p0, 0);
@@ -197,13 +197,13 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     // the causal core of queries p0 .. p1−1 over keys 0 .. p1−1 (the earlier ones: the other range's)
     float *lse = t[ACT_ATTN_LSE] ? t[ACT_ATTN_LSE] : (float *)work_slot(m, ACT_ATTN_LSE, l);
     m->be->flash_attention_forward_rows(m->be, t[ACT_PROJ_IN], lse, t[ACT_Q], t[ACT_K], t[ACT_V], ws(m, W_ATTN_SCRATCH),
-                                        m->s_cur, p0, p1 - p0, b, m->al, m->kvh, hl, m->head0, site(m, l, SITE_ATTN),
+                                        m->s_cur, p0, p1 - p0, b, m->al, m->kvh, ql, m->head0, site(m, l, SITE_ATTN),
                                         m->act->ctx.sample0);
     round_rows(m, ACT_PROJ_IN, t[ACT_PROJ_IN], r0, r0 + nr);
     float *y = ws(m, W_OUT);
-    linear_rows(m, y, h, t[ACT_PROJ_IN], hl, w.proj_w, NULL, r0, nr, hl, h);
+    linear_rows(m, y, h, t[ACT_PROJ_IN], ql, w.proj_w, NULL, r0, nr, ql, h);
     reduce_rows(m, y, r0, nr);
-    row_adapter_rows(m, l, V, swiglu(m) ? LORA_O : LORA_PROJ, t[ACT_PROJ_IN], hl, y, r0, nr);
+    row_adapter_rows(m, l, V, swiglu(m) ? LORA_O : LORA_PROJ, t[ACT_PROJ_IN], ql, y, r0, nr);
     size_t o = (size_t)r0 * h;
     m->be->dropout_residual_forward(m->be, t[ACT_LN2_IN] + o, x + o, y + o, w.proj_b, V->drop1 ? V->drop1 + o : NULL, p,
                                     nr, h);

@@ -13,7 +13,7 @@ typedef struct { size_t h, q, kv, f, v, s; } Widths;
 static Widths widths_of(const GPT *m, int local) {
     const GPTConfig *c = &m->cfg;
     int t = local && m->tp.t > 1 ? m->tp.t : 1;
-    Widths w = {(size_t)c->hidden, (size_t)c->hidden / t, (size_t)gpt_kv_width(c) / t, (size_t)c->ffn / t,
+    Widths w = {(size_t)c->hidden, (size_t)gpt_q_width(c) / t, (size_t)gpt_kv_width(c) / t, (size_t)c->ffn / t,
                 local ? (size_t)m->vl : (size_t)c->vocab, (size_t)c->seq};
     return w;
 }

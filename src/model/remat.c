@@ -67,14 +67,14 @@ static const float *norm_again(GPT *m, int l, ActName in, ActName out, ActName s
 // q, k, v = qkv_in · W_{q,k,v}ᵀ + b (+ the adapters' term; RoPE on q and k), as qkv_forward makes them,
 // rounded as storage rounds them, into their workspace slots.
 static void qkv_again(GPT *m, int l) {
-    int h = m->cfg.hidden, hl = m->hl, kvl = m->kvl, n = m->s_cur * m->b_cur;
+    int h = m->cfg.hidden, ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur;
     BlockTensors w = gpt_block_weights(m, l);
     const float *x = gathered(m, remat_in(m, l, ACT_QKV_IN, (size_t)m->s_rank * m->b_cur * h));
-    const float *wq = w.qkv_w, *wk = wq + (size_t)hl * h, *wv = wk + (size_t)kvl * h;
-    const float *bq = w.qkv_b, *bk = bq ? bq + hl : NULL, *bv = bq ? bk + kvl : NULL;
+    const float *wq = w.qkv_w, *wk = wq + (size_t)ql * h, *wv = wk + (size_t)kvl * h;
+    const float *bq = w.qkv_b, *bk = bq ? bq + ql : NULL, *bv = bq ? bk + kvl : NULL;
     float *q = made(m, ACT_Q, work_slot(m, ACT_Q, l)), *k = made(m, ACT_K, work_slot(m, ACT_K, l)),
           *v = made(m, ACT_V, work_slot(m, ACT_V, l));
-    linear_again(m, q, hl, x, h, wq, bq, n, h, hl);
+    linear_again(m, q, ql, x, h, wq, bq, n, h, ql);
     linear_again(m, k, kvl, x, h, wk, bk, n, h, kvl);
     linear_again(m, v, kvl, x, h, wv, bv, n, h, kvl);
     // the adapters' (α/r)·B(A x) from their kept x·Aᵀ, before RoPE, as qkv_forward adds them
@@ -84,11 +84,11 @@ static void qkv_again(GPT *m, int l) {
     }
     if (rotary(m)) {
         int d = gpt_head_dim(&m->cfg);
-        m->be->rope_forward(m->be, q, q, hl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
+        m->be->rope_forward(m->be, q, q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
         m->be->rope_forward(m->be, k, k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
     }
     if (m->policy.act_dtype == ACT_BF16) {   // as saved_done rounds the forward's
-        m->be->bf16_round(m->be, q, (size_t)n * hl);
+        m->be->bf16_round(m->be, q, (size_t)n * ql);
         m->be->bf16_round(m->be, k, (size_t)n * kvl);
         m->be->bf16_round(m->be, v, (size_t)n * kvl);
     }
@@ -133,12 +133,12 @@ static void mlp_again(GPT *m, int l) {
 // the backward reads it), rounded as storage rounds it, into its workspace slot.
 static void proj_again(GPT *m, int l) {
     BlockActs *A = &m->act->blocks[l];
-    int h = m->cfg.hidden, hl = m->hl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
+    int h = m->cfg.hidden, ql = m->ql, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
     BlockTensors w = gpt_block_weights(m, l);
     float p = m->cfg.dropout;
-    const float *ctx = remat_in(m, l, ACT_PROJ_IN, (size_t)n * hl);
-    linear_again(m, ws(m, W_OUT), h, ctx, hl, w.proj_w, NULL, n, hl, h);
+    const float *ctx = remat_in(m, l, ACT_PROJ_IN, (size_t)n * ql);
+    linear_again(m, ws(m, W_OUT), h, ctx, ql, w.proj_w, NULL, n, ql, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), m->tp.t > 1 && m->tp.sp ? ws(m, W_GATHER) : NULL, h, TPC_BLOCK);
     LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;   // its adapter's term on the reduced rows, as the forward
     if (lora_on(m, o_site)) lora_row_add(m, l, o_site, lora_v_kept(m, l, o_site), attn_out, h);
@@ -173,25 +173,25 @@ static const float *gelu_again(GPT *m, int l) {
 // same tiles in the same order: the forward's bits), for flash's backward.
 static const float *attention_again(GPT *m, int l) {
     int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
-    size_t n = (size_t)s * b, nhl = n * (size_t)m->hl, nkv = n * (size_t)m->kvl;
+    size_t n = (size_t)s * b, nql = n * (size_t)m->ql, nkv = n * (size_t)m->kvl;
     DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, SITE_ATTN,
                         m->act->ctx.train ? m->cfg.dropout : 0.0f};   // as gpt.c's site_of
     int drop = site.p > 0.0f;
-    const float *q = remat_in(m, l, ACT_Q, nhl), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
+    const float *q = remat_in(m, l, ACT_Q, nql), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
     if (m->policy.tempo & ATTN_FLASH) {
         float *lse = made(m, ACT_ATTN_LSE, work_slot(m, ACT_ATTN_LSE, l));
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->hl,
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql,
                                        m->head0, site, m->act->ctx.sample0);
-        if (bf16) m->be->bf16_round(m->be, ctx, nhl);   // as saved_done rounds the forward's
+        if (bf16) m->be->bf16_round(m->be, ctx, nql);   // as saved_done rounds the forward's
         return ctx;
     }
     float *prob = made(m, ACT_ATTN_PROB, work_slot(m, ACT_ATTN_PROB, l));
     uint8_t *mask = drop ? made(m, ACT_ATTN_MASK, work_slot(m, ACT_ATTN_MASK, l)) : NULL;
     float *dropped = drop ? made(m, ACT_ATTN_DROP, work_slot(m, ACT_ATTN_DROP, l)) : NULL;
-    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->hl, m->head0, site,
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->ql, m->head0, site,
                              m->act->ctx.sample0, bf16);
-    if (bf16) m->be->bf16_round(m->be, ctx, nhl);   // as saved_done rounds the forward's
+    if (bf16) m->be->bf16_round(m->be, ctx, nql);   // as saved_done rounds the forward's
     return ctx;
 }
 

@@ -148,6 +148,9 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
     else if (!k->reversible) MISMATCH("reversible", "%s", "(reversible blocks)", "the standard block");
     if (k->arch != ARCH_GPT2) {   // the family's knobs (GPT-2's checkpoints have none: they are fixed)
         AGREE("kv-heads", c->kv_heads, k->kv_heads, "%d", int);
+        // head_dim: 0 in a state.json that does not write it (hidden / heads); compared resolved
+        if (!was_given(given, n_given, "head-dim")) c->head_dim = k->head_dim;
+        else if (gpt_head_dim(c) != gpt_head_dim(k)) MISMATCH("head-dim", "%d", gpt_head_dim(c), gpt_head_dim(k));
         AGREE("ffn-hidden", c->ffn, k->ffn, "%d", int);
         AGREE("rope-theta", c->rope_theta, k->rope_theta, "%g", double);
         if (!was_given(given, n_given, "rope-scaling")) c->rope_scaling = k->rope_scaling;

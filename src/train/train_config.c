@@ -32,6 +32,7 @@
     X("dropout", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.dropout))                                           \
     X("arch", SAME, R_STATE, "%s", arch_spec((ArchKind)(o)->model.arch)->name)                                 \
     X("kv-heads", SAME, R_STATE, "%d", (o)->model.kv_heads)                                                   \
+    X("head-dim", SAME, R_STATE, "%d", (o)->model.head_dim)                                                   \
     X("ffn-hidden", SAME, R_STATE, "%d", (o)->model.ffn)                                                      \
     X("rope-theta", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.rope_theta))                                   \
     X("rope-scaling", SAME, R_STATE, "%s", rope_scaling_text(&(o)->model.rope_scaling, (char[96]){0}, 96))    \

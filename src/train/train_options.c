@@ -175,6 +175,7 @@ static ActShape options_shape(const TrainOptions *o) {
                    .t = o->tp, .sp = o->sp};
     // the family's block and its parameter side (untied output layer, biases) for the planner's counts
     act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    sh.head_dim = gpt_shape_head_dim(&c);
     sh.lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
     sh.lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
     sh.lora_fa = c.lora_rank > 0 && c.lora_fa;
@@ -340,7 +341,8 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
 FlopBlock train_flop_block(const GPTConfig *cfg) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
-    FlopBlock b = {(double)gpt_kv_width(&c), (double)c.ffn, arch_spec((ArchKind)c.arch)->mlp == MLP_SWIGLU ? 2 : 1};
+    FlopBlock b = {(double)gpt_kv_width(&c), (double)c.ffn, arch_spec((ArchKind)c.arch)->mlp == MLP_SWIGLU ? 2 : 1,
+                   (double)gpt_q_width(&c)};
     return b;
 }
 
