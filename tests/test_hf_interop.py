@@ -360,7 +360,9 @@ def test_peft(ctron, data, work, rng):
     ids = rng.integers(0, 256, size=(2, 16))
     ids_path = os.path.join(work, "peft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
-    for src, targets in (("llama_gqa_untied_shard", "q,k,v,o,gate,up,down"), ("gpt2", "qkv,proj,fc,fc2")):
+    # (mistral_head_dim24: q's adapters B [a·d, r], o's A [r, a·d] with a·d = 96 ≠ h = 64)
+    for src, targets in (("llama_gqa_untied_shard", "q,k,v,o,gate,up,down"), ("gpt2", "qkv,proj,fc,fc2"),
+                         ("mistral_head_dim24", "q,o,down")):
         for fa in ((), ("--lora-fa",), ("--lora-rslora",)):   # rsLoRA: peft's use_rslora, alpha/sqrt(r)
             name = f"peft_{src}{ {(): '', ('--lora-fa',): '_fa', ('--lora-rslora',): '_rslora'}[fa] }"
             run_dir, out, merged = (os.path.join(work, name + x) for x in ("", ".adapter", ".merged"))
