@@ -40,6 +40,7 @@ run flash --attention flash --act-dtype bf16 --precision bf16
 run hd --head-dim 24
 run hd_plan --head-dim 24 --mem-budget 740KiB --precision bf16   # a technique chosen: none needs 726 KiB
 run hd_offload --head-dim 24 --offload all --static-plan --recompute-layers 0:full,1-3:selective
+run hd_lora --head-dim 24 --lora-rank 4 --lora-fa --lora-targets q,o,down --recompute selective   # x·Aᵀ at a·d
 check "grep -q '\"head_dim\":.*24' '$dir/hd/step_00000003/state.json'" "state.json lacks model.head_dim 24"
 check "! grep -q '\"head_dim\"' '$dir/plain/step_00000003/state.json'" "state.json writes head_dim where it is hidden/heads"
 "$ctron" train "${base[@]}" --steps 4 --resume "$dir/hd" > "$dir/hd_resume.out" 2>&1

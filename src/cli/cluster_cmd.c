@@ -361,7 +361,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (family_args_resolve(&a->fam, pr, a->job.h, a->job.a, &fam, ferr, sizeof ferr) != 0)
         return args_error(CMD, "%s", ferr);
     a->job.arch = (int)fam.arch;
-    if (fam.head_dim * a->job.a != a->job.h)
+    if (a->fam.head_dim && fam.head_dim * a->job.a != a->job.h)
         return args_error(CMD, "--head-dim %ld: plan --cluster's time model takes heads of hidden/heads = %ld (ctron "
                           "memory and ctron plan take it)", fam.head_dim, a->job.h / a->job.a);
     a->job.kv = fam.kv;

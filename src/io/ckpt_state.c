@@ -292,6 +292,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         if (!r.failed && c->heads % c->kv_heads != 0) bad(&r, "model", "kv_heads", "a divisor of model.heads");
         const cJSON *hd = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "head_dim");
         if (!r.failed && hd) c->head_dim = (int)number(&r, "model", "head_dim", 2, 65536, 1);
+        if (!r.failed && hd && c->head_dim % 2) bad(&r, "model", "head_dim", "even (RoPE rotates pairs j, j + d/2)");
         c->ffn = (int)number(&r, "model", "ffn", 1, 2147483647, 1);
         c->rope_theta = (float)number(&r, "model", "rope_theta", 1, 1e12, 0);
         const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"),

@@ -22,9 +22,9 @@ static int passes_of(MaskMode masks, unsigned tempo) {
 
 // Floats of one kind of attention scratch, as the backend sizes it for the rank's heads and width.
 static size_t backend_scratch(Backend *be, int threads, AttnScratchKind kind, const ActShape *sh) {
-    int t = sh->t > 1 ? sh->t : 1, a = (int)sh->a / t, h = (int)act_q_width(sh) / t, kv = (int)(sh->kv > 0 ? sh->kv : sh->a) / t;
-    if (be) return be->attention_scratch_floats(be, kind, (int)sh->s, (int)sh->b, a, kv, h);
-    return backend_cpu_attention_scratch_floats(kind, (int)sh->s, (int)sh->b, a, kv, h, threads > 0 ? threads : 1);
+    int t = sh->t > 1 ? sh->t : 1, a = (int)sh->a / t, ql = (int)act_q_width(sh) / t, kv = (int)(sh->kv > 0 ? sh->kv : sh->a) / t;
+    if (be) return be->attention_scratch_floats(be, kind, (int)sh->s, (int)sh->b, a, kv, ql);
+    return backend_cpu_attention_scratch_floats(kind, (int)sh->s, (int)sh->b, a, kv, ql, threads > 0 ? threads : 1);
 }
 
 size_t plan_attention_scratch_bytes(Backend *be, const ActShape *sh, int threads, unsigned tempo, int any_selective) {

@@ -35,7 +35,6 @@ static void set_layout(GPT *m, const GPTConfig *c, const TPLayout *tp) {
     TPLayout one = {1, 0, 0, NULL};
     m->tp = tp && tp->t > 1 ? *tp : one;
     int t = m->tp.t;
-    m->hl = c->hidden / t;
     m->ql = gpt_q_width(c) / t;
     m->al = c->heads / t;
     m->kvh = c->kv_heads / t;
@@ -219,7 +218,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
         [W_OUT] = nh, [W_GATHER] = sp ? nh : 0, [W_GATHER2] = sp && mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
         [W_D_Q] = nql, [W_D_K] = n * (size_t)m->kvl, [W_D_V] = n * (size_t)m->kvl,
-        // the MLP's [s,b,4h/t] gradient, or with mini-seq only the [s,b,h/t] attention-context gradient
+        // the MLP's [s,b,ffn/t] gradient, which the [s,b,ql] attention-context gradient shares (with
+        // mini-seq it holds only that one)
         [W_D_4H] = n * (size_t)(mini || m->ql > m->fl ? m->ql : m->fl), [W_ATTN_SCRATCH] = scratch,
         [W_MINI_A] = mini_rows * (size_t)m->fl, [W_MINI_B] = mini_rows * (size_t)m->fl,
         [W_MINI_C] = mini_rows * (size_t)m->fl, [W_MINI_LOGITS] = mini_rows * (size_t)m->vl,

@@ -82,13 +82,14 @@ static inline float gpt_lora_scale(const GPTConfig *c) {
 }
 
 // Views into one flat buffer (parameters or their gradients): this rank's shards (the whole model
-// when t = 1; hl = h/t, fl = 4h/t, vl = ⌈v/t⌉). Per-layer tensors are stacked [L, ...]; weight
-// matrices are [out, in] (nn.Linear orientation); qkv rows are [q | k | v], each hl rows.
+// when t = 1; ql = a·d/t, which is h/t unless head_dim says otherwise, kvl = kv·d/t, fl = ffn/t,
+// vl = ⌈v/t⌉). Per-layer tensors are stacked [L, ...]; weight matrices are [out, in] (nn.Linear
+// orientation); qkv rows are [q | k | v]: ql, kvl and kvl rows.
 typedef struct {
     float *wte, *wpe;             // [vl,h], [s,h]
     float *ln1_w, *ln1_b;         // [L,h]
-    float *qkv_w, *qkv_b;         // [L,3hl,h], [L,3hl]
-    float *proj_w, *proj_b;       // [L,h,hl], [L,h]
+    float *qkv_w, *qkv_b;         // [L,ql+2kvl,h], [L,ql+2kvl]
+    float *proj_w, *proj_b;       // [L,h,ql], [L,h]
     float *ln2_w, *ln2_b;         // [L,h]
     float *fc1_w, *fc1_b;         // [L,fl,h], [L,fl]
     float *fc2_w, *fc2_b;         // [L,h,fl], [L,h]
@@ -206,8 +207,8 @@ typedef struct {
     // vocabulary rows (⌈v/t⌉: the vocabulary is padded to a multiple of t), first head, first
     // vocabulary row, and its sequence rows: s_rank positions from s0 (all of them without SP).
     // kvl, kvh: the k/v width (kv·d/t) and kv heads (kv/t) on this rank.
-    int hl, al, fl, vl, head0, v0, kvl, kvh;
-    int ql;                       // this rank's q width (al·d): hl unless head_dim is not hidden / heads
+    int al, fl, vl, head0, v0, kvl, kvh;
+    int ql;                       // this rank's q width al·d (h/t unless head_dim is not hidden / heads)
     size_t n_params;              // this rank's parameters (its shards and the replicated tensors)
     uint64_t comm_bytes[TPC_PURPOSES];  // TP bytes moved since the caller last zeroed them
     Backend *be;                  // where tensors live and kernels run (the CPU backend; --precision)

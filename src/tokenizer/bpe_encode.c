@@ -18,7 +18,7 @@ typedef struct {
     size_t prefixed_cap[BPE_MAX_PRE_STEPS];
     AddedSpan *spans[2];
     size_t spans_cap[2];
-    NormBuf norm;             // the normalized text of the current stretch
+    NormBuf norm, norm_tmp;   // the normalized text of the current stretch, and a step's between steps
     const uint8_t **seg_orig; // optional: where in the text the current stretch begins (progress)
 } Splitter;
 
@@ -136,7 +136,8 @@ static void split_text(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn
         }
         if (seg_orig) *seg_orig = text + a.start;
         size_t len;
-        const uint8_t *seg = normalize_apply(bpe->norm, bpe->n_norm, text + a.start, a.end - a.start, &sp.norm, &len);
+        const uint8_t *seg = normalize_apply(bpe->norm, bpe->n_norm, text + a.start, a.end - a.start, &sp.norm,
+                                            &sp.norm_tmp, &len);
         size_t n1 = added_find(bpe->added_index, bpe->added, 1, seg, len, &sp.spans[1], &sp.spans_cap[1]);
         for (size_t j = 0; j < n1; j++) {
             AddedSpan b = sp.spans[1][j];
@@ -148,6 +149,7 @@ static void split_text(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn
     free(sp.spans[0]);
     free(sp.spans[1]);
     normbuf_free(&sp.norm);
+    normbuf_free(&sp.norm_tmp);
 }
 
 void bpe_split(const Bpe *bpe, const uint8_t *text, size_t n, BpePieceFn fn, void *ctx) {

@@ -95,14 +95,7 @@ static void apply(const DecStep *st, const StrList *in, StrList *out, int stream
         switch (st->kind) {
         case DEC_REPLACE:
             begin_str(out);
-            for (size_t i = 0; i < n;) {
-                if (st->from_len && n - i >= st->from_len && memcmp(s + i, st->from, st->from_len) == 0) {
-                    normbuf_put(&out->pool, st->to, st->to_len);
-                    i += st->from_len;
-                } else {
-                    normbuf_put(&out->pool, s + i++, 1);
-                }
-            }
+            normbuf_replace(&out->pool, s, n, st->from, st->from_len, st->to, st->to_len);
             end_str(out);
             break;
         case DEC_BYTE_FALLBACK: {

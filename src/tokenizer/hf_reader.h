@@ -22,10 +22,13 @@ int hfr_absent(const cJSON *x);   // missing or null
 // An optional boolean field (absent or null: dflt); -1 (with the message) when it is something else.
 int hfr_opt_bool(Reader *r, const cJSON *obj, const char *where, const char *key, int dflt, int *out);
 const char *hfr_type(const cJSON *obj);   // its "type" string, or NULL
-// A Sequence step (a normalizer, pre-tokenizer, post-processor or decoder): each item of its array
-// `key` through one(), named "WHERE.KEY[i]" in messages. 0, or -1 at the first refusal.
+// The start of reading one pipeline step x (a normalizer, pre-tokenizer, post-processor or decoder,
+// named `where` in messages): an object with a "type", whose name goes to *type and "WHERE.type" to
+// field. A Sequence is read here, each item of its array `key` through one() as "WHERE.KEY[i]".
+// Returns -1 when refused, 1 when x was a Sequence (read), 0 for the caller to read its *type.
 typedef int (*HfrStepReader)(Reader *r, const cJSON *x, const char *where);
-int hfr_sequence(Reader *r, const cJSON *x, const char *where, const char *key, HfrStepReader one);
+int hfr_step(Reader *r, const cJSON *x, const char *where, const char *key, HfrStepReader one, const char **type,
+             char *field, size_t field_len);
 
 // The pipeline around the model (hf_tokenizer_pipeline.c). read_normalizer and read_pre come first:
 // whether the pre-tokenizer has a ByteLevel step decides how the vocabulary's strings are read.

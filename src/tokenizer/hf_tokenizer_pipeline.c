@@ -81,11 +81,10 @@ static int read_metaspace(Reader *r, const cJSON *x, const char *where, int *pre
 
 static int read_norm_one(Reader *r, const cJSON *x, const char *where) {
     Bpe *bpe = r->bpe;
-    const char *type = hfr_type(x);
+    const char *type;
     char field[96];
-    snprintf(field, sizeof field, "%s.type", where);
-    if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
-    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "normalizers", read_norm_one);
+    int seq = hfr_step(r, x, where, "normalizers", read_norm_one, &type, field, sizeof field);
+    if (seq) return seq < 0 ? -1 : 0;
     int form = norm_form_from_name(type);
     if (form < 0 && strcmp(type, "Prepend") != 0 && strcmp(type, "Replace") != 0)
         return hfr_fail(r, field, "is \"%.40s\": ctron reads the Prepend, Replace, NFC, NFD, NFKC, NFKD and Sequence "
@@ -140,11 +139,10 @@ static int read_split(Reader *r, const cJSON *x, const char *where, PreStep *st)
 // One pre-tokenizer (where names it in messages); a Sequence adds its steps in order.
 static int read_pre_one(Reader *r, const cJSON *x, const char *where) {
     Bpe *bpe = r->bpe;
+    const char *type;
     char field[96];
-    snprintf(field, sizeof field, "%s.type", where);
-    const char *type = hfr_type(x);
-    if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
-    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "pretokenizers", read_pre_one);
+    int seq = hfr_step(r, x, where, "pretokenizers", read_pre_one, &type, field, sizeof field);
+    if (seq) return seq < 0 ? -1 : 0;
     int is_split = strcmp(type, "Split") == 0, is_bl = strcmp(type, "ByteLevel") == 0;
     int is_meta = strcmp(type, "Metaspace") == 0;
     if (!is_split && !is_bl && !is_meta)
@@ -191,11 +189,10 @@ int hfr_read_pre(Reader *r, const cJSON *pre) {
 
 static int read_dec_one(Reader *r, const cJSON *x, const char *where) {
     Bpe *bpe = r->bpe;
-    const char *type = hfr_type(x);
+    const char *type;
     char field[96];
-    snprintf(field, sizeof field, "%s.type", where);
-    if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
-    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "decoders", read_dec_one);
+    int seq = hfr_step(r, x, where, "decoders", read_dec_one, &type, field, sizeof field);
+    if (seq) return seq < 0 ? -1 : 0;
     static const char *const kinds[] = {"Replace", "ByteFallback", "Fuse", "Strip", "Metaspace"};
     int kind = -1;
     for (int i = 0; i < 5; i++)

@@ -42,7 +42,12 @@ int hfr_opt_bool(Reader *r, const cJSON *obj, const char *where, const char *key
     return 0;
 }
 
-int hfr_sequence(Reader *r, const cJSON *x, const char *where, const char *key, HfrStepReader one) {
+int hfr_step(Reader *r, const cJSON *x, const char *where, const char *key, HfrStepReader one, const char **type,
+             char *field, size_t field_len) {
+    snprintf(field, field_len, "%s.type", where);
+    *type = hfr_type(x);
+    if (!cJSON_IsObject(x) || !*type) return hfr_fail(r, where, "is not an object with a \"type\"");
+    if (strcmp(*type, "Sequence") != 0) return 0;
     const cJSON *list = hfr_get(x, key);
     if (!cJSON_IsArray(list)) return hfr_fail(r, where, "is a Sequence without a \"%s\" array", key);
     int i = 0;
@@ -51,7 +56,7 @@ int hfr_sequence(Reader *r, const cJSON *x, const char *where, const char *key, 
         snprintf(sub, sizeof sub, "%s.%s[%d]", where, key, i);
         if (one(r, it, sub)) return -1;
     }
-    return 0;
+    return 1;
 }
 
 const char *hfr_type(const cJSON *obj) {
@@ -287,9 +292,9 @@ static int read_added(Reader *r, const cJSON *added) {
         if (rc) break;
         // A normalized token is matched in normalized text by its normalized content, and decodes to
         // that too (tokenizers' normalized_cache).
-        NormBuf nb = {0};
+        NormBuf nb = {0}, tmp = {0};
         const uint8_t *text = (const uint8_t *)content;
-        if (flags[3]) text = normalize_apply(bpe->norm, bpe->n_norm, text, len, &nb, &len);
+        if (flags[3]) text = normalize_apply(bpe->norm, bpe->n_norm, text, len, &nb, &tmp, &len);
         BpeAdded *a = &bpe->added[bpe->n_added++];
         a->id = id;
         a->content = xmalloc(len ? len : 1);
@@ -304,6 +309,7 @@ static int read_added(Reader *r, const cJSON *added) {
         int kind = (bpe->tok_kind[id] & TOK_MODEL) | TOK_ADDED | (a->special ? TOK_SPECIAL : 0);
         set_string_token(bpe, id, (const char *)a->content, len, kind, NULL);
         normbuf_free(&nb);
+        normbuf_free(&tmp);
     }
     strtab_free(&seen);
     if (rc) return rc;
@@ -380,12 +386,11 @@ static int read_pair_id(Reader *r, const cJSON *x, const char *where, const char
 // One post-processor; a Sequence wraps each one's ids around the previous ones'.
 static int read_post_one(Reader *r, const cJSON *x, const char *where) {
     Bpe *bpe = r->bpe;
-    const char *type = hfr_type(x);
+    const char *type;
     char field[96];
-    snprintf(field, sizeof field, "%s.type", where);
-    if (!cJSON_IsObject(x) || !type) return hfr_fail(r, where, "is not an object with a \"type\"");
+    int seq = hfr_step(r, x, where, "processors", read_post_one, &type, field, sizeof field);
+    if (seq) return seq < 0 ? -1 : 0;
     if (strcmp(type, "ByteLevel") == 0) return 0;   // offsets only: no ids
-    if (strcmp(type, "Sequence") == 0) return hfr_sequence(r, x, where, "processors", read_post_one);
     int32_t *pre = NULL, *post = NULL;
     int n_pre = 0, n_post = 0, rc;
     if (strcmp(type, "TemplateProcessing") == 0) {

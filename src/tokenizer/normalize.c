@@ -14,6 +14,24 @@ void normbuf_put(NormBuf *b, const uint8_t *s, size_t n) {
     b->len += n;
 }
 
+void normbuf_replace(NormBuf *b, const uint8_t *s, size_t n, const uint8_t *from, size_t fl, const uint8_t *to,
+                     size_t tl) {
+    size_t i = 0, copied = 0;
+    while (fl && i + fl <= n) {
+        const uint8_t *hit = memchr(s + i, from[0], n - fl + 1 - i);
+        if (!hit) break;
+        i = (size_t)(hit - s);
+        if (memcmp(hit, from, fl) != 0) {
+            i++;
+            continue;
+        }
+        normbuf_put(b, s + copied, i - copied);
+        normbuf_put(b, to, tl);
+        copied = i += fl;
+    }
+    normbuf_put(b, s + copied, n - copied);
+}
+
 static int form_options(TextNormKind k) {
     switch (k) {
     case TNORM_NFC: return UTF8PROC_STABLE | UTF8PROC_COMPOSE;
@@ -41,15 +59,7 @@ static void apply_step(const NormStep *st, const uint8_t *s, size_t n, NormBuf *
         normbuf_put(out, s, n);
         return;
     case TNORM_REPLACE:
-        for (size_t i = 0; i < n;) {
-            if (n - i >= st->from_len && memcmp(s + i, st->from, st->from_len) == 0) {
-                normbuf_put(out, st->to, st->to_len);
-                i += st->from_len;
-            } else {
-                normbuf_put(out, s + i, 1);
-                i++;
-            }
-        }
+        normbuf_replace(out, s, n, st->from, st->from_len, st->to, st->to_len);
         return;
     default:
         for (size_t i = 0, start = 0;; ) {   // valid stretches normalized, invalid bytes kept
@@ -67,18 +77,16 @@ static void apply_step(const NormStep *st, const uint8_t *s, size_t n, NormBuf *
 }
 
 const uint8_t *normalize_apply(const NormStep *steps, int n_steps, const uint8_t *s, size_t n, NormBuf *out,
-                               size_t *len) {
+                               NormBuf *tmp, size_t *len) {
     *len = n;
     if (n_steps == 0) return s;
-    NormBuf tmp = {0};
     for (int i = 0; i < n_steps; i++) {
         // Each step reads the last one's output: ping-pong between out and tmp, ending in out.
-        NormBuf *dst = (n_steps - i) % 2 ? out : &tmp;
+        NormBuf *dst = (n_steps - i) % 2 ? out : tmp;
         apply_step(&steps[i], s, n, dst);
         s = dst->data;
         n = dst->len;
     }
-    normbuf_free(&tmp);
     *len = n;
     return out->data ? out->data : (const uint8_t *)"";
 }

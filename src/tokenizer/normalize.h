@@ -28,11 +28,16 @@ typedef struct {
 } NormBuf;
 
 // Applies the steps in order to s[0..n) and returns the result (in out or, with no steps, s
-// itself) with its length in *len. Invalid UTF-8 passes through the normal forms unchanged (each
-// valid stretch between invalid bytes is normalized on its own): tokenizers takes only valid text.
+// itself) with its length in *len; tmp holds a step's output between steps (both kept for reuse).
+// Invalid UTF-8 passes through the normal forms unchanged (each valid stretch between invalid bytes
+// is normalized on its own): tokenizers takes only valid text.
 const uint8_t *normalize_apply(const NormStep *steps, int n_steps, const uint8_t *s, size_t n, NormBuf *out,
-                               size_t *len);
+                               NormBuf *tmp, size_t *len);
 void normbuf_put(NormBuf *b, const uint8_t *s, size_t n);   // appends s[0..n)
+// Appends s[0..n) with every occurrence of from (fl > 0 bytes; left to right, not overlapping) as to:
+// tokenizers' Replace with a String pattern, as a normalizer and as a decoder.
+void normbuf_replace(NormBuf *b, const uint8_t *s, size_t n, const uint8_t *from, size_t fl, const uint8_t *to,
+                     size_t tl);
 void normbuf_free(NormBuf *b);
 void normstep_free(NormStep *st);
 
