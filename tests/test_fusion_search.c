@@ -11,7 +11,7 @@
 static ActShape shape(long s, long b, long h, long a, int dropout, int e, MaskMode masks, int t, int sp, int llama) {
     ActShape sh = {.s = s, .b = b, .h = h, .a = a, .L = 12, .v = 8192, .elem_bytes = e, .masks = masks,
                    .dropout = dropout, .t = t, .sp = sp};
-    act_shape_set_family(&sh, llama ? ARCH_LLAMA : ARCH_GPT2, llama ? a / 3 : 0, llama ? 8 * h / 3 : 0, 0, 0);
+    act_shape_set_family(&sh, llama ? ARCH_LLAMA : ARCH_GPT2, llama ? a / 3 : 0, llama ? 8 * h / 3 : 0, 0, 0, 0);
     return sh;
 }
 

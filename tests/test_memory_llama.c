@@ -24,7 +24,7 @@ static ActShape preset_shape(const char *name, int t, int sp, int b, int e, int 
     const ModelPreset *p = preset_find(name);
     ActShape sh = {.s = p->s, .b = b, .h = p->h, .a = p->a, .L = p->L, .v = p->v, .elem_bytes = e,
                    .masks = MASKS_BYTES, .dropout = dropout, .t = t, .sp = sp};
-    act_shape_set_family(&sh, (ArchKind)p->arch, p->kv, p->ffn, 0, 0);
+    act_shape_set_family(&sh, (ArchKind)p->arch, p->kv, p->ffn, 0, 0, 0);
     return sh;
 }
 
@@ -77,7 +77,7 @@ static void check_param_counts(void) {
         GPTConfig c = cfgs[i];
         gpt_config_resolve(&c);
         ActShape sh = {.s = c.seq, .b = 1, .h = c.hidden, .a = c.heads, .L = c.layers, .v = c.vocab, .t = 1};
-        act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+        act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias, c.qk_norm);
         CHECK(param_model_count(&sh) == gpt_num_params(&cfgs[i]), "config %zu: memory/ counts %zu parameters, the model %zu",
               i, param_model_count(&sh), gpt_num_params(&cfgs[i]));
     }
@@ -183,7 +183,7 @@ static void check_gemm_scratch(void) {
         gpt_forward(&m, tok, tgt, c.seq, c.batch, ev, 0.0f);
         gpt_release(&m);
         ActShape sh = m.shape;
-        act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+        act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias, c.qk_norm);
         size_t got = m.be->scratch_bytes(m.be);
         size_t want = plan_gemm_scratch_bytes(&sh, PRECISION_BF16, m.policy.tempo, omp_get_max_threads());
         CHECK(got == want, "llama ffn %d, %s%s: the backend holds %zu bytes of bf16 scratch, the planner counts %zu", c.ffn,

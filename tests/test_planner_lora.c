@@ -15,7 +15,7 @@
 // A tiny llama: s 64, b 4, h 64, 4 heads, 2 kv heads, FFN 128, 4 layers, v 256, fp32; LoRA r 8 on all seven.
 static ActShape tiny(int fa) {
     ActShape sh = {.s = 64, .b = 4, .h = 64, .a = 4, .L = 4, .v = 256, .elem_bytes = 4, .masks = MASKS_BYTES, .t = 1};
-    act_shape_set_family(&sh, ARCH_LLAMA, 2, 128, -1, 0);
+    act_shape_set_family(&sh, ARCH_LLAMA, 2, 128, -1, 0, 0);
     sh.lora_rank = 8;
     sh.lora_sites = lora_family_sites(ARCH_LLAMA);
     sh.lora_fa = fa;
@@ -65,7 +65,7 @@ static void check_budget_planner(void) {
 static void check_gpt2_minis(void) {
     for (int fa = 0; fa <= 1; fa++) {
         ActShape sh = {.s = 64, .b = 4, .h = 64, .a = 4, .L = 4, .v = 256, .elem_bytes = 4, .masks = MASKS_BYTES, .t = 1};
-        act_shape_set_family(&sh, ARCH_GPT2, 4, 256, 1, 0);
+        act_shape_set_family(&sh, ARCH_GPT2, 4, 256, 1, 0, 0);
         sh.lora_rank = 8;
         sh.lora_sites = lora_family_sites(ARCH_GPT2);
         sh.lora_fa = fa;

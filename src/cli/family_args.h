@@ -21,6 +21,7 @@ typedef struct {
     int kv_heads, ffn;         // 0 when not given
     int head_dim;              // 0 when not given (hidden / heads)
     int tie, qkv_bias;         // the flags were given
+    int qk_norm;               // --qk-norm was given
 } FamilyArgs;
 
 // The model the flags and a preset's family make (0 knobs already filled in).
@@ -30,6 +31,7 @@ typedef struct {
     long head_dim;             // each head's width (hidden / heads unless --head-dim)
     int tie;                   // 1 tied, -1 untied (act_shape_set_family's)
     int qkv_bias;
+    int qk_norm;               // q and k RMS-normalised per head (Qwen3)
 } Family;
 
 // The usage text of the flags (two-space indent, for the commands' --help).

@@ -433,7 +433,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     c->lay.sh = (ActShape){.s = s, .b = b, .h = h, .a = heads, .L = L, .v = v, .elem_bytes = dt == ACT_BF16 ? 2 : 4,
                            .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits,
                            .mini_seq = a->mini_seq > 1 ? a->mini_seq : 0};
-    act_shape_set_family(&c->lay.sh, fam.arch, fam.kv, fam.ffn, fam.tie, fam.qkv_bias);
+    act_shape_set_family(&c->lay.sh, fam.arch, fam.kv, fam.ffn, fam.tie, fam.qkv_bias, fam.qk_norm);
     c->lay.sh.head_dim = fam.head_dim * heads != h ? fam.head_dim : 0;
     // the family's dropout unless given (llama: 0); GPT-2 keeps the paper's 0.1
     double dropout = a->dropout_given || fam.arch == ARCH_GPT2 ? a->dropout : (double)spec->dropout_default;

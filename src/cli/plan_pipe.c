@@ -13,7 +13,7 @@ static ActShape shape_of(const TrainOptions *o) {
                    .elem_bytes = o->act_dtype == ACT_BF16 ? 2 : 4, .masks = o->masks, .dropout = c.dropout > 0.0f,
                    .t = o->tp, .sp = o->sp};
     // the family's block and its parameter side (untied output layer, biases) for the planner's counts
-    act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias);
+    act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias, c.qk_norm);
     sh.head_dim = gpt_shape_head_dim(&c);
     return sh;
 }

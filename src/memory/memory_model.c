@@ -50,7 +50,7 @@ size_t act_elements(const ActShape *sh, ActName name) {
     }
 }
 
-void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias) {
+void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias, int qk_norm) {
     const ArchSpec *spec = arch_spec(arch);
     sh->arch = (int)arch;
     sh->kv = kv > 0 ? kv : sh->a;
@@ -59,6 +59,7 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
     sh->swiglu = spec->mlp == MLP_SWIGLU;
     sh->untied = tie ? tie < 0 : !spec->tied_default;
     sh->qkv_bias = qkv_bias != 0;
+    sh->qk_norm = qk_norm != 0;
 }
 
 unsigned act_lora_bits(const ActShape *sh) {

@@ -27,6 +27,7 @@ typedef struct {
     int arch;          // ArchKind: the family's row says which linears and norms have biases, which positions
     int untied;        // the output layer is a matrix of its own (lm_head), not the token embedding
     int qkv_bias;      // q, k and v have biases where the family's linears have none (Qwen2)
+    int qk_norm;       // q and k RMS-normalised per head before RoPE (Qwen3): their inputs and 1/rms kept too
     // LoRA (arch/lora.h): rank r > 0 freezes the base; each site of lora_sites keeps x·Aᵀ [s·b, r] (not
     // divided by t: every TP rank holds all rows). The frozen embedding and output layer need neither
     // the embedding's dropout mask nor the output layer's input in backward.
@@ -44,8 +45,8 @@ static inline long act_kv_width(const ActShape *sh) { return (sh->kv > 0 ? sh->k
 
 // Fills the family's part of a shape from its row of arch/arch.h and the knobs: kv heads (0: a), the
 // FFN width (0: the family's default), tie (1: tied, -1: untied, 0: the family's default) and the
-// qkv bias. The one place a memory-side shape learns its family (gpt_shape_family is model/'s).
-void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias);
+// qkv bias and the per-head q/k norm. The one place a memory-side shape learns its family (gpt_shape_family is model/'s).
+void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int tie, int qkv_bias, int qk_norm);
 // Does the block have what a Tempo/Few-Bit option replaces? Tempo's GeLU and Few-Bit's codes are the
 // GeLU MLP's (SwiGLU has neither: ctron train refuses them for llama). Mini-seq chunks either MLP.
 int act_tempo_applies(const ActShape *sh, unsigned tempo);

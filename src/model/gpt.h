@@ -43,6 +43,7 @@ typedef struct {
     float norm_eps;               // RMSNorm/LayerNorm epsilon (0: the family's)
     int tie_embeddings;           // 1: the output layer is the token embedding; -1: its own; 0: the family's
     int qkv_bias;                 // llama: q, k and v have biases (Qwen2)
+    int qk_norm;                  // llama: q and k RMS-normalised per head before RoPE, one weight [d] each (Qwen3)
     // LoRA (arch/lora.h, docs/LORA.md): rank 0 is none. A rank freezes the base and adapts the sites of
     // lora_targets (LoraSite bits; 0: the family's all) with y = W x + (α/r)·B(A x); LoRA-FA freezes A too.
     int lora_rank;
