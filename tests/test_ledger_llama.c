@@ -4,7 +4,8 @@
 // (bytes per layer, recompute none, t = 1, e bytes per stored element, k per mask element; d the head
 // width, h/a unless head_dim says otherwise: q and the attention output are a·d wide, k and v kv·d):
 //     sbh·(4e + 2k) + 2e·sb·(a·d + kv·d) + as²b·(2e + k) + 2e·sbf + 8sb
-// (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32). The backward's peak (the
+// (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32); Qwen3's per-head q/k norms add
+// their inputs and 1/rms per head: e·sb·(a·d + kv·d) + 4sb·(a + kv). The backward's peak (the
 // whole step, recomputation included) is checked against the analytic model, and a full step's
 // gradients must not depend on the policy (bitwise: recompute is exact).
 #include <math.h>
@@ -14,7 +15,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; } Shape;
+typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; int qk; } Shape;
 
 // A head's width (d: head_dim; 0: h/a), q's and the attention output's width a·d, and k's and v's kv·d.
 static size_t head_dim(const Shape *sh) { return sh->d > 0 ? (size_t)sh->d : (size_t)(sh->h / sh->a); }
@@ -38,6 +39,10 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     case ACT_LN1_STATS: case ACT_LN2_STATS: return 4 * sb;   // 1/rms per row
     case ACT_ATTN_LSE: return flash ? 4 * (size_t)sh->a * sb : 0;
     case ACT_GATE: case ACT_UP: return sh->mini ? 0 : e * sb * (size_t)sh->f;   // mini-seq: made again per chunk
+    case ACT_Q_NORM_IN: return sh->qk ? e * sb * q_width(sh) : 0;
+    case ACT_K_NORM_IN: return sh->qk ? e * sb * kv_width(sh) : 0;
+    case ACT_Q_NORM_STATS: return sh->qk ? 4 * sb * (size_t)sh->a : 0;   // 1/rms per row and head, fp32
+    case ACT_K_NORM_STATS: return sh->qk ? 4 * sb * (size_t)sh->kv : 0;
     default: return 0;   // gelu_in, fc2_in, GeLU bits: not in this block
     }
 }
@@ -63,7 +68,8 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     }
     GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
                      .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = ARCH_LLAMA,
-                     .kv_heads = (int)sh->kv, .head_dim = (int)sh->d, .ffn = (int)sh->f, .rope_theta = 5e5f};
+                     .kv_heads = (int)sh->kv, .head_dim = (int)sh->d, .ffn = (int)sh->f, .rope_theta = 5e5f,
+                     .qk_norm = sh->qk};
     GPT m;
     gpt_init(&m, &cfg, &pol);
     gpt_init_weights(&m, 3);
@@ -75,9 +81,10 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     int before = check_failed;
     char what[200];
-    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld d%zu f%ld %s/%s/%d/%s %s masks %s p%d tempo %#x mini %d", L,
-             sh->s, sh->b, sh->h, sh->a, sh->kv, head_dim(sh), sh->f, recompute ? recompute : "-", method ? method : "-", num,
-             list ? list : "-", sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks), sh->dropout, sh->tempo, sh->mini);
+    snprintf(what, sizeof what, "llama L%d s%ld b%ld h%ld a%ld kv%ld d%zu f%ld%s %s/%s/%d/%s %s masks %s p%d tempo %#x mini %d", L,
+             sh->s, sh->b, sh->h, sh->a, sh->kv, head_dim(sh), sh->f, sh->qk ? " qk-norm" : "", recompute ? recompute : "-",
+             method ? method : "-", num, list ? list : "-", sh->e == 2 ? "bf16" : "fp32", mask_mode_name(sh->masks),
+             sh->dropout, sh->tempo, sh->mini);
     size_t fwd = 0;
     for (int l = 0; l < L; l++)
         for (int nm = 0; nm < ACT_N_LAYER; nm++) {
@@ -94,7 +101,8 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
             size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h, as2b = (size_t)(sh->a * sh->s) * sb;
             size_t e = (size_t)sh->e, k = sh->dropout ? 1 : 0, drop_e = sh->dropout ? e : 0;
             size_t form = sbh * (4 * e + 2 * k) + 2 * e * sb * (q_width(sh) + kv_width(sh)) + as2b * (e + drop_e + k) +
-                          (sh->mini ? 0 : 2 * e * sb * (size_t)sh->f) + 8 * sb;
+                          (sh->mini ? 0 : 2 * e * sb * (size_t)sh->f) + 8 * sb +
+                          (sh->qk ? e * sb * (q_width(sh) + kv_width(sh)) + 4 * sb * (size_t)(sh->a + sh->kv) : 0);
             CHECK(ledger_layer_stored(&m.ledger, l, 0) == form, "%s: layer %d holds %zu, the closed form %zu", what, l,
                   ledger_layer_stored(&m.ledger, l, 0), form);
         }
@@ -124,14 +132,18 @@ int main(void) {
     // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off); the
     // first shape again with mini-seq in 5 chunks of 32 rows (uneven: 7, 7, 6, 6, 6 at b 2... s·b = 32).
     const Shape shapes[] = {
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0},
-        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0},
-        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0},
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0},
+        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0, 0},
+        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0, 0},
         // head_dim other than h/a: heads wider (24 of h 64 / 4: q and the attention output 96 wide) and
         // narrower (8, with MQA: 32 wide)
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24},
-        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 0},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 0},
+        // Qwen3's per-head q/k norms: with heads of h/a, wider ones (24; GQA, dropout) and narrower (8, MQA, bf16)
+        {16, 2, 64, 4, 2, 176, 300, 0, 4, MASKS_BYTES, 0, 0, 0, 1},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 1},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 1},
     };
     float *first = NULL;   // shape 0's gradients, which mini-seq (shape 3) computes in another order
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
@@ -145,7 +157,8 @@ int main(void) {
         {   // the parameter count of this shape, for the bitwise gradient comparison
             GPTConfig c = {.layers = L, .hidden = (int)shapes[i].h, .heads = (int)shapes[i].a, .seq = (int)shapes[i].s,
                            .batch = (int)shapes[i].b, .vocab = (int)shapes[i].v, .arch = ARCH_LLAMA,
-                           .kv_heads = (int)shapes[i].kv, .head_dim = (int)shapes[i].d, .ffn = (int)shapes[i].f};
+                           .kv_heads = (int)shapes[i].kv, .head_dim = (int)shapes[i].d, .ffn = (int)shapes[i].f,
+                           .qk_norm = shapes[i].qk};
             np = gpt_num_params(&c);
         }
         for (size_t p = 0; p < sizeof policies / sizeof policies[0]; p++) {
@@ -201,6 +214,19 @@ int main(void) {
         sh.tempo = ATTN_FLASH | TEMPO_LAYERNORM;
         sh.e = 2;
         free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        sh.mini = 4;
+        free(run_step(&sh, L, "full", "block", 2, NULL, &fails));
+    }
+    for (int qk = 6; qk <= 8; qk++) {   // the per-head q/k norms under flash, Tempo's norms, bf16, mini-seq, masks
+        Shape sh = shapes[qk];
+        int fails = 0;
+        sh.tempo = ATTN_FLASH;
+        free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
+        free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        sh.tempo = TEMPO_LAYERNORM | TEMPO_SOFTMAX;
+        sh.e = 2;
+        sh.masks = MASKS_BITS;
+        free(run_step(&sh, L, NULL, NULL, 1, "0:full,1:selective,2-3:none", &fails));
         sh.mini = 4;
         free(run_step(&sh, L, "full", "block", 2, NULL, &fails));
     }

@@ -13,6 +13,10 @@ typedef enum {
     // and the SwiGLU MLP's two inputs (llama: kept instead of gelu_in and fc2_in, whose place they take;
     // SwiGLU's backward recomputes its output, the down projection's input, from them)
     ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE, ACT_ATTN_LSE, ACT_GATE, ACT_UP,
+    // the per-head q/k norms (Qwen3): q and k as their projections made them (the norms' inputs, [s·b, a·d/t] and
+    // [s·b, kv·d/t]) and 1/rms per row and head ([s·b, a/t], [s·b, kv/t]): the norms' backward reads them; q and k
+    // (normalised, rotated) stay what attention reads
+    ACT_Q_NORM_IN, ACT_K_NORM_IN, ACT_Q_NORM_STATS, ACT_K_NORM_STATS,
     // LoRA: x·Aᵀ·(α/r) of each adapted linear ([s·b, r], arch/lora.h's LoraSite order): B's gradient
     // reads it (so does A's through dY·B). Not offloadable (the offload mask has 32 bits).
     ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V, ACT_LORA_O, ACT_LORA_GATE, ACT_LORA_UP, ACT_LORA_DOWN,
@@ -38,11 +42,16 @@ static inline int act_is_core(ActName n) { return n < ACT_N_CORE; }
 static inline int act_is_mask(ActName n) {
     return n == ACT_ATTN_MASK || n == ACT_DROP1_MASK || n == ACT_DROP2_MASK || n == ACT_EMB_MASK;
 }
+// What the q/k/v projections make (the fusion search's RECOMPUTE_QKV_OUT part makes them all again): q, k, v, and
+// with per-head q/k norms their inputs and statistics.
+static inline int act_is_qkv_out(ActName n) {
+    return n == ACT_Q || n == ACT_K || n == ACT_V || (n >= ACT_Q_NORM_IN && n <= ACT_K_NORM_STATS);
+}
 // Kept as bits whatever the mask mode: Tempo's GeLU branch (1 per element), Few-Bit codes (k).
 static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == ACT_GELU_CODE; }
 // Norm statistics (LayerNorm: mean and 1/std per row; RMSNorm: 1/rms) and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
-    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD ||
+    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_Q_NORM_STATS || n == ACT_K_NORM_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD ||
            n == ACT_ATTN_LSE || n == ACT_REV_X1 || n == ACT_REV_X2;
 }
 #endif

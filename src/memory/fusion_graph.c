@@ -3,6 +3,7 @@
 #include <string.h>
 #include "memory/flops.h"
 #include "parallel/comm.h"
+#include "util/common.h"
 
 // Where an op's FLOPs come from (per micro-batch per rank); pointwise ops have none worth counting.
 typedef enum { FL_NONE, FL_QKV, FL_SCORES, FL_PV, FL_FLASH, FL_PROJ, FL_FC1 } FlopSite;
@@ -23,12 +24,14 @@ static const struct {
     FusionFuse fuse;
     ActName in[3];
     int n_in;
-    ActName out[7];
+    ActName out[11];
     int n_out;
 } OPS[] = {
     {ATT_ANY, "norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
     {ATT_ANY, "qkv", FL_QKV, FUSE_NO, {ACT_QKV_IN}, 1,
-     {ACT_Q, ACT_K, ACT_V, ACT_LORA_QKV, ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V}, 7},   // LoRA: the x·Aᵀ made with them
+     {ACT_Q, ACT_K, ACT_V, ACT_LORA_QKV, ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V, ACT_Q_NORM_IN, ACT_K_NORM_IN,
+      ACT_Q_NORM_STATS, ACT_K_NORM_STATS},
+     11},   // LoRA: the x·Aᵀ made with them; Qwen3: the per-head norms' inputs and 1/rms (the norms run in this op)
     {ATT_STANDARD, "scores+softmax", FL_SCORES, FUSE_BACKWARD, {ACT_Q, ACT_K}, 2, {ACT_ATTN_PROB}, 1},
     {ATT_STANDARD, "attn mask", FL_NONE, FUSE_WITH_LEAD, {0}, 0, {ACT_ATTN_MASK}, 1},
     {ATT_STANDARD, "attn dropout", FL_NONE, FUSE_BACKWARD, {ACT_ATTN_PROB, ACT_ATTN_MASK}, 2, {ACT_ATTN_DROP}, 1},
@@ -79,6 +82,7 @@ unsigned fusion_bit(const FusionGraph *g, ActName name) {
 }
 
 static void add_tensor(FusionGraph *g, const ActShape *sh, ActName a) {
+    if (g->n >= FG_MAX_TENSORS) ctron_fatal("fusion graph: more than %d tensors at %s", FG_MAX_TENSORS, act_name_str(a));
     g->name[g->n] = a;
     g->bytes[g->n] = act_tensor_bytes(sh, a);
     g->n++;

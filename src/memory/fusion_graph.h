@@ -10,7 +10,7 @@
 #include "arch/lora.h"
 #include "memory/memory_model.h"
 
-enum { FG_MAX_TENSORS = 24, FG_MAX_OPS = 16 };
+enum { FG_MAX_TENSORS = 32, FG_MAX_OPS = 16 };   // tensors are bits of an unsigned
 
 // What one op costs to run again: FLOPs at the GEMM rate plus its memory traffic (fp32 inputs read and
 // outputs written) at the memory bandwidth, unless it is fused into its consumer's backward kernel

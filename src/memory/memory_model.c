@@ -24,6 +24,14 @@ size_t act_elements(const ActShape *sh, ActName name) {
         return rows * (size_t)act_q_width(sh) / t;
     case ACT_K: case ACT_V:                  // kv·d wide (grouped-query attention)
         return rows * (size_t)act_kv_width(sh) / t;
+    case ACT_Q_NORM_IN:                      // the per-head norms' inputs (Qwen3), as wide as q and k
+        return sh->qk_norm ? rows * (size_t)act_q_width(sh) / t : 0;
+    case ACT_K_NORM_IN:
+        return sh->qk_norm ? rows * (size_t)act_kv_width(sh) / t : 0;
+    case ACT_Q_NORM_STATS:                   // 1/rms per row and head
+        return sh->qk_norm ? rows * (size_t)sh->a / t : 0;
+    case ACT_K_NORM_STATS:
+        return sh->qk_norm ? rows * (size_t)(sh->kv > 0 ? sh->kv : sh->a) / t : 0;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE:
         return sh->swiglu ? 0 : sbf;
     case ACT_GATE: case ACT_UP:
@@ -75,6 +83,7 @@ int act_in_block(const ActShape *sh, ActName name) {
     switch (name) {
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GELU_BRANCH: case ACT_GELU_CODE: return !sh->swiglu;
     case ACT_GATE: case ACT_UP: return sh->swiglu;
+    case ACT_Q_NORM_IN: case ACT_K_NORM_IN: case ACT_Q_NORM_STATS: case ACT_K_NORM_STATS: return sh->qk_norm;
     default:
         if (act_is_lora(name)) return sh->lora_rank > 0 && (sh->lora_sites >> (name - ACT_LORA_Q) & 1u);
         return 1;
@@ -157,7 +166,7 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     if ((name == ACT_QKV_IN || name == ACT_FC1_IN) && (tempo & RECOMPUTE_NORM_OUT)) return 0;
     if (name == ACT_FC2_IN && (tempo & RECOMPUTE_ACT_OUT)) return 0;
     if (name == ACT_PROJ_IN && (tempo & RECOMPUTE_ATTN_OUT)) return 0;
-    if ((name == ACT_Q || name == ACT_K || name == ACT_V) && (tempo & RECOMPUTE_QKV_OUT)) return 0;
+    if (act_is_qkv_out(name) && (tempo & RECOMPUTE_QKV_OUT)) return 0;
     if (name == ACT_LN2_IN && (tempo & RECOMPUTE_PROJ_OUT)) return 0;
     if ((name == ACT_GELU_IN || name == ACT_FC2_IN || name == ACT_GATE || name == ACT_UP) && (tempo & RECOMPUTE_FC1_OUT))
         return 0;

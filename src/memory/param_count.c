@@ -7,7 +7,7 @@ size_t param_layer_count(const ActShape *sh) {
     size_t kvw = (size_t)act_kv_width(sh), f = sh->ffn > 0 ? (size_t)sh->ffn : 4 * h;
     size_t mats = sh->swiglu ? 2 : 1, bias = spec->linear_bias != 0;
     size_t qkv = (qw + 2 * kvw) / t, fl = f / t;
-    size_t norms = 2 * (spec->norm == NORM_LAYER ? 2 * h : h);
+    size_t norms = 2 * (spec->norm == NORM_LAYER ? 2 * h : h) + (sh->qk_norm ? 2 * (size_t)act_head_dim(sh) : 0);   // + q/k norms (replicated)
     size_t in = qkv * h + (bias || sh->qkv_bias ? qkv : 0);   // q, k, v (column-parallel)
     size_t out = (qw / t) * h + bias * h;                    // o (row-parallel; its bias replicated)
     size_t mlp = mats * fl * h + bias * mats * fl + h * fl + bias * h;

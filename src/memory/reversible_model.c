@@ -5,6 +5,7 @@ int act_rev_attn_half(ActName name) {
     switch (name) {
     case ACT_LN1_IN: case ACT_QKV_IN: case ACT_Q: case ACT_K: case ACT_V: case ACT_ATTN_PROB: case ACT_ATTN_MASK:
     case ACT_ATTN_DROP: case ACT_PROJ_IN: case ACT_DROP1_MASK: case ACT_LN1_STATS: case ACT_ATTN_LSE:
+    case ACT_Q_NORM_IN: case ACT_K_NORM_IN: case ACT_Q_NORM_STATS: case ACT_K_NORM_STATS:
     case ACT_LORA_Q: case ACT_LORA_K: case ACT_LORA_V: case ACT_LORA_O: case ACT_LORA_QKV: case ACT_LORA_PROJ:
         return 1;   // the attention half's (its adapters' x·Aᵀ too)
     default:

@@ -16,16 +16,17 @@
 #include "util/common.h"
 
 // The one-dimensional tensors of a block (BlockTensors' fields), widened per use.
-enum { N_VECTORS = 8 };
+enum { N_VECTORS = 9 };
 static void vector_fields(BlockTensors *b, float **f[N_VECTORS]) {
-    float **all[N_VECTORS] = {&b->ln1_w, &b->ln1_b, &b->qkv_b, &b->proj_b, &b->ln2_w, &b->ln2_b, &b->fc1_b, &b->fc2_b};
+    float **all[N_VECTORS] = {&b->ln1_w, &b->ln1_b, &b->qkv_b, &b->proj_b, &b->ln2_w, &b->ln2_b, &b->fc1_b, &b->fc2_b,
+                              &b->qk_norm_w};
     memcpy(f, all, sizeof all);
 }
 
 // Elements of layer l's tensor at p (one of block_buffers' slices), 0 when p is none of them.
 static size_t slice_count(const GPT *m, int l, const float *p) {
-    float *ptr[12];
-    size_t count[12];
+    float *ptr[BLOCK_BUFFERS_MAX];
+    size_t count[BLOCK_BUFFERS_MAX];
     int n = block_buffers(m, &m->w, l, ptr, count);
     for (int i = 0; i < n; i++)
         if (ptr[i] == p) return count[i];

@@ -15,6 +15,7 @@
 #include "model/memo.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
+#include "model/qk_norm.h"
 #include "model/remat.h"
 #include "model/reversible.h"
 #include "model/saved.h"
@@ -471,9 +472,25 @@ static void column_adapter_forward(GPT *m, int l, LoraSite s, const float *x, co
     lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
 }
 
+// Qwen3: q = Norm_q(q_in), k = Norm_k(k_in) per head, after q_in and k_in are stored (the norms read the
+// stored values, as their backward and a recompute do); their 1/rms kept beside them.
+static void qk_norm_forward(GPT *m, int l, const BlockTensors *w, int pass, float *q_in, float *k_in, float *q, float *k) {
+    BlockActs *A = &m->act->blocks[l];
+    int n = m->s_cur * m->b_cur;
+    size_t nql = (size_t)n * m->ql, nkv = (size_t)n * m->kvl, nqh = (size_t)n * m->al, nkh = (size_t)n * m->kvh;
+    saved_done(m, A, ACT_Q_NORM_IN, l, q_in, nql, KEEP(ACT_Q_NORM_IN), 0);
+    saved_done(m, A, ACT_K_NORM_IN, l, k_in, nkv, KEEP(ACT_K_NORM_IN), 0);
+    float *qs = saved_out(m, A, ACT_Q_NORM_STATS, l, nqh, KEEP(ACT_Q_NORM_STATS));
+    float *ks = saved_out(m, A, ACT_K_NORM_STATS, l, nkh, KEEP(ACT_K_NORM_STATS));
+    qk_norm_rows(m, w, q, k, qs, ks, q_in, k_in, 0, n);
+    saved_done(m, A, ACT_Q_NORM_STATS, l, qs, nqh, KEEP(ACT_Q_NORM_STATS), 1);
+    saved_done(m, A, ACT_K_NORM_STATS, l, ks, nkh, KEEP(ACT_K_NORM_STATS), 1);
+}
+
 // q, k and v of this rank's heads from the gathered norm output ([s,b,ql], [s,b,kvl] ×2), kept as the
 // policy says. With rotary positions q and k are rotated before they are kept: attention and its
-// backward read the rotated ones, and RoPE's backward needs nothing saved.
+// backward read the rotated ones, and RoPE's backward needs nothing saved. With per-head q/k norms (Qwen3)
+// the projections write the norms' inputs, and q and k are the norms' outputs.
 static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
                         float **q, float **k, float **v) {
     BlockActs *A = &m->act->blocks[l];
@@ -484,10 +501,16 @@ static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all
     *q = saved_out(m, A, ACT_Q, l, nql, KEEP(ACT_Q));
     *k = saved_out(m, A, ACT_K, l, nkv, KEEP(ACT_K));
     *v = saved_out(m, A, ACT_V, l, nkv, KEEP(ACT_V));
-    linear_fwd16(m, *q, ql, x_all, x16, h, wq, bq, n, h, ql);
-    linear_fwd16(m, *k, kvl, x_all, x16, h, wk, bk, n, h, kvl);
+    float *q_in = *q, *k_in = *k;   // where the projections go
+    if (m->cfg.qk_norm) {
+        q_in = saved_out(m, A, ACT_Q_NORM_IN, l, nql, KEEP(ACT_Q_NORM_IN));
+        k_in = saved_out(m, A, ACT_K_NORM_IN, l, nkv, KEEP(ACT_K_NORM_IN));
+    }
+    linear_fwd16(m, q_in, ql, x_all, x16, h, wq, bq, n, h, ql);
+    linear_fwd16(m, k_in, kvl, x_all, x16, h, wk, bk, n, h, kvl);
     linear_fwd16(m, *v, kvl, x_all, x16, h, wv, bv, n, h, kvl);
-    qkv_adapters_forward(m, l, x_all, x16, pass, *q, *k, *v);
+    qkv_adapters_forward(m, l, x_all, x16, pass, q_in, k_in, *v);
+    if (m->cfg.qk_norm) qk_norm_forward(m, l, w, pass, q_in, k_in, *q, *k);
     if (rotary(m)) {   // every row is at its global position (after SP's gather)
         int d = gpt_head_dim(&m->cfg);
         m->be->rope_forward(m->be, *q, *q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
@@ -1067,29 +1090,46 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                   v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, p, bf16);
 }
 
-// q, k, v projections' backward from W_D_Q, W_D_K, W_D_V (RoPE's transpose first): dL/dx into W_OUT.
+// Qwen3: dL/d(the per-head norms' inputs) from dL/dq, dL/dk into q's and k's working slots (attention's
+// backward, the last reader of q and k, is done), and the norms' weight gradients.
+static void qk_norm_grad(GPT *m, int l, const BlockTensors *w, const BlockTensors *g, float **dq, float **dk) {
+    int n = m->s_cur * m->b_cur;
+    size_t nql = (size_t)n * m->ql, nkv = (size_t)n * m->kvl;
+    const float *q_in = remat_in(m, l, ACT_Q_NORM_IN, nql), *k_in = remat_in(m, l, ACT_K_NORM_IN, nkv);
+    const float *qs = remat_in(m, l, ACT_Q_NORM_STATS, (size_t)n * m->al);
+    const float *ks = remat_in(m, l, ACT_K_NORM_STATS, (size_t)n * m->kvh);
+    float *dq_in = work_slot(m, ACT_Q, l), *dk_in = work_slot(m, ACT_K, l);
+    qk_norm_backward(m, w, g, dq_in, dk_in, *dq, *dk, q_in, k_in, qs, ks, n);
+    *dq = dq_in;
+    *dk = dk_in;
+}
+
+// q, k, v projections' backward from W_D_Q, W_D_K, W_D_V (RoPE's transpose first, then the per-head norms'):
+// dL/dx into W_OUT.
 static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensors *g) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h, qh = (size_t)ql * h, kh = (size_t)kvl * h;
+    float *dq = ws(m, W_D_Q), *dk = ws(m, W_D_K);
     if (rotary(m)) {
         int d = gpt_head_dim(&m->cfg);
-        m->be->rope_backward(m->be, ws(m, W_D_Q), ws(m, W_D_Q), ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
-        m->be->rope_backward(m->be, ws(m, W_D_K), ws(m, W_D_K), kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0);
+        m->be->rope_backward(m->be, dq, dq, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
+        m->be->rope_backward(m->be, dk, dk, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0);
     }
+    if (m->cfg.qk_norm) qk_norm_grad(m, l, w, g, &dq, &dk);
     float *gb = g->qkv_b, *gw = g->qkv_w;
     int x_read = gw != NULL;
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_qkv_site(i));
     GemmIn x = grad_input(m, A, ACT_QKV_IN, l, nrh, 1, x_read);
-    linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, ws(m, W_D_Q), ql, x, h, w->qkv_w, n, h, ql);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + ql : NULL, ws(m, W_D_K), kvl, x, h,
+    linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, dq, ql, x, h, w->qkv_w, n, h, ql);
+    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + ql : NULL, dk, kvl, x, h,
                  w->qkv_w + qh, n, h, kvl);
     linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + ql + kvl : NULL, ws(m, W_D_V), kvl, x, h,
                  w->qkv_w + qh + kh, n, h, kvl);
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // the adapters' part of dL/dx, and their gradients
         LoraSite s = lora_qkv_site(i);
         if (!lora_on(m, s)) continue;
-        LoraOut dy = lora_qkv_outs(m, s, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V));
+        LoraOut dy = lora_qkv_outs(m, s, dq, dk, ws(m, W_D_V));
         int a = lora_a_trains(m, s);
         lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, ws(m, W_OUT), h);
     }

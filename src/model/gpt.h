@@ -94,6 +94,7 @@ typedef struct {
     float *ln2_w, *ln2_b;         // [L,h]
     float *fc1_w, *fc1_b;         // [L,fl,h], [L,fl]
     float *fc2_w, *fc2_b;         // [L,h,fl], [L,h]
+    float *qk_norm_w;             // [L,2d] the per-head q norm's weight, then k's (Qwen3; every rank all of it)
     float *lnf_w, *lnf_b;         // [h]
     float *lm_head;               // [vl,h] an untied output layer (NULL when tied to wte)
 } GPTTensors;

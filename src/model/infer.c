@@ -88,13 +88,13 @@ void infer_init(KVCache *c, GPT *m) {
     c->qkv = dev_floats(be, s * (size_t)c->qkv_width);
     c->fc_in = dev_floats(be, s * (size_t)c->fc1_width);
     c->fc_out = dev_floats(be, s * (size_t)c->ffn);
-    c->stats = dev_floats(be, s * 2);
+    c->stats = dev_floats(be, s * 2 + (size_t)g->heads);   // + one token's per-head q/k norm statistics
     c->scores = dev_floats(be, threads * s);
     c->tok = be->alloc(be, s * sizeof(int32_t));
     c->logits_cap = (size_t)g->vocab;   // one row: what decoding needs
     c->logits = dev_floats(be, c->logits_cap);
     size_t scratch = s * (3 * h + (size_t)c->q_width + (size_t)c->qkv_width + (size_t)c->fc1_width + (size_t)c->ffn + 2) +
-                     threads * s;
+                     threads * s + (size_t)g->heads;
     c->bytes = (2 * cache + scratch + c->logits_cap) * sizeof(float) + s * sizeof(int32_t);
     make_rope_table(c, m);
 }
@@ -117,8 +117,23 @@ static void embed(KVCache *c, int n, int p0) {
     else be->embedding_vocab_forward(be, c->x, c->tok, c->wte, 0, c->vocab, n, c->hidden);
 }
 
+// Qwen3's per-head norms of the n new rows' q and k, in place: each row's heads are contiguous d-wide rows
+// (a row of [q | k | v] at a time: the heads of one token).
+static void head_norms(KVCache *c, const InferLayer *L, int n) {
+    Backend *be = c->be;
+    const GPT *m = c->m;
+    int d = gpt_head_dim(&m->cfg), ldq = c->qkv_width;
+    float *st = c->stats + 2 * (size_t)c->seq;
+    for (int i = 0; i < n; i++) {
+        float *q = c->qkv + (size_t)i * ldq, *k = q + c->q_width;
+        be->rmsnorm_forward(be, q, st, q, L->w.qk_norm_w, m->cfg.norm_eps, c->heads, d, 0);
+        be->rmsnorm_forward(be, k, st, k, L->w.qk_norm_w + d, m->cfg.norm_eps, c->kv_heads, d, 0);
+    }
+}
+
 // x1 = x + Proj(Attn(Norm1(x))) for n new tokens at positions p0..: q, k, v in one GEMM ([q | k | v]
-// rows), q and k rotated at their positions, the new k and v rows into the layer's cache.
+// rows), q and k normalised per head (Qwen3) and rotated at their positions, the new k and v rows into the
+// layer's cache.
 static void attention_part(KVCache *c, const InferLayer *L, int l, int n, int p0) {
     Backend *be = c->be;
     const GPT *m = c->m;
@@ -128,6 +143,7 @@ static void attention_part(KVCache *c, const InferLayer *L, int l, int n, int p0
     float *q = c->qkv, *k = c->qkv + qw, *v = c->qkv + qw + kvw;
     family_norm_forward(be, m, c->ln, c->stats, c->x, L->w.ln1_w, L->w.ln1_b, n);
     be->linear_forward_rows(be, c->qkv, ldq, c->ln, h, L->w.qkv_w, L->qkv_w16, L->w.qkv_b, n, h, ldq);
+    if (m->cfg.qk_norm) head_norms(c, L, n);
     if (rotary(m)) {   // row i is at position p0 + i (one sequence: b = 1)
         int d = gpt_head_dim(&m->cfg);
         be->rope_forward(be, q, q, ldq, c->rope_cs, c->seq, n, 1, c->heads, d, p0, 0);

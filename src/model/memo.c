@@ -9,6 +9,7 @@
 #include "model/lora_site.h"
 #include "model/offload_sched.h"
 #include "model/params.h"
+#include "model/qk_norm.h"
 #include "model/saved.h"
 #include "model/tp_regions.h"
 #include "model/workspace.h"
@@ -102,8 +103,10 @@ static size_t row_width(const GPT *m, ActName name) {
     switch (name) {
     case ACT_QKV_IN: case ACT_LN2_IN: case ACT_FC1_IN: return (size_t)m->cfg.hidden;
     case ACT_LN1_STATS: case ACT_LN2_STATS: return norm_stats(m);
-    case ACT_Q: case ACT_PROJ_IN: return (size_t)m->ql;
-    case ACT_K: case ACT_V: return (size_t)m->kvl;
+    case ACT_Q: case ACT_PROJ_IN: case ACT_Q_NORM_IN: return (size_t)m->ql;
+    case ACT_K: case ACT_V: case ACT_K_NORM_IN: return (size_t)m->kvl;
+    case ACT_Q_NORM_STATS: return (size_t)m->al;   // 1/rms per head
+    case ACT_K_NORM_STATS: return (size_t)m->kvh;
     case ACT_GELU_IN: case ACT_FC2_IN: case ACT_GATE: case ACT_UP: return (size_t)m->fl;
     default:
         if (act_is_lora(name)) return (size_t)m->cfg.lora_rank;
@@ -114,7 +117,8 @@ static size_t row_width(const GPT *m, ActName name) {
 // The tensors layer_rows writes (the swapped ones, and the ones a LoRA layer's backward does not read:
 // temporaries of the range, in their work slots).
 static const ActName ROW_NAMES[] = {ACT_QKV_IN, ACT_LN1_STATS, ACT_Q, ACT_K, ACT_V, ACT_PROJ_IN, ACT_LN2_IN,
-                                    ACT_LN2_STATS, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_GATE, ACT_UP};
+                                    ACT_LN2_STATS, ACT_FC1_IN, ACT_GELU_IN, ACT_FC2_IN, ACT_GATE, ACT_UP,
+                                    ACT_Q_NORM_IN, ACT_K_NORM_IN, ACT_Q_NORM_STATS, ACT_K_NORM_STATS};
 
 static DropoutSite site(const GPT *m, int l, int which) {
     DropoutSite d = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, (uint32_t)which,
@@ -177,12 +181,18 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     round_rows(m, ACT_QKV_IN, t[ACT_QKV_IN], r0, r0 + nr);
     const float *wq = w.qkv_w, *wk = wq + (size_t)ql * h, *wv = wk + (size_t)kvl * h;
     const float *bq = w.qkv_b, *bk = bq ? bq + ql : NULL, *bv = bq ? bk + kvl : NULL;
-    linear_rows(m, t[ACT_Q], ql, t[ACT_QKV_IN], h, wq, bq, r0, nr, h, ql);
-    linear_rows(m, t[ACT_K], kvl, t[ACT_QKV_IN], h, wk, bk, r0, nr, h, kvl);
+    float *q_in = c->qk_norm ? t[ACT_Q_NORM_IN] : t[ACT_Q], *k_in = c->qk_norm ? t[ACT_K_NORM_IN] : t[ACT_K];
+    linear_rows(m, q_in, ql, t[ACT_QKV_IN], h, wq, bq, r0, nr, h, ql);
+    linear_rows(m, k_in, kvl, t[ACT_QKV_IN], h, wk, bk, r0, nr, h, kvl);
     linear_rows(m, t[ACT_V], kvl, t[ACT_QKV_IN], h, wv, bv, r0, nr, h, kvl);
-    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // before RoPE, as the whole layer adds them
-        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), t[ACT_Q], t[ACT_K], t[ACT_V]);
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // before the norms and RoPE, as the whole layer adds them
+        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), q_in, k_in, t[ACT_V]);
         adapter_rows(m, l, V, lora_qkv_site(i), t[ACT_QKV_IN], h, &o, r0, nr);
+    }
+    if (c->qk_norm) {   // Qwen3's per-head norms on the stored inputs
+        round_rows(m, ACT_Q_NORM_IN, q_in, r0, r0 + nr);
+        round_rows(m, ACT_K_NORM_IN, k_in, r0, r0 + nr);
+        qk_norm_rows(m, &w, t[ACT_Q], t[ACT_K], t[ACT_Q_NORM_STATS], t[ACT_K_NORM_STATS], q_in, k_in, r0, nr);
     }
     if (rotary(m)) {   // each row at its global position
         int d = gpt_head_dim(c);

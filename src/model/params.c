@@ -8,19 +8,20 @@
 #include "util/common.h"
 
 // Widths of the tensors' dimensions: this rank's (local) or the whole model's.
-typedef struct { size_t h, q, kv, f, v, s; } Widths;
+typedef struct { size_t h, q, kv, f, v, s, d; } Widths;
 
 static Widths widths_of(const GPT *m, int local) {
     const GPTConfig *c = &m->cfg;
     int t = local && m->tp.t > 1 ? m->tp.t : 1;
     Widths w = {(size_t)c->hidden, (size_t)gpt_q_width(c) / t, (size_t)gpt_kv_width(c) / t, (size_t)c->ffn / t,
-                local ? (size_t)m->vl : (size_t)c->vocab, (size_t)c->seq};
+                local ? (size_t)m->vl : (size_t)c->vocab, (size_t)c->seq, (size_t)gpt_head_dim(c)};
     return w;
 }
 
 // The dimensions a table names: 1, h, q (heads·d), kv (kv heads·d), q + 2kv, the FFN (f), the MLP's
-// input linears (f, or gate and up: 2f), q + kv (where v starts in the qkv slab), vocabulary rows, positions.
-typedef enum { D_0, D_1, D_H, D_Q, D_KV, D_QKV, D_F, D_FC1, D_Q_KV, D_V, D_S } Dim;
+// input linears (f, or gate and up: 2f), q + kv (where v starts in the qkv slab), vocabulary rows, positions,
+// a head (d: the per-head q/k norms' weights) and two (their buffer).
+typedef enum { D_0, D_1, D_H, D_Q, D_KV, D_QKV, D_F, D_FC1, D_Q_KV, D_V, D_S, D_HD, D_2HD } Dim;
 
 static size_t dim(const GPT *m, Widths w, Dim d) {
     switch (d) {
@@ -35,12 +36,14 @@ static size_t dim(const GPT *m, Widths w, Dim d) {
     case D_Q_KV: return w.q + w.kv;
     case D_V: return w.v;
     case D_S: return w.s;
+    case D_HD: return w.d;
+    case D_2HD: return 2 * w.d;
     }
     return 0;
 }
 
 // Which families have a buffer or a tensor.
-typedef enum { NEED_ALWAYS, NEED_LINEAR_BIAS, NEED_QKV_BIAS, NEED_NORM_BIAS, NEED_LEARNED_POS, NEED_UNTIED } Need;
+typedef enum { NEED_ALWAYS, NEED_LINEAR_BIAS, NEED_QKV_BIAS, NEED_NORM_BIAS, NEED_LEARNED_POS, NEED_UNTIED, NEED_QK_NORM } Need;
 
 static int needed(const GPTConfig *c, Need n) {
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
@@ -51,6 +54,7 @@ static int needed(const GPTConfig *c, Need n) {
     case NEED_NORM_BIAS: return a->norm == NORM_LAYER;
     case NEED_LEARNED_POS: return a->pos == POS_LEARNED;
     case NEED_UNTIED: return !gpt_tied(c);
+    case NEED_QK_NORM: return c->qk_norm;
     }
     return 0;
 }
@@ -70,6 +74,7 @@ static const BufferRow BUFFERS[] = {
     {FIELD(ln2_w), D_H, D_1, AT_LAYER, NEED_ALWAYS},    {FIELD(ln2_b), D_H, D_1, AT_LAYER, NEED_NORM_BIAS},
     {FIELD(fc1_w), D_FC1, D_H, AT_LAYER, NEED_ALWAYS},  {FIELD(fc1_b), D_FC1, D_1, AT_LAYER, NEED_LINEAR_BIAS},
     {FIELD(fc2_w), D_H, D_F, AT_LAYER, NEED_ALWAYS},    {FIELD(fc2_b), D_H, D_1, AT_LAYER, NEED_LINEAR_BIAS},
+    {FIELD(qk_norm_w), D_2HD, D_1, AT_LAYER, NEED_QK_NORM},
     {FIELD(lnf_w), D_H, D_1, AT_LAST, NEED_ALWAYS},     {FIELD(lnf_b), D_H, D_1, AT_LAST, NEED_NORM_BIAS},
     {FIELD(lm_head), D_V, D_H, AT_LAST, NEED_UNTIED},
 };
@@ -211,6 +216,10 @@ static const TensorRow LLAMA_TENSORS[] = {
      NEED_QKV_BIAS},
     {PART_BLOCK, "model.layers.%d.self_attn.o_proj.weight", FIELD(proj_w), D_0, D_H, D_Q, TP_COLS, 1, INIT_NORMAL, 1,
      NEED_ALWAYS},
+    {PART_BLOCK, "model.layers.%d.self_attn.q_norm.weight", FIELD(qk_norm_w), D_0, D_HD, D_0, TP_REPLICATED, 1, INIT_ONES, 0,
+     NEED_QK_NORM},
+    {PART_BLOCK, "model.layers.%d.self_attn.k_norm.weight", FIELD(qk_norm_w), D_HD, D_HD, D_0, TP_REPLICATED, 1, INIT_ONES,
+     0, NEED_QK_NORM},
     {PART_BLOCK, "model.layers.%d.post_attention_layernorm.weight", FIELD(ln2_w), D_0, D_H, D_0, TP_REPLICATED, 1,
      INIT_ONES, 0, NEED_ALWAYS},
     {PART_BLOCK, "model.layers.%d.mlp.gate_proj.weight", FIELD(fc1_w), D_0, D_F, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
@@ -280,8 +289,9 @@ static void add_info(GPT *m, const TensorRef *r, int full_index) {
     pi->split = row->split;
     pi->row_blocks = row->blocks;
     pi->init = (int)row->init;
-    // SP runs the norms, the row-parallel biases, dropout and the position embedding on s/t rows.
-    pi->sp_partial = m->tp.sp && row->split == TP_REPLICATED;
+    // SP runs the norms, the row-parallel biases, dropout and the position embedding on s/t rows; the per-head
+    // q/k norms' weights (rows D_HD) are summed over the rank's own heads, with SP or without.
+    pi->sp_partial = (m->tp.sp || (m->tp.t > 1 && row->rows == D_HD)) && row->split == TP_REPLICATED;
     // the last stage's copy of a tied token embedding: the first stage's counts
     pi->pp_mirror = row->field == FIELD(wte) && !gpt_first_stage(m);
 }

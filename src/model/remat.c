@@ -1,6 +1,7 @@
 #include "model/remat.h"
 #include "model/family.h"
 #include "model/params.h"
+#include "model/qk_norm.h"
 #include "model/saved.h"
 #include "model/base16.h"
 #include "model/lora_site.h"
@@ -23,7 +24,7 @@ int remat_makes(const GPT *m, ActName name) {
     if (name == ACT_FC2_IN) return (t & (RECOMPUTE_ACT_OUT | RECOMPUTE_FC1_OUT)) != 0;
     if (name == ACT_PROJ_IN) return (t & RECOMPUTE_ATTN_OUT) != 0;
     if (name == ACT_ATTN_LSE) return (t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH);   // flash's forward makes it with O
-    if (name == ACT_Q || name == ACT_K || name == ACT_V) return (t & RECOMPUTE_QKV_OUT) != 0;
+    if (act_is_qkv_out(name)) return (t & RECOMPUTE_QKV_OUT) != 0;
     if (name == ACT_GELU_IN || name == ACT_GATE || name == ACT_UP) return (t & RECOMPUTE_FC1_OUT) != 0;
     if (name == ACT_LN2_IN) return (t & RECOMPUTE_PROJ_OUT) != 0;
     return (t & act_mask_part(name)) != 0;
@@ -64,8 +65,9 @@ static const float *norm_again(GPT *m, int l, ActName in, ActName out, ActName s
     return y;
 }
 
-// q, k, v = qkv_in · W_{q,k,v}ᵀ + b (+ the adapters' term; RoPE on q and k), as qkv_forward makes them,
-// rounded as storage rounds them, into their workspace slots.
+// q, k, v = qkv_in · W_{q,k,v}ᵀ + b (+ the adapters' term; the per-head norms (Qwen3) and RoPE on q and k), as
+// qkv_forward makes them, rounded as storage rounds them, into their workspace slots (the norms' inputs and
+// 1/rms too).
 static void qkv_again(GPT *m, int l) {
     int h = m->cfg.hidden, ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur;
     BlockTensors w = gpt_block_weights(m, l);
@@ -74,13 +76,26 @@ static void qkv_again(GPT *m, int l) {
     const float *bq = w.qkv_b, *bk = bq ? bq + ql : NULL, *bv = bq ? bk + kvl : NULL;
     float *q = made(m, ACT_Q, work_slot(m, ACT_Q, l)), *k = made(m, ACT_K, work_slot(m, ACT_K, l)),
           *v = made(m, ACT_V, work_slot(m, ACT_V, l));
-    linear_again(m, q, ql, x, h, wq, bq, n, h, ql);
-    linear_again(m, k, kvl, x, h, wk, bk, n, h, kvl);
+    float *q_in = q, *k_in = k;   // where the projections go (the per-head norms' inputs with them)
+    if (m->cfg.qk_norm) {
+        q_in = made(m, ACT_Q_NORM_IN, work_slot(m, ACT_Q_NORM_IN, l));
+        k_in = made(m, ACT_K_NORM_IN, work_slot(m, ACT_K_NORM_IN, l));
+    }
+    linear_again(m, q_in, ql, x, h, wq, bq, n, h, ql);
+    linear_again(m, k_in, kvl, x, h, wk, bk, n, h, kvl);
     linear_again(m, v, kvl, x, h, wv, bv, n, h, kvl);
-    // the adapters' (α/r)·B(A x) from their kept x·Aᵀ, before RoPE, as qkv_forward adds them
+    // the adapters' (α/r)·B(A x) from their kept x·Aᵀ, before the norms and RoPE, as qkv_forward adds them
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {
-        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), q, k, v);
+        LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), q_in, k_in, v);
         if (lora_on(m, lora_qkv_site(i))) lora_column_add(m, l, lora_qkv_site(i), &o);
+    }
+    if (m->cfg.qk_norm) {
+        if (m->policy.act_dtype == ACT_BF16) {   // as saved_done rounds the forward's, before its norms read them
+            m->be->bf16_round(m->be, q_in, (size_t)n * ql);
+            m->be->bf16_round(m->be, k_in, (size_t)n * kvl);
+        }
+        qk_norm_rows(m, &w, q, k, made(m, ACT_Q_NORM_STATS, work_slot(m, ACT_Q_NORM_STATS, l)),
+                     made(m, ACT_K_NORM_STATS, work_slot(m, ACT_K_NORM_STATS, l)), q_in, k_in, 0, n);
     }
     if (rotary(m)) {
         int d = gpt_head_dim(&m->cfg);
@@ -210,7 +225,8 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
         else return gelu_again(m, l);   // once: only FC2's weight gradient reads it
         break;
     case ACT_PROJ_IN: case ACT_ATTN_LSE: attention_again(m, l); break;
-    case ACT_Q: case ACT_K: case ACT_V: qkv_again(m, l); break;
+    case ACT_Q: case ACT_K: case ACT_V: case ACT_Q_NORM_IN: case ACT_K_NORM_IN: case ACT_Q_NORM_STATS:
+    case ACT_K_NORM_STATS: qkv_again(m, l); break;
     case ACT_GELU_IN: case ACT_GATE: case ACT_UP: mlp_again(m, l); break;
     case ACT_LN2_IN: proj_again(m, l); break;
     default: ctron_fatal("remat_tensor: %s is not made again by the fusion search's parts", act_name_str(name));

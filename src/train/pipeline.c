@@ -140,8 +140,8 @@ static void push_req(Pipeline *pl, CommRequest r) {
 // Layered gradient accumulation: layer l's gradient is complete (its last micro-batch is done), so its
 // data-parallel sum starts now, while the earlier layers compute.
 static void reduce_layer(Pipeline *pl, GPT *m, int l) {
-    float *part[12];
-    size_t count[12];
+    float *part[BLOCK_BUFFERS_MAX];
+    size_t count[BLOCK_BUFFERS_MAX];
     int n = block_buffers(m, &m->g, l, part, count);
     for (int i = 0; i < n; i++) {
         CommRequest r;
@@ -156,8 +156,8 @@ static void reduce_layer(Pipeline *pl, GPT *m, int l) {
 static int reduced_with_layer(GPT *m, const float *g) {
     for (int l = 0; l < m->cfg.layers; l++) {
         if (!gpt_owns_layer(m, l)) continue;
-        float *part[12];
-        size_t count[12];
+        float *part[BLOCK_BUFFERS_MAX];
+        size_t count[BLOCK_BUFFERS_MAX];
         int n = block_buffers(m, &m->g, l, part, count);
         for (int i = 0; i < n; i++)
             if (part[i] && g >= part[i] && g < part[i] + count[i]) return 1;

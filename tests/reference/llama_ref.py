@@ -8,14 +8,15 @@ Usage: PEER_PYTHON tests/reference/llama_ref.py [--attn eager|sdpa] MODEL_DIR BA
 Several triples share one start of Python (importing torch and transformers takes ~9 s on 2 cores).
 
 MODEL_DIR: what `save_pretrained` writes, and what a ctron export is:
-  config.json  model_type "llama" (LlamaForCausalLM) or "qwen2" (Qwen2ForCausalLM: Llama + q/k/v biases;
-      Llama's own attention_bias flag also gives o_proj a bias, which ctron's qkv_bias has not). Keys:
+  config.json  model_type "llama" (LlamaForCausalLM), "qwen2" (Qwen2ForCausalLM: Llama + q/k/v biases;
+      Llama's own attention_bias flag also gives o_proj a bias, which ctron's qkv_bias has not) or "qwen3"
+      (Qwen3ForCausalLM: Llama + per-head q/k RMSNorms, .self_attn.{q,k}_norm.weight [d]). Keys:
       vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
       num_key_value_heads, rms_norm_eps, max_position_embeddings, tie_word_embeddings, hidden_act
       ("silu"), attention_bias, and the RoPE base either as transformers 5 writes it
       ("rope_parameters": {"rope_theta": T, "rope_type": "default"}) or as 4.x did (top-level
-      "rope_theta"; a 4.x "rope_scaling" is refused: ctron has plain RoPE only). head_dim, when
-      given, must be hidden_size / num_attention_heads.
+      "rope_theta"; a 4.x "rope_scaling" is refused: ctron has plain RoPE only). head_dim (d), when
+      given, is any even width (q and the attention output are a*d wide); else hidden_size / heads.
   model.safetensors  every parameter under its HF name, F32, nn.Linear orientation [out, in]
       (y = x W^T + b): model.embed_tokens.weight [v, h]; per layer i model.layers.i.input_layernorm.weight
       [h], .self_attn.{q,k,v,o}_proj.weight ([a*d, h], [k*d, h], [k*d, h], [h, a*d]; rows head-major,
@@ -42,7 +43,7 @@ import sys
 PINS = {"torch": "2.15.0", "transformers": "5.24.0", "safetensors": "0.8.0", "numpy": "2.4.6", "peft": "0.21.2",
         "tokenizers": "0.23.3", "sentencepiece": "0.2.3"}
 ATTN_CHOICES = ("eager", "sdpa")
-FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 
 
 class RefError(Exception):
@@ -100,13 +101,16 @@ def read_config(model_dir):
     h, a = cfg["hidden_size"], cfg["num_attention_heads"]
     # Qwen2Config's default for a missing num_key_value_heads is 32, not the heads: make it explicit.
     kv = cfg.get("num_key_value_heads", a)
-    if not isinstance(kv, int) or kv < 1 or a % kv or h % a:
-        raise RefError(f"{where}: heads {a}, kv heads {kv!r}, hidden {h}: need kv | heads | hidden")
-    if cfg.get("head_dim") not in (None, h // a):
-        raise RefError(f"{where}: head_dim {cfg['head_dim']} (expected hidden_size/heads = {h // a})")
+    d = cfg.get("head_dim")
+    if not isinstance(kv, int) or kv < 1 or a % kv or (d is None and h % a):
+        raise RefError(f"{where}: heads {a}, kv heads {kv!r}, hidden {h}: need kv | heads (| hidden without head_dim)")
+    if d is not None and (not isinstance(d, int) or d < 2 or d % 2):
+        raise RefError(f"{where}: head_dim {d!r} (expected an even positive integer)")
+    if family == "qwen3" and d is None:
+        raise RefError(f"{where}: qwen3 without head_dim (Qwen3Config's default is 128, not hidden/heads: write it)")
     if cfg.get("hidden_act", "silu") != "silu":
         raise RefError(f"{where}: hidden_act {cfg['hidden_act']!r} (expected 'silu')")
-    if family == "qwen2" and cfg.get("use_sliding_window"):
+    if family in ("qwen2", "qwen3") and cfg.get("use_sliding_window"):
         raise RefError(f"{where}: use_sliding_window true (ctron attends to the whole causal window)")
     return family, cfg, kv, rope_theta(cfg, where)
 
@@ -147,7 +151,7 @@ def load_model(model_dir, attn):
         raise RefError(f"{model_dir}: model.safetensors names {sorted(set(names) ^ set(params))} "
                        f"differ from {FAMILIES[family]}'s parameters")
     # The RoPE base really used: transformers' inverse frequencies against θ^(-2j/d) from config.json.
-    d = cfg["hidden_size"] // cfg["num_attention_heads"]
+    d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     want = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     got = model.model.rotary_emb.inv_freq.double()
     if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-6, atol=0):
