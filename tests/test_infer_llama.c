@@ -290,6 +290,37 @@ static void check_generate_vs(GPT *model, GPT *ref_model, const char *what) {
            st.slides, first < 0 ? "equal" : "differ from");
 }
 
+// Qwen3's per-head q/k norms (weights away from 1: perturb's "norm"), with heads of h/a, wider (d 16: q 64
+// wide) and narrower (d 8, MQA): the cache normalises each new row's heads before RoPE, as the training forward.
+static void check_qk_norm(int kv, int head_dim) {
+    char what[64];
+    snprintf(what, sizeof what, "q/k norms kv %d d %d", kv, head_dim ? head_dim : 12);
+    GPTConfig cfg = llama_cfg(kv, 0, 0);
+    cfg.qk_norm = 1;
+    cfg.head_dim = head_dim;
+    GPT m;
+    make_model(&m, &cfg, PRECISION_FP32);
+    CHECK(m.w.qk_norm_w != NULL, "%s: the model has no q/k norm weights", what);
+    int32_t tokens[S];
+    tokens_of(tokens, S, 99);
+    float *ref = xmalloc((size_t)S * V * sizeof(float));
+    forward_logits(&m, tokens, S, ref);
+    cache_vs(&m, tokens, ref, what, FP32_TOL);
+    // Without the norms the same weights give other logits: the check above sees them.
+    GPTConfig plain = cfg;
+    plain.qk_norm = 0;
+    GPT p;
+    make_model(&p, &plain, PRECISION_FP32);
+    float *other = xmalloc((size_t)S * V * sizeof(float));
+    forward_logits(&p, tokens, S, other);
+    double diff = worst_rows(other, ref, S, V);
+    CHECK(diff > 1e-2, "%s: the norms move the logits by only %.3g", what, diff);
+    free(other);
+    free(ref);
+    gpt_free(&p);
+    gpt_free(&m);
+}
+
 static void check_generate(void) {
     GPTConfig cfg = llama_cfg(4, 0, 0);
     GPT m;
@@ -312,6 +343,9 @@ int main(void) {
     check_gqa(1, 1, 0);
     check_gqa(2, 0, 1);
     check_bf16();
+    check_qk_norm(2, 0);
+    check_qk_norm(2, 16);
+    check_qk_norm(1, 8);
     check_generate();
     return check_summary();
 }

@@ -63,6 +63,7 @@ static GPTConfig cfg_of(int llama, int lora) {
         c.arch = ARCH_LLAMA;
         c.kv_heads = 2;
         c.ffn = 48;
+        c.qk_norm = llama == 2;   // Qwen3: the per-head q/k norms' inputs and 1/rms swapped and recomputed by rows too
     }
     return c;
 }
@@ -200,7 +201,7 @@ static double rel(const float *a, const float *b, size_t n) {
 }
 
 static void describe(const Setup *u, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama ? "llama" : "gpt2",
+    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
              u->lora == 2 ? " LoRA-FA" : u->lora ? " LoRA" : "", u->flash ? "flash " : "", u->bf16 ? "bf16" : "fp32",
              mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
 }
@@ -208,7 +209,7 @@ static void describe(const Setup *u, char *buf, size_t len) {
 // 2. Against the plain run, with flash.
 static void test_plain(void) {
     const float alphas[] = {0.0f, 0.34f, 0.67f, 1.0f};   // 0, 64, 128, 192 positions swapped of 192
-    for (int llama = 0; llama < 2; llama++)
+    for (int llama = 0; llama < 3; llama++)   // GPT-2, llama, Qwen3 (llama with q/k norms)
         for (int bf16 = 0; bf16 < 2; bf16++) {
             Setup plain = {llama, 1, bf16, MASKS_BYTES, "none", NULL, 0.0f, 0};
             Trace ref;
@@ -368,7 +369,7 @@ static void check_ledger(const Setup *u) {
 static void test_ledger(void) {
     const float alphas[] = {0.0f, 0.34f, 0.5f, 0.67f, 1.0f};
     int cases = 0;
-    for (int llama = 0; llama < 2; llama++)
+    for (int llama = 0; llama < 3; llama++)
         for (int flash = 0; flash < 2; flash++)
             for (int bf16 = 0; bf16 < 2; bf16++)
                 for (int mm = 0; mm < 3; mm++)
