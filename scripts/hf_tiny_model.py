@@ -3,7 +3,7 @@
 (docs/HF.md; no hub, nothing downloaded). Run it with the peer venv's python (scripts/peer_env.sh):
 
     PY=$(bash scripts/peer_env.sh)      # or: bash scripts/peer_env.sh --path, once it is installed
-    $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2] [--layers 2] [--hidden 64]
+    $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
         [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG]
         [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
@@ -18,7 +18,8 @@ import os
 import sys
 
 FAMILIES = {"gpt2": ("GPT2Config", "GPT2LMHeadModel"), "llama": ("LlamaConfig", "LlamaForCausalLM"),
-            "mistral": ("MistralConfig", "MistralForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM")}
+            "mistral": ("MistralConfig", "MistralForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+            "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
 
 
 def rope_parameters(a):
@@ -43,6 +44,8 @@ def build_config(transformers, a):
     extra = {"sliding_window": None} if a.family == "mistral" else {}
     if a.head_dim:   # heads of another width than hidden / heads (Mistral Nemo's config.json has head_dim)
         extra["head_dim"] = a.head_dim
+    if a.family == "qwen3":   # Qwen3Config's own default head_dim is 128, not hidden / heads
+        extra["head_dim"] = a.head_dim or a.hidden // a.heads
     return cls(vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.ffn, num_hidden_layers=a.layers,
                num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, max_position_embeddings=a.positions,
                rms_norm_eps=1e-5, tie_word_embeddings=a.tied,

@@ -3,14 +3,16 @@
 (tests/reference/llama_ref.py's PINS; run through peer_check.sh). Nothing is downloaded.
 
 1. Import: transformers makes random models with save_pretrained (scripts/hf_tiny_model.py): GPT-2;
-   llama with GQA, tied and untied; qwen2 with q/k/v biases; mistral; head_dim other than hidden / heads;
+   llama with GQA, tied and untied; qwen2 with q/k/v biases; qwen3 with per-head q/k norms; mistral; head_dim
+   other than hidden / heads;
    fp32, bf16 and fp16; sharded and not. `ctron eval --ids --dump --grads` gives transformers' logits and loss (labels = input_ids) to
    1e-5 relative and every gradient to 1e-4 (max-abs normalised, as test_parity_llama), under the
    same names (a tied output layer's gradient in the embedding's).
 2. Round trip: ctron trains a few steps and exports; AutoModelForCausalLM.from_pretrained(OUT) loads it
    as it is (GPT2LMHeadModel for ctron's GPT-2) and gives ctron's logits for the checkpoint; a bf16
    export loads as bf16 and gives the logits ctron computes from the export; greedy generation from
-   the GPT-2 and the llama3-scaled RoPE exports is ctron generate's (the KV cache past the original context).
+   the GPT-2, llama3-scaled RoPE, head_dim and Qwen3 exports is ctron generate's (the KV cache past the original
+   context; Qwen3's q/k norms in the cache).
 3. --init-from fine-tunes (full, LoRA, LoRA-FA, rsLoRA) of those models: their exports, peft adapter
    directories and merged exports load in transformers / peft and give ctron's logits.
 4. End-of-sequence ids: ctron generate ends where transformers' generate ends (generation_config.json's
@@ -121,6 +123,9 @@ IMPORT_CASES = [
     # the attention output 96 wide) and narrower (8, MQA, tied)
     ("mistral_head_dim24", dict(family="mistral", kv_heads=2, head_dim=24), "int64"),
     ("llama_head_dim8_tied", dict(family="llama", kv_heads=1, head_dim=8, tied=True), "int32"),
+    # Qwen3: per-head q/k RMSNorms (q_norm, k_norm [d]); tied as its small models, and with wider heads, sharded
+    ("qwen3_tied", dict(family="qwen3", kv_heads=2, tied=True, rope_theta=1000000.0), "int64"),
+    ("qwen3_head_dim24_shard", dict(family="qwen3", kv_heads=1, head_dim=24, max_shard_size="40KB"), "int32"),
 ]
 
 
@@ -170,7 +175,9 @@ def test_round_trip(ctron, data, work, rng):
              ("rt_qwen2", ("--arch", "llama", "--kv-heads", 1, "--ffn-hidden", 96, "--qkv-bias"), [], "Qwen2ForCausalLM"),
              ("rt_llama3_rope", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--rope-scaling", "llama3:8:1:4:16"),
               [], "LlamaForCausalLM"),
-             ("rt_head_dim", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24), [], "LlamaForCausalLM")]
+             ("rt_head_dim", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24), [], "LlamaForCausalLM"),
+             ("rt_qwen3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24, "--qk-norm",
+                           "--tie-embeddings"), [], "Qwen3ForCausalLM")]
     for name, flags, export_flags, cls in cases:
         run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
         train(ctron, data, run_dir, *flags)
@@ -187,7 +194,7 @@ def test_round_trip(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
         print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
-        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim"):   # greedy generation from the export equals ctron
+        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3"):   # greedy generation from the export equals ctron
             # generate's (llama3: the KV cache's positions through the scaled table; head_dim: its widths)
             prompt = "In the beginning"
             got = run(ctron, "generate", "--ckpt", run_dir, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
@@ -217,7 +224,7 @@ def test_fine_tune(ctron, data, work, rng):
     ids = rng.integers(0, 256, size=(2, 16))
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
-    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling"):
+    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
@@ -362,7 +369,7 @@ def test_peft(ctron, data, work, rng):
     write_ids(ids_path, ids, "int64")
     # (mistral_head_dim24: q's adapters B [a·d, r], o's A [r, a·d] with a·d = 96 ≠ h = 64)
     for src, targets in (("llama_gqa_untied_shard", "q,k,v,o,gate,up,down"), ("gpt2", "qkv,proj,fc,fc2"),
-                         ("mistral_head_dim24", "q,o,down")):
+                         ("mistral_head_dim24", "q,o,down"), ("qwen3_tied", "q,k,v,o,gate,up,down")):
         for fa in ((), ("--lora-fa",), ("--lora-rslora",)):   # rsLoRA: peft's use_rslora, alpha/sqrt(r)
             name = f"peft_{src}{ {(): '', ('--lora-fa',): '_fa', ('--lora-rslora',): '_rslora'}[fa] }"
             run_dir, out, merged = (os.path.join(work, name + x) for x in ("", ".adapter", ".merged"))
