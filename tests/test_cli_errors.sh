@@ -24,6 +24,7 @@ expect "--qk-norm is a llama option (--arch llama)" train --qk-norm --data "$dat
 expect "--qk-norm is a llama option (--arch llama)" train --arch gpt2 --qk-norm --data "$data"
 expect "--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's attention_bias also puts a bias on o_proj" \
   train --arch llama --qk-norm --qkv-bias --data "$data"
+expect "--qk-norm is a llama option (--arch llama)" memory --qk-norm
 expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
 expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"

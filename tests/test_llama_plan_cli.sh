@@ -40,6 +40,15 @@ expect "t=16 does not divide the key/value heads (8): each TP rank takes whole k
 expect "t=4 does not divide the FFN width (14338): each TP rank takes ffn/t columns of the MLP" \
   plan --cluster --gpu h100-80g --nodes 1 --preset llama3-8b --ffn-hidden 14338 --layout t=4,p=1,mb=1
 expect "--tie-embeddings is a llama option (--arch llama)"            plan --cluster --gpu h100-80g --nodes 1 --preset 22B --tie-embeddings
+# --qk-norm (Qwen3's per-head q/k RMSNorm): llama only, and not beside q/k/v biases, in all three commands
+expect "--qk-norm is a llama option (--arch llama)"                   memory --qk-norm
+expect "--qk-norm is a llama option (--arch llama)"                   memory --arch gpt2 --qk-norm
+expect "--qk-norm is a llama option (--arch llama)"                   plan --budget 1GiB --qk-norm
+expect "--qk-norm is a llama option (--arch llama)"                   plan --cluster --gpu h100-80g --nodes 1 --preset 22B --qk-norm
+expect "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's attention_bias" \
+  memory --arch llama --qk-norm --qkv-bias
+expect "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with q/k norms" \
+  plan --budget 1GiB --arch llama --qkv-bias --qk-norm
 
 # ctron memory: per layer, recompute none and selective, t = 1 and t = 8 with SP, bf16, no dropout
 # (llama's default): docs/MEMORY.md's formula against the JSON; the parameters at t = p = 1.
