@@ -53,16 +53,17 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
     long kv = f->kv_heads ? f->kv_heads : own && pr ? pr->kv : 0;
     long ffn = f->ffn ? f->ffn : own && pr ? pr->ffn : 0;
     int tied = f->tie || (own && pr && pr->tied) || a->tied_default;
-    int qk_norm = f->qk_norm;
+    int qk_norm = f->qk_norm || (own && pr && pr->qk_norm);
     if (f->qkv_bias && qk_norm)
-        return snprintf(err, errlen, "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with q/k "
-                        "norms (Qwen3's attention_bias also puts a bias on o_proj, which ctron does not have)"), -1;
+        return snprintf(err, errlen, "--qkv-bias with %s: no Hugging Face family has q/k/v biases with q/k norms "
+                        "(Qwen3's attention_bias also puts a bias on o_proj, which ctron does not have)",
+                        f->qk_norm ? "--qk-norm" : "the preset's q/k norms (Qwen3)"), -1;
     if (kv <= 0) kv = heads;
     if (ffn <= 0) ffn = arch_default_ffn(arch, hidden);
     if (heads % kv)
         return snprintf(err, errlen, "--kv-heads %ld does not divide --heads %ld (each key/value head serves a whole "
                         "group of query heads)", kv, heads), -1;
-    long d = f->head_dim ? f->head_dim : hidden / heads;
+    long d = f->head_dim ? f->head_dim : own && pr && pr->head_dim ? pr->head_dim : hidden / heads;
     if (a->pos == POS_ROPE && f->head_dim && d % 2)
         return snprintf(err, errlen, "--head-dim %ld is odd: RoPE rotates pairs (j, j + d/2)", d), -1;
     if (a->pos == POS_ROPE && !f->head_dim && hidden % heads == 0 && d % 2)

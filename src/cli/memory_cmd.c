@@ -65,8 +65,10 @@ void cli_memory_usage(FILE *f) {
         "model (a preset's fields, overridden by any flag given)\n"
         "  --preset LIST            22B, 175B, 530B, 1T (the paper's Table 3 models and layouts),\n"
         "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b,\n"
-        "                           llama3-405b, llama3.2-1b, llama3.2-3b (tied), 'paper' (the four Table 3\n"
-        "                           models), 'llama3' (the three Llama 3 models) or 'llama3.2' (its two);\n"
+        "                           llama3-405b, llama3.2-1b, llama3.2-3b (tied), qwen3-0.6b, qwen3-1.7b,\n"
+        "                           qwen3-4b (tied), qwen3-8b, qwen3-14b, qwen3-32b (heads 128 wide, q/k\n"
+        "                           norms), 'paper' (the four Table 3 models), 'llama3' (the three Llama 3\n"
+        "                           models), 'llama3.2' (its two) or 'qwen3' (the six Qwen3 models);\n"
         "                           several names print them side by side (default gpt2)\n"
         "  --layers N --hidden N --heads N --seq N --vocab N\n"
         "                           L, h, a, s, v (under --tp each rank holds ⌈v/t⌉ rows)\n"
@@ -315,12 +317,12 @@ static int resolve_presets(const char *list, const ModelPreset **out, int *n) {
     strcpy(buf, list);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const char *names[4] = {tok};
-        int k = preset_group(tok, names);   // "paper", "llama3"
+        const char *names[PRESET_GROUP_MAX] = {tok};
+        int k = preset_group(tok, names);   // "paper", "llama3", "llama3.2", "qwen3"
         if (!k) k = 1;
         for (int i = 0; i < k; i++) {
             const ModelPreset *p = preset_find(names[i]);
-            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, paper or llama3)", names[i], preset_names());
+            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, or a group: paper, llama3, llama3.2, qwen3)", names[i], preset_names());
             if (*n == MAX_MODELS) return args_error(CMD, "--preset: at most %d models", MAX_MODELS);
             out[(*n)++] = p;
         }
