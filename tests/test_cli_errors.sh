@@ -20,6 +20,11 @@ expect "--kv-heads 3 does not divide --heads 4" train --arch llama --heads 4 --k
 expect "head dimension 9 is odd: RoPE rotates pairs" train --arch llama --hidden 36 --heads 4 --data "$data"
 expect "--kv-heads is a llama option (--arch llama)" train --kv-heads 2 --data "$data"
 expect "--tie-embeddings is a llama option" train --tie-embeddings --data "$data"
+expect "--qk-norm is a llama option (--arch llama)" train --qk-norm --data "$data"
+expect "--qk-norm is a llama option (--arch llama)" train --arch gpt2 --qk-norm --data "$data"
+expect "--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's attention_bias also puts a bias on o_proj" \
+  train --arch llama --qk-norm --qkv-bias --data "$data"
+expect "--qk-norm is a llama option (--arch llama)" memory --qk-norm
 expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
 expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"

@@ -1,7 +1,7 @@
 // Hugging Face interop without transformers (issue 26): the F16/BF16 conversions against independent
-// formulas; config.json of both transformers generations and every refusal; the shard index; export
-// then import, bitwise in fp32 and bf16-rounded in bf16, for GPT-2 and llama (tied, untied, q/k/v
-// biases, sharded); hf_load_into at TP and PP layouts equal to the shards of the whole model; and bad
+// formulas; config.json of both transformers generations and every refusal (Qwen3's too); the shard
+// index; config.json written then read back (llama, Qwen2, Qwen3); export then import, bitwise in fp32
+// and bf16-rounded in bf16, for GPT-2 and llama (tied, untied, q/k/v biases, q/k norms, sharded); hf_load_into at TP and PP layouts equal to the shards of the whole model; and bad
 // directories refused with the file and the field named, the model left unchanged.
 // usage: test_hf_io WORKDIR
 #include <math.h>
@@ -10,9 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 #include "check.h"
 #include "io/ckpt_fs.h"
 #include "io/hf_config.h"
+#include "io/hf_config_write.h"
 #include "io/hf_export.h"
 #include "io/hf_index.h"
 #include "io/hf_load.h"
@@ -89,7 +91,8 @@ static void test_config_ok(void) {
                    &c, err, sizeof err);
     CHECK(rc == 0, "llama 5.x: %s", err);
     CHECK(c.model.arch == ARCH_LLAMA && c.model.kv_heads == 2 && c.model.ffn == 176 && c.model.rope_theta == 500000.0f &&
-          c.model.norm_eps == 1e-6f && c.model.tie_embeddings == -1 && !c.model.qkv_bias && c.max_positions == 2048 &&
+          c.model.norm_eps == 1e-6f && c.model.tie_embeddings == -1 && !c.model.qkv_bias && !c.model.qk_norm &&
+          c.max_positions == 2048 &&
           strcmp(c.dtype, "bfloat16") == 0 && c.model.tokens.n_eos == 2 && c.model.tokens.eos[0] == 7 &&
           c.model.tokens.eos[1] == 8 && !c.model.tokens.has_bos,
           "llama 5.x fields: kv %d ffn %d theta %g eps %g tie %d pos %d dtype %s eos %d ids", c.model.kv_heads, c.model.ffn,
@@ -152,7 +155,8 @@ static void test_config_ok(void) {
     // Qwen2: q/k/v biases; its window is off unless use_sliding_window
     rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"sliding_window\": 8, "
                "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
-    CHECK(rc == 0 && c.model.qkv_bias && c.sliding_window == 0 && c.max_positions == 32768, "qwen2: %s", err);
+    CHECK(rc == 0 && c.model.qkv_bias && !c.model.qk_norm && c.sliding_window == 0 && c.max_positions == 32768 &&
+          gpt_head_dim(&c.model) == 16, "qwen2: %s", err);
     // Mistral: the class's window (4096) when the key is absent; null: none
     rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", &c, err, sizeof err);
     CHECK(rc == 0 && c.sliding_window == 4096, "mistral default window: %s (%d)", err, c.sliding_window);
@@ -173,6 +177,64 @@ static void test_config_ok(void) {
     run.seq = 1025;
     CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 && strstr(err, "'n_positions' is 1024"),
           "gpt2: seq beyond n_positions is refused: %s", err);
+}
+
+// Qwen3 (model_type qwen3): the llama block with q/k norms; Qwen3Config's defaults for the keys left out
+// (head_dim 128 whatever hidden / heads is, num_key_value_heads 32, eps 1e-6, untied, 32768 positions).
+static void test_config_qwen3(void) {
+    HfConfig c;
+    char err[512] = "";
+    // transformers 5's form: rope_parameters, layer_types all full attention, head_dim 32 (hidden / heads is 16)
+    int rc = parse("{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", " LLAMA_SIZES ", "
+                   "\"num_key_value_heads\": 2, \"head_dim\": 32, \"rms_norm_eps\": 1e-05, \"rope_parameters\": "
+                   "{\"rope_theta\": 1000000.0, \"rope_type\": \"default\"}, \"attention_bias\": false, "
+                   "\"use_sliding_window\": false, \"sliding_window\": null, \"max_window_layers\": 28, \"layer_types\": "
+                   "[\"full_attention\", \"full_attention\"], \"tie_word_embeddings\": true, \"dtype\": \"bfloat16\", "
+                   "\"max_position_embeddings\": 40960}", &c, err, sizeof err);
+    CHECK(rc == 0, "qwen3 5.x: %s", err);
+    CHECK(rc == 0 && strcmp(c.model_type, "qwen3") == 0 && c.model.arch == ARCH_LLAMA && c.model.qk_norm == 1 &&
+          !c.model.qkv_bias && c.model.kv_heads == 2 && gpt_head_dim(&c.model) == 32 && gpt_q_width(&c.model) == 128 &&
+          gpt_kv_width(&c.model) == 64 && c.model.ffn == 176 && c.model.norm_eps == 1e-5f &&
+          c.model.rope_theta == 1000000.0f && c.model.rope_scaling.type == ROPE_PLAIN && c.model.tie_embeddings == 1 &&
+          c.sliding_window == 0 && c.max_positions == 40960 && c.model.max_positions == 40960,
+          "qwen3 5.x fields: type %s arch %d qk_norm %d kv %d d %d eps %g theta %g tie %d window %d pos %d", c.model_type,
+          c.model.arch, c.model.qk_norm, c.model.kv_heads, gpt_head_dim(&c.model), (double)c.model.norm_eps,
+          (double)c.model.rope_theta, c.model.tie_embeddings, c.sliding_window, c.max_positions);
+    // transformers 4.x's form: Qwen3-0.6B's own config.json (top-level rope_theta, rope_scaling null, no layer_types,
+    // a sliding_window that use_sliding_window false leaves unused)
+    rc = parse("{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+               "\"bos_token_id\": 151643, \"eos_token_id\": 151645, \"head_dim\": 128, \"hidden_act\": \"silu\", "
+               "\"hidden_size\": 1024, \"initializer_range\": 0.02, \"intermediate_size\": 3072, "
+               "\"max_position_embeddings\": 40960, \"max_window_layers\": 28, \"model_type\": \"qwen3\", "
+               "\"num_attention_heads\": 16, \"num_hidden_layers\": 28, \"num_key_value_heads\": 8, \"rms_norm_eps\": 1e-06, "
+               "\"rope_scaling\": null, \"rope_theta\": 1000000, \"sliding_window\": 4096, \"tie_word_embeddings\": true, "
+               "\"torch_dtype\": \"bfloat16\", \"transformers_version\": \"4.51.0\", \"use_cache\": true, "
+               "\"use_sliding_window\": false, \"vocab_size\": 151936}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.arch == ARCH_LLAMA && c.model.qk_norm == 1 && c.model.layers == 28 && c.model.hidden == 1024 &&
+          c.model.heads == 16 && c.model.kv_heads == 8 && gpt_head_dim(&c.model) == 128 && gpt_q_width(&c.model) == 2048 &&
+          c.model.ffn == 3072 && c.model.vocab == 151936 && c.model.norm_eps == 1e-6f && c.model.rope_theta == 1000000.0f &&
+          c.model.tie_embeddings == 1 && c.sliding_window == 0 && c.max_positions == 40960 &&
+          strcmp(c.dtype, "bfloat16") == 0 && c.model.tokens.has_bos && c.model.tokens.bos == 151643 &&
+          c.model.tokens.n_eos == 1 && c.model.tokens.eos[0] == 151645,
+          "qwen3 4.x (Qwen3-0.6B): %s (kv %d d %d eps %g theta %g tie %d window %d pos %d)", err, c.model.kv_heads,
+          gpt_head_dim(&c.model), (double)c.model.norm_eps, (double)c.model.rope_theta, c.model.tie_embeddings,
+          c.sliding_window, c.max_positions);
+    // the keys left out take Qwen3Config's defaults: head_dim 128 (not hidden / heads = 16), eps 1e-6, theta
+    // 10000, untied, 32768 positions
+    rc = parse("{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.qk_norm == 1 && gpt_head_dim(&c.model) == 128 && c.model.head_dim == 128 &&
+          gpt_q_width(&c.model) == 512 && gpt_kv_width(&c.model) == 512 && c.model.norm_eps == 1e-6f &&
+          c.model.rope_theta == 10000.0f && c.model.tie_embeddings == -1 && c.max_positions == 32768,
+          "qwen3 defaults: %s (d %d eps %g theta %g tie %d pos %d)", err, gpt_head_dim(&c.model),
+          (double)c.model.norm_eps, (double)c.model.rope_theta, c.model.tie_embeddings, c.max_positions);
+    // RoPE scaling is read as for llama (linear in 4.x's rope_scaling)
+    rc = parse("{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"rope_theta\": 1000000, "
+               "\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 4}}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.qk_norm == 1 && c.model.rope_scaling.type == ROPE_LINEAR &&
+          c.model.rope_scaling.factor == 4.0f && c.model.rope_theta == 1000000.0f, "qwen3 linear rope_scaling: %s", err);
+    // the other families have no q/k norms
+    rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", &c, err, sizeof err);
+    CHECK(rc == 0 && !c.model.qk_norm, "mistral has no q/k norms: %s", err);
 }
 
 static void test_config_refused(void) {
@@ -218,6 +280,23 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
          "\"tie_word_embeddings\": false}", "'tie_word_embeddings' is false"},
         {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 3}", "'n_head' is 3"},
+        // Qwen3: attention_bias puts a bias on o_proj too; a sliding window in use; its class defaults
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"attention_bias\": true}",
+         "'attention_bias' is true: Qwen3's attention_bias puts biases on q, k, v and o_proj"},
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"use_sliding_window\": true, "
+         "\"sliding_window\": 8, \"max_window_layers\": 0}", "'use_sliding_window' is true: ctron attends to the whole causal window"},
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"use_sliding_window\": true}",
+         "'use_sliding_window' is true"},
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"layer_types\": "
+         "[\"full_attention\", \"sliding_attention\"]}", "'layer_types' has a \"sliding_attention\" layer"},
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"head_dim\": null}",
+         "'head_dim' is null: Qwen3Config takes an integer (128 when absent)"},
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"head_dim\": 33}", "'head_dim' is 33"},
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES "}", "'num_key_value_heads' is 32"},   // Qwen3Config's default
+        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"rope_parameters\": "
+         "{\"rope_type\": \"yarn\", \"factor\": 4}}", "'rope_parameters' has rope_type \"yarn\""},
+        {"{\"model_type\": \"qwen3_moe\", " LLAMA_SIZES "}", "'model_type' is \"qwen3_moe\": ctron reads gpt2, llama, "
+         "mistral, qwen2 and qwen3"},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         HfConfig c;
@@ -260,6 +339,47 @@ static GPTConfig small_config(int arch, int tie, int qkv_bias) {
                    .rope_theta = 500000.0f, .tie_embeddings = tie, .qkv_bias = qkv_bias};
     gpt_config_resolve(&c);
     return c;
+}
+
+// config.json as export --hf writes it, read back: the same model, and the model_type of its family (llama;
+// Qwen2 with q/k/v biases; Qwen3 with q/k norms, heads of hidden/heads and of another width, tied and untied).
+static void test_config_round_trip(void) {
+    static const struct { const char *type, *class_name; int qkv, qk, head_dim, tie; } CASES[] = {
+        {"llama", "LlamaForCausalLM", 0, 0, 0, -1},
+        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 1},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 24, 1},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, -1},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        GPTConfig w = small_config(ARCH_LLAMA, CASES[k].tie, CASES[k].qkv);
+        w.qk_norm = CASES[k].qk;
+        w.head_dim = CASES[k].head_dim;
+        w.norm_eps = 1e-6f;
+        w.max_positions = 40960;
+        gpt_config_resolve(&w);
+        char *text = hf_config_json(&w, "bfloat16"), err[512] = "", cls[64];
+        snprintf(cls, sizeof cls, "\"%s\"", CASES[k].class_name);
+        HfConfig c;
+        int rc = parse(text, &c, err, sizeof err);
+        const GPTConfig *r = &c.model;
+        CHECK(rc == 0 && strcmp(c.model_type, CASES[k].type) == 0 && strstr(text, cls), "%s case %zu: %s, model_type %s",
+              CASES[k].type, k, err, c.model_type);
+        CHECK(rc == 0 && r->arch == w.arch && r->layers == w.layers && r->hidden == w.hidden && r->heads == w.heads &&
+              r->kv_heads == w.kv_heads && gpt_head_dim(r) == gpt_head_dim(&w) && r->ffn == w.ffn && r->vocab == w.vocab &&
+              r->norm_eps == w.norm_eps && r->rope_theta == w.rope_theta && r->tie_embeddings == w.tie_embeddings &&
+              r->qkv_bias == w.qkv_bias && r->qk_norm == w.qk_norm && c.max_positions == 40960 &&
+              r->max_positions == 40960 && c.sliding_window == 0 && strcmp(c.dtype, "bfloat16") == 0,
+              "%s case %zu read back: kv %d/%d d %d/%d eps %g theta %g tie %d/%d qkv %d/%d qk %d/%d pos %d",
+              CASES[k].type, k, r->kv_heads, w.kv_heads, gpt_head_dim(r), gpt_head_dim(&w), (double)r->norm_eps,
+              (double)r->rope_theta, r->tie_embeddings, w.tie_embeddings, r->qkv_bias, w.qkv_bias, r->qk_norm, w.qk_norm,
+              c.max_positions);
+        // Qwen3Config's head_dim default is 128: its config.json names the width even where it is hidden/heads
+        if (CASES[k].qk)
+            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"use_sliding_window\":\tfalse") &&
+                  strstr(text, "\"attention_bias\":\tfalse") && !strstr(text, "mlp_bias"),
+                  "qwen3 case %zu: config.json lacks head_dim, use_sliding_window or attention_bias false:\n%s", k, text);
+        cJSON_free(text);
+    }
 }
 
 // A model of cfg with random weights (biases and norms too, so that nothing is trivially 1 or 0).
@@ -308,15 +428,18 @@ static void bf16_round(float *x, size_t n) {
 }
 
 static void test_round_trips(void) {
-    static const struct { const char *name; int arch, tie, qkv; StDtype dtype; size_t shard; } CASES[] = {
-        {"gpt2", ARCH_GPT2, 1, 0, ST_F32, 0},
-        {"llama_untied", ARCH_LLAMA, -1, 0, ST_F32, 0},
-        {"llama_tied_sharded", ARCH_LLAMA, 1, 0, ST_F32, 6000},
-        {"qwen2_bf16_sharded", ARCH_LLAMA, -1, 1, ST_BF16, 9000},
-        {"gpt2_bf16_sharded", ARCH_GPT2, 1, 0, ST_BF16, 5000},
+    static const struct { const char *name; int arch, tie, qkv, qk; StDtype dtype; size_t shard; } CASES[] = {
+        {"gpt2", ARCH_GPT2, 1, 0, 0, ST_F32, 0},
+        {"llama_untied", ARCH_LLAMA, -1, 0, 0, ST_F32, 0},
+        {"llama_tied_sharded", ARCH_LLAMA, 1, 0, 0, ST_F32, 6000},
+        {"qwen2_bf16_sharded", ARCH_LLAMA, -1, 1, 0, ST_BF16, 9000},
+        {"gpt2_bf16_sharded", ARCH_GPT2, 1, 0, 0, ST_BF16, 5000},
+        {"qwen3_tied", ARCH_LLAMA, 1, 0, 1, ST_F32, 0},
+        {"qwen3_bf16_sharded", ARCH_LLAMA, -1, 0, 1, ST_BF16, 7000},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig cfg = small_config(CASES[k].arch, CASES[k].tie, CASES[k].qkv);
+        cfg.qk_norm = CASES[k].qk;
         GPT a, b;
         make_model(&a, &cfg, 11 + k);
         if (export_to(&a, CASES[k].name, CASES[k].dtype, CASES[k].shard) != 0) { gpt_free(&a); continue; }
@@ -328,6 +451,8 @@ static void test_round_trips(void) {
         if (CASES[k].dtype == ST_BF16) bf16_round(a.params, a.n_params);
         int rc = import_from(&b, CASES[k].name, cfg.seq, err, sizeof err);
         CHECK(rc == 0, "%s: import: %s", CASES[k].name, err);
+        CHECK(rc != 0 || b.cfg.qk_norm == CASES[k].qk, "%s: the imported model's q/k norms %d", CASES[k].name,
+              rc ? 0 : b.cfg.qk_norm);
         if (rc == 0) {
             CHECK(b.n_params == a.n_params && memcmp(a.params, b.params, a.n_params * sizeof(float)) == 0,
                   "%s: the imported weights are %s the exported ones", CASES[k].name,
@@ -507,6 +632,32 @@ static void test_refusals(void) {
     hf_index_free(&ix);
 }
 
+// A Qwen3 directory (q/k norms) into a model without them, and a llama one into a model with them: refused
+// naming the config field, the model left as it was (test_round_trips wrote both directories).
+static void test_qk_norm_mismatch(void) {
+    static const struct { const char *dir; int qk; const char *needle; } CASES[] = {
+        {"qwen3_tied", 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
+        {"llama_tied_sharded", 1, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
+    };
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        GPTConfig cfg = small_config(ARCH_LLAMA, 1, 0);
+        cfg.qk_norm = CASES[k].qk;
+        GPT m;
+        make_model(&m, &cfg, 7);
+        float *before = xmalloc(m.n_params * sizeof(float));
+        memcpy(before, m.params, m.n_params * sizeof(float));
+        char dir[1100], err[1024] = "";
+        dir_path(dir, sizeof dir, CASES[k].dir);
+        int rc = hf_load_into(&m, dir, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "config.json") && strstr(err, CASES[k].needle), "%s into q/k norms %d: rc %d, '%s'",
+              CASES[k].dir, CASES[k].qk, rc, err);
+        CHECK(memcmp(before, m.params, m.n_params * sizeof(float)) == 0, "%s: the refused load changed the model",
+              CASES[k].dir);
+        free(before);
+        gpt_free(&m);
+    }
+}
+
 // An export over an existing path writes nothing; a failed export leaves no directory.
 static void test_export_atomic(void) {
     GPTConfig cfg = small_config(ARCH_GPT2, 1, 0);
@@ -533,9 +684,12 @@ int main(int argc, char **argv) {
     test_dtypes();
     test_bf16_write();
     test_config_ok();
+    test_config_qwen3();
     test_config_refused();
+    test_config_round_trip();
     test_index();
     test_round_trips();
+    test_qk_norm_mismatch();
     test_layouts();
     test_refusals();
     test_export_atomic();

@@ -2,7 +2,8 @@
 # The planning commands on llama shapes (issue 25, items 3 and 9): ctron memory's llama3-* presets hold
 # docs/MEMORY.md's per-layer formula, computed here by hand, and Llama 3's published parameter counts;
 # ctron plan plans a llama without GeLU's options and counts its untied weights; ctron plan --cluster
-# picks the documented layouts for 70B and 405B on H100s; the family's bad flags exit 2 naming them.
+# picks the documented layouts for 70B and 405B on H100s; the family's bad flags exit 2 naming them; the
+# qwen3-* presets have transformers' parameter counts, heads 128 wide and q/k norms (--qk-norm).
 set -uo pipefail
 ctron=$1
 py=${2:-/usr/bin/python3}
@@ -40,6 +41,23 @@ expect "t=16 does not divide the key/value heads (8): each TP rank takes whole k
 expect "t=4 does not divide the FFN width (14338): each TP rank takes ffn/t columns of the MLP" \
   plan --cluster --gpu h100-80g --nodes 1 --preset llama3-8b --ffn-hidden 14338 --layout t=4,p=1,mb=1
 expect "--tie-embeddings is a llama option (--arch llama)"            plan --cluster --gpu h100-80g --nodes 1 --preset 22B --tie-embeddings
+# --qk-norm (Qwen3's per-head q/k RMSNorm): llama only, and not beside q/k/v biases, in all three commands
+expect "--qk-norm is a llama option (--arch llama)"                   memory --qk-norm
+expect "--qk-norm is a llama option (--arch llama)"                   memory --arch gpt2 --preset qwen3-8b --qk-norm
+expect "--qk-norm is a llama option (--arch llama)"                   plan --budget 1GiB --qk-norm
+expect "--qk-norm is a llama option (--arch llama)"                   plan --cluster --gpu h100-80g --nodes 1 --preset 22B --qk-norm
+expect "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's attention_bias" \
+  memory --arch llama --qk-norm --qkv-bias
+expect "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with q/k norms" \
+  plan --budget 1GiB --arch llama --qkv-bias --qk-norm
+expect "--qkv-bias with the preset's q/k norms (Qwen3): no Hugging Face family has q/k/v biases with q/k norms" \
+  memory --preset qwen3-8b --qkv-bias
+expect "--qkv-bias with the preset's q/k norms (Qwen3)" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --qkv-bias
+# plan --cluster's time model has heads of hidden/heads: the Qwen3 sizes whose 128 is another width are refused
+expect "--preset qwen3-4b has heads 128 wide: plan --cluster's time model takes heads of hidden/heads = 80" \
+  plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-4b
+expect "--preset qwen3-0.6b has heads 128 wide: plan --cluster's time model takes heads of hidden/heads = 64" \
+  plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-0.6b
 
 # ctron memory: per layer, recompute none and selective, t = 1 and t = 8 with SP, bf16, no dropout
 # (llama's default): docs/MEMORY.md's formula against the JSON; the parameters at t = p = 1.
@@ -92,6 +110,39 @@ assert list(m) == ["llama3.2-1b", "llama3.2-3b"], list(m)
 assert m["llama3.2-1b"]["first_stage"]["parameters"] == 1235814400 and m["llama3.2-1b"]["shape"]["tied"]
 assert m["llama3.2-3b"]["first_stage"]["parameters"] == 3212749824 and m["llama3.2-3b"]["shape"]["tied"]'
 then ok; else bad "memory --preset llama3.2: $("$ctron" memory --preset llama3.2 --json | head -c 600)"; fi
+# Qwen3's dense models (`qwen3` = all six): the parameter counts transformers gives, computed once with
+# transformers 5.24 on the meta device (peer venv):
+#   with torch.device("meta"): m = Qwen3ForCausalLM(Qwen3Config(vocab_size=151936, hidden_size=h,
+#       num_hidden_layers=L, num_attention_heads=a, num_key_value_heads=8, intermediate_size=f, head_dim=128,
+#       tie_word_embeddings=tied)); sum(p.numel() for p in m.parameters())   (a tied embedding counted once)
+# = v·h·(1 or 2) + L·(2h + 2·128 [q_norm, k_norm] + h·a·128·2 + h·8·128·2 + 3·h·f) + h. At t = p = 1 the first stage
+# holds them all. (Without the model's q_norm/k_norm rows, ctron counts 2·128·L fewer.)
+if "$ctron" memory --preset qwen3 --tp 1 --pp 1 --gpus 1 --json | "$py" -c '
+import json,sys; d=json.load(sys.stdin); m = {x["model"]: x for x in d["models"]}
+want = {"qwen3-0.6b": (596049920, 28, 1024, 16, 3072, True), "qwen3-1.7b": (1720574976, 28, 2048, 16, 6144, True),
+        "qwen3-4b": (4022468096, 36, 2560, 32, 9728, True), "qwen3-8b": (8190735360, 36, 4096, 32, 12288, False),
+        "qwen3-14b": (14768307200, 40, 5120, 40, 17408, False), "qwen3-32b": (32762123264, 64, 5120, 64, 25600, False)}
+assert list(m) == list(want), list(m)
+bad = []
+for name, (params, L, h, a, f, tied) in want.items():
+    sh = m[name]["shape"]
+    assert (sh["arch"], sh["layers"], sh["hidden"], sh["heads"], sh["kv_heads"], sh["ffn"], sh["tied"], sh["vocab"], sh["seq"]) == \
+        ("llama", L, h, a, 8, f, tied, 151936, 4096), (name, sh)
+    got = m[name]["first_stage"]["parameters"]
+    if got != params: bad.append("%s: %d parameters, transformers %d (short by %d; 2·128·L = %d)" % (name, got, params, params - got, 256 * L))
+assert not bad, "; ".join(bad)'
+then ok; else bad "memory --preset qwen3: the parameter counts"; fi
+# heads 128 wide where hidden/heads is 64 (0.6B): q and the attention output are s·b·2048·2 bytes per layer
+out=$("$ctron" memory --preset qwen3-0.6b)
+if grep -q "^  block   llama: kv=8 d=128 ffn=3072 · RMSNorm, SwiGLU MLP, RoPE · output layer tied" <<< "$out" &&
+   grep -qE "^  layout  t=1 p=1 m=1 · 1 GPUs? \(dp 1\) · global batch 2048" <<< "$out" &&
+   grep -qE "^  q +32\.00 MiB$" <<< "$out" && grep -qE "^  proj_in +32\.00 MiB$" <<< "$out"
+then ok; else bad "memory --preset qwen3-0.6b: $out"; fi
+out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --top 1)
+if grep -q "^model L=36 h=4096 a=32 v=151936 s=4096, global batch 2048; 1×8 h100-80g" <<< "$out" &&
+   grep -q "^block llama: kv=8 ffn=12288, output layer untied, q/k norms$" <<< "$out" &&
+   grep -qE '^   1   2   1  1     4   4 off plan ' <<< "$out"; then ok; else bad "plan --cluster --preset qwen3-8b: $out"; fi
+
 # Mistral Nemo 12B's shape (head_dim 128 of hidden 5120 and 32 heads: q and the attention output 4096
 # wide): 12,247,782,400 parameters, as its model card's 12.2B; q and proj_in are s·b·4096·2 bytes per layer.
 nemo=(--arch llama --layers 40 --hidden 5120 --heads 32 --kv-heads 8 --head-dim 128 --ffn-hidden 14336 --seq 4096

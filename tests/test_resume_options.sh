@@ -43,6 +43,7 @@ declare -A value=(
   [rope-theta]="--arch llama --rope-theta 500000" [norm-eps]="--arch llama --norm-eps 1e-6"
   [rope-scaling]="--arch llama --rope-scaling llama3:8:1:4:16"
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
+  [qk-norm]="--arch llama --qk-norm --kv-heads 2 --head-dim 24"
   [reversible]="--reversible"
   [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
   [search-rates]="--recompute search --act-budget-layer 150KiB --search-rates 100,10"
@@ -105,5 +106,33 @@ rm -rf "$dir/i"
 rc=$?
 check '[ $rc -eq 2 ] && grep -q -- "--resume: --rope-scaling linear:2 does not match the checkpoint'"'"'s llama3:8:1:4:16" "$dir/s.out"' \
   "--rope-scaling changed on resume: exit $rc: $(cat "$dir/s.out")"
+# Qwen3's q/k norms are the checkpoint's: state.json records model.qk_norm true (absent without them, so
+# older checkpoints read the same), a plain --resume keeps them, --qk-norm on a checkpoint without them is
+# refused naming both, and a state.json whose qk_norm is no boolean is refused naming the field.
+qk_state() {  # qk_state FILE: the model section's qk_norm as Python prints it ("absent" when not written)
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"].get("qk_norm", "absent"))' "$1"
+}
+rm -rf "$dir/i" "$dir/j" "$dir/bad"
+"$ctron" train "${base[@]}" --arch llama --qk-norm --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > /dev/null 2>&1
+check '[ "$(qk_state "$dir/i/step_00000002/state.json")" = True ]' \
+  "--qk-norm: state.json model.qk_norm is $(qk_state "$dir/i/step_00000002/state.json"), not true"
+"$ctron" train --resume "$dir/i" "${free[@]}" > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "untied output layer, q/k norms$" "$dir/q.out" &&
+       [ "$(qk_state "$dir/i/step_00000004/state.json")" = True ]' \
+  "a plain --resume of a --qk-norm run: exit $rc, $(head -2 "$dir/q.out"), step 4's qk_norm $(qk_state "$dir/i/step_00000004/state.json" 2>&1)"
+"$ctron" train "${base[@]}" --arch llama --steps 4 --stop-after 2 --ckpt-dir "$dir/j" > /dev/null 2>&1
+check '[ "$(qk_state "$dir/j/step_00000002/state.json")" = absent ]' \
+  "without --qk-norm state.json writes model.qk_norm: $(qk_state "$dir/j/step_00000002/state.json")"
+"$ctron" train --resume "$dir/j" "${free[@]}" --qk-norm > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --qk-norm (q/k norms) does not match the checkpoint'"'"'s no q/k norms (.*step_00000002/state.json)" "$dir/q.out"' \
+  "--qk-norm on resuming a checkpoint without q/k norms: exit $rc: $(cat "$dir/q.out")"
+cp -r "$dir/i/step_00000002" "$dir/bad" && rm -f "$dir/bad/checksums.txt"
+sed -i 's/"qk_norm":[[:space:]]*true/"qk_norm": 3/' "$dir/bad/state.json"
+"$ctron" train --resume "$dir/bad" "${free[@]}" > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.qk_norm must be true or false" "$dir/q.out"' \
+  "state.json model.qk_norm 3: exit $rc: $(cat "$dir/q.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

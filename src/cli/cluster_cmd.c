@@ -38,7 +38,8 @@ void cli_cluster_usage(FILE *f) {
         "          --fp8                 the linears' GEMMs in FP8 (Transformer Engine; GPUs with FP8 tensor cores)\n"
         "          --attention standard|flash  the attention core (default standard: the paper's, scores stored)\n"
         "          --arch gpt2|llama, and llama's --kv-heads N --ffn-hidden N --tie-embeddings --qkv-bias\n"
-        "          (the llama3-* presets are llama; t must divide the key/value heads and the FFN width)\n"
+        "          --qk-norm (the llama3-* and qwen3-* presets are llama; t must divide the key/value heads and\n"
+        "          the FFN width; heads of hidden/heads only: qwen3-0.6b, -4b and -32b are refused)\n"
         "          --lora-rank R [--lora-targets LIST] [--lora-fa]  LoRA fine-tuning (docs/LORA.md): the base\n"
         "                                frozen (its weights only), the adapters trained, reduced over DP and\n"
         "                                stepped; no weight-gradient GEMMs of the base; LoRA-FA: A frozen too\n"
@@ -79,7 +80,7 @@ typedef struct {
     int top, json, explain, have_gpu, have_model, reserve_set;
     double reserve;
     unsigned custom;   // which of the five custom figures were given
-    FamilyArgs fam;    // --arch, --kv-heads, --ffn-hidden, --tie-embeddings, --qkv-bias
+    FamilyArgs fam;    // --arch, --kv-heads, --ffn-hidden, --tie-embeddings, --qkv-bias, --qk-norm
 } ClusterArgs;
 
 int cluster_layout_parse(const char *text, const ClusterJob *job, ClusterLayout *lay, unsigned *given, char *err,
@@ -328,7 +329,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         case O_SVG: a->svg = optarg; break;
         case O_CHECK: a->check = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
-        case FAMILY_OPT_HEAD_DIM:
+        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_cluster_usage(stdout); return -1;
@@ -364,10 +365,14 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (a->fam.head_dim && fam.head_dim * a->job.a != a->job.h)
         return args_error(CMD, "--head-dim %ld: plan --cluster's time model takes heads of hidden/heads = %ld (ctron "
                           "memory and ctron plan take it)", fam.head_dim, a->job.h / a->job.a);
+    if (pr && fam.head_dim * a->job.a != a->job.h)   // a preset's own width (Qwen3's 128)
+        return args_error(CMD, "--preset %s has heads %ld wide: plan --cluster's time model takes heads of hidden/heads "
+                          "= %ld (ctron memory and ctron plan take it)", pr->name, fam.head_dim, a->job.h / a->job.a);
     a->job.kv = fam.kv;
     a->job.ffn = fam.ffn;
     a->job.tie = fam.tie;
     a->job.qkv_bias = fam.qkv_bias;
+    a->job.qk_norm = fam.qk_norm;
     if (check_lora(a) != 0) return CTRON_EXIT_USAGE;
     a->job.reserve_bytes = a->reserve_set ? a->reserve : 0.10 * a->gpu.mem_bytes;
     if (a->job.reserve_bytes >= a->gpu.mem_bytes)

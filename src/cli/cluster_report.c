@@ -26,8 +26,8 @@ void cluster_print_table(FILE *f, const ClusterJob *job, const GpuSpec *gpu, con
             job->h, job->a, job->v, job->s, job->B, job->nodes, job->gpus_per_node, gpu->name, gpu->mem_bytes / GIB,
             gpu->peak_flops / 1e12);
     if (job->arch != ARCH_GPT2)   // GPT-2's header is the line above alone
-        fprintf(f, "block %s: kv=%ld ffn=%ld, output layer %s\n", arch_spec((ArchKind)job->arch)->name, job->kv, job->ffn,
-                job->tie < 0 ? "untied" : "tied");
+        fprintf(f, "block %s: kv=%ld ffn=%ld, output layer %s%s\n", arch_spec((ArchKind)job->arch)->name, job->kv,
+                job->ffn, job->tie < 0 ? "untied" : "tied", job->qk_norm ? ", q/k norms" : "");
     fprintf(f, "%4s %3s %3s %2s %5s %3s %3s %-9s %4s %9s %9s %6s %6s %7s %6s %7s  %s\n", "rank", "t", "p", "v", "d", "mb",
             "sp", "recompute", "zero", "mem GiB", "step s", "MFU", "HFU", "bubble", "comm", "recomp", "fits");
     for (int i = 0; i < n; i++) {

@@ -10,7 +10,8 @@ const char family_args_usage[] =
     "  --head-dim D             llama: each head's width (default hidden/heads; Mistral Nemo: 128 of 5120/32)\n"
     "  --ffn-hidden N           llama: the SwiGLU MLP's width (default 8h/3 rounded up to a multiple of 64)\n"
     "  --tie-embeddings         llama: the output layer is the token embedding (default its own, lm_head)\n"
-    "  --qkv-bias               llama: q, k and v carry biases (Qwen2)\n";
+    "  --qkv-bias               llama: q, k and v carry biases (Qwen2)\n"
+    "  --qk-norm                llama: q and k RMS-normalised per head before RoPE (Qwen3; not with --qkv-bias)\n";
 
 void family_args_init(FamilyArgs *f) {
     memset(f, 0, sizeof *f);
@@ -28,13 +29,15 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
     case FAMILY_OPT_FFN: return args_int(cmd, "--ffn-hidden", optarg, 1, 1 << 24, &f->ffn);
     case FAMILY_OPT_TIE: f->tie = 1; return 0;
     case FAMILY_OPT_QKV_BIAS: f->qkv_bias = 1; return 0;
+    case FAMILY_OPT_QK_NORM: f->qk_norm = 1; return 0;
     }
     return args_error(cmd, "internal: option %d is no family flag", opt);
 }
 
 // The first llama-only flag given, or NULL.
 static const char *llama_flag(const FamilyArgs *f) {
-    return f->kv_heads ? "--kv-heads" : f->head_dim ? "--head-dim" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings" : f->qkv_bias ? "--qkv-bias" : NULL;
+    return f->kv_heads ? "--kv-heads" : f->head_dim ? "--head-dim" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings"
+         : f->qkv_bias ? "--qkv-bias" : f->qk_norm ? "--qk-norm" : NULL;
 }
 
 int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,
@@ -50,18 +53,23 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
     long kv = f->kv_heads ? f->kv_heads : own && pr ? pr->kv : 0;
     long ffn = f->ffn ? f->ffn : own && pr ? pr->ffn : 0;
     int tied = f->tie || (own && pr && pr->tied) || a->tied_default;
+    int qk_norm = f->qk_norm || (own && pr && pr->qk_norm);
+    if (f->qkv_bias && qk_norm)
+        return snprintf(err, errlen, "--qkv-bias with %s: no Hugging Face family has q/k/v biases with q/k norms "
+                        "(Qwen3's attention_bias also puts a bias on o_proj, which ctron does not have)",
+                        f->qk_norm ? "--qk-norm" : "the preset's q/k norms (Qwen3)"), -1;
     if (kv <= 0) kv = heads;
     if (ffn <= 0) ffn = arch_default_ffn(arch, hidden);
     if (heads % kv)
         return snprintf(err, errlen, "--kv-heads %ld does not divide --heads %ld (each key/value head serves a whole "
                         "group of query heads)", kv, heads), -1;
-    long d = f->head_dim ? f->head_dim : hidden / heads;
+    long d = f->head_dim ? f->head_dim : own && pr && pr->head_dim ? pr->head_dim : hidden / heads;
     if (a->pos == POS_ROPE && f->head_dim && d % 2)
         return snprintf(err, errlen, "--head-dim %ld is odd: RoPE rotates pairs (j, j + d/2)", d), -1;
     if (a->pos == POS_ROPE && !f->head_dim && hidden % heads == 0 && d % 2)
         return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
                         "j + d/2)", hidden, heads, d), -1;
-    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, f->qk_norm};
+    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm};
     return 0;
 }
 

@@ -1,5 +1,5 @@
 // The model family's flags as ctron train spells them (--arch, --kv-heads, --head-dim, --ffn-hidden,
-// --tie-embeddings, --qkv-bias), shared by the planning commands (ctron memory, ctron plan and
+// --tie-embeddings, --qkv-bias, --qk-norm), shared by the planning commands (ctron memory, ctron plan and
 // ctron plan --cluster), with train's checks and messages: a llama flag with GPT-2, kv-heads that do
 // not divide the heads, an odd head dimension under RoPE, a t that splits a key/value head or the FFN.
 #ifndef CTRON_FAMILY_ARGS_H
@@ -9,12 +9,14 @@
 #include "arch/arch.h"
 #include "memory/presets.h"
 
-enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS, FAMILY_OPT_HEAD_DIM };
+enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS, FAMILY_OPT_HEAD_DIM,
+       FAMILY_OPT_QK_NORM };
 // The entries of a getopt_long table.
 #define FAMILY_LONG_OPTIONS                                                                                   \
     {"arch", required_argument, 0, FAMILY_OPT_ARCH}, {"kv-heads", required_argument, 0, FAMILY_OPT_KV},       \
         {"ffn-hidden", required_argument, 0, FAMILY_OPT_FFN}, {"tie-embeddings", no_argument, 0, FAMILY_OPT_TIE}, \
-        {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}, {"head-dim", required_argument, 0, FAMILY_OPT_HEAD_DIM}
+        {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}, {"head-dim", required_argument, 0, FAMILY_OPT_HEAD_DIM}, \
+        {"qk-norm", no_argument, 0, FAMILY_OPT_QK_NORM}
 
 typedef struct {
     int arch;                  // ArchKind; -1 when --arch is not given
@@ -39,7 +41,7 @@ extern const char family_args_usage[];
 void family_args_init(FamilyArgs *f);
 // One of the FAMILY_OPT_* options: 0, or the usage error's exit code.
 int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optarg);
-// The flags over a preset's family (pr: its arch, kv, ffn and tying, 0 for the family's default; NULL: no
+// The flags over a preset's family (pr: its arch, kv, head_dim, ffn, tying and q/k norms, 0 for the family's default; NULL: no
 // preset, GPT-2 unless --arch; a preset of another family than --arch gives no knobs), checked against the
 // heads and hidden size: 0 with *out filled, or -1 with the message (naming the flag and value) in err for
 // the caller's usage error.

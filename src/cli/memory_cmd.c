@@ -65,8 +65,10 @@ void cli_memory_usage(FILE *f) {
         "model (a preset's fields, overridden by any flag given)\n"
         "  --preset LIST            22B, 175B, 530B, 1T (the paper's Table 3 models and layouts),\n"
         "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b,\n"
-        "                           llama3-405b, llama3.2-1b, llama3.2-3b (tied), 'paper' (the four Table 3\n"
-        "                           models), 'llama3' (the three Llama 3 models) or 'llama3.2' (its two);\n"
+        "                           llama3-405b, llama3.2-1b, llama3.2-3b (tied), qwen3-0.6b, qwen3-1.7b,\n"
+        "                           qwen3-4b (tied), qwen3-8b, qwen3-14b, qwen3-32b (heads 128 wide, q/k\n"
+        "                           norms), 'paper' (the four Table 3 models), 'llama3' (the three Llama 3\n"
+        "                           models), 'llama3.2' (its two) or 'qwen3' (the six Qwen3 models);\n"
         "                           several names print them side by side (default gpt2)\n"
         "  --layers N --hidden N --heads N --seq N --vocab N\n"
         "                           L, h, a, s, v (under --tp each rank holds ⌈v/t⌉ rows)\n"
@@ -262,7 +264,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_MEMO: rc = args_double(CMD, "--memo", optarg, 0.0, 1.0, 0, &a->memo); break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
-        case FAMILY_OPT_HEAD_DIM:
+        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_memory_usage(stdout); return -1;
@@ -315,12 +317,12 @@ static int resolve_presets(const char *list, const ModelPreset **out, int *n) {
     strcpy(buf, list);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        const char *names[4] = {tok};
-        int k = preset_group(tok, names);   // "paper", "llama3"
+        const char *names[PRESET_GROUP_MAX] = {tok};
+        int k = preset_group(tok, names);   // "paper", "llama3", "llama3.2", "qwen3"
         if (!k) k = 1;
         for (int i = 0; i < k; i++) {
             const ModelPreset *p = preset_find(names[i]);
-            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, paper or llama3)", names[i], preset_names());
+            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, or a group: paper, llama3, llama3.2, qwen3)", names[i], preset_names());
             if (*n == MAX_MODELS) return args_error(CMD, "--preset: at most %d models", MAX_MODELS);
             out[(*n)++] = p;
         }
@@ -419,7 +421,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
 
     int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab || (int)fam.arch != p->arch || a->fam.kv_heads ||
-                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias;
+                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias || a->fam.qk_norm;
     int pristine = !shaped && !a->batch && !a->tp && !a->pp && !vflag && !a->gpus && !a->global_batch &&
                    !a->grad_accum && !a->schedule_given && !a->keep_all_given;
     snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);

@@ -33,6 +33,8 @@ void cli_train_usage(FILE *f) {
         "  --norm-eps X      RMSNorm epsilon (default 1e-5)\n"
         "  --tie-embeddings  the output layer is the token embedding (default: its own, lm_head)\n"
         "  --qkv-bias        q, k and v projections carry biases (Qwen2)\n"
+        "  --qk-norm         q and k RMS-normalised per head (over head_dim, a weight each) before RoPE\n"
+        "                    (Qwen3); not with --qkv-bias\n"
         "\n"
         "fine-tuning with LoRA (docs/LORA.md)\n"
         "  --lora-rank R     freeze the base (no gradients, no AdamW state) and train rank-R adapters\n"

@@ -23,7 +23,7 @@ static const struct {
     {"head-dim", offsetof(GPTConfig, head_dim), 0},
     {"ffn-hidden", offsetof(GPTConfig, ffn), 0},       {"rope-theta", offsetof(GPTConfig, rope_theta), 1},
     {"norm-eps", offsetof(GPTConfig, norm_eps), 1},    {"tie-embeddings", offsetof(GPTConfig, tie_embeddings), 0},
-    {"qkv-bias", offsetof(GPTConfig, qkv_bias), 0},
+    {"qkv-bias", offsetof(GPTConfig, qkv_bias), 0},    {"qk-norm", offsetof(GPTConfig, qk_norm), 0},
 };
 
 static double field(const GPTConfig *c, int i) {
@@ -42,6 +42,7 @@ static const char *value_text(const GPTConfig *c, int i, char *buf, size_t len) 
     if (strcmp(ARCH_FLAGS[i].flag, "arch") == 0) return arch_spec((ArchKind)c->arch)->name;
     if (strcmp(ARCH_FLAGS[i].flag, "tie-embeddings") == 0) return gpt_tied(c) ? "tied" : "untied";
     if (strcmp(ARCH_FLAGS[i].flag, "qkv-bias") == 0) return c->qkv_bias ? "q/k/v biases" : "no q/k/v biases";
+    if (strcmp(ARCH_FLAGS[i].flag, "qk-norm") == 0) return c->qk_norm ? "q/k norms" : "no q/k norms";
     snprintf(buf, len, "%.9g", field(c, i));
     return buf;
 }

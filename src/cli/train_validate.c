@@ -18,11 +18,14 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
     static const char *const llama_only[] = {"kv-heads", "head-dim", "ffn-hidden", "rope-theta", "rope-scaling", "norm-eps",
-                                             "tie-embeddings", "qkv-bias"};
+                                             "tie-embeddings", "qkv-bias", "qk-norm"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
         if (c->arch == ARCH_GPT2 && train_given(given, llama_only[i]))
             return usage_error("--%s is a llama option (--arch llama): GPT-2 has LayerNorm eps 1e-5, an FFN of 4h, "
                                "learned positions, MHA and a tied output layer", llama_only[i]);
+    if (c->qkv_bias && c->qk_norm)
+        return usage_error("--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's "
+                           "attention_bias also puts a bias on o_proj, which ctron does not have)");
     if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
                            o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);

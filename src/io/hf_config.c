@@ -13,22 +13,27 @@ typedef struct {
     const char *model_type;
     ArchKind arch;
     int qkv_bias;                 // Qwen2: q, k and v have biases
+    int qk_norm;                  // Qwen3: q and k RMS-normalised per head before RoPE
     const char *k_hidden, *k_layers, *k_heads, *k_positions, *k_eps;
     int positions_default;
     double eps_default;
     int tied_default;
     int kv_default;               // num_key_value_heads when absent (0: the heads)
     int window_default;           // Mistral's sliding_window when absent
+    int head_dim_default;         // head_dim when absent (0: hidden_size / num_attention_heads)
 } HfFamily;
 
 static const HfFamily FAMILIES[] = {
-    {"gpt2", ARCH_GPT2, 0, "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", 1024, 1e-5, 1, 0, 0},
-    {"llama", ARCH_LLAMA, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 2048, 1e-6, 0, 0, 0},
-    {"mistral", ARCH_LLAMA, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 131072, 1e-6, 0, 8, 4096},
-    {"qwen2", ARCH_LLAMA, 1, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 32768, 1e-6, 0, 32, 0},
+    {"gpt2", ARCH_GPT2, 0, 0, "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", 1024, 1e-5, 1, 0, 0, 0},
+    {"llama", ARCH_LLAMA, 0, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 2048, 1e-6, 0, 0, 0, 0},
+    {"mistral", ARCH_LLAMA, 0, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 131072, 1e-6, 0, 8, 4096, 0},
+    {"qwen2", ARCH_LLAMA, 1, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 32768, 1e-6, 0, 32, 0, 0},
+    // Qwen3Config: head_dim 128 when absent (not hidden / heads), num_key_value_heads 32, untied
+    {"qwen3", ARCH_LLAMA, 0, 1, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
+     "rms_norm_eps", 32768, 1e-6, 0, 32, 0, 128},
 };
 enum { N_FAMILIES = sizeof FAMILIES / sizeof FAMILIES[0] };
 
@@ -190,24 +195,34 @@ static void read_gpt2(Reader *r, HfConfig *c) {
             "an untied one)");
 }
 
-// Llama, Mistral, Qwen2: the block ctron's --arch llama runs, and the sliding window.
+// Llama, Mistral, Qwen2, Qwen3: the block ctron's --arch llama runs, and the sliding window.
 static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
     GPTConfig *m = &c->model;
     m->ffn = int_field(r, "intermediate_size", 1, 0, 1, 1 << 30);
     const char *act = str_field(r, "hidden_act", "silu");
     if (!r->failed && strcmp(act, "silu") != 0)
         bad(r, "hidden_act", "is \"%s\": ctron's llama MLP is SwiGLU (\"silu\")", act);
-    // head_dim (null or absent: hidden_size / num_attention_heads): Mistral Nemo's 128 with 5120 / 32
+    // head_dim (null or absent: hidden_size / num_attention_heads): Mistral Nemo's 128 with 5120 / 32. Qwen3Config's
+    // is an integer, 128 when absent (whatever hidden / heads is); it refuses null.
     const cJSON *hd = get(r, "head_dim");
-    int head_dim = hd && !cJSON_IsNull(hd) ? int_field(r, "head_dim", 0, 0, 2, 1 << 16) : m->hidden / m->heads;
+    const cJSON *hd_key = cJSON_GetObjectItemCaseSensitive(r->root, "head_dim");
+    if (fam->head_dim_default && hd_key && cJSON_IsNull(hd_key))
+        bad(r, "head_dim", "is null: Qwen3Config takes an integer (%d when absent)", fam->head_dim_default);
+    int head_dim = hd ? int_field(r, "head_dim", 0, 0, 2, 1 << 16)
+                 : fam->head_dim_default ? fam->head_dim_default : m->hidden / m->heads;
     if (!r->failed && head_dim % 2) bad(r, "head_dim", "is %d: RoPE rotates pairs (j, j + d/2), so it must be even", head_dim);
     m->head_dim = head_dim;
-    must_be_false(r, "attention_bias", "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
+    must_be_false(r, "attention_bias", fam->qk_norm ? "Qwen3's attention_bias puts biases on q, k, v and o_proj; ctron "
+                  "has no o_proj bias (nor q/k/v biases beside q/k norms)"
+                  : "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
     m->rope_theta = read_rope(r, c->max_positions, &m->rope_scaling);
     if (fam->window_default) {   // Mistral: every layer's window (absent: the class default; null: none)
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
         c->sliding_window = w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, fam->window_default, 1, 1 << 30);
+    } else if (fam->qk_norm) {   // Qwen3: ctron has no sliding-window layers, so any use of them is refused
+        must_be_false(r, "use_sliding_window", "ctron attends to the whole causal window (Qwen3's sliding-window "
+                      "layers are not built)");
     } else if (fam->qkv_bias && bool_field(r, "use_sliding_window", 0)) {
         // Qwen2: the window only with use_sliding_window, and only on layers >= max_window_layers
         int window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
@@ -223,6 +238,9 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
             else if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
                 bad(r, "layer_types", "holds an entry other than \"full_attention\" or \"sliding_attention\"");
         }
+        if (sliding && fam->qk_norm)
+            bad(r, "layer_types", "has a \"sliding_attention\" layer: ctron attends to the whole causal window (Qwen3's "
+                "sliding-window layers are not built)");
         if (!sliding) c->sliding_window = 0;
         else if (!c->sliding_window) c->sliding_window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
     }
@@ -280,10 +298,10 @@ static void unique_keys(Reader *r) {
 static const HfFamily *family_of(Reader *r) {
     const char *type = str_field(r, "model_type", NULL);
     if (r->failed) return NULL;
-    if (!type) { bad(r, "model_type", "is missing (expected gpt2, llama, mistral or qwen2)"); return NULL; }
+    if (!type) { bad(r, "model_type", "is missing (expected gpt2, llama, mistral, qwen2 or qwen3)"); return NULL; }
     for (int i = 0; i < N_FAMILIES; i++)
         if (strcmp(type, FAMILIES[i].model_type) == 0) return &FAMILIES[i];
-    bad(r, "model_type", "is \"%.40s\": ctron reads gpt2, llama, mistral and qwen2", type);
+    bad(r, "model_type", "is \"%.40s\": ctron reads gpt2, llama, mistral, qwen2 and qwen3", type);
     return NULL;
 }
 
@@ -308,6 +326,7 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
         snprintf(c->model_type, sizeof c->model_type, "%s", fam->model_type);
         m->arch = fam->arch;
         m->qkv_bias = fam->qkv_bias;
+        m->qk_norm = fam->qk_norm;
         m->vocab = int_field(&r, "vocab_size", 1, 0, 1, 2147483647L);
         m->hidden = int_field(&r, fam->k_hidden, 1, 0, 1, 1 << 30);
         m->layers = int_field(&r, fam->k_layers, 1, 0, 1, 65535);

@@ -54,10 +54,10 @@ static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
 }
 
 static void llama_config(cJSON *o, const GPTConfig *c) {
-    int qwen2 = c->qkv_bias;
+    int qwen2 = c->qkv_bias, qwen3 = !qwen2 && c->qk_norm;   // (train refuses both together)
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"),
-                         cJSON_CreateString(qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", qwen2 ? "qwen2" : "llama");
+                         cJSON_CreateString(qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama");
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
     cJSON_AddNumberToObject(o, "hidden_size", c->hidden);
     cJSON_AddNumberToObject(o, "intermediate_size", c->ffn);
@@ -80,13 +80,17 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
     if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
-    if (qwen2) {   // Qwen2's window settings, off
+    if (qwen2 || qwen3) {   // Qwen2's and Qwen3's window settings, off
         cJSON_AddBoolToObject(o, "use_sliding_window", 0);
         cJSON_AddNullToObject(o, "sliding_window");
         cJSON_AddNumberToObject(o, "max_window_layers", c->layers);
         cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
         for (int l = 0; l < c->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
-    } else {
+    }
+    if (qwen3) {   // Qwen3Config: head_dim always (its default is 128, not hidden / heads); no biases anywhere
+        cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
+        cJSON_AddBoolToObject(o, "attention_bias", 0);
+    } else if (!qwen2) {
         cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
         cJSON_AddBoolToObject(o, "attention_bias", 0);
         cJSON_AddBoolToObject(o, "mlp_bias", 0);

@@ -5,8 +5,8 @@
 #define CTRON_HF_CONFIG_WRITE_H
 #include "model/gpt.h"
 
-// The model's config.json (GPT-2 → GPT2LMHeadModel; llama → LlamaForCausalLM, or Qwen2ForCausalLM with
-// q/k/v biases), positions = c->seq, weights stored as dtype ("float32" or "bfloat16"). A fresh string
+// The model's config.json (GPT-2 → GPT2LMHeadModel; llama → LlamaForCausalLM, Qwen2ForCausalLM with
+// q/k/v biases, or Qwen3ForCausalLM with q/k norms), positions = c->seq, weights stored as dtype ("float32" or "bfloat16"). A fresh string
 // (free it with cJSON_free).
 char *hf_config_json(const GPTConfig *c, const char *dtype);
 // generation_config.json: the model's defaults, its BOS/EOS ids (c->tokens; null when none is known).

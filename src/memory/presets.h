@@ -1,5 +1,5 @@
 // Named model shapes and layouts for `ctron memory` and `ctron plan --cluster`: the paper's Table 3
-// models, GPT-2's four sizes, Llama 3's three and Llama 3.2's two small ones.
+// models, GPT-2's four sizes, Llama 3's three, Llama 3.2's two small ones and Qwen3's six dense ones.
 #ifndef CTRON_PRESETS_H
 #define CTRON_PRESETS_H
 
@@ -14,6 +14,8 @@ typedef struct {
     int arch;                  // ArchKind (0: GPT-2)
     int kv, ffn;               // key/value heads and FFN width (0: the family's default)
     int tied;                  // 1: the output layer is the token embedding (0: the family's default)
+    int head_dim;              // each head's width (0: h / a)
+    int qk_norm;               // 1: q and k RMS-normalised per head before RoPE (Qwen3)
 } ModelPreset;
 
 int preset_count(void);
@@ -22,7 +24,8 @@ const ModelPreset *preset_find(const char *name);   // NULL when unknown
 // "22B, 175B, …": the accepted names, for help texts and errors.
 const char *preset_names(void);
 // A group name ("paper": the four Table 3 models; "llama3": the three Llama 3 models; "llama3.2": its 1B and
-// 3B): fills up to 4
-// names and returns their count, or 0 when `name` is no group.
+// 3B; "qwen3": the six Qwen3 dense models): fills up to PRESET_GROUP_MAX names and returns their count, or 0
+// when `name` is no group.
+#define PRESET_GROUP_MAX 6
 int preset_group(const char *name, const char **names);
 #endif

@@ -162,6 +162,8 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         else if (k->tie_embeddings < 0) MISMATCH("tie-embeddings", "%s", "(tied)", "untied output layer");
         if (!was_given(given, n_given, "qkv-bias")) c->qkv_bias = k->qkv_bias;
         else if (!k->qkv_bias) MISMATCH("qkv-bias", "%s", "(biases)", "no q/k/v biases");
+        if (!was_given(given, n_given, "qk-norm")) c->qk_norm = k->qk_norm;
+        else if (!k->qk_norm) MISMATCH("qk-norm", "%s", "(q/k norms)", "no q/k norms");
     }
     AGREE("lr", o->lr, st->lr, "%g", double);
     AGREE("min-lr", o->min_lr, st->min_lr, "%g", double);

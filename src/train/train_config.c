@@ -39,6 +39,7 @@
     X("norm-eps", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.norm_eps))                                       \
     X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
+    X("qk-norm", SAME, R_STATE, "%d", (o)->model.qk_norm)                                                     \
     X("reversible", SAME, R_STATE, "%d", (o)->model.reversible)                                               \
     X("lora-rank", SAME, R_KEEP, "%d", (o)->model.lora_rank)                                                  \
     X("lora-alpha", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_alpha))                                    \
