@@ -24,7 +24,8 @@ static ActShape preset_shape(const char *name, int t, int sp, int b, int e, int 
     const ModelPreset *p = preset_find(name);
     ActShape sh = {.s = p->s, .b = b, .h = p->h, .a = p->a, .L = p->L, .v = p->v, .elem_bytes = e,
                    .masks = MASKS_BYTES, .dropout = dropout, .t = t, .sp = sp};
-    act_shape_set_family(&sh, (ArchKind)p->arch, p->kv, p->ffn, 0, 0, 0);
+    act_shape_set_family(&sh, (ArchKind)p->arch, p->kv, p->ffn, 0, 0, p->qk_norm);
+    sh.head_dim = p->head_dim != p->h / p->a ? p->head_dim : 0;   // ActShape's convention: 0 when it is h/a
     return sh;
 }
 
