@@ -4,8 +4,9 @@
 // (bytes per layer, recompute none, t = 1, e bytes per stored element, k per mask element; d the head
 // width, h/a unless head_dim says otherwise: q and the attention output are a·d wide, k and v kv·d):
 //     sbh·(4e + 2k) + 2e·sb·(a·d + kv·d) + as²b·(2e + k) + 2e·sbf + 8sb
-// (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32); Qwen3's per-head q/k norms add
-// their inputs and 1/rms per head: e·sb·(a·d + kv·d) + 4sb·(a + kv). The backward's peak (the
+// (k terms and attn_drop only with dropout; 8sb: two norms' 1/rms, fp32). With Qwen3's per-head q/k norms
+// the layer keeps the norms' inputs (q_norm_in, k_norm_in) in place of q and k, which backward makes again
+// with the norms' 1/rms: the same bytes. The backward's peak (the
 // whole step, recomputation included) is checked against the analytic model, and a full step's
 // gradients must not depend on the policy (bitwise: recompute is exact).
 #include <math.h>
@@ -30,8 +31,10 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     switch (n) {
     case ACT_LN1_IN: case ACT_LN2_IN: return (sh->tempo & TEMPO_LAYERNORM) ? 0 : e * sbh;
     case ACT_QKV_IN: case ACT_FC1_IN: return e * sbh;
-    case ACT_Q: case ACT_PROJ_IN: return e * sb * q_width(sh);
-    case ACT_K: case ACT_V: return e * sb * kv_width(sh);
+    case ACT_Q: return sh->qk ? 0 : e * sb * q_width(sh);   // Qwen3: made again from q_norm_in
+    case ACT_K: return sh->qk ? 0 : e * sb * kv_width(sh);
+    case ACT_PROJ_IN: return e * sb * q_width(sh);
+    case ACT_V: return e * sb * kv_width(sh);
     case ACT_ATTN_PROB: return flash ? 0 : e * as2b;
     case ACT_ATTN_MASK: return flash || !sh->dropout ? 0 : bits ? (as2b + 7) / 8 : k * as2b;
     case ACT_ATTN_DROP: return flash || !sh->dropout || (sh->tempo & TEMPO_SOFTMAX) ? 0 : e * as2b;
@@ -41,8 +44,6 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     case ACT_GATE: case ACT_UP: return sh->mini ? 0 : e * sb * (size_t)sh->f;   // mini-seq: made again per chunk
     case ACT_Q_NORM_IN: return sh->qk ? e * sb * q_width(sh) : 0;
     case ACT_K_NORM_IN: return sh->qk ? e * sb * kv_width(sh) : 0;
-    case ACT_Q_NORM_STATS: return sh->qk ? 4 * sb * (size_t)sh->a : 0;   // 1/rms per row and head, fp32
-    case ACT_K_NORM_STATS: return sh->qk ? 4 * sb * (size_t)sh->kv : 0;
     default: return 0;   // gelu_in, fc2_in, GeLU bits: not in this block
     }
 }
@@ -60,7 +61,7 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     char err[256];
     pol.act_dtype = sh->e == 2 ? ACT_BF16 : ACT_FP32;
     pol.masks = sh->masks;
-    pol.tempo = sh->tempo | (sh->mini ? MINI_SEQ : 0);
+    pol.tempo = sh->tempo | (sh->mini ? MINI_SEQ : 0) | (sh->qk ? QK_NORM_REBUILD : 0);   // the model's bit
     pol.mini_seq = sh->mini;
     if (policy_build(&pol, L, recompute, method, num, list, err, sizeof err) != 0) {
         CHECK(0, "policy: %s", err);
@@ -101,8 +102,7 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
             size_t sb = (size_t)(sh->s * sh->b), sbh = sb * (size_t)sh->h, as2b = (size_t)(sh->a * sh->s) * sb;
             size_t e = (size_t)sh->e, k = sh->dropout ? 1 : 0, drop_e = sh->dropout ? e : 0;
             size_t form = sbh * (4 * e + 2 * k) + 2 * e * sb * (q_width(sh) + kv_width(sh)) + as2b * (e + drop_e + k) +
-                          (sh->mini ? 0 : 2 * e * sb * (size_t)sh->f) + 8 * sb +
-                          (sh->qk ? e * sb * (q_width(sh) + kv_width(sh)) + 4 * sb * (size_t)(sh->a + sh->kv) : 0);
+                          (sh->mini ? 0 : 2 * e * sb * (size_t)sh->f) + 8 * sb;
             CHECK(ledger_layer_stored(&m.ledger, l, 0) == form, "%s: layer %d holds %zu, the closed form %zu", what, l,
                   ledger_layer_stored(&m.ledger, l, 0), form);
         }

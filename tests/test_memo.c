@@ -335,6 +335,7 @@ static void check_ledger(const Setup *u) {
     gpt_init(&m, &c, &pol);
     gpt_init_weights(&m, 5);
     adapters_start(&m, &pol);
+    pol.tempo |= gpt_keep_bits(&c);   // what the family keeps (Qwen3's q/k made again from the norms' inputs)
     static int32_t tok[S * B], tgt[S * B];
     tokens(1, tok, tgt);
     StepCtx ctx = {7, 1, 0, 1};

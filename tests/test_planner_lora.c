@@ -35,13 +35,13 @@ static size_t policy_peak(const MemPlan *p, const ActShape *sh) {
 
 static void check_budget_planner(void) {
     ActShape lora = tiny(0), fa = tiny(1);
-    CHECK(act_lora_bits(&lora) == (LORA_FROZEN | lora.lora_sites << LORA_TARGET_SHIFT), "LoRA's keep bits");
-    CHECK(act_lora_bits(&fa) == (LORA_FROZEN | LORA_FA | fa.lora_sites << LORA_TARGET_SHIFT), "LoRA-FA's keep bits");
+    CHECK(act_keep_bits(&lora) == (LORA_FROZEN | lora.lora_sites << LORA_TARGET_SHIFT), "LoRA's keep bits");
+    CHECK(act_keep_bits(&fa) == (LORA_FROZEN | LORA_FA | fa.lora_sites << LORA_TARGET_SHIFT), "LoRA-FA's keep bits");
     MemPlan pl, pf;
     CHECK(plan_memory(&lora, 1, 64.0 * 1048576, 0, &pl) == 0 && plan_memory(&fa, 1, 64.0 * 1048576, 0, &pf) == 0,
           "64 MiB fits both");
-    CHECK(pl.n_full == 0 && pl.n_sel == 0 && pf.n_full == 0 && pf.n_sel == 0 && pl.tempo == act_lora_bits(&lora) &&
-              pf.tempo == act_lora_bits(&fa), "64 MiB: nothing recomputed, nothing but LoRA's bits");
+    CHECK(pl.n_full == 0 && pl.n_sel == 0 && pf.n_full == 0 && pf.n_sel == 0 && pl.tempo == act_keep_bits(&lora) &&
+              pf.tempo == act_keep_bits(&fa), "64 MiB: nothing recomputed, nothing but LoRA's bits");
     // ctron train --lora-rank 8 [--lora-fa] measures these (tests/test_mem_budget.sh): LoRA keeps qkv_in,
     // proj_in and fc1_in of every layer on top, 3·e·s·b·h = 3·4·64·4·64 bytes each
     CHECK(pf.act_peak == 3712000 && pl.act_peak == 3712000 + 4 * 196608, "none: LoRA-FA %zu (3712000), LoRA %zu (4498432)",
@@ -50,12 +50,12 @@ static void check_budget_planner(void) {
     // A budget of LoRA-FA's own (its arena and scratch): LoRA-FA as it is; LoRA must take something
     double budget = (double)(pf.arena_bytes + pf.scratch_bytes);
     CHECK(plan_memory(&fa, 1, budget, 0, &pf) == 0 && pf.n_full == 0 && pf.n_sel == 0 &&
-              (pf.tempo & ~act_lora_bits(&fa)) == 0 && pf.masks == MASKS_BYTES, "LoRA-FA fits its own budget as it is");
+              (pf.tempo & ~act_keep_bits(&fa)) == 0 && pf.masks == MASKS_BYTES, "LoRA-FA fits its own budget as it is");
     CHECK(plan_memory(&lora, 1, budget, 0, &pl) == 0, "LoRA fits it with some technique");
-    CHECK(pl.n_full + pl.n_sel > 0 || (pl.tempo & ~act_lora_bits(&lora)) != 0, "LoRA takes a technique (%d full, %d "
+    CHECK(pl.n_full + pl.n_sel > 0 || (pl.tempo & ~act_keep_bits(&lora)) != 0, "LoRA takes a technique (%d full, %d "
           "selective, tempo %#x)", pl.n_full, pl.n_sel, pl.tempo);
     CHECK((double)(pl.arena_bytes + pl.scratch_bytes) <= budget && policy_peak(&pl, &lora) == pl.act_peak &&
-              (pl.tempo & act_lora_bits(&lora)) == act_lora_bits(&lora), "LoRA's plan within the budget, exact, its bits kept");
+              (pl.tempo & act_keep_bits(&lora)) == act_keep_bits(&lora), "LoRA's plan within the budget, exact, its bits kept");
     CHECK(!(pl.tempo & MINI_SEQ), "no mini-seq for llama (the planners offer it to no SwiGLU MLP)");
 }
 
@@ -78,7 +78,7 @@ static void check_gpt2_minis(void) {
             plans++;
             minis += (p.tempo & MINI_SEQ) != 0;
             CHECK((double)(p.arena_bytes + p.scratch_bytes) <= budget && policy_peak(&p, &sh) == p.act_peak &&
-                      (p.tempo & act_lora_bits(&sh)) == act_lora_bits(&sh),
+                      (p.tempo & act_keep_bits(&sh)) == act_keep_bits(&sh),
                   "GPT-2 LoRA fa %d, budget %.0f: the plan (arena %zu + scratch %zu, tempo %#x, %d full %d selective) within "
                   "it, exact (%zu, policy %zu), LoRA's bits kept", fa, budget, p.arena_bytes, p.scratch_bytes, p.tempo,
                   p.n_full, p.n_sel, p.act_peak, policy_peak(&p, &sh));

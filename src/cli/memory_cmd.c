@@ -365,7 +365,7 @@ static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, i
     sh->lora_sites = sites;
     sh->base_bf16 = a->base_bf16;
     sh->lora_fa = mode == LORA_MODE_FA;
-    c->policy.tempo |= act_lora_bits(sh);
+    c->policy.tempo |= act_keep_bits(sh);
     return 0;
 }
 
@@ -494,7 +494,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
         return cfg_error(a, p, "--act-budget-layer and --search-rates are for --recompute search");
     }
     int memo = a->memo >= 0.0 || policy_list_has_memo(a->list);
-    unsigned memo_parts = ATTN_FLASH | act_lora_bits(&c->lay.sh);   // LoRA's adapters run in the token ranges
+    unsigned memo_parts = ATTN_FLASH | act_keep_bits(&c->lay.sh);   // LoRA's adapters run in the token ranges
     if (memo && (pp > 1 || (t > 1 && a->sp) || a->offload || a->reversible || c->policy.tempo & ~memo_parts ||
                  (a->recompute && strcmp(a->recompute, "none") != 0 && strcmp(a->recompute, "memo") != 0)))
         return cfg_error(a, p, "--memo is built for one pipeline stage (no --pp) and TP without --sp, without --offload, --reversible, "

@@ -176,7 +176,7 @@ static void stage_plan(const StageLayout *sl, const StageSplit *sp, int r, doubl
     MemoryPolicy pol;
     policy_default(&pol, (int)sl->sh.L);
     pol.act_dtype = sh.elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
-    pol.tempo = act_lora_bits(&sh);
+    pol.tempo = act_keep_bits(&sh);
     stage_activations_split(sl, sp, &pol, r, &none);
     policy_free(&pol);
     double budget = (left - none.extras) / stage_layer_factor_at(sl, r) + (double)act_model_extra_bytes(&sh);
@@ -229,7 +229,7 @@ static void stage_memory(const PredictCtx *c, int r, StageMemory *m, MemPlan *pl
     int ls = stage_layers_split(&c->sl, &c->split, r);
     *lt = c->lt;
     // (a layer's activation gradients: as large with adapters as without, so LoRA's keep bits are left out)
-    unsigned lora = act_lora_bits(&c->sl.sh);
+    unsigned lora = act_keep_bits(&c->sl.sh);
     m->workspace = (double)act_layer_kind_bytes(&c->sl.sh, RECOMPUTE_NONE, 1, c->tempo);
     m->reserve = job->reserve_bytes;
     if (ls == 0) m->workspace = 0;   // the embedding or the head alone: no layer's gradients
@@ -331,7 +331,7 @@ void cluster_predict(const ClusterJob *job, const GpuSpec *gpu, const ClusterLay
     c.uni.act_dtype = job->e == 2 ? ACT_BF16 : ACT_FP32;
     stage_policy_build(&c.uni, &c.sl, rc, "uniform", 1, NULL, err, sizeof err);
     c.tempo = job->flash ? ATTN_FLASH : 0;
-    c.uni.tempo |= c.tempo | act_lora_bits(&c.sl.sh);   // what LoRA keeps (the plan's tempo carries it too)
+    c.uni.tempo |= c.tempo | act_keep_bits(&c.sl.sh);   // what LoRA keeps (the plan's tempo carries it too)
     cluster_layer_time(job, gpu, lay, c.tempo, &c.lt);
     c.head = cluster_head_time(job, gpu, lay, &c.head_comm);
     c.emb = cluster_embed_time(job, gpu, lay, &c.emb_comm);

@@ -52,7 +52,8 @@ typedef struct { double gemm_gflops, mem_gbps, link_gbps; } FusionRates;
 
 // The run's policy bits the graph takes as given (fusion_graph_build's base): flash, and LoRA's frozen base,
 // LoRA-FA and the adapted sites.
-#define FUSION_BASE_BITS (ATTN_FLASH | LORA_FROZEN | LORA_FA | ((1u << LORA_SITES) - 1u) << LORA_TARGET_SHIFT)
+#define FUSION_BASE_BITS \
+    (ATTN_FLASH | LORA_FROZEN | LORA_FA | ((1u << LORA_SITES) - 1u) << LORA_TARGET_SHIFT | QK_NORM_REBUILD)
 // The graph of one layer of sh's family and layout. Tensors of 0 bytes (no dropout: the masks and
 // attn_drop; regenerated masks) are not candidates: an op reading one reads what it stands for instead
 // (attn_drop without dropout is attn_prob). base: the run's policy bits that shape the block, not chosen

@@ -22,7 +22,7 @@ void memo_plan_policy(const MemoPlanResult *r, const ActShape *sh, unsigned temp
     memset(pol, 0, sizeof *pol);
     pol->act_dtype = sh->elem_bytes == 2 ? ACT_BF16 : ACT_FP32;
     pol->masks = sh->masks;
-    pol->tempo = (tempo & ATTN_FLASH) | act_lora_bits(sh);   // what the adapters keep (the shape's)
+    pol->tempo = (tempo & ATTN_FLASH) | act_keep_bits(sh);   // what the adapters keep (the shape's)
     pol->memo_alpha = memo_alpha_of(r->positions_lo, sh->s);
     if (policy_build(pol, (int)sh->L, "memo", NULL, 1, NULL, err, sizeof err) != 0) ctron_fatal("memo_plan: %s", err);
     for (int l = 0; r->n_hi > 0 && l < pol->layers; l++) pol->alpha[l] = memo_alpha_of(memo_plan_layer_positions(r, l), sh->s);

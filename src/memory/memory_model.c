@@ -70,9 +70,10 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
     sh->qk_norm = qk_norm != 0;
 }
 
-unsigned act_lora_bits(const ActShape *sh) {
-    if (sh->lora_rank <= 0) return 0;
-    return LORA_FROZEN | (sh->lora_fa ? LORA_FA : 0) | sh->lora_sites << LORA_TARGET_SHIFT;
+unsigned act_keep_bits(const ActShape *sh) {
+    unsigned qk = sh->qk_norm ? QK_NORM_REBUILD : 0;
+    if (sh->lora_rank <= 0) return qk;
+    return qk | LORA_FROZEN | (sh->lora_fa ? LORA_FA : 0) | sh->lora_sites << LORA_TARGET_SHIFT;
 }
 
 int act_tempo_applies(const ActShape *sh, unsigned tempo) {
@@ -150,6 +151,9 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
         return 0;
     // LoRA: the linears' inputs only where a backward still reads them
     if (act_is_lora(name)) return lora_v;
+    // Qwen3: q, k and the norms' 1/rms made again from the norms' inputs in backward
+    if ((tempo & QK_NORM_REBUILD) && (name == ACT_Q || name == ACT_K || name == ACT_Q_NORM_STATS || name == ACT_K_NORM_STATS))
+        return 0;
     if ((tempo & LORA_FROZEN) && !lora_input_read(tempo, name)) return 0;
     // Flash attention: the log-sum-exp instead of the s×s tensors (both it and O made again by flash's
     // forward under the search's attention part)

@@ -51,10 +51,11 @@ void act_shape_set_family(ActShape *sh, ArchKind arch, long kv, long ffn, int ti
 // GeLU MLP's (SwiGLU has neither: ctron train refuses them for llama). Mini-seq chunks either MLP.
 int act_tempo_applies(const ActShape *sh, unsigned tempo);
 
-// The policy bits LoRA sets on a layer's kept tensors (LORA_FROZEN, LORA_FA, the sites << LORA_TARGET_SHIFT;
-// model/policy.h) from the shape's lora_rank, lora_sites and lora_fa; 0 without LoRA. The planners add them
-// to every tempo they try: what LoRA keeps is the run's, not a choice.
-unsigned act_lora_bits(const ActShape *sh);
+// The policy bits the model sets on a layer's kept tensors: LoRA's (LORA_FROZEN, LORA_FA, the sites <<
+// LORA_TARGET_SHIFT; model/policy.h) from the shape's lora_rank, lora_sites and lora_fa, and QK_NORM_REBUILD
+// with per-head q/k norms; 0 for neither. The planners add them to every tempo they try: what the family and
+// the adapters keep is the run's, not a choice.
+unsigned act_keep_bits(const ActShape *sh);
 
 // Does the family's block have `name` at all (GPT-2 never keeps gate/up, llama never gelu_in/fc2_in
 // or GeLU bits)? Reports list only these.

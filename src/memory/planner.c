@@ -163,7 +163,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     int L = (int)base->L, t = base->t > 1 ? base->t : 1;
     MemoryPolicy pol;
     policy_default(&pol, L);
-    pol.tempo = act_lora_bits(base);   // the arena's entries: LoRA's x·Aᵀ names among them (gpt.c's capacity)
+    pol.tempo = act_keep_bits(base);   // the arena's entries: LoRA's x·Aᵀ names among them (gpt.c's capacity)
     size_t align = (size_t)act_max_entries(&pol) * 64;
     policy_free(&pol);
     double B = (double)base->b, s = (double)base->s, h = (double)base->h, v = (double)base->v;
@@ -174,7 +174,7 @@ int plan_memory_precision(const ActShape *base, Precision precision, Backend *be
     MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
         for (unsigned opt = 0; opt < 32; opt++) {
-            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0) | act_lora_bits(base);
+            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0) | act_keep_bits(base);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
             if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU

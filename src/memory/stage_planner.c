@@ -174,7 +174,7 @@ int stage_plan_memory(const PipeSpec *spec, const ActShape *base, Precision prec
     const MaskMode modes[3] = {MASKS_BYTES, MASKS_BITS, MASKS_REGEN};
     for (int mi = 0; mi < (base->dropout ? 3 : 1); mi++)
         for (unsigned opt = 0; opt < 32; opt++) {
-            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0) | act_lora_bits(base);
+            unsigned tempo = (opt & 7) | (opt & 8 ? MINI_SEQ : 0) | (opt & 16 ? ATTN_FLASH : 0) | act_keep_bits(base);
             if ((tempo & MINI_SEQ) && (tempo & TEMPO_GELU)) continue;      // no GeLU input to replace
             if ((tempo & ATTN_FLASH) && (tempo & TEMPO_SOFTMAX)) continue;  // no softmax output to fuse
             if (!act_tempo_applies(base, tempo)) continue;                  // SwiGLU: no GeLU

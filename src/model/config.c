@@ -17,11 +17,12 @@ void gpt_config_resolve(GPTConfig *c) {
     if (c->lora_rank > 0 && c->lora_alpha <= 0.0f) c->lora_alpha = 8.0f;   // peft's LoraConfig default
 }
 
-unsigned gpt_lora_keep_bits(const GPTConfig *cfg) {
+unsigned gpt_keep_bits(const GPTConfig *cfg) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
-    if (c.lora_rank <= 0) return 0;
-    return LORA_FROZEN | (c.lora_fa ? LORA_FA : 0) | c.lora_targets << LORA_TARGET_SHIFT;
+    unsigned qk = c.qk_norm ? QK_NORM_REBUILD : 0;
+    if (c.lora_rank <= 0) return qk;
+    return qk | LORA_FROZEN | (c.lora_fa ? LORA_FA : 0) | c.lora_targets << LORA_TARGET_SHIFT;
 }
 
 void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {

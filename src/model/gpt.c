@@ -136,7 +136,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         ctron_fatal("gpt_init: a policy of %d layers for a model of %d", policy->layers, c->layers);
     if (policy) policy_copy(&m->policy, policy);
     else policy_default(&m->policy, c->layers);
-    m->policy.tempo |= gpt_lora_keep_bits(c);   // what the frozen base and the adapters keep
+    m->policy.tempo |= gpt_keep_bits(c);   // what the frozen base and the adapters keep
     if (m->policy.tempo & GELU_FEWBIT) fewbit_gelu_table(m->policy.gelu_bits);   // computed once, here
     remat_check(&m->policy);
     char err[256];

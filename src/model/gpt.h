@@ -62,8 +62,9 @@ typedef struct {
 
 // Fills the 0 (default) knobs of c from its family's row; idempotent.
 void gpt_config_resolve(GPTConfig *c);
-// LoRA's bits of MemoryPolicy.tempo (policy.h: LORA_*) for this configuration; 0 without LoRA.
-unsigned gpt_lora_keep_bits(const GPTConfig *c);
+// The bits the configuration sets on MemoryPolicy.tempo (policy.h): LoRA's (LORA_*) and Qwen3's QK_NORM_REBUILD;
+// 0 for a plain model.
+unsigned gpt_keep_bits(const GPTConfig *c);
 // The family's part of the analytic model's shape (kv heads, FFN width, norm statistics, SwiGLU).
 void gpt_shape_family(const GPTConfig *c, ActShape *sh);
 // After gpt_config_resolve: the head dimension, the q width (heads·d: the attention's output too), the

@@ -52,6 +52,11 @@ enum { LORA_FROZEN = 64, LORA_FA = 128, LORA_TARGET_SHIFT = 8 };
 //   ATTN_MASK, DROP1_MASK, DROP2_MASK  keep not that one dropout mask (attn_mask, drop1_mask, drop2_mask):
 //             backward draws it again from its Philox key, site, step and positions (what --dropout-masks regen
 //             does for every mask), once per layer, at its first read (model/remat.c)
+// Qwen3's per-head q/k norms (GPTConfig.qk_norm), a bit the model sets, as LoRA's: a layer keeps the norms'
+// inputs (q_norm_in, k_norm_in), not their normalised, rotated outputs q and k nor their 1/rms; backward makes
+// those again from the inputs (the norms and RoPE: pointwise, the forward's kernels on the stored values)
+// where attention's backward first reads them (model/remat.c). So a Qwen3 layer keeps a Llama layer's bytes.
+enum { QK_NORM_REBUILD = 1u << 30 };
 enum { RECOMPUTE_ATTN_MASK = 1u << 21, RECOMPUTE_DROP1_MASK = 1u << 22, RECOMPUTE_DROP2_MASK = 1u << 23,
        RECOMPUTE_NORM_OUT = 1u << 24, RECOMPUTE_ACT_OUT = 1u << 25, RECOMPUTE_ATTN_OUT = 1u << 26,
        RECOMPUTE_QKV_OUT = 1u << 27, RECOMPUTE_FC1_OUT = 1u << 28, RECOMPUTE_PROJ_OUT = 1u << 29 };

@@ -24,7 +24,8 @@ int remat_makes(const GPT *m, ActName name) {
     if (name == ACT_FC2_IN) return (t & (RECOMPUTE_ACT_OUT | RECOMPUTE_FC1_OUT)) != 0;
     if (name == ACT_PROJ_IN) return (t & RECOMPUTE_ATTN_OUT) != 0;
     if (name == ACT_ATTN_LSE) return (t & RECOMPUTE_ATTN_OUT) && (t & ATTN_FLASH);   // flash's forward makes it with O
-    if (act_is_qkv_out(name)) return (t & RECOMPUTE_QKV_OUT) != 0;
+    if (act_is_qkv_out(name))   // Qwen3's q, k and 1/rms: from the kept norms' inputs unless q/k/v are remade whole
+        return (t & RECOMPUTE_QKV_OUT) || ((t & QK_NORM_REBUILD) && !act_kept(RECOMPUTE_NONE, 1, t, name));
     if (name == ACT_GELU_IN || name == ACT_GATE || name == ACT_UP) return (t & RECOMPUTE_FC1_OUT) != 0;
     if (name == ACT_LN2_IN) return (t & RECOMPUTE_PROJ_OUT) != 0;
     return (t & act_mask_part(name)) != 0;
@@ -109,6 +110,24 @@ static void qkv_again(GPT *m, int l) {
     }
 }
 
+// Qwen3: q = RoPE(Norm_q(q_norm_in)), k likewise, and the norms' 1/rms, from the kept (stored) inputs, as
+// qkv_forward makes them (the same kernels on the same values: the forward's bits), rounded as storage rounds
+// q and k, into their workspace slots.
+static void qk_again(GPT *m, int l) {
+    int ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur, d = gpt_head_dim(&m->cfg);
+    BlockTensors w = gpt_block_weights(m, l);
+    const float *q_in = remat_in(m, l, ACT_Q_NORM_IN, (size_t)n * ql), *k_in = remat_in(m, l, ACT_K_NORM_IN, (size_t)n * kvl);
+    float *q = made(m, ACT_Q, work_slot(m, ACT_Q, l)), *k = made(m, ACT_K, work_slot(m, ACT_K, l));
+    qk_norm_rows(m, &w, q, k, made(m, ACT_Q_NORM_STATS, work_slot(m, ACT_Q_NORM_STATS, l)),
+                 made(m, ACT_K_NORM_STATS, work_slot(m, ACT_K_NORM_STATS, l)), q_in, k_in, 0, n);
+    m->be->rope_forward(m->be, q, q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
+    m->be->rope_forward(m->be, k, k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
+    if (m->policy.act_dtype == ACT_BF16) {   // as saved_done rounds the forward's
+        m->be->bf16_round(m->be, q, (size_t)n * ql);
+        m->be->bf16_round(m->be, k, (size_t)n * kvl);
+    }
+}
+
 // y [s·b, cols] += the column site's (α/r)·B(A x) from its kept x·Aᵀ (nothing without an adapter there).
 static void adapter_again(GPT *m, int l, LoraSite s, float *y, int cols) {
     if (!lora_on(m, s)) return;
@@ -167,7 +186,7 @@ void remat_half(GPT *m, int l, int mlp) {
     if (mlp && remat_makes(m, ACT_LN2_IN) && !have(m, ACT_LN2_IN)) proj_again(m, l);
     if (mlp && remat_makes(m, swiglu(m) ? ACT_GATE : ACT_GELU_IN) && !have(m, ACT_FC2_IN) && !have(m, ACT_GATE))
         mlp_again(m, l);
-    if (!mlp && remat_makes(m, ACT_Q) && !have(m, ACT_Q)) qkv_again(m, l);
+    if (!mlp && (m->policy.tempo & RECOMPUTE_QKV_OUT) && !have(m, ACT_Q)) qkv_again(m, l);
 }
 
 // fc2_in = GeLU(gelu_in): gelu_in already holds FC1's output plus its bias (bias_gelu_forward adds it in
@@ -225,8 +244,11 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
         else return gelu_again(m, l);   // once: only FC2's weight gradient reads it
         break;
     case ACT_PROJ_IN: case ACT_ATTN_LSE: attention_again(m, l); break;
-    case ACT_Q: case ACT_K: case ACT_V: case ACT_Q_NORM_IN: case ACT_K_NORM_IN: case ACT_Q_NORM_STATS:
-    case ACT_K_NORM_STATS: qkv_again(m, l); break;
+    case ACT_Q: case ACT_K: case ACT_Q_NORM_STATS: case ACT_K_NORM_STATS:   // Qwen3's: from the norms' inputs
+        if (m->policy.tempo & RECOMPUTE_QKV_OUT) qkv_again(m, l);
+        else qk_again(m, l);
+        break;
+    case ACT_V: case ACT_Q_NORM_IN: case ACT_K_NORM_IN: qkv_again(m, l); break;
     case ACT_GELU_IN: case ACT_GATE: case ACT_UP: mlp_again(m, l); break;
     case ACT_LN2_IN: proj_again(m, l); break;
     default: ctron_fatal("remat_tensor: %s is not made again by the fusion search's parts", act_name_str(name));

@@ -300,7 +300,7 @@ int train_build_policy(const TrainOptions *o, MemoryPolicy *p, char *err, size_t
     p->act_dtype = o->act_dtype;
     p->masks = o->masks;
     p->tempo = o->tempo | (o->gelu_bits > 0 ? GELU_FEWBIT : 0) | (o->mini_seq > 1 ? MINI_SEQ : 0) |
-               (o->flash ? ATTN_FLASH : 0) | gpt_lora_keep_bits(&o->model);
+               (o->flash ? ATTN_FLASH : 0) | gpt_keep_bits(&o->model);
     p->gelu_bits = o->gelu_bits;
     p->mini_seq = o->mini_seq > 1 ? o->mini_seq : 0;
     p->offload = o->offload;

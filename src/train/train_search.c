@@ -23,7 +23,7 @@ int train_search_pick(const TrainOptions *o, FusionGraph *g, FusionMode *pick, F
     ActShape sh = train_act_shape(o);
     FusionRates r = {o->search_gflops > 0 ? o->search_gflops : 1.0, o->search_gbps > 0 ? o->search_gbps : 1.0,
                      o->search_link_gbps};
-    fusion_graph_build(g, &sh, (o->flash ? ATTN_FLASH : 0) | gpt_lora_keep_bits(&o->model));
+    fusion_graph_build(g, &sh, (o->flash ? ATTN_FLASH : 0) | gpt_keep_bits(&o->model));
     size_t budget = (size_t)o->act_budget_layer;
     fusion_search(g, &r, budget, best);
     if (fusion_search_modes(g, &r, budget, pick, cut) == 0) return 0;
