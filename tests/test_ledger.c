@@ -22,6 +22,7 @@ static size_t table_elements(const Shape *sh, ActName n) {
     case ACT_LN1_STATS: case ACT_LN2_STATS: return 2 * (size_t)(sh->s * sh->b);
     case ACT_ATTN_LSE: return (size_t)(sh->a * sh->s * sh->b);
     case ACT_GATE: case ACT_UP: return 0;   // SwiGLU's (test_ledger_llama.c)
+    case ACT_Q_NORM_IN: case ACT_K_NORM_IN: case ACT_Q_NORM_STATS: case ACT_K_NORM_STATS: return 0;   // Qwen3's
     default: return act_is_lora(n) ? 0 : sbh;   // LoRA's x·Aᵀ: test_ledger_lora.c
     }
 }

@@ -132,16 +132,18 @@ for name, (params, L, h, a, f, tied) in want.items():
     if got != params: bad.append("%s: %d parameters, transformers %d (short by %d; 2·128·L = %d)" % (name, got, params, params - got, 256 * L))
 assert not bad, "; ".join(bad)'
 then ok; else bad "memory --preset qwen3: the parameter counts"; fi
-# heads 128 wide where hidden/heads is 64 (0.6B): q and the attention output are s·b·2048·2 bytes per layer
+# heads 128 wide where hidden/heads is 64 (0.6B): q_norm_in (kept in place of q, which backward makes again
+# from it) and the attention output are s·b·2048·2 bytes per layer
 out=$("$ctron" memory --preset qwen3-0.6b)
 if grep -q "^  block   llama: kv=8 d=128 ffn=3072 · RMSNorm, SwiGLU MLP, RoPE · output layer tied" <<< "$out" &&
    grep -qE "^  layout  t=1 p=1 m=1 · 1 GPUs? \(dp 1\) · global batch 2048" <<< "$out" &&
-   grep -qE "^  q +32\.00 MiB$" <<< "$out" && grep -qE "^  proj_in +32\.00 MiB$" <<< "$out"
+   grep -qE "^  q +0 B$" <<< "$out" && grep -qE "^  q_norm_in +32\.00 MiB$" <<< "$out" &&
+   grep -qE "^  q_norm_stats +0 B$" <<< "$out" && grep -qE "^  proj_in +32\.00 MiB$" <<< "$out"
 then ok; else bad "memory --preset qwen3-0.6b: $out"; fi
 out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --top 1)
 if grep -q "^model L=36 h=4096 a=32 v=151936 s=4096, global batch 2048; 1×8 h100-80g" <<< "$out" &&
    grep -q "^block llama: kv=8 ffn=12288, output layer untied, q/k norms$" <<< "$out" &&
-   grep -qE '^   1   2   2  6     2   4 off plan ' <<< "$out"; then ok; else bad "plan --cluster --preset qwen3-8b: $out"; fi
+   grep -qE '^   1   2   1  1     4   4 off plan ' <<< "$out"; then ok; else bad "plan --cluster --preset qwen3-8b: $out"; fi
 
 # Mistral Nemo 12B's shape (head_dim 128 of hidden 5120 and 32 heads: q and the attention output 4096
 # wide): 12,247,782,400 parameters, as its model card's 12.2B; q and proj_in are s·b·4096·2 bytes per layer.

@@ -459,6 +459,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     c->policy.offload = a->offload;
     int lrc = apply_lora(a, p, c, a->lora_mode);
     if (lrc) return lrc;
+    c->policy.tempo |= act_keep_bits(&c->lay.sh);   // the family's (Qwen3's q/k from the norms' inputs), as the model's
     if (!act_tempo_applies(&c->lay.sh, c->policy.tempo))   // as ctron train refuses them
         return cfg_error(a, p, "%s%s%s: --arch %s has no GeLU MLP (its MLP is SwiGLU, whose backward keeps gate and up)",
                          a->gelu_bits ? "--gelu-bits" : "--tempo ", a->gelu_bits ? "" : a->tempo,
