@@ -270,6 +270,32 @@ static void check_bucket_size(const GpuSpec *g) {
           "buckets of 500M: %.4g s; of 50M: %.4g s", big, small);
 }
 
+// Heads of another width than h/a (Qwen3 0.6B: h 1024, 16 heads of 128, q 2048 wide): the attention core's
+// batched GEMMs run at K = d (QKᵀ) and N = d (P·V); q_proj and o_proj are a·d wide. A head_dim equal to h/a
+// is the default to the bit.
+static void check_head_width(const GpuSpec *g) {
+    ClusterJob job = job_of("qwen3-0.6b", 1);
+    ClusterLayout lay = layout(2, 1, 1, 4, 2, 0, 0, CR_NONE);
+    LayerTime wide, plain, same;
+    job.head_dim = 128;
+    job.qk_norm = 1;
+    cluster_layer_time(&job, g, &lay, 0, &wide);
+    job.head_dim = 0;
+    cluster_layer_time(&job, g, &lay, 0, &plain);
+    job.head_dim = 64;   // = h/a
+    cluster_layer_time(&job, g, &lay, 0, &same);
+    CHECK(memcmp(&plain, &same, sizeof plain) == 0, "head_dim = h/a differs from the default");
+    double s = (double)job.s, bat = lay.mb * (double)job.a / lay.t;
+    double want = cluster_gemm_time(g, s, s, 128, bat, job.e) + cluster_gemm_time(g, s, 128, s, bat, job.e);
+    CHECK(fabs(wide.attn_f - want - (plain.attn_f - cluster_gemm_time(g, s, s, 64, bat, job.e) -
+                                     cluster_gemm_time(g, s, 64, s, bat, job.e))) < 1e-12 * want,
+          "attention at d 128: %.9g s, the batched GEMMs at K = N = 128 give %.9g (the element-wise part as at d 64)",
+          wide.attn_f, want);
+    CHECK(wide.gemm_f > plain.gemm_f && wide.gemm_b > plain.gemm_b && wide.elem_f > plain.elem_f,
+          "q 2048 wide: the linears %.6g > %.6g s, element-wise %.6g > %.6g", wide.gemm_f, plain.gemm_f, wide.elem_f,
+          plain.elem_f);
+}
+
 int main(void) {
     const GpuSpec *a100 = gpu_kind_find("a100-80g"), *h100 = gpu_kind_find("h100-80g");
     check_two_tier(a100);
@@ -280,5 +306,6 @@ int main(void) {
     check_search_fix(h100);
     check_fp8_flash(h100);
     check_bucket_size(a100);
+    check_head_width(h100);
     return check_summary();
 }

@@ -53,11 +53,6 @@ expect "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with 
 expect "--qkv-bias with the preset's q/k norms (Qwen3): no Hugging Face family has q/k/v biases with q/k norms" \
   memory --preset qwen3-8b --qkv-bias
 expect "--qkv-bias with the preset's q/k norms (Qwen3)" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --qkv-bias
-# plan --cluster's time model has heads of hidden/heads: the Qwen3 sizes whose 128 is another width are refused
-expect "--preset qwen3-4b has heads 128 wide: plan --cluster's time model takes heads of hidden/heads = 80" \
-  plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-4b
-expect "--preset qwen3-0.6b has heads 128 wide: plan --cluster's time model takes heads of hidden/heads = 64" \
-  plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-0.6b
 
 # ctron memory: per layer, recompute none and selective, t = 1 and t = 8 with SP, bf16, no dropout
 # (llama's default): docs/MEMORY.md's formula against the JSON; the parameters at t = p = 1.
@@ -140,6 +135,10 @@ if grep -q "^  block   llama: kv=8 d=128 ffn=3072 · RMSNorm, SwiGLU MLP, RoPE �
    grep -qE "^  q +0 B$" <<< "$out" && grep -qE "^  q_norm_in +32\.00 MiB$" <<< "$out" &&
    grep -qE "^  q_norm_stats +0 B$" <<< "$out" && grep -qE "^  proj_in +32\.00 MiB$" <<< "$out"
 then ok; else bad "memory --preset qwen3-0.6b: $out"; fi
+# plan --cluster with heads of 128 where hidden/heads is 64 (0.6B): the block line names the width
+out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-0.6b --top 1)
+if grep -q "^block llama: kv=8 d=128 ffn=3072, output layer tied, q/k norms$" <<< "$out" &&
+   grep -qE '^   1 ' <<< "$out"; then ok; else bad "plan --cluster --preset qwen3-0.6b: $out"; fi
 out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --top 1)
 if grep -q "^model L=36 h=4096 a=32 v=151936 s=4096, global batch 2048; 1×8 h100-80g" <<< "$out" &&
    grep -q "^block llama: kv=8 ffn=12288, output layer untied, q/k norms$" <<< "$out" &&
@@ -156,8 +155,11 @@ if grep -q "^  block   llama: kv=8 d=128 ffn=14336 · RMSNorm, SwiGLU MLP, RoPE"
 then ok; else bad "memory, Mistral Nemo's shape: $out"; fi
 if "$ctron" memory "${nemo[@]}" --json | "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["first_stage"]["parameters"] == 12247782400, d["first_stage"]["parameters"]'
 then ok; else bad "memory, Mistral Nemo's parameters"; fi
-out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset llama3-8b --head-dim 64 2>&1); rc=$?
-if [ $rc -eq 2 ] && grep -q "head-dim 64: plan --cluster's time model takes heads of hidden/heads = 128" <<< "$out"
+# plan --cluster takes the width too: q_proj, o_proj and the attention core at a·d = 4096 (test_cluster_terms
+# checks the terms)
+out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --arch llama --layers 40 --hidden 5120 --heads 32 --kv-heads 8 \
+  --head-dim 128 --ffn-hidden 14336 --seq 4096 --vocab 131072 --global-batch 1024 --top 1 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "^block llama: kv=8 d=128 ffn=14336, output layer untied$" <<< "$out" && grep -qE '^   1 ' <<< "$out"
 then ok; else bad "plan --cluster --head-dim: rc $rc: $out"; fi
 
 # ctron plan, llama with GQA and an FFN of 704: the untied weights copied to bf16 are 2 bytes of

@@ -37,9 +37,9 @@ void cli_cluster_usage(FILE *f) {
         "          --precision bf16|fp32  mixed precision (default: bf16 activations and GEMMs) or fp32\n"
         "          --fp8                 the linears' GEMMs in FP8 (Transformer Engine; GPUs with FP8 tensor cores)\n"
         "          --attention standard|flash  the attention core (default standard: the paper's, scores stored)\n"
-        "          --arch gpt2|llama, and llama's --kv-heads N --ffn-hidden N --tie-embeddings --qkv-bias\n"
-        "          --qk-norm (the llama3-* and qwen3-* presets are llama; t must divide the key/value heads and\n"
-        "          the FFN width; heads of hidden/heads only: qwen3-0.6b, -4b and -32b are refused)\n"
+        "          --arch gpt2|llama, and llama's --kv-heads N --head-dim D --ffn-hidden N --tie-embeddings\n"
+        "          --qkv-bias --qk-norm (the llama3-* and qwen3-* presets are llama; t must divide the\n"
+        "          key/value heads and the FFN width)\n"
         "          --lora-rank R [--lora-targets LIST] [--lora-fa]  LoRA fine-tuning (docs/LORA.md): the base\n"
         "                                frozen (its weights only), the adapters trained, reduced over DP and\n"
         "                                stepped; no weight-gradient GEMMs of the base; LoRA-FA: A frozen too\n"
@@ -362,12 +362,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     if (family_args_resolve(&a->fam, pr, a->job.h, a->job.a, &fam, ferr, sizeof ferr) != 0)
         return args_error(CMD, "%s", ferr);
     a->job.arch = (int)fam.arch;
-    if (a->fam.head_dim && fam.head_dim * a->job.a != a->job.h)
-        return args_error(CMD, "--head-dim %ld: plan --cluster's time model takes heads of hidden/heads = %ld (ctron "
-                          "memory and ctron plan take it)", fam.head_dim, a->job.h / a->job.a);
-    if (pr && fam.head_dim * a->job.a != a->job.h)   // a preset's own width (Qwen3's 128)
-        return args_error(CMD, "--preset %s has heads %ld wide: plan --cluster's time model takes heads of hidden/heads "
-                          "= %ld (ctron memory and ctron plan take it)", pr->name, fam.head_dim, a->job.h / a->job.a);
+    a->job.head_dim = fam.head_dim;   // --head-dim, the preset's (Qwen3's 128), or hidden/heads
     a->job.kv = fam.kv;
     a->job.ffn = fam.ffn;
     a->job.tie = fam.tie;

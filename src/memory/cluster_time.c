@@ -139,20 +139,22 @@ static void lora_gemms(const ClusterJob *job, const GpuSpec *g, const ActShape *
 void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLayout *lay, unsigned tempo,
                         LayerTime *out) {
     const double e = job->e, t = lay->t, s = (double)job->s, b = lay->mb, h = (double)job->h;
-    const double n = s * b, ht = h / t, at = (double)job->a / t, dh = h / (double)job->a;
+    const double n = s * b, ht = h / t, at = (double)job->a / t;
     const double rows = lay->sp ? n / t : n;   // rows of the LayerNorm / dropout / residual region
     const double S2 = b * at * s * s;           // attention score elements on this rank
     const int flash = (tempo & ATTN_FLASH) != 0 || job->flash;   // the plan's choice, or every layer's
-    // The family's widths on this rank: k and v (grouped-query attention), the FFN, the MLP's input
-    // matrices (GeLU's FC1; SwiGLU's gate and up, one GEMM of 2f/t outputs as Megatron fuses them).
+    // The family's widths on this rank: the head (d: h/a unless head_dim says otherwise), q and the attention
+    // output (a·d/t), k and v (grouped-query attention), the FFN, the MLP's input matrices (GeLU's FC1; SwiGLU's
+    // gate and up, one GEMM of 2f/t outputs as Megatron fuses them).
     ActShape fam;
     cluster_job_shape(job, lay->mb, lay->t, lay->sp, &fam);
     const ArchSpec *spec = arch_spec((ArchKind)fam.arch);
+    const double dh = (double)act_head_dim(&fam), qt = (double)act_q_width(&fam) / t;
     const double kvt = (double)fam.kv * dh / t, ft = (double)fam.ffn / t, mats = fam.swiglu ? 2 : 1;
     const double k_mask = fam.dropout ? 1 : 0;   // bytes per element of a dropout mask (none without dropout)
     const double rope = spec->pos == POS_ROPE ? 1 : 0;
     // The four linears: QKV and FC1 (gate and up) column-parallel, Proj and FC2 (down) row-parallel.
-    const Gemm lin[4] = {{n, ht + 2 * kvt, h}, {n, h, ht}, {n, mats * ft, h}, {n, h, ft}};
+    const Gemm lin[4] = {{n, qt + 2 * kvt, h}, {n, h, qt}, {n, mats * ft, h}, {n, h, ft}};
     double fwd[4], dgrad[4], wgrad[4];
     out->gemm_f = out->gemm_b = 0;
     for (int i = 0; i < 4; i++) {
@@ -183,26 +185,29 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     // (Megatron's fused kernels): forward the two norms read and write (2e each), two bias-dropout-adds
     // read the linear's output and the residual, write the sum and a 1-byte mask (3e + 1 each; 3e
     // without dropout); the context transpose (2e over h/t); the fused bias-GeLU (2e over f/t) or
-    // SwiGLU (read gate and up, write: 3e over f/t); RoPE on q and k (2e over (h + kv·d)/t). Backward:
+    // SwiGLU (read gate and up, write: 3e over f/t); RoPE on q and k (2e over (a·d + kv·d)/t); Qwen3's per-head
+    // q/k norms (2e over the same; backward makes q and k again from their inputs, 2e, then their backward, 3e).
+    // Backward:
     // the dropout-adds (2e + 1; nothing without dropout) and the residual sums (3e), the norms (3e
     // each: read dy and x, write dx), the GeLU (3e over f/t) or SwiGLU (its output made again for the
     // down projection's weight gradient, 3e, and its backward, 5e), RoPE (2e) and the transpose (2e).
     // GPT-2 (f = 4h): 10e + 2 and 10e over h/t forward, 16e + 2 and 14e backward. The small reductions
     // (norm γ/β and bias gradients) are not counted.
     const double act_f = fam.swiglu ? 3 : 2, act_b = fam.swiglu ? 8 : 3;
-    out->elem_f = hbm_time(g, rows * h * (4 * e + 2 * (3 * e + k_mask)) + n * ht * (2 * e) + n * ft * (act_f * e) +
-                                  rope * n * (ht + kvt) * (2 * e));
-    out->elem_b = hbm_time(g, rows * h * (12 * e + 2 * (k_mask ? 2 * e + 1 : 0)) + n * ht * (2 * e) + n * ft * (act_b * e) +
-                                  rope * n * (ht + kvt) * (2 * e));
+    const double qk_norm = fam.qk_norm ? 1 : 0;
+    out->elem_f = hbm_time(g, rows * h * (4 * e + 2 * (3 * e + k_mask)) + n * qt * (2 * e) + n * ft * (act_f * e) +
+                                  (rope + qk_norm) * n * (qt + kvt) * (2 * e));
+    out->elem_b = hbm_time(g, rows * h * (12 * e + 2 * (k_mask ? 2 * e + 1 : 0)) + n * qt * (2 * e) + n * ft * (act_b * e) +
+                                  rope * n * (qt + kvt) * (2 * e) + qk_norm * n * (qt + kvt) * (5 * e));
     // FP8: each linear's input cast forward and its output gradient backward (read e, write 1 byte;
     // the amax reduction rides along); the weights' casts are cached across micro-batches.
     if (job->fp8 && g->fp8_flops > 0) {
-        double in = n * (h + ht + h + ft);   // QKV, Proj, FC1 (gate, up), FC2 (down) inputs
-        double dy = n * (ht + 2 * kvt + h + mats * ft + h);
+        double in = n * (h + qt + h + ft);   // QKV, Proj, FC1 (gate, up), FC2 (down) inputs
+        double dy = n * (qt + 2 * kvt + h + mats * ft + h);
         out->elem_f += hbm_time(g, in * (e + 1));
         out->elem_b += hbm_time(g, dy * (e + 1));
     }
-    out->pass = hbm_time(g, 2 * e * n * ht);
+    out->pass = hbm_time(g, 2 * e * n * ht);   // [s·b, h/t]: the planner's options' passes are over h
     out->rc_mini = fwd[2] + hbm_time(g, n * ft * 2 * e);
     tp_collectives(job, g, lay, n * h * e, fwd, dgrad, wgrad, out);
     layer_kernels(job, g, lay, flash, rope, spec->linear_bias, out);

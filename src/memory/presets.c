@@ -38,14 +38,14 @@ static const ModelPreset presets[] = {
     // config.json declares 40960 = 32768 + 8192 of output): give --seq 32768 or 40960 for those. Qwen3
     // publishes no batch size: the Llama rows' 2048 sequences. 0.6B, 1.7B and 4B as Llama 3.2's rows: one GPU,
     // micro-batch 2. 8B, 14B and 32B as llama3-8b's: one 8-GPU H100 node, at the fastest layout ctron plan
-    // --cluster finds there at s = 4096 (8B: t = 2, mb 4; 14B: t = 4, p = 2, v = 5, mb 8; 32B: t = 2, p = 4, v = 8, found
-    // with heads of h/a = 80 wide: the time model takes no other width, and refuses qwen3-0.6b, -4b and -32b).
+    // --cluster finds there at s = 4096 (8B: t = 2, mb 4; 14B: t = 4, p = 2, v = 5, mb 8; 32B: t = 4, p = 2, v = 2,
+    // mb 2).
     {"qwen3-0.6b", "Qwen3 0.6B", 16, 1024, 28, 4096, 151936, 1, 1, 1, 1, 2048, 2, 0, 0, ARCH_LLAMA, 8, 3072, 1, 128, 1},
     {"qwen3-1.7b", "Qwen3 1.7B", 16, 2048, 28, 4096, 151936, 1, 1, 1, 1, 2048, 2, 0, 0, ARCH_LLAMA, 8, 6144, 1, 128, 1},
     {"qwen3-4b", "Qwen3 4B", 32, 2560, 36, 4096, 151936, 1, 1, 1, 1, 2048, 2, 0, 0, ARCH_LLAMA, 8, 9728, 1, 128, 1},
     {"qwen3-8b", "Qwen3 8B", 32, 4096, 36, 4096, 151936, 2, 1, 1, 8, 2048, 4, 0, 0, ARCH_LLAMA, 8, 12288, 0, 128, 1},
     {"qwen3-14b", "Qwen3 14B", 40, 5120, 40, 4096, 151936, 4, 2, 5, 8, 2048, 8, 0, 0, ARCH_LLAMA, 8, 17408, 0, 128, 1},
-    {"qwen3-32b", "Qwen3 32B", 64, 5120, 64, 4096, 151936, 2, 4, 8, 8, 2048, 1, 0, 0, ARCH_LLAMA, 8, 25600, 0, 128, 1},
+    {"qwen3-32b", "Qwen3 32B", 64, 5120, 64, 4096, 151936, 4, 2, 2, 8, 2048, 2, 0, 0, ARCH_LLAMA, 8, 25600, 0, 128, 1},
 };
 
 int preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
