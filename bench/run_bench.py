@@ -101,6 +101,10 @@ CONFIGS = {
     # untied head, no dropout; the peer is transformers' LlamaForCausalLM (bench/peers/hf_llama.py)
     "S-llama": dict(arch="llama", layers=12, hidden=768, heads=12, kv_heads=4, ffn=2048, seq=256,
                     batch=4, vocab=8192, dropout=0.0),
+    # S-llama with Qwen3's per-head q/k norms (heads of h/a = 64, so the FLOPs are S-llama's); the peer is
+    # transformers' Qwen3ForCausalLM. Not in make bench's default set (--configs S-qwen3).
+    "S-qwen3": dict(arch="llama", layers=12, hidden=768, heads=12, kv_heads=4, ffn=2048, seq=256,
+                    batch=4, vocab=8192, dropout=0.0, qk_norm=True),
 }
 DEFAULT_CONFIGS = "T,S,S-llama"
 # A config's own policies when --policies / --ctron-variants are not given (shared, ctron-only):
@@ -660,7 +664,7 @@ def family_args(c):
     """The flags of a config's family, the same for ctron and its peer (none for GPT-2)."""
     if arch_of(c) == "gpt2":
         return []
-    return ["--kv-heads", str(c["kv_heads"]), "--ffn-hidden", str(c["ffn"])]
+    return ["--kv-heads", str(c["kv_heads"]), "--ffn-hidden", str(c["ffn"])] + (["--qk-norm"] if c.get("qk_norm") else [])
 
 
 def run_ctron(args, c, pol, env, workdir, tag, impl="ctron"):

@@ -62,7 +62,7 @@ import torch_gpt  # noqa: E402  (SavedTensorMeter, make_optimizer, forward_conte
 try:
     import transformers  # noqa: E402
     import transformers.modeling_utils  # noqa: E402  (ALL_ATTENTION_FUNCTIONS)
-    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
     from transformers.models.llama import modeling_llama  # noqa: E402
     import peft  # noqa: E402
 except ImportError as e:          # the caller's Python is not the peer venv (scripts/peer_env.sh)
@@ -84,6 +84,8 @@ def parse_args(argv):
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--norm-eps", type=float, default=1e-5)
+    ap.add_argument("--qk-norm", action="store_true",
+                    help="Qwen3's per-head q/k RMSNorms: transformers' Qwen3ForCausalLM (head_dim hidden/heads)")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lr", type=float, default=3e-4)
@@ -117,21 +119,27 @@ def parse_args(argv):
     if args.hidden % args.heads or args.heads % args.kv_heads:
         ap.error(f"--hidden {args.hidden}, --heads {args.heads}, --kv-heads {args.kv_heads}: "
                  f"expected heads | hidden and kv-heads | heads")
+    if args.qk_norm and args.recompute == "selective":   # checkpoint_attention_core patches modeling_llama's
+        ap.error("--qk-norm --recompute selective: the attention-core checkpoint is Llama's module only")
     if args.dropout != 0.0:
         ap.error(f"--dropout {args.dropout}: expected 0 (Llama has no dropout sites but attention's)")
     return args
 
 
 def build_model(args):
-    cfg = LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
-                      intermediate_size=args.ffn_hidden, num_hidden_layers=args.layers,
-                      num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-                      max_position_embeddings=args.seq, rms_norm_eps=args.norm_eps,
-                      rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
-                      tie_word_embeddings=False, attention_bias=False, mlp_bias=False,
-                      attention_dropout=0.0, hidden_act="silu", use_cache=False)
+    shape = dict(vocab_size=args.vocab, hidden_size=args.hidden,
+                 intermediate_size=args.ffn_hidden, num_hidden_layers=args.layers,
+                 num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+                 max_position_embeddings=args.seq, rms_norm_eps=args.norm_eps,
+                 rope_parameters={"rope_type": "default", "rope_theta": args.rope_theta},
+                 tie_word_embeddings=False, attention_bias=False,
+                 attention_dropout=0.0, hidden_act="silu", use_cache=False)
+    if args.qk_norm:   # Qwen3: its config's head_dim defaults to 128, so it is given
+        cfg = Qwen3Config(**shape, head_dim=args.hidden // args.heads, use_sliding_window=False)
+    else:
+        cfg = LlamaConfig(**shape, mlp_bias=False)
     cfg._attn_implementation = args.attention
-    model = LlamaForCausalLM(cfg).float()
+    model = (Qwen3ForCausalLM if args.qk_norm else LlamaForCausalLM)(cfg).float()
     if args.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     elif args.recompute == "selective":
