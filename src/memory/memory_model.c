@@ -311,9 +311,10 @@ void act_chunk_bytes(const ActShape *sh, const MemoryPolicy *p, int l0, int l1, 
 
 int act_max_entries(const MemoryPolicy *p) {
     // Entries per layer: the per-layer names but the two a family never keeps (GPT-2 has no gate and up,
-    // llama no gelu_in, fc2_in or GeLU bits) and LoRA's (one per adapted site), and the model-level tensors.
+    // llama no gelu_in, fc2_in or GeLU bits) and the q/k norms' four (never kept, or Qwen3's two inputs kept
+    // in place of q and k), LoRA's (one per adapted site), and the model-level tensors.
     int L = p ? p->layers : 0, lora = 0;
     for (unsigned sites = p && (p->tempo & LORA_FROZEN) ? p->tempo >> LORA_TARGET_SHIFT : 0; sites; sites >>= 1)
         lora += sites & 1u;
-    return (ACT_LORA_Q - 2 + lora) * L + 9;
+    return (ACT_Q_NORM_IN - 2 + lora) * L + 9;
 }
