@@ -87,13 +87,10 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
         cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
         for (int l = 0; l < c->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
     }
-    if (qwen3) {   // Qwen3Config: head_dim always (its default is 128, not hidden / heads); no biases anywhere
+    if (!qwen2) {   // head_dim always (Qwen3Config's default is 128, not hidden / heads); no biases
         cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
         cJSON_AddBoolToObject(o, "attention_bias", 0);
-    } else if (!qwen2) {
-        cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
-        cJSON_AddBoolToObject(o, "attention_bias", 0);
-        cJSON_AddBoolToObject(o, "mlp_bias", 0);
+        if (!qwen3) cJSON_AddBoolToObject(o, "mlp_bias", 0);   // (Qwen3Config has no mlp_bias)
     }
 }
 

@@ -14,8 +14,8 @@ typedef enum {
     // SwiGLU's backward recomputes its output, the down projection's input, from them)
     ACT_LN1_STATS = ACT_N_CORE, ACT_LN2_STATS, ACT_GELU_BRANCH, ACT_GELU_CODE, ACT_ATTN_LSE, ACT_GATE, ACT_UP,
     // the per-head q/k norms (Qwen3): q and k as their projections made them (the norms' inputs, [s·b, a·d/t] and
-    // [s·b, kv·d/t]) and 1/rms per row and head ([s·b, a/t], [s·b, kv/t]): the norms' backward reads them; q and k
-    // (normalised, rotated) stay what attention reads
+    // [s·b, kv·d/t]), kept in place of q and k, and 1/rms per row and head ([s·b, a/t], [s·b, kv/t]), which backward
+    // makes again with q and k (QK_NORM_REBUILD, model/policy.h) as the norms' backward reads them
     ACT_Q_NORM_IN, ACT_K_NORM_IN, ACT_Q_NORM_STATS, ACT_K_NORM_STATS,
     // LoRA: x·Aᵀ·(α/r) of each adapted linear ([s·b, r], arch/lora.h's LoraSite order): B's gradient
     // reads it (so does A's through dY·B). Not offloadable (the offload mask has 32 bits).
@@ -51,7 +51,8 @@ static inline int act_is_qkv_out(ActName n) {
 static inline int act_is_bits(ActName n) { return n == ACT_GELU_BRANCH || n == ACT_GELU_CODE; }
 // Norm statistics (LayerNorm: mean and 1/std per row; RMSNorm: 1/rms) and logits are always fp32, whatever act_dtype is.
 static inline int act_is_fp32_always(ActName n) {
-    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_Q_NORM_STATS || n == ACT_K_NORM_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD ||
-           n == ACT_ATTN_LSE || n == ACT_REV_X1 || n == ACT_REV_X2;
+    return n == ACT_LN1_STATS || n == ACT_LN2_STATS || n == ACT_LNF_STATS || n == ACT_Q_NORM_STATS ||
+           n == ACT_K_NORM_STATS || n == ACT_LOGITS || n == ACT_LM_GRAD || n == ACT_ATTN_LSE || n == ACT_REV_X1 ||
+           n == ACT_REV_X2;
 }
 #endif

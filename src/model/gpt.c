@@ -472,8 +472,8 @@ static void column_adapter_forward(GPT *m, int l, LoraSite s, const float *x, co
     lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
 }
 
-// Qwen3: q = Norm_q(q_in), k = Norm_k(k_in) per head, after q_in and k_in are stored (the norms read the
-// stored values, as their backward and a recompute do); their 1/rms kept beside them.
+// Qwen3: q = RoPE(Norm_q(q_in)), k likewise, per head, after q_in and k_in are stored (the norms read the stored
+// values, as their backward and a recompute do); the 1/rms as the policy keeps them (QK_NORM_REBUILD: not).
 static void qk_norm_forward(GPT *m, int l, const BlockTensors *w, int pass, float *q_in, float *k_in, float *q, float *k) {
     BlockActs *A = &m->act->blocks[l];
     int n = m->s_cur * m->b_cur;
@@ -482,7 +482,7 @@ static void qk_norm_forward(GPT *m, int l, const BlockTensors *w, int pass, floa
     saved_done(m, A, ACT_K_NORM_IN, l, k_in, nkv, KEEP(ACT_K_NORM_IN), 0);
     float *qs = saved_out(m, A, ACT_Q_NORM_STATS, l, nqh, KEEP(ACT_Q_NORM_STATS));
     float *ks = saved_out(m, A, ACT_K_NORM_STATS, l, nkh, KEEP(ACT_K_NORM_STATS));
-    qk_norm_rows(m, w, q, k, qs, ks, q_in, k_in, 0, n);
+    qk_rows(m, w, q, k, qs, ks, q_in, k_in, 0, m->s_cur);
     saved_done(m, A, ACT_Q_NORM_STATS, l, qs, nqh, KEEP(ACT_Q_NORM_STATS), 1);
     saved_done(m, A, ACT_K_NORM_STATS, l, ks, nkh, KEEP(ACT_K_NORM_STATS), 1);
 }
@@ -510,12 +510,9 @@ static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all
     linear_fwd16(m, k_in, kvl, x_all, x16, h, wk, bk, n, h, kvl);
     linear_fwd16(m, *v, kvl, x_all, x16, h, wv, bv, n, h, kvl);
     qkv_adapters_forward(m, l, x_all, x16, pass, q_in, k_in, *v);
+    // every row at its global position (after SP's gather)
     if (m->cfg.qk_norm) qk_norm_forward(m, l, w, pass, q_in, k_in, *q, *k);
-    if (rotary(m)) {   // every row is at its global position (after SP's gather)
-        int d = gpt_head_dim(&m->cfg);
-        m->be->rope_forward(m->be, *q, *q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
-        m->be->rope_forward(m->be, *k, *k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
-    }
+    else qk_rows(m, w, *q, *k, NULL, NULL, *q, *k, 0, m->s_cur);
     saved_done(m, A, ACT_Q, l, *q, nql, KEEP(ACT_Q), 0);
     saved_done(m, A, ACT_K, l, *k, nkv, KEEP(ACT_K), 0);
     saved_done(m, A, ACT_V, l, *v, nkv, KEEP(ACT_V), 0);

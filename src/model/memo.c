@@ -167,23 +167,15 @@ static void norm_rows(GPT *m, float *y, float *stats, const float *x, const floa
     family_norm_forward(m->be, m, y + (size_t)r0 * h, stats + (size_t)r0 * norm_stats(m), x + (size_t)r0 * h, w, b, nr);
 }
 
-// q and k of positions [p0, p1) from their projections' rows: Qwen3's per-head norms on the stored norms'
-// inputs, RoPE at each row's global position, rounded as storage rounds them.
-static void qk_rows(GPT *m, const BlockTensors *w, LayerViews *V, int p0, int p1) {
-    const GPTConfig *c = &m->cfg;
-    int b = m->b_cur, ql = m->ql, kvl = m->kvl, r0 = p0 * b, nr = (p1 - p0) * b;
+// q and k of positions [p0, p1) as attention reads them (model/qk_norm.h: Qwen3's norms on the stored norms'
+// inputs, then RoPE), rounded as storage rounds them.
+static void range_qk(GPT *m, const BlockTensors *w, LayerViews *V, int p0, int p1) {
     float **t = V->t;
-    if (c->qk_norm) qk_norm_rows(m, w, t[ACT_Q], t[ACT_K], t[ACT_Q_NORM_STATS], t[ACT_K_NORM_STATS], t[ACT_Q_NORM_IN],
-                                 t[ACT_K_NORM_IN], r0, nr);
-    if (rotary(m)) {   // each row at its global position
-        int d = gpt_head_dim(c);
-        m->be->rope_forward(m->be, t[ACT_Q] + (size_t)r0 * ql, t[ACT_Q] + (size_t)r0 * ql, ql, m->rope_cs, c->seq, nr, b,
-                            m->al, d, p0, 0);
-        m->be->rope_forward(m->be, t[ACT_K] + (size_t)r0 * kvl, t[ACT_K] + (size_t)r0 * kvl, kvl, m->rope_cs, c->seq, nr,
-                            b, m->kvh, d, p0, 0);
-    }
-    round_rows(m, ACT_Q, t[ACT_Q], r0, r0 + nr);
-    round_rows(m, ACT_K, t[ACT_K], r0, r0 + nr);
+    int qk = m->cfg.qk_norm, r0 = p0 * m->b_cur, r1 = p1 * m->b_cur;
+    qk_rows(m, w, t[ACT_Q], t[ACT_K], t[ACT_Q_NORM_STATS], t[ACT_K_NORM_STATS], qk ? t[ACT_Q_NORM_IN] : t[ACT_Q],
+            qk ? t[ACT_K_NORM_IN] : t[ACT_K], p0, p1);
+    round_rows(m, ACT_Q, t[ACT_Q], r0, r1);
+    round_rows(m, ACT_K, t[ACT_K], r0, r1);
 }
 
 // Positions [p0, p1) of layer l: every tensor a selective layer keeps (their rows), from the input x;
@@ -212,7 +204,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
         round_rows(m, ACT_Q_NORM_IN, q_in, r0, r0 + nr);
         round_rows(m, ACT_K_NORM_IN, k_in, r0, r0 + nr);
     }
-    qk_rows(m, &w, V, p0, p1);
+    range_qk(m, &w, V, p0, p1);
     round_rows(m, ACT_V, t[ACT_V], r0, r0 + nr);
     // the causal core of queries p0 .. p1−1 over keys 0 .. p1−1 (the earlier ones: the other range's)
     float *lse = t[ACT_ATTN_LSE] ? t[ACT_ATTN_LSE] : (float *)work_slot(m, ACT_ATTN_LSE, l);
@@ -415,7 +407,7 @@ static void recompute_rows(GPT *m, int l) {
     }
     if (r > 0 && !swapped(m, ACT_K)) {   // Qwen3 keeps the norms' inputs, not k: the swapped range's keys again
         BlockTensors w = gpt_block_weights(m, l);
-        qk_rows(m, &w, &V, 0, r);
+        range_qk(m, &w, &V, 0, r);
     }
     layer_rows(m, l, x, &V, r, s, NULL);
     for (int n = 0; n < ACT_N_LAYER; n++)

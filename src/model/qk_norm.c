@@ -1,13 +1,19 @@
 #include "model/qk_norm.h"
+#include "model/family.h"
 
-void qk_norm_rows(GPT *m, const BlockTensors *w, float *q, float *k, float *q_stats, float *k_stats, const float *q_in,
-                  const float *k_in, int r0, int nr) {
-    int d = gpt_head_dim(&m->cfg);
-    float eps = m->cfg.norm_eps;   // transformers' Qwen3RMSNorm(head_dim, eps=config.rms_norm_eps)
-    size_t qo = (size_t)r0 * m->ql, ko = (size_t)r0 * m->kvl;
-    m->be->rmsnorm_forward(m->be, q + qo, q_stats + (size_t)r0 * m->al, q_in + qo, w->qk_norm_w, eps, nr * m->al, d, 0);
-    m->be->rmsnorm_forward(m->be, k + ko, k_stats + (size_t)r0 * m->kvh, k_in + ko, w->qk_norm_w + d, eps, nr * m->kvh,
-                           d, 0);
+void qk_rows(GPT *m, const BlockTensors *w, float *q, float *k, float *q_stats, float *k_stats, const float *q_in,
+             const float *k_in, int p0, int p1) {
+    const GPTConfig *c = &m->cfg;
+    int b = m->b_cur, d = gpt_head_dim(c), nr = (p1 - p0) * b;
+    size_t r0 = (size_t)p0 * b, qo = r0 * m->ql, ko = r0 * m->kvl;
+    if (c->qk_norm) {   // transformers' Qwen3RMSNorm(head_dim, eps=config.rms_norm_eps)
+        m->be->rmsnorm_forward(m->be, q + qo, q_stats + r0 * m->al, q_in + qo, w->qk_norm_w, c->norm_eps, nr * m->al, d, 0);
+        m->be->rmsnorm_forward(m->be, k + ko, k_stats + r0 * m->kvh, k_in + ko, w->qk_norm_w + d, c->norm_eps,
+                               nr * m->kvh, d, 0);
+    }
+    if (!rotary(m)) return;
+    m->be->rope_forward(m->be, q + qo, q + qo, m->ql, m->rope_cs, c->seq, nr, b, m->al, d, p0, 0);
+    m->be->rope_forward(m->be, k + ko, k + ko, m->kvl, m->rope_cs, c->seq, nr, b, m->kvh, d, p0, 0);
 }
 
 void qk_norm_backward(GPT *m, const BlockTensors *w, const BlockTensors *g, float *dq_in, float *dk_in, const float *dq,

@@ -90,19 +90,16 @@ static void qkv_again(GPT *m, int l) {
         LoraOut o = lora_qkv_outs(m, lora_qkv_site(i), q_in, k_in, v);
         if (lora_on(m, lora_qkv_site(i))) lora_column_add(m, l, lora_qkv_site(i), &o);
     }
+    float *qs = NULL, *ks = NULL;
     if (m->cfg.qk_norm) {
         if (m->policy.act_dtype == ACT_BF16) {   // as saved_done rounds the forward's, before its norms read them
             m->be->bf16_round(m->be, q_in, (size_t)n * ql);
             m->be->bf16_round(m->be, k_in, (size_t)n * kvl);
         }
-        qk_norm_rows(m, &w, q, k, made(m, ACT_Q_NORM_STATS, work_slot(m, ACT_Q_NORM_STATS, l)),
-                     made(m, ACT_K_NORM_STATS, work_slot(m, ACT_K_NORM_STATS, l)), q_in, k_in, 0, n);
+        qs = made(m, ACT_Q_NORM_STATS, work_slot(m, ACT_Q_NORM_STATS, l));
+        ks = made(m, ACT_K_NORM_STATS, work_slot(m, ACT_K_NORM_STATS, l));
     }
-    if (rotary(m)) {
-        int d = gpt_head_dim(&m->cfg);
-        m->be->rope_forward(m->be, q, q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
-        m->be->rope_forward(m->be, k, k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
-    }
+    qk_rows(m, &w, q, k, qs, ks, q_in, k_in, 0, m->s_cur);
     if (m->policy.act_dtype == ACT_BF16) {   // as saved_done rounds the forward's
         m->be->bf16_round(m->be, q, (size_t)n * ql);
         m->be->bf16_round(m->be, k, (size_t)n * kvl);
@@ -114,14 +111,12 @@ static void qkv_again(GPT *m, int l) {
 // qkv_forward makes them (the same kernels on the same values: the forward's bits), rounded as storage rounds
 // q and k, into their workspace slots.
 static void qk_again(GPT *m, int l) {
-    int ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur, d = gpt_head_dim(&m->cfg);
+    int ql = m->ql, kvl = m->kvl, n = m->s_cur * m->b_cur;
     BlockTensors w = gpt_block_weights(m, l);
     const float *q_in = remat_in(m, l, ACT_Q_NORM_IN, (size_t)n * ql), *k_in = remat_in(m, l, ACT_K_NORM_IN, (size_t)n * kvl);
     float *q = made(m, ACT_Q, work_slot(m, ACT_Q, l)), *k = made(m, ACT_K, work_slot(m, ACT_K, l));
-    qk_norm_rows(m, &w, q, k, made(m, ACT_Q_NORM_STATS, work_slot(m, ACT_Q_NORM_STATS, l)),
-                 made(m, ACT_K_NORM_STATS, work_slot(m, ACT_K_NORM_STATS, l)), q_in, k_in, 0, n);
-    m->be->rope_forward(m->be, q, q, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0, 0);
-    m->be->rope_forward(m->be, k, k, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0, 0);
+    qk_rows(m, &w, q, k, made(m, ACT_Q_NORM_STATS, work_slot(m, ACT_Q_NORM_STATS, l)),
+            made(m, ACT_K_NORM_STATS, work_slot(m, ACT_K_NORM_STATS, l)), q_in, k_in, 0, m->s_cur);
     if (m->policy.act_dtype == ACT_BF16) {   // as saved_done rounds the forward's
         m->be->bf16_round(m->be, q, (size_t)n * ql);
         m->be->bf16_round(m->be, k, (size_t)n * kvl);
