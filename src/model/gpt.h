@@ -44,6 +44,8 @@ typedef struct {
     int tie_embeddings;           // 1: the output layer is the token embedding; -1: its own; 0: the family's
     int qkv_bias;                 // llama: q, k and v have biases (Qwen2)
     int qk_norm;                  // llama: q and k RMS-normalised per head before RoPE, one weight [d] each (Qwen3)
+    int fused_proj;               // llama: q|k|v are one tensor qkv_proj and gate|up one gate_up_proj (Phi-3's
+                                  // names), and LoRA adapts them as such (one A over q, k and v; one over gate, up)
     // LoRA (arch/lora.h, docs/LORA.md): rank 0 is none. A rank freezes the base and adapts the sites of
     // lora_targets (LoraSite bits; 0: the family's all) with y = W x + (α/r)·B(A x); LoRA-FA freezes A too.
     int lora_rank;
