@@ -285,7 +285,7 @@ static void check_lora_workspace(void) {
         LoraWs w = lora_workspace(cases[i].arch, cases[i].f, cases[i].t, cases[i].mini, cases[i].sites);
         size_t e = cases[i].elems;
         char targets[64];
-        lora_describe_targets(cases[i].sites ? cases[i].sites : lora_family_sites((ArchKind)cases[i].arch), targets,
+        lora_describe_targets(cases[i].sites ? cases[i].sites : lora_family_sites(lora_family(cases[i].arch, 0)), targets,
                               sizeof targets);
         CHECK(w.lora == 4 * e && w.mask == e && w.added == 5 * e,
               "%s f %d tp %d mini-seq %d targets %s: W_LORA %zu B (expected %zu), W_LORA_MASK %zu B (expected %zu), "

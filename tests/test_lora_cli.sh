@@ -24,13 +24,13 @@ bad() {
 bad "--lora-rank: 0 is out of range" train "${base[@]}" --steps 2 --lora-rank 0
 bad "--lora-rank 33 is above the width of target 'k' ([32, 64]: at most 32)" train "${base[@]}" --steps 2 --lora-rank 33
 bad "unknown target 'qq'" train "${base[@]}" --steps 2 --lora-rank 4 --lora-targets q,qq
-bad "'fc2' is a gpt2 linear, not one of --arch llama" train "${base[@]}" --steps 2 --lora-rank 4 --lora-targets fc2
-bad "'gate' is a llama linear, not one of --arch gpt2" train --arch gpt2 --layers 2 --hidden 64 --heads 4 --steps 2 \
+bad "'fc2' is a linear of --arch gpt2, not of --arch llama (its targets: q,k,v,o,gate,up,down, or all)" train "${base[@]}" --steps 2 --lora-rank 4 --lora-targets fc2
+bad "'gate' is a linear of --arch llama, not of --arch gpt2" train --arch gpt2 --layers 2 --hidden 64 --heads 4 --steps 2 \
     --data "$data" --lora-rank 4 --lora-targets gate
 bad "--lora-fa without --lora-rank" train "${base[@]}" --steps 2 --lora-fa
 bad "--lora-targets without --lora-rank" memory --preset llama3-8b --lora-targets q
 bad "--lora-rslora without --lora-rank" memory --preset llama3-8b --lora-rslora
-bad "'qkv' is a gpt2 linear" memory --preset llama3-8b --lora-rank 16 --lora-targets qkv
+bad "'qkv' is a linear of --arch gpt2 and --arch llama --fused-proj, not of --arch llama" memory --preset llama3-8b --lora-rank 16 --lora-targets qkv
 
 # Mini-seq with adapters (the chunked MLP runs them): ledger == prediction, and ctron memory predicts the
 # run's peak byte for byte (GPT-2 LoRA; llama LoRA-FA with adapter dropout).

@@ -870,7 +870,7 @@ static void test_lora(void) {
     init_model(&m, &pol, &u);
     pol.tempo = m.policy.tempo;
     size_t kept = 0;
-    for (int n = ACT_LORA_Q; n <= ACT_LORA_FC2; n++) kept += act_layer_name_bytes(&m.shape, &pol, 1, (ActName)n);
+    for (int n = ACT_LORA_Q; n <= ACT_LORA_GATE_UP; n++) kept += act_layer_name_bytes(&m.shape, &pol, 1, (ActName)n);
     CHECK(act_memo_swap_bytes(&m.shape, &pol, 1) == 151552 && kept == 24576 &&
           act_layer_bytes(&m.shape, &pol, 1) == 24576 + 384 * 32 * 4,
           "LoRA-FA α 0.34: swapped %zu (by hand 151552), lora_* %zu (24576), layer %zu", act_memo_swap_bytes(&m.shape, &pol, 1),

@@ -25,20 +25,26 @@ typedef struct {
     int qkv_bias;                 // Qwen2: q, k and v biases (the reference is Qwen2ForCausalLM)
     int qk_norm;                  // Qwen3: per-head q/k RMSNorms (the reference is Qwen3ForCausalLM)
     int head_dim;                 // 0: hidden / heads
+    int fused;                    // Phi-3: q|k|v one qkv_proj, gate|up one gate_up_proj (Phi3ForCausalLM)
 } ParityCase;
 
 // heads 4, hidden 64 (d = 16), FFN 176 (not a multiple of 64 or of 8h/3), vocab 96.
 static const ParityCase CASES[] = {
-    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0},
-    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0},
-    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0},
-    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0},
-    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0},
-    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0},
+    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0},
+    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0},
+    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0},
+    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0},
+    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0},
+    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0},
     // Qwen3: q/k norms with heads of h/a (tied, as Qwen3 0.6B–4B), wider ones (24: q 96 wide) and narrower (8, MQA)
-    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0},
-    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24},
-    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8},
+    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0},
+    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0},
+    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0},
+    // Phi-3: the fused tensors' rows are ctron's q|k|v and gate|up slabs (MHA as Phi-3-mini, GQA as Phi-4, tied as
+    // Phi-4-mini, and heads wider than h/a)
+    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1},
+    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1},
+    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0], SEQ = 32, BATCH = 3 };
 
@@ -54,7 +60,7 @@ static GPTConfig case_config(const ParityCase *pc) {
     GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = SEQ, .batch = BATCH, .vocab = 96, .dropout = 0.0f,
                    .arch = ARCH_LLAMA, .kv_heads = pc->kv_heads, .ffn = 176, .rope_theta = pc->rope_theta,
                    .norm_eps = 1e-5f, .tie_embeddings = pc->tie, .qkv_bias = pc->qkv_bias, .qk_norm = pc->qk_norm,
-                   .head_dim = pc->head_dim};
+                   .head_dim = pc->head_dim, .fused_proj = pc->fused};
     gpt_config_resolve(&c);
     return c;
 }
@@ -63,9 +69,9 @@ static GPTConfig case_config(const ParityCase *pc) {
 static int write_config(const char *path, const GPTConfig *c) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    const char *family = c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : "llama";
+    const char *family = c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : c->fused_proj ? "phi3" : "llama";
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", c->qkv_bias ? "Qwen2ForCausalLM" :
-            c->qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM", family);
+            c->qk_norm ? "Qwen3ForCausalLM" : c->fused_proj ? "Phi3ForCausalLM" : "LlamaForCausalLM", family);
     fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", c->vocab, c->hidden, c->ffn);
     fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n",
             c->layers, c->heads, c->kv_heads);
@@ -73,7 +79,9 @@ static int write_config(const char *path, const GPTConfig *c) {
             (double)c->norm_eps, (double)c->rope_theta);
     fprintf(f, "  \"max_position_embeddings\": %d,\n  \"tie_word_embeddings\": %s,\n  \"hidden_act\": \"silu\",\n",
             c->seq, gpt_tied(c) ? "true" : "false");
-    if (!c->qkv_bias) fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"head_dim\": %d,\n", gpt_head_dim(c));
+    if (c->fused_proj)   // Phi3Config's default pad id 32000 lies outside this vocabulary
+        fprintf(f, "  \"head_dim\": %d,\n  \"sliding_window\": null,\n  \"pad_token_id\": null,\n", gpt_head_dim(c));
+    else if (!c->qkv_bias) fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"head_dim\": %d,\n", gpt_head_dim(c));
     if (c->qkv_bias || c->qk_norm) fprintf(f, "  \"use_sliding_window\": false,\n");
     fprintf(f, "  \"attention_dropout\": 0.0,\n  \"dtype\": \"float32\"\n}\n");
     return fclose(f);

@@ -85,7 +85,7 @@ static int write_case_json(const char *path, const LoraCase *lc, const GPTConfig
     const char *sep = "";
     for (int s = 0; s < LORA_SITES; s++) {
         if (!(c->lora_targets >> s & 1u)) continue;
-        const char *mod = strrchr(lora_site((LoraSite)s)->module, '.') + 1;   // peft matches the last part
+        const char *mod = strrchr(lora_site_module(gpt_lora_family(c), (LoraSite)s), '.') + 1;   // peft matches the last part
         if (s == LORA_PROJ) mod = "attn.c_proj";   // GPT-2 has two c_proj: the suffix tells them apart
         if (s == LORA_FC2) mod = "mlp.c_proj";
         fprintf(f, "%s\"%s\"", sep, mod);
@@ -158,7 +158,7 @@ static int write_masks(const char *dir, const GPT *m, float p) {
                         mask[((size_t)si * BATCH + bi) * (size_t)in + (size_t)col] =
                             (float)dropout_keep_at(site, thresh, TRAIN.sample0 + (uint32_t)bi, (uint64_t)si * (uint64_t)in + (uint64_t)col);
             char name[128];
-            lora_param_name((LoraSite)s, l, 'A', name, sizeof name);
+            lora_param_name(gpt_lora_family(c), (LoraSite)s, l, 'A', name, sizeof name);
             *strstr(name, ".lora_A.weight") = 0;   // the peft module the mask belongs to
             int64_t shape[3] = {SEQ, BATCH, in};
             st_add(&f, name, ST_F32, 3, shape, mask);

@@ -17,7 +17,7 @@ static ActShape tiny(int fa) {
     ActShape sh = {.s = 64, .b = 4, .h = 64, .a = 4, .L = 4, .v = 256, .elem_bytes = 4, .masks = MASKS_BYTES, .t = 1};
     act_shape_set_family(&sh, ARCH_LLAMA, 2, 128, -1, 0, 0);
     sh.lora_rank = 8;
-    sh.lora_sites = lora_family_sites(ARCH_LLAMA);
+    sh.lora_sites = lora_family_sites(LORA_FAMILY_LLAMA);
     sh.lora_fa = fa;
     return sh;
 }
@@ -67,7 +67,7 @@ static void check_gpt2_minis(void) {
         ActShape sh = {.s = 64, .b = 4, .h = 64, .a = 4, .L = 4, .v = 256, .elem_bytes = 4, .masks = MASKS_BYTES, .t = 1};
         act_shape_set_family(&sh, ARCH_GPT2, 4, 256, 1, 0, 0);
         sh.lora_rank = 8;
-        sh.lora_sites = lora_family_sites(ARCH_GPT2);
+        sh.lora_sites = lora_family_sites(LORA_FAMILY_GPT2);
         sh.lora_fa = fa;
         MemPlan p;
         CHECK(plan_memory(&sh, 1, 64.0 * 1048576, 0, &p) == 0, "GPT-2 LoRA fa %d: 64 MiB fits", fa);

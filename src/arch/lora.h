@@ -11,12 +11,22 @@
 typedef enum {
     LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN,   // llama
     LORA_QKV, LORA_PROJ, LORA_FC, LORA_FC2,                          // GPT-2 (c_attn, attn.c_proj, c_fc, mlp.c_proj)
+    LORA_GATE_UP,                                                    // fused llama (Phi-3's gate_up_proj)
     LORA_SITES
 } LoraSite;
 
-// A width of the block: h, the query width (heads·d), the k/v width (kv·d), q + 2kv (GPT-2's fused
-// c_attn), the FFN width.
-typedef enum { LW_H, LW_Q, LW_KV, LW_QKV, LW_F } LoraWidth;
+// Which linears a model has and what peft calls them: GPT-2's four; llama's seven; llama with fused
+// projections (GPTConfig.fused_proj, Phi-3): q|k|v one linear (the qkv site, one A for all three, as
+// GPT-2's c_attn) and gate|up one (one A for both).
+typedef enum { LORA_FAMILY_GPT2, LORA_FAMILY_LLAMA, LORA_FAMILY_FUSED, LORA_FAMILIES } LoraFamily;
+static inline LoraFamily lora_family(int arch, int fused_proj) {
+    return arch == ARCH_GPT2 ? LORA_FAMILY_GPT2 : fused_proj ? LORA_FAMILY_FUSED : LORA_FAMILY_LLAMA;
+}
+const char *lora_family_name(LoraFamily f);   // "gpt2", "llama", "llama --fused-proj"
+
+// A width of the block: h, the query width (heads·d), the k/v width (kv·d), q + 2kv (a fused q|k|v), the
+// FFN width, two FFN widths (a fused gate|up).
+typedef enum { LW_H, LW_Q, LW_KV, LW_QKV, LW_F, LW_2F } LoraWidth;
 
 // Megatron's split of the base linear and what it makes of the adapter (torchtitan's rule):
 // column-parallel base (output rows split) → A [r, in] replicated, B [out/t, r] split by rows, and A's
@@ -24,26 +34,34 @@ typedef enum { LW_H, LW_Q, LW_KV, LW_QKV, LW_F } LoraWidth;
 // split by columns, its partial x·Aᵀ summed over the TP ranks in the forward, B [out, r] replicated.
 typedef enum { LORA_COLUMN, LORA_ROW } LoraParallel;
 
+// A site's shape, the same in every family that has it.
 typedef struct {
-    ArchKind arch;
     const char *target;           // --lora-targets word
-    const char *module;           // peft's module path after the layer: "self_attn.q_proj"
-    const char *prefix;           // peft's prefix up to the layer number
     LoraWidth in, out;
     LoraParallel parallel;
-    int out_blocks;               // B's row blocks split separately under TP (3 for GPT-2's q|k|v)
+    int out_blocks;               // B's row blocks split separately under TP (q|k|v: 3, gate|up: 2)
 } LoraSiteRow;
 
 const LoraSiteRow *lora_site(LoraSite s);
+// peft's module path of site s after the layer ("self_attn.q_proj", "attn.c_attn"), NULL where family f
+// has no such linear.
+const char *lora_site_module(LoraFamily f, LoraSite s);
 // The peft name of layer l's adapter matrix (A: 'A', B: 'B'), e.g.
 // "base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight".
-void lora_param_name(LoraSite s, int layer, char which, char *buf, size_t len);
-// Parses a comma-separated --lora-targets list for family arch into a bitmask over LoraSite ("all":
+void lora_param_name(LoraFamily f, LoraSite s, int layer, char which, char *buf, size_t len);
+// Parses a comma-separated --lora-targets list for family f into a bitmask over LoraSite ("all":
 // every site of the family). -1 with err naming the unknown word and the family's targets.
-int lora_parse_targets(ArchKind arch, const char *list, unsigned *mask, char *err, size_t errlen);
+int lora_parse_targets(LoraFamily f, const char *list, unsigned *mask, char *err, size_t errlen);
 // The family's sites (the default --lora-targets: all of them) and their words ("q,k,v,o,...").
-unsigned lora_family_sites(ArchKind arch);
+unsigned lora_family_sites(LoraFamily f);
 const char *lora_describe_targets(unsigned mask, char *buf, size_t len);
+// The rows of B's blocks for a site with out_blocks > 1 (q|k|v: q, kv, kv; gate|up: f, f), for a model of query
+// width q, k/v width kv and FFN width f.
+static inline void lora_out_block_rows(LoraSite s, long q, long kv, long f, long rows[3]) {
+    rows[0] = s == LORA_QKV ? q : f;
+    rows[1] = s == LORA_QKV ? kv : f;
+    rows[2] = kv;
+}
 // The width of one of the block's dimensions for a model of hidden h, query width q, k/v width kv, FFN f.
 static inline long lora_width(LoraWidth w, long h, long q, long kv, long f) {
     switch (w) {
@@ -52,6 +70,7 @@ static inline long lora_width(LoraWidth w, long h, long q, long kv, long f) {
     case LW_KV: return kv;
     case LW_QKV: return q + 2 * kv;
     case LW_F: return f;
+    case LW_2F: return 2 * f;
     }
     return 0;
 }

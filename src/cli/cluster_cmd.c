@@ -180,7 +180,7 @@ enum {
 static int check_lora(ClusterArgs *a) {
     ClusterJob *j = &a->job;
     char err[256];
-    if (lora_args_check((ArchKind)j->arch, j->lora_rank, a->lora_targets, j->lora_fa, j->h, j->h, j->kv * (j->h / j->a), j->ffn,
+    if (lora_args_check(lora_family(j->arch, j->fused_proj), j->lora_rank, a->lora_targets, j->lora_fa, j->h, j->h, j->kv * (j->h / j->a), j->ffn,
                         &j->lora_sites, err, sizeof err) != 0)
         return args_error(CMD, "%s", err);
     return 0;

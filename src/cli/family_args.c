@@ -69,7 +69,7 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
     if (a->pos == POS_ROPE && !f->head_dim && hidden % heads == 0 && d % 2)
         return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
                         "j + d/2)", hidden, heads, d), -1;
-    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm};
+    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm, 0};
     return 0;
 }
 

@@ -34,6 +34,7 @@ typedef struct {
     int tie;                   // 1 tied, -1 untied (act_shape_set_family's)
     int qkv_bias;
     int qk_norm;               // q and k RMS-normalised per head (Qwen3)
+    int fused_proj;            // q|k|v and gate|up fused (Phi-3)
 } Family;
 
 // The usage text of the flags (two-space indent, for the commands' --help).

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include "arch/lora.h"
 
-int lora_args_check(ArchKind arch, int rank, const char *targets, int fa, long h, long qw, long kvw, long f, unsigned *sites,
+int lora_args_check(LoraFamily family, int rank, const char *targets, int fa, long h, long qw, long kvw, long f, unsigned *sites,
                     char *err, size_t errlen) {
     *sites = 0;
     if (rank <= 0) {
@@ -11,8 +11,8 @@ int lora_args_check(ArchKind arch, int rank, const char *targets, int fa, long h
                             targets ? "lora-targets" : "lora-fa"), -1;
         return 0;
     }
-    unsigned mask = lora_family_sites(arch);
-    if (targets && lora_parse_targets(arch, targets, &mask, err, errlen) != 0) return -1;
+    unsigned mask = lora_family_sites(family);
+    if (targets && lora_parse_targets(family, targets, &mask, err, errlen) != 0) return -1;
     for (int s = 0; s < LORA_SITES; s++) {   // the rank cannot exceed the adapted linear's smaller side
         if (!(mask >> s & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)s);

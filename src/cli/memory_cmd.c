@@ -348,9 +348,10 @@ __attribute__((format(printf, 3, 4))) static int cfg_error(const MemArgs *a, con
 static int apply_lora(const MemArgs *a, const ModelPreset *p, MemoryConfig *c, int mode) {
     ActShape *sh = &c->lay.sh;
     if (mode == LORA_MODE_NONE) return 0;
-    unsigned sites = lora_family_sites((ArchKind)sh->arch);
+    LoraFamily family = lora_family(sh->arch, sh->fused_proj);
+    unsigned sites = lora_family_sites(family);
     char err[256];
-    if (a->lora_targets && lora_parse_targets((ArchKind)sh->arch, a->lora_targets, &sites, err, sizeof err) != 0)
+    if (a->lora_targets && lora_parse_targets(family, a->lora_targets, &sites, err, sizeof err) != 0)
         return cfg_error(a, p, "%s", err);
     long qw = act_q_width(sh), kvw = act_kv_width(sh), f = sh->ffn;
     for (int s = 0; s < LORA_SITES; s++) {

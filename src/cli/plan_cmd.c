@@ -188,7 +188,7 @@ int cli_plan_main(int argc, char **argv) {
     if (!dropout_given) c->dropout = arch_spec(fam.arch)->dropout_default;   // llama: 0, as train
     char lerr[256];
     unsigned sites;
-    if (lora_args_check(fam.arch, c->lora_rank, lora_targets, c->lora_fa, c->hidden, gpt_q_width(c), gpt_kv_width(c),
+    if (lora_args_check(lora_family(fam.arch, fam.fused_proj), c->lora_rank, lora_targets, c->lora_fa, c->hidden, gpt_q_width(c), gpt_kv_width(c),
                         fam.ffn, &sites, lerr, sizeof lerr) != 0)
         return args_error(CMD, "%s", lerr);
     c->lora_targets = sites;

@@ -48,7 +48,7 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
     PeftConfig pc;
     char err[1024], words[128];
     if (o->resume) return usage_error("--lora-from and --resume: a resumed run continues its checkpoint's adapters");
-    if (peft_read_config(o->lora_from, (ArchKind)c->arch, &pc, err, sizeof err) != 0)
+    if (peft_read_config(o->lora_from, gpt_lora_family(c), &pc, err, sizeof err) != 0)
         return usage_error("--lora-from: %s", err);
     if (train_given(given, "lora-rank") && c->lora_rank != pc.rank)
         return usage_error("--lora-rank %d disagrees with --lora-from '%s' (r %d)", c->lora_rank, o->lora_from, pc.rank);
@@ -58,7 +58,7 @@ static int lora_from_config(TrainOptions *o, const TrainGiven *given) {
     if (train_given(given, "lora-rslora") && !pc.rslora)
         return usage_error("--lora-rslora disagrees with --lora-from '%s' (use_rslora false: alpha/r)", o->lora_from);
     unsigned mask = 0;
-    if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) == 0 &&
+    if (o->lora_targets && lora_parse_targets(gpt_lora_family(c), o->lora_targets, &mask, err, sizeof err) == 0 &&
         mask != pc.targets)
         return usage_error("--lora-targets %s disagrees with --lora-from '%s' (%s)", o->lora_targets, o->lora_from,
                            lora_describe_targets(pc.targets, words, sizeof words));
@@ -91,9 +91,9 @@ static int check_lora(TrainOptions *o, const TrainGiven *given) {
         return usage_error("--lora-out: '%s' exists; the adapters go to a new directory", o->lora_out);
     char err[256];
     unsigned mask = 0;
-    if (o->lora_targets && lora_parse_targets((ArchKind)c->arch, o->lora_targets, &mask, err, sizeof err) != 0)
+    if (o->lora_targets && lora_parse_targets(gpt_lora_family(c), o->lora_targets, &mask, err, sizeof err) != 0)
         return usage_error("%s", err);
-    c->lora_targets = o->lora_targets ? mask : lora_family_sites((ArchKind)c->arch);
+    c->lora_targets = o->lora_targets ? mask : lora_family_sites(gpt_lora_family(c));
     lora_describe_targets(c->lora_targets, o->lora_targets_text, sizeof o->lora_targets_text);
     o->lora_targets = o->lora_targets_text;   // canonical, as state.json records it
     long q = gpt_q_width(c), kv = gpt_kv_width(c), f = c->ffn;

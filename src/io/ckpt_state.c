@@ -243,7 +243,7 @@ static void read_lora(Reader *r, CkptState *st) {
     }
     if (r->failed || c->lora_rank <= 0) return;
     char why[256];
-    if (targets && targets[0] && lora_parse_targets((ArchKind)c->arch, targets, &c->lora_targets, why, sizeof why) != 0)
+    if (targets && targets[0] && lora_parse_targets(gpt_lora_family(c), targets, &c->lora_targets, why, sizeof why) != 0)
         bad(r, "options", "lora-targets", "the family's LoRA targets");
 }
 

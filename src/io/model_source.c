@@ -100,7 +100,7 @@ static int load_checkpoint(const ModelSource *src, GPT *m, char *err, size_t err
 
 int model_source_set_adapter(ModelSource *src, const char *dir, char *err, size_t errlen) {
     PeftConfig pc;
-    if (peft_read_config(dir, (ArchKind)src->cfg.arch, &pc, err, errlen) != 0) return -1;
+    if (peft_read_config(dir, gpt_lora_family(&src->cfg), &pc, err, errlen) != 0) return -1;
     snprintf(src->adapter, sizeof src->adapter, "%s", dir);
     return 0;
 }

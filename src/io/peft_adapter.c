@@ -31,7 +31,7 @@ static char *config_json(const GPT *m, const char *base) {
     cJSON_AddRawToObject(o, "lora_dropout", drop);
     cJSON *t = cJSON_AddArrayToObject(o, "target_modules");
     for (int s = 0; s < LORA_SITES; s++)   // module paths: GPT-2's attn.c_proj and mlp.c_proj differ
-        if (m->cfg.lora_targets >> s & 1u) cJSON_AddItemToArray(t, cJSON_CreateString(lora_site((LoraSite)s)->module));
+        if (m->cfg.lora_targets >> s & 1u) cJSON_AddItemToArray(t, cJSON_CreateString(lora_site_module(gpt_lora_family(&m->cfg), (LoraSite)s)));
     cJSON_AddStringToObject(o, "bias", "none");
     cJSON_AddBoolToObject(o, "fan_in_fan_out", m->cfg.arch == ARCH_GPT2);   // GPT-2's Conv1D base weights
     cJSON_AddBoolToObject(o, "use_rslora", m->cfg.lora_rslora);
@@ -105,24 +105,24 @@ static int matches(const char *path, const char *e) {
     return strcmp(path + lp - le, e) == 0 && (le == lp || path[lp - le - 1] == '.');
 }
 
-static int read_targets(const cJSON *t, ArchKind arch, const char *file, unsigned *mask, char *err, size_t errlen) {
+static int read_targets(const cJSON *t, LoraFamily lf, const char *file, unsigned *mask, char *err, size_t errlen) {
     if (cJSON_IsString(t))
         return bad("'%s': field 'target_modules' is the regular expression \"%.60s\": ctron reads a list of module "
                    "names", file, t->valuestring);
     if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) == 0)
         return bad("'%s': field 'target_modules' is not a list of module names", file);
-    unsigned family = lora_family_sites(arch);
+    unsigned family = lora_family_sites(lf);
     *mask = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, t) {
         if (!cJSON_IsString(e)) return bad("'%s': field 'target_modules' holds a value that is not a string", file);
         unsigned hit = 0;
         for (int s = 0; s < LORA_SITES; s++)
-            if ((family >> s & 1u) && matches(lora_site((LoraSite)s)->module, e->valuestring)) hit |= 1u << s;
+            if ((family >> s & 1u) && matches(lora_site_module(lf, (LoraSite)s), e->valuestring)) hit |= 1u << s;
         if (!hit) {
             char words[256];
             return bad("'%s': field 'target_modules' names '%.60s', which is no linear of a %s block that ctron adapts "
-                       "(%s)", file, e->valuestring, arch_spec(arch)->name, lora_describe_targets(family, words, sizeof words));
+                       "(%s)", file, e->valuestring, lora_family_name(lf), lora_describe_targets(family, words, sizeof words));
         }
         *mask |= hit;
     }
@@ -137,7 +137,7 @@ static int must_be_off(const cJSON *root, const char *key, const char *why, cons
     return bad("'%s': field '%s' is set: %s", file, key, why);
 }
 
-static int parse_config(const cJSON *root, ArchKind arch, const char *file, PeftConfig *pc, char *err, size_t errlen) {
+static int parse_config(const cJSON *root, LoraFamily lf, const char *file, PeftConfig *pc, char *err, size_t errlen) {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(root, "peft_type");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "LORA") != 0)
         return bad("'%s': field 'peft_type' is %s%.40s%s: ctron reads LoRA adapters (\"LORA\")", file,
@@ -169,17 +169,17 @@ static int parse_config(const cJSON *root, ArchKind arch, const char *file, Peft
     pc->rslora = cJSON_IsTrue(rs);
     const cJSON *base = cJSON_GetObjectItemCaseSensitive(root, "base_model_name_or_path");
     if (cJSON_IsString(base)) snprintf(pc->base, sizeof pc->base, "%s", base->valuestring);
-    return read_targets(cJSON_GetObjectItemCaseSensitive(root, "target_modules"), arch, file, &pc->targets, err, errlen);
+    return read_targets(cJSON_GetObjectItemCaseSensitive(root, "target_modules"), lf, file, &pc->targets, err, errlen);
 }
 
-int peft_read_config(const char *dir, ArchKind arch, PeftConfig *pc, char *err, size_t errlen) {
+int peft_read_config(const char *dir, LoraFamily lf, PeftConfig *pc, char *err, size_t errlen) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/adapter_config.json", dir);
     uint8_t *text = NULL;
     size_t n = 0;
     if (fileio_read_all(path, &text, &n, err, errlen) != 0) return -1;
     cJSON *root = cJSON_ParseWithLength((const char *)text, n);
-    int rc = root && cJSON_IsObject(root) ? parse_config(root, arch, path, pc, err, errlen)
+    int rc = root && cJSON_IsObject(root) ? parse_config(root, lf, path, pc, err, errlen)
                                           : bad("'%s' is not a JSON object", path);
     cJSON_Delete(root);
     free(text);
@@ -236,7 +236,7 @@ int peft_load_adapters(GPT *m, const char *dir, char *err, size_t errlen) {
 int peft_merge_into(GPT *m, const char *dir, char *err, size_t errlen) {
     PeftConfig pc;
     if (m->cfg.lora_rank > 0) return bad("the model has adapters of its own");
-    if (peft_read_config(dir, (ArchKind)m->cfg.arch, &pc, err, errlen) != 0) return -1;
+    if (peft_read_config(dir, gpt_lora_family(&m->cfg), &pc, err, errlen) != 0) return -1;
     GPTConfig lc = m->cfg;
     lc.lora_rank = pc.rank;
     lc.lora_alpha = pc.alpha;

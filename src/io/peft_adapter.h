@@ -21,7 +21,7 @@ typedef struct {
 // all). base: base_model_name_or_path to record (NULL: null). 0, or -1 with err.
 int peft_write(const GPT *lora, const char *out, const char *base, char *err, size_t errlen);
 // dir/adapter_config.json for a model of family arch. 0, or -1 with err naming the file and field.
-int peft_read_config(const char *dir, ArchKind arch, PeftConfig *pc, char *err, size_t errlen);
+int peft_read_config(const char *dir, LoraFamily lf, PeftConfig *pc, char *err, size_t errlen);
 // The adapters of dir into lora (a whole host model built with pc's rank, alpha and targets): every
 // adapted linear's A and B present once with its shape, finite, and nothing else. 0, or -1 with err.
 int peft_load_adapters(GPT *lora, const char *dir, char *err, size_t errlen);

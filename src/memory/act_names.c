@@ -7,7 +7,7 @@ const char *act_name_str(ActName n) {
         "ln1_stats", "ln2_stats", "gelu_branch", "gelu_code", "attn_lse", "gate", "up",
         "q_norm_in", "k_norm_in", "q_norm_stats", "k_norm_stats",
         "lora_q", "lora_k", "lora_v", "lora_o", "lora_gate", "lora_up", "lora_down", "lora_qkv", "lora_proj", "lora_fc",
-        "lora_fc2", "emb_mask", "lnf_in", "lnf_stats", "lm_in", "logits", "lm_grad", "offload_stage", "rev_x1", "rev_x2",
+        "lora_fc2", "lora_gate_up", "emb_mask", "lnf_in", "lnf_stats", "lm_in", "logits", "lm_grad", "offload_stage", "rev_x1", "rev_x2",
         "memo_stage"};
     return (n >= 0 && n < ACT_COUNT) ? names[n] : "?";
 }

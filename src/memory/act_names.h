@@ -20,7 +20,7 @@ typedef enum {
     // LoRA: x·Aᵀ·(α/r) of each adapted linear ([s·b, r], arch/lora.h's LoraSite order): B's gradient
     // reads it (so does A's through dY·B). Not offloadable (the offload mask has 32 bits).
     ACT_LORA_Q, ACT_LORA_K, ACT_LORA_V, ACT_LORA_O, ACT_LORA_GATE, ACT_LORA_UP, ACT_LORA_DOWN,
-    ACT_LORA_QKV, ACT_LORA_PROJ, ACT_LORA_FC, ACT_LORA_FC2,
+    ACT_LORA_QKV, ACT_LORA_PROJ, ACT_LORA_FC, ACT_LORA_FC2, ACT_LORA_GATE_UP,
     ACT_N_LAYER,
     // the model-level tensors
     // (with --mini-seq the output layer runs in chunks and keeps only dL/d lm_in: lm_grad)
@@ -35,7 +35,7 @@ typedef enum {
 } ActName;
 
 const char *act_name_str(ActName n);
-static inline int act_is_lora(ActName n) { return n >= ACT_LORA_Q && n <= ACT_LORA_FC2; }
+static inline int act_is_lora(ActName n) { return n >= ACT_LORA_Q && n <= ACT_LORA_GATE_UP; }
 // Per-layer names the offload pool (a 32-bit mask) can take: all but the adapters' x·Aᵀ.
 enum { ACT_N_OFFLOADABLE = ACT_LORA_Q };
 static inline int act_is_core(ActName n) { return n < ACT_N_CORE; }

@@ -54,7 +54,7 @@ void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *s
     sh->dropout = arch_spec((ArchKind)job->arch)->dropout_default > 0.0f;
     if (job->lora_rank > 0) {
         sh->lora_rank = job->lora_rank;
-        sh->lora_sites = job->lora_sites ? job->lora_sites : lora_family_sites((ArchKind)job->arch);
+        sh->lora_sites = job->lora_sites ? job->lora_sites : lora_family_sites(lora_family(job->arch, job->fused_proj));
         sh->lora_fa = job->lora_fa != 0;
     }
 }

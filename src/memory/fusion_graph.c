@@ -24,7 +24,7 @@ static const struct {
     FusionFuse fuse;
     ActName in[3];
     int n_in;
-    ActName out[11];
+    ActName out[11];   // the most: qkv's
     int n_out;
 } OPS[] = {
     {ATT_ANY, "norm1", FL_NONE, FUSE_NO, {ACT_LN1_IN}, 1, {ACT_QKV_IN, ACT_LN1_STATS}, 2},
@@ -42,7 +42,7 @@ static const struct {
      {ACT_LN2_IN, ACT_LORA_PROJ, ACT_LORA_O}, 3},
     {ATT_ANY, "norm2", FL_NONE, FUSE_NO, {ACT_LN2_IN}, 1, {ACT_FC1_IN, ACT_LN2_STATS}, 2},
     {ATT_ANY, "fc1", FL_FC1, FUSE_NO, {ACT_FC1_IN}, 1,
-     {ACT_GELU_IN, ACT_GATE, ACT_UP, ACT_LORA_FC, ACT_LORA_GATE, ACT_LORA_UP}, 6},
+     {ACT_GELU_IN, ACT_GATE, ACT_UP, ACT_LORA_FC, ACT_LORA_GATE, ACT_LORA_UP, ACT_LORA_GATE_UP}, 7},
     {ATT_ANY, "gelu", FL_NONE, FUSE_NO, {ACT_GELU_IN}, 1, {ACT_FC2_IN}, 1},
     {ATT_ANY, "fc2 adapter", FL_NONE, FUSE_NO, {ACT_FC2_IN}, 1, {ACT_LORA_FC2}, 1},   // LoRA: x·Aᵀ of FC2's input
     {ATT_ANY, "down adapter", FL_NONE, FUSE_NO, {ACT_GATE, ACT_UP}, 2, {ACT_LORA_DOWN}, 1},   // of SwiGLU(gate, up)

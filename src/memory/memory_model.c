@@ -105,7 +105,7 @@ static unsigned lora_readers(ActName name) {
     switch (name) {
     case ACT_QKV_IN: return 1u << LORA_Q | 1u << LORA_K | 1u << LORA_V | 1u << LORA_QKV;
     case ACT_PROJ_IN: return 1u << LORA_O | 1u << LORA_PROJ;
-    case ACT_FC1_IN: return 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_FC;
+    case ACT_FC1_IN: return 1u << LORA_GATE | 1u << LORA_UP | 1u << LORA_FC | 1u << LORA_GATE_UP;
     case ACT_FC2_IN: return 1u << LORA_FC2;   // llama's down input is SwiGLU's output, made again from gate, up
     default: return 0;
     }

@@ -67,12 +67,12 @@ int adapter_full_name(const GPTConfig *c, int k, char *buf, size_t len) {
     if (k < 0 || k >= adapter_tensor_count(c)) return 0;
     int layer, site, is_b;
     adapter_of(c, k, &layer, &site, &is_b);
-    lora_param_name((LoraSite)site, layer, is_b ? 'B' : 'A', buf, len);
+    lora_param_name(gpt_lora_family(c), (LoraSite)site, layer, is_b ? 'B' : 'A', buf, len);
     return 1;
 }
 
 // One adapter matrix of layer l: its shard, split and place. Column-parallel base: A replicated (each TP
-// rank's gradient is a partial sum: reduced over TP), B split by rows (q|k|v blocks for GPT-2's c_attn);
+// rank's gradient is a partial sum: reduced over TP), B split by rows (a fused q|k|v's or gate|up's blocks each);
 // row-parallel base: A split by columns, B replicated (every rank computes the same gradient).
 static void add_adapter_info(GPT *m, int l, int s, int is_b, int full_index) {
     const LoraSiteRow *row = lora_site(s);
@@ -80,7 +80,7 @@ static void add_adapter_info(GPT *m, int l, int s, int is_b, int full_index) {
     ParamInfo *pi = frozen ? &m->frozen_info[m->n_frozen_info++] : &m->info[m->n_info++];
     memset(pi, 0, sizeof *pi);
     pi->full_index = full_index;
-    lora_param_name((LoraSite)s, l, is_b ? 'B' : 'A', pi->name, sizeof pi->name);
+    lora_param_name(gpt_lora_family(&m->cfg), (LoraSite)s, l, is_b ? 'B' : 'A', pi->name, sizeof pi->name);
     long in_l = site_width(m, row->in, 1), out_l = site_width(m, row->out, 1);
     long in = site_width(m, row->in, 0), out = site_width(m, row->out, 0);
     const LoraTensors *lt = &m->lw;
@@ -101,6 +101,12 @@ static void add_adapter_info(GPT *m, int l, int s, int is_b, int full_index) {
     if (row->parallel == LORA_COLUMN) {
         pi->split = is_b ? TP_ROWS : TP_REPLICATED;
         pi->row_blocks = is_b ? row->out_blocks : 1;
+        if (pi->row_blocks > 1) {   // q|k|v or gate|up, each block split over TP on its own
+            const GPTConfig *c = &m->cfg;
+            long rows[3];
+            lora_out_block_rows((LoraSite)s, gpt_q_width(c), gpt_kv_width(c), c->ffn, rows);
+            for (int k = 0; k < pi->row_blocks; k++) pi->block_rows[k] = (int)rows[k];
+        }
         pi->sp_partial = !is_b && m->tp.t > 1;
     } else {
         pi->split = is_b ? TP_REPLICATED : TP_COLS;

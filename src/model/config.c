@@ -13,7 +13,7 @@ void gpt_config_resolve(GPTConfig *c) {
     if (c->rope_theta <= 0.0f) c->rope_theta = 10000.0f;
     if (c->norm_eps <= 0.0f) c->norm_eps = a->norm_eps_default;
     if (c->tie_embeddings == 0) c->tie_embeddings = a->tied_default ? 1 : -1;
-    if (c->lora_rank > 0 && !c->lora_targets) c->lora_targets = lora_family_sites((ArchKind)c->arch);
+    if (c->lora_rank > 0 && !c->lora_targets) c->lora_targets = lora_family_sites(gpt_lora_family(c));
     if (c->lora_rank > 0 && c->lora_alpha <= 0.0f) c->lora_alpha = 8.0f;   // peft's LoraConfig default
 }
 

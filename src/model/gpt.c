@@ -553,8 +553,11 @@ static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *
     *up = saved_out(m, A, ACT_UP, l, nfl, KEEP(ACT_UP));
     linear_fwd16(m, *gate, fl, x_all, x16, h, w->fc1_w, NULL, n, h, fl);
     linear_fwd16(m, *up, fl, x_all, x16, h, w->fc1_w + (size_t)fl * h, NULL, n, h, fl);
-    column_adapter_forward(m, l, LORA_GATE, x_all, x16, *gate, fl, pass);
-    column_adapter_forward(m, l, LORA_UP, x_all, x16, *up, fl, pass);
+    for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) {
+        LoraSite s = lora_gate_up_site(i);
+        LoraOut o = lora_gate_up_outs(m, s, *gate, *up);
+        if (lora_on(m, s)) lora_column_forward(m, l, s, x_all, x16, h, &o, KEEP(lora_act(s)));
+    }
     saved_done(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE), 0);
     saved_done(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP), 0);
 }
@@ -1042,16 +1045,16 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
     if (lora_on(m, LORA_DOWN)) lora_row_backward(m, l, LORA_DOWN, d_down_out, ffn.f32, NULL, fl, ws(m, W_D_4H), h);
     m->be->swiglu_backward(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, NULL, ws(m, W_D_4H), gate, up, fl, n, fl, 0);
-    GemmIn x = grad_input(m, A, ACT_FC1_IN, l, nrh, 1,
-                          g->fc1_w || lora_a_trains(m, LORA_GATE) || lora_a_trains(m, LORA_UP));
+    int x_read = g->fc1_w != NULL;
+    for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_gate_up_site(i));
+    GemmIn x = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, x_read);
     linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, NULL, ws(m, W_FFN), fl, x, h, w->fc1_w, n, h, fl);
     linear_bwd16(m, ws(m, W_OUT), h, 1, g->fc1_w ? g->fc1_w + fh : NULL, NULL, ws(m, W_D_UP), fl, x, h, w->fc1_w + fh,
                  n, h, fl);
-    float *d_site[2] = {ws(m, W_FFN), ws(m, W_D_UP)};
-    for (int i = 0; i < 2; i++) {
-        LoraSite s = i ? LORA_UP : LORA_GATE;
+    for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) {   // dgate in W_FFN, dup in W_D_UP
+        LoraSite s = lora_gate_up_site(i);
         if (!lora_on(m, s)) continue;
-        LoraOut dy = {1, {d_site[i]}, {fl}, {fl}, {0}};
+        LoraOut dy = lora_gate_up_outs(m, s, ws(m, W_FFN), ws(m, W_D_UP));
         lora_column_backward(m, l, s, &dy, lora_a_trains(m, s) ? x.f32 : NULL, lora_a_trains(m, s) ? x.bf16 : NULL, h,
                              ws(m, W_OUT), h);
     }

@@ -79,6 +79,8 @@ static inline long gpt_shape_head_dim(const GPTConfig *c) {
     return gpt_q_width(c) != c->hidden ? gpt_head_dim(c) : 0;
 }
 static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
+// Which linears LoRA adapts and what peft calls them (arch/lora.h).
+static inline LoraFamily gpt_lora_family(const GPTConfig *c) { return lora_family(c->arch, c->fused_proj); }
 // The adapters' scale: peft's lora_alpha / r, or lora_alpha / sqrt(r) under use_rslora (a Python double,
 // rounded once when it multiplies a float32 tensor).
 static inline float gpt_lora_scale(const GPTConfig *c) {
@@ -119,7 +121,8 @@ typedef struct {
     int ndim, shape[2], full_shape[2];
     int decay;                    // AdamW weight decay applies (weight matrices and wte)
     TPSplit split;
-    int row_blocks;               // TP_ROWS: row blocks split separately (3 for c_attn)
+    int row_blocks;               // TP_ROWS: row blocks split separately (q|k|v: 3; gate|up: 2)
+    int block_rows[3];            // row_blocks > 1: each block's rows in the whole model (q, kv, kv; f, f)
     int sp_partial;               // each TP rank computes part of this gradient (under SP, or LoRA's A of a
                                   // column-parallel base): all-reduced over TP
     int full_index;               // its index in the whole model's list (initialisation, checkpoints)

@@ -23,7 +23,7 @@ float *lora_tensor_data(const GPT *m, const ParamInfo *pi) {
 // ctron's GPT-2 names drop HF's "transformer." as well.
 const ParamInfo *lora_base_weight(const GPT *plain, LoraSite s, int layer) {
     char name[160];
-    lora_param_name(s, layer, 'A', name, sizeof name);
+    lora_param_name(gpt_lora_family(&plain->cfg), s, layer, 'A', name, sizeof name);
     char *tail = strstr(name, ".lora_A.weight");
     if (!tail || strncmp(name, "base_model.model.", 17) != 0) return NULL;
     snprintf(tail, sizeof name - (size_t)(tail - name), ".weight");
@@ -35,7 +35,7 @@ const ParamInfo *lora_base_weight(const GPT *plain, LoraSite s, int layer) {
 
 static const ParamInfo *adapter(const GPT *lora, LoraSite s, int layer, char which) {
     char name[160];
-    lora_param_name(s, layer, which, name, sizeof name);
+    lora_param_name(gpt_lora_family(&lora->cfg), s, layer, which, name, sizeof name);
     const ParamInfo *pi = gpt_find_param(lora, name);
     if (!pi) ctron_fatal("lora_to_plain: no adapter '%s'", name);
     return pi;

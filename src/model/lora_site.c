@@ -83,6 +83,18 @@ static void input_backward(GPT *m, float *ga, const float *a, const float *x, co
     m->be->axpby(m->be, dx, 1.0f, tmp, 1.0f, (size_t)rows * in);
 }
 
+// dv = Σ_k dy_k·B_k into W_LORA_R, dB_k += dy_kᵀ·v over `rows` rows (dy's blocks and v at the first).
+static void output_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, LoraV v, int rows) {
+    int r = m->cfg.lora_rank, out = out_rows(dy);
+    const float *b = layer_b(m, &m->lw, s, l, out);
+    float *gb = layer_b(m, &m->lg, s, l, out);
+    for (int k = 0; k < dy->blocks; k++) {
+        size_t off = (size_t)dy->row0[k] * r;
+        m->be->linear_backward(m->be, ws(m, W_LORA_R), r, k > 0, gb + off, NULL, dy->y[k], dy->ld[k], v.f32, v.bf16, r,
+                               b + off, gpt_w16(m, b + off), rows, r, dy->cols[k]);
+    }
+}
+
 LoraV lora_v_kept(GPT *m, int l, LoraSite s) {
     BlockActs *A = &m->act->blocks[l];
     const uint16_t *b16 = m->params16 ? saved_in_bf16(m, A, lora_act(s), l) : NULL;
@@ -128,15 +140,10 @@ void lora_column_add(GPT *m, int l, LoraSite s, const LoraOut *out) {
 
 void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const float *x, const uint16_t *x16, int in,
                           float *dx, int ldx) {
-    int n = m->s_cur * m->b_cur, r = m->cfg.lora_rank, rows = out_rows(dy);
-    LoraV v = lora_v_kept(m, l, s);
-    const float *a = layer_a(m, &m->lw, s, l, in), *b = layer_b(m, &m->lw, s, l, rows);
-    float *ga = layer_a(m, &m->lg, s, l, in), *gb = layer_b(m, &m->lg, s, l, rows), *dv = ws(m, W_LORA_R);
-    for (int k = 0; k < dy->blocks; k++) {   // dv = Σ_k dy_k·B_k;  dB_k += dy_kᵀ v
-        size_t off = (size_t)dy->row0[k] * r;
-        m->be->linear_backward(m->be, dv, r, k > 0, gb + off, NULL, dy->y[k], dy->ld[k], v.f32, v.bf16, r, b + off,
-                               gpt_w16(m, b + off), n, r, dy->cols[k]);
-    }
+    int n = m->s_cur * m->b_cur;
+    output_backward(m, l, s, dy, lora_v_kept(m, l, s), n);
+    const float *a = layer_a(m, &m->lw, s, l, in);
+    float *ga = layer_a(m, &m->lg, s, l, in);
     input_backward(m, ga, a, x, x16, in, dx, ldx, n, lora_p(m) > 0.0f ? rows_mask(m, l, s, in, 0, n) : NULL);
 }
 
@@ -175,27 +182,28 @@ void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t 
     if (y) lora_row_add(m, l, s, (LoraV){v, saved_bf16(m, A, name, keep)}, y, out);
 }
 
-// dv = dy·B, dB += dyᵀ·v over `rows` rows (dy, v at the first), one output block of `cols` columns.
-static void output_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, int rows) {
-    int r = m->cfg.lora_rank;
-    const float *b = layer_b(m, &m->lw, s, l, cols);
-    m->be->linear_backward(m->be, ws(m, W_LORA_R), r, 0, layer_b(m, &m->lg, s, l, cols), NULL, dy, lddy, v.f32, v.bf16,
-                           r, b, gpt_w16(m, b), rows, r, cols);
-}
-
 void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *x, const uint16_t *x16, int in_l,
                        float *dx, int out) {
     int n = m->s_cur * m->b_cur;
-    output_backward(m, l, s, dy, out, out, lora_v_kept(m, l, s), n);
+    LoraOut d = {1, {(float *)dy}, {out}, {out}, {0}};
+    output_backward(m, l, s, &d, lora_v_kept(m, l, s), n);
     input_backward(m, layer_a(m, &m->lg, s, l, in_l), layer_a(m, &m->lw, s, l, in_l), x, x16, in_l, dx, in_l, n,
                    lora_p(m) > 0.0f ? rows_mask(m, l, s, in_l, 0, n) : NULL);
 }
 
 // ---- mini-seq's chunked MLP (model/mini_mlp.c): one site over rows [r0, r0 + rows)
 
-void lora_rows_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int ld, int cols, int r0, int rows) {
-    LoraV part = v_rows(v, r0, m->cfg.lora_rank);
-    add_vb(m, y, ld, part.f32, part.bf16, layer_b(m, &m->lw, s, l, cols), rows, cols);
+// Each block of y (y[k] at the first of `rows` rows) += part·B_kᵀ.
+static void add_blocks(GPT *m, int l, LoraSite s, LoraV part, const LoraOut *y, size_t y_row, int rows) {
+    int r = m->cfg.lora_rank;
+    const float *b = layer_b(m, &m->lw, s, l, out_rows(y));
+    for (int k = 0; k < y->blocks; k++)
+        add_vb(m, y->y[k] + y_row * (size_t)y->ld[k], y->ld[k], part.f32, part.bf16, b + (size_t)y->row0[k] * r, rows,
+               y->cols[k]);
+}
+
+void lora_chunk_add(GPT *m, int l, LoraSite s, LoraV v, const LoraOut *y, int r0, int rows) {
+    add_blocks(m, l, s, v_rows(v, r0, m->cfg.lora_rank), y, 0, rows);
 }
 
 void lora_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows) {
@@ -203,17 +211,12 @@ void lora_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, 
 }
 
 void lora_rows_add_out(GPT *m, int l, LoraSite s, LoraV v, const LoraOut *out, int r0, int rows) {
-    int r = m->cfg.lora_rank;
-    LoraV part = v_rows(v, r0, r);
-    const float *b = layer_b(m, &m->lw, s, l, out_rows(out));
-    for (int k = 0; k < out->blocks; k++)
-        add_vb(m, out->y[k] + (size_t)r0 * out->ld[k], out->ld[k], part.f32, part.bf16, b + (size_t)out->row0[k] * r,
-               rows, out->cols[k]);
+    add_blocks(m, l, s, v_rows(v, r0, m->cfg.lora_rank), out, (size_t)r0, rows);
 }
 
-void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, const float *x, int in,
-                        float *dx, int ldx, int r0, int rows) {
-    output_backward(m, l, s, dy, lddy, cols, v_rows(v, r0, m->cfg.lora_rank), rows);
+void lora_chunk_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, LoraV v, const float *x, int in, float *dx,
+                         int ldx, int r0, int rows) {
+    output_backward(m, l, s, dy, v_rows(v, r0, m->cfg.lora_rank), rows);
     float *ga = layer_a(m, &m->lg, s, l, in);
     input_backward(m, ga, layer_a(m, &m->lw, s, l, in), ga ? x : NULL, NULL, in, dx, ldx, rows,
                    lora_p(m) > 0.0f ? rows_mask(m, l, s, in, r0, rows) : NULL);

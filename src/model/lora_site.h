@@ -9,16 +9,16 @@
 static inline int lora_on(const GPT *m, LoraSite s) { return m->cfg.lora_rank > 0 && (m->cfg.lora_targets >> s & 1u); }
 static inline ActName lora_act(LoraSite s) { return (ActName)(ACT_LORA_Q + s); }
 
-// Up to three output blocks of one column-parallel site (GPT-2's c_attn: q, k, v; else one): B's rows
-// [row0[k], row0[k] + cols[k]) feed y[k] (row stride ld[k]).
+// Up to three output blocks of one column-parallel site (a fused q|k|v: q, k, v; a fused gate|up: gate, up;
+// else one): B's rows [row0[k], row0[k] + cols[k]) feed y[k] (row stride ld[k]).
 typedef struct {
     int blocks;
     float *y[3];
     int ld[3], cols[3], row0[3];
 } LoraOut;
 
-// The q, k, v sites (GPT-2's c_attn; llama's q, k, v) and their output blocks: GPT-2's c_attn adapter feeds
-// all three (B's rows q|k|v), llama's q, k and v adapters one each.
+// The q, k, v sites (GPT-2's c_attn and fused llama's qkv_proj; llama's q, k, v) and their output blocks:
+// the fused site's adapter feeds all three (B's rows q|k|v), llama's q, k and v adapters one each.
 enum { LORA_QKV_SITE_COUNT = 4 };
 static inline LoraSite lora_qkv_site(int i) {
     static const LoraSite sites[LORA_QKV_SITE_COUNT] = {LORA_QKV, LORA_Q, LORA_K, LORA_V};
@@ -30,6 +30,19 @@ static inline LoraOut lora_qkv_outs(const GPT *m, LoraSite s, float *q, float *k
     float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
     int w = s == LORA_Q ? ql : kvl;
     return (LoraOut){1, {y}, {w}, {w}, {0}};
+}
+
+// The gate and up sites (fused llama's gate_up_proj; llama's gate, up) and their output blocks [s·b, fl]:
+// the fused site's adapter feeds both (B's rows gate|up).
+enum { LORA_GATE_UP_SITE_COUNT = 3 };
+static inline LoraSite lora_gate_up_site(int i) {
+    static const LoraSite sites[LORA_GATE_UP_SITE_COUNT] = {LORA_GATE_UP, LORA_GATE, LORA_UP};
+    return sites[i];
+}
+static inline LoraOut lora_gate_up_outs(const GPT *m, LoraSite s, float *gate, float *up) {
+    int fl = m->fl;
+    if (s == LORA_GATE_UP) return (LoraOut){2, {gate, up}, {fl, fl}, {fl, fl}, {0, fl}};
+    return (LoraOut){1, {s == LORA_GATE ? gate : up}, {fl}, {fl}, {0}};
 }
 
 // A site's v = (α/r)·x Aᵀ [s·b, r] as the GEMMs read it: fp32, and its kept bf16 copy or NULL (either
@@ -62,17 +75,17 @@ LoraV lora_v_kept(GPT *m, int l, LoraSite s);
 // made again in backward (model/remat.c) — the forward's operands, so the forward's bits.
 void lora_column_add(GPT *m, int l, LoraSite s, const LoraOut *out);
 
-// Mini-seq's chunked MLP (model/mini_mlp.c), rows [r0, r0 + rows) of the sequence; x, y, dy and dx point
-// at row r0, v is the whole [s·b, r] tensor. Adapters' dropout masks are the whole input's, so a chunk's
-// rows get the bits the unchunked site would.
-// y [rows, cols] += v·Bᵀ (a column site: B [cols, r], this rank's rows of it).
-void lora_rows_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int ld, int cols, int r0, int rows);
+// Mini-seq's chunked MLP (model/mini_mlp.c), rows [r0, r0 + rows) of the sequence; x, the blocks of y and
+// dy, and dx point at row r0, v is the whole [s·b, r] tensor. Adapters' dropout masks are the whole input's,
+// so a chunk's rows get the bits the unchunked site would.
+// Each block of y += v's rows·B_kᵀ.
+void lora_chunk_add(GPT *m, int l, LoraSite s, LoraV v, const LoraOut *y, int r0, int rows);
 // A site's v rows from its input rows x [rows, in_l] (a row-parallel site's summed over TP; scaled), into v
 // (MEMO's token ranges use it for column sites too: their input is whole on every rank).
 void lora_v_rows(GPT *m, int l, LoraSite s, const float *x, int in_l, float *v, int r0, int rows);
 // Each block of out (whole tensors, row 0) gets rows [r0, r0 + rows) += v's rows·B_kᵀ (MEMO's token ranges).
 void lora_rows_add_out(GPT *m, int l, LoraSite s, LoraV v, const LoraOut *out, int r0, int rows);
-// dB += dyᵀ·v, and A's gradient (x given, A trains) and dx [rows, in] += from dy [rows, cols] (one block).
-void lora_rows_backward(GPT *m, int l, LoraSite s, const float *dy, int lddy, int cols, LoraV v, const float *x, int in,
-                        float *dx, int ldx, int r0, int rows);
+// dB_k += dy_kᵀ·v, dv = Σ_k dy_k·B_k, then A's gradient (x given, A trains) and dx [rows, in] += from dv.
+void lora_chunk_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, LoraV v, const float *x, int in, float *dx,
+                         int ldx, int r0, int rows);
 #endif

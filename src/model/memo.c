@@ -229,9 +229,10 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     if (swiglu(m)) {
         linear_rows(m, t[ACT_GATE], fl, t[ACT_FC1_IN], h, w.fc1_w, NULL, r0, nr, h, fl);
         linear_rows(m, t[ACT_UP], fl, t[ACT_FC1_IN], h, w.fc1_w + (size_t)fl * h, NULL, r0, nr, h, fl);
-        LoraOut og = {1, {t[ACT_GATE]}, {fl}, {fl}, {0}}, ou = {1, {t[ACT_UP]}, {fl}, {fl}, {0}};
-        adapter_rows(m, l, V, LORA_GATE, t[ACT_FC1_IN], h, &og, r0, nr);
-        adapter_rows(m, l, V, LORA_UP, t[ACT_FC1_IN], h, &ou, r0, nr);
+        for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) {
+            LoraOut o = lora_gate_up_outs(m, lora_gate_up_site(i), t[ACT_GATE], t[ACT_UP]);
+            adapter_rows(m, l, V, lora_gate_up_site(i), t[ACT_FC1_IN], h, &o, r0, nr);
+        }
         round_rows(m, ACT_GATE, t[ACT_GATE], r0, r0 + nr);
         round_rows(m, ACT_UP, t[ACT_UP], r0, r0 + nr);
         if (!out && !down_v) return;

@@ -12,8 +12,16 @@ void mini_chunk_rows(int n, int M, int c, int *r0, int *r1) {
 MiniAdapters mini_adapters(const GPT *m) {
     MiniAdapters ad = {{0}, {LORA_GATE, LORA_UP, LORA_DOWN}, {{0}}, NULL};
     if (!swiglu(m)) ad.site[0] = LORA_FC, ad.site[1] = LORA_SITES, ad.site[2] = LORA_FC2;
+    else if (m->cfg.fused_proj) ad.site[0] = LORA_GATE_UP, ad.site[1] = LORA_SITES;
     for (int i = 0; i < 3; i++) ad.on[i] = ad.site[i] != LORA_SITES && lora_on(m, ad.site[i]);
     return ad;
+}
+
+// Column site i's output blocks in the chunk's buffers: GPT-2's fc into a; gate|up, gate, up into a and b.
+static LoraOut chunk_out(const GPT *m, const MiniAdapters *ad, int i, float *a, float *b) {
+    int fl = m->fl;
+    if (!swiglu(m)) return (LoraOut){1, {a}, {fl}, {fl}, {0}};
+    return lora_gate_up_outs(m, ad->site[i], a, b);
 }
 
 // The chunk's hidden activations from x rows [r0, r0+nc): GPT-2's FC1 (+ its adapter) into mini_a, bias +
@@ -25,13 +33,15 @@ static const float *chunk_hidden(GPT *m, int l, const BlockTensors *w, const flo
     const float *x = x_all + (size_t)r0 * h;
     float *a = ws(m, W_MINI_A), *b = ws(m, W_MINI_B);
     linear_fwd(m, a, fl, x, h, w->fc1_w, NULL, nc, h, fl);
-    if (ad->on[0]) lora_rows_add(m, l, ad->site[0], ad->v[0], a, fl, fl, r0, nc);
+    if (swiglu(m)) linear_fwd(m, b, fl, x, h, w->fc1_w + (size_t)fl * h, NULL, nc, h, fl);
+    for (int i = 0; i < 2; i++) {
+        LoraOut o = chunk_out(m, ad, i, a, b);
+        if (ad->on[i]) lora_chunk_add(m, l, ad->site[i], ad->v[i], &o, r0, nc);
+    }
     if (!swiglu(m)) {
         m->be->bias_gelu_forward(m->be, b, a, w->fc1_b, nc, fl, m->policy.act_dtype == ACT_BF16);
         return b;
     }
-    linear_fwd(m, b, fl, x, h, w->fc1_w + (size_t)fl * h, NULL, nc, h, fl);
-    if (ad->on[1]) lora_rows_add(m, l, ad->site[1], ad->v[1], b, fl, fl, r0, nc);
     m->be->swiglu_forward(m->be, ws(m, W_MINI_C), a, b, fl, nc, fl, 0);
     return ws(m, W_MINI_C);
 }
@@ -59,7 +69,8 @@ static void chunk_backward(GPT *m, int l, const BlockTensors *w, const BlockTens
     const float *hidden = chunk_hidden(m, l, w, x_all, ad, r0, nc);
     float *d_hidden = ws(m, swiglu(m) ? W_MINI_D : W_MINI_C);   // GPT-2's GeLU backward runs in place over it
     linear_bwd(m, d_hidden, fl, 0, g->fc2_w, NULL, dy, h, hidden, fl, w->fc2_w, nc, fl, h);
-    if (ad->on[2]) lora_rows_backward(m, l, ad->site[2], dy, h, h, ad->v[2], hidden, fl, d_hidden, fl, r0, nc);
+    LoraOut d_down = {1, {(float *)dy}, {h}, {h}, {0}};
+    if (ad->on[2]) lora_chunk_backward(m, l, ad->site[2], &d_down, ad->v[2], hidden, fl, d_hidden, fl, r0, nc);
     if (swiglu(m)) {   // dgate, dup in place over gate and up
         m->be->swiglu_backward(m->be, a, b, fl, NULL, d_hidden, a, b, fl, nc, fl, 0);
         linear_bwd(m, dx, h, 0, g->fc1_w, NULL, a, fl, x, h, w->fc1_w, nc, h, fl);
@@ -69,8 +80,10 @@ static void chunk_backward(GPT *m, int l, const BlockTensors *w, const BlockTens
         linear_bwd(m, dx, h, 0, g->fc1_w, g->fc1_b, d_hidden, fl, x, h, w->fc1_w, nc, h, fl);
         a = d_hidden;
     }
-    if (ad->on[0]) lora_rows_backward(m, l, ad->site[0], a, fl, fl, ad->v[0], x, h, dx, h, r0, nc);
-    if (ad->on[1]) lora_rows_backward(m, l, ad->site[1], b, fl, fl, ad->v[1], x, h, dx, h, r0, nc);
+    for (int i = 0; i < 2; i++) {   // dgate and dup (SwiGLU), or GPT-2's d(gelu_in) in a
+        LoraOut d = chunk_out(m, ad, i, a, b);
+        if (ad->on[i]) lora_chunk_backward(m, l, ad->site[i], &d, ad->v[i], x, h, dx, h, r0, nc);
+    }
 }
 
 void mini_mlp_backward(GPT *m, int l, const BlockTensors *w, const BlockTensors *g, const float *x_all,

@@ -12,7 +12,8 @@ void mini_chunk_rows(int n, int M, int c, int *r0, int *r1);
 
 // The MLP's adapters for the chunks: the column sites' (gate and up, or fc) v, made whole from the MLP's
 // input before the chunks; the row site's (down, fc2) v, made chunk by chunk into down_v (forward) or
-// read back (backward). on[i] = 0: that site has none. Sites: {gate, up, down} or {fc, -, fc2}.
+// read back (backward). on[i] = 0: that site has none. Sites: {gate, up, down}, {gate|up, -, down} or
+// {fc, -, fc2}.
 typedef struct {
     int on[3];
     LoraSite site[3];

@@ -43,7 +43,10 @@ static size_t dim(const GPT *m, Widths w, Dim d) {
 }
 
 // Which families have a buffer or a tensor.
-typedef enum { NEED_ALWAYS, NEED_LINEAR_BIAS, NEED_QKV_BIAS, NEED_NORM_BIAS, NEED_LEARNED_POS, NEED_UNTIED, NEED_QK_NORM } Need;
+typedef enum {
+    NEED_ALWAYS, NEED_LINEAR_BIAS, NEED_QKV_BIAS, NEED_NORM_BIAS, NEED_LEARNED_POS, NEED_UNTIED, NEED_QK_NORM,
+    NEED_SPLIT_PROJ, NEED_FUSED_PROJ   // llama's q, k, v, gate, up one tensor each, or Phi-3's qkv_proj and gate_up_proj
+} Need;
 
 static int needed(const GPTConfig *c, Need n) {
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
@@ -55,6 +58,8 @@ static int needed(const GPTConfig *c, Need n) {
     case NEED_LEARNED_POS: return a->pos == POS_LEARNED;
     case NEED_UNTIED: return !gpt_tied(c);
     case NEED_QK_NORM: return c->qk_norm;
+    case NEED_SPLIT_PROJ: return !c->fused_proj;
+    case NEED_FUSED_PROJ: return c->fused_proj;
     }
     return 0;
 }
@@ -167,11 +172,16 @@ typedef struct {
     size_t field;
     Dim at, rows, cols;           // cols D_0: a vector
     TPSplit split;
-    int blocks;                   // TP_ROWS: row blocks split separately (3 for GPT-2's fused c_attn)
+    int blocks;                   // TP_ROWS: row blocks split separately: 1, or a fused tensor's (QKV_BLOCKS,
+                                  // GATE_UP_BLOCKS)
     Init init;
     int decay;                    // AdamW weight decay: weight matrices and embeddings
     Need need;
 } TensorRow;
+
+// A fused tensor's row blocks, each split over TP on its own: q|k|v (GPT-2's c_attn, Phi-3's qkv_proj) and
+// gate|up (Phi-3's gate_up_proj).
+enum { QKV_BLOCKS = 3, GATE_UP_BLOCKS = 2 };
 
 // GPT-2's state-dict names (HF's GPT2Model without the "transformer." prefix; Conv1D weights are
 // transposed in checkpoints, io/checkpoint.c). Initialisation as GPT-2: N(0, 0.02²), the residual
@@ -181,8 +191,8 @@ static const TensorRow GPT2_TENSORS[] = {
     {PART_BEFORE, "wpe.weight", FIELD(wpe), D_0, D_S, D_H, TP_REPLICATED, 1, INIT_NORMAL, 0, NEED_ALWAYS},
     {PART_BLOCK, "h.%d.ln_1.weight", FIELD(ln1_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
     {PART_BLOCK, "h.%d.ln_1.bias", FIELD(ln1_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
-    {PART_BLOCK, "h.%d.attn.c_attn.weight", FIELD(qkv_w), D_0, D_QKV, D_H, TP_ROWS, 3, INIT_NORMAL, 1, NEED_ALWAYS},
-    {PART_BLOCK, "h.%d.attn.c_attn.bias", FIELD(qkv_b), D_0, D_QKV, D_0, TP_ROWS, 3, INIT_ZERO, 0, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.attn.c_attn.weight", FIELD(qkv_w), D_0, D_QKV, D_H, TP_ROWS, QKV_BLOCKS, INIT_NORMAL, 1, NEED_ALWAYS},
+    {PART_BLOCK, "h.%d.attn.c_attn.bias", FIELD(qkv_b), D_0, D_QKV, D_0, TP_ROWS, QKV_BLOCKS, INIT_ZERO, 0, NEED_ALWAYS},
     {PART_BLOCK, "h.%d.attn.c_proj.weight", FIELD(proj_w), D_0, D_H, D_Q, TP_COLS, 1, INIT_NORMAL_RESID, 1, NEED_ALWAYS},
     {PART_BLOCK, "h.%d.attn.c_proj.bias", FIELD(proj_b), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ZERO, 0, NEED_ALWAYS},
     {PART_BLOCK, "h.%d.ln_2.weight", FIELD(ln2_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
@@ -203,11 +213,13 @@ static const TensorRow LLAMA_TENSORS[] = {
     {PART_BLOCK, "model.layers.%d.input_layernorm.weight", FIELD(ln1_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0,
      NEED_ALWAYS},
     {PART_BLOCK, "model.layers.%d.self_attn.q_proj.weight", FIELD(qkv_w), D_0, D_Q, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
-     NEED_ALWAYS},
+     NEED_SPLIT_PROJ},
     {PART_BLOCK, "model.layers.%d.self_attn.k_proj.weight", FIELD(qkv_w), D_Q, D_KV, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
-     NEED_ALWAYS},
+     NEED_SPLIT_PROJ},
     {PART_BLOCK, "model.layers.%d.self_attn.v_proj.weight", FIELD(qkv_w), D_Q_KV, D_KV, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
-     NEED_ALWAYS},
+     NEED_SPLIT_PROJ},
+    {PART_BLOCK, "model.layers.%d.self_attn.qkv_proj.weight", FIELD(qkv_w), D_0, D_QKV, D_H, TP_ROWS, QKV_BLOCKS,
+     INIT_NORMAL, 1, NEED_FUSED_PROJ},
     {PART_BLOCK, "model.layers.%d.self_attn.q_proj.bias", FIELD(qkv_b), D_0, D_Q, D_0, TP_ROWS, 1, INIT_ZERO, 0,
      NEED_QKV_BIAS},
     {PART_BLOCK, "model.layers.%d.self_attn.k_proj.bias", FIELD(qkv_b), D_Q, D_KV, D_0, TP_ROWS, 1, INIT_ZERO, 0,
@@ -223,9 +235,11 @@ static const TensorRow LLAMA_TENSORS[] = {
     {PART_BLOCK, "model.layers.%d.post_attention_layernorm.weight", FIELD(ln2_w), D_0, D_H, D_0, TP_REPLICATED, 1,
      INIT_ONES, 0, NEED_ALWAYS},
     {PART_BLOCK, "model.layers.%d.mlp.gate_proj.weight", FIELD(fc1_w), D_0, D_F, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
-     NEED_ALWAYS},
+     NEED_SPLIT_PROJ},
     {PART_BLOCK, "model.layers.%d.mlp.up_proj.weight", FIELD(fc1_w), D_F, D_F, D_H, TP_ROWS, 1, INIT_NORMAL, 1,
-     NEED_ALWAYS},
+     NEED_SPLIT_PROJ},
+    {PART_BLOCK, "model.layers.%d.mlp.gate_up_proj.weight", FIELD(fc1_w), D_0, D_FC1, D_H, TP_ROWS, GATE_UP_BLOCKS,
+     INIT_NORMAL, 1, NEED_FUSED_PROJ},
     {PART_BLOCK, "model.layers.%d.mlp.down_proj.weight", FIELD(fc2_w), D_0, D_H, D_F, TP_COLS, 1, INIT_NORMAL, 1,
      NEED_ALWAYS},
     {PART_AFTER, "model.norm.weight", FIELD(lnf_w), D_0, D_H, D_0, TP_REPLICATED, 1, INIT_ONES, 0, NEED_ALWAYS},
@@ -288,6 +302,8 @@ static void add_info(GPT *m, const TensorRef *r, int full_index) {
     pi->decay = row->decay;
     pi->split = row->split;
     pi->row_blocks = row->blocks;
+    if (row->blocks == QKV_BLOCKS) pi->block_rows[0] = (int)fw.q, pi->block_rows[1] = pi->block_rows[2] = (int)fw.kv;
+    if (row->blocks == GATE_UP_BLOCKS) pi->block_rows[0] = pi->block_rows[1] = (int)fw.f;
     pi->init = (int)row->init;
     // SP runs the norms, the row-parallel biases, dropout and the position embedding on s/t rows; the per-head
     // q/k norms' weights (rows D_HD) are summed over the rank's own heads, with SP or without.
@@ -459,10 +475,18 @@ static long full_index(const ParamInfo *pi, int t_rank, long row, long col) {
     case TP_REPLICATED:
         return row * cols + col;
     case TP_ROWS: {
-        long blk_local = pi->shape[0] / pi->row_blocks, blk_full = pi->full_shape[0] / pi->row_blocks;
-        long blk = row / blk_local, r = (long)t_rank * blk_local + row % blk_local;
-        if (r >= blk_full) return -1;
-        return (blk * blk_full + r) * cols + col;
+        if (pi->row_blocks <= 1) {   // the vocabulary's last rank may hold padded rows
+            long r = (long)t_rank * pi->shape[0] + row;
+            return r < pi->full_shape[0] ? r * cols + col : -1;
+        }
+        long full0 = 0;   // block k: full rows block_rows[k], split evenly over the ranks
+        for (int k = 0; k < pi->row_blocks; k++) {
+            long full_k = pi->block_rows[k], local_k = full_k * pi->shape[0] / pi->full_shape[0];
+            if (row < local_k) return (full0 + (long)t_rank * local_k + row) * cols + col;
+            row -= local_k;
+            full0 += full_k;
+        }
+        return -1;
     }
     case TP_COLS:
         return row * cols + (long)t_rank * pi->shape[1] + col;

@@ -142,8 +142,10 @@ static void mlp_again(GPT *m, int l) {
         float *gate = made(m, ACT_GATE, work_slot(m, ACT_GATE, l)), *up = made(m, ACT_UP, work_slot(m, ACT_UP, l));
         linear_again(m, gate, fl, x, h, w.fc1_w, NULL, n, h, fl);
         linear_again(m, up, fl, x, h, w.fc1_w + (size_t)fl * h, NULL, n, h, fl);
-        adapter_again(m, l, LORA_GATE, gate, fl);
-        adapter_again(m, l, LORA_UP, up, fl);
+        for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) {
+            LoraOut o = lora_gate_up_outs(m, lora_gate_up_site(i), gate, up);
+            if (lora_on(m, lora_gate_up_site(i))) lora_column_add(m, l, lora_gate_up_site(i), &o);
+        }
         if (bf16) {
             m->be->bf16_round(m->be, gate, nfl);
             m->be->bf16_round(m->be, up, nfl);

@@ -10,7 +10,9 @@ Several triples share one start of Python (importing torch and transformers take
 MODEL_DIR: what `save_pretrained` writes, and what a ctron export is:
   config.json  model_type "llama" (LlamaForCausalLM), "qwen2" (Qwen2ForCausalLM: Llama + q/k/v biases;
       Llama's own attention_bias flag also gives o_proj a bias, which ctron's qkv_bias has not) or "qwen3"
-      (Qwen3ForCausalLM: Llama + per-head q/k RMSNorms, .self_attn.{q,k}_norm.weight [d]). Keys:
+      (Qwen3ForCausalLM: Llama + per-head q/k RMSNorms, .self_attn.{q,k}_norm.weight [d]) or "phi3"
+      (Phi3ForCausalLM: Llama with q|k|v in one .self_attn.qkv_proj.weight [(a+2k)*d, h] and gate|up in one
+      .mlp.gate_up_proj.weight [2f, h]; its sliding_window must be null or at least s). Keys:
       vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
       num_key_value_heads, rms_norm_eps, max_position_embeddings, tie_word_embeddings, hidden_act
       ("silu"), attention_bias, and the RoPE base either as transformers 5 writes it
@@ -43,7 +45,8 @@ import sys
 PINS = {"torch": "2.15.0", "transformers": "5.24.0", "safetensors": "0.8.0", "numpy": "2.4.6", "peft": "0.21.2",
         "tokenizers": "0.23.3", "sentencepiece": "0.2.3"}
 ATTN_CHOICES = ("eager", "sdpa")
-FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+            "phi3": "Phi3ForCausalLM"}
 
 
 class RefError(Exception):
@@ -110,6 +113,9 @@ def read_config(model_dir):
         raise RefError(f"{where}: qwen3 without head_dim (Qwen3Config's default is 128, not hidden/heads: write it)")
     if cfg.get("hidden_act", "silu") != "silu":
         raise RefError(f"{where}: hidden_act {cfg['hidden_act']!r} (expected 'silu')")
+    if family == "phi3" and cfg.get("sliding_window") is not None:
+        raise RefError(f"{where}: phi3 with sliding_window {cfg['sliding_window']!r} (write null: ctron attends to the "
+                       "whole causal window)")
     if family in ("qwen2", "qwen3") and cfg.get("use_sliding_window"):
         raise RefError(f"{where}: use_sliding_window true (ctron attends to the whole causal window)")
     return family, cfg, kv, rope_theta(cfg, where)
