@@ -30,22 +30,27 @@ typedef struct {
     float drop;                   // --lora-dropout (the masks go to peft: masks.safetensors)
     int rslora;                   // --lora-rslora: peft's use_rslora (α/√r)
     int qk_norm;                  // Qwen3's per-head q/k norms, with heads of 24 (the reference: Qwen3ForCausalLM)
+    int fused;                    // Phi-3's qkv_proj and gate_up_proj, one adapter each (the reference: Phi3ForCausalLM)
 } LoraCase;
 
 #define S(x) (1u << (x))
 static const LoraCase CASES[] = {
-    {"llama_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f, 0, 0},
-    {"llama_all_fa", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.0f, 0, 0},
-    {"llama_qv_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_Q) | S(LORA_V), 0.0f, 0, 0},
-    {"gpt2_all", ARCH_GPT2, 4, 0, 8.0f, 0, 0.0f, 0, 0},
-    {"gpt2_all_fa", ARCH_GPT2, 4, 1, 8.0f, 0, 0.0f, 0, 0},
-    {"llama_all_drop", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.25f, 0, 0},
-    {"llama_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f, 0, 0},
-    {"gpt2_all_drop", ARCH_GPT2, 4, 0, 8.0f, 0, 0.25f, 0, 0},
-    {"llama_rslora_r16", ARCH_LLAMA, 16, 0, 8.0f, 0, 0.0f, 1, 0},   // α/√r = 2 where α/r is 0.5
-    {"gpt2_rslora_fa", ARCH_GPT2, 16, 1, 8.0f, 0, 0.0f, 1, 0},
-    {"qwen3_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f, 0, 1},
-    {"qwen3_all_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f, 0, 1},
+    {"llama_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f, 0, 0, 0},
+    {"llama_all_fa", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.0f, 0, 0, 0},
+    {"llama_qv_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_Q) | S(LORA_V), 0.0f, 0, 0, 0},
+    {"gpt2_all", ARCH_GPT2, 4, 0, 8.0f, 0, 0.0f, 0, 0, 0},
+    {"gpt2_all_fa", ARCH_GPT2, 4, 1, 8.0f, 0, 0.0f, 0, 0, 0},
+    {"llama_all_drop", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.25f, 0, 0, 0},
+    {"llama_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f, 0, 0, 0},
+    {"gpt2_all_drop", ARCH_GPT2, 4, 0, 8.0f, 0, 0.25f, 0, 0, 0},
+    {"llama_rslora_r16", ARCH_LLAMA, 16, 0, 8.0f, 0, 0.0f, 1, 0, 0},   // α/√r = 2 where α/r is 0.5
+    {"gpt2_rslora_fa", ARCH_GPT2, 16, 1, 8.0f, 0, 0.0f, 1, 0, 0},
+    {"qwen3_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f, 0, 1, 0},
+    {"qwen3_all_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f, 0, 1, 0},
+    // Phi-3: one A over q|k|v (B's rows q, kv, kv: 64, 32, 32) and one over gate|up
+    {"phi3_all", ARCH_LLAMA, 4, 0, 8.0f, 0, 0.0f, 0, 0, 1},
+    {"phi3_all_fa_drop", ARCH_LLAMA, 4, 1, 8.0f, 0, 0.25f, 0, 0, 1},
+    {"phi3_qkv_gate_up_r8", ARCH_LLAMA, 8, 0, 16.0f, S(LORA_QKV) | S(LORA_GATE_UP), 0.0f, 0, 0, 1},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
@@ -69,6 +74,7 @@ static GPTConfig case_config(const LoraCase *lc) {
         c.tie_embeddings = -1;
         c.qk_norm = lc->qk_norm;
         c.head_dim = lc->qk_norm ? 24 : 0;   // q 96 wide where h is 64
+        c.fused_proj = lc->fused;
     }
     gpt_config_resolve(&c);
     return c;
@@ -78,7 +84,7 @@ static int write_case_json(const char *path, const LoraCase *lc, const GPTConfig
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"arch\": \"%s\", \"r\": %d, \"alpha\": %.9g, \"fa\": %d, \"rslora\": %d, \"steps\": %d, \"lr\": %.9g, "
-            "\"dropout\": %.9g, ", lc->qk_norm ? "qwen3" : lc->arch ? "llama" : "gpt2", c->lora_rank, (double)c->lora_alpha, c->lora_fa,
+            "\"dropout\": %.9g, ", lc->qk_norm ? "qwen3" : lc->fused ? "phi3" : lc->arch ? "llama" : "gpt2", c->lora_rank, (double)c->lora_alpha, c->lora_fa,
             c->lora_rslora, STEPS, (double)LR, (double)c->lora_dropout);
     fprintf(f, "\"betas\": [%.9g, %.9g], \"eps\": %.9g, \"weight_decay\": %.9g, \"targets\": [", (double)BETA1,
             (double)BETA2, (double)EPS, (double)WD);
@@ -96,10 +102,10 @@ static int write_case_json(const char *path, const LoraCase *lc, const GPTConfig
         fprintf(f, "\"vocab_size\": %d, \"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d, "
                 "\"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"rms_norm_eps\": %.9g, "
                 "\"rope_parameters\": {\"rope_theta\": %.9g, \"rope_type\": \"default\"}, \"max_position_embeddings\": %d, "
-                "\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", \"attention_bias\": false, \"mlp_bias\": false, "
-                "\"head_dim\": %d}}\n",
+                "\"tie_word_embeddings\": false, \"hidden_act\": \"silu\", %s\"head_dim\": %d}}\n",
                 c->vocab, c->hidden, c->ffn, c->layers, c->heads, c->kv_heads, (double)c->norm_eps, (double)c->rope_theta,
-                c->seq, gpt_head_dim(c));
+                c->seq, c->fused_proj ? "\"pad_token_id\": null, " : "\"attention_bias\": false, \"mlp_bias\": false, ",
+                gpt_head_dim(c));
     else
         fprintf(f, "\"vocab_size\": %d, \"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d, \"n_positions\": %d, "
                 "\"activation_function\": \"gelu_new\", \"resid_pdrop\": 0.0, \"embd_pdrop\": 0.0, \"attn_pdrop\": 0.0, "

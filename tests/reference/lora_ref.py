@@ -6,7 +6,7 @@ the adapters after a few AdamW steps.
 
 Usage: PEER_PYTHON tests/reference/lora_ref.py CASE_DIR [CASE_DIR ...]
 Each CASE_DIR holds (written by tests/test_parity_lora.c):
-  case.json   {"arch": "llama"|"qwen3"|"gpt2", "config": {...HF config keys...}, "r": R, "alpha": A,
+  case.json   {"arch": "llama"|"qwen3"|"phi3"|"gpt2", "config": {...HF config keys...}, "r": R, "alpha": A,
                "targets": [peft module names], "fa": 0|1, "steps": K, "lr": LR, "betas": [b1, b2],
                "eps": E, "weight_decay": WD}
   base.safetensors     the base under ctron's names in nn.Linear orientation [out, in]: HF llama names, or
@@ -29,7 +29,7 @@ CONV1D = (".attn.c_attn.weight", ".attn.c_proj.weight", ".mlp.c_fc.weight", ".ml
 
 def base_state(arch, tensors):
     """ctron's base tensors as the HF model's state dict."""
-    if arch in ("llama", "qwen3"):
+    if arch in ("llama", "qwen3", "phi3"):
         return dict(tensors)
     out = {}
     for name, t in tensors.items():
@@ -47,6 +47,8 @@ def build(case, torch):
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg, attn_implementation="eager"))
     elif case["arch"] == "qwen3":   # Llama + per-head q/k RMSNorms (their weights in the base)
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(**cfg, attn_implementation="eager"))
+    elif case["arch"] == "phi3":   # Llama with q|k|v in one qkv_proj and gate|up in one gate_up_proj
+        model = transformers.Phi3ForCausalLM(transformers.Phi3Config(**cfg, attn_implementation="eager"))
     else:
         model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**cfg, attn_implementation="eager"))
     return model.float()
