@@ -14,7 +14,8 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { int arch; long s, b, h, a, kv, f, v; int dropout, e, r, fa; unsigned sites, tempo; int mini; float lp; } Shape;
+// fused: llama with Phi-3's fused q|k|v and gate|up (--fused-proj), whose qkv and gate_up sites have one A each.
+typedef struct { int arch; long s, b, h, a, kv, f, v; int dropout, e, r, fa; unsigned sites, tempo; int mini; float lp; int fused; } Shape;
 
 #define SITE(s) (1u << (s))
 static int on(const Shape *sh, unsigned sites) { return (sh->sites & sites) != 0; }
@@ -36,7 +37,7 @@ static size_t none_bytes(const Shape *sh, ActName n) {
     case ACT_QKV_IN:
         return (a_trains && on(sh, SITE(LORA_Q) | SITE(LORA_K) | SITE(LORA_V) | SITE(LORA_QKV))) || tln ? e * sbh : 0;
     case ACT_FC1_IN:
-        return (a_trains && on(sh, SITE(LORA_GATE) | SITE(LORA_UP) | SITE(LORA_FC))) || tln ? e * sbh : 0;
+        return (a_trains && on(sh, SITE(LORA_GATE) | SITE(LORA_UP) | SITE(LORA_GATE_UP) | SITE(LORA_FC))) || tln ? e * sbh : 0;
     case ACT_PROJ_IN: return (a_trains && on(sh, SITE(LORA_O) | SITE(LORA_PROJ))) || flash ? e * sbh : 0;
     case ACT_FC2_IN: return llama ? 0 : (a_trains && on(sh, SITE(LORA_FC2))) || tgelu ? e * sbf : 0;
     case ACT_GELU_IN: return llama || tgelu ? 0 : e * sbf;
@@ -89,7 +90,7 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
                      .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = sh->arch,
                      .kv_heads = sh->arch == ARCH_LLAMA ? (int)sh->kv : 0, .ffn = sh->arch == ARCH_LLAMA ? (int)sh->f : 0,
                      .lora_rank = sh->r, .lora_alpha = 16.0f, .lora_targets = sh->sites, .lora_fa = sh->fa,
-                     .lora_dropout = sh->lp};
+                     .lora_dropout = sh->lp, .fused_proj = sh->fused};
     GPT m;
     gpt_init(&m, &cfg, &pol);
     pol.tempo = m.policy.tempo;   // the model adds LoRA's bits: the analytic model reads them from the policy
@@ -103,7 +104,7 @@ static Grads run_step(const Shape *sh, int L, const char *rc, const char *method
     gpt_forward(&m, tok, tgt, (int)sh->s, (int)sh->b, ctx, 1.0f / (float)n);
     char what[200];
     snprintf(what, sizeof what, "%s r%d%s sites %#x %s/%s/%d/%s e%d p%d tempo %#x mini %d lora-dropout %g",
-             sh->arch ? "llama" : "gpt2", sh->r, sh->fa ? " FA" : "", sh->sites, rc ? rc : "-", method ? method : "-",
+             sh->arch ? sh->fused ? "llama fused" : "llama" : "gpt2", sh->r, sh->fa ? " FA" : "", sh->sites, rc ? rc : "-", method ? method : "-",
              num, list ? list : "-", sh->e, sh->dropout, sh->tempo, sh->mini, (double)sh->lp);
     size_t fwd = 0;
     for (int l = 0; l < L; l++)
@@ -145,8 +146,9 @@ static int any_nonzero(const float *x, size_t n);
 
 // peft's initialisation (A ~ U(±1/√in): kaiming_uniform_(a=√5); B = 0) and the base's draws: the same bits as
 // the model without adapters (the adapters draw from streams of their own full index).
-static void check_init(int arch, unsigned sites, int fa) {
-    GPTConfig base = {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .batch = 2, .vocab = 300, .arch = arch};
+static void check_init(int arch, int fused, unsigned sites, int fa) {
+    GPTConfig base = {.layers = 2, .hidden = 64, .heads = 4, .seq = 16, .batch = 2, .vocab = 300, .arch = arch,
+                      .fused_proj = fused};
     GPTConfig lora = base;
     lora.lora_rank = 8;
     lora.lora_targets = sites;
@@ -300,12 +302,15 @@ int main(void) {
     const unsigned llama_all = SITE(LORA_Q) | SITE(LORA_K) | SITE(LORA_V) | SITE(LORA_O) | SITE(LORA_GATE) |
                                SITE(LORA_UP) | SITE(LORA_DOWN);
     const unsigned gpt2_all = SITE(LORA_QKV) | SITE(LORA_PROJ) | SITE(LORA_FC) | SITE(LORA_FC2);
+    const unsigned fused_all = SITE(LORA_QKV) | SITE(LORA_O) | SITE(LORA_GATE_UP) | SITE(LORA_DOWN);
     const Shape shapes[] = {
-        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, llama_all, 0, 0, 0},
-        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_Q) | SITE(LORA_V), 0, 0, 0},
-        {ARCH_LLAMA, 16, 2, 64, 4, 4, 96, 300, 1, 4, 4, 0, SITE(LORA_O) | SITE(LORA_DOWN), 0, 0, 0},
-        {ARCH_GPT2, 16, 2, 64, 4, 4, 0, 280, 1, 4, 4, 0, gpt2_all, 0, 0, 0},
-        {ARCH_GPT2, 16, 2, 48, 4, 4, 0, 280, 1, 4, 2, 0, SITE(LORA_QKV) | SITE(LORA_FC2), 0, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, llama_all, 0, 0, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_Q) | SITE(LORA_V), 0, 0, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 4, 96, 300, 1, 4, 4, 0, SITE(LORA_O) | SITE(LORA_DOWN), 0, 0, 0, 0},
+        {ARCH_GPT2, 16, 2, 64, 4, 4, 0, 280, 1, 4, 4, 0, gpt2_all, 0, 0, 0, 0},
+        {ARCH_GPT2, 16, 2, 48, 4, 4, 0, 280, 1, 4, 2, 0, SITE(LORA_QKV) | SITE(LORA_FC2), 0, 0, 0, 0},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 1, 4, 4, 0, fused_all, 0, 0, 0, 1},
+        {ARCH_LLAMA, 16, 2, 64, 4, 2, 96, 300, 0, 4, 8, 0, SITE(LORA_QKV) | SITE(LORA_DOWN), 0, 0, 0, 1},
     };
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
         {"none", NULL, 1, NULL},      {"selective", NULL, 1, NULL}, {"full", "uniform", 1, NULL},
@@ -406,9 +411,11 @@ int main(void) {
                 free(whole.a_grad);
                 free(whole.b_grad);
             }
-    check_init(ARCH_LLAMA, llama_all, 0);
-    check_init(ARCH_LLAMA, SITE(LORA_K) | SITE(LORA_DOWN), 1);
-    check_init(ARCH_GPT2, gpt2_all, 0);
-    check_init(ARCH_GPT2, SITE(LORA_PROJ), 1);
+    check_init(ARCH_LLAMA, 0, llama_all, 0);
+    check_init(ARCH_LLAMA, 0, SITE(LORA_K) | SITE(LORA_DOWN), 1);
+    check_init(ARCH_LLAMA, 1, fused_all, 0);
+    check_init(ARCH_LLAMA, 1, SITE(LORA_GATE_UP), 1);
+    check_init(ARCH_GPT2, 0, gpt2_all, 0);
+    check_init(ARCH_GPT2, 0, SITE(LORA_PROJ), 1);
     return check_summary();
 }
