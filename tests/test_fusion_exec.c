@@ -34,6 +34,7 @@ static GPTConfig config(int llama, float dropout) {
         c.ffn = 96;
         c.rope_theta = 1e4f;
         c.qk_norm = llama == 2;   // Qwen3's per-head q/k norms: their inputs and 1/rms made again with q, k, v
+        c.fused_proj = llama == 3;   // Phi-3: the fused q|k|v and gate|up adapters made again with their GEMMs
     }
     return c;
 }
@@ -176,11 +177,12 @@ int main(void) {
         {" (flash, LoRA-FA)", F, 2, sizeof flash_modes / sizeof flash_modes[0], flash_modes},
     };
     struct { int llama; float p; const char *name; } fams[] = {
-        {0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}, {2, 0.1f, "qwen3 p0.1"}};
+        {0, 0.1f, "gpt2"}, {1, 0.0f, "llama"}, {1, 0.1f, "llama p0.1"}, {2, 0.1f, "qwen3 p0.1"}, {3, 0.1f, "phi3 p0.1"}};
     int runs = 0;
     for (size_t set = 0; set < sizeof sets / sizeof sets[0]; set++)
-    for (int f = 0; f < 4; f++)
+    for (int f = 0; f < 5; f++)
         for (int dt = 0; dt < 3; dt++) {
+            if (fams[f].llama == 3 && !sets[set].lora) continue;   // Phi-3's base is llama's; its adapters differ
             GPTConfig cfg = config(fams[f].llama, fams[f].p);
             if (sets[set].lora) {
                 cfg.lora_rank = 2;

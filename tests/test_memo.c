@@ -64,6 +64,7 @@ static GPTConfig cfg_of(int llama, int lora) {
         c.kv_heads = 2;
         c.ffn = 48;
         c.qk_norm = llama == 2;   // Qwen3: the per-head q/k norms' inputs and 1/rms swapped and recomputed by rows too
+        c.fused_proj = llama == 3;   // Phi-3: one adapter over q|k|v and one over gate|up, run over token ranges
     }
     return c;
 }
@@ -201,7 +202,7 @@ static double rel(const float *a, const float *b, size_t n) {
 }
 
 static void describe(const Setup *u, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
+    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 3 ? "phi3" : u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
              u->lora == 2 ? " LoRA-FA" : u->lora ? " LoRA" : "", u->flash ? "flash " : "", u->bf16 ? "bf16" : "fp32",
              mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
 }
@@ -795,12 +796,12 @@ static void test_lora_layer_terms(void) {
 // The ledger == the model per layer and name (lora_* whole, LoRA-FA keeping no linear input, so swapping
 // none) at several α, per-layer lists, bf16, standard attention; and by hand: GPT-2 LoRA-FA α 0.34 swaps q, k,
 // v, proj_in, ln2_in, gelu_in, the statistics and attn_lse (not qkv_in, fc1_in, fc2_in) and keeps 4 × 384·4·4
-// bytes of lora_* per layer.
+// bytes of lora_* per layer. Phi-3's fused q|k|v and gate|up sites (one adapter each) the same way.
 static void test_lora(void) {
     const float alphas[] = {0.0f, 0.34f, 1.0f};
     int ledgers = 0;
-    for (int llama = 0; llama < 2; llama++)
-        for (int lora = 1; lora <= 2; lora++) {
+    for (int llama = 0; llama < 4; llama++)   // GPT-2, llama and Phi-3's fused sites
+        for (int lora = 1; lora <= 2 && llama != 2; lora++) {
             for (int ai = 0; ai < 3; ai++) {
                 Setup u = {llama, 1, 0, MASKS_BYTES, "memo", NULL, alphas[ai], lora};
                 check_ledger(&u);
