@@ -3,7 +3,7 @@
 (docs/HF.md; no hub, nothing downloaded). Run it with the peer venv's python (scripts/peer_env.sh):
 
     PY=$(bash scripts/peer_env.sh)      # or: bash scripts/peer_env.sh --path, once it is installed
-    $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3] [--layers 2] [--hidden 64]
+    $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3|phi3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
         [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG]
         [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
@@ -19,7 +19,7 @@ import sys
 
 FAMILIES = {"gpt2": ("GPT2Config", "GPT2LMHeadModel"), "llama": ("LlamaConfig", "LlamaForCausalLM"),
             "mistral": ("MistralConfig", "MistralForCausalLM"), "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
-            "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
+            "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "phi3": ("Phi3Config", "Phi3ForCausalLM")}
 
 
 def rope_parameters(a):
@@ -42,6 +42,8 @@ def build_config(transformers, a):
         return cls(vocab_size=a.vocab, n_embd=a.hidden, n_layer=a.layers, n_head=a.heads, n_positions=a.positions,
                    tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
     extra = {"sliding_window": None} if a.family == "mistral" else {}
+    if a.family == "phi3":   # Phi3Config's default pad id 32000 would lie outside a small vocabulary
+        extra["pad_token_id"] = None
     if a.head_dim:   # heads of another width than hidden / heads (Mistral Nemo's config.json has head_dim)
         extra["head_dim"] = a.head_dim
     if a.family == "qwen3":   # Qwen3Config's own default head_dim is 128, not hidden / heads

@@ -3,7 +3,8 @@
 (tests/reference/llama_ref.py's PINS; run through peer_check.sh). Nothing is downloaded.
 
 1. Import: transformers makes random models with save_pretrained (scripts/hf_tiny_model.py): GPT-2;
-   llama with GQA, tied and untied; qwen2 with q/k/v biases; qwen3 with per-head q/k norms; mistral; head_dim
+   llama with GQA, tied and untied; qwen2 with q/k/v biases; qwen3 with per-head q/k norms; phi3 with fused
+   qkv_proj and gate_up_proj; mistral; head_dim
    other than hidden / heads;
    fp32, bf16 and fp16; sharded and not. `ctron eval --ids --dump --grads` gives transformers' logits and loss (labels = input_ids) to
    1e-5 relative and every gradient to 1e-4 (max-abs normalised, as test_parity_llama), under the
@@ -126,6 +127,9 @@ IMPORT_CASES = [
     # Qwen3: per-head q/k RMSNorms (q_norm, k_norm [d]); tied as its small models, and with wider heads, sharded
     ("qwen3_tied", dict(family="qwen3", kv_heads=2, tied=True, rope_theta=1000000.0), "int64"),
     ("qwen3_head_dim24_shard", dict(family="qwen3", kv_heads=1, head_dim=24, max_shard_size="40KB"), "int32"),
+    # Phi-3: q|k|v in one qkv_proj, gate|up in one gate_up_proj (MHA as Phi-3-mini; GQA, bf16, sharded as Phi-4)
+    ("phi3_mha", dict(family="phi3", kv_heads=4), "int64"),
+    ("phi3_gqa_bf16_shard", dict(family="phi3", kv_heads=2, dtype="bfloat16", max_shard_size="40KB"), "int32"),
 ]
 
 
@@ -177,7 +181,8 @@ def test_round_trip(ctron, data, work, rng):
               [], "LlamaForCausalLM"),
              ("rt_head_dim", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24), [], "LlamaForCausalLM"),
              ("rt_qwen3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24, "--qk-norm",
-                           "--tie-embeddings"), [], "Qwen3ForCausalLM")]
+                           "--tie-embeddings"), [], "Qwen3ForCausalLM"),
+             ("rt_phi3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--fused-proj"), [], "Phi3ForCausalLM")]
     for name, flags, export_flags, cls in cases:
         run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
         train(ctron, data, run_dir, *flags)
@@ -194,7 +199,7 @@ def test_round_trip(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
         print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
-        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3"):   # greedy generation from the export equals ctron
+        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3", "rt_phi3"):   # greedy generation from the export equals ctron
             # generate's (llama3: the KV cache's positions through the scaled table; head_dim: its widths)
             prompt = "In the beginning"
             got = run(ctron, "generate", "--ckpt", run_dir, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
@@ -224,7 +229,8 @@ def test_fine_tune(ctron, data, work, rng):
     ids = rng.integers(0, 256, size=(2, 16))
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
-    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard"):
+    for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard",
+                "phi3_gqa_bf16_shard"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
@@ -369,7 +375,8 @@ def test_peft(ctron, data, work, rng):
     write_ids(ids_path, ids, "int64")
     # (mistral_head_dim24: q's adapters B [a·d, r], o's A [r, a·d] with a·d = 96 ≠ h = 64)
     for src, targets in (("llama_gqa_untied_shard", "q,k,v,o,gate,up,down"), ("gpt2", "qkv,proj,fc,fc2"),
-                         ("mistral_head_dim24", "q,o,down"), ("qwen3_tied", "q,k,v,o,gate,up,down")):
+                         ("mistral_head_dim24", "q,o,down"), ("qwen3_tied", "q,k,v,o,gate,up,down"),
+                         ("phi3_mha", "qkv,o,gate_up,down")):
         for fa in ((), ("--lora-fa",), ("--lora-rslora",)):   # rsLoRA: peft's use_rslora, alpha/sqrt(r)
             name = f"peft_{src}{ {(): '', ('--lora-fa',): '_fa', ('--lora-rslora',): '_rslora'}[fa] }"
             run_dir, out, merged = (os.path.join(work, name + x) for x in ("", ".adapter", ".merged"))
