@@ -16,6 +16,7 @@ typedef struct {
     int tied;                  // 1: the output layer is the token embedding (0: the family's default)
     int head_dim;              // each head's width (0: h / a)
     int qk_norm;               // 1: q and k RMS-normalised per head before RoPE (Qwen3)
+    int fused_proj;            // 1: q|k|v one qkv_proj, gate|up one gate_up_proj (Phi-3, Phi-4)
 } ModelPreset;
 
 int preset_count(void);
