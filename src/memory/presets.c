@@ -46,6 +46,16 @@ static const ModelPreset presets[] = {
     {"qwen3-8b", "Qwen3 8B", 32, 4096, 36, 4096, 151936, 2, 1, 1, 8, 2048, 4, 0, 0, ARCH_LLAMA, 8, 12288, 0, 128, 1, 0},
     {"qwen3-14b", "Qwen3 14B", 40, 5120, 40, 4096, 151936, 4, 2, 5, 8, 2048, 8, 0, 0, ARCH_LLAMA, 8, 17408, 0, 128, 1, 0},
     {"qwen3-32b", "Qwen3 32B", 64, 5120, 64, 4096, 151936, 4, 2, 2, 8, 2048, 2, 0, 0, ARCH_LLAMA, 8, 25600, 0, 128, 1, 0},
+    // Phi-3 mini and medium, Phi-4 (Microsoft's config.json, model_type phi3): the llama block with q|k|v one
+    // qkv_proj and gate|up one gate_up_proj (the same parameters), untied; mini is MHA, medium and Phi-4 have 10
+    // key/value heads (so t is 1 or 2 within a node), Phi-3 the 32064-token vocabulary, Phi-4 100352. s: Phi-3's
+    // 4096; Phi-4's 16384 (its config.json's context, reached in mid-training after 4096: unlike the rows above,
+    // not the pre-training context). Neither publishes a batch in sequences: 2048. mini as qwen3-4b: one GPU,
+    // micro-batch 2; medium and Phi-4 as qwen3-14b: one 8-GPU H100 node at the fastest layout ctron plan
+    // --cluster finds there (both t = 2, p = 4, v = 5; mb 4 at s = 4096, mb 1 at 16384).
+    {"phi-3-mini", "Phi-3 mini 3.8B", 32, 3072, 32, 4096, 32064, 1, 1, 1, 1, 2048, 2, 0, 0, ARCH_LLAMA, 32, 8192, 0, 0, 0, 1},
+    {"phi-3-medium", "Phi-3 medium 14B", 40, 5120, 40, 4096, 32064, 2, 4, 5, 8, 2048, 4, 0, 0, ARCH_LLAMA, 10, 17920, 0, 0, 0, 1},
+    {"phi-4", "Phi-4 14.7B", 40, 5120, 40, 16384, 100352, 2, 4, 5, 8, 2048, 1, 0, 0, ARCH_LLAMA, 10, 17920, 0, 0, 0, 1},
 };
 
 int preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
@@ -60,7 +70,8 @@ const ModelPreset *preset_find(const char *name) {
 
 const char *preset_names(void) {
     return "22B, 175B, 530B, 1T, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b, llama3-405b, "
-           "llama3.2-1b, llama3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b";
+           "llama3.2-1b, llama3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, phi-3-mini, "
+           "phi-3-medium, phi-4";
 }
 
 int preset_group(const char *name, const char **names) {
@@ -69,6 +80,7 @@ int preset_group(const char *name, const char **names) {
         {"llama3", {"llama3-8b", "llama3-70b", "llama3-405b"}, 3},
         {"llama3.2", {"llama3.2-1b", "llama3.2-3b"}, 2},
         {"qwen3", {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"}, 6},
+        {"phi3", {"phi-3-mini", "phi-3-medium", "phi-4"}, 3},
     };
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         if (strcasecmp(name, groups[g].group) == 0) {
