@@ -25,6 +25,16 @@ expect "--qk-norm is a llama option (--arch llama)" train --arch gpt2 --qk-norm 
 expect "--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's attention_bias also puts a bias on o_proj" \
   train --arch llama --qk-norm --qkv-bias --data "$data"
 expect "--qk-norm is a llama option (--arch llama)" memory --qk-norm
+# --fused-proj (Phi-3's qkv_proj, gate_up_proj): llama only; not beside q/k norms, q/k/v biases or a scaled RoPE
+expect "--fused-proj is a llama option (--arch llama)" train --fused-proj --data "$data"
+expect "--fused-proj is a llama option (--arch llama)" train --arch gpt2 --fused-proj --data "$data"
+expect "--fused-proj with --qk-norm: no Hugging Face family has fused q|k|v and gate|up projections with q/k norms" \
+  train --arch llama --fused-proj --qk-norm --data "$data"
+expect "--fused-proj with --qkv-bias: no Hugging Face family has fused q|k|v and gate|up projections with q/k/v biases" \
+  train --arch llama --fused-proj --qkv-bias --data "$data"
+expect "--fused-proj with --rope-scaling linear:2: Phi3Config (model_type phi3) takes no linear or llama3 RoPE scaling" \
+  train --arch llama --fused-proj --rope-scaling linear:2 --data "$data"
+expect "--fused-proj is a llama option (--arch llama)" memory --fused-proj
 expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
 expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"

@@ -1,7 +1,7 @@
 // Hugging Face interop without transformers (issue 26): the F16/BF16 conversions against independent
-// formulas; config.json of both transformers generations and every refusal (Qwen3's too); the shard
-// index; config.json written then read back (llama, Qwen2, Qwen3); export then import, bitwise in fp32
-// and bf16-rounded in bf16, for GPT-2 and llama (tied, untied, q/k/v biases, q/k norms, sharded); hf_load_into at TP and PP layouts equal to the shards of the whole model; and bad
+// formulas; config.json of both transformers generations and every refusal (Qwen3's and Phi-3's too); the
+// shard index; config.json written then read back (llama, Qwen2, Qwen3, Phi-3); export then import, bitwise in
+// fp32 and bf16-rounded in bf16, for GPT-2 and llama (tied, untied, q/k/v biases, q/k norms, fused, sharded); hf_load_into at TP and PP layouts equal to the shards of the whole model; and bad
 // directories refused with the file and the field named, the model left unchanged.
 // usage: test_hf_io WORKDIR
 #include <math.h>
@@ -237,6 +237,70 @@ static void test_config_qwen3(void) {
     CHECK(rc == 0 && !c.model.qk_norm, "mistral has no q/k norms: %s", err);
 }
 
+// Phi-3 / Phi-4 (model_type phi3): the llama block with q|k|v one qkv_proj and gate|up one gate_up_proj;
+// Phi3Config's defaults for the keys left out (num_key_value_heads = the heads, eps 1e-5, theta 10000, untied,
+// 4096 positions, no window), sliding_window read as Mistral's (a number or null on every layer).
+static void test_config_phi3(void) {
+    HfConfig c;
+    char err[512] = "";
+    // transformers 4.x's form, Phi-3-mini-4k-instruct's keys: its window of 2047 is every layer's
+    int rc = parse("{\"architectures\": [\"Phi3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
+                   "\"bos_token_id\": 1, \"embd_pdrop\": 0.0, \"eos_token_id\": 32000, \"hidden_act\": \"silu\", "
+                   "\"hidden_size\": 3072, \"initializer_range\": 0.02, \"intermediate_size\": 8192, "
+                   "\"max_position_embeddings\": 4096, \"model_type\": \"phi3\", \"num_attention_heads\": 32, "
+                   "\"num_hidden_layers\": 32, \"num_key_value_heads\": 32, \"original_max_position_embeddings\": 4096, "
+                   "\"pad_token_id\": 32000, \"resid_pdrop\": 0.0, \"rms_norm_eps\": 1e-05, \"rope_scaling\": null, "
+                   "\"rope_theta\": 10000.0, \"sliding_window\": 2047, \"tie_word_embeddings\": false, "
+                   "\"torch_dtype\": \"bfloat16\", \"use_cache\": true, \"vocab_size\": 32064}", &c, err, sizeof err);
+    CHECK(rc == 0 && strcmp(c.model_type, "phi3") == 0 && c.model.arch == ARCH_LLAMA && c.model.fused_proj == 1 &&
+          !c.model.qkv_bias && !c.model.qk_norm && c.model.layers == 32 && c.model.hidden == 3072 &&
+          c.model.heads == 32 && c.model.kv_heads == 32 && gpt_head_dim(&c.model) == 96 && c.model.ffn == 8192 &&
+          c.model.vocab == 32064 && c.model.norm_eps == 1e-5f && c.model.rope_theta == 10000.0f &&
+          c.model.rope_scaling.type == ROPE_PLAIN && c.model.tie_embeddings == -1 && c.sliding_window == 2047 &&
+          c.max_positions == 4096 && strcmp(c.dtype, "bfloat16") == 0 && c.model.tokens.has_bos &&
+          c.model.tokens.bos == 1 && c.model.tokens.n_eos == 1 && c.model.tokens.eos[0] == 32000,
+          "phi3 4.x (Phi-3-mini-4k): %s (fused %d kv %d d %d eps %g theta %g tie %d window %d pos %d)", err,
+          c.model.fused_proj, c.model.kv_heads, gpt_head_dim(&c.model), (double)c.model.norm_eps,
+          (double)c.model.rope_theta, c.model.tie_embeddings, c.sliding_window, c.max_positions);
+    GPTConfig run = {.seq = 2047, .batch = 2};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.fused_proj == 1 && run.seq == 2047,
+          "phi3: seq 2047 fits the window of 2047: %s", err);
+    run = (GPTConfig){.seq = 2048, .batch = 2};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 &&
+          strstr(err, "'sliding_window' is 2047: the model attends to its last 2047 positions only") &&
+          strstr(err, "use --seq 2047 or less"), "phi3: seq 2048 is refused by the window: %s", err);
+    // transformers 5's form, Phi-4's shape: rope_parameters (partial_rotary_factor 1 as 5.x writes it), GQA, null window
+    rc = parse("{\"model_type\": \"phi3\", \"vocab_size\": 100352, \"hidden_size\": 5120, \"intermediate_size\": 17920, "
+               "\"num_hidden_layers\": 40, \"num_attention_heads\": 40, \"num_key_value_heads\": 10, "
+               "\"max_position_embeddings\": 16384, \"original_max_position_embeddings\": 16384, \"rope_parameters\": "
+               "{\"partial_rotary_factor\": 1.0, \"rope_theta\": 250000.0, \"rope_type\": \"default\"}, "
+               "\"sliding_window\": null, \"dtype\": \"bfloat16\"}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.fused_proj == 1 && c.model.kv_heads == 10 && gpt_head_dim(&c.model) == 128 &&
+          c.model.rope_theta == 250000.0f && c.model.rope_scaling.type == ROPE_PLAIN && c.sliding_window == 0 &&
+          c.max_positions == 16384 && c.model.max_positions == 16384 && c.model.norm_eps == 1e-5f,
+          "phi3 5.x (Phi-4's shape): %s (kv %d d %d theta %g window %d pos %d)", err, c.model.kv_heads,
+          gpt_head_dim(&c.model), (double)c.model.rope_theta, c.sliding_window, c.max_positions);
+    // the keys left out take Phi3Config's defaults; a head_dim other than hidden / heads is Phi3Attention's
+    rc = parse("{\"model_type\": \"phi3\", " LLAMA_SIZES "}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.fused_proj == 1 && c.model.kv_heads == 4 && gpt_head_dim(&c.model) == 16 &&
+          c.model.norm_eps == 1e-5f && c.model.rope_theta == 10000.0f && c.model.tie_embeddings == -1 &&
+          c.sliding_window == 0 && c.max_positions == 4096,
+          "phi3 defaults: %s (kv %d d %d eps %g theta %g tie %d window %d pos %d)", err, c.model.kv_heads,
+          gpt_head_dim(&c.model), (double)c.model.norm_eps, (double)c.model.rope_theta, c.model.tie_embeddings,
+          c.sliding_window, c.max_positions);
+    rc = parse("{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"head_dim\": 24, \"num_key_value_heads\": 2}", &c, err, sizeof err);
+    CHECK(rc == 0 && gpt_head_dim(&c.model) == 24 && gpt_q_width(&c.model) == 96 && gpt_kv_width(&c.model) == 48,
+          "phi3 head_dim 24: %s (d %d)", err, gpt_head_dim(&c.model));
+    // the other families keep separate projections
+    static const char *const OTHERS[] = {"llama", "mistral", "qwen2", "qwen3"};
+    for (size_t i = 0; i < sizeof OTHERS / sizeof OTHERS[0]; i++) {
+        char json[400];
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", OTHERS[i]);
+        rc = parse(json, &c, err, sizeof err);
+        CHECK(rc == 0 && c.model.fused_proj == 0, "%s has no fused projections: %s", OTHERS[i], err);
+    }
+}
+
 static void test_config_refused(void) {
     static const struct { const char *json, *needle; } CASES[] = {
         {"{\"model_type\": \"llama\", ", "not valid JSON"},
@@ -296,7 +360,30 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"rope_parameters\": "
          "{\"rope_type\": \"yarn\", \"factor\": 4}}", "'rope_parameters' has rope_type \"yarn\""},
         {"{\"model_type\": \"qwen3_moe\", " LLAMA_SIZES "}", "'model_type' is \"qwen3_moe\": ctron reads gpt2, llama, "
-         "mistral, qwen2 and qwen3"},
+         "mistral, qwen2, qwen3 and phi3"},
+        {"{\"vocab_size\": 5}", "'model_type' is missing (expected gpt2, llama, mistral, qwen2, qwen3 or phi3)"},
+        // Phi-3: RoPE unscaled only (Phi3Config takes default and longrope; 4.x's "su" and "yarn" are longrope), every
+        // dimension rotated (Phi-4-mini's partial_rotary_factor 0.75 is not), a window that is a number or null
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
+         "1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}}",
+         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\" for model_type phi3"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1], "
+         "\"long_factor\": [2]}}", "'rope_scaling' has rope_type \"su\": ctron reads \"default\" for model_type phi3"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
+         "'rope_parameters' has rope_type \"linear\": ctron reads \"default\" for model_type phi3 (its config class takes "
+         "no \"linear\" or \"llama3\")"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
+         "\"low_freq_factor\": 1, \"high_freq_factor\": 4}}", "'rope_scaling' has rope_type \"llama3\": ctron reads \"default\""},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.75}",
+         "'partial_rotary_factor' is 0.75, expected 1: ctron rotates every dimension of a head"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"default\", "
+         "\"partial_rotary_factor\": 0.75}}",
+         "'rope_parameters.partial_rotary_factor' is 0.75, expected 1: ctron rotates every dimension of a head"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2, "
+         "\"partial_rotary_factor\": \"half\"}}", "'rope_scaling.partial_rotary_factor' is a string, expected 1"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"sliding_window\": \"2047\"}",
+         "'sliding_window' is a string, expected an integer in 1..1073741824"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"num_key_value_heads\": 3}", "'num_key_value_heads' is 3"},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         HfConfig c;
@@ -342,17 +429,21 @@ static GPTConfig small_config(int arch, int tie, int qkv_bias) {
 }
 
 // config.json as export --hf writes it, read back: the same model, and the model_type of its family (llama;
-// Qwen2 with q/k/v biases; Qwen3 with q/k norms, heads of hidden/heads and of another width, tied and untied).
+// Qwen2 with q/k/v biases; Qwen3 with q/k norms; Phi-3 with fused projections; heads of hidden/heads and of
+// another width, tied and untied).
 static void test_config_round_trip(void) {
-    static const struct { const char *type, *class_name; int qkv, qk, head_dim, tie; } CASES[] = {
-        {"llama", "LlamaForCausalLM", 0, 0, 0, -1},
-        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 1},
-        {"qwen3", "Qwen3ForCausalLM", 0, 1, 24, 1},
-        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, -1},
+    static const struct { const char *type, *class_name; int qkv, qk, fused, head_dim, tie; } CASES[] = {
+        {"llama", "LlamaForCausalLM", 0, 0, 0, 0, -1},
+        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, 1},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 0, -1},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 24, 1},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig w = small_config(ARCH_LLAMA, CASES[k].tie, CASES[k].qkv);
         w.qk_norm = CASES[k].qk;
+        w.fused_proj = CASES[k].fused;
         w.head_dim = CASES[k].head_dim;
         w.norm_eps = 1e-6f;
         w.max_positions = 40960;
@@ -367,7 +458,8 @@ static void test_config_round_trip(void) {
         CHECK(rc == 0 && r->arch == w.arch && r->layers == w.layers && r->hidden == w.hidden && r->heads == w.heads &&
               r->kv_heads == w.kv_heads && gpt_head_dim(r) == gpt_head_dim(&w) && r->ffn == w.ffn && r->vocab == w.vocab &&
               r->norm_eps == w.norm_eps && r->rope_theta == w.rope_theta && r->tie_embeddings == w.tie_embeddings &&
-              r->qkv_bias == w.qkv_bias && r->qk_norm == w.qk_norm && c.max_positions == 40960 &&
+              r->qkv_bias == w.qkv_bias && r->qk_norm == w.qk_norm && r->fused_proj == w.fused_proj &&
+              c.max_positions == 40960 &&
               r->max_positions == 40960 && c.sliding_window == 0 && strcmp(c.dtype, "bfloat16") == 0,
               "%s case %zu read back: kv %d/%d d %d/%d eps %g theta %g tie %d/%d qkv %d/%d qk %d/%d pos %d",
               CASES[k].type, k, r->kv_heads, w.kv_heads, gpt_head_dim(r), gpt_head_dim(&w), (double)r->norm_eps,
@@ -378,6 +470,15 @@ static void test_config_round_trip(void) {
             CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"use_sliding_window\":\tfalse") &&
                   strstr(text, "\"attention_bias\":\tfalse") && !strstr(text, "mlp_bias"),
                   "qwen3 case %zu: config.json lacks head_dim, use_sliding_window or attention_bias false:\n%s", k, text);
+        // Phi3Config's keys: its dropouts, the context before long RoPE, no window, no pad token (its default 32000
+        // is outside this vocabulary of 67); head_dim only where it is not hidden / heads; no bias keys
+        if (CASES[k].fused)
+            CHECK(strstr(text, "\"original_max_position_embeddings\":\t40960") && strstr(text, "\"resid_pdrop\":\t0") &&
+                  strstr(text, "\"embd_pdrop\":\t0") && strstr(text, "\"sliding_window\":\tnull") &&
+                  strstr(text, "\"pad_token_id\":\tnull") && !strstr(text, "attention_bias") && !strstr(text, "mlp_bias") &&
+                  !strstr(text, "use_sliding_window") && !strstr(text, "layer_types") &&
+                  !strstr(text, "\"head_dim\"") == !CASES[k].head_dim,
+                  "phi3 case %zu: config.json is not Phi3Config's:\n%s", k, text);
         cJSON_free(text);
     }
 }
@@ -428,18 +529,20 @@ static void bf16_round(float *x, size_t n) {
 }
 
 static void test_round_trips(void) {
-    static const struct { const char *name; int arch, tie, qkv, qk; StDtype dtype; size_t shard; } CASES[] = {
-        {"gpt2", ARCH_GPT2, 1, 0, 0, ST_F32, 0},
-        {"llama_untied", ARCH_LLAMA, -1, 0, 0, ST_F32, 0},
-        {"llama_tied_sharded", ARCH_LLAMA, 1, 0, 0, ST_F32, 6000},
-        {"qwen2_bf16_sharded", ARCH_LLAMA, -1, 1, 0, ST_BF16, 9000},
-        {"gpt2_bf16_sharded", ARCH_GPT2, 1, 0, 0, ST_BF16, 5000},
-        {"qwen3_tied", ARCH_LLAMA, 1, 0, 1, ST_F32, 0},
-        {"qwen3_bf16_sharded", ARCH_LLAMA, -1, 0, 1, ST_BF16, 7000},
+    static const struct { const char *name; int arch, tie, qkv, qk, fused; StDtype dtype; size_t shard; } CASES[] = {
+        {"gpt2", ARCH_GPT2, 1, 0, 0, 0, ST_F32, 0},
+        {"llama_untied", ARCH_LLAMA, -1, 0, 0, 0, ST_F32, 0},
+        {"llama_tied_sharded", ARCH_LLAMA, 1, 0, 0, 0, ST_F32, 6000},
+        {"qwen2_bf16_sharded", ARCH_LLAMA, -1, 1, 0, 0, ST_BF16, 9000},
+        {"gpt2_bf16_sharded", ARCH_GPT2, 1, 0, 0, 0, ST_BF16, 5000},
+        {"qwen3_tied", ARCH_LLAMA, 1, 0, 1, 0, ST_F32, 0},
+        {"qwen3_bf16_sharded", ARCH_LLAMA, -1, 0, 1, 0, ST_BF16, 7000},
+        {"phi3_untied", ARCH_LLAMA, -1, 0, 0, 1, ST_F32, 0},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig cfg = small_config(CASES[k].arch, CASES[k].tie, CASES[k].qkv);
         cfg.qk_norm = CASES[k].qk;
+        cfg.fused_proj = CASES[k].fused;
         GPT a, b;
         make_model(&a, &cfg, 11 + k);
         if (export_to(&a, CASES[k].name, CASES[k].dtype, CASES[k].shard) != 0) { gpt_free(&a); continue; }
@@ -451,8 +554,9 @@ static void test_round_trips(void) {
         if (CASES[k].dtype == ST_BF16) bf16_round(a.params, a.n_params);
         int rc = import_from(&b, CASES[k].name, cfg.seq, err, sizeof err);
         CHECK(rc == 0, "%s: import: %s", CASES[k].name, err);
-        CHECK(rc != 0 || b.cfg.qk_norm == CASES[k].qk, "%s: the imported model's q/k norms %d", CASES[k].name,
-              rc ? 0 : b.cfg.qk_norm);
+        CHECK(rc != 0 || (b.cfg.qk_norm == CASES[k].qk && b.cfg.fused_proj == CASES[k].fused),
+              "%s: the imported model's q/k norms %d, fused projections %d", CASES[k].name, rc ? 0 : b.cfg.qk_norm,
+              rc ? 0 : b.cfg.fused_proj);
         if (rc == 0) {
             CHECK(b.n_params == a.n_params && memcmp(a.params, b.params, a.n_params * sizeof(float)) == 0,
                   "%s: the imported weights are %s the exported ones", CASES[k].name,
@@ -632,16 +736,22 @@ static void test_refusals(void) {
     hf_index_free(&ix);
 }
 
-// A Qwen3 directory (q/k norms) into a model without them, and a llama one into a model with them: refused
-// naming the config field, the model left as it was (test_round_trips wrote both directories).
+// A Qwen3 directory (q/k norms) into a model without them, and a llama one into a model with them; a Phi-3
+// one (fused projections) into a model without them, and a llama one into a model with them: refused naming
+// the config field, the model left as it was (test_round_trips wrote the directories).
 static void test_qk_norm_mismatch(void) {
-    static const struct { const char *dir; int qk; const char *needle; } CASES[] = {
-        {"qwen3_tied", 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
-        {"llama_tied_sharded", 1, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
+    static const struct { const char *dir; int tie, qk, fused; const char *needle; } CASES[] = {
+        {"qwen3_tied", 1, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
+        {"llama_tied_sharded", 1, 1, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
+        {"phi3_untied", -1, 0, 0,
+         "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 1 but the model being loaded has 0"},
+        {"llama_untied", -1, 0, 1,
+         "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 0 but the model being loaded has 1"},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
-        GPTConfig cfg = small_config(ARCH_LLAMA, 1, 0);
+        GPTConfig cfg = small_config(ARCH_LLAMA, CASES[k].tie, 0);
         cfg.qk_norm = CASES[k].qk;
+        cfg.fused_proj = CASES[k].fused;
         GPT m;
         make_model(&m, &cfg, 7);
         float *before = xmalloc(m.n_params * sizeof(float));
@@ -649,8 +759,8 @@ static void test_qk_norm_mismatch(void) {
         char dir[1100], err[1024] = "";
         dir_path(dir, sizeof dir, CASES[k].dir);
         int rc = hf_load_into(&m, dir, err, sizeof err);
-        CHECK(rc != 0 && strstr(err, "config.json") && strstr(err, CASES[k].needle), "%s into q/k norms %d: rc %d, '%s'",
-              CASES[k].dir, CASES[k].qk, rc, err);
+        CHECK(rc != 0 && strstr(err, "config.json") && strstr(err, CASES[k].needle),
+              "%s into q/k norms %d, fused %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk, CASES[k].fused, rc, err);
         CHECK(memcmp(before, m.params, m.n_params * sizeof(float)) == 0, "%s: the refused load changed the model",
               CASES[k].dir);
         free(before);
@@ -685,6 +795,7 @@ int main(int argc, char **argv) {
     test_bf16_write();
     test_config_ok();
     test_config_qwen3();
+    test_config_phi3();
     test_config_refused();
     test_config_round_trip();
     test_index();

@@ -3,7 +3,8 @@
 # docs/MEMORY.md's per-layer formula, computed here by hand, and Llama 3's published parameter counts;
 # ctron plan plans a llama without GeLU's options and counts its untied weights; ctron plan --cluster
 # picks the documented layouts for 70B and 405B on H100s; the family's bad flags exit 2 naming them; the
-# qwen3-* presets have transformers' parameter counts, heads 128 wide and q/k norms (--qk-norm).
+# qwen3-* presets have transformers' parameter counts, heads 128 wide and q/k norms (--qk-norm); the phi3 ones
+# (phi-3-mini, phi-3-medium, phi-4) transformers' counts and fused projections (--fused-proj).
 set -uo pipefail
 ctron=$1
 py=${2:-/usr/bin/python3}
@@ -53,6 +54,20 @@ expect "--qkv-bias with --qk-norm: no Hugging Face family has q/k/v biases with 
 expect "--qkv-bias with the preset's q/k norms (Qwen3): no Hugging Face family has q/k/v biases with q/k norms" \
   memory --preset qwen3-8b --qkv-bias
 expect "--qkv-bias with the preset's q/k norms (Qwen3)" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --qkv-bias
+# --fused-proj (Phi-3's qkv_proj, gate_up_proj): llama only, and beside neither q/k/v biases nor q/k norms
+expect "--fused-proj is a llama option (--arch llama)"                memory --fused-proj
+expect "--fused-proj is a llama option (--arch llama)"                memory --arch gpt2 --preset phi-4 --fused-proj
+expect "--fused-proj is a llama option (--arch llama)"                plan --budget 1GiB --fused-proj
+expect "--fused-proj is a llama option (--arch llama)"                plan --cluster --gpu h100-80g --nodes 1 --preset 22B --fused-proj
+expect "--fused-proj with --qk-norm: no Hugging Face family has fused q|k|v and gate|up projections with q/k norms" \
+  plan --budget 1GiB --arch llama --fused-proj --qk-norm
+expect "--fused-proj with --qkv-bias: no Hugging Face family has fused q|k|v and gate|up projections with q/k/v biases" \
+  memory --arch llama --fused-proj --qkv-bias
+expect "--fused-proj with the preset's q/k norms (Qwen3): no Hugging Face family has fused q|k|v" \
+  memory --preset qwen3-8b --fused-proj
+expect "the preset's fused projections (Phi-3) with --qkv-bias: no Hugging Face family has fused q|k|v" \
+  plan --cluster --gpu h100-80g --nodes 1 --preset phi-3-medium --qkv-bias
+expect "--tp 4 does not divide --kv-heads 10 (each TP rank takes whole key/value heads" memory --preset phi-4 --tp 4
 
 # ctron memory: per layer, recompute none and selective, t = 1 and t = 8 with SP, bf16, no dropout
 # (llama's default): docs/MEMORY.md's formula against the JSON; the parameters at t = p = 1.
@@ -143,6 +158,51 @@ out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset qwen3-8b --top 1
 if grep -q "^model L=36 h=4096 a=32 v=151936 s=4096, global batch 2048; 1×8 h100-80g" <<< "$out" &&
    grep -q "^block llama: kv=8 ffn=12288, output layer untied, q/k norms$" <<< "$out" &&
    grep -qE '^   1   2   1  1     4   4 off plan ' <<< "$out"; then ok; else bad "plan --cluster --preset qwen3-8b: $out"; fi
+
+# Phi-3 / Phi-4 (`phi3` = all three): the llama block with fused qkv_proj and gate_up_proj, untied; the parameter
+# counts transformers gives, computed once with transformers 5.24 on the meta device (peer venv):
+#   with torch.device("meta"): m = Phi3ForCausalLM(Phi3Config(vocab_size=v, hidden_size=h, num_hidden_layers=L,
+#       num_attention_heads=a, num_key_value_heads=kv, intermediate_size=f, tie_word_embeddings=False))
+#   sum(p.numel() for p in m.parameters())
+# = 2·v·h + L·(2h + h·(a + 2kv)·h/a [qkv_proj] + h² [o_proj] + 2f·h [gate_up_proj] + f·h [down_proj]) + h: fusing
+# changes no count. At t = p = 1 the first stage holds them all.
+if "$ctron" memory --preset phi3 --tp 1 --pp 1 --gpus 1 --json | "$py" -c '
+import json,sys; d=json.load(sys.stdin); m = {x["model"]: x for x in d["models"]}
+want = {"phi-3-mini": (3821079552, 32, 3072, 32, 32, 8192, 32064, 4096),
+        "phi-3-medium": (13960238080, 40, 5120, 40, 10, 17920, 32064, 4096),
+        "phi-4": (14659507200, 40, 5120, 40, 10, 17920, 100352, 16384)}
+assert list(m) == list(want), list(m)
+for name, (params, L, h, a, kv, f, v, s) in want.items():
+    sh = m[name]["shape"]
+    assert (sh["arch"], sh["layers"], sh["hidden"], sh["heads"], sh["kv_heads"], sh["ffn"], sh["tied"], sh["vocab"],
+            sh["seq"], sh.get("fused_proj"), sh.get("qk_norm"), sh["qkv_bias"]) == \
+        ("llama", L, h, a, kv, f, False, v, s, True, None, False), (name, sh)
+    assert m[name]["first_stage"]["parameters"] == params, (name, m[name]["first_stage"]["parameters"], params)'
+then ok; else bad "memory --preset phi3: the shapes or parameter counts"; fi
+# the presets' layouts: mini on one GPU (as qwen3-4b), medium and Phi-4 on one 8-GPU node at what plan --cluster
+# ranks first (t = 2, the most that divides 10 key/value heads within a node, p = 4, v = 5)
+out=$("$ctron" memory --preset phi-3-mini)
+if grep -q "^  block   llama: kv=32 ffn=8192 · RMSNorm, SwiGLU MLP, RoPE · output layer untied (lm_head) · fused qkv_proj, gate_up_proj$" <<< "$out" &&
+   grep -qE "^  layout  t=1 p=1 m=1 · 1 GPUs? \(dp 1\) · global batch 2048" <<< "$out" &&
+   grep -q "^  shape   L=32 h=3072 a=32 s=4096 b=2 v=32064$" <<< "$out"
+then ok; else bad "memory --preset phi-3-mini: $out"; fi
+out=$("$ctron" memory --preset phi-4)
+if grep -q "^  shape   L=40 h=5120 a=40 s=16384 b=1 v=100352$" <<< "$out" &&
+   grep -qE "^  layout  t=2 p=4 m=5 · 8 GPUs \(dp 1\) · global batch 2048" <<< "$out"
+then ok; else bad "memory --preset phi-4: $out"; fi
+out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset phi-3-medium --top 1)
+if grep -q "^model L=40 h=5120 a=40 v=32064 s=4096, global batch 2048; 1×8 h100-80g" <<< "$out" &&
+   grep -q "^block llama: kv=10 ffn=17920, output layer untied, fused qkv_proj, gate_up_proj$" <<< "$out" &&
+   grep -qE '^   1   2   4  5     1   4  on plan ' <<< "$out"; then ok; else bad "plan --cluster --preset phi-3-medium: $out"; fi
+out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset phi-4 --top 1)
+if grep -q "^model L=40 h=5120 a=40 v=100352 s=16384, global batch 2048; 1×8 h100-80g" <<< "$out" &&
+   grep -qE '^   1   2   4  5     1   1  on plan ' <<< "$out"; then ok; else bad "plan --cluster --preset phi-4: $out"; fi
+# --fused-proj on a custom llama: the model is "custom", fused, with the same parameters as without it
+if "$ctron" memory --arch llama --layers 2 --hidden 256 --heads 8 --kv-heads 2 --seq 128 --vocab 4096 --fused-proj --json |
+   "$py" -c 'import json,sys; d=json.load(sys.stdin); assert d["model"] == "custom" and d["shape"]["fused_proj"] is True, d["shape"]
+assert d["first_stage"]["parameters"] == 2*4096*256 + 2*(2*256 + 256*(8+4)*32 + 256*256 + 3*256*704) + 256, d["first_stage"]["parameters"]' &&
+   "$ctron" memory --preset llama3-8b --json | "$py" -c 'import json,sys; assert "fused_proj" not in json.load(sys.stdin)["shape"]'
+then ok; else bad "memory --arch llama --fused-proj: $("$ctron" memory --arch llama --layers 2 --hidden 256 --heads 8 --kv-heads 2 --seq 128 --vocab 4096 --fused-proj --json 2>&1 | head -c 600)"; fi
 
 # Mistral Nemo 12B's shape (head_dim 128 of hidden 5120 and 32 heads: q and the attention output 4096
 # wide): 12,247,782,400 parameters, as its model card's 12.2B; q and proj_in are s·b·4096·2 bytes per layer.

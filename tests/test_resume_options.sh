@@ -44,6 +44,7 @@ declare -A value=(
   [rope-scaling]="--arch llama --rope-scaling llama3:8:1:4:16"
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
   [qk-norm]="--arch llama --qk-norm --kv-heads 2 --head-dim 24"
+  [fused-proj]="--arch llama --fused-proj --kv-heads 2"
   [reversible]="--reversible"
   [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
   [search-rates]="--recompute search --act-budget-layer 150KiB --search-rates 100,10"
@@ -134,5 +135,37 @@ sed -i 's/"qk_norm":[[:space:]]*true/"qk_norm": 3/' "$dir/bad/state.json"
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.qk_norm must be true or false" "$dir/q.out"' \
   "state.json model.qk_norm 3: exit $rc: $(cat "$dir/q.out")"
+# Phi-3's fused projections are the checkpoint's, as the q/k norms above: model.fused_proj true (absent
+# without them), restored by a plain --resume, --fused-proj on a checkpoint without them refused naming both,
+# and a state.json whose fused_proj is no boolean, or is true beside qk_norm true, refused naming the field.
+fused_state() {  # fused_state FILE: the model section's fused_proj as Python prints it ("absent" when not written)
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"].get("fused_proj", "absent"))' "$1"
+}
+rm -rf "$dir/i" "$dir/bad"
+"$ctron" train "${base[@]}" --arch llama --fused-proj --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > /dev/null 2>&1
+check '[ "$(fused_state "$dir/i/step_00000002/state.json")" = True ]' \
+  "--fused-proj: state.json model.fused_proj is $(fused_state "$dir/i/step_00000002/state.json"), not true"
+"$ctron" train --resume "$dir/i" "${free[@]}" > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "untied output layer, fused qkv_proj, gate_up_proj$" "$dir/q.out" &&
+       [ "$(fused_state "$dir/i/step_00000004/state.json")" = True ]' \
+  "a plain --resume of a --fused-proj run: exit $rc, $(head -2 "$dir/q.out"), step 4's fused_proj $(fused_state "$dir/i/step_00000004/state.json" 2>&1)"
+check '[ "$(fused_state "$dir/j/step_00000002/state.json")" = absent ]' \
+  "without --fused-proj state.json writes model.fused_proj: $(fused_state "$dir/j/step_00000002/state.json")"
+"$ctron" train --resume "$dir/j" "${free[@]}" --fused-proj > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --fused-proj (fused qkv_proj, gate_up_proj) does not match the checkpoint'"'"'s no fused projections (.*step_00000002/state.json)" "$dir/q.out"' \
+  "--fused-proj on resuming a checkpoint without fused projections: exit $rc: $(cat "$dir/q.out")"
+cp -r "$dir/i/step_00000002" "$dir/bad" && rm -f "$dir/bad/checksums.txt"
+sed -i 's/"fused_proj":[[:space:]]*true/"fused_proj": "yes"/' "$dir/bad/state.json"
+"$ctron" train --resume "$dir/bad" "${free[@]}" > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.fused_proj must be true or false" "$dir/q.out"' \
+  "state.json model.fused_proj \"yes\": exit $rc: $(cat "$dir/q.out")"
+sed -i 's/"fused_proj": "yes"/"fused_proj": true, "qk_norm": true/' "$dir/bad/state.json"
+"$ctron" train --resume "$dir/bad" "${free[@]}" > "$dir/q.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.fused_proj must be false with model.qk_norm true (no family has both)" "$dir/q.out"' \
+  "state.json model.fused_proj beside qk_norm: exit $rc: $(cat "$dir/q.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -11,7 +11,9 @@ const char family_args_usage[] =
     "  --ffn-hidden N           llama: the SwiGLU MLP's width (default 8h/3 rounded up to a multiple of 64)\n"
     "  --tie-embeddings         llama: the output layer is the token embedding (default its own, lm_head)\n"
     "  --qkv-bias               llama: q, k and v carry biases (Qwen2)\n"
-    "  --qk-norm                llama: q and k RMS-normalised per head before RoPE (Qwen3; not with --qkv-bias)\n";
+    "  --qk-norm                llama: q and k RMS-normalised per head before RoPE (Qwen3; not with --qkv-bias)\n"
+    "  --fused-proj             llama: q|k|v stored as one qkv_proj and gate|up as one gate_up_proj, and LoRA\n"
+    "                           adapts them so (Phi-3, Phi-4; not with --qkv-bias or --qk-norm)\n";
 
 void family_args_init(FamilyArgs *f) {
     memset(f, 0, sizeof *f);
@@ -30,6 +32,7 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
     case FAMILY_OPT_TIE: f->tie = 1; return 0;
     case FAMILY_OPT_QKV_BIAS: f->qkv_bias = 1; return 0;
     case FAMILY_OPT_QK_NORM: f->qk_norm = 1; return 0;
+    case FAMILY_OPT_FUSED_PROJ: f->fused_proj = 1; return 0;
     }
     return args_error(cmd, "internal: option %d is no family flag", opt);
 }
@@ -37,7 +40,7 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
 // The first llama-only flag given, or NULL.
 static const char *llama_flag(const FamilyArgs *f) {
     return f->kv_heads ? "--kv-heads" : f->head_dim ? "--head-dim" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings"
-         : f->qkv_bias ? "--qkv-bias" : f->qk_norm ? "--qk-norm" : NULL;
+         : f->qkv_bias ? "--qkv-bias" : f->qk_norm ? "--qk-norm" : f->fused_proj ? "--fused-proj" : NULL;
 }
 
 int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,
@@ -58,6 +61,13 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
         return snprintf(err, errlen, "--qkv-bias with %s: no Hugging Face family has q/k/v biases with q/k norms "
                         "(Qwen3's attention_bias also puts a bias on o_proj, which ctron does not have)",
                         f->qk_norm ? "--qk-norm" : "the preset's q/k norms (Qwen3)"), -1;
+    int fused = f->fused_proj || (own && pr && pr->fused_proj);
+    if (fused && (f->qkv_bias || qk_norm))
+        return snprintf(err, errlen, "%s with %s: no Hugging Face family has fused q|k|v and gate|up projections "
+                        "with %s (Phi-3's qkv_proj has no bias and no q/k norms)",
+                        f->fused_proj ? "--fused-proj" : "the preset's fused projections (Phi-3)",
+                        f->qkv_bias ? "--qkv-bias" : f->qk_norm ? "--qk-norm" : "the preset's q/k norms (Qwen3)",
+                        f->qkv_bias ? "q/k/v biases" : "q/k norms"), -1;
     if (kv <= 0) kv = heads;
     if (ffn <= 0) ffn = arch_default_ffn(arch, hidden);
     if (heads % kv)
@@ -69,7 +79,7 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
     if (a->pos == POS_ROPE && !f->head_dim && hidden % heads == 0 && d % 2)
         return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
                         "j + d/2)", hidden, heads, d), -1;
-    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm, 0};
+    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm, fused};
     return 0;
 }
 

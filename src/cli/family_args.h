@@ -1,5 +1,5 @@
 // The model family's flags as ctron train spells them (--arch, --kv-heads, --head-dim, --ffn-hidden,
-// --tie-embeddings, --qkv-bias, --qk-norm), shared by the planning commands (ctron memory, ctron plan and
+// --tie-embeddings, --qkv-bias, --qk-norm, --fused-proj), shared by the planning commands (ctron memory, ctron plan and
 // ctron plan --cluster), with train's checks and messages: a llama flag with GPT-2, kv-heads that do
 // not divide the heads, an odd head dimension under RoPE, a t that splits a key/value head or the FFN.
 #ifndef CTRON_FAMILY_ARGS_H
@@ -10,13 +10,13 @@
 #include "memory/presets.h"
 
 enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS, FAMILY_OPT_HEAD_DIM,
-       FAMILY_OPT_QK_NORM };
+       FAMILY_OPT_QK_NORM, FAMILY_OPT_FUSED_PROJ };
 // The entries of a getopt_long table.
 #define FAMILY_LONG_OPTIONS                                                                                   \
     {"arch", required_argument, 0, FAMILY_OPT_ARCH}, {"kv-heads", required_argument, 0, FAMILY_OPT_KV},       \
         {"ffn-hidden", required_argument, 0, FAMILY_OPT_FFN}, {"tie-embeddings", no_argument, 0, FAMILY_OPT_TIE}, \
         {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}, {"head-dim", required_argument, 0, FAMILY_OPT_HEAD_DIM}, \
-        {"qk-norm", no_argument, 0, FAMILY_OPT_QK_NORM}
+        {"qk-norm", no_argument, 0, FAMILY_OPT_QK_NORM}, {"fused-proj", no_argument, 0, FAMILY_OPT_FUSED_PROJ}
 
 typedef struct {
     int arch;                  // ArchKind; -1 when --arch is not given
@@ -24,6 +24,7 @@ typedef struct {
     int head_dim;              // 0 when not given (hidden / heads)
     int tie, qkv_bias;         // the flags were given
     int qk_norm;               // --qk-norm was given
+    int fused_proj;            // --fused-proj was given
 } FamilyArgs;
 
 // The model the flags and a preset's family make (0 knobs already filled in).
@@ -34,7 +35,7 @@ typedef struct {
     int tie;                   // 1 tied, -1 untied (act_shape_set_family's)
     int qkv_bias;
     int qk_norm;               // q and k RMS-normalised per head (Qwen3)
-    int fused_proj;            // q|k|v and gate|up fused (Phi-3)
+    int fused_proj;            // q|k|v one qkv_proj, gate|up one gate_up_proj (Phi-3)
 } Family;
 
 // The usage text of the flags (two-space indent, for the commands' --help).
@@ -42,8 +43,9 @@ extern const char family_args_usage[];
 void family_args_init(FamilyArgs *f);
 // One of the FAMILY_OPT_* options: 0, or the usage error's exit code.
 int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optarg);
-// The flags over a preset's family (pr: its arch, kv, head_dim, ffn, tying and q/k norms, 0 for the family's default; NULL: no
-// preset, GPT-2 unless --arch; a preset of another family than --arch gives no knobs), checked against the
+// The flags over a preset's family (pr: its arch, kv, head_dim, ffn, tying, q/k norms and fused projections,
+// 0 for the family's default; NULL: no preset, GPT-2 unless --arch; a preset of another family than --arch
+// gives no knobs), checked against the
 // heads and hidden size: 0 with *out filled, or -1 with the message (naming the flag and value) in err for
 // the caller's usage error.
 int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,

@@ -67,8 +67,10 @@ void cli_memory_usage(FILE *f) {
         "                           gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b,\n"
         "                           llama3-405b, llama3.2-1b, llama3.2-3b (tied), qwen3-0.6b, qwen3-1.7b,\n"
         "                           qwen3-4b (tied), qwen3-8b, qwen3-14b, qwen3-32b (heads 128 wide, q/k\n"
-        "                           norms), 'paper' (the four Table 3 models), 'llama3' (the three Llama 3\n"
-        "                           models), 'llama3.2' (its two) or 'qwen3' (the six Qwen3 models);\n"
+        "                           norms), phi-3-mini, phi-3-medium, phi-4 (fused projections), 'paper'\n"
+        "                           (the four Table 3 models), 'llama3' (the three Llama 3 models),\n"
+        "                           'llama3.2' (its two), 'qwen3' (the six Qwen3 models) or 'phi3' (the three\n"
+        "                           Phi models);\n"
         "                           several names print them side by side (default gpt2)\n"
         "  --layers N --hidden N --heads N --seq N --vocab N\n"
         "                           L, h, a, s, v (under --tp each rank holds ⌈v/t⌉ rows)\n"
@@ -264,7 +266,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_MEMO: rc = args_double(CMD, "--memo", optarg, 0.0, 1.0, 0, &a->memo); break;
         case OPT_PLOT: a->plot = optarg; break;
         case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
-        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM:
+        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM: case FAMILY_OPT_FUSED_PROJ:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_memory_usage(stdout); return -1;
@@ -318,11 +320,11 @@ static int resolve_presets(const char *list, const ModelPreset **out, int *n) {
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         const char *names[PRESET_GROUP_MAX] = {tok};
-        int k = preset_group(tok, names);   // "paper", "llama3", "llama3.2", "qwen3"
+        int k = preset_group(tok, names);   // "paper", "llama3", "llama3.2", "qwen3", "phi3"
         if (!k) k = 1;
         for (int i = 0; i < k; i++) {
             const ModelPreset *p = preset_find(names[i]);
-            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, or a group: paper, llama3, llama3.2, qwen3)", names[i], preset_names());
+            if (!p) return args_error(CMD, "--preset: unknown model '%s' (expected %s, or a group: paper, llama3, llama3.2, qwen3, phi3)", names[i], preset_names());
             if (*n == MAX_MODELS) return args_error(CMD, "--preset: at most %d models", MAX_MODELS);
             out[(*n)++] = p;
         }
@@ -422,7 +424,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
 
     int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab || (int)fam.arch != p->arch || a->fam.kv_heads ||
-                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias || a->fam.qk_norm;
+                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias || a->fam.qk_norm || a->fam.fused_proj;
     int pristine = !shaped && !a->batch && !a->tp && !a->pp && !vflag && !a->gpus && !a->global_batch &&
                    !a->grad_accum && !a->schedule_given && !a->keep_all_given;
     snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);
@@ -437,6 +439,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
                            .masks = mm, .dropout = a->dropout > 0, .t = t, .sp = a->sp, .gelu_bits = a->gelu_bits,
                            .mini_seq = a->mini_seq > 1 ? a->mini_seq : 0};
     act_shape_set_family(&c->lay.sh, fam.arch, fam.kv, fam.ffn, fam.tie, fam.qkv_bias, fam.qk_norm);
+    c->lay.sh.fused_proj = fam.fused_proj;
     c->lay.sh.head_dim = fam.head_dim * heads != h ? fam.head_dim : 0;
     // the family's dropout unless given (llama: 0); GPT-2 keeps the paper's 0.1
     double dropout = a->dropout_given || fam.arch == ARCH_GPT2 ? a->dropout : (double)spec->dropout_default;

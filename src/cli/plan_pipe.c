@@ -14,6 +14,7 @@ static ActShape shape_of(const TrainOptions *o) {
                    .t = o->tp, .sp = o->sp};
     // the family's block and its parameter side (untied output layer, biases) for the planner's counts
     act_shape_set_family(&sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias, c.qk_norm);
+    sh.fused_proj = c.fused_proj != 0;
     sh.head_dim = gpt_shape_head_dim(&c);
     return sh;
 }

@@ -35,6 +35,8 @@ void cli_train_usage(FILE *f) {
         "  --qkv-bias        q, k and v projections carry biases (Qwen2)\n"
         "  --qk-norm         q and k RMS-normalised per head (over head_dim, a weight each) before RoPE\n"
         "                    (Qwen3); not with --qkv-bias\n"
+        "  --fused-proj      q|k|v stored as one qkv_proj and gate|up as one gate_up_proj, and LoRA adapts\n"
+        "                    them so (Phi-3, Phi-4); not with --qkv-bias or --qk-norm\n"
         "\n"
         "fine-tuning with LoRA (docs/LORA.md)\n"
         "  --lora-rank R     freeze the base (no gradients, no AdamW state) and train rank-R adapters\n"

@@ -24,6 +24,7 @@ static const struct {
     {"ffn-hidden", offsetof(GPTConfig, ffn), 0},       {"rope-theta", offsetof(GPTConfig, rope_theta), 1},
     {"norm-eps", offsetof(GPTConfig, norm_eps), 1},    {"tie-embeddings", offsetof(GPTConfig, tie_embeddings), 0},
     {"qkv-bias", offsetof(GPTConfig, qkv_bias), 0},    {"qk-norm", offsetof(GPTConfig, qk_norm), 0},
+    {"fused-proj", offsetof(GPTConfig, fused_proj), 0},
 };
 
 static double field(const GPTConfig *c, int i) {
@@ -43,6 +44,8 @@ static const char *value_text(const GPTConfig *c, int i, char *buf, size_t len) 
     if (strcmp(ARCH_FLAGS[i].flag, "tie-embeddings") == 0) return gpt_tied(c) ? "tied" : "untied";
     if (strcmp(ARCH_FLAGS[i].flag, "qkv-bias") == 0) return c->qkv_bias ? "q/k/v biases" : "no q/k/v biases";
     if (strcmp(ARCH_FLAGS[i].flag, "qk-norm") == 0) return c->qk_norm ? "q/k norms" : "no q/k norms";
+    if (strcmp(ARCH_FLAGS[i].flag, "fused-proj") == 0)
+        return c->fused_proj ? "fused qkv_proj, gate_up_proj" : "no fused projections";
     snprintf(buf, len, "%.9g", field(c, i));
     return buf;
 }

@@ -18,7 +18,7 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
     static const char *const llama_only[] = {"kv-heads", "head-dim", "ffn-hidden", "rope-theta", "rope-scaling", "norm-eps",
-                                             "tie-embeddings", "qkv-bias", "qk-norm"};
+                                             "tie-embeddings", "qkv-bias", "qk-norm", "fused-proj"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
         if (c->arch == ARCH_GPT2 && train_given(given, llama_only[i]))
             return usage_error("--%s is a llama option (--arch llama): GPT-2 has LayerNorm eps 1e-5, an FFN of 4h, "
@@ -26,6 +26,13 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     if (c->qkv_bias && c->qk_norm)
         return usage_error("--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's "
                            "attention_bias also puts a bias on o_proj, which ctron does not have)");
+    if (c->fused_proj && (c->qkv_bias || c->qk_norm))
+        return usage_error("--fused-proj with %s: no Hugging Face family has fused q|k|v and gate|up projections "
+                           "with %s (Phi-3's qkv_proj has no bias and no q/k norms)",
+                           c->qkv_bias ? "--qkv-bias" : "--qk-norm", c->qkv_bias ? "q/k/v biases" : "q/k norms");
+    if (c->fused_proj && c->rope_scaling.type != ROPE_PLAIN)   // export --hf could write no config transformers loads
+        return usage_error("--fused-proj with --rope-scaling %s: Phi3Config (model_type phi3) takes no linear or llama3 "
+                           "RoPE scaling", rope_scaling_text(&c->rope_scaling, (char[96]){0}, 96));
     if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
                            o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);

@@ -44,6 +44,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddStringToObject(mo, "activation", "silu");
         cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
         if (c->qk_norm) cJSON_AddBoolToObject(mo, "qk_norm", 1);   // q/k norms (Qwen3); absent: none
+        if (c->fused_proj) cJSON_AddBoolToObject(mo, "fused_proj", 1);   // Phi-3's qkv_proj, gate_up_proj; absent: split
     }
     cJSON_AddBoolToObject(mo, "tied_embeddings", c->tie_embeddings > 0);
     if (c->tokens.has_bos) cJSON_AddNumberToObject(mo, "bos_token_id", c->tokens.bos);   // a Hugging Face model's
@@ -310,14 +311,20 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         const cJSON *tied = cJSON_GetObjectItemCaseSensitive(mo, "tied_embeddings");
         const cJSON *bias = cJSON_GetObjectItemCaseSensitive(mo, "qkv_bias");
         const cJSON *qk_norm = cJSON_GetObjectItemCaseSensitive(mo, "qk_norm");   // optional: absent is none
+        const cJSON *fused = cJSON_GetObjectItemCaseSensitive(mo, "fused_proj");   // optional: absent is split
         if (!r.failed && !cJSON_IsBool(tied)) bad(&r, "model", "tied_embeddings", "true or false");
         if (!r.failed && bias && !cJSON_IsBool(bias)) bad(&r, "model", "qkv_bias", "true or false");
         if (!r.failed && qk_norm && !cJSON_IsBool(qk_norm)) bad(&r, "model", "qk_norm", "true or false");
+        if (!r.failed && fused && !cJSON_IsBool(fused)) bad(&r, "model", "fused_proj", "true or false");
         c->tie_embeddings = cJSON_IsTrue(tied) ? 1 : -1;
         c->qkv_bias = cJSON_IsTrue(bias);
         c->qk_norm = cJSON_IsTrue(qk_norm);
         if (!r.failed && c->qkv_bias && c->qk_norm)
             bad(&r, "model", "qk_norm", "false with model.qkv_bias true (no family has both)");
+        c->fused_proj = cJSON_IsTrue(fused);
+        if (!r.failed && c->fused_proj && (c->qkv_bias || c->qk_norm))
+            bad(&r, "model", "fused_proj", c->qkv_bias ? "false with model.qkv_bias true (no family has both)"
+                                                       : "false with model.qk_norm true (no family has both)");
     }
     if (!r.failed) {
         const cJSON *rev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "reversible");

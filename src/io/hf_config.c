@@ -7,6 +7,14 @@
 #include "util/common.h"
 #include "util/fileio.h"
 
+// How a model_type's config.json says which layers attend through a sliding window.
+typedef enum {
+    WINDOW_NONE,          // no window keys (Llama); only transformers 5's layer_types
+    WINDOW_EVERY_LAYER,   // sliding_window, a number or null, on every layer (Mistral, Phi-3)
+    WINDOW_UPPER_LAYERS,  // sliding_window only with use_sliding_window, on layers >= max_window_layers (Qwen2)
+    WINDOW_REFUSED,       // any use refused: ctron builds no sliding-window layers beside full ones (Qwen3)
+} HfWindow;
+
 // One model_type: its family in ctron, the keys its sizes live under, and the defaults transformers'
 // config class gives a key that is absent (transformers 5.24's configuration_*.py).
 typedef struct {
@@ -14,27 +22,32 @@ typedef struct {
     ArchKind arch;
     int qkv_bias;                 // Qwen2: q, k and v have biases
     int qk_norm;                  // Qwen3: q and k RMS-normalised per head before RoPE
+    int fused_proj;               // Phi-3: q|k|v one qkv_proj, gate|up one gate_up_proj
     const char *k_hidden, *k_layers, *k_heads, *k_positions, *k_eps;
     int positions_default;
     double eps_default;
     int tied_default;
     int kv_default;               // num_key_value_heads when absent (0: the heads)
-    int window_default;           // Mistral's sliding_window when absent
     int head_dim_default;         // head_dim when absent (0: hidden_size / num_attention_heads)
+    HfWindow window;
+    int window_default;           // WINDOW_EVERY_LAYER: sliding_window when absent (0: none)
+    int rope_scaled;              // 1: rope_type linear and llama3 are read (0: Phi3Config takes neither)
 } HfFamily;
 
+#define LLAMA_KEYS "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings", "rms_norm_eps"
 static const HfFamily FAMILIES[] = {
-    {"gpt2", ARCH_GPT2, 0, 0, "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", 1024, 1e-5, 1, 0, 0, 0},
-    {"llama", ARCH_LLAMA, 0, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 2048, 1e-6, 0, 0, 0, 0},
-    {"mistral", ARCH_LLAMA, 0, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 131072, 1e-6, 0, 8, 4096, 0},
-    {"qwen2", ARCH_LLAMA, 1, 0, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 32768, 1e-6, 0, 32, 0, 0},
+    {"gpt2", ARCH_GPT2, 0, 0, 0, "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", 1024, 1e-5, 1, 0, 0,
+     WINDOW_NONE, 0, 0},
+    {"llama", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 2048, 1e-6, 0, 0, 0, WINDOW_NONE, 0, 1},
+    {"mistral", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 131072, 1e-6, 0, 8, 0, WINDOW_EVERY_LAYER, 4096, 1},
+    {"qwen2", ARCH_LLAMA, 1, 0, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 0, WINDOW_UPPER_LAYERS, 0, 1},
     // Qwen3Config: head_dim 128 when absent (not hidden / heads), num_key_value_heads 32, untied
-    {"qwen3", ARCH_LLAMA, 0, 1, "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
-     "rms_norm_eps", 32768, 1e-6, 0, 32, 0, 128},
+    {"qwen3", ARCH_LLAMA, 0, 1, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 128, WINDOW_REFUSED, 0, 1},
+    // Phi3Config: num_key_value_heads = the heads, eps 1e-5, untied, 4096 positions, no window unless given
+    // (Phi-3-mini-4k's is 2047); Phi3Attention reads head_dim where config.json has one
+    {"phi3", ARCH_LLAMA, 0, 0, 1, LLAMA_KEYS, 4096, 1e-5, 0, 0, 0, WINDOW_EVERY_LAYER, 0, 0},
 };
+#undef LLAMA_KEYS
 enum { N_FAMILIES = sizeof FAMILIES / sizeof FAMILIES[0] };
 
 typedef struct {
@@ -140,10 +153,19 @@ static void read_rope_scaling(Reader *r, const cJSON *params, const char *pkey, 
     if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid llama3 scaling: %s", why);
 }
 
+// partial_rotary_factor (key: where it was found): absent, null or 1 only.
+static void rotary_factor_one(Reader *r, const cJSON *x, const char *key) {
+    if (r->failed || !x || cJSON_IsNull(x)) return;
+    if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected 1: ctron rotates every dimension of a head", kind_of(x));
+    else if (x->valuedouble != 1.0)
+        bad(r, key, "is %g, expected 1: ctron rotates every dimension of a head", x->valuedouble);
+}
+
 // The RoPE base and scaling: transformers 5's rope_parameters {rope_type, rope_theta, ...}, or 4.x's
 // top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
-// default 10000, unscaled. rope_type default, linear and llama3 are read; the others are refused.
-static float read_rope(Reader *r, int max_positions, RopeScaling *sc) {
+// default 10000, unscaled. rope_type default, linear and llama3 are read (default only where the family's
+// class takes no other: Phi-3); the others are refused.
+static float read_rope(Reader *r, const HfFamily *fam, int max_positions, RopeScaling *sc) {
     const cJSON *params = get(r, "rope_scaling");
     const char *pkey = "rope_scaling";
     if (!params) { params = get(r, "rope_parameters"); pkey = "rope_parameters"; }
@@ -154,23 +176,23 @@ static float read_rope(Reader *r, int max_positions, RopeScaling *sc) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(params, "rope_type");
         if (!type) type = cJSON_GetObjectItemCaseSensitive(params, "type");
         int kind = rope_type_from_name(type && cJSON_IsString(type) ? type->valuestring : "default");
-        if ((type && !cJSON_IsString(type)) || kind < 0) {
-            bad(r, pkey, "has rope_type %s%s%s: ctron reads \"default\", \"linear\" and \"llama3\" (Llama 3.1's)",
-                cJSON_IsString(type) ? "\"" : "", cJSON_IsString(type) ? type->valuestring : kind_of(type),
-                cJSON_IsString(type) ? "\"" : "");
+        if ((type && !cJSON_IsString(type)) || kind < 0 || (!fam->rope_scaled && kind != ROPE_PLAIN)) {
+            char reads[160];
+            if (fam->rope_scaled) snprintf(reads, sizeof reads, "\"default\", \"linear\" and \"llama3\" (Llama 3.1's)");
+            else snprintf(reads, sizeof reads, "\"default\" for model_type %s (its config class takes no \"linear\" or "
+                          "\"llama3\")", fam->model_type);
+            bad(r, pkey, "has rope_type %s%s%s: ctron reads %s", cJSON_IsString(type) ? "\"" : "",
+                cJSON_IsString(type) ? type->valuestring : kind_of(type), cJSON_IsString(type) ? "\"" : "", reads);
             return 0;
         }
         if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
         char key[48];
         snprintf(key, sizeof key, "%s.rope_theta", pkey);
         theta = num_field(r, cJSON_GetObjectItemCaseSensitive(params, "rope_theta"), key, theta, 1.0 + 1e-9, 1e12);
-        const cJSON *partial = cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor");
-        if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
-            bad(r, pkey, "has partial_rotary_factor: ctron rotates every dimension of a head");
+        snprintf(key, sizeof key, "%s.partial_rotary_factor", pkey);
+        rotary_factor_one(r, cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor"), key);
     }
-    const cJSON *partial = get(r, "partial_rotary_factor");
-    if (partial && !(cJSON_IsNumber(partial) && partial->valuedouble == 1.0))
-        bad(r, "partial_rotary_factor", "is set: ctron rotates every dimension of a head");
+    rotary_factor_one(r, get(r, "partial_rotary_factor"), "partial_rotary_factor");   // Phi-4-mini's 0.75
     return (float)theta;
 }
 
@@ -195,7 +217,7 @@ static void read_gpt2(Reader *r, HfConfig *c) {
             "an untied one)");
 }
 
-// Llama, Mistral, Qwen2, Qwen3: the block ctron's --arch llama runs, and the sliding window.
+// Llama, Mistral, Qwen2, Qwen3, Phi-3: the block ctron's --arch llama runs, and the sliding window.
 static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
     GPTConfig *m = &c->model;
     m->ffn = int_field(r, "intermediate_size", 1, 0, 1, 1 << 30);
@@ -216,14 +238,14 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
                   "has no o_proj bias (nor q/k/v biases beside q/k norms)"
                   : "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
-    m->rope_theta = read_rope(r, c->max_positions, &m->rope_scaling);
-    if (fam->window_default) {   // Mistral: every layer's window (absent: the class default; null: none)
+    m->rope_theta = read_rope(r, fam, c->max_positions, &m->rope_scaling);
+    if (fam->window == WINDOW_EVERY_LAYER) {   // every layer's window (absent: the class default; null: none)
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
         c->sliding_window = w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, fam->window_default, 1, 1 << 30);
-    } else if (fam->qk_norm) {   // Qwen3: ctron has no sliding-window layers, so any use of them is refused
+    } else if (fam->window == WINDOW_REFUSED) {   // Qwen3: ctron has no sliding-window layers
         must_be_false(r, "use_sliding_window", "ctron attends to the whole causal window (Qwen3's sliding-window "
                       "layers are not built)");
-    } else if (fam->qkv_bias && bool_field(r, "use_sliding_window", 0)) {
+    } else if (fam->window == WINDOW_UPPER_LAYERS && bool_field(r, "use_sliding_window", 0)) {
         // Qwen2: the window only with use_sliding_window, and only on layers >= max_window_layers
         int window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
         int from = int_field(r, "max_window_layers", 0, 28, 0, 1 << 30);
@@ -238,7 +260,7 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
             else if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
                 bad(r, "layer_types", "holds an entry other than \"full_attention\" or \"sliding_attention\"");
         }
-        if (sliding && fam->qk_norm)
+        if (sliding && fam->window == WINDOW_REFUSED)
             bad(r, "layer_types", "has a \"sliding_attention\" layer: ctron attends to the whole causal window (Qwen3's "
                 "sliding-window layers are not built)");
         if (!sliding) c->sliding_window = 0;
@@ -295,13 +317,27 @@ static void unique_keys(Reader *r) {
     free(keys);
 }
 
+// The table's model_types: "gpt2, llama, … and phi3" (last: " and " or " or ").
+static const char *family_names(char *buf, size_t len, const char *last) {
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < N_FAMILIES && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%s", i == 0 ? "" : i == N_FAMILIES - 1 ? last : ", ",
+                              FAMILIES[i].model_type);
+    return buf;
+}
+
 static const HfFamily *family_of(Reader *r) {
     const char *type = str_field(r, "model_type", NULL);
+    char names[128];
     if (r->failed) return NULL;
-    if (!type) { bad(r, "model_type", "is missing (expected gpt2, llama, mistral, qwen2 or qwen3)"); return NULL; }
+    if (!type) {
+        bad(r, "model_type", "is missing (expected %s)", family_names(names, sizeof names, " or "));
+        return NULL;
+    }
     for (int i = 0; i < N_FAMILIES; i++)
         if (strcmp(type, FAMILIES[i].model_type) == 0) return &FAMILIES[i];
-    bad(r, "model_type", "is \"%.40s\": ctron reads gpt2, llama, mistral, qwen2 and qwen3", type);
+    bad(r, "model_type", "is \"%.40s\": ctron reads %s", type, family_names(names, sizeof names, " and "));
     return NULL;
 }
 
@@ -327,6 +363,7 @@ int hf_config_parse(const char *text, size_t len, const char *path, HfConfig *c,
         m->arch = fam->arch;
         m->qkv_bias = fam->qkv_bias;
         m->qk_norm = fam->qk_norm;
+        m->fused_proj = fam->fused_proj;
         m->vocab = int_field(&r, "vocab_size", 1, 0, 1, 2147483647L);
         m->hidden = int_field(&r, fam->k_hidden, 1, 0, 1, 1 << 30);
         m->layers = int_field(&r, fam->k_layers, 1, 0, 1, 65535);

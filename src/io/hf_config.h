@@ -1,7 +1,8 @@
 // A Hugging Face model's config.json → ctron's model configuration. model_type gpt2
 // (GPT2LMHeadModel), llama, mistral (Llama's tensors; its sliding window is refused where it would
-// cut attention short), qwen2 (Llama + q/k/v biases) and qwen3 (Llama + per-head q/k RMSNorm, head_dim
-// 128 when absent; a sliding window in use and attention_bias are refused). Keys of both transformers generations are
+// cut attention short), qwen2 (Llama + q/k/v biases), qwen3 (Llama + per-head q/k RMSNorm, head_dim
+// 128 when absent; a sliding window in use and attention_bias are refused) and phi3 (Llama with q|k|v
+// and gate|up each one tensor; its window as Mistral's; RoPE unscaled only). Keys of both transformers generations are
 // read: the RoPE base from 5.x's rope_parameters.rope_theta or 4.x's top-level rope_theta, the
 // weights' dtype from 5.x's "dtype" or 4.x's "torch_dtype". A key that is absent takes the default of
 // transformers' own config class (docs/HF.md lists them), except the sizes, which must be given.
@@ -14,7 +15,7 @@
 #include "model/gpt.h"
 
 typedef struct {
-    char model_type[16];          // "gpt2", "llama", "mistral", "qwen2", "qwen3"
+    char model_type[16];          // "gpt2", "llama", "mistral", "qwen2", "qwen3", "phi3"
     GPTConfig model;              // the architecture, resolved (seq, batch and dropout are 0: the run's)
     int max_positions;            // n_positions / max_position_embeddings
     int sliding_window;           // attention window of the layers that have one; 0: none

@@ -53,11 +53,19 @@ static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
     cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
 }
 
+// The llama family's model_types: which one a configuration is written as (train refuses two knobs together).
+static const struct { const char *model_type, *class_name; } LLAMA_TYPES[] = {
+    {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}, {"phi3", "Phi3ForCausalLM"}};
+enum { T_LLAMA, T_QWEN2, T_QWEN3, T_PHI3 };
+
+static int llama_type(const GPTConfig *c) {
+    return c->qkv_bias ? T_QWEN2 : c->qk_norm ? T_QWEN3 : c->fused_proj ? T_PHI3 : T_LLAMA;
+}
+
 static void llama_config(cJSON *o, const GPTConfig *c) {
-    int qwen2 = c->qkv_bias, qwen3 = !qwen2 && c->qk_norm;   // (train refuses both together)
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"),
-                         cJSON_CreateString(qwen2 ? "Qwen2ForCausalLM" : qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", qwen2 ? "qwen2" : qwen3 ? "qwen3" : "llama");
+    int type = llama_type(c), qwen2 = type == T_QWEN2, qwen3 = type == T_QWEN3, phi3 = type == T_PHI3;
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString(LLAMA_TYPES[type].class_name));
+    cJSON_AddStringToObject(o, "model_type", LLAMA_TYPES[type].model_type);
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
     cJSON_AddNumberToObject(o, "hidden_size", c->hidden);
     cJSON_AddNumberToObject(o, "intermediate_size", c->ffn);
@@ -66,7 +74,10 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(o, "num_key_value_heads", c->kv_heads);
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     // The source model's context when it declared one (a run at a shorter --seq does not shrink it).
-    cJSON_AddNumberToObject(o, "max_position_embeddings", c->max_positions > c->seq ? c->max_positions : c->seq);
+    int positions = c->max_positions > c->seq ? c->max_positions : c->seq;
+    cJSON_AddNumberToObject(o, "max_position_embeddings", positions);
+    // Phi3Config: the context trained at before any long-RoPE extension (read with longrope only)
+    if (phi3) cJSON_AddNumberToObject(o, "original_max_position_embeddings", positions);
     cJSON_AddNumberToObject(o, "rms_norm_eps", float_shortest(c->norm_eps));
     cJSON_AddNumberToObject(o, "rope_theta", float_shortest(c->rope_theta));   // transformers 4.x
     const RopeScaling *sc = &c->rope_scaling;
@@ -80,6 +91,17 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
     if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    if (phi3) {   // Phi3Config's dropouts and window (none); it has no head_dim, attention_bias or mlp_bias keys
+        cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
+        cJSON_AddNumberToObject(o, "embd_pdrop", 0.0);
+        cJSON_AddNullToObject(o, "sliding_window");
+        // Phi3Config's pad_token_id default, 32000, is nn.Embedding's padding_idx: outside a smaller vocabulary
+        // the model cannot be built (ctron has no padding token: none)
+        cJSON_AddNullToObject(o, "pad_token_id");
+        // Phi3Attention reads head_dim where the config has one: written only when it is not hidden / heads
+        if (gpt_head_dim(c) * c->heads != c->hidden) cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
+        return;
+    }
     if (qwen2 || qwen3) {   // Qwen2's and Qwen3's window settings, off
         cJSON_AddBoolToObject(o, "use_sliding_window", 0);
         cJSON_AddNullToObject(o, "sliding_window");

@@ -50,6 +50,7 @@ void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *s
     *sh = (ActShape){.s = job->s, .b = mb, .h = job->h, .a = job->a, .L = job->L, .v = job->v, .elem_bytes = job->e,
                      .masks = MASKS_BYTES, .t = t, .sp = sp};
     act_shape_set_family(sh, (ArchKind)job->arch, job->kv, job->ffn, job->tie, job->qkv_bias, job->qk_norm);
+    sh->fused_proj = job->fused_proj != 0;
     sh->head_dim = job->head_dim > 0 && job->head_dim * job->a != job->h ? job->head_dim : 0;   // ActShape's: 0 is h/a
     sh->dropout = arch_spec((ArchKind)job->arch)->dropout_default > 0.0f;
     if (job->lora_rank > 0) {

@@ -29,7 +29,7 @@ typedef struct {
     int tie;                // 1 tied, -1 untied, 0 the family's default
     int qkv_bias;
     int qk_norm;            // q and k RMS-normalised per head (Qwen3)
-    int fused_proj;         // q|k|v and gate|up fused (Phi-3): the LoRA family's sites
+    int fused_proj;         // q|k|v one qkv_proj, gate|up one gate_up_proj (Phi-3): LoRA adapts them so
     long head_dim;          // each head's width (0: h/a; Qwen3's 128, Mistral Nemo's): q is a·head_dim wide
     // LoRA (docs/LORA.md): rank > 0 freezes the base (e bytes per parameter, the GEMMs' copy; no gradient,
     // no optimizer state, no weight-gradient GEMMs, no embedding backward or sync); the adapters of

@@ -28,7 +28,8 @@ typedef struct {
     int untied;        // the output layer is a matrix of its own (lm_head), not the token embedding
     int qkv_bias;      // q, k and v have biases where the family's linears have none (Qwen2)
     int qk_norm;       // q and k RMS-normalised per head before RoPE (Qwen3): their inputs and 1/rms kept too
-    int fused_proj;    // q|k|v and gate|up fused (Phi-3): the LoRA family's sites (arch/lora.h)
+    int fused_proj;    // q|k|v one qkv_proj, gate|up one gate_up_proj (Phi-3): LoRA adapts them so (set after
+                       // act_shape_set_family, which leaves it as it was)
     // LoRA (arch/lora.h): rank r > 0 freezes the base; each site of lora_sites keeps x·Aᵀ [s·b, r] (not
     // divided by t: every TP rank holds all rows). The frozen embedding and output layer need neither
     // the embedding's dropout mask nor the output layer's input in backward.

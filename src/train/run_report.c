@@ -58,11 +58,12 @@ static void header_model(const TrainRun *r) {
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
     if (c->arch != ARCH_GPT2)   // the family and its knobs (GPT-2's are fixed)
-        printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g%s%s, RMSNorm eps %g, %s output layer%s%s\n",
+        printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g%s%s, RMSNorm eps %g, %s output layer%s%s%s\n",
                arch_spec((ArchKind)c->arch)->name, c->kv_heads, c->ffn, (double)c->rope_theta,
                c->rope_scaling.type ? " scaled " : "",
                c->rope_scaling.type ? rope_scaling_text(&c->rope_scaling, (char[96]){0}, 96) : "", (double)c->norm_eps,
-               gpt_tied(c) ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "", c->qk_norm ? ", q/k norms" : "");
+               gpt_tied(c) ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "", c->qk_norm ? ", q/k norms" : "",
+               c->fused_proj ? ", fused qkv_proj, gate_up_proj" : "");
     if (o->init_from)
         printf("  weights from %s%s%s\n", o->init_from, o->tokenizer_path == o->init_tokenizer_path ? ", tokenizer " : "",
                o->tokenizer_path == o->init_tokenizer_path ? o->tokenizer_path : "");

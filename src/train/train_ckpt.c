@@ -164,6 +164,8 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         else if (!k->qkv_bias) MISMATCH("qkv-bias", "%s", "(biases)", "no q/k/v biases");
         if (!was_given(given, n_given, "qk-norm")) c->qk_norm = k->qk_norm;
         else if (!k->qk_norm) MISMATCH("qk-norm", "%s", "(q/k norms)", "no q/k norms");
+        if (!was_given(given, n_given, "fused-proj")) c->fused_proj = k->fused_proj;
+        else if (!k->fused_proj) MISMATCH("fused-proj", "%s", "(fused qkv_proj, gate_up_proj)", "no fused projections");
     }
     AGREE("lr", o->lr, st->lr, "%g", double);
     AGREE("min-lr", o->min_lr, st->min_lr, "%g", double);
