@@ -90,6 +90,7 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(rope, "rope_theta", float_shortest(c->rope_theta));
     cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
     if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc);
+    if (phi3) cJSON_AddNumberToObject(rope, "partial_rotary_factor", 1.0);   // as Phi3Config writes it: every dimension
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
     if (phi3) {   // Phi3Config's dropouts and window (none); it has no head_dim, attention_bias or mlp_bias keys
         cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
