@@ -54,6 +54,13 @@ common+=(--qk-norm --head-dim 24)
 ec=$?; check '[ $ec -eq 0 ]' "the one-process --qk-norm run: $(tail -3 "$dir/qk.out")"
 run qk_tp2      2 qk --tp 2 --grad-accum 2
 run qk_tp2sppp2 4 qk --tp 2 --sp --pp 2 --grad-accum 2 --recompute selective
+# Phi-3's fused qkv_proj and gate_up_proj (one tensor each): their row blocks q|k|v (64, 32, 32 rows under
+# GQA) and gate|up split over TP block by block, gathered back into the model file's tensors.
+common=("${untied[@]}")
+common+=(--fused-proj)
+"$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/fused.jsonl" --ckpt-dir "$dir/fused" > "$dir/fused.out" 2>&1
+ec=$?; check '[ $ec -eq 0 ]' "the one-process --fused-proj run: $(tail -3 "$dir/fused.out")"
+run fused_tp2sppp2 4 fused --tp 2 --sp --pp 2 --grad-accum 2 --recompute selective
 common=("${untied[@]}")
 common+=(--tie-embeddings)   # the tied output layer: the first and last stages' copies of the embedding
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/tied.jsonl" --ckpt-dir "$dir/tied" > "$dir/tied.out" 2>&1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # LoRA and LoRA-FA under the parallel layouts (issue 27 item 5): column-parallel sites (q, k, v, gate, up;
-# GPT-2's c_attn and c_fc) with a replicated A (its gradient all-reduced over TP) and a row-split B,
+# GPT-2's c_attn and c_fc; Phi-3's qkv_proj and gate_up_proj) with a replicated A (its gradient all-reduced over TP) and a row-split B,
 # row-parallel sites (o, down; c_proj) with a column-split A whose partial x·Aᵀ is summed over TP and a
 # replicated B; SP, pipelines, DP with ZeRO-1. Each follows the one-process run within 1e-5 relative (per-step
 # losses, the model file, the adapters' AdamW moments), and every rank's ledger equals its prediction.
@@ -41,5 +41,17 @@ reference gref1
 run g_tp2sp     2 gref1 --tp 2 --sp --attention flash
 run g_pp2inter  2 gref2 --pp 2 --pp-schedule interleaved --virtual-stages 2 --grad-accum 2 --recompute selective
 run g_tp2pp2    4 gref2 --tp 2 --pp 2 --grad-accum 2 --recompute full
+
+# Phi-3's fused sites (--fused-proj): qkv's B in three row blocks of unequal widths under GQA (q 64, k and v 32:
+# 32, 16 and 16 rows a rank), gate_up's in two, each split over TP on its own; the base's qkv_proj and
+# gate_up_proj tensors likewise in the model file.
+common=(--arch llama --fused-proj --layers 4 --hidden 64 --heads 4 --kv-heads 2 --ffn-hidden 176 --seq 32 --batch 4
+        --steps 8 --eval-every 4 --dropout 0.1 --vocab 259 --threads 1 --data "$data" --lora-rank 4 --lora-alpha 8
+        --lora-dropout 0.1 --lr 5e-3)
+reference fref1
+reference fref2 --grad-accum 2 --lora-fa
+run f_tp2       2 fref1 --tp 2
+run f_tp2spmini 2 fref1 --tp 2 --sp --mini-seq 2 --recompute selective
+run f_tp2pp2    4 fref2 --tp 2 --pp 2 --grad-accum 2 --lora-fa
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
