@@ -113,6 +113,7 @@ lora|--lora-rank 4 --lora-alpha 8 --lr 5e-3
 lora_fa|--lora-rank 4 --lora-fa --lora-targets qkv,fc2 --recompute full --lr 5e-3
 lora_mini|--arch llama --kv-heads 2 --lora-rank 4 --lora-dropout 0.1 --mini-seq 2 --lr 5e-3
 lora_drop|--arch llama --kv-heads 2 --lora-rank 4 --lora-dropout 0.25 --recompute selective --lr 5e-3
+phi3_lora|--arch llama --kv-heads 2 --fused-proj --lora-rank 4 --lora-dropout 0.1 --mini-seq 2 --lr 5e-3
 rev|--reversible
 memo|--seq 128 --attention flash --memo 0.5
 memo_mix|--layers 3 --seq 128 --recompute-layers 0:memo@1,1:memo@0.5,2:memo@0 --static-plan
