@@ -421,20 +421,21 @@ static float from_bits(uint32_t u) {
     return f;
 }
 static void test_rope_scaling(void) {
-    RopeScaling l3 = {ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 8192};
+    RopeScaling l3 = {.type = ROPE_LLAMA3, .factor = 8.0f, .low_freq_factor = 1.0f, .high_freq_factor = 4.0f,
+                      .original_max_positions = 8192};
     static const struct { int j; uint32_t bits; } hf[] = {
         {0, 1065353216u},  {20, 1015523779u}, {28, 995260192u}, {29, 990772486u}, {30, 984863005u},
         {32, 973706706u}, {34, 960179666u},  {35, 952658054u}, {36, 950223245u}, {63, 883213055u}};
     int worst = 0;
     for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
-        int u = ulps(rope_inv_freq(hf[i].j, 128, 500000.0f, &l3), from_bits(hf[i].bits));
+        int u = ulps(rope_inv_freq(hf[i].j, 128, 500000.0f, &l3, 0), from_bits(hf[i].bits));
         worst = u > worst ? u : worst;
     }
     printf("  %-64s %d ulp\n", "llama3 inv_freq vs transformers (Llama 3.1, j 0..63 sampled)", worst);
     CHECK(worst <= 1, "llama3 frequencies: %d ulp from transformers'", worst);
     int kept = 0, divided = 0, smoothed = 0;
     for (int j = 0; j < 64; j++) {
-        float plain = rope_inv_freq(j, 128, 500000.0f, NULL), got = rope_inv_freq(j, 128, 500000.0f, &l3);
+        float plain = rope_inv_freq(j, 128, 500000.0f, NULL, 0), got = rope_inv_freq(j, 128, 500000.0f, &l3, 0);
         if (got == plain) kept++;
         else if (got == plain / 8.0f) divided++;
         else if (got < plain && got > plain / 8.0f) smoothed++;
@@ -443,18 +444,18 @@ static void test_rope_scaling(void) {
           kept, smoothed, divided);
     static const uint32_t linear[8] = {0x3e800000u, 0x3da1e89bu, 0x3ccccccdu, 0x3c0186e3u,
                                        0x3b23d70au, 0x3a4f3e38u, 0x3983126fu, 0x38a5cb60u};
-    RopeScaling lin = {ROPE_LINEAR, 4.0f, 0, 0, 0};
+    RopeScaling lin = {.type = ROPE_LINEAR, .factor = 4.0f};
     worst = 0;
     for (int j = 0; j < 8; j++) {
-        int u = ulps(rope_inv_freq(j, 16, 10000.0f, &lin), from_bits(linear[j]));
+        int u = ulps(rope_inv_freq(j, 16, 10000.0f, &lin, 0), from_bits(linear[j]));
         worst = u > worst ? u : worst;
     }
     CHECK(worst <= 1, "linear frequencies: %d ulp from transformers'", worst);
     // The table holds cos/sin of the scaled angle.
     float cs[4 * 16];
     rope_table(cs, 4, 16, 10000.0f, &lin);
-    CHECK(cs[3 * 16 + 1] == (float)cos((double)(3.0f * rope_inv_freq(1, 16, 10000.0f, &lin))) &&
-          cs[3 * 16 + 8 + 1] == (float)sin((double)(3.0f * rope_inv_freq(1, 16, 10000.0f, &lin))),
+    CHECK(cs[3 * 16 + 1] == (float)cos((double)(3.0f * rope_inv_freq(1, 16, 10000.0f, &lin, 0))) &&
+          cs[3 * 16 + 8 + 1] == (float)sin((double)(3.0f * rope_inv_freq(1, 16, 10000.0f, &lin, 0))),
           "the table is cos/sin of the scaled angle");
     // Text: round trip, and refusals that say what was expected.
     RopeScaling r;

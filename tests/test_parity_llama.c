@@ -26,25 +26,30 @@ typedef struct {
     int qk_norm;                  // Qwen3: per-head q/k RMSNorms (the reference is Qwen3ForCausalLM)
     int head_dim;                 // 0: hidden / heads
     int fused;                    // Phi-3: q|k|v one qkv_proj, gate|up one gate_up_proj (Phi3ForCausalLM)
+    int longrope_orig;            // Phi-3's LongRoPE with this original context (0: none; below SEQ: the long factors)
 } ParityCase;
 
 // heads 4, hidden 64 (d = 16), FFN 176 (not a multiple of 64 or of 8h/3), vocab 96.
 static const ParityCase CASES[] = {
-    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0},
-    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0},
-    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0},
-    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0},
-    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0},
-    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0},
+    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0, 0},
+    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0, 0},
+    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0, 0},
+    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0, 0},
+    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0, 0},
+    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0, 0},
     // Qwen3: q/k norms with heads of h/a (tied, as Qwen3 0.6B–4B), wider ones (24: q 96 wide) and narrower (8, MQA)
-    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0},
-    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0},
-    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0},
+    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0, 0},
+    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0, 0},
+    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0, 0},
     // Phi-3: the fused tensors' rows are ctron's q|k|v and gate|up slabs (MHA as Phi-3-mini, GQA as Phi-4, tied as
     // Phi-4-mini, and heads wider than h/a)
-    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1},
-    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1},
-    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1},
+    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1, 0},
+    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1, 0},
+    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1, 0},
+    // LongRoPE (Phi-3-mini-128k, Phi-3.5): a sequence within the original context takes the short factors, a
+    // longer one the long factors; cos and sin × √(1 + ln(max/orig)/ln(orig)) (max = 4·orig)
+    {"phi3_longrope_short", 2, -1, 10000.0f, 0, 0, 0, 1, 64},
+    {"phi3_longrope_long", 2, -1, 10000.0f, 0, 0, 0, 1, 16},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0], SEQ = 32, BATCH = 3 };
 
@@ -61,6 +66,18 @@ static GPTConfig case_config(const ParityCase *pc) {
                    .arch = ARCH_LLAMA, .kv_heads = pc->kv_heads, .ffn = 176, .rope_theta = pc->rope_theta,
                    .norm_eps = 1e-5f, .tie_embeddings = pc->tie, .qkv_bias = pc->qkv_bias, .qk_norm = pc->qk_norm,
                    .head_dim = pc->head_dim, .fused_proj = pc->fused};
+    if (pc->longrope_orig) {   // factors away from 1, different per frequency and between the two lists
+        RopeScaling *sc = &c.rope_scaling;
+        sc->type = ROPE_LONGROPE;
+        sc->original_max_positions = pc->longrope_orig;
+        sc->n_factors = gpt_head_dim(&c) / 2;
+        sc->attention_factor = sqrt(1.0 + log(4.0) / log((double)pc->longrope_orig));
+        for (int j = 0; j < sc->n_factors; j++) {
+            sc->short_factor[j] = 1.0f + 0.25f * (float)j;
+            sc->long_factor[j] = 1.5f + 2.0f * (float)j;
+        }
+        c.max_positions = 4 * pc->longrope_orig;
+    }
     gpt_config_resolve(&c);
     return c;
 }
@@ -75,10 +92,23 @@ static int write_config(const char *path, const GPTConfig *c) {
     fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", c->vocab, c->hidden, c->ffn);
     fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n",
             c->layers, c->heads, c->kv_heads);
-    fprintf(f, "  \"rms_norm_eps\": %.9g,\n  \"rope_parameters\": {\"rope_theta\": %.9g, \"rope_type\": \"default\"},\n",
-            (double)c->norm_eps, (double)c->rope_theta);
-    fprintf(f, "  \"max_position_embeddings\": %d,\n  \"tie_word_embeddings\": %s,\n  \"hidden_act\": \"silu\",\n",
-            c->seq, gpt_tied(c) ? "true" : "false");
+    const RopeScaling *sc = &c->rope_scaling;
+    fprintf(f, "  \"rms_norm_eps\": %.9g,\n  \"rope_parameters\": {\"rope_theta\": %.9g, \"rope_type\": \"%s\"",
+            (double)c->norm_eps, (double)c->rope_theta, sc->type == ROPE_LONGROPE ? "longrope" : "default");
+    if (sc->type == ROPE_LONGROPE) {   // attention_factor left out: transformers derives it from the two contexts
+        const float *lists[2] = {sc->short_factor, sc->long_factor};
+        for (int k = 0; k < 2; k++) {
+            fprintf(f, ", \"%s_factor\": [", k ? "long" : "short");
+            for (int j = 0; j < sc->n_factors; j++) fprintf(f, "%s%.9g", j ? ", " : "", (double)lists[k][j]);
+            fprintf(f, "]");
+        }
+        fprintf(f, ", \"original_max_position_embeddings\": %d", sc->original_max_positions);
+    }
+    if (sc->type == ROPE_LONGROPE)   // Phi3Config's own key (4096 when absent) wins over the dict's
+        fprintf(f, "},\n  \"original_max_position_embeddings\": %d", sc->original_max_positions);
+    fprintf(f, "%s,\n  \"max_position_embeddings\": %d,\n  \"tie_word_embeddings\": %s,\n  \"hidden_act\": \"silu\",\n",
+            sc->type == ROPE_LONGROPE ? "" : "}", c->max_positions > c->seq ? c->max_positions : c->seq,
+            gpt_tied(c) ? "true" : "false");
     if (c->fused_proj)   // Phi3Config's default pad id 32000 lies outside this vocabulary
         fprintf(f, "  \"head_dim\": %d,\n  \"sliding_window\": null,\n  \"pad_token_id\": null,\n", gpt_head_dim(c));
     else if (!c->qkv_bias) fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"head_dim\": %d,\n", gpt_head_dim(c));

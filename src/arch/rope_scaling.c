@@ -1,13 +1,16 @@
 #include "arch/rope_scaling.h"
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const TYPE_NAMES[] = {"default", "linear", "llama3"};   // indexed by RopeType
+static const char *const TYPE_NAMES[] = {"default", "linear", "llama3", "longrope"};   // indexed by RopeType
 
-const char *rope_type_name(int type) { return type == ROPE_LINEAR || type == ROPE_LLAMA3 ? TYPE_NAMES[type] : TYPE_NAMES[0]; }
+const char *rope_type_name(int type) {
+    return type >= ROPE_LINEAR && type <= ROPE_LONGROPE ? TYPE_NAMES[type] : TYPE_NAMES[0];
+}
 
 int rope_type_from_name(const char *name) {
     for (int t = 0; t < (int)(sizeof TYPE_NAMES / sizeof TYPE_NAMES[0]); t++)
@@ -15,8 +18,19 @@ int rope_type_from_name(const char *name) {
     return -1;
 }
 
+// ",x0,x1,…" of n floats (round-tripping) at out + k; returns the new k.
+static size_t factor_list(char *out, size_t len, size_t k, const float *x, int n) {
+    for (int i = 0; i < n && k < len; i++) k += (size_t)snprintf(out + k, len - k, "%s%.9g", i ? "," : "", (double)x[i]);
+    return k;
+}
+
 const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len) {
-    if (sc->type == ROPE_LINEAR) snprintf(out, len, "linear:%.9g", (double)sc->factor);
+    if (sc->type == ROPE_LONGROPE) {
+        size_t k = (size_t)snprintf(out, len, "longrope:%d:%.17g:", sc->original_max_positions, sc->attention_factor);
+        k = factor_list(out, len, k, sc->short_factor, sc->n_factors);
+        if (k < len) k += (size_t)snprintf(out + k, len - k, ":");
+        factor_list(out, len, k, sc->long_factor, sc->n_factors);
+    } else if (sc->type == ROPE_LINEAR) snprintf(out, len, "linear:%.9g", (double)sc->factor);
     else if (sc->type == ROPE_LLAMA3)
         snprintf(out, len, "llama3:%.9g:%.9g:%.9g:%d", (double)sc->factor, (double)sc->low_freq_factor,
                  (double)sc->high_freq_factor, sc->original_max_positions);
@@ -24,11 +38,57 @@ const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len) {
     return out;
 }
 
+const char *rope_scaling_label(const RopeScaling *sc, char *out, size_t len) {
+    if (sc->type != ROPE_LONGROPE) return rope_scaling_text(sc, out, len);
+    snprintf(out, len, "longrope (%d factors, original %d positions, attention %.6g)", sc->n_factors,
+             sc->original_max_positions, sc->attention_factor);
+    return out;
+}
+
+const char *rope_scaling_key(const RopeScaling *sc, char *out, size_t len) {
+    if (sc->type != ROPE_LONGROPE) return rope_scaling_text(sc, out, len);
+    uint64_t h = 1469598103934665603ull;   // FNV-1a over the factors' bytes
+    const unsigned char *bytes[2] = {(const unsigned char *)sc->short_factor, (const unsigned char *)sc->long_factor};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < (size_t)sc->n_factors * sizeof(float); i++) h = (h ^ bytes[k][i]) * 1099511628211ull;
+    snprintf(out, len, "longrope:%d:%.17g:%d factors #%016llx", sc->original_max_positions, sc->attention_factor,
+             sc->n_factors, (unsigned long long)h);
+    return out;
+}
+
+static int longrope_check(const RopeScaling *sc, char *err, size_t errlen) {
+    if (sc->n_factors < 1 || sc->n_factors > ROPE_MAX_FACTORS) {
+        snprintf(err, errlen, "longrope with %d factors: expected 1 .. %d (one per frequency, d/2)", sc->n_factors,
+                 ROPE_MAX_FACTORS);
+        return -1;
+    }
+    if (!(sc->attention_factor > 0.0 && sc->attention_factor <= 1e3)) {
+        snprintf(err, errlen, "longrope attention_factor %g: expected above 0 (and at most 1e3)", sc->attention_factor);
+        return -1;
+    }
+    for (int i = 0; i < sc->n_factors; i++)
+        if (!(sc->short_factor[i] > 0.0f && sc->short_factor[i] <= 1e6f) ||
+            !(sc->long_factor[i] > 0.0f && sc->long_factor[i] <= 1e6f)) {
+            snprintf(err, errlen, "longrope factor %d (short %g, long %g): expected above 0 (and at most 1e6)", i,
+                     (double)sc->short_factor[i], (double)sc->long_factor[i]);
+            return -1;
+        }
+    return 0;
+}
+
 int rope_scaling_check(const RopeScaling *sc, char *err, size_t errlen) {
     if (sc->type == ROPE_PLAIN) return 0;
-    if (sc->type != ROPE_LINEAR && sc->type != ROPE_LLAMA3) {
-        snprintf(err, errlen, "RoPE scaling type %d: expected linear or llama3", sc->type);
+    if (sc->type != ROPE_LINEAR && sc->type != ROPE_LLAMA3 && sc->type != ROPE_LONGROPE) {
+        snprintf(err, errlen, "RoPE scaling type %d: expected linear, llama3 or longrope", sc->type);
         return -1;
+    }
+    if (sc->type == ROPE_LONGROPE) {
+        if (sc->original_max_positions < 1) {
+            snprintf(err, errlen, "RoPE original_max_position_embeddings %d: expected a positive count",
+                     sc->original_max_positions);
+            return -1;
+        }
+        return longrope_check(sc, err, errlen);
     }
     if (!(sc->factor >= 1.0f && sc->factor <= 1e6f)) {
         snprintf(err, errlen, "RoPE scaling factor %g: expected 1 .. 1e6", (double)sc->factor);
@@ -62,8 +122,52 @@ static int scaling_number(const char **p, double *x) {
     return 0;
 }
 
+// n comma-separated floats of text at *p, ended by ':' (skipped) or the end; their count, -1 if malformed.
+static int factor_numbers(const char **p, float *x, int most) {
+    int n = 0;
+    while (1) {
+        char *end;
+        errno = 0;
+        double v = strtod(*p, &end);
+        if (end == *p || errno || !isfinite(v) || n == most) return -1;
+        x[n++] = (float)v;
+        *p = end;
+        if (**p != ',') break;
+        (*p)++;
+    }
+    if (**p == ':') (*p)++;
+    else if (**p) return -1;
+    return n;
+}
+
+// "longrope:ORIG:ATTENTION:S0,…:L0,…" after its "longrope:".
+static int parse_longrope(const char *text, const char *p, RopeScaling *sc, char *err, size_t errlen) {
+    RopeScaling r = {0};
+    r.type = ROPE_LONGROPE;
+    double orig, att;
+    int ns = -2, nl = -2;
+    if (scaling_number(&p, &orig) || scaling_number(&p, &att) || (ns = factor_numbers(&p, r.short_factor, ROPE_MAX_FACTORS)) < 0 ||
+        *p == '\0' || (nl = factor_numbers(&p, r.long_factor, ROPE_MAX_FACTORS)) < 0 || *p != '\0' || ns != nl ||
+        orig != floor(orig) || orig < 1 || orig > 2147483647.0) {
+        snprintf(err, errlen, "'%.80s%s': expected longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,... "
+                 "(as many long factors as short, at most %d)", text, strlen(text) > 80 ? "..." : "", ROPE_MAX_FACTORS);
+        return -1;
+    }
+    r.original_max_positions = (int)orig;
+    r.attention_factor = att;
+    r.n_factors = ns;
+    char why[160];
+    if (rope_scaling_check(&r, why, sizeof why)) {
+        snprintf(err, errlen, "'%.80s%s': %s", text, strlen(text) > 80 ? "..." : "", why);
+        return -1;
+    }
+    *sc = r;
+    return 0;
+}
+
 int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errlen) {
     RopeScaling r = {0};
+    if (!strncmp(text, "longrope:", 9)) return parse_longrope(text, text + 9, sc, err, errlen);
     double v[4] = {0};
     int want = 0;
     const char *p = text;
@@ -74,7 +178,8 @@ int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errl
     if (!strncmp(text, "linear:", 7)) r.type = ROPE_LINEAR, want = 1, p += 7;
     else if (!strncmp(text, "llama3:", 7)) r.type = ROPE_LLAMA3, want = 4, p += 7;
     else {
-        snprintf(err, errlen, "'%s': expected none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS", text);
+        snprintf(err, errlen, "'%.200s': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS or "
+                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,...", text);
         return -1;
     }
     for (int i = 0; i < want; i++)

@@ -14,19 +14,40 @@ extern "C" {   // backend/cpu/rope.h, which the CUDA backend includes, includes 
 // original_max_positions / high_freq_factor is kept, and those between are interpolated (the smooth
 // factor). The attention scale stays 1/√d in all three (their attention_factor is 1). A zeroed struct
 // is ROPE_PLAIN.
-typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2 } RopeType;
+// ROPE_LONGROPE is Phi-3's LongRoPE (_compute_longrope_parameters): inv_j divided by short_factor[j] when
+// the sequence rotated is at most original_max_positions long and by long_factor[j] when it is longer (the
+// run's --seq decides: a training forward's length, as transformers takes max(position_ids) + 1), and cos and
+// sin scaled by attention_factor (√(1 + ln(max/orig) / ln(orig)) when the config gives none).
+typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2, ROPE_LONGROPE = 3 } RopeType;
+enum {
+    ROPE_MAX_FACTORS = 128,        // longrope's factors: one per frequency, d/2 (heads up to 256 wide)
+    ROPE_SCALING_TEXT_MAX = 4096   // rope_scaling_text's longest (longrope: 2 · 128 numbers)
+};
 typedef struct {
     int type;                         // RopeType
     float factor;                     // linear, llama3: ≥ 1
     float low_freq_factor;            // llama3: > 0
     float high_freq_factor;           // llama3: > low_freq_factor
-    int original_max_positions;       // llama3: the pre-training context, ≥ 1
+    int original_max_positions;       // llama3, longrope: the pre-training context, ≥ 1
+    int n_factors;                    // longrope: d/2
+    double attention_factor;          // longrope: cos and sin × this (> 0)
+    float short_factor[ROPE_MAX_FACTORS], long_factor[ROPE_MAX_FACTORS];   // longrope: each > 0
 } RopeScaling;
-// "linear", "llama3", or "default" for ROPE_PLAIN (transformers' rope_type names), and back (-1: another).
+// "linear", "llama3", "longrope", or "default" for ROPE_PLAIN (transformers' rope_type names), and back (-1: another).
 const char *rope_type_name(int type);
 int rope_type_from_name(const char *name);
-// The scaling's text, as --rope-scaling takes it: "none", "linear:F", "llama3:F:LOW:HIGH:ORIG".
+// The scaling's text, as --rope-scaling takes it: "none", "linear:F", "llama3:F:LOW:HIGH:ORIG",
+// "longrope:ORIG:ATTENTION:S0,S1,…:L0,L1,…" (every number round-trips; len ROPE_SCALING_TEXT_MAX holds any).
 const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len);   // returns out
+// A short description for messages: the text, or for longrope "longrope (N factors, original ORIG, attention A)".
+const char *rope_scaling_label(const RopeScaling *sc, char *out, size_t len);   // returns out
+// A key that tells two scalings apart in at most 96 bytes: the text, or longrope's numbers with a 64-bit hash
+// of its factors (what ranks and a resume compare: the option records hold 192 bytes).
+const char *rope_scaling_key(const RopeScaling *sc, char *out, size_t len);   // returns out
+// Does the table of a sequence of `positions` take longrope's long factors?
+static inline int rope_long_factors(const RopeScaling *sc, int positions) {
+    return sc && sc->type == ROPE_LONGROPE && positions > sc->original_max_positions;
+}
 // The reverse, with the ranges above; 0, or -1 with why in err.
 int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errlen);
 // A scaling's ranges (a checkpoint's or a config's): 0, or -1 with why in err.

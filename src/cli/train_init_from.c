@@ -73,8 +73,8 @@ int train_init_from(TrainOptions *o, const TrainGiven *given) {
     }
     if (train_given(given, "rope-scaling") && memcmp(&asked.rope_scaling, &c.rope_scaling, sizeof c.rope_scaling))
         return usage_error("--rope-scaling %s disagrees with the model --init-from names ('%s': %s): its RoPE comes "
-                           "from there, leave the flag out", rope_scaling_text(&asked.rope_scaling, (char[96]){0}, 96),
-                           o->init_from, rope_scaling_text(&c.rope_scaling, (char[96]){0}, 96));
+                           "from there, leave the flag out", rope_scaling_label(&asked.rope_scaling, (char[96]){0}, 96),
+                           o->init_from, rope_scaling_label(&c.rope_scaling, (char[96]){0}, 96));
     c.dropout = o->model.dropout;   // the run's (train_validate gives the family's default when not given)
     c.lora_rank = o->model.lora_rank;   // LoRA is the run's: the source is its frozen base
     c.lora_alpha = o->model.lora_alpha;

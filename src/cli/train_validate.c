@@ -30,9 +30,15 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
         return usage_error("--fused-proj with %s: no Hugging Face family has fused q|k|v and gate|up projections "
                            "with %s (Phi-3's qkv_proj has no bias and no q/k norms)",
                            c->qkv_bias ? "--qkv-bias" : "--qk-norm", c->qkv_bias ? "q/k/v biases" : "q/k norms");
-    if (c->fused_proj && c->rope_scaling.type != ROPE_PLAIN)   // export --hf could write no config transformers loads
-        return usage_error("--fused-proj with --rope-scaling %s: Phi3Config (model_type phi3) takes no linear or llama3 "
-                           "RoPE scaling", rope_scaling_text(&c->rope_scaling, (char[96]){0}, 96));
+    // export --hf could write no config transformers loads: Phi3Config takes longrope only, the others none
+    if ((c->rope_scaling.type == ROPE_LONGROPE) != c->fused_proj && c->rope_scaling.type != ROPE_PLAIN)
+        return usage_error("--rope-scaling %s%s: %s", rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96),
+                           c->fused_proj ? " with --fused-proj" : "",
+                           c->fused_proj ? "Phi3Config (model_type phi3) takes no linear or llama3 RoPE scaling, only longrope"
+                                         : "longrope is Phi-3's (--fused-proj, model_type phi3)");
+    if (c->rope_scaling.type == ROPE_LONGROPE && c->rope_scaling.n_factors != gpt_head_dim(c) / 2)
+        return usage_error("--rope-scaling %s: heads of %d need %d factors (one per frequency, d/2)",
+                           rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), gpt_head_dim(c), gpt_head_dim(c) / 2);
     if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
                            o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);

@@ -36,7 +36,7 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddNumberToObject(mo, "ffn", c->ffn);
         cJSON_AddNumberToObject(mo, "rope_theta", float_shortest(c->rope_theta));
         if (c->rope_scaling.type != ROPE_PLAIN) {   // --rope-scaling's text (absent: none)
-            char text[96];
+            char text[ROPE_SCALING_TEXT_MAX];
             rope_scaling_text(&c->rope_scaling, text, sizeof text);
             cJSON_AddStringToObject(mo, "rope_scaling", text);
         }
@@ -303,7 +303,8 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
         if (!r.failed && scaling &&
             (!cJSON_IsString(scaling) || rope_scaling_parse(scaling->valuestring, &c->rope_scaling, why, sizeof why))) {
             char what[400];
-            snprintf(what, sizeof what, "none, linear:FACTOR or llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS (%s)", why);
+            snprintf(what, sizeof what, "none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS or longrope:... (%s)",
+                     why);
             bad(&r, "model", "rope_scaling", what);
         }
         c->norm_eps = (float)number(&r, "model", "rms_norm_eps", 1e-12, 1, 0);

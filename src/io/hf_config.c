@@ -31,7 +31,7 @@ typedef struct {
     int head_dim_default;         // head_dim when absent (0: hidden_size / num_attention_heads)
     HfWindow window;
     int window_default;           // WINDOW_EVERY_LAYER: sliding_window when absent (0: none)
-    int rope_scaled;              // 1: rope_type linear and llama3 are read (0: Phi3Config takes neither)
+    int rope_scaled;              // 1: rope_type linear and llama3 are read (0: Phi3Config takes neither, but longrope)
 } HfFamily;
 
 #define LLAMA_KEYS "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings", "rms_norm_eps"
@@ -153,6 +153,49 @@ static void read_rope_scaling(Reader *r, const cJSON *params, const char *pkey, 
     if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid llama3 scaling: %s", why);
 }
 
+// One of longrope's factor lists (pkey.key): d/2 positive numbers.
+static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, const char *key, int half, float *out) {
+    char full[80];
+    snprintf(full, sizeof full, "%s.%s", pkey, key);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(params, key);
+    int n = cJSON_IsArray(x) ? cJSON_GetArraySize(x) : -1;
+    if (r->failed) return;
+    if (n != half || half > ROPE_MAX_FACTORS) {
+        bad(r, full, "is %s, expected a list of %d numbers (one per frequency: head_dim / 2)",
+            n < 0 ? kind_of(x) : "a list of another length", half);
+        return;
+    }
+    int i = 0;
+    for (const cJSON *e = x->child; e && !r->failed; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || !(e->valuedouble > 0.0 && e->valuedouble <= 1e6))
+            bad(r, full, "holds %s at %d, expected a number in (0, 1e6]", cJSON_IsNumber(e) ? "a number out of range" : kind_of(e), i);
+        else out[i] = (float)e->valuedouble;
+    }
+}
+
+// Phi-3's LongRoPE (transformers' _compute_longrope_parameters): short and long factors, one per frequency;
+// original_max_position_embeddings from the config's top level (Phi3Config's attribute, 4096 when absent, wins
+// over the dict's: standardize_rope_params gives it priority);
+// attention_factor from the dict, else √(1 + ln(factor) / ln(original)) with factor the dict's or
+// max_position_embeddings / original (1 when the factor is at most 1).
+static void read_longrope(Reader *r, const cJSON *params, const char *pkey, int max_positions, int head_dim,
+                          RopeScaling *sc) {
+    sc->type = ROPE_LONGROPE;
+    sc->n_factors = head_dim / 2;
+    longrope_factors(r, params, pkey, "short_factor", head_dim / 2, sc->short_factor);
+    longrope_factors(r, params, pkey, "long_factor", head_dim / 2, sc->long_factor);
+    double orig = num_field(r, get(r, "original_max_position_embeddings"), "original_max_position_embeddings", 4096, 1,
+                            1 << 30);
+    if (!r->failed && orig != floor(orig)) bad(r, "original_max_position_embeddings", "is %g, expected an integer", orig);
+    if (r->failed) return;
+    sc->original_max_positions = (int)orig;
+    double factor = rope_number(r, params, pkey, "factor", 0, (double)max_positions / orig, 1e-6, 1e6);
+    double att = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log(orig));
+    sc->attention_factor = rope_number(r, params, pkey, "attention_factor", 0, att, 1e-6, 1e3);
+    char why[200];
+    if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid longrope scaling: %s", why);
+}
+
 // partial_rotary_factor (key: where it was found): absent, null or 1 only.
 static void rotary_factor_one(Reader *r, const cJSON *x, const char *key) {
     if (r->failed || !x || cJSON_IsNull(x)) return;
@@ -165,7 +208,7 @@ static void rotary_factor_one(Reader *r, const cJSON *x, const char *key) {
 // top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
 // default 10000, unscaled. rope_type default, linear and llama3 are read (default only where the family's
 // class takes no other: Phi-3); the others are refused.
-static float read_rope(Reader *r, const HfFamily *fam, int max_positions, RopeScaling *sc) {
+static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int head_dim, RopeScaling *sc) {
     const cJSON *params = get(r, "rope_scaling");
     const char *pkey = "rope_scaling";
     if (!params) { params = get(r, "rope_parameters"); pkey = "rope_parameters"; }
@@ -175,17 +218,22 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, RopeSc
         if (!cJSON_IsObject(params)) { bad(r, pkey, "is %s, expected an object", kind_of(params)); return 0; }
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(params, "rope_type");
         if (!type) type = cJSON_GetObjectItemCaseSensitive(params, "type");
-        int kind = rope_type_from_name(type && cJSON_IsString(type) ? type->valuestring : "default");
-        if ((type && !cJSON_IsString(type)) || kind < 0 || (!fam->rope_scaled && kind != ROPE_PLAIN)) {
+        const char *name = type && cJSON_IsString(type) ? type->valuestring : "default";
+        // Phi3Config reads 4.x's "su" and "yarn" as longrope (configuration_phi3.py)
+        if (!fam->rope_scaled && (!strcmp(name, "su") || !strcmp(name, "yarn"))) name = "longrope";
+        int kind = rope_type_from_name(name);
+        int takes = fam->rope_scaled ? kind != ROPE_LONGROPE : kind == ROPE_PLAIN || kind == ROPE_LONGROPE;
+        if ((type && !cJSON_IsString(type)) || kind < 0 || !takes) {
             char reads[160];
             if (fam->rope_scaled) snprintf(reads, sizeof reads, "\"default\", \"linear\" and \"llama3\" (Llama 3.1's)");
-            else snprintf(reads, sizeof reads, "\"default\" for model_type %s (its config class takes no \"linear\" or "
-                          "\"llama3\")", fam->model_type);
+            else snprintf(reads, sizeof reads, "\"default\" and \"longrope\" for model_type %s (its config class takes no "
+                          "\"linear\" or \"llama3\")", fam->model_type);
             bad(r, pkey, "has rope_type %s%s%s: ctron reads %s", cJSON_IsString(type) ? "\"" : "",
                 cJSON_IsString(type) ? type->valuestring : kind_of(type), cJSON_IsString(type) ? "\"" : "", reads);
             return 0;
         }
-        if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
+        if (kind == ROPE_LONGROPE) read_longrope(r, params, pkey, max_positions, head_dim, sc);
+        else if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
         char key[48];
         snprintf(key, sizeof key, "%s.rope_theta", pkey);
         theta = num_field(r, cJSON_GetObjectItemCaseSensitive(params, "rope_theta"), key, theta, 1.0 + 1e-9, 1e12);
@@ -238,7 +286,7 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
                   "has no o_proj bias (nor q/k/v biases beside q/k norms)"
                   : "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
-    m->rope_theta = read_rope(r, fam, c->max_positions, &m->rope_scaling);
+    m->rope_theta = read_rope(r, fam, c->max_positions, head_dim, &m->rope_scaling);
     if (fam->window == WINDOW_EVERY_LAYER) {   // every layer's window (absent: the class default; null: none)
         const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
         c->sliding_window = w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, fam->window_default, 1, 1 << 30);

@@ -46,6 +46,16 @@ static void gpt2_config(cJSON *o, const GPTConfig *c) {
 // A scaled RoPE's fields, under transformers' names (modeling_rope_utils): 4.x reads them from rope_scaling,
 // 5 from rope_parameters (rope_scaling first when both are present: the same values here).
 static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
+    if (sc->type == ROPE_LONGROPE) {   // the factors as float32 values; the attention factor as the double it is
+        cJSON *s = cJSON_AddArrayToObject(o, "short_factor"), *l = cJSON_AddArrayToObject(o, "long_factor");
+        for (int i = 0; i < sc->n_factors; i++) {
+            cJSON_AddItemToArray(s, cJSON_CreateNumber(float_shortest(sc->short_factor[i])));
+            cJSON_AddItemToArray(l, cJSON_CreateNumber(float_shortest(sc->long_factor[i])));
+        }
+        cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
+        cJSON_AddNumberToObject(o, "attention_factor", sc->attention_factor);
+        return;
+    }
     cJSON_AddNumberToObject(o, "factor", float_shortest(sc->factor));
     if (sc->type != ROPE_LLAMA3) return;
     cJSON_AddNumberToObject(o, "low_freq_factor", float_shortest(sc->low_freq_factor));
@@ -77,7 +87,10 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     int positions = c->max_positions > c->seq ? c->max_positions : c->seq;
     cJSON_AddNumberToObject(o, "max_position_embeddings", positions);
     // Phi3Config: the context trained at before any long-RoPE extension (read with longrope only)
-    if (phi3) cJSON_AddNumberToObject(o, "original_max_position_embeddings", positions);
+    if (phi3)
+        cJSON_AddNumberToObject(o, "original_max_position_embeddings", c->rope_scaling.type == ROPE_LONGROPE
+                                                                           ? c->rope_scaling.original_max_positions
+                                                                           : positions);
     cJSON_AddNumberToObject(o, "rms_norm_eps", float_shortest(c->norm_eps));
     cJSON_AddNumberToObject(o, "rope_theta", float_shortest(c->rope_theta));   // transformers 4.x
     const RopeScaling *sc = &c->rope_scaling;

@@ -145,7 +145,7 @@ static int check_config(const HfDir *d, const GPT *m, char *err, size_t errlen) 
         return -1;
     if (!gpt2 && memcmp(&a->rope_scaling, &b->rope_scaling, sizeof a->rope_scaling)) {
         snprintf(err, errlen, "'%s': its RoPE scaling %s differs from the model being loaded's %s", d->cfg_path,
-                 rope_scaling_text(&a->rope_scaling, (char[96]){0}, 96), rope_scaling_text(&b->rope_scaling, (char[96]){0}, 96));
+                 rope_scaling_label(&a->rope_scaling, (char[96]){0}, 96), rope_scaling_label(&b->rope_scaling, (char[96]){0}, 96));
         return -1;
     }
     return 0;

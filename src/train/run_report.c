@@ -61,7 +61,7 @@ static void header_model(const TrainRun *r) {
         printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g%s%s, RMSNorm eps %g, %s output layer%s%s%s\n",
                arch_spec((ArchKind)c->arch)->name, c->kv_heads, c->ffn, (double)c->rope_theta,
                c->rope_scaling.type ? " scaled " : "",
-               c->rope_scaling.type ? rope_scaling_text(&c->rope_scaling, (char[96]){0}, 96) : "", (double)c->norm_eps,
+               c->rope_scaling.type ? rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96) : "", (double)c->norm_eps,
                gpt_tied(c) ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "", c->qk_norm ? ", q/k norms" : "",
                c->fused_proj ? ", fused qkv_proj, gate_up_proj" : "");
     if (o->init_from)

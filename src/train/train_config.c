@@ -35,7 +35,7 @@
     X("head-dim", SAME, R_STATE, "%d", (o)->model.head_dim)                                                   \
     X("ffn-hidden", SAME, R_STATE, "%d", (o)->model.ffn)                                                      \
     X("rope-theta", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.rope_theta))                                   \
-    X("rope-scaling", SAME, R_STATE, "%s", rope_scaling_text(&(o)->model.rope_scaling, (char[96]){0}, 96))    \
+    X("rope-scaling", SAME, R_STATE, "%s", rope_scaling_key(&(o)->model.rope_scaling, (char[96]){0}, 96))    \
     X("norm-eps", SAME, R_STATE, "%s", FLOAT_TEXT((o)->model.norm_eps))                                       \
     X("tie-embeddings", SAME, R_STATE, "%d", (o)->model.tie_embeddings)                                       \
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \

@@ -12,7 +12,8 @@ MODEL_DIR: what `save_pretrained` writes, and what a ctron export is:
       Llama's own attention_bias flag also gives o_proj a bias, which ctron's qkv_bias has not) or "qwen3"
       (Qwen3ForCausalLM: Llama + per-head q/k RMSNorms, .self_attn.{q,k}_norm.weight [d]) or "phi3"
       (Phi3ForCausalLM: Llama with q|k|v in one .self_attn.qkv_proj.weight [(a+2k)*d, h] and gate|up in one
-      .mlp.gate_up_proj.weight [2f, h]; its sliding_window must be null or at least s). Keys:
+      .mlp.gate_up_proj.weight [2f, h]; its sliding_window must be null or at least s; its RoPE may be
+      "longrope", whose short or long factors transformers picks by the batch's length). Keys:
       vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
       num_key_value_heads, rms_norm_eps, max_position_embeddings, tie_word_embeddings, hidden_act
       ("silu"), attention_bias, and the RoPE base either as transformers 5 writes it
@@ -78,8 +79,10 @@ def rope_theta(cfg, where):
         scaling = cfg.get("rope_scaling")
         kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
         theta = cfg.get("rope_theta", 10000.0)
-    if kind != "default":
-        raise RefError(f"{where}: rope_type '{kind}' (expected 'default': ctron has plain RoPE, no scaling)")
+    if kind == "longrope" and cfg.get("model_type") == "phi3":   # Phi-3's LongRoPE: its factors are checked below
+        pass
+    elif kind != "default":
+        raise RefError(f"{where}: rope_type '{kind}' (expected 'default', or 'longrope' for phi3: ctron's parity cases)")
     if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not theta > 1.0:
         raise RefError(f"{where}: rope_theta {theta!r} (expected a number > 1)")
     return float(theta)
@@ -159,6 +162,9 @@ def load_model(model_dir, attn):
     # The RoPE base really used: transformers' inverse frequencies against θ^(-2j/d) from config.json.
     d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     want = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    rope = cfg.get("rope_parameters") or {}
+    if rope.get("rope_type") == "longrope":   # before any forward: the short factors (the long ones past the original)
+        want = want / torch.tensor(rope["short_factor"], dtype=torch.float64)
     got = model.model.rotary_emb.inv_freq.double()
     if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-6, atol=0):
         raise RefError(f"{model_dir}: transformers' rotary frequencies are not rope_theta {theta}'s")

@@ -5,11 +5,14 @@
 #include "util/common.h"
 
 // transformers (modeling_rope_utils): the default inv_freq, then _compute_linear_scaling_rope_parameters'
-// inv_freq / factor or _compute_llama3_parameters' float32 tensor arithmetic, operation by operation
-// (its Python scalars enter as float32; -std=c11 contracts nothing into an fma).
-float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc) {
+// inv_freq / factor, _compute_llama3_parameters' or _compute_longrope_parameters' float32 tensor arithmetic,
+// operation by operation (its Python scalars enter as float32; -std=c11 contracts nothing into an fma).
+float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positions) {
     float e = (float)(2 * j) / (float)d;
-    float inv = 1.0f / (float)pow((double)theta, (double)e);
+    float base = (float)pow((double)theta, (double)e);
+    if (sc && sc->type == ROPE_LONGROPE)   // 1 / (ext_j · θ^(2j/d))
+        return 1.0f / ((rope_long_factors(sc, positions) ? sc->long_factor[j] : sc->short_factor[j]) * base);
+    float inv = 1.0f / base;
     if (!sc || sc->type == ROPE_PLAIN) return inv;
     if (sc->type == ROPE_LINEAR) return inv / sc->factor;
     float orig = (float)sc->original_max_positions;
@@ -26,12 +29,16 @@ float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc) {
 
 void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc) {
     int half = d / 2;
+    if (sc && sc->type == ROPE_LONGROPE && sc->n_factors != half)
+        ctron_fatal("rope_table: longrope has %d factors for heads of %d (expected d/2 = %d)", sc->n_factors, d, half);
+    // longrope's cos and sin × attention_factor (a Python float times a float32 tensor: fp32 product)
+    float scale = sc && sc->type == ROPE_LONGROPE ? (float)sc->attention_factor : 1.0f;
     for (int j = 0; j < half; j++) {
-        float inv = rope_inv_freq(j, d, theta, sc);
+        float inv = rope_inv_freq(j, d, theta, sc, positions);
         for (int p = 0; p < positions; p++) {
             float a = (float)p * inv;
-            cs[(size_t)p * d + j] = (float)cos((double)a);
-            cs[(size_t)p * d + half + j] = (float)sin((double)a);
+            cs[(size_t)p * d + j] = (float)cos((double)a) * scale;
+            cs[(size_t)p * d + half + j] = (float)sin((double)a) * scale;
         }
     }
 }

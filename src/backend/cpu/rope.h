@@ -29,12 +29,14 @@ extern "C" {   // the CUDA backend's rope.cu checks positions with rope_check_po
 // Floats of a table for positions 0 .. positions−1 and head dimension d: [positions, d].
 static inline size_t rope_table_floats(int positions, int d) { return (size_t)positions * (size_t)d; }
 // inv_j = 1 / fl(θ^fl(2j/d)), then scaled (sc NULL: plain) with transformers' float32 operations in
-// their order, so the frequencies are its bits up to its pow.
-float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc);
+// their order, so the frequencies are its bits up to its pow. positions: the length of the sequence
+// rotated (longrope's short or long factors; the others ignore it).
+float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positions);
 // cs[p, j] = cos a_j and cs[p, d/2 + j] = sin a_j for j < d/2 (d even). The angle is HF's, in fp32:
 // a_j = fl(p · inv_j) with rope_inv_freq's inv_j (what HF computes in float32; a double angle would
 // differ by ~5e-4 rad at p ≈ 8k); cos and sin of that fp32 angle are evaluated in double and rounded
-// once. A host function: the table is data, copied to the device that runs the kernels.
+// once; longrope's are then × its attention_factor (so the rotation scales q and k, as transformers' cos and
+// sin do). A host function: the table is data, copied to the device that runs the kernels.
 void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc);
 
 // x[rows, heads·d] (row stride ld floats) -> y[rows, heads·d] (stride ld); y may equal x (in place).
