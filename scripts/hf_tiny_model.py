@@ -31,8 +31,12 @@ def rope_parameters(a):
     elif kind == "llama3":
         p.update(factor=float(nums[0]), low_freq_factor=float(nums[1]), high_freq_factor=float(nums[2]),
                  original_max_position_embeddings=int(nums[3]))
+    elif kind == "longrope" and a.family == "phi3":   # Phi-3's LongRoPE: factors away from 1, per frequency
+        half = (a.head_dim or a.hidden // a.heads) // 2
+        p.update(short_factor=[1.0 + 0.1 * j for j in range(half)], long_factor=[2.0 + 0.5 * j for j in range(half)])
     elif kind != "none":
-        sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F or llama3:F:LOW:HIGH:ORIG")
+        sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F, llama3:F:LOW:HIGH:ORIG "
+                 "or (phi3) longrope:ORIG")
     return p
 
 
@@ -44,6 +48,8 @@ def build_config(transformers, a):
     extra = {"sliding_window": None} if a.family == "mistral" else {}
     if a.family == "phi3":   # Phi3Config's default pad id 32000 would lie outside a small vocabulary
         extra["pad_token_id"] = None
+        if a.rope_scaling.startswith("longrope:"):   # the context LongRoPE switches at: Phi3Config's own key
+            extra["original_max_position_embeddings"] = int(a.rope_scaling.split(":")[1])
     if a.head_dim:   # heads of another width than hidden / heads (Mistral Nemo's config.json has head_dim)
         extra["head_dim"] = a.head_dim
     if a.family == "qwen3":   # Qwen3Config's own default head_dim is 128, not hidden / heads

@@ -130,6 +130,8 @@ IMPORT_CASES = [
     # Phi-3: q|k|v in one qkv_proj, gate|up in one gate_up_proj (MHA as Phi-3-mini; GQA, bf16, sharded as Phi-4)
     ("phi3_mha", dict(family="phi3", kv_heads=4), "int64"),
     ("phi3_gqa_bf16_shard", dict(family="phi3", kv_heads=2, dtype="bfloat16", max_shard_size="40KB"), "int32"),
+    # LongRoPE (Phi-3-mini-128k, Phi-3.5): 19 positions past an original context of 16 take the long factors
+    ("phi3_longrope", dict(family="phi3", kv_heads=2, rope_scaling="longrope:16"), "int64"),
 ]
 
 
@@ -224,13 +226,14 @@ def test_round_trip(ctron, data, work, rng):
 def test_fine_tune(ctron, data, work, rng):
     """--init-from a transformers-made model (sharded; fp16), a few steps, export: transformers loads the
     export and computes the fine-tuned checkpoint's logits."""
+    import numpy as np
     import torch
     import transformers
     ids = rng.integers(0, 256, size=(2, 16))
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
     for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard",
-                "phi3_gqa_bf16_shard"):
+                "phi3_gqa_bf16_shard", "phi3_longrope"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
@@ -246,7 +249,9 @@ def test_fine_tune(ctron, data, work, rng):
         import json
         rope = {k: v for k, v in json.load(open(os.path.join(out, "config.json")))["rope_parameters"].items()}
         theirs = json.load(open(os.path.join(work, src, "config.json")))["rope_parameters"]
-        check(rope == theirs, f"fine-tuned {src}: the export's rope_parameters {rope} are not the source's {theirs}")
+        f32 = lambda d: {k: [float(np.float32(x)) for x in v] if isinstance(v, list) else v for k, v in d.items()}
+        check(f32(rope) == f32(theirs),   # longrope's factors: float32 values, as transformers uses them
+              f"fine-tuned {src}: the export's rope_parameters {rope} are not the source's {theirs}")
         print(f"ft_{src:19s} --init-from, 3 steps, export: transformers' logits rel {lr:.1e} to ctron's", flush=True)
 
 

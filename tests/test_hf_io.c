@@ -291,6 +291,36 @@ static void test_config_phi3(void) {
     rc = parse("{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"head_dim\": 24, \"num_key_value_heads\": 2}", &c, err, sizeof err);
     CHECK(rc == 0 && gpt_head_dim(&c.model) == 24 && gpt_q_width(&c.model) == 96 && gpt_kv_width(&c.model) == 48,
           "phi3 head_dim 24: %s (d %d)", err, gpt_head_dim(&c.model));
+    // LongRoPE as Phi-3.5-mini writes it (transformers 4.x: rope_scaling type "longrope"; original context 4096 at the
+    // top level, max 131072): the attention factor derived, √(1 + ln 32 / ln 4096) = 1.1902380714238083; "su" too
+    const char *types[2] = {"longrope", "su"};
+    for (int k = 0; k < 2; k++) {
+        char json[900];
+        snprintf(json, sizeof json, "{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"max_position_embeddings\": 131072, "
+                 "\"original_max_position_embeddings\": 4096, \"rope_scaling\": {\"type\": \"%s\", \"short_factor\": "
+                 "[1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5], \"long_factor\": [2, 4, 6, 8, 10, 12, 14, 16]}}", types[k]);
+        rc = parse(json, &c, err, sizeof err);
+        const RopeScaling *sc = &c.model.rope_scaling;
+        CHECK(rc == 0 && sc->type == ROPE_LONGROPE && sc->n_factors == 8 && sc->original_max_positions == 4096 &&
+                  fabs(sc->attention_factor - 1.1902380714238083) < 1e-15 && sc->short_factor[3] == 2.5f &&
+                  sc->long_factor[7] == 16.0f,
+              "phi3 %s: %s (type %d, %d factors, orig %d, attention %.17g)", types[k], err, sc->type, sc->n_factors,
+              sc->original_max_positions, sc->attention_factor);
+        // the scaling's text round-trips (state.json's), and --seq past 4096 takes the long factors
+        char text[ROPE_SCALING_TEXT_MAX];
+        RopeScaling back;
+        CHECK(rope_scaling_parse(rope_scaling_text(sc, text, sizeof text), &back, err, sizeof err) == 0 &&
+                  memcmp(&back, sc, sizeof back) == 0, "longrope text '%s' does not round-trip: %s", text, err);
+        CHECK(!rope_long_factors(sc, 4096) && rope_long_factors(sc, 4097), "longrope switches past 4096");
+    }
+    // transformers 5 (rope_parameters with the dict's own original context, which the top-level key overrides;
+    // absent, Phi3Config's 4096) and an attention factor given
+    rc = parse("{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"longrope\", "
+               "\"rope_theta\": 10000.0, \"short_factor\": [1, 1, 1, 1, 1, 1, 1, 1], \"long_factor\": [3, 3, 3, 3, 3, 3, 3, 3], "
+               "\"original_max_position_embeddings\": 64, \"attention_factor\": 1.25}}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.rope_scaling.original_max_positions == 4096 && c.model.rope_scaling.attention_factor == 1.25,
+          "phi3 5.x longrope: %s (orig %d, attention %g)", err, c.model.rope_scaling.original_max_positions,
+          c.model.rope_scaling.attention_factor);
     // the other families keep separate projections
     static const char *const OTHERS[] = {"llama", "mistral", "qwen2", "qwen3"};
     for (size_t i = 0; i < sizeof OTHERS / sizeof OTHERS[0]; i++) {
@@ -362,16 +392,22 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"qwen3_moe\", " LLAMA_SIZES "}", "'model_type' is \"qwen3_moe\": ctron reads gpt2, llama, "
          "mistral, qwen2, qwen3 and phi3"},
         {"{\"vocab_size\": 5}", "'model_type' is missing (expected gpt2, llama, mistral, qwen2, qwen3 or phi3)"},
-        // Phi-3: RoPE unscaled only (Phi3Config takes default and longrope; 4.x's "su" and "yarn" are longrope), every
-        // dimension rotated (Phi-4-mini's partial_rotary_factor 0.75 is not), a window that is a number or null
-        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
-         "1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}}",
-         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\" for model_type phi3"},
+        // Phi-3: RoPE default or longrope (4.x's "su" and "yarn" are longrope; one factor per frequency, positive),
+        // every dimension rotated (Phi-4-mini's partial_rotary_factor 0.75 is not), a window that is a number or null;
+        // longrope is Phi-3's alone
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1], "
-         "\"long_factor\": [2]}}", "'rope_scaling' has rope_type \"su\": ctron reads \"default\" for model_type phi3"},
+         "\"long_factor\": [2]}}", "'rope_scaling.short_factor' is a list of another length, expected a list of 8 numbers"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
+         "1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 0, 2, 2, 2, 2]}}",
+         "'rope_scaling.long_factor' holds a number out of range at 3, expected a number in (0, 1e6]"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
+         "1, 1, 1, 1, 1, 1]}}", "'rope_scaling.long_factor' is missing, expected a list of 8 numbers"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
+         "1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}}",
+         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\", \"linear\" and \"llama3\""},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
-         "'rope_parameters' has rope_type \"linear\": ctron reads \"default\" for model_type phi3 (its config class takes "
-         "no \"linear\" or \"llama3\")"},
+         "'rope_parameters' has rope_type \"linear\": ctron reads \"default\" and \"longrope\" for model_type phi3 (its config "
+         "class takes no \"linear\" or \"llama3\")"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
          "\"low_freq_factor\": 1, \"high_freq_factor\": 4}}", "'rope_scaling' has rope_type \"llama3\": ctron reads \"default\""},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.75}",

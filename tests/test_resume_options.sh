@@ -167,5 +167,20 @@ sed -i 's/"fused_proj": "yes"/"fused_proj": true, "qk_norm": true/' "$dir/bad/st
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.fused_proj must be false with model.qk_norm true (no family has both)" "$dir/q.out"' \
   "state.json model.fused_proj beside qk_norm: exit $rc: $(cat "$dir/q.out")"
+# Phi-3's LongRoPE: state.json keeps its factors (a text longer than any option record), a plain --resume
+# restores them bit for bit, and another factor list on resume is refused naming both.
+lr="longrope:16:1.25:1,1.1,1.2,1.3,1.4,1.5,1.6,1.7:2,2.5,3,3.5,4,4.5,5,5.5"
+rm -rf "$dir/i"
+"$ctron" train "${base[@]}" --arch llama --fused-proj --kv-heads 2 --rope-scaling "$lr" --steps 4 --stop-after 2 \
+  --ckpt-dir "$dir/i" > /dev/null 2>&1
+"$ctron" train --resume "$dir/i" "${free[@]}" > "$dir/l.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "scaled longrope (8 factors, original 16 positions, attention 1.25)" "$dir/l.out" &&
+       grep -q "\"rope_scaling\":[[:space:]]*\"longrope:16:1.25:1,1.10000002,1.20000005,1.29999995,1.39999998,1.5,1.60000002,1.70000005:2,2.5,3,3.5,4,4.5,5,5.5\"" "$dir/i/step_00000004/state.json"' \
+  "a plain --resume of a longrope run: exit $rc, $(head -2 "$dir/l.out")"
+"$ctron" train --resume "$dir/i" "${free[@]}" --rope-scaling "${lr%5.5}6" > "$dir/l.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --rope-scaling longrope:16:1.25:8 factors #[0-9a-f]* does not match the checkpoint.s longrope:16:1.25:8 factors #[0-9a-f]*" "$dir/l.out"' \
+  "another longrope factor list on resume: exit $rc: $(cat "$dir/l.out")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

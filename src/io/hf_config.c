@@ -162,7 +162,7 @@ static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, c
     if (r->failed) return;
     if (n != half || half > ROPE_MAX_FACTORS) {
         bad(r, full, "is %s, expected a list of %d numbers (one per frequency: head_dim / 2)",
-            n < 0 ? kind_of(x) : "a list of another length", half);
+            !x ? "missing" : n < 0 ? kind_of(x) : "a list of another length", half);
         return;
     }
     int i = 0;

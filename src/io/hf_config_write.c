@@ -1,5 +1,6 @@
 #include "io/hf_config_write.h"
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "util/common.h"
@@ -45,7 +46,7 @@ static void gpt2_config(cJSON *o, const GPTConfig *c) {
 
 // A scaled RoPE's fields, under transformers' names (modeling_rope_utils): 4.x reads them from rope_scaling,
 // 5 from rope_parameters (rope_scaling first when both are present: the same values here).
-static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
+static void rope_scaling_fields(cJSON *o, const RopeScaling *sc, int max_positions) {
     if (sc->type == ROPE_LONGROPE) {   // the factors as float32 values; the attention factor as the double it is
         cJSON *s = cJSON_AddArrayToObject(o, "short_factor"), *l = cJSON_AddArrayToObject(o, "long_factor");
         for (int i = 0; i < sc->n_factors; i++) {
@@ -53,7 +54,10 @@ static void rope_scaling_fields(cJSON *o, const RopeScaling *sc) {
             cJSON_AddItemToArray(l, cJSON_CreateNumber(float_shortest(sc->long_factor[i])));
         }
         cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
-        cJSON_AddNumberToObject(o, "attention_factor", sc->attention_factor);
+        // written only when it is not what transformers derives from the two contexts (hf_config.c's read_longrope)
+        double factor = (double)max_positions / (double)sc->original_max_positions;
+        double derived = factor <= 1.0 ? 1.0 : sqrt(1.0 + log(factor) / log((double)sc->original_max_positions));
+        if (sc->attention_factor != derived) cJSON_AddNumberToObject(o, "attention_factor", sc->attention_factor);
         return;
     }
     cJSON_AddNumberToObject(o, "factor", float_shortest(sc->factor));
@@ -97,12 +101,12 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     if (sc->type != ROPE_PLAIN) {   // transformers 4.x (5 reads it too)
         cJSON *scaling = cJSON_AddObjectToObject(o, "rope_scaling");
         cJSON_AddStringToObject(scaling, "rope_type", rope_type_name(sc->type));
-        rope_scaling_fields(scaling, sc);
+        rope_scaling_fields(scaling, sc, positions);
     }
     cJSON *rope = cJSON_AddObjectToObject(o, "rope_parameters");              // transformers 5
     cJSON_AddNumberToObject(rope, "rope_theta", float_shortest(c->rope_theta));
     cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
-    if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc);
+    if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc, positions);
     if (phi3) cJSON_AddNumberToObject(rope, "partial_rotary_factor", 1.0);   // as Phi3Config writes it: every dimension
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
     if (phi3) {   // Phi3Config's dropouts and window (none); it has no head_dim, attention_bias or mlp_bias keys

@@ -155,8 +155,8 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         AGREE("rope-theta", c->rope_theta, k->rope_theta, "%g", double);
         if (!was_given(given, n_given, "rope-scaling")) c->rope_scaling = k->rope_scaling;
         else if (memcmp(&c->rope_scaling, &k->rope_scaling, sizeof c->rope_scaling))
-            MISMATCH("rope-scaling", "%s", rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96),
-                     rope_scaling_label(&k->rope_scaling, (char[96]){0}, 96));
+            MISMATCH("rope-scaling", "%s", rope_scaling_key(&c->rope_scaling, (char[96]){0}, 96),
+                     rope_scaling_key(&k->rope_scaling, (char[96]){0}, 96));
         AGREE("norm-eps", c->norm_eps, k->norm_eps, "%g", double);
         if (!was_given(given, n_given, "tie-embeddings")) c->tie_embeddings = k->tie_embeddings;
         else if (k->tie_embeddings < 0) MISMATCH("tie-embeddings", "%s", "(tied)", "untied output layer");
