@@ -29,6 +29,7 @@ void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
     act_shape_set_family(sh, (ArchKind)c.arch, c.kv_heads, c.ffn, c.tie_embeddings, c.qkv_bias, c.qk_norm);
+    sh->fused_proj = c.fused_proj != 0;
     sh->head_dim = gpt_shape_head_dim(&c);
     sh->lora_rank = c.lora_rank > 0 ? c.lora_rank : 0;
     sh->lora_sites = c.lora_rank > 0 ? c.lora_targets : 0;
