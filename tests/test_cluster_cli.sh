@@ -201,7 +201,7 @@ sys.exit(any(st[k] != v for k, v in want.items()))
 PY
 expect "--lora-fa without --lora-rank" "${H100[@]}" --lora-fa
 expect "--lora-rank 5000 is above the width of target 'q'" "${H100[@]}" --lora-rank 5000
-expect "'qkv' is a gpt2 linear" "${H100[@]}" --lora-rank 16 --lora-targets qkv
+expect "'qkv' is a linear of --arch gpt2 and --arch llama --fused-proj, not of --arch llama" "${H100[@]}" --lora-rank 16 --lora-targets qkv
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
