@@ -1,6 +1,7 @@
 #include "arch/lora.h"
 #include <stdio.h>
 #include <string.h>
+#include "util/common.h"
 
 // A site's shape (lora_A [r, in], lora_B [out, r] in every family: GPT-2's Conv1D only changes how peft
 // merges, fan_in_fan_out, not the adapters' orientation).
@@ -43,7 +44,9 @@ const char *lora_site_module(LoraFamily f, LoraSite s) { return FAMILIES[f].modu
 
 void lora_param_name(LoraFamily f, LoraSite s, int layer, char which, char *buf, size_t len) {
     const char *module = FAMILIES[f].module[s];
-    snprintf(buf, len, "%s%d.%s.lora_%c.weight", FAMILIES[f].prefix, layer, module ? module : "?", which);
+    // targets are parsed against the family, so a site it lacks here is a caller's bug, not a name to write
+    if (!module) ctron_fatal("lora_param_name: family %s has no site %s", FAMILIES[f].name, ROWS[s].target);
+    snprintf(buf, len, "%s%d.%s.lora_%c.weight", FAMILIES[f].prefix, layer, module, which);
 }
 
 unsigned lora_family_sites(LoraFamily f) {
