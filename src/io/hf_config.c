@@ -160,7 +160,11 @@ static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, c
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(params, key);
     int n = cJSON_IsArray(x) ? cJSON_GetArraySize(x) : -1;
     if (r->failed) return;
-    if (n != half || half > ROPE_MAX_FACTORS) {
+    if (half > ROPE_MAX_FACTORS) {
+        bad(r, full, "needs %d factors (head_dim %d): ctron's longrope holds at most %d", half, 2 * half, ROPE_MAX_FACTORS);
+        return;
+    }
+    if (n != half) {
         bad(r, full, "is %s, expected a list of %d numbers (one per frequency: head_dim / 2)",
             !x ? "missing" : n < 0 ? kind_of(x) : "a list of another length", half);
         return;
@@ -206,8 +210,8 @@ static void rotary_factor_one(Reader *r, const cJSON *x, const char *key) {
 
 // The RoPE base and scaling: transformers 5's rope_parameters {rope_type, rope_theta, ...}, or 4.x's
 // top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
-// default 10000, unscaled. rope_type default, linear and llama3 are read (default only where the family's
-// class takes no other: Phi-3); the others are refused.
+// default 10000, unscaled. rope_type default, linear and llama3 are read, except for Phi-3, whose class takes
+// default and longrope only; the others are refused.
 static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int head_dim, RopeScaling *sc) {
     const cJSON *params = get(r, "rope_scaling");
     const char *pkey = "rope_scaling";
