@@ -46,6 +46,9 @@ typedef struct {
     int qk_norm;                  // llama: q and k RMS-normalised per head before RoPE, one weight [d] each (Qwen3)
     int fused_proj;               // llama: q|k|v are one tensor qkv_proj and gate|up one gate_up_proj (Phi-3's
                                   // names), and LoRA adapts them as such (one A over q, k and v; one over gate, up)
+    int sliding_window;           // llama: each query attends to its last W positions only, key j seen by query i
+                                  // iff i − j < W (transformers' sliding_window: Mistral, Phi-3); 0: the whole
+                                  // causal prefix. Every layer (gpt_layer_window)
     // LoRA (arch/lora.h, docs/LORA.md): rank 0 is none. A rank freezes the base and adapts the sites of
     // lora_targets (LoraSite bits; 0: the family's all) with y = W x + (α/r)·B(A x); LoRA-FA freezes A too.
     int lora_rank;
@@ -79,6 +82,11 @@ static inline long gpt_shape_head_dim(const GPTConfig *c) {
     return gpt_q_width(c) != c->hidden ? gpt_head_dim(c) : 0;
 }
 static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
+// The attention window of layer l (0: the whole causal prefix): every layer has the model's.
+static inline int gpt_layer_window(const GPTConfig *c, int l) {
+    (void)l;
+    return c->sliding_window;
+}
 // Which linears LoRA adapts and what peft calls them (arch/lora.h).
 static inline LoraFamily gpt_lora_family(const GPTConfig *c) { return lora_family(c->arch, c->fused_proj); }
 // The adapters' scale: peft's lora_alpha / r, or lora_alpha / sqrt(r) under use_rslora (a Python double,
