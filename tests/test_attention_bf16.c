@@ -38,8 +38,8 @@ static void check_shape(int s, int b, int a, int d) {
     float *ctx32 = xcalloc(n * 4), *ctx16 = xcalloc(n * 4), *p32 = xcalloc(ss * 4), *p16 = xcalloc(ss * 4);
     uint16_t *s16 = xmalloc((size_t)threads * ATTENTION_BF16_SCRATCH(s, d) * sizeof(uint16_t));
     DropoutSite site = {.step = 7, .site = SITE_ATTN, .p = 0.0f};
-    attention_forward(ctx32, p32, NULL, NULL, q, k, v, s, b, a, a, h, 0, site, 0, 0);
-    attention_forward_bf16(ctx16, p16, NULL, NULL, q, k, v, s, b, a, a, h, 0, site, 0, 0, s16);
+    attention_forward(ctx32, p32, NULL, NULL, q, k, v, s, b, a, a, h, 0, 0, site, 0, 0);
+    attention_forward_bf16(ctx16, p16, NULL, NULL, q, k, v, s, b, a, a, h, 0, 0, site, 0, 0, s16);
     double e_ctx = max_diff(ctx32, ctx16, n), e_p = max_diff(p32, p16, ss);
     CHECK(e_ctx < 2e-2 && e_p < 2e-2, "s %d d %d: bf16 forward |ctx| %.3g, |P| %.3g from fp32 (want < 2e-2)", s, d,
           e_ctx, e_p);
@@ -51,7 +51,7 @@ static void check_shape(int s, int b, int a, int d) {
     attention_backward_bf16(dq16, dk16, dv16, dctx, p32, NULL, NULL, q, k, v, scr, s, b, a, a, h, 0.0f, 0, s16);
     double e = fmax(max_diff(dq32, dq16, n), fmax(max_diff(dk32, dk16, n), max_diff(dv32, dv16, n)));
     CHECK(e < 3e-2, "s %d d %d: bf16 backward %.3g from fp32 (want < 3e-2)", s, d, e);
-    attention_backward_recompute_bf16(dq16, dk16, dv16, dctx, q, k, v, scr, s, b, a, a, h, 0, site, 0, 0, s16);
+    attention_backward_recompute_bf16(dq16, dk16, dv16, dctx, q, k, v, scr, s, b, a, a, h, 0, 0, site, 0, 0, s16);
     e = fmax(max_diff(dq32, dq16, n), fmax(max_diff(dk32, dk16, n), max_diff(dv32, dv16, n)));
     CHECK(e < 3e-2, "s %d d %d: bf16 selective recompute %.3g from fp32 (want < 3e-2)", s, d, e);
     printf("  s %2d d %2d: bf16 - fp32: ctx %.2g, P %.2g, backward %.2g\n", s, d, e_ctx, e_p, e);

@@ -75,10 +75,10 @@ static void backward(int path, int bf16, float *dq, float *dk, float *dv, const 
         attention_backward_bf16(dq, dk, dv, dctx, prob, keep, path == PATH_TEMPO ? NULL : drop, q, k, v, scr, sh.s,
                                 sh.b, sh.a, kv, h, site.p, bf16, bf16 ? s16 : NULL);
     else if (path == PATH_RECOMPUTE)
-        attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scr, sh.s, sh.b, sh.a, kv, h, 3, site, 9, bf16,
+        attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scr, sh.s, sh.b, sh.a, kv, h, 0, 3, site, 9, bf16,
                                           bf16 ? s16 : NULL);
     else
-        flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scr, sh.s, sh.b, sh.a, kv, h, 3, site, 9);
+        flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scr, sh.s, sh.b, sh.a, kv, h, 0, 3, site, 9);
     free(scr);
 }
 
@@ -88,13 +88,13 @@ static void forward(int flash, int bf16, float *ctx, float *prob, uint8_t *keep,
                     uint16_t *s16) {
     int h = sh.a * sh.d, drops = site.p > 0.0f;
     if (!flash) {
-        attention_forward_bf16(ctx, prob, drops ? keep : NULL, drops ? drop : NULL, q, k, v, sh.s, sh.b, sh.a, kv, h,
+        attention_forward_bf16(ctx, prob, drops ? keep : NULL, drops ? drop : NULL, q, k, v, sh.s, sh.b, sh.a, kv, h, 0,
                                3, site, 9, bf16, bf16 ? s16 : NULL);
         return;
     }
     float *scr = xmalloc(backend_cpu_attention_scratch_floats(ATTN_SCRATCH_FLASH, sh.s, sh.b, sh.a, kv, h,
                                                               omp_get_max_threads()) * sizeof(float));
-    flash_attention_forward(ctx, lse, q, k, v, scr, sh.s, sh.b, sh.a, kv, h, 3, site, 9);
+    flash_attention_forward(ctx, lse, q, k, v, scr, sh.s, sh.b, sh.a, kv, h, 0, 3, site, 9);
     free(scr);
 }
 
@@ -162,9 +162,9 @@ static void check_kv_cache(Shape sh, int kv) {
     float *ctx = xmalloc(nq * 4), *prob = xmalloc((size_t)a * s * s * 4);
     float *ke = repeat_kv(k, s, 1, a, kv, d), *ve = repeat_kv(v, s, 1, a, kv, d);
     DropoutSite off = {philox_key_from_seed(1), 0, 0, SITE_ATTN, 0.0f};
-    attention_forward(ctx, prob, NULL, NULL, q, ke, ve, s, 1, a, a, h, 0, off, 0, 0);
+    attention_forward(ctx, prob, NULL, NULL, q, ke, ve, s, 1, a, a, h, 0, 0, off, 0, 0);
     float *kvctx = xmalloc((size_t)n * h * 4), *scores = xmalloc((size_t)omp_get_max_threads() * s * 4);
-    kv_attention_forward(kvctx, q + (size_t)p0 * h, h, k, v, scores, s, p0, n, a, kv, h);
+    kv_attention_forward(kvctx, q + (size_t)p0 * h, h, k, v, scores, s, p0, n, a, kv, h, 0);
     double err = 0.0;
     for (size_t i = 0; i < (size_t)n * h; i++) err = fmax(err, fabs((double)kvctx[i] - ctx[(size_t)p0 * h + i]));
     // sgemv against the per-head GEMMs: the same sums in another order (measured ≤ 1.2e-7)

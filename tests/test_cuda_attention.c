@@ -102,7 +102,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // ---- the CPU's
     float *r_ctx = malloc(nb), *r_prob = malloc(sb), *r_drop = dropout ? malloc(sb) : NULL;
     uint8_t *r_keep = dropout ? malloc(nss) : NULL;
-    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, kv, h, c->head0, site, c->sample0,
+    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, kv, h, 0, c->head0, site, c->sample0,
                            c->round_bf16);
     float *r_dq = malloc(nb), *r_dk = malloc(kb), *r_dv = malloc(kb);
     float *r_scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, kv, h) * sizeof(float));
@@ -114,7 +114,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     float *dg_in = dev_upload(gpu, g, nb);
     float *ctx = dev_guarded(gpu, nb), *prob = dev_guarded(gpu, sb), *drop = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, kv, h, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site, c->sample0,
                            c->round_bf16);
     snprintf(what, sizeof what, "%s: forward ctx", tag);
     CHECK_CLOSE(gpu, ctx, r_ctx, n, tol, what);
@@ -140,7 +140,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // Twice: the same bits. Without ctx (selective recompute's forward): the same P, K, D.
     float *ctx2 = dev_guarded(gpu, nb), *prob2 = dev_guarded(gpu, sb), *drop2 = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep2 = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site, c->sample0,
                            c->round_bf16);
     CHECK(dev_same(gpu, ctx, ctx2, nb) && dev_same(gpu, prob, prob2, sb), "%s: forward twice: ctx or prob differ", tag);
     if (dropout)
@@ -150,7 +150,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         gpu->memset(gpu, drop2, 0xFF, sb);
         gpu->memset(gpu, keep2, 0xFF, nss);
     }
-    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, c->head0, site,
+    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site,
                            c->sample0, c->round_bf16);
     CHECK(dev_same(gpu, prob, prob2, sb), "%s: forward without ctx: prob differs", tag);
     if (dropout)
@@ -210,7 +210,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         float *xdrop = dropout ? dev_guarded(gpu, sb + 4) : NULL;
         uint8_t *xkeep = dropout ? dev_guarded(gpu, nss + 1) : NULL;
         gpu->attention_forward(gpu, xctx + 1, xprob + 1, dropout ? xkeep + 1 : NULL, dropout ? xdrop + 1 : NULL,
-                               sq + 1, sk + 1, sv + 1, s, b, a, kv, h, c->head0, site, c->sample0, c->round_bf16);
+                               sq + 1, sk + 1, sv + 1, s, b, a, kv, h, 0, c->head0, site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, ctx, xctx + 1, nb) && dev_same(gpu, prob, xprob + 1, sb),
               "%s: forward with every buffer 4 bytes off: ctx or prob differ", tag);
         if (dropout)
@@ -241,7 +241,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         const size_t scr_r = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_RECOMPUTE, s, b, a, kv, h) * sizeof(float);
         float *rscr = dev_guarded(gpu, scr_r);
         float *rdq = dev_guarded(gpu, nb), *rdk = dev_guarded(gpu, kb), *rdv = dev_guarded(gpu, kb);
-        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, kv, h, c->head0,
+        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, kv, h, 0, c->head0,
                                           site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, gdq, rdq, nb) && dev_same(gpu, gdk, rdk, kb) && dev_same(gpu, gdv, rdv, kb),
               "%s: selective recompute's backward differs from the stored backward", tag);
@@ -270,18 +270,18 @@ static void kv_case(Backend *cpu, Backend *gpu, int a, int kv, int d, int p0, in
         for (int c = h; c < ldq; c++) q[(size_t)i * ldq + c] = NAN;
     float *r_ctx = malloc((size_t)n * h * sizeof(float));
     float *scores = malloc((size_t)omp_get_max_threads() * seq * sizeof(float));
-    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h);
+    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h, 0);
 
     float *dq = dev_upload(gpu, q, (size_t)n * ldq * sizeof(float));
     float *dk = dev_upload(gpu, kc, (size_t)seq * hk * sizeof(float)), *dv = dev_upload(gpu, vc, (size_t)seq * hk * sizeof(float));
     float *dsc = dev_poisoned(gpu, (size_t)seq * sizeof(float));
     float *ctx = dev_guarded(gpu, (size_t)n * h * sizeof(float)), *ctx2 = dev_guarded(gpu, (size_t)n * h * sizeof(float));
-    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h);
+    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, 0);
     char what[160];
     snprintf(what, sizeof what, "kv_attention a=%d kv=%d d=%d p0=%d n=%d", a, kv, d, p0, n);
     CHECK_CLOSE(gpu, ctx, r_ctx, (size_t)n * h, 1e-5, what);
     CHECK(guard_intact(gpu, ctx, (size_t)n * h * sizeof(float)), "%s: wrote past ctx", what);
-    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h);
+    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, 0);
     CHECK(dev_same(gpu, ctx, ctx2, (size_t)n * h * sizeof(float)), "%s: twice: ctx differs", what);
     void *dev[] = {dq, dk, dv, dsc, ctx, ctx2};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) gpu->free(gpu, dev[i]);

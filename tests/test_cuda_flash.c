@@ -76,15 +76,15 @@ static Ref cpu_reference(Backend *cpu, const Case *c) {
     r.sctx = malloc(r.n * 4), r.sdq = malloc(r.n * 4), r.sdk = malloc(r.nk * 4), r.sdv = malloc(r.nk * 4);
     DropoutSite site = site_of(c);
     float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
-    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, kv, h, c->head0, site, c->sample0);
-    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, kv, h,
+    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, kv, h, 0, c->head0, site, c->sample0);
+    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, kv, h, 0,
                                   c->head0, site, c->sample0);
     free(scr);
     int drop = c->p > 0.0f;
     float *prob = malloc(bass * 4), *dropped = drop ? malloc(bass * 4) : NULL;
     uint8_t *keep = drop ? malloc(bass) : NULL;
     float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, kv, h) * 4);
-    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, kv, h, c->head0, site,
+    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, kv, h, 0, c->head0, site,
                            c->sample0, 0);
     cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a, kv,
                             h, c->p, 0);
@@ -135,8 +135,8 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     for (int run = 0; run < 2; run++) {
         float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
         float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, nk * 4), *dv = dev_poisoned(gpu, nk * 4);
-        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->head0, site, c->sample0);
-        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, kv, h, c->head0, site,
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, 0, c->head0, site, c->sample0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, kv, h, 0, c->head0, site,
                                       c->sample0);
         out[run][0] = ctx, out[run][1] = lse, out[run][2] = dq, out[run][3] = dk, out[run][4] = dv;
     }
@@ -209,19 +209,19 @@ static void rows_case(Backend *gpu, Backend *cpu, const Case *c, const Ref *r) {
     float *q = dev_upload(gpu, r->q, n * 4), *k = dev_upload(gpu, r->k, r->nk * 4), *v = dev_upload(gpu, r->v, r->nk * 4);
     float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
     float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
-    gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->head0, site, c->sample0);
+    gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, 0, c->head0, site, c->sample0);
     float *whole_ctx = host_download(gpu, ctx, n * 4), *whole_lse = host_download(gpu, lse, nl * 4);
     gpu->free(gpu, ctx), gpu->free(gpu, lse);
     // [0, 64), then [64, s): the whole call's bits
     ctx = dev_poisoned(gpu, n * 4), lse = dev_poisoned(gpu, nl * 4);
     int split = c->s > 64 ? 64 : c->s;   // one flash tile
-    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, 0, split, c->b, c->a, kv, h, c->head0, site,
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, 0, split, c->b, c->a, kv, h, 0, c->head0, site,
                                       c->sample0);
     float *hc = host_download(gpu, ctx, n * 4), *hl = host_download(gpu, lse, nl * 4);
     size_t bad = touched_outside(hc, hl, c, 0, split);
     CHECK(bad == 0, "%s: the range [0, %d) wrote %zu elements outside it", label, split, bad);
     free(hc), free(hl);
-    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, split, c->s - split, c->b, c->a, kv, h,
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, split, c->s - split, c->b, c->a, kv, h, 0,
                                       c->head0, site, c->sample0);
     char what[192];
     snprintf(what, sizeof what, "%s ctx of [0, %d) + [%d, %d) vs the whole call", label, split, split, c->s);
@@ -237,10 +237,10 @@ static void rows_case(Backend *gpu, Backend *cpu, const Case *c, const Ref *r) {
         float *cc = malloc(n * 4), *cl = malloc(nl * 4);
         memset(cc, 0xFF, n * 4), memset(cl, 0xFF, nl * 4);
         float *cscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
-        cpu->flash_attention_forward_rows(cpu, cc, cl, r->q, r->k, r->v, cscr, c->s, p0, p1 - p0, c->b, c->a, kv, h,
+        cpu->flash_attention_forward_rows(cpu, cc, cl, r->q, r->k, r->v, cscr, c->s, p0, p1 - p0, c->b, c->a, kv, h, 0,
                                           c->head0, site, c->sample0);
         ctx = dev_poisoned(gpu, n * 4), lse = dev_poisoned(gpu, nl * 4);
-        gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, p0, p1 - p0, c->b, c->a, kv, h, c->head0,
+        gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, p0, p1 - p0, c->b, c->a, kv, h, 0, c->head0,
                                           site, c->sample0);
         hc = host_download(gpu, ctx, n * 4), hl = host_download(gpu, lse, nl * 4);
         bad = touched_outside(hc, hl, c, p0, p1);
@@ -283,10 +283,10 @@ static void time_case(Backend *gpu, int s, int b, int a, int d, float p) {
     double t_fwd = 0, t_bwd = 0;
     for (int rep = 0; rep <= reps; rep++) {   // rep 0 warms up
         double t0 = now_s();
-        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, s, b, a, a, h, 0, site, 0);
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, s, b, a, a, h, 0, 0, site, 0);
         gpu->synchronize(gpu);
         double t1 = now_s();
-        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, s, b, a, a, h, 0, site, 0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, s, b, a, a, h, 0, 0, site, 0);
         gpu->synchronize(gpu);
         double t2 = now_s();
         if (rep) t_fwd += t1 - t0, t_bwd += t2 - t1;

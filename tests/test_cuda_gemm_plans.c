@@ -145,14 +145,14 @@ static void attention_against_cpu(Backend *cpu, Backend *gpu, int s, int b, int 
           *r_dv = malloc(n * f);
     size_t cs = cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, a, h);
     float *r_scr = malloc((cs ? cs : 1) * f);
-    cpu->attention_forward(cpu, r_ctx, r_prob, NULL, NULL, q, k, v, s, b, a, a, h, 0, site, 0, 0);
+    cpu->attention_forward(cpu, r_ctx, r_prob, NULL, NULL, q, k, v, s, b, a, a, h, 0, 0, site, 0, 0);
     cpu->attention_backward(cpu, r_dq, r_dk, r_dv, g, r_prob, NULL, NULL, q, k, v, r_scr, s, b, a, a, h, 0.0f, 0);
     float *d_q = dev_upload(gpu, q, n * f), *d_k = dev_upload(gpu, k, n * f), *d_v = dev_upload(gpu, v, n * f);
     float *d_g = dev_upload(gpu, g, n * f), *d_ctx = dev_poisoned(gpu, n * f), *d_prob = dev_poisoned(gpu, nss * f);
     float *d_dq = dev_poisoned(gpu, n * f), *d_dk = dev_poisoned(gpu, n * f), *d_dv = dev_poisoned(gpu, n * f);
     size_t gs = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_BACKWARD, s, b, a, a, h);
     float *d_scr = gpu->alloc(gpu, (gs ? gs : 1) * f);
-    gpu->attention_forward(gpu, d_ctx, d_prob, NULL, NULL, d_q, d_k, d_v, s, b, a, a, h, 0, site, 0, 0);
+    gpu->attention_forward(gpu, d_ctx, d_prob, NULL, NULL, d_q, d_k, d_v, s, b, a, a, h, 0, 0, site, 0, 0);
     gpu->attention_backward(gpu, d_dq, d_dk, d_dv, d_g, d_prob, NULL, NULL, d_q, d_k, d_v, d_scr, s, b, a, a, h, 0.0f, 0);
     const float *dev[5] = {d_ctx, d_prob, d_dq, d_dk, d_dv}, *ref[5] = {r_ctx, r_prob, r_dq, r_dk, r_dv};
     const size_t len[5] = {n, nss, n, n, n};

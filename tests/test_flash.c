@@ -35,16 +35,16 @@ static void test_rows(void) {
     float *block = xmalloc((sf + 2 * GUARD) * 4), *scr = block + GUARD;
     float *wc = xmalloc(n * 4), *wl = xmalloc(nl * 4), *rc = xmalloc(n * 4), *rl = xmalloc(nl * 4);
     for (size_t i = 0; i < sf + 2 * GUARD; i++) block[i] = 12345.0f;
-    flash_attention_forward(wc, wl, q, k, v, scr, S, B, A, A, H, 1, site, 4);
+    flash_attention_forward(wc, wl, q, k, v, scr, S, B, A, A, H, 0, 1, site, 4);
     memset(rc, 0xFF, n * 4), memset(rl, 0xFF, nl * 4);
-    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, 0, 64, B, A, A, H, 1, site, 4);
-    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, 64, S - 64, B, A, A, H, 1, site, 4);
+    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, 0, 64, B, A, A, H, 0, 1, site, 4);
+    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, 64, S - 64, B, A, A, H, 0, 1, site, 4);
     CHECK(memcmp(rc, wc, n * 4) == 0 && memcmp(rl, wl, nl * 4) == 0, "rows [0, 64) + [64, %d): not the whole call's bits", S);
     int p0 = 40, p1 = 65;
     memset(rc, 0xFF, n * 4), memset(rl, 0xFF, nl * 4);
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);   // one thread's scratch: the canaries sit right against it
-    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, p0, p1 - p0, B, A, A, H, 1, site, 4);
+    flash_attention_forward_rows(rc, rl, q, k, v, scr, S, p0, p1 - p0, B, A, A, H, 0, 1, site, 4);
     omp_set_num_threads(threads);
     size_t row = (size_t)B * H, outside = 0;
     double num = 0.0, den = 0.0;
@@ -84,15 +84,15 @@ int main(void) {
         // standard: probabilities, mask, dropped, output; then its backward
         float *prob = xmalloc(B * A * ss * 4), *drop = xmalloc(B * A * ss * 4), *ctx = xmalloc(n * 4);
         uint8_t *keep = xmalloc(B * A * ss);
-        attention_forward(ctx, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, S, B, A, A, H, 5, site, 9, 0);
+        attention_forward(ctx, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, S, B, A, A, H, 0, 5, site, 9, 0);
         float *dq = xmalloc(n * 4), *dk = xmalloc(n * 4), *dv = xmalloc(n * 4), *scr = xmalloc(ss * 4 * (size_t)omp_get_max_threads());
         attention_backward(dq, dk, dv, g, prob, dropout ? keep : NULL, dropout ? drop : NULL, q, k, v, scr, S, B, A, A, H,
                            site.p, 0);
         // flash
         float *fctx = xmalloc(n * 4), *lse = xmalloc((size_t)B * A * S * 4), *fscr = xmalloc(FLASH_SCRATCH(S, D) * 4 * (size_t)omp_get_max_threads());
         float *fdq = xmalloc(n * 4), *fdk = xmalloc(n * 4), *fdv = xmalloc(n * 4);
-        flash_attention_forward(fctx, lse, q, k, v, fscr, S, B, A, A, H, 5, site, 9);
-        flash_attention_backward(fdq, fdk, fdv, g, q, k, v, fctx, lse, fscr, S, B, A, A, H, 5, site, 9);
+        flash_attention_forward(fctx, lse, q, k, v, fscr, S, B, A, A, H, 0, 5, site, 9);
+        flash_attention_backward(fdq, fdk, fdv, g, q, k, v, fctx, lse, fscr, S, B, A, A, H, 0, 5, site, 9);
         double e_ctx = rel(fctx, ctx, n), e_q = rel(fdq, dq, n), e_k = rel(fdk, dk, n), e_v = rel(fdv, dv, n);
         printf("dropout %.1f: rel L2 output %.1e, dq %.1e, dk %.1e, dv %.1e\n", (double)site.p, e_ctx, e_q, e_k, e_v);
         CHECK(e_ctx < 1e-6 && e_q < 1e-5 && e_k < 1e-5 && e_v < 1e-5, "flash differs from standard attention (dropout %g)",

@@ -424,7 +424,7 @@ typedef struct {
 
 static double attention_objective(void *p) {
     AttnCtx *c = p;
-    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->kv, c->h, 0, c->site,
+    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->kv, c->h, 0, 0, c->site,
                       c->sample0, 0);
     return dot_rows(c->ctx, c->r, c->s * c->b, c->h, c->h);
 }
@@ -442,7 +442,7 @@ static void test_attention(int s, int b, int a, int kv, int h, float p) {
     // Saved activations for the analytic backward (the objective uses its own buffers).
     float *ctx_out = alloc_floats(nx), *prob = alloc_floats(np), *drop = p > 0 ? alloc_floats(np) : NULL;
     uint8_t *keep = p > 0 ? malloc(np) : NULL;
-    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, kv, h, 0, site, sample0, 0);
+    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, kv, h, 0, 0, site, sample0, 0);
     if (keep) {
         size_t dropped = 0; // among causal entries only
         for (int bj = 0; bj < b * a; bj++)

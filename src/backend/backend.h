@@ -78,21 +78,21 @@ struct Backend {
     // query width). Local query head j reads kv head j / (a/kv) (HF's repeat_kv). prob, keep, drop and lse
     // stay per query head; dk, dv of a kv head sum its query heads' contributions.
     void (*attention_forward)(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
-                              const float *k, const float *v, int s, int b, int a, int kv, int h, int head0,
+                              const float *k, const float *v, int s, int b, int a, int kv, int h, int window, int head0,
                               DropoutSite site, uint32_t sample0, int round_bf16);
     void (*attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                                const uint8_t *keep, const float *drop, const float *q, const float *k,
                                const float *v, float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16);
     void (*attention_backward_recompute)(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                          const float *q, const float *k, const float *v, float *scratch, int s,
-                                         int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
+                                         int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
                                          int round_bf16);
     void (*flash_attention_forward)(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
-                                    float *scratch, int s, int b, int a, int kv, int h, int head0, DropoutSite site,
+                                    float *scratch, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
                                     uint32_t sample0);
     void (*flash_attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                      const float *k, const float *v, const float *ctx, const float *lse,
-                                     float *scratch, int s, int b, int a, int kv, int h, int head0, DropoutSite site,
+                                     float *scratch, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
                                      uint32_t sample0);
 
     // ---- elementwise and normalisation
@@ -173,7 +173,7 @@ struct Backend {
     // kv head j / (a/kv)), ctx [n, h] (h = a·d).
     // scores: threads · seq floats of scratch (seq: the cache's capacity). fp32 at every precision.
     void (*kv_attention_forward)(Backend *be, float *ctx, const float *q, int ldq, const float *kc, const float *vc,
-                                 float *scores, int seq, int p0, int n, int a, int kv, int h);
+                                 float *scores, int seq, int p0, int n, int a, int kv, int h, int window);
     // y = gelu(x), elementwise (the tanh form of bias_gelu_forward, without the bias).
     void (*gelu_forward)(Backend *be, float *y, const float *x, size_t count);
     // Floats of the scratch argument the attention kernel of this kind needs for s, b, a (local
@@ -252,7 +252,7 @@ struct Backend {
     // q0 a multiple of the tile the rows are bitwise the whole call's. NULL where a backend has none.
     void (*flash_attention_forward_rows)(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                          const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
-                                         int h, int head0, DropoutSite site, uint32_t sample0);
+                                         int h, int window, int head0, DropoutSite site, uint32_t sample0);
 
     // ---- a training step without host waits (train/run_step.c; docs/PERFORMANCE.md, "Host waits")
     // The device's clock: mark records the device's time when it gets there in stream order (a CUDA event;

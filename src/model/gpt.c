@@ -335,14 +335,15 @@ static DropoutSite site_of(const GPT *m, int layer, int site) {
 // redoes (in its backward).
 static void attention_core(GPT *m, int l, const float *q, const float *k, const float *v, float *ctx, int pass) {
     BlockActs *A = &m->act->blocks[l];
-    int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
+    int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16, window = gpt_layer_window(&m->cfg, l);
     size_t as2b = (size_t)m->al * s * s * b;
     DropoutSite site = site_of(m, l, SITE_ATTN);
     if (m->policy.tempo & ATTN_FLASH) {   // tiles with an online softmax: only the log-sum-exp is kept
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, m->head0, site, m->act->ctx.sample0);
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, window,
+                                       m->head0, site, m->act->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -351,7 +352,8 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
     float *prob = saved_out(m, A, ACT_ATTN_PROB, l, as2b, kp);
     uint8_t *mask = drop ? mask_out(m, A, ACT_ATTN_MASK, l, as2b, km) : NULL;
     float *dropped = drop ? saved_out(m, A, ACT_ATTN_DROP, l, as2b, kd) : NULL;
-    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->ql, m->head0, site, m->act->ctx.sample0, bf16);
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->ql, window, m->head0, site,
+                             m->act->ctx.sample0, bf16);
     saved_done(m, A, ACT_ATTN_PROB, l, prob, as2b, kp, 1);
     if (drop) {
         mask_done(m, A, ACT_ATTN_MASK, l, mask, as2b, km);
@@ -1064,7 +1066,7 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
 // the core recomputed (selective), or flash's tiles.
 static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
     BlockActs *A = &m->act->blocks[l];
-    int s = m->s_cur, b = m->b_cur, n = s * b, ql = m->ql;
+    int s = m->s_cur, b = m->b_cur, n = s * b, ql = m->ql, window = gpt_layer_window(&m->cfg, l);
     size_t nql = (size_t)n * ql, nkv = (size_t)n * m->kvl, as2b = (size_t)m->al * s * s * b;
     float p = m->cfg.dropout;
     int drop = p > 0.0f, bf16 = m->policy.act_dtype == ACT_BF16;
@@ -1073,7 +1075,8 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
         m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
                                         remat_in(m, l, ACT_PROJ_IN, nql),
                                         remat_in(m, l, ACT_ATTN_LSE, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
-                                        s, b, m->al, m->kvh, ql, m->head0, site_of(m, l, SITE_ATTN), m->act->ctx.sample0);
+                                        s, b, m->al, m->kvh, ql, window, m->head0, site_of(m, l, SITE_ATTN),
+                                        m->act->ctx.sample0);
     else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),
                                   drop ? (const uint8_t *)remat_probs(m, l, ACT_ATTN_MASK) : NULL,
@@ -1081,7 +1084,7 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
                                   ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, p, bf16);
     else if (plan_of(m)->kind[l] == RECOMPUTE_SELECTIVE || plan_of(m)->kind[l] == RECOMPUTE_MEMO)   // the core again, one head at a time, into its backward
         m->be->attention_backward_recompute(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, m->head0,
+                                            ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, ql, window, m->head0,
                                             site_of(m, l, SITE_ATTN), m->act->ctx.sample0, bf16);
     else
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx,

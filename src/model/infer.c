@@ -153,7 +153,8 @@ static void attention_part(KVCache *c, const InferLayer *L, int l, int n, int p0
         be->copy(be, kc + (size_t)(p0 + i) * kvw, k + (size_t)i * ldq, row, COPY_D2D);
         be->copy(be, vc + (size_t)(p0 + i) * kvw, v + (size_t)i * ldq, row, COPY_D2D);
     }
-    be->kv_attention_forward(be, c->ctx, q, ldq, kc, vc, c->scores, c->seq, p0, n, c->heads, c->kv_heads, qw);
+    be->kv_attention_forward(be, c->ctx, q, ldq, kc, vc, c->scores, c->seq, p0, n, c->heads, c->kv_heads, qw,
+                             gpt_layer_window(&m->cfg, l));
     be->linear_forward_rows(be, c->tmp, h, c->ctx, qw, L->w.proj_w, L->proj_w16, NULL, n, qw, h);
     be->dropout_residual_forward(be, c->x, c->x, c->tmp, L->w.proj_b, NULL, 0.0f, n, h);
 }

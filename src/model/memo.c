@@ -209,8 +209,8 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     // the causal core of queries p0 .. p1−1 over keys 0 .. p1−1 (the earlier ones: the other range's)
     float *lse = t[ACT_ATTN_LSE] ? t[ACT_ATTN_LSE] : (float *)work_slot(m, ACT_ATTN_LSE, l);
     m->be->flash_attention_forward_rows(m->be, t[ACT_PROJ_IN], lse, t[ACT_Q], t[ACT_K], t[ACT_V], ws(m, W_ATTN_SCRATCH),
-                                        m->s_cur, p0, p1 - p0, b, m->al, m->kvh, ql, m->head0, site(m, l, SITE_ATTN),
-                                        m->act->ctx.sample0);
+                                        m->s_cur, p0, p1 - p0, b, m->al, m->kvh, ql, gpt_layer_window(&m->cfg, l),
+                                        m->head0, site(m, l, SITE_ATTN), m->act->ctx.sample0);
     round_rows(m, ACT_PROJ_IN, t[ACT_PROJ_IN], r0, r0 + nr);
     float *y = ws(m, W_OUT);
     linear_rows(m, y, h, t[ACT_PROJ_IN], ql, w.proj_w, NULL, r0, nr, ql, h);

@@ -203,7 +203,7 @@ static const float *gelu_again(GPT *m, int l) {
 // standard attention backward that follows; under flash, O and the log-sum-exp by flash's forward (the
 // same tiles in the same order: the forward's bits), for flash's backward.
 static const float *attention_again(GPT *m, int l) {
-    int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16;
+    int s = m->s_cur, b = m->b_cur, bf16 = m->policy.act_dtype == ACT_BF16, window = gpt_layer_window(&m->cfg, l);
     size_t n = (size_t)s * b, nql = n * (size_t)m->ql, nkv = n * (size_t)m->kvl;
     DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, SITE_ATTN,
                         m->act->ctx.train ? m->cfg.dropout : 0.0f};   // as gpt.c's site_of
@@ -212,7 +212,7 @@ static const float *attention_again(GPT *m, int l) {
     float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
     if (m->policy.tempo & ATTN_FLASH) {
         float *lse = made(m, ACT_ATTN_LSE, work_slot(m, ACT_ATTN_LSE, l));
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql,
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, window,
                                        m->head0, site, m->act->ctx.sample0);
         if (bf16) m->be->bf16_round(m->be, ctx, nql);   // as saved_done rounds the forward's
         return ctx;
@@ -220,8 +220,8 @@ static const float *attention_again(GPT *m, int l) {
     float *prob = made(m, ACT_ATTN_PROB, work_slot(m, ACT_ATTN_PROB, l));
     uint8_t *mask = drop ? made(m, ACT_ATTN_MASK, work_slot(m, ACT_ATTN_MASK, l)) : NULL;
     float *dropped = drop ? made(m, ACT_ATTN_DROP, work_slot(m, ACT_ATTN_DROP, l)) : NULL;
-    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->ql, m->head0, site,
-                             m->act->ctx.sample0, bf16);
+    m->be->attention_forward(m->be, ctx, prob, mask, dropped, q, k, v, s, b, m->al, m->kvh, m->ql, window, m->head0,
+                             site, m->act->ctx.sample0, bf16);
     if (bf16) m->be->bf16_round(m->be, ctx, nql);   // as saved_done rounds the forward's
     return ctx;
 }

@@ -54,19 +54,22 @@ static size_t kv_offset(HeadLayout L, int a, int kv, int bi, int j) {
     return (size_t)bi * (size_t)(kv * L.d) + (size_t)attention_kv_head(j, a, kv) * L.d;
 }
 
-// Row i of a causal score matrix: softmax over keys 0..i, zeros after.
-static void causal_softmax_rows(float *p, int s) {
+// Row i of a causal score matrix: softmax over keys lo..i (lo = attention_first_key: 0 without a
+// window), zeros elsewhere.
+static void causal_softmax_rows(float *p, int s, int window) {
     for (int i = 0; i < s; i++) {
         float *row = p + (size_t)i * s;
-        float m = row[0];
+        int lo = attention_first_key(i, window);
+        for (int c = 0; c < lo; c++) row[c] = 0.0f;
+        float m = row[lo];
 #pragma omp simd reduction(max : m)
-        for (int c = 1; c <= i; c++) m = row[c] > m ? row[c] : m;
+        for (int c = lo + 1; c <= i; c++) m = row[c] > m ? row[c] : m;
         float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-        for (int c = 0; c <= i; c++) { row[c] = ctron_expf(row[c] - m); sum += row[c]; }
+        for (int c = lo; c <= i; c++) { row[c] = ctron_expf(row[c] - m); sum += row[c]; }
         float inv = 1.0f / sum;
 #pragma omp simd
-        for (int c = 0; c <= i; c++) row[c] *= inv;
+        for (int c = lo; c <= i; c++) row[c] *= inv;
         for (int c = i + 1; c < s; c++) row[c] = 0.0f;
     }
 }
@@ -94,19 +97,20 @@ static void form_dropped(float *D, const float *P, const uint8_t *K, int s, floa
     }
 }
 
-// One (sequence, head) of the core: P = causal softmax(q kᵀ/√d), its dropout mask K and D = dropped
-// P (K, D NULL without dropout), rounded to bf16 when asked. q rows of stride ldq, k of ldk. The
-// forward and selective recompute both run exactly this, so a recomputed head equals the stored one
-// bit for bit.
+// One (sequence, head) of the core: P = causal softmax(q kᵀ/√d) within the window, its dropout mask K
+// and D = dropped P (K, D NULL without dropout), rounded to bf16 when asked. q rows of stride ldq, k of
+// ldk. The forward and selective recompute both run exactly this, so a recomputed head equals the
+// stored one bit for bit.
 static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float *q, const float *k, int s, int d,
-                      int ldq, int ldk, DropoutSite site, uint32_t sample, int head, int round_bf16) {
+                      int ldq, int ldk, int window, DropoutSite site, uint32_t sample, int head, int round_bf16) {
     size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
-    for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // S[r0:r1, 0:r1] = scale · q[r0:r1] · k[0:r1]ᵀ
-        int r1 = block_end(r0, s);
-        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, scale, q + (size_t)r0 * ldq, ldq, k, ldk, P + (size_t)r0 * s, s);
+    for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // S[r0:r1, c0:r1] = scale · q[r0:r1] · k[c0:r1]ᵀ
+        int r1 = block_end(r0, s), c0 = attention_first_key(r0, window);   // no row of the block sees a key before c0
+        head_gemm(t16, room, 0, 1, r1 - r0, r1 - c0, d, scale, q + (size_t)r0 * ldq, ldq, k + (size_t)c0 * ldk, ldk,
+                  P + (size_t)r0 * s + c0, s);
     }
-    causal_softmax_rows(P, s);
+    causal_softmax_rows(P, s, window);
     if (round_bf16) bf16_round_row(P, ss);
     if (!K) return;
     causal_mask_rows(K, site, sample, head, s);
@@ -119,13 +123,13 @@ static uint16_t *thread_s16(uint16_t *s16, int s, int d) {
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
+                       const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16) {
-    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, head0, site, sample0, round_bf16, NULL);
+    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, window, head0, site, sample0, round_bf16, NULL);
 }
 
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                            const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site,
+                            const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
                             uint32_t sample0, int round_bf16, uint16_t *s16) {
     HeadLayout L = head_layout(b, a, kv, h);
     int d = L.d;
@@ -137,13 +141,13 @@ void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop,
         size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
         float *P = prob + (size_t)bj * ss, *D = keep ? drop + (size_t)bj * ss : P;
         uint16_t *t16 = thread_s16(s16, s, d);
-        head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + koff, s, d, L.ldq, L.ldk, site,
-                  sample0 + (uint32_t)bi, head0 + j, round_bf16);
+        head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + koff, s, d, L.ldq, L.ldk, window,
+                  site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
         if (ctx)
-            for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // ctx[r0:r1] = D[r0:r1, 0:r1] · v[0:r1]
-                int r1 = block_end(r0, s);
-                head_gemm(t16, room, 0, 0, r1 - r0, d, r1, 1.0f, D + (size_t)r0 * s, s, v + koff, L.ldk,
-                          ctx + off + (size_t)r0 * L.ldq, L.ldq);
+            for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // ctx[r0:r1] = D[r0:r1, c0:r1] · v[c0:r1]
+                int r1 = block_end(r0, s), c0 = attention_first_key(r0, window);
+                head_gemm(t16, room, 0, 0, r1 - r0, d, r1 - c0, 1.0f, D + (size_t)r0 * s + c0, s,
+                          v + koff + (size_t)c0 * L.ldk, L.ldk, ctx + off + (size_t)r0 * L.ldq, L.ldq);
             }
     }
 }
@@ -259,15 +263,15 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx,
 }
 
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
-    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, head0, site, sample0,
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, window, head0, site, sample0,
                                       round_bf16, NULL);
 }
 
 void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                        const float *k, const float *v, float *scratch, int s, int b, int a, int kv,
-                                       int h, int head0, DropoutSite site, uint32_t sample0, int round_bf16,
+                                       int h, int window, int head0, DropoutSite site, uint32_t sample0, int round_bf16,
                                        uint16_t *s16) {
     HeadLayout L = head_layout(b, a, kv, h);
     int d = L.d, group = a / kv, drop = site.p > 0.0f;
@@ -283,8 +287,8 @@ void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const fl
         for (int t = 0; t < group; t++) {
             int j = bk % kv * group + t;
             size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
-            head_core(t16, P, K, D, q + off, k + koff, s, d, L.ldq, L.ldk, site, sample0 + (uint32_t)bi, head0 + j,
-                      round_bf16);
+            head_core(t16, P, K, D, q + off, k + koff, s, d, L.ldq, L.ldk, window, site, sample0 + (uint32_t)bi,
+                      head0 + j, round_bf16);
             head_backward(t16, dq + off, dk + koff, dv + koff, dctx + off, P, K, D, q + off, k + koff, v + koff, dP,
                           t ? P + own : NULL, s, d, L.ldq, L.ldk, site.p);
         }

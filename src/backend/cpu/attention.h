@@ -12,13 +12,19 @@
 
 // The kv head query head j of a reads (a/kv consecutive query heads per kv head).
 static inline int attention_kv_head(int j, int a, int kv) { return j / (a / kv); }
+// The first key query i sees. A sliding window of W positions (transformers' sliding_window: key j is
+// seen iff i − j < W; Mistral, Phi-3) starts it at i − W + 1; window 0 (or W > i) at key 0. Keys past i
+// are never seen (causal).
+static inline int attention_first_key(int i, int window) { return window > 0 && i >= window ? i - window + 1 : 0; }
 
 // q [s,b,h], k,v [s,b,kv·d] -> ctx [s,b,h]; prob [b,a,s,s]; keep, drop [b,a,s,s] (both NULL when p = 0).
+// window: each query attends to its last `window` positions (attention_first_key; 0: all before it); the
+// probabilities outside it are exact zeros, so the backward from prob needs no window.
 // ctx NULL skips · v (selective recompute needs only prob, keep and drop). round_bf16: prob and drop
 // are rounded to bf16 before use, as when they are stored in bf16. Under tensor parallelism a rank
 // holds heads head0 .. head0+a−1 of the model (h = its a·d columns); masks use the global head.
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
+                       const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
                        int round_bf16);
 // The attention dropout mask [b,a,s,s] alone, exactly as attention_forward draws it.
 void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
@@ -44,7 +50,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 #define ATTENTION_GQA_SCRATCH(s, d) \
     ((size_t)((s) < ATTENTION_CAUSAL_BLOCK ? (s) : ATTENTION_CAUSAL_BLOCK) * (size_t)(d))
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
                                   int head0, DropoutSite site, uint32_t sample0, int round_bf16);
 
 // Mixed precision: the same, with every per-head GEMM on bf16 copies of its operands (fp32
@@ -54,12 +60,12 @@ void attention_backward_recompute(float *dq, float *dk, float *dv, const float *
 #define ATTENTION_BF16_A_ROOM(s, d) ((size_t)(s) * ((size_t)(s) > (size_t)(d) ? (size_t)(s) : (size_t)(d)))
 #define ATTENTION_BF16_SCRATCH(s, d) (ATTENTION_BF16_A_ROOM(s, d) + (size_t)(s) * (size_t)(d))
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                            const float *v, int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0,
+                            const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
                             int round_bf16, uint16_t *s16);
 void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                              const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
                              float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16, uint16_t *s16);
 void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16);
 #endif

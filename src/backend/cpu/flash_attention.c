@@ -69,12 +69,12 @@ static void tile_mask(uint8_t *keep, DropoutSite site, uint32_t sample, int head
 }
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
-                             int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
-    flash_attention_forward_rows(ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, head0, site, sample0);
+                             int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0) {
+    flash_attention_forward_rows(ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, window, head0, site, sample0);
 }
 
 void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const float *k, const float *v,
-                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int head0,
+                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int window, int head0,
                                   DropoutSite site, uint32_t sample0) {
     if (q0 < 0 || nq < 0 || q0 + nq > s) ctron_fatal("flash attention: query positions %d .. %d of %d", q0, q0 + nq, s);
 #pragma omp parallel for schedule(dynamic, 1)
@@ -88,7 +88,8 @@ void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const 
             int ni = q0 + nq - i0 < T ? q0 + nq - i0 : T;
             for (int r = 0; r < ni; r++) { mrow[r] = -INFINITY; lrow[r] = 0.0f; }
             memset(O, 0, sizeof(float) * (size_t)ni * d);
-            for (int j0 = 0; j0 <= i0 + ni - 1; j0 += T) {   // key tiles up to the causal limit
+            // key tiles from the first one the tile's first query sees (its window) to the causal limit
+            for (int j0 = attention_first_key(i0, window) / T * T; j0 <= i0 + ni - 1; j0 += T) {
                 int nj = s - j0 < T ? s - j0 : T;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, hd.scale, q + hd.off + (size_t)i0 * ld, ld,
                             k + hd.koff + (size_t)j0 * ldk, ldk, 0.0f, S, T);
@@ -97,17 +98,24 @@ void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const 
                     float *row = S + (size_t)r * T;
                     int cmax = i0 + r - j0;   // last causal column of this row in the tile
                     if (cmax >= nj) cmax = nj - 1;
+                    int cmin = attention_first_key(i0 + r, window) - j0;   // first column in its window
+                    if (cmin < 0) cmin = 0;
+                    if (cmin > cmax) {   // no key of the tile for this query (before it, or left of its window)
+                        for (int c = 0; c < nj; c++) row[c] = 0.0f;
+                        continue;
+                    }
                     float mnew = mrow[r];
-                    for (int c = 0; c <= cmax; c++) mnew = row[c] > mnew ? row[c] : mnew;
+                    for (int c = cmin; c <= cmax; c++) mnew = row[c] > mnew ? row[c] : mnew;
                     float corr = ctron_expf(mrow[r] - mnew), sum = 0.0f;
-                    for (int c = 0; c <= cmax; c++) { row[c] = ctron_expf(row[c] - mnew); sum += row[c]; }
-                    for (int c = cmax < 0 ? 0 : cmax + 1; c < nj; c++) row[c] = 0.0f;   // cmax < 0: a query before the tile (q0 off the grid)
+                    for (int c = 0; c < cmin; c++) row[c] = 0.0f;
+                    for (int c = cmin; c <= cmax; c++) { row[c] = ctron_expf(row[c] - mnew); sum += row[c]; }
+                    for (int c = cmax + 1; c < nj; c++) row[c] = 0.0f;
                     lrow[r] = lrow[r] * corr + sum;
                     mrow[r] = mnew;
                     float *orow = O + (size_t)r * d;
                     for (int c = 0; c < d; c++) orow[c] *= corr;
                     if (hd.drop)
-                        for (int c = 0; c <= cmax; c++) row[c] = K[(size_t)r * T + c] ? row[c] * hd.keep_scale : 0.0f;
+                        for (int c = cmin; c <= cmax; c++) row[c] = K[(size_t)r * T + c] ? row[c] * hd.keep_scale : 0.0f;
                 }
                 // O += P̃ · V_tile
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, d, nj, 1.0f, S, T, v + hd.koff + (size_t)j0 * ldk,
@@ -128,7 +136,7 @@ void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const 
 // its query heads' in ascending order, each term the bits that head alone would have written.
 static void head_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
                           const float *v, const float *ctx, const float *lse, FlashHead hd, FlashScratch f, int s,
-                          int bj, int head0, DropoutSite site, uint32_t sample0, int add) {
+                          int window, int bj, int head0, DropoutSite site, uint32_t sample0, int add) {
     int d = hd.d, ld = hd.ld, ldk = hd.ldk;
     float *P = f.S, *dP = f.dP, *D = f.D;
     uint8_t *K = f.keep;
@@ -155,7 +163,9 @@ static void head_backward(float *dq, float *dk, float *dv, const float *dctx, co
             memset(f.dKt, 0, sizeof(float) * (size_t)nj * d);
             memset(f.dVt, 0, sizeof(float) * (size_t)nj * d);
         }
-        for (int i0 = j0 / T * T; i0 < s; i0 += T) {   // query tiles at or below the key tile
+        // query tiles at or below the key tile, up to the last query whose window reaches it
+        int i_end = window > 0 && j0 + nj - 1 + window < s ? j0 + nj - 1 + window : s;
+        for (int i0 = j0 / T * T; i0 < i_end; i0 += T) {
             int ni = s - i0 < T ? s - i0 : T;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ni, nj, d, hd.scale, q + hd.off + (size_t)i0 * ld, ld,
                         k + hd.koff + (size_t)j0 * ldk, ldk, 0.0f, P, T);
@@ -165,11 +175,11 @@ static void head_backward(float *dq, float *dk, float *dv, const float *dctx, co
                         v + hd.koff + (size_t)j0 * ldk, ldk, 0.0f, dP, T);
             for (int r = 0; r < ni; r++) {
                 float *pr = P + (size_t)r * T, *dr = dP + (size_t)r * T;
-                int cmax = i0 + r - j0;
+                int cmax = i0 + r - j0, cmin = attention_first_key(i0 + r, window) - j0;
                 if (cmax >= nj) cmax = nj - 1;
                 float li = L[i0 + r], Di = D[i0 + r];
                 for (int c = 0; c < nj; c++) {
-                    float p = c <= cmax ? ctron_expf(pr[c] - li) : 0.0f;
+                    float p = c >= cmin && c <= cmax ? ctron_expf(pr[c] - li) : 0.0f;
                     float m = hd.drop ? (K[(size_t)r * T + c] ? hd.keep_scale : 0.0f) : 1.0f;
                     dr[c] = p * (dr[c] * m - Di);   // dS = P ⊙ (dP − D), dP = dP̃ ⊙ mask/(1−p)
                     pr[c] = p * m;                  // P̃, for dV
@@ -197,7 +207,7 @@ static void head_backward(float *dq, float *dk, float *dv, const float *dctx, co
 // One (sequence, kv head) per iteration, its a/kv query heads in ascending order (head_backward).
 void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *q, const float *k,
                               const float *v, const float *ctx, const float *lse, float *scratch, int s, int b, int a,
-                              int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
+                              int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0) {
     if (kv <= 0 || a % kv)
         ctron_fatal("flash attention: %d kv heads for %d query heads (kv must divide the query heads)", kv, a);
     int group = a / kv;
@@ -206,7 +216,7 @@ void flash_attention_backward(float *dq, float *dk, float *dv, const float *dctx
         for (int t = 0; t < group; t++) {
             int bi = bk / kv, j = bk % kv * group + t;
             FlashHead hd = head_of(bi, j, b, a, kv, h, site);
-            head_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, hd, scratch_of(scratch, s, hd.d, a, kv), s, bi * a + j,
-                          head0, site, sample0, t > 0);
+            head_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, hd, scratch_of(scratch, s, hd.d, a, kv), s, window,
+                          bi * a + j, head0, site, sample0, t > 0);
         }
 }

@@ -12,7 +12,7 @@ void linear_forward_row(float *y, const float *x, const float *w, const float *b
 }
 
 void kv_attention_forward(float *ctx, const float *q_all, int ldq, const float *kc, const float *vc, float *scores,
-                          int seq, int p0, int n, int a, int kv, int h) {
+                          int seq, int p0, int n, int a, int kv, int h, int window) {
     if (kv <= 0 || a % kv)
         ctron_fatal("kv attention: %d kv heads for %d query heads (kv must divide the query heads)", kv, a);
     int d = h / a, hk = kv * d;
@@ -20,10 +20,11 @@ void kv_attention_forward(float *ctx, const float *q_all, int ldq, const float *
     long work = (long)n * a * (p0 + n) * d;
 #pragma omp parallel for schedule(static) if (work > 32768)
     for (int ij = 0; ij < n * a; ij++) {
-        int i = ij / a, j = ij % a, len = p0 + i + 1;
+        // keys lo .. p0+i: the causal prefix, or the window's last positions
+        int i = ij / a, j = ij % a, lo = attention_first_key(p0 + i, window), len = p0 + i + 1 - lo;
         const float *q = q_all + (size_t)i * ldq + (size_t)j * d;
         float *sc = scores + (size_t)omp_get_thread_num() * seq;
-        size_t kcol = (size_t)attention_kv_head(j, a, kv) * d;   // the cache is [positions, kv·d]
+        size_t kcol = (size_t)lo * hk + (size_t)attention_kv_head(j, a, kv) * d;   // the cache is [positions, kv·d]
         cblas_sgemv(CblasRowMajor, CblasNoTrans, len, d, scale, kc + kcol, hk, q, 1, 0.0f, sc, 1);
         float mx = sc[0];
         for (int u = 1; u < len; u++) mx = sc[u] > mx ? sc[u] : mx;
