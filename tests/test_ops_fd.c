@@ -410,7 +410,7 @@ static void test_dropout(int s, int b, int w, float p) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// attention core: softmax(q kᵀ/√d + causal) → dropout → · v
+// attention core: softmax(q kᵀ/√d + causal, within a sliding window when given) → dropout → · v
 // ---------------------------------------------------------------------------------------------------
 
 typedef struct {
@@ -419,20 +419,20 @@ typedef struct {
     uint8_t *keep; // NULL when p = 0
     DropoutSite site;
     uint32_t sample0;
-    int s, b, a, kv, h;
+    int s, b, a, kv, h, window;
 } AttnCtx;
 
 static double attention_objective(void *p) {
     AttnCtx *c = p;
-    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->kv, c->h, 0, 0, c->site,
-                      c->sample0, 0);
+    attention_forward(c->ctx, c->prob, c->keep, c->drop, c->q, c->k, c->v, c->s, c->b, c->a, c->kv, c->h, c->window, 0,
+                      c->site, c->sample0, 0);
     return dot_rows(c->ctx, c->r, c->s * c->b, c->h, c->h);
 }
 
 // kv < a: grouped-query attention, k and v [s, b, kv·d]; their gradients sum the query heads'.
-static void test_attention(int s, int b, int a, int kv, int h, float p) {
-    char op[64];
-    snprintf(op, sizeof op, "attention s=%d b=%d a=%d kv=%d h=%d p=%.2f", s, b, a, kv, h, p);
+static void test_attention(int s, int b, int a, int kv, int h, int window, float p) {
+    char op[80];
+    snprintf(op, sizeof op, "attention s=%d b=%d a=%d kv=%d h=%d window=%d p=%.2f", s, b, a, kv, h, window, p);
     size_t nx = (size_t)s * b * h, nk = nx / (size_t)a * (size_t)kv, np = (size_t)b * a * s * s;
     uint32_t sample0 = 7;
     DropoutSite site = {philox_key_from_seed(0xC0FFEEu), 11, 2, SITE_ATTN, p};
@@ -442,7 +442,7 @@ static void test_attention(int s, int b, int a, int kv, int h, float p) {
     // Saved activations for the analytic backward (the objective uses its own buffers).
     float *ctx_out = alloc_floats(nx), *prob = alloc_floats(np), *drop = p > 0 ? alloc_floats(np) : NULL;
     uint8_t *keep = p > 0 ? malloc(np) : NULL;
-    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, kv, h, 0, 0, site, sample0, 0);
+    attention_forward(ctx_out, prob, keep, drop, q, k, v, s, b, a, kv, h, window, 0, site, sample0, 0);
     if (keep) {
         size_t dropped = 0; // among causal entries only
         for (int bj = 0; bj < b * a; bj++)
@@ -457,7 +457,7 @@ static void test_attention(int s, int b, int a, int kv, int h, float p) {
     attention_backward(dq, dk, dv, r, prob, keep, drop, q, k, v, scratch, s, b, a, kv, h, p, 0);
 
     AttnCtx ctx = {q, k, v, r, alloc_floats(nx), alloc_floats(np), p > 0 ? alloc_floats(np) : NULL,
-                   p > 0 ? malloc(np) : NULL, site, sample0, s, b, a, kv, h};
+                   p > 0 ? malloc(np) : NULL, site, sample0, s, b, a, kv, h, window};
     fd_check_vec(op, "q", attention_objective, &ctx, q, nx, dq, EPS_NONLINEAR, TOL_NONLINEAR);
     fd_check_vec(op, "k", attention_objective, &ctx, k, nk, dk, EPS_NONLINEAR, TOL_NONLINEAR);
     fd_check_vec(op, "v", attention_objective, &ctx, v, nk, dv, EPS_AFFINE, TOL_AFFINE);
@@ -563,11 +563,13 @@ int main(void) {
     test_layernorm(3, 16);
     test_gelu(5, 22);
     test_dropout(4, 3, 13, 0.3f);
-    test_attention(8, 2, 2, 2, 8, 0.0f);
-    test_attention(8, 2, 2, 2, 8, 0.2f);
-    test_attention(6, 3, 3, 3, 15, 0.1f); // odd head dim 5
-    test_attention(8, 2, 4, 2, 16, 0.2f); // grouped-query: two query heads per kv head
-    test_attention(7, 2, 3, 1, 12, 0.0f); // multi-query: one kv head
+    test_attention(8, 2, 2, 2, 8, 0, 0.0f);
+    test_attention(8, 2, 2, 2, 8, 0, 0.2f);
+    test_attention(6, 3, 3, 3, 15, 0, 0.1f); // odd head dim 5
+    test_attention(8, 2, 4, 2, 16, 0, 0.2f); // grouped-query: two query heads per kv head
+    test_attention(7, 2, 3, 1, 12, 0, 0.0f); // multi-query: one kv head
+    test_attention(9, 2, 4, 2, 16, 3, 0.0f); // sliding window: each query sees its last 3 positions
+    test_attention(9, 2, 2, 1, 8, 4, 0.2f);  // sliding window, dropout, multi-query
     test_embedding(5, 3, 11, 9);
     test_crossentropy(6, 23);
     return check_summary();
