@@ -27,29 +27,34 @@ typedef struct {
     int head_dim;                 // 0: hidden / heads
     int fused;                    // Phi-3: q|k|v one qkv_proj, gate|up one gate_up_proj (Phi3ForCausalLM)
     int longrope_orig;            // Phi-3's LongRoPE with this original context (0: none; below SEQ: the long factors)
+    int window;                   // sliding window (Mistral; Phi-3 when fused): key j seen by query i iff i − j < W
 } ParityCase;
 
 // heads 4, hidden 64 (d = 16), FFN 176 (not a multiple of 64 or of 8h/3), vocab 96.
 static const ParityCase CASES[] = {
-    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0, 0},
-    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0, 0},
-    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0, 0},
-    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0, 0},
-    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0, 0},
-    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0, 0},
+    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0, 0, 0},
+    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0, 0, 0},
+    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0, 0, 0},
+    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0, 0, 0},
+    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0, 0, 0},
+    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0, 0, 0},
     // Qwen3: q/k norms with heads of h/a (tied, as Qwen3 0.6B–4B), wider ones (24: q 96 wide) and narrower (8, MQA)
-    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0, 0},
-    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0, 0},
-    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0, 0},
+    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0, 0, 0},
+    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0, 0, 0},
+    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0, 0, 0},
     // Phi-3: the fused tensors' rows are ctron's q|k|v and gate|up slabs (MHA as Phi-3-mini, GQA as Phi-4, tied as
     // Phi-4-mini, and heads wider than h/a)
-    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1, 0},
-    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1, 0},
-    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1, 0},
+    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1, 0, 0},
+    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1, 0, 0},
+    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1, 0, 0},
     // LongRoPE (Phi-3-mini-128k, Phi-3.5): a sequence within the original context takes the short factors, a
     // longer one the long factors; cos and sin × √(1 + ln(max/orig)/ln(orig)) (max = 4·orig)
-    {"phi3_longrope_short", 2, -1, 10000.0f, 0, 0, 0, 1, 64},
-    {"phi3_longrope_long", 2, -1, 10000.0f, 0, 0, 0, 1, 16},
+    {"phi3_longrope_short", 2, -1, 10000.0f, 0, 0, 0, 1, 64, 0},
+    {"phi3_longrope_long", 2, -1, 10000.0f, 0, 0, 0, 1, 16, 0},
+    // sliding windows shorter than the sequence: Mistral (MistralForCausalLM) and Phi-3-mini-4k's kind
+    {"mistral_window5_gqa", 2, -1, 1000000.0f, 0, 0, 0, 0, 0, 5},
+    {"mistral_window1_mqa_tied", 1, 1, 10000.0f, 0, 0, 0, 0, 0, 1},
+    {"phi3_window19", 4, -1, 10000.0f, 0, 0, 0, 1, 0, 19},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0], SEQ = 32, BATCH = 3 };
 
@@ -65,7 +70,7 @@ static GPTConfig case_config(const ParityCase *pc) {
     GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = SEQ, .batch = BATCH, .vocab = 96, .dropout = 0.0f,
                    .arch = ARCH_LLAMA, .kv_heads = pc->kv_heads, .ffn = 176, .rope_theta = pc->rope_theta,
                    .norm_eps = 1e-5f, .tie_embeddings = pc->tie, .qkv_bias = pc->qkv_bias, .qk_norm = pc->qk_norm,
-                   .head_dim = pc->head_dim, .fused_proj = pc->fused};
+                   .head_dim = pc->head_dim, .fused_proj = pc->fused, .sliding_window = pc->window};
     if (pc->longrope_orig) {   // factors away from 1, different per frequency and between the two lists
         RopeScaling *sc = &c.rope_scaling;
         sc->type = ROPE_LONGROPE;
@@ -86,9 +91,11 @@ static GPTConfig case_config(const ParityCase *pc) {
 static int write_config(const char *path, const GPTConfig *c) {
     FILE *f = fopen(path, "w");
     if (!f) return -1;
-    const char *family = c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : c->fused_proj ? "phi3" : "llama";
+    int mistral = c->sliding_window && !c->fused_proj;   // LlamaConfig has no window: MistralConfig has
+    const char *family = c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : c->fused_proj ? "phi3" : mistral ? "mistral" : "llama";
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", c->qkv_bias ? "Qwen2ForCausalLM" :
-            c->qk_norm ? "Qwen3ForCausalLM" : c->fused_proj ? "Phi3ForCausalLM" : "LlamaForCausalLM", family);
+            c->qk_norm ? "Qwen3ForCausalLM" : c->fused_proj ? "Phi3ForCausalLM" : mistral ? "MistralForCausalLM"
+            : "LlamaForCausalLM", family);
     fprintf(f, "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n", c->vocab, c->hidden, c->ffn);
     fprintf(f, "  \"num_hidden_layers\": %d,\n  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n",
             c->layers, c->heads, c->kv_heads);
@@ -109,8 +116,11 @@ static int write_config(const char *path, const GPTConfig *c) {
     fprintf(f, "%s,\n  \"max_position_embeddings\": %d,\n  \"tie_word_embeddings\": %s,\n  \"hidden_act\": \"silu\",\n",
             sc->type == ROPE_LONGROPE ? "" : "}", c->max_positions > c->seq ? c->max_positions : c->seq,
             gpt_tied(c) ? "true" : "false");
+    char window[32] = "null";
+    if (c->sliding_window) snprintf(window, sizeof window, "%d", c->sliding_window);
     if (c->fused_proj)   // Phi3Config's default pad id 32000 lies outside this vocabulary
-        fprintf(f, "  \"head_dim\": %d,\n  \"sliding_window\": null,\n  \"pad_token_id\": null,\n", gpt_head_dim(c));
+        fprintf(f, "  \"head_dim\": %d,\n  \"sliding_window\": %s,\n  \"pad_token_id\": null,\n", gpt_head_dim(c), window);
+    else if (mistral) fprintf(f, "  \"head_dim\": %d,\n  \"sliding_window\": %s,\n", gpt_head_dim(c), window);
     else if (!c->qkv_bias) fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"head_dim\": %d,\n", gpt_head_dim(c));
     if (c->qkv_bias || c->qk_norm) fprintf(f, "  \"use_sliding_window\": false,\n");
     fprintf(f, "  \"attention_dropout\": 0.0,\n  \"dtype\": \"float32\"\n}\n");

@@ -12,8 +12,9 @@ MODEL_DIR: what `save_pretrained` writes, and what a ctron export is:
       Llama's own attention_bias flag also gives o_proj a bias, which ctron's qkv_bias has not) or "qwen3"
       (Qwen3ForCausalLM: Llama + per-head q/k RMSNorms, .self_attn.{q,k}_norm.weight [d]) or "phi3"
       (Phi3ForCausalLM: Llama with q|k|v in one .self_attn.qkv_proj.weight [(a+2k)*d, h] and gate|up in one
-      .mlp.gate_up_proj.weight [2f, h]; its sliding_window must be null or at least s; its RoPE may be
-      "longrope", whose short or long factors transformers picks by the batch's length). Keys:
+      .mlp.gate_up_proj.weight [2f, h]; its RoPE may be "longrope", whose short or long factors
+      transformers picks by the batch's length) or "mistral" (MistralForCausalLM: Llama's tensors). phi3
+      and mistral take a sliding_window (null: none; key j seen by query i iff i - j < W). Keys:
       vocab_size, hidden_size, intermediate_size, num_hidden_layers, num_attention_heads,
       num_key_value_heads, rms_norm_eps, max_position_embeddings, tie_word_embeddings, hidden_act
       ("silu"), attention_bias, and the RoPE base either as transformers 5 writes it
@@ -47,7 +48,7 @@ PINS = {"torch": "2.15.0", "transformers": "5.24.0", "safetensors": "0.8.0", "nu
         "tokenizers": "0.23.3", "sentencepiece": "0.2.3"}
 ATTN_CHOICES = ("eager", "sdpa")
 FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-            "phi3": "Phi3ForCausalLM"}
+            "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM"}
 
 
 class RefError(Exception):
@@ -116,9 +117,11 @@ def read_config(model_dir):
         raise RefError(f"{where}: qwen3 without head_dim (Qwen3Config's default is 128, not hidden/heads: write it)")
     if cfg.get("hidden_act", "silu") != "silu":
         raise RefError(f"{where}: hidden_act {cfg['hidden_act']!r} (expected 'silu')")
-    if family == "phi3" and cfg.get("sliding_window") is not None:
-        raise RefError(f"{where}: phi3 with sliding_window {cfg['sliding_window']!r} (write null: ctron attends to the "
-                       "whole causal window)")
+    window = cfg.get("sliding_window")
+    if family in ("phi3", "mistral") and window is not None and (not isinstance(window, int) or window < 1):
+        raise RefError(f"{where}: sliding_window {window!r} (expected null or a positive integer)")
+    if family == "mistral" and "sliding_window" not in cfg:
+        raise RefError(f"{where}: mistral without sliding_window (MistralConfig's default is 4096: write it)")
     if family in ("qwen2", "qwen3") and cfg.get("use_sliding_window"):
         raise RefError(f"{where}: use_sliding_window true (ctron attends to the whole causal window)")
     return family, cfg, kv, rope_theta(cfg, where)
@@ -170,6 +173,9 @@ def load_model(model_dir, attn):
         raise RefError(f"{model_dir}: transformers' rotary frequencies are not rope_theta {theta}'s")
     if model.config.num_key_value_heads != kv:
         raise RefError(f"{model_dir}: transformers read {model.config.num_key_value_heads} kv heads, config says {kv}")
+    if getattr(model.config, "sliding_window", None) != cfg.get("sliding_window"):
+        raise RefError(f"{model_dir}: transformers read sliding_window {model.config.sliding_window!r}, config says "
+                       f"{cfg.get('sliding_window')!r}")
     model.eval()
     return model, cfg
 
