@@ -321,6 +321,36 @@ static void check_qk_norm(int kv, int head_dim) {
     gpt_free(&m);
 }
 
+// A sliding window shorter than the sequence (Mistral's kind): the cache's rows attend to their last `window`
+// positions, as the training forward's do, in one prefill, decoding and chunks; and the window matters (the same
+// weights without it give other logits).
+static void check_window(int kv, int window) {
+    char what[64];
+    snprintf(what, sizeof what, "sliding window %d kv %d", window, kv);
+    GPTConfig cfg = llama_cfg(kv, 0, 0);
+    cfg.sliding_window = window;
+    GPT m;
+    make_model(&m, &cfg, PRECISION_FP32);
+    int32_t tokens[S];
+    tokens_of(tokens, S, 4242);
+    float *ref = xmalloc((size_t)S * V * sizeof(float));
+    forward_logits(&m, tokens, S, ref);
+    cache_vs(&m, tokens, ref, what, FP32_TOL);
+    GPTConfig whole = cfg;
+    whole.sliding_window = 0;
+    GPT w;
+    make_model(&w, &whole, PRECISION_FP32);
+    float *other = xmalloc((size_t)S * V * sizeof(float));
+    forward_logits(&w, tokens, S, other);
+    double first = worst_rows(other, ref, window, V), diff = worst_rows(other, ref, S, V);
+    CHECK(first == 0.0, "%s: positions within the window differ from the whole causal prefix by %.3g", what, first);
+    CHECK(diff > 1e-2, "%s: the window moves the logits by only %.3g", what, diff);
+    free(other);
+    free(ref);
+    gpt_free(&w);
+    gpt_free(&m);
+}
+
 static void check_generate(void) {
     GPTConfig cfg = llama_cfg(4, 0, 0);
     GPT m;
@@ -346,6 +376,8 @@ int main(void) {
     check_qk_norm(2, 0);
     check_qk_norm(2, 16);
     check_qk_norm(1, 8);
+    check_window(2, 5);
+    check_window(1, 11);
     check_generate();
     return check_summary();
 }
