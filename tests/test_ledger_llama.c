@@ -16,7 +16,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; int qk; } Shape;
+typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; int qk, window; } Shape;
 
 // A head's width (d: head_dim; 0: h/a), q's and the attention output's width a·d, and k's and v's kv·d.
 static size_t head_dim(const Shape *sh) { return sh->d > 0 ? (size_t)sh->d : (size_t)(sh->h / sh->a); }
@@ -70,7 +70,7 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
                      .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = ARCH_LLAMA,
                      .kv_heads = (int)sh->kv, .head_dim = (int)sh->d, .ffn = (int)sh->f, .rope_theta = 5e5f,
-                     .qk_norm = sh->qk};
+                     .qk_norm = sh->qk, .sliding_window = sh->window};
     GPT m;
     gpt_init(&m, &cfg, &pol);
     gpt_init_weights(&m, 3);
@@ -132,18 +132,20 @@ int main(void) {
     // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off); the
     // first shape again with mini-seq in 5 chunks of 32 rows (uneven: 7, 7, 6, 6, 6 at b 2... s·b = 32).
     const Shape shapes[] = {
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0},
-        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0, 0},
-        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0, 0},
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 0},
+        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0, 0, 0},
+        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0, 0, 0},
         // head_dim other than h/a: heads wider (24 of h 64 / 4: q and the attention output 96 wide) and
         // narrower (8, with MQA: 32 wide)
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 0},
-        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 0, 0},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 0, 0},
         // Qwen3's per-head q/k norms: with heads of h/a, wider ones (24; GQA, dropout) and narrower (8, MQA, bf16)
-        {16, 2, 64, 4, 2, 176, 300, 0, 4, MASKS_BYTES, 0, 0, 0, 1},
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 1},
-        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 1},
+        {16, 2, 64, 4, 2, 176, 300, 0, 4, MASKS_BYTES, 0, 0, 0, 1, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 1, 0},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 1, 0},
+        // a sliding window of 5 (Mistral's kind): the same bytes, recompute as exact
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 5},
     };
     float *first = NULL;   // shape 0's gradients, which mini-seq (shape 3) computes in another order
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
@@ -183,6 +185,8 @@ int main(void) {
                 free(g);
             }
         }
+        if (i == 9)   // shape 0 with a window: the window reaches the gradients
+            CHECK(memcmp(ref, first, np * sizeof(float)) != 0, "the sliding window leaves shape 0's gradients unchanged");
         if (i == 0) first = ref;
         else free(ref);
     }
@@ -214,6 +218,18 @@ int main(void) {
         sh.tempo = ATTN_FLASH | TEMPO_LAYERNORM;
         sh.e = 2;
         free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        sh.mini = 4;
+        free(run_step(&sh, L, "full", "block", 2, NULL, &fails));
+    }
+    {   // the window under flash (its tiles skipped left of it), Tempo's softmax and norms, bf16, mini-seq
+        Shape sh = shapes[9];
+        int fails = 0;
+        sh.tempo = ATTN_FLASH;
+        free(run_step(&sh, L, "none", NULL, 1, NULL, &fails));
+        free(run_step(&sh, L, "selective", NULL, 1, NULL, &fails));
+        sh.tempo = TEMPO_SOFTMAX | TEMPO_LAYERNORM;
+        sh.e = 2;
+        free(run_step(&sh, L, NULL, NULL, 1, "0:full,1:selective,2-3:none", &fails));
         sh.mini = 4;
         free(run_step(&sh, L, "full", "block", 2, NULL, &fails));
     }
