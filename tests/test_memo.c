@@ -65,6 +65,7 @@ static GPTConfig cfg_of(int llama, int lora) {
         c.ffn = 48;
         c.qk_norm = llama == 2;   // Qwen3: the per-head q/k norms' inputs and 1/rms swapped and recomputed by rows too
         c.fused_proj = llama == 3;   // Phi-3: one adapter over q|k|v and one over gate|up, run over token ranges
+        c.sliding_window = llama == 4 ? 50 : 0;   // Mistral's kind: a range's queries reach into the range before
     }
     return c;
 }
@@ -202,7 +203,7 @@ static double rel(const float *a, const float *b, size_t n) {
 }
 
 static void describe(const Setup *u, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 3 ? "phi3" : u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
+    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 4 ? "llama window 50" : u->llama == 3 ? "phi3" : u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
              u->lora == 2 ? " LoRA-FA" : u->lora ? " LoRA" : "", u->flash ? "flash " : "", u->bf16 ? "bf16" : "fp32",
              mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
 }
@@ -210,8 +211,10 @@ static void describe(const Setup *u, char *buf, size_t len) {
 // 2. Against the plain run, with flash.
 static void test_plain(void) {
     const float alphas[] = {0.0f, 0.34f, 0.67f, 1.0f};   // 0, 64, 128, 192 positions swapped of 192
-    for (int llama = 0; llama < 3; llama++)   // GPT-2, llama, Qwen3 (llama with q/k norms)
+    static const int families[] = {0, 1, 2, 4};   // GPT-2, llama, Qwen3 (llama with q/k norms), a sliding window
+    for (int f = 0; f < 4; f++)
         for (int bf16 = 0; bf16 < 2; bf16++) {
+            int llama = families[f];
             Setup plain = {llama, 1, bf16, MASKS_BYTES, "none", NULL, 0.0f, 0};
             Trace ref;
             run(&ref, &plain);
@@ -264,8 +267,8 @@ static void test_plain(void) {
 
 // 1. Recompute == the memo forward's own values, bitwise; without flash, training near selective's.
 static void test_recompute(void) {
-    for (int v = 0; v < 8; v++) {
-        int llama = v & 1, flash = v >> 1 & 1, bf16 = v >> 2;
+    for (int v = 0; v < 10; v++) {   // v 8, 9: llama with a sliding window, flash off and on
+        int llama = v < 8 ? v & 1 : 4, flash = v < 8 ? v >> 1 & 1 : v & 1, bf16 = v < 8 ? v >> 2 : 0;
         Setup u = {llama, flash, bf16, MASKS_BYTES, "memo", NULL, 0.34f, 0};
         MemoryPolicy pol;
         GPT m;
