@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 PY    ?= /usr/bin/python3
 
-.PHONY: all setup peer-env build data demo test bench bench-pipeline clean sanitize valgrind fuzz
+.PHONY: all setup peer-env build data demo test bench bench-window bench-pipeline clean sanitize valgrind fuzz
 
 all: build
 
@@ -38,6 +38,11 @@ bench: build data peer-env
 	@$(PY) bench/run_bench.py
 	@$(PY) bench/options_bench.py
 	@$(PY) bench/lora_bench.py
+
+# Sliding-window attention at s 4096: ctron's flash with and without the window against transformers'
+# MistralForCausalLM (bench/window_bench.py; bench/results/<date>-window.md).
+bench-window: build data peer-env
+	@$(PY) bench/window_bench.py
 
 # Pipeline parallelism on this machine: the bubble, the stages' activation bytes and the point-to-point
 # bytes against their theory (bench/results/<date>-pipeline.md, docs/figures/pipeline_stage_memory.svg).

@@ -105,6 +105,10 @@ CONFIGS = {
     # transformers' Qwen3ForCausalLM. Not in make bench's default set (--configs S-qwen3).
     "S-qwen3": dict(arch="llama", layers=12, hidden=768, heads=12, kv_heads=4, ffn=2048, seq=256,
                     batch=4, vocab=8192, dropout=0.0, qk_norm=True),
+    # A long sequence under a sliding window (Mistral's kind; bench/window_bench.py, make bench-window):
+    # 2 layers so that a step at s 4096 stays a few CPU seconds; the peer is MistralForCausalLM.
+    "M-window": dict(arch="llama", layers=2, hidden=512, heads=8, kv_heads=2, ffn=1408, seq=4096,
+                     batch=1, vocab=8192, dropout=0.0, sliding_window=512),
 }
 DEFAULT_CONFIGS = "T,S,S-llama"
 # A config's own policies when --policies / --ctron-variants are not given (shared, ctron-only):
@@ -664,7 +668,8 @@ def family_args(c):
     """The flags of a config's family, the same for ctron and its peer (none for GPT-2)."""
     if arch_of(c) == "gpt2":
         return []
-    return ["--kv-heads", str(c["kv_heads"]), "--ffn-hidden", str(c["ffn"])] + (["--qk-norm"] if c.get("qk_norm") else [])
+    return ["--kv-heads", str(c["kv_heads"]), "--ffn-hidden", str(c["ffn"])] + (["--qk-norm"] if c.get("qk_norm") else []) \
+        + (["--sliding-window", str(c["sliding_window"])] if c.get("sliding_window") else [])
 
 
 def run_ctron(args, c, pol, env, workdir, tag, impl="ctron"):

@@ -15,6 +15,9 @@ No biases, kv_heads = --kv-heads (grouped-query attention when < --heads), inter
 --ffn-hidden, rope_theta, rms_norm_eps as given, attention_dropout 0 (Llama has no other
 dropout; --dropout must be 0).
 
+--sliding-window W builds MistralForCausalLM (MistralConfig: Llama's block, each query attending to its
+last W positions, transformers' sliding-window causal mask) instead.
+
 --attention sdpa (the default) is transformers' `attn_implementation="sdpa"`
 (F.scaled_dot_product_attention, is_causal, enable_gqa where transformers uses it); eager is its
 `eager_attention_forward` (repeat_kv, matmul, additive causal mask, fp32 softmax, matmul).
@@ -63,6 +66,7 @@ try:
     import transformers  # noqa: E402
     import transformers.modeling_utils  # noqa: E402  (ALL_ATTENTION_FUNCTIONS)
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
+    from transformers import MistralConfig, MistralForCausalLM  # noqa: E402
     from transformers.models.llama import modeling_llama  # noqa: E402
     import peft  # noqa: E402
 except ImportError as e:          # the caller's Python is not the peer venv (scripts/peer_env.sh)
@@ -86,6 +90,8 @@ def parse_args(argv):
     ap.add_argument("--norm-eps", type=float, default=1e-5)
     ap.add_argument("--qk-norm", action="store_true",
                     help="Qwen3's per-head q/k RMSNorms: transformers' Qwen3ForCausalLM (head_dim hidden/heads)")
+    ap.add_argument("--sliding-window", type=int, default=0,
+                    help="MistralForCausalLM with this sliding_window (default 0: LlamaForCausalLM)")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--lr", type=float, default=3e-4)
@@ -119,6 +125,9 @@ def parse_args(argv):
     if args.hidden % args.heads or args.heads % args.kv_heads:
         ap.error(f"--hidden {args.hidden}, --heads {args.heads}, --kv-heads {args.kv_heads}: "
                  f"expected heads | hidden and kv-heads | heads")
+    if args.sliding_window < 0 or (args.sliding_window and (args.qk_norm or args.recompute == "selective")):
+        ap.error(f"--sliding-window {args.sliding_window}: expected an integer >= 0, and not with --qk-norm or "
+                 f"--recompute selective (MistralForCausalLM is neither Qwen3's nor modeling_llama's module)")
     if args.qk_norm and args.recompute == "selective":   # checkpoint_attention_core patches modeling_llama's
         ap.error("--qk-norm --recompute selective: the attention-core checkpoint is Llama's module only")
     if args.dropout != 0.0:
@@ -136,10 +145,14 @@ def build_model(args):
                  attention_dropout=0.0, hidden_act="silu", use_cache=False)
     if args.qk_norm:   # Qwen3: its config's head_dim defaults to 128, so it is given
         cfg = Qwen3Config(**shape, head_dim=args.hidden // args.heads, use_sliding_window=False)
+    elif args.sliding_window:   # Mistral: Llama's block with a window (head_dim given: MistralConfig's default is None)
+        shape.pop("attention_bias")
+        cfg = MistralConfig(**shape, sliding_window=args.sliding_window, head_dim=args.hidden // args.heads)
     else:
         cfg = LlamaConfig(**shape, mlp_bias=False)
     cfg._attn_implementation = args.attention
-    model = (Qwen3ForCausalLM if args.qk_norm else LlamaForCausalLM)(cfg).float()
+    cls = Qwen3ForCausalLM if args.qk_norm else MistralForCausalLM if args.sliding_window else LlamaForCausalLM
+    model = cls(cfg).float()
     if args.recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     elif args.recompute == "selective":
@@ -152,7 +165,7 @@ LORA_TARGETS = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj",
                 "gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
 CONFIG_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "seq", "batch", "vocab",
                "dropout", "rope_theta", "norm_eps", "steps", "recompute", "lr", "seed", "precision",
-               "attention", "lora_rank", "lora_alpha", "lora_targets", "lora_fa")
+               "attention", "sliding_window", "lora_rank", "lora_alpha", "lora_targets", "lora_fa")
 
 
 def add_lora(model, args):
