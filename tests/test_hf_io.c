@@ -555,22 +555,30 @@ static GPTConfig small_config(int arch, int tie, int qkv_bias) {
 }
 
 // config.json as export --hf writes it, read back: the same model, and the model_type of its family (llama;
-// Qwen2 with q/k/v biases; Qwen3 with q/k norms; Phi-3 with fused projections; heads of hidden/heads and of
+// Qwen2 with q/k/v biases; Qwen3 with q/k norms; Phi-3 with fused projections; Mistral for the plain block with a
+// sliding window, and each family's window written so that every layer has it; heads of hidden/heads and of
 // another width, tied and untied).
 static void test_config_round_trip(void) {
-    static const struct { const char *type, *class_name; int qkv, qk, fused, head_dim, tie; } CASES[] = {
-        {"llama", "LlamaForCausalLM", 0, 0, 0, 0, -1},
-        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, 1},
-        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1},
-        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 0, -1},
-        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1},
-        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 24, 1},
+    static const struct { const char *type, *class_name; int qkv, qk, fused, head_dim, tie, window; } CASES[] = {
+        {"llama", "LlamaForCausalLM", 0, 0, 0, 0, -1, 0},
+        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, 1, 0},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1, 0},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 0, -1, 0},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1, 0},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 24, 1, 0},
+        // a window on every layer: LlamaConfig has none, so a plain llama block with one is Mistral's
+        {"mistral", "MistralForCausalLM", 0, 0, 0, 0, -1, 8},
+        {"mistral", "MistralForCausalLM", 0, 0, 0, 24, 1, 4096},
+        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, -1, 8},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1, 8},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1, 2047},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig w = small_config(ARCH_LLAMA, CASES[k].tie, CASES[k].qkv);
         w.qk_norm = CASES[k].qk;
         w.fused_proj = CASES[k].fused;
         w.head_dim = CASES[k].head_dim;
+        w.sliding_window = CASES[k].window;
         w.norm_eps = 1e-6f;
         w.max_positions = 40960;
         gpt_config_resolve(&w);
@@ -586,21 +594,42 @@ static void test_config_round_trip(void) {
               r->norm_eps == w.norm_eps && r->rope_theta == w.rope_theta && r->tie_embeddings == w.tie_embeddings &&
               r->qkv_bias == w.qkv_bias && r->qk_norm == w.qk_norm && r->fused_proj == w.fused_proj &&
               c.max_positions == 40960 &&
-              r->max_positions == 40960 && c.sliding_window == 0 && strcmp(c.dtype, "bfloat16") == 0,
-              "%s case %zu read back: kv %d/%d d %d/%d eps %g theta %g tie %d/%d qkv %d/%d qk %d/%d pos %d",
+              r->max_positions == 40960 && r->sliding_window == w.sliding_window && c.partial_window == 0 &&
+              strcmp(c.dtype, "bfloat16") == 0,
+              "%s case %zu read back: kv %d/%d d %d/%d eps %g theta %g tie %d/%d qkv %d/%d qk %d/%d pos %d window %d/%d",
               CASES[k].type, k, r->kv_heads, w.kv_heads, gpt_head_dim(r), gpt_head_dim(&w), (double)r->norm_eps,
               (double)r->rope_theta, r->tie_embeddings, w.tie_embeddings, r->qkv_bias, w.qkv_bias, r->qk_norm, w.qk_norm,
-              c.max_positions);
+              c.max_positions, r->sliding_window, w.sliding_window);
+        // the window as its class reads it: Qwen2's and Qwen3's on every layer (use_sliding_window, from layer 0,
+        // every layer listed sliding), Mistral's and Phi-3's sliding_window (null: none)
+        char window_key[48];
+        snprintf(window_key, sizeof window_key, "\"sliding_window\":\t%d", CASES[k].window);
+        if (CASES[k].window && (CASES[k].qkv || CASES[k].qk))
+            CHECK(strstr(text, "\"use_sliding_window\":\ttrue") && strstr(text, window_key) &&
+                  strstr(text, "\"max_window_layers\":\t0") && strstr(text, "\"sliding_attention\"") &&
+                  !strstr(text, "\"full_attention\""), "%s case %zu: config.json does not slide every layer:\n%s",
+                  CASES[k].type, k, text);
+        else if (CASES[k].window)
+            CHECK(strstr(text, window_key) && !strstr(text, "layer_types") && !strstr(text, "use_sliding_window"),
+                  "%s case %zu: config.json lacks its sliding_window %d:\n%s", CASES[k].type, k, CASES[k].window, text);
+        else
+            CHECK(!strstr(text, "sliding_window\":\t") || strstr(text, "\"sliding_window\":\tnull"),
+                  "%s case %zu: config.json writes a window:\n%s", CASES[k].type, k, text);
+        // MistralConfig: head_dim always (its class default, hidden / heads, is not ctron's --head-dim), no bias keys
+        if (CASES[k].window && !CASES[k].qkv && !CASES[k].qk && !CASES[k].fused)
+            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"num_key_value_heads\":\t2") &&
+                  !strstr(text, "attention_bias") && !strstr(text, "mlp_bias"),
+                  "mistral case %zu: config.json is not MistralConfig's:\n%s", k, text);
         // Qwen3Config's head_dim default is 128: its config.json names the width even where it is hidden/heads
         if (CASES[k].qk)
-            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"use_sliding_window\":\tfalse") &&
+            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"use_sliding_window\":") &&
                   strstr(text, "\"attention_bias\":\tfalse") && !strstr(text, "mlp_bias"),
                   "qwen3 case %zu: config.json lacks head_dim, use_sliding_window or attention_bias false:\n%s", k, text);
         // Phi3Config's keys: its dropouts, the context before long RoPE, no window, no pad token (its default 32000
         // is outside this vocabulary of 67); head_dim only where it is not hidden / heads; no bias keys
         if (CASES[k].fused)
             CHECK(strstr(text, "\"original_max_position_embeddings\":\t40960") && strstr(text, "\"resid_pdrop\":\t0") &&
-                  strstr(text, "\"embd_pdrop\":\t0") && strstr(text, "\"sliding_window\":\tnull") &&
+                  strstr(text, "\"embd_pdrop\":\t0") && strstr(text, "\"sliding_window\":") &&
                   strstr(text, "\"pad_token_id\":\tnull") && !strstr(text, "attention_bias") && !strstr(text, "mlp_bias") &&
                   !strstr(text, "use_sliding_window") && !strstr(text, "layer_types") &&
                   !strstr(text, "\"head_dim\"") == !CASES[k].head_dim,
