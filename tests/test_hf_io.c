@@ -895,18 +895,21 @@ static void test_refusals(void) {
 // one (fused projections) into a model without them, and a llama one into a model with them: refused naming
 // the config field, the model left as it was (test_round_trips wrote the directories).
 static void test_qk_norm_mismatch(void) {
-    static const struct { const char *dir; int tie, qk, fused; const char *needle; } CASES[] = {
-        {"qwen3_tied", 1, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
-        {"llama_tied_sharded", 1, 1, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
-        {"phi3_untied", -1, 0, 0,
+    static const struct { const char *dir; int tie, qk, fused, window; const char *needle; } CASES[] = {
+        {"qwen3_tied", 1, 0, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
+        {"llama_tied_sharded", 1, 1, 0, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
+        {"phi3_untied", -1, 0, 0, 0,
          "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 1 but the model being loaded has 0"},
-        {"llama_untied", -1, 0, 1,
+        {"llama_untied", -1, 0, 1, 0,
          "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 0 but the model being loaded has 1"},
+        // the same tensors, another model: a window the files' config does not have
+        {"llama_untied", -1, 0, 0, 8, "field 'sliding_window (0: none)' is 0 but the model being loaded has 8"},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig cfg = small_config(ARCH_LLAMA, CASES[k].tie, 0);
         cfg.qk_norm = CASES[k].qk;
         cfg.fused_proj = CASES[k].fused;
+        cfg.sliding_window = CASES[k].window;
         GPT m;
         make_model(&m, &cfg, 7);
         float *before = xmalloc(m.n_params * sizeof(float));
@@ -915,7 +918,8 @@ static void test_qk_norm_mismatch(void) {
         dir_path(dir, sizeof dir, CASES[k].dir);
         int rc = hf_load_into(&m, dir, err, sizeof err);
         CHECK(rc != 0 && strstr(err, "config.json") && strstr(err, CASES[k].needle),
-              "%s into q/k norms %d, fused %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk, CASES[k].fused, rc, err);
+              "%s into q/k norms %d, fused %d, window %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk, CASES[k].fused,
+              CASES[k].window, rc, err);
         CHECK(memcmp(before, m.params, m.n_params * sizeof(float)) == 0, "%s: the refused load changed the model",
               CASES[k].dir);
         free(before);
