@@ -11,6 +11,7 @@
 #include "check.h"
 #include "io/checkpoint.h"
 #include "io/ckpt_fs.h"
+#include "io/ckpt_state.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
 #include "train/adamw.h"
@@ -167,6 +168,77 @@ static void expect_refused(Target *tg, const char *dir, const char *needle, cons
     CHECK(memcmp(tg->m.params, tg->p0, bytes) == 0 && memcmp(tg->opt.m, tg->m0, bytes) == 0 &&
           memcmp(tg->opt.v, tg->v0, bytes) == 0 && tg->opt.t == 3, "%s: something was loaded before the error", what);
     printf("  refused (%s): %s\n", what, err);
+}
+
+static char *read_text(const char *path) {
+    uint8_t *data;
+    size_t n;
+    char err[512];
+    if (fileio_read_all(path, &data, &n, err, sizeof err) != 0) ctron_fatal("%s", err);
+    char *text = xmalloc(n + 1);
+    memcpy(text, data, n);
+    text[n] = '\0';
+    free(data);
+    return text;
+}
+
+// state.json's model.sliding_window: written only for a window (so that a model without one writes what every
+// checkpoint before it did, the one line being the whole difference), read back exactly, and an absent key is
+// none; a value out of range, or one beside arch gpt2, is refused naming the field.
+static void test_state_window(const char *work) {
+    CkptState st, back;
+    make_state(&st, 3);
+    st.model.arch = ARCH_LLAMA;
+    st.model.kv_heads = 1;
+    st.model.ffn = 48;
+    st.model.rope_theta = 10000.0f;
+    st.model.norm_eps = 1e-5f;
+    st.model.tie_embeddings = -1;
+    char none[4200], with[4200], again[4200], err[2048];
+    snprintf(none, sizeof none, "%s/none.json", work);
+    snprintf(with, sizeof with, "%s/with.json", work);
+    snprintf(again, sizeof again, "%s/again.json", work);
+    CHECK(ckpt_state_write(none, &st, err, sizeof err) == 0 && ckpt_state_read(none, &back, err, sizeof err) == 0 &&
+          back.model.sliding_window == 0, "state.json without a window: %s (read back %d)", err, back.model.sliding_window);
+    st.model.sliding_window = 6;
+    CHECK(ckpt_state_write(with, &st, err, sizeof err) == 0 && ckpt_state_read(with, &back, err, sizeof err) == 0 &&
+          back.model.sliding_window == 6, "state.json with window 6: %s (read back %d)", err, back.model.sliding_window);
+    CHECK(ckpt_state_write(again, &back, err, sizeof err) == 0, "rewrite: %s", err);
+    char *t_none = read_text(none), *t_with = read_text(with), *t_again = read_text(again);
+    CHECK(strcmp(t_with, t_again) == 0, "state.json with a window is not written back byte for byte:\n%s\n%s", t_with, t_again);
+    CHECK(!strstr(t_none, "sliding_window"), "a model without a window writes model.sliding_window:\n%s", t_none);
+    char *line = strstr(t_with, "\"sliding_window\":\t6,\n");
+    CHECK(line != NULL, "state.json lacks \"sliding_window\": 6:\n%s", t_with);
+    if (line) {   // the window's line out, the text is the windowless one byte for byte
+        const char *end = strchr(line, '\n') + 1;
+        while (line > t_with && line[-1] == '\t') line--;
+        memmove(line, end, strlen(end) + 1);
+        CHECK(strcmp(t_with, t_none) == 0, "state.json differs beyond model.sliding_window:\n%s\n%s", t_with, t_none);
+    }
+    free(t_none); free(t_with); free(t_again);
+    // refused: a window of 0 or a fraction (none is written as no key), and one on GPT-2
+    static const struct { int arch; const char *value, *needle; } BAD[] = {
+        {ARCH_LLAMA, "0", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 0)"},
+        {ARCH_LLAMA, "2.5", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 2.5)"},
+        {ARCH_LLAMA, "\"6\"", "model.sliding_window must be an integer in 1..1.07374e+09 (it is a string)"},
+        {ARCH_GPT2, "6", "model.sliding_window must be absent with model.arch gpt2 (GPT-2 attends to its whole causal prefix)"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        CkptState b = st;
+        if (BAD[i].arch == ARCH_GPT2) b.model = CFG;
+        b.model.sliding_window = 0;
+        CHECK(ckpt_state_write(none, &b, err, sizeof err) == 0, "write: %s", err);
+        char *text = read_text(none), *at = strstr(text, "\"model\":\t{"), edited[8192];
+        at += strlen("\"model\":\t{");
+        snprintf(edited, sizeof edited, "%.*s\"sliding_window\": %s, %s", (int)(at - text), text, BAD[i].value, at);
+        free(text);
+        FILE *f = fopen(none, "w");
+        fputs(edited, f);
+        fclose(f);
+        int rc = ckpt_state_read(none, &back, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "none.json") && strstr(err, BAD[i].needle), "state.json sliding_window %s: rc %d, '%s'",
+              BAD[i].value, rc, err);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -394,6 +466,8 @@ int main(int argc, char **argv) {
     copy_ckpt(step, bad);
     rewrite(mp, NULL, NULL, 0, 0, "h.0.attn.bias");
     CHECK(ckpt_load(bad, &tg.m, &tg.opt, NULL, err, sizeof err) == 0, "h.0.attn.bias buffer refused: %s", err);
+
+    test_state_window(work);
 
     free(tg.p0); free(tg.m0); free(tg.v0);
     adamw_free(&tg.opt); gpt_free(&tg.m);

@@ -41,6 +41,15 @@ expect "--rope-scaling longrope (2 factors, original 16 positions, attention 1.2
 expect "--rope-scaling 'longrope:16:1.2:1,2:3': expected longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR" \
   train --arch llama --fused-proj --rope-scaling longrope:16:1.2:1,2:3 --data "$data"
 expect "--fused-proj is a llama option (--arch llama)" memory --fused-proj
+# --sliding-window W (transformers' sliding_window): an integer >= 1, llama only (GPT-2 has no window)
+expect "--sliding-window: 0 is out of range, expected 1..1073741824" train --arch llama --sliding-window 0 --data "$data"
+expect "--sliding-window: -3 is out of range, expected 1..1073741824" train --arch llama --sliding-window -3 --data "$data"
+expect "--sliding-window: expected an integer, got '8.5'" train --arch llama --sliding-window 8.5 --data "$data"
+expect "--sliding-window: expected an integer, got 'wide'" train --arch llama --sliding-window wide --data "$data"
+expect "--sliding-window: missing value" train --arch llama --data "$data" --sliding-window
+expect "--sliding-window 8 is a llama option (--arch llama): GPT-2 attends to its whole causal prefix (transformers' GPT-2 has no sliding window)" \
+  train --sliding-window 8 --data "$data"
+expect "--sliding-window 2047 is a llama option (--arch llama)" train --arch gpt2 --sliding-window 2047 --data "$data"
 expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
 expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"

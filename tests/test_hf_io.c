@@ -155,20 +155,26 @@ static void test_config_ok(void) {
     // Qwen2: q/k/v biases; its window is off unless use_sliding_window
     rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"sliding_window\": 8, "
                "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
-    CHECK(rc == 0 && c.model.qkv_bias && !c.model.qk_norm && c.sliding_window == 0 && c.max_positions == 32768 &&
+    CHECK(rc == 0 && c.model.qkv_bias && !c.model.qk_norm && c.model.sliding_window == 0 && c.partial_window == 0 &&
+          c.max_positions == 32768 &&
           gpt_head_dim(&c.model) == 16, "qwen2: %s", err);
-    // Mistral: the class's window (4096) when the key is absent; null: none
+    // Mistral: the class's window (4096) when the key is absent, on every layer: the model's, any --seq; null: none
     rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", &c, err, sizeof err);
-    CHECK(rc == 0 && c.sliding_window == 4096, "mistral default window: %s (%d)", err, c.sliding_window);
-    GPTConfig run = {.seq = 4096, .batch = 2};
-    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.hidden == 64 && run.seq == 4096 &&
-          run.batch == 2, "mistral: seq 4096 fits the window of 4096: %s", err);
-    run.seq = 4097;
-    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 && strstr(err, "'sliding_window' is 4096"),
-          "mistral: seq 4097 is refused by the window: %s", err);
+    CHECK(rc == 0 && c.model.sliding_window == 4096 && c.partial_window == 0, "mistral default window: %s (%d)", err,
+          c.model.sliding_window);
+    GPTConfig run = {.seq = 8192, .batch = 2};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.hidden == 64 && run.seq == 8192 &&
+          run.batch == 2 && run.sliding_window == 4096, "mistral: seq 8192 runs with the window of 4096: %s (window %d)",
+          err, run.sliding_window);
+    rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"sliding_window\": 8}", &c,
+               err, sizeof err);
+    run = (GPTConfig){.seq = 32, .batch = 2};
+    CHECK(rc == 0 && hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.seq == 32 &&
+          run.sliding_window == 8, "mistral: a window of 8 under seq 32 is the model's: %s (window %d)", err,
+          run.sliding_window);
     rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"sliding_window\": null}", &c,
                err, sizeof err);
-    CHECK(rc == 0 && c.sliding_window == 0, "mistral null window: %s", err);
+    CHECK(rc == 0 && c.model.sliding_window == 0, "mistral null window: %s", err);
     // GPT-2: its defaults (1024 positions, tied, eps 1e-5)
     rc = parse("{\"model_type\": \"gpt2\", \"vocab_size\": 300, \"n_embd\": 64, \"n_layer\": 2, \"n_head\": 4, "
                "\"n_inner\": null, \"activation_function\": \"gelu_new\", \"bos_token_id\": 50256}", &c, err, sizeof err);
@@ -196,10 +202,10 @@ static void test_config_qwen3(void) {
           !c.model.qkv_bias && c.model.kv_heads == 2 && gpt_head_dim(&c.model) == 32 && gpt_q_width(&c.model) == 128 &&
           gpt_kv_width(&c.model) == 64 && c.model.ffn == 176 && c.model.norm_eps == 1e-5f &&
           c.model.rope_theta == 1000000.0f && c.model.rope_scaling.type == ROPE_PLAIN && c.model.tie_embeddings == 1 &&
-          c.sliding_window == 0 && c.max_positions == 40960 && c.model.max_positions == 40960,
+          c.model.sliding_window == 0 && c.max_positions == 40960 && c.model.max_positions == 40960,
           "qwen3 5.x fields: type %s arch %d qk_norm %d kv %d d %d eps %g theta %g tie %d window %d pos %d", c.model_type,
           c.model.arch, c.model.qk_norm, c.model.kv_heads, gpt_head_dim(&c.model), (double)c.model.norm_eps,
-          (double)c.model.rope_theta, c.model.tie_embeddings, c.sliding_window, c.max_positions);
+          (double)c.model.rope_theta, c.model.tie_embeddings, c.model.sliding_window, c.max_positions);
     // transformers 4.x's form: Qwen3-0.6B's own config.json (top-level rope_theta, rope_scaling null, no layer_types,
     // a sliding_window that use_sliding_window false leaves unused)
     rc = parse("{\"architectures\": [\"Qwen3ForCausalLM\"], \"attention_bias\": false, \"attention_dropout\": 0.0, "
@@ -213,12 +219,12 @@ static void test_config_qwen3(void) {
     CHECK(rc == 0 && c.model.arch == ARCH_LLAMA && c.model.qk_norm == 1 && c.model.layers == 28 && c.model.hidden == 1024 &&
           c.model.heads == 16 && c.model.kv_heads == 8 && gpt_head_dim(&c.model) == 128 && gpt_q_width(&c.model) == 2048 &&
           c.model.ffn == 3072 && c.model.vocab == 151936 && c.model.norm_eps == 1e-6f && c.model.rope_theta == 1000000.0f &&
-          c.model.tie_embeddings == 1 && c.sliding_window == 0 && c.max_positions == 40960 &&
+          c.model.tie_embeddings == 1 && c.model.sliding_window == 0 && c.max_positions == 40960 &&
           strcmp(c.dtype, "bfloat16") == 0 && c.model.tokens.has_bos && c.model.tokens.bos == 151643 &&
           c.model.tokens.n_eos == 1 && c.model.tokens.eos[0] == 151645,
           "qwen3 4.x (Qwen3-0.6B): %s (kv %d d %d eps %g theta %g tie %d window %d pos %d)", err, c.model.kv_heads,
           gpt_head_dim(&c.model), (double)c.model.norm_eps, (double)c.model.rope_theta, c.model.tie_embeddings,
-          c.sliding_window, c.max_positions);
+          c.model.sliding_window, c.max_positions);
     // the keys left out take Qwen3Config's defaults: head_dim 128 (not hidden / heads = 16), eps 1e-6, theta
     // 10000, untied, 32768 positions
     rc = parse("{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 4}", &c, err, sizeof err);
@@ -256,19 +262,16 @@ static void test_config_phi3(void) {
           !c.model.qkv_bias && !c.model.qk_norm && c.model.layers == 32 && c.model.hidden == 3072 &&
           c.model.heads == 32 && c.model.kv_heads == 32 && gpt_head_dim(&c.model) == 96 && c.model.ffn == 8192 &&
           c.model.vocab == 32064 && c.model.norm_eps == 1e-5f && c.model.rope_theta == 10000.0f &&
-          c.model.rope_scaling.type == ROPE_PLAIN && c.model.tie_embeddings == -1 && c.sliding_window == 2047 &&
+          c.model.rope_scaling.type == ROPE_PLAIN && c.model.tie_embeddings == -1 && c.model.sliding_window == 2047 &&
           c.max_positions == 4096 && strcmp(c.dtype, "bfloat16") == 0 && c.model.tokens.has_bos &&
           c.model.tokens.bos == 1 && c.model.tokens.n_eos == 1 && c.model.tokens.eos[0] == 32000,
           "phi3 4.x (Phi-3-mini-4k): %s (fused %d kv %d d %d eps %g theta %g tie %d window %d pos %d)", err,
           c.model.fused_proj, c.model.kv_heads, gpt_head_dim(&c.model), (double)c.model.norm_eps,
-          (double)c.model.rope_theta, c.model.tie_embeddings, c.sliding_window, c.max_positions);
-    GPTConfig run = {.seq = 2047, .batch = 2};
-    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.fused_proj == 1 && run.seq == 2047,
-          "phi3: seq 2047 fits the window of 2047: %s", err);
-    run = (GPTConfig){.seq = 2048, .batch = 2};
-    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 &&
-          strstr(err, "'sliding_window' is 2047: the model attends to its last 2047 positions only") &&
-          strstr(err, "use --seq 2047 or less"), "phi3: seq 2048 is refused by the window: %s", err);
+          (double)c.model.rope_theta, c.model.tie_embeddings, c.model.sliding_window, c.max_positions);
+    // the window is every layer's: the model's, at any --seq (4096, its whole context, too)
+    GPTConfig run = {.seq = 4096, .batch = 2};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.fused_proj == 1 && run.seq == 4096 &&
+          run.sliding_window == 2047, "phi3: seq 4096 runs with the window of 2047: %s (window %d)", err, run.sliding_window);
     // transformers 5's form, Phi-4's shape: rope_parameters (partial_rotary_factor 1 as 5.x writes it), GQA, null window
     rc = parse("{\"model_type\": \"phi3\", \"vocab_size\": 100352, \"hidden_size\": 5120, \"intermediate_size\": 17920, "
                "\"num_hidden_layers\": 40, \"num_attention_heads\": 40, \"num_key_value_heads\": 10, "
@@ -276,18 +279,18 @@ static void test_config_phi3(void) {
                "{\"partial_rotary_factor\": 1.0, \"rope_theta\": 250000.0, \"rope_type\": \"default\"}, "
                "\"sliding_window\": null, \"dtype\": \"bfloat16\"}", &c, err, sizeof err);
     CHECK(rc == 0 && c.model.fused_proj == 1 && c.model.kv_heads == 10 && gpt_head_dim(&c.model) == 128 &&
-          c.model.rope_theta == 250000.0f && c.model.rope_scaling.type == ROPE_PLAIN && c.sliding_window == 0 &&
+          c.model.rope_theta == 250000.0f && c.model.rope_scaling.type == ROPE_PLAIN && c.model.sliding_window == 0 &&
           c.max_positions == 16384 && c.model.max_positions == 16384 && c.model.norm_eps == 1e-5f,
           "phi3 5.x (Phi-4's shape): %s (kv %d d %d theta %g window %d pos %d)", err, c.model.kv_heads,
-          gpt_head_dim(&c.model), (double)c.model.rope_theta, c.sliding_window, c.max_positions);
+          gpt_head_dim(&c.model), (double)c.model.rope_theta, c.model.sliding_window, c.max_positions);
     // the keys left out take Phi3Config's defaults; a head_dim other than hidden / heads is Phi3Attention's
     rc = parse("{\"model_type\": \"phi3\", " LLAMA_SIZES "}", &c, err, sizeof err);
     CHECK(rc == 0 && c.model.fused_proj == 1 && c.model.kv_heads == 4 && gpt_head_dim(&c.model) == 16 &&
           c.model.norm_eps == 1e-5f && c.model.rope_theta == 10000.0f && c.model.tie_embeddings == -1 &&
-          c.sliding_window == 0 && c.max_positions == 4096,
+          c.model.sliding_window == 0 && c.max_positions == 4096,
           "phi3 defaults: %s (kv %d d %d eps %g theta %g tie %d window %d pos %d)", err, c.model.kv_heads,
           gpt_head_dim(&c.model), (double)c.model.norm_eps, (double)c.model.rope_theta, c.model.tie_embeddings,
-          c.sliding_window, c.max_positions);
+          c.model.sliding_window, c.max_positions);
     rc = parse("{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"head_dim\": 24, \"num_key_value_heads\": 2}", &c, err, sizeof err);
     CHECK(rc == 0 && gpt_head_dim(&c.model) == 24 && gpt_q_width(&c.model) == 96 && gpt_kv_width(&c.model) == 48,
           "phi3 head_dim 24: %s (d %d)", err, gpt_head_dim(&c.model));
@@ -329,6 +332,85 @@ static void test_config_phi3(void) {
         rc = parse(json, &c, err, sizeof err);
         CHECK(rc == 0 && c.model.fused_proj == 0, "%s has no fused projections: %s", OTHERS[i], err);
     }
+}
+
+// The sliding window as each family's modeling code applies it (transformers 5.24): a window on every layer is
+// the model's and takes any --seq; one on only some layers (Qwen2's and Qwen3's max_window_layers, a mixed
+// layer_types) is refused where the sequence is longer than it, since ctron runs one window on every layer or none.
+#define LLAMA_SIZES4 "\"vocab_size\": 96, \"hidden_size\": 64, \"intermediate_size\": 176, \"num_hidden_layers\": 4, " \
+                     "\"num_attention_heads\": 4, \"num_key_value_heads\": 2"
+static void test_config_window(void) {
+    HfConfig c;
+    char err[512] = "";
+    GPTConfig run;
+    // Qwen2, max_window_layers 0: every layer from 0 on slides, the model's window
+    int rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES4 ", \"use_sliding_window\": true, \"sliding_window\": 8, "
+                   "\"max_window_layers\": 0}", &c, err, sizeof err);
+    run = (GPTConfig){.seq = 32, .batch = 1};
+    CHECK(rc == 0 && c.model.sliding_window == 8 && c.partial_window == 0 &&
+          hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.sliding_window == 8 && run.seq == 32,
+          "qwen2 max_window_layers 0: %s (window %d, partial %d, run's %d)", err, c.model.sliding_window, c.partial_window,
+          run.sliding_window);
+    // Qwen2, max_window_layers 2 of 4: layers 2 and 3 slide, 0 and 1 see everything: runs only where the window
+    // covers the sequence (seq 8: every layer sees all of it, no window), refused past it
+    rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES4 ", \"use_sliding_window\": true, \"sliding_window\": 8, "
+               "\"max_window_layers\": 2}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.sliding_window == 0 && c.partial_window == 8 && c.partial_layers == 2 &&
+          strcmp(c.partial_key, "max_window_layers") == 0, "qwen2 max_window_layers 2 of 4: %s (window %d, partial %d of %d, %s)",
+          err, c.model.sliding_window, c.partial_window, c.partial_layers, c.partial_key);
+    run = (GPTConfig){.seq = 8, .batch = 1};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.sliding_window == 0 && run.seq == 8,
+          "qwen2 max_window_layers 2, seq 8: %s (window %d)", err, run.sliding_window);
+    run = (GPTConfig){.seq = 9, .batch = 1};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 &&
+          strstr(err, "'dir/config.json': field 'max_window_layers' gives 2 of the 4 layers a sliding window of 8 positions "
+                 "and the others none: ctron runs one window on every layer or none (use --seq 8 or less)"),
+          "qwen2 max_window_layers 2, seq 9: %s", err);
+    // max_window_layers at the depth, the window unused, or null: no layer slides
+    static const char *const NONE[] = {"\"use_sliding_window\": true, \"sliding_window\": 8, \"max_window_layers\": 4",
+                                       "\"use_sliding_window\": false, \"sliding_window\": 8, \"max_window_layers\": 0",
+                                       "\"use_sliding_window\": true, \"sliding_window\": null, \"max_window_layers\": 0",
+                                       "\"use_sliding_window\": true"};   // (max_window_layers 28 past the 4 layers)
+    for (size_t i = 0; i < sizeof NONE / sizeof NONE[0]; i++) {
+        char json[600];
+        snprintf(json, sizeof json, "{\"model_type\": \"qwen2\", " LLAMA_SIZES4 ", %s}", NONE[i]);
+        rc = parse(json, &c, err, sizeof err);
+        CHECK(rc == 0 && c.model.sliding_window == 0 && c.partial_window == 0, "qwen2 {%s}: no window: %s (%d, %d)",
+              NONE[i], err, c.model.sliding_window, c.partial_window);
+    }
+    // transformers 5's layer_types decides Qwen2's and Qwen3's layers (over max_window_layers): all sliding is the
+    // model's window, a mixed list is a window on some layers
+    rc = parse("{\"model_type\": \"qwen3\", " LLAMA_SIZES4 ", \"use_sliding_window\": true, \"sliding_window\": 16, "
+               "\"max_window_layers\": 28, \"layer_types\": [\"sliding_attention\", \"sliding_attention\", "
+               "\"sliding_attention\", \"sliding_attention\"]}", &c, err, sizeof err);
+    run = (GPTConfig){.seq = 64, .batch = 1};
+    CHECK(rc == 0 && c.model.sliding_window == 16 && c.partial_window == 0 && c.model.qk_norm &&
+          hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.sliding_window == 16,
+          "qwen3 layer_types all sliding: %s (window %d, partial %d)", err, c.model.sliding_window, c.partial_window);
+    rc = parse("{\"model_type\": \"qwen3\", " LLAMA_SIZES4 ", \"use_sliding_window\": true, \"sliding_window\": 16, "
+               "\"max_window_layers\": 0, \"layer_types\": [\"full_attention\", \"sliding_attention\", "
+               "\"full_attention\", \"sliding_attention\"]}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.sliding_window == 0 && c.partial_window == 16 && c.partial_layers == 2 &&
+          strcmp(c.partial_key, "layer_types") == 0, "qwen3 layer_types mixed: %s (window %d, partial %d of %d, %s)", err,
+          c.model.sliding_window, c.partial_window, c.partial_layers, c.partial_key);
+    run = (GPTConfig){.seq = 16, .batch = 1};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) == 0 && run.sliding_window == 0,
+          "qwen3 layer_types mixed, seq 16: %s", err);
+    run = (GPTConfig){.seq = 17, .batch = 1};
+    CHECK(hf_config_apply(&c, &run, "dir/config.json", err, sizeof err) != 0 &&
+          strstr(err, "field 'layer_types' gives 2 of the 4 layers a sliding window of 16 positions and the others none: "
+                 "ctron runs one window on every layer or none (use --seq 16 or less)"),
+          "qwen3 layer_types mixed, seq 17: %s", err);
+    // Mistral's and Phi-3's modeling put sliding_window on every layer whatever layer_types says; Llama's on none
+    rc = parse("{\"model_type\": \"mistral\", " LLAMA_SIZES4 ", \"sliding_window\": 8, \"layer_types\": "
+               "[\"full_attention\", \"sliding_attention\", \"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
+    CHECK(rc == 0 && c.model.sliding_window == 8 && c.partial_window == 0, "mistral with a mixed layer_types: %s (%d, %d)",
+          err, c.model.sliding_window, c.partial_window);
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES4 ", \"sliding_window\": 8, \"layer_types\": "
+               "[\"sliding_attention\", \"sliding_attention\", \"sliding_attention\", \"sliding_attention\"]}", &c, err,
+               sizeof err);
+    CHECK(rc == 0 && c.model.sliding_window == 0 && c.partial_window == 0, "llama has no window: %s (%d, %d)", err,
+          c.model.sliding_window, c.partial_window);
 }
 
 static void test_config_refused(void) {
@@ -374,15 +456,23 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, "
          "\"tie_word_embeddings\": false}", "'tie_word_embeddings' is false"},
         {"{\"model_type\": \"gpt2\", \"vocab_size\": 9, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 3}", "'n_head' is 3"},
-        // Qwen3: attention_bias puts a bias on o_proj too; a sliding window in use; its class defaults
+        // Qwen3: attention_bias puts a bias on o_proj too; sliding layers without a window (transformers cannot
+        // build their mask); its class defaults
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"attention_bias\": true}",
          "'attention_bias' is true: Qwen3's attention_bias puts biases on q, k, v and o_proj"},
-        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"use_sliding_window\": true, "
-         "\"sliding_window\": 8, \"max_window_layers\": 0}", "'use_sliding_window' is true: ctron attends to the whole causal window"},
-        {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"use_sliding_window\": true}",
-         "'use_sliding_window' is true"},
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"layer_types\": "
-         "[\"full_attention\", \"sliding_attention\"]}", "'layer_types' has a \"sliding_attention\" layer"},
+         "[\"full_attention\", \"sliding_attention\"]}", "'layer_types' has 1 \"sliding_attention\" layer, but "
+         "use_sliding_window is false: model_type qwen3 then gives it no window (transformers cannot build its mask)"},
+        {"{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"use_sliding_window\": true, "
+         "\"sliding_window\": null, \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}",
+         "'layer_types' has 2 \"sliding_attention\" layers, but sliding_window is null: model_type qwen2 then gives them"},
+        {"{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"use_sliding_window\": true, "
+         "\"sliding_window\": 0, \"max_window_layers\": 0}", "'sliding_window' is 0, expected an integer in 1..1073741824"},
+        {"{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"sliding_window\": 2.5}",
+         "'sliding_window' is 2.5, expected an integer in 1..1073741824"},
+        {"{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"layer_types\": [\"full_attention\", "
+         "\"chunked_attention\"]}",
+         "'layer_types' holds an entry other than \"full_attention\" or \"sliding_attention\""},
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"head_dim\": null}",
          "'head_dim' is null: Qwen3Config takes an integer (128 when absent)"},
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"head_dim\": 33}", "'head_dim' is 33"},
@@ -465,22 +555,30 @@ static GPTConfig small_config(int arch, int tie, int qkv_bias) {
 }
 
 // config.json as export --hf writes it, read back: the same model, and the model_type of its family (llama;
-// Qwen2 with q/k/v biases; Qwen3 with q/k norms; Phi-3 with fused projections; heads of hidden/heads and of
+// Qwen2 with q/k/v biases; Qwen3 with q/k norms; Phi-3 with fused projections; Mistral for the plain block with a
+// sliding window, and each family's window written so that every layer has it; heads of hidden/heads and of
 // another width, tied and untied).
 static void test_config_round_trip(void) {
-    static const struct { const char *type, *class_name; int qkv, qk, fused, head_dim, tie; } CASES[] = {
-        {"llama", "LlamaForCausalLM", 0, 0, 0, 0, -1},
-        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, 1},
-        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1},
-        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 0, -1},
-        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1},
-        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 24, 1},
+    static const struct { const char *type, *class_name; int qkv, qk, fused, head_dim, tie, window; } CASES[] = {
+        {"llama", "LlamaForCausalLM", 0, 0, 0, 0, -1, 0},
+        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, 1, 0},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1, 0},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 0, -1, 0},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1, 0},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 24, 1, 0},
+        // a window on every layer: LlamaConfig has none, so a plain llama block with one is Mistral's
+        {"mistral", "MistralForCausalLM", 0, 0, 0, 0, -1, 8},
+        {"mistral", "MistralForCausalLM", 0, 0, 0, 24, 1, 4096},
+        {"qwen2", "Qwen2ForCausalLM", 1, 0, 0, 0, -1, 8},
+        {"qwen3", "Qwen3ForCausalLM", 0, 1, 0, 24, 1, 8},
+        {"phi3", "Phi3ForCausalLM", 0, 0, 1, 0, -1, 2047},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig w = small_config(ARCH_LLAMA, CASES[k].tie, CASES[k].qkv);
         w.qk_norm = CASES[k].qk;
         w.fused_proj = CASES[k].fused;
         w.head_dim = CASES[k].head_dim;
+        w.sliding_window = CASES[k].window;
         w.norm_eps = 1e-6f;
         w.max_positions = 40960;
         gpt_config_resolve(&w);
@@ -496,21 +594,42 @@ static void test_config_round_trip(void) {
               r->norm_eps == w.norm_eps && r->rope_theta == w.rope_theta && r->tie_embeddings == w.tie_embeddings &&
               r->qkv_bias == w.qkv_bias && r->qk_norm == w.qk_norm && r->fused_proj == w.fused_proj &&
               c.max_positions == 40960 &&
-              r->max_positions == 40960 && c.sliding_window == 0 && strcmp(c.dtype, "bfloat16") == 0,
-              "%s case %zu read back: kv %d/%d d %d/%d eps %g theta %g tie %d/%d qkv %d/%d qk %d/%d pos %d",
+              r->max_positions == 40960 && r->sliding_window == w.sliding_window && c.partial_window == 0 &&
+              strcmp(c.dtype, "bfloat16") == 0,
+              "%s case %zu read back: kv %d/%d d %d/%d eps %g theta %g tie %d/%d qkv %d/%d qk %d/%d pos %d window %d/%d",
               CASES[k].type, k, r->kv_heads, w.kv_heads, gpt_head_dim(r), gpt_head_dim(&w), (double)r->norm_eps,
               (double)r->rope_theta, r->tie_embeddings, w.tie_embeddings, r->qkv_bias, w.qkv_bias, r->qk_norm, w.qk_norm,
-              c.max_positions);
+              c.max_positions, r->sliding_window, w.sliding_window);
+        // the window as its class reads it: Qwen2's and Qwen3's on every layer (use_sliding_window, from layer 0,
+        // every layer listed sliding), Mistral's and Phi-3's sliding_window (null: none)
+        char window_key[48];
+        snprintf(window_key, sizeof window_key, "\"sliding_window\":\t%d", CASES[k].window);
+        if (CASES[k].window && (CASES[k].qkv || CASES[k].qk))
+            CHECK(strstr(text, "\"use_sliding_window\":\ttrue") && strstr(text, window_key) &&
+                  strstr(text, "\"max_window_layers\":\t0") && strstr(text, "\"sliding_attention\"") &&
+                  !strstr(text, "\"full_attention\""), "%s case %zu: config.json does not slide every layer:\n%s",
+                  CASES[k].type, k, text);
+        else if (CASES[k].window)
+            CHECK(strstr(text, window_key) && !strstr(text, "layer_types") && !strstr(text, "use_sliding_window"),
+                  "%s case %zu: config.json lacks its sliding_window %d:\n%s", CASES[k].type, k, CASES[k].window, text);
+        else
+            CHECK(!strstr(text, "sliding_window\":\t") || strstr(text, "\"sliding_window\":\tnull"),
+                  "%s case %zu: config.json writes a window:\n%s", CASES[k].type, k, text);
+        // MistralConfig: head_dim always (its class default, hidden / heads, is not ctron's --head-dim), no bias keys
+        if (CASES[k].window && !CASES[k].qkv && !CASES[k].qk && !CASES[k].fused)
+            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"num_key_value_heads\":\t2") &&
+                  !strstr(text, "attention_bias") && !strstr(text, "mlp_bias"),
+                  "mistral case %zu: config.json is not MistralConfig's:\n%s", k, text);
         // Qwen3Config's head_dim default is 128: its config.json names the width even where it is hidden/heads
         if (CASES[k].qk)
-            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"use_sliding_window\":\tfalse") &&
+            CHECK(strstr(text, "\"head_dim\":") && strstr(text, "\"use_sliding_window\":") &&
                   strstr(text, "\"attention_bias\":\tfalse") && !strstr(text, "mlp_bias"),
                   "qwen3 case %zu: config.json lacks head_dim, use_sliding_window or attention_bias false:\n%s", k, text);
         // Phi3Config's keys: its dropouts, the context before long RoPE, no window, no pad token (its default 32000
         // is outside this vocabulary of 67); head_dim only where it is not hidden / heads; no bias keys
         if (CASES[k].fused)
             CHECK(strstr(text, "\"original_max_position_embeddings\":\t40960") && strstr(text, "\"resid_pdrop\":\t0") &&
-                  strstr(text, "\"embd_pdrop\":\t0") && strstr(text, "\"sliding_window\":\tnull") &&
+                  strstr(text, "\"embd_pdrop\":\t0") && strstr(text, "\"sliding_window\":") &&
                   strstr(text, "\"pad_token_id\":\tnull") && !strstr(text, "attention_bias") && !strstr(text, "mlp_bias") &&
                   !strstr(text, "use_sliding_window") && !strstr(text, "layer_types") &&
                   !strstr(text, "\"head_dim\"") == !CASES[k].head_dim,
@@ -776,18 +895,21 @@ static void test_refusals(void) {
 // one (fused projections) into a model without them, and a llama one into a model with them: refused naming
 // the config field, the model left as it was (test_round_trips wrote the directories).
 static void test_qk_norm_mismatch(void) {
-    static const struct { const char *dir; int tie, qk, fused; const char *needle; } CASES[] = {
-        {"qwen3_tied", 1, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
-        {"llama_tied_sharded", 1, 1, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
-        {"phi3_untied", -1, 0, 0,
+    static const struct { const char *dir; int tie, qk, fused, window; const char *needle; } CASES[] = {
+        {"qwen3_tied", 1, 0, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
+        {"llama_tied_sharded", 1, 1, 0, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
+        {"phi3_untied", -1, 0, 0, 0,
          "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 1 but the model being loaded has 0"},
-        {"llama_untied", -1, 0, 1,
+        {"llama_untied", -1, 0, 1, 0,
          "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 0 but the model being loaded has 1"},
+        // the same tensors, another model: a window the files' config does not have
+        {"llama_untied", -1, 0, 0, 8, "field 'sliding_window (0: none)' is 0 but the model being loaded has 8"},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig cfg = small_config(ARCH_LLAMA, CASES[k].tie, 0);
         cfg.qk_norm = CASES[k].qk;
         cfg.fused_proj = CASES[k].fused;
+        cfg.sliding_window = CASES[k].window;
         GPT m;
         make_model(&m, &cfg, 7);
         float *before = xmalloc(m.n_params * sizeof(float));
@@ -796,7 +918,8 @@ static void test_qk_norm_mismatch(void) {
         dir_path(dir, sizeof dir, CASES[k].dir);
         int rc = hf_load_into(&m, dir, err, sizeof err);
         CHECK(rc != 0 && strstr(err, "config.json") && strstr(err, CASES[k].needle),
-              "%s into q/k norms %d, fused %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk, CASES[k].fused, rc, err);
+              "%s into q/k norms %d, fused %d, window %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk, CASES[k].fused,
+              CASES[k].window, rc, err);
         CHECK(memcmp(before, m.params, m.n_params * sizeof(float)) == 0, "%s: the refused load changed the model",
               CASES[k].dir);
         free(before);
@@ -832,6 +955,7 @@ int main(int argc, char **argv) {
     test_config_ok();
     test_config_qwen3();
     test_config_phi3();
+    test_config_window();
     test_config_refused();
     test_config_round_trip();
     test_index();

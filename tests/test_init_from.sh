@@ -40,6 +40,19 @@ check "[ '$(step "$dir/fresh.jsonl" 1)' != '$(step "$dir/lhf.jsonl" 1)' ]" "the 
 "$ctron" train --init-from "$dir/lhf" --steps 2 "${run[@]}" --ckpt-dir "$dir/rec" > /dev/null 2>&1
 check "grep -q '\"init-from\":[[:space:]]*\"$dir/lhf\"' '$dir/rec/step_00000002/state.json'" "state.json does not record --init-from"
 
+# A Mistral model's sliding window (every layer's, here shorter than --seq) is the run's model: named in the
+# run header and recorded in state.json; --sliding-window beside it must agree (below).
+cp -r "$dir/lhf" "$dir/mhf"
+/usr/bin/python3 - "$dir/mhf/config.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c.update(model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=8)
+json.dump(c, open(sys.argv[1], "w"))
+EOF
+"$ctron" train --init-from "$dir/mhf" --sliding-window 8 --steps 1 "${run[@]}" --ckpt-dir "$dir/mw" > "$dir/mw.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'untied output layer, sliding window 8$' '$dir/mw.out' &&
+       grep -q '\"sliding_window\":[[:space:]]*8,' '$dir/mw/step_00000001/state.json'" \
+  "--init-from a mistral model with window 8: $(head -3 "$dir/mw.out")"
+
 # A BPE model: the export's tokenizer.json encodes the text (as eval encodes it).
 "$ctron" tokenize train --vocab 300 --in "$dir/text.txt" --out "$dir/tok.json" > /dev/null 2>&1
 "$ctron" train --layers 1 --hidden 32 --heads 2 --vocab 300 --steps 2 "${run[@]}" --tokenizer "$dir/tok.json" \
@@ -62,6 +75,8 @@ expect() {   # expect NEEDLE ARGS...
 expect "--hidden 32 disagrees with the model --init-from names ('$dir/lhf': 64)" --init-from "$dir/lhf" --hidden 32
 expect "--arch gpt2 disagrees" --init-from "$dir/lhf" --arch gpt2
 expect "--tie-embeddings tied disagrees" --init-from "$dir/lhf" --tie-embeddings
+expect "--sliding-window 8 disagrees with the model --init-from names ('$dir/lhf': no sliding window)" --init-from "$dir/lhf" --sliding-window 8
+expect "--sliding-window 4 disagrees with the model --init-from names ('$dir/mhf': 8)" --init-from "$dir/mhf" --sliding-window 4
 expect "--init-from and --resume" --init-from "$dir/lhf" --resume "$dir/l"
 expect "nor is it a Hugging Face model directory" --init-from "$dir/missing"
 expect "no position embedding for a sequence of 64 (use --seq 32 or less)" --init-from "$dir/ghf" --seq 64

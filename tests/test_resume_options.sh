@@ -45,6 +45,7 @@ declare -A value=(
   [tie-embeddings]="--arch llama --tie-embeddings" [qkv-bias]="--arch llama --qkv-bias --dropout 0.1"
   [qk-norm]="--arch llama --qk-norm --kv-heads 2 --head-dim 24"
   [fused-proj]="--arch llama --fused-proj --kv-heads 2"
+  [sliding-window]="--arch llama --sliding-window 8"
   [reversible]="--reversible"
   [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
   [search-rates]="--recompute search --act-budget-layer 150KiB --search-rates 100,10"
@@ -167,6 +168,37 @@ sed -i 's/"fused_proj": "yes"/"fused_proj": true, "qk_norm": true/' "$dir/bad/st
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.fused_proj must be false with model.qk_norm true (no family has both)" "$dir/q.out"' \
   "state.json model.fused_proj beside qk_norm: exit $rc: $(cat "$dir/q.out")"
+# The sliding window is the checkpoint's, as the fused projections above: model.sliding_window 8 (absent without
+# one), restored by a plain --resume, another window or one on a checkpoint without one refused naming both,
+# and a state.json whose window is not an integer >= 1 refused naming the field.
+window_state() {  # window_state FILE: the model section's sliding_window ("absent" when not written)
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"].get("sliding_window", "absent"))' "$1"
+}
+rm -rf "$dir/i" "$dir/bad"
+"$ctron" train "${base[@]}" --arch llama --sliding-window 8 --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > /dev/null 2>&1
+check '[ "$(window_state "$dir/i/step_00000002/state.json")" = 8 ]' \
+  "--sliding-window 8: state.json model.sliding_window is $(window_state "$dir/i/step_00000002/state.json"), not 8"
+"$ctron" train --resume "$dir/i" "${free[@]}" > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "untied output layer, sliding window 8$" "$dir/w.out" &&
+       [ "$(window_state "$dir/i/step_00000004/state.json")" = 8 ]' \
+  "a plain --resume of a --sliding-window run: exit $rc, $(head -2 "$dir/w.out"), step 4's window $(window_state "$dir/i/step_00000004/state.json" 2>&1)"
+check '[ "$(window_state "$dir/j/step_00000002/state.json")" = absent ]' \
+  "without --sliding-window state.json writes model.sliding_window: $(window_state "$dir/j/step_00000002/state.json")"
+"$ctron" train --resume "$dir/i" "${free[@]}" --sliding-window 4 > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --sliding-window 4 does not match the checkpoint'"'"'s 8 (.*step_00000004/state.json); leave --sliding-window out" "$dir/w.out"' \
+  "another --sliding-window on resume: exit $rc: $(cat "$dir/w.out")"
+"$ctron" train --resume "$dir/j" "${free[@]}" --sliding-window 8 > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --sliding-window 8 does not match the checkpoint'"'"'s no sliding window (.*step_00000002/state.json)" "$dir/w.out"' \
+  "--sliding-window on resuming a checkpoint without a window: exit $rc: $(cat "$dir/w.out")"
+cp -r "$dir/i/step_00000002" "$dir/bad" && rm -f "$dir/bad/checksums.txt"
+sed -i 's/"sliding_window":[[:space:]]*8/"sliding_window": 0/' "$dir/bad/state.json"
+"$ctron" train --resume "$dir/bad" "${free[@]}" > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.sliding_window must be an integer in 1\.\.1\.07374e+09 (it is 0)" "$dir/w.out"' \
+  "state.json model.sliding_window 0: exit $rc: $(cat "$dir/w.out")"
 # Phi-3's LongRoPE: state.json keeps its factors (a text longer than any option record), a plain --resume
 # restores them bit for bit, and another factor list on resume is refused naming both.
 lr="longrope:16:1.25:1,1.1,1.2,1.3,1.4,1.5,1.6,1.7:2,2.5,3,3.5,4,4.5,5,5.5"

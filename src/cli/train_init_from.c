@@ -24,7 +24,7 @@ static const struct {
     {"ffn-hidden", offsetof(GPTConfig, ffn), 0},       {"rope-theta", offsetof(GPTConfig, rope_theta), 1},
     {"norm-eps", offsetof(GPTConfig, norm_eps), 1},    {"tie-embeddings", offsetof(GPTConfig, tie_embeddings), 0},
     {"qkv-bias", offsetof(GPTConfig, qkv_bias), 0},    {"qk-norm", offsetof(GPTConfig, qk_norm), 0},
-    {"fused-proj", offsetof(GPTConfig, fused_proj), 0},
+    {"fused-proj", offsetof(GPTConfig, fused_proj), 0}, {"sliding-window", offsetof(GPTConfig, sliding_window), 0},
 };
 
 static double field(const GPTConfig *c, int i) {
@@ -46,6 +46,7 @@ static const char *value_text(const GPTConfig *c, int i, char *buf, size_t len) 
     if (strcmp(ARCH_FLAGS[i].flag, "qk-norm") == 0) return c->qk_norm ? "q/k norms" : "no q/k norms";
     if (strcmp(ARCH_FLAGS[i].flag, "fused-proj") == 0)
         return c->fused_proj ? "fused qkv_proj, gate_up_proj" : "no fused projections";
+    if (strcmp(ARCH_FLAGS[i].flag, "sliding-window") == 0 && !c->sliding_window) return "no sliding window";
     snprintf(buf, len, "%.9g", field(c, i));
     return buf;
 }

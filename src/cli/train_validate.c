@@ -23,6 +23,9 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
         if (c->arch == ARCH_GPT2 && train_given(given, llama_only[i]))
             return usage_error("--%s is a llama option (--arch llama): GPT-2 has LayerNorm eps 1e-5, an FFN of 4h, "
                                "learned positions, MHA and a tied output layer", llama_only[i]);
+    if (c->arch == ARCH_GPT2 && train_given(given, "sliding-window"))   // (not in the list: its own reason)
+        return usage_error("--sliding-window %d is a llama option (--arch llama): GPT-2 attends to its whole causal "
+                           "prefix (transformers' GPT-2 has no sliding window)", c->sliding_window);
     if (c->qkv_bias && c->qk_norm)
         return usage_error("--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's "
                            "attention_bias also puts a bias on o_proj, which ctron does not have)");

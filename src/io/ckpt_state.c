@@ -45,6 +45,8 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         cJSON_AddBoolToObject(mo, "qkv_bias", c->qkv_bias);
         if (c->qk_norm) cJSON_AddBoolToObject(mo, "qk_norm", 1);   // q/k norms (Qwen3); absent: none
         if (c->fused_proj) cJSON_AddBoolToObject(mo, "fused_proj", 1);   // Phi-3's qkv_proj, gate_up_proj; absent: split
+        if (c->sliding_window > 0)   // each query's last W positions (Mistral, Phi-3); absent: the whole prefix
+            cJSON_AddNumberToObject(mo, "sliding_window", c->sliding_window);
     }
     cJSON_AddBoolToObject(mo, "tied_embeddings", c->tie_embeddings > 0);
     if (c->tokens.has_bos) cJSON_AddNumberToObject(mo, "bos_token_id", c->tokens.bos);   // a Hugging Face model's
@@ -216,6 +218,18 @@ static void read_token_ids(Reader *r, const cJSON *mo, SpecialTokens *t) {
     }
 }
 
+// model.sliding_window (optional: absent is the whole causal prefix, as in every checkpoint from before it): an
+// integer 1..2^30, a llama-family model's only.
+static void read_window(Reader *r, GPTConfig *c) {
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->root, "model"), "sliding_window");
+    if (!w) return;
+    if (c->arch == ARCH_GPT2) {
+        bad(r, "model", "sliding_window", "absent with model.arch gpt2 (GPT-2 attends to its whole causal prefix)");
+        return;
+    }
+    c->sliding_window = (int)number(r, "model", "sliding_window", 1, 1073741824.0, 1);
+}
+
 // LoRA's fields of the model (docs/LORA.md), from the options the run recorded: a LoRA checkpoint's
 // model file holds the frozen base and the adapters, and whoever reads it builds that model.
 static void read_lora(Reader *r, CkptState *st) {
@@ -327,6 +341,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
             bad(&r, "model", "fused_proj", c->qkv_bias ? "false with model.qkv_bias true (no family has both)"
                                                        : "false with model.qk_norm true (no family has both)");
     }
+    if (!r.failed) read_window(&r, c);
     if (!r.failed) {
         const cJSON *rev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "reversible");
         if (rev && !cJSON_IsBool(rev)) bad(&r, "model", "reversible", "true or false");

@@ -11,8 +11,8 @@
 typedef enum {
     WINDOW_NONE,          // no window keys (Llama); only transformers 5's layer_types
     WINDOW_EVERY_LAYER,   // sliding_window, a number or null, on every layer (Mistral, Phi-3)
-    WINDOW_UPPER_LAYERS,  // sliding_window only with use_sliding_window, on layers >= max_window_layers (Qwen2)
-    WINDOW_REFUSED,       // any use refused: ctron builds no sliding-window layers beside full ones (Qwen3)
+    WINDOW_UPPER_LAYERS,  // sliding_window only with use_sliding_window, on layers >= max_window_layers or on
+                          // layer_types' "sliding_attention" layers (Qwen2, Qwen3)
 } HfWindow;
 
 // One model_type: its family in ctron, the keys its sizes live under, and the defaults transformers'
@@ -42,7 +42,7 @@ static const HfFamily FAMILIES[] = {
     {"mistral", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 131072, 1e-6, 0, 8, 0, WINDOW_EVERY_LAYER, 4096, 1},
     {"qwen2", ARCH_LLAMA, 1, 0, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 0, WINDOW_UPPER_LAYERS, 0, 1},
     // Qwen3Config: head_dim 128 when absent (not hidden / heads), num_key_value_heads 32, untied
-    {"qwen3", ARCH_LLAMA, 0, 1, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 128, WINDOW_REFUSED, 0, 1},
+    {"qwen3", ARCH_LLAMA, 0, 1, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 128, WINDOW_UPPER_LAYERS, 0, 1},
     // Phi3Config: num_key_value_heads = the heads, eps 1e-5, untied, 4096 positions, no window unless given
     // (Phi-3-mini-4k's is 2047); Phi3Attention reads head_dim where config.json has one
     {"phi3", ARCH_LLAMA, 0, 0, 1, LLAMA_KEYS, 4096, 1e-5, 0, 0, 0, WINDOW_EVERY_LAYER, 0, 0},
@@ -269,6 +269,64 @@ static void read_gpt2(Reader *r, HfConfig *c) {
             "an untied one)");
 }
 
+// layer_types (transformers 5; any family's config class checks it): one entry per layer, each full or sliding
+// attention. The number of sliding layers, or -1 when there is no list.
+static int sliding_layers(Reader *r, int layers) {
+    const cJSON *types = get(r, "layer_types");
+    if (!types || r->failed) return -1;
+    int sliding = 0, n = cJSON_IsArray(types) ? cJSON_GetArraySize(types) : -1;
+    if (n != layers) bad(r, "layer_types", "must list %d layers", layers);
+    for (const cJSON *t = cJSON_IsArray(types) ? types->child : NULL; t && !r->failed; t = t->next) {
+        if (cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0) sliding++;
+        else if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
+            bad(r, "layer_types", "holds an entry other than \"full_attention\" or \"sliding_attention\"");
+    }
+    return r->failed ? -1 : sliding;
+}
+
+// sliding_window: a number, or null for none (a key that is absent: def).
+static int window_field(Reader *r, int def) {
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
+    return w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, def, 1, 1 << 30);
+}
+
+// Which layers attend through a sliding window, as the family's modeling code decides it: a window on every
+// layer is the model's (model.sliding_window); one on only some layers is kept apart (partial_window), since
+// ctron runs one window on every layer or none.
+static void read_window(Reader *r, const HfFamily *fam, HfConfig *c) {
+    GPTConfig *m = &c->model;
+    int window = 0, sliding = 0;
+    const char *key = "sliding_window";
+    if (fam->window == WINDOW_EVERY_LAYER) {   // Mistral, Phi-3: every layer's, whatever layer_types says
+        window = window_field(r, fam->window_default);
+        sliding = window ? m->layers : 0;
+    } else if (fam->window == WINDOW_UPPER_LAYERS && bool_field(r, "use_sliding_window", 0)) {
+        // Qwen2, Qwen3: the window only with use_sliding_window, on layers >= max_window_layers (a null one: none)
+        window = window_field(r, 4096);
+        int from = int_field(r, "max_window_layers", 0, 28, 0, 1 << 30);
+        sliding = window && m->layers > from ? m->layers - from : 0;
+        key = "max_window_layers";
+    }
+    int listed = sliding_layers(r, m->layers);   // checked for every family; Llama's, Mistral's, Phi-3's ignore it
+    if (fam->window == WINDOW_UPPER_LAYERS && listed >= 0) {   // Qwen2's and Qwen3's layers follow the list
+        if (listed && !window)
+            bad(r, "layer_types", "has %d \"sliding_attention\" layer%s, but %s: model_type %s then gives %s no window "
+                "(transformers cannot build %s mask)", listed, listed == 1 ? "" : "s",
+                bool_field(r, "use_sliding_window", 0) ? "sliding_window is null" : "use_sliding_window is false",
+                fam->model_type, listed == 1 ? "it" : "them", listed == 1 ? "its" : "their");
+        sliding = listed;
+        key = "layer_types";
+    }
+    if (r->failed || !sliding) return;
+    if (sliding == m->layers) {
+        m->sliding_window = window;
+        return;
+    }
+    c->partial_window = window;
+    c->partial_layers = sliding;
+    snprintf(c->partial_key, sizeof c->partial_key, "%s", key);
+}
+
 // Llama, Mistral, Qwen2, Qwen3, Phi-3: the block ctron's --arch llama runs, and the sliding window.
 static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
     GPTConfig *m = &c->model;
@@ -291,33 +349,7 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
                   : "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
     m->rope_theta = read_rope(r, fam, c->max_positions, head_dim, &m->rope_scaling);
-    if (fam->window == WINDOW_EVERY_LAYER) {   // every layer's window (absent: the class default; null: none)
-        const cJSON *w = cJSON_GetObjectItemCaseSensitive(r->root, "sliding_window");
-        c->sliding_window = w && cJSON_IsNull(w) ? 0 : int_field(r, "sliding_window", 0, fam->window_default, 1, 1 << 30);
-    } else if (fam->window == WINDOW_REFUSED) {   // Qwen3: ctron has no sliding-window layers
-        must_be_false(r, "use_sliding_window", "ctron attends to the whole causal window (Qwen3's sliding-window "
-                      "layers are not built)");
-    } else if (fam->window == WINDOW_UPPER_LAYERS && bool_field(r, "use_sliding_window", 0)) {
-        // Qwen2: the window only with use_sliding_window, and only on layers >= max_window_layers
-        int window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
-        int from = int_field(r, "max_window_layers", 0, 28, 0, 1 << 30);
-        c->sliding_window = m->layers > from ? window : 0;
-    }
-    const cJSON *types = get(r, "layer_types");
-    if (types && !r->failed) {   // transformers 5 lists each layer's attention: it decides
-        int sliding = 0, n = cJSON_IsArray(types) ? cJSON_GetArraySize(types) : -1;
-        if (n != m->layers) bad(r, "layer_types", "must list %d layers", m->layers);
-        for (const cJSON *t = cJSON_IsArray(types) ? types->child : NULL; t && !r->failed; t = t->next) {
-            if (cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0) sliding = 1;
-            else if (!cJSON_IsString(t) || strcmp(t->valuestring, "full_attention") != 0)
-                bad(r, "layer_types", "holds an entry other than \"full_attention\" or \"sliding_attention\"");
-        }
-        if (sliding && fam->window == WINDOW_REFUSED)
-            bad(r, "layer_types", "has a \"sliding_attention\" layer: ctron attends to the whole causal window (Qwen3's "
-                "sliding-window layers are not built)");
-        if (!sliding) c->sliding_window = 0;
-        else if (!c->sliding_window) c->sliding_window = int_field(r, "sliding_window", 0, 4096, 1, 1 << 30);
-    }
+    read_window(r, fam, c);
 }
 
 static void read_dtype(Reader *r, HfConfig *c) {
@@ -476,10 +508,10 @@ int hf_config_apply(const HfConfig *c, GPTConfig *run, const char *path, char *e
                  "of %d (use --seq %d or less)", path, c->max_positions, run->seq, c->max_positions);
         return -1;
     }
-    if (c->sliding_window > 0 && c->sliding_window < run->seq) {
-        snprintf(err, errlen, "'%s': field 'sliding_window' is %d: the model attends to its last %d positions only, "
-                 "and ctron attends to the whole causal window (use --seq %d or less)", path, c->sliding_window,
-                 c->sliding_window, c->sliding_window);
+    if (c->partial_window > 0 && c->partial_window < run->seq) {   // within the window, every layer sees all
+        snprintf(err, errlen, "'%s': field '%s' gives %d of the %d layers a sliding window of %d positions and the "
+                 "others none: ctron runs one window on every layer or none (use --seq %d or less)", path,
+                 c->partial_key, c->partial_layers, c->model.layers, c->partial_window, c->partial_window);
         return -1;
     }
     GPTConfig m = c->model;

@@ -68,16 +68,36 @@ static void rope_scaling_fields(cJSON *o, const RopeScaling *sc, int max_positio
 }
 
 // The llama family's model_types: which one a configuration is written as (train refuses two knobs together).
+// LlamaConfig has no sliding window: a plain llama block with one is Mistral's (the same tensors and block).
 static const struct { const char *model_type, *class_name; } LLAMA_TYPES[] = {
-    {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}, {"phi3", "Phi3ForCausalLM"}};
-enum { T_LLAMA, T_QWEN2, T_QWEN3, T_PHI3 };
+    {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
+    {"phi3", "Phi3ForCausalLM"}, {"mistral", "MistralForCausalLM"}};
+enum { T_LLAMA, T_QWEN2, T_QWEN3, T_PHI3, T_MISTRAL };
 
 static int llama_type(const GPTConfig *c) {
-    return c->qkv_bias ? T_QWEN2 : c->qk_norm ? T_QWEN3 : c->fused_proj ? T_PHI3 : T_LLAMA;
+    return c->qkv_bias ? T_QWEN2 : c->qk_norm ? T_QWEN3 : c->fused_proj ? T_PHI3 : c->sliding_window ? T_MISTRAL : T_LLAMA;
+}
+
+// sliding_window: the window, or null for none (Phi3Config's default; MistralConfig's would be 4096).
+static void add_window(cJSON *o, int window) {
+    if (window > 0) cJSON_AddNumberToObject(o, "sliding_window", window);
+    else cJSON_AddNullToObject(o, "sliding_window");
+}
+
+// Qwen2Config's and Qwen3Config's window settings: with a window, use_sliding_window and max_window_layers 0
+// put it on every layer (layer_types lists them all sliding, as the class derives it); without, all full.
+static void qwen_window(cJSON *o, const GPTConfig *c) {
+    cJSON_AddBoolToObject(o, "use_sliding_window", c->sliding_window > 0);
+    add_window(o, c->sliding_window);
+    cJSON_AddNumberToObject(o, "max_window_layers", c->sliding_window > 0 ? 0 : c->layers);
+    cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
+    const char *type = c->sliding_window > 0 ? "sliding_attention" : "full_attention";
+    for (int l = 0; l < c->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString(type));
 }
 
 static void llama_config(cJSON *o, const GPTConfig *c) {
-    int type = llama_type(c), qwen2 = type == T_QWEN2, qwen3 = type == T_QWEN3, phi3 = type == T_PHI3;
+    int type = llama_type(c), qwen2 = type == T_QWEN2, qwen3 = type == T_QWEN3, phi3 = type == T_PHI3,
+        mistral = type == T_MISTRAL;
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "architectures"), cJSON_CreateString(LLAMA_TYPES[type].class_name));
     cJSON_AddStringToObject(o, "model_type", LLAMA_TYPES[type].model_type);
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
@@ -109,10 +129,10 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc, positions);
     if (phi3) cJSON_AddNumberToObject(rope, "partial_rotary_factor", 1.0);   // as Phi3Config writes it: every dimension
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
-    if (phi3) {   // Phi3Config's dropouts and window (none); it has no head_dim, attention_bias or mlp_bias keys
+    if (phi3) {   // Phi3Config's dropouts and window; it has no head_dim, attention_bias or mlp_bias keys
         cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
         cJSON_AddNumberToObject(o, "embd_pdrop", 0.0);
-        cJSON_AddNullToObject(o, "sliding_window");
+        add_window(o, c->sliding_window);
         // Phi3Config's pad_token_id default, 32000, is nn.Embedding's padding_idx: outside a smaller vocabulary
         // the model cannot be built (ctron has no padding token: none)
         cJSON_AddNullToObject(o, "pad_token_id");
@@ -120,17 +140,12 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
         if (gpt_head_dim(c) * c->heads != c->hidden) cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
         return;
     }
-    if (qwen2 || qwen3) {   // Qwen2's and Qwen3's window settings, off
-        cJSON_AddBoolToObject(o, "use_sliding_window", 0);
-        cJSON_AddNullToObject(o, "sliding_window");
-        cJSON_AddNumberToObject(o, "max_window_layers", c->layers);
-        cJSON *types = cJSON_AddArrayToObject(o, "layer_types");
-        for (int l = 0; l < c->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString("full_attention"));
-    }
+    if (qwen2 || qwen3) qwen_window(o, c);
+    if (mistral) add_window(o, c->sliding_window);   // every layer's (MistralConfig has no layer_types)
     if (!qwen2) {   // head_dim always (Qwen3Config's default is 128, not hidden / heads); no biases
         cJSON_AddNumberToObject(o, "head_dim", gpt_head_dim(c));
-        cJSON_AddBoolToObject(o, "attention_bias", 0);
-        if (!qwen3) cJSON_AddBoolToObject(o, "mlp_bias", 0);   // (Qwen3Config has no mlp_bias)
+        if (!mistral) cJSON_AddBoolToObject(o, "attention_bias", 0);   // (MistralConfig has no bias keys)
+        if (!qwen3 && !mistral) cJSON_AddBoolToObject(o, "mlp_bias", 0);   // (nor has Qwen3Config mlp_bias)
     }
 }
 

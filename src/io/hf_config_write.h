@@ -6,8 +6,9 @@
 #include "model/gpt.h"
 
 // The model's config.json (GPT-2 → GPT2LMHeadModel; llama → LlamaForCausalLM, Qwen2ForCausalLM with
-// q/k/v biases, Qwen3ForCausalLM with q/k norms, or Phi3ForCausalLM with fused projections), positions =
-// c->seq, weights stored as dtype ("float32" or "bfloat16"). A fresh string (free it with cJSON_free).
+// q/k/v biases, Qwen3ForCausalLM with q/k norms, Phi3ForCausalLM with fused projections, or
+// MistralForCausalLM with a sliding window and none of those; the window written so that every layer has it),
+// positions = c->seq, weights stored as dtype ("float32" or "bfloat16"). A fresh string (free it with cJSON_free).
 char *hf_config_json(const GPTConfig *c, const char *dtype);
 // generation_config.json: the model's defaults, its BOS/EOS ids (c->tokens; null when none is known).
 char *hf_generation_config_json(const GPTConfig *c);

@@ -126,6 +126,13 @@ static int was_given(const char *const *given, int n, const char *flag) {
         else if ((field) != (ck)) MISMATCH(flag, fmt, (cast)(field), (cast)(ck));                             \
     } while (0)
 
+// A window as the mismatch message names it (0: none).
+static const char *window_text(int window, char *buf, size_t len) {
+    if (window > 0) snprintf(buf, len, "%d", window);
+    else snprintf(buf, len, "no sliding window");
+    return buf;
+}
+
 #define ORDER_NAME(x) ((x) == DATA_SEQUENTIAL ? "sequential" : "random")
 
 int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *given, int n_given, char *err,
@@ -166,6 +173,11 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         else if (!k->qk_norm) MISMATCH("qk-norm", "%s", "(q/k norms)", "no q/k norms");
         if (!was_given(given, n_given, "fused-proj")) c->fused_proj = k->fused_proj;
         else if (!k->fused_proj) MISMATCH("fused-proj", "%s", "(fused qkv_proj, gate_up_proj)", "no fused projections");
+        // the window changes what every query sees: a checkpoint's model keeps its own (0: none)
+        if (!was_given(given, n_given, "sliding-window")) c->sliding_window = k->sliding_window;
+        else if (c->sliding_window != k->sliding_window)
+            MISMATCH("sliding-window", "%s", window_text(c->sliding_window, (char[48]){0}, 48),
+                     window_text(k->sliding_window, (char[48]){0}, 48));
     }
     AGREE("lr", o->lr, st->lr, "%g", double);
     AGREE("min-lr", o->min_lr, st->min_lr, "%g", double);

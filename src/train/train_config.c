@@ -41,6 +41,7 @@
     X("qkv-bias", SAME, R_STATE, "%d", (o)->model.qkv_bias)                                                   \
     X("qk-norm", SAME, R_STATE, "%d", (o)->model.qk_norm)                                                     \
     X("fused-proj", SAME, R_STATE, "%d", (o)->model.fused_proj)                                               \
+    X("sliding-window", SAME, R_STATE, "%d", (o)->model.sliding_window)                                       \
     X("reversible", SAME, R_STATE, "%d", (o)->model.reversible)                                               \
     X("lora-rank", SAME, R_KEEP, "%d", (o)->model.lora_rank)                                                  \
     X("lora-alpha", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_alpha))                                    \

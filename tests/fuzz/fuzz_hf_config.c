@@ -23,7 +23,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const GPTConfig *m = &c.model;
     if (m->layers < 1 || m->hidden < 1 || m->heads < 1 || m->hidden % m->heads || m->kv_heads < 1 ||
         m->heads % m->kv_heads || m->ffn < 1 || m->vocab < 1 || !(m->norm_eps > 0) || !(m->rope_theta > 1) ||
-        c.max_positions < 1 || c.sliding_window < 0 || (m->arch != ARCH_GPT2 && m->arch != ARCH_LLAMA) ||
+        c.max_positions < 1 || m->sliding_window < 0 || c.partial_window < 0 ||
+        (c.partial_window && (m->sliding_window || c.partial_layers < 1 || c.partial_layers >= m->layers)) ||
+        (m->sliding_window && m->arch == ARCH_GPT2) || (m->arch != ARCH_GPT2 && m->arch != ARCH_LLAMA) ||
         m->tokens.n_eos < 0 || m->tokens.n_eos > MAX_EOS_IDS || (m->rope_scaling.type && rope_scaling_check(&m->rope_scaling, err, sizeof err)))
         abort();
     GPTConfig run = {.seq = 64, .batch = 1};
