@@ -6,7 +6,7 @@
     $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3|phi3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
         [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG]
-        [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
+        [--sliding-window W] [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
 
 OUT gets config.json, generation_config.json and model.safetensors (or model-0000K-of-0000N.safetensors
 and model.safetensors.index.json when --max-shard-size cuts it), as save_pretrained writes them. The
@@ -45,7 +45,7 @@ def build_config(transformers, a):
     if a.family == "gpt2":
         return cls(vocab_size=a.vocab, n_embd=a.hidden, n_layer=a.layers, n_head=a.heads, n_positions=a.positions,
                    tie_word_embeddings=True, bos_token_id=None, eos_token_id=None)
-    extra = {"sliding_window": None} if a.family == "mistral" else {}
+    extra = {"sliding_window": a.sliding_window or None} if a.family in ("mistral", "phi3") else {}
     if a.family == "phi3":   # Phi3Config's default pad id 32000 would lie outside a small vocabulary
         extra["pad_token_id"] = None
         if a.rope_scaling.startswith("longrope:"):   # the context LongRoPE switches at: Phi3Config's own key
@@ -98,6 +98,8 @@ def parse_args(argv):
     p.add_argument("--tied", action="store_true")
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scaling", default="none")
+    p.add_argument("--sliding-window", type=int, default=0,
+                   help="mistral, phi3: each query attends to its last W positions (default 0: none)")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     p.add_argument("--max-shard-size", default="5GB")
     p.add_argument("--seed", type=int, default=0)

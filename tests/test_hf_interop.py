@@ -4,7 +4,7 @@
 
 1. Import: transformers makes random models with save_pretrained (scripts/hf_tiny_model.py): GPT-2;
    llama with GQA, tied and untied; qwen2 with q/k/v biases; qwen3 with per-head q/k norms; phi3 with fused
-   qkv_proj and gate_up_proj; mistral; head_dim
+   qkv_proj and gate_up_proj; mistral; sliding windows shorter than the sequence (mistral, phi3); head_dim
    other than hidden / heads;
    fp32, bf16 and fp16; sharded and not. `ctron eval --ids --dump --grads` gives transformers' logits and loss (labels = input_ids) to
    1e-5 relative and every gradient to 1e-4 (max-abs normalised, as test_parity_llama), under the
@@ -132,6 +132,9 @@ IMPORT_CASES = [
     ("phi3_gqa_bf16_shard", dict(family="phi3", kv_heads=2, dtype="bfloat16", max_shard_size="40KB"), "int32"),
     # LongRoPE (Phi-3-mini-128k, Phi-3.5): 19 positions past an original context of 16 take the long factors
     ("phi3_longrope", dict(family="phi3", kv_heads=2, rope_scaling="longrope:16"), "int64"),
+    # sliding windows shorter than the 19 positions: Mistral's (GQA) and Phi-3-mini-4k's kind (MHA, bf16)
+    ("mistral_window5", dict(family="mistral", kv_heads=2, sliding_window=5), "int32"),
+    ("phi3_window7_bf16", dict(family="phi3", kv_heads=4, sliding_window=7, dtype="bfloat16"), "int64"),
 ]
 
 
@@ -144,6 +147,12 @@ def test_import(ctron, work, rng):
         write_ids(ids_path, ids, id_dtype)
         _, logits, loss, grads = reference(d, ids)
         compare(name, dump(ctron, d, ids_path, os.path.join(work, name + ".out.safetensors")), logits, loss, grads)
+        if opts.get("sliding_window"):   # the window is not a no-op here: transformers without it is far away
+            whole = windowless_logits(d, ids)
+            moved = rel(whole, logits)
+            check(moved > 100 * LOGIT_TOL, f"{name}: the window changes the logits only by {moved:.1e}: the case "
+                                           "would not see it missing")
+            print(f"{'':22s} transformers without the window: logits rel {moved:.1e}", flush=True)
         if opts.get("rope_scaling"):   # the scaling is not a no-op here: transformers without it is far away
             plain = unscaled_logits(d, ids, opts.get("rope_theta", 10000.0))
             moved = rel(plain, logits)
@@ -159,6 +168,18 @@ def unscaled_logits(model_dir, ids, theta):
     import transformers
     cfg = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
     cfg.rope_parameters = {"rope_type": "default", "rope_theta": theta}
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, config=cfg, dtype=torch.float32,
+                                                              attn_implementation="eager", local_files_only=True)
+    with torch.no_grad():
+        return model(input_ids=torch.from_numpy(ids.astype("int64"))).logits.float().numpy()
+
+
+def windowless_logits(model_dir, ids):
+    """transformers' logits of model_dir's weights attending to the whole causal prefix (sliding_window None)."""
+    import torch
+    import transformers
+    cfg = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    cfg.sliding_window = None
     model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, config=cfg, dtype=torch.float32,
                                                               attn_implementation="eager", local_files_only=True)
     with torch.no_grad():
@@ -184,7 +205,9 @@ def test_round_trip(ctron, data, work, rng):
              ("rt_head_dim", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24), [], "LlamaForCausalLM"),
              ("rt_qwen3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--head-dim", 24, "--qk-norm",
                            "--tie-embeddings"), [], "Qwen3ForCausalLM"),
-             ("rt_phi3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--fused-proj"), [], "Phi3ForCausalLM")]
+             ("rt_phi3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--fused-proj"), [], "Phi3ForCausalLM"),
+             ("rt_mistral_window", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--sliding-window", 6), [],
+              "MistralForCausalLM")]
     for name, flags, export_flags, cls in cases:
         run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
         train(ctron, data, run_dir, *flags)
@@ -201,8 +224,9 @@ def test_round_trip(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
         print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
-        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3", "rt_phi3"):   # greedy generation from the export equals ctron
-            # generate's (llama3: the KV cache's positions through the scaled table; head_dim: its widths)
+        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3", "rt_phi3", "rt_mistral_window"):
+            # greedy generation from the export equals ctron generate's (llama3: the KV cache's positions through
+            # the scaled table; head_dim: its widths; the window: the cache's last 6 positions)
             prompt = "In the beginning"
             got = run(ctron, "generate", "--ckpt", run_dir, "--prompt", prompt, "--tokens", 10, "--temperature", 0,
                       "--json", "--threads", 1)
@@ -233,7 +257,7 @@ def test_fine_tune(ctron, data, work, rng):
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
     for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard",
-                "phi3_gqa_bf16_shard", "phi3_longrope"):
+                "phi3_gqa_bf16_shard", "phi3_longrope", "mistral_window5"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
