@@ -263,7 +263,30 @@ static void check_search(const GpuSpec *g, const char *name, int nodes, ClusterL
     cluster_results_free(&r);
 }
 
+// A sliding window counts each query's core over its W keys: one layer's forward loses exactly 4·s·(s − W)·q
+// (QKᵀ and P·V), a selective layer's recompute the same share of Eq. 8 − Eq. 7's 12·s²·q; W ≥ s is no window.
+static void check_window_flops(void) {
+    const double s = 4096, h = 512, q = 512, B = 2;
+    FlopBlock whole = {128, 1408, 2, q, 0.0}, window = whole, wide = whole;
+    window.window = 512;
+    wide.window = 8192;
+    double d = flops_layer_forward_block(s, h, &whole) - flops_layer_forward_block(s, h, &window);
+    CHECK(d == 4.0 * s * (s - 512) * q, "a window of 512 at s 4096 saves %.6g FLOPs a layer, expected 4·s·(s − W)·q", d);
+    CHECK(flops_layer_forward_block(s, h, &wide) == flops_layer_forward_block(s, h, &whole),
+          "a window wider than the sequence changes the FLOPs");
+    CHECK(flops_model_block(B, 2, s, h, 8192, &whole) - flops_model_block(B, 2, s, h, 8192, &window) == B * 2 * 3 * d,
+          "the model FLOPs of a windowed step: 3 passes × 2 layers × B of the layer's saving");
+    MemoryPolicy pol = {0};
+    char err[128];
+    if (policy_build(&pol, 2, "selective", NULL, 1, NULL, err, sizeof err) != 0) CHECK(0, "policy: %s", err);
+    double hw = flops_hardware_block(B, s, h, 8192, &pol, 2, 1, &window) - flops_model_block(B, 2, s, h, 8192, &window);
+    CHECK(fabs(hw - 2 * 12.0 * B * s * 512 * q) <= 1e-9 * hw, "selective recompute under the window: %.6g, expected "
+          "12·B·s·W·q a layer", hw);
+    policy_free(&pol);
+}
+
 int main(void) {
+    check_window_flops();
     check_param_counts();
     check_layer_bytes();
     check_planner();

@@ -14,27 +14,30 @@ double flops_recompute_full(double B, double s, double h, int skip_fc2) {
 
 static double q_width(double h, const FlopBlock *b) { return b && b->q_width > 0.0 ? b->q_width : h; }
 
+// The keys each query's core runs over, the paper's dense count: s, or a shorter sliding window.
+static double keys(double s, const FlopBlock *b) { return b && b->window > 0.0 && b->window < s ? b->window : s; }
+
 static int paper_shape(double h, const FlopBlock *b) {
-    return !b || (b->kv_width == h && b->ffn == 4.0 * h && b->mlp_mats == 1 && q_width(h, b) == h);
+    return !b || (b->kv_width == h && b->ffn == 4.0 * h && b->mlp_mats == 1 && q_width(h, b) == h && b->window <= 0.0);
 }
 
 // One layer's forward per sequence, and the part of it after the MLP's inner activation (the down
 // projection, which a group's last recomputed layer skips).
 static double layer_forward(double s, double h, const FlopBlock *b) {
     double q = q_width(h, b);
-    return 2.0 * s * h * (q + 2.0 * b->kv_width) + 2.0 * s * q * h + 4.0 * s * s * q +
+    return 2.0 * s * h * (q + 2.0 * b->kv_width) + 2.0 * s * q * h + 4.0 * s * keys(s, b) * q +
            2.0 * s * h * b->ffn * (b->mlp_mats + 1);
 }
 
 double flops_layer_forward_block(double s, double h, const FlopBlock *blk) {
-    FlopBlock g = {h, 4.0 * h, 1, h};
+    FlopBlock g = {h, 4.0 * h, 1, h, 0.0};
     return layer_forward(s, h, blk ? blk : &g);
 }
 
 double flops_recompute_memo_block(double B, double s, double h, double frac, const FlopBlock *blk) {
-    FlopBlock g = {h, 4.0 * h, 1, h};
+    FlopBlock g = {h, 4.0 * h, 1, h, 0.0};
     if (!blk) blk = &g;
-    double core = 4.0 * s * s * q_width(h, blk), down = 2.0 * s * h * blk->ffn;
+    double core = 4.0 * s * keys(s, blk) * q_width(h, blk), down = 2.0 * s * h * blk->ffn;
     return B * ((1.0 - frac) * (layer_forward(s, h, blk) - core - down) + (1.0 - frac * frac) * core);
 }
 
@@ -49,16 +52,21 @@ double flops_recompute_full_block(double B, double s, double h, int skip_down, c
     return B * (layer_forward(s, h, blk) - (skip_down ? 2.0 * s * h * blk->ffn : 0.0));
 }
 
+// A selective layer's core again (Eq. 8 − Eq. 7), over each query's keys.
+static double selective_block(double B, double s, double h, const FlopBlock *blk) {
+    return flops_recompute_selective(B, s, q_width(h, blk)) * keys(s, blk) / s;
+}
+
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,
                             int ctron_full, const FlopBlock *blk) {
     double total = flops_model_block(B, layers, s, h, v, blk);
     for (int l = 0; l < layers && policy; l++) {
         LayerRecompute k = policy->kind[l];
-        if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective(B, s, q_width(h, blk));
+        if (k == RECOMPUTE_SELECTIVE) total += selective_block(B, s, h, blk);
         if (k == RECOMPUTE_MEMO) {   // its later positions, and (without flash) the core in backward as selective's
             double r = s >= 1.0 ? (double)memo_swap_positions((long)s, policy_memo_alpha(policy, l)) / s : 0.0;
             total += flops_recompute_memo_block(B, s, h, r, blk);
-            if (!(policy->tempo & ATTN_FLASH)) total += flops_recompute_selective(B, s, q_width(h, blk));
+            if (!(policy->tempo & ATTN_FLASH)) total += selective_block(B, s, h, blk);
         }
         if (k == RECOMPUTE_FULL) {
             int g0 = policy->group_start[l];
@@ -76,7 +84,7 @@ double flops_hardware(double B, double s, double h, double v, const MemoryPolicy
 FlopBlock flops_block_of(const ActShape *sh) {
     double h = (double)sh->h;
     FlopBlock b = {(double)act_kv_width(sh), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1,
-                   (double)act_q_width(sh)};
+                   (double)act_q_width(sh), 0.0};   // the analytic shape has no window: the whole core
     return b;
 }
 

@@ -23,11 +23,13 @@ double flops_recompute_full(double B, double s, double h, int skip_fc2);
 // input matrices (GeLU 1, SwiGLU's gate and up 2). Per sequence, one layer's forward is
 // 2sh(h + 2·kv_width) (q, k, v) + 2sh² (o) + 4s²h (the core) + 2sh·ffn·(mlp_mats + 1); training is 3×
 // and the output layer adds 6shv. For GPT-2's shape (kv_width = h, ffn = 4h, 1 matrix) these are the
-// paper's closed forms above, which they return exactly.
+// paper's closed forms above, which they return exactly. A sliding window W < s counts the core over the
+// W keys of each query, 4sWh, as the paper counts it over all s (dense, not causal, in both).
 typedef struct {
     double kv_width, ffn;
     int mlp_mats;
     double q_width;   // a·d, the width of q and of the attention's output (0: h)
+    double window;    // keys per query under a sliding window (0: all s)
 } FlopBlock;
 double flops_model_block(double B, double L, double s, double h, double v, const FlopBlock *blk);
 double flops_hardware_block(double B, double s, double h, double v, const MemoryPolicy *policy, int layers,

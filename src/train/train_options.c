@@ -343,7 +343,7 @@ FlopBlock train_flop_block(const GPTConfig *cfg) {
     GPTConfig c = *cfg;
     gpt_config_resolve(&c);
     FlopBlock b = {(double)gpt_kv_width(&c), (double)c.ffn, arch_spec((ArchKind)c.arch)->mlp == MLP_SWIGLU ? 2 : 1,
-                   (double)gpt_q_width(&c)};
+                   (double)gpt_q_width(&c), (double)c.sliding_window};
     return b;
 }
 
