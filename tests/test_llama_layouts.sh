@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Llama block under every parallel layout (issue 25 item 5): TP (q/k/v and gate/up column-parallel,
 # o and down row-parallel, the vocabulary-parallel untied head), SP, DP with ZeRO-1 and the pipeline
-# schedules follow the single-process run within 1e-5 relative (10 per-step losses, final parameters and
+# schedules follow the single-process run within 1e-5 relative (also with a sliding window) (10 per-step losses, final parameters and
 # AdamW moments), every rank's activation ledger equals its prediction, and a checkpoint of one layout
 # resumes on one process.
 # usage: test_llama_layouts.sh CTRON DATA MPIEXEC [mpiexec flags...]
@@ -61,6 +61,14 @@ common+=(--fused-proj)
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/fused.jsonl" --ckpt-dir "$dir/fused" > "$dir/fused.out" 2>&1
 ec=$?; check '[ $ec -eq 0 ]' "the one-process --fused-proj run: $(tail -3 "$dir/fused.out")"
 run fused_tp2sppp2 4 fused --tp 2 --sp --pp 2 --grad-accum 2 --recompute selective
+# A sliding window of 9 of the 32 positions (Mistral's kind): RoPE and the window on SP's gathered global
+# positions, every rank's local heads through the window, flash's tiles and the standard path.
+common=("${untied[@]}")
+common+=(--sliding-window 9)
+"$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/win.jsonl" --ckpt-dir "$dir/win" > "$dir/win.out" 2>&1
+ec=$?; check '[ $ec -eq 0 ]' "the one-process --sliding-window run: $(tail -3 "$dir/win.out")"
+run win_tp2sp   2 win --tp 2 --sp --recompute selective --grad-accum 2
+run win_tp2pp2  4 win --tp 2 --sp --pp 2 --grad-accum 2 --attention flash --recompute full
 common=("${untied[@]}")
 common+=(--tie-embeddings)   # the tied output layer: the first and last stages' copies of the embedding
 "$ctron" train "${common[@]}" --grad-accum 2 --log "$dir/tied.jsonl" --ckpt-dir "$dir/tied" > "$dir/tied.out" 2>&1
