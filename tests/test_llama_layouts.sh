@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Llama block under every parallel layout (issue 25 item 5): TP (q/k/v and gate/up column-parallel,
 # o and down row-parallel, the vocabulary-parallel untied head), SP, DP with ZeRO-1 and the pipeline
-# schedules follow the single-process run within 1e-5 relative (also with a sliding window) (10 per-step losses, final parameters and
+# schedules follow the single-process run within 1e-5 relative (10 per-step losses, final parameters and
 # AdamW moments), every rank's activation ledger equals its prediction, and a checkpoint of one layout
-# resumes on one process.
+# resumes on one process. Also with head_dim, Qwen3's q/k norms, Phi-3's fused tensors, a sliding window and a
+# tied output layer.
 # usage: test_llama_layouts.sh CTRON DATA MPIEXEC [mpiexec flags...]
 set -uo pipefail
 ctron=$1; data=$2; shift 2; launch=("$@")
