@@ -46,6 +46,9 @@ typedef struct {
     int qk_norm;                  // llama: q and k RMS-normalised per head before RoPE, one weight [d] each (Qwen3)
     int fused_proj;               // llama: q|k|v are one tensor qkv_proj and gate|up one gate_up_proj (Phi-3's
                                   // names), and LoRA adapts them as such (one A over q, k and v; one over gate, up)
+    int rotary_dim;               // llama: RoPE rotates the first rotary_dim dims of each head (pairs j, j + rotary_dim/2)
+                                  // and passes the rest through (transformers' partial_rotary_factor = rotary_dim / d:
+                                  // Phi-4-mini's 0.75); 0: all d (gpt_rotary_dim)
     int sliding_window;           // llama: each query attends to its last W positions only, key j seen by query i
                                   // iff i − j < W (transformers' sliding_window: Mistral, Phi-3); 0: the whole
                                   // causal prefix. Every layer (gpt_layer_window)
@@ -82,6 +85,8 @@ static inline long gpt_shape_head_dim(const GPTConfig *c) {
     return gpt_q_width(c) != c->hidden ? gpt_head_dim(c) : 0;
 }
 static inline int gpt_tied(const GPTConfig *c) { return c->tie_embeddings > 0; }
+// The dims of each head RoPE rotates: rotary_dim, or the whole head.
+static inline int gpt_rotary_dim(const GPTConfig *c) { return c->rotary_dim > 0 ? c->rotary_dim : gpt_head_dim(c); }
 // The attention window of layer l (0: the whole causal prefix): every layer has the model's.
 static inline int gpt_layer_window(const GPTConfig *c, int l) {
     (void)l;
