@@ -162,37 +162,39 @@ static void test_rmsnorm_backward(int n, int h, int from_output, int accumulate,
 typedef struct {
     int rows, b, heads, d, ld, pos0, positions;
     float theta;
+    int rot;   // the rotated dims (partial rotary); 0: all d
 } RopeCase;
 
 // Forward (bf16 or not) and backward, in place and out of place, on rows of stride ld ≥ heads·d:
 // the whole buffer (the columns past the heads included) must be the CPU's bits. `off` floats of
 // offset on the tensors (misaligned float4 rows).
 static void test_rope(RopeCase k, int round_bf16, int off) {
-    char what[160];
-    size_t all = (size_t)k.rows * k.ld + off, tf = rope_table_floats(k.positions, k.d);
+    char what[176];
+    if (!k.rot) k.rot = k.d;
+    size_t all = (size_t)k.rows * k.ld + off, tf = rope_table_floats(k.positions, k.rot);
     float *cs = malloc(tf * sizeof(float));
-    rope_table(cs, k.positions, k.d, k.theta, NULL);
+    rope_table(cs, k.positions, k.rot, k.theta, NULL);
     float *x = host_random(all, -3.0f, 3.0f), *y0 = host_random(all, -1.0f, 1.0f);
     float *y = fdup(y0, all), *xi = fdup(x, all), *dx = fdup(y0, all), *dyi = fdup(x, all);
-    cpu->rope_forward(cpu, y + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
-    cpu->rope_forward(cpu, xi + off, xi + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
-    cpu->rope_backward(cpu, dx + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
-    cpu->rope_backward(cpu, dyi + off, dyi + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
+    cpu->rope_forward(cpu, y + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0, round_bf16);
+    cpu->rope_forward(cpu, xi + off, xi + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0, round_bf16);
+    cpu->rope_backward(cpu, dx + off, x + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0);
+    cpu->rope_backward(cpu, dyi + off, dyi + off, k.ld, cs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0);
 
     float *gcs = dev_upload(gpu, cs, tf * sizeof(float)), *gx = dev_upload(gpu, x, all * sizeof(float));
     float *gy[2], *gxi = dev_upload(gpu, x, all * sizeof(float));
     float *gdx = dev_upload(gpu, y0, all * sizeof(float)), *gdyi = dev_upload(gpu, x, all * sizeof(float));
     for (int run = 0; run < 2; run++) {
         gy[run] = dev_upload(gpu, y0, all * sizeof(float));
-        gpu->rope_forward(gpu, gy[run] + off, gx + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0,
+        gpu->rope_forward(gpu, gy[run] + off, gx + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0,
                           round_bf16);
     }
-    gpu->rope_forward(gpu, gxi + off, gxi + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0, round_bf16);
-    gpu->rope_backward(gpu, gdx + off, gx + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
-    gpu->rope_backward(gpu, gdyi + off, gdyi + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.pos0);
-    char shape[96];
-    snprintf(shape, sizeof shape, "rows=%d b=%d heads=%d d=%d ld=%d pos0=%d bf16=%d off=%d", k.rows, k.b, k.heads, k.d,
-             k.ld, k.pos0, round_bf16, off);
+    gpu->rope_forward(gpu, gxi + off, gxi + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0, round_bf16);
+    gpu->rope_backward(gpu, gdx + off, gx + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0);
+    gpu->rope_backward(gpu, gdyi + off, gdyi + off, k.ld, gcs, k.positions, k.rows, k.b, k.heads, k.d, k.rot, k.pos0);
+    char shape[112];
+    snprintf(shape, sizeof shape, "rows=%d b=%d heads=%d d=%d rot=%d ld=%d pos0=%d bf16=%d off=%d", k.rows, k.b, k.heads,
+             k.d, k.rot, k.ld, k.pos0, round_bf16, off);
     snprintf(what, sizeof what, "rope_forward %s", shape);
     check_bits(gy[0], y, all, what);
     check_same_dev(gy[0], gy[1], all * sizeof(float), what);
@@ -216,11 +218,11 @@ static void test_rope_qkv(int rows, int b, int a, int kv, int d, int pos0, int r
     float *cs = malloc(tf * sizeof(float));
     rope_table(cs, positions, d, 500000.0f, NULL);
     float *qkv = host_random(all, -2.0f, 2.0f), *ref = fdup(qkv, all);
-    cpu->rope_forward(cpu, ref, ref, ld, cs, positions, rows, b, a, d, pos0, round_bf16);
-    cpu->rope_forward(cpu, ref + (size_t)a * d, ref + (size_t)a * d, ld, cs, positions, rows, b, kv, d, pos0, round_bf16);
+    cpu->rope_forward(cpu, ref, ref, ld, cs, positions, rows, b, a, d, d, pos0, round_bf16);
+    cpu->rope_forward(cpu, ref + (size_t)a * d, ref + (size_t)a * d, ld, cs, positions, rows, b, kv, d, d, pos0, round_bf16);
     float *g = dev_upload(gpu, qkv, all * sizeof(float)), *gcs = dev_upload(gpu, cs, tf * sizeof(float));
-    gpu->rope_forward(gpu, g, g, ld, gcs, positions, rows, b, a, d, pos0, round_bf16);
-    gpu->rope_forward(gpu, g + (size_t)a * d, g + (size_t)a * d, ld, gcs, positions, rows, b, kv, d, pos0, round_bf16);
+    gpu->rope_forward(gpu, g, g, ld, gcs, positions, rows, b, a, d, d, pos0, round_bf16);
+    gpu->rope_forward(gpu, g + (size_t)a * d, g + (size_t)a * d, ld, gcs, positions, rows, b, kv, d, d, pos0, round_bf16);
     snprintf(what, sizeof what, "rope_forward fused qkv rows=%d a=%d kv=%d d=%d bf16=%d", rows, a, kv, d, round_bf16);
     check_bits(g, ref, all, what);
     size_t v_changed = 0;
@@ -241,7 +243,7 @@ static const struct {
     {"past the table", 0, 12, 2, 6, 3, "rope_forward (cuda): positions 3 .. 8 are outside the table's 0 .. 7"},
     {"past the table, backward", 1, 12, 2, 6, 3, "rope_backward (cuda): positions 3 .. 8 are outside the table's 0 .. 7"},
     {"a negative position", 0, 12, 2, 6, -1, "positions -1 .. 4 are outside the table's 0 .. 7"},
-    {"an odd head dimension", 0, 2, 1, 5, 0, "head dimension 5 must be even"},
+    {"an odd head dimension", 0, 2, 1, 5, 0, "5 rotary dims of heads of 5: expected an even number"},
 };
 enum { ROPE_ERROR_CASES = sizeof ROPE_ERRORS / sizeof ROPE_ERRORS[0] };
 
@@ -251,8 +253,8 @@ static int rope_error_child(int i) {
     rope_table(table, 8, 6, 10000.0f, NULL);
     float *cs = dev_upload(be, table, sizeof table), *x = be->alloc(be, 12 * 16 * sizeof(float));
     int rows = ROPE_ERRORS[i].rows, b = ROPE_ERRORS[i].b, d = ROPE_ERRORS[i].d, pos0 = ROPE_ERRORS[i].pos0;
-    if (ROPE_ERRORS[i].backward) be->rope_backward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0);
-    else be->rope_forward(be, x, x, 16, cs, 8, rows, b, 1, d, pos0, 0);
+    if (ROPE_ERRORS[i].backward) be->rope_backward(be, x, x, 16, cs, 8, rows, b, 1, d, d, pos0);
+    else be->rope_forward(be, x, x, 16, cs, 8, rows, b, 1, d, d, pos0, 0);
     be->synchronize(be);
     return 0;   // not refused
 }
@@ -400,15 +402,17 @@ int main(int argc, char **argv) {
     // d/2 odd (d = 6, 10: scalar), d/2 % 4 == 0 (d = 8, 64: float4), ld past the heads, ld % 4 != 0,
     // rows not a multiple of b, pos0 > 0, θ ≠ 10000, a misaligned view
     static const RopeCase rope_cases[] = {
-        {15, 3, 3, 6, 18, 0, 5, 10000.0f},  {13, 3, 1, 10, 13, 4, 9, 500000.0f}, {14, 2, 4, 8, 36, 2, 9, 10000.0f},
-        {14, 2, 4, 8, 33, 1, 8, 10000.0f},  {12, 4, 5, 64, 324, 7, 10, 1e6f},    {9, 1, 2, 128, 256, 100, 109, 5e5f},
+        {15, 3, 3, 6, 18, 0, 5, 10000.0f, 0},  {13, 3, 1, 10, 13, 4, 9, 500000.0f, 0}, {14, 2, 4, 8, 36, 2, 9, 10000.0f, 0},
+        {14, 2, 4, 8, 33, 1, 8, 10000.0f, 0},  {12, 4, 5, 64, 324, 7, 10, 1e6f, 0},    {9, 1, 2, 128, 256, 100, 109, 5e5f, 0},
+        // partial rotary: 96 of 128 (Phi-4-mini's 0.75) and 8 of 12 (float4 pairs), 6 of 16 (scalar)
+        {9, 1, 3, 128, 384, 5, 14, 1e4f, 96}, {10, 2, 2, 16, 34, 0, 5, 1e4f, 6}, {12, 3, 2, 12, 24, 1, 5, 5e5f, 8},
     };
     for (size_t i = 0; i < sizeof rope_cases / sizeof rope_cases[0]; i++)
         for (int round = 0; round < 2; round++) {
             test_rope(rope_cases[i], round, 0);
             if (i == 2) test_rope(rope_cases[i], round, 1);
         }
-    test_rope((RopeCase){65600, 2, 1, 8, 8, 0, 32800, 10000.0f}, 0, 0);   // more rows than a grid's 65535
+    test_rope((RopeCase){65600, 2, 1, 8, 8, 0, 32800, 10000.0f, 0}, 0, 0);   // more rows than a grid's 65535
     for (int round = 0; round < 2; round++) {
         test_rope_qkv(10, 2, 6, 2, 8, 3, round);   // GQA: 6 query heads, 2 kv heads
         test_rope_qkv(7, 1, 3, 1, 6, 0, round);    // MQA, d/2 odd

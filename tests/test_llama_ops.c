@@ -241,10 +241,12 @@ static float hf_angle(int p, int j, int d, float theta) {
 //   cos = cat(cos(freqs), cos(freqs)), sin likewise; rotate_half(x) = cat(−x[d/2:], x[:d/2]);
 //   out = x·cos + rotate_half(x)·sin.
 // interleaved = 1 gives Meta's pairing (2i, 2i+1) instead: the convention ctron must NOT use.
-typedef struct { double *x, *y; const float *r; int rows, b, heads, d, pos0, interleaved; float theta; } RopeRef;
+// rot < d: partial rotary (Phi3's partial_rotary_factor): x[..., :rot] rotates as a head of rot dims, the rest
+// passes through (q_rot, q_pass = q[..., :rot], q[..., rot:]; cat(rope(q_rot), q_pass)).
+typedef struct { double *x, *y; const float *r; int rows, b, heads, d, pos0, interleaved; float theta; int rot; } RopeRef;
 
 static void rope_ref_forward(RopeRef *c) {
-    int d = c->d, half = d / 2;
+    int d = c->rot, half = d / 2, stride = c->d;
     double *cosv = malloc(sizeof(double) * d), *sinv = malloc(sizeof(double) * d), *rot = malloc(sizeof(double) * d);
     for (int i = 0; i < c->rows; i++) {
         int p = c->pos0 + i / c->b;
@@ -254,8 +256,9 @@ static void rope_ref_forward(RopeRef *c) {
             sinv[j] = sinv[j + half] = sin(a);
         }
         for (int hd = 0; hd < c->heads; hd++) {
-            const double *x = c->x + ((size_t)i * c->heads + hd) * d;
-            double *y = c->y + ((size_t)i * c->heads + hd) * d;
+            const double *x = c->x + ((size_t)i * c->heads + hd) * stride;
+            double *y = c->y + ((size_t)i * c->heads + hd) * stride;
+            for (int j = d; j < stride; j++) y[j] = x[j];
             if (!c->interleaved) {
                 for (int j = 0; j < half; j++) { rot[j] = -x[j + half]; rot[j + half] = x[j]; }
                 for (int j = 0; j < d; j++) y[j] = x[j] * cosv[j] + rot[j] * sinv[j];
@@ -277,17 +280,17 @@ static double rope_objective(void *p) {
     return acc;
 }
 
-static void test_rope(int s, int b, int heads, int d, int pos0, float theta) {
-    char what[160], tag[96];
-    snprintf(tag, sizeof tag, "rope s=%d b=%d heads=%d d=%d pos0=%d theta=%g", s, b, heads, d, pos0, theta);
+static void test_rope(int s, int b, int heads, int d, int rot, int pos0, float theta) {
+    char what[160], tag[112];
+    snprintf(tag, sizeof tag, "rope s=%d b=%d heads=%d d=%d rot=%d pos0=%d theta=%g", s, b, heads, d, rot, pos0, theta);
     int rows = s * b, w = heads * d, positions = pos0 + s;
     size_t n = (size_t)rows * w;
-    float *cs = alloc_f(rope_table_floats(positions, d));
-    rope_table(cs, positions, d, theta, NULL);
+    float *cs = alloc_f(rope_table_floats(positions, rot));   // a table of the rotated dims
+    rope_table(cs, positions, rot, theta, NULL);
     float *x = rand_f(n, -1, 1), *r = rand_f(n, -1, 1), *y = alloc_f(n);
-    rope_forward(y, x, w, cs, positions, rows, b, heads, d, pos0, 0);
+    rope_forward(y, x, w, cs, positions, rows, b, heads, d, rot, pos0, 0);
 
-    RopeRef ref = {to_d(x, n), calloc(n, sizeof(double)), r, rows, b, heads, d, pos0, 0, theta};
+    RopeRef ref = {to_d(x, n), calloc(n, sizeof(double)), r, rows, b, heads, d, pos0, 0, theta, rot};
     rope_ref_forward(&ref);
     snprintf(what, sizeof what, "%s: forward vs HF rotate_half", tag);
     check_err(what, rel_err(y, ref.y, n), TOL_FWD);
@@ -303,17 +306,18 @@ static void test_rope(int s, int b, int heads, int d, int pos0, float theta) {
 
     // backward = transpose: FD of the linear map (the gradient of Σ rope(x) ⊙ r is rope_backward(r))
     float *dx = alloc_f(n);
-    rope_backward(dx, r, w, cs, positions, rows, b, heads, d, pos0);
+    rope_backward(dx, r, w, cs, positions, rows, b, heads, d, rot, pos0);
     snprintf(what, sizeof what, "%s: backward vs finite differences", tag);
     check_err(what, fd_err(rope_objective, &ref, ref.x, n, dx, 1), TOL_FD);
 
     // backward ∘ forward = identity
     float *back = alloc_f(n);
-    rope_backward(back, y, w, cs, positions, rows, b, heads, d, pos0);
-    // (each pair's error relative to the pair's norm: the rotation preserves it, up to a few roundings)
+    rope_backward(back, y, w, cs, positions, rows, b, heads, d, rot, pos0);
+    // (each pair's error relative to the pair's norm: the rotation preserves it, up to a few roundings; a
+    // passed-through dim is its own pair, exact)
     double id_err = 0.0;
     for (size_t i = 0; i < n; i++) {
-        size_t j = i % d, mate = j < (size_t)d / 2 ? i + d / 2 : i - d / 2;
+        size_t j = i % d, half = (size_t)rot / 2, mate = j >= (size_t)rot ? i : j < half ? i + half : i - half;
         double norm = hypot(x[i], x[mate]);
         id_err = fmax(id_err, fabs((double)back[i] - x[i]) / norm);
     }
@@ -322,10 +326,10 @@ static void test_rope(int s, int b, int heads, int d, int pos0, float theta) {
 
     // in place equals out of place; round_bf16 = bf16 of the fp32 result
     float *inplace = copy_f(x, n), *y16 = alloc_f(n), *y_round = alloc_f(n);
-    rope_forward(inplace, inplace, w, cs, positions, rows, b, heads, d, pos0, 0);
+    rope_forward(inplace, inplace, w, cs, positions, rows, b, heads, d, rot, pos0, 0);
     snprintf(what, sizeof what, "%s: in place = out of place", tag);
     check_bitwise(what, inplace, y, n);
-    rope_forward(y16, x, w, cs, positions, rows, b, heads, d, pos0, 1);
+    rope_forward(y16, x, w, cs, positions, rows, b, heads, d, rot, pos0, 1);
     for (size_t i = 0; i < n; i++) y_round[i] = bf16r(y[i]);
     snprintf(what, sizeof what, "%s: round_bf16 = bf16(y)", tag);
     check_bitwise(what, y16, y_round, n);
@@ -342,11 +346,11 @@ static void test_rope_offset(void) {
     size_t n_long = (size_t)positions * b * w, n_tail = (size_t)s * b * w, off = (size_t)pos0 * b * w;
     float *x = rand_f(n_long, -1, 1), *y_long = alloc_f(n_long), *y_tail = alloc_f(n_tail), *dx_tail = alloc_f(n_tail);
     float *dx_long = alloc_f(n_long);
-    rope_forward(y_long, x, w, cs, positions, positions * b, b, heads, d, 0, 0);
-    rope_forward(y_tail, x + off, w, cs, positions, s * b, b, heads, d, pos0, 0);
+    rope_forward(y_long, x, w, cs, positions, positions * b, b, heads, d, d, 0, 0);
+    rope_forward(y_tail, x + off, w, cs, positions, s * b, b, heads, d, d, pos0, 0);
     check_bitwise("rope pos0=5: forward = tail of the run from 0", y_tail, y_long + off, n_tail);
-    rope_backward(dx_long, x, w, cs, positions, positions * b, b, heads, d, 0);
-    rope_backward(dx_tail, x + off, w, cs, positions, s * b, b, heads, d, pos0);
+    rope_backward(dx_long, x, w, cs, positions, positions * b, b, heads, d, d, 0);
+    rope_backward(dx_tail, x + off, w, cs, positions, s * b, b, heads, d, d, pos0);
     check_bitwise("rope pos0=5: backward = tail of the run from 0", dx_tail, dx_long + off, n_tail);
     free(cs), free(x), free(y_long), free(y_tail), free(dx_tail), free(dx_long);
 }
@@ -363,10 +367,10 @@ static void test_rope_strided(void) {
         memcpy(q + (size_t)i * a * d, orig + (size_t)i * ld, sizeof(float) * a * d);
         memcpy(k + (size_t)i * kv * d, orig + (size_t)i * ld + a * d, sizeof(float) * kv * d);
     }
-    rope_forward(qkv, qkv, ld, cs, s, rows, b, a, d, 0, 0);
-    rope_forward(qkv + a * d, qkv + a * d, ld, cs, s, rows, b, kv, d, 0, 0);
-    rope_forward(q, q, a * d, cs, s, rows, b, a, d, 0, 0);
-    rope_forward(k, k, kv * d, cs, s, rows, b, kv, d, 0, 0);
+    rope_forward(qkv, qkv, ld, cs, s, rows, b, a, d, d, 0, 0);
+    rope_forward(qkv + a * d, qkv + a * d, ld, cs, s, rows, b, kv, d, d, 0, 0);
+    rope_forward(q, q, a * d, cs, s, rows, b, a, d, d, 0, 0);
+    rope_forward(k, k, kv * d, cs, s, rows, b, kv, d, d, 0, 0);
     int same = 1;
     for (int i = 0; i < rows; i++) {
         same &= !memcmp(qkv + (size_t)i * ld, q + (size_t)i * a * d, sizeof(float) * a * d);
@@ -480,7 +484,7 @@ static void test_rope_scaling(void) {
 
 // Positions past the table (or an odd head dimension) stop with a message that names them, exit 1
 // (run in a child: ctron_fatal exits).
-static void expect_fatal(const char *what, int positions, int rows, int b, int d, int pos0, const char *needle) {
+static void expect_fatal(const char *what, int positions, int rows, int b, int d, int rot, int pos0, const char *needle) {
     int fds[2];
     if (pipe(fds) != 0) { CHECK(0, "pipe failed"); return; }
     fflush(stdout);
@@ -489,7 +493,7 @@ static void expect_fatal(const char *what, int positions, int rows, int b, int d
         dup2(fds[1], 2);
         close(fds[0]);
         static float cs[64], x[256];   // static: ctron_fatal's exit must leave no heap block to LeakSanitizer
-        rope_forward(x, x, 16, cs, positions, rows, b, 1, d, pos0, 0);
+        rope_forward(x, x, 16, cs, positions, rows, b, 1, d, rot, pos0, 0);
         _exit(0);
     }
     close(fds[1]);
@@ -508,8 +512,10 @@ static void expect_fatal(const char *what, int positions, int rows, int b, int d
 
 static void test_rope_errors(void) {
     // rows 12 at b = 2 from pos0 = 3: positions 3 .. 8, the table has 0 .. 7
-    expect_fatal("rope past the table", 8, 12, 2, 6, 3, "positions 3 .. 8 are outside the table's 0 .. 7");
-    expect_fatal("rope with an odd head dimension", 8, 2, 1, 5, 0, "head dimension 5 must be even");
+    expect_fatal("rope past the table", 8, 12, 2, 6, 6, 3, "positions 3 .. 8 are outside the table's 0 .. 7");
+    expect_fatal("rope with an odd head dimension", 8, 2, 1, 5, 5, 0, "5 rotary dims of heads of 5: expected an even");
+    expect_fatal("rope rotating more dims than a head's", 8, 2, 1, 6, 8, 0, "8 rotary dims of heads of 6");
+    expect_fatal("rope rotating an odd part of a head", 8, 2, 1, 8, 3, 0, "3 rotary dims of heads of 8: expected an even");
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -605,8 +611,8 @@ static void run_all(Outs *o, const float *x, const float *w, const float *dy, co
     rmsnorm_forward(o->rms_y, o->rms_rstd, x, w, 1e-6f, n, h, 0);
     rmsnorm_backward(o->rms_dx, 0, o->rms_dw, dy, x, o->rms_rstd, w, n, h);
     rmsnorm_backward_from_output(o->rms_dxt, 0, o->rms_dwt, dy, o->rms_y, o->rms_rstd, w, n, h);
-    rope_forward(o->rope_y, x, heads * d, cs, n + 1, n, b, heads, d, 1, 0);   // positions 1 .. n
-    rope_backward(o->rope_dx, dy, heads * d, cs, n + 1, n, b, heads, d, 1);
+    rope_forward(o->rope_y, x, heads * d, cs, n + 1, n, b, heads, d, d, 1, 0);   // positions 1 .. n
+    rope_backward(o->rope_dx, dy, heads * d, cs, n + 1, n, b, heads, d, d, 1);
     float *g = copy_f(gu, (size_t)n * 2 * f);
     swiglu_forward(o->sw_y, g, g + f, 2 * f, n, f, 1);
     swiglu_backward(o->sw_dgu, o->sw_dgu + f, 2 * f, o->sw_yre, dy, g, g + f, 2 * f, n, f, 1);
@@ -685,8 +691,8 @@ static void test_backend(const char *name) {
     be->rmsnorm_forward(be, y, rstd, dx, dw_, 1e-6f, n, h, 0);
     be->rmsnorm_backward(be, gx, 0, gw, ddy, dx, rstd, dw_, n, h);
     be->rmsnorm_backward_from_output(be, gxt, 0, gwt, ddy, y, rstd, dw_, n, h);
-    be->rope_forward(be, ry, dx, h, dcs, n + 1, n, b, heads, d, 1, 0);
-    be->rope_backward(be, rdx, ddy, h, dcs, n + 1, n, b, heads, d, 1);
+    be->rope_forward(be, ry, dx, h, dcs, n + 1, n, b, heads, d, d, 1, 0);
+    be->rope_backward(be, rdx, ddy, h, dcs, n + 1, n, b, heads, d, d, 1);
     be->swiglu_forward(be, sy, dgu, dgu + f, 2 * f, n, f, 1);
     be->swiglu_backward(be, sdgu, sdgu + f, 2 * f, syre, ddy, dgu, dgu + f, 2 * f, n, f, 1);
     struct { const char *what; float *dev, *host; size_t n; } outs[] = {
@@ -719,9 +725,11 @@ int main(void) {
     test_rmsnorm(13, 70);
     test_rmsnorm_zero_weight();
     printf("RoPE\n");
-    test_rope(5, 3, 3, 6, 0, 10000.0f);   // q: 3 heads
-    test_rope(5, 3, 1, 10, 4, 500000.0f);  // k: kv = 1, at an offset, θ ≠ 10000
-    test_rope(7, 1, 3, 10, 0, 10000.0f);
+    test_rope(5, 3, 3, 6, 6, 0, 10000.0f);   // q: 3 heads
+    test_rope(5, 3, 1, 10, 10, 4, 500000.0f);  // k: kv = 1, at an offset, θ ≠ 10000
+    test_rope(7, 1, 3, 10, 10, 0, 10000.0f);
+    test_rope(5, 3, 3, 12, 8, 0, 10000.0f);    // partial rotary: 8 of 12 dims (Phi-4-mini's 0.75 is 96 of 128)
+    test_rope(7, 2, 2, 16, 4, 3, 500000.0f);   // a quarter of the head, at an offset
     test_rope_offset();
     test_rope_strided();
     test_rope_errors();

@@ -198,9 +198,9 @@ struct Backend {
     void (*rmsnorm_backward_from_output)(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
                                          const float *y, const float *rstd, const float *w, int n, int h);
     void (*rope_forward)(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows, int b,
-                         int heads, int d, int pos0, int round_bf16);
+                         int heads, int d, int rot, int pos0, int round_bf16);
     void (*rope_backward)(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
-                          int b, int heads, int d, int pos0);
+                          int b, int heads, int d, int rot, int pos0);
     void (*swiglu_forward)(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16);
     void (*swiglu_backward)(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy, const float *gate,
                             const float *up, int ld, int n, int f, int round_bf16);

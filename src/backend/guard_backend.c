@@ -680,21 +680,21 @@ static void g_rmsnorm_backward_from_output(Backend *be, float *dx, int accumulat
     guard_close_all(be);
 }
 static void g_rope_forward(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows,
-                           int b, int heads, int d, int pos0, int round_bf16) {
+                           int b, int heads, int d, int rot, int pos0, int round_bf16) {
     static const char *const names[] = {"y", "x", "cs"};
     const void *ptrs[] = {y, x, cs};
     guard_check(be, "rope_forward", names, ptrs, 3);
     guard_open_all(be);
-    inner(be)->rope_forward(inner(be), y, x, ld, cs, positions, rows, b, heads, d, pos0, round_bf16);
+    inner(be)->rope_forward(inner(be), y, x, ld, cs, positions, rows, b, heads, d, rot, pos0, round_bf16);
     guard_close_all(be);
 }
 static void g_rope_backward(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
-                            int b, int heads, int d, int pos0) {
+                            int b, int heads, int d, int rot, int pos0) {
     static const char *const names[] = {"dx", "dy", "cs"};
     const void *ptrs[] = {dx, dy, cs};
     guard_check(be, "rope_backward", names, ptrs, 3);
     guard_open_all(be);
-    inner(be)->rope_backward(inner(be), dx, dy, ld, cs, positions, rows, b, heads, d, pos0);
+    inner(be)->rope_backward(inner(be), dx, dy, ld, cs, positions, rows, b, heads, d, rot, pos0);
     guard_close_all(be);
 }
 static void g_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16) {

@@ -242,7 +242,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         m->acts[k].targets = m->be->alloc(m->be, n * sizeof(int32_t));
     }
     if (arch_spec((ArchKind)c->arch)->pos == POS_ROPE) {   // the table, built on the host, copied once
-        int d = gpt_head_dim(c);
+        int d = gpt_rotary_dim(c);   // its rows: the rotated dims (the head's, or partial rotary's)
         size_t floats = rope_table_floats(c->seq, d);
         float *host = xmalloc(floats * sizeof(float));
         rope_table(host, c->seq, d, c->rope_theta, &c->rope_scaling);
@@ -1115,9 +1115,9 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     size_t nrh = (size_t)nr * h, qh = (size_t)ql * h, kh = (size_t)kvl * h;
     float *dq = ws(m, W_D_Q), *dk = ws(m, W_D_K);
     if (rotary(m)) {
-        int d = gpt_head_dim(&m->cfg);
-        m->be->rope_backward(m->be, dq, dq, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, 0);
-        m->be->rope_backward(m->be, dk, dk, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, 0);
+        int d = gpt_head_dim(&m->cfg), rot = gpt_rotary_dim(&m->cfg);
+        m->be->rope_backward(m->be, dq, dq, ql, m->rope_cs, m->cfg.seq, n, m->b_cur, m->al, d, rot, 0);
+        m->be->rope_backward(m->be, dk, dk, kvl, m->rope_cs, m->cfg.seq, n, m->b_cur, m->kvh, d, rot, 0);
     }
     if (m->cfg.qk_norm) qk_norm_grad(m, l, w, g, &dq, &dk);
     float *gb = g->qkv_b, *gw = g->qkv_w;

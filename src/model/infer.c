@@ -42,7 +42,7 @@ static void bind_weights(KVCache *c, const GPT *m) {
 // (its own copy: a model of gpt_init_params has none).
 static void make_rope_table(KVCache *c, const GPT *m) {
     if (!rotary(m)) return;
-    int d = gpt_head_dim(&m->cfg);
+    int d = gpt_rotary_dim(&m->cfg);   // the rotated dims: the table's rows
     size_t floats = rope_table_floats(c->seq, d);
     float *host = xmalloc(floats * sizeof(float));
     rope_table(host, c->seq, d, m->cfg.rope_theta, &m->cfg.rope_scaling);
@@ -145,9 +145,9 @@ static void attention_part(KVCache *c, const InferLayer *L, int l, int n, int p0
     be->linear_forward_rows(be, c->qkv, ldq, c->ln, h, L->w.qkv_w, L->qkv_w16, L->w.qkv_b, n, h, ldq);
     if (m->cfg.qk_norm) head_norms(c, L, n);
     if (rotary(m)) {   // row i is at position p0 + i (one sequence: b = 1)
-        int d = gpt_head_dim(&m->cfg);
-        be->rope_forward(be, q, q, ldq, c->rope_cs, c->seq, n, 1, c->heads, d, p0, 0);
-        be->rope_forward(be, k, k, ldq, c->rope_cs, c->seq, n, 1, c->kv_heads, d, p0, 0);
+        int d = gpt_head_dim(&m->cfg), rot = gpt_rotary_dim(&m->cfg);
+        be->rope_forward(be, q, q, ldq, c->rope_cs, c->seq, n, 1, c->heads, d, rot, p0, 0);
+        be->rope_forward(be, k, k, ldq, c->rope_cs, c->seq, n, 1, c->kv_heads, d, rot, p0, 0);
     }
     for (int i = 0; i < n; i++) {   // the new keys and values join the cache
         be->copy(be, kc + (size_t)(p0 + i) * kvw, k + (size_t)i * ldq, row, COPY_D2D);

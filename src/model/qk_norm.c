@@ -4,7 +4,7 @@
 void qk_rows(GPT *m, const BlockTensors *w, float *q, float *k, float *q_stats, float *k_stats, const float *q_in,
              const float *k_in, int p0, int p1) {
     const GPTConfig *c = &m->cfg;
-    int b = m->b_cur, d = gpt_head_dim(c), nr = (p1 - p0) * b;
+    int b = m->b_cur, d = gpt_head_dim(c), rot = gpt_rotary_dim(c), nr = (p1 - p0) * b;
     size_t r0 = (size_t)p0 * b, qo = r0 * m->ql, ko = r0 * m->kvl;
     if (c->qk_norm) {   // transformers' Qwen3RMSNorm(head_dim, eps=config.rms_norm_eps)
         m->be->rmsnorm_forward(m->be, q + qo, q_stats + r0 * m->al, q_in + qo, w->qk_norm_w, c->norm_eps, nr * m->al, d, 0);
@@ -12,8 +12,8 @@ void qk_rows(GPT *m, const BlockTensors *w, float *q, float *k, float *q_stats, 
                                nr * m->kvh, d, 0);
     }
     if (!rotary(m)) return;
-    m->be->rope_forward(m->be, q + qo, q + qo, m->ql, m->rope_cs, c->seq, nr, b, m->al, d, p0, 0);
-    m->be->rope_forward(m->be, k + ko, k + ko, m->kvl, m->rope_cs, c->seq, nr, b, m->kvh, d, p0, 0);
+    m->be->rope_forward(m->be, q + qo, q + qo, m->ql, m->rope_cs, c->seq, nr, b, m->al, d, rot, p0, 0);
+    m->be->rope_forward(m->be, k + ko, k + ko, m->kvl, m->rope_cs, c->seq, nr, b, m->kvh, d, rot, p0, 0);
 }
 
 void qk_norm_backward(GPT *m, const BlockTensors *w, const BlockTensors *g, float *dq_in, float *dk_in, const float *dq,

@@ -444,14 +444,14 @@ static void be_rmsnorm_backward_from_output(Backend *be, float *dx, int accumula
     rmsnorm_backward_from_output(dx, accumulate, dw, dy, y, rstd, w, n, h);
 }
 static void be_rope_forward(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows,
-                            int b, int heads, int d, int pos0, int round_bf16) {
+                            int b, int heads, int d, int rot, int pos0, int round_bf16) {
     (void)be;
-    rope_forward(y, x, ld, cs, positions, rows, b, heads, d, pos0, round_bf16);
+    rope_forward(y, x, ld, cs, positions, rows, b, heads, d, rot, pos0, round_bf16);
 }
 static void be_rope_backward(Backend *be, float *dx, const float *dy, int ld, const float *cs, int positions, int rows,
-                             int b, int heads, int d, int pos0) {
+                             int b, int heads, int d, int rot, int pos0) {
     (void)be;
-    rope_backward(dx, dy, ld, cs, positions, rows, b, heads, d, pos0);
+    rope_backward(dx, dy, ld, cs, positions, rows, b, heads, d, rot, pos0);
 }
 static void be_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16) {
     (void)be;

@@ -43,24 +43,36 @@ void rope_table(float *cs, int positions, int d, float theta, const RopeScaling 
     }
 }
 
-void rope_check_positions(const char *op, int positions, int rows, int b, int d, int pos0) {
-    if (d <= 0 || d % 2) ctron_fatal("%s: head dimension %d must be even and positive (rotation pairs j, j + d/2)", op, d);
+void rope_check_positions(const char *op, int positions, int rows, int b, int d, int rot, int pos0) {
+    if (rot <= 0 || rot % 2 || rot > d)
+        ctron_fatal("%s: %d rotary dims of heads of %d: expected an even number from 2 to the head's (pairs j, j + rot/2)",
+                    op, rot, d);
     if (b <= 0) ctron_fatal("%s: micro-batch %d must be positive", op, b);
     if (rows > 0 && (pos0 < 0 || pos0 + (rows - 1) / b >= positions))
         ctron_fatal("%s: positions %d .. %d are outside the table's 0 .. %d", op, pos0, pos0 + (rows - 1) / b,
                     positions - 1);
 }
 
-// sign +1: the forward rotation, −1: its transpose.
-static void rotate_rows(float *y, const float *x, int ld, const float *cs, int rows, int b, int heads, int d,
+// Dims rot .. d−1 of a head, which partial rotary passes through: copied (rounded to bf16 when asked).
+static void pass_through(float *y, const float *x, int n, int round_bf16) {
+    if (round_bf16)
+        for (int j = 0; j < n; j++) y[j] = bf16_to_f32(bf16_from_f32(x[j]));
+    else if (y != x)
+        for (int j = 0; j < n; j++) y[j] = x[j];
+}
+
+// sign +1: the forward rotation, −1: its transpose. Heads d apart, the first rot dims of each rotated
+// (pairs j, j + rot/2; the table's rows rot wide), the rest passed through.
+static void rotate_rows(float *y, const float *x, int ld, const float *cs, int rows, int b, int heads, int d, int rot,
                         int pos0, float sign, int round_bf16) {
-    int half = d / 2;
+    int half = rot / 2;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; r++) {
-        const float *cr = cs + (size_t)(pos0 + r / b) * d, *sr = cr + half;
+        const float *cr = cs + (size_t)(pos0 + r / b) * rot, *sr = cr + half;
         for (int hd = 0; hd < heads; hd++) {
             const float *x0 = x + (size_t)r * ld + (size_t)hd * d, *x1 = x0 + half;
             float *y0 = y + (size_t)r * ld + (size_t)hd * d, *y1 = y0 + half;
+            if (rot < d) pass_through(y0 + rot, x0 + rot, d - rot, round_bf16);
             if (round_bf16) {
 #pragma omp simd
                 for (int j = 0; j < half; j++) {
@@ -83,13 +95,13 @@ static void rotate_rows(float *y, const float *x, int ld, const float *cs, int r
 }
 
 void rope_forward(float *y, const float *x, int ld, const float *cs, int positions, int rows, int b, int heads,
-                  int d, int pos0, int round_bf16) {
-    rope_check_positions("rope_forward", positions, rows, b, d, pos0);
-    rotate_rows(y, x, ld, cs, rows, b, heads, d, pos0, 1.0f, round_bf16);
+                  int d, int rot, int pos0, int round_bf16) {
+    rope_check_positions("rope_forward", positions, rows, b, d, rot, pos0);
+    rotate_rows(y, x, ld, cs, rows, b, heads, d, rot, pos0, 1.0f, round_bf16);
 }
 
 void rope_backward(float *dx, const float *dy, int ld, const float *cs, int positions, int rows, int b, int heads,
-                   int d, int pos0) {
-    rope_check_positions("rope_backward", positions, rows, b, d, pos0);
-    rotate_rows(dx, dy, ld, cs, rows, b, heads, d, pos0, -1.0f, 0);
+                   int d, int rot, int pos0) {
+    rope_check_positions("rope_backward", positions, rows, b, d, rot, pos0);
+    rotate_rows(dx, dy, ld, cs, rows, b, heads, d, rot, pos0, -1.0f, 0);
 }

@@ -3,7 +3,9 @@
 // j + 1 (Meta's interleaved original). With a_j = p·θ^(−2j/d) at position p, for j < d/2:
 //     y[j]       = x[j]·cos a_j − x[j + d/2]·sin a_j
 //     y[j + d/2] = x[j + d/2]·cos a_j + x[j]·sin a_j
-// Checkpoints depend on this pairing (HF hub q/k weights are permuted for it).
+// Checkpoints depend on this pairing (HF hub q/k weights are permuted for it). Partial rotary
+// (transformers' partial_rotary_factor, Phi-4-mini's 0.75): only the first rot dims of a head rotate, as a
+// head of rot dims would (θ^(−2j/rot), pairs j, j + rot/2), and dims rot .. d−1 pass through.
 //
 // Bitwise reproducibility: cos and sin come from a table built once on the host by rope_table (the
 // CUDA backend gets a copy of the same bytes), and the rotation is rope_rotate below, one CT_HD
@@ -26,7 +28,7 @@ CT_HD void rope_rotate(float x0, float x1, float c, float s, float *y0, float *y
 #ifdef __cplusplus
 extern "C" {   // the CUDA backend's rope.cu checks positions with rope_check_positions
 #endif
-// Floats of a table for positions 0 .. positions−1 and head dimension d: [positions, d].
+// Floats of a table for positions 0 .. positions−1 and d rotary dims (the head's, or partial rotary's): [positions, d].
 static inline size_t rope_table_floats(int positions, int d) { return (size_t)positions * (size_t)d; }
 // inv_j = 1 / fl(θ^fl(2j/d)), then scaled (sc NULL: plain) with transformers' float32 operations in
 // their order, so the frequencies are its bits up to its pow. positions: the length of the sequence
@@ -39,20 +41,21 @@ float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positi
 // sin do). A host function: the table is data, copied to the device that runs the kernels.
 void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc);
 
-// x[rows, heads·d] (row stride ld floats) -> y[rows, heads·d] (stride ld); y may equal x (in place).
+// x[rows, heads·d] (row stride ld floats) -> y[rows, heads·d] (stride ld); y may equal x (in place). The first rot
+// dims of each head rotate (cs: a table of rot dims), the rest are copied.
 // Row r is at position pos0 + r / b (sequence-major [s, b] rows; pos0: a sequence shard's or a KV
 // cache's offset). cs: rope_table of `positions` rows; every position must be < positions (checked).
 // round_bf16: y rounded to bf16 (the value the forward goes on with when q/k are stored in bf16).
 void rope_forward(float *y, const float *x, int ld, const float *cs, int positions, int rows, int b, int heads,
-                  int d, int pos0, int round_bf16);
+                  int d, int rot, int pos0, int round_bf16);
 // dy -> dx, the inverse rotation (the transpose): reads only dy and the table, no saved tensor;
 // dx may equal dy. Shapes and positions as rope_forward.
 void rope_backward(float *dx, const float *dy, int ld, const float *cs, int positions, int rows, int b, int heads,
-                   int d, int pos0);
-// d even and positive, b positive, and every row's position pos0 + r / b (r < rows) inside the table,
+                   int d, int rot, int pos0);
+// rot even, 2 .. d, b positive, and every row's position pos0 + r / b (r < rows) inside the table,
 // or a fatal error (exit 1) naming the numbers and `op`: a caller's bug. Every backend calls it
 // before touching memory (the CUDA backend on the host, before the launch).
-void rope_check_positions(const char *op, int positions, int rows, int b, int d, int pos0);
+void rope_check_positions(const char *op, int positions, int rows, int b, int d, int rot, int pos0);
 #ifdef __cplusplus
 }
 #endif
