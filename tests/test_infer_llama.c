@@ -351,6 +351,34 @@ static void check_window(int kv, int window) {
     gpt_free(&m);
 }
 
+// Partial rotary (Phi-4-mini's kind): the cache rotates the first rotary_dim dims of each new row's heads at its
+// position and passes the rest, as the training forward does; and it matters (all dims rotated: other logits).
+static void check_partial_rotary(int kv, int rotary) {
+    char what[64];
+    snprintf(what, sizeof what, "partial rotary %d of 12 kv %d", rotary, kv);
+    GPTConfig cfg = llama_cfg(kv, 1, 0);
+    cfg.rotary_dim = rotary;
+    GPT m;
+    make_model(&m, &cfg, PRECISION_FP32);
+    int32_t tokens[S];
+    tokens_of(tokens, S, 515);
+    float *ref = xmalloc((size_t)S * V * sizeof(float));
+    forward_logits(&m, tokens, S, ref);
+    cache_vs(&m, tokens, ref, what, FP32_TOL);
+    GPTConfig all = cfg;
+    all.rotary_dim = 0;
+    GPT w;
+    make_model(&w, &all, PRECISION_FP32);
+    float *other = xmalloc((size_t)S * V * sizeof(float));
+    forward_logits(&w, tokens, S, other);
+    double diff = worst_rows(other, ref, S, V);
+    CHECK(diff > 1e-2, "%s: rotating every dim moves the logits by only %.3g", what, diff);
+    free(other);
+    free(ref);
+    gpt_free(&w);
+    gpt_free(&m);
+}
+
 static void check_generate(void) {
     GPTConfig cfg = llama_cfg(4, 0, 0);
     GPT m;
@@ -378,6 +406,8 @@ int main(void) {
     check_qk_norm(1, 8);
     check_window(2, 5);
     check_window(1, 11);
+    check_partial_rotary(2, 8);
+    check_partial_rotary(1, 4);
     check_generate();
     return check_summary();
 }

@@ -28,33 +28,38 @@ typedef struct {
     int fused;                    // Phi-3: q|k|v one qkv_proj, gate|up one gate_up_proj (Phi3ForCausalLM)
     int longrope_orig;            // Phi-3's LongRoPE with this original context (0: none; below SEQ: the long factors)
     int window;                   // sliding window (Mistral; Phi-3 when fused): key j seen by query i iff i − j < W
+    int rotary;                   // partial rotary (Phi-4-mini): RoPE on the first `rotary` dims of a head (0: all)
 } ParityCase;
 
 // heads 4, hidden 64 (d = 16), FFN 176 (not a multiple of 64 or of 8h/3), vocab 96.
 static const ParityCase CASES[] = {
-    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0, 0, 0},
-    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0, 0, 0},
-    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0, 0, 0},
-    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0, 0, 0},
-    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0, 0, 0},
-    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0, 0, 0},
+    {"gqa_untied", 2, -1, 500000.0f, 0, 0, 0, 0, 0, 0, 0},
+    {"gqa_tied", 2, 1, 500000.0f, 0, 0, 0, 0, 0, 0, 0},
+    {"mha_untied", 4, -1, 10000.0f, 0, 0, 0, 0, 0, 0, 0},
+    {"mqa_tied", 1, 1, 500000.0f, 0, 0, 0, 0, 0, 0, 0},
+    {"mqa_untied", 1, -1, 1000000.0f, 0, 0, 0, 0, 0, 0, 0},
+    {"gqa_qkv_bias", 2, -1, 500000.0f, 1, 0, 0, 0, 0, 0, 0},
     // Qwen3: q/k norms with heads of h/a (tied, as Qwen3 0.6B–4B), wider ones (24: q 96 wide) and narrower (8, MQA)
-    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0, 0, 0},
-    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0, 0, 0},
-    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0, 0, 0},
+    {"qwen3_gqa_tied", 2, 1, 1000000.0f, 0, 1, 0, 0, 0, 0, 0},
+    {"qwen3_head_dim24", 2, -1, 1000000.0f, 0, 1, 24, 0, 0, 0, 0},
+    {"qwen3_mqa_head_dim8", 1, -1, 10000.0f, 0, 1, 8, 0, 0, 0, 0},
     // Phi-3: the fused tensors' rows are ctron's q|k|v and gate|up slabs (MHA as Phi-3-mini, GQA as Phi-4, tied as
     // Phi-4-mini, and heads wider than h/a)
-    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1, 0, 0},
-    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1, 0, 0},
-    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1, 0, 0},
+    {"phi3_mha_untied", 4, -1, 10000.0f, 0, 0, 0, 1, 0, 0, 0},
+    {"phi3_gqa_untied", 2, -1, 250000.0f, 0, 0, 0, 1, 0, 0, 0},
+    {"phi3_gqa_tied_head_dim24", 2, 1, 10000.0f, 0, 0, 24, 1, 0, 0, 0},
     // LongRoPE (Phi-3-mini-128k, Phi-3.5): a sequence within the original context takes the short factors, a
     // longer one the long factors; cos and sin × √(1 + ln(max/orig)/ln(orig)) (max = 4·orig)
-    {"phi3_longrope_short", 2, -1, 10000.0f, 0, 0, 0, 1, 64, 0},
-    {"phi3_longrope_long", 2, -1, 10000.0f, 0, 0, 0, 1, 16, 0},
+    {"phi3_longrope_short", 2, -1, 10000.0f, 0, 0, 0, 1, 64, 0, 0},
+    {"phi3_longrope_long", 2, -1, 10000.0f, 0, 0, 0, 1, 16, 0, 0},
     // sliding windows shorter than the sequence: Mistral (MistralForCausalLM) and Phi-3-mini-4k's kind
-    {"mistral_window5_gqa", 2, -1, 1000000.0f, 0, 0, 0, 0, 0, 5},
-    {"mistral_window1_mqa_tied", 1, 1, 10000.0f, 0, 0, 0, 0, 0, 1},
-    {"phi3_window19", 4, -1, 10000.0f, 0, 0, 0, 1, 0, 19},
+    {"mistral_window5_gqa", 2, -1, 1000000.0f, 0, 0, 0, 0, 0, 5, 0},
+    {"mistral_window1_mqa_tied", 1, 1, 10000.0f, 0, 0, 0, 0, 0, 1, 0},
+    {"phi3_window19", 4, -1, 10000.0f, 0, 0, 0, 1, 0, 19, 0},
+    // partial rotary (Phi-4-mini: partial_rotary_factor 0.75, LongRoPE over the rotated dims, tied): half of d = 16,
+    // and 12 of 16 with LongRoPE's 6 long factors
+    {"phi3_partial_rotary8_gqa", 2, -1, 10000.0f, 0, 0, 0, 1, 0, 0, 8},
+    {"phi3_partial_rotary12_longrope_tied", 2, 1, 10000.0f, 0, 0, 0, 1, 16, 0, 12},
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0], SEQ = 32, BATCH = 3 };
 
@@ -70,12 +75,13 @@ static GPTConfig case_config(const ParityCase *pc) {
     GPTConfig c = {.layers = 2, .hidden = 64, .heads = 4, .seq = SEQ, .batch = BATCH, .vocab = 96, .dropout = 0.0f,
                    .arch = ARCH_LLAMA, .kv_heads = pc->kv_heads, .ffn = 176, .rope_theta = pc->rope_theta,
                    .norm_eps = 1e-5f, .tie_embeddings = pc->tie, .qkv_bias = pc->qkv_bias, .qk_norm = pc->qk_norm,
-                   .head_dim = pc->head_dim, .fused_proj = pc->fused, .sliding_window = pc->window};
+                   .head_dim = pc->head_dim, .fused_proj = pc->fused, .sliding_window = pc->window,
+                   .rotary_dim = pc->rotary};
     if (pc->longrope_orig) {   // factors away from 1, different per frequency and between the two lists
         RopeScaling *sc = &c.rope_scaling;
         sc->type = ROPE_LONGROPE;
         sc->original_max_positions = pc->longrope_orig;
-        sc->n_factors = gpt_head_dim(&c) / 2;
+        sc->n_factors = gpt_rotary_dim(&c) / 2;   // one per rotated pair
         sc->attention_factor = sqrt(1.0 + log(4.0) / log((double)pc->longrope_orig));
         for (int j = 0; j < sc->n_factors; j++) {
             sc->short_factor[j] = 1.0f + 0.25f * (float)j;
@@ -102,6 +108,8 @@ static int write_config(const char *path, const GPTConfig *c) {
     const RopeScaling *sc = &c->rope_scaling;
     fprintf(f, "  \"rms_norm_eps\": %.9g,\n  \"rope_parameters\": {\"rope_theta\": %.9g, \"rope_type\": \"%s\"",
             (double)c->norm_eps, (double)c->rope_theta, sc->type == ROPE_LONGROPE ? "longrope" : "default");
+    if (c->rotary_dim)   // transformers 5 keeps it in rope_parameters; rotary dims = int(head_dim · factor)
+        fprintf(f, ", \"partial_rotary_factor\": %.17g", (double)c->rotary_dim / gpt_head_dim(c));
     if (sc->type == ROPE_LONGROPE) {   // attention_factor left out: transformers derives it from the two contexts
         const float *lists[2] = {sc->short_factor, sc->long_factor};
         for (int k = 0; k < 2; k++) {

@@ -162,10 +162,12 @@ def load_model(model_dir, attn):
     if sorted(params) != names:
         raise RefError(f"{model_dir}: model.safetensors names {sorted(set(names) ^ set(params))} "
                        f"differ from {FAMILIES[family]}'s parameters")
-    # The RoPE base really used: transformers' inverse frequencies against θ^(-2j/d) from config.json.
-    d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    want = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    # The RoPE base really used: transformers' inverse frequencies against θ^(-2j/d) from config.json (d: the
+    # rotated dims, int(head_dim · partial_rotary_factor) for Phi-3's partial rotary).
     rope = cfg.get("rope_parameters") or {}
+    d = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    d = int(d * rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
+    want = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     if rope.get("rope_type") == "longrope":   # before any forward: the short factors (the long ones past the original)
         want = want / torch.tensor(rope["short_factor"], dtype=torch.float64)
     got = model.model.rotary_emb.inv_freq.double()
