@@ -16,7 +16,7 @@
 #include "model/gpt.h"
 #include "util/common.h"
 
-typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; int qk, window; } Shape;
+typedef struct { long s, b, h, a, kv, f, v; int dropout, e; MaskMode masks; unsigned tempo; int mini; long d; int qk, window, rot; } Shape;
 
 // A head's width (d: head_dim; 0: h/a), q's and the attention output's width a·d, and k's and v's kv·d.
 static size_t head_dim(const Shape *sh) { return sh->d > 0 ? (size_t)sh->d : (size_t)(sh->h / sh->a); }
@@ -70,7 +70,8 @@ static float *run_step(const Shape *sh, int L, const char *recompute, const char
     GPTConfig cfg = {.layers = L, .hidden = (int)sh->h, .heads = (int)sh->a, .seq = (int)sh->s, .batch = (int)sh->b,
                      .vocab = (int)sh->v, .dropout = sh->dropout ? 0.1f : 0.0f, .arch = ARCH_LLAMA,
                      .kv_heads = (int)sh->kv, .head_dim = (int)sh->d, .ffn = (int)sh->f, .rope_theta = 5e5f,
-                     .qk_norm = sh->qk, .sliding_window = sh->window};
+                     .qk_norm = sh->qk, .sliding_window = sh->window,
+                     .rotary_dim = sh->rot};
     GPT m;
     gpt_init(&m, &cfg, &pol);
     gpt_init_weights(&m, 3);
@@ -132,20 +133,22 @@ int main(void) {
     // GQA (kv 2 of a 4), MQA, MHA; an FFN of 176; dropout on and off (llama's default is off); the
     // first shape again with mini-seq in 5 chunks of 32 rows (uneven: 7, 7, 6, 6, 6 at b 2... s·b = 32).
     const Shape shapes[] = {
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 0},
-        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0, 0, 0},
-        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0, 0, 0},
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 0, 0},
+        {24, 2, 48, 6, 1, 96, 280, 0, 4, MASKS_BYTES, 0, 0, 0, 0, 0, 0},
+        {16, 3, 64, 4, 4, 176, 260, 1, 2, MASKS_BYTES, 0, 0, 0, 0, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 5, 0, 0, 0, 0},
         // head_dim other than h/a: heads wider (24 of h 64 / 4: q and the attention output 96 wide) and
         // narrower (8, with MQA: 32 wide)
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 0, 0},
-        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 0, 0, 0},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 0, 0, 0},
         // Qwen3's per-head q/k norms: with heads of h/a, wider ones (24; GQA, dropout) and narrower (8, MQA, bf16)
-        {16, 2, 64, 4, 2, 176, 300, 0, 4, MASKS_BYTES, 0, 0, 0, 1, 0},
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 1, 0},
-        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 1, 0},
+        {16, 2, 64, 4, 2, 176, 300, 0, 4, MASKS_BYTES, 0, 0, 0, 1, 0, 0},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 24, 1, 0, 0},
+        {16, 2, 64, 4, 1, 176, 300, 0, 2, MASKS_BYTES, 0, 0, 8, 1, 0, 0},
         // a sliding window of 5 (Mistral's kind): the same bytes, recompute as exact
-        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 5},
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 5, 0},
+        // partial rotary: RoPE on 8 of each head's 16 dims (Phi-4-mini's kind)
+        {16, 2, 64, 4, 2, 176, 300, 1, 4, MASKS_BYTES, 0, 0, 0, 0, 0, 8},
     };
     float *first = NULL;   // shape 0's gradients, which mini-seq (shape 3) computes in another order
     struct { const char *rc, *method; int num; const char *list; } policies[] = {
@@ -185,8 +188,9 @@ int main(void) {
                 free(g);
             }
         }
-        if (i == 9)   // shape 0 with a window: the window reaches the gradients
-            CHECK(memcmp(ref, first, np * sizeof(float)) != 0, "the sliding window leaves shape 0's gradients unchanged");
+        if (i == 9 || i == 10)   // shape 0 with a window, with partial rotary: they reach the gradients
+            CHECK(memcmp(ref, first, np * sizeof(float)) != 0, "shape %zu's %s leaves shape 0's gradients unchanged", i,
+                  i == 9 ? "sliding window" : "partial rotary");
         if (i == 0) first = ref;
         else free(ref);
     }

@@ -66,6 +66,7 @@ static GPTConfig cfg_of(int llama, int lora) {
         c.qk_norm = llama == 2;   // Qwen3: the per-head q/k norms' inputs and 1/rms swapped and recomputed by rows too
         c.fused_proj = llama == 3;   // Phi-3: one adapter over q|k|v and one over gate|up, run over token ranges
         c.sliding_window = llama == 4 ? 50 : 0;   // Mistral's kind: a range's queries reach into the range before
+        c.rotary_dim = llama == 4 ? 4 : 0;         // and RoPE on half of each head (partial rotary), by rows too
     }
     return c;
 }
@@ -203,7 +204,7 @@ static double rel(const float *a, const float *b, size_t n) {
 }
 
 static void describe(const Setup *u, char *buf, size_t len) {
-    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 4 ? "llama window 50" : u->llama == 3 ? "phi3" : u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
+    snprintf(buf, len, "%s%s %s%s masks %s, %s α %.2f", u->llama == 4 ? "llama window 50, rotary 4 of 8" : u->llama == 3 ? "phi3" : u->llama == 2 ? "qwen3" : u->llama ? "llama" : "gpt2",
              u->lora == 2 ? " LoRA-FA" : u->lora ? " LoRA" : "", u->flash ? "flash " : "", u->bf16 ? "bf16" : "fp32",
              mask_mode_name(u->masks), u->list ? u->list : u->rc, (double)u->alpha);
 }
