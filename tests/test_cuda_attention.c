@@ -24,7 +24,15 @@
 // fall in two of the GPU's head groups (its dk, dv sum is carried from one group to the next).
 // Masks are compared byte for byte. Everything the GPU computes twice, or by another path that must
 // give the same bits (Tempo, recompute, buffers at other alignments), is compared bitwise.
+// Sliding-window cases (query i sees keys i−W+1..i, backend/cpu/attention.h's attention_first_key) run
+// every comparison with the same tolerances, at s = 70 (64 threads a row) and 130 (128), windows 1, 5,
+// 64, 65 and s−1, with and without dropout, bf16 rounding and precision, grouped-query: prob and the
+// dropped prob are exactly 0 outside each row's window (the mask is not windowed: the CPU draws keys
+// 0..i), and window s gives the bits of window 0 (forward and recompute). Each case prints its worst
+// relative L2 error against the CPU. The KV-cache cases with a window start past it (p0 > window), the
+// cache rows left of every new token's window NaN (never read).
 #include <omp.h>
+#include "backend/cpu/attention.h"
 #include "cuda_check.h"
 #include "util/philox.h"
 
@@ -34,7 +42,8 @@ typedef struct {
     float p;
     int round_bf16;
     Precision prec;
-    int kv;   // key/value heads (0: a, multi-head)
+    int kv;       // key/value heads (0: a, multi-head)
+    int window;   // sliding window (0: the whole causal prefix)
 } Case;
 
 enum { GUARD = 4096 };
@@ -71,19 +80,31 @@ static int dev_bf16_exact(Backend *gpu, const float *dev, size_t n) {
     free(h);
     return ok;
 }
-// The causal structure of a [b·a, s, s] tensor: every entry above the diagonal is exactly zero.
-static int dev_causal_zeros(Backend *gpu, const void *dev, int s, int heads, int bytes_per) {
+// The causal structure of a [b·a, s, s] tensor: every entry above the diagonal, and left of row i's
+// window (window 0: none), is exactly zero.
+static int dev_causal_zeros(Backend *gpu, const void *dev, int s, int heads, int bytes_per, int window) {
     size_t ss = (size_t)s * s;
     uint8_t *h = host_download(gpu, dev, (size_t)heads * ss * bytes_per);
     int ok = 1;
     for (int bj = 0; bj < heads; bj++)
         for (int i = 0; i < s; i++)
-            for (int c = i + 1; c < s; c++) {
+            for (int c = 0; c < s; c++) {
+                if (c <= i && c >= attention_first_key(i, window)) continue;
                 const uint8_t *e = h + ((size_t)bj * ss + (size_t)i * s + c) * bytes_per;
                 for (int t = 0; t < bytes_per; t++) ok &= e[t] == 0;
             }
     free(h);
     return ok;
+}
+
+// CHECK_CLOSE that also keeps the worst error of the case (printed at its end).
+static void close_to_cpu(Backend *gpu, const float *dev, const float *ref, size_t n, double tol, const char *what,
+                         double *worst) {
+    float *got = host_download(gpu, dev, n * sizeof(float));
+    double e = rel_l2(got, ref, n);
+    CHECK(e <= tol, "%s: relative L2 error %.3g, tolerance %.1g", what, e, tol);
+    if (e > *worst) *worst = e;
+    free(got);
 }
 
 static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
@@ -93,16 +114,18 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     const size_t nk = (size_t)s * b * kv * d, kb = nk * sizeof(float);   // k, v, dk, dv
     const DropoutSite site = {philox_key_from_seed(0x5EEDu + (uint64_t)s), 11, 4, SITE_ATTN, c->p};
     const double tol = c->prec == PRECISION_BF16 ? 5e-4 : c->round_bf16 ? 1e-4 : 1e-5;
+    const int w = c->window;
+    double worst = 0.0;
     char tag[160], what[240];
-    snprintf(tag, sizeof tag, "s=%d b=%d a=%d kv=%d d=%d p=%.1f round_bf16=%d %s", s, b, a, kv, d, (double)c->p,
-             c->round_bf16, c->prec == PRECISION_BF16 ? "bf16" : "fp32");
+    snprintf(tag, sizeof tag, "s=%d b=%d a=%d kv=%d d=%d p=%.1f round_bf16=%d %s window=%d", s, b, a, kv, d,
+             (double)c->p, c->round_bf16, c->prec == PRECISION_BF16 ? "bf16" : "fp32", w);
     float *q = host_random(n, -2.0f, 2.0f), *k = host_random(nk, -2.0f, 2.0f), *v = host_random(nk, -1.0f, 1.0f);
     float *g = host_random(n, -1.0f, 1.0f);
 
     // ---- the CPU's
     float *r_ctx = malloc(nb), *r_prob = malloc(sb), *r_drop = dropout ? malloc(sb) : NULL;
     uint8_t *r_keep = dropout ? malloc(nss) : NULL;
-    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, kv, h, 0, c->head0, site, c->sample0,
+    cpu->attention_forward(cpu, r_ctx, r_prob, r_keep, r_drop, q, k, v, s, b, a, kv, h, w, c->head0, site, c->sample0,
                            c->round_bf16);
     float *r_dq = malloc(nb), *r_dk = malloc(kb), *r_dv = malloc(kb);
     float *r_scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, s, b, a, kv, h) * sizeof(float));
@@ -114,20 +137,20 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     float *dg_in = dev_upload(gpu, g, nb);
     float *ctx = dev_guarded(gpu, nb), *prob = dev_guarded(gpu, sb), *drop = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx, prob, keep, drop, dq_in, dk_in, dv_in, s, b, a, kv, h, w, c->head0, site, c->sample0,
                            c->round_bf16);
     snprintf(what, sizeof what, "%s: forward ctx", tag);
-    CHECK_CLOSE(gpu, ctx, r_ctx, n, tol, what);
+    close_to_cpu(gpu, ctx, r_ctx, n, tol, what, &worst);
     snprintf(what, sizeof what, "%s: forward prob", tag);
-    CHECK_CLOSE(gpu, prob, r_prob, nss, tol, what);
-    CHECK(dev_causal_zeros(gpu, prob, s, heads, 4), "%s: prob is not exactly 0 above the diagonal", tag);
+    close_to_cpu(gpu, prob, r_prob, nss, tol, what, &worst);
+    CHECK(dev_causal_zeros(gpu, prob, s, heads, 4, w), "%s: prob is not exactly 0 outside the causal window", tag);
     if (dropout) {
         snprintf(what, sizeof what, "%s: forward dropped prob", tag);
-        CHECK_CLOSE(gpu, drop, r_drop, nss, tol, what);
+        close_to_cpu(gpu, drop, r_drop, nss, tol, what, &worst);
         snprintf(what, sizeof what, "%s: forward mask", tag);
         CHECK_BYTES_EQUAL(gpu, keep, r_keep, nss, what);
-        CHECK(dev_causal_zeros(gpu, keep, s, heads, 1), "%s: mask is not 0 above the diagonal", tag);
-        CHECK(dev_causal_zeros(gpu, drop, s, heads, 4), "%s: dropped prob is not 0 above the diagonal", tag);
+        CHECK(dev_causal_zeros(gpu, keep, s, heads, 1, 0), "%s: mask is not 0 above the diagonal", tag);
+        CHECK(dev_causal_zeros(gpu, drop, s, heads, 4, w), "%s: dropped prob is not 0 outside the causal window", tag);
     }
     if (c->round_bf16) {
         CHECK(dev_bf16_exact(gpu, prob, nss), "%s: round_bf16 left prob with bits below bf16", tag);
@@ -140,7 +163,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     // Twice: the same bits. Without ctx (selective recompute's forward): the same P, K, D.
     float *ctx2 = dev_guarded(gpu, nb), *prob2 = dev_guarded(gpu, sb), *drop2 = dropout ? dev_guarded(gpu, sb) : NULL;
     uint8_t *keep2 = dropout ? dev_guarded(gpu, nss) : NULL;
-    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site, c->sample0,
+    gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, w, c->head0, site, c->sample0,
                            c->round_bf16);
     CHECK(dev_same(gpu, ctx, ctx2, nb) && dev_same(gpu, prob, prob2, sb), "%s: forward twice: ctx or prob differ", tag);
     if (dropout)
@@ -150,7 +173,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         gpu->memset(gpu, drop2, 0xFF, sb);
         gpu->memset(gpu, keep2, 0xFF, nss);
     }
-    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site,
+    gpu->attention_forward(gpu, NULL, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, w, c->head0, site,
                            c->sample0, c->round_bf16);
     CHECK(dev_same(gpu, prob, prob2, sb), "%s: forward without ctx: prob differs", tag);
     if (dropout)
@@ -174,11 +197,11 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     gpu->attention_backward(gpu, gdq, gdk, gdv, dg_in, prob, keep, drop, dq_in, dk_in, dv_in, scr, s, b, a, kv, h, c->p,
                             c->round_bf16);
     snprintf(what, sizeof what, "%s: backward dq", tag);
-    CHECK_CLOSE(gpu, gdq, r_dq, n, tol, what);
+    close_to_cpu(gpu, gdq, r_dq, n, tol, what, &worst);
     snprintf(what, sizeof what, "%s: backward dk", tag);
-    CHECK_CLOSE(gpu, gdk, r_dk, nk, tol, what);
+    close_to_cpu(gpu, gdk, r_dk, nk, tol, what, &worst);
     snprintf(what, sizeof what, "%s: backward dv", tag);
-    CHECK_CLOSE(gpu, gdv, r_dv, nk, tol, what);
+    close_to_cpu(gpu, gdv, r_dv, nk, tol, what, &worst);
     CHECK(guard_intact(gpu, scr, scr_b) && guard_intact(gpu, gdq, nb) && guard_intact(gpu, gdk, kb) &&
               guard_intact(gpu, gdv, kb),
           "%s: backward wrote past its scratch (%zu bytes) or an output", tag, scr_b);
@@ -210,7 +233,7 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         float *xdrop = dropout ? dev_guarded(gpu, sb + 4) : NULL;
         uint8_t *xkeep = dropout ? dev_guarded(gpu, nss + 1) : NULL;
         gpu->attention_forward(gpu, xctx + 1, xprob + 1, dropout ? xkeep + 1 : NULL, dropout ? xdrop + 1 : NULL,
-                               sq + 1, sk + 1, sv + 1, s, b, a, kv, h, 0, c->head0, site, c->sample0, c->round_bf16);
+                               sq + 1, sk + 1, sv + 1, s, b, a, kv, h, w, c->head0, site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, ctx, xctx + 1, nb) && dev_same(gpu, prob, xprob + 1, sb),
               "%s: forward with every buffer 4 bytes off: ctx or prob differ", tag);
         if (dropout)
@@ -241,16 +264,33 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
         const size_t scr_r = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_RECOMPUTE, s, b, a, kv, h) * sizeof(float);
         float *rscr = dev_guarded(gpu, scr_r);
         float *rdq = dev_guarded(gpu, nb), *rdk = dev_guarded(gpu, kb), *rdv = dev_guarded(gpu, kb);
-        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, kv, h, 0, c->head0,
+        gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, kv, h, w, c->head0,
                                           site, c->sample0, c->round_bf16);
         CHECK(dev_same(gpu, gdq, rdq, nb) && dev_same(gpu, gdk, rdk, kb) && dev_same(gpu, gdv, rdv, kb),
               "%s: selective recompute's backward differs from the stored backward", tag);
         CHECK(guard_intact(gpu, rscr, scr_r), "%s: recompute wrote past its scratch (%zu bytes)", tag, scr_r);
+        if (w >= s) {   // a window of every key: no window's bits
+            gpu->attention_backward_recompute(gpu, rdq, rdk, rdv, dg_in, dq_in, dk_in, dv_in, rscr, s, b, a, kv, h, 0,
+                                              c->head0, site, c->sample0, c->round_bf16);
+            CHECK(dev_same(gpu, gdq, rdq, nb) && dev_same(gpu, gdk, rdk, kb) && dev_same(gpu, gdv, rdv, kb),
+                  "%s: recompute with window %d differs from window 0", tag, w);
+        }
         gpu->free(gpu, rscr);
         gpu->free(gpu, rdq);
         gpu->free(gpu, rdk);
         gpu->free(gpu, rdv);
     }
+
+    if (w >= s) {   // a window of every key: the forward of window 0, bit for bit
+        gpu->attention_forward(gpu, ctx2, prob2, keep2, drop2, dq_in, dk_in, dv_in, s, b, a, kv, h, 0, c->head0, site,
+                               c->sample0, c->round_bf16);
+        CHECK(dev_same(gpu, ctx, ctx2, nb) && dev_same(gpu, prob, prob2, sb), "%s: forward: ctx or prob differ from window 0",
+              tag);
+        if (dropout)
+            CHECK(dev_same(gpu, keep, keep2, nss) && dev_same(gpu, drop, drop2, sb),
+                  "%s: forward: mask or dropped prob differ from window 0", tag);
+    }
+    printf("  %-72s worst rel L2 %.3g (tolerance %.1g)\n", tag, worst, tol);
 
     void *dev[] = {dq_in, dk_in, dv_in, dg_in, ctx, prob, drop, keep, ctx2, prob2, drop2, keep2, scr, gdq, gdk, gdv,
                    odq, odk, odv};
@@ -259,30 +299,39 @@ static void attention_case(Backend *cpu, Backend *gpu, const Case *c) {
     for (size_t i = 0; i < sizeof host / sizeof *host; i++) free(host[i]);
 }
 
-// Inference: n new tokens at positions p0.. against the cache [seq, kv·d]; q rows of stride 3h (inside qkv).
-static void kv_case(Backend *cpu, Backend *gpu, int a, int kv, int d, int p0, int n, int seq) {
+// Inference: n new tokens at positions p0.. against the cache [seq, kv·d]; q rows of stride 3h (inside qkv);
+// each token sees its last `window` positions (0: all).
+static void kv_case(Backend *cpu, Backend *gpu, int a, int kv, int d, int p0, int n, int seq, int window) {
     const int h = a * d, hk = kv * d, ldq = 3 * h, len = p0 + n;
     float *q = host_random((size_t)n * ldq, -1.0f, 1.0f);
     float *kc = host_random((size_t)seq * hk, -1.0f, 1.0f), *vc = host_random((size_t)seq * hk, -1.0f, 1.0f);
-    // What the kernel must not read is NaN: cache rows past the last token, the k and v parts of qkv.
+    // What the kernel must not read is NaN: cache rows past the last token, rows left of the first new
+    // token's window, the k and v parts of qkv.
     for (size_t i = (size_t)len * hk; i < (size_t)seq * hk; i++) kc[i] = vc[i] = NAN;
+    for (size_t i = 0; i < (size_t)attention_first_key(p0, window) * hk; i++) kc[i] = vc[i] = NAN;
     for (int i = 0; i < n; i++)
         for (int c = h; c < ldq; c++) q[(size_t)i * ldq + c] = NAN;
     float *r_ctx = malloc((size_t)n * h * sizeof(float));
     float *scores = malloc((size_t)omp_get_max_threads() * seq * sizeof(float));
-    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h, 0);
+    cpu->kv_attention_forward(cpu, r_ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h, window);
 
     float *dq = dev_upload(gpu, q, (size_t)n * ldq * sizeof(float));
     float *dk = dev_upload(gpu, kc, (size_t)seq * hk * sizeof(float)), *dv = dev_upload(gpu, vc, (size_t)seq * hk * sizeof(float));
     float *dsc = dev_poisoned(gpu, (size_t)seq * sizeof(float));
     float *ctx = dev_guarded(gpu, (size_t)n * h * sizeof(float)), *ctx2 = dev_guarded(gpu, (size_t)n * h * sizeof(float));
-    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, 0);
+    gpu->kv_attention_forward(gpu, ctx, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, window);
     char what[160];
-    snprintf(what, sizeof what, "kv_attention a=%d kv=%d d=%d p0=%d n=%d", a, kv, d, p0, n);
-    CHECK_CLOSE(gpu, ctx, r_ctx, (size_t)n * h, 1e-5, what);
+    snprintf(what, sizeof what, "kv_attention a=%d kv=%d d=%d p0=%d n=%d window=%d", a, kv, d, p0, n, window);
+    double worst = 0.0;
+    close_to_cpu(gpu, ctx, r_ctx, (size_t)n * h, 1e-5, what, &worst);
+    printf("  %-72s rel L2 %.3g (tolerance 1e-5)\n", what, worst);
     CHECK(guard_intact(gpu, ctx, (size_t)n * h * sizeof(float)), "%s: wrote past ctx", what);
-    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, 0);
+    gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, window);
     CHECK(dev_same(gpu, ctx, ctx2, (size_t)n * h * sizeof(float)), "%s: twice: ctx differs", what);
+    if (window >= len) {   // a window of every cached key: no window's bits
+        gpu->kv_attention_forward(gpu, ctx2, dq, ldq, dk, dv, dsc, seq, p0, n, a, kv, h, 0);
+        CHECK(dev_same(gpu, ctx, ctx2, (size_t)n * h * sizeof(float)), "%s: differs from window 0", what);
+    }
     void *dev[] = {dq, dk, dv, dsc, ctx, ctx2};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++) gpu->free(gpu, dev[i]);
     free(q); free(kc); free(vc); free(r_ctx); free(scores);
@@ -297,28 +346,40 @@ int main(void) {
     if (!cpu32 || !cpu16) return check_summary();
 
     static const Case cases[] = {
-        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 0},
-        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 0},
-        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_FP32, 0},
-        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_BF16, 0},
-        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 0},
-        {37, 3, 4, 12, 5, 9, 0.0f, 1, PRECISION_BF16, 0},
-        {5, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_FP32, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 0, 0},
+        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 0, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_FP32, 0, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_BF16, 0, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 0, 0},
+        {37, 3, 4, 12, 5, 9, 0.0f, 1, PRECISION_BF16, 0, 0},
+        {5, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_FP32, 0, 0},
         // (not s = 5 here: the CPU's bf16 path packs q, s×d, into the s·s room of its per-thread
         // scratch, ATTENTION_BF16_SCRATCH, which holds it only when d <= s)
-        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16, 0},
-        {256, 2, 8, 64, 3, 17, 0.1f, 0, PRECISION_FP32, 0},
-        {256, 2, 8, 64, 3, 17, 0.0f, 0, PRECISION_FP32, 0},
-        {256, 2, 8, 64, 3, 17, 0.1f, 1, PRECISION_BF16, 0},
-        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32, 0},
-        {1030, 2, 6, 16, 2, 5, 0.1f, 1, PRECISION_BF16, 0},
+        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16, 0, 0},
+        {256, 2, 8, 64, 3, 17, 0.1f, 0, PRECISION_FP32, 0, 0},
+        {256, 2, 8, 64, 3, 17, 0.0f, 0, PRECISION_FP32, 0, 0},
+        {256, 2, 8, 64, 3, 17, 0.1f, 1, PRECISION_BF16, 0, 0},
+        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32, 0, 0},
+        {1030, 2, 6, 16, 2, 5, 0.1f, 1, PRECISION_BF16, 0, 0},
         // grouped-query attention: 2 query heads per kv head, multi-query, and 3 per kv head with the
         // 12 heads of s = 1030 in groups of 7 and 5 (kv head 2's heads 6, 7, 8 straddle them)
-        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 2},
-        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 1},
-        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 2},
-        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16, 1},
-        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32, 2},
+        {37, 3, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 2, 0},
+        {37, 3, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 1, 0},
+        {37, 3, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 2, 0},
+        {9, 1, 3, 7, 1, 3, 0.5f, 0, PRECISION_BF16, 1, 0},
+        {1030, 2, 6, 16, 2, 5, 0.1f, 0, PRECISION_FP32, 2, 0},
+        // sliding windows: s = 70 (64 threads a row) and 130 (128), windows 1 (the diagonal alone), 5,
+        // 64, 65, s − 1 and s (window 0's bits), dropout, bf16 rounding and precision, grouped-query
+        {70, 2, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 0, 1},
+        {70, 2, 4, 12, 5, 9, 0.0f, 0, PRECISION_FP32, 0, 5},
+        {70, 2, 4, 12, 5, 9, 0.1f, 1, PRECISION_FP32, 2, 64},
+        {70, 2, 4, 12, 5, 9, 0.1f, 0, PRECISION_BF16, 0, 65},
+        {70, 2, 4, 12, 5, 9, 0.1f, 1, PRECISION_BF16, 2, 69},
+        {70, 2, 4, 12, 5, 9, 0.1f, 0, PRECISION_FP32, 1, 70},
+        {130, 2, 3, 32, 3, 17, 0.1f, 0, PRECISION_FP32, 0, 65},
+        {130, 2, 3, 32, 3, 17, 0.0f, 0, PRECISION_BF16, 0, 5},
+        {130, 2, 6, 16, 3, 17, 0.1f, 0, PRECISION_FP32, 2, 129},
+        {130, 2, 6, 16, 3, 17, 0.0f, 1, PRECISION_BF16, 3, 130},
     };
     // The CPU's bf16 reference runs on every CPU (below AVX-512 its GEMMs widen to fp32 sgemm).
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -348,12 +409,18 @@ int main(void) {
     }
 
     // KV-cache attention is fp32 at every precision: both GPU backends against the CPU.
-    kv_case(cpu32, gpu32, 4, 4, 12, 17, 5, 40);     // a prompt continued
-    kv_case(cpu32, gpu32, 8, 8, 64, 300, 1, 512);   // one decoding step
-    kv_case(cpu32, gpu16, 6, 6, 20, 3, 60, 64);     // a prompt (p0 small, many new rows)
-    kv_case(cpu32, gpu32, 2, 2, 160, 33, 3, 40);    // d above the block's 128 threads
-    kv_case(cpu32, gpu32, 8, 2, 64, 300, 1, 512);   // grouped-query cache: 4 query heads per kv head
-    kv_case(cpu32, gpu16, 6, 1, 20, 3, 60, 64);     // multi-query cache
+    kv_case(cpu32, gpu32, 4, 4, 12, 17, 5, 40, 0);     // a prompt continued
+    kv_case(cpu32, gpu32, 8, 8, 64, 300, 1, 512, 0);   // one decoding step
+    kv_case(cpu32, gpu16, 6, 6, 20, 3, 60, 64, 0);     // a prompt (p0 small, many new rows)
+    kv_case(cpu32, gpu32, 2, 2, 160, 33, 3, 40, 0);    // d above the block's 128 threads
+    kv_case(cpu32, gpu32, 8, 2, 64, 300, 1, 512, 0);   // grouped-query cache: 4 query heads per kv head
+    kv_case(cpu32, gpu16, 6, 1, 20, 3, 60, 64, 0);     // multi-query cache
+    // sliding windows, the cache past them (p0 > window)
+    kv_case(cpu32, gpu32, 4, 4, 12, 17, 5, 40, 6);     // a prompt continued, each token its last 6
+    kv_case(cpu32, gpu32, 8, 2, 64, 300, 1, 512, 64);  // a decoding step, grouped-query
+    kv_case(cpu32, gpu16, 6, 1, 20, 30, 60, 128, 5);   // many new rows, multi-query
+    kv_case(cpu32, gpu32, 2, 2, 160, 33, 3, 40, 1);    // each token itself alone; d above 128 threads
+    kv_case(cpu32, gpu32, 4, 2, 12, 17, 5, 40, 22);    // window = p0 + n: window 0's bits
 
     backend_close(cpu32);
     backend_close(cpu16);

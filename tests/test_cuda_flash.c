@@ -24,6 +24,18 @@
 //    exactly this arithmetic measured ctx ≈ 3e-3, lse ≈ 4e-4, dq/dk ≈ 5e-3, dv ≈ 3e-3 against the
 //    CPU's fp32 flash at these shapes; the bounds are about 3× that: 1.5e-2 for ctx/dq/dk/dv, 2e-3
 //    for lse (lse is dominated by the row max, an O(1) value, so its relative error is small).
+//
+// Sliding windows (query i sees keys i−W+1..i; backend/cpu/attention.h's attention_first_key): the same
+// comparisons, tolerances and reruns at s = 70, 130 and 200 (key tiles wholly left of a query tile's
+// window, rows that see no key of their first tile, query tiles past every window of a key tile), windows
+// 1, 5, 64, 65, 100, s−1 and s, every padded head width, dropout, grouped-query, misaligned inputs;
+// window s is bitwise window 0. Window 1 makes each softmax row a single 1: dS = P ⊙ (dP − D) is 0 in
+// exact arithmetic and dq, dk are rounding residue on both sides (D and dP sum the same products in
+// other orders), so there they are held to the tolerance relative to dv's norm, not to the CPU's
+// residue; and its lse is the row's one score, q·k in bf16 operands with no log-sum term to dilute their
+// rounding (measured 2.0e-3 at s = 130), so it is held to the operands' bound, TOL_BF16, not
+// TOL_BF16_LSE. The query-range forward with a window: [0, 64) + [64, s) bitwise the whole call, and an
+// off-grid range within the tolerances of the CPU's rows.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +55,7 @@ typedef struct {
     uint32_t sample0;
     int misalign;   // device inputs start one float past a 16-byte boundary
     int kv;         // key/value heads (0: a, multi-head)
+    int window;     // sliding window (0: the whole causal prefix)
 } Case;
 
 static int kv_of(const Case *c) { return c->kv ? c->kv : c->a; }
@@ -76,16 +89,17 @@ static Ref cpu_reference(Backend *cpu, const Case *c) {
     r.sctx = malloc(r.n * 4), r.sdq = malloc(r.n * 4), r.sdk = malloc(r.nk * 4), r.sdv = malloc(r.nk * 4);
     DropoutSite site = site_of(c);
     float *scr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
-    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, kv, h, 0, c->head0, site, c->sample0);
-    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, kv, h, 0,
-                                  c->head0, site, c->sample0);
+    cpu->flash_attention_forward(cpu, r.ctx, r.lse, r.q, r.k, r.v, scr, c->s, c->b, c->a, kv, h, c->window, c->head0, site,
+                                 c->sample0);
+    cpu->flash_attention_backward(cpu, r.dq, r.dk, r.dv, r.g, r.q, r.k, r.v, r.ctx, r.lse, scr, c->s, c->b, c->a, kv, h,
+                                  c->window, c->head0, site, c->sample0);
     free(scr);
     int drop = c->p > 0.0f;
     float *prob = malloc(bass * 4), *dropped = drop ? malloc(bass * 4) : NULL;
     uint8_t *keep = drop ? malloc(bass) : NULL;
     float *bscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_BACKWARD, c->s, c->b, c->a, kv, h) * 4);
-    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, kv, h, 0, c->head0, site,
-                           c->sample0, 0);
+    cpu->attention_forward(cpu, r.sctx, prob, keep, dropped, r.q, r.k, r.v, c->s, c->b, c->a, kv, h, c->window, c->head0,
+                           site, c->sample0, 0);
     cpu->attention_backward(cpu, r.sdq, r.sdk, r.sdv, r.g, prob, keep, dropped, r.q, r.k, r.v, bscr, c->s, c->b, c->a, kv,
                             h, c->p, 0);
     free(prob), free(dropped), free(keep), free(bscr);
@@ -114,14 +128,26 @@ static float *expect_close(Backend *gpu, const float *dev, const float *ref, siz
     CHECK(e <= tol, "%s %s: relative L2 error %.3g, tolerance %.2g", label, what, e, tol);
     return got;
 }
+// Window 1's dq or dk (rounding residue, see the top): ‖got − ref‖ within tol of ‖scale_ref‖ (dv's), the
+// lengths' ratio folded in so the bound is per element.
+static void expect_residue(const float *got, const float *ref, size_t n, const float *scale_ref, size_t ns, double tol,
+                           const char *what, const char *label) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+    for (size_t i = 0; i < ns; i++) den += (double)scale_ref[i] * scale_ref[i];
+    double e = sqrt((num / (double)n) / (den / (double)ns));
+    printf("  %-34s %-12s L2 %.3g of dv's (tolerance %.2g)\n", label, what, e, tol);
+    CHECK(isfinite(e) && e <= tol, "%s %s: L2 error %.3g of dv's norm, tolerance %.2g", label, what, e, tol);
+}
 
 static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     int bf16 = gpu->precision == PRECISION_BF16, h = c->a * c->d;
-    double tol = bf16 ? TOL_BF16 : TOL_F32, tol_lse = bf16 ? TOL_BF16_LSE : TOL_F32;
+    // window 1's lse is one bf16 score alone (no log-sum term): the operands' bound (see the top)
+    double tol = bf16 ? TOL_BF16 : TOL_F32, tol_lse = bf16 ? (c->window == 1 ? TOL_BF16 : TOL_BF16_LSE) : TOL_F32;
     int kv = kv_of(c);
     char label[128];
-    snprintf(label, sizeof label, "%s s=%d b=%d a=%d kv=%d d=%d p=%.1f%s", bf16 ? "bf16" : "fp32", c->s, c->b, c->a,
-             kv, c->d, (double)c->p, c->misalign ? " unal" : "");
+    snprintf(label, sizeof label, "%s s=%d b=%d a=%d kv=%d d=%d p=%.1f%s w=%d", bf16 ? "bf16" : "fp32", c->s, c->b, c->a,
+             kv, c->d, (double)c->p, c->misalign ? " unal" : "", c->window);
     DropoutSite site = site_of(c);
     size_t n = r->n, nk = r->nk, nl = r->nl;
     size_t scratch_floats = gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h);
@@ -131,27 +157,41 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
     float *q = dev_input(gpu, r->q, n, c->misalign, &bq), *k = dev_input(gpu, r->k, nk, c->misalign, &bk);
     float *v = dev_input(gpu, r->v, nk, c->misalign, &bv), *g = dev_input(gpu, r->g, n, c->misalign, &bg);
     float *scratch = dev_poisoned(gpu, (scratch_floats > nl ? scratch_floats : nl) * sizeof(float));
-    float *out[2][5];   // per run: ctx, lse, dq, dk, dv
-    for (int run = 0; run < 2; run++) {
+    // runs 0 and 1 with the case's window; run 2 (window s only) with window 0, which must give its bits
+    int runs = c->window >= c->s ? 3 : 2;
+    float *out[3][5];   // per run: ctx, lse, dq, dk, dv
+    for (int run = 0; run < runs; run++) {
+        int w = run < 2 ? c->window : 0;
         float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
         float *dq = dev_poisoned(gpu, n * 4), *dk = dev_poisoned(gpu, nk * 4), *dv = dev_poisoned(gpu, nk * 4);
-        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, 0, c->head0, site, c->sample0);
-        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, kv, h, 0, c->head0, site,
+        gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, w, c->head0, site, c->sample0);
+        gpu->flash_attention_backward(gpu, dq, dk, dv, g, q, k, v, ctx, lse, scratch, c->s, c->b, c->a, kv, h, w, c->head0, site,
                                       c->sample0);
         out[run][0] = ctx, out[run][1] = lse, out[run][2] = dq, out[run][3] = dk, out[run][4] = dv;
     }
-    // against the CPU's flash
+    // against the CPU's flash (window 1's dq, dk: their residue at dv's scale)
+    int residue = c->window == 1;
     float *got[5];
     got[0] = expect_close(gpu, out[0][0], r->ctx, n, tol, "ctx", label);
     got[1] = expect_close(gpu, out[0][1], r->lse, nl, tol_lse, "lse", label);
-    got[2] = expect_close(gpu, out[0][2], r->dq, n, tol, "dq", label);
-    got[3] = expect_close(gpu, out[0][3], r->dk, nk, tol, "dk", label);
+    if (residue) {
+        got[2] = host_download(gpu, out[0][2], n * 4), got[3] = host_download(gpu, out[0][3], nk * 4);
+        expect_residue(got[2], r->dq, n, r->dv, nk, tol, "dq", label);
+        expect_residue(got[3], r->dk, nk, r->dv, nk, tol, "dk", label);
+    } else {
+        got[2] = expect_close(gpu, out[0][2], r->dq, n, tol, "dq", label);
+        got[3] = expect_close(gpu, out[0][3], r->dk, nk, tol, "dk", label);
+    }
     got[4] = expect_close(gpu, out[0][4], r->dv, nk, tol, "dv", label);
     // against the CPU's standard attention
     const float *std_ref[] = {r->sctx, NULL, r->sdq, r->sdk, r->sdv};
     const char *std_name[] = {"ctx/std", NULL, "dq/std", "dk/std", "dv/std"};
     for (int i = 0; i < 5; i++) {
         if (!std_ref[i]) continue;
+        if (residue && (i == 2 || i == 3)) {
+            expect_residue(got[i], std_ref[i], i >= 3 ? nk : n, r->sdv, nk, tol, std_name[i], label);
+            continue;
+        }
         double e = rel_l2(got[i], std_ref[i], i >= 3 ? nk : n);
         printf("  %-34s %-12s rel L2 %.3g (tolerance %.2g)\n", label, std_name[i], e, tol);
         CHECK(e <= tol, "%s %s: relative L2 error %.3g against standard attention, tolerance %.2g", label, std_name[i], e,
@@ -164,9 +204,14 @@ static void run_case(Backend *gpu, const Case *c, const Ref *r) {
         char what[192];
         snprintf(what, sizeof what, "%s %s", label, names[i]);
         CHECK_BYTES_EQUAL(gpu, out[1][i], got[i], count * sizeof(float), what);
+        if (runs > 2) {
+            snprintf(what, sizeof what, "%s %s, window 0 against window %d", label, names[i], c->window);
+            CHECK_BYTES_EQUAL(gpu, out[2][i], got[i], count * sizeof(float), what);
+        }
         free(got[i]);
     }
-    for (int run = 0; run < 2; run++)
+    if (runs > 2) printf("  %-34s window %d bitwise window 0\n", label, c->window);
+    for (int run = 0; run < runs; run++)
         for (int i = 0; i < 5; i++) gpu->free(gpu, out[run][i]);
     gpu->free(gpu, scratch);
     gpu->free(gpu, bq), gpu->free(gpu, bk), gpu->free(gpu, bv), gpu->free(gpu, bg);
@@ -202,27 +247,28 @@ static size_t touched_outside(const float *ctx, const float *lse, const Case *c,
 static void rows_case(Backend *gpu, Backend *cpu, const Case *c, const Ref *r) {
     int bf16 = gpu->precision == PRECISION_BF16, h = c->a * c->d, kv = kv_of(c);
     char label[128];
-    snprintf(label, sizeof label, "rows %s s=%d b=%d a=%d kv=%d d=%d p=%.1f", bf16 ? "bf16" : "fp32", c->s, c->b, c->a,
-             kv, c->d, (double)c->p);
+    snprintf(label, sizeof label, "rows %s s=%d b=%d a=%d kv=%d d=%d p=%.1f w=%d", bf16 ? "bf16" : "fp32", c->s, c->b,
+             c->a, kv, c->d, (double)c->p, c->window);
     DropoutSite site = site_of(c);
     size_t n = r->n, nl = r->nl;
     float *q = dev_upload(gpu, r->q, n * 4), *k = dev_upload(gpu, r->k, r->nk * 4), *v = dev_upload(gpu, r->v, r->nk * 4);
     float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
     float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
-    gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, 0, c->head0, site, c->sample0);
+    gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->window, c->head0, site,
+                                 c->sample0);
     float *whole_ctx = host_download(gpu, ctx, n * 4), *whole_lse = host_download(gpu, lse, nl * 4);
     gpu->free(gpu, ctx), gpu->free(gpu, lse);
     // [0, 64), then [64, s): the whole call's bits
     ctx = dev_poisoned(gpu, n * 4), lse = dev_poisoned(gpu, nl * 4);
     int split = c->s > 64 ? 64 : c->s;   // one flash tile
-    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, 0, split, c->b, c->a, kv, h, 0, c->head0, site,
-                                      c->sample0);
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, 0, split, c->b, c->a, kv, h, c->window,
+                                      c->head0, site, c->sample0);
     float *hc = host_download(gpu, ctx, n * 4), *hl = host_download(gpu, lse, nl * 4);
     size_t bad = touched_outside(hc, hl, c, 0, split);
     CHECK(bad == 0, "%s: the range [0, %d) wrote %zu elements outside it", label, split, bad);
     free(hc), free(hl);
-    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, split, c->s - split, c->b, c->a, kv, h, 0,
-                                      c->head0, site, c->sample0);
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, split, c->s - split, c->b, c->a, kv, h,
+                                      c->window, c->head0, site, c->sample0);
     char what[192];
     snprintf(what, sizeof what, "%s ctx of [0, %d) + [%d, %d) vs the whole call", label, split, split, c->s);
     CHECK_BYTES_EQUAL(gpu, ctx, whole_ctx, n * 4, what);
@@ -237,11 +283,11 @@ static void rows_case(Backend *gpu, Backend *cpu, const Case *c, const Ref *r) {
         float *cc = malloc(n * 4), *cl = malloc(nl * 4);
         memset(cc, 0xFF, n * 4), memset(cl, 0xFF, nl * 4);
         float *cscr = malloc(cpu->attention_scratch_floats(cpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
-        cpu->flash_attention_forward_rows(cpu, cc, cl, r->q, r->k, r->v, cscr, c->s, p0, p1 - p0, c->b, c->a, kv, h, 0,
-                                          c->head0, site, c->sample0);
+        cpu->flash_attention_forward_rows(cpu, cc, cl, r->q, r->k, r->v, cscr, c->s, p0, p1 - p0, c->b, c->a, kv, h,
+                                          c->window, c->head0, site, c->sample0);
         ctx = dev_poisoned(gpu, n * 4), lse = dev_poisoned(gpu, nl * 4);
-        gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, p0, p1 - p0, c->b, c->a, kv, h, 0, c->head0,
-                                          site, c->sample0);
+        gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, p0, p1 - p0, c->b, c->a, kv, h, c->window,
+                                          c->head0, site, c->sample0);
         hc = host_download(gpu, ctx, n * 4), hl = host_download(gpu, lse, nl * 4);
         bad = touched_outside(hc, hl, c, p0, p1);
         CHECK(bad == 0, "%s: the range [%d, %d) wrote %zu elements outside it", label, p0, p1, bad);
@@ -318,17 +364,30 @@ int main(void) {
     CHECK(cpu != NULL, "cpu backend: %s", err);
     if (!cpu) return check_summary();
     static const Case cases[] = {
-        {37, 3, 4, 12, 0.1f, 5, 9, 1, 0},    // odd s, small d, misaligned inputs (scalar loads)
-        {37, 3, 4, 12, 0.0f, 0, 0, 0, 0},    // the same without dropout, vector loads
-        {130, 2, 3, 64, 0.1f, 3, 17, 0, 0},    // three tiles, the last of 2 rows
-        {130, 2, 3, 64, 0.0f, 0, 0, 0, 0},
-        {45, 1, 2, 7, 0.1f, 1, 2, 0, 0},     // d not a multiple of 4 (scalar loads, padded to 32)
-        {200, 2, 2, 96, 0.1f, 6, 40, 0, 0},    // d = 96 (the 22B per-rank head)
-        {512, 2, 4, 128, 0.1f, 2, 5, 0, 0},    // the larger one, d = 128
+        {37, 3, 4, 12, 0.1f, 5, 9, 1, 0, 0},    // odd s, small d, misaligned inputs (scalar loads)
+        {37, 3, 4, 12, 0.0f, 0, 0, 0, 0, 0},    // the same without dropout, vector loads
+        {130, 2, 3, 64, 0.1f, 3, 17, 0, 0, 0},    // three tiles, the last of 2 rows
+        {130, 2, 3, 64, 0.0f, 0, 0, 0, 0, 0},
+        {45, 1, 2, 7, 0.1f, 1, 2, 0, 0, 0},     // d not a multiple of 4 (scalar loads, padded to 32)
+        {200, 2, 2, 96, 0.1f, 6, 40, 0, 0, 0},    // d = 96 (the 22B per-rank head)
+        {512, 2, 4, 128, 0.1f, 2, 5, 0, 0, 0},    // the larger one, d = 128
         // grouped-query attention: 2 and 3 query heads per kv head, multi-query with misaligned inputs
-        {130, 2, 4, 64, 0.1f, 3, 17, 0, 2},
-        {70, 2, 6, 32, 0.0f, 0, 0, 0, 2},
-        {37, 3, 4, 12, 0.1f, 5, 9, 1, 1},
+        {130, 2, 4, 64, 0.1f, 3, 17, 0, 2, 0},
+        {70, 2, 6, 32, 0.0f, 0, 0, 0, 2, 0},
+        {37, 3, 4, 12, 0.1f, 5, 9, 1, 1, 0},
+        // sliding windows (the last field)
+        {130, 2, 3, 64, 0.1f, 3, 17, 0, 0, 1},     // each query itself alone
+        {130, 2, 3, 64, 0.0f, 0, 0, 0, 0, 5},      // key tile 0 left of query tile 2's window
+        {130, 1, 2, 32, 0.1f, 3, 17, 0, 0, 2},     // a key tile's last key seen by the next tile's first query
+        {130, 2, 4, 64, 0.1f, 3, 17, 0, 2, 64},    // rows 127.. see no key of tile 0; grouped-query
+        {130, 2, 3, 64, 0.0f, 0, 0, 0, 0, 65},
+        {70, 2, 6, 32, 0.1f, 0, 0, 0, 2, 69},      // s − 1, grouped-query
+        {70, 2, 6, 32, 0.0f, 0, 0, 0, 2, 70},      // s: window 0's bits
+        {37, 3, 4, 12, 0.1f, 5, 9, 1, 1, 5},       // misaligned, multi-query, d = 12 (padded to 32)
+        {45, 1, 2, 7, 0.1f, 1, 2, 0, 0, 44},       // d not a multiple of 4
+        {200, 2, 2, 96, 0.1f, 6, 40, 0, 0, 65},    // d = 96
+        {200, 1, 2, 128, 0.0f, 0, 0, 0, 0, 100},   // d = 128
+        {200, 1, 2, 128, 0.1f, 2, 5, 0, 0, 200},   // d = 128, window s
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         if (cuda_test_small_only(cases[i].s)) continue;
@@ -337,8 +396,10 @@ int main(void) {
         run_case(gpu16, &cases[i], &r);
         ref_free(&r);
     }
-    static const Case rows[] = {{130, 2, 3, 64, 0.1f, 3, 17, 0, 0}, {200, 2, 4, 32, 0.1f, 6, 40, 0, 2},
-                                {37, 3, 4, 12, 0.0f, 0, 0, 0, 0}};
+    static const Case rows[] = {{130, 2, 3, 64, 0.1f, 3, 17, 0, 0, 0}, {200, 2, 4, 32, 0.1f, 6, 40, 0, 2, 0},
+                                {37, 3, 4, 12, 0.0f, 0, 0, 0, 0, 0},
+                                // windows: rows after 64 start past key tile 0 (5), or in it (65)
+                                {200, 2, 4, 32, 0.1f, 6, 40, 0, 2, 5}, {130, 2, 3, 64, 0.0f, 0, 0, 0, 0, 65}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         Ref r = cpu_reference(cpu, &rows[i]);
         CHECK(gpu32->flash_attention_forward_rows && gpu16->flash_attention_forward_rows, "no flash_attention_forward_rows");

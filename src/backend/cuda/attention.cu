@@ -1,5 +1,7 @@
 // Standard (non-flash) causal attention on the GPU: the semantics of backend/cpu/attention.c (and of
-// kv_attention_forward in backend/cpu/infer_kernels.c), the arithmetic on the device.
+// kv_attention_forward in backend/cpu/infer_kernels.c), the arithmetic on the device. A sliding window
+// (query i sees keys attn_first_key(i, window) .. i) is the softmax rows' and the KV-cache rows' alone;
+// window 0 (or one of s or more) runs exactly the arithmetic of no window.
 //
 // Heads are processed in groups of G = attn_group(s, b, a) (sequence, head) pairs, bj = bi·a + j:
 // since h = a·d, head bj of q, k, v, ctx [s, b, h] starts at column bj·d with row stride b·h, so a
@@ -200,23 +202,24 @@ static __device__ __forceinline__ philox_ctr attn_draw(const DropoutSite &site, 
 
 // One block per row of a group of heads: grid g·s (head hg = blockIdx.x / s of the group, global
 // pair bj0 + hg; query i = blockIdx.x % s), block row_threads(s). P [g, s, s] holds the scores
-// scale·q kᵀ and becomes in place the causal softmax (ctron_expf, keys 0..i; zeros after), rounded
-// to bf16 when round_bf16. K NULL: no dropout. Else K [g, s, s] = the mask of head head0 + j of
-// sample sample0 + bi (element (i, c) has index ((head0+j)·s + i)·s + c, drawn for c ≤ i only, 0
-// after) and D = K ? P·keep_scale : 0 (rounded when round_bf16). D16 [g, s, sp], when given: bf16 of
-// what · v reads (D, or P without dropout).
-static __global__ void attn_softmax_rows(float *P, uint8_t *K, float *D, uint16_t *D16, int s, int sp, int bj0, int a,
-                                         int head0, uint32_t sample0, DropoutSite site, uint32_t thresh,
-                                         float keep_scale, int round_bf16) {
+// scale·q kᵀ and becomes in place the causal softmax (ctron_expf, keys lo..i with lo =
+// attn_first_key(i, window): 0 without a window; zeros elsewhere), rounded to bf16 when round_bf16.
+// K NULL: no dropout. Else K [g, s, s] = the mask of head head0 + j of sample sample0 + bi (element
+// (i, c) has index ((head0+j)·s + i)·s + c, drawn for c ≤ i only, 0 after: the window plays no part,
+// as on the CPU) and D = K ? P·keep_scale : 0 (rounded when round_bf16). D16 [g, s, sp], when given:
+// bf16 of what · v reads (D, or P without dropout).
+static __global__ void attn_softmax_rows(float *P, uint8_t *K, float *D, uint16_t *D16, int s, int sp, int window,
+                                         int bj0, int a, int head0, uint32_t sample0, DropoutSite site,
+                                         uint32_t thresh, float keep_scale, int round_bf16) {
     __shared__ float red[CT_WARP];
     const size_t row = blockIdx.x;
-    const int i = (int)(row % (size_t)s), hg = (int)(row / (size_t)s);
+    const int i = (int)(row % (size_t)s), hg = (int)(row / (size_t)s), lo = attn_first_key(i, window);
     float *pr = P + row * (size_t)s;
     float m = -INFINITY;
-    for (int c = threadIdx.x; c <= i; c += blockDim.x) m = fmaxf(m, pr[c]);
+    for (int c = lo + (int)threadIdx.x; c <= i; c += blockDim.x) m = fmaxf(m, pr[c]);
     m = block_max(m, red);
     float sum = 0.0f;
-    for (int c = threadIdx.x; c <= i; c += blockDim.x) {
+    for (int c = lo + (int)threadIdx.x; c <= i; c += blockDim.x) {
         float e = ctron_expf(pr[c] - m);
         pr[c] = e;
         sum += e;
@@ -228,7 +231,7 @@ static __global__ void attn_softmax_rows(float *P, uint8_t *K, float *D, uint16_
         for (int c = s + (int)threadIdx.x; c < sp; c += blockDim.x) d16[c] = 0;
     if (!K) {
         for (int c = threadIdx.x; c < s; c += blockDim.x) {
-            float x = c <= i ? pr[c] * inv : 0.0f;
+            float x = c >= lo && c <= i ? pr[c] * inv : 0.0f;
             if (round_bf16) x = bf16_round_f(x);
             pr[c] = x;
             if (d16) d16[c] = bf16_from_f32(x);
@@ -251,7 +254,7 @@ static __global__ void attn_softmax_rows(float *P, uint8_t *K, float *D, uint16_
             const long long cl = c0 + l;
             if (cl < 0 || cl >= (long long)s) continue;
             const int c = (int)cl;
-            float x = c <= i ? pr[c] * inv : 0.0f;
+            float x = c >= lo && c <= i ? pr[c] * inv : 0.0f;
             if (round_bf16) x = bf16_round_f(x);
             pr[c] = x;
             const int keep = c <= i && r.v[l] >= thresh;
@@ -396,19 +399,23 @@ static __global__ void attn_kv_grad_sum(float *dst, const float *e, int s, int d
 }
 
 // KV-cache attention: one block per (new token i, head j) = blockIdx.x (i = / a, j = % a), 128
-// threads. Query row i (stride ldq, head at column j·d) against cache rows 0..p0+i of kc, vc
-// [positions, hk = kv·d] at kv head j / grp's columns: scores (a warp per key) into sc [n·a, sc_ld],
-// softmax with expf as the CPU, then ctx [n, h] = Σ p_u v_u by ng column groups of keys u ≡ g (mod ng),
+// threads. Query row i (stride ldq, head at column j·d) against cache rows lo..p0+i of kc, vc
+// [positions, hk = kv·d] at kv head j / grp's columns (lo = attn_first_key(p0 + i, window): 0 without a
+// window): scores of the len = p0+i+1−lo keys (a warp per key) into sc [n·a, sc_ld], softmax with expf
+// as the CPU, then ctx [n, h] = Σ p_u v_u by ng column groups of keys u ≡ g (mod ng), u counted from lo,
 // added in the order g = 0..ng−1.
 static __global__ void attn_kv_rows(float *ctx, const float *q, int ldq, const float *kc, const float *vc, float *sc_all,
-                                    int sc_ld, int p0, int a, int h, int d, int hk, int grp, float scale) {
+                                    int sc_ld, int p0, int window, int a, int h, int d, int hk, int grp, float scale) {
     extern __shared__ float kv_shared[];   // q (d floats), then the ng·d partial sums
     __shared__ float red[CT_WARP];
-    const int i = (int)blockIdx.x / a, j = (int)blockIdx.x % a, len = p0 + i + 1;
+    const int i = (int)blockIdx.x / a, j = (int)blockIdx.x % a, lo = attn_first_key(p0 + i, window);
+    const int len = p0 + i + 1 - lo;
     const int ng = (int)blockDim.x >= d ? (int)blockDim.x / d : 1;
     float *qs = kv_shared, *part = kv_shared + d;
     const float *qrow = q + (size_t)i * (size_t)ldq + (size_t)j * (size_t)d;
     for (int c = threadIdx.x; c < d; c += blockDim.x) qs[c] = qrow[c];
+    kc += (size_t)lo * (size_t)hk;   // the window's first row: key u of the row below is position lo + u
+    vc += (size_t)lo * (size_t)hk;
     __syncthreads();
     float *sc = sc_all + (size_t)blockIdx.x * (size_t)sc_ld;
     const int lane = (int)threadIdx.x % CT_WARP, warp = (int)threadIdx.x / CT_WARP, warps = (int)blockDim.x / CT_WARP;
@@ -587,15 +594,18 @@ static void group_grad_sum(Backend *be, const AttnShape &t, float *dk, float *dv
 
 // One group's P (and K, D, D16): scale · q kᵀ, then the softmax/mask/dropout rows. The forward and
 // selective recompute both run exactly this on the same groups, so a recomputed head is bitwise the
-// stored one.
+// stored one. With a sliding window the GEMM still forms every score of the s×s rows (one strided
+// batch; the rows' windows start at different keys) and the softmax rows zero those left of each
+// row's window, so D · v and the backward from P need no window: their extra terms are exact zeros.
 static void core_group(Backend *be, const AttnShape &t, int bj0, int g, float *P, uint8_t *K, float *D, uint16_t *D16,
-                       const Heads &q, const Heads &k, int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
+                       const Heads &q, const Heads &k, int window, int head0, DropoutSite site, uint32_t sample0,
+                       int round_bf16) {
     bgemm(be, 0, 1, t.s, t.s, t.d, t.scale, heads_at(q, bj0), q.ld, q.stride, heads_at(k, bj0), k.ld, k.stride, P, t.s,
           (long long)t.ss, g, t.bf16);
     uint32_t thresh = dropout_keep_threshold(site.p);
     float keep_scale = 1.0f / (1.0f - site.p);
     attn_softmax_rows<<<(unsigned)((size_t)g * (size_t)t.s), row_threads(t.s), 0, cuda_stream(be)>>>(
-        P, K, D, D16, t.s, t.sp, bj0, t.a, head0, sample0, site, thresh, keep_scale, round_bf16);
+        P, K, D, D16, t.s, t.sp, window, bj0, t.a, head0, sample0, site, thresh, keep_scale, round_bf16);
     CUDA_LAUNCHED();
 }
 
@@ -644,7 +654,6 @@ static void operands(Backend *be, const AttnShape &t, const AttnWork &w, const f
 extern "C" void cuda_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop,
                                        const float *q, const float *k, const float *v, int s, int b, int a, int kv, int h, int window,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
-    if (window > 0 && window < s) cuda_fail("attention", "a sliding window: not in the CUDA kernels yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, kv, h);
     const AttnWork w = attn_work(be, t, 0);
@@ -656,7 +665,8 @@ extern "C" void cuda_attention_forward(Backend *be, float *ctx, float *prob, uin
         float *P = prob + o, *D = keep ? drop + o : NULL;
         uint8_t *K = keep ? keep + o : NULL;
         Heads kg = group_kv(be, t, kh, k, w.ke, bj0, g);
-        core_group(be, t, bj0, g, P, K, D, t.bf16 && ctx ? w.p : NULL, qh, kg, head0, site, sample0, round_bf16);
+        core_group(be, t, bj0, g, P, K, D, t.bf16 && ctx ? w.p : NULL, qh, kg, window, head0, site, sample0,
+                   round_bf16);
         if (!ctx) continue;
         // ctx = D · v (P · v without dropout)
         Heads vg = group_kv(be, t, vh, v, w.ve, bj0, g);
@@ -719,7 +729,6 @@ extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float 
                                                   const float *q, const float *k, const float *v, float *scratch,
                                                   int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
                                                   uint32_t sample0, int round_bf16) {
-    if (window > 0 && window < s) cuda_fail("attention", "a sliding window: not in the CUDA kernels yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, kv, h);
     const int dropout = site.p > 0.0f;
@@ -733,7 +742,7 @@ extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float 
     for (int bj0 = 0; bj0 < t.ba; bj0 += t.group) {
         const int g = t.ba - bj0 < t.group ? t.ba - bj0 : t.group;
         Heads kg = group_kv(be, t, kh, k, w.ke, bj0, g), vg = group_kv(be, t, vh, v, w.ve, bj0, g);
-        core_group(be, t, bj0, g, P, K, dropout ? D : NULL, w.p, qh, kg, head0, site, sample0, round_bf16);
+        core_group(be, t, bj0, g, P, K, dropout ? D : NULL, w.p, qh, kg, window, head0, site, sample0, round_bf16);
         backward_group(be, t, bj0, g, dq, grad_out(t, dk, dv, w, bj0), gh, qh, kg, vg, P, K, D, w.p, dP, keep_scale);
         group_grad_sum(be, t, dk, dv, w, bj0, g);
     }
@@ -762,7 +771,6 @@ extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kin
 // row in CUDA_SCRATCH_ATTN, [n·a, p0+n] floats.
 extern "C" void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
                                           const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h, int window) {
-    if (window > 0 && window < p0 + n) cuda_fail("attention", "a sliding window: not in the CUDA kernels yet", __FILE__, __LINE__);
     (void)scores;
     (void)seq;
     if (n <= 0 || a <= 0) return;
@@ -773,6 +781,6 @@ extern "C" void cuda_kv_attention_forward(Backend *be, float *ctx, const float *
     float *sc = (float *)cuda_scratch(be, CUDA_SCRATCH_ATTN, (size_t)n * (size_t)a * (size_t)len * sizeof(float));
     size_t shared = ((size_t)d + (size_t)ng * (size_t)d) * sizeof(float);
     attn_kv_rows<<<(unsigned)((size_t)n * (size_t)a), threads, shared, cuda_stream(be)>>>(
-        ctx, q, ldq, kc, vc, sc, len, p0, a, h, d, kv * d, a / kv, 1.0f / sqrtf((float)d));
+        ctx, q, ldq, kc, vc, sc, len, p0, window, a, h, d, kv * d, a / kv, 1.0f / sqrtf((float)d));
     CUDA_LAUNCHED();
 }

@@ -62,6 +62,10 @@ __device__ __forceinline__ float block_max(float v, float *shared) {
     return t;
 }
 
+// The first key query i sees: backend/cpu/attention.h's attention_first_key, which the device cannot
+// call. A sliding window of W positions sees keys i − W + 1 .. i; window 0 (or W > i) from key 0.
+CT_HD int attn_first_key(int i, int window) { return window > 0 && i >= window ? i - window + 1 : 0; }
+
 // The value a tensor stored in bf16 goes on with (round to nearest even, as the CPU).
 __device__ __forceinline__ float bf16_round_f(float x) { return bf16_to_f32(bf16_from_f32(x)); }
 

@@ -34,6 +34,8 @@ enum { FT = 64 };   // tile rows (queries) and columns (keys)
 struct FlashDims {
     int s, b, a, h, d, ld, head0, drop, vec, kv, grp, ldk;
     int q0, q1;   // the forward's query positions [q0, q1) (0, s: every one; MEMO's token ranges: a part)
+    int window;   // sliding window: query i sees keys attn_first_key(i, window) .. i (0: none, also for one ≥ s)
+    uint32_t span;   // i sees j iff 0 <= i − j < span: window, or INT_MAX for none (flash_sees)
     int t;        // the dK/dV kernels: query head t of each kv head's group
     uint32_t sample0, thresh;
     float scale, keep_scale;
@@ -64,6 +66,22 @@ __device__ __forceinline__ int flash_key_tiles(const FlashDims &f, int i0) {
     int last = (i0 + FT < f.q1 ? i0 + FT : f.q1) - 1;
     return last / FT + 1;
 }
+// The first key tile query tile i0 needs: the one holding its first row's first key (the CPU's
+// attention_first_key(i0, window) / T); the tiles left of it are outside every row's window.
+__device__ __forceinline__ int flash_first_key_tile(const FlashDims &f, int i0) {
+    return attn_first_key(i0, f.window) / FT;
+}
+// The end of the query tiles key tile j0 meets (the backward): past the last query whose window reaches
+// the tile's last key j0+63 (queries up to j0+63+window−1), or every tile.
+__device__ __forceinline__ int flash_query_tile_end(const FlashDims &f, int j0) {
+    int ntiles = (f.s + FT - 1) / FT;
+    if (f.window <= 0 || j0 + FT - 1 + f.window >= f.s) return ntiles;
+    return (j0 + FT - 1 + f.window + FT - 1) / FT;
+}
+// Whether query i sees key j: causal (j <= i) and within its window (j >= attn_first_key(i, window), i.e.
+// i − j < window), as one unsigned compare against a kernel parameter: the inner loops hold no more
+// registers than the causal test alone did (the bf16 dK/dV kernels at d 96 and 128 spill otherwise).
+__device__ __forceinline__ bool flash_sees(const FlashDims &f, int i, int j) { return (uint32_t)(i - j) < f.span; }
 
 // ---- dropout bits of one tile
 // bits[r·4 + w] bit c = keep of query i0 + r, key j0 + 16·w + c (r < 64, w < 4): Philox blocks
@@ -248,7 +266,7 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
 #pragma unroll
         for (int u = 0; u < NU; u++) o[i][u] = 0.0f;
     }
-    for (int kt = 0; kt < nkt; kt++) {   // key tiles up to the diagonal
+    for (int kt = flash_first_key_tile(f, i0); kt < nkt; kt++) {   // key tiles from the window's to the diagonal
         int j0 = kt * FT;
         __syncthreads();   // the previous tile's readers of Ks, Vs, Ps, bits are done
         load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
@@ -268,14 +286,16 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 sc[i][u] *= f.scale;
-                if (j0 + tc + 16 * u <= row) mx = fmaxf(mx, sc[i][u]);
+                if (flash_sees(f, row, j0 + tc + 16 * u)) mx = fmaxf(mx, sc[i][u]);
             }
             mx = half_warp_max(mx);
-            float corr = ctron_expf(mrow[i] - mx), sum = 0.0f;
+            // mx = −∞: no key of this row seen yet (its window starts past this tile); its p are all 0
+            // and m, l, O stay as they are (the CPU skips the row), not e^(−∞+∞) = NaN
+            float corr = mx == -INFINITY ? 1.0f : ctron_expf(mrow[i] - mx), sum = 0.0f;
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 int col = tc + 16 * u;
-                float p = j0 + col <= row ? ctron_expf(sc[i][u] - mx) : 0.0f;
+                float p = flash_sees(f, row, j0 + col) ? ctron_expf(sc[i][u] - mx) : 0.0f;
                 sum += p;
                 if (f.drop) p = keep_bit(bits, r, col) ? p * f.keep_scale : 0.0f;
                 Ps[r * LDP + col] = p;
@@ -315,7 +335,7 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
     float *Ks = reinterpret_cast<float *>(smem_raw), *Vs = Ks + SM::tile, *Qs = Vs + SM::tile, *Os = Qs + SM::tile;
     float *Pt = Os + SM::tile, *dSt = Pt + SM::score, *lse_s = dSt + SM::score, *D_s = lse_s + FT;
     uint16_t *bits = reinterpret_cast<uint16_t *>(D_s + FT);
-    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y * f.grp + f.t;
+    int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0), bj = blockIdx.y * f.grp + f.t;
     int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
     FlashHead hd = flash_head(f, bj);
     load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
@@ -325,7 +345,7 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int u = 0; u < NU; u++) dka[i][u] = dva[i][u] = 0.0f;
-    for (int qt = kt; qt < ntiles; qt++) {
+    for (int qt = kt; qt < qend; qt++) {   // from the diagonal to the last query tile whose windows reach it
         int i0 = qt * FT;
         __syncthreads();
         load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
@@ -346,7 +366,7 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 int qr = tc + 16 * u, qi = i0 + qr;
-                float p = qi >= key && qi < f.s ? ctron_expf(st[i][u] * f.scale - lse_s[qr]) : 0.0f;
+                float p = flash_sees(f, qi, key) && qi < f.s ? ctron_expf(st[i][u] * f.scale - lse_s[qr]) : 0.0f;
                 float m = f.drop ? (keep_bit(bits, qr, kr) ? f.keep_scale : 0.0f) : 1.0f;
                 dSt[kr * LDP + qr] = p * (dpt[i][u] * m - D_s[qr]);   // dS = P ⊙ (dP − D)
                 Pt[kr * LDP + qr] = p * m;                             // P̃
@@ -393,7 +413,7 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dq_f32(float *dq, con
     for (int i = 0; i < 4; i++)
 #pragma unroll
         for (int u = 0; u < NU; u++) dqa[i][u] = 0.0f;
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = flash_first_key_tile(f, i0); kt <= qt; kt++) {
         int j0 = kt * FT;
         __syncthreads();
         load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
@@ -413,7 +433,7 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dq_f32(float *dq, con
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 int col = tc + 16 * u;
-                float p = j0 + col <= row ? ctron_expf(sc[i][u] * f.scale - lse_s[r]) : 0.0f;
+                float p = flash_sees(f, row, j0 + col) ? ctron_expf(sc[i][u] * f.scale - lse_s[r]) : 0.0f;
                 float m = f.drop ? (keep_bit(bits, r, col) ? f.keep_scale : 0.0f) : 1.0f;
                 dSs[r * LDP + col] = p * (dp[i][u] * m - D_s[r]);
             }
@@ -517,7 +537,7 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     uint16_t *Qb = reinterpret_cast<uint16_t *>(stV + FT * DPAD), *Kb = Qb + FT * LDB, *Vb = Kb + FT * LDB;
     uint16_t *bits = Vb + FT * LDB;
     int qt = flash_query_tiles(f) - 1 - (int)blockIdx.x, i0 = f.q0 + qt * FT, bj = blockIdx.y;
-    int nkt = flash_key_tiles(f, i0);
+    int nkt = flash_key_tiles(f, i0), kt0 = flash_first_key_tile(f, i0);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
@@ -527,8 +547,8 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     __syncthreads();
     convert_tile<DPAD, 128>(Qb, stK, i0, f);
     __syncthreads();
-    stage_tile<DPAD, 128>(stK, k + hd.koff, 0, f, f.ldk);
-    stage_tile<DPAD, 128>(stV, v + hd.koff, 0, f, f.ldk);
+    stage_tile<DPAD, 128>(stK, k + hd.koff, kt0 * FT, f, f.ldk);
+    stage_tile<DPAD, 128>(stV, v + hd.koff, kt0 * FT, f, f.ldk);
     cp_async_commit();
     uint32_t qf[KS][4];
 #pragma unroll
@@ -539,7 +559,7 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;   // this thread's two query rows
-    for (int kt = 0; kt < nkt; kt++) {
+    for (int kt = kt0; kt < nkt; kt++) {   // key tiles from the window's to the diagonal
         int j0 = kt * FT;
         cp_async_wait_all();
         __syncthreads();   // tile kt staged; the previous tile's readers of Kb, Vb, bits are done
@@ -571,8 +591,8 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int key = j0 + n * 8 + 2 * c + e;
-                sacc[n][e] = key <= row0 ? sacc[n][e] * f.scale : -INFINITY;
-                sacc[n][2 + e] = key <= row1 ? sacc[n][2 + e] * f.scale : -INFINITY;
+                sacc[n][e] = flash_sees(f, row0, key) ? sacc[n][e] * f.scale : -INFINITY;
+                sacc[n][2 + e] = flash_sees(f, row1, key) ? sacc[n][2 + e] * f.scale : -INFINITY;
                 mx0 = fmaxf(mx0, sacc[n][e]);
                 mx1 = fmaxf(mx1, sacc[n][2 + e]);
             }
@@ -580,13 +600,16 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 2));
-        float corr0 = exp_fast(m0 - mx0), corr1 = exp_fast(m1 - mx1), sum0 = 0.0f, sum1 = 0.0f;
+        // A row with no key seen yet (its window starts past this tile: mx = −∞) exponentiates against 0
+        // instead: its p and corr are e^−∞ = 0, its l and O stay 0 (not e^(−∞+∞) = NaN); m stays −∞.
+        float ms0 = mx0 == -INFINITY ? 0.0f : mx0, ms1 = mx1 == -INFINITY ? 0.0f : mx1;
+        float corr0 = exp_fast(m0 - ms0), corr1 = exp_fast(m1 - ms1), sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
         for (int n = 0; n < 8; n++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int col = n * 8 + 2 * c + e;
-                float p0 = exp_fast(sacc[n][e] - mx0), p1 = exp_fast(sacc[n][2 + e] - mx1);   // masked: e^−∞ = 0
+                float p0 = exp_fast(sacc[n][e] - ms0), p1 = exp_fast(sacc[n][2 + e] - ms1);   // masked: e^−∞ = 0
                 sum0 += p0;
                 sum1 += p1;
                 if (f.drop) {
@@ -658,7 +681,7 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
     float *lse_s = stB + FT * DPAD, *D_s = lse_s + FT;
     uint16_t *Kb = reinterpret_cast<uint16_t *>(D_s + FT), *Vb = Kb + FT * LDB, *Qb = Vb + FT * LDB,
              *Ob = Qb + FT * LDB, *bits = Ob + FT * LDB;
-    int ntiles = (f.s + FT - 1) / FT, kt = blockIdx.x, j0 = kt * FT, bj = blockIdx.y * f.grp + f.t;
+    int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0), bj = blockIdx.y * f.grp + f.t;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
@@ -680,7 +703,7 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[n][e] = dva[n][e] = 0.0f;
     int kr0 = w16 + g, key0 = j0 + kr0, key1 = key0 + 8;   // this thread's two keys
-    for (int qt = kt; qt < ntiles; qt++) {
+    for (int qt = kt; qt < qend; qt++) {   // from the diagonal to the last query tile whose windows reach it
         int i0 = qt * FT;
         cp_async_wait_all();
         __syncthreads();
@@ -689,7 +712,7 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
         load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
         if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
         __syncthreads();
-        if (qt + 1 < ntiles) {
+        if (qt + 1 < qend) {
             stage_tile<DPAD, 128>(stA, q + hd.off, i0 + FT, f, f.ld);
             stage_tile<DPAD, 128>(stB, dout + hd.off, i0 + FT, f, f.ld);
             cp_async_commit();
@@ -726,7 +749,7 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
 #pragma unroll
                     for (int hh = 0; hh < 2; hh++) {
                         int key = hh ? key1 : key0, at = 2 * hh + e;
-                        float p = qi >= key && qi < f.s ? exp_fast(sacc[n][at] * f.scale - ls) : 0.0f;
+                        float p = flash_sees(f, qi, key) && qi < f.s ? exp_fast(sacc[n][at] * f.scale - ls) : 0.0f;
                         float m = f.drop ? (keep_bit(bits, qr, kr0 + 8 * hh) ? f.keep_scale : 0.0f) : 1.0f;
                         pacc[n][at] = p * (pacc[n][at] * m - Dq);   // dSᵀ
                         sacc[n][at] = p * m;                         // P̃ᵀ
@@ -798,8 +821,9 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
     convert_tile<DPAD, 128>(Ob, stB, i0, f);
     load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
     __syncthreads();
-    stage_tile<DPAD, 128>(stA, k + hd.koff, 0, f, f.ldk);
-    stage_tile<DPAD, 128>(stB, v + hd.koff, 0, f, f.ldk);
+    const int kt0 = flash_first_key_tile(f, i0);
+    stage_tile<DPAD, 128>(stA, k + hd.koff, kt0 * FT, f, f.ldk);
+    stage_tile<DPAD, 128>(stB, v + hd.koff, kt0 * FT, f, f.ldk);
     cp_async_commit();
 
     int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;
@@ -807,7 +831,7 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
     float dqa[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++) dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.0f;
-    for (int kt = 0; kt <= qt; kt++) {
+    for (int kt = kt0; kt <= qt; kt++) {   // key tiles from the window's to the diagonal
         int j0 = kt * FT;
         cp_async_wait_all();
         __syncthreads();
@@ -846,8 +870,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 int col = n * 8 + 2 * c + e, key = j0 + col;
-                float p0 = key <= row0 ? exp_fast(sacc[n][e] * f.scale - ls0) : 0.0f;
-                float p1 = key <= row1 ? exp_fast(sacc[n][2 + e] * f.scale - ls1) : 0.0f;
+                float p0 = flash_sees(f, row0, key) ? exp_fast(sacc[n][e] * f.scale - ls0) : 0.0f;
+                float p1 = flash_sees(f, row1, key) ? exp_fast(sacc[n][2 + e] * f.scale - ls1) : 0.0f;
                 float m0 = 1.0f, m1 = 1.0f;
                 if (f.drop) {
                     m0 = keep_bit(bits, r0, col) ? f.keep_scale : 0.0f;
@@ -886,7 +910,8 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
 // host side
 // =====================================================================================================
 
-static FlashDims flash_dims(int s, int b, int a, int kv, int h, int head0, DropoutSite site, uint32_t sample0) {
+static FlashDims flash_dims(int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                            uint32_t sample0) {
     if (kv <= 0 || a % kv) cuda_fail("flash attention", "the kv heads must divide the query heads", __FILE__, __LINE__);
     FlashDims f;
     f.s = s;
@@ -909,6 +934,8 @@ static FlashDims flash_dims(int s, int b, int a, int kv, int h, int head0, Dropo
     f.t = 0;
     f.q0 = 0;
     f.q1 = s;
+    f.window = window > 0 && window < s ? window : 0;   // one of s or more sees every key: no window, its bits
+    f.span = f.window ? (uint32_t)f.window : (uint32_t)INT_MAX;
     return f;
 }
 
@@ -1015,7 +1042,6 @@ extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
 extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                                   const float *v, float *scratch, int s, int q0, int nq, int b, int a,
                                                   int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0) {
-    if (window > 0 && window < s) cuda_fail("attention", "a sliding window: not in the CUDA kernels yet", __FILE__, __LINE__);
     (void)scratch;
     if (q0 < 0 || nq < 0 || q0 + nq > s) {
         char why[96];
@@ -1023,7 +1049,7 @@ extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float
         cuda_fail("flash attention", why, __FILE__, __LINE__);
     }
     if (nq == 0 || b <= 0 || a <= 0) return;
-    FlashDims f = flash_dims(s, b, a, kv, h, head0, site, sample0);
+    FlashDims f = flash_dims(s, b, a, kv, h, window, head0, site, sample0);
     f.q0 = q0;
     f.q1 = q0 + nq;
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
@@ -1038,7 +1064,6 @@ extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float
 extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                              const float *v, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
                                              DropoutSite site, uint32_t sample0) {
-    if (window > 0 && window < s) cuda_fail("attention", "a sliding window: not in the CUDA kernels yet", __FILE__, __LINE__);
     if (s <= 0) return;
     cuda_flash_attention_forward_rows(be, ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, window, head0, site, sample0);
 }
@@ -1047,9 +1072,8 @@ extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk,
                                               const float *q, const float *k, const float *v, const float *ctx,
                                               const float *lse, float *scratch, int s, int b, int a, int kv, int h, int window,
                                               int head0, DropoutSite site, uint32_t sample0) {
-    if (window > 0 && window < s) cuda_fail("attention", "a sliding window: not in the CUDA kernels yet", __FILE__, __LINE__);
     if (s <= 0 || b <= 0 || a <= 0) return;
-    FlashDims f = flash_dims(s, b, a, kv, h, head0, site, sample0);
+    FlashDims f = flash_dims(s, b, a, kv, h, window, head0, site, sample0);
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);
     size_t rows = (size_t)s * b * a;
     flash_rowdot_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(be)>>>(scratch, ctx, dctx, f);
