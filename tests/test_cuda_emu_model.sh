@@ -109,6 +109,8 @@ llama_hd|--arch llama --kv-heads 2 --head-dim 24 --attention flash --seq 96
 llama_hd8|--arch llama --kv-heads 1 --head-dim 8 --recompute selective --dropout 0.1 --sample 10 --prompt God
 qwen3|--arch llama --kv-heads 2 --qk-norm --head-dim 24 --attention flash --seq 96 --sample 10 --prompt God
 qwen3_sel|--arch llama --kv-heads 1 --qk-norm --recompute selective --dropout 0.1
+llama_swa|--arch llama --kv-heads 2 --attention flash --seq 96 --sliding-window 40 --sample 10 --prompt God
+llama_swa_sel|--arch llama --kv-heads 2 --recompute selective --sliding-window 20 --dropout 0.1
 lora|--lora-rank 4 --lora-alpha 8 --lr 5e-3
 lora_fa|--lora-rank 4 --lora-fa --lora-targets qkv,fc2 --recompute full --lr 5e-3
 lora_mini|--arch llama --kv-heads 2 --lora-rank 4 --lora-dropout 0.1 --mini-seq 2 --lr 5e-3
