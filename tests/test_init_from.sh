@@ -63,7 +63,7 @@ check "[ $? -eq 0 ] && grep -q 'RoPE theta 10000, rotary 12 of 16 dims, RMSNorm'
        grep -q '\"rotary_dim\":[[:space:]]*12,' '$dir/pr/step_00000001/state.json'" \
   "--init-from a phi3 model rotating 12 of 16 dims: $(head -3 "$dir/pr.out")"
 "$ctron" train --init-from "$dir/lhf" --rotary-dim 16 --steps 1 "${run[@]}" > "$dir/pr.out" 2>&1
-check "[ $? -eq 0 ] && ! grep -q 'rotary' '$dir/pr.out'" "--rotary-dim 16 (the head dim) beside a llama model: $(head -3 "$dir/pr.out")"
+check "[ $? -eq 0 ] && ! grep -q ', rotary ' '$dir/pr.out'" "--rotary-dim 16 (the head dim) beside a llama model: $(head -3 "$dir/pr.out")"
 
 # A BPE model: the export's tokenizer.json encodes the text (as eval encodes it).
 "$ctron" tokenize train --vocab 300 --in "$dir/text.txt" --out "$dir/tok.json" > /dev/null 2>&1
