@@ -241,6 +241,74 @@ static void test_state_window(const char *work) {
     }
 }
 
+// state.json's model.rotary_dim: written only for RoPE on part of each head (so that every other model writes what
+// checkpoints did before it, the one line being the whole difference), read back exactly; the head dim itself reads
+// as 0 (all dims); a width that is odd, below 2 or past the head dim, or one beside arch gpt2, is refused naming the
+// field.
+static void test_state_rotary(const char *work) {
+    CkptState st, back;
+    make_state(&st, 3);   // heads of 16 / 2 = 8 dims
+    st.model.arch = ARCH_LLAMA;
+    st.model.kv_heads = 1;
+    st.model.ffn = 48;
+    st.model.rope_theta = 10000.0f;
+    st.model.norm_eps = 1e-5f;
+    st.model.tie_embeddings = -1;
+    char none[4200], with[4200], again[4200], err[2048];
+    snprintf(none, sizeof none, "%s/rotary_none.json", work);
+    snprintf(with, sizeof with, "%s/rotary_with.json", work);
+    snprintf(again, sizeof again, "%s/rotary_again.json", work);
+    CHECK(ckpt_state_write(none, &st, err, sizeof err) == 0 && ckpt_state_read(none, &back, err, sizeof err) == 0 &&
+          back.model.rotary_dim == 0, "state.json without rotary_dim: %s (read back %d)", err, back.model.rotary_dim);
+    st.model.rotary_dim = 6;
+    CHECK(ckpt_state_write(with, &st, err, sizeof err) == 0 && ckpt_state_read(with, &back, err, sizeof err) == 0 &&
+          back.model.rotary_dim == 6, "state.json with rotary_dim 6: %s (read back %d)", err, back.model.rotary_dim);
+    CHECK(ckpt_state_write(again, &back, err, sizeof err) == 0, "rewrite: %s", err);
+    char *t_none = read_text(none), *t_with = read_text(with), *t_again = read_text(again);
+    CHECK(strcmp(t_with, t_again) == 0, "state.json with rotary_dim is not written back byte for byte:\n%s\n%s", t_with,
+          t_again);
+    CHECK(!strstr(t_none, "rotary_dim"), "a model rotating whole heads writes model.rotary_dim:\n%s", t_none);
+    char *line = strstr(t_with, "\"rotary_dim\":\t6,\n");
+    CHECK(line != NULL, "state.json lacks \"rotary_dim\": 6:\n%s", t_with);
+    if (line) {   // the rotary_dim line out, the text is the whole-head one byte for byte
+        const char *end = strchr(line, '\n') + 1;
+        while (line > t_with && line[-1] == '\t') line--;
+        memmove(line, end, strlen(end) + 1);
+        CHECK(strcmp(t_with, t_none) == 0, "state.json differs beyond model.rotary_dim:\n%s\n%s", t_with, t_none);
+    }
+    free(t_none); free(t_with); free(t_again);
+    // the head dim (8) is every dim: the model without partial RoPE; the rest refused
+    static const struct { int arch; const char *value, *needle; } CASES[] = {
+        {ARCH_LLAMA, "8", NULL},
+        {ARCH_LLAMA, "0", "model.rotary_dim must be an integer in 2..8 (it is 0)"},
+        {ARCH_LLAMA, "10", "model.rotary_dim must be an integer in 2..8 (it is 10)"},
+        {ARCH_LLAMA, "5", "model.rotary_dim must be even (RoPE rotates pairs j, j + R/2; it is 5)"},
+        {ARCH_LLAMA, "4.5", "model.rotary_dim must be an integer in 2..8 (it is 4.5)"},
+        {ARCH_LLAMA, "\"6\"", "model.rotary_dim must be an integer in 2..8 (it is a string)"},
+        {ARCH_GPT2, "6", "model.rotary_dim must be absent with model.arch gpt2 (GPT-2 has learned positions, no RoPE)"},
+    };
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        CkptState b = st;
+        if (CASES[i].arch == ARCH_GPT2) b.model = CFG;
+        b.model.rotary_dim = 0;
+        CHECK(ckpt_state_write(none, &b, err, sizeof err) == 0, "write: %s", err);
+        char *text = read_text(none), *at = strstr(text, "\"model\":\t{"), edited[8192];
+        at += strlen("\"model\":\t{");
+        snprintf(edited, sizeof edited, "%.*s\"rotary_dim\": %s, %s", (int)(at - text), text, CASES[i].value, at);
+        free(text);
+        FILE *f = fopen(none, "w");
+        fputs(edited, f);
+        fclose(f);
+        int rc = ckpt_state_read(none, &back, err, sizeof err);
+        if (!CASES[i].needle)
+            CHECK(rc == 0 && back.model.rotary_dim == 0, "state.json rotary_dim %s (the head dim): rc %d, '%s', read as %d",
+                  CASES[i].value, rc, err, back.model.rotary_dim);
+        else
+            CHECK(rc != 0 && strstr(err, "rotary_none.json") && strstr(err, CASES[i].needle),
+                  "state.json rotary_dim %s: rc %d, '%s'", CASES[i].value, rc, err);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *work = argc > 1 ? argv[1] : "test_checkpoint.d";
     char dir[4096], step[4096], path[8400], err[2048];
@@ -468,6 +536,7 @@ int main(int argc, char **argv) {
     CHECK(ckpt_load(bad, &tg.m, &tg.opt, NULL, err, sizeof err) == 0, "h.0.attn.bias buffer refused: %s", err);
 
     test_state_window(work);
+    test_state_rotary(work);
 
     free(tg.p0); free(tg.m0); free(tg.v0);
     adamw_free(&tg.opt); gpt_free(&tg.m);

@@ -50,6 +50,22 @@ expect "--sliding-window: missing value" train --arch llama --data "$data" --sli
 expect "--sliding-window 8 is a llama option (--arch llama): GPT-2 attends to its whole causal prefix (transformers' GPT-2 has no sliding window)" \
   train --sliding-window 8 --data "$data"
 expect "--sliding-window 2047 is a llama option (--arch llama)" train --arch gpt2 --sliding-window 2047 --data "$data"
+# --rotary-dim R (transformers' partial_rotary_factor R/d): even, 2..the head dim, llama only (GPT-2 has no RoPE);
+# a longrope scaling then has R/2 factors
+expect "--rotary-dim: 0 is out of range, expected 2..65536" train --arch llama --rotary-dim 0 --data "$data"
+expect "--rotary-dim: expected an integer, got '0.75'" train --arch llama --rotary-dim 0.75 --data "$data"
+expect "--rotary-dim: missing value" train --arch llama --data "$data" --rotary-dim
+expect "--rotary-dim 7: expected an even number of dims from 2 to the head dim 16 (RoPE rotates pairs j, j + R/2 of each head's first R dims)" \
+  train --arch llama --hidden 64 --heads 4 --rotary-dim 7 --data "$data"
+expect "--rotary-dim 18: expected an even number of dims from 2 to the head dim 16" \
+  train --arch llama --hidden 64 --heads 4 --rotary-dim 18 --data "$data"
+expect "--rotary-dim 130: expected an even number of dims from 2 to the head dim 128" \
+  train --arch llama --hidden 64 --heads 4 --head-dim 128 --rotary-dim 130 --data "$data"
+expect "--rotary-dim 8 is a llama option (--arch llama): GPT-2 has learned positions, no RoPE" train --rotary-dim 8 --data "$data"
+expect "--rotary-dim 8 is a llama option (--arch llama)" train --arch gpt2 --rotary-dim 8 --data "$data"
+expect "--rope-scaling longrope (8 factors, original 16 positions, attention 1.2): --rotary-dim 12 needs 6 factors (one per rotated frequency, R/2)" \
+  train --arch llama --fused-proj --hidden 64 --heads 4 --rotary-dim 12 \
+  --rope-scaling longrope:16:1.2:1,1,1,1,1,1,1,1:2,2,2,2,2,2,2,2 --data "$data"
 expect "--gelu-bits: --arch llama has no GeLU" train --arch llama --gelu-bits 2 --data "$data"
 expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu --data "$data"
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"

@@ -482,9 +482,9 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"qwen3_moe\", " LLAMA_SIZES "}", "'model_type' is \"qwen3_moe\": ctron reads gpt2, llama, "
          "mistral, qwen2, qwen3 and phi3"},
         {"{\"vocab_size\": 5}", "'model_type' is missing (expected gpt2, llama, mistral, qwen2, qwen3 or phi3)"},
-        // Phi-3: RoPE default or longrope (4.x's "su" and "yarn" are longrope; one factor per frequency, positive),
-        // every dimension rotated (Phi-4-mini's partial_rotary_factor 0.75 is not), a window that is a number or null;
-        // longrope is Phi-3's alone
+        // Phi-3: RoPE default or longrope (4.x's "su" and "yarn" are longrope; one factor per rotated frequency,
+        // positive), partial_rotary_factor in (0, 1] giving an even int(head_dim · f) of at least 2, a window that is
+        // a number or null; longrope is Phi-3's alone; a scaled RoPE rotates whole heads in the other families
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"su\", \"short_factor\": [1], "
          "\"long_factor\": [2]}}", "'rope_scaling.short_factor' is a list of another length, expected a list of 8 numbers"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
@@ -500,13 +500,31 @@ static void test_config_refused(void) {
          "class takes no \"linear\" or \"llama3\")"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8, "
          "\"low_freq_factor\": 1, \"high_freq_factor\": 4}}", "'rope_scaling' has rope_type \"llama3\": ctron reads \"default\""},
-        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.75}",
-         "'partial_rotary_factor' is 0.75, expected 1: ctron rotates every dimension of a head"},
-        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"default\", "
-         "\"partial_rotary_factor\": 0.75}}",
-         "'rope_parameters.partial_rotary_factor' is 0.75, expected 1: ctron rotates every dimension of a head"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0}",
+         "'partial_rotary_factor' is 0, expected a number in (0, 1] (the share of each head RoPE rotates)"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 1.5}",
+         "'partial_rotary_factor' is 1.5, expected a number in (0, 1]"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.35}",
+         "'partial_rotary_factor' is 0.35: int(head_dim 16 x 0.35) = 5 rotated dims, expected an even number of at "
+         "least 2 (RoPE rotates pairs j, j + R/2)"},
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.1}",
+         "'partial_rotary_factor' is 0.1: int(head_dim 16 x 0.1) = 1 rotated dims, expected an even number of at least 2"},
+        // the RoPE dict's wins over the top level's (transformers' setdefault), and is named
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.5, \"rope_parameters\": "
+         "{\"rope_type\": \"default\", \"partial_rotary_factor\": \"half\"}}",
+         "'rope_parameters.partial_rotary_factor' is a string, expected a number in (0, 1]"},
+        // longrope: one factor per rotated frequency (int(16 · 0.5) / 2 = 4)
+        {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"partial_rotary_factor\": 0.5, \"rope_scaling\": {\"type\": "
+         "\"longrope\", \"short_factor\": [1, 1, 1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}}",
+         "'rope_scaling.short_factor' is a list of another length, expected a list of 4 numbers (one per frequency: the "
+         "8 rotated dims / 2)"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2, "
          "\"partial_rotary_factor\": \"half\"}}", "'rope_scaling.partial_rotary_factor' is a string, expected 1"},
+        {"{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"partial_rotary_factor\": 0.5, "
+         "\"rope_parameters\": "
+         "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}",
+         "'partial_rotary_factor' is 0.5, expected 1: with a scaled RoPE (rope_type linear or llama3) model_type "
+         "mistral's table would be narrower than the heads it rotates (transformers' forward fails)"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"sliding_window\": \"2047\"}",
          "'sliding_window' is a string, expected an integer in 1..1073741824"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"num_key_value_heads\": 3}", "'num_key_value_heads' is 3"},
@@ -635,6 +653,122 @@ static void test_config_round_trip(void) {
                   !strstr(text, "\"head_dim\"") == !CASES[k].head_dim,
                   "phi3 case %zu: config.json is not Phi3Config's:\n%s", k, text);
         cJSON_free(text);
+    }
+}
+
+// partial_rotary_factor f: Phi-3's RoPE rotates R = int(head_dim · f) dims of each head (model.rotary_dim; 0 when
+// R is the whole head), its LongRoPE one factor per rotated frequency, R/2; the dict's f wins over the top level's.
+// The other families' default RoPE ignores f (transformers' rotates whole heads): so does ctron. Export writes R/d
+// back, top-level and in rope_parameters, nudged where Python's int(d · f) would give R − 1; a model with a
+// rotary_dim that transformers could only load as Llama, Mistral, Qwen2 or Qwen3 is refused.
+static void test_config_rotary(void) {
+    HfConfig c;
+    char err[512] = "";
+    // Phi-4-mini-instruct's config.json (transformers 4.x's form): 24 heads of 128, 96 of them rotated, LongRoPE
+    // with 48 short and 48 long factors, tied, its 200064-token vocabulary
+    char json[4096], shorts[600] = "", longs[600] = "";
+    for (int i = 0; i < 48; i++) {
+        size_t ks = strlen(shorts), kl = strlen(longs);
+        snprintf(shorts + ks, sizeof shorts - ks, "%s%g", i ? ", " : "", 1.0 + 0.0625 * i);
+        snprintf(longs + kl, sizeof longs - kl, "%s%g", i ? ", " : "", 2.0 + 0.5 * i);
+    }
+    snprintf(json, sizeof json, "{\"architectures\": [\"Phi3ForCausalLM\"], \"model_type\": \"phi3\", \"hidden_size\": "
+             "3072, \"intermediate_size\": 8192, \"num_hidden_layers\": 32, \"num_attention_heads\": 24, "
+             "\"num_key_value_heads\": 8, \"vocab_size\": 200064, \"max_position_embeddings\": 131072, "
+             "\"original_max_position_embeddings\": 4096, \"partial_rotary_factor\": 0.75, \"rope_theta\": 10000.0, "
+             "\"rope_scaling\": {\"long_factor\": [%s], \"short_factor\": [%s], \"type\": \"longrope\"}, "
+             "\"sliding_window\": 262144, \"tie_word_embeddings\": true, \"torch_dtype\": \"bfloat16\"}", longs, shorts);
+    int rc = parse(json, &c, err, sizeof err);
+    const RopeScaling *sc = &c.model.rope_scaling;
+    CHECK(rc == 0 && gpt_head_dim(&c.model) == 128 && c.model.rotary_dim == 96 && gpt_rotary_dim(&c.model) == 96 &&
+          c.model.fused_proj == 1 && c.model.kv_heads == 8 && c.model.tie_embeddings == 1 && c.model.vocab == 200064 &&
+          sc->type == ROPE_LONGROPE && sc->n_factors == 48 && sc->short_factor[47] == 1.0f + 0.0625f * 47 &&
+          sc->long_factor[47] == 25.5f && sc->original_max_positions == 4096,
+          "Phi-4-mini: %s (d %d rotary %d, %d factors)", err, gpt_head_dim(&c.model), c.model.rotary_dim, sc->n_factors);
+    // Phi-4-mini's head, 128 dims, with the 64 factors of a whole head: refused naming the list and R
+    char *at = strstr(json, "\"partial_rotary_factor\": 0.75");
+    if (at) memcpy(at, "\"partial_rotary_factor\": 1.00", strlen("\"partial_rotary_factor\": 1.00"));
+    rc = parse(json, &c, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "'rope_scaling.short_factor' is a list of another length, expected a list of 64 numbers "
+                            "(one per frequency: the 128 rotated dims / 2)"), "48 factors for a whole head: rc %d, '%s'", rc, err);
+    // heads of 16 (LLAMA_SIZES): f 0.5 rotates 8; 0.3 int(4.8) = 4 as Python truncates; 1 and absent all (0); the
+    // dict's f (transformers 5's rope_parameters, or 4.x's rope_scaling) wins over the top level's
+    static const struct { const char *extra; int rotary; } PHI[] = {
+        {", \"partial_rotary_factor\": 0.5", 8},
+        {", \"partial_rotary_factor\": 0.3", 4},
+        {", \"partial_rotary_factor\": 1", 0},
+        {", \"partial_rotary_factor\": null", 0},
+        {"", 0},
+        {", \"partial_rotary_factor\": 0.75, \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}", 8},
+        {", \"partial_rotary_factor\": 0.5, \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 1e4}", 8},
+        {", \"rope_scaling\": {\"type\": \"longrope\", \"partial_rotary_factor\": 0.25, \"short_factor\": [1, 1], "
+         "\"long_factor\": [2, 2]}, \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.5}", 4},
+    };
+    for (size_t i = 0; i < sizeof PHI / sizeof PHI[0]; i++) {
+        snprintf(json, sizeof json, "{\"model_type\": \"phi3\", " LLAMA_SIZES "%s}", PHI[i].extra);
+        rc = parse(json, &c, err, sizeof err);
+        CHECK(rc == 0 && c.model.rotary_dim == PHI[i].rotary, "phi3 case %zu (%s): %s, rotary %d, expected %d", i,
+              PHI[i].extra, err, c.model.rotary_dim, PHI[i].rotary);
+    }
+    // Llama, Mistral, Qwen2, Qwen3: their default RoPE rotates whole heads whatever f says (top-level or in the dict)
+    static const char *const OTHERS[] = {"llama", "mistral", "qwen2", "qwen3"};
+    for (size_t i = 0; i < sizeof OTHERS / sizeof OTHERS[0]; i++) {
+        snprintf(json, sizeof json, "{\"model_type\": \"%s\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"head_dim\": "
+                 "16, \"partial_rotary_factor\": 0.5, \"rope_parameters\": {\"rope_type\": \"default\", "
+                 "\"partial_rotary_factor\": 0.25}}", OTHERS[i]);
+        rc = parse(json, &c, err, sizeof err);
+        CHECK(rc == 0 && c.model.rotary_dim == 0, "%s ignores partial_rotary_factor: %s (rotary %d)", OTHERS[i], err,
+              c.model.rotary_dim);
+    }
+    // export: Phi-3 writes R/d (0.75 for 6 of 8; 30 of 44 nudged: 30/44 · 44 is 29.999...) and reads it back, with
+    // longrope's R/2 factors; the whole head writes 1 in rope_parameters only, as before
+    static const struct { int head_dim, rotary, longrope; const char *needle; } OUT[] = {
+        {0, 6, 0, "\"partial_rotary_factor\":\t0.75"},
+        {0, 6, 1, "\"partial_rotary_factor\":\t0.75"},
+        {44, 30, 0, "\"partial_rotary_factor\":\t0.6818181818181819"},
+        {0, 0, 0, NULL},
+    };
+    for (size_t k = 0; k < sizeof OUT / sizeof OUT[0]; k++) {
+        GPTConfig w = small_config(ARCH_LLAMA, -1, 0);
+        w.fused_proj = 1;
+        w.head_dim = OUT[k].head_dim;
+        w.rotary_dim = OUT[k].rotary;
+        if (OUT[k].longrope) {
+            w.rope_scaling = (RopeScaling){.type = ROPE_LONGROPE, .original_max_positions = 8, .n_factors = 3,
+                                           .attention_factor = 1.5, .short_factor = {1, 2, 3}, .long_factor = {4, 5, 6}};
+        }
+        gpt_config_resolve(&w);
+        char *text = hf_config_json(&w, "float32");
+        rc = parse(text, &c, err, sizeof err);
+        const char *first = OUT[k].needle ? strstr(text, OUT[k].needle) : NULL;
+        CHECK(rc == 0 && c.model.rotary_dim == OUT[k].rotary && gpt_head_dim(&c.model) == gpt_head_dim(&w) &&
+                  memcmp(&c.model.rope_scaling, &w.rope_scaling, sizeof w.rope_scaling) == 0,
+              "export case %zu read back: %s (rotary %d/%d)\n%s", k, err, c.model.rotary_dim, OUT[k].rotary, text);
+        if (OUT[k].needle)   // top-level and in rope_parameters
+            CHECK(first && strstr(first + 1, OUT[k].needle), "export case %zu lacks %s twice:\n%s", k, OUT[k].needle, text);
+        else
+            CHECK(strstr(text, "\"partial_rotary_factor\":\t1\n") && !strstr(text, "\"partial_rotary_factor\":\t1,"),
+                  "export case %zu: the whole head writes partial_rotary_factor other than rope_parameters' 1:\n%s", k, text);
+        CHECK(hf_config_exportable(&w, err, sizeof err) == 0, "export case %zu refused: %s", k, err);
+        cJSON_free(text);
+    }
+    // no class of transformers runs the split-projection block with a partial RoPE: refused, naming the class
+    static const struct { int qkv, qk, window; const char *needle; } NO[] = {
+        {0, 0, 0, "the model's RoPE rotates 4 of each head's 8 dims (rotary_dim), and transformers' LlamaForCausalLM "
+                  "rotates whole heads: only Phi3ForCausalLM (a model with --fused-proj) takes a partial_rotary_factor"},
+        {1, 0, 0, "transformers' Qwen2ForCausalLM rotates whole heads: only Phi3ForCausalLM (a model with --fused-proj, "
+                  "without q/k/v biases)"},
+        {0, 1, 0, "transformers' Qwen3ForCausalLM rotates whole heads"},
+        {0, 0, 8, "transformers' MistralForCausalLM rotates whole heads"},
+    };
+    for (size_t k = 0; k < sizeof NO / sizeof NO[0]; k++) {
+        GPTConfig w = small_config(ARCH_LLAMA, -1, NO[k].qkv);
+        w.qk_norm = NO[k].qk;
+        w.sliding_window = NO[k].window;
+        w.rotary_dim = 4;
+        CHECK(hf_config_exportable(&w, err, sizeof err) != 0 && strstr(err, NO[k].needle), "refusal %zu: '%s'", k, err);
+        w.rotary_dim = 8;   // the whole head: no partial RoPE
+        CHECK(hf_config_exportable(&w, err, sizeof err) == 0, "refusal %zu with the whole head: '%s'", k, err);
     }
 }
 
@@ -895,21 +1029,24 @@ static void test_refusals(void) {
 // one (fused projections) into a model without them, and a llama one into a model with them: refused naming
 // the config field, the model left as it was (test_round_trips wrote the directories).
 static void test_qk_norm_mismatch(void) {
-    static const struct { const char *dir; int tie, qk, fused, window; const char *needle; } CASES[] = {
-        {"qwen3_tied", 1, 0, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
-        {"llama_tied_sharded", 1, 1, 0, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
-        {"phi3_untied", -1, 0, 0, 0,
+    static const struct { const char *dir; int tie, qk, fused, window, rotary; const char *needle; } CASES[] = {
+        {"qwen3_tied", 1, 0, 0, 0, 0, "field 'model_type qwen3 (q/k norms)' is 1 but the model being loaded has 0"},
+        {"llama_tied_sharded", 1, 1, 0, 0, 0, "field 'model_type qwen3 (q/k norms)' is 0 but the model being loaded has 1"},
+        {"phi3_untied", -1, 0, 0, 0, 0,
          "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 1 but the model being loaded has 0"},
-        {"llama_untied", -1, 0, 1, 0,
+        {"llama_untied", -1, 0, 1, 0, 0,
          "field 'model_type phi3 (fused qkv_proj, gate_up_proj)' is 0 but the model being loaded has 1"},
-        // the same tensors, another model: a window the files' config does not have
-        {"llama_untied", -1, 0, 0, 8, "field 'sliding_window (0: none)' is 0 but the model being loaded has 8"},
+        // the same tensors, another model: a window the files' config does not have, RoPE on part of each head
+        {"llama_untied", -1, 0, 0, 8, 0, "field 'sliding_window (0: none)' is 0 but the model being loaded has 8"},
+        {"phi3_untied", -1, 0, 1, 0, 4,
+         "field 'partial_rotary_factor (rotated dims; 0: all)' is 0 but the model being loaded has 4"},
     };
     for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
         GPTConfig cfg = small_config(ARCH_LLAMA, CASES[k].tie, 0);
         cfg.qk_norm = CASES[k].qk;
         cfg.fused_proj = CASES[k].fused;
         cfg.sliding_window = CASES[k].window;
+        cfg.rotary_dim = CASES[k].rotary;
         GPT m;
         make_model(&m, &cfg, 7);
         float *before = xmalloc(m.n_params * sizeof(float));
@@ -918,8 +1055,8 @@ static void test_qk_norm_mismatch(void) {
         dir_path(dir, sizeof dir, CASES[k].dir);
         int rc = hf_load_into(&m, dir, err, sizeof err);
         CHECK(rc != 0 && strstr(err, "config.json") && strstr(err, CASES[k].needle),
-              "%s into q/k norms %d, fused %d, window %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk, CASES[k].fused,
-              CASES[k].window, rc, err);
+              "%s into q/k norms %d, fused %d, window %d, rotary %d: rc %d, '%s'", CASES[k].dir, CASES[k].qk,
+              CASES[k].fused, CASES[k].window, CASES[k].rotary, rc, err);
         CHECK(memcmp(before, m.params, m.n_params * sizeof(float)) == 0, "%s: the refused load changed the model",
               CASES[k].dir);
         free(before);
@@ -958,6 +1095,7 @@ int main(int argc, char **argv) {
     test_config_window();
     test_config_refused();
     test_config_round_trip();
+    test_config_rotary();
     test_index();
     test_round_trips();
     test_qk_norm_mismatch();

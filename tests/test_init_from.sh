@@ -53,6 +53,18 @@ check "[ $? -eq 0 ] && grep -q 'untied output layer, sliding window 8$' '$dir/mw
        grep -q '\"sliding_window\":[[:space:]]*8,' '$dir/mw/step_00000001/state.json'" \
   "--init-from a mistral model with window 8: $(head -3 "$dir/mw.out")"
 
+# A Phi-3 model whose RoPE rotates 12 of each head's 16 dims (exported as Phi3ForCausalLM with partial_rotary_factor
+# 0.75): the run's model, named in the run header and recorded in state.json; --rotary-dim beside it must agree
+# (below), and the head dim itself agrees with a model that rotates every dim.
+"$ctron" train --arch llama --fused-proj --layers 1 --hidden 64 --heads 4 --kv-heads 2 --rotary-dim 12 --steps 1 "${run[@]}" \
+  --ckpt-dir "$dir/p" > /dev/null 2>&1 && "$ctron" export --hf "$dir/phf" --ckpt "$dir/p" > /dev/null 2>&1
+"$ctron" train --init-from "$dir/phf" --rotary-dim 12 --steps 1 "${run[@]}" --ckpt-dir "$dir/pr" > "$dir/pr.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'RoPE theta 10000, rotary 12 of 16 dims, RMSNorm' '$dir/pr.out' &&
+       grep -q '\"rotary_dim\":[[:space:]]*12,' '$dir/pr/step_00000001/state.json'" \
+  "--init-from a phi3 model rotating 12 of 16 dims: $(head -3 "$dir/pr.out")"
+"$ctron" train --init-from "$dir/lhf" --rotary-dim 16 --steps 1 "${run[@]}" > "$dir/pr.out" 2>&1
+check "[ $? -eq 0 ] && ! grep -q ', rotary ' '$dir/pr.out'" "--rotary-dim 16 (the head dim) beside a llama model: $(head -3 "$dir/pr.out")"
+
 # A BPE model: the export's tokenizer.json encodes the text (as eval encodes it).
 "$ctron" tokenize train --vocab 300 --in "$dir/text.txt" --out "$dir/tok.json" > /dev/null 2>&1
 "$ctron" train --layers 1 --hidden 32 --heads 2 --vocab 300 --steps 2 "${run[@]}" --tokenizer "$dir/tok.json" \
@@ -77,6 +89,8 @@ expect "--arch gpt2 disagrees" --init-from "$dir/lhf" --arch gpt2
 expect "--tie-embeddings tied disagrees" --init-from "$dir/lhf" --tie-embeddings
 expect "--sliding-window 8 disagrees with the model --init-from names ('$dir/lhf': no sliding window)" --init-from "$dir/lhf" --sliding-window 8
 expect "--sliding-window 4 disagrees with the model --init-from names ('$dir/mhf': 8)" --init-from "$dir/mhf" --sliding-window 4
+expect "--rotary-dim 8 disagrees with the model --init-from names ('$dir/lhf': all 16 dims)" --init-from "$dir/lhf" --rotary-dim 8
+expect "--rotary-dim 16 disagrees with the model --init-from names ('$dir/phf': 12)" --init-from "$dir/phf" --rotary-dim 16
 expect "--init-from and --resume" --init-from "$dir/lhf" --resume "$dir/l"
 expect "nor is it a Hugging Face model directory" --init-from "$dir/missing"
 expect "no position embedding for a sequence of 64 (use --seq 32 or less)" --init-from "$dir/ghf" --seq 64

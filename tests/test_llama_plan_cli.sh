@@ -159,24 +159,26 @@ if grep -q "^model L=36 h=4096 a=32 v=151936 s=4096, global batch 2048; 1×8 h10
    grep -q "^block llama: kv=8 ffn=12288, output layer untied, q/k norms$" <<< "$out" &&
    grep -qE '^   1   2   1  1     4   4 off plan ' <<< "$out"; then ok; else bad "plan --cluster --preset qwen3-8b: $out"; fi
 
-# Phi-3 / Phi-4 (`phi3` = all three): the llama block with fused qkv_proj and gate_up_proj, untied; the parameter
-# counts transformers gives, computed once with transformers 5.24 on the meta device (peer venv):
+# Phi-3 / Phi-4 (`phi3` = all four): the llama block with fused qkv_proj and gate_up_proj, untied but Phi-4-mini;
+# the parameter counts transformers gives, computed once with transformers 5.24 on the meta device (peer venv):
 #   with torch.device("meta"): m = Phi3ForCausalLM(Phi3Config(vocab_size=v, hidden_size=h, num_hidden_layers=L,
-#       num_attention_heads=a, num_key_value_heads=kv, intermediate_size=f, tie_word_embeddings=False))
+#       num_attention_heads=a, num_key_value_heads=kv, intermediate_size=f, tie_word_embeddings=tied))
 #   sum(p.numel() for p in m.parameters())
-# = 2·v·h + L·(2h + h·(a + 2kv)·h/a [qkv_proj] + h² [o_proj] + 2f·h [gate_up_proj] + f·h [down_proj]) + h: fusing
-# changes no count. At t = p = 1 the first stage holds them all.
+# = (2 or 1 tied)·v·h + L·(2h + h·(a + 2kv)·h/a [qkv_proj] + h² [o_proj] + 2f·h [gate_up_proj] + f·h [down_proj]) + h:
+# fusing changes no count, nor does Phi-4-mini's partial_rotary_factor 0.75 (with it and its 48 LongRoPE factors:
+# 3,836,021,760 too). At t = p = 1 the first stage holds them all.
 if "$ctron" memory --preset phi3 --tp 1 --pp 1 --gpus 1 --json | "$py" -c '
 import json,sys; d=json.load(sys.stdin); m = {x["model"]: x for x in d["models"]}
-want = {"phi-3-mini": (3821079552, 32, 3072, 32, 32, 8192, 32064, 4096),
-        "phi-3-medium": (13960238080, 40, 5120, 40, 10, 17920, 32064, 4096),
-        "phi-4": (14659507200, 40, 5120, 40, 10, 17920, 100352, 16384)}
+want = {"phi-3-mini": (3821079552, 32, 3072, 32, 32, 8192, 32064, 4096, False),
+        "phi-3-medium": (13960238080, 40, 5120, 40, 10, 17920, 32064, 4096, False),
+        "phi-4": (14659507200, 40, 5120, 40, 10, 17920, 100352, 16384, False),
+        "phi-4-mini": (3836021760, 32, 3072, 24, 8, 8192, 200064, 4096, True)}
 assert list(m) == list(want), list(m)
-for name, (params, L, h, a, kv, f, v, s) in want.items():
+for name, (params, L, h, a, kv, f, v, s, tied) in want.items():
     sh = m[name]["shape"]
     assert (sh["arch"], sh["layers"], sh["hidden"], sh["heads"], sh["kv_heads"], sh["ffn"], sh["tied"], sh["vocab"],
             sh["seq"], sh.get("fused_proj"), sh.get("qk_norm"), sh["qkv_bias"]) == \
-        ("llama", L, h, a, kv, f, False, v, s, True, None, False), (name, sh)
+        ("llama", L, h, a, kv, f, tied, v, s, True, None, False), (name, sh)
     assert m[name]["first_stage"]["parameters"] == params, (name, m[name]["first_stage"]["parameters"], params)'
 then ok; else bad "memory --preset phi3: the shapes or parameter counts"; fi
 # the presets' layouts: mini on one GPU (as qwen3-4b), medium and Phi-4 on one 8-GPU node at what plan --cluster
@@ -190,6 +192,12 @@ out=$("$ctron" memory --preset phi-4)
 if grep -q "^  shape   L=40 h=5120 a=40 s=16384 b=1 v=100352$" <<< "$out" &&
    grep -qE "^  layout  t=2 p=4 m=5 · 8 GPUs \(dp 1\) · global batch 2048" <<< "$out"
 then ok; else bad "memory --preset phi-4: $out"; fi
+# Phi-4-mini: tied, heads of 3072 / 24 = 128 (96 of them rotated, which no byte of memory sees), one GPU
+out=$("$ctron" memory --preset phi-4-mini)
+if grep -q "^  block   llama: kv=8 ffn=8192 · RMSNorm, SwiGLU MLP, RoPE · output layer tied to the embedding · fused qkv_proj, gate_up_proj$" <<< "$out" &&
+   grep -qE "^  layout  t=1 p=1 m=1 · 1 GPUs? \(dp 1\) · global batch 2048" <<< "$out" &&
+   grep -q "^  shape   L=32 h=3072 a=24 s=4096 b=2 v=200064$" <<< "$out"
+then ok; else bad "memory --preset phi-4-mini: $out"; fi
 out=$("$ctron" plan --cluster --gpu h100-80g --nodes 1 --preset phi-3-medium --top 1)
 if grep -q "^model L=40 h=5120 a=40 v=32064 s=4096, global batch 2048; 1×8 h100-80g" <<< "$out" &&
    grep -q "^block llama: kv=10 ffn=17920, output layer untied, fused qkv_proj, gate_up_proj$" <<< "$out" &&

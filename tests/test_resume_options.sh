@@ -46,6 +46,7 @@ declare -A value=(
   [qk-norm]="--arch llama --qk-norm --kv-heads 2 --head-dim 24"
   [fused-proj]="--arch llama --fused-proj --kv-heads 2"
   [sliding-window]="--arch llama --sliding-window 8"
+  [rotary-dim]="--arch llama --rotary-dim 8"
   [reversible]="--reversible"
   [act-budget-layer]="--recompute search --act-budget-layer 200KiB --search-rates 100,10"
   [search-rates]="--recompute search --act-budget-layer 150KiB --search-rates 100,10"
@@ -199,6 +200,41 @@ sed -i 's/"sliding_window":[[:space:]]*8/"sliding_window": 0/' "$dir/bad/state.j
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.sliding_window must be an integer in 1\.\.1\.07374e+09 (it is 0)" "$dir/w.out"' \
   "state.json model.sliding_window 0: exit $rc: $(cat "$dir/w.out")"
+# RoPE's width is the checkpoint's, as the window: model.rotary_dim 8 (absent without the flag, and with
+# --rotary-dim 16, the whole head: that checkpoint is the flagless one byte for byte), restored by a plain
+# --resume, another width or one on a checkpoint without one refused naming both (the head dim itself agrees
+# with none), and a state.json whose rotary_dim is odd refused naming the field.
+rotary_state() {  # rotary_state FILE: the model section's rotary_dim ("absent" when not written)
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"].get("rotary_dim", "absent"))' "$1"
+}
+rm -rf "$dir/i" "$dir/bad" "$dir/h"
+"$ctron" train "${base[@]}" --arch llama --rotary-dim 8 --steps 4 --stop-after 2 --ckpt-dir "$dir/i" > /dev/null 2>&1
+check '[ "$(rotary_state "$dir/i/step_00000002/state.json")" = 8 ]' \
+  "--rotary-dim 8: state.json model.rotary_dim is $(rotary_state "$dir/i/step_00000002/state.json"), not 8"
+"$ctron" train --resume "$dir/i" "${free[@]}" > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 0 ] && grep -q "RoPE theta 10000, rotary 8 of 16 dims, RMSNorm" "$dir/w.out" &&
+       [ "$(rotary_state "$dir/i/step_00000004/state.json")" = 8 ]' \
+  "a plain --resume of a --rotary-dim run: exit $rc, $(head -2 "$dir/w.out"), step 4's rotary_dim $(rotary_state "$dir/i/step_00000004/state.json" 2>&1)"
+"$ctron" train "${base[@]}" --arch llama --rotary-dim 16 --steps 4 --stop-after 2 --ckpt-dir "$dir/h" > "$dir/w.out" 2>&1
+check 'cmp -s "$dir/h/step_00000002/state.json" "$dir/j/step_00000002/state.json" &&
+       cmp -s "$dir/h/step_00000002/model.safetensors" "$dir/j/step_00000002/model.safetensors" &&
+       ! grep -q ", rotary " "$dir/w.out"' \
+  "--rotary-dim 16 (the head dim) is not the flagless checkpoint: $(diff "$dir/h/step_00000002/state.json" "$dir/j/step_00000002/state.json" | head -4)"
+"$ctron" train --resume "$dir/i" "${free[@]}" --rotary-dim 4 > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --rotary-dim 4 does not match the checkpoint'"'"'s 8 (.*step_00000004/state.json); leave --rotary-dim out" "$dir/w.out"' \
+  "another --rotary-dim on resume: exit $rc: $(cat "$dir/w.out")"
+"$ctron" train --resume "$dir/j" "${free[@]}" --rotary-dim 8 > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q -- "--resume: --rotary-dim 8 does not match the checkpoint'"'"'s all 16 dims (.*step_00000002/state.json)" "$dir/w.out"' \
+  "--rotary-dim on resuming a checkpoint without one: exit $rc: $(cat "$dir/w.out")"
+cp -r "$dir/i/step_00000002" "$dir/bad" && rm -f "$dir/bad/checksums.txt"
+sed -i 's/"rotary_dim":[[:space:]]*8/"rotary_dim": 7/' "$dir/bad/state.json"
+"$ctron" train --resume "$dir/bad" "${free[@]}" > "$dir/w.out" 2>&1
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.rotary_dim must be even (RoPE rotates pairs j, j + R/2; it is 7)" "$dir/w.out"' \
+  "state.json model.rotary_dim 7: exit $rc: $(cat "$dir/w.out")"
 # Phi-3's LongRoPE: state.json keeps its factors (a text longer than any option record), a plain --resume
 # restores them bit for bit, and another factor list on resume is refused naming both.
 lr="longrope:16:1.25:1,1.1,1.2,1.3,1.4,1.5,1.6,1.7:2,2.5,3,3.5,4,4.5,5,5.5"

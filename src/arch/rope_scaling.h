@@ -20,7 +20,7 @@ extern "C" {   // backend/cpu/rope.h, which the CUDA backend includes, includes 
 // sin scaled by attention_factor (√(1 + ln(max/orig) / ln(orig)) when the config gives none).
 typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2, ROPE_LONGROPE = 3 } RopeType;
 enum {
-    ROPE_MAX_FACTORS = 128,        // longrope's factors: one per frequency, d/2 (heads up to 256 wide)
+    ROPE_MAX_FACTORS = 128,        // longrope's factors: one per rotated frequency, R/2 (up to 256 rotated dims)
     ROPE_SCALING_TEXT_MAX = 4096   // rope_scaling_text's longest (longrope: 2 · 128 numbers)
 };
 typedef struct {

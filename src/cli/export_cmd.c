@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/export_cmd.h"
 #include "io/checkpoint.h"
+#include "io/hf_config_write.h"
 #include "io/hf_export.h"
 #include "io/peft_adapter.h"
 #include "model/lora_merge.h"
@@ -44,8 +45,9 @@ void cli_export_usage(FILE *f) {
         "\n"
         "OUT gets config.json (GPT2LMHeadModel; LlamaForCausalLM, or Qwen2ForCausalLM for q/k/v biases,\n"
         "Qwen3ForCausalLM for q/k norms, Phi3ForCausalLM for fused projections, MistralForCausalLM for a sliding\n"
-        "window alone; every shape and epsilon, rope_theta and any RoPE scaling, the window, tie_word_embeddings,\n"
-        "dtype), generation_config.json,\n"
+        "window alone; every shape and epsilon, rope_theta and any RoPE scaling, the window, Phi-3's\n"
+        "partial_rotary_factor, tie_word_embeddings, dtype; RoPE on part of each head is refused off Phi-3's\n"
+        "block), generation_config.json,\n"
         "the weights under their Hugging Face names and orientation, and the checkpoint's tokenizer.json when it\n"
         "has one.\n"
         "transformers' AutoModelForCausalLM.from_pretrained(OUT) loads it as it is. The directory appears\n"
@@ -112,6 +114,8 @@ int cli_export_main(int argc, char **argv) {
     if (found != 0 || ckpt_read_state(step_dir, &st, err, sizeof err) != 0) return args_error(CMD, "--ckpt: %s", err);
     if (st.model.reversible)
         return args_error(CMD, "--ckpt %s is a reversible-block model: Hugging Face has no such architecture", step_dir);
+    if (a.out && hf_config_exportable(&st.model, err, sizeof err) != 0)
+        return args_error(CMD, "--ckpt %s: %s", step_dir, err);
     int lora = st.model.lora_rank > 0;
     if (lora && a.out && !a.merge)
         return args_error(CMD, "--ckpt '%s' is a LoRA checkpoint (rank %d): --merge writes its base with the adapters "

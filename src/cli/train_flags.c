@@ -24,7 +24,7 @@ enum {
     OPT_CKPT_DIR, OPT_SAVE_EVERY, OPT_KEEP, OPT_STOP_AFTER, OPT_RESUME, OPT_NO_LEDGER,
     OPT_TOKENIZER, OPT_VAL_DATA, OPT_DATA_ORDER, OPT_TP, OPT_SP, OPT_ZERO, OPT_PP, OPT_PP_SCHEDULE, OPT_VSTAGES, OPT_RC_MICRO, OPT_MAX_BAD, OPT_TEMPO, OPT_GELU_BITS, OPT_MEM_BUDGET, OPT_MINI_SEQ, OPT_ATTENTION,
     OPT_OFFLOAD, OPT_OFFLOAD_DIR, OPT_STATIC_PLAN, OPT_OFFLOAD_BUDGET, OPT_DEVICE, OPT_LIST_OPTIONS,
-    OPT_ARCH, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_FFN, OPT_ROPE_THETA, OPT_ROPE_SCALING, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_QK_NORM, OPT_FUSED_PROJ, OPT_SLIDING_WINDOW, OPT_INIT_FROM, OPT_REVERSIBLE,
+    OPT_ARCH, OPT_KV_HEADS, OPT_HEAD_DIM, OPT_FFN, OPT_ROPE_THETA, OPT_ROPE_SCALING, OPT_NORM_EPS, OPT_TIE, OPT_QKV_BIAS, OPT_QK_NORM, OPT_FUSED_PROJ, OPT_SLIDING_WINDOW, OPT_ROTARY_DIM, OPT_INIT_FROM, OPT_REVERSIBLE,
     OPT_LORA_OUT, OPT_LORA_FROM,
     OPT_LORA_RANK, OPT_LORA_ALPHA, OPT_LORA_TARGETS, OPT_LORA_FA, OPT_LORA_RSLORA, OPT_BASE_DTYPE, OPT_LORA_DROPOUT,
     OPT_ACT_BUDGET_LAYER, OPT_SEARCH_RATES, OPT_MEMO, OPT_TP_SOLO, OPT_TP_LINK_GBPS
@@ -40,6 +40,7 @@ static const struct option train_opts[] = {
     {"norm-eps", required_argument, 0, OPT_NORM_EPS}, {"tie-embeddings", no_argument, 0, OPT_TIE},
     {"qkv-bias", no_argument, 0, OPT_QKV_BIAS}, {"qk-norm", no_argument, 0, OPT_QK_NORM},
     {"fused-proj", no_argument, 0, OPT_FUSED_PROJ}, {"sliding-window", required_argument, 0, OPT_SLIDING_WINDOW},
+    {"rotary-dim", required_argument, 0, OPT_ROTARY_DIM},
     {"reversible", no_argument, 0, OPT_REVERSIBLE},
     {"lora-rank", required_argument, 0, OPT_LORA_RANK}, {"lora-alpha", required_argument, 0, OPT_LORA_ALPHA},
     {"lora-targets", required_argument, 0, OPT_LORA_TARGETS}, {"lora-fa", no_argument, 0, OPT_LORA_FA},
@@ -118,6 +119,8 @@ static int apply_model(TrainOptions *o, int ch, const char *optarg) {
     case OPT_QK_NORM: c->qk_norm = 1; break;
     case OPT_FUSED_PROJ: c->fused_proj = 1; break;
     case OPT_SLIDING_WINDOW: rc = parse_int("--sliding-window", optarg, 1, 1 << 30, &c->sliding_window); break;
+    // even and at most the head dim: checked against the head in train_validate.c, where its width is known
+    case OPT_ROTARY_DIM: rc = parse_int("--rotary-dim", optarg, 2, 1 << 16, &c->rotary_dim); break;
     case OPT_REVERSIBLE: c->reversible = 1; break;
     case OPT_LORA_RANK: rc = parse_int("--lora-rank", optarg, 1, INT_MAX, &c->lora_rank); break;
     case OPT_LORA_ALPHA: rc = parse_float("--lora-alpha", optarg, 1e-6, 1e6, 0, &x); c->lora_alpha = (float)x; break;

@@ -25,6 +25,7 @@ static const struct {
     {"norm-eps", offsetof(GPTConfig, norm_eps), 1},    {"tie-embeddings", offsetof(GPTConfig, tie_embeddings), 0},
     {"qkv-bias", offsetof(GPTConfig, qkv_bias), 0},    {"qk-norm", offsetof(GPTConfig, qk_norm), 0},
     {"fused-proj", offsetof(GPTConfig, fused_proj), 0}, {"sliding-window", offsetof(GPTConfig, sliding_window), 0},
+    {"rotary-dim", offsetof(GPTConfig, rotary_dim), 0},   // (resolved: the head dim's width is 0, all of it)
 };
 
 static double field(const GPTConfig *c, int i) {
@@ -47,6 +48,10 @@ static const char *value_text(const GPTConfig *c, int i, char *buf, size_t len) 
     if (strcmp(ARCH_FLAGS[i].flag, "fused-proj") == 0)
         return c->fused_proj ? "fused qkv_proj, gate_up_proj" : "no fused projections";
     if (strcmp(ARCH_FLAGS[i].flag, "sliding-window") == 0 && !c->sliding_window) return "no sliding window";
+    if (strcmp(ARCH_FLAGS[i].flag, "rotary-dim") == 0 && !c->rotary_dim) {
+        snprintf(buf, len, "all %d dims", gpt_head_dim(c));
+        return buf;
+    }
     snprintf(buf, len, "%.9g", field(c, i));
     return buf;
 }
@@ -68,8 +73,10 @@ int train_init_from(TrainOptions *o, const TrainGiven *given) {
     for (int i = 0; i < (int)(sizeof ARCH_FLAGS / sizeof ARCH_FLAGS[0]); i++) {
         if (!train_given(given, ARCH_FLAGS[i].flag) || field(&asked, i) == field(&c, i)) continue;
         char a[32], b[32];
+        // --rotary-dim as given (resolved, the head dim itself is 0: all dims)
+        const GPTConfig *mine = strcmp(ARCH_FLAGS[i].flag, "rotary-dim") == 0 ? &o->model : &asked;
         return usage_error("--%s %s disagrees with the model --init-from names ('%s': %s): its shape comes "
-                           "from there, leave the flag out", ARCH_FLAGS[i].flag, value_text(&asked, i, a, sizeof a),
+                           "from there, leave the flag out", ARCH_FLAGS[i].flag, value_text(mine, i, a, sizeof a),
                            o->init_from, value_text(&c, i, b, sizeof b));
     }
     if (train_given(given, "rope-scaling") && memcmp(&asked.rope_scaling, &c.rope_scaling, sizeof c.rope_scaling))

@@ -11,12 +11,26 @@
 
 #define usage_error(...) args_error("train", __VA_ARGS__)
 
+// --rotary-dim R (given, or a checkpoint's) against the head: RoPE rotates pairs (j, j + R/2) of the first R
+// dims, so R is even and at most the head dim d. R = d rotates every dim: stored as 0, so that the model and its
+// checkpoints are those of a run without the flag. A head dim that does not divide is check_shapes' to refuse.
+static int check_rotary(GPTConfig *c) {
+    if (c->rotary_dim <= 0 || (c->head_dim <= 0 && c->hidden % c->heads != 0)) return 0;
+    int d = gpt_head_dim(c);
+    if (c->rotary_dim % 2 != 0 || c->rotary_dim > d)
+        return usage_error("--rotary-dim %d: expected an even number of dims from 2 to the head dim %d (RoPE rotates "
+                           "pairs j, j + R/2 of each head's first R dims)", c->rotary_dim, d);
+    if (c->rotary_dim == d) c->rotary_dim = 0;
+    return 0;
+}
+
 // The family's knobs against the family: a flag the other family has no use for is refused (GPT-2's
 // LayerNorm epsilon, FFN width and tying are fixed; llama has no GeLU for Tempo or Few-Bit), then the
 // defaults are filled in (llama's dropout is 0 unless given). Runs after --resume took the checkpoint's.
 static int check_arch(TrainOptions *o, const TrainGiven *given) {
     GPTConfig *c = &o->model;
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
+    int rc;
     static const char *const llama_only[] = {"kv-heads", "head-dim", "ffn-hidden", "rope-theta", "rope-scaling", "norm-eps",
                                              "tie-embeddings", "qkv-bias", "qk-norm", "fused-proj"};
     for (size_t i = 0; i < sizeof llama_only / sizeof llama_only[0]; i++)
@@ -26,6 +40,9 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     if (c->arch == ARCH_GPT2 && train_given(given, "sliding-window"))   // (not in the list: its own reason)
         return usage_error("--sliding-window %d is a llama option (--arch llama): GPT-2 attends to its whole causal "
                            "prefix (transformers' GPT-2 has no sliding window)", c->sliding_window);
+    if (c->arch == ARCH_GPT2 && train_given(given, "rotary-dim"))
+        return usage_error("--rotary-dim %d is a llama option (--arch llama): GPT-2 has learned positions, no RoPE",
+                           c->rotary_dim);
     if (c->qkv_bias && c->qk_norm)
         return usage_error("--qk-norm with --qkv-bias: no Hugging Face family has q/k/v biases with q/k norms (Qwen3's "
                            "attention_bias also puts a bias on o_proj, which ctron does not have)");
@@ -39,9 +56,13 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
                            c->fused_proj ? " with --fused-proj" : "",
                            c->fused_proj ? "Phi3Config (model_type phi3) takes no linear or llama3 RoPE scaling, only longrope"
                                          : "longrope is Phi-3's (--fused-proj, model_type phi3)");
-    if (c->rope_scaling.type == ROPE_LONGROPE && c->rope_scaling.n_factors != gpt_head_dim(c) / 2)
-        return usage_error("--rope-scaling %s: heads of %d need %d factors (one per frequency, d/2)",
-                           rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), gpt_head_dim(c), gpt_head_dim(c) / 2);
+    if ((rc = check_rotary(c)) != 0) return rc;
+    if (c->rope_scaling.type == ROPE_LONGROPE && c->rope_scaling.n_factors != gpt_rotary_dim(c) / 2)
+        return c->rotary_dim
+            ? usage_error("--rope-scaling %s: --rotary-dim %d needs %d factors (one per rotated frequency, R/2)",
+                          rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), c->rotary_dim, c->rotary_dim / 2)
+            : usage_error("--rope-scaling %s: heads of %d need %d factors (one per frequency, d/2)",
+                          rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), gpt_head_dim(c), gpt_head_dim(c) / 2);
     if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
                            o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);

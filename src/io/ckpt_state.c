@@ -47,6 +47,8 @@ int ckpt_state_write(const char *path, const CkptState *st, char *err, size_t er
         if (c->fused_proj) cJSON_AddBoolToObject(mo, "fused_proj", 1);   // Phi-3's qkv_proj, gate_up_proj; absent: split
         if (c->sliding_window > 0)   // each query's last W positions (Mistral, Phi-3); absent: the whole prefix
             cJSON_AddNumberToObject(mo, "sliding_window", c->sliding_window);
+        if (c->rotary_dim > 0)   // RoPE on each head's first R dims (Phi-4-mini's 96 of 128); absent: all
+            cJSON_AddNumberToObject(mo, "rotary_dim", c->rotary_dim);
     }
     cJSON_AddBoolToObject(mo, "tied_embeddings", c->tie_embeddings > 0);
     if (c->tokens.has_bos) cJSON_AddNumberToObject(mo, "bos_token_id", c->tokens.bos);   // a Hugging Face model's
@@ -230,6 +232,25 @@ static void read_window(Reader *r, GPTConfig *c) {
     c->sliding_window = (int)number(r, "model", "sliding_window", 1, 1073741824.0, 1);
 }
 
+// model.rotary_dim (optional: absent rotates every dim of a head, as in every checkpoint from before it): an even
+// integer 2..the head dim, a llama-family model's only. The head dim itself reads as 0 (all dims).
+static void read_rotary(Reader *r, GPTConfig *c) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r->root, "model"), "rotary_dim");
+    if (!x) return;
+    if (c->arch == ARCH_GPT2) {
+        bad(r, "model", "rotary_dim", "absent with model.arch gpt2 (GPT-2 has learned positions, no RoPE)");
+        return;
+    }
+    int d = gpt_head_dim(c);
+    c->rotary_dim = (int)number(r, "model", "rotary_dim", 2, d, 1);
+    if (!r->failed && c->rotary_dim % 2) {
+        char what[96];
+        snprintf(what, sizeof what, "even (RoPE rotates pairs j, j + R/2; it is %d)", c->rotary_dim);
+        bad(r, "model", "rotary_dim", what);
+    }
+    if (c->rotary_dim == d) c->rotary_dim = 0;
+}
+
 // LoRA's fields of the model (docs/LORA.md), from the options the run recorded: a LoRA checkpoint's
 // model file holds the frozen base and the adapters, and whoever reads it builds that model.
 static void read_lora(Reader *r, CkptState *st) {
@@ -342,6 +363,7 @@ int ckpt_state_read(const char *path, CkptState *st, char *err, size_t errlen) {
                                                        : "false with model.qk_norm true (no family has both)");
     }
     if (!r.failed) read_window(&r, c);
+    if (!r.failed) read_rotary(&r, c);
     if (!r.failed) {
         const cJSON *rev = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "reversible");
         if (rev && !cJSON_IsBool(rev)) bad(&r, "model", "reversible", "true or false");

@@ -32,20 +32,23 @@ typedef struct {
     HfWindow window;
     int window_default;           // WINDOW_EVERY_LAYER: sliding_window when absent (0: none)
     int rope_scaled;              // 1: rope_type linear and llama3 are read (0: Phi3Config takes neither, but longrope)
+    int partial_rotary;           // 1: partial_rotary_factor f rotates int(head_dim · f) dims of each head (Phi-3's
+                                  // block; the others rotate whole heads: see read_rotary)
 } HfFamily;
 
 #define LLAMA_KEYS "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings", "rms_norm_eps"
 static const HfFamily FAMILIES[] = {
     {"gpt2", ARCH_GPT2, 0, 0, 0, "n_embd", "n_layer", "n_head", "n_positions", "layer_norm_epsilon", 1024, 1e-5, 1, 0, 0,
-     WINDOW_NONE, 0, 0},
-    {"llama", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 2048, 1e-6, 0, 0, 0, WINDOW_NONE, 0, 1},
-    {"mistral", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 131072, 1e-6, 0, 8, 0, WINDOW_EVERY_LAYER, 4096, 1},
-    {"qwen2", ARCH_LLAMA, 1, 0, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 0, WINDOW_UPPER_LAYERS, 0, 1},
+     WINDOW_NONE, 0, 0, 0},
+    {"llama", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 2048, 1e-6, 0, 0, 0, WINDOW_NONE, 0, 1, 0},
+    {"mistral", ARCH_LLAMA, 0, 0, 0, LLAMA_KEYS, 131072, 1e-6, 0, 8, 0, WINDOW_EVERY_LAYER, 4096, 1, 0},
+    {"qwen2", ARCH_LLAMA, 1, 0, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 0, WINDOW_UPPER_LAYERS, 0, 1, 0},
     // Qwen3Config: head_dim 128 when absent (not hidden / heads), num_key_value_heads 32, untied
-    {"qwen3", ARCH_LLAMA, 0, 1, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 128, WINDOW_UPPER_LAYERS, 0, 1},
+    {"qwen3", ARCH_LLAMA, 0, 1, 0, LLAMA_KEYS, 32768, 1e-6, 0, 32, 128, WINDOW_UPPER_LAYERS, 0, 1, 0},
     // Phi3Config: num_key_value_heads = the heads, eps 1e-5, untied, 4096 positions, no window unless given
-    // (Phi-3-mini-4k's is 2047); Phi3Attention reads head_dim where config.json has one
-    {"phi3", ARCH_LLAMA, 0, 0, 1, LLAMA_KEYS, 4096, 1e-5, 0, 0, 0, WINDOW_EVERY_LAYER, 0, 0},
+    // (Phi-3-mini-4k's is 2047); Phi3Attention reads head_dim where config.json has one; partial_rotary_factor
+    // 1.0 when absent (Phi-4-mini's is 0.75)
+    {"phi3", ARCH_LLAMA, 0, 0, 1, LLAMA_KEYS, 4096, 1e-5, 0, 0, 0, WINDOW_EVERY_LAYER, 0, 0, 1},
 };
 #undef LLAMA_KEYS
 enum { N_FAMILIES = sizeof FAMILIES / sizeof FAMILIES[0] };
@@ -153,7 +156,8 @@ static void read_rope_scaling(Reader *r, const cJSON *params, const char *pkey, 
     if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid llama3 scaling: %s", why);
 }
 
-// One of longrope's factor lists (pkey.key): d/2 positive numbers.
+// One of longrope's factor lists (pkey.key): R/2 positive numbers, one per rotated frequency (R: the rotated dims,
+// the head dim unless partial_rotary_factor says fewer).
 static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, const char *key, int half, float *out) {
     char full[80];
     snprintf(full, sizeof full, "%s.%s", pkey, key);
@@ -161,12 +165,13 @@ static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, c
     int n = cJSON_IsArray(x) ? cJSON_GetArraySize(x) : -1;
     if (r->failed) return;
     if (half > ROPE_MAX_FACTORS) {
-        bad(r, full, "needs %d factors (head_dim %d): ctron's longrope holds at most %d", half, 2 * half, ROPE_MAX_FACTORS);
+        bad(r, full, "needs %d factors (%d rotated dims): ctron's longrope holds at most %d (%d rotated dims)", half,
+            2 * half, ROPE_MAX_FACTORS, 2 * ROPE_MAX_FACTORS);
         return;
     }
     if (n != half) {
-        bad(r, full, "is %s, expected a list of %d numbers (one per frequency: head_dim / 2)",
-            !x ? "missing" : n < 0 ? kind_of(x) : "a list of another length", half);
+        bad(r, full, "is %s, expected a list of %d numbers (one per frequency: the %d rotated dims / 2)",
+            !x ? "missing" : n < 0 ? kind_of(x) : "a list of another length", half, 2 * half);
         return;
     }
     int i = 0;
@@ -182,12 +187,12 @@ static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, c
 // over the dict's: standardize_rope_params gives it priority);
 // attention_factor from the dict, else √(1 + ln(factor) / ln(original)) with factor the dict's or
 // max_position_embeddings / original (1 when the factor is at most 1).
-static void read_longrope(Reader *r, const cJSON *params, const char *pkey, int max_positions, int head_dim,
+static void read_longrope(Reader *r, const cJSON *params, const char *pkey, int max_positions, int rotary,
                           RopeScaling *sc) {
     sc->type = ROPE_LONGROPE;
-    sc->n_factors = head_dim / 2;
-    longrope_factors(r, params, pkey, "short_factor", head_dim / 2, sc->short_factor);
-    longrope_factors(r, params, pkey, "long_factor", head_dim / 2, sc->long_factor);
+    sc->n_factors = rotary / 2;
+    longrope_factors(r, params, pkey, "short_factor", rotary / 2, sc->short_factor);
+    longrope_factors(r, params, pkey, "long_factor", rotary / 2, sc->long_factor);
     double orig = num_field(r, get(r, "original_max_position_embeddings"), "original_max_position_embeddings", 4096, 1,
                             1 << 30);
     if (!r->failed && orig != floor(orig)) bad(r, "original_max_position_embeddings", "is %g, expected an integer", orig);
@@ -200,19 +205,56 @@ static void read_longrope(Reader *r, const cJSON *params, const char *pkey, int 
     if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid longrope scaling: %s", why);
 }
 
-// partial_rotary_factor (key: where it was found): absent, null or 1 only.
-static void rotary_factor_one(Reader *r, const cJSON *x, const char *key) {
-    if (r->failed || !x || cJSON_IsNull(x)) return;
-    if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected 1: ctron rotates every dimension of a head", kind_of(x));
-    else if (x->valuedouble != 1.0)
-        bad(r, key, "is %g, expected 1: ctron rotates every dimension of a head", x->valuedouble);
+// partial_rotary_factor where transformers 5.24 takes it from: the RoPE dict's (rope_scaling's, else
+// rope_parameters'), else the top level's (convert_rope_params_to_dict puts it in the dict unless the dict has
+// one); a null one counts as absent. NULL when there is none (1: every dim), with key naming where it was.
+static const cJSON *rotary_factor(Reader *r, const cJSON *params, const char *pkey, char *key, size_t len) {
+    const cJSON *x = params ? cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor") : NULL;
+    snprintf(key, len, "%s.partial_rotary_factor", pkey);
+    if (!x || cJSON_IsNull(x)) {
+        x = get(r, "partial_rotary_factor");
+        snprintf(key, len, "partial_rotary_factor");
+    }
+    return x && !cJSON_IsNull(x) ? x : NULL;
+}
+
+// The dims of each head RoPE rotates, R (head_dim: all), from partial_rotary_factor f, as each family's modeling
+// code applies it. Phi-3 (Phi3RotaryEmbedding, _compute_longrope_parameters): R = int(head_dim · f), the rest of
+// the head passed through; f in (0, 1] and R even (transformers' odd R builds a table wider than R), at least 2.
+// Llama, Mistral, Qwen2, Qwen3: the default table (their RotaryEmbedding's compute_default_rope_parameters)
+// ignores f and rotates whole heads, and so does ctron; their scaled tables (linear, llama3: modeling_rope_utils)
+// take int(head_dim · f) dims that apply_rotary_pos_emb, with no pass-through part, cannot apply to whole heads
+// (the forward fails): refused unless 1.
+static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, const char *pkey, int scaled, int head_dim) {
+    char key[48];
+    const cJSON *x = rotary_factor(r, params, pkey, key, sizeof key);
+    if (r->failed || !x || (!fam->partial_rotary && !scaled)) return head_dim;
+    if (!fam->partial_rotary) {
+        static const char why[] = "with a scaled RoPE (rope_type linear or llama3) model_type %s's table would be "
+                                  "narrower than the heads it rotates (transformers' forward fails)";
+        char because[160];
+        snprintf(because, sizeof because, why, fam->model_type);
+        if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected 1: %s", kind_of(x), because);
+        else if (x->valuedouble != 1.0) bad(r, key, "is %g, expected 1: %s", x->valuedouble, because);
+        return head_dim;
+    }
+    double f = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+    if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected a number in (0, 1] (the share of each head RoPE rotates)", kind_of(x));
+    else if (!(f > 0.0 && f <= 1.0)) bad(r, key, "is %g, expected a number in (0, 1] (the share of each head RoPE rotates)", f);
+    if (r->failed) return head_dim;
+    int rotary = (int)((double)head_dim * f);   // Python's int(head_dim * f): a double product, truncated
+    if (rotary < 2 || rotary % 2)
+        bad(r, key, "is %g: int(head_dim %d x %g) = %d rotated dims, expected an even number of at least 2 (RoPE "
+            "rotates pairs j, j + R/2)", f, head_dim, f, rotary);
+    return rotary;
 }
 
 // The RoPE base and scaling: transformers 5's rope_parameters {rope_type, rope_theta, ...}, or 4.x's
 // top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
 // default 10000, unscaled. rope_type default, linear and llama3 are read, except for Phi-3, whose class takes
 // default and longrope only; the others are refused.
-static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int head_dim, RopeScaling *sc) {
+static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int head_dim, RopeScaling *sc,
+                       int *rotary_dim) {
     const cJSON *params = get(r, "rope_scaling");
     const char *pkey = "rope_scaling";
     if (!params) { params = get(r, "rope_parameters"); pkey = "rope_parameters"; }
@@ -236,15 +278,14 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int he
                 cJSON_IsString(type) ? type->valuestring : kind_of(type), cJSON_IsString(type) ? "\"" : "", reads);
             return 0;
         }
-        if (kind == ROPE_LONGROPE) read_longrope(r, params, pkey, max_positions, head_dim, sc);
+        // the rotated dims first: longrope has one factor per rotated frequency
+        *rotary_dim = read_rotary(r, fam, params, pkey, kind != ROPE_PLAIN && kind != ROPE_LONGROPE, head_dim);
+        if (kind == ROPE_LONGROPE) read_longrope(r, params, pkey, max_positions, *rotary_dim, sc);
         else if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
         char key[48];
         snprintf(key, sizeof key, "%s.rope_theta", pkey);
         theta = num_field(r, cJSON_GetObjectItemCaseSensitive(params, "rope_theta"), key, theta, 1.0 + 1e-9, 1e12);
-        snprintf(key, sizeof key, "%s.partial_rotary_factor", pkey);
-        rotary_factor_one(r, cJSON_GetObjectItemCaseSensitive(params, "partial_rotary_factor"), key);
-    }
-    rotary_factor_one(r, get(r, "partial_rotary_factor"), "partial_rotary_factor");   // Phi-4-mini's 0.75
+    } else *rotary_dim = read_rotary(r, fam, NULL, "", 0, head_dim);   // top-level only (Phi-4-mini's 0.75)
     return (float)theta;
 }
 
@@ -348,7 +389,9 @@ static void read_llama(Reader *r, const HfFamily *fam, HfConfig *c) {
                   "has no o_proj bias (nor q/k/v biases beside q/k norms)"
                   : "ctron has q/k/v biases (model_type qwen2) but no o_proj bias");
     must_be_false(r, "mlp_bias", "ctron's llama MLP has no biases");
-    m->rope_theta = read_rope(r, fam, c->max_positions, head_dim, &m->rope_scaling);
+    int rotary = head_dim;
+    m->rope_theta = read_rope(r, fam, c->max_positions, head_dim, &m->rope_scaling, &rotary);
+    m->rotary_dim = rotary < head_dim ? rotary : 0;   // every dim: the model without partial RoPE
     read_window(r, fam, c);
 }
 

@@ -1,7 +1,8 @@
 // A Hugging Face model's config.json → ctron's model configuration. model_type gpt2
 // (GPT2LMHeadModel), llama, mistral (Llama's tensors and a sliding window), qwen2 (Llama + q/k/v biases),
 // qwen3 (Llama + per-head q/k RMSNorm, head_dim 128 when absent; attention_bias is refused) and phi3 (Llama
-// with q|k|v and gate|up each one tensor; its window as Mistral's; RoPE unscaled or longrope). Keys of both
+// with q|k|v and gate|up each one tensor; its window as Mistral's; RoPE unscaled or longrope, on the first
+// int(head_dim · partial_rotary_factor) dims of each head: model.rotary_dim, 0 for all). Keys of both
 // transformers generations are read: the RoPE base from 5.x's rope_parameters.rope_theta or 4.x's top-level
 // rope_theta, the weights' dtype from 5.x's "dtype" or 4.x's "torch_dtype". A key that is absent takes the
 // default of transformers' own config class (docs/HF.md lists them), except the sizes, which must be given.

@@ -95,6 +95,25 @@ static void qwen_window(cJSON *o, const GPTConfig *c) {
     for (int l = 0; l < c->layers; l++) cJSON_AddItemToArray(types, cJSON_CreateString(type));
 }
 
+// Phi3Config's partial_rotary_factor for R rotated dims of d: R/d, nudged up where Python's int(d * f) would
+// truncate the double product below R (transformers computes the rotated dims so; so does hf_config.c).
+static double rotary_factor(int rotary, int d) {
+    double f = (double)rotary / (double)d;
+    while ((int)((double)d * f) < rotary) f = nextafter(f, 2.0);
+    return f;
+}
+
+// A double under key in its shortest text that reads back as the same double (cJSON's own printing takes 15
+// digits for one within an ulp, which can undo rotary_factor's nudge).
+static void add_exact_number(cJSON *o, const char *key, double x) {
+    char text[32];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, x);
+        if (strtod(text, NULL) == x) break;
+    }
+    cJSON_AddRawToObject(o, key, text);
+}
+
 static void llama_config(cJSON *o, const GPTConfig *c) {
     int type = llama_type(c), qwen2 = type == T_QWEN2, qwen3 = type == T_QWEN3, phi3 = type == T_PHI3,
         mistral = type == T_MISTRAL;
@@ -127,7 +146,11 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddNumberToObject(rope, "rope_theta", float_shortest(c->rope_theta));
     cJSON_AddStringToObject(rope, "rope_type", rope_type_name(sc->type));
     if (sc->type != ROPE_PLAIN) rope_scaling_fields(rope, sc, positions);
-    if (phi3) cJSON_AddNumberToObject(rope, "partial_rotary_factor", 1.0);   // as Phi3Config writes it: every dimension
+    // as Phi3Config writes it (1: every dimension); with a rotary_dim also at the top level, which 4.x reads and 5
+    // puts into the rope_scaling dict it takes in place of rope_parameters (longrope's)
+    double rotary = c->rotary_dim > 0 ? rotary_factor(c->rotary_dim, gpt_head_dim(c)) : 1.0;
+    if (phi3) add_exact_number(rope, "partial_rotary_factor", rotary);
+    if (phi3 && c->rotary_dim > 0) add_exact_number(o, "partial_rotary_factor", rotary);
     cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
     if (phi3) {   // Phi3Config's dropouts and window; it has no head_dim, attention_bias or mlp_bias keys
         cJSON_AddNumberToObject(o, "resid_pdrop", 0.0);
@@ -147,6 +170,19 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
         if (!mistral) cJSON_AddBoolToObject(o, "attention_bias", 0);   // (MistralConfig has no bias keys)
         if (!qwen3 && !mistral) cJSON_AddBoolToObject(o, "mlp_bias", 0);   // (nor has Qwen3Config mlp_bias)
     }
+}
+
+int hf_config_exportable(const GPTConfig *cfg, char *err, size_t errlen) {
+    GPTConfig c = *cfg;
+    gpt_config_resolve(&c);
+    if (c.arch == ARCH_GPT2 || c.rotary_dim <= 0 || llama_type(&c) == T_PHI3) return 0;
+    // transformers' Llama, Mistral, Qwen2 and Qwen3 rotate whole heads whatever partial_rotary_factor says, and the
+    // classes that take one (GLM, StableLM, NeoX, ...) have other blocks: only Phi3ForCausalLM runs this one
+    snprintf(err, errlen, "the model's RoPE rotates %d of each head's %d dims (rotary_dim), and transformers' %s "
+             "rotates whole heads: only Phi3ForCausalLM (a model with --fused-proj%s) takes a partial_rotary_factor",
+             c.rotary_dim, gpt_head_dim(&c), LLAMA_TYPES[llama_type(&c)].class_name,
+             c.qkv_bias ? ", without q/k/v biases" : c.qk_norm ? ", without q/k norms" : "");
+    return -1;
 }
 
 char *hf_config_json(const GPTConfig *cfg, const char *dtype) {

@@ -103,6 +103,7 @@ static char *index_json(const GPT *m, const HfExportOptions *o, const int *first
 
 static int write_all(const GPT *m, const char *dir, const HfExportOptions *o, char *err, size_t errlen) {
     const char *dtype = o->dtype == ST_BF16 ? "bfloat16" : "float32";
+    if (hf_config_exportable(&m->cfg, err, errlen) != 0) return -1;
     if (write_json(dir, "config.json", hf_config_json(&m->cfg, dtype), err, errlen) != 0 ||
         write_json(dir, "generation_config.json", hf_generation_config_json(&m->cfg), err, errlen) != 0)
         return -1;

@@ -141,6 +141,7 @@ static int check_config(const HfDir *d, const GPT *m, char *err, size_t errlen) 
         same_field(d, "model_type qwen3 (q/k norms)", a->qk_norm, b->qk_norm, err, errlen) ||
         same_field(d, "model_type phi3 (fused qkv_proj, gate_up_proj)", a->fused_proj, b->fused_proj, err, errlen) ||
         same_field(d, "sliding_window (0: none)", a->sliding_window, b->sliding_window, err, errlen) ||
+        same_field(d, "partial_rotary_factor (rotated dims; 0: all)", a->rotary_dim, b->rotary_dim, err, errlen) ||
         same_field(d, gpt2 ? "layer_norm_epsilon" : "rms_norm_eps", a->norm_eps, b->norm_eps, err, errlen) ||
         (!gpt2 && same_field(d, "rope_theta", a->rope_theta, b->rope_theta, err, errlen)))
         return -1;

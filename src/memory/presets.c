@@ -56,6 +56,12 @@ static const ModelPreset presets[] = {
     {"phi-3-mini", "Phi-3 mini 3.8B", 32, 3072, 32, 4096, 32064, 1, 1, 1, 1, 2048, 2, 0, 0, ARCH_LLAMA, 32, 8192, 0, 0, 0, 1},
     {"phi-3-medium", "Phi-3 medium 14B", 40, 5120, 40, 4096, 32064, 2, 4, 5, 8, 2048, 4, 0, 0, ARCH_LLAMA, 10, 17920, 0, 0, 0, 1},
     {"phi-4", "Phi-4 14.7B", 40, 5120, 40, 16384, 100352, 2, 4, 5, 8, 2048, 1, 0, 0, ARCH_LLAMA, 10, 17920, 0, 0, 0, 1},
+    // Phi-4-mini (Phi-4-mini-instruct's config.json): the same fused block with 24 heads of 128 and 8 key/value
+    // heads, the output layer tied to the embedding, the 200064-token vocabulary. Its RoPE rotates 96 of each
+    // head's 128 dims (partial_rotary_factor 0.75), which changes no parameter and no saved byte: the preset has no
+    // field for it. s: its LongRoPE's original context, 4096 (config.json declares 131072); as phi-3-mini: one
+    // GPU, micro-batch 2.
+    {"phi-4-mini", "Phi-4-mini 3.8B", 24, 3072, 32, 4096, 200064, 1, 1, 1, 1, 2048, 2, 0, 0, ARCH_LLAMA, 8, 8192, 1, 0, 0, 1},
 };
 
 int preset_count(void) { return (int)(sizeof presets / sizeof presets[0]); }
@@ -71,7 +77,7 @@ const ModelPreset *preset_find(const char *name) {
 const char *preset_names(void) {
     return "22B, 175B, 530B, 1T, gpt2, gpt2-medium, gpt2-large, gpt2-xl, llama3-8b, llama3-70b, llama3-405b, "
            "llama3.2-1b, llama3.2-3b, qwen3-0.6b, qwen3-1.7b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, phi-3-mini, "
-           "phi-3-medium, phi-4";
+           "phi-3-medium, phi-4, phi-4-mini";
 }
 
 int preset_group(const char *name, const char **names) {
@@ -80,7 +86,7 @@ int preset_group(const char *name, const char **names) {
         {"llama3", {"llama3-8b", "llama3-70b", "llama3-405b"}, 3},
         {"llama3.2", {"llama3.2-1b", "llama3.2-3b"}, 2},
         {"qwen3", {"qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b", "qwen3-14b", "qwen3-32b"}, 6},
-        {"phi3", {"phi-3-mini", "phi-3-medium", "phi-4"}, 3},
+        {"phi3", {"phi-3-mini", "phi-3-medium", "phi-4", "phi-4-mini"}, 4},
     };
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
         if (strcasecmp(name, groups[g].group) == 0) {

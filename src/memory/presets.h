@@ -1,6 +1,6 @@
 // Named model shapes and layouts for `ctron memory` and `ctron plan --cluster`: the paper's Table 3
 // models, GPT-2's four sizes, Llama 3's three, Llama 3.2's two small ones, Qwen3's six dense ones and
-// Phi-3 mini, Phi-3 medium and Phi-4.
+// Phi-3 mini, Phi-3 medium, Phi-4 and Phi-4-mini.
 #ifndef CTRON_PRESETS_H
 #define CTRON_PRESETS_H
 
@@ -26,7 +26,7 @@ const ModelPreset *preset_find(const char *name);   // NULL when unknown
 // "22B, 175B, …": the accepted names, for help texts and errors.
 const char *preset_names(void);
 // A group name ("paper": the four Table 3 models; "llama3": the three Llama 3 models; "llama3.2": its 1B and
-// 3B; "qwen3": the six Qwen3 dense models; "phi3": Phi-3 mini, medium and Phi-4): fills up to PRESET_GROUP_MAX names and returns their count, or 0
+// 3B; "qwen3": the six Qwen3 dense models; "phi3": Phi-3 mini, medium, Phi-4 and Phi-4-mini): fills up to PRESET_GROUP_MAX names and returns their count, or 0
 // when `name` is no group.
 #define PRESET_GROUP_MAX 6
 int preset_group(const char *name, const char **names);

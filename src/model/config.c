@@ -6,6 +6,7 @@ void gpt_config_resolve(GPTConfig *c) {
     const ArchSpec *a = arch_spec((ArchKind)c->arch);
     if (c->kv_heads <= 0) c->kv_heads = c->heads;
     if (c->head_dim <= 0 && c->heads > 0) c->head_dim = c->hidden / c->heads;
+    if (c->rotary_dim == c->head_dim) c->rotary_dim = 0;   // every dim rotated: the model without partial RoPE
     if (c->ffn <= 0) {   // saturated: a width past INT_MAX is refused by the memory estimate, not wrapped
         long f = arch_default_ffn((ArchKind)c->arch, c->hidden);
         c->ffn = f > INT_MAX ? INT_MAX : (int)f;

@@ -57,6 +57,13 @@ static const char *window_text(int window, char *buf, size_t len) {
     return buf;
 }
 
+// ", rotary R of d dims" for a model whose RoPE rotates part of each head; "" for the whole head.
+static const char *rotary_text(const GPTConfig *c, char *buf, size_t len) {
+    if (c->rotary_dim > 0) snprintf(buf, len, ", rotary %d of %d dims", c->rotary_dim, gpt_head_dim(c));
+    else if (len) buf[0] = '\0';
+    return buf;
+}
+
 // The model, the family's knobs, the layout, the parameters and the data, the device.
 static void header_model(const TrainRun *r) {
     const TrainOptions *o = r->o;
@@ -65,10 +72,11 @@ static void header_model(const TrainRun *r) {
     printf("ctron train: %d layers, hidden %d, %d heads, seq %d, batch %d x %d, vocab %d, dropout %g\n",
            c->layers, c->hidden, c->heads, c->seq, c->batch, o->grad_accum, c->vocab, (double)c->dropout);
     if (c->arch != ARCH_GPT2)   // the family and its knobs (GPT-2's are fixed)
-        printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g%s%s, RMSNorm eps %g, %s output layer%s%s%s%s\n",
+        printf("  %s: %d key/value heads, FFN %d (SwiGLU), RoPE theta %g%s%s%s, RMSNorm eps %g, %s output layer%s%s%s%s\n",
                arch_spec((ArchKind)c->arch)->name, c->kv_heads, c->ffn, (double)c->rope_theta,
                c->rope_scaling.type ? " scaled " : "",
-               c->rope_scaling.type ? rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96) : "", (double)c->norm_eps,
+               c->rope_scaling.type ? rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96) : "",
+               rotary_text(c, (char[48]){0}, 48), (double)c->norm_eps,
                gpt_tied(c) ? "tied" : "untied", c->qkv_bias ? ", q/k/v biases" : "", c->qk_norm ? ", q/k norms" : "",
                c->fused_proj ? ", fused qkv_proj, gate_up_proj" : "", window_text(c->sliding_window, (char[40]){0}, 40));
     if (o->init_from)

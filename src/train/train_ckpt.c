@@ -133,6 +133,13 @@ static const char *window_text(int window, char *buf, size_t len) {
     return buf;
 }
 
+// The rotated dims as the mismatch message names them: R, or "all d dims" (0: the whole head).
+static const char *rotary_text(const GPTConfig *c, char *buf, size_t len) {
+    if (c->rotary_dim > 0) snprintf(buf, len, "%d", c->rotary_dim);
+    else snprintf(buf, len, "all %d dims", gpt_head_dim(c));
+    return buf;
+}
+
 #define ORDER_NAME(x) ((x) == DATA_SEQUENTIAL ? "sequential" : "random")
 
 int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *given, int n_given, char *err,
@@ -178,6 +185,10 @@ int train_ckpt_merge(TrainOptions *o, const CkptState *st, const char *const *gi
         else if (c->sliding_window != k->sliding_window)
             MISMATCH("sliding-window", "%s", window_text(c->sliding_window, (char[48]){0}, 48),
                      window_text(k->sliding_window, (char[48]){0}, 48));
+        // RoPE's width is the model's too; compared as rotated dims (R = d, all of them, is the checkpoint's 0)
+        if (!was_given(given, n_given, "rotary-dim")) c->rotary_dim = k->rotary_dim;
+        else if (gpt_rotary_dim(c) != gpt_rotary_dim(k))
+            MISMATCH("rotary-dim", "%s", rotary_text(c, (char[48]){0}, 48), rotary_text(k, (char[48]){0}, 48));
     }
     AGREE("lr", o->lr, st->lr, "%g", double);
     AGREE("min-lr", o->min_lr, st->min_lr, "%g", double);

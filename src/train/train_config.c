@@ -42,6 +42,7 @@
     X("qk-norm", SAME, R_STATE, "%d", (o)->model.qk_norm)                                                     \
     X("fused-proj", SAME, R_STATE, "%d", (o)->model.fused_proj)                                               \
     X("sliding-window", SAME, R_STATE, "%d", (o)->model.sliding_window)                                       \
+    X("rotary-dim", SAME, R_STATE, "%d", (o)->model.rotary_dim)                                               \
     X("reversible", SAME, R_STATE, "%d", (o)->model.reversible)                                               \
     X("lora-rank", SAME, R_KEEP, "%d", (o)->model.lora_rank)                                                  \
     X("lora-alpha", SAME, R_KEEP, "%s", FLOAT_TEXT((o)->model.lora_alpha))                                    \
