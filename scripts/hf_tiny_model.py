@@ -6,7 +6,8 @@
     $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3|phi3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
         [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG]
-        [--sliding-window W] [--dtype float32|bfloat16|float16] [--max-shard-size 5GB] [--seed 0]
+        [--sliding-window W] [--partial-rotary-factor F] [--dtype float32|bfloat16|float16]
+        [--max-shard-size 5GB] [--seed 0]
 
 OUT gets config.json, generation_config.json and model.safetensors (or model-0000K-of-0000N.safetensors
 and model.safetensors.index.json when --max-shard-size cuts it), as save_pretrained writes them. The
@@ -26,13 +27,15 @@ def rope_parameters(a):
     """rope_parameters of --rope-theta and --rope-scaling (ctron's --rope-scaling syntax)."""
     kind, *nums = a.rope_scaling.split(":")
     p = {"rope_type": "default" if kind == "none" else kind, "rope_theta": a.rope_theta}
+    if a.partial_rotary_factor != 1.0:   # phi3: RoPE on int(head_dim · F) dims (Phi-4-mini's 0.75)
+        p["partial_rotary_factor"] = a.partial_rotary_factor
     if kind == "linear":
         p["factor"] = float(nums[0])
     elif kind == "llama3":
         p.update(factor=float(nums[0]), low_freq_factor=float(nums[1]), high_freq_factor=float(nums[2]),
                  original_max_position_embeddings=int(nums[3]))
     elif kind == "longrope" and a.family == "phi3":   # Phi-3's LongRoPE: factors away from 1, per frequency
-        half = (a.head_dim or a.hidden // a.heads) // 2
+        half = int((a.head_dim or a.hidden // a.heads) * a.partial_rotary_factor) // 2
         p.update(short_factor=[1.0 + 0.1 * j for j in range(half)], long_factor=[2.0 + 0.5 * j for j in range(half)])
     elif kind != "none":
         sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F, llama3:F:LOW:HIGH:ORIG "
@@ -98,6 +101,8 @@ def parse_args(argv):
     p.add_argument("--tied", action="store_true")
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--rope-scaling", default="none")
+    p.add_argument("--partial-rotary-factor", type=float, default=1.0,
+                   help="phi3: RoPE on the first int(head_dim * F) dims of each head (default 1: all)")
     p.add_argument("--sliding-window", type=int, default=0,
                    help="mistral, phi3: each query attends to its last W positions (default 0: none)")
     p.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")

@@ -111,6 +111,7 @@ qwen3|--arch llama --kv-heads 2 --qk-norm --head-dim 24 --attention flash --seq 
 qwen3_sel|--arch llama --kv-heads 1 --qk-norm --recompute selective --dropout 0.1
 llama_swa|--arch llama --kv-heads 2 --attention flash --seq 96 --sliding-window 40 --sample 10 --prompt God
 llama_swa_sel|--arch llama --kv-heads 2 --recompute selective --sliding-window 20 --dropout 0.1
+phi4mini|--arch llama --kv-heads 2 --fused-proj --rotary-dim 12 --tie-embeddings --rope-scaling longrope:16:1.2:1,1.5,2,2.5,3,3.5:4,5,6,7,8,9 --sample 10 --prompt God
 lora|--lora-rank 4 --lora-alpha 8 --lr 5e-3
 lora_fa|--lora-rank 4 --lora-fa --lora-targets qkv,fc2 --recompute full --lr 5e-3
 lora_mini|--arch llama --kv-heads 2 --lora-rank 4 --lora-dropout 0.1 --mini-seq 2 --lr 5e-3

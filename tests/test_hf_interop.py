@@ -135,6 +135,9 @@ IMPORT_CASES = [
     # sliding windows shorter than the 19 positions: Mistral's (GQA) and Phi-3-mini-4k's kind (MHA, bf16)
     ("mistral_window5", dict(family="mistral", kv_heads=2, sliding_window=5), "int32"),
     ("phi3_window7_bf16", dict(family="phi3", kv_heads=4, sliding_window=7, dtype="bfloat16"), "int64"),
+    # partial rotary (Phi-4-mini: 0.75 of each head, tied, LongRoPE over the 12 rotated dims' 6 frequencies)
+    ("phi4mini_partial_rotary", dict(family="phi3", kv_heads=2, tied=True, partial_rotary_factor=0.75,
+                                     rope_scaling="longrope:16"), "int32"),
 ]
 
 
@@ -207,7 +210,9 @@ def test_round_trip(ctron, data, work, rng):
                            "--tie-embeddings"), [], "Qwen3ForCausalLM"),
              ("rt_phi3", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--fused-proj"), [], "Phi3ForCausalLM"),
              ("rt_mistral_window", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--sliding-window", 6), [],
-              "MistralForCausalLM")]
+              "MistralForCausalLM"),
+             ("rt_phi3_rotary", ("--arch", "llama", "--kv-heads", 2, "--ffn-hidden", 96, "--fused-proj", "--rotary-dim", 8,
+                                 "--tie-embeddings"), [], "Phi3ForCausalLM")]
     for name, flags, export_flags, cls in cases:
         run_dir, out = os.path.join(work, name), os.path.join(work, name + ".hf")
         train(ctron, data, run_dir, *flags)
@@ -224,7 +229,8 @@ def test_round_trip(ctron, data, work, rng):
         lr = rel(mine["logits"], logits)
         check(lr <= LOGIT_TOL, f"{name}: transformers on the export vs ctron on the checkpoint: logits rel {lr:.2e}")
         print(f"{name:22s} {cls} loads the export as it is; logits rel {lr:.1e} to ctron's checkpoint", flush=True)
-        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3", "rt_phi3", "rt_mistral_window"):
+        if name in ("rt_gpt2", "rt_llama3_rope", "rt_head_dim", "rt_qwen3", "rt_phi3", "rt_mistral_window",
+                    "rt_phi3_rotary"):
             # greedy generation from the export equals ctron generate's (llama3: the KV cache's positions through
             # the scaled table; head_dim: its widths; the window: the cache's last 6 positions)
             prompt = "In the beginning"
@@ -257,7 +263,7 @@ def test_fine_tune(ctron, data, work, rng):
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
     for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard",
-                "phi3_gqa_bf16_shard", "phi3_longrope", "mistral_window5"):
+                "phi3_gqa_bf16_shard", "phi3_longrope", "mistral_window5", "phi4mini_partial_rotary"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)
