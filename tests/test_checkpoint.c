@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include "check.h"
@@ -182,70 +183,14 @@ static char *read_text(const char *path) {
     return text;
 }
 
-// state.json's model.sliding_window: written only for a window (so that a model without one writes what every
-// checkpoint before it did, the one line being the whole difference), read back exactly, and an absent key is
-// none; a value out of range, or one beside arch gpt2, is refused naming the field.
-static void test_state_window(const char *work) {
-    CkptState st, back;
-    make_state(&st, 3);
-    st.model.arch = ARCH_LLAMA;
-    st.model.kv_heads = 1;
-    st.model.ffn = 48;
-    st.model.rope_theta = 10000.0f;
-    st.model.norm_eps = 1e-5f;
-    st.model.tie_embeddings = -1;
-    char none[4200], with[4200], again[4200], err[2048];
-    snprintf(none, sizeof none, "%s/none.json", work);
-    snprintf(with, sizeof with, "%s/with.json", work);
-    snprintf(again, sizeof again, "%s/again.json", work);
-    CHECK(ckpt_state_write(none, &st, err, sizeof err) == 0 && ckpt_state_read(none, &back, err, sizeof err) == 0 &&
-          back.model.sliding_window == 0, "state.json without a window: %s (read back %d)", err, back.model.sliding_window);
-    st.model.sliding_window = 6;
-    CHECK(ckpt_state_write(with, &st, err, sizeof err) == 0 && ckpt_state_read(with, &back, err, sizeof err) == 0 &&
-          back.model.sliding_window == 6, "state.json with window 6: %s (read back %d)", err, back.model.sliding_window);
-    CHECK(ckpt_state_write(again, &back, err, sizeof err) == 0, "rewrite: %s", err);
-    char *t_none = read_text(none), *t_with = read_text(with), *t_again = read_text(again);
-    CHECK(strcmp(t_with, t_again) == 0, "state.json with a window is not written back byte for byte:\n%s\n%s", t_with, t_again);
-    CHECK(!strstr(t_none, "sliding_window"), "a model without a window writes model.sliding_window:\n%s", t_none);
-    char *line = strstr(t_with, "\"sliding_window\":\t6,\n");
-    CHECK(line != NULL, "state.json lacks \"sliding_window\": 6:\n%s", t_with);
-    if (line) {   // the window's line out, the text is the windowless one byte for byte
-        const char *end = strchr(line, '\n') + 1;
-        while (line > t_with && line[-1] == '\t') line--;
-        memmove(line, end, strlen(end) + 1);
-        CHECK(strcmp(t_with, t_none) == 0, "state.json differs beyond model.sliding_window:\n%s\n%s", t_with, t_none);
-    }
-    free(t_none); free(t_with); free(t_again);
-    // refused: a window of 0 or a fraction (none is written as no key), and one on GPT-2
-    static const struct { int arch; const char *value, *needle; } BAD[] = {
-        {ARCH_LLAMA, "0", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 0)"},
-        {ARCH_LLAMA, "2.5", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 2.5)"},
-        {ARCH_LLAMA, "\"6\"", "model.sliding_window must be an integer in 1..1.07374e+09 (it is a string)"},
-        {ARCH_GPT2, "6", "model.sliding_window must be absent with model.arch gpt2 (GPT-2 attends to its whole causal prefix)"},
-    };
-    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        CkptState b = st;
-        if (BAD[i].arch == ARCH_GPT2) b.model = CFG;
-        b.model.sliding_window = 0;
-        CHECK(ckpt_state_write(none, &b, err, sizeof err) == 0, "write: %s", err);
-        char *text = read_text(none), *at = strstr(text, "\"model\":\t{"), edited[8192];
-        at += strlen("\"model\":\t{");
-        snprintf(edited, sizeof edited, "%.*s\"sliding_window\": %s, %s", (int)(at - text), text, BAD[i].value, at);
-        free(text);
-        FILE *f = fopen(none, "w");
-        fputs(edited, f);
-        fclose(f);
-        int rc = ckpt_state_read(none, &back, err, sizeof err);
-        CHECK(rc != 0 && strstr(err, "none.json") && strstr(err, BAD[i].needle), "state.json sliding_window %s: rc %d, '%s'",
-              BAD[i].value, rc, err);
-    }
-}
-
-// state.json's model.rotary_dim: written only for RoPE on part of each head (so that every other model writes what
-// checkpoints did before it, the one line being the whole difference), read back exactly; the head dim itself reads
-// as 0 (all dims); a width that is odd, below 2 or past the head dim, or one beside arch gpt2, is refused naming the
-// field.
-static void test_state_rotary(const char *work) {
+// An optional model field of state.json, model.KEY (sliding_window, rotary_dim): written only when set (so that
+// every other model writes what checkpoints did before it, the one line being the whole difference), read back
+// exactly; an absent key is 0; the values of `cases` are each written into the text and read: refused naming the
+// field and `needle`, or (needle NULL) accepted as 0.
+typedef struct { int arch; const char *value, *needle; } StateCase;
+#define MODEL_INT(cfg, off) (*(int *)((char *)&(cfg) + (off)))
+static void test_state_optional(const char *work, const char *key, size_t field, int value, const StateCase *cases,
+                                size_t n_cases) {
     CkptState st, back;
     make_state(&st, 3);   // heads of 16 / 2 = 8 dims
     st.model.arch = ARCH_LLAMA;
@@ -254,31 +199,70 @@ static void test_state_rotary(const char *work) {
     st.model.rope_theta = 10000.0f;
     st.model.norm_eps = 1e-5f;
     st.model.tie_embeddings = -1;
-    char none[4200], with[4200], again[4200], err[2048];
-    snprintf(none, sizeof none, "%s/rotary_none.json", work);
-    snprintf(with, sizeof with, "%s/rotary_with.json", work);
-    snprintf(again, sizeof again, "%s/rotary_again.json", work);
+    char none[4200], with[4200], again[4200], err[2048], line_text[64];
+    snprintf(none, sizeof none, "%s/%s_none.json", work, key);
+    snprintf(with, sizeof with, "%s/%s_with.json", work, key);
+    snprintf(again, sizeof again, "%s/%s_again.json", work, key);
     CHECK(ckpt_state_write(none, &st, err, sizeof err) == 0 && ckpt_state_read(none, &back, err, sizeof err) == 0 &&
-          back.model.rotary_dim == 0, "state.json without rotary_dim: %s (read back %d)", err, back.model.rotary_dim);
-    st.model.rotary_dim = 6;
+          MODEL_INT(back.model, field) == 0, "state.json without %s: %s (read back %d)", key, err,
+          MODEL_INT(back.model, field));
+    MODEL_INT(st.model, field) = value;
     CHECK(ckpt_state_write(with, &st, err, sizeof err) == 0 && ckpt_state_read(with, &back, err, sizeof err) == 0 &&
-          back.model.rotary_dim == 6, "state.json with rotary_dim 6: %s (read back %d)", err, back.model.rotary_dim);
+          MODEL_INT(back.model, field) == value, "state.json with %s %d: %s (read back %d)", key, value, err,
+          MODEL_INT(back.model, field));
     CHECK(ckpt_state_write(again, &back, err, sizeof err) == 0, "rewrite: %s", err);
     char *t_none = read_text(none), *t_with = read_text(with), *t_again = read_text(again);
-    CHECK(strcmp(t_with, t_again) == 0, "state.json with rotary_dim is not written back byte for byte:\n%s\n%s", t_with,
+    CHECK(strcmp(t_with, t_again) == 0, "state.json with %s is not written back byte for byte:\n%s\n%s", key, t_with,
           t_again);
-    CHECK(!strstr(t_none, "rotary_dim"), "a model rotating whole heads writes model.rotary_dim:\n%s", t_none);
-    char *line = strstr(t_with, "\"rotary_dim\":\t6,\n");
-    CHECK(line != NULL, "state.json lacks \"rotary_dim\": 6:\n%s", t_with);
-    if (line) {   // the rotary_dim line out, the text is the whole-head one byte for byte
+    CHECK(!strstr(t_none, key), "a model without it writes model.%s:\n%s", key, t_none);
+    snprintf(line_text, sizeof line_text, "\"%s\":\t%d,\n", key, value);
+    char *line = strstr(t_with, line_text);
+    CHECK(line != NULL, "state.json lacks %s", line_text);
+    if (line) {   // the field's line out, the text is the one without it byte for byte
         const char *end = strchr(line, '\n') + 1;
         while (line > t_with && line[-1] == '\t') line--;
         memmove(line, end, strlen(end) + 1);
-        CHECK(strcmp(t_with, t_none) == 0, "state.json differs beyond model.rotary_dim:\n%s\n%s", t_with, t_none);
+        CHECK(strcmp(t_with, t_none) == 0, "state.json differs beyond model.%s:\n%s\n%s", key, t_with, t_none);
     }
     free(t_none); free(t_with); free(t_again);
-    // the head dim (8) is every dim: the model without partial RoPE; the rest refused
-    static const struct { int arch; const char *value, *needle; } CASES[] = {
+    for (size_t i = 0; i < n_cases; i++) {
+        CkptState b = st;
+        if (cases[i].arch == ARCH_GPT2) b.model = CFG;
+        MODEL_INT(b.model, field) = 0;
+        CHECK(ckpt_state_write(none, &b, err, sizeof err) == 0, "write: %s", err);
+        char *text = read_text(none), *at = strstr(text, "\"model\":\t{"), edited[8192];
+        at += strlen("\"model\":\t{");
+        snprintf(edited, sizeof edited, "%.*s\"%s\": %s, %s", (int)(at - text), text, key, cases[i].value, at);
+        free(text);
+        FILE *f = fopen(none, "w");
+        fputs(edited, f);
+        fclose(f);
+        int rc = ckpt_state_read(none, &back, err, sizeof err);
+        if (!cases[i].needle)
+            CHECK(rc == 0 && MODEL_INT(back.model, field) == 0, "state.json %s %s: rc %d, '%s', read as %d", key,
+                  cases[i].value, rc, err, MODEL_INT(back.model, field));
+        else
+            CHECK(rc != 0 && strstr(err, "_none.json") && strstr(err, cases[i].needle), "state.json %s %s: rc %d, '%s'",
+                  key, cases[i].value, rc, err);
+    }
+}
+
+// model.sliding_window: a window of 0 or a fraction refused (none is written as no key), and one on GPT-2.
+static void test_state_window(const char *work) {
+    static const StateCase CASES[] = {
+        {ARCH_LLAMA, "0", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 0)"},
+        {ARCH_LLAMA, "2.5", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 2.5)"},
+        {ARCH_LLAMA, "\"6\"", "model.sliding_window must be an integer in 1..1.07374e+09 (it is a string)"},
+        {ARCH_GPT2, "6", "model.sliding_window must be absent with model.arch gpt2 (GPT-2 attends to its whole causal prefix)"},
+    };
+    test_state_optional(work, "sliding_window", offsetof(GPTConfig, sliding_window), 6, CASES,
+                        sizeof CASES / sizeof CASES[0]);
+}
+
+// model.rotary_dim: the head dim (8) is every dim, the model without partial RoPE; odd, below 2, past the head
+// dim or beside arch gpt2 refused.
+static void test_state_rotary(const char *work) {
+    static const StateCase CASES[] = {
         {ARCH_LLAMA, "8", NULL},
         {ARCH_LLAMA, "0", "model.rotary_dim must be an integer in 2..8 (it is 0)"},
         {ARCH_LLAMA, "10", "model.rotary_dim must be an integer in 2..8 (it is 10)"},
@@ -287,26 +271,7 @@ static void test_state_rotary(const char *work) {
         {ARCH_LLAMA, "\"6\"", "model.rotary_dim must be an integer in 2..8 (it is a string)"},
         {ARCH_GPT2, "6", "model.rotary_dim must be absent with model.arch gpt2 (GPT-2 has learned positions, no RoPE)"},
     };
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        CkptState b = st;
-        if (CASES[i].arch == ARCH_GPT2) b.model = CFG;
-        b.model.rotary_dim = 0;
-        CHECK(ckpt_state_write(none, &b, err, sizeof err) == 0, "write: %s", err);
-        char *text = read_text(none), *at = strstr(text, "\"model\":\t{"), edited[8192];
-        at += strlen("\"model\":\t{");
-        snprintf(edited, sizeof edited, "%.*s\"rotary_dim\": %s, %s", (int)(at - text), text, CASES[i].value, at);
-        free(text);
-        FILE *f = fopen(none, "w");
-        fputs(edited, f);
-        fclose(f);
-        int rc = ckpt_state_read(none, &back, err, sizeof err);
-        if (!CASES[i].needle)
-            CHECK(rc == 0 && back.model.rotary_dim == 0, "state.json rotary_dim %s (the head dim): rc %d, '%s', read as %d",
-                  CASES[i].value, rc, err, back.model.rotary_dim);
-        else
-            CHECK(rc != 0 && strstr(err, "rotary_none.json") && strstr(err, CASES[i].needle),
-                  "state.json rotary_dim %s: rc %d, '%s'", CASES[i].value, rc, err);
-    }
+    test_state_optional(work, "rotary_dim", offsetof(GPTConfig, rotary_dim), 6, CASES, sizeof CASES / sizeof CASES[0]);
 }
 
 int main(int argc, char **argv) {

@@ -321,62 +321,50 @@ static void check_qk_norm(int kv, int head_dim) {
     gpt_free(&m);
 }
 
-// A sliding window shorter than the sequence (Mistral's kind): the cache's rows attend to their last `window`
-// positions, as the training forward's do, in one prefill, decoding and chunks; and the window matters (the same
-// weights without it give other logits).
-static void check_window(int kv, int window) {
-    char what[64];
-    snprintf(what, sizeof what, "sliding window %d kv %d", window, kv);
-    GPTConfig cfg = llama_cfg(kv, 0, 0);
-    cfg.sliding_window = window;
-    GPT m;
-    make_model(&m, &cfg, PRECISION_FP32);
+// A knob of the attention (a sliding window, partial rotary) on cfg: the cache's rows follow the training
+// forward's in one prefill, decoding and chunks; and the knob matters: `plain` (cfg without it) gives other
+// logits, the first `same_rows` positions (those it cannot reach) bitwise the same.
+static void check_knob(const char *what, const GPTConfig *cfg, const GPTConfig *plain, uint32_t seed, int same_rows) {
+    GPT m, w;
+    make_model(&m, cfg, PRECISION_FP32);
     int32_t tokens[S];
-    tokens_of(tokens, S, 4242);
-    float *ref = xmalloc((size_t)S * V * sizeof(float));
+    tokens_of(tokens, S, seed);
+    float *ref = xmalloc((size_t)S * V * sizeof(float)), *other = xmalloc((size_t)S * V * sizeof(float));
     forward_logits(&m, tokens, S, ref);
     cache_vs(&m, tokens, ref, what, FP32_TOL);
-    GPTConfig whole = cfg;
-    whole.sliding_window = 0;
-    GPT w;
-    make_model(&w, &whole, PRECISION_FP32);
-    float *other = xmalloc((size_t)S * V * sizeof(float));
+    make_model(&w, plain, PRECISION_FP32);
     forward_logits(&w, tokens, S, other);
-    double first = worst_rows(other, ref, window, V), diff = worst_rows(other, ref, S, V);
-    CHECK(first == 0.0, "%s: positions within the window differ from the whole causal prefix by %.3g", what, first);
-    CHECK(diff > 1e-2, "%s: the window moves the logits by only %.3g", what, diff);
+    double first = worst_rows(other, ref, same_rows, V), diff = worst_rows(other, ref, S, V);
+    CHECK(first == 0.0, "%s: the first %d positions differ from the model without it by %.3g", what, same_rows, first);
+    CHECK(diff > 1e-2, "%s: it moves the logits by only %.3g", what, diff);
     free(other);
     free(ref);
     gpt_free(&w);
     gpt_free(&m);
 }
 
-// Partial rotary (Phi-4-mini's kind): the cache rotates the first rotary_dim dims of each new row's heads at its
-// position and passes the rest, as the training forward does; and it matters (all dims rotated: other logits).
+// A sliding window shorter than the sequence (Mistral's kind): rows attend to their last `window` positions;
+// those within the window see what the whole causal prefix gives.
+static void check_window(int kv, int window) {
+    char what[64];
+    snprintf(what, sizeof what, "sliding window %d kv %d", window, kv);
+    GPTConfig cfg = llama_cfg(kv, 0, 0), whole;
+    cfg.sliding_window = window;
+    whole = cfg;
+    whole.sliding_window = 0;
+    check_knob(what, &cfg, &whole, 4242, window);
+}
+
+// Partial rotary (Phi-4-mini's kind): the first rotary_dim dims of each head rotated at the row's position, the
+// rest passed; position 0 (no rotation) as with every dim rotated.
 static void check_partial_rotary(int kv, int rotary) {
     char what[64];
     snprintf(what, sizeof what, "partial rotary %d of 12 kv %d", rotary, kv);
-    GPTConfig cfg = llama_cfg(kv, 1, 0);
+    GPTConfig cfg = llama_cfg(kv, 1, 0), all;
     cfg.rotary_dim = rotary;
-    GPT m;
-    make_model(&m, &cfg, PRECISION_FP32);
-    int32_t tokens[S];
-    tokens_of(tokens, S, 515);
-    float *ref = xmalloc((size_t)S * V * sizeof(float));
-    forward_logits(&m, tokens, S, ref);
-    cache_vs(&m, tokens, ref, what, FP32_TOL);
-    GPTConfig all = cfg;
+    all = cfg;
     all.rotary_dim = 0;
-    GPT w;
-    make_model(&w, &all, PRECISION_FP32);
-    float *other = xmalloc((size_t)S * V * sizeof(float));
-    forward_logits(&w, tokens, S, other);
-    double diff = worst_rows(other, ref, S, V);
-    CHECK(diff > 1e-2, "%s: rotating every dim moves the logits by only %.3g", what, diff);
-    free(other);
-    free(ref);
-    gpt_free(&w);
-    gpt_free(&m);
+    check_knob(what, &cfg, &all, 515, 1);
 }
 
 static void check_generate(void) {
