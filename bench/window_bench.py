@@ -14,9 +14,10 @@ rounds (the order reversed in even rounds):
     hf-window            transformers 5's MistralForCausalLM, fp32 SDPA (a dense sliding-window mask)
     hf                   transformers' LlamaForCausalLM, fp32 SDPA (is_causal)
 
-Each implementation runs with one thread at --steps A and B (default 2, 3) and CPU s per step =
+Each implementation runs with one thread at --steps A and B (default 2, 4) and CPU s per step =
 (CPU(B) - CPU(A)) / (B - A) (bench/cpu_bench.py's method: a busy machine cannot change CPU seconds the
-way it changes wall-clock times). Reported with the activation bytes (ctron's ledger peak; the peer's
+way it changes wall-clock times), beside the wall ms per step inside the B-step run (the median of its
+timed steps, the first dropped). Reported with the activation bytes (ctron's ledger peak; the peer's
 saved-tensor bytes) and the first loss. Writes bench/results/<date>-window.{json,md}.
 """
 import argparse
@@ -78,8 +79,8 @@ def markdown(result):
              f"s{c['seq']} b{c['batch']} v{c['vocab']}, fp32, recompute none; window {c['sliding_window']}. "
              f"CPU seconds per step at one thread (runs of {a} and {b} steps differenced), median of "
              f"{result['rounds']} interleaved rounds.", "",
-             "| implementation | CPU s/step | per round | / ctron flash window | activation MiB | first loss |",
-             "|---|---:|---|---:|---:|---:|"]
+             "| implementation | CPU s/step | per round | / ctron flash window | wall ms/step | activation MiB | first loss |",
+             "|---|---:|---|---:|---:|---:|---:|"]
     s = result["summary"]
     ref = s.get("ctron-flash-window", {}).get("cpu_s_per_step")
     for name, agg in s.items():
@@ -87,8 +88,9 @@ def markdown(result):
         rel = f"{x / ref:.2f}×" if x and ref else "–"
         act = f"{agg['act_bytes'] / 2**20:.1f}" if agg.get("act_bytes") else "–"
         loss = f"{agg['loss_first']:.4f}" if agg.get("loss_first") is not None else "–"
-        lines.append(f"| {LABELS[name]} | {x:.2f} | {', '.join(f'{y:.2f}' for y in agg['per_round'])} | {rel} | "
-                     f"{act} | {loss} |" if x else f"| {LABELS[name]} | failed | | | | |")
+        ms = f"{agg['ms_median']:.0f}" if agg.get("ms_median") else "–"
+        lines.append(f"| {LABELS[name]} | {x:.2f} | {', '.join(f'{y:.2f}' for y in agg['per_round'])} | {rel} | {ms} | "
+                     f"{act} | {loss} |" if x else f"| {LABELS[name]} | failed | | | | | |")
     lines += ["", "ctron's activation bytes: the ledger's step peak (measured == predicted; the window changes no "
               "saved tensor). The peers': the storages autograd saves in step 1's forward, parameters excluded.",
               "", "Command: `" + result["command"] + "`"]
@@ -98,7 +100,7 @@ def markdown(result):
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1, help="interleaved rounds (default 1)")
-    ap.add_argument("--cpu-steps", default="2,3", help="A,B: the two runs' steps (default 2,3)")
+    ap.add_argument("--cpu-steps", default="2,4", help="A,B: the two runs' steps (default 2,4)")
     ap.add_argument("--seq", type=int, default=0, help="another sequence length than the config's 4096")
     ap.add_argument("--impls", default=",".join(IMPLS), help="subset of " + ",".join(IMPLS))
     ap.add_argument("--ctron", default=os.path.join(rb.ROOT, "build", "ctron"))
@@ -134,6 +136,7 @@ def main(argv=None):
         return 2
     env = dict(os.environ, **{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     per = {n: [] for n in args.impls}
+    wall = {n: [] for n in args.impls}
     first = {}
     with tempfile.TemporaryDirectory(prefix="ctron-window-bench-") as workdir:
         for rnd in range(1, args.rounds + 1):
@@ -141,8 +144,10 @@ def main(argv=None):
                 runs = [one_run(args, name, st, env, workdir, rnd) for st in args.steps_ab]
                 if all(r["ok"] for r in runs):
                     per[name].append((runs[1]["cpu_s"] - runs[0]["cpu_s"]) / (args.steps_ab[1] - args.steps_ab[0]))
+                    wall[name] += runs[1]["ms_timed"]
                     first.setdefault(name, runs[0])
     summary = {n: {"cpu_s_per_step": statistics.median(v) if v else None, "per_round": v,
+                   "ms_median": statistics.median(wall[n]) if wall[n] else None,
                    "act_bytes": first.get(n, {}).get("act_bytes"), "loss_first": first.get(n, {}).get("loss_first")}
                for n, v in per.items()}
     date = datetime.date.today().isoformat()
