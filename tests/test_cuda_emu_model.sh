@@ -70,16 +70,16 @@ losses() { grep -o '"loss":[^,]*\|"val_loss":[^,]*' "$1" | tr '\n' ' '; }
 act() { grep -o '"act_bytes":[0-9]*' "$1" | tr '\n' ' '; }
 
 # The ledger and the header of an emulated run (item 3).
-check_memory() {   # check_memory NAME CPU_NAME
+check_memory() {   # check_memory NAME CPU_NAME (-a: a --sample's bytes may make the log binary to grep)
   local name=$1 cpu=$2
-  if ! grep -q MISMATCH "$dir/$name.out" && grep -q "end of forward: measured [0-9]* ([^)]*), predicted [0-9]*  ok" "$dir/$name.out" \
-     && grep -q "peak of the step (recomputation included): measured .*  ok$" "$dir/$name.out"; then ok
-  else bad "$name: the ledger differs from the prediction: $(grep 'MISMATCH\|end of forward\|peak of the step' "$dir/$name.out")"; fi
+  if ! grep -aq MISMATCH "$dir/$name.out" && grep -aq "end of forward: measured [0-9]* ([^)]*), predicted [0-9]*  ok" "$dir/$name.out" \
+     && grep -aq "peak of the step (recomputation included): measured .*  ok$" "$dir/$name.out"; then ok
+  else bad "$name: the ledger differs from the prediction: $(grep -a 'MISMATCH\|end of forward\|peak of the step' "$dir/$name.out")"; fi
   if [ -n "$(act "$dir/$name.jsonl")" ] && [ "$(act "$dir/$name.jsonl")" = "$(act "$dir/$cpu.jsonl")" ]; then ok
   else bad "$name: act_bytes [$(act "$dir/$name.jsonl")] on the $gpu, [$(act "$dir/$cpu.jsonl")] on the CPU"; fi
   local held counted
-  held=$(grep -o 'ctron holds [^(]*([0-9]* B)' "$dir/$name.out" | grep -o '[0-9]* B)' | grep -o '[0-9]*')
-  counted=$(grep -o 'the device counts [^(]*([0-9]* B)' "$dir/$name.out" | grep -o '[0-9]* B)' | grep -o '[0-9]*')
+  held=$(grep -ao 'ctron holds [^(]*([0-9]* B)' "$dir/$name.out" | grep -o '[0-9]* B)' | grep -o '[0-9]*')
+  counted=$(grep -ao 'the device counts [^(]*([0-9]* B)' "$dir/$name.out" | grep -o '[0-9]* B)' | grep -o '[0-9]*')
   if [ -n "$held" ] && [ -n "$counted" ] && [ "$counted" -ge "$held" ] && [ $((counted - held)) -lt $((32 * granule)) ]; then ok
   else bad "$name: ctron holds '$held' B, the $gpu counts '$counted' B"; fi
 }
