@@ -250,9 +250,9 @@ static void test_state_optional(const char *work, const char *key, size_t field,
 // model.sliding_window: a window of 0 or a fraction refused (none is written as no key), and one on GPT-2.
 static void test_state_window(const char *work) {
     static const StateCase CASES[] = {
-        {ARCH_LLAMA, "0", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 0)"},
-        {ARCH_LLAMA, "2.5", "model.sliding_window must be an integer in 1..1.07374e+09 (it is 2.5)"},
-        {ARCH_LLAMA, "\"6\"", "model.sliding_window must be an integer in 1..1.07374e+09 (it is a string)"},
+        {ARCH_LLAMA, "0", "model.sliding_window must be an integer in 1..1073741824 (it is 0)"},
+        {ARCH_LLAMA, "2.5", "model.sliding_window must be an integer in 1..1073741824 (it is 2.5)"},
+        {ARCH_LLAMA, "\"6\"", "model.sliding_window must be an integer in 1..1073741824 (it is a string)"},
         {ARCH_GPT2, "6", "model.sliding_window must be absent with model.arch gpt2 (GPT-2 attends to its whole causal prefix)"},
     };
     test_state_optional(work, "sliding_window", offsetof(GPTConfig, sliding_window), 6, CASES,

@@ -198,7 +198,7 @@ cp -r "$dir/i/step_00000002" "$dir/bad" && rm -f "$dir/bad/checksums.txt"
 sed -i 's/"sliding_window":[[:space:]]*8/"sliding_window": 0/' "$dir/bad/state.json"
 "$ctron" train --resume "$dir/bad" "${free[@]}" > "$dir/w.out" 2>&1
 rc=$?
-check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.sliding_window must be an integer in 1\.\.1\.07374e+09 (it is 0)" "$dir/w.out"' \
+check '[ $rc -eq 2 ] && grep -q "bad/state.json.: model.sliding_window must be an integer in 1\.\.1073741824 (it is 0)" "$dir/w.out"' \
   "state.json model.sliding_window 0: exit $rc: $(cat "$dir/w.out")"
 # RoPE's width is the checkpoint's, as the window: model.rotary_dim 8 (absent without the flag, and with
 # --rotary-dim 16, the whole head: that checkpoint is the flagless one byte for byte), restored by a plain

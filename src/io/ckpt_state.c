@@ -154,7 +154,8 @@ static double number(Reader *r, const char *section, const char *name, double lo
     if (!x) return 0.0;
     double v = cJSON_IsNumber(x) ? x->valuedouble : NAN;
     char what[96];
-    snprintf(what, sizeof what, "%s in %g..%g", integer ? "an integer" : "a number", lo, hi);
+    if (integer) snprintf(what, sizeof what, "an integer in %.0f..%.0f", lo, hi);   // 1..1073741824, not 1.07374e+09
+    else snprintf(what, sizeof what, "a number in %g..%g", lo, hi);
     if (!(v >= lo && v <= hi) || (integer && v != floor(v))) {
         char got[64];   // say what it is: 1e999 parses as inf, "0.1" is a string
         if (cJSON_IsNumber(x)) snprintf(got, sizeof got, "%g", v);
