@@ -85,15 +85,15 @@ struct Backend {
                                const float *v, float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16);
     void (*attention_backward_recompute)(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                          const float *q, const float *k, const float *v, float *scratch, int s,
-                                         int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
-                                         int round_bf16);
+                                         int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                                         uint32_t sample0, int round_bf16);
     void (*flash_attention_forward)(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
-                                    float *scratch, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
-                                    uint32_t sample0);
+                                    float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
+                                    DropoutSite site, uint32_t sample0);
     void (*flash_attention_backward)(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                      const float *k, const float *v, const float *ctx, const float *lse,
-                                     float *scratch, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
-                                     uint32_t sample0);
+                                     float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
+                                     DropoutSite site, uint32_t sample0);
 
     // ---- elementwise and normalisation
     void (*layernorm_forward)(Backend *be, float *y, float *stats, const float *x, const float *w, const float *b, int n, int h);

@@ -173,14 +173,14 @@ static void g_bias_backward(Backend *be, float *db, const float *dy, int lddy, i
     guard_close_all(be);
 }
 static void g_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
-                                const float *k, const float *v, int s, int b, int a, int kv, int h, int window, int head0,
-                                DropoutSite site, uint32_t sample0, int round_bf16) {
+                                const float *k, const float *v, int s, int b, int a, int kv, int h, int window,
+                                int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
     static const char *const names[] = {"ctx", "prob", "keep", "drop", "q", "k", "v"};
     const void *ptrs[] = {ctx, prob, keep, drop, q, k, v};
     guard_check(be, "attention_forward", names, ptrs, 7);
     guard_open_all(be);
-    inner(be)->attention_forward(inner(be), ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, window, head0, site, sample0,
-        round_bf16);
+    inner(be)->attention_forward(inner(be), ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, window, head0, site,
+                                 sample0, round_bf16);
     guard_close_all(be);
 }
 static void g_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *prob,
@@ -197,24 +197,25 @@ static void g_attention_backward(Backend *be, float *dq, float *dk, float *dv, c
 }
 static void g_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                            const float *q, const float *k, const float *v, float *scratch, int s,
-                                           int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
-                                           int round_bf16) {
+                                           int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                                           uint32_t sample0, int round_bf16) {
     static const char *const names[] = {"dq", "dk", "dv", "dctx", "q", "k", "v", "scratch"};
     const void *ptrs[] = {dq, dk, dv, dctx, q, k, v, scratch};
     guard_check(be, "attention_backward_recompute", names, ptrs, 8);
     guard_open_all(be);
-    inner(be)->attention_backward_recompute(inner(be), dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, window, head0, site,
-        sample0, round_bf16);
+    inner(be)->attention_backward_recompute(inner(be), dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, window,
+                                            head0, site, sample0, round_bf16);
     guard_close_all(be);
 }
 static void g_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                      const float *v, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
-                                      DropoutSite site, uint32_t sample0) {
+                                      const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
+                                      int head0, DropoutSite site, uint32_t sample0) {
     static const char *const names[] = {"ctx", "lse", "q", "k", "v", "scratch"};
     const void *ptrs[] = {ctx, lse, q, k, v, scratch};
     guard_check(be, "flash_attention_forward", names, ptrs, 6);
     guard_open_all(be);
-    inner(be)->flash_attention_forward(inner(be), ctx, lse, q, k, v, scratch, s, b, a, kv, h, window, head0, site, sample0);
+    inner(be)->flash_attention_forward(inner(be), ctx, lse, q, k, v, scratch, s, b, a, kv, h, window, head0, site,
+                                       sample0);
     guard_close_all(be);
 }
 static void g_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
@@ -224,20 +225,20 @@ static void g_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, 
     const void *ptrs[] = {ctx, lse, q, k, v, scratch};
     guard_check(be, "flash_attention_forward_rows", names, ptrs, 6);
     guard_open_all(be);
-    inner(be)->flash_attention_forward_rows(inner(be), ctx, lse, q, k, v, scratch, s, q0, nq, b, a, kv, h, window, head0, site,
-                                            sample0);
+    inner(be)->flash_attention_forward_rows(inner(be), ctx, lse, q, k, v, scratch, s, q0, nq, b, a, kv, h, window,
+                                            head0, site, sample0);
     guard_close_all(be);
 }
 static void g_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                        const float *q, const float *k, const float *v, const float *ctx,
-                                       const float *lse, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
-                                       DropoutSite site, uint32_t sample0) {
+                                       const float *lse, float *scratch, int s, int b, int a, int kv, int h,
+                                       int window, int head0, DropoutSite site, uint32_t sample0) {
     static const char *const names[] = {"dq", "dk", "dv", "dctx", "q", "k", "v", "ctx", "lse", "scratch"};
     const void *ptrs[] = {dq, dk, dv, dctx, q, k, v, ctx, lse, scratch};
     guard_check(be, "flash_attention_backward", names, ptrs, 10);
     guard_open_all(be);
-    inner(be)->flash_attention_backward(inner(be), dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, kv, h, window, head0,
-        site, sample0);
+    inner(be)->flash_attention_backward(inner(be), dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, kv, h,
+                                        window, head0, site, sample0);
     guard_close_all(be);
 }
 static void g_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w, const float *b,
@@ -636,7 +637,8 @@ static void g_linear_forward_rows(Backend *be, float *y, int ldy, const float *x
     guard_close_all(be);
 }
 static void g_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
-                                   const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h, int window) {
+                                   const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h,
+                                   int window) {
     static const char *const names[] = {"ctx", "q", "kc", "vc", "scores"};
     const void *ptrs[] = {ctx, q, kc, vc, scores};
     guard_check(be, "kv_attention_forward", names, ptrs, 5);

@@ -62,7 +62,8 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
             ? usage_error("--rope-scaling %s: --rotary-dim %d needs %d factors (one per rotated frequency, R/2)",
                           rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), c->rotary_dim, c->rotary_dim / 2)
             : usage_error("--rope-scaling %s: heads of %d need %d factors (one per frequency, d/2)",
-                          rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), gpt_head_dim(c), gpt_head_dim(c) / 2);
+                          rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96), gpt_head_dim(c),
+                          gpt_head_dim(c) / 2);
     if (a->mlp != MLP_GELU && (o->gelu_bits || (o->tempo & TEMPO_GELU)))
         return usage_error("%s: --arch %s has no GeLU (its MLP is SwiGLU, whose backward keeps gate and up)",
                            o->gelu_bits ? "--gelu-bits" : "--tempo gelu", a->name);

@@ -225,7 +225,8 @@ static const cJSON *rotary_factor(Reader *r, const cJSON *params, const char *pk
 // ignores f and rotates whole heads, and so does ctron; their scaled tables (linear, llama3: modeling_rope_utils)
 // take int(head_dim · f) dims that apply_rotary_pos_emb, with no pass-through part, cannot apply to whole heads
 // (the forward fails): refused unless 1.
-static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, const char *pkey, int scaled, int head_dim) {
+static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, const char *pkey, int scaled,
+                       int head_dim) {
     char key[48];
     const cJSON *x = rotary_factor(r, params, pkey, key, sizeof key);
     if (r->failed || !x || (!fam->partial_rotary && !scaled)) return head_dim;

@@ -212,8 +212,8 @@ static const float *attention_again(GPT *m, int l) {
     float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
     if (m->policy.tempo & ATTN_FLASH) {
         float *lse = made(m, ACT_ATTN_LSE, work_slot(m, ACT_ATTN_LSE, l));
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, window,
-                                       m->head0, site, m->act->ctx.sample0);
+        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql,
+                                       window, m->head0, site, m->act->ctx.sample0);
         if (bf16) m->be->bf16_round(m->be, ctx, nql);   // as saved_done rounds the forward's
         return ctx;
     }

@@ -123,9 +123,10 @@ static uint16_t *thread_s16(uint16_t *s16, int s, int d) {
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
-                       int round_bf16) {
-    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, window, head0, site, sample0, round_bf16, NULL);
+                       const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                       uint32_t sample0, int round_bf16) {
+    attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, window, head0, site, sample0, round_bf16,
+                           NULL);
 }
 
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
@@ -263,8 +264,8 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx,
 }
 
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
-                                  int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
+                                  int window, int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
     attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch, s, b, a, kv, h, window, head0, site, sample0,
                                       round_bf16, NULL);
 }

@@ -24,8 +24,8 @@ static inline int attention_first_key(int i, int window) { return window > 0 && 
 // are rounded to bf16 before use, as when they are stored in bf16. Under tensor parallelism a rank
 // holds heads head0 .. head0+a−1 of the model (h = its a·d columns); masks use the global head.
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                       const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
-                       int round_bf16);
+                       const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                       uint32_t sample0, int round_bf16);
 // The attention dropout mask [b,a,s,s] alone, exactly as attention_forward draws it.
 void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite site, uint32_t sample0);
 // dctx [s,b,h] -> dq [s,b,h], dk, dv [s,b,kv·d]; scratch holds s·s floats per OpenMP thread. Tempo's
@@ -50,8 +50,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 #define ATTENTION_GQA_SCRATCH(s, d) \
     ((size_t)((s) < ATTENTION_CAUSAL_BLOCK ? (s) : ATTENTION_CAUSAL_BLOCK) * (size_t)(d))
 void attention_backward_recompute(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
-                                  int head0, DropoutSite site, uint32_t sample0, int round_bf16);
+                                  const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h,
+                                  int window, int head0, DropoutSite site, uint32_t sample0, int round_bf16);
 
 // Mixed precision: the same, with every per-head GEMM on bf16 copies of its operands (fp32
 // accumulation), made in s16: ATTENTION_BF16_SCRATCH(s, d) elements per OpenMP thread. A GEMM's
@@ -60,12 +60,13 @@ void attention_backward_recompute(float *dq, float *dk, float *dv, const float *
 #define ATTENTION_BF16_A_ROOM(s, d) ((size_t)(s) * ((size_t)(s) > (size_t)(d) ? (size_t)(s) : (size_t)(d)))
 #define ATTENTION_BF16_SCRATCH(s, d) (ATTENTION_BF16_A_ROOM(s, d) + (size_t)(s) * (size_t)(d))
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
-                            const float *v, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
-                            int round_bf16, uint16_t *s16);
+                            const float *v, int s, int b, int a, int kv, int h, int window, int head0,
+                            DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16);
 void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *prob,
                              const uint8_t *keep, const float *drop, const float *q, const float *k, const float *v,
                              float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16, uint16_t *s16);
 void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const float *dctx, const float *q,
-                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
-                                       int head0, DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16);
+                                       const float *k, const float *v, float *scratch, int s, int b, int a, int kv,
+                                       int h, int window, int head0, DropoutSite site, uint32_t sample0,
+                                       int round_bf16, uint16_t *s16);
 #endif

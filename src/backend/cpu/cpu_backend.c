@@ -115,7 +115,8 @@ static void cpu_linear_forward_rows(Backend *be, float *y, int ldy, const float 
     cpu_linear_forward(be, y, ldy, x, NULL, ldx, w, w16, bias, n, in, out);
 }
 static void cpu_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
-                                     const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h, int window) {
+                                     const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h,
+                                     int window) {
     (void)be;
     kv_attention_forward(ctx, q, ldq, kc, vc, scores, seq, p0, n, a, kv, h, window);
 }
@@ -127,8 +128,8 @@ static uint16_t *attention_s16(Backend *be, int s, int a, int h) {
 }
 
 static void cpu_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop, const float *q,
-                                  const float *k, const float *v, int s, int b, int a, int kv, int h, int window, int head0,
-                                  DropoutSite site, uint32_t sample0, int round_bf16) {
+                                  const float *k, const float *v, int s, int b, int a, int kv, int h, int window,
+                                  int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
     attention_forward_bf16(ctx, prob, keep, drop, q, k, v, s, b, a, kv, h, window, head0, site, sample0, round_bf16,
                            attention_s16(be, s, a, h));
 }
@@ -141,10 +142,10 @@ static void cpu_attention_backward(Backend *be, float *dq, float *dk, float *dv,
 }
 static void cpu_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                              const float *q, const float *k, const float *v, float *scratch_f,
-                                             int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
-                                             uint32_t sample0, int round_bf16) {
-    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, kv, h, window, head0, site, sample0,
-                                      round_bf16, attention_s16(be, s, a, h));
+                                             int s, int b, int a, int kv, int h, int window, int head0,
+                                             DropoutSite site, uint32_t sample0, int round_bf16) {
+    attention_backward_recompute_bf16(dq, dk, dv, dctx, q, k, v, scratch_f, s, b, a, kv, h, window, head0, site,
+                                      sample0, round_bf16, attention_s16(be, s, a, h));
 }
 
 // ---- the stateless kernels: the CPU functions take no backend
@@ -153,8 +154,8 @@ static void be_bias_backward(Backend *be, float *db, const float *dy, int lddy, 
     bias_backward(db, dy, lddy, n, cols);
 }
 static void be_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                       const float *v, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
-                                       DropoutSite site, uint32_t sample0) {
+                                       const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
+                                       int head0, DropoutSite site, uint32_t sample0) {
     (void)be;
     flash_attention_forward(ctx, lse, q, k, v, scratch, s, b, a, kv, h, window, head0, site, sample0);
 }
@@ -166,10 +167,11 @@ static void be_flash_attention_forward_rows(Backend *be, float *ctx, float *lse,
 }
 static void be_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                         const float *q, const float *k, const float *v, const float *ctx,
-                                        const float *lse, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
-                                        DropoutSite site, uint32_t sample0) {
+                                        const float *lse, float *scratch, int s, int b, int a, int kv, int h,
+                                        int window, int head0, DropoutSite site, uint32_t sample0) {
     (void)be;
-    flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, kv, h, window, head0, site, sample0);
+    flash_attention_backward(dq, dk, dv, dctx, q, k, v, ctx, lse, scratch, s, b, a, kv, h, window, head0, site,
+                             sample0);
 }
 static void be_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w,
                                  const float *b, int n, int h) {

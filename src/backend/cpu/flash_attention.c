@@ -69,13 +69,14 @@ static void tile_mask(uint8_t *keep, DropoutSite site, uint32_t sample, int head
 }
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
-                             int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0) {
+                             int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                             uint32_t sample0) {
     flash_attention_forward_rows(ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, window, head0, site, sample0);
 }
 
 void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const float *k, const float *v,
-                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int window, int head0,
-                                  DropoutSite site, uint32_t sample0) {
+                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int window,
+                                  int head0, DropoutSite site, uint32_t sample0) {
     if (q0 < 0 || nq < 0 || q0 + nq > s) ctron_fatal("flash attention: query positions %d .. %d of %d", q0, q0 + nq, s);
 #pragma omp parallel for schedule(dynamic, 1)
     for (int bj = 0; bj < b * a; bj++) {

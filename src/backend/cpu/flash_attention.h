@@ -22,13 +22,14 @@
 size_t flash_scratch_floats(int s, int d, int a, int kv);
 
 void flash_attention_forward(float *ctx, float *lse, const float *q, const float *k, const float *v, float *scratch,
-                             int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0);
+                             int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                             uint32_t sample0);
 // The forward of query positions [q0, q0+nq) only (keys 0 .. q0+nq−1): rows q0·b .. of ctx and, per head,
 // entries q0 .. of lse are written; k and v must hold those keys. Query tiles start at q0, so with q0 a
 // multiple of FLASH_TILE the rows are bitwise those of the whole call (MEMO's token ranges, model/memo.h).
 void flash_attention_forward_rows(float *ctx, float *lse, const float *q, const float *k, const float *v,
-                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int window, int head0,
-                                  DropoutSite site, uint32_t sample0);
+                                  float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int window,
+                                  int head0, DropoutSite site, uint32_t sample0);
 // dctx [s,b,h] -> dq [s,b,h], dk, dv [s,b,kv·d] (overwritten); ctx and lse from the forward. One thread
 // per (sequence, kv head): a kv head's dk, dv sum its query heads' in ascending head order, whatever
 // the thread count.

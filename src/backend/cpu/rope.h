@@ -28,7 +28,8 @@ CT_HD void rope_rotate(float x0, float x1, float c, float s, float *y0, float *y
 #ifdef __cplusplus
 extern "C" {   // the CUDA backend's rope.cu checks positions with rope_check_positions
 #endif
-// Floats of a table for positions 0 .. positions−1 and d rotary dims (the head's, or partial rotary's): [positions, d].
+// Floats of a table for positions 0 .. positions−1 and d rotated dims (the head's, or partial rotary's):
+// [positions, d].
 static inline size_t rope_table_floats(int positions, int d) { return (size_t)positions * (size_t)d; }
 // inv_j = 1 / fl(θ^fl(2j/d)), then scaled (sc NULL: plain) with transformers' float32 operations in
 // their order, so the frequencies are its bits up to its pow. positions: the length of the sequence
@@ -38,11 +39,12 @@ float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positi
 // a_j = fl(p · inv_j) with rope_inv_freq's inv_j (what HF computes in float32; a double angle would
 // differ by ~5e-4 rad at p ≈ 8k); cos and sin of that fp32 angle are evaluated in double and rounded
 // once; longrope's are then × its attention_factor (so the rotation scales q and k, as transformers' cos and
-// sin do). A host function: the table is data, copied to the device that runs the kernels.
+// sin do). d is the rotated dims (rope_forward's rot; longrope's n_factors must be d/2). A host function: the
+// table is data, copied to the device that runs the kernels.
 void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc);
 
-// x[rows, heads·d] (row stride ld floats) -> y[rows, heads·d] (stride ld); y may equal x (in place). The first rot
-// dims of each head rotate (cs: a table of rot dims), the rest are copied.
+// x[rows, heads·d] (row stride ld floats) -> y[rows, heads·d] (stride ld); y may equal x (in place).
+// The first rot dims of each head rotate (cs: a table of rot dims), the rest are copied.
 // Row r is at position pos0 + r / b (sequence-major [s, b] rows; pos0: a sequence shard's or a KV
 // cache's offset). cs: rope_table of `positions` rows; every position must be < positions (checked).
 // round_bf16: y rounded to bf16 (the value the forward goes on with when q/k are stored in bf16).

@@ -652,7 +652,8 @@ static void operands(Backend *be, const AttnShape &t, const AttnWork &w, const f
 }
 
 extern "C" void cuda_attention_forward(Backend *be, float *ctx, float *prob, uint8_t *keep, float *drop,
-                                       const float *q, const float *k, const float *v, int s, int b, int a, int kv, int h, int window,
+                                       const float *q, const float *k, const float *v, int s, int b, int a, int kv,
+                                       int h, int window,
                                        int head0, DropoutSite site, uint32_t sample0, int round_bf16) {
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, kv, h);
@@ -727,8 +728,8 @@ extern "C" void cuda_attention_backward(Backend *be, float *dq, float *dk, float
 // held, one group of heads at a time.
 extern "C" void cuda_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                                   const float *q, const float *k, const float *v, float *scratch,
-                                                  int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
-                                                  uint32_t sample0, int round_bf16) {
+                                                  int s, int b, int a, int kv, int h, int window, int head0,
+                                                  DropoutSite site, uint32_t sample0, int round_bf16) {
     if (s <= 0 || b <= 0 || a <= 0) return;
     const AttnShape t = attn_shape(be, s, b, a, kv, h);
     const int dropout = site.p > 0.0f;
@@ -770,7 +771,8 @@ extern "C" size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kin
 // The scores argument (the CPU's per-thread rows) is not used: each (token, head) block keeps its
 // row in CUDA_SCRATCH_ATTN, [n·a, p0+n] floats.
 extern "C" void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq, const float *kc,
-                                          const float *vc, float *scores, int seq, int p0, int n, int a, int kv, int h, int window) {
+                                          const float *vc, float *scores, int seq, int p0, int n, int a, int kv,
+                                          int h, int window) {
     (void)scores;
     (void)seq;
     if (n <= 0 || a <= 0) return;

@@ -31,8 +31,8 @@ void cuda_attention_backward(Backend *be, float *dq, float *dk, float *dv, const
                              const float *v, float *scratch, int s, int b, int a, int kv, int h, float p, int round_bf16);
 void cuda_attention_backward_recompute(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                        const float *q, const float *k, const float *v, float *scratch, int s,
-                                       int b, int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0,
-                                       int round_bf16);
+                                       int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                                       uint32_t sample0, int round_bf16);
 void cuda_attention_mask(Backend *be, uint8_t *keep, int s, int b, int a, int head0, DropoutSite site,
                          uint32_t sample0);
 size_t cuda_attention_scratch_floats(Backend *be, AttnScratchKind kind, int s, int b, int a, int kv, int h);
@@ -42,16 +42,16 @@ void cuda_kv_attention_forward(Backend *be, float *ctx, const float *q, int ldq,
 // ---- flash_attention.cu (its scratch size feeds cuda_attention_scratch_floats)
 size_t cuda_flash_scratch_floats(int s, int b, int a, int h);
 void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                  const float *v, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
-                                  DropoutSite site, uint32_t sample0);
+                                  const float *v, float *scratch, int s, int b, int a, int kv, int h, int window,
+                                  int head0, DropoutSite site, uint32_t sample0);
 // Query positions [q0, q0+nq) only (backend.h's flash_attention_forward_rows).
 void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                       const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv, int h, int window,
-                                       int head0, DropoutSite site, uint32_t sample0);
+                                       const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
+                                       int h, int window, int head0, DropoutSite site, uint32_t sample0);
 void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const float *q,
                                    const float *k, const float *v, const float *ctx, const float *lse,
-                                   float *scratch, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
-                                   uint32_t sample0);
+                                   float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
+                                   DropoutSite site, uint32_t sample0);
 
 // ---- layernorm.cu
 void cuda_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w, const float *b,

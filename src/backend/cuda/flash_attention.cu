@@ -1041,7 +1041,8 @@ extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
 // arithmetic are the whole call's: the rows are bitwise the same (MEMO's token ranges, model/memo.h).
 extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                                   const float *v, float *scratch, int s, int q0, int nq, int b, int a,
-                                                  int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0) {
+                                                  int kv, int h, int window, int head0, DropoutSite site,
+                                                  uint32_t sample0) {
     (void)scratch;
     if (q0 < 0 || nq < 0 || q0 + nq > s) {
         char why[96];
@@ -1062,16 +1063,17 @@ extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float
 }
 
 extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                             const float *v, float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
-                                             DropoutSite site, uint32_t sample0) {
+                                             const float *v, float *scratch, int s, int b, int a, int kv, int h,
+                                             int window, int head0, DropoutSite site, uint32_t sample0) {
     if (s <= 0) return;
-    cuda_flash_attention_forward_rows(be, ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, window, head0, site, sample0);
+    cuda_flash_attention_forward_rows(be, ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, window, head0, site,
+                                      sample0);
 }
 
 extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                               const float *q, const float *k, const float *v, const float *ctx,
-                                              const float *lse, float *scratch, int s, int b, int a, int kv, int h, int window,
-                                              int head0, DropoutSite site, uint32_t sample0) {
+                                              const float *lse, float *scratch, int s, int b, int a, int kv, int h,
+                                              int window, int head0, DropoutSite site, uint32_t sample0) {
     if (s <= 0 || b <= 0 || a <= 0) return;
     FlashDims f = flash_dims(s, b, a, kv, h, window, head0, site, sample0);
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);

@@ -54,7 +54,8 @@ static __global__ void rope_pass_kernel(float *y, const float *x, int ld, int ro
 }
 
 static void rope_launch(Backend *be, const char *op, float *y, const float *x, int ld, const float *cs,
-                        int positions, int rows, int b, int heads, int d, int rot, int pos0, float sign, int round_bf16) {
+                        int positions, int rows, int b, int heads, int d, int rot, int pos0, float sign,
+                        int round_bf16) {
     rope_check_positions(op, positions, rows, b, d, rot, pos0);
     if (rows <= 0 || heads <= 0) return;
     int half = rot / 2;
