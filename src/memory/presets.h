@@ -26,8 +26,8 @@ const ModelPreset *preset_find(const char *name);   // NULL when unknown
 // "22B, 175B, …": the accepted names, for help texts and errors.
 const char *preset_names(void);
 // A group name ("paper": the four Table 3 models; "llama3": the three Llama 3 models; "llama3.2": its 1B and
-// 3B; "qwen3": the six Qwen3 dense models; "phi3": Phi-3 mini, medium, Phi-4 and Phi-4-mini): fills up to PRESET_GROUP_MAX names and returns their count, or 0
-// when `name` is no group.
+// 3B; "qwen3": the six Qwen3 dense models; "phi3": Phi-3 mini, medium, Phi-4 and Phi-4-mini): fills up to
+// PRESET_GROUP_MAX names and returns their count, or 0 when `name` is no group.
 #define PRESET_GROUP_MAX 6
 int preset_group(const char *name, const char **names);
 #endif
