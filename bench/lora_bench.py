@@ -336,14 +336,7 @@ def main(argv=None):
                               "source_revision": rb.source_revision(),
                               "ctron_sha256": rb.file_sha256(args.ctron)},
               "runs": [{k: v for k, v in r.items() if k not in ("log",)} for r in runs]}
-    os.makedirs(args.out_dir, exist_ok=True)
-    stem = os.path.join(args.out_dir, f"{date}-{args.suffix}")
-    with open(stem + ".json", "w") as f:
-        json.dump(result, f, indent=1)
-    md = markdown(result)
-    with open(stem + ".md", "w") as f:
-        f.write(md)
-    print(md)
+    rb.write_result(args.out_dir, f"{date}-{args.suffix}", result, markdown(result))
     return 0 if all(r["ok"] for r in runs) and all(p["cpu_s_per_step"] is not None for p in pairs) else 1
 
 

@@ -2126,6 +2126,17 @@ def parse_args(argv):
     return args
 
 
+def write_result(out_dir, stem_name, result, md):
+    """A benchmark's result as out_dir/stem_name.json and its markdown as .md (which is also printed)."""
+    os.makedirs(out_dir, exist_ok=True)
+    stem = os.path.join(out_dir, stem_name)
+    with open(stem + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    with open(stem + ".md", "w") as f:
+        f.write(md)
+    print(md)
+
+
 def peer_env_python():
     """The python of scripts/peer_env.sh's venv (its --path: the cache path, whether or not it is
     installed yet; make bench installs it first)."""

@@ -22,7 +22,6 @@ saved-tensor bytes) and the first loss. Writes bench/results/<date>-window.{json
 """
 import argparse
 import datetime
-import json
 import os
 import statistics
 import sys
@@ -91,6 +90,9 @@ def markdown(result):
         ms = f"{agg['ms_median']:.0f}" if agg.get("ms_median") else "–"
         lines.append(f"| {LABELS[name]} | {x:.2f} | {', '.join(f'{y:.2f}' for y in agg['per_round'])} | {rel} | {ms} | "
                      f"{act} | {loss} |" if x else f"| {LABELS[name]} | failed | | | | | |")
+    if result.get("dropped_rounds"):
+        lines += ["", "Rounds left out, their runs' CPU seconds not growing with the steps (start-up varied more than "
+                  "the extra steps cost; run more steps, --cpu-steps): " + "; ".join(result["dropped_rounds"]) + "."]
     lines += ["", "ctron's activation bytes: the ledger's step peak (measured == predicted; the window changes no "
               "saved tensor). The peers': the storages autograd saves in step 1's forward, parameters excluded.",
               "", "Command: `" + result["command"] + "`"]
@@ -137,13 +139,17 @@ def main(argv=None):
     env = dict(os.environ, **{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     per = {n: [] for n in args.impls}
     wall = {n: [] for n in args.impls}
-    first = {}
+    first, dropped = {}, []
     with tempfile.TemporaryDirectory(prefix="ctron-window-bench-") as workdir:
         for rnd in range(1, args.rounds + 1):
             for name in (args.impls if rnd % 2 else args.impls[::-1]):
                 runs = [one_run(args, name, st, env, workdir, rnd) for st in args.steps_ab]
                 if all(r["ok"] for r in runs):
-                    per[name].append((runs[1]["cpu_s"] - runs[0]["cpu_s"]) / (args.steps_ab[1] - args.steps_ab[0]))
+                    cpu = (runs[1]["cpu_s"] - runs[0]["cpu_s"]) / (args.steps_ab[1] - args.steps_ab[0])
+                    if cpu > 0:   # else the runs' start-up (a Python peer's imports) varied more than the steps cost
+                        per[name].append(cpu)
+                    else:
+                        dropped.append(f"{name} round {rnd}: {cpu:.2f} CPU s/step")
                     wall[name] += runs[1]["ms_timed"]
                     first.setdefault(name, runs[0])
     summary = {n: {"cpu_s_per_step": statistics.median(v) if v else None, "per_round": v,
@@ -153,16 +159,12 @@ def main(argv=None):
     date = datetime.date.today().isoformat()
     cfg = dict(rb.CONFIGS[CONFIG], **({"seq": args.seq} if args.seq else {}))
     result = {"date": date, "config": cfg, "rounds": args.rounds, "steps": args.steps_ab, "summary": summary,
+              "dropped_rounds": dropped,
               "command": " ".join(["/usr/bin/python3", "bench/window_bench.py"] + (sys.argv[1:] if argv is None
-                                                                                    else list(argv)))}
-    os.makedirs(args.out_dir, exist_ok=True)
-    base = os.path.join(args.out_dir, f"{date}-{args.suffix}")
-    with open(base + ".json", "w") as f:
-        json.dump(result, f, indent=1)
-    md = markdown(result)
-    with open(base + ".md", "w") as f:
-        f.write(md)
-    print(md)
+                                                                                    else list(argv))),
+              "environment": {"cpu_model": rb.cpu_model(), "load_average": os.getloadavg(),
+                              "source_revision": rb.source_revision(), "ctron_sha256": rb.file_sha256(args.ctron)}}
+    rb.write_result(args.out_dir, f"{date}-{args.suffix}", result, markdown(result))
     return 0 if all(s["cpu_s_per_step"] for s in summary.values()) else 1
 
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "check.h"
+#include "philox_fill.h"
 #include "backend/backend.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/flash_attention.h"
@@ -22,15 +23,7 @@
 #include "util/common.h"
 #include "util/philox.h"
 
-static float *filled(size_t n, uint32_t stream) {
-    float *x = xmalloc(n * sizeof(float));
-    philox_key key = philox_key_from_seed(0x57Du);
-    for (size_t i = 0; i < n; i++) {
-        philox_ctr c = {{(uint32_t)i, stream, 0, 0}};
-        x[i] = (float)philox4x32_10(c, key).v[0] / 4294967296.0f * 2.0f - 1.0f;
-    }
-    return x;
-}
+static float *filled(size_t n, uint32_t stream) { return philox_filled(n, 0x57Du, stream); }
 
 typedef struct { int s, b, a, kv, d; } Shape;
 enum { PATH_STORED, PATH_TEMPO, PATH_RECOMPUTE, PATH_FLASH, PATHS };
