@@ -51,6 +51,21 @@ def figures(ref_log, ref_dir, log, dir_, files, steps):
     return out, len(lb)
 
 
+def explain(a, files):
+    """Per-step losses and the tensors that differ most, printed before the verdict."""
+    for i, (x, y) in enumerate(zip(losses(a.ref_log), losses(a.log))):
+        print(f"{a.name}: step {i + 1} loss {x!r} vs {y!r}, rel {abs(x - y) / abs(x):.1e}")
+    rows = []
+    for f in files:
+        ta, tb = tensors(f"{a.ref_dir}/{f}.safetensors"), tensors(f"{a.dir}/{f}.safetensors")
+        for k in ta:
+            x, y = ta[k].astype(np.float64), tb[k].astype(np.float64)
+            norm = float(np.linalg.norm(x))
+            rows.append((float(np.linalg.norm(x - y)) / (norm or 1.0), norm, f"{f}:{k}"))
+    for rel, norm, k in sorted(rows, reverse=True)[:a.worst]:
+        print(f"{a.name}: {k} rel L2 {rel:.1e} (norm {norm:.2e})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ref_log"), ap.add_argument("ref_dir"), ap.add_argument("log"), ap.add_argument("dir")
@@ -61,9 +76,14 @@ def main():
     ap.add_argument("--scale", nargs=2, metavar=("SCALE_LOG", "SCALE_STEPDIR"))
     ap.add_argument("--ratio", type=float, default=0.5)
     ap.add_argument("--min-scale", type=float, default=0.0)
+    ap.add_argument("--worst", type=int, default=0, metavar="N",
+                    help="also print each step's loss difference and the N tensors furthest apart (relative L2, "
+                         "with the reference's norm): where a difference comes from")
     a = ap.parse_args()
     files = a.files.split(",")
     figs, n = figures(a.ref_log, a.ref_dir, a.log, a.dir, files, a.steps)
+    if a.worst:
+        explain(a, files)
     label = lambda f: "loss rel" if f == "loss" else f"{f} rel L2"
     if not a.scale:
         print(f"{a.name}: loss rel {figs['loss']:.1e} over {n} steps, "
