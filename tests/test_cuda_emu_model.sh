@@ -92,6 +92,8 @@ check_memory() {   # check_memory NAME CPU_NAME (-a: a --sample's bytes may make
 # loss 2.7e-9, weights 4.9e-7, moments 2.4e-7 (every kernel agrees); after 3 steps 6.2e-7, 4.5e-6, 4.3e-5,
 # and the same with flash attention (4.1e-5), with kv 4 instead of 1 3.1e-7, without dropout 7.3e-7.
 # The emulated GPU's flash run is 2.2e-5 after 3 steps: another summation order, the same growth.
+# split_k and split_k_lora run 2048 tokens a step, where gemm.cu splits the weight gradients (k = tokens)
+# of the small layers and LoRA's A and B gradients into k-chunks (test_cuda_gemm shows that path runs).
 fp32_cases="none|--sample 40 --prompt God
 selective|--recompute selective
 full_bits|--recompute full --dropout-masks bits
@@ -131,7 +133,9 @@ memo_llama|--arch llama --kv-heads 2 --seq 128 --memo 0.5
 memo_lora|--arch llama --kv-heads 2 --seq 128 --memo 0.5 --lora-rank 4 --lora-dropout 0.1 --lr 5e-3
 search_flash|--attention flash --seq 96 --recompute search --act-budget-layer 100KiB --search-rates 100,10
 search_lora|--arch llama --kv-heads 2 --lora-rank 4 --recompute search --act-budget-layer 30KiB --search-rates 100,10 --lr 5e-3
-rev_llama|--arch llama --kv-heads 2 --reversible --dropout 0.1"
+rev_llama|--arch llama --kv-heads 2 --reversible --dropout 0.1
+split_k|--seq 128 --batch 16 --recompute selective
+split_k_lora|--arch llama --kv-heads 2 --seq 128 --batch 16 --lora-rank 4 --lr 5e-3"
 # name|ratio|the fp32 run that gives bf16's effect|flags
 bf16_cases="bf16|0.75|none|--precision bf16
 bf16_flash|1.5|flash|--precision bf16 --attention flash --seq 96

@@ -360,6 +360,53 @@ static void run_rows(Backend *cpu, Backend *gpu, int n, int in, int out, int bf1
     free(x); free(w); free(bias); free(w16); free(y_init); free(y_cpu);
 }
 
+// The split is a path of its own: with CTRON_GEMM_SPLIT_K=0 (read when a backend opens) the same dW
+// comes out of one pass, within fp32 rounding of the split's but not the same bits (another summation
+// order: proof that the cases above ran split). Any value but 0 or 1 is refused by the open.
+static void run_split_switch(Precision prec) {
+    const int n = 4096, in = 16, out = 64;
+    float *x = host_random((size_t)n * in, -1.0f, 1.0f), *dy = host_random((size_t)n * out, -0.5f, 1.0f);
+    float *dw[2];
+    for (int off = 0; off < 2; off++) {
+        setenv("CTRON_GEMM_SPLIT_K", off ? "0" : "1", 1);
+        Backend *gpu = cuda_or_skip(prec);
+        float *d_x = dev_upload(gpu, x, (size_t)n * in * sizeof(float));
+        float *d_dy = dev_upload(gpu, dy, (size_t)n * out * sizeof(float));
+        float *d_dw = gpu->alloc(gpu, (size_t)out * in * sizeof(float));
+        gpu->memset(gpu, d_dw, 0, (size_t)out * in * sizeof(float));
+        uint16_t *d_w16 = NULL;
+        if (prec == PRECISION_BF16) {
+            d_w16 = gpu->alloc(gpu, (size_t)out * in * sizeof(uint16_t));
+            gpu->memset(gpu, d_w16, 0, (size_t)out * in * sizeof(uint16_t));
+        }
+        gpu->linear_backward(gpu, NULL, in, 0, d_dw, NULL, d_dy, out, d_x, NULL, in, NULL, d_w16, n, in, out);
+        dw[off] = fdownload(gpu, d_dw, (size_t)out * in);
+        gpu->free(gpu, d_x); gpu->free(gpu, d_dy); gpu->free(gpu, d_dw);
+        if (d_w16) gpu->free(gpu, d_w16);
+        backend_close(gpu);
+    }
+    const char *p = prec == PRECISION_BF16 ? "bf16" : "fp32";
+    double num = 0.0, den = 0.0;
+    int differ = 0;
+    for (int i = 0; i < out * in; i++) {
+        num += ((double)dw[0][i] - dw[1][i]) * ((double)dw[0][i] - dw[1][i]);
+        den += (double)dw[1][i] * dw[1][i];
+        differ += memcmp(&dw[0][i], &dw[1][i], sizeof(float)) != 0;
+    }
+    CHECK(sqrt(num / den) < TOL_FP32, "%s dW n=%d split against CTRON_GEMM_SPLIT_K=0: rel L2 %.3g", p, n,
+          sqrt(num / den));
+    CHECK(differ > 0, "%s dW n=%d: split and unsplit gave the same bits in all %d elements (no split ran?)", p, n,
+          out * in);
+    setenv("CTRON_GEMM_SPLIT_K", "2", 1);
+    char err[512] = "";
+    Backend *bad = backend_open("cuda", prec, err, sizeof err);
+    CHECK(!bad && strstr(err, "CTRON_GEMM_SPLIT_K='2'") && strstr(err, "expected 1"),
+          "CTRON_GEMM_SPLIT_K=2: the open must refuse it, naming the value (got '%s')", err);
+    if (bad) backend_close(bad);
+    unsetenv("CTRON_GEMM_SPLIT_K");
+    free(x); free(dy); free(dw[0]); free(dw[1]);
+}
+
 static void suite(Precision prec) {
     char err[512] = "";
     Backend *cpu = backend_open("cpu", prec, err, sizeof err);
@@ -384,6 +431,22 @@ static void suite(Precision prec) {
             run_backward(cpu, gpu, &odd[i], bf16, acc, 1, 0);
         }
         run_backward(cpu, gpu, &odd[i], bf16, 0, 0, 1);   // dx NULL (the input needs no gradient)
+    }
+    // gemm.cu's split-K (gemm_ksplit: few output tiles, a long k): the weight gradient over 4096 rows into
+    // 16×64 (4 chunks of 1024 rows; strided, misaligned views staged), x·Wᵀ with in 4096 into 16 outputs
+    // (LoRA's x·Aᵀ: 4 chunks of the input width), and 2048 rows at 2 chunks with dW accumulated onto known
+    // values (beta 1 through the partials' sum). k 4100 is no multiple of a chunk: one pass.
+    const Case split[] = {
+        {4096, 16, 64, 20, 68, 20, 1},
+        {64, 4096, 16, 4096, 16, 4096, 0},
+        {2048, 64, 48, 64, 48, 64, 0},
+        {4100, 16, 64, 16, 64, 16, 0},
+    };
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++) {
+        run_forward(cpu, gpu, &split[i], bf16, 0);
+        run_forward_acc(cpu, gpu, &split[i], bf16);
+        run_backward(cpu, gpu, &split[i], bf16, 1, 1, 0);
+        run_backward(cpu, gpu, &split[i], bf16, 0, 0, 1);
     }
     // GPT-2 124M shapes at a few hundred rows: the fused QKV projection with its bias, the MLP's 4h, and
     // the LM head's vocabulary (no bias).
@@ -414,6 +477,7 @@ static void suite(Precision prec) {
     }
     backend_close(gpu);
     backend_close(cpu);
+    run_split_switch(prec);
 }
 
 int main(void) {

@@ -93,6 +93,15 @@ ec=$?
 check '[ $ec -eq 2 ] && grep -q "CTRON_KERNEL_TIMES='"'"'yes'"'"': expected 1" "$dir/bad.out" && [ ! -e "$dir/bad" ]' \
   "CTRON_KERNEL_TIMES=yes: exit $ec (expected 2, naming the value, nothing written): $(tail -1 "$dir/bad.out")"
 
+# gemm.cu's split-K switch (CTRON_GEMM_SPLIT_K, read when the device opens): 0 or 1, nothing else.
+CTRON_GEMM_SPLIT_K=2 "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/badsplit" > "$dir/badsplit.out" 2>&1
+ec=$?
+check '[ $ec -eq 2 ] && grep -q "CTRON_GEMM_SPLIT_K='"'"'2'"'"': expected 1" "$dir/badsplit.out" && [ ! -e "$dir/badsplit" ]' \
+  "CTRON_GEMM_SPLIT_K=2: exit $ec (expected 2, naming the value, nothing written): $(tail -1 "$dir/badsplit.out")"
+CTRON_GEMM_SPLIT_K=0 "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/nosplit" > "$dir/nosplit.out" 2>&1
+ec=$?
+check '[ $ec -eq 0 ]' "CTRON_GEMM_SPLIT_K=0: exit $ec: $(tail -1 "$dir/nosplit.out")"
+
 # A FILE.json that cannot be written is refused before the run, not found out after it.
 CTRON_KERNEL_TIMES="$dir/no/such/dir/kt.json" "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/nodir" \
   > "$dir/nodir.out" 2>&1

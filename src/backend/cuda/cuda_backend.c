@@ -294,8 +294,15 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
                  count == 1 ? " is" : "s are", count - 1);
         return NULL;
     }
+    const char *split = getenv("CTRON_GEMM_SPLIT_K");
+    if (split && *split && strcmp(split, "0") && strcmp(split, "1")) {
+        snprintf(err, errlen, "CTRON_GEMM_SPLIT_K='%s': expected 1 (split a long-k GEMM with few output tiles "
+                 "into k-chunks, the default) or 0 (never)", split);
+        return NULL;
+    }
     CudaImpl *c = xcalloc(sizeof *c);
     c->device = dev;
+    c->split_k = !(split && !strcmp(split, "0"));
     CUDA_CHECK(cudaSetDevice(dev));
     CUDA_CHECK(cudaGetDeviceProperties(&c->prop, dev));
     if (precision == PRECISION_BF16 && c->prop.major < 8) {

@@ -17,6 +17,7 @@ typedef enum {
     CUDA_SCRATCH_GEMM_X,      // gemm.cu: the bf16 copy of x (or of a strided view of it)
     CUDA_SCRATCH_GEMM_DY,     // gemm.cu: the bf16 copy of dy
     CUDA_SCRATCH_GEMM_T,      // gemm.cu: a packed copy when a view's stride does not suit cuBLASLt
+    CUDA_SCRATCH_GEMM_SPLIT,  // gemm.cu: the partial products of a split-K GEMM (at most GEMM_SPLIT_BYTES)
     CUDA_SCRATCH_ATTN,        // attention.cu: per-head-batch temporaries the model's scratch does not hold
     CUDA_SCRATCH_FLASH,       // flash_attention.cu
     CUDA_SCRATCH_REDUCE,      // optim.cu, crossentropy.cu, layernorm.cu, embedding.cu: per-block partials
@@ -48,6 +49,7 @@ typedef struct {
     cublasLtHandle_t lt;
     void *lt_workspace;         // cuBLASLt's workspace (32 MiB, the size cuBLAS recommends on Hopper)
     size_t lt_workspace_bytes;
+    int split_k;                // gemm.cu's own split-K on (CTRON_GEMM_SPLIT_K unset or 1) or off (0)
     size_t used_at_open;   // in use on the device before the backend's first cudaMalloc (context, other processes)
     void *scratch[CUDA_SCRATCH_SLOTS];
     size_t scratch_cap[CUDA_SCRATCH_SLOTS];   // bytes

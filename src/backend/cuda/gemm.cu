@@ -28,6 +28,15 @@
 //     pointers: see "cuBLASLt plans" below) is cached with its descriptors in a table below, so the same
 //     problem runs the same algorithm on every call, wherever its tensors sit.
 // The bias gradient and the GEMV are our own kernels with fixed summation orders (no atomics).
+//
+// Split-K of our own. Without cuBLASLt's split-K, a GEMM with few output tiles and a long k leaves most
+// SMs idle: on an H100 the weight gradient of GPT-2's 768×768 projection (k = 16,384 tokens: 36 tiles for
+// 132 SMs) ran at 53 TFLOP/s and took a fifth of the step, and LoRA's rank-16 products (x·Aᵀ, k = 14,336)
+// at 7 TFLOP/s (docs/PERFORMANCE.md, the second H100). gemm_ksplit picks S from the shape alone; the
+// GEMM then runs as one strided batch of S GEMMs over consecutive k-chunks into CUDA_SCRATCH_GEMM_SPLIT,
+// and ksplit_sum_kernel adds the S partial products in the order 0..S-1 (then D's old value when beta is
+// 1). The bits are a function of the shape, as every plan's are: run to run, and wherever the tensors sit.
+// CTRON_GEMM_SPLIT_K=0 turns it off (each GEMM in one pass, as before); any other value is refused.
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -195,6 +204,7 @@ typedef struct {
     int64_t lda, ldb, ldd;
     int bf16;         // A and B CUDA_R_16BF (else CUDA_R_32F); C and D always CUDA_R_32F
     int bias;         // a bias vector of length m wanted (the epilogue when cuBLASLt has one)
+    int ksplit;       // S > 1: S batched GEMMs over k-chunks of k/S into partials [S, m, n] (ldd m)
 } GemmKey;
 
 typedef enum { PLAN_LT, PLAN_SIMPLE } PlanKind;
@@ -291,6 +301,12 @@ int cuda_lt_heuristic(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, cublasLtMa
     return 1;
 }
 
+static void batch_layout(cublasLtMatrixLayout_t l, int32_t count, int64_t offset) {
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
+                                                  sizeof offset));
+}
+
 // The plan of `key`: the first of plan_steps with an algorithm, else gemm_simple.
 static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key) {
     CudaImpl *c = cuda_impl(be);
@@ -303,11 +319,20 @@ static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key) {
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     // Stored shapes: A is m×k (k×m when transposed), B is k×n (n×k when transposed), C = D is m×n.
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)(key->transa ? key->k : key->m),
-                                            (uint64_t)(key->transa ? key->m : key->k), key->lda));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)(key->transb ? key->n : key->k),
-                                            (uint64_t)(key->transb ? key->k : key->n), key->ldb));
+    const int kc = key->k / (key->ksplit > 1 ? key->ksplit : 1);   // the k of one chunk
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, ab, (uint64_t)(key->transa ? kc : key->m),
+                                            (uint64_t)(key->transa ? key->m : kc), key->lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, ab, (uint64_t)(key->transb ? key->n : kc),
+                                            (uint64_t)(key->transb ? kc : key->n), key->ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, CUDA_R_32F, (uint64_t)key->m, (uint64_t)key->n, key->ldd));
+    if (key->ksplit > 1) {
+        // Chunk j of op(A) is its columns j·kc.. (rows of a transposed A), of op(B) its rows j·kc..
+        const int64_t off_a = key->transa ? kc : (int64_t)kc * key->lda;
+        const int64_t off_b = key->transb ? (int64_t)kc * key->ldb : kc;
+        batch_layout(p->la, key->ksplit, off_a);
+        batch_layout(p->lb, key->ksplit, off_b);
+        batch_layout(p->ld, key->ksplit, (int64_t)key->m * key->n);
+    }
     for (size_t i = 0; i < sizeof plan_steps / sizeof plan_steps[0]; i++) {
         if (plan_steps[i].epilogue_bias && !key->bias) continue;
         uint32_t align_ab = plan_steps[i].relaxed ? (uint32_t)(key->bf16 ? 2 : 4) : (uint32_t)GEMM_ALIGN;
@@ -321,6 +346,7 @@ static void plan_build(Backend *be, GemmPlan *p, const GemmKey *key) {
     }
     plan_destroy(p);
     p->kind = PLAN_SIMPLE;
+    if (key->ksplit > 1) return;   // gemm_lt runs the GEMM unsplit instead: its own plan says what it finds
     char what[256];
     gemm_problem(key, what, sizeof what);
     fprintf(stderr, "ctron: cuBLASLt offers no usable algorithm for the GEMM %s on cuda:%d; a simple kernel runs it (slow)\n",
@@ -405,6 +431,79 @@ static void stage_finish(Backend *be, const GemmPtrs *r) {
     if (r->d_orig) stage_copy(cuda_impl(be), r->d_orig, r->d, r->d_bytes);
 }
 
+// How many k-chunks a GEMM runs as (1: one pass), from the shape alone: a GEMM whose output has fewer
+// than GEMM_SPLIT_TILES / 2 tiles of 128×128 is split in two while that keeps the tiles (×S) within
+// GEMM_SPLIT_TILES (about two waves of an H100's 132 SMs), each chunk at least GEMM_SPLIT_MIN_K long and
+// a multiple of GEMM_SPLIT_ALIGN elements (so every chunk starts as aligned as the operand), up to
+// GEMM_SPLIT_MAX chunks and GEMM_SPLIT_BYTES of partial products. Never with a bias (the forward's
+// epilogue; such GEMMs have a token-long n).
+enum { GEMM_SPLIT_TILES = 256, GEMM_SPLIT_MAX = 16, GEMM_SPLIT_ALIGN = 256, GEMM_SPLIT_MIN_K = 1024 };
+static const size_t GEMM_SPLIT_BYTES = (size_t)32 << 20;
+
+static int gemm_ksplit(int m, int n, int k, int bias) {
+    const long tiles = (long)((m + 127) / 128) * (long)((n + 127) / 128);
+    if (bias || tiles >= GEMM_SPLIT_TILES / 2) return 1;
+    int s = 1;
+    while (2 * s <= GEMM_SPLIT_MAX && tiles * 2 * s <= GEMM_SPLIT_TILES && k % (2 * s * GEMM_SPLIT_ALIGN) == 0 &&
+           k / (2 * s) >= GEMM_SPLIT_MIN_K && (size_t)(2 * s) * (size_t)m * (size_t)n * sizeof(float) <= GEMM_SPLIT_BYTES)
+        s *= 2;
+    return s;
+}
+
+// d[j·ldd + i] (= when beta is 0, += when beta is 1) Σ_p part[p·m·n + j·m + i], p = 0..S-1 in that order.
+__global__ static void ksplit_sum_kernel(float *__restrict__ d, int ldd, const float *__restrict__ part, int m, int n,
+                                         int s, int beta) {
+    const size_t total = (size_t)m * n;
+    CT_GRID_LOOP(e, total) {
+        float acc = part[e];
+        for (int p = 1; p < s; p++) acc += part[(size_t)p * total + e];
+        float *out = d + (e / (size_t)m) * (size_t)ldd + e % (size_t)m;
+        *out = beta ? *out + acc : acc;
+    }
+}
+
+static void gemm_profile_note(const GemmKey *key, int epilogue_bias) {
+    char name[128];
+    char split[24] = "";
+    if (key->ksplit > 1) snprintf(split, sizeof split, " split %d", key->ksplit);
+    snprintf(name, sizeof name, "gemm %s %c%c m=%d n=%d k=%d%s%s", key->bf16 ? "bf16" : "fp32", key->transa ? 'T' : 'N',
+             key->transb ? 'T' : 'N', key->m, key->n, key->k, epilogue_bias && key->bias ? " +bias" : "", split);
+    cuda_profile_note(cuda_profile_name(name), NULL, 2.0 * key->m * key->n * (double)key->k);
+}
+
+static void lt_matmul(CudaImpl *c, const GemmPlan *plan, const GemmPtrs *g, float beta) {
+    const float alpha = 1.0f;
+    cublasStatus_t st = cublasLtMatmul(c->lt, plan->desc, &alpha, g->a, plan->la, g->b, plan->lb, &beta, g->d,
+                                       plan->ld, g->d, plan->ld, &plan->algo, c->lt_workspace, c->lt_workspace_bytes,
+                                       c->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char what[320];
+        gemm_problem(&plan->key, what, sizeof what);
+        snprintf(what + strlen(what), sizeof what - strlen(what), ": %s", cublasLtGetStatusString(st));
+        cuda_fail("cublasLtMatmul", what, __FILE__, __LINE__);
+    }
+}
+
+// The GEMM as gemm_ksplit's S chunks (key->ksplit, key->ldd == m): 0 when no algorithm takes the batch
+// (the caller then runs it in one pass), else 1 with the partials summed into d.
+static int gemm_split(Backend *be, const GemmKey *key, const void *a, const void *b, float beta, float *d, int ldd) {
+    CudaImpl *c = cuda_impl(be);
+    GemmPlan scratch_plan;
+    int temporary;
+    GemmPlan *plan = plan_get(be, key, &scratch_plan, &temporary);
+    if (plan->kind == PLAN_SIMPLE) return 0;
+    const size_t total = (size_t)key->m * key->n;
+    float *part = (float *)cuda_scratch(be, CUDA_SCRATCH_GEMM_SPLIT, (size_t)key->ksplit * total * sizeof(float));
+    GemmPtrs g = stage(be, plan, a, b, part, NULL);   // the partials are aligned: only A or B may move
+    lt_matmul(c, plan, &g, 0.0f);
+    if (cuda_profile_on) gemm_profile_note(key, 0);
+    if (temporary) plan_destroy(&scratch_plan);
+    ksplit_sum_kernel<<<ct_elementwise_blocks(total, 256), 256, 0, c->stream>>>(d, ldd, part, key->m, key->n,
+                                                                               key->ksplit, beta != 0.0f);
+    CUDA_LAUNCHED();
+    return 1;
+}
+
 // C (= when beta is 0, += when beta is 1) op(A)·op(B) (+ bias[m] broadcast over the columns), column-major:
 // op(A) m×k, op(B) k×n, C m×n with leading dimensions lda, ldb, ldd. A and B bf16 when `bf16`, else fp32.
 static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, const void *a, int lda, const void *b,
@@ -417,16 +516,22 @@ static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, co
     key.device = c->device;
     key.transa = transa; key.transb = transb;
     key.m = m; key.n = n; key.k = k;
-    key.lda = lda; key.ldb = ldb; key.ldd = ldd;
+    key.lda = lda; key.ldb = ldb;
     key.bf16 = bf16;
     key.bias = bias != NULL;
+    key.ksplit = c->split_k ? gemm_ksplit(m, n, k, bias != NULL) : 1;
+    if (key.ksplit > 1) {
+        key.ldd = m;   // the partials' leading dimension
+        if (gemm_split(be, &key, a, b, beta, d, ldd)) return;
+        key.ksplit = 1;
+    }
+    key.ldd = ldd;
 
     GemmPlan scratch_plan;
     int temporary;
     GemmPlan *plan = plan_get(be, &key, &scratch_plan, &temporary);
-    const float alpha = 1.0f;
     if (plan->kind == PLAN_SIMPLE) {
-        gemm_simple(c->stream, transa, transb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, d, ldd, 0, 1, bf16, bias);
+        gemm_simple(c->stream, transa, transb, m, n, k, 1.0f, a, lda, 0, b, ldb, 0, beta, d, ldd, 0, 1, bf16, bias);
         return;
     }
     GemmPtrs g = stage(be, plan, a, b, d, bias);
@@ -434,20 +539,8 @@ static void gemm_lt(Backend *be, int transa, int transb, int m, int n, int k, co
     if (bias && plan->epilogue_bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                     sizeof g.bias));
-    cublasStatus_t st = cublasLtMatmul(c->lt, plan->desc, &alpha, g.a, plan->la, g.b, plan->lb, &beta, g.d, plan->ld,
-                                       g.d, plan->ld, &plan->algo, c->lt_workspace, c->lt_workspace_bytes, c->stream);
-    if (st != CUBLAS_STATUS_SUCCESS) {
-        char what[320];
-        gemm_problem(&key, what, sizeof what);
-        snprintf(what + strlen(what), sizeof what - strlen(what), ": %s", cublasLtGetStatusString(st));
-        cuda_fail("cublasLtMatmul", what, __FILE__, __LINE__);
-    }
-    if (cuda_profile_on) {   // kernel times: one row per GEMM shape, with its FLOPs
-        char name[128];
-        snprintf(name, sizeof name, "gemm %s %c%c m=%d n=%d k=%d%s", bf16 ? "bf16" : "fp32", transa ? 'T' : 'N',
-                 transb ? 'T' : 'N', m, n, k, plan->epilogue_bias && bias ? " +bias" : "");
-        cuda_profile_note(cuda_profile_name(name), NULL, 2.0 * m * n * (double)k);
-    }
+    lt_matmul(c, plan, &g, beta);
+    if (cuda_profile_on) gemm_profile_note(&key, plan->epilogue_bias);
     stage_finish(be, &g);
     int bias_kernel = bias && !plan->epilogue_bias;
     if (temporary) plan_destroy(&scratch_plan);
