@@ -256,5 +256,42 @@ assert all(y["fits"] and y["t"] <= 8 and y["mem_bytes_max"] <= 81559 * 2**20 for
 assert x["parts"]["pp_comm"] > 0 and 90 < x["step_s"] < 100, x
 PY
 
+# Sliding windows (--sliding-window W: Mistral, Phi-3): each query's core runs over W keys, so the model FLOPs
+# lose 12·B·s·(s − W)·q·L a step (the core's 4·s·keys·q forward, three passes) and flash attention's time
+# scales by W/s; no saved tensor changes, and W >= s is no window at all.
+"$ctron" memory --preset phi-3-mini --json > "$dir/nowin.json" 2>&1
+"$ctron" memory --preset phi-3-mini --sliding-window 2047 --json > "$dir/win.json" 2>&1; rc=$?
+"$ctron" memory --preset phi-3-mini --sliding-window 4096 --json > "$dir/winfull.json" 2>&1
+C=(plan --cluster --gpu h100-80g --gpus-per-node 1 --nodes 1 --attention flash --arch llama --layers 2 --hidden 4096
+   --heads 32 --kv-heads 8 --ffn-hidden 14336 --vocab 32000 --seq 16384 --global-batch 1
+   --layout t=1,p=1,v=1,d=1,mb=1,sp=off,recompute=none,zero=0 --json)
+"$ctron" "${C[@]}" > "$dir/cnowin.json" 2>&1
+"$ctron" "${C[@]}" --sliding-window 4096 > "$dir/cwin.json" 2>&1
+"$ctron" "${C[@]}" --sliding-window 16384 > "$dir/cwinfull.json" 2>&1
+if [ $rc -eq 0 ] && out=$("$py" - "$dir" <<'PY' 2>&1
+import json, sys
+d = sys.argv[1]
+j = lambda n: json.load(open(f"{d}/{n}.json"))
+a, w, wf = j("nowin"), j("win"), j("winfull")
+assert w["shape"]["sliding_window"] == 2047 and "sliding_window" not in a["shape"], w["shape"]
+assert w["layer_classes"] == a["layer_classes"] and w["first_stage"] == a["first_stage"], "bytes changed"
+B, s, W, q, L = 2048, 4096, 2047, 3072, 32
+want = a["flops"]["model_per_iteration"] - 12.0 * B * s * (s - W) * q * L
+got = w["flops"]["model_per_iteration"]
+assert abs(got - want) <= 1e-12 * want, (got, want)
+assert wf["flops"] == a["flops"], (wf["flops"], a["flops"])
+c, cw, cf = j("cnowin")["layouts"][0], j("cwin")["layouts"][0], j("cwinfull")["layouts"][0]
+ratio = cw["parts"]["attention"] / c["parts"]["attention"]
+assert abs(ratio - 0.25) < 1e-9, ratio
+assert cw["step_s"] < c["step_s"] and cw["mfu"] < c["mfu"] and cw["mem_bytes_max"] == c["mem_bytes_max"], (cw, c)
+assert cf["step_s"] == c["step_s"] and cf["mfu"] == c["mfu"], (cf, c)
+print("ok")
+PY
+); then ok; else bad "--sliding-window in ctron memory / plan --cluster: rc $rc: $out"; fi
+expect "--sliding-window is a llama option (--arch llama)"             memory --preset gpt2 --sliding-window 64
+expect "--sliding-window is a llama option (--arch llama)"             plan --budget 1GiB --sliding-window 64
+expect "--sliding-window: 0 is out of range"                           memory --preset llama3-8b --sliding-window 0
+expect "--sliding-window is a llama option (--arch llama)"             plan --cluster --gpu h100-80g --gpus-per-node 8 --nodes 1 --preset gpt2 --sliding-window 64
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -38,8 +38,9 @@ void cli_cluster_usage(FILE *f) {
         "          --fp8                 the linears' GEMMs in FP8 (Transformer Engine; GPUs with FP8 tensor cores)\n"
         "          --attention standard|flash  the attention core (default standard: the paper's, scores stored)\n"
         "          --arch gpt2|llama, and llama's --kv-heads N --head-dim D --ffn-hidden N --tie-embeddings\n"
-        "          --qkv-bias --qk-norm --fused-proj (the llama3-*, qwen3-* and phi-* presets are llama; t must\n"
-        "          divide the key/value heads and the FFN width)\n"
+        "          --qkv-bias --qk-norm --fused-proj --sliding-window W (the llama3-*, qwen3-* and phi-* presets\n"
+        "          are llama; t must divide the key/value heads and the FFN width; a window W < s cuts flash\n"
+        "          attention's time and the model FLOPs to W keys a query)\n"
         "          --lora-rank R [--lora-targets LIST] [--lora-fa]  LoRA fine-tuning (docs/LORA.md): the base\n"
         "                                frozen (its weights only), the adapters trained, reduced over DP and\n"
         "                                stepped; no weight-gradient GEMMs of the base; LoRA-FA: A frozen too\n"
@@ -328,8 +329,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
         case O_EXPLAIN: a->explain = 1; break;
         case O_SVG: a->svg = optarg; break;
         case O_CHECK: a->check = optarg; break;
-        case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
-        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM: case FAMILY_OPT_FUSED_PROJ:
+        FAMILY_OPT_CASES:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_cluster_usage(stdout); return -1;
@@ -369,6 +369,7 @@ static int parse(int argc, char **argv, ClusterArgs *a) {
     a->job.qkv_bias = fam.qkv_bias;
     a->job.qk_norm = fam.qk_norm;
     a->job.fused_proj = fam.fused_proj;
+    a->job.window = fam.window;
     if (check_lora(a) != 0) return CTRON_EXIT_USAGE;
     a->job.reserve_bytes = a->reserve_set ? a->reserve : 0.10 * a->gpu.mem_bytes;
     if (a->job.reserve_bytes >= a->gpu.mem_bytes)

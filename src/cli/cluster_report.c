@@ -27,10 +27,12 @@ void cluster_print_table(FILE *f, const ClusterJob *job, const GpuSpec *gpu, con
             gpu->peak_flops / 1e12);
     char d[32] = "";
     if (job->head_dim > 0 && job->head_dim * job->a != job->h) snprintf(d, sizeof d, " d=%ld", job->head_dim);
+    char w[48] = "";
+    if (job->window > 0) snprintf(w, sizeof w, ", sliding window %ld", job->window);
     if (job->arch != ARCH_GPT2)   // GPT-2's header is the line above alone
-        fprintf(f, "block %s: kv=%ld%s ffn=%ld, output layer %s%s%s\n", arch_spec((ArchKind)job->arch)->name, job->kv, d,
-                job->ffn, job->tie < 0 ? "untied" : "tied", job->qk_norm ? ", q/k norms" : "",
-                job->fused_proj ? ", fused qkv_proj, gate_up_proj" : "");
+        fprintf(f, "block %s: kv=%ld%s ffn=%ld, output layer %s%s%s%s\n", arch_spec((ArchKind)job->arch)->name, job->kv,
+                d, job->ffn, job->tie < 0 ? "untied" : "tied", job->qk_norm ? ", q/k norms" : "",
+                job->fused_proj ? ", fused qkv_proj, gate_up_proj" : "", w);
     fprintf(f, "%4s %3s %3s %2s %5s %3s %3s %-9s %4s %9s %9s %6s %6s %7s %6s %7s  %s\n", "rank", "t", "p", "v", "d", "mb",
             "sp", "recompute", "zero", "mem GiB", "step s", "MFU", "HFU", "bubble", "comm", "recomp", "fits");
     for (int i = 0; i < n; i++) {

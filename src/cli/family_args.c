@@ -13,7 +13,9 @@ const char family_args_usage[] =
     "  --qkv-bias               llama: q, k and v carry biases (Qwen2)\n"
     "  --qk-norm                llama: q and k RMS-normalised per head before RoPE (Qwen3; not with --qkv-bias)\n"
     "  --fused-proj             llama: q|k|v stored as one qkv_proj and gate|up as one gate_up_proj, and LoRA\n"
-    "                           adapts them so (Phi-3, Phi-4; not with --qkv-bias or --qk-norm)\n";
+    "                           adapts them so (Phi-3, Phi-4; not with --qkv-bias or --qk-norm)\n"
+    "  --sliding-window W       llama: each query attends to its last W positions (Mistral, Phi-3): the\n"
+    "                           attention core's FLOPs and flash's time count W keys, not s; no byte changes\n";
 
 void family_args_init(FamilyArgs *f) {
     memset(f, 0, sizeof *f);
@@ -33,6 +35,7 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
     case FAMILY_OPT_QKV_BIAS: f->qkv_bias = 1; return 0;
     case FAMILY_OPT_QK_NORM: f->qk_norm = 1; return 0;
     case FAMILY_OPT_FUSED_PROJ: f->fused_proj = 1; return 0;
+    case FAMILY_OPT_WINDOW: return args_int(cmd, "--sliding-window", optarg, 1, 1 << 30, &f->window);
     }
     return args_error(cmd, "internal: option %d is no family flag", opt);
 }
@@ -40,7 +43,8 @@ int family_args_apply(FamilyArgs *f, const char *cmd, int opt, const char *optar
 // The first llama-only flag given, or NULL.
 static const char *llama_flag(const FamilyArgs *f) {
     return f->kv_heads ? "--kv-heads" : f->head_dim ? "--head-dim" : f->ffn ? "--ffn-hidden" : f->tie ? "--tie-embeddings"
-         : f->qkv_bias ? "--qkv-bias" : f->qk_norm ? "--qk-norm" : f->fused_proj ? "--fused-proj" : NULL;
+         : f->qkv_bias ? "--qkv-bias" : f->qk_norm ? "--qk-norm" : f->fused_proj ? "--fused-proj"
+         : f->window ? "--sliding-window" : NULL;
 }
 
 int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden, long heads, Family *out, char *err,
@@ -79,7 +83,7 @@ int family_args_resolve(const FamilyArgs *f, const ModelPreset *pr, long hidden,
     if (a->pos == POS_ROPE && !f->head_dim && hidden % heads == 0 && d % 2)
         return snprintf(err, errlen, "--hidden %ld / --heads %ld = head dimension %ld is odd: RoPE rotates pairs (j, "
                         "j + d/2)", hidden, heads, d), -1;
-    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm, fused};
+    *out = (Family){arch, kv, ffn, d, tied ? 1 : -1, f->qkv_bias, qk_norm, fused, f->window};
     return 0;
 }
 

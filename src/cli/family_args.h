@@ -1,5 +1,5 @@
 // The model family's flags as ctron train spells them (--arch, --kv-heads, --head-dim, --ffn-hidden,
-// --tie-embeddings, --qkv-bias, --qk-norm, --fused-proj), shared by the planning commands (ctron memory, ctron plan and
+// --tie-embeddings, --qkv-bias, --qk-norm, --fused-proj, --sliding-window), shared by the planning commands (ctron memory, ctron plan and
 // ctron plan --cluster), with train's checks and messages: a llama flag with GPT-2, kv-heads that do
 // not divide the heads, an odd head dimension under RoPE, a t that splits a key/value head or the FFN.
 #ifndef CTRON_FAMILY_ARGS_H
@@ -10,13 +10,19 @@
 #include "memory/presets.h"
 
 enum { FAMILY_OPT_ARCH = 900, FAMILY_OPT_KV, FAMILY_OPT_FFN, FAMILY_OPT_TIE, FAMILY_OPT_QKV_BIAS, FAMILY_OPT_HEAD_DIM,
-       FAMILY_OPT_QK_NORM, FAMILY_OPT_FUSED_PROJ };
+       FAMILY_OPT_QK_NORM, FAMILY_OPT_FUSED_PROJ, FAMILY_OPT_WINDOW };
 // The entries of a getopt_long table.
 #define FAMILY_LONG_OPTIONS                                                                                   \
     {"arch", required_argument, 0, FAMILY_OPT_ARCH}, {"kv-heads", required_argument, 0, FAMILY_OPT_KV},       \
         {"ffn-hidden", required_argument, 0, FAMILY_OPT_FFN}, {"tie-embeddings", no_argument, 0, FAMILY_OPT_TIE}, \
         {"qkv-bias", no_argument, 0, FAMILY_OPT_QKV_BIAS}, {"head-dim", required_argument, 0, FAMILY_OPT_HEAD_DIM}, \
-        {"qk-norm", no_argument, 0, FAMILY_OPT_QK_NORM}, {"fused-proj", no_argument, 0, FAMILY_OPT_FUSED_PROJ}
+        {"qk-norm", no_argument, 0, FAMILY_OPT_QK_NORM}, {"fused-proj", no_argument, 0, FAMILY_OPT_FUSED_PROJ},     \
+        {"sliding-window", required_argument, 0, FAMILY_OPT_WINDOW}
+
+// The case labels of a command's option switch that hand the option to family_args_apply.
+#define FAMILY_OPT_CASES                                                                                          \
+    case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:   \
+    case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM: case FAMILY_OPT_FUSED_PROJ: case FAMILY_OPT_WINDOW
 
 typedef struct {
     int arch;                  // ArchKind; -1 when --arch is not given
@@ -25,6 +31,7 @@ typedef struct {
     int tie, qkv_bias;         // the flags were given
     int qk_norm;               // --qk-norm was given
     int fused_proj;            // --fused-proj was given
+    int window;                // --sliding-window W (0 when not given)
 } FamilyArgs;
 
 // The model the flags and a preset's family make (0 knobs already filled in).
@@ -36,6 +43,7 @@ typedef struct {
     int qkv_bias;
     int qk_norm;               // q and k RMS-normalised per head (Qwen3)
     int fused_proj;            // q|k|v one qkv_proj, gate|up one gate_up_proj (Phi-3)
+    long window;               // sliding window W (Mistral, Phi-3; 0: none): FLOPs and flash's time, no bytes
 } Family;
 
 // The usage text of the flags (two-space indent, for the commands' --help).

@@ -266,8 +266,7 @@ static int parse(int argc, char **argv, MemArgs *a) {
         case OPT_REVERSIBLE: a->reversible = 1; break;
         case OPT_MEMO: rc = args_double(CMD, "--memo", optarg, 0.0, 1.0, 0, &a->memo); break;
         case OPT_PLOT: a->plot = optarg; break;
-        case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
-        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM: case FAMILY_OPT_FUSED_PROJ:
+        FAMILY_OPT_CASES:
             rc = family_args_apply(&a->fam, CMD, ch, optarg);
             break;
         case 'h': cli_memory_usage(stdout); return -1;
@@ -425,7 +424,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
     if (biggest > 4e18) return cfg_error(a, p, "the shape is too large to count: a·s²·b = %.3g", (double)heads * s * s * b);
 
     int shaped = a->layers || a->hidden || a->heads || a->seq || a->vocab || (int)fam.arch != p->arch || a->fam.kv_heads ||
-                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias || a->fam.qk_norm || a->fam.fused_proj;
+                 a->fam.head_dim || a->fam.ffn || a->fam.tie || a->fam.qkv_bias || a->fam.qk_norm || a->fam.fused_proj || a->fam.window;
     int pristine = !shaped && !a->batch && !a->tp && !a->pp && !vflag && !a->gpus && !a->global_batch &&
                    !a->grad_accum && !a->schedule_given && !a->keep_all_given;
     snprintf(c->name, sizeof c->name, "%s", !a->preset && shaped ? "custom" : p->name);
@@ -441,6 +440,7 @@ static int build_config(const MemArgs *a, const ModelPreset *p, MemoryConfig *c)
                            .mini_seq = a->mini_seq > 1 ? a->mini_seq : 0};
     act_shape_set_family(&c->lay.sh, fam.arch, fam.kv, fam.ffn, fam.tie, fam.qkv_bias, fam.qk_norm);
     c->lay.sh.fused_proj = fam.fused_proj;
+    c->lay.sh.window = fam.window;
     c->lay.sh.head_dim = fam.head_dim * heads != h ? fam.head_dim : 0;
     // the family's dropout unless given (llama: 0); GPT-2 keeps the paper's 0.1
     double dropout = a->dropout_given || fam.arch == ARCH_GPT2 ? a->dropout : (double)spec->dropout_default;

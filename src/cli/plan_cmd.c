@@ -130,8 +130,7 @@ int cli_plan_main(int argc, char **argv) {
             c->dropout = (float)p;
             dropout_given = 1;
             break;
-        case FAMILY_OPT_ARCH: case FAMILY_OPT_KV: case FAMILY_OPT_FFN: case FAMILY_OPT_TIE: case FAMILY_OPT_QKV_BIAS:
-        case FAMILY_OPT_HEAD_DIM: case FAMILY_OPT_QK_NORM: case FAMILY_OPT_FUSED_PROJ:
+        FAMILY_OPT_CASES:
             rc = family_args_apply(&fa, CMD, ch, optarg);
             break;
         case O_TP: rc = args_int(CMD, "--tp", optarg, 1, 4096, &o.tp); break;
@@ -186,6 +185,7 @@ int cli_plan_main(int argc, char **argv) {
     c->qkv_bias = fam.qkv_bias;
     c->qk_norm = fam.qk_norm;
     c->fused_proj = fam.fused_proj;
+    c->sliding_window = (int)fam.window;
     if (!dropout_given) c->dropout = arch_spec(fam.arch)->dropout_default;   // llama: 0, as train
     char lerr[256];
     unsigned sites;

@@ -51,6 +51,7 @@ void cluster_job_shape(const ClusterJob *job, int mb, int t, int sp, ActShape *s
                      .masks = MASKS_BYTES, .t = t, .sp = sp};
     act_shape_set_family(sh, (ArchKind)job->arch, job->kv, job->ffn, job->tie, job->qkv_bias, job->qk_norm);
     sh->fused_proj = job->fused_proj != 0;
+    sh->window = job->window > 0 ? job->window : 0;
     sh->head_dim = job->head_dim > 0 && job->head_dim * job->a != job->h ? job->head_dim : 0;   // ActShape's: 0 is h/a
     sh->dropout = arch_spec((ArchKind)job->arch)->dropout_default > 0.0f;
     if (job->lora_rank > 0) {
@@ -307,9 +308,10 @@ static double stage_extra_flops(const PredictCtx *c, int r, const StageMemory *m
     const ClusterJob *job = c->job;
     double B = (double)job->B, s = (double)job->s, h = (double)job->h;
     int ls = stage_layers_split(&c->sl, &c->split, r);
-    double x = m->n_sel * flops_recompute_selective(B, s, h) + m->n_full * flops_recompute_full_block(B, s, h, 0, blk);
+    double sel = flops_recompute_selective_block(B, s, h, blk);   // the core again: W keys a query under a window
+    double x = m->n_sel * sel + m->n_full * flops_recompute_full_block(B, s, h, 0, blk);
     unsigned tempo = c->lay->rc == CR_PLAN ? plan->tempo : c->tempo;
-    if (tempo & ATTN_FLASH) x += (ls - m->n_sel) * flops_recompute_selective(B, s, h);
+    if (tempo & ATTN_FLASH) x += (ls - m->n_sel) * sel;
     // (mini-seq chunks GPT-2's GeLU MLP: FC1 again; the planner never chooses it for SwiGLU)
     if (c->lay->rc == CR_PLAN && (plan->tempo & MINI_SEQ)) x += ls * 8.0 * B * s * h * h;
     return x;

@@ -31,6 +31,8 @@ typedef struct {
     int qk_norm;            // q and k RMS-normalised per head (Qwen3)
     int fused_proj;         // q|k|v one qkv_proj, gate|up one gate_up_proj (Phi-3): LoRA adapts them so
     long head_dim;          // each head's width (0: h/a; Qwen3's 128, Mistral Nemo's): q is a·head_dim wide
+    long window;            // sliding window W (0: none): flash attention's tiles and the model FLOPs cover W
+                            // keys a query, not s (the paper's attention computes and stores all s×s scores)
     // LoRA (docs/LORA.md): rank > 0 freezes the base (e bytes per parameter, the GEMMs' copy; no gradient,
     // no optimizer state, no weight-gradient GEMMs, no embedding backward or sync); the adapters of
     // lora_sites (0: the family's all) train: weights, gradients and Adam, the DP reduction and the

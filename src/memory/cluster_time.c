@@ -172,8 +172,9 @@ void cluster_layer_time(const ClusterJob *job, const GpuSpec *g, const ClusterLa
     double bat = b * at;
     double qk = cluster_gemm_time(g, s, s, dh, bat, job->e), pv = cluster_gemm_time(g, s, dh, s, bat, job->e);
     double core_elem = hbm_time(g, S2 * (4 * e + 1));
-    if (flash) {
-        double flops = 2.0 * s * s * dh * bat / (g->peak_flops * g->gemm_eff);
+    if (flash) {   // flash skips the key tiles outside a sliding window: W keys a query instead of s
+        const double keys = fam.window > 0 && fam.window < s ? (double)fam.window : s;
+        double flops = 2.0 * s * keys * dh * bat / (g->peak_flops * g->gemm_eff);
         qk = pv = flops;
         core_elem = 0;
     }

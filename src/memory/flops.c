@@ -53,7 +53,7 @@ double flops_recompute_full_block(double B, double s, double h, int skip_down, c
 }
 
 // A selective layer's core again (Eq. 8 − Eq. 7), over each query's keys.
-static double selective_block(double B, double s, double h, const FlopBlock *blk) {
+double flops_recompute_selective_block(double B, double s, double h, const FlopBlock *blk) {
     return flops_recompute_selective(B, s, q_width(h, blk)) * keys(s, blk) / s;
 }
 
@@ -62,11 +62,11 @@ double flops_hardware_block(double B, double s, double h, double v, const Memory
     double total = flops_model_block(B, layers, s, h, v, blk);
     for (int l = 0; l < layers && policy; l++) {
         LayerRecompute k = policy->kind[l];
-        if (k == RECOMPUTE_SELECTIVE) total += selective_block(B, s, h, blk);
+        if (k == RECOMPUTE_SELECTIVE) total += flops_recompute_selective_block(B, s, h, blk);
         if (k == RECOMPUTE_MEMO) {   // its later positions, and (without flash) the core in backward as selective's
             double r = s >= 1.0 ? (double)memo_swap_positions((long)s, policy_memo_alpha(policy, l)) / s : 0.0;
             total += flops_recompute_memo_block(B, s, h, r, blk);
-            if (!(policy->tempo & ATTN_FLASH)) total += selective_block(B, s, h, blk);
+            if (!(policy->tempo & ATTN_FLASH)) total += flops_recompute_selective_block(B, s, h, blk);
         }
         if (k == RECOMPUTE_FULL) {
             int g0 = policy->group_start[l];
@@ -84,7 +84,7 @@ double flops_hardware(double B, double s, double h, double v, const MemoryPolicy
 FlopBlock flops_block_of(const ActShape *sh) {
     double h = (double)sh->h;
     FlopBlock b = {(double)act_kv_width(sh), sh->ffn > 0 ? (double)sh->ffn : 4.0 * h, sh->swiglu ? 2 : 1,
-                   (double)act_q_width(sh), 0.0};   // the analytic shape has no window: the whole core
+                   (double)act_q_width(sh), (double)sh->window};
     return b;
 }
 

@@ -41,6 +41,9 @@ double flops_layer_forward_block(double s, double h, const FlopBlock *blk);
 double flops_recompute_memo_block(double B, double s, double h, double frac, const FlopBlock *blk);
 // The block of an analytic-model shape (kv·d, its FFN width, SwiGLU's two input matrices).
 FlopBlock flops_block_of(const ActShape *sh);
+// A selective layer's attention core again, per B sequences: Eq. 8 − Eq. 7 at the block's q width, over
+// each query's keys (W of a sliding window, else s). flops_recompute_selective for GPT-2's shape.
+double flops_recompute_selective_block(double B, double s, double h, const FlopBlock *blk);
 // One layer's full recompute, per B sequences: one more forward, less the down projection (FC2) when
 // skip_down (the last layer of a group: backward never reads its output). flops_recompute_full for
 // GPT-2's shape.

@@ -38,6 +38,8 @@ typedef struct {
     int base_bf16;     // LoRA with --base-dtype bf16: the frozen base's weights are 2 B per element (no activation term)
     int lora_fa;       // LoRA-FA: A frozen too; a site keeps x·Aᵀ only (not its input for A's gradient)
     int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
+    long window;       // sliding window W (llama): each query's core runs over W keys, not s (FLOPs and flash's
+                       // time only: no saved tensor changes; 0: the whole causal prefix)
 } ActShape;
 
 // A head's width d (h/a unless head_dim says otherwise), the q width a·d and the k/v width kv·d.

@@ -38,11 +38,13 @@ static void print_family(FILE *f, const ActShape *sh) {
     const ArchSpec *a = arch_spec((ArchKind)sh->arch);
     char d[32] = "";
     if (sh->head_dim > 0) snprintf(d, sizeof d, " d=%ld", sh->head_dim);   // heads of another width than h/a
-    fprintf(f, "  block   %s: kv=%ld%s ffn=%ld · %s, %s MLP, %s · output layer %s%s%s%s\n", a->name, sh->kv, d, sh->ffn,
+    char w[64] = "";
+    if (sh->window > 0) snprintf(w, sizeof w, " · sliding window %ld (FLOPs only)", sh->window);
+    fprintf(f, "  block   %s: kv=%ld%s ffn=%ld · %s, %s MLP, %s · output layer %s%s%s%s%s\n", a->name, sh->kv, d, sh->ffn,
             a->norm == NORM_RMS ? "RMSNorm" : "LayerNorm", a->mlp == MLP_SWIGLU ? "SwiGLU" : "GeLU",
             a->pos == POS_ROPE ? "RoPE" : "learned positions", sh->untied ? "untied (lm_head)" : "tied to the embedding",
             sh->qkv_bias ? " · qkv bias" : "", sh->qk_norm ? " · q/k norms" : "",
-            sh->fused_proj ? " · fused qkv_proj, gate_up_proj" : "");
+            sh->fused_proj ? " · fused qkv_proj, gate_up_proj" : "", w);
 }
 
 // MEMO's layers: runs of layers with the same α, the positions each swaps of s (whole flash tiles) and
@@ -298,6 +300,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
         if (sh->head_dim > 0) cJSON_AddNumberToObject(shape, "head_dim", (double)sh->head_dim);   // absent: h/a
         if (sh->qk_norm) cJSON_AddBoolToObject(shape, "qk_norm", 1);                              // absent: none
         if (sh->fused_proj) cJSON_AddBoolToObject(shape, "fused_proj", 1);                        // absent: split
+        if (sh->window > 0) cJSON_AddNumberToObject(shape, "sliding_window", (double)sh->window);   // absent: none
     }
     if (sh->reversible) cJSON_AddBoolToObject(shape, "reversible", 1);   // absent: the standard block
     cJSON *lay = cJSON_AddObjectToObject(o, "layout");

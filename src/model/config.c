@@ -37,4 +37,5 @@ void gpt_shape_family(const GPTConfig *cfg, ActShape *sh) {
     sh->base_bf16 = c.lora_rank > 0 && c.base_bf16;
     sh->lora_fa = c.lora_rank > 0 && c.lora_fa;
     sh->reversible = c.reversible != 0;
+    sh->window = c.sliding_window > 0 ? c.sliding_window : 0;
 }
