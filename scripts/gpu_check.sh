@@ -26,6 +26,7 @@
 #      (GPU_BENCH_CONFIGS picks others: llama-bench, llama-8b-2l, lora-8b-2l for a second call);
 # then one summary table. Everything lands in $OUT (the device tool brings it back).
 # usage (device tool): command "bash scripts/gpu_check.sh", carry [".gpu", "data"], timeout_s 600.
+#        GPU_CHECK_PY (default python3): the Python with numpy for stages 3 and c;
 #        GPU_CHECK_LIMIT_S (default 540) bounds the whole run; GPU_CHECK_STAGES (default 012394685) picks stages;
 #        a second call, e.g. GPU_CHECK_STAGES=015 GPU_BENCH_CONFIGS=llama-bench,llama-8b-2l,lora-8b-2l.
 set -uo pipefail
@@ -45,6 +46,7 @@ left() { echo $(( limit - ($(date +%s) - t0) )); }
 row() { printf '| %s | %s | %s |\n' "$1" "$2" "$3" | tee -a "$summary"; }
 want() { [[ $stages == *"$1"* ]]; }
 export OMP_WAIT_POLICY=PASSIVE PYTHONUNBUFFERED=1
+py=${GPU_CHECK_PY:-python3}   # the Python with numpy that compare_runs.py needs (stages 3 and c)
 
 printf '| stage | result | detail |\n|---|---|---|\n' | tee -a "$summary"
 
@@ -115,7 +117,7 @@ fi
 # 3. The whole model on the GPU against the CPU.
 if want 3 && [ "$(left)" -gt 90 ]; then
   budget=$(( $(left) > 240 ? 200 : $(left) - 40 ))
-  CT_DEVICE_GRANULE=2097152 CT_DEVICE_LABEL=GPU timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt python3 > "$logs/model_vs_cpu.log" 2>&1
+  CT_DEVICE_GRANULE=2097152 CT_DEVICE_LABEL=GPU timeout "$budget" bash tests/test_cuda_emu_model.sh "$ctron" "$ctron" data/kjv.txt "$py" > "$logs/model_vs_cpu.log" 2>&1
   rc=$?
   res=$(tail -1 "$logs/model_vs_cpu.log")
   row "model: GPU vs CPU" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "$res"
@@ -150,7 +152,7 @@ hd16|--arch llama --kv-heads 1 --recompute selective --dropout 0.1"}
           > "$cond/${name}_${steps}_$run.out" 2>&1 || echo "cond: $name $run $steps steps: exit $?" >> "$logs/cond.log"
       done
       last=$(printf 'step_%08d' "$steps")
-      python3 tests/compare_runs.py "$cond/${name}_${steps}_cpu.jsonl" "$cond/${name}_${steps}_cpu/$last" \
+      "$py" tests/compare_runs.py "$cond/${name}_${steps}_cpu.jsonl" "$cond/${name}_${steps}_cpu/$last" \
         "$cond/${name}_${steps}_cuda.jsonl" "$cond/${name}_${steps}_cuda/$last" --steps "$steps" --worst 4 \
         --name "$name, $steps step(s)" >> "$logs/cond.log" 2>&1
       row "cond $name, $steps step(s)" "GPU vs CPU" "$(tail -1 "$logs/cond.log" | sed 's/^[^:]*: //')"

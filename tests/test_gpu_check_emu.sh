@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh rehearsed on the emulated GPU (GPU_CHECK_DRY=1, GPU_CHECK_CTRON=ctron-emu): the
-# smoke step, stage 9 (kernel times in gpu_bench's setting, bench/gpu_bench.py --print-cmd) and stage m
+# smoke step, stage c (a row after 1 and 3 steps on both devices), stage 9 (kernel times in gpu_bench's
+# setting, bench/gpu_bench.py --print-cmd; GPU_KT_SPLIT=1: also with the split-K off) and stage m
 # (bench/memo_bench.py --device cuda, a small model) land in the summary and in $OUT as a GPU call would
 # bring them back. GPU time is rare: a stage that breaks
-# should break here. usage: test_gpu_check_emu.sh CTRON_EMU   (run from anywhere; data/kjv.txt needed)
+# should break here. usage: test_gpu_check_emu.sh CTRON_EMU [PYTHON]   (run from anywhere; data/kjv.txt needed)
 set -uo pipefail
 emu=$1
+py=${2:-python3}   # with numpy (compare_runs.py, stage c)
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 pass=0; fail=0
 check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
 
-OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_STAGES=09m GPU_KT_CONFIGS=gpt2-tiny,llama-tiny \
+OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_PY="$py" GPU_CHECK_STAGES=0c9m GPU_KT_CONFIGS=gpt2-tiny,llama-tiny GPU_KT_SPLIT=1 \
+  GPU_COND_ROWS="hd8|--arch llama --kv-heads 1 --head-dim 8 --recompute selective --dropout 0.1" \
   GPU_MEMO_ARGS="--model 2,64,4,256 --budget 1536KiB --host-gbps 50 --gemm-gflops 700000 --gpu-seqs 4096" \
   GPU_CHECK_LIMIT_S=280 OMP_NUM_THREADS=1 bash "$root/scripts/gpu_check.sh" > "$dir/check.out" 2>&1
 ec=$?
@@ -24,6 +27,17 @@ for cfg in gpt2-tiny llama-tiny; do
     "$cfg: no ok row with steps 2..5: $(grep "kernel times $cfg" "$sum")"
   check '[ -f "$dir/out/kernel_times_$cfg.json" ]' "$cfg: kernel_times_$cfg.json not in \$OUT"
 done
+# GPU_KT_SPLIT=1: each config again with CTRON_GEMM_SPLIT_K=0, both by category.
+for cfg in gpt2-tiny llama-tiny; do
+  check 'grep -q "^| kernel times $cfg, split-K off | ok | kernel times (CTRON_KERNEL_TIMES)" "$sum" && [ -f "$dir/out/kernel_times_${cfg}_nosplit.json" ]' \
+    "$cfg: no split-K-off row or JSON: $(grep "kernel times $cfg, split" "$sum")"
+done
+check 'grep -q "^| category | split ms/step | share | no-split ms/step" "$sum"' "no split / no-split category table"
+# Stage c (GPU_COND_ROWS): the row on the CPU and the device after 1 and 3 steps, and the device twice.
+check 'grep -q "^| cond hd8, 1 step(s) | GPU vs CPU | loss rel [0-9.e+-]* over 1 steps, model rel L2 " "$sum" && grep -q "^| cond hd8, 3 step(s) | GPU vs CPU | loss rel [0-9.e+-]* over 3 steps" "$sum"' \
+  "stage c: $(grep "cond hd8" "$sum")"
+check 'grep -q "^| cond hd8, GPU twice | ok | model same optimizer same |" "$sum"' "stage c: the device twice: $(grep "GPU twice" "$sum")"
+check 'tar -tzf "$dir/out/logs.tar.gz" | grep -q "cond.log"' "the logs archive lacks stage c's log"
 # GPT-2 tiny (L2): 3·(6L + 1) = 39 GEMMs a step; llama tiny (L2: q, k, v, o, gate, up, down and the head):
 # 3·(7L + 1) = 45.
 gemms() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('%g' % sum(r['launches'] for r in d['rows'] if r['what'].startswith('gemm ')))" "$1"; }
