@@ -10,7 +10,7 @@
 #   9. kernel times: CUDA events after every launch, the device time per launcher and GEMM shape of a
 #      GPT-2 124M and 1.5B step (CTRON_KERNEL_TIMES; works where ncu's counters are refused;
 #      GPU_KT_CONFIGS=llama-bench,lora-8b-2l ... for others: space- or comma-separated gpu_bench configs;
-#      GPU_KT_SPLIT=1: each also with gemm.cu's split-K off, side by side),
+#      GPU_KT_SPLIT=1: each also with gemm.cu's opt-in split-K on, side by side),
 #      then torch.compile's kernels on GPT-2 124M (torch.profiler; GPU_KT_PEERS="compile eager", or "none")
 #      and both by category (scripts/kernel_categories.py);
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
@@ -180,15 +180,15 @@ if want 9 && [ "$(left)" -gt 60 ]; then
     row "kernel times $cfg" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
       "$(grep -m1 '^kernel times' "$logs/kernel_times_$cfg.log")"
     sed -n '/^| what/,$p' "$logs/kernel_times_$cfg.log" | grep -v '^done' | head -32 | tee -a "$summary"
-    # GPU_KT_SPLIT=1: the same run with gemm.cu's split-K off (CTRON_GEMM_SPLIT_K=0), both by category.
+    # GPU_KT_SPLIT=1: the same run with gemm.cu's opt-in split-K on (CTRON_GEMM_SPLIT_K=1), both by category.
     if [ "${GPU_KT_SPLIT:-0}" = 1 ] && [ "$(left)" -gt 45 ]; then
-      CTRON_GEMM_SPLIT_K=0 CTRON_KERNEL_TIMES="$out/kernel_times_${cfg}_nosplit.json" timeout $(( $(left) - 30 )) \
-        "${kt_cmd[@]}" --no-ledger > "$logs/kernel_times_${cfg}_nosplit.log" 2>&1
+      CTRON_GEMM_SPLIT_K=1 CTRON_KERNEL_TIMES="$out/kernel_times_${cfg}_split.json" timeout $(( $(left) - 30 )) \
+        "${kt_cmd[@]}" --no-ledger > "$logs/kernel_times_${cfg}_split.log" 2>&1
       rc=$?
-      row "kernel times $cfg, split-K off" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
-        "$(grep -m1 '^kernel times' "$logs/kernel_times_${cfg}_nosplit.log")"
-      [ $rc -eq 0 ] && python3 scripts/kernel_categories.py "split=$out/kernel_times_$cfg.json" \
-        "no-split=$out/kernel_times_${cfg}_nosplit.json" | tee -a "$summary"
+      row "kernel times $cfg, split-K on" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
+        "$(grep -m1 '^kernel times' "$logs/kernel_times_${cfg}_split.log")"
+      [ $rc -eq 0 ] && python3 scripts/kernel_categories.py "no-split=$out/kernel_times_$cfg.json" \
+        "split=$out/kernel_times_${cfg}_split.json" | tee -a "$summary"
     fi
     save_logs
   done

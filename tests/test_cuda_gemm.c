@@ -362,7 +362,8 @@ static void run_rows(Backend *cpu, Backend *gpu, int n, int in, int out, int bf1
 
 // The split is a path of its own: with CTRON_GEMM_SPLIT_K=0 (read when a backend opens) the same dW
 // comes out of one pass, within fp32 rounding of the split's but not the same bits (another summation
-// order: proof that the cases above ran split). Any value but 0 or 1 is refused by the open.
+// order: proof that CTRON_GEMM_SPLIT_K=1, which main sets for the cases above, ran them split). Any value
+// but 0 or 1 is refused by the open.
 static void run_split_switch(Precision prec) {
     const int n = 4096, in = 16, out = 64;
     float *x = host_random((size_t)n * in, -1.0f, 1.0f), *dy = host_random((size_t)n * out, -0.5f, 1.0f);
@@ -403,7 +404,7 @@ static void run_split_switch(Precision prec) {
     CHECK(!bad && strstr(err, "CTRON_GEMM_SPLIT_K='2'") && strstr(err, "expected 1"),
           "CTRON_GEMM_SPLIT_K=2: the open must refuse it, naming the value (got '%s')", err);
     if (bad) backend_close(bad);
-    unsetenv("CTRON_GEMM_SPLIT_K");
+    setenv("CTRON_GEMM_SPLIT_K", "1", 1);
     free(x); free(dy); free(dw[0]); free(dw[1]);
 }
 
@@ -481,6 +482,7 @@ static void suite(Precision prec) {
 }
 
 int main(void) {
+    setenv("CTRON_GEMM_SPLIT_K", "1", 1);   // the split-K cases run split (it is opt-in)
     suite(PRECISION_FP32);
     suite(PRECISION_BF16);
     return check_summary();

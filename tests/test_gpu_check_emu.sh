@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh rehearsed on the emulated GPU (GPU_CHECK_DRY=1, GPU_CHECK_CTRON=ctron-emu): the
 # smoke step, stage c (a row after 1 and 3 steps on both devices), stage 9 (kernel times in gpu_bench's
-# setting, bench/gpu_bench.py --print-cmd; GPU_KT_SPLIT=1: also with the split-K off) and stage m
+# setting, bench/gpu_bench.py --print-cmd; GPU_KT_SPLIT=1: also with the opt-in split-K on) and stage m
 # (bench/memo_bench.py --device cuda, a small model) land in the summary and in $OUT as a GPU call would
 # bring them back. GPU time is rare: a stage that breaks
 # should break here. usage: test_gpu_check_emu.sh CTRON_EMU [PYTHON]   (run from anywhere; data/kjv.txt needed)
@@ -27,12 +27,12 @@ for cfg in gpt2-tiny llama-tiny; do
     "$cfg: no ok row with steps 2..5: $(grep "kernel times $cfg" "$sum")"
   check '[ -f "$dir/out/kernel_times_$cfg.json" ]' "$cfg: kernel_times_$cfg.json not in \$OUT"
 done
-# GPU_KT_SPLIT=1: each config again with CTRON_GEMM_SPLIT_K=0, both by category.
+# GPU_KT_SPLIT=1: each config again with CTRON_GEMM_SPLIT_K=1, both by category.
 for cfg in gpt2-tiny llama-tiny; do
-  check 'grep -q "^| kernel times $cfg, split-K off | ok | kernel times (CTRON_KERNEL_TIMES)" "$sum" && [ -f "$dir/out/kernel_times_${cfg}_nosplit.json" ]' \
-    "$cfg: no split-K-off row or JSON: $(grep "kernel times $cfg, split" "$sum")"
+  check 'grep -q "^| kernel times $cfg, split-K on | ok | kernel times (CTRON_KERNEL_TIMES)" "$sum" && [ -f "$dir/out/kernel_times_${cfg}_split.json" ]' \
+    "$cfg: no split-K-on row or JSON: $(grep "kernel times $cfg, split" "$sum")"
 done
-check 'grep -q "^| category | split ms/step | share | no-split ms/step" "$sum"' "no split / no-split category table"
+check 'grep -q "^| category | no-split ms/step | share | split ms/step" "$sum"' "no no-split / split category table"
 # Stage c (GPU_COND_ROWS): the row on the CPU and the device after 1 and 3 steps, and the device twice.
 check 'grep -q "^| cond hd8, 1 step(s) | GPU vs CPU | loss rel [0-9.e+-]* over 1 steps, model rel L2 " "$sum" && grep -q "^| cond hd8, 3 step(s) | GPU vs CPU | loss rel [0-9.e+-]* over 3 steps" "$sum"' \
   "stage c: $(grep "cond hd8" "$sum")"

@@ -101,6 +101,9 @@ check '[ $ec -eq 2 ] && grep -q "CTRON_GEMM_SPLIT_K='"'"'2'"'"': expected 1" "$d
 CTRON_GEMM_SPLIT_K=0 "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/nosplit" > "$dir/nosplit.out" 2>&1
 ec=$?
 check '[ $ec -eq 0 ]' "CTRON_GEMM_SPLIT_K=0: exit $ec: $(tail -1 "$dir/nosplit.out")"
+CTRON_GEMM_SPLIT_K=1 "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/split" > "$dir/split.out" 2>&1
+ec=$?
+check '[ $ec -eq 0 ]' "CTRON_GEMM_SPLIT_K=1: exit $ec: $(tail -1 "$dir/split.out")"
 
 # A FILE.json that cannot be written is refused before the run, not found out after it.
 CTRON_KERNEL_TIMES="$dir/no/such/dir/kt.json" "$ctron" "${shape[@]}" --layers 1 --steps 1 --ckpt-dir "$dir/nodir" \

@@ -49,7 +49,7 @@ typedef struct {
     cublasLtHandle_t lt;
     void *lt_workspace;         // cuBLASLt's workspace (32 MiB, the size cuBLAS recommends on Hopper)
     size_t lt_workspace_bytes;
-    int split_k;                // gemm.cu's own split-K on (CTRON_GEMM_SPLIT_K unset or 1) or off (0)
+    int split_k;                // gemm.cu's own split-K on (CTRON_GEMM_SPLIT_K=1) or off (unset or 0)
     size_t used_at_open;   // in use on the device before the backend's first cudaMalloc (context, other processes)
     void *scratch[CUDA_SCRATCH_SLOTS];
     size_t scratch_cap[CUDA_SCRATCH_SLOTS];   // bytes
