@@ -204,8 +204,8 @@ expect "'$dir/lower.json': normalizer.type is \"Lowercase\": ctron reads the Pre
 run "$ctron" tokenize train --vocab 300 --in "$dir/corpus.txt" --out "$dir/small.json"
 expect "outside the vocabulary 0..299" tokenize decode --tokenizer "$dir/small.json" --in "$dir/kjv.bin" --out "$dir/x.txt"
 [ ! -e "$dir/x.txt" ] && [ ! -e "$dir/x.bin" ] && [ ! -e "$dir/x.json" ] && ok || bad "a failed command writes no output"
-if "$ctron" tokenize --help | grep -q -- "--val-frac"; then ok; else bad "tokenize --help"; fi
-if "$ctron" tokenize encode --help | grep -q -- "--out-val"; then ok; else bad "tokenize encode --help"; fi
-if "$ctron" help | grep -q "tokenize"; then ok; else bad "ctron help lists tokenize"; fi
+if "$ctron" tokenize --help | grep -- "--val-frac" > /dev/null; then ok; else bad "tokenize --help"; fi
+if "$ctron" tokenize encode --help | grep -- "--out-val" > /dev/null; then ok; else bad "tokenize encode --help"; fi
+if "$ctron" help | grep "tokenize" > /dev/null; then ok; else bad "ctron help lists tokenize"; fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
