@@ -307,6 +307,39 @@ static void rows_case(Backend *gpu, Backend *cpu, const Case *c, const Ref *r) {
     gpu->free(gpu, q), gpu->free(gpu, k), gpu->free(gpu, v), gpu->free(gpu, scratch);
 }
 
+// A query range as the first call on a fresh backend (MEMO's first token range): the bf16 path's operand
+// copies (CUDA_SCRATCH_FLASH) hold nothing yet — NaN bytes under the emulation — so the rows its tiles
+// read past the range (K and V to the end of the last key tile) must have been packed too: 0 · NaN in
+// P·V would reach every row. [0, 40) of s = 130, then the whole call: the same bits in those rows.
+static void fresh_rows_case(Precision precision, const Case *c, const Ref *r) {
+    Backend *gpu = cuda_or_skip(precision);
+    int h = c->a * c->d, kv = kv_of(c), p1 = 40;
+    char label[128];
+    snprintf(label, sizeof label, "fresh rows %s s=%d [0, %d)", precision == PRECISION_BF16 ? "bf16" : "fp32", c->s, p1);
+    DropoutSite site = site_of(c);
+    size_t n = r->n, nl = r->nl, nr = (size_t)p1, row = (size_t)c->b * h;
+    float *q = dev_upload(gpu, r->q, n * 4), *k = dev_upload(gpu, r->k, r->nk * 4), *v = dev_upload(gpu, r->v, r->nk * 4);
+    float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
+    float *ctx = dev_poisoned(gpu, n * 4), *lse = dev_poisoned(gpu, nl * 4);
+    gpu->flash_attention_forward_rows(gpu, ctx, lse, q, k, v, scratch, c->s, 0, p1, c->b, c->a, kv, h, c->window,
+                                      c->head0, site, c->sample0);
+    float *hc = host_download(gpu, ctx, n * 4), *hl = host_download(gpu, lse, nl * 4);
+    gpu->flash_attention_forward(gpu, ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->window, c->head0, site,
+                                 c->sample0);
+    float *wc = host_download(gpu, ctx, n * 4), *wl = host_download(gpu, lse, nl * 4);
+    float *gc = malloc(nr * row * 4), *gl = malloc(nr * (size_t)c->b * c->a * 4);
+    float *rc = malloc(nr * row * 4), *rl = malloc(nr * (size_t)c->b * c->a * 4);
+    gather_rows(gc, gl, hc, hl, c, 0, p1);
+    gather_rows(rc, rl, wc, wl, c, 0, p1);
+    int same = !memcmp(gc, rc, nr * row * 4) && !memcmp(gl, rl, nr * (size_t)c->b * c->a * 4);
+    CHECK(same, "%s: the rows differ from the whole call's (ctx rel L2 %.3g)", label, rel_l2(gc, rc, nr * row));
+    if (same) printf("  %-34s bitwise the whole call's rows\n", label);
+    free(gc), free(gl), free(rc), free(rl), free(hc), free(hl), free(wc), free(wl);
+    gpu->free(gpu, ctx), gpu->free(gpu, lse), gpu->free(gpu, q), gpu->free(gpu, k), gpu->free(gpu, v);
+    gpu->free(gpu, scratch);
+    backend_close(gpu);
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -405,6 +438,13 @@ int main(void) {
         CHECK(gpu32->flash_attention_forward_rows && gpu16->flash_attention_forward_rows, "no flash_attention_forward_rows");
         rows_case(gpu32, cpu, &rows[i], &r);
         rows_case(gpu16, cpu, &rows[i], &r);
+        ref_free(&r);
+    }
+    {
+        static const Case fresh = {130, 2, 4, 64, 0.1f, 3, 17, 0, 2, 0};
+        Ref r = cpu_reference(cpu, &fresh);
+        fresh_rows_case(PRECISION_BF16, &fresh, &r);
+        fresh_rows_case(PRECISION_FP32, &fresh, &r);
         ref_free(&r);
     }
     if (cuda_test_timed()) {

@@ -5,8 +5,9 @@
 //   fp32 — SIMT FMAs, 256 threads per block, the CPU's exp (ctron_expf): matches the CPU to fp32
 //          summation order;
 //   bf16 — mma.sync m16n8k16 (bf16 operands, fp32 accumulation) for every tile product, 128 threads
-//          (four warps of 16 rows), operands staged with cp.async while the previous tile computes,
-//          exp through ex2.approx (bf16 operands dominate the error by far).
+//          (four warps of 16 rows, two blocks per SM), operands rounded to bf16 copies once per call
+//          and streamed by cp.async into double-buffered tiles while the previous tile computes, exp
+//          through ex2.approx (bf16 operands dominate the error by far).
 // Dropout: each tile's keep bits are drawn from the same Philox counters as the CPU (element index
 // (head·s + i)·s + j of sample sample0 + bi), so the mask equals attention_forward's.
 // Backward, deterministic without atomics: D = rowsum(dO ∘ O) per query (into the model's scratch),
@@ -33,6 +34,7 @@ enum { FT = 64 };   // tile rows (queries) and columns (keys)
 // attention, grp = a/kv consecutive query heads per kv head (grp 1: multi-head).
 struct FlashDims {
     int s, b, a, h, d, ld, head0, drop, vec, kv, grp, ldk;
+    int vec8;     // the bf16 path: d % 8 == 0, so 16-byte cp.async reaches every row of the bf16 copies
     int q0, q1;   // the forward's query positions [q0, q1) (0, s: every one; MEMO's token ranges: a part)
     int window;   // sliding window: query i sees keys attn_first_key(i, window) .. i (0: none, also for one ≥ s)
     uint32_t span;   // i sees j iff 0 <= i − j < span: window, or INT_MAX for none (flash_sees)
@@ -454,9 +456,16 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dq_f32(float *dq, con
 
 // =====================================================================================================
 // bf16 path: tensor cores. Four warps; warp w owns tile rows 16·w .. 16·w+15 of its side (queries in
-// the forward and dQ, keys in dK/dV). Tiles arrive in fp32 by cp.async into a staging buffer while the
-// previous tile computes, and are rounded (nearest even) into bf16 tiles [64][DPAD+8] (16-byte row pad:
-// ldmatrix rows fall on distinct banks). mma.sync m16n8k16 fragments (g = lane/4, c = lane%4):
+// the forward and dQ, keys in dK/dV). The operands are rounded (nearest even, bf16_from_f32: the CPU's
+// bits) once per call into bf16 copies in CUDA_SCRATCH_FLASH (pack_operands below); tiles travel from
+// those copies by cp.async straight into bf16 tiles [64][DPAD+8] (16-byte row pad: ldmatrix rows fall on
+// distinct banks). The streamed side (keys in the forward and dQ, queries in dK/dV) is double-buffered:
+// tile t+1 (its bf16 rows, its dropout bits, its lse and D) is fetched into the other buffer while tile
+// t computes, and one __syncthreads per tile separates a buffer's readers from its next writers. Without
+// an fp32 staging copy a block needs 86 KiB (forward) or 104 KiB (backward) at head dim 128, so two
+// blocks (eight warps) share an SM; the tile loop rounded each fp32 tile again per block before (the
+// second H100 measured 60 TFLOP/s with one block per SM). The rounding is the same, so the bits are.
+// mma.sync m16n8k16 fragments (g = lane/4, c = lane%4):
 //   A 16×16: a0 (g, 2c..2c+1), a1 (g+8, 2c..), a2 (g, 2c+8..), a3 (g+8, 2c+8..)
 //   B 16×8 : b0 (k 2c..2c+1, n g), b1 (k 2c+8.., n g)
 //   C 16×8 : c0,c1 (g, 2c, 2c+1), c2,c3 (g+8, 2c, 2c+1)
@@ -466,10 +475,12 @@ template <int DPAD>
 struct B16Smem {
     static constexpr int LDB = DPAD + 8;   // bf16 row stride
     static constexpr size_t tile_b = (size_t)FT * LDB * sizeof(uint16_t);
-    static constexpr size_t stage = (size_t)FT * DPAD * sizeof(float);
     static constexpr size_t bits_bytes = FT * 4 * sizeof(uint16_t);
-    static constexpr size_t fwd = 2 * stage + 3 * tile_b + bits_bytes;
-    static constexpr size_t bwd = 2 * stage + 4 * tile_b + 2 * FT * sizeof(float) + bits_bytes;
+    static constexpr size_t rows_bytes = 2 * FT * sizeof(float);   // lse and D of one query tile
+    // Q, then K and V twice; the bits twice
+    static constexpr size_t fwd = 5 * tile_b + 2 * bits_bytes;
+    // two fixed tiles (Q, dO or K, V), two streamed ones twice; lse and D twice; the bits twice
+    static constexpr size_t bwd = 6 * tile_b + 2 * rows_bytes + 2 * bits_bytes;
 };
 
 #include "backend/cuda/cuda_ptx.cuh"   // cp.async, ldmatrix, mma.sync, ex2 (and their host twins for the emulation)
@@ -493,63 +504,51 @@ __device__ __forceinline__ const uint16_t *frag_bk(const uint16_t *t, int k0, in
     return t + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDB + n0 + (lane >> 4) * 8;
 }
 
-// Rows r0 .. r0+63 of one head into the fp32 staging tile [64][DPAD] (cp.async; rows past s and
-// columns past d are not copied: the conversion zeros them).
+// Rows r0 .. r0+63 of one head of a bf16 copy (base: the head's first column; row stride ld) into the
+// bf16 tile dst [64][LDB], zeros past s and past d. f.vec8 (d % 8 == 0; the copies are 256-byte aligned,
+// so every row and head starts on 16 bytes): 16-byte cp.async per 8 columns; otherwise element by
+// element. The zeros are plain stores: a buffer is written only after the __syncthreads that ends its
+// last readers' tile, and read only after the one that follows the writers' cp_async_wait_all.
 template <int DPAD, int NT>
-__device__ __forceinline__ void stage_tile(float *st, const float *base, int r0, const FlashDims &f, int ld) {
-    if (f.vec) {
-        constexpr int C4 = DPAD / 4;
-        for (int it = threadIdx.x; it < FT * C4; it += NT) {
-            int r = it / C4, c = (it % C4) * 4;
-            if (r0 + r < f.s && c < f.d) cp_async16(st + r * DPAD + c, base + (size_t)(r0 + r) * ld + c);
+__device__ __forceinline__ void fetch_tile(uint16_t *dst, const uint16_t *base, int r0, const FlashDims &f, int ld) {
+    constexpr int LDB = B16Smem<DPAD>::LDB, C8 = DPAD / 8;
+    for (int it = threadIdx.x; it < FT * C8; it += NT) {
+        int r = it / C8, c = (it % C8) * 8;
+        uint16_t *d = dst + r * LDB + c;
+        const uint16_t *src = base + (size_t)(r0 + r) * ld + c;
+        if (r0 + r >= f.s || c >= f.d) {
+            *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+        } else if (f.vec8) {
+            cp_async16(d, src);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) d[e] = c + e < f.d ? src[e] : (uint16_t)0;
         }
-    } else {
-        for (int it = threadIdx.x; it < FT * DPAD; it += NT) {
-            int r = it / DPAD, c = it % DPAD;
-            if (r0 + r < f.s && c < f.d) cp_async4(st + r * DPAD + c, base + (size_t)(r0 + r) * ld + c);
-        }
-    }
-}
-// Staging tile (rows from r0) → bf16 tile, zeros past s and past d.
-template <int DPAD, int NT>
-__device__ __forceinline__ void convert_tile(uint16_t *dst, const float *st, int r0, const FlashDims &f) {
-    constexpr int C4 = DPAD / 4, LDB = B16Smem<DPAD>::LDB;
-    for (int it = threadIdx.x; it < FT * C4; it += NT) {
-        int r = it / C4, c = (it % C4) * 4;
-        float4 x = *reinterpret_cast<const float4 *>(st + r * DPAD + c);
-        bool rv = r0 + r < f.s;
-        uint2 w;
-        w.x = pack_bf16(rv && c < f.d ? x.x : 0.0f, rv && c + 1 < f.d ? x.y : 0.0f);
-        w.y = pack_bf16(rv && c + 2 < f.d ? x.z : 0.0f, rv && c + 3 < f.d ? x.w : 0.0f);
-        *reinterpret_cast<uint2 *>(dst + r * LDB + c) = w;
     }
 }
 
-// Forward, bf16: grid (query tiles, b·a), 128 threads; heaviest query tiles first. Each warp keeps its
-// 16 query rows' Q fragments in registers, S (16×64) and O (16×DPAD) in accumulators.
+// Forward, bf16: grid (query tiles, b·a), 128 threads, two blocks per SM; heaviest query tiles first.
+// Each warp keeps its 16 query rows' Q fragments in registers, S (16×64) and O (16×DPAD) in
+// accumulators. q, k, v: the bf16 copies.
 template <int DPAD>
-static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, float *lse, const float *q, const float *k,
-                                                             const float *v, FlashDims f) {
+static __global__ void __launch_bounds__(128, 2) flash_fwd_bf16(float *ctx, float *lse, const uint16_t *q,
+                                                             const uint16_t *k, const uint16_t *v, FlashDims f) {
     using SM = B16Smem<DPAD>;
-    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, TB = FT * LDB;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    float *stK = reinterpret_cast<float *>(smem_raw), *stV = stK + FT * DPAD;
-    uint16_t *Qb = reinterpret_cast<uint16_t *>(stV + FT * DPAD), *Kb = Qb + FT * LDB, *Vb = Kb + FT * LDB;
-    uint16_t *bits = Vb + FT * LDB;
+    uint16_t *Qb = reinterpret_cast<uint16_t *>(smem_raw), *Kb2 = Qb + TB, *Vb2 = Kb2 + 2 * TB, *bits2 = Vb2 + 2 * TB;
     int qt = flash_query_tiles(f) - 1 - (int)blockIdx.x, i0 = f.q0 + qt * FT, bj = blockIdx.y;
     int nkt = flash_key_tiles(f, i0), kt0 = flash_first_key_tile(f, i0);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
-    stage_tile<DPAD, 128>(stK, q + hd.off, i0, f, f.ld);
+    fetch_tile<DPAD, 128>(Qb, q + hd.off, i0, f, f.ld);
+    fetch_tile<DPAD, 128>(Kb2, k + hd.koff, kt0 * FT, f, f.ldk);
+    fetch_tile<DPAD, 128>(Vb2, v + hd.koff, kt0 * FT, f, f.ldk);
+    if (f.drop) keep_bits_tile<128>(bits2, f, hd.sample, hd.head, i0, kt0 * FT);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
-    convert_tile<DPAD, 128>(Qb, stK, i0, f);
-    __syncthreads();
-    stage_tile<DPAD, 128>(stK, k + hd.koff, kt0 * FT, f, f.ldk);
-    stage_tile<DPAD, 128>(stV, v + hd.koff, kt0 * FT, f, f.ldk);
-    cp_async_commit();
     uint32_t qf[KS][4];
 #pragma unroll
     for (int kk = 0; kk < KS; kk++) ldsm_x4(qf[kk], frag_a<LDB>(Qb, w16, kk * 16, lane));
@@ -560,16 +559,14 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
     int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;   // this thread's two query rows
     for (int kt = kt0; kt < nkt; kt++) {   // key tiles from the window's to the diagonal
-        int j0 = kt * FT;
+        int j0 = kt * FT, buf = (kt - kt0) & 1;
+        const uint16_t *Kb = Kb2 + buf * TB, *Vb = Vb2 + buf * TB, *bits = bits2 + buf * FT * 4;
         cp_async_wait_all();
-        __syncthreads();   // tile kt staged; the previous tile's readers of Kb, Vb, bits are done
-        convert_tile<DPAD, 128>(Kb, stK, j0, f);
-        convert_tile<DPAD, 128>(Vb, stV, j0, f);
-        if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
-        __syncthreads();
+        __syncthreads();   // tile kt has landed; every reader of the other buffer (tile kt − 1) is done
         if (kt + 1 < nkt) {   // the next tile streams in while this one computes
-            stage_tile<DPAD, 128>(stK, k + hd.koff, j0 + FT, f, f.ldk);
-            stage_tile<DPAD, 128>(stV, v + hd.koff, j0 + FT, f, f.ldk);
+            fetch_tile<DPAD, 128>(Kb2 + (buf ^ 1) * TB, k + hd.koff, j0 + FT, f, f.ldk);
+            fetch_tile<DPAD, 128>(Vb2 + (buf ^ 1) * TB, v + hd.koff, j0 + FT, f, f.ldk);
+            if (f.drop) keep_bits_tile<128>(bits2 + (buf ^ 1) * FT * 4, f, hd.sample, hd.head, i0, j0 + FT);
             cp_async_commit();
         }
         float sacc[8][4];
@@ -666,35 +663,35 @@ static __global__ void __launch_bounds__(128, 1) flash_fwd_bf16(float *ctx, floa
     }
 }
 
-// dK, dV, bf16: grid (key tiles, b·kv), 128 threads, for query head f.t of each kv head's group; warp w
-// owns keys 16·w.. of the tile and keeps their dK, dV (16×DPAD each) in accumulators. Query tiles from
-// the diagonal down, in order; each is taken QS queries at a time (QS = 32 at DPAD 128 to stay within
-// registers). Writes the kv head's rows of dk, dv.
+// dK, dV, bf16: grid (key tiles, b·kv), 128 threads, two blocks per SM, for query head f.t of each kv
+// head's group; warp w owns keys 16·w.. of the tile and keeps their dK, dV (16×DPAD each) in
+// accumulators. Query tiles from the diagonal down, in order; each is taken QS queries at a time (QS = 16
+// at DPAD 128 to stay within registers: at 32 the double buffers' pointers made ptxas spill 48 bytes on
+// sm_90; the sums run in the same order at any QS, so the bits do not depend on it). Writes the kv head's
+// rows of dk, dv. q, k, v, dout: the bf16 copies.
 template <int DPAD>
-static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, float *dv, const float *q,
-                                                                  const float *k, const float *v, const float *dout,
-                                                                  const float *lse, const float *Drow, FlashDims f) {
+static __global__ void __launch_bounds__(128, 2) flash_bwd_dkdv_bf16(float *dk, float *dv, const uint16_t *q,
+                                                                  const uint16_t *k, const uint16_t *v,
+                                                                  const uint16_t *dout, const float *lse,
+                                                                  const float *Drow, FlashDims f) {
     using SM = B16Smem<DPAD>;
-    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, QS = DPAD > 96 ? 32 : 64, NQ = QS / 8;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, QS = DPAD > 96 ? 16 : 64, NQ = QS / 8, TB = FT * LDB;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    float *stA = reinterpret_cast<float *>(smem_raw), *stB = stA + FT * DPAD;
-    float *lse_s = stB + FT * DPAD, *D_s = lse_s + FT;
-    uint16_t *Kb = reinterpret_cast<uint16_t *>(D_s + FT), *Vb = Kb + FT * LDB, *Qb = Vb + FT * LDB,
-             *Ob = Qb + FT * LDB, *bits = Ob + FT * LDB;
+    float *rows2 = reinterpret_cast<float *>(smem_raw);   // [2][lse 64, D 64]
+    uint16_t *Kb = reinterpret_cast<uint16_t *>(rows2 + 4 * FT), *Vb = Kb + TB, *Qb2 = Vb + TB, *Ob2 = Qb2 + 2 * TB,
+             *bits2 = Ob2 + 2 * TB;
     int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0), bj = blockIdx.y * f.grp + f.t;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
-    stage_tile<DPAD, 128>(stA, k + hd.koff, j0, f, f.ldk);
-    stage_tile<DPAD, 128>(stB, v + hd.koff, j0, f, f.ldk);
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-    convert_tile<DPAD, 128>(Kb, stA, j0, f);
-    convert_tile<DPAD, 128>(Vb, stB, j0, f);
-    __syncthreads();
-    stage_tile<DPAD, 128>(stA, q + hd.off, j0, f, f.ld);
-    stage_tile<DPAD, 128>(stB, dout + hd.off, j0, f, f.ld);
+    fetch_tile<DPAD, 128>(Kb, k + hd.koff, j0, f, f.ldk);
+    fetch_tile<DPAD, 128>(Vb, v + hd.koff, j0, f, f.ldk);
+    if (kt < qend) {
+        fetch_tile<DPAD, 128>(Qb2, q + hd.off, j0, f, f.ld);
+        fetch_tile<DPAD, 128>(Ob2, dout + hd.off, j0, f, f.ld);
+        load_rows(rows2, rows2 + FT, lse, Drow, bj, j0, f);
+        if (f.drop) keep_bits_tile<128>(bits2, f, hd.sample, hd.head, j0, j0);
+    }
     cp_async_commit();
 
     float dka[NO][4], dva[NO][4];
@@ -704,17 +701,17 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
         for (int e = 0; e < 4; e++) dka[n][e] = dva[n][e] = 0.0f;
     int kr0 = w16 + g, key0 = j0 + kr0, key1 = key0 + 8;   // this thread's two keys
     for (int qt = kt; qt < qend; qt++) {   // from the diagonal to the last query tile whose windows reach it
-        int i0 = qt * FT;
+        int i0 = qt * FT, buf = (qt - kt) & 1;
+        const uint16_t *Qb = Qb2 + buf * TB, *Ob = Ob2 + buf * TB, *bits = bits2 + buf * FT * 4;
+        const float *lse_s = rows2 + buf * 2 * FT, *D_s = lse_s + FT;
         cp_async_wait_all();
-        __syncthreads();
-        convert_tile<DPAD, 128>(Qb, stA, i0, f);
-        convert_tile<DPAD, 128>(Ob, stB, i0, f);
-        load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
-        if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
-        __syncthreads();
+        __syncthreads();   // tile qt has landed; every reader of the other buffer (tile qt − 1) is done
         if (qt + 1 < qend) {
-            stage_tile<DPAD, 128>(stA, q + hd.off, i0 + FT, f, f.ld);
-            stage_tile<DPAD, 128>(stB, dout + hd.off, i0 + FT, f, f.ld);
+            int nb = buf ^ 1;
+            fetch_tile<DPAD, 128>(Qb2 + nb * TB, q + hd.off, i0 + FT, f, f.ld);
+            fetch_tile<DPAD, 128>(Ob2 + nb * TB, dout + hd.off, i0 + FT, f, f.ld);
+            load_rows(rows2 + nb * 2 * FT, rows2 + nb * 2 * FT + FT, lse, Drow, bj, i0 + FT, f);
+            if (f.drop) keep_bits_tile<128>(bits2 + nb * FT * 4, f, hd.sample, hd.head, i0 + FT, j0);
             cp_async_commit();
         }
 #pragma unroll
@@ -795,36 +792,33 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dkdv_bf16(float *dk, 
     }
 }
 
-// dQ, bf16: grid (query tiles, b·a), 128 threads; warp w owns queries 16·w.. and their dQ (16×DPAD)
-// in accumulators. Key tiles from 0 to the diagonal, in order.
+// dQ, bf16: grid (query tiles, b·a), 128 threads, two blocks per SM; warp w owns queries 16·w.. and
+// their dQ (16×DPAD) in accumulators. Key tiles from 0 to the diagonal, in order. q, k, v, dout: the
+// bf16 copies.
 template <int DPAD>
-static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, const float *q, const float *k,
-                                                                const float *v, const float *dout, const float *lse,
-                                                                const float *Drow, FlashDims f) {
+static __global__ void __launch_bounds__(128, 2) flash_bwd_dq_bf16(float *dq, const uint16_t *q, const uint16_t *k,
+                                                                const uint16_t *v, const uint16_t *dout,
+                                                                const float *lse, const float *Drow, FlashDims f) {
     using SM = B16Smem<DPAD>;
-    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, TB = FT * LDB;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    float *stA = reinterpret_cast<float *>(smem_raw), *stB = stA + FT * DPAD;
-    float *lse_s = stB + FT * DPAD, *D_s = lse_s + FT;
-    uint16_t *Qb = reinterpret_cast<uint16_t *>(D_s + FT), *Ob = Qb + FT * LDB, *Kb = Ob + FT * LDB,
-             *Vb = Kb + FT * LDB, *bits = Vb + FT * LDB;
+    float *lse_s = reinterpret_cast<float *>(smem_raw), *D_s = lse_s + FT;
+    uint16_t *Qb = reinterpret_cast<uint16_t *>(lse_s + 4 * FT), *Ob = Qb + TB, *Kb2 = Ob + TB, *Vb2 = Kb2 + 2 * TB,
+             *bits2 = Vb2 + 2 * TB;
     int ntiles = (f.s + FT - 1) / FT, qt = ntiles - 1 - (int)blockIdx.x, i0 = qt * FT, bj = blockIdx.y;
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
     FlashHead hd = flash_head(f, bj);
 
-    stage_tile<DPAD, 128>(stA, q + hd.off, i0, f, f.ld);
-    stage_tile<DPAD, 128>(stB, dout + hd.off, i0, f, f.ld);
+    const int kt0 = flash_first_key_tile(f, i0);
+    fetch_tile<DPAD, 128>(Qb, q + hd.off, i0, f, f.ld);
+    fetch_tile<DPAD, 128>(Ob, dout + hd.off, i0, f, f.ld);
+    load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
+    fetch_tile<DPAD, 128>(Kb2, k + hd.koff, kt0 * FT, f, f.ldk);
+    fetch_tile<DPAD, 128>(Vb2, v + hd.koff, kt0 * FT, f, f.ldk);
+    if (f.drop) keep_bits_tile<128>(bits2, f, hd.sample, hd.head, i0, kt0 * FT);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
-    convert_tile<DPAD, 128>(Qb, stA, i0, f);
-    convert_tile<DPAD, 128>(Ob, stB, i0, f);
-    load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
-    __syncthreads();
-    const int kt0 = flash_first_key_tile(f, i0);
-    stage_tile<DPAD, 128>(stA, k + hd.koff, kt0 * FT, f, f.ldk);
-    stage_tile<DPAD, 128>(stB, v + hd.koff, kt0 * FT, f, f.ldk);
-    cp_async_commit();
 
     int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;
     float ls0 = lse_s[r0], ls1 = lse_s[r0 + 8], D0 = D_s[r0], D1 = D_s[r0 + 8];
@@ -832,16 +826,14 @@ static __global__ void __launch_bounds__(128, 1) flash_bwd_dq_bf16(float *dq, co
 #pragma unroll
     for (int n = 0; n < NO; n++) dqa[n][0] = dqa[n][1] = dqa[n][2] = dqa[n][3] = 0.0f;
     for (int kt = kt0; kt <= qt; kt++) {   // key tiles from the window's to the diagonal
-        int j0 = kt * FT;
+        int j0 = kt * FT, buf = (kt - kt0) & 1;
+        const uint16_t *Kb = Kb2 + buf * TB, *Vb = Vb2 + buf * TB, *bits = bits2 + buf * FT * 4;
         cp_async_wait_all();
-        __syncthreads();
-        convert_tile<DPAD, 128>(Kb, stA, j0, f);
-        convert_tile<DPAD, 128>(Vb, stB, j0, f);
-        if (f.drop) keep_bits_tile<128>(bits, f, hd.sample, hd.head, i0, j0);
-        __syncthreads();
+        __syncthreads();   // tile kt has landed; every reader of the other buffer (tile kt − 1) is done
         if (kt < qt) {
-            stage_tile<DPAD, 128>(stA, k + hd.koff, j0 + FT, f, f.ldk);
-            stage_tile<DPAD, 128>(stB, v + hd.koff, j0 + FT, f, f.ldk);
+            fetch_tile<DPAD, 128>(Kb2 + (buf ^ 1) * TB, k + hd.koff, j0 + FT, f, f.ldk);
+            fetch_tile<DPAD, 128>(Vb2 + (buf ^ 1) * TB, v + hd.koff, j0 + FT, f, f.ldk);
+            if (f.drop) keep_bits_tile<128>(bits2 + (buf ^ 1) * FT * 4, f, hd.sample, hd.head, i0, j0 + FT);
             cp_async_commit();
         }
         float sacc[8][4], pacc[8][4];   // S = Q Kᵀ, dP̃ = dO Vᵀ: this warp's 16 queries × 64 keys
@@ -931,6 +923,7 @@ static FlashDims flash_dims(int s, int b, int a, int kv, int h, int window, int 
     f.scale = 1.0f / sqrtf((float)f.d);
     f.keep_scale = f.drop ? 1.0f / (1.0f - site.p) : 1.0f;
     f.vec = 0;
+    f.vec8 = f.d % 8 == 0;
     f.t = 0;
     f.q0 = 0;
     f.q1 = s;
@@ -961,15 +954,49 @@ static void set_smem(Backend *be, K kernel, size_t bytes, const char *which, int
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+// The bf16 path's operands: bf16 copies (bf16_from_f32, the bits the tiles were rounded to in the kernels
+// before) in CUDA_SCRATCH_FLASH, each part 256-byte aligned, after the fp32 room of the grouped-query
+// partials (2·s·ldk floats when grp > 1, the backward only). Only the rows a call's tiles read are
+// packed: q (and dO) rows [r0, r1) and k, v rows [0, r1), r1 taken to the end of its 64-row tile (or s):
+// a tile's rows past the last query still meet P·V with probability 0, and 0 · (stale scratch, maybe
+// NaN) would not be 0. The copies keep the fp32 tensors' indexing.
+struct Flash16 {
+    const uint16_t *q, *k, *v, *o;
+    float *part;   // the grouped-query partials (NULL unless asked for)
+};
+static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+static Flash16 pack_operands(Backend *be, const FlashDims &f, const float *q, const float *k, const float *v,
+                             const float *o, int r0, int r1, int partials) {
+    size_t nq = (size_t)f.s * (size_t)f.ld, nk = (size_t)f.s * (size_t)f.ldk;
+    size_t part_bytes = partials ? align256(2 * nk * sizeof(float)) : 0;
+    size_t qb = align256(nq * sizeof(uint16_t)), kb = align256(nk * sizeof(uint16_t));
+    char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, part_bytes + qb * (o ? 2 : 1) + 2 * kb);
+    Flash16 x;
+    x.part = partials ? (float *)w : NULL;
+    uint16_t *q16 = (uint16_t *)(w + part_bytes), *k16 = (uint16_t *)(w + part_bytes + qb);
+    uint16_t *v16 = (uint16_t *)(w + part_bytes + qb + kb), *o16 = o ? (uint16_t *)(w + part_bytes + qb + 2 * kb) : NULL;
+    r1 = r0 + (r1 - r0 + FT - 1) / FT * FT;   // the query tiles start at r0 (flash_query_tiles)
+    if (r1 > f.s) r1 = f.s;
+    int kend = (r1 + FT - 1) / FT * FT < f.s ? (r1 + FT - 1) / FT * FT : f.s;   // the key tiles start at 0
+    size_t qrow0 = (size_t)r0 * (size_t)f.ld, qrows = (size_t)(r1 - r0) * (size_t)f.ld, krows = (size_t)kend * (size_t)f.ldk;
+    cuda_bf16_pack(be, q16 + qrow0, q + qrow0, qrows);
+    cuda_bf16_pack(be, k16, k, krows);
+    cuda_bf16_pack(be, v16, v, krows);
+    if (o) cuda_bf16_pack(be, o16 + qrow0, o + qrow0, qrows);
+    x.q = q16, x.k = k16, x.v = v16, x.o = o16;
+    return x;
+}
+
 template <int DPAD>
 static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
                            const FlashDims &f) {
     dim3 grid((unsigned)((f.q1 - f.q0 + FT - 1) / FT), (unsigned)(f.b * f.a));   // flash_query_tiles
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
+        Flash16 x = pack_operands(be, f, q, k, v, NULL, f.q0, f.q1, 0);
         size_t bytes = B16Smem<DPAD>::fwd;
         set_smem(be, flash_fwd_bf16<DPAD>, bytes, "the bf16 forward", f.d);
-        flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, q, k, v, f);
+        flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, x.q, x.k, x.v, f);
     } else {
         size_t bytes = F32Smem<DPAD>::fwd;
         set_smem(be, flash_fwd_f32<DPAD>, bytes, "the fp32 forward", f.d);
@@ -978,16 +1005,17 @@ static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, 
     CUDA_LAUNCHED();
 }
 
-// dK, dV of query head f.t of every group into dk, dv: a block per (key tile, kv head).
+// dK, dV of query head f.t of every group into dk, dv: a block per (key tile, kv head). x: the bf16
+// copies (the bf16 path), else q, k, v, dout are read as they are.
 template <int DPAD>
 static void dkdv_launch(Backend *be, float *dk, float *dv, const float *q, const float *k, const float *v,
-                        const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
+                        const float *dout, const Flash16 &x, const float *lse, const float *Drow, const FlashDims &f) {
     dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.kv));
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
         size_t bytes = B16Smem<DPAD>::bwd;
         set_smem(be, flash_bwd_dkdv_bf16<DPAD>, bytes, "the bf16 backward (dK, dV)", f.d);
-        flash_bwd_dkdv_bf16<DPAD><<<grid, 128, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
+        flash_bwd_dkdv_bf16<DPAD><<<grid, 128, bytes, st>>>(dk, dv, x.q, x.k, x.v, x.o, lse, Drow, f);
     } else {
         size_t bytes = F32Smem<DPAD>::dkdv;
         set_smem(be, flash_bwd_dkdv_f32<DPAD>, bytes, "the fp32 backward (dK, dV)", f.d);
@@ -1004,13 +1032,12 @@ static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const 
                             const float *v, const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
     FlashDims g = f;
     size_t nk = (size_t)f.s * (size_t)f.ldk;
-    float *part_k = NULL, *part_v = NULL;
-    if (f.grp > 1) {
-        part_k = (float *)cuda_scratch(be, CUDA_SCRATCH_FLASH, 2 * nk * sizeof(float));
-        part_v = part_k + nk;
-    }
+    Flash16 x = {NULL, NULL, NULL, NULL, NULL};
+    if (be->precision == PRECISION_BF16) x = pack_operands(be, f, q, k, v, dout, 0, f.s, f.grp > 1);
+    else if (f.grp > 1) x.part = (float *)cuda_scratch(be, CUDA_SCRATCH_FLASH, 2 * nk * sizeof(float));
+    float *part_k = x.part, *part_v = x.part ? x.part + nk : NULL;
     for (g.t = 0; g.t < f.grp; g.t++) {
-        dkdv_launch<DPAD>(be, g.t ? part_k : dk, g.t ? part_v : dv, q, k, v, dout, lse, Drow, g);
+        dkdv_launch<DPAD>(be, g.t ? part_k : dk, g.t ? part_v : dv, q, k, v, dout, x, lse, Drow, g);
         if (!g.t) continue;
         flash_add_kernel<<<ct_elementwise_blocks(nk, 256), 256, 0, cuda_stream(be)>>>(dk, part_k, nk);
         CUDA_LAUNCHED();
@@ -1022,7 +1049,7 @@ static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const 
     if (be->precision == PRECISION_BF16) {
         size_t bytes = B16Smem<DPAD>::bwd;
         set_smem(be, flash_bwd_dq_bf16<DPAD>, bytes, "the bf16 backward (dQ)", f.d);
-        flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+        flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, x.q, x.k, x.v, x.o, lse, Drow, f);
     } else {
         size_t bytes = F32Smem<DPAD>::dq;
         set_smem(be, flash_bwd_dq_f32<DPAD>, bytes, "the fp32 backward (dQ)", f.d);
