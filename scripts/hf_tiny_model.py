@@ -5,7 +5,7 @@
     PY=$(bash scripts/peer_env.sh)      # or: bash scripts/peer_env.sh --path, once it is installed
     $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3|phi3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
-        [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG]
+        [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG|yarn:F:ORIG[:ATT:BF:BS:TRUNC]]
         [--sliding-window W] [--partial-rotary-factor F] [--dtype float32|bfloat16|float16]
         [--max-shard-size 5GB] [--seed 0]
 
@@ -34,12 +34,17 @@ def rope_parameters(a):
     elif kind == "llama3":
         p.update(factor=float(nums[0]), low_freq_factor=float(nums[1]), high_freq_factor=float(nums[2]),
                  original_max_position_embeddings=int(nums[3]))
+    elif kind == "yarn" and len(nums) in (2, 6):   # YaRN: factor, original context [, attention, betas, truncate]
+        p.update(factor=float(nums[0]), original_max_position_embeddings=int(nums[1]))
+        if len(nums) == 6:
+            p.update(attention_factor=float(nums[2]), beta_fast=float(nums[3]), beta_slow=float(nums[4]),
+                     truncate=bool(int(nums[5])))
     elif kind == "longrope" and a.family == "phi3":   # Phi-3's LongRoPE: factors away from 1, per frequency
         half = int((a.head_dim or a.hidden // a.heads) * a.partial_rotary_factor) // 2
         p.update(short_factor=[1.0 + 0.1 * j for j in range(half)], long_factor=[2.0 + 0.5 * j for j in range(half)])
     elif kind != "none":
-        sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F, llama3:F:LOW:HIGH:ORIG "
-                 "or (phi3) longrope:ORIG")
+        sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F, llama3:F:LOW:HIGH:ORIG, "
+                 "yarn:F:ORIG[:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE] or (phi3) longrope:ORIG")
     return p
 
 

@@ -120,6 +120,11 @@ IMPORT_CASES = [
     # llama3 bands all taken (j 0 smoothed, 1..7 divided), and linear position interpolation
     ("llama3_rope_scaling", dict(family="llama", kv_heads=2, rope_scaling="llama3:8:1:4:16"), "int64"),
     ("llama_linear_rope", dict(family="llama", kv_heads=4, rope_theta=500.0, rope_scaling="linear:4"), "int32"),
+    # YaRN (Qwen2.5's and Qwen3's long context): original context 4096 puts the ramp on frequencies 3..5 of 8
+    # (0..2 extrapolated, 6.. interpolated by 4) and cos, sin × 0.1·ln 4 + 1; and every field given, untruncated
+    ("qwen2_yarn_rope", dict(family="qwen2", kv_heads=2, rope_scaling="yarn:4:4096"), "int64"),
+    ("llama_yarn_fields", dict(family="llama", kv_heads=1, rope_theta=1000.0, rope_scaling="yarn:8:2048:1.25:16:2:0"),
+     "int32"),
     # head_dim other than hidden / heads (Mistral Nemo's config.json): heads wider (24 of 64 / 4: q and
     # the attention output 96 wide) and narrower (8, MQA, tied)
     ("mistral_head_dim24", dict(family="mistral", kv_heads=2, head_dim=24), "int64"),
@@ -263,7 +268,8 @@ def test_fine_tune(ctron, data, work, rng):
     ids_path = os.path.join(work, "ft.ids.safetensors")
     write_ids(ids_path, ids, "int64")
     for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard",
-                "phi3_gqa_bf16_shard", "phi3_longrope", "mistral_window5", "phi4mini_partial_rotary"):
+                "phi3_gqa_bf16_shard", "phi3_longrope", "mistral_window5", "phi4mini_partial_rotary", "qwen2_yarn_rope",
+                "llama_yarn_fields"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)

@@ -152,6 +152,22 @@ static void test_config_ok(void) {
     rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 4}}", &c,
                err, sizeof err);
     CHECK(rc == 0 && sc->type == ROPE_LINEAR && sc->factor == 4.0f, "linear (4.x's 'type' key): %s", err);
+    // YaRN as Qwen3's model card enables it (4.x's rope_scaling; transformers' defaults for the rest), and every field
+    rc = parse("{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"rope_theta\": 1000000, "
+               "\"max_position_embeddings\": 40960, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+               "\"original_max_position_embeddings\": 32768}}", &c, err, sizeof err);
+    CHECK(rc == 0 && sc->type == ROPE_YARN && sc->factor == 4.0f && sc->original_max_positions == 32768 &&
+              sc->attention_factor == 0.1 * log(4.0) + 1.0 && sc->beta_fast == 32.0f && sc->beta_slow == 1.0f && sc->truncate == 1,
+          "qwen3 yarn: %s (type %d factor %g orig %d attention %.17g)", err, sc->type, (double)sc->factor,
+          sc->original_max_positions, sc->attention_factor);
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"max_position_embeddings\": 8192, \"rope_parameters\": "
+               "{\"rope_type\": \"yarn\", \"factor\": null, \"original_max_position_embeddings\": 2048, \"mscale\": 0.707, "
+               "\"mscale_all_dim\": 1.0, \"beta_fast\": 16, \"beta_slow\": 2, \"truncate\": false}}", &c, err, sizeof err);
+    CHECK(rc == 0 && sc->type == ROPE_YARN && sc->factor == 4.0f && sc->original_max_positions == 2048 &&
+              sc->attention_factor == (0.1 * 0.707 * log(4.0) + 1.0) / (0.1 * log(4.0) + 1.0) && sc->beta_fast == 16.0f &&
+              sc->beta_slow == 2.0f && sc->truncate == 0,
+          "llama yarn, factor null (8192 / 2048), mscale over mscale_all_dim: %s (factor %g attention %.17g)", err,
+          (double)sc->factor, sc->attention_factor);
     // Qwen2: q/k/v biases; its window is off unless use_sliding_window
     rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"sliding_window\": 8, "
                "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
@@ -426,7 +442,13 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8}}",
          "'rope_scaling.low_freq_factor' is missing"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}",
-         "'rope_parameters' has rope_type \"yarn\": ctron reads \"default\", \"linear\" and \"llama3\""},
+         "'rope_parameters.factor' is missing (expected a number of at least 1, or null"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+         "\"beta_slow\": -1}}", "'rope_parameters.beta_slow' is -1, expected a number in 0..1e+06"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+         "\"attention_factor\": 0}}", "'rope_parameters.attention_factor' is 0"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"rope\", \"factor\": 2}}",
+         "'rope_scaling' has rope_type \"rope\": ctron reads \"default\", \"linear\", \"llama3\" (Llama 3.1's) and \"yarn\""},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}",
          "'rope_scaling' has rope_type \"dynamic\""},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\"}}",
@@ -478,7 +500,7 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"head_dim\": 33}", "'head_dim' is 33"},
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES "}", "'num_key_value_heads' is 32"},   // Qwen3Config's default
         {"{\"model_type\": \"qwen3\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"rope_parameters\": "
-         "{\"rope_type\": \"yarn\", \"factor\": 4}}", "'rope_parameters' has rope_type \"yarn\""},
+         "{\"rope_type\": \"yarn\", \"factor\": 4, \"truncate\": \"yes\"}}", "'rope_parameters.truncate' is a string, expected true or false"},
         {"{\"model_type\": \"qwen3_moe\", " LLAMA_SIZES "}", "'model_type' is \"qwen3_moe\": ctron reads gpt2, llama, "
          "mistral, qwen2, qwen3 and phi3"},
         {"{\"vocab_size\": 5}", "'model_type' is missing (expected gpt2, llama, mistral, qwen2, qwen3 or phi3)"},
@@ -494,7 +516,7 @@ static void test_config_refused(void) {
          "1, 1, 1, 1, 1, 1]}}", "'rope_scaling.long_factor' is missing, expected a list of 8 numbers"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
          "1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}}",
-         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\", \"linear\" and \"llama3\""},
+         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\", \"linear\", \"llama3\" (Llama 3.1's) and \"yarn\""},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
          "'rope_parameters' has rope_type \"linear\": ctron reads \"default\" and \"longrope\" for model_type phi3 (its config "
          "class takes no \"linear\" or \"llama3\")"},
@@ -523,7 +545,7 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"partial_rotary_factor\": 0.5, "
          "\"rope_parameters\": "
          "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}",
-         "'partial_rotary_factor' is 0.5, expected 1: with a scaled RoPE (rope_type linear or llama3) model_type "
+         "'partial_rotary_factor' is 0.5, expected 1: with a scaled RoPE (rope_type linear, llama3 or yarn) model_type "
          "mistral's table would be narrower than the heads it rotates (transformers' forward fails)"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"sliding_window\": \"2047\"}",
          "'sliding_window' is a string, expected an integer in 1..1073741824"},

@@ -455,6 +455,39 @@ static void test_rope_scaling(void) {
         worst = u > worst ? u : worst;
     }
     CHECK(worst <= 1, "linear frequencies: %d ulp from transformers'", worst);
+    // YaRN at Qwen2.5's long-context settings (head dim 128, θ 1e6, factor 4, original 32768; transformers 5.24's
+    // _compute_yarn_parameters): extrapolated up to the correction range, a ramp, then interpolated; and its
+    // attention factor 0.1·ln 4 + 1.
+    static const uint32_t yarn[64] = {
+        0x3f800000u, 0x3f4e4badu, 0x3f263de0u, 0x3f05f6efu, 0x3ed7e89bu, 0x3eadfcffu, 0x3e8c3504u, 0x3e61f835u,
+        0x3e361887u, 0x3e12bd91u, 0x3dec7fd6u, 0x3dbe94c6u, 0x3d99940du, 0x3d778513u, 0x3d47763fu, 0x3d20bc1du,
+        0x3d0186e3u, 0x3cd0c1a8u, 0x3ca8398bu, 0x3c879008u, 0x3c5a7bf2u, 0x3c301052u, 0x3c0de12du, 0x3be4aa46u,
+        0x3bb02377u, 0x3b876388u, 0x3b4fa550u, 0x3b1ed248u, 0x3af241dfu, 0x3ab82bc0u, 0x3a8b8207u, 0x3a527db8u,
+        0x3a1e0eb2u, 0x39ec1968u, 0x39af3d02u, 0x39811c3eu, 0x393c93beu, 0x39083e38u, 0x38c23e9au, 0x38881d0au,
+        0x383a7753u, 0x38164324u, 0x37f22ce2u, 0x37c327b5u, 0x379d43a4u, 0x377d75d4u, 0x374c3fbeu, 0x372497abu,
+        0x3704a2b2u, 0x36d5c441u, 0x36ac431du, 0x368ad0edu, 0x365fba4fu, 0x36344a0eu, 0x361148e3u, 0x35ea2732u,
+        0x35bcb0c1u, 0x35980e02u, 0x35751070u, 0x35457babu, 0x351f23e4u, 0x35003decu, 0x34ceaf79u, 0x34a68e4cu};
+    RopeScaling yn = yarn_defaults(4.0f, 32768);
+    worst = 0;
+    int extrapolated = 0, interpolated = 0, ramped = 0;
+    for (int j = 0; j < 64; j++) {
+        float got = rope_inv_freq(j, 128, 1000000.0f, &yn, 0), plain = rope_inv_freq(j, 128, 1000000.0f, NULL, 0);
+        int u = ulps(got, from_bits(yarn[j]));
+        worst = u > worst ? u : worst;
+        if (got == plain) extrapolated++;
+        else if (fabsf(got * 4.0f / plain - 1.0f) < 1e-6f) interpolated++;   // 1 / (4·θ^(2j/d)), to an ulp
+        else ramped++;
+    }
+    CHECK(worst <= 1, "yarn frequencies: %d ulp from transformers'", worst);
+    CHECK(extrapolated > 0 && ramped > 0 && interpolated > 0, "yarn bands: %d extrapolated, %d ramped, %d interpolated",
+          extrapolated, ramped, interpolated);
+    CHECK(yn.attention_factor == 1.138629436111989, "yarn's derived attention factor %.17g, transformers' 1.138629436111989",
+          yn.attention_factor);
+    float ycs[2 * 128];
+    rope_table(ycs, 2, 128, 1000000.0f, &yn);
+    float sin3 = (float)sin((double)rope_inv_freq(3, 128, 1000000.0f, &yn, 0));   // position 1, frequency 3
+    CHECK(ycs[0] == (float)yn.attention_factor && ycs[128 + 64 + 3] == sin3 * (float)yn.attention_factor,
+          "yarn's table is cos/sin × the attention factor");
     // The table holds cos/sin of the scaled angle.
     float cs[4 * 16];
     rope_table(cs, 4, 16, 10000.0f, &lin);
@@ -469,9 +502,23 @@ static void test_rope_scaling(void) {
     rope_scaling_text(&l3, text, sizeof text);
     CHECK(!strcmp(text, "llama3:8:1:4:8192"), "llama3 text: '%s'", text);
     CHECK(rope_scaling_parse("none", &r, err, sizeof err) == 0 && r.type == ROPE_PLAIN, "none parses");
+    CHECK(rope_scaling_parse("yarn:4:32768", &r, err, sizeof err) == 0 && !memcmp(&r, &yn, sizeof r),
+          "yarn:4:32768 parses to transformers' defaults: %s", err);
+    rope_scaling_text(&yn, text, sizeof text);
+    CHECK(!strcmp(text, "yarn:4:32768:1.1386294361119891:32:1:1"), "yarn text: '%s'", text);
+    RopeScaling yb;
+    CHECK(rope_scaling_parse(text, &yb, err, sizeof err) == 0 && !memcmp(&yb, &yn, sizeof yb), "yarn text round trip");
+    CHECK(rope_scaling_parse("yarn:8:2048:1.25:16:2:0", &r, err, sizeof err) == 0 && r.factor == 8.0f &&
+              r.original_max_positions == 2048 && r.attention_factor == 1.25 && r.beta_fast == 16.0f &&
+              r.beta_slow == 2.0f && r.truncate == 0,
+          "yarn with every field parses: %s", err);
     static const struct { const char *text, *needle; } bad[] = {
         {"llama3:8:1:4", "four numbers"},          {"llama3:8:4:1:8192", "above low_freq_factor"},
-        {"linear:0.5", "expected 1 .. 1e6"},        {"yarn:2", "expected none, linear:FACTOR"},
+        {"linear:0.5", "expected 1 .. 1e6"},        {"yarn:2", "yarn:FACTOR:ORIGINAL_POSITIONS"},
+        {"yarn:4:16:1", "yarn:FACTOR:ORIGINAL_POSITIONS"}, {"yarn:4:16:", "yarn:FACTOR:ORIGINAL_POSITIONS"},
+        {"yarn:4:16:1:32:1:2", "TRUNCATE 0 or 1"},  {"yarn:4:16:0:32:1:1", "attention_factor 0"},
+        {"yarn:4:16:1:32:-1:1", "beta_slow -1"},    {"yarn:0.5:16", "expected 1 .. 1e6"},
+        {"rope:2", "expected none, linear:FACTOR"},
         {"linear:2x", "linear:FACTOR"},             {"llama3:8:1:4:81.5", "not a positive integer"},
         {"linear:nan", "linear:FACTOR"},            {"llama3:8:0:4:8192", "low_freq_factor 0"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

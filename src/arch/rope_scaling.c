@@ -6,10 +6,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const TYPE_NAMES[] = {"default", "linear", "llama3", "longrope"};   // indexed by RopeType
+static const char *const TYPE_NAMES[] = {"default", "linear", "llama3", "longrope", "yarn"};   // indexed by RopeType
 
 const char *rope_type_name(int type) {
-    return type >= ROPE_LINEAR && type <= ROPE_LONGROPE ? TYPE_NAMES[type] : TYPE_NAMES[0];
+    return type >= ROPE_LINEAR && type <= ROPE_YARN ? TYPE_NAMES[type] : TYPE_NAMES[0];
+}
+
+// transformers' get_mscale(scale, mscale=1): 1 for a scale up to 1, else 0.1·mscale·ln(scale) + 1
+static double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0; }
+
+double yarn_attention_factor(double factor, double mscale, double mscale_all_dim) {
+    if (mscale != 0.0 && mscale_all_dim != 0.0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
+    return yarn_mscale(factor, 1.0);
+}
+
+RopeScaling yarn_defaults(float factor, int original_max_positions) {
+    RopeScaling r = {0};
+    r.type = ROPE_YARN;
+    r.factor = factor;
+    r.original_max_positions = original_max_positions;
+    r.attention_factor = yarn_attention_factor((double)factor, 0.0, 0.0);
+    r.beta_fast = 32.0f;
+    r.beta_slow = 1.0f;
+    r.truncate = 1;
+    return r;
 }
 
 int rope_type_from_name(const char *name) {
@@ -34,6 +54,9 @@ const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len) {
     else if (sc->type == ROPE_LLAMA3)
         snprintf(out, len, "llama3:%.9g:%.9g:%.9g:%d", (double)sc->factor, (double)sc->low_freq_factor,
                  (double)sc->high_freq_factor, sc->original_max_positions);
+    else if (sc->type == ROPE_YARN)
+        snprintf(out, len, "yarn:%.9g:%d:%.17g:%.9g:%.9g:%d", (double)sc->factor, sc->original_max_positions,
+                 sc->attention_factor, (double)sc->beta_fast, (double)sc->beta_slow, sc->truncate);
     else snprintf(out, len, "none");
     return out;
 }
@@ -76,10 +99,27 @@ static int longrope_check(const RopeScaling *sc, char *err, size_t errlen) {
     return 0;
 }
 
+static int yarn_check(const RopeScaling *sc, char *err, size_t errlen) {
+    if (!(sc->attention_factor > 0.0 && sc->attention_factor <= 1e3)) {
+        snprintf(err, errlen, "yarn attention_factor %g: expected above 0 (and at most 1e3)", sc->attention_factor);
+        return -1;
+    }
+    if (!(sc->beta_fast > 0.0f && sc->beta_fast <= 1e6f) || !(sc->beta_slow > 0.0f && sc->beta_slow <= 1e6f)) {
+        snprintf(err, errlen, "yarn beta_fast %g, beta_slow %g: expected each above 0 (and at most 1e6)",
+                 (double)sc->beta_fast, (double)sc->beta_slow);
+        return -1;
+    }
+    if (sc->truncate != 0 && sc->truncate != 1) {
+        snprintf(err, errlen, "yarn truncate %d: expected 0 or 1", sc->truncate);
+        return -1;
+    }
+    return 0;
+}
+
 int rope_scaling_check(const RopeScaling *sc, char *err, size_t errlen) {
     if (sc->type == ROPE_PLAIN) return 0;
-    if (sc->type != ROPE_LINEAR && sc->type != ROPE_LLAMA3 && sc->type != ROPE_LONGROPE) {
-        snprintf(err, errlen, "RoPE scaling type %d: expected linear, llama3 or longrope", sc->type);
+    if (sc->type != ROPE_LINEAR && sc->type != ROPE_LLAMA3 && sc->type != ROPE_LONGROPE && sc->type != ROPE_YARN) {
+        snprintf(err, errlen, "RoPE scaling type %d: expected linear, llama3, longrope or yarn", sc->type);
         return -1;
     }
     if (sc->type == ROPE_LONGROPE) {
@@ -95,6 +135,14 @@ int rope_scaling_check(const RopeScaling *sc, char *err, size_t errlen) {
         return -1;
     }
     if (sc->type == ROPE_LINEAR) return 0;
+    if (sc->type == ROPE_YARN) {
+        if (sc->original_max_positions < 1) {
+            snprintf(err, errlen, "RoPE original_max_position_embeddings %d: expected a positive count",
+                     sc->original_max_positions);
+            return -1;
+        }
+        return yarn_check(sc, err, errlen);
+    }
     if (!(sc->low_freq_factor > 0.0f && sc->low_freq_factor <= 1e6f)) {
         snprintf(err, errlen, "RoPE low_freq_factor %g: expected above 0 (and at most 1e6)", (double)sc->low_freq_factor);
         return -1;
@@ -165,9 +213,40 @@ static int parse_longrope(const char *text, const char *p, RopeScaling *sc, char
     return 0;
 }
 
+// "yarn:F:ORIG" or "yarn:F:ORIG:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE" after its "yarn:".
+static int parse_yarn(const char *text, const char *p, RopeScaling *sc, char *err, size_t errlen) {
+    double v[6] = {0};
+    int n = 0;
+    while (n < 6 && *p) {
+        if (scaling_number(&p, &v[n])) { n = -1; break; }
+        n++;
+    }
+    if ((n != 2 && n != 6) || *p || p[-1] == ':' || v[1] != floor(v[1]) || v[1] < 1 || v[1] > 2147483647.0 ||
+        (n == 6 && v[5] != 0.0 && v[5] != 1.0)) {
+        snprintf(err, errlen, "'%.120s': expected yarn:FACTOR:ORIGINAL_POSITIONS or "
+                 "yarn:FACTOR:ORIGINAL_POSITIONS:ATTENTION_FACTOR:BETA_FAST:BETA_SLOW:TRUNCATE (TRUNCATE 0 or 1)", text);
+        return -1;
+    }
+    RopeScaling r = yarn_defaults((float)v[0], (int)v[1]);
+    if (n == 6) {
+        r.attention_factor = v[2];
+        r.beta_fast = (float)v[3];
+        r.beta_slow = (float)v[4];
+        r.truncate = (int)v[5];
+    }
+    char why[160];
+    if (rope_scaling_check(&r, why, sizeof why)) {
+        snprintf(err, errlen, "'%.120s': %s", text, why);
+        return -1;
+    }
+    *sc = r;
+    return 0;
+}
+
 int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errlen) {
     RopeScaling r = {0};
     if (!strncmp(text, "longrope:", 9)) return parse_longrope(text, text + 9, sc, err, errlen);
+    if (!strncmp(text, "yarn:", 5)) return parse_yarn(text, text + 5, sc, err, errlen);
     double v[4] = {0};
     int want = 0;
     const char *p = text;
@@ -178,8 +257,9 @@ int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errl
     if (!strncmp(text, "linear:", 7)) r.type = ROPE_LINEAR, want = 1, p += 7;
     else if (!strncmp(text, "llama3:", 7)) r.type = ROPE_LLAMA3, want = 4, p += 7;
     else {
-        snprintf(err, errlen, "'%.200s': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS or "
-                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,...", text);
+        snprintf(err, errlen, "'%.200s': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS, "
+                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,... or yarn:FACTOR:ORIGINAL_POSITIONS[:...]",
+                 text);
         return -1;
     }
     for (int i = 0; i < want; i++)

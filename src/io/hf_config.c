@@ -31,7 +31,7 @@ typedef struct {
     int head_dim_default;         // head_dim when absent (0: hidden_size / num_attention_heads)
     HfWindow window;
     int window_default;           // WINDOW_EVERY_LAYER: sliding_window when absent (0: none)
-    int rope_scaled;              // 1: rope_type linear and llama3 are read (0: Phi3Config takes neither, but longrope)
+    int rope_scaled;              // 1: rope_type linear, llama3 and yarn are read (0: Phi3Config takes none, but longrope)
     int partial_rotary;           // 1: partial_rotary_factor f rotates int(head_dim · f) dims of each head (Phi-3's
                                   // block; the others rotate whole heads: see read_rotary)
 } HfFamily;
@@ -156,6 +156,40 @@ static void read_rope_scaling(Reader *r, const cJSON *params, const char *pkey, 
     if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid llama3 scaling: %s", why);
 }
 
+// YaRN (transformers' _compute_yarn_parameters): factor (a null one: max_position_embeddings / original); the original
+// context from the dict, else max_position_embeddings (standardize_rope_params); attention_factor from the dict,
+// else derived from factor and mscale / mscale_all_dim; beta_fast and beta_slow (a missing, null or zero one: 32
+// and 1, as its `or`); truncate (default true).
+static void read_yarn(Reader *r, const cJSON *params, const char *pkey, int max_positions, RopeScaling *sc) {
+    char full[80];
+    double orig = rope_number(r, params, pkey, "original_max_position_embeddings", 0, max_positions, 1, 1 << 30);
+    snprintf(full, sizeof full, "%s.original_max_position_embeddings", pkey);
+    if (!r->failed && orig != floor(orig)) bad(r, full, "is %g, expected an integer", orig);
+    if (r->failed) return;
+    snprintf(full, sizeof full, "%s.factor", pkey);
+    if (!cJSON_GetObjectItemCaseSensitive(params, "factor")) {   // required, as transformers' validation has it
+        bad(r, full, "is missing (expected a number of at least 1, or null for max_position_embeddings / "
+            "original_max_position_embeddings)");
+        return;
+    }
+    double factor = rope_number(r, params, pkey, "factor", 0, (double)max_positions / orig, 1.0, 1e6);   // null: the ratio
+    *sc = yarn_defaults((float)factor, (int)orig);
+    double mscale = rope_number(r, params, pkey, "mscale", 0, 0.0, -1e6, 1e6);
+    double mscale_all = rope_number(r, params, pkey, "mscale_all_dim", 0, 0.0, -1e6, 1e6);
+    sc->attention_factor = rope_number(r, params, pkey, "attention_factor", 0,
+                                       yarn_attention_factor(factor, mscale, mscale_all), 1e-6, 1e3);
+    double fast = rope_number(r, params, pkey, "beta_fast", 0, 32.0, 0.0, 1e6);
+    double slow = rope_number(r, params, pkey, "beta_slow", 0, 1.0, 0.0, 1e6);
+    sc->beta_fast = fast != 0.0 ? (float)fast : 32.0f;
+    sc->beta_slow = slow != 0.0 ? (float)slow : 1.0f;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(params, "truncate");
+    snprintf(full, sizeof full, "%s.truncate", pkey);
+    if (t && !cJSON_IsNull(t) && !cJSON_IsBool(t)) bad(r, full, "is %s, expected true or false", kind_of(t));
+    else if (t && cJSON_IsBool(t)) sc->truncate = cJSON_IsTrue(t);
+    char why[200];
+    if (!r->failed && rope_scaling_check(sc, why, sizeof why)) bad(r, pkey, "is not a valid yarn scaling: %s", why);
+}
+
 // One of longrope's factor lists (pkey.key): R/2 positive numbers, one per rotated frequency (R: the rotated dims,
 // the head dim unless partial_rotary_factor says fewer).
 static void longrope_factors(Reader *r, const cJSON *params, const char *pkey, const char *key, int half, float *out) {
@@ -231,7 +265,7 @@ static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, cons
     const cJSON *x = rotary_factor(r, params, pkey, key, sizeof key);
     if (r->failed || !x || (!fam->partial_rotary && !scaled)) return head_dim;
     if (!fam->partial_rotary) {
-        static const char why[] = "with a scaled RoPE (rope_type linear or llama3) model_type %s's table would be "
+        static const char why[] = "with a scaled RoPE (rope_type linear, llama3 or yarn) model_type %s's table would be "
                                   "narrower than the heads it rotates (transformers' forward fails)";
         char because[160];
         snprintf(because, sizeof because, why, fam->model_type);
@@ -252,8 +286,8 @@ static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, cons
 
 // The RoPE base and scaling: transformers 5's rope_parameters {rope_type, rope_theta, ...}, or 4.x's
 // top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
-// default 10000, unscaled. rope_type default, linear and llama3 are read, except for Phi-3, whose class takes
-// default and longrope only; the others are refused.
+// default 10000, unscaled. rope_type default, linear, llama3 and yarn are read, except for Phi-3, whose class
+// takes default and longrope only (4.x's "yarn" there is longrope); the others are refused.
 static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int head_dim, RopeScaling *sc,
                        int *rotary_dim) {
     const cJSON *params = get(r, "rope_scaling");
@@ -272,7 +306,8 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int he
         int takes = fam->rope_scaled ? kind != ROPE_LONGROPE : kind == ROPE_PLAIN || kind == ROPE_LONGROPE;
         if ((type && !cJSON_IsString(type)) || kind < 0 || !takes) {
             char reads[160];
-            if (fam->rope_scaled) snprintf(reads, sizeof reads, "\"default\", \"linear\" and \"llama3\" (Llama 3.1's)");
+            if (fam->rope_scaled)
+                snprintf(reads, sizeof reads, "\"default\", \"linear\", \"llama3\" (Llama 3.1's) and \"yarn\"");
             else snprintf(reads, sizeof reads, "\"default\" and \"longrope\" for model_type %s (its config class takes no "
                           "\"linear\" or \"llama3\")", fam->model_type);
             bad(r, pkey, "has rope_type %s%s%s: ctron reads %s", cJSON_IsString(type) ? "\"" : "",
@@ -282,6 +317,7 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int he
         // the rotated dims first: longrope has one factor per rotated frequency
         *rotary_dim = read_rotary(r, fam, params, pkey, kind != ROPE_PLAIN && kind != ROPE_LONGROPE, head_dim);
         if (kind == ROPE_LONGROPE) read_longrope(r, params, pkey, max_positions, *rotary_dim, sc);
+        else if (kind == ROPE_YARN) read_yarn(r, params, pkey, max_positions, sc);
         else if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
         char key[48];
         snprintf(key, sizeof key, "%s.rope_theta", pkey);

@@ -61,6 +61,15 @@ static void rope_scaling_fields(cJSON *o, const RopeScaling *sc, int max_positio
         return;
     }
     cJSON_AddNumberToObject(o, "factor", float_shortest(sc->factor));
+    if (sc->type == ROPE_YARN) {   // beyond factor and the context, only what differs from what transformers derives
+        cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
+        RopeScaling d = yarn_defaults(sc->factor, sc->original_max_positions);
+        if (sc->attention_factor != d.attention_factor) cJSON_AddNumberToObject(o, "attention_factor", sc->attention_factor);
+        if (sc->beta_fast != d.beta_fast) cJSON_AddNumberToObject(o, "beta_fast", float_shortest(sc->beta_fast));
+        if (sc->beta_slow != d.beta_slow) cJSON_AddNumberToObject(o, "beta_slow", float_shortest(sc->beta_slow));
+        if (!sc->truncate) cJSON_AddBoolToObject(o, "truncate", 0);
+        return;
+    }
     if (sc->type != ROPE_LLAMA3) return;
     cJSON_AddNumberToObject(o, "low_freq_factor", float_shortest(sc->low_freq_factor));
     cJSON_AddNumberToObject(o, "high_freq_factor", float_shortest(sc->high_freq_factor));

@@ -4,6 +4,23 @@
 #include "backend/cpu/bf16.h"
 #include "util/common.h"
 
+// YaRN (_compute_yarn_parameters): the correction range in Python doubles, the ramp and the blend in float32
+// tensor arithmetic (a Python scalar entering a float32 operation as float32), operation by operation.
+static float yarn_inv_freq(int j, int d, float theta, const RopeScaling *sc, float inv_extrapolation, float pos_freq) {
+    const double two_pi = 6.283185307179586, orig = (double)sc->original_max_positions, lb = log((double)theta);
+    double low = (double)d * log(orig / ((double)sc->beta_fast * two_pi)) / (2.0 * lb);
+    double high = (double)d * log(orig / ((double)sc->beta_slow * two_pi)) / (2.0 * lb);
+    if (sc->truncate) low = floor(low), high = ceil(high);
+    if (low < 0.0) low = 0.0;                             // max(low, 0)
+    if (high > (double)(d - 1)) high = (double)(d - 1);   // min(high, dim − 1)
+    if (low == high) high += 0.001;                       // linear_ramp_factor's guard against a singularity
+    float ramp = ((float)j - (float)low) / (float)(high - low);
+    ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+    float extrapolation = 1.0f - ramp;                    // inv_freq_extrapolation_factor
+    float inv_interpolation = 1.0f / (sc->factor * pos_freq);
+    return inv_interpolation * (1.0f - extrapolation) + inv_extrapolation * extrapolation;
+}
+
 // transformers (modeling_rope_utils): the default inv_freq, then _compute_linear_scaling_rope_parameters'
 // inv_freq / factor, _compute_llama3_parameters' or _compute_longrope_parameters' float32 tensor arithmetic,
 // operation by operation (its Python scalars enter as float32; -std=c11 contracts nothing into an fma).
@@ -15,6 +32,7 @@ float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positi
     float inv = 1.0f / base;
     if (!sc || sc->type == ROPE_PLAIN) return inv;
     if (sc->type == ROPE_LINEAR) return inv / sc->factor;
+    if (sc->type == ROPE_YARN) return yarn_inv_freq(j, d, theta, sc, inv, base);
     float orig = (float)sc->original_max_positions;
     float low_wavelen = (float)((double)sc->original_max_positions / (double)sc->low_freq_factor);
     float high_wavelen = (float)((double)sc->original_max_positions / (double)sc->high_freq_factor);
@@ -31,8 +49,8 @@ void rope_table(float *cs, int positions, int d, float theta, const RopeScaling 
     int half = d / 2;
     if (sc && sc->type == ROPE_LONGROPE && sc->n_factors != half)
         ctron_fatal("rope_table: longrope has %d factors for heads of %d (expected d/2 = %d)", sc->n_factors, d, half);
-    // longrope's cos and sin × attention_factor (a Python float times a float32 tensor: fp32 product)
-    float scale = sc && sc->type == ROPE_LONGROPE ? (float)sc->attention_factor : 1.0f;
+    // longrope's and yarn's cos and sin × attention_factor (a Python float times a float32 tensor: fp32 product)
+    float scale = sc && (sc->type == ROPE_LONGROPE || sc->type == ROPE_YARN) ? (float)sc->attention_factor : 1.0f;
     for (int j = 0; j < half; j++) {
         float inv = rope_inv_freq(j, d, theta, sc, positions);
         for (int p = 0; p < positions; p++) {

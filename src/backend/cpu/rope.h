@@ -38,8 +38,8 @@ float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positi
 // cs[p, j] = cos a_j and cs[p, d/2 + j] = sin a_j for j < d/2 (d even). The angle is HF's, in fp32:
 // a_j = fl(p · inv_j) with rope_inv_freq's inv_j (what HF computes in float32; a double angle would
 // differ by ~5e-4 rad at p ≈ 8k); cos and sin of that fp32 angle are evaluated in double and rounded
-// once; longrope's are then × its attention_factor (so the rotation scales q and k, as transformers' cos and
-// sin do). d is the rotated dims (rope_forward's rot; longrope's n_factors must be d/2). A host function: the
+// once; longrope's and yarn's are then × their attention_factor (so the rotation scales q and k, as
+// transformers' cos and sin do). d is the rotated dims (rope_forward's rot; longrope's n_factors must be d/2). A host function: the
 // table is data, copied to the device that runs the kernels.
 void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc);
 
