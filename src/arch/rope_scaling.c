@@ -188,6 +188,17 @@ static int factor_numbers(const char **p, float *x, int most) {
     return n;
 }
 
+// The parsed scaling r, checked against its ranges, into *sc; or -1 with the text and why in err.
+static int store_checked(const char *text, const RopeScaling *r, RopeScaling *sc, char *err, size_t errlen) {
+    char why[160];
+    if (rope_scaling_check(r, why, sizeof why)) {
+        snprintf(err, errlen, "'%.120s%s': %s", text, strlen(text) > 120 ? "..." : "", why);
+        return -1;
+    }
+    *sc = *r;
+    return 0;
+}
+
 // "longrope:ORIG:ATTENTION:S0,…:L0,…" after its "longrope:".
 static int parse_longrope(const char *text, const char *p, RopeScaling *sc, char *err, size_t errlen) {
     RopeScaling r = {0};
@@ -204,13 +215,7 @@ static int parse_longrope(const char *text, const char *p, RopeScaling *sc, char
     r.original_max_positions = (int)orig;
     r.attention_factor = att;
     r.n_factors = ns;
-    char why[160];
-    if (rope_scaling_check(&r, why, sizeof why)) {
-        snprintf(err, errlen, "'%.80s%s': %s", text, strlen(text) > 80 ? "..." : "", why);
-        return -1;
-    }
-    *sc = r;
-    return 0;
+    return store_checked(text, &r, sc, err, errlen);
 }
 
 // "yarn:F:ORIG" or "yarn:F:ORIG:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE" after its "yarn:".
@@ -234,13 +239,7 @@ static int parse_yarn(const char *text, const char *p, RopeScaling *sc, char *er
         r.beta_slow = (float)v[4];
         r.truncate = (int)v[5];
     }
-    char why[160];
-    if (rope_scaling_check(&r, why, sizeof why)) {
-        snprintf(err, errlen, "'%.120s': %s", text, why);
-        return -1;
-    }
-    *sc = r;
-    return 0;
+    return store_checked(text, &r, sc, err, errlen);
 }
 
 int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errlen) {
@@ -276,11 +275,5 @@ int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errl
         return -1;
     }
     r.original_max_positions = (int)v[3];
-    char why[160];
-    if (rope_scaling_check(&r, why, sizeof why)) {
-        snprintf(err, errlen, "'%s': %s", text, why);
-        return -1;
-    }
-    *sc = r;
-    return 0;
+    return store_checked(text, &r, sc, err, errlen);
 }
