@@ -133,6 +133,24 @@ def write_peer_kernel_times(path, prof, dev, steps):
     os.replace(path + ".tmp", path)
 
 
+def byte_windows(torch, path, c, dev, gen):
+    """ctron's own data for the peer: the file's bytes as token ids (ctron's byte-level tokens, within any vocabulary
+    of 256 or more), its first 90 % (ctron's training split), a batch of seq + 1 windows at random offsets a step;
+    returns a function of no arguments giving (idx, tgt)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    tokens = torch.frombuffer(bytearray(raw[:len(raw) * 9 // 10]), dtype=torch.uint8).to(dev).long()
+    if tokens.numel() <= c["seq"] + 1:
+        sys.exit(f"gpu_bench.py: {path}: {tokens.numel()} training bytes, a window needs {c['seq'] + 2}")
+    span = torch.arange(c["seq"] + 1, device=dev)
+
+    def batch():
+        off = torch.randint(0, tokens.numel() - c["seq"] - 1, (c["batch"], 1), device=dev, generator=gen)
+        w = tokens[off + span]
+        return w[:, :-1], w[:, 1:]
+    return batch
+
+
 def peer_run(args):
     """One PyTorch run on cuda; prints a JSON line."""
     import torch
@@ -159,6 +177,7 @@ def peer_run(args):
     opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.1, fused=dev == "cuda")
     step_fn = torch.compile(model) if args.peer == "compile" else model
     gen = torch.Generator(device=dev).manual_seed(2)
+    next_batch = byte_windows(torch, args.data, c, dev, gen)   # the text ctron trains on, so the losses compare
     ms, losses = [], []
     steps = args.steps or c["steps"]
     prof = None
@@ -170,8 +189,7 @@ def peer_run(args):
             prof.__exit__(None, None, None)
             write_peer_kernel_times(args.kernel_times, prof, dev, steps - 2)
             prof = None
-        idx = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device=dev, generator=gen)
-        tgt = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device=dev, generator=gen)
+        idx, tgt = next_batch()
         sync()
         t0 = time.perf_counter()
         with torch.autocast(dev, dtype=torch.bfloat16):
@@ -256,7 +274,8 @@ def run_llmc(args, cfg, c, timeout):
 def run_peer(args, impl, cfg, timeout):
     # peft-lora: the LoRA config's model in eager mode (llama_model wraps it in peft's LoRA)
     peer = {"torch-eager": "eager", "torch-compile": "compile", "peft-lora": "eager", "peft-lora-fa": "lora-fa"}[impl]
-    cmd = [args.python, os.path.abspath(__file__), "--peer", peer, "--config", cfg, "--device", args.device]
+    cmd = [args.python, os.path.abspath(__file__), "--peer", peer, "--config", cfg, "--device", args.device,
+           "--data", args.data]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         return {"error": f"exit {p.returncode}: {p.stderr.strip()[-400:]}"}
