@@ -3,7 +3,7 @@
 
 usage: tokenizer_parity.py CTRON KJV WORKDIR
 
-Seven tokenizer.json files, each encoded by both sides (`tokenizers` with Tokenizer.encode(text),
+Eight tokenizer.json files, each encoded by both sides (`tokenizers` with Tokenizer.encode(text),
 add_special_tokens=True; ctron with `ctron tokenize encode`) and compared id for id:
   gpt2     trained here by `tokenizers` (BpeTrainer on the KJV): GPT-2's ByteLevel pre-tokenizer and
            decoder, <|endoftext|>, and added tokens with lstrip/rstrip, single_word and normalized;
@@ -18,7 +18,9 @@ add_special_tokens=True; ctron with `ctron tokenize encode`) and compared id for
            Replace normalizer) and the Metaspace form (prepend_scheme first); a normalized and a
            single_word added token besides <unk> <s> </s>;
   spbpe    tokenizers' SentencePiece-style BPE: NFKC, Metaspace with split, unk without byte fallback;
-  qwen2    Qwen2's pipeline: NFC, Split with its pattern, ByteLevel.
+  qwen2    Qwen2's pipeline: NFC, Split with its pattern, ByteLevel;
+  phi4     Phi-4-mini's (GPT-4o's o200k_base pattern: letters split by case, marks, contractions attached),
+           Split then ByteLevel, ids moved up past 197,000 as in its 200,064-token vocabulary.
 The tokenizers learn from the KJV and 3,000 random documents (below). The texts: the whole KJV; hand-picked adversarial documents (emoji, CJK, combining marks, numbers,
 whitespace runs, contractions, very long words, special tokens in the text, Unicode spaces) and 400
 random documents drawn from the same characters, as JSONL (one document per line); NUL bytes as a
@@ -41,7 +43,14 @@ LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[
           r"\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|"
          r"\s+(?!\S)|\s+")
+# Phi-4-mini's (GPT-4o's, tiktoken's o200k_base): letters split by case, contractions attached, "/" after
+# punctuation, numbers in threes.
+O200K = "|".join([
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    r"\p{N}{1,3}", r" ?[^\s\p{L}\p{N}]+[\r\n/]*", r"\s*[\r\n]+", r"\s+(?!\S)", r"\s+"])
 SHIFT = 70000   # the llama3 file's ids start here: a vocabulary above 65,536
+PHI4_SHIFT = 197000   # the phi4 file's: ids up to Phi-4-mini's 200,064
 
 
 def fail(msg):
@@ -177,6 +186,26 @@ def train_llama3(corpus):
              "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
                       {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
              "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [bos], "tokens": ["<|begin_of_text|>"]}}}]}
+    return Tokenizer.from_str(json.dumps(t))
+
+
+def train_phi4(corpus):
+    """Phi-4-mini's pipeline (its tokenizer.json, converted from tiktoken's o200k_base): Split with the o200k
+    pattern, ByteLevel without its regex, BPE with its merges applied to whole words too (ignore_merges
+    false), its chat special tokens; ids moved up to Phi-4-mini's range."""
+    tok = Tokenizer(models.BPE(ignore_merges=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(O200K), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|tool|>"]
+    tr = trainers.BpeTrainer(vocab_size=2300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             special_tokens=specials, show_progress=False)
+    tok.train_from_iterator(corpus, trainer=tr)
+    t = json.loads(tok.to_str())
+    t["model"]["vocab"] = {k: i + PHI4_SHIFT for k, i in t["model"]["vocab"].items()}
+    for a in t["added_tokens"]:
+        a["id"] += PHI4_SHIFT
     return Tokenizer.from_str(json.dumps(t))
 
 
@@ -357,6 +386,12 @@ def main(argv):
     qwen2.save(qwen2_json)
     check("qwen2 (NFC, Split, ByteLevel)", qwen2_json, Tokenizer.from_file(qwen2_json), head_path, head, docs_path,
           docs, figures)
+
+    phi4 = train_phi4(corpus)
+    phi4_json = os.path.join(WORK, "phi4.json")
+    phi4.save(phi4_json)
+    check(f"phi4-mini (o200k Split, ByteLevel; ids + {PHI4_SHIFT})", phi4_json, Tokenizer.from_file(phi4_json),
+          head_path, head, docs_path, docs, figures)
 
     for line in figures:
         print(line)
