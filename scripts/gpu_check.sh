@@ -105,12 +105,16 @@ row "smoke: 1 step on cuda" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)
 # 2. Every kernel test on the GPU.
 if want 2 && [ "$(left)" -gt 60 ]; then
   budget=$(( $(left) > 200 ? 180 : $(left) - 20 ))
-  (cd build-gpu && timeout "$budget" ctest -L '^cuda$' -j 4 --timeout 120 --output-on-failure) > "$logs/ctest_cuda.log" 2>&1
+  # -V: every test's output in the log, so the timed cases (test_cuda_flash's TFLOP/s) come back too
+  (cd build-gpu && timeout "$budget" ctest -L '^cuda$' -j 4 --timeout 120 -V) > "$logs/ctest_cuda.log" 2>&1
   rc=$?
   res=$(grep -o '[0-9]*% tests passed, [0-9]* tests failed out of [0-9]*' "$logs/ctest_cuda.log")
   skipped=$(grep -c '\*\*\*Skipped' "$logs/ctest_cuda.log")
   row "ctest -L cuda" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" "${res:-no result}; $skipped skipped"
-  grep -E 'Failed|\*\*\*|Timeout' "$logs/ctest_cuda.log" | head -20
+  grep -E '^[0-9]+/[0-9]+ Test.*(Failed|\*\*\*|Timeout)|FAIL' "$logs/ctest_cuda.log" | head -20
+  grep -o 'timing [^:]*: forward .*' "$logs/ctest_cuda.log" | while IFS= read -r t; do
+    row "flash ${t%%:*}" "timed" "${t#*: }"
+  done
   save_logs
 fi
 
