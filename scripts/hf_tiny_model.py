@@ -5,7 +5,7 @@
     PY=$(bash scripts/peer_env.sh)      # or: bash scripts/peer_env.sh --path, once it is installed
     $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3|phi3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
-        [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG|yarn:F:ORIG[:ATT:BF:BS:TRUNC]]
+        [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG|yarn:F:ORIG[:ATT:BF:BS:TRUNC]|dynamic:F]
         [--sliding-window W] [--partial-rotary-factor F] [--dtype float32|bfloat16|float16]
         [--max-shard-size 5GB] [--seed 0]
 
@@ -29,7 +29,7 @@ def rope_parameters(a):
     p = {"rope_type": "default" if kind == "none" else kind, "rope_theta": a.rope_theta}
     if a.partial_rotary_factor != 1.0:   # phi3: RoPE on int(head_dim · F) dims (Phi-4-mini's 0.75)
         p["partial_rotary_factor"] = a.partial_rotary_factor
-    if kind == "linear":
+    if kind in ("linear", "dynamic"):   # dynamic NTK scales past --positions (max_position_embeddings)
         p["factor"] = float(nums[0])
     elif kind == "llama3":
         p.update(factor=float(nums[0]), low_freq_factor=float(nums[1]), high_freq_factor=float(nums[2]),
@@ -44,7 +44,7 @@ def rope_parameters(a):
         p.update(short_factor=[1.0 + 0.1 * j for j in range(half)], long_factor=[2.0 + 0.5 * j for j in range(half)])
     elif kind != "none":
         sys.exit(f"hf_tiny_model.py: --rope-scaling {a.rope_scaling}: expected none, linear:F, llama3:F:LOW:HIGH:ORIG, "
-                 "yarn:F:ORIG[:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE] or (phi3) longrope:ORIG")
+                 "yarn:F:ORIG[:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE], dynamic:F or (phi3) longrope:ORIG")
     return p
 
 

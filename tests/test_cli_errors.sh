@@ -32,9 +32,9 @@ expect "--fused-proj with --qk-norm: no Hugging Face family has fused q|k|v and 
   train --arch llama --fused-proj --qk-norm --data "$data"
 expect "--fused-proj with --qkv-bias: no Hugging Face family has fused q|k|v and gate|up projections with q/k/v biases" \
   train --arch llama --fused-proj --qkv-bias --data "$data"
-expect "--rope-scaling linear:2 with --fused-proj: Phi3Config (model_type phi3) takes no linear, llama3 or yarn RoPE scaling, only longrope" \
+expect "--rope-scaling linear:2 with --fused-proj: Phi3Config (model_type phi3) takes no linear, llama3, yarn or dynamic RoPE scaling, only longrope" \
   train --arch llama --fused-proj --rope-scaling linear:2 --data "$data"
-expect "--rope-scaling yarn:4:16:1.1386294361119891:32:1:1 with --fused-proj: Phi3Config (model_type phi3) takes no linear, llama3 or yarn" \
+expect "--rope-scaling yarn:4:16:1.1386294361119891:32:1:1 with --fused-proj: Phi3Config (model_type phi3) takes no linear, llama3, yarn" \
   train --arch llama --fused-proj --rope-scaling yarn:4:16 --data "$data"
 expect "--rope-scaling longrope (2 factors, original 16 positions, attention 1.2): longrope is Phi-3's (--fused-proj" \
   train --arch llama --rope-scaling longrope:16:1.2:1,2:3,4 --data "$data"
@@ -73,7 +73,9 @@ expect "--tempo gelu: --arch llama has no GeLU" train --arch llama --tempo gelu 
 expect "--rope-theta: 0 is out of range" train --arch llama --rope-theta 0 --data "$data"
 expect "--rope-scaling 'yarn:2': expected yarn:FACTOR:ORIGINAL_POSITIONS or yarn:FACTOR:ORIGINAL_POSITIONS:ATTENTION_FACTOR:BETA_FAST:BETA_SLOW:TRUNCATE" \
   train --arch llama --rope-scaling yarn:2 --data "$data"
-expect "--rope-scaling 'dynamic:2': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS, longrope:" \
+expect "--rope-scaling 'ntk:2': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS, longrope:" \
+  train --arch llama --rope-scaling ntk:2 --data "$data"
+expect "--rope-scaling 'dynamic:2': expected dynamic:FACTOR:MAX_POSITIONS (two numbers)" \
   train --arch llama --rope-scaling dynamic:2 --data "$data"
 expect "--rope-scaling 'llama3:8:4:1:8192': RoPE high_freq_factor 1: expected above low_freq_factor 4" \
   train --arch llama --rope-scaling llama3:8:4:1:8192 --data "$data"

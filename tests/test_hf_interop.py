@@ -125,6 +125,9 @@ IMPORT_CASES = [
     ("qwen2_yarn_rope", dict(family="qwen2", kv_heads=2, rope_scaling="yarn:4:4096"), "int64"),
     ("llama_yarn_fields", dict(family="llama", kv_heads=1, rope_theta=1000.0, rope_scaling="yarn:8:2048:1.25:16:2:0"),
      "int32"),
+    # dynamic NTK: the 19 positions run past max_position_embeddings 8, so the base grows 17-fold
+    # (θ·(8·19/8 − 7)^(16/14)); the fine-tune below at 16 positions is past it too
+    ("mistral_dynamic_rope", dict(family="mistral", kv_heads=2, positions=8, rope_scaling="dynamic:8"), "int64"),
     # head_dim other than hidden / heads (Mistral Nemo's config.json): heads wider (24 of 64 / 4: q and
     # the attention output 96 wide) and narrower (8, MQA, tied)
     ("mistral_head_dim24", dict(family="mistral", kv_heads=2, head_dim=24), "int64"),
@@ -269,7 +272,7 @@ def test_fine_tune(ctron, data, work, rng):
     write_ids(ids_path, ids, "int64")
     for src in ("llama_gqa_untied_shard", "qwen2_bias_fp16_shard", "llama3_rope_scaling", "qwen3_head_dim24_shard",
                 "phi3_gqa_bf16_shard", "phi3_longrope", "mistral_window5", "phi4mini_partial_rotary", "qwen2_yarn_rope",
-                "llama_yarn_fields"):
+                "llama_yarn_fields", "mistral_dynamic_rope"):
         run_dir, out = os.path.join(work, "ft_" + src), os.path.join(work, "ft_" + src + ".hf")
         run(ctron, "train", "--init-from", os.path.join(work, src), "--seq", 16, "--batch", 2, "--steps", 3,
             "--eval-every", 0, "--threads", 2, "--data", data, "--ckpt-dir", run_dir)

@@ -168,6 +168,11 @@ static void test_config_ok(void) {
               sc->beta_slow == 2.0f && sc->truncate == 0,
           "llama yarn, factor null (8192 / 2048), mscale over mscale_all_dim: %s (factor %g attention %.17g)", err,
           (double)sc->factor, sc->attention_factor);
+    // dynamic NTK (4.x's "type"): past the config's max_position_embeddings
+    rc = parse("{\"model_type\": \"llama\", " LLAMA_SIZES ", \"max_position_embeddings\": 4096, \"rope_scaling\": "
+               "{\"type\": \"dynamic\", \"factor\": 2.0}}", &c, err, sizeof err);
+    CHECK(rc == 0 && sc->type == ROPE_DYNAMIC && sc->factor == 2.0f && sc->original_max_positions == 4096,
+          "llama dynamic: %s (type %d factor %g max %d)", err, sc->type, (double)sc->factor, sc->original_max_positions);
     // Qwen2: q/k/v biases; its window is off unless use_sliding_window
     rc = parse("{\"model_type\": \"qwen2\", " LLAMA_SIZES ", \"num_key_value_heads\": 2, \"sliding_window\": 8, "
                "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]}", &c, err, sizeof err);
@@ -448,9 +453,11 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
          "\"attention_factor\": 0}}", "'rope_parameters.attention_factor' is 0"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"rope\", \"factor\": 2}}",
-         "'rope_scaling' has rope_type \"rope\": ctron reads \"default\", \"linear\", \"llama3\" (Llama 3.1's) and \"yarn\""},
-        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2}}",
-         "'rope_scaling' has rope_type \"dynamic\""},
+         "'rope_scaling' has rope_type \"rope\": ctron reads \"default\", \"linear\", \"llama3\" (Llama 3.1's), \"yarn\" and \"dynamic\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"ntk\", \"factor\": 2}}",
+         "'rope_scaling' has rope_type \"ntk\""},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"dynamic\"}}",
+         "'rope_scaling.factor' is missing"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\"}}",
          "'rope_scaling.factor' is missing"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0.5}}",
@@ -516,7 +523,7 @@ static void test_config_refused(void) {
          "1, 1, 1, 1, 1, 1]}}", "'rope_scaling.long_factor' is missing, expected a list of 8 numbers"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1, 1, "
          "1, 1, 1, 1, 1, 1], \"long_factor\": [2, 2, 2, 2, 2, 2, 2, 2]}}",
-         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\", \"linear\", \"llama3\" (Llama 3.1's) and \"yarn\""},
+         "'rope_scaling' has rope_type \"longrope\": ctron reads \"default\", \"linear\", \"llama3\" (Llama 3.1's), \"yarn\" and \"dynamic\""},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
          "'rope_parameters' has rope_type \"linear\": ctron reads \"default\" and \"longrope\" for model_type phi3 (its config "
          "class takes no \"linear\" or \"llama3\")"},
@@ -545,7 +552,7 @@ static void test_config_refused(void) {
         {"{\"model_type\": \"mistral\", " LLAMA_SIZES ", \"num_key_value_heads\": 4, \"partial_rotary_factor\": 0.5, "
          "\"rope_parameters\": "
          "{\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, \"high_freq_factor\": 4}}",
-         "'partial_rotary_factor' is 0.5, expected 1: with a scaled RoPE (rope_type linear, llama3 or yarn) model_type "
+         "'partial_rotary_factor' is 0.5, expected 1: with a scaled RoPE (rope_type linear, llama3, yarn or dynamic) model_type "
          "mistral's table would be narrower than the heads it rotates (transformers' forward fails)"},
         {"{\"model_type\": \"phi3\", " LLAMA_SIZES ", \"sliding_window\": \"2047\"}",
          "'sliding_window' is a string, expected an integer in 1..1073741824"},

@@ -488,6 +488,25 @@ static void test_rope_scaling(void) {
     float sin3 = (float)sin((double)rope_inv_freq(3, 128, 1000000.0f, &yn, 0));   // position 1, frequency 3
     CHECK(ycs[0] == (float)yn.attention_factor && ycs[128 + 64 + 3] == sin3 * (float)yn.attention_factor,
           "yarn's table is cos/sin × the attention factor");
+    // Dynamic NTK (transformers 5.24's LlamaRotaryEmbedding after a forward of T positions): past M = 16 the base
+    // grows, θ·(F·T/M − (F − 1))^(D/(D−2)) in float32; up to M it is θ's own (the init, in doubles).
+    static const uint32_t dyn_long[8] = {0x3f800000u, 0x3e9577fcu, 0x3dae89c8u, 0x3ccbcfffu,
+                                         0x3bedff2bu, 0x3b0af510u, 0x3a224387u, 0x393d7ab5u};
+    static const uint32_t dyn_long128[8] = {0x3f800000u, 0x3f4e609au, 0x3f265f9bu, 0x3f061fb7u,
+                                            0x3ed84043u, 0x3eae5551u, 0x3e8c8a6fu, 0x3e6298dcu};
+    RopeScaling dyn = {.type = ROPE_DYNAMIC, .factor = 4.0f, .original_max_positions = 16};
+    RopeScaling dyn128 = {.type = ROPE_DYNAMIC, .factor = 2.0f, .original_max_positions = 4096};
+    worst = 0;
+    int short_same = 1;
+    for (int j = 0; j < 8; j++) {
+        int u = ulps(rope_inv_freq(j, 16, 10000.0f, &dyn, 19), from_bits(dyn_long[j]));
+        int u128 = ulps(rope_inv_freq(j, 128, 500000.0f, &dyn128, 6000), from_bits(dyn_long128[j]));
+        worst = u > worst ? u : worst;
+        worst = u128 > worst ? u128 : worst;
+        short_same &= rope_inv_freq(j, 16, 10000.0f, &dyn, 16) == rope_inv_freq(j, 16, 10000.0f, NULL, 16);
+    }
+    CHECK(worst <= 1, "dynamic NTK frequencies past max_position_embeddings: %d ulp from transformers'", worst);
+    CHECK(short_same, "dynamic NTK up to max_position_embeddings: the plain frequencies");
     // The table holds cos/sin of the scaled angle.
     float cs[4 * 16];
     rope_table(cs, 4, 16, 10000.0f, &lin);
@@ -512,13 +531,18 @@ static void test_rope_scaling(void) {
               r.original_max_positions == 2048 && r.attention_factor == 1.25 && r.beta_fast == 16.0f &&
               r.beta_slow == 2.0f && r.truncate == 0,
           "yarn with every field parses: %s", err);
+    CHECK(rope_scaling_parse("dynamic:4:16", &r, err, sizeof err) == 0 && !memcmp(&r, &dyn, sizeof r), "dynamic:4:16 parses: %s",
+          err);
+    rope_scaling_text(&dyn, text, sizeof text);
+    CHECK(!strcmp(text, "dynamic:4:16"), "dynamic text: '%s'", text);
     static const struct { const char *text, *needle; } bad[] = {
         {"llama3:8:1:4", "four numbers"},          {"llama3:8:4:1:8192", "above low_freq_factor"},
         {"linear:0.5", "expected 1 .. 1e6"},        {"yarn:2", "yarn:FACTOR:ORIGINAL_POSITIONS"},
         {"yarn:4:16:1", "yarn:FACTOR:ORIGINAL_POSITIONS"}, {"yarn:4:16:", "yarn:FACTOR:ORIGINAL_POSITIONS"},
         {"yarn:4:16:1:32:1:2", "TRUNCATE 0 or 1"},  {"yarn:4:16:0:32:1:1", "attention_factor 0"},
         {"yarn:4:16:1:32:-1:1", "beta_slow -1"},    {"yarn:0.5:16", "expected 1 .. 1e6"},
-        {"rope:2", "expected none, linear:FACTOR"},
+        {"rope:2", "expected none, linear:FACTOR"}, {"dynamic:2", "dynamic:FACTOR:MAX_POSITIONS"},
+        {"dynamic:2:16.5", "maximum positions 16.5 are not a positive integer"}, {"dynamic:0.5:16", "expected 1 .. 1e6"},
         {"linear:2x", "linear:FACTOR"},             {"llama3:8:1:4:81.5", "not a positive integer"},
         {"linear:nan", "linear:FACTOR"},            {"llama3:8:0:4:8192", "low_freq_factor 0"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const TYPE_NAMES[] = {"default", "linear", "llama3", "longrope", "yarn"};   // indexed by RopeType
+static const char *const TYPE_NAMES[] = {"default", "linear", "llama3", "longrope", "yarn", "dynamic"};   // by RopeType
 
 const char *rope_type_name(int type) {
-    return type >= ROPE_LINEAR && type <= ROPE_YARN ? TYPE_NAMES[type] : TYPE_NAMES[0];
+    return type >= ROPE_LINEAR && type <= ROPE_DYNAMIC ? TYPE_NAMES[type] : TYPE_NAMES[0];
 }
 
 // transformers' get_mscale(scale, mscale=1): 1 for a scale up to 1, else 0.1·mscale·ln(scale) + 1
@@ -54,6 +54,7 @@ const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len) {
     else if (sc->type == ROPE_LLAMA3)
         snprintf(out, len, "llama3:%.9g:%.9g:%.9g:%d", (double)sc->factor, (double)sc->low_freq_factor,
                  (double)sc->high_freq_factor, sc->original_max_positions);
+    else if (sc->type == ROPE_DYNAMIC) snprintf(out, len, "dynamic:%.9g:%d", (double)sc->factor, sc->original_max_positions);
     else if (sc->type == ROPE_YARN)
         snprintf(out, len, "yarn:%.9g:%d:%.17g:%.9g:%.9g:%d", (double)sc->factor, sc->original_max_positions,
                  sc->attention_factor, (double)sc->beta_fast, (double)sc->beta_slow, sc->truncate);
@@ -118,8 +119,8 @@ static int yarn_check(const RopeScaling *sc, char *err, size_t errlen) {
 
 int rope_scaling_check(const RopeScaling *sc, char *err, size_t errlen) {
     if (sc->type == ROPE_PLAIN) return 0;
-    if (sc->type != ROPE_LINEAR && sc->type != ROPE_LLAMA3 && sc->type != ROPE_LONGROPE && sc->type != ROPE_YARN) {
-        snprintf(err, errlen, "RoPE scaling type %d: expected linear, llama3, longrope or yarn", sc->type);
+    if (sc->type < ROPE_LINEAR || sc->type > ROPE_DYNAMIC) {
+        snprintf(err, errlen, "RoPE scaling type %d: expected linear, llama3, longrope, yarn or dynamic", sc->type);
         return -1;
     }
     if (sc->type == ROPE_LONGROPE) {
@@ -135,13 +136,13 @@ int rope_scaling_check(const RopeScaling *sc, char *err, size_t errlen) {
         return -1;
     }
     if (sc->type == ROPE_LINEAR) return 0;
-    if (sc->type == ROPE_YARN) {
+    if (sc->type == ROPE_YARN || sc->type == ROPE_DYNAMIC) {
         if (sc->original_max_positions < 1) {
             snprintf(err, errlen, "RoPE original_max_position_embeddings %d: expected a positive count",
                      sc->original_max_positions);
             return -1;
         }
-        return yarn_check(sc, err, errlen);
+        return sc->type == ROPE_YARN ? yarn_check(sc, err, errlen) : 0;
     }
     if (!(sc->low_freq_factor > 0.0f && sc->low_freq_factor <= 1e6f)) {
         snprintf(err, errlen, "RoPE low_freq_factor %g: expected above 0 (and at most 1e6)", (double)sc->low_freq_factor);
@@ -253,27 +254,31 @@ int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errl
         *sc = r;
         return 0;
     }
-    if (!strncmp(text, "linear:", 7)) r.type = ROPE_LINEAR, want = 1, p += 7;
-    else if (!strncmp(text, "llama3:", 7)) r.type = ROPE_LLAMA3, want = 4, p += 7;
+    const char *form = NULL;   // what the numbers after the name must be
+    if (!strncmp(text, "linear:", 7)) r.type = ROPE_LINEAR, want = 1, p += 7, form = "linear:FACTOR";
+    else if (!strncmp(text, "llama3:", 7))
+        r.type = ROPE_LLAMA3, want = 4, p += 7, form = "llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS (four numbers)";
+    else if (!strncmp(text, "dynamic:", 8))
+        r.type = ROPE_DYNAMIC, want = 2, p += 8, form = "dynamic:FACTOR:MAX_POSITIONS (two numbers)";
     else {
         snprintf(err, errlen, "'%.200s': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS, "
-                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,... or yarn:FACTOR:ORIGINAL_POSITIONS[:...]",
-                 text);
+                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,..., yarn:FACTOR:ORIGINAL_POSITIONS[:...] "
+                 "or dynamic:FACTOR:MAX_POSITIONS", text);
         return -1;
     }
     for (int i = 0; i < want; i++)
         if (scaling_number(&p, &v[i]) || (i == want - 1) != (*p == '\0')) {
-            snprintf(err, errlen, "'%s': expected %s", text,
-                     want == 1 ? "linear:FACTOR" : "llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS (four numbers)");
+            snprintf(err, errlen, "'%s': expected %s", text, form);
             return -1;
         }
     r.factor = (float)v[0];
-    r.low_freq_factor = (float)v[1];
-    r.high_freq_factor = (float)v[2];
-    if (want == 4 && (v[3] != floor(v[3]) || v[3] < 1 || v[3] > 2147483647.0)) {
-        snprintf(err, errlen, "'%s': the original positions %g are not a positive integer", text, v[3]);
+    double positions = r.type == ROPE_DYNAMIC ? v[1] : v[3];   // llama3's original context, dynamic's M
+    if (r.type == ROPE_LLAMA3) r.low_freq_factor = (float)v[1], r.high_freq_factor = (float)v[2];
+    if (r.type != ROPE_LINEAR && (positions != floor(positions) || positions < 1 || positions > 2147483647.0)) {
+        snprintf(err, errlen, "'%s': the %s positions %g are not a positive integer", text,
+                 r.type == ROPE_DYNAMIC ? "maximum" : "original", positions);
         return -1;
     }
-    r.original_max_positions = (int)v[3];
+    r.original_max_positions = (int)positions;
     return store_checked(text, &r, sc, err, errlen);
 }

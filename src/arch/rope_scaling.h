@@ -23,29 +23,35 @@ extern "C" {   // backend/cpu/rope.h, which the CUDA backend includes, includes 
 // frequencies between the correction dims of beta_fast and beta_slow rotations in original_max_positions
 // (floor and ceil when truncate), and cos and sin are scaled by attention_factor (0.1·ln(factor) + 1 when the
 // config gives none).
-typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2, ROPE_LONGROPE = 3, ROPE_YARN = 4 } RopeType;
+// ROPE_DYNAMIC is dynamic NTK scaling (transformers' _compute_dynamic_ntk_parameters): for a sequence of T positions
+// past max_position_embeddings M (original_max_positions here) the base becomes
+// θ·(F·T/M − (F − 1))^(D/(D−2)), D the rotated dims, in float32 tensor arithmetic (transformers recomputes it in
+// the forward from the positions' tensor); up to M the base is θ (its init, in Python doubles). The run's --seq
+// is T, as longrope's switch.
+typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2, ROPE_LONGROPE = 3, ROPE_YARN = 4, ROPE_DYNAMIC = 5 } RopeType;
 enum {
     ROPE_MAX_FACTORS = 128,        // longrope's factors: one per rotated frequency, R/2 (up to 256 rotated dims)
     ROPE_SCALING_TEXT_MAX = 4096   // rope_scaling_text's longest (longrope: 2 · 128 numbers)
 };
 typedef struct {
     int type;                         // RopeType
-    float factor;                     // linear, llama3, yarn: ≥ 1
+    float factor;                     // linear, llama3, yarn, dynamic: ≥ 1
     float low_freq_factor;            // llama3: > 0
     float high_freq_factor;           // llama3: > low_freq_factor
-    int original_max_positions;       // llama3, longrope, yarn: the pre-training context, ≥ 1
+    int original_max_positions;       // llama3, longrope, yarn: the pre-training context, ≥ 1 (dynamic: the config's
+                                      // max_position_embeddings, past which it scales)
     int n_factors;                    // longrope: d/2
     double attention_factor;          // longrope, yarn: cos and sin × this (> 0)
     float beta_fast, beta_slow;       // yarn: the ramp's ends in rotations (> 0; transformers' 32 and 1)
     int truncate;                     // yarn: the correction range floored and ceiled (1, transformers' default) or not
     float short_factor[ROPE_MAX_FACTORS], long_factor[ROPE_MAX_FACTORS];   // longrope: each > 0
 } RopeScaling;
-// "linear", "llama3", "longrope", "yarn", or "default" for ROPE_PLAIN (transformers' rope_type names), and back
-// (-1: another).
+// "linear", "llama3", "longrope", "yarn", "dynamic", or "default" for ROPE_PLAIN (transformers' rope_type names),
+// and back (-1: another).
 const char *rope_type_name(int type);
 int rope_type_from_name(const char *name);
 // The scaling's text, as --rope-scaling takes it: "none", "linear:F", "llama3:F:LOW:HIGH:ORIG",
-// "longrope:ORIG:ATTENTION:S0,S1,…:L0,L1,…", "yarn:F:ORIG:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE" (every number
+// "longrope:ORIG:ATTENTION:S0,S1,…:L0,L1,…", "yarn:F:ORIG:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE", "dynamic:F:MAX" (every number
 // round-trips; len ROPE_SCALING_TEXT_MAX holds any). --rope-scaling also takes "yarn:F:ORIG", with
 // transformers' defaults for the rest (yarn_defaults).
 const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len);   // returns out

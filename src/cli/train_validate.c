@@ -54,7 +54,7 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     if ((c->rope_scaling.type == ROPE_LONGROPE) != c->fused_proj && c->rope_scaling.type != ROPE_PLAIN)
         return usage_error("--rope-scaling %s%s: %s", rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96),
                            c->fused_proj ? " with --fused-proj" : "",
-                           c->fused_proj ? "Phi3Config (model_type phi3) takes no linear, llama3 or yarn RoPE scaling, only longrope"
+                           c->fused_proj ? "Phi3Config (model_type phi3) takes no linear, llama3, yarn or dynamic RoPE scaling, only longrope"
                                          : "longrope is Phi-3's (--fused-proj, model_type phi3)");
     if ((rc = check_rotary(c)) != 0) return rc;
     if (c->rope_scaling.type == ROPE_LONGROPE && c->rope_scaling.n_factors != gpt_rotary_dim(c) / 2)

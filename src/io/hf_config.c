@@ -31,7 +31,7 @@ typedef struct {
     int head_dim_default;         // head_dim when absent (0: hidden_size / num_attention_heads)
     HfWindow window;
     int window_default;           // WINDOW_EVERY_LAYER: sliding_window when absent (0: none)
-    int rope_scaled;              // 1: rope_type linear, llama3 and yarn are read (0: Phi3Config takes none, but longrope)
+    int rope_scaled;              // 1: rope_type linear, llama3, yarn, dynamic are read (0: Phi3Config: longrope only)
     int partial_rotary;           // 1: partial_rotary_factor f rotates int(head_dim · f) dims of each head (Phi-3's
                                   // block; the others rotate whole heads: see read_rotary)
 } HfFamily;
@@ -137,13 +137,15 @@ static double rope_number(Reader *r, const cJSON *params, const char *pkey, cons
     return num_field(r, x, full, def, lo, hi);
 }
 
-// The scaling of a rope dict whose rope_type is linear or llama3 (transformers' _compute_linear_scaling_
-// rope_parameters, _compute_llama3_parameters); original_max_position_embeddings falls back to
-// max_position_embeddings, as transformers' standardize_rope_params does.
+// The scaling of a rope dict whose rope_type is linear, llama3 or dynamic (transformers' _compute_linear_scaling_
+// rope_parameters, _compute_llama3_parameters, _compute_dynamic_ntk_parameters); llama3's
+// original_max_position_embeddings falls back to max_position_embeddings, as transformers' standardize_rope_params
+// does; dynamic scales past max_position_embeddings itself.
 static void read_rope_scaling(Reader *r, const cJSON *params, const char *pkey, int type, int max_positions,
                               RopeScaling *sc) {
     sc->type = type;
     sc->factor = (float)rope_number(r, params, pkey, "factor", 1, 1.0, 1.0, 1e6);
+    if (type == ROPE_DYNAMIC) sc->original_max_positions = max_positions;   // it scales past the config's context
     if (type != ROPE_LLAMA3) return;
     sc->low_freq_factor = (float)rope_number(r, params, pkey, "low_freq_factor", 1, 1.0, 1e-6, 1e6);
     sc->high_freq_factor = (float)rope_number(r, params, pkey, "high_freq_factor", 1, 4.0, 1e-6, 1e6);
@@ -265,9 +267,9 @@ static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, cons
     const cJSON *x = rotary_factor(r, params, pkey, key, sizeof key);
     if (r->failed || !x || (!fam->partial_rotary && !scaled)) return head_dim;
     if (!fam->partial_rotary) {
-        static const char why[] = "with a scaled RoPE (rope_type linear, llama3 or yarn) model_type %s's table would be "
+        static const char why[] = "with a scaled RoPE (rope_type linear, llama3, yarn or dynamic) model_type %s's table would be "
                                   "narrower than the heads it rotates (transformers' forward fails)";
-        char because[160];
+        char because[224];
         snprintf(because, sizeof because, why, fam->model_type);
         if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected 1: %s", kind_of(x), because);
         else if (x->valuedouble != 1.0) bad(r, key, "is %g, expected 1: %s", x->valuedouble, because);
@@ -286,7 +288,7 @@ static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, cons
 
 // The RoPE base and scaling: transformers 5's rope_parameters {rope_type, rope_theta, ...}, or 4.x's
 // top-level rope_theta with an optional rope_scaling (which wins over rope_parameters, as in transformers);
-// default 10000, unscaled. rope_type default, linear, llama3 and yarn are read, except for Phi-3, whose class
+// default 10000, unscaled. rope_type default, linear, llama3, yarn and dynamic are read, except for Phi-3, whose class
 // takes default and longrope only (4.x's "yarn" there is longrope); the others are refused.
 static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int head_dim, RopeScaling *sc,
                        int *rotary_dim) {
@@ -307,7 +309,7 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int he
         if ((type && !cJSON_IsString(type)) || kind < 0 || !takes) {
             char reads[160];
             if (fam->rope_scaled)
-                snprintf(reads, sizeof reads, "\"default\", \"linear\", \"llama3\" (Llama 3.1's) and \"yarn\"");
+                snprintf(reads, sizeof reads, "\"default\", \"linear\", \"llama3\" (Llama 3.1's), \"yarn\" and \"dynamic\"");
             else snprintf(reads, sizeof reads, "\"default\" and \"longrope\" for model_type %s (its config class takes no "
                           "\"linear\" or \"llama3\")", fam->model_type);
             bad(r, pkey, "has rope_type %s%s%s: ctron reads %s", cJSON_IsString(type) ? "\"" : "",

@@ -137,6 +137,8 @@ static void llama_config(cJSON *o, const GPTConfig *c) {
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     // The source model's context when it declared one (a run at a shorter --seq does not shrink it).
     int positions = c->max_positions > c->seq ? c->max_positions : c->seq;
+    // dynamic NTK scales past max_position_embeddings: it must stay the context the scaling was read with
+    if (c->rope_scaling.type == ROPE_DYNAMIC) positions = c->rope_scaling.original_max_positions;
     cJSON_AddNumberToObject(o, "max_position_embeddings", positions);
     // Phi3Config: the context trained at before any long-RoPE extension (read with longrope only)
     if (phi3)

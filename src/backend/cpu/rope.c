@@ -21,16 +21,27 @@ static float yarn_inv_freq(int j, int d, float theta, const RopeScaling *sc, flo
     return inv_interpolation * (1.0f - extrapolation) + inv_extrapolation * extrapolation;
 }
 
+// Dynamic NTK's base for a sequence of `positions` (_compute_dynamic_ntk_parameters): past max_position_embeddings M
+// the forward's seq_len is a tensor, so F·T/M − (F − 1) and its power are float32 tensor operations; up to M it is
+// the init's, in Python doubles (where F·M/M − (F − 1) is 1 up to rounding). D > 2 (rope_table checks).
+static float dynamic_base(float theta, const RopeScaling *sc, int d, int positions) {
+    double F = (double)sc->factor, M = (double)sc->original_max_positions, x = (double)d / (double)(d - 2);
+    if (positions <= sc->original_max_positions) return (float)((double)theta * pow(F * M / M - (F - 1.0), x));
+    float grown = (float)F * (float)positions / (float)M - (float)(F - 1.0);
+    return theta * powf(grown, (float)x);
+}
+
 // transformers (modeling_rope_utils): the default inv_freq, then _compute_linear_scaling_rope_parameters'
 // inv_freq / factor, _compute_llama3_parameters' or _compute_longrope_parameters' float32 tensor arithmetic,
 // operation by operation (its Python scalars enter as float32; -std=c11 contracts nothing into an fma).
 float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positions) {
     float e = (float)(2 * j) / (float)d;
+    if (sc && sc->type == ROPE_DYNAMIC) theta = dynamic_base(theta, sc, d, positions);
     float base = (float)pow((double)theta, (double)e);
     if (sc && sc->type == ROPE_LONGROPE)   // 1 / (ext_j · θ^(2j/d))
         return 1.0f / ((rope_long_factors(sc, positions) ? sc->long_factor[j] : sc->short_factor[j]) * base);
     float inv = 1.0f / base;
-    if (!sc || sc->type == ROPE_PLAIN) return inv;
+    if (!sc || sc->type == ROPE_PLAIN || sc->type == ROPE_DYNAMIC) return inv;
     if (sc->type == ROPE_LINEAR) return inv / sc->factor;
     if (sc->type == ROPE_YARN) return yarn_inv_freq(j, d, theta, sc, inv, base);
     float orig = (float)sc->original_max_positions;
@@ -49,6 +60,8 @@ void rope_table(float *cs, int positions, int d, float theta, const RopeScaling 
     int half = d / 2;
     if (sc && sc->type == ROPE_LONGROPE && sc->n_factors != half)
         ctron_fatal("rope_table: longrope has %d factors for heads of %d (expected d/2 = %d)", sc->n_factors, d, half);
+    if (sc && sc->type == ROPE_DYNAMIC && d <= 2)
+        ctron_fatal("rope_table: dynamic NTK scaling needs more than 2 rotated dims (its exponent is D/(D-2)), got %d", d);
     // longrope's and yarn's cos and sin × attention_factor (a Python float times a float32 tensor: fp32 product)
     float scale = sc && (sc->type == ROPE_LONGROPE || sc->type == ROPE_YARN) ? (float)sc->attention_factor : 1.0f;
     for (int j = 0; j < half; j++) {
