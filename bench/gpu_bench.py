@@ -293,7 +293,8 @@ def device_name():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ctron", default="build-gpu/ctron")
-    ap.add_argument("--data", default="data/kjv.txt")
+    ap.add_argument("--data", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                                                "kjv.txt"), help="the text (default: the repository's data/kjv.txt)")
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--out", default="gpu_bench.json")
     ap.add_argument("--configs", default="gpt2-124m,gpt2-1.5b")

@@ -88,7 +88,7 @@ with tempfile.TemporaryDirectory() as d:
         # The peer's profile on the CPU (eager: seconds), steps 2..N-1 of 4: 2 steps averaged.
         kt = os.path.join(d, "peer.json")
         cmd = [peer, os.path.join(ROOT, "bench", "gpu_bench.py"), "--peer", "eager", "--config", "gpt2-tiny",
-               "--device", "cpu", "--steps", "4", "--kernel-times", kt]
+               "--device", "cpu", "--steps", "4", "--kernel-times", kt, "--data", os.path.join(ROOT, "data", "kjv.txt")]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         check(r.returncode == 0, f"peer run: exit {r.returncode}: {r.stderr[-400:]}")
         if r.returncode == 0:
