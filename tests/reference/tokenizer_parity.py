@@ -162,6 +162,15 @@ def train_gpt2(corpus):
     return tok
 
 
+def shifted_ids(tok, shift):
+    """tok's tokenizer.json as a dict, every id (the model's vocabulary and the added tokens) moved up by shift."""
+    t = json.loads(tok.to_str())
+    t["model"]["vocab"] = {s: i + shift for s, i in t["model"]["vocab"].items()}
+    for a in t["added_tokens"]:
+        a["id"] += shift
+    return t
+
+
 def train_llama3(corpus):
     tok = Tokenizer(models.BPE(ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -173,10 +182,7 @@ def train_llama3(corpus):
                              special_tokens=specials, show_progress=False)
     tok.train_from_iterator(corpus, trainer=tr)
     # Move every id up by SHIFT (a vocabulary past uint16), then add Llama 3's BOS template.
-    t = json.loads(tok.to_str())
-    t["model"]["vocab"] = {s: i + SHIFT for s, i in t["model"]["vocab"].items()}
-    for a in t["added_tokens"]:
-        a["id"] += SHIFT
+    t = shifted_ids(tok, SHIFT)
     bos = t["model"]["vocab"]["<|begin_of_text|>"]
     t["post_processor"] = {
         "type": "Sequence", "processors": [
@@ -202,11 +208,7 @@ def train_phi4(corpus):
     tr = trainers.BpeTrainer(vocab_size=2300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                              special_tokens=specials, show_progress=False)
     tok.train_from_iterator(corpus, trainer=tr)
-    t = json.loads(tok.to_str())
-    t["model"]["vocab"] = {k: i + PHI4_SHIFT for k, i in t["model"]["vocab"].items()}
-    for a in t["added_tokens"]:
-        a["id"] += PHI4_SHIFT
-    return Tokenizer.from_str(json.dumps(t))
+    return Tokenizer.from_str(json.dumps(shifted_ids(tok, PHI4_SHIFT)))
 
 
 def train_spm(corpus_path):
