@@ -76,6 +76,8 @@ __device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b)
 __device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
 
 static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+// bytes rounded up to 256: the start of the next part of a scratch slot carved in pieces (cudaMalloc's alignment)
+static inline size_t ct_round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Threads for one block per row of h floats read V at a time: a multiple of 32, 32 .. 256.
 static inline unsigned row_threads_v(int h, int V) {

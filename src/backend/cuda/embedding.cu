@@ -137,7 +137,6 @@ static __global__ void embedding_vocab_accumulate_kernel(float *dwte, const floa
 
 // ---- entries
 
-static size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 extern "C" void cuda_embedding_forward(Backend *be, float *x, const int32_t *tokens, const float *wte,
                                        const float *wpe, int s, int b, int h) {
@@ -199,8 +198,8 @@ extern "C" void cuda_embedding_vocab_backward(Backend *be, float *dwte, const fl
     size_t sort_bytes = 0;
     CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, (const unsigned *)nullptr, (unsigned *)nullptr,
                                                (const int *)nullptr, (int *)nullptr, n, 0, end_bit, st));
-    size_t keys_bytes = align256((size_t)n * sizeof(unsigned)), rows_bytes = align256((size_t)n * sizeof(int));
-    char *base = (char *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, 2 * keys_bytes + 2 * rows_bytes + align256(sort_bytes));
+    size_t keys_bytes = ct_round256((size_t)n * sizeof(unsigned)), rows_bytes = ct_round256((size_t)n * sizeof(int));
+    char *base = (char *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, 2 * keys_bytes + 2 * rows_bytes + ct_round256(sort_bytes));
     unsigned *key_in = (unsigned *)base, *key_out = (unsigned *)(base + keys_bytes);
     int *row_in = (int *)(base + 2 * keys_bytes), *row_out = (int *)(base + 2 * keys_bytes + rows_bytes);
     void *sort_tmp = base + 2 * keys_bytes + 2 * rows_bytes;

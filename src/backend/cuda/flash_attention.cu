@@ -964,12 +964,11 @@ struct Flash16 {
     const uint16_t *q, *k, *v, *o;
     float *part;   // the grouped-query partials (NULL unless asked for)
 };
-static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 static Flash16 pack_operands(Backend *be, const FlashDims &f, const float *q, const float *k, const float *v,
                              const float *o, int r0, int r1, int partials) {
     size_t nq = (size_t)f.s * (size_t)f.ld, nk = (size_t)f.s * (size_t)f.ldk;
-    size_t part_bytes = partials ? align256(2 * nk * sizeof(float)) : 0;
-    size_t qb = align256(nq * sizeof(uint16_t)), kb = align256(nk * sizeof(uint16_t));
+    size_t part_bytes = partials ? ct_round256(2 * nk * sizeof(float)) : 0;
+    size_t qb = ct_round256(nq * sizeof(uint16_t)), kb = ct_round256(nk * sizeof(uint16_t));
     char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, part_bytes + qb * (o ? 2 : 1) + 2 * kb);
     Flash16 x;
     x.part = partials ? (float *)w : NULL;

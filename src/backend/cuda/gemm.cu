@@ -383,7 +383,6 @@ static GemmPlan *plan_get(Backend *be, const GemmKey *key, GemmPlan *scratch_pla
 static size_t span_bytes(int64_t rows, int64_t cols, int64_t ld, size_t elem) {
     return rows <= 0 || cols <= 0 ? 0 : ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * elem;
 }
-static size_t round256(size_t x) { return (x + 255) / 256 * 256; }
 static int below(const void *p, uint32_t align) { return ((uintptr_t)p % align) != 0; }
 
 // Operands below the plan's alignment, copied into CUDA_SCRATCH_GEMM_T (each part 256-aligned) in stream
@@ -412,13 +411,13 @@ static GemmPtrs stage(Backend *be, const GemmPlan *p, const void *a, const void 
     const size_t sd = span_bytes(k->m, k->n, k->ldd, sizeof(float)), sbias = bias ? (size_t)k->m * sizeof(float) : 0;
     const int move_a = below(a, p->align_ab) && sa, move_b = below(b, p->align_ab) && sb;
     const int move_d = below(d, p->align_d), move_bias = p->epilogue_bias && below(bias, p->align_d);
-    size_t total = (move_a ? round256(sa) : 0) + (move_b ? round256(sb) : 0) + (move_d ? round256(sd) : 0) +
-                   (move_bias ? round256(sbias) : 0);
+    size_t total = (move_a ? ct_round256(sa) : 0) + (move_b ? ct_round256(sb) : 0) + (move_d ? ct_round256(sd) : 0) +
+                   (move_bias ? ct_round256(sbias) : 0);
     if (!total) return r;
     char *at = (char *)cuda_scratch(be, CUDA_SCRATCH_GEMM_T, total);
-    if (move_a) { stage_copy(c, at, a, sa); r.a = at; at += round256(sa); }
-    if (move_b) { stage_copy(c, at, b, sb); r.b = at; at += round256(sb); }
-    if (move_bias) { stage_copy(c, at, bias, sbias); r.bias = (const float *)at; at += round256(sbias); }
+    if (move_a) { stage_copy(c, at, a, sa); r.a = at; at += ct_round256(sa); }
+    if (move_b) { stage_copy(c, at, b, sb); r.b = at; at += ct_round256(sb); }
+    if (move_bias) { stage_copy(c, at, bias, sbias); r.bias = (const float *)at; at += ct_round256(sbias); }
     if (move_d) {
         stage_copy(c, at, d, sd);
         r.d = (float *)at;
