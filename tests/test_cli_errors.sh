@@ -77,6 +77,8 @@ expect "--rope-scaling 'ntk:2': expected none, linear:FACTOR, llama3:FACTOR:LOW:
   train --arch llama --rope-scaling ntk:2 --data "$data"
 expect "--rope-scaling 'dynamic:2': expected dynamic:FACTOR:MAX_POSITIONS (two numbers)" \
   train --arch llama --rope-scaling dynamic:2 --data "$data"
+expect "--rope-scaling dynamic:2:16: dynamic NTK scaling needs more than 2 rotated dims (its exponent is D/(D-2)); heads of 2 rotate 2" \
+  train --arch llama --hidden 64 --heads 32 --head-dim 2 --rope-scaling dynamic:2:16 --data "$data"
 expect "--rope-scaling 'llama3:8:4:1:8192': RoPE high_freq_factor 1: expected above low_freq_factor 4" \
   train --arch llama --rope-scaling llama3:8:4:1:8192 --data "$data"
 expect "--rope-scaling is a llama option" train --rope-scaling linear:2 --data "$data"

@@ -458,6 +458,8 @@ static void test_config_refused(void) {
          "'rope_scaling' has rope_type \"ntk\""},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"dynamic\"}}",
          "'rope_scaling.factor' is missing"},
+        {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"head_dim\": 2, \"rope_scaling\": {\"type\": \"dynamic\", "
+         "\"factor\": 2}}", "'rope_scaling' has rope_type \"dynamic\" with heads of 2 dims: its exponent D/(D-2) needs more"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\"}}",
          "'rope_scaling.factor' is missing"},
         {"{\"model_type\": \"llama\", " LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 0.5}}",

@@ -16,16 +16,18 @@ const char *rope_type_name(int type) {
 static double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0; }
 
 double yarn_attention_factor(double factor, double mscale, double mscale_all_dim) {
-    if (mscale != 0.0 && mscale_all_dim != 0.0) return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
+    if (mscale != 0.0 && mscale_all_dim != 0.0)
+        return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim);
     return yarn_mscale(factor, 1.0);
 }
 
-RopeScaling yarn_defaults(float factor, int original_max_positions) {
+RopeScaling yarn_defaults(double factor, int original_max_positions) {
     RopeScaling r = {0};
     r.type = ROPE_YARN;
-    r.factor = factor;
+    r.factor = (float)factor;
     r.original_max_positions = original_max_positions;
-    r.attention_factor = yarn_attention_factor((double)factor, 0.0, 0.0);
+    r.attention_factor = yarn_attention_factor(factor, 0.0, 0.0);   // from the number given, as transformers'
+
     r.beta_fast = 32.0f;
     r.beta_slow = 1.0f;
     r.truncate = 1;
@@ -54,7 +56,8 @@ const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len) {
     else if (sc->type == ROPE_LLAMA3)
         snprintf(out, len, "llama3:%.9g:%.9g:%.9g:%d", (double)sc->factor, (double)sc->low_freq_factor,
                  (double)sc->high_freq_factor, sc->original_max_positions);
-    else if (sc->type == ROPE_DYNAMIC) snprintf(out, len, "dynamic:%.9g:%d", (double)sc->factor, sc->original_max_positions);
+    else if (sc->type == ROPE_DYNAMIC)
+        snprintf(out, len, "dynamic:%.9g:%d", (double)sc->factor, sc->original_max_positions);
     else if (sc->type == ROPE_YARN)
         snprintf(out, len, "yarn:%.9g:%d:%.17g:%.9g:%.9g:%d", (double)sc->factor, sc->original_max_positions,
                  sc->attention_factor, (double)sc->beta_fast, (double)sc->beta_slow, sc->truncate);
@@ -229,11 +232,11 @@ static int parse_yarn(const char *text, const char *p, RopeScaling *sc, char *er
     }
     if ((n != 2 && n != 6) || *p || p[-1] == ':' || v[1] != floor(v[1]) || v[1] < 1 || v[1] > 2147483647.0 ||
         (n == 6 && v[5] != 0.0 && v[5] != 1.0)) {
-        snprintf(err, errlen, "'%.120s': expected yarn:FACTOR:ORIGINAL_POSITIONS or "
-                 "yarn:FACTOR:ORIGINAL_POSITIONS:ATTENTION_FACTOR:BETA_FAST:BETA_SLOW:TRUNCATE (TRUNCATE 0 or 1)", text);
+        snprintf(err, errlen, "'%.120s': expected yarn:FACTOR:ORIGINAL_POSITIONS or yarn:FACTOR:ORIGINAL_POSITIONS:"
+                 "ATTENTION_FACTOR:BETA_FAST:BETA_SLOW:TRUNCATE (TRUNCATE 0 or 1)", text);
         return -1;
     }
-    RopeScaling r = yarn_defaults((float)v[0], (int)v[1]);
+    RopeScaling r = yarn_defaults(v[0], (int)v[1]);
     if (n == 6) {
         r.attention_factor = v[2];
         r.beta_fast = (float)v[3];
@@ -262,8 +265,8 @@ int rope_scaling_parse(const char *text, RopeScaling *sc, char *err, size_t errl
         r.type = ROPE_DYNAMIC, want = 2, p += 8, form = "dynamic:FACTOR:MAX_POSITIONS (two numbers)";
     else {
         snprintf(err, errlen, "'%.200s': expected none, linear:FACTOR, llama3:FACTOR:LOW:HIGH:ORIGINAL_POSITIONS, "
-                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,..., yarn:FACTOR:ORIGINAL_POSITIONS[:...] "
-                 "or dynamic:FACTOR:MAX_POSITIONS", text);
+                 "longrope:ORIGINAL_POSITIONS:ATTENTION_FACTOR:SHORT,...:LONG,..., "
+                 "yarn:FACTOR:ORIGINAL_POSITIONS[:...] or dynamic:FACTOR:MAX_POSITIONS", text);
         return -1;
     }
     for (int i = 0; i < want; i++)

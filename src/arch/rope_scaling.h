@@ -23,12 +23,14 @@ extern "C" {   // backend/cpu/rope.h, which the CUDA backend includes, includes 
 // frequencies between the correction dims of beta_fast and beta_slow rotations in original_max_positions
 // (floor and ceil when truncate), and cos and sin are scaled by attention_factor (0.1·ln(factor) + 1 when the
 // config gives none).
-// ROPE_DYNAMIC is dynamic NTK scaling (transformers' _compute_dynamic_ntk_parameters): for a sequence of T positions
-// past max_position_embeddings M (original_max_positions here) the base becomes
-// θ·(F·T/M − (F − 1))^(D/(D−2)), D the rotated dims, in float32 tensor arithmetic (transformers recomputes it in
-// the forward from the positions' tensor); up to M the base is θ (its init, in Python doubles). The run's --seq
-// is T, as longrope's switch.
-typedef enum { ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2, ROPE_LONGROPE = 3, ROPE_YARN = 4, ROPE_DYNAMIC = 5 } RopeType;
+// ROPE_DYNAMIC is dynamic NTK scaling (transformers' _compute_dynamic_ntk_parameters): for a sequence of T
+// positions past max_position_embeddings M (original_max_positions here) the base becomes
+// θ·(F·T/M − (F − 1))^(D/(D−2)), D > 2 the rotated dims, in float32 tensor arithmetic (transformers recomputes
+// it in the forward from the positions' tensor); up to M the base is θ (its init, in Python doubles). The run's
+// --seq is T, as longrope's switch.
+typedef enum {
+    ROPE_PLAIN = 0, ROPE_LINEAR = 1, ROPE_LLAMA3 = 2, ROPE_LONGROPE = 3, ROPE_YARN = 4, ROPE_DYNAMIC = 5
+} RopeType;
 enum {
     ROPE_MAX_FACTORS = 128,        // longrope's factors: one per rotated frequency, R/2 (up to 256 rotated dims)
     ROPE_SCALING_TEXT_MAX = 4096   // rope_scaling_text's longest (longrope: 2 · 128 numbers)
@@ -51,16 +53,16 @@ typedef struct {
 const char *rope_type_name(int type);
 int rope_type_from_name(const char *name);
 // The scaling's text, as --rope-scaling takes it: "none", "linear:F", "llama3:F:LOW:HIGH:ORIG",
-// "longrope:ORIG:ATTENTION:S0,S1,…:L0,L1,…", "yarn:F:ORIG:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE", "dynamic:F:MAX" (every number
-// round-trips; len ROPE_SCALING_TEXT_MAX holds any). --rope-scaling also takes "yarn:F:ORIG", with
-// transformers' defaults for the rest (yarn_defaults).
+// "longrope:ORIG:ATTENTION:S0,S1,…:L0,L1,…", "yarn:F:ORIG:ATTENTION:BETA_FAST:BETA_SLOW:TRUNCATE",
+// "dynamic:F:MAX" (every number round-trips; len ROPE_SCALING_TEXT_MAX holds any). --rope-scaling also takes
+// "yarn:F:ORIG", with transformers' defaults for the rest (yarn_defaults).
 const char *rope_scaling_text(const RopeScaling *sc, char *out, size_t len);   // returns out
 // YaRN's attention factor when a config gives none (transformers' get_mscale): 0.1·mscale·ln(factor) + 1, 1 for a
 // factor up to 1; with mscale and mscale_all_dim both given, the ratio of the two.
 double yarn_attention_factor(double factor, double mscale, double mscale_all_dim);
-// A yarn scaling of factor and original context with transformers' defaults: the derived attention factor, beta_fast
-// 32, beta_slow 1, truncate.
-RopeScaling yarn_defaults(float factor, int original_max_positions);
+// A yarn scaling of factor and original context with transformers' defaults: the attention factor derived from
+// factor as given (a config's double, not its float32 rounding), beta_fast 32, beta_slow 1, truncate.
+RopeScaling yarn_defaults(double factor, int original_max_positions);
 // A short description for messages: the text, or for longrope "longrope (N factors, original ORIG, attention A)".
 const char *rope_scaling_label(const RopeScaling *sc, char *out, size_t len);   // returns out
 // A key that tells two scalings apart in at most 96 bytes: the text, or longrope's numbers with a 64-bit hash

@@ -54,9 +54,15 @@ static int check_arch(TrainOptions *o, const TrainGiven *given) {
     if ((c->rope_scaling.type == ROPE_LONGROPE) != c->fused_proj && c->rope_scaling.type != ROPE_PLAIN)
         return usage_error("--rope-scaling %s%s: %s", rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96),
                            c->fused_proj ? " with --fused-proj" : "",
-                           c->fused_proj ? "Phi3Config (model_type phi3) takes no linear, llama3, yarn or dynamic RoPE scaling, only longrope"
-                                         : "longrope is Phi-3's (--fused-proj, model_type phi3)");
+                           c->fused_proj
+                               ? "Phi3Config (model_type phi3) takes no linear, llama3, yarn or dynamic RoPE scaling, "
+                                 "only longrope"
+                               : "longrope is Phi-3's (--fused-proj, model_type phi3)");
     if ((rc = check_rotary(c)) != 0) return rc;
+    if (c->rope_scaling.type == ROPE_DYNAMIC && gpt_rotary_dim(c) <= 2)   // its exponent D / (D − 2)
+        return usage_error("--rope-scaling %s: dynamic NTK scaling needs more than 2 rotated dims (its exponent is "
+                           "D/(D-2)); heads of %d rotate %d", rope_scaling_label(&c->rope_scaling, (char[96]){0}, 96),
+                           gpt_head_dim(c), gpt_rotary_dim(c));
     if (c->rope_scaling.type == ROPE_LONGROPE && c->rope_scaling.n_factors != gpt_rotary_dim(c) / 2)
         return c->rotary_dim
             ? usage_error("--rope-scaling %s: --rotary-dim %d needs %d factors (one per rotated frequency, R/2)",

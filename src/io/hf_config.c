@@ -174,8 +174,9 @@ static void read_yarn(Reader *r, const cJSON *params, const char *pkey, int max_
             "original_max_position_embeddings)");
         return;
     }
-    double factor = rope_number(r, params, pkey, "factor", 0, (double)max_positions / orig, 1.0, 1e6);   // null: the ratio
-    *sc = yarn_defaults((float)factor, (int)orig);
+    // null: the ratio of the two contexts
+    double factor = rope_number(r, params, pkey, "factor", 0, (double)max_positions / orig, 1.0, 1e6);
+    *sc = yarn_defaults(factor, (int)orig);
     double mscale = rope_number(r, params, pkey, "mscale", 0, 0.0, -1e6, 1e6);
     double mscale_all = rope_number(r, params, pkey, "mscale_all_dim", 0, 0.0, -1e6, 1e6);
     sc->attention_factor = rope_number(r, params, pkey, "attention_factor", 0,
@@ -267,8 +268,8 @@ static int read_rotary(Reader *r, const HfFamily *fam, const cJSON *params, cons
     const cJSON *x = rotary_factor(r, params, pkey, key, sizeof key);
     if (r->failed || !x || (!fam->partial_rotary && !scaled)) return head_dim;
     if (!fam->partial_rotary) {
-        static const char why[] = "with a scaled RoPE (rope_type linear, llama3, yarn or dynamic) model_type %s's table would be "
-                                  "narrower than the heads it rotates (transformers' forward fails)";
+        static const char why[] = "with a scaled RoPE (rope_type linear, llama3, yarn or dynamic) model_type %s's "
+                                  "table would be narrower than the heads it rotates (transformers' forward fails)";
         char because[224];
         snprintf(because, sizeof because, why, fam->model_type);
         if (!cJSON_IsNumber(x)) bad(r, key, "is %s, expected 1: %s", kind_of(x), because);
@@ -309,7 +310,8 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int he
         if ((type && !cJSON_IsString(type)) || kind < 0 || !takes) {
             char reads[160];
             if (fam->rope_scaled)
-                snprintf(reads, sizeof reads, "\"default\", \"linear\", \"llama3\" (Llama 3.1's), \"yarn\" and \"dynamic\"");
+                snprintf(reads, sizeof reads,
+                         "\"default\", \"linear\", \"llama3\" (Llama 3.1's), \"yarn\" and \"dynamic\"");
             else snprintf(reads, sizeof reads, "\"default\" and \"longrope\" for model_type %s (its config class takes no "
                           "\"linear\" or \"llama3\")", fam->model_type);
             bad(r, pkey, "has rope_type %s%s%s: ctron reads %s", cJSON_IsString(type) ? "\"" : "",
@@ -321,6 +323,9 @@ static float read_rope(Reader *r, const HfFamily *fam, int max_positions, int he
         if (kind == ROPE_LONGROPE) read_longrope(r, params, pkey, max_positions, *rotary_dim, sc);
         else if (kind == ROPE_YARN) read_yarn(r, params, pkey, max_positions, sc);
         else if (kind != ROPE_PLAIN) read_rope_scaling(r, params, pkey, kind, max_positions, sc);
+        if (!r->failed && kind == ROPE_DYNAMIC && *rotary_dim <= 2)   // transformers divides by D − 2
+            bad(r, pkey, "has rope_type \"dynamic\" with heads of %d dims: its exponent D/(D-2) needs more than 2",
+                *rotary_dim);
         char key[48];
         snprintf(key, sizeof key, "%s.rope_theta", pkey);
         theta = num_field(r, cJSON_GetObjectItemCaseSensitive(params, "rope_theta"), key, theta, 1.0 + 1e-9, 1e12);

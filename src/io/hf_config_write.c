@@ -63,8 +63,10 @@ static void rope_scaling_fields(cJSON *o, const RopeScaling *sc, int max_positio
     cJSON_AddNumberToObject(o, "factor", float_shortest(sc->factor));
     if (sc->type == ROPE_YARN) {   // beyond factor and the context, only what differs from what transformers derives
         cJSON_AddNumberToObject(o, "original_max_position_embeddings", sc->original_max_positions);
-        RopeScaling d = yarn_defaults(sc->factor, sc->original_max_positions);
-        if (sc->attention_factor != d.attention_factor) cJSON_AddNumberToObject(o, "attention_factor", sc->attention_factor);
+        // transformers derives the attention factor from the factor this file gives: float_shortest's number
+        RopeScaling d = yarn_defaults(float_shortest(sc->factor), sc->original_max_positions);
+        if (sc->attention_factor != d.attention_factor)
+            cJSON_AddNumberToObject(o, "attention_factor", sc->attention_factor);
         if (sc->beta_fast != d.beta_fast) cJSON_AddNumberToObject(o, "beta_fast", float_shortest(sc->beta_fast));
         if (sc->beta_slow != d.beta_slow) cJSON_AddNumberToObject(o, "beta_slow", float_shortest(sc->beta_slow));
         if (!sc->truncate) cJSON_AddBoolToObject(o, "truncate", 0);

@@ -61,7 +61,8 @@ void rope_table(float *cs, int positions, int d, float theta, const RopeScaling 
     if (sc && sc->type == ROPE_LONGROPE && sc->n_factors != half)
         ctron_fatal("rope_table: longrope has %d factors for heads of %d (expected d/2 = %d)", sc->n_factors, d, half);
     if (sc && sc->type == ROPE_DYNAMIC && d <= 2)
-        ctron_fatal("rope_table: dynamic NTK scaling needs more than 2 rotated dims (its exponent is D/(D-2)), got %d", d);
+        ctron_fatal("rope_table: dynamic NTK scaling needs more than 2 rotated dims (its exponent is D/(D-2)), "
+                    "got %d", d);
     // longrope's and yarn's cos and sin × attention_factor (a Python float times a float32 tensor: fp32 product)
     float scale = sc && (sc->type == ROPE_LONGROPE || sc->type == ROPE_YARN) ? (float)sc->attention_factor : 1.0f;
     for (int j = 0; j < half; j++) {

@@ -39,8 +39,8 @@ float rope_inv_freq(int j, int d, float theta, const RopeScaling *sc, int positi
 // a_j = fl(p · inv_j) with rope_inv_freq's inv_j (what HF computes in float32; a double angle would
 // differ by ~5e-4 rad at p ≈ 8k); cos and sin of that fp32 angle are evaluated in double and rounded
 // once; longrope's and yarn's are then × their attention_factor (so the rotation scales q and k, as
-// transformers' cos and sin do). d is the rotated dims (rope_forward's rot; longrope's n_factors must be d/2). A host function: the
-// table is data, copied to the device that runs the kernels.
+// transformers' cos and sin do). d is the rotated dims (rope_forward's rot; longrope's n_factors must be d/2).
+// A host function: the table is data, copied to the device that runs the kernels.
 void rope_table(float *cs, int positions, int d, float theta, const RopeScaling *sc);
 
 // x[rows, heads·d] (row stride ld floats) -> y[rows, heads·d] (stride ld); y may equal x (in place).
