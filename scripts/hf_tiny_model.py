@@ -5,7 +5,8 @@
     PY=$(bash scripts/peer_env.sh)      # or: bash scripts/peer_env.sh --path, once it is installed
     $PY scripts/hf_tiny_model.py OUT [--family gpt2|llama|mistral|qwen2|qwen3|phi3] [--layers 2] [--hidden 64]
         [--heads 4] [--kv-heads 2] [--ffn 176] [--vocab 256] [--positions 256] [--tied]
-        [--rope-theta 10000] [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG|yarn:F:ORIG[:ATT:BF:BS:TRUNC]|dynamic:F]
+        [--rope-theta 10000]
+        [--rope-scaling none|linear:F|llama3:F:LOW:HIGH:ORIG|yarn:F:ORIG[:ATT:BF:BS:TRUNC]|dynamic:F]
         [--sliding-window W] [--partial-rotary-factor F] [--dtype float32|bfloat16|float16]
         [--max-shard-size 5GB] [--seed 0]
 

@@ -964,6 +964,11 @@ struct Flash16 {
     const uint16_t *q, *k, *v, *o;
     float *part;   // the grouped-query partials (NULL unless asked for)
 };
+// The end of the 64-row tile holding row r − 1, tiles counted from row base, at most s.
+static int tile_end(int r, int base, int s) {
+    int end = base + (r - base + FT - 1) / FT * FT;
+    return end < s ? end : s;
+}
 static Flash16 pack_operands(Backend *be, const FlashDims &f, const float *q, const float *k, const float *v,
                              const float *o, int r0, int r1, int partials) {
     size_t nq = (size_t)f.s * (size_t)f.ld, nk = (size_t)f.s * (size_t)f.ldk;
@@ -972,12 +977,13 @@ static Flash16 pack_operands(Backend *be, const FlashDims &f, const float *q, co
     char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, part_bytes + qb * (o ? 2 : 1) + 2 * kb);
     Flash16 x;
     x.part = partials ? (float *)w : NULL;
-    uint16_t *q16 = (uint16_t *)(w + part_bytes), *k16 = (uint16_t *)(w + part_bytes + qb);
-    uint16_t *v16 = (uint16_t *)(w + part_bytes + qb + kb), *o16 = o ? (uint16_t *)(w + part_bytes + qb + 2 * kb) : NULL;
-    r1 = r0 + (r1 - r0 + FT - 1) / FT * FT;   // the query tiles start at r0 (flash_query_tiles)
-    if (r1 > f.s) r1 = f.s;
-    int kend = (r1 + FT - 1) / FT * FT < f.s ? (r1 + FT - 1) / FT * FT : f.s;   // the key tiles start at 0
-    size_t qrow0 = (size_t)r0 * (size_t)f.ld, qrows = (size_t)(r1 - r0) * (size_t)f.ld, krows = (size_t)kend * (size_t)f.ldk;
+    w += part_bytes;
+    uint16_t *q16 = (uint16_t *)w, *k16 = (uint16_t *)(w + qb), *v16 = (uint16_t *)(w + qb + kb);
+    uint16_t *o16 = o ? (uint16_t *)(w + qb + 2 * kb) : NULL;
+    int qend = tile_end(r1, r0, f.s);    // the query tiles start at r0 (flash_query_tiles)
+    int kend = tile_end(qend, 0, f.s);   // the key tiles at 0, up to the one holding the last query
+    size_t qrow0 = (size_t)r0 * (size_t)f.ld, qrows = (size_t)(qend - r0) * (size_t)f.ld;
+    size_t krows = (size_t)kend * (size_t)f.ldk;
     cuda_bf16_pack(be, q16 + qrow0, q + qrow0, qrows);
     cuda_bf16_pack(be, k16, k, krows);
     cuda_bf16_pack(be, v16, v, krows);

@@ -31,8 +31,8 @@
 //
 // Split-K of our own. Without cuBLASLt's split-K, a GEMM with few output tiles and a long k leaves most
 // SMs idle: on an H100 GPT-2 124M's 768×768 weight gradients of q, k, v and the projection (k = 16,384
-// tokens: 36 tiles for 132 SMs) ran at 53 TFLOP/s and took a fifth of the step, and LoRA's rank-16 products (x·Aᵀ, k = 14,336)
-// at 7 TFLOP/s (docs/PERFORMANCE.md, the second H100). gemm_ksplit picks S from the shape alone; the
+// tokens: 36 tiles for 132 SMs) ran at 53 TFLOP/s and took a fifth of the step, and LoRA's rank-16
+// products (x·Aᵀ, k = 14,336) at 7 TFLOP/s (docs/PERFORMANCE.md, the second H100). gemm_ksplit picks S from the shape alone; the
 // GEMM then runs as one strided batch of S GEMMs over consecutive k-chunks into CUDA_SCRATCH_GEMM_SPLIT,
 // and ksplit_sum_kernel adds the S partial products in the order 0..S-1 (then D's old value when beta is
 // 1). The bits are a function of the shape, as every plan's are: run to run, and wherever the tensors sit.
