@@ -340,6 +340,64 @@ static void fresh_rows_case(Precision precision, const Case *c, const Ref *r) {
     backend_close(gpu);
 }
 
+// The bf16 operands given as kept copies (flash_attention_forward16 / _backward16, the model's path at bf16):
+// bitwise the fp32-operand calls on the values the copies hold. The copies start on 16 bytes (cp.async) or
+// 2 bytes past it (element loads); all of q, k, v given, or only some (the rest rounded from fp32 as before).
+// The backward's O is the forward's ctx rounded to bf16, as the arena keeps it.
+static uint16_t *dev_copy16(Backend *gpu, const float *src, size_t n, int misalign, void **base) {
+    uint16_t *d = gpu->alloc(gpu, (n + 8) * sizeof(uint16_t));
+    *base = d;
+    gpu->bf16_pack(gpu, d + misalign, src, n);
+    return d + misalign;
+}
+
+static void copies_case(Backend *gpu, const Case *c, const Ref *r, int misalign, int only_qv) {
+    int h = c->a * c->d, kv = kv_of(c);
+    char label[128];
+    snprintf(label, sizeof label, "bf16 copies s=%d kv=%d d=%d w=%d%s%s", c->s, kv, c->d, c->window,
+             misalign ? " unal" : "", only_qv ? " q,v,o" : "");
+    DropoutSite site = site_of(c);
+    size_t n = r->n, nk = r->nk, nl = r->nl;
+    float *q = dev_upload(gpu, r->q, n * 4), *k = dev_upload(gpu, r->k, nk * 4), *v = dev_upload(gpu, r->v, nk * 4);
+    float *g = dev_upload(gpu, r->g, n * 4);
+    float *scratch = dev_poisoned(gpu, gpu->attention_scratch_floats(gpu, ATTN_SCRATCH_FLASH, c->s, c->b, c->a, kv, h) * 4);
+    float *out[2][5];   // [plain, copies]: ctx, lse, dq, dk, dv
+    for (int i = 0; i < 2; i++) {
+        out[i][0] = dev_poisoned(gpu, n * 4), out[i][1] = dev_poisoned(gpu, nl * 4), out[i][2] = dev_poisoned(gpu, n * 4);
+        out[i][3] = dev_poisoned(gpu, nk * 4), out[i][4] = dev_poisoned(gpu, nk * 4);
+    }
+    gpu->flash_attention_forward(gpu, out[0][0], out[0][1], q, k, v, scratch, c->s, c->b, c->a, kv, h, c->window,
+                                 c->head0, site, c->sample0);
+    void *b16[4];
+    FlashIn16 in = {dev_copy16(gpu, q, n, misalign, &b16[0]), dev_copy16(gpu, k, nk, misalign, &b16[1]),
+                    dev_copy16(gpu, v, nk, misalign, &b16[2]), NULL};
+    if (only_qv) in.k = NULL;
+    gpu->flash_attention_forward16(gpu, out[1][0], out[1][1], &in, q, k, v, scratch, c->s, 0, c->s, c->b, c->a, kv, h,
+                                   c->window, c->head0, site, c->sample0);
+    in.ctx = dev_copy16(gpu, out[0][0], n, misalign, &b16[3]);   // the kept O, and its fp32 values
+    float *o = gpu->alloc(gpu, n * 4);
+    gpu->bf16_unpack(gpu, o, in.ctx, n);
+    gpu->flash_attention_backward(gpu, out[0][2], out[0][3], out[0][4], g, q, k, v, o, out[0][1], scratch, c->s, c->b,
+                                  c->a, kv, h, c->window, c->head0, site, c->sample0);
+    gpu->flash_attention_backward16(gpu, out[1][2], out[1][3], out[1][4], g, &in, only_qv ? NULL : q, k,
+                                    only_qv ? NULL : v, NULL, out[1][1], scratch, c->s, c->b, c->a, kv, h, c->window,
+                                    c->head0, site, c->sample0);
+    const char *names[] = {"ctx", "lse", "dq", "dk", "dv"};
+    for (int i = 0; i < 5; i++) {
+        char what[192];
+        snprintf(what, sizeof what, "%s %s against the fp32 operands' call", label, names[i]);
+        size_t count = i == 1 ? nl : i >= 3 ? nk : n;
+        float *want = host_download(gpu, out[0][i], count * 4);
+        CHECK_BYTES_EQUAL(gpu, out[1][i], want, count * sizeof(float), what);
+        free(want);
+        gpu->free(gpu, out[0][i]), gpu->free(gpu, out[1][i]);
+    }
+    printf("  %-34s bitwise the fp32 operands' forward and backward\n", label);
+    for (int i = 0; i < 4; i++) gpu->free(gpu, b16[i]);
+    gpu->free(gpu, o), gpu->free(gpu, q), gpu->free(gpu, k), gpu->free(gpu, v), gpu->free(gpu, g);
+    gpu->free(gpu, scratch);
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -446,6 +504,18 @@ int main(void) {
         Ref r = cpu_reference(cpu, &fresh);
         fresh_rows_case(PRECISION_BF16, &fresh, &r);
         fresh_rows_case(PRECISION_FP32, &fresh, &r);
+        ref_free(&r);
+    }
+    CHECK(!gpu32->flash_attention_forward16 && !gpu32->flash_attention_backward16 && !cpu->flash_attention_forward16,
+          "flash on bf16 copies offered where flash reads fp32 operands (the CUDA backend at fp32, the CPU)");
+    CHECK(gpu16->flash_attention_forward16 && gpu16->flash_attention_backward16, "no flash on bf16 copies at bf16");
+    static const Case copies[] = {{130, 2, 4, 64, 0.1f, 3, 17, 0, 2, 0}, {200, 1, 2, 128, 0.1f, 2, 5, 0, 0, 100},
+                                  {37, 3, 4, 12, 0.1f, 5, 9, 0, 1, 5}, {70, 2, 6, 32, 0.0f, 0, 0, 0, 2, 0}};
+    for (size_t i = 0; gpu16->flash_attention_forward16 && i < sizeof copies / sizeof *copies; i++) {
+        Ref r = cpu_reference(cpu, &copies[i]);
+        copies_case(gpu16, &copies[i], &r, 0, 0);
+        copies_case(gpu16, &copies[i], &r, 1, i == 0);
+        copies_case(gpu16, &copies[i], &r, 0, 1);
         ref_free(&r);
     }
     if (cuda_test_timed()) {

@@ -42,6 +42,10 @@ typedef struct {
     float wd;
 } AdamWSlice;
 
+// Flash attention's operands as kept bf16 copies (flash_attention_forward16 / _backward16): each the bf16
+// rounding of the fp32 tensor it stands for, with that tensor's layout; NULL: read the fp32 tensor instead.
+typedef struct { const uint16_t *q, *k, *v, *ctx; } FlashIn16;
+
 typedef struct Backend Backend;
 struct Backend {
     const char *name;             // "cpu"
@@ -253,6 +257,21 @@ struct Backend {
     void (*flash_attention_forward_rows)(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                          const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
                                          int h, int window, int head0, DropoutSite site, uint32_t sample0);
+
+    // ---- flash attention on kept bf16 copies (docs/BACKENDS.md, "Flash on kept bf16 copies"). Where a
+    // backend's flash kernels multiply bf16 operands (the CUDA backend at bf16), the model hands them the
+    // arena's bf16 copies of q, k, v (and the backward's ctx) in `in` instead of fp32 tensors that would be
+    // unpacked from those copies only to be rounded to the same bits again. Results: bitwise those of
+    // flash_attention_forward_rows / flash_attention_backward on the fp32 values. A member of `in` that is
+    // NULL is read from its fp32 argument, as those ops read it. NULL where a backend's flash reads fp32
+    // operands (the CPU backend, the CUDA backend at fp32).
+    void (*flash_attention_forward16)(Backend *be, float *ctx, float *lse, const FlashIn16 *in, const float *q,
+                                      const float *k, const float *v, float *scratch, int s, int q0, int nq, int b,
+                                      int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0);
+    void (*flash_attention_backward16)(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                       const FlashIn16 *in, const float *q, const float *k, const float *v,
+                                       const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
+                                       int h, int window, int head0, DropoutSite site, uint32_t sample0);
 
     // ---- a training step without host waits (train/run_step.c; docs/PERFORMANCE.md, "Host waits")
     // The device's clock: mark records the device's time when it gets there in stream order (a CUDA event;

@@ -342,8 +342,16 @@ static void attention_core(GPT *m, int l, const float *q, const float *k, const 
         size_t asb = (size_t)m->al * s * b;
         int kl = keeps(m, l, ACT_ATTN_LSE, pass);
         float *lse = saved_out(m, A, ACT_ATTN_LSE, l, asb, kl);
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql,
-                                       window, m->head0, site, m->act->ctx.sample0);
+        // The copies q, k and v were just kept in, where the backend's flash multiplies bf16 (backend.h)
+        FlashIn16 in = {saved_bf16(m, A, ACT_Q, keeps(m, l, ACT_Q, pass)),
+                        saved_bf16(m, A, ACT_K, keeps(m, l, ACT_K, pass)),
+                        saved_bf16(m, A, ACT_V, keeps(m, l, ACT_V, pass)), NULL};
+        if (m->be->flash_attention_forward16 && (in.q || in.k || in.v))
+            m->be->flash_attention_forward16(m->be, ctx, lse, &in, q, k, v, ws(m, W_ATTN_SCRATCH), s, 0, s, b, m->al,
+                                             m->kvh, m->ql, window, m->head0, site, m->act->ctx.sample0);
+        else
+            m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql,
+                                           window, m->head0, site, m->act->ctx.sample0);
         saved_done(m, A, ACT_ATTN_LSE, l, lse, asb, kl, 1);
         return;
     }
@@ -515,6 +523,12 @@ static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all
     // every row at its global position (after SP's gather)
     if (m->cfg.qk_norm) qk_norm_forward(m, l, w, pass, q_in, k_in, *q, *k);
     else qk_rows(m, w, *q, *k, NULL, NULL, *q, *k, 0, m->s_cur);
+    if ((m->policy.tempo & ATTN_FLASH) && m->be->flash_attention_forward16) {   // flash reads the copies
+        saved_done_copy_only(m, A, ACT_Q, l, *q, nql, KEEP(ACT_Q));
+        saved_done_copy_only(m, A, ACT_K, l, *k, nkv, KEEP(ACT_K));
+        saved_done_copy_only(m, A, ACT_V, l, *v, nkv, KEEP(ACT_V));
+        return;
+    }
     saved_done(m, A, ACT_Q, l, *q, nql, KEEP(ACT_Q), 0);
     saved_done(m, A, ACT_K, l, *k, nkv, KEEP(ACT_K), 0);
     saved_done(m, A, ACT_V, l, *v, nkv, KEEP(ACT_V), 0);
@@ -1062,6 +1076,28 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     }
 }
 
+// Flash's backward: q, k, v and the output O as the arena keeps them in bf16 where the backend takes those
+// (nothing unpacked to fp32 and rounded again), else in fp32.
+static void flash_backward(GPT *m, int l, const float *d_ctx) {
+    int s = m->s_cur, b = m->b_cur;
+    size_t nql = (size_t)s * b * m->ql, nkv = (size_t)s * b * m->kvl;
+    FlashIn16 in = {remat_flash16(m, l, ACT_Q), remat_flash16(m, l, ACT_K), remat_flash16(m, l, ACT_V),
+                    remat_flash16(m, l, ACT_PROJ_IN)};
+    const float *q = in.q ? NULL : remat_in(m, l, ACT_Q, nql), *k = in.k ? NULL : remat_in(m, l, ACT_K, nkv);
+    const float *v = in.v ? NULL : remat_in(m, l, ACT_V, nkv), *o = in.ctx ? NULL : remat_in(m, l, ACT_PROJ_IN, nql);
+    const float *lse = remat_in(m, l, ACT_ATTN_LSE, (size_t)m->al * s * b);
+    DropoutSite site = site_of(m, l, SITE_ATTN);
+    int window = gpt_layer_window(&m->cfg, l);
+    if (in.q || in.k || in.v || in.ctx)
+        m->be->flash_attention_backward16(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, &in, q, k, v, o, lse,
+                                          ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, window, m->head0, site,
+                                          m->act->ctx.sample0);
+    else
+        m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v, o, lse,
+                                        ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql, window, m->head0, site,
+                                        m->act->ctx.sample0);
+}
+
 // dL/dq, dL/dk, dL/dv (W_D_Q, W_D_K, W_D_V) from dL/d(attention output) d_ctx: the stored probabilities,
 // the core recomputed (selective), or flash's tiles.
 static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
@@ -1070,14 +1106,12 @@ static void attention_core_backward(GPT *m, int l, const float *d_ctx) {
     size_t nql = (size_t)n * ql, nkv = (size_t)n * m->kvl, as2b = (size_t)m->al * s * s * b;
     float p = m->cfg.dropout;
     int drop = p > 0.0f, bf16 = m->policy.act_dtype == ACT_BF16;
+    if (m->policy.tempo & ATTN_FLASH) {   // each tile's probabilities again from q, k and the log-sum-exp
+        flash_backward(m, l, d_ctx);
+        return;
+    }
     const float *q = remat_in(m, l, ACT_Q, nql), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
-    if (m->policy.tempo & ATTN_FLASH)   // each tile's probabilities again from q, k and the log-sum-exp
-        m->be->flash_attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, q, k, v,
-                                        remat_in(m, l, ACT_PROJ_IN, nql),
-                                        remat_in(m, l, ACT_ATTN_LSE, (size_t)m->al * s * b), ws(m, W_ATTN_SCRATCH),
-                                        s, b, m->al, m->kvh, ql, window, m->head0, site_of(m, l, SITE_ATTN),
-                                        m->act->ctx.sample0);
-    else if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
+    if (remat_makes(m, ACT_PROJ_IN))   // the attention forward again (model/remat.h), the standard backward
         m->be->attention_backward(m->be, ws(m, W_D_Q), ws(m, W_D_K), ws(m, W_D_V), d_ctx, remat_probs(m, l, ACT_ATTN_PROB),
                                   drop ? (const uint8_t *)remat_probs(m, l, ACT_ATTN_MASK) : NULL,
                                   drop && !tempo(m, TEMPO_SOFTMAX) ? remat_probs(m, l, ACT_ATTN_DROP) : NULL, q, k, v,

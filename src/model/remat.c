@@ -208,15 +208,22 @@ static const float *attention_again(GPT *m, int l) {
     DropoutSite site = {philox_key_from_seed(m->act->ctx.seed), m->act->ctx.step, (uint32_t)l, SITE_ATTN,
                         m->act->ctx.train ? m->cfg.dropout : 0.0f};   // as gpt.c's site_of
     int drop = site.p > 0.0f;
-    const float *q = remat_in(m, l, ACT_Q, nql), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     float *ctx = made(m, ACT_PROJ_IN, work_slot(m, ACT_PROJ_IN, l));
     if (m->policy.tempo & ATTN_FLASH) {
+        FlashIn16 in = {remat_flash16(m, l, ACT_Q), remat_flash16(m, l, ACT_K), remat_flash16(m, l, ACT_V), NULL};
+        const float *q = in.q ? NULL : remat_in(m, l, ACT_Q, nql), *k = in.k ? NULL : remat_in(m, l, ACT_K, nkv);
+        const float *v = in.v ? NULL : remat_in(m, l, ACT_V, nkv);
         float *lse = made(m, ACT_ATTN_LSE, work_slot(m, ACT_ATTN_LSE, l));
-        m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh, m->ql,
-                                       window, m->head0, site, m->act->ctx.sample0);
+        if (in.q || in.k || in.v)
+            m->be->flash_attention_forward16(m->be, ctx, lse, &in, q, k, v, ws(m, W_ATTN_SCRATCH), s, 0, s, b, m->al,
+                                             m->kvh, m->ql, window, m->head0, site, m->act->ctx.sample0);
+        else
+            m->be->flash_attention_forward(m->be, ctx, lse, q, k, v, ws(m, W_ATTN_SCRATCH), s, b, m->al, m->kvh,
+                                           m->ql, window, m->head0, site, m->act->ctx.sample0);
         if (bf16) m->be->bf16_round(m->be, ctx, nql);   // as saved_done rounds the forward's
         return ctx;
     }
+    const float *q = remat_in(m, l, ACT_Q, nql), *k = remat_in(m, l, ACT_K, nkv), *v = remat_in(m, l, ACT_V, nkv);
     float *prob = made(m, ACT_ATTN_PROB, work_slot(m, ACT_ATTN_PROB, l));
     uint8_t *mask = drop ? made(m, ACT_ATTN_MASK, work_slot(m, ACT_ATTN_MASK, l)) : NULL;
     float *dropped = drop ? made(m, ACT_ATTN_DROP, work_slot(m, ACT_ATTN_DROP, l)) : NULL;
@@ -256,6 +263,11 @@ const float *remat_tensor(GPT *m, int l, ActName name) {
 const float *remat_in(GPT *m, int l, ActName name, size_t n) {
     if (remat_makes(m, name)) return remat_tensor(m, l, name);
     return saved_in(m, &m->act->blocks[l], name, l, n);
+}
+
+const uint16_t *remat_flash16(GPT *m, int l, ActName name) {
+    if (!m->be->flash_attention_forward16 || remat_makes(m, name)) return NULL;
+    return saved_in_bf16(m, &m->act->blocks[l], name, l);
 }
 
 const uint8_t *remat_mask_in(GPT *m, int l, ActName name, size_t n) {

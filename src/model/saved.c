@@ -62,6 +62,16 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
     }
 }
 
+void saved_done_copy_only(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep) {
+    if (keep != KEEP_ARENA || !stored_bf16(m, name)) {
+        saved_done(m, A, name, layer, buf, n, keep, 0);
+        return;
+    }
+    uint16_t *p = keep_place(m, name, layer, n * sizeof(uint16_t), keep);
+    m->be->bf16_pack(m->be, p, buf, n);   // the bits saved_done keeps; buf is left unrounded: nobody reads it
+    A->saved[name] = p;
+}
+
 float *saved_out_placed(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
     if (!stored_bf16(m, name)) return saved_out(m, A, name, layer, n, KEEP_ARENA);
     A->saved[name] = keep_place(m, name, layer, n * sizeof(uint16_t), KEEP_ARENA);

@@ -16,6 +16,10 @@ enum { KEEP_NO = 0, KEEP_ARENA = 1, KEEP_OFFLOAD = 2 };
 float *saved_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n, int keep);
 // rounded: the op already rounded the values to bf16 (attention, GeLU do it inside their sweep).
 void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep, int rounded);
+// saved_done for a tensor whose only reader in the rest of the forward takes its bf16 copy from saved_bf16 when
+// there is one (flash on a backend whose flash multiplies bf16): kept in the arena in bf16, the copy is made and
+// buf is not rounded (nothing reads it); otherwise saved_done's.
+void saved_done_copy_only(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep);
 // A tensor kept in the arena whose values are finished after later pushes (MEMO's layer writes its output,
 // allocated after its own tensors, range by range between): its kept place is taken now (fp32: the buffer
 // itself; bf16: the packed copy's, the values in a work slot), and saved_done_placed packs the values,

@@ -300,6 +300,12 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
                  "into k-chunks) or 0 (never, the default)", split);
         return NULL;
     }
+    const char *copies = getenv("CTRON_FLASH_COPIES");
+    if (copies && *copies && strcmp(copies, "0") && strcmp(copies, "1")) {
+        snprintf(err, errlen, "CTRON_FLASH_COPIES='%s': expected 1 (bf16 flash reads the arena's bf16 copies of q, k, "
+                 "v and O, the default) or 0 (their fp32 values, rounded again)", copies);
+        return NULL;
+    }
     CudaImpl *c = xcalloc(sizeof *c);
     c->device = dev;
     // Opt-in until a GPU has verified and timed it: off is the path the H100s checked against the CPU.
@@ -343,6 +349,12 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     Backend *be = xmalloc(sizeof *be);
     *be = cuda_table;
     be->precision = precision;
+    // At bf16 the flash kernels multiply bf16 operands: the arena's copies will do (CTRON_FLASH_COPIES=0: the
+    // fp32 operands' path, the same bits, for comparison)
+    if (precision == PRECISION_BF16 && !(copies && !strcmp(copies, "0"))) {
+        be->flash_attention_forward16 = cuda_flash_attention_forward16;
+        be->flash_attention_backward16 = cuda_flash_attention_backward16;
+    }
     be->impl = c;
     return be;
 }

@@ -52,6 +52,14 @@ void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv,
                                    const float *k, const float *v, const float *ctx, const float *lse,
                                    float *scratch, int s, int b, int a, int kv, int h, int window, int head0,
                                    DropoutSite site, uint32_t sample0);
+// The bf16 path on kept copies (backend.h's flash_attention_forward16 / _backward16; at bf16 only).
+void cuda_flash_attention_forward16(Backend *be, float *ctx, float *lse, const FlashIn16 *in, const float *q,
+                                    const float *k, const float *v, float *scratch, int s, int q0, int nq, int b, int a,
+                                    int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0);
+void cuda_flash_attention_backward16(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                     const FlashIn16 *in, const float *q, const float *k, const float *v,
+                                     const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
+                                     int h, int window, int head0, DropoutSite site, uint32_t sample0);
 
 // ---- layernorm.cu
 void cuda_layernorm_forward(Backend *be, float *y, float *stats, const float *x, const float *w, const float *b,

@@ -118,16 +118,20 @@ __device__ __forceinline__ int keep_bit(const uint16_t *bits, int r, int col) {
 }
 
 // ---- D = rowsum(dO ∘ O): one warp per (query, head, sample), 8 per block; Drow [b·a, s] as lse.
-static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, const float *o, const float *dout,
+__device__ __forceinline__ float flash_f32(float x) { return x; }
+__device__ __forceinline__ float flash_f32(uint16_t x) { return bf16_to_f32(x); }
+template <typename OT>
+static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, const OT *o, const float *dout,
                                                                   FlashDims f) {
     size_t item = (size_t)blockIdx.x * 8 + threadIdx.x / CT_WARP;
     int lane = threadIdx.x % CT_WARP;
     if (item >= (size_t)f.s * f.b * f.a) return;   // whole warps leave together
     int bj = (int)(item / (size_t)f.s), i = (int)(item % (size_t)f.s);
     FlashHead hd = flash_head(f, bj);
-    const float *orow = o + hd.off + (size_t)i * f.ld, *grow = dout + hd.off + (size_t)i * f.ld;
+    const OT *orow = o + hd.off + (size_t)i * f.ld;
+    const float *grow = dout + hd.off + (size_t)i * f.ld;
     float acc = 0.0f;
-    for (int c = lane; c < f.d; c += CT_WARP) acc = fmaf(orow[c], grow[c], acc);
+    for (int c = lane; c < f.d; c += CT_WARP) acc = fmaf(flash_f32(orow[c]), grow[c], acc);
     acc = warp_sum(acc);
     if (lane == 0) Drow[item] = acc;
 }
@@ -969,8 +973,10 @@ static int tile_end(int r, int base, int s) {
     int end = base + (r - base + FT - 1) / FT * FT;
     return end < s ? end : s;
 }
-static Flash16 pack_operands(Backend *be, const FlashDims &f, const float *q, const float *k, const float *v,
-                             const float *o, int r0, int r1, int partials) {
+// in: operands given as kept bf16 copies (flash_attention_forward16 / _backward16), used as they are; f.vec8
+// then also asks that they start on 16 bytes (an arena's copies do; the packed ones are 256-byte aligned).
+static Flash16 pack_operands(Backend *be, FlashDims &f, const float *q, const float *k, const float *v,
+                             const float *o, int r0, int r1, int partials, const FlashIn16 *in) {
     size_t nq = (size_t)f.s * (size_t)f.ld, nk = (size_t)f.s * (size_t)f.ldk;
     size_t part_bytes = partials ? ct_round256(2 * nk * sizeof(float)) : 0;
     size_t qb = ct_round256(nq * sizeof(uint16_t)), kb = ct_round256(nk * sizeof(uint16_t));
@@ -984,21 +990,25 @@ static Flash16 pack_operands(Backend *be, const FlashDims &f, const float *q, co
     int kend = tile_end(qend, 0, f.s);   // the key tiles at 0, up to the one holding the last query
     size_t qrow0 = (size_t)r0 * (size_t)f.ld, qrows = (size_t)(qend - r0) * (size_t)f.ld;
     size_t krows = (size_t)kend * (size_t)f.ldk;
-    cuda_bf16_pack(be, q16 + qrow0, q + qrow0, qrows);
-    cuda_bf16_pack(be, k16, k, krows);
-    cuda_bf16_pack(be, v16, v, krows);
+    if (in && in->q) q16 = (uint16_t *)in->q;
+    else cuda_bf16_pack(be, q16 + qrow0, q + qrow0, qrows);
+    if (in && in->k) k16 = (uint16_t *)in->k;
+    else cuda_bf16_pack(be, k16, k, krows);
+    if (in && in->v) v16 = (uint16_t *)in->v;
+    else cuda_bf16_pack(be, v16, v, krows);
     if (o) cuda_bf16_pack(be, o16 + qrow0, o + qrow0, qrows);
     x.q = q16, x.k = k16, x.v = v16, x.o = o16;
+    f.vec8 = f.d % 8 == 0 && aligned16(q16) && aligned16(k16) && aligned16(v16);
     return x;
 }
 
 template <int DPAD>
 static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, const float *k, const float *v,
-                           const FlashDims &f) {
+                           FlashDims f, const FlashIn16 *in) {
     dim3 grid((unsigned)((f.q1 - f.q0 + FT - 1) / FT), (unsigned)(f.b * f.a));   // flash_query_tiles
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
-        Flash16 x = pack_operands(be, f, q, k, v, NULL, f.q0, f.q1, 0);
+        Flash16 x = pack_operands(be, f, q, k, v, NULL, f.q0, f.q1, 0, in);
         size_t bytes = B16Smem<DPAD>::fwd;
         set_smem(be, flash_fwd_bf16<DPAD>, bytes, "the bf16 forward", f.d);
         flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, x.q, x.k, x.v, f);
@@ -1034,12 +1044,13 @@ static void dkdv_launch(Backend *be, float *dk, float *dv, const float *q, const
 // the kv head's sum in ascending head order, no atomics. dQ: a block per (query tile, query head).
 template <int DPAD>
 static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const float *q, const float *k,
-                            const float *v, const float *dout, const float *lse, const float *Drow, const FlashDims &f) {
-    FlashDims g = f;
+                            const float *v, const float *dout, const float *lse, const float *Drow, FlashDims f,
+                            const FlashIn16 *in) {
     size_t nk = (size_t)f.s * (size_t)f.ldk;
     Flash16 x = {NULL, NULL, NULL, NULL, NULL};
-    if (be->precision == PRECISION_BF16) x = pack_operands(be, f, q, k, v, dout, 0, f.s, f.grp > 1);
+    if (be->precision == PRECISION_BF16) x = pack_operands(be, f, q, k, v, dout, 0, f.s, f.grp > 1, in);
     else if (f.grp > 1) x.part = (float *)cuda_scratch(be, CUDA_SCRATCH_FLASH, 2 * nk * sizeof(float));
+    FlashDims g = f;
     float *part_k = x.part, *part_v = x.part ? x.part + nk : NULL;
     for (g.t = 0; g.t < f.grp; g.t++) {
         dkdv_launch<DPAD>(be, g.t ? part_k : dk, g.t ? part_v : dv, q, k, v, dout, x, lse, Drow, g);
@@ -1071,11 +1082,10 @@ extern "C" size_t cuda_flash_scratch_floats(int s, int b, int a, int h) {
 
 // Query tiles start at q0 (as the CPU's), so with q0 a multiple of 64 every tile, its key tiles and its
 // arithmetic are the whole call's: the rows are bitwise the same (MEMO's token ranges, model/memo.h).
-extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
-                                                  const float *v, float *scratch, int s, int q0, int nq, int b, int a,
-                                                  int kv, int h, int window, int head0, DropoutSite site,
-                                                  uint32_t sample0) {
-    (void)scratch;
+// Query positions [q0, q0+nq); in: operands given as bf16 copies (NULL: none).
+static void forward_rows(Backend *be, float *ctx, float *lse, const FlashIn16 *in, const float *q, const float *k,
+                         const float *v, int s, int q0, int nq, int b, int a, int kv, int h, int window, int head0,
+                         DropoutSite site, uint32_t sample0) {
     if (q0 < 0 || nq < 0 || q0 + nq > s) {
         char why[96];
         snprintf(why, sizeof why, "query positions %d .. %d of %d", q0, q0 + nq, s);
@@ -1087,35 +1097,73 @@ extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float
     f.q1 = q0 + nq;
     f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v);
     switch (flash_dpad(f.d)) {
-    case 32: forward_launch<32>(be, ctx, lse, q, k, v, f); break;
-    case 64: forward_launch<64>(be, ctx, lse, q, k, v, f); break;
-    case 96: forward_launch<96>(be, ctx, lse, q, k, v, f); break;
-    default: forward_launch<128>(be, ctx, lse, q, k, v, f); break;
+    case 32: forward_launch<32>(be, ctx, lse, q, k, v, f, in); break;
+    case 64: forward_launch<64>(be, ctx, lse, q, k, v, f, in); break;
+    case 96: forward_launch<96>(be, ctx, lse, q, k, v, f, in); break;
+    default: forward_launch<128>(be, ctx, lse, q, k, v, f, in); break;
     }
+}
+
+extern "C" void cuda_flash_attention_forward_rows(Backend *be, float *ctx, float *lse, const float *q, const float *k,
+                                                  const float *v, float *scratch, int s, int q0, int nq, int b, int a,
+                                                  int kv, int h, int window, int head0, DropoutSite site,
+                                                  uint32_t sample0) {
+    (void)scratch;
+    forward_rows(be, ctx, lse, NULL, q, k, v, s, q0, nq, b, a, kv, h, window, head0, site, sample0);
 }
 
 extern "C" void cuda_flash_attention_forward(Backend *be, float *ctx, float *lse, const float *q, const float *k,
                                              const float *v, float *scratch, int s, int b, int a, int kv, int h,
                                              int window, int head0, DropoutSite site, uint32_t sample0) {
+    (void)scratch;
     if (s <= 0) return;
-    cuda_flash_attention_forward_rows(be, ctx, lse, q, k, v, scratch, s, 0, s, b, a, kv, h, window, head0, site,
-                                      sample0);
+    forward_rows(be, ctx, lse, NULL, q, k, v, s, 0, s, b, a, kv, h, window, head0, site, sample0);
+}
+
+// The bf16 path on kept copies (backend.h): a given member is read as it is, the rest packed as above.
+extern "C" void cuda_flash_attention_forward16(Backend *be, float *ctx, float *lse, const FlashIn16 *in,
+                                               const float *q, const float *k, const float *v, float *scratch, int s,
+                                               int q0, int nq, int b, int a, int kv, int h, int window, int head0,
+                                               DropoutSite site, uint32_t sample0) {
+    (void)scratch;
+    if (be->precision != PRECISION_BF16) cuda_fail("flash attention", "bf16 operands at fp32", __FILE__, __LINE__);
+    forward_rows(be, ctx, lse, in, q, k, v, s, q0, nq, b, a, kv, h, window, head0, site, sample0);
+}
+
+// D (the rows of dO·O, into scratch), then dK, dV and dQ; in: operands given as bf16 copies (NULL: none).
+static void backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx, const FlashIn16 *in,
+                     const float *q, const float *k, const float *v, const float *ctx, const float *lse,
+                     float *scratch, int s, int b, int a, int kv, int h, int window, int head0, DropoutSite site,
+                     uint32_t sample0) {
+    if (s <= 0 || b <= 0 || a <= 0) return;
+    FlashDims f = flash_dims(s, b, a, kv, h, window, head0, site, sample0);
+    f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);
+    unsigned blocks = (unsigned)(((size_t)s * b * a + 7) / 8);
+    if (in && in->ctx)   // the same products: O's bf16 values are the fp32 ones
+        flash_rowdot_kernel<uint16_t><<<blocks, 256, 0, cuda_stream(be)>>>(scratch, in->ctx, dctx, f);
+    else
+        flash_rowdot_kernel<float><<<blocks, 256, 0, cuda_stream(be)>>>(scratch, ctx, dctx, f);
+    CUDA_LAUNCHED();
+    switch (flash_dpad(f.d)) {
+    case 32: backward_launch<32>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f, in); break;
+    case 64: backward_launch<64>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f, in); break;
+    case 96: backward_launch<96>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f, in); break;
+    default: backward_launch<128>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f, in); break;
+    }
 }
 
 extern "C" void cuda_flash_attention_backward(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
                                               const float *q, const float *k, const float *v, const float *ctx,
                                               const float *lse, float *scratch, int s, int b, int a, int kv, int h,
                                               int window, int head0, DropoutSite site, uint32_t sample0) {
-    if (s <= 0 || b <= 0 || a <= 0) return;
-    FlashDims f = flash_dims(s, b, a, kv, h, window, head0, site, sample0);
-    f.vec = f.d % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(dctx);
-    size_t rows = (size_t)s * b * a;
-    flash_rowdot_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, cuda_stream(be)>>>(scratch, ctx, dctx, f);
-    CUDA_LAUNCHED();
-    switch (flash_dpad(f.d)) {
-    case 32: backward_launch<32>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
-    case 64: backward_launch<64>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
-    case 96: backward_launch<96>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
-    default: backward_launch<128>(be, dq, dk, dv, q, k, v, dctx, lse, scratch, f); break;
-    }
+    backward(be, dq, dk, dv, dctx, NULL, q, k, v, ctx, lse, scratch, s, b, a, kv, h, window, head0, site, sample0);
+}
+
+extern "C" void cuda_flash_attention_backward16(Backend *be, float *dq, float *dk, float *dv, const float *dctx,
+                                                const FlashIn16 *in, const float *q, const float *k, const float *v,
+                                                const float *ctx, const float *lse, float *scratch, int s, int b,
+                                                int a, int kv, int h, int window, int head0, DropoutSite site,
+                                                uint32_t sample0) {
+    if (be->precision != PRECISION_BF16) cuda_fail("flash attention", "bf16 operands at fp32", __FILE__, __LINE__);
+    backward(be, dq, dk, dv, dctx, in, q, k, v, ctx, lse, scratch, s, b, a, kv, h, window, head0, site, sample0);
 }
