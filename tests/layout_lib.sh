@@ -15,11 +15,12 @@ bad() {
   check "[ $took -lt 30 ]" "np $np $*: took $took s"
 }
 
-# compare_to NAME REF STEPS: run NAME's losses, parameters and AdamW state against REF's (1e-5 relative).
+# compare_to NAME REF STEPS: run NAME's losses, parameters and AdamW state against REF's (1e-5 relative, or
+# the caller's layout_tol where it sets one).
 compare_to() {
   local step; step=$(printf 'step_%08d' "$3")
   /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/compare_runs.py" "$dir/$2.jsonl" "$dir/$2/$step" \
-    "$dir/$1.jsonl" "$dir/$1/$step" --steps "$3" --name "$1 vs $2"
+    "$dir/$1.jsonl" "$dir/$1/$step" --steps "$3" --name "$1 vs $2" ${layout_tol:+--tol "$layout_tol"}
 }
 
 # train_at NAME NP REF STEPS flags...: train at a layout (log and checkpoints under $dir/NAME), then compare.

@@ -199,7 +199,7 @@ run emu_bf16_selective "$emu" cuda --precision bf16 --recompute selective
 run emu_bf16_full_regen "$emu" cuda --precision bf16 --recompute full --dropout-masks regen
 same_bits emu_bf16 emu_bf16_selective emu_bf16_full_regen
 # Flash on the arena's bf16 copies of q, k, v and O (the default at bf16) against its fp32 operands' path
-# (CTRON_FLASH_COPIES=0, which unpacks the copies and rounds them again): the same bits, with fewer bf16
+# (CTRON_BF16_COPIES=0, which unpacks the copies and rounds them again): the same bits, with fewer bf16
 # unpacks (kernel times' launch counts), at no recompute, full recompute with LoRA, and a llama window.
 unpacks() {   # the bf16 unpack launches of a run's kernel times
   "$py" -c 'import json,sys; print(int(sum(r["launches"] for r in json.load(open(sys.argv[1]))["rows"] if r["what"].startswith("cuda_bf16_unpack"))))' "$1"
@@ -208,7 +208,7 @@ while IFS='|' read -r cname flags; do
   # shellcheck disable=SC2086
   CTRON_KERNEL_TIMES="$dir/kt_$cname.json" run "emu_$cname" "$emu" cuda --precision bf16 --attention flash --seq 96 $flags || continue
   # shellcheck disable=SC2086
-  CTRON_FLASH_COPIES=0 CTRON_KERNEL_TIMES="$dir/kt_${cname}_f32ops.json" run "emu_${cname}_f32ops" "$emu" cuda \
+  CTRON_BF16_COPIES=0 CTRON_KERNEL_TIMES="$dir/kt_${cname}_f32ops.json" run "emu_${cname}_f32ops" "$emu" cuda \
     --precision bf16 --attention flash --seq 96 $flags && same_bits "emu_$cname" "emu_${cname}_f32ops"
   u=$(unpacks "$dir/kt_$cname.json"); u0=$(unpacks "$dir/kt_${cname}_f32ops.json")
   if [ -n "$u" ] && [ -n "$u0" ] && [ "$u" -lt "$u0" ]; then ok
@@ -216,9 +216,9 @@ while IFS='|' read -r cname flags; do
 done <<< "copies|--dropout 0.1
 copies_lora|--arch llama --kv-heads 2 --recompute full --lora-rank 4 --lora-dropout 0.1 --lr 5e-3
 copies_swa|--arch llama --kv-heads 1 --head-dim 24 --sliding-window 40 --recompute selective"
-CTRON_FLASH_COPIES=2 "$emu" "${base[@]}" --device cuda --precision bf16 > "$dir/copies_bad.out" 2>&1
-if [ $? -ne 0 ] && grep -q "CTRON_FLASH_COPIES='2': expected 1" "$dir/copies_bad.out"; then ok
-else bad "CTRON_FLASH_COPIES=2 was not refused: $(tail -2 "$dir/copies_bad.out")"; fi
+CTRON_BF16_COPIES=2 "$emu" "${base[@]}" --device cuda --precision bf16 > "$dir/copies_bad.out" 2>&1
+if [ $? -ne 0 ] && grep -q "CTRON_BF16_COPIES='2': expected 1" "$dir/copies_bad.out"; then ok
+else bad "CTRON_BF16_COPIES=2 was not refused: $(tail -2 "$dir/copies_bad.out")"; fi
 
 # The comparison can fail: another seed's run is not the same bits.
 run emu_seed8 "$emu" cuda --seed 8

@@ -265,6 +265,42 @@ static void run_backward(Backend *cpu, Backend *gpu, const Case *t, int bf16, in
         snprintf(w2, sizeof w2, "%s: db (%s)", what, how);
         check_same_bits(res[0][2], res[run][2], nb, w2);
     }
+    if (bf16 && !with_db) {
+        // linear_backward16: dy given as its bf16 copy, contiguous (the GEMMs the backend runs on its own packing:
+        // the same bits) or at a wider row stride (the output layer's gradient as crossentropy_deferred16 leaves
+        // it, 2·out: other GEMM plans, within tc_tol, and the same bits twice).
+        CHECK(gpu->linear_backward16 != NULL, "%s: no linear_backward16 at bf16", what);
+        for (int wide = 0; gpu->linear_backward16 && wide < 2; wide++) {
+            int ld16 = wide ? 2 * t->out : t->out;
+            uint16_t *dy16 = calloc((size_t)t->n * ld16, sizeof(uint16_t));
+            for (int r = 0; r < t->n; r++)
+                for (int c = 0; c < t->out; c++)
+                    dy16[(size_t)r * ld16 + c] = bf16_from_f32(dy[t->off + (size_t)r * t->ldy + c]);
+            uint16_t *d_dy16 = dev_upload(gpu, dy16, (size_t)t->n * ld16 * sizeof(uint16_t));
+            float *got[2][2];
+            for (int run = 0; run < 2; run++) {
+                gpu->copy(gpu, d_dx, dx_init, ndx * sizeof(float), COPY_H2D);
+                gpu->copy(gpu, d_dw, dw_init, nw * sizeof(float), COPY_H2D);
+                gpu->linear_backward16(gpu, with_dx ? d_dx + t->off : NULL, t->ldxo, accumulate, d_dw + t->off, d_dy16,
+                                       ld16, run ? NULL : d_x + t->off, run ? d_x16 : NULL, t->ldx, d_w16, t->n, t->in,
+                                       t->out);
+                got[run][0] = fdownload(gpu, d_dx, ndx);
+                got[run][1] = fdownload(gpu, d_dw, nw);
+            }
+            const char *how = wide ? "dy16 at row stride 2·out" : "dy16 given";
+            snprintf(w2, sizeof w2, "%s: linear_backward16 dx (%s)", what, how);
+            if (!wide) check_same_bits(got[0][0], res[0][0], ndx, w2);
+            else if (with_dx) check_view(got[0][0], res[0][0], dx_init, ndx, t->off, t->n, t->in, t->ldxo, tc_tol(t->out), w2);
+            check_same_bits(got[1][0], got[0][0], ndx, w2);
+            snprintf(w2, sizeof w2, "%s: linear_backward16 dW (%s)", what, how);
+            if (!wide) check_same_bits(got[0][1], res[0][1], nw, w2);
+            else check_view(got[0][1], res[0][1], dw_init, nw, t->off, t->out, t->in, t->in, tc_tol(t->n), w2);
+            check_same_bits(got[1][1], got[0][1], nw, w2);
+            for (int run = 0; run < 2; run++) free(got[run][0]), free(got[run][1]);
+            gpu->free(gpu, d_dy16);
+            free(dy16);
+        }
+    }
     if (bf16) {
         // dx and dW of the bf16 GEMMs are the fp32 GEMMs of the rounded x, W and dy (GPU only).
         float *xr = rounded(x, nx), *wr = rounded(w, nw), *dyr = rounded(dy, ndy);

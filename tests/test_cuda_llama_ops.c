@@ -372,6 +372,85 @@ static void test_swiglu_backward(int n, int f, int with_y, int in_place, int rou
     free(gu); free(dy); free(out0); free(d); free(y); free(yf); free(guf);
 }
 
+// ---- the ops on the arena's bf16 copies (backend.h's swiglu_forward16 / _backward16, gelu_backward16; the
+// CUDA backend at bf16 only): bitwise the fp32 ops on the copies' values, y16 the bf16 rounding of fp32 y.
+static uint16_t *host_bf16(const float *x, size_t n) {
+    uint16_t *c = malloc(n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++) c[i] = bf16_from_f32(x[i]);
+    return c;
+}
+static float *host_unpacked(const uint16_t *c, size_t n) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(c[i]);
+    return x;
+}
+
+// gate/up the halves of one [n, 2f] copy (ld 2f) as a fused gate_up keeps them, or two [n, f] copies; `off`
+// elements in (off 1: 2-byte aligned, the scalar path).
+static void test_swiglu16(Backend *gpu16, int n, int f, int halves, int off) {
+    char what[128];
+    int ld = halves ? 2 * f : f;
+    size_t gsz = (size_t)n * ld + off, nf = (size_t)n * f;
+    float *g0 = swiglu_inputs(gsz), *u0 = halves ? g0 : swiglu_inputs(gsz), *dy = host_random(nf, -2.0f, 2.0f);
+    uint16_t *g16 = host_bf16(g0, gsz), *u16 = halves ? g16 : host_bf16(u0, gsz);
+    float *gf = host_unpacked(g16, gsz), *uf = halves ? gf : host_unpacked(u16, gsz);
+    const float *gate = gf + off, *up = (halves ? gf + f : uf) + off;
+    float *y = malloc(nf * sizeof(float)), *dg = malloc(nf * sizeof(float)), *du = malloc(nf * sizeof(float));
+    cpu->swiglu_forward(cpu, y, (float *)gate, (float *)up, ld, n, f, 0);
+    cpu->swiglu_backward(cpu, dg, du, f, NULL, dy, gate, up, ld, n, f, 0);
+    uint16_t *want = host_bf16(y, nf);
+
+    uint16_t *dg16 = dev_upload(gpu16, g16, gsz * 2), *du16 = halves ? dg16 : dev_upload(gpu16, u16, gsz * 2);
+    const uint16_t *dgate = dg16 + off, *dup = (halves ? dg16 + f : du16) + off;
+    uint16_t *gy = dev_poisoned(gpu16, (nf + 1) * 2);
+    float *gdy = dev_upload(gpu16, dy, nf * 4), *gdg = dev_poisoned(gpu16, nf * 4), *gdu = dev_poisoned(gpu16, nf * 4);
+    gpu16->swiglu_forward16(gpu16, gy + off, dgate, dup, ld, n, f);
+    snprintf(what, sizeof what, "swiglu_forward16 n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, gy + off, want, nf * 2, what);
+    gpu16->swiglu_backward16(gpu16, gdg, gdu, f, gdy, dgate, dup, ld, n, f);
+    snprintf(what, sizeof what, "swiglu_backward16 dgate n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, gdg, dg, nf * 4, what);
+    snprintf(what, sizeof what, "swiglu_backward16 dup n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, gdu, du, nf * 4, what);
+    gpu16->free(gpu16, dg16), gpu16->free(gpu16, gy), gpu16->free(gpu16, gdy), gpu16->free(gpu16, gdg);
+    gpu16->free(gpu16, gdu);
+    if (!halves) gpu16->free(gpu16, du16), free(u0), free(u16), free(uf);
+    free(g0), free(g16), free(gf), free(dy), free(y), free(dg), free(du), free(want);
+}
+
+// GeLU's backward from the copy of its input (in place over dy, as the model calls it); `off` elements in.
+static void test_gelu_backward16(Backend *gpu16, size_t count, int off) {
+    char what[96];
+    float *x0 = swiglu_inputs(count + off), *dy = host_random(count, -2.0f, 2.0f), *dx = malloc(count * 4);
+    uint16_t *x16 = host_bf16(x0, count + off);
+    float *xf = host_unpacked(x16, count + off);
+    cpu->gelu_backward(cpu, dx, dy, xf + off, count);
+    uint16_t *gx = dev_upload(gpu16, x16, (count + off) * 2);
+    float *gd = dev_upload(gpu16, dy, count * 4);
+    gpu16->gelu_backward16(gpu16, gd, gd, gx + off, count);
+    snprintf(what, sizeof what, "gelu_backward16 count=%zu off=%d", count, off);
+    CHECK_BYTES_EQUAL(gpu16, gd, dx, count * 4, what);
+    gpu16->free(gpu16, gx), gpu16->free(gpu16, gd);
+    free(x0), free(dy), free(dx), free(x16), free(xf);
+}
+
+static void test_copies_ops(void) {
+    printf("ops on bf16 copies\n");
+    CHECK(!gpu->swiglu_forward16 && !gpu->swiglu_backward16 && !gpu->gelu_backward16 && !cpu->swiglu_forward16,
+          "ops on bf16 copies offered by a backend that computes in fp32");
+    Backend *gpu16 = cuda_or_skip(PRECISION_BF16);
+    CHECK(gpu16->swiglu_forward16 && gpu16->swiglu_backward16 && gpu16->gelu_backward16,
+          "the CUDA backend at bf16 lacks an op on bf16 copies");
+    if (!gpu16->swiglu_forward16 || !gpu16->swiglu_backward16 || !gpu16->gelu_backward16) return;
+    static const int sizes[][4] = {{37, 45, 0, 0}, {37, 68, 1, 0}, {37, 68, 0, 1}, {13, 176, 1, 1}, {64, 1100, 1, 0}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        test_swiglu16(gpu16, sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3]);
+    test_gelu_backward16(gpu16, 4099, 0);
+    test_gelu_backward16(gpu16, 4099, 1);
+    test_gelu_backward16(gpu16, 3, 0);
+    backend_close(gpu16);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--rope-error")) {
         int i = atoi(argv[2]);
@@ -435,6 +514,7 @@ int main(int argc, char **argv) {
         test_swiglu_backward(13, 176, 1, 0, round);
         test_swiglu_backward(64, 1100, 1, 1, round);
     }
+    test_copies_ops();
     test_swiglu_forward(65600, 4, 1, 0, 0);   // more rows than a grid's 65535
     test_swiglu_backward(65600, 3, 1, 0, 0);
 

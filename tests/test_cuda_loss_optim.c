@@ -673,6 +673,36 @@ static void test_ce_deferred(Backend *gpu, Backend *cpu, int n, int v) {
     for (int i = 0; i < 2; i++) { free(z[i]); free(tg[i]); }
 }
 
+// The gradient left in bf16 (crossentropy_deferred16, the CUDA backend at bf16): the same loss sum as
+// crossentropy_deferred's, and row r's first v bf16 values in its own storage are its fp32 gradient rounded
+// (bf16_from_f32), bit for bit. v odd (rows and their bf16 halves off 16 bytes: the scalar stores) and even.
+static void test_ce_deferred16(Backend *gpu, Backend *gpu16, int n, int v) {
+    char what[96];
+    snprintf(what, sizeof what, "crossentropy_deferred16 n=%d v=%d", n, v);
+    float *z;
+    int32_t *tg;
+    make_ce_inputs(n, v, &z, &tg);
+    size_t nv = (size_t)n * v;
+    int32_t *t = dev_upload(gpu, tg, (size_t)n * sizeof(int32_t)), *t16 = dev_upload(gpu16, tg, (size_t)n * sizeof(int32_t));
+    float *za = dev_floats(gpu, z, nv), *zb = dev_floats(gpu16, z, nv);
+    float *rl = gpu->alloc(gpu, (size_t)n * sizeof(float)), *rl16 = gpu16->alloc(gpu16, (size_t)n * sizeof(float));
+    gpu->crossentropy_deferred(gpu, za, t, rl, n, v, 0.25f, 1);
+    gpu->loss_end_microbatch(gpu);
+    gpu16->crossentropy_deferred16(gpu16, zb, t16, rl16, n, v, 0.25f);
+    gpu16->loss_end_microbatch(gpu16);
+    double want = gpu->loss_take(gpu), got = gpu16->loss_take(gpu16);
+    CHECK(same_double(got, want), "%s: loss %.17g, crossentropy_deferred's %.17g", what, got, want);
+    float *ga = host_download(gpu, za, nv * sizeof(float));
+    uint16_t *gb = host_download(gpu16, zb, nv * sizeof(float));
+    size_t bad = 0;
+    for (size_t r = 0; r < (size_t)n; r++)
+        for (size_t c = 0; c < (size_t)v; c++) bad += gb[2 * v * r + c] != bf16_from_f32(ga[v * r + c]);
+    CHECK(bad == 0, "%s: %zu of %zu bf16 gradients differ from the fp32 gradient rounded", what, bad, nv);
+    free(ga), free(gb), free(z), free(tg);
+    gpu->free(gpu, t), gpu->free(gpu, za), gpu->free(gpu, rl);
+    gpu16->free(gpu16, t16), gpu16->free(gpu16, zb), gpu16->free(gpu16, rl16);
+}
+
 // The step's guard on the device (step_guard, adamw_update_guarded, step_take; issue 30): on each backend
 // the bits of the host's way — sum_squares, backend_clip_scale(√Σ, max_norm) on the host, then
 // adamw_update_multi with that factor, or nothing where the loss or the norm is not finite: the loss sum
@@ -784,6 +814,18 @@ int main(void) {
     test_stats_multi(gpu, cpu);
     test_ce_deferred(gpu, cpu, 37, 1001);
     test_ce_deferred(gpu, cpu, 64, 50304);
+    {
+        CHECK(!gpu->crossentropy_deferred16 && !cpu->crossentropy_deferred16, "crossentropy_deferred16 at fp32");
+        Backend *gpu16 = cuda_or_skip(PRECISION_BF16);
+        CHECK(gpu16->crossentropy_deferred16 != NULL, "no crossentropy_deferred16 at bf16");
+        if (gpu16->crossentropy_deferred16) {
+            test_ce_deferred16(gpu, gpu16, 37, 1001);
+            test_ce_deferred16(gpu, gpu16, 64, 50304);
+            test_ce_deferred16(gpu, gpu16, 3, 7);
+            test_ce_deferred16(gpu, gpu16, 5, 8192 + 4);   // 512 threads a row: windows of 8192 columns
+        }
+        backend_close(gpu16);
+    }
     for (int side = 0; side < 2; side++) {
         Backend *be = side ? cpu : gpu;
         test_step_guard(be, 1.0f, GUARD_FINITE);

@@ -258,13 +258,13 @@ struct Backend {
                                          const float *v, float *scratch, int s, int q0, int nq, int b, int a, int kv,
                                          int h, int window, int head0, DropoutSite site, uint32_t sample0);
 
-    // ---- flash attention on kept bf16 copies (docs/BACKENDS.md, "Flash on kept bf16 copies"). Where a
-    // backend's flash kernels multiply bf16 operands (the CUDA backend at bf16), the model hands them the
-    // arena's bf16 copies of q, k, v (and the backward's ctx) in `in` instead of fp32 tensors that would be
-    // unpacked from those copies only to be rounded to the same bits again. Results: bitwise those of
-    // flash_attention_forward_rows / flash_attention_backward on the fp32 values. A member of `in` that is
-    // NULL is read from its fp32 argument, as those ops read it. NULL where a backend's flash reads fp32
-    // operands (the CPU backend, the CUDA backend at fp32).
+    // ---- ops on the arena's bf16 copies (docs/BACKENDS.md, "Ops on the kept bf16 copies"). Where a backend's
+    // kernels can read bf16 (the CUDA backend at bf16), the model hands them the arena's bf16 copies of what
+    // they read instead of fp32 tensors unpacked from those copies (and, for a GEMM or flash, rounded to the
+    // same bits again). Results: bitwise those of the fp32 op on the unpacked values. NULL where a backend has
+    // none (the CPU backend, the CUDA backend at fp32).
+    // Flash: q, k, v (and the backward's ctx) in `in`; a member of `in` that is NULL is read from its fp32
+    // argument, as flash_attention_forward_rows / flash_attention_backward read it.
     void (*flash_attention_forward16)(Backend *be, float *ctx, float *lse, const FlashIn16 *in, const float *q,
                                       const float *k, const float *v, float *scratch, int s, int q0, int nq, int b,
                                       int a, int kv, int h, int window, int head0, DropoutSite site, uint32_t sample0);
@@ -272,6 +272,21 @@ struct Backend {
                                        const FlashIn16 *in, const float *q, const float *k, const float *v,
                                        const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
                                        int h, int window, int head0, DropoutSite site, uint32_t sample0);
+    // SwiGLU from the copies of gate and up (row stride ld): y16 [n, f] is swiglu_forward's fp32 y (round_bf16
+    // 0) rounded to bf16 as a GEMM's packing rounds its input; the backward is swiglu_backward's with y NULL.
+    void (*swiglu_forward16)(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
+    void (*swiglu_backward16)(Backend *be, float *dgate, float *dup, int ldd, const float *dy, const uint16_t *gate,
+                              const uint16_t *up, int ld, int n, int f);
+    // gelu_backward with x the copy of GeLU's input.
+    void (*gelu_backward16)(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count);
+    // The output layer's gradient in bf16: crossentropy_deferred (train) leaving row r's gradient, rounded as a
+    // GEMM's packing rounds it, in the first half of the row's own storage (((uint16_t *)logits)[2·v·r + c]),
+    // and linear_backward reading dy as such a copy (dy16 [n, out], row stride lddy16; no bias gradient).
+    void (*crossentropy_deferred16)(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
+                                    float grad_scale);
+    void (*linear_backward16)(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                              int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
+                              int in, int out);
 
     // ---- a training step without host waits (train/run_step.c; docs/PERFORMANCE.md, "Host waits")
     // The device's clock: mark records the device's time when it gets there in stream order (a CUDA event;

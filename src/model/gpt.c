@@ -559,9 +559,15 @@ static const float *mlp_inner_gelu(GPT *m, int l, const BlockTensors *w, const f
     return fc2_in;
 }
 
+// --lora-dropout on the down projection's adapter: its input (SwiGLU's output) is dropped from the fp32
+// values, so SwiGLU writes fp32 rather than bf16 for the GEMMs.
+static int down_input_dropped(const GPT *m) { return lora_on(m, LORA_DOWN) && m->cfg.lora_dropout > 0.0f; }
+
 // Llama's MLP up to what its backward reads: gate = x·W_gateᵀ and up = x·W_upᵀ ([s,b,fl] each), kept.
-static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
-                             float **gate, float **up) {
+// Returns 1 when SwiGLU is to read their bf16 copies (saved_bf16; backend.h's swiglu_forward16): then the
+// fp32 gate and up are left unrounded, since nothing reads them.
+static int mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
+                            float **gate, float **up) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur;
     size_t nfl = (size_t)n * fl;
@@ -574,8 +580,15 @@ static void mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *
         LoraOut o = lora_gate_up_outs(m, s, *gate, *up);
         if (lora_on(m, s)) lora_column_forward(m, l, s, x_all, x16, h, &o, KEEP(lora_act(s)));
     }
+    if (m->be->swiglu_forward16 && !down_input_dropped(m) && saved_as_bf16_copy(m, ACT_GATE, KEEP(ACT_GATE)) &&
+        saved_as_bf16_copy(m, ACT_UP, KEEP(ACT_UP))) {
+        saved_done_copy_only(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE));
+        saved_done_copy_only(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP));
+        return 1;
+    }
     saved_done(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE), 0);
     saved_done(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP), 0);
+    return 0;
 }
 
 // The attention half: out = res + Dropout(Proj(Attn(Norm1(x)))) (the standard block: res = x, out NULL:
@@ -647,8 +660,8 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
     const float *fc2_in = NULL;
     float *gate = NULL, *up = NULL;
-    int mini = m->policy.mini_seq > 1;
-    if (swiglu(m) && !mini) mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
+    int mini = m->policy.mini_seq > 1, copies = 0;
+    if (swiglu(m) && !mini) copies = mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
     else if (!swiglu(m)) fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
     uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in (mini-seq: the
@@ -656,8 +669,16 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     LoraSite d_site = swiglu(m) ? LORA_DOWN : LORA_FC2;
     const float *d_in = swiglu(m) ? ws(m, W_FFN) : fc2_in;
     const uint16_t *d_in16 = swiglu(m) ? NULL : saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN));
-    if (swiglu(m) && !mini && (where != OUT_DISCARD || lora_on(m, d_site)))   // SwiGLU's output is not kept:
-        m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // its backward makes it again
+    if (swiglu(m) && !mini && (where != OUT_DISCARD || lora_on(m, d_site))) {   // SwiGLU's output is not kept:
+        if (copies) {   // its backward makes it again; in bf16 from the copies, for the GEMMs as they are
+            m->be->swiglu_forward16(m->be, (uint16_t *)ws(m, W_FFN), saved_bf16(m, A, ACT_GATE, KEEP(ACT_GATE)),
+                                    saved_bf16(m, A, ACT_UP, KEEP(ACT_UP)), fl, n, fl);
+            d_in16 = (const uint16_t *)ws(m, W_FFN);
+            d_in = NULL;
+        } else {
+            m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);
+        }
+    }
     // A recomputed group's last block ends here: backward reads what the MLP kept and the mask (and the
     // down adapter's x·Aᵀ), never the block's output, so FC2 (a third of the block's GEMM work) and the
     // residual are not redone.
@@ -670,7 +691,7 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     if (mini) {   // FC1, GeLU, FC2 (gate, up, SwiGLU, down) a chunk at a time; nothing kept
         down_v = mlp_chunks_forward(m, l, &w, fc1_all, fc1_16, pass, 1);
     } else if (swiglu(m)) {
-        linear_fwd16(m, ws(m, W_OUT), h, ws(m, W_FFN), NULL, fl, w.fc2_w, NULL, n, fl, h);
+        linear_fwd16(m, ws(m, W_OUT), h, d_in, d_in16, fl, w.fc2_w, NULL, n, fl, h);
     } else {
         linear_fwd16(m, ws(m, W_OUT), h, fc2_in, saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN)), fl, w.fc2_w, NULL, n,
                      fl, h);
@@ -776,6 +797,12 @@ static double head_chunks(GPT *m, const float *lm_all, const int32_t *targets, i
     return loss;
 }
 
+// The output layer's gradient left in bf16 in the logits' own storage by the cross-entropy, for its GEMMs as
+// it is (backend.h's crossentropy_deferred16, linear_backward16): one rank's whole vocabulary at once.
+static int logits_grad16(const GPT *m) {
+    return m->tp.t <= 1 && m->policy.mini_seq <= 1 && m->be->crossentropy_deferred16 && m->be->linear_backward16;
+}
+
 // logits = LN_f(x) · wteᵀ ; loss = cross-entropy (vocabulary-parallel under TP: returned; on one rank
 // to the backend's deferred sum, 0 returned)
 static double head_forward(GPT *m, const float *x, const int32_t *targets, float grad_scale) {
@@ -798,6 +825,10 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     linear_fwd16(m, logits, vl, lm_all, lm16, h, out_w(m, &m->w), NULL, n, h, vl);
     snapshot_forward_end(m);
     if (!targets) return 0.0;
+    if (m->tp.t <= 1 && train && logits_grad16(m)) {
+        m->be->crossentropy_deferred16(m->be, logits, targets, m->row_loss, n, vl, grad_scale);
+        return 0.0;
+    }
     if (m->tp.t <= 1) {
         m->be->crossentropy_deferred(m->be, logits, targets, m->row_loss, n, vl, grad_scale, train);
         return 0.0;
@@ -1034,6 +1065,8 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
     else if (tempo(m, TEMPO_GELU))   // GeLU's input recovered from its output and the branch bits
         m->be->gelu_backward_from_output(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in(m, A, ACT_FC2_IN, l, nfl),
                                          bits_in(m, A, ACT_GELU_BRANCH, l), nfl);
+    else if (m->be->gelu_backward16 && !remat_makes(m, ACT_GELU_IN) && saved_in_bf16(m, A, ACT_GELU_IN, l))
+        m->be->gelu_backward16(m->be, ws(m, W_D_4H), ws(m, W_D_4H), saved_in_bf16(m, A, ACT_GELU_IN, l), nfl);
     else
         m->be->gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), remat_in(m, l, ACT_GELU_IN, nfl), nfl);
     GemmIn fc1_in = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, g->fc1_w || lora_a_trains(m, LORA_FC));
@@ -1054,13 +1087,29 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
         mlp_backward_chunks(m, l, w, g, d_down_out);
         return;
     }
-    float *gate = (float *)remat_in(m, l, ACT_GATE, nfl), *up = (float *)remat_in(m, l, ACT_UP, nfl);
+    // The kept bf16 copies of gate and up as they are, where the backend's SwiGLU reads them (backend.h)
+    const uint16_t *gate16 = NULL, *up16 = NULL;
+    if (m->be->swiglu_backward16 && !remat_makes(m, ACT_GATE) && !remat_makes(m, ACT_UP)) {
+        gate16 = saved_in_bf16(m, A, ACT_GATE, l);
+        up16 = saved_in_bf16(m, A, ACT_UP, l);
+    }
+    int copies = gate16 && up16;
     int down_x = g->fc2_w || lora_a_trains(m, LORA_DOWN);   // only a weight gradient reads SwiGLU's output
-    if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);   // reads gate and up only
-    GemmIn ffn = {down_x ? ws(m, W_FFN) : NULL, NULL};
+    int y16 = down_x && copies && !down_input_dropped(m);   // SwiGLU's output in bf16, for the GEMMs as it is
+    int f32 = !copies || (down_x && !y16);                  // gate and up in fp32
+    float *gate = f32 ? (float *)remat_in(m, l, ACT_GATE, nfl) : NULL;
+    float *up = f32 ? (float *)remat_in(m, l, ACT_UP, nfl) : NULL;
+    GemmIn ffn = {NULL, NULL};
+    if (y16) m->be->swiglu_forward16(m->be, (uint16_t *)ws(m, W_FFN), gate16, up16, fl, n, fl);
+    else if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);
+    if (down_x) ffn = y16 ? (GemmIn){NULL, (const uint16_t *)ws(m, W_FFN)} : (GemmIn){ws(m, W_FFN), NULL};
     linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
-    if (lora_on(m, LORA_DOWN)) lora_row_backward(m, l, LORA_DOWN, d_down_out, ffn.f32, NULL, fl, ws(m, W_D_4H), h);
-    m->be->swiglu_backward(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, NULL, ws(m, W_D_4H), gate, up, fl, n, fl, 0);
+    if (lora_on(m, LORA_DOWN))
+        lora_row_backward(m, l, LORA_DOWN, d_down_out, ffn.f32, ffn.bf16, fl, ws(m, W_D_4H), h);
+    if (copies)
+        m->be->swiglu_backward16(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, ws(m, W_D_4H), gate16, up16, fl, n, fl);
+    else
+        m->be->swiglu_backward(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, NULL, ws(m, W_D_4H), gate, up, fl, n, fl, 0);
     int x_read = g->fc1_w != NULL;
     for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_gate_up_site(i));
     GemmIn x = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, x_read);
@@ -1270,8 +1319,12 @@ static void head_backward(GPT *m) {
         d_lm_in = m->tp.t > 1 ? tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB) : lm_grad;
     } else {
         GemmIn lm_in = grad_input(m, M, ACT_LM_IN, -1, nrh, 1, out_w(m, &m->g) != NULL);   // frozen (LoRA): none
-        linear_bwd16(m, ws(m, W_OUT), h, 0, out_w(m, &m->g), NULL, m->act->logits, vl, lm_in, h, out_w(m, &m->w), n, h,
-                     vl);
+        if (logits_grad16(m))   // the bf16 gradient the cross-entropy left, row r at 2·vl·r
+            m->be->linear_backward16(m->be, ws(m, W_OUT), h, 0, out_w(m, &m->g), (const uint16_t *)m->act->logits,
+                                     2 * vl, lm_in.f32, lm_in.bf16, h, gpt_w16(m, out_w(m, &m->w)), n, h, vl);
+        else
+            linear_bwd16(m, ws(m, W_OUT), h, 0, out_w(m, &m->g), NULL, m->act->logits, vl, lm_in, h, out_w(m, &m->w),
+                         n, h, vl);
         d_lm_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_VOCAB);
     }
     const float *lnf_w, *lnf_b;

@@ -62,8 +62,10 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
     }
 }
 
+int saved_as_bf16_copy(const GPT *m, ActName name, int keep) { return keep == KEEP_ARENA && stored_bf16(m, name); }
+
 void saved_done_copy_only(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep) {
-    if (keep != KEEP_ARENA || !stored_bf16(m, name)) {
+    if (!saved_as_bf16_copy(m, name, keep)) {
         saved_done(m, A, name, layer, buf, n, keep, 0);
         return;
     }

@@ -20,6 +20,8 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
 // there is one (flash on a backend whose flash multiplies bf16): kept in the arena in bf16, the copy is made and
 // buf is not rounded (nothing reads it); otherwise saved_done's.
 void saved_done_copy_only(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep);
+// Will saved_done keep a bf16 copy in the arena (what saved_bf16 then returns) for `name` kept so?
+int saved_as_bf16_copy(const GPT *m, ActName name, int keep);
 // A tensor kept in the arena whose values are finished after later pushes (MEMO's layer writes its output,
 // allocated after its own tensors, range by range between): its kept place is taken now (fp32: the buffer
 // itself; bf16: the packed copy's, the values in a work slot), and saved_done_placed packs the values,

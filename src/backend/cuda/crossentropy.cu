@@ -125,6 +125,37 @@ static __device__ __forceinline__ void ce_row_grad(float *z, int width, int k, i
     }
 }
 
+// ce_row_grad's values rounded to bf16 (bf16_from_f32, as a GEMM's packing would round them) and written in
+// place: column c of the row to the c-th bf16 of the row's own storage, whose first half it overwrites. The
+// row goes in windows of CE_BATCH·T groups, all threads through every window (a uniform trip count), loads,
+// a barrier, stores: a window's stores land in fp32 columns below half its end, all loaded by then.
+static __device__ __forceinline__ void ce_row_grad16(float *z, int width, int tgt, float lse, float gs) {
+    const int T = (int)blockDim.x, ng = (width + 3) / 4;
+    const bool vec = ce_aligned(z);
+    uint16_t *z16 = reinterpret_cast<uint16_t *>(z);
+    for (int base = 0; base < ng; base += CE_BATCH * T) {
+        float4 q[CE_BATCH];
+#pragma unroll
+        for (int u = 0; u < CE_BATCH; u++) {
+            int g = base + (int)threadIdx.x + u * T;
+            if (g < ng) q[u] = ce_load4(z, 4 * g, width, vec);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int u = 0; u < CE_BATCH; u++) {
+            int g = base + (int)threadIdx.x + u * T, c = 4 * g;
+            if (g >= ng) continue;
+            float r[4] = {ce_grad(q[u].x, c, width, tgt, lse, gs), ce_grad(q[u].y, c + 1, width, tgt, lse, gs),
+                          ce_grad(q[u].z, c + 2, width, tgt, lse, gs), ce_grad(q[u].w, c + 3, width, tgt, lse, gs)};
+            if (vec && c + 4 <= width) {
+                store_v<4>(z16 + c, r);
+            } else {
+                for (int e = 0; e < 4 && c + e < width; e++) z16[c + e] = bf16_from_f32(r[e]);
+            }
+        }
+    }
+}
+
 // logits [n, v] (grid n, block ce_threads(v)) -> row_loss [n] = lse − z[target]; with `train` the row
 // becomes grad_scale·(softmax − onehot(target)). A target outside [0, v) (a bug upstream: the CPU
 // would read out of bounds) gives a NaN loss, which the non-finite guards report, and no onehot.
@@ -141,7 +172,8 @@ static __global__ void __launch_bounds__(CE_MAX_THREADS)
     ce_row_stats(z, v, red, &M, &S);
     const float lse = M + logf(S);
     if (threadIdx.x == 0) row_loss[r] = ok ? lse - zt : __int_as_float(0x7FC00000);
-    if (train) ce_row_grad(z, v, v, ok ? tgt : -1, lse, gs);
+    if (train == 1) ce_row_grad(z, v, v, ok ? tgt : -1, lse, gs);
+    if (train == 2) ce_row_grad16(z, v, ok ? tgt : -1, lse, gs);   // the gradient in bf16, in place
 }
 
 // logits [n, vl], columns v0 .. v0+vl−1 of the vocabulary, the first k of them in the model
@@ -272,9 +304,21 @@ extern "C" void cuda_crossentropy_deferred(Backend *be, float *logits, const int
                                            int v, float grad_scale, int train) {
     if (n <= 0) return;
     cudaStream_t st = cuda_stream(be);
-    ce_rows_kernel<<<(unsigned)n, ce_threads(v), 0, st>>>(logits, targets, row_loss, v, grad_scale, train);
+    ce_rows_kernel<<<(unsigned)n, ce_threads(v), 0, st>>>(logits, targets, row_loss, v, grad_scale, train ? 1 : 0);
     CUDA_LAUNCHED();
     // the micro-batch's sum += this call's: the tree of ce_sum_rows, the same bits as the returned sum
+    ce_sum_rows_kernel<<<1, CE_SUM_THREADS, 0, st>>>(cuda_impl(be)->loss_sums, row_loss, n, 1);
+    CUDA_LAUNCHED();
+}
+
+// crossentropy_deferred with train, the gradient left in bf16 (backend.h's crossentropy_deferred16): row r's
+// at ((uint16_t *)logits)[2·v·r ...], the bits the GEMM's packing of the fp32 gradient would give.
+extern "C" void cuda_crossentropy_deferred16(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n,
+                                             int v, float grad_scale) {
+    if (n <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    ce_rows_kernel<<<(unsigned)n, ce_threads(v), 0, st>>>(logits, targets, row_loss, v, grad_scale, 2);
+    CUDA_LAUNCHED();
     ce_sum_rows_kernel<<<1, CE_SUM_THREADS, 0, st>>>(cuda_impl(be)->loss_sums, row_loss, n, 1);
     CUDA_LAUNCHED();
 }

@@ -300,10 +300,10 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
                  "into k-chunks) or 0 (never, the default)", split);
         return NULL;
     }
-    const char *copies = getenv("CTRON_FLASH_COPIES");
+    const char *copies = getenv("CTRON_BF16_COPIES");
     if (copies && *copies && strcmp(copies, "0") && strcmp(copies, "1")) {
-        snprintf(err, errlen, "CTRON_FLASH_COPIES='%s': expected 1 (bf16 flash reads the arena's bf16 copies of q, k, "
-                 "v and O, the default) or 0 (their fp32 values, rounded again)", copies);
+        snprintf(err, errlen, "CTRON_BF16_COPIES='%s': expected 1 (flash, SwiGLU, GeLU's backward and the "
+                 "output layer's GEMM read bf16 copies, the default) or 0 (fp32 values, rounded again)", copies);
         return NULL;
     }
     CudaImpl *c = xcalloc(sizeof *c);
@@ -349,11 +349,16 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     Backend *be = xmalloc(sizeof *be);
     *be = cuda_table;
     be->precision = precision;
-    // At bf16 the flash kernels multiply bf16 operands: the arena's copies will do (CTRON_FLASH_COPIES=0: the
-    // fp32 operands' path, the same bits, for comparison)
+    // At bf16 the kernels read the arena's bf16 copies as they are (CTRON_BF16_COPIES=0: the fp32 values
+    // unpacked from them, the same bits, for comparison)
     if (precision == PRECISION_BF16 && !(copies && !strcmp(copies, "0"))) {
         be->flash_attention_forward16 = cuda_flash_attention_forward16;
         be->flash_attention_backward16 = cuda_flash_attention_backward16;
+        be->swiglu_forward16 = cuda_swiglu_forward16;
+        be->swiglu_backward16 = cuda_swiglu_backward16;
+        be->gelu_backward16 = cuda_gelu_backward16;
+        be->crossentropy_deferred16 = cuda_crossentropy_deferred16;
+        be->linear_backward16 = cuda_linear_backward16;
     }
     be->impl = c;
     return be;

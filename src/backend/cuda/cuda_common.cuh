@@ -76,6 +76,7 @@ __device__ __forceinline__ float fadd(float a, float b) { return __fadd_rn(a, b)
 __device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b); }
 
 static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+static inline int aligned8(const void *p) { return ((uintptr_t)p & 7u) == 0; }
 // bytes rounded up to 256: the start of the next part of a scratch slot carved in pieces (cudaMalloc's alignment)
 static inline size_t ct_round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -103,6 +104,33 @@ __device__ __forceinline__ void store_v(float *p, const float (&in)[V]) {
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++) p[j] = in[j];
+    }
+}
+
+// V consecutive bf16 values at p, exactly as fp32 (V = 4: one aligned 8-byte access).
+template <int V>
+__device__ __forceinline__ void load_v(float (&out)[V], const uint16_t *p) {
+    if constexpr (V == 4) {
+        uint2 t = *reinterpret_cast<const uint2 *>(p);
+        out[0] = bf16_to_f32((uint16_t)(t.x & 0xFFFFu)); out[1] = bf16_to_f32((uint16_t)(t.x >> 16));
+        out[2] = bf16_to_f32((uint16_t)(t.y & 0xFFFFu)); out[3] = bf16_to_f32((uint16_t)(t.y >> 16));
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) out[j] = bf16_to_f32(p[j]);
+    }
+}
+
+// V values rounded to bf16 (bf16_from_f32, as the GEMMs' packing) at p (V = 4: one aligned 8-byte access).
+template <int V>
+__device__ __forceinline__ void store_v(uint16_t *p, const float (&in)[V]) {
+    if constexpr (V == 4) {
+        uint2 t;
+        t.x = (uint32_t)bf16_from_f32(in[0]) | ((uint32_t)bf16_from_f32(in[1]) << 16);
+        t.y = (uint32_t)bf16_from_f32(in[2]) | ((uint32_t)bf16_from_f32(in[3]) << 16);
+        *reinterpret_cast<uint2 *>(p) = t;
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) p[j] = bf16_from_f32(in[j]);
     }
 }
 

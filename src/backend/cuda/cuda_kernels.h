@@ -18,6 +18,9 @@ void cuda_linear_forward_acc(Backend *be, float *y, int ldy, const float *x, con
 void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                           const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx, const float *w,
                           const uint16_t *w16, int n, int in, int out);
+void cuda_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                            int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
+                            int in, int out);
 void cuda_bias_backward(Backend *be, float *db, const float *dy, int lddy, int n, int cols);
 void cuda_linear_forward_rows(Backend *be, float *y, int ldy, const float *x, int ldx, const float *w,
                               const uint16_t *w16, const float *bias, int n, int in, int out);
@@ -84,10 +87,14 @@ void cuda_rope_backward(Backend *be, float *dx, const float *dy, int ld, const f
 void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f, int round_bf16);
 void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
                           const float *gate, const float *up, int ld, int n, int f, int round_bf16);
+void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
+void cuda_swiglu_backward16(Backend *be, float *dgate, float *dup, int ldd, const float *dy, const uint16_t *gate,
+                            const uint16_t *up, int ld, int n, int f);
 
 // ---- gelu.cu (GeLU, its bit and Few-Bit forms)
 void cuda_bias_gelu_forward(Backend *be, float *y, float *x, const float *bias, int n, int cols, int round_bf16);
 void cuda_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count);
+void cuda_gelu_backward16(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count);
 void cuda_gelu_branch_pack(Backend *be, uint8_t *bits, const float *x, size_t count);
 void cuda_gelu_backward_from_output(Backend *be, float *dx, const float *dy, const float *y, const uint8_t *bits,
                                     size_t count);
@@ -140,6 +147,8 @@ void cuda_crossentropy_vocab_backward(Backend *be, float *logits, const float *l
                                       int vl, int v0, int n_valid, float grad_scale);
 void cuda_crossentropy_deferred(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
                                 float grad_scale, int train);
+void cuda_crossentropy_deferred16(Backend *be, float *logits, const int32_t *targets, float *row_loss, int n, int v,
+                                  float grad_scale);
 void cuda_loss_end_microbatch(Backend *be);
 double cuda_loss_take(Backend *be);
 

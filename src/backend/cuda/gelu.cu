@@ -183,6 +183,27 @@ static __global__ void gelu_backward_kernel(float *dx, const float *dy, const fl
     CT_GRID_LOOP(j, count - done) { size_t i = done + j; dx[i] = fmul(dy[i], gelu_slope_d(x[i])); }
 }
 
+// gelu_backward with x the kept bf16 copy of GeLU's input, read exactly: the same products.
+template <bool VEC>
+static __global__ void gelu_backward16_kernel(float *dx, const float *dy, const uint16_t *x, size_t count) {
+    size_t done = 0;
+    if (VEC) {
+        CT_GRID_LOOP(i, count / 4) {
+            float v[4], d[4], o[4];
+            load_v<4>(v, x + 4 * i);
+            load_v<4>(d, dy + 4 * i);
+#pragma unroll
+            for (int k = 0; k < 4; k++) o[k] = fmul(d[k], gelu_slope_d(v[k]));
+            store_v<4>(dx + 4 * i, o);
+        }
+        done = count / 4 * 4;
+    }
+    CT_GRID_LOOP(j, count - done) {
+        size_t i = done + j;
+        dx[i] = fmul(dy[i], gelu_slope_d(bf16_to_f32(x[i])));
+    }
+}
+
 // x[count] -> bits[⌈count/8⌉]: bit j of byte i is x[8i+j] ≥ x_min. A warp packs 32 elements (4 bytes)
 // with one ballot; grid-stride by whole warps (blockDim a multiple of 32).
 static __global__ void gelu_branch_pack_kernel(uint8_t *bits, const float *x, size_t count) {
@@ -292,6 +313,15 @@ extern "C" void cuda_gelu_backward(Backend *be, float *dx, const float *dy, cons
     unsigned blocks = ct_elementwise_blocks(vec ? (count + 3) / 4 : count, GELU_THREADS);
     if (vec) gelu_backward_kernel<true><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
     else gelu_backward_kernel<false><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_gelu_backward16(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count) {
+    if (!count) return;
+    bool vec = aligned16(dx) && aligned16(dy) && aligned8(x);
+    unsigned blocks = ct_elementwise_blocks(vec ? (count + 3) / 4 : count, GELU_THREADS);
+    if (vec) gelu_backward16_kernel<true><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
+    else gelu_backward16_kernel<false><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
     CUDA_LAUNCHED();
 }
 

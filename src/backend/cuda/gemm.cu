@@ -696,6 +696,21 @@ void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, f
     if (dw) gemm_lt(be, 0, 1, in, out, n, x16, in, dy16, out, 1, 1.0f, dw, in, NULL);
 }
 
+// linear_backward at bf16 with dy given in bf16 (dy16 [n, out], row stride lddy16): the GEMMs of
+// cuda_linear_backward on the copy as it is, so the bits of a dy that rounds to it; no bias gradient.
+void cuda_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                            int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
+                            int in, int out) {
+    if (n <= 0 || out <= 0) return;
+    if (!x16 && dw) {
+        uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
+        pack_and_colsum(be, packed, x, ldx, n, in, NULL);
+        x16 = packed;
+    }
+    if (dx) gemm_lt(be, 0, 0, in, n, out, w16, in, dy16, lddy16, 1, accumulate ? 1.0f : 0.0f, dx, ldx_out, NULL);
+    if (dw) gemm_lt(be, 0, 1, in, out, n, x16, in, dy16, lddy16, 1, 1.0f, dw, in, NULL);
+}
+
 // db[c] += Σ_r dy[r, c] for dy [n, cols] (row stride lddy): fixed-order chunk sums, then their sum.
 void cuda_bias_backward(Backend *be, float *db, const float *dy, int lddy, int n, int cols) {
     pack_and_colsum(be, NULL, dy, lddy, n, cols, db);

@@ -9,9 +9,10 @@
 enum { SWIGLU_THREADS = 256 };
 
 // gate, up [n, f] (row stride ld) -> y [n, f]; round_bf16: gate and up rounded in place first, y too.
-// Thread: V consecutive columns (blockIdx.x); rows over blockIdx.y, grid-strided.
-template <int V>
-static __global__ void swiglu_forward_kernel(float *y, float *gate, float *up, int ld, int n, int f, int round_bf16) {
+// Thread: V consecutive columns (blockIdx.x); rows over blockIdx.y, grid-strided. TI, TY: fp32, or bf16
+// (the kept copies of gate and up, read exactly; y rounded as the GEMMs' packing rounds it).
+template <int V, typename TI, typename TY>
+static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, int n, int f, int round_bf16) {
     int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (c >= f) return;
     for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
@@ -19,16 +20,21 @@ static __global__ void swiglu_forward_kernel(float *y, float *gate, float *up, i
         float g[V], u[V], out[V];
         load_v<V>(g, gate + o);
         load_v<V>(u, up + o);
-        if (round_bf16) {
+        bool rounded = false;
+        if constexpr (sizeof(TI) == sizeof(float)) {   // fp32 gate and up: rounded in place when asked
+            if (round_bf16) {
 #pragma unroll
-            for (int k = 0; k < V; k++) {
-                g[k] = bf16_round_f(g[k]);
-                u[k] = bf16_round_f(u[k]);
-                out[k] = bf16_round_f(fmul(swiglu_silu(g[k]), u[k]));
+                for (int k = 0; k < V; k++) {
+                    g[k] = bf16_round_f(g[k]);
+                    u[k] = bf16_round_f(u[k]);
+                    out[k] = bf16_round_f(fmul(swiglu_silu(g[k]), u[k]));
+                }
+                store_v<V>(gate + o, g);
+                store_v<V>(up + o, u);
+                rounded = true;
             }
-            store_v<V>(gate + o, g);
-            store_v<V>(up + o, u);
-        } else {
+        }
+        if (!rounded) {
 #pragma unroll
             for (int k = 0; k < V; k++) out[k] = fmul(swiglu_silu(g[k]), u[k]);
         }
@@ -37,11 +43,11 @@ static __global__ void swiglu_forward_kernel(float *y, float *gate, float *up, i
 }
 
 // dy [n, f], gate, up (stride ld) -> dgate, dup (stride ldd; may alias gate, up: each element is read
-// before it is written, by the same thread) and, when y is not NULL, y = silu(gate)·up again.
-template <int V>
+// before it is written, by the same thread) and, when y is not NULL, y = silu(gate)·up again. TI: fp32, or
+// bf16 (the kept copies, read exactly).
+template <int V, typename TI>
 static __global__ void swiglu_backward_kernel(float *dgate, float *dup, int ldd, float *y, const float *dy,
-                                              const float *gate, const float *up, int ld, int n, int f,
-                                              int round_bf16) {
+                                              const TI *gate, const TI *up, int ld, int n, int f, int round_bf16) {
     int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (c >= f) return;
     for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
@@ -79,9 +85,9 @@ extern "C" void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *u
     unsigned threads;
     dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
     if (vec)
-        swiglu_forward_kernel<4><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
+        swiglu_forward_kernel<4, float, float><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
     else
-        swiglu_forward_kernel<1><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
+        swiglu_forward_kernel<1, float, float><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
     CUDA_LAUNCHED();
 }
 
@@ -94,8 +100,39 @@ extern "C" void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int 
     unsigned threads;
     dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
     if (vec)
-        swiglu_backward_kernel<4><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+        swiglu_backward_kernel<4, float><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
     else
-        swiglu_backward_kernel<1><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+        swiglu_backward_kernel<1, float><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
+    CUDA_LAUNCHED();
+}
+
+// On the kept bf16 copies of gate and up (backend.h's swiglu_forward16 / _backward16): y into y16 [n, f] as the
+// GEMMs' packing would round swiglu_forward's fp32 y; the gradients as swiglu_backward's on the unpacked values.
+extern "C" void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld,
+                                      int n, int f) {
+    if (n <= 0 || f <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    bool vec = f % 4 == 0 && ld % 4 == 0 && aligned8(y16) && aligned8(gate) && aligned8(up);
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    if (vec)
+        swiglu_forward_kernel<4, const uint16_t, uint16_t><<<grid, threads, 0, st>>>(y16, gate, up, ld, n, f, 0);
+    else
+        swiglu_forward_kernel<1, const uint16_t, uint16_t><<<grid, threads, 0, st>>>(y16, gate, up, ld, n, f, 0);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_swiglu_backward16(Backend *be, float *dgate, float *dup, int ldd, const float *dy,
+                                       const uint16_t *gate, const uint16_t *up, int ld, int n, int f) {
+    if (n <= 0 || f <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    bool vec = f % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 && aligned16(dgate) && aligned16(dup) && aligned16(dy) &&
+               aligned8(gate) && aligned8(up);
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    if (vec)
+        swiglu_backward_kernel<4, uint16_t><<<grid, threads, 0, st>>>(dgate, dup, ldd, NULL, dy, gate, up, ld, n, f, 0);
+    else
+        swiglu_backward_kernel<1, uint16_t><<<grid, threads, 0, st>>>(dgate, dup, ldd, NULL, dy, gate, up, ld, n, f, 0);
     CUDA_LAUNCHED();
 }
