@@ -407,11 +407,19 @@ static void test_swiglu16(Backend *gpu16, int n, int f, int halves, int off) {
     gpu16->swiglu_forward16(gpu16, gy + off, dgate, dup, ld, n, f);
     snprintf(what, sizeof what, "swiglu_forward16 n=%d f=%d ld=%d off=%d", n, f, ld, off);
     CHECK_BYTES_EQUAL(gpu16, gy + off, want, nf * 2, what);
-    gpu16->swiglu_backward16(gpu16, gdg, gdu, f, gdy, dgate, dup, ld, n, f);
+    gpu16->swiglu_backward16(gpu16, gdg, gdu, f, 0, gdy, dgate, dup, ld, n, f);
     snprintf(what, sizeof what, "swiglu_backward16 dgate n=%d f=%d ld=%d off=%d", n, f, ld, off);
     CHECK_BYTES_EQUAL(gpu16, gdg, dg, nf * 4, what);
     snprintf(what, sizeof what, "swiglu_backward16 dup n=%d f=%d ld=%d off=%d", n, f, ld, off);
     CHECK_BYTES_EQUAL(gpu16, gdu, du, nf * 4, what);
+    // grad16: the gradients rounded to bf16 for the GEMMs, into the first halves of the same buffers
+    uint16_t *want_g = host_bf16(dg, nf), *want_u = host_bf16(du, nf);
+    gpu16->swiglu_backward16(gpu16, gdg, gdu, f, 1, gdy, dgate, dup, ld, n, f);
+    snprintf(what, sizeof what, "swiglu_backward16 bf16 dgate n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, gdg, want_g, nf * 2, what);
+    snprintf(what, sizeof what, "swiglu_backward16 bf16 dup n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, gdu, want_u, nf * 2, what);
+    free(want_g), free(want_u);
     gpu16->free(gpu16, dg16), gpu16->free(gpu16, gy), gpu16->free(gpu16, gdy), gpu16->free(gpu16, gdg);
     gpu16->free(gpu16, gdu);
     if (!halves) gpu16->free(gpu16, du16), free(u0), free(u16), free(uf);
@@ -434,14 +442,40 @@ static void test_gelu_backward16(Backend *gpu16, size_t count, int off) {
     free(x0), free(dy), free(dx), free(x16), free(xf);
 }
 
+// bias_gelu_forward into bf16 copies: the CPU's bias_gelu_forward (round_bf16 1) outputs, packed; x untouched.
+static void test_bias_gelu16(Backend *gpu16, int n, int cols, int off) {
+    char what[96];
+    size_t total = (size_t)n * cols;
+    float *x = swiglu_inputs(total + off), *bias = host_random((size_t)cols + off, -1.0f, 1.0f);
+    float *xc = fdup(x, total + off), *y = malloc(total * sizeof(float));
+    cpu->bias_gelu_forward(cpu, y, xc + off, bias + off, n, cols, 1);
+    uint16_t *want_x = host_bf16(xc + off, total), *want_y = host_bf16(y, total);
+    float *gx = dev_upload(gpu16, x, (total + off) * 4), *gb = dev_upload(gpu16, bias, ((size_t)cols + off) * 4);
+    uint16_t *gx16 = dev_poisoned(gpu16, (total + 1) * 2), *gy16 = dev_poisoned(gpu16, (total + 1) * 2);
+    gpu16->bias_gelu_forward16(gpu16, gy16 + off, gx16 + off, gx + off, gb + off, n, cols);
+    snprintf(what, sizeof what, "bias_gelu_forward16 x16 n=%d cols=%d off=%d", n, cols, off);
+    CHECK_BYTES_EQUAL(gpu16, gx16 + off, want_x, total * 2, what);
+    snprintf(what, sizeof what, "bias_gelu_forward16 y16 n=%d cols=%d off=%d", n, cols, off);
+    CHECK_BYTES_EQUAL(gpu16, gy16 + off, want_y, total * 2, what);
+    snprintf(what, sizeof what, "bias_gelu_forward16 x untouched n=%d cols=%d off=%d", n, cols, off);
+    CHECK_BYTES_EQUAL(gpu16, gx, x, (total + off) * 4, what);
+    gpu16->free(gpu16, gx), gpu16->free(gpu16, gb), gpu16->free(gpu16, gx16), gpu16->free(gpu16, gy16);
+    free(x), free(bias), free(xc), free(y), free(want_x), free(want_y);
+}
+
 static void test_copies_ops(void) {
     printf("ops on bf16 copies\n");
-    CHECK(!gpu->swiglu_forward16 && !gpu->swiglu_backward16 && !gpu->gelu_backward16 && !cpu->swiglu_forward16,
+    CHECK(!gpu->swiglu_forward16 && !gpu->swiglu_backward16 && !gpu->gelu_backward16 && !gpu->bias_gelu_forward16 &&
+              !cpu->swiglu_forward16 && !cpu->bias_gelu_forward16,
           "ops on bf16 copies offered by a backend that computes in fp32");
     Backend *gpu16 = cuda_or_skip(PRECISION_BF16);
-    CHECK(gpu16->swiglu_forward16 && gpu16->swiglu_backward16 && gpu16->gelu_backward16,
+    CHECK(gpu16->swiglu_forward16 && gpu16->swiglu_backward16 && gpu16->gelu_backward16 && gpu16->bias_gelu_forward16,
           "the CUDA backend at bf16 lacks an op on bf16 copies");
-    if (!gpu16->swiglu_forward16 || !gpu16->swiglu_backward16 || !gpu16->gelu_backward16) return;
+    if (!gpu16->swiglu_forward16 || !gpu16->swiglu_backward16 || !gpu16->gelu_backward16 || !gpu16->bias_gelu_forward16)
+        return;
+    test_bias_gelu16(gpu16, 37, 68, 0);
+    test_bias_gelu16(gpu16, 37, 68, 1);
+    test_bias_gelu16(gpu16, 5, 45, 0);
     static const int sizes[][4] = {{37, 45, 0, 0}, {37, 68, 1, 0}, {37, 68, 0, 1}, {13, 176, 1, 1}, {64, 1100, 1, 0}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         test_swiglu16(gpu16, sizes[i][0], sizes[i][1], sizes[i][2], sizes[i][3]);

@@ -273,12 +273,18 @@ struct Backend {
                                        const float *ctx, const float *lse, float *scratch, int s, int b, int a, int kv,
                                        int h, int window, int head0, DropoutSite site, uint32_t sample0);
     // SwiGLU from the copies of gate and up (row stride ld): y16 [n, f] is swiglu_forward's fp32 y (round_bf16
-    // 0) rounded to bf16 as a GEMM's packing rounds its input; the backward is swiglu_backward's with y NULL.
+    // 0) rounded to bf16 as a GEMM's packing rounds its input; the backward is swiglu_backward's with y NULL,
+    // dgate and dup fp32 (float *), or with grad16 rounded so into bf16 (uint16_t *, row stride ldd elements)
+    // for the gate and up GEMMs (linear_backward16).
     void (*swiglu_forward16)(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
-    void (*swiglu_backward16)(Backend *be, float *dgate, float *dup, int ldd, const float *dy, const uint16_t *gate,
-                              const uint16_t *up, int ld, int n, int f);
-    // gelu_backward with x the copy of GeLU's input.
+    void (*swiglu_backward16)(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
+                              const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
+    // gelu_backward with x the copy of GeLU's input; bias_gelu_forward (round_bf16 1) writing its two outputs
+    // only as bf16 copies (x16 = x + bias, y16 = GeLU of it: the bits bf16_pack gives of its fp32 outputs), x
+    // left as it was.
     void (*gelu_backward16)(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count);
+    void (*bias_gelu_forward16)(Backend *be, uint16_t *y16, uint16_t *x16, const float *x, const float *bias, int n,
+                                int cols);
     // The output layer's gradient in bf16: crossentropy_deferred (train) leaving row r's gradient, rounded as a
     // GEMM's packing rounds it, in the first half of the row's own storage (((uint16_t *)logits)[2·v·r + c]),
     // and linear_backward reading dy as such a copy (dy16 [n, out], row stride lddy16; no bias gradient).

@@ -478,7 +478,7 @@ static void qkv_adapters_forward(GPT *m, int l, const float *x, const uint16_t *
 static void column_adapter_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, float *y, int cols,
                                    int pass) {
     if (!lora_on(m, s)) return;
-    LoraOut o = {1, {y}, {cols}, {cols}, {0}};
+    LoraOut o = {1, {y}, {cols}, {cols}, {0}, {NULL}};
     lora_column_forward(m, l, s, x, x16, m->cfg.hidden, &o, KEEP(lora_act(s)));
 }
 
@@ -535,7 +535,8 @@ static void qkv_forward(GPT *m, int l, const BlockTensors *w, const float *x_all
 }
 
 // GPT-2's MLP up to what its backward reads: gelu_in = FC1(x), fc2_in = GeLU(gelu_in + b) (with Tempo's
-// branch bits or Few-Bit's codes instead of gelu_in). Returns fc2_in (NULL with mini-seq: nothing kept).
+// branch bits or Few-Bit's codes instead of gelu_in). Returns fc2_in (NULL with mini-seq: nothing kept; NULL
+// too when it exists only as its kept bf16 copy, saved_bf16's).
 static const float *mlp_inner_gelu(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16,
                                    int pass) {
     if (m->policy.mini_seq > 1) return NULL;
@@ -546,6 +547,14 @@ static const float *mlp_inner_gelu(GPT *m, int l, const BlockTensors *w, const f
     float *fc2_in = saved_out(m, A, ACT_FC2_IN, l, nfl, KEEP(ACT_FC2_IN));
     linear_fwd16(m, gelu_in, fl, x_all, x16, h, w->fc1_w, NULL, n, h, fl);
     column_adapter_forward(m, l, LORA_FC, x_all, x16, gelu_in, fl, pass);
+    if (m->be->bias_gelu_forward16 && saved_as_bf16_copy(m, ACT_GELU_IN, KEEP(ACT_GELU_IN)) &&
+        saved_as_bf16_copy(m, ACT_FC2_IN, KEEP(ACT_FC2_IN)) && !KEEP(ACT_GELU_BRANCH) && !KEEP(ACT_GELU_CODE)) {
+        // both outputs straight into their kept bf16 copies: their only readers take those (FC2's GEMMs and its
+        // adapter, GeLU's backward); NULL: no fp32 fc2_in
+        uint16_t *in16 = saved_copy_out(m, A, ACT_GELU_IN, l, nfl), *out16 = saved_copy_out(m, A, ACT_FC2_IN, l, nfl);
+        m->be->bias_gelu_forward16(m->be, out16, in16, gelu_in, w->fc1_b, n, fl);
+        return NULL;
+    }
     m->be->bias_gelu_forward(m->be, fc2_in, gelu_in, w->fc1_b, n, fl, bf16);
     saved_done(m, A, ACT_GELU_IN, l, gelu_in, nfl, KEEP(ACT_GELU_IN), 1);
     saved_done(m, A, ACT_FC2_IN, l, fc2_in, nfl, KEEP(ACT_FC2_IN), 1);
@@ -1072,7 +1081,7 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
     GemmIn fc1_in = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, g->fc1_w || lora_a_trains(m, LORA_FC));
     linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, g->fc1_b, ws(m, W_D_4H), fl, fc1_in, h, w->fc1_w, n, h, fl);
     if (lora_on(m, LORA_FC)) {
-        LoraOut dy = {1, {ws(m, W_D_4H)}, {fl}, {fl}, {0}};
+        LoraOut dy = {1, {ws(m, W_D_4H)}, {fl}, {fl}, {0}, {NULL}};
         lora_column_backward(m, l, LORA_FC, &dy, fc1_in.f32, fc1_in.bf16, h, ws(m, W_OUT), h);
     }
 }
@@ -1106,20 +1115,30 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
     if (lora_on(m, LORA_DOWN))
         lora_row_backward(m, l, LORA_DOWN, d_down_out, ffn.f32, ffn.bf16, fl, ws(m, W_D_4H), h);
+    // dgate and dup: bf16 for the GEMMs straight from SwiGLU's backward where the backend has both (W_FFN and W_D_UP
+    // hold them in their first halves), else fp32
+    int grad16 = copies && m->be->linear_backward16;
     if (copies)
-        m->be->swiglu_backward16(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, ws(m, W_D_4H), gate16, up16, fl, n, fl);
+        m->be->swiglu_backward16(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, grad16, ws(m, W_D_4H), gate16, up16, fl, n, fl);
     else
         m->be->swiglu_backward(m->be, ws(m, W_FFN), ws(m, W_D_UP), fl, NULL, ws(m, W_D_4H), gate, up, fl, n, fl, 0);
     int x_read = g->fc1_w != NULL;
     for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_gate_up_site(i));
     GemmIn x = grad_input(m, A, ACT_FC1_IN, l, nrh, 1, x_read);
-    linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, NULL, ws(m, W_FFN), fl, x, h, w->fc1_w, n, h, fl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, g->fc1_w ? g->fc1_w + fh : NULL, NULL, ws(m, W_D_UP), fl, x, h, w->fc1_w + fh,
-                 n, h, fl);
+    float *dw_up = g->fc1_w ? g->fc1_w + fh : NULL;
+    if (grad16) {
+        const uint16_t *dgate16 = (const uint16_t *)ws(m, W_FFN), *dup16 = (const uint16_t *)ws(m, W_D_UP);
+        linear_bwd_dy16(m, ws(m, W_OUT), h, 0, g->fc1_w, dgate16, fl, x, h, w->fc1_w, n, h, fl);
+        linear_bwd_dy16(m, ws(m, W_OUT), h, 1, dw_up, dup16, fl, x, h, w->fc1_w + fh, n, h, fl);
+    } else {
+        linear_bwd16(m, ws(m, W_OUT), h, 0, g->fc1_w, NULL, ws(m, W_FFN), fl, x, h, w->fc1_w, n, h, fl);
+        linear_bwd16(m, ws(m, W_OUT), h, 1, dw_up, NULL, ws(m, W_D_UP), fl, x, h, w->fc1_w + fh, n, h, fl);
+    }
     for (int i = 0; i < LORA_GATE_UP_SITE_COUNT; i++) {   // dgate in W_FFN, dup in W_D_UP
         LoraSite s = lora_gate_up_site(i);
         if (!lora_on(m, s)) continue;
         LoraOut dy = lora_gate_up_outs(m, s, ws(m, W_FFN), ws(m, W_D_UP));
+        for (int k = 0; grad16 && k < dy.blocks; k++) dy.y16[k] = (const uint16_t *)dy.y[k];
         lora_column_backward(m, l, s, &dy, lora_a_trains(m, s) ? x.f32 : NULL, lora_a_trains(m, s) ? x.bf16 : NULL, h,
                              ws(m, W_OUT), h);
     }
@@ -1320,8 +1339,8 @@ static void head_backward(GPT *m) {
     } else {
         GemmIn lm_in = grad_input(m, M, ACT_LM_IN, -1, nrh, 1, out_w(m, &m->g) != NULL);   // frozen (LoRA): none
         if (logits_grad16(m))   // the bf16 gradient the cross-entropy left, row r at 2·vl·r
-            m->be->linear_backward16(m->be, ws(m, W_OUT), h, 0, out_w(m, &m->g), (const uint16_t *)m->act->logits,
-                                     2 * vl, lm_in.f32, lm_in.bf16, h, gpt_w16(m, out_w(m, &m->w)), n, h, vl);
+            linear_bwd_dy16(m, ws(m, W_OUT), h, 0, out_w(m, &m->g), (const uint16_t *)m->act->logits, 2 * vl, lm_in, h,
+                            out_w(m, &m->w), n, h, vl);
         else
             linear_bwd16(m, ws(m, W_OUT), h, 0, out_w(m, &m->g), NULL, m->act->logits, vl, lm_in, h, out_w(m, &m->w),
                          n, h, vl);

@@ -26,6 +26,13 @@ static inline void linear_bwd16(GPT *m, float *dx, int ldx_out, int accumulate, 
     m->be->linear_backward(m->be, dx, ldx_out, accumulate, dw, db, dy, lddy, x.f32, x.bf16, ldx,
                            gpt_base_key(m, w) ? NULL : w, gpt_w16(m, w), n, in, out);
 }
+// linear_bwd16 with dy given as a bf16 copy dy16 (row stride lddy16) that a kernel wrote for the GEMMs
+// (backend.h's linear_backward16: the CUDA backend at bf16); no bias gradient.
+static inline void linear_bwd_dy16(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                                   int lddy16, GemmIn x, int ldx, const float *w, int n, int in, int out) {
+    m->be->linear_backward16(m->be, dx, ldx_out, accumulate, dw, dy16, lddy16, x.f32, x.bf16, ldx, gpt_w16(m, w), n, in,
+                             out);
+}
 static inline void linear_bwd(GPT *m, float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy,
                               int lddy, const float *x, int ldx, const float *w, int n, int in, int out) {
     linear_bwd16(m, dx, ldx_out, accumulate, dw, db, dy, lddy, (GemmIn){x, NULL}, ldx, w, n, in, out);

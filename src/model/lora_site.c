@@ -90,8 +90,12 @@ static void output_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, LoraV 
     float *gb = layer_b(m, &m->lg, s, l, out);
     for (int k = 0; k < dy->blocks; k++) {
         size_t off = (size_t)dy->row0[k] * r;
-        m->be->linear_backward(m->be, ws(m, W_LORA_R), r, k > 0, gb + off, NULL, dy->y[k], dy->ld[k], v.f32, v.bf16, r,
-                               b + off, gpt_w16(m, b + off), rows, r, dy->cols[k]);
+        if (dy->y16[k])
+            m->be->linear_backward16(m->be, ws(m, W_LORA_R), r, k > 0, gb + off, dy->y16[k], dy->ld[k], v.f32, v.bf16,
+                                     r, gpt_w16(m, b + off), rows, r, dy->cols[k]);
+        else
+            m->be->linear_backward(m->be, ws(m, W_LORA_R), r, k > 0, gb + off, NULL, dy->y[k], dy->ld[k], v.f32,
+                                   v.bf16, r, b + off, gpt_w16(m, b + off), rows, r, dy->cols[k]);
     }
 }
 
@@ -185,7 +189,7 @@ void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t 
 void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *x, const uint16_t *x16, int in_l,
                        float *dx, int out) {
     int n = m->s_cur * m->b_cur;
-    LoraOut d = {1, {(float *)dy}, {out}, {out}, {0}};
+    LoraOut d = {1, {(float *)dy}, {out}, {out}, {0}, {NULL}};
     output_backward(m, l, s, &d, lora_v_kept(m, l, s), n);
     input_backward(m, layer_a(m, &m->lg, s, l, in_l), layer_a(m, &m->lw, s, l, in_l), x, x16, in_l, dx, in_l, n,
                    lora_p(m) > 0.0f ? rows_mask(m, l, s, in_l, 0, n) : NULL);

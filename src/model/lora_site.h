@@ -10,11 +10,14 @@ static inline int lora_on(const GPT *m, LoraSite s) { return m->cfg.lora_rank > 
 static inline ActName lora_act(LoraSite s) { return (ActName)(ACT_LORA_Q + s); }
 
 // Up to three output blocks of one column-parallel site (a fused q|k|v: q, k, v; a fused gate|up: gate, up;
-// else one): B's rows [row0[k], row0[k] + cols[k]) feed y[k] (row stride ld[k]).
+// else one): B's rows [row0[k], row0[k] + cols[k]) feed y[k] (row stride ld[k]). In the backward, y16[k] when
+// set: dy's block as a bf16 copy (row stride ld[k] elements) that a kernel wrote for the GEMMs (SwiGLU's
+// backward), read instead of y[k].
 typedef struct {
     int blocks;
     float *y[3];
     int ld[3], cols[3], row0[3];
+    const uint16_t *y16[3];
 } LoraOut;
 
 // The q, k, v sites (GPT-2's c_attn and fused llama's qkv_proj; llama's q, k, v) and their output blocks:
@@ -26,10 +29,10 @@ static inline LoraSite lora_qkv_site(int i) {
 }
 static inline LoraOut lora_qkv_outs(const GPT *m, LoraSite s, float *q, float *k, float *v) {
     int ql = m->ql, kvl = m->kvl;
-    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {ql, kvl, kvl}, {ql, kvl, kvl}, {0, ql, ql + kvl}};
+    if (s == LORA_QKV) return (LoraOut){3, {q, k, v}, {ql, kvl, kvl}, {ql, kvl, kvl}, {0, ql, ql + kvl}, {NULL}};
     float *y = s == LORA_Q ? q : s == LORA_K ? k : v;
     int w = s == LORA_Q ? ql : kvl;
-    return (LoraOut){1, {y}, {w}, {w}, {0}};
+    return (LoraOut){1, {y}, {w}, {w}, {0}, {NULL}};
 }
 
 // The gate and up sites (fused llama's gate_up_proj; llama's gate, up) and their output blocks [s·b, fl]:
@@ -41,8 +44,8 @@ static inline LoraSite lora_gate_up_site(int i) {
 }
 static inline LoraOut lora_gate_up_outs(const GPT *m, LoraSite s, float *gate, float *up) {
     int fl = m->fl;
-    if (s == LORA_GATE_UP) return (LoraOut){2, {gate, up}, {fl, fl}, {fl, fl}, {0, fl}};
-    return (LoraOut){1, {s == LORA_GATE ? gate : up}, {fl}, {fl}, {0}};
+    if (s == LORA_GATE_UP) return (LoraOut){2, {gate, up}, {fl, fl}, {fl, fl}, {0, fl}, {NULL}};
+    return (LoraOut){1, {s == LORA_GATE ? gate : up}, {fl}, {fl}, {0}, {NULL}};
 }
 
 // A site's v = (α/r)·x Aᵀ [s·b, r] as the GEMMs read it: fp32, and its kept bf16 copy or NULL (either

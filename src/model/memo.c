@@ -158,7 +158,7 @@ static void adapter_rows(GPT *m, int l, LayerViews *V, LoraSite s, const float *
 static void row_adapter_rows(GPT *m, int l, LayerViews *V, LoraSite s, const float *x, int in, float *y, int r0,
                              int nr) {
     int h = m->cfg.hidden;
-    LoraOut o = {1, {y}, {h}, {h}, {0}};
+    LoraOut o = {1, {y}, {h}, {h}, {0}, {NULL}};
     adapter_rows(m, l, V, s, x, in, &o, r0, nr);
 }
 
@@ -242,7 +242,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
         down_in = ffn;
     } else {
         linear_rows(m, t[ACT_GELU_IN], fl, t[ACT_FC1_IN], h, w.fc1_w, NULL, r0, nr, h, fl);
-        LoraOut of = {1, {t[ACT_GELU_IN]}, {fl}, {fl}, {0}};
+        LoraOut of = {1, {t[ACT_GELU_IN]}, {fl}, {fl}, {0}, {NULL}};
         adapter_rows(m, l, V, LORA_FC, t[ACT_FC1_IN], h, &of, r0, nr);
         m->be->bias_gelu_forward(m->be, t[ACT_FC2_IN] + (size_t)r0 * fl, t[ACT_GELU_IN] + (size_t)r0 * fl, w.fc1_b, nr, fl,
                                  m->policy.act_dtype == ACT_BF16);
@@ -256,7 +256,7 @@ static void layer_rows(GPT *m, int l, const float *x, LayerViews *V, int p0, int
     linear_rows(m, y, h, down_in, fl, w.fc2_w, NULL, r0, nr, fl, h);
     reduce_rows(m, y, r0, nr);
     if (lora_on(m, d_site)) {
-        LoraOut od = {1, {y}, {h}, {h}, {0}};
+        LoraOut od = {1, {y}, {h}, {h}, {0}, {NULL}};
         lora_rows_add_out(m, l, d_site, V->v[d_site], &od, r0, nr);
     }
     m->be->dropout_residual_forward(m->be, out + o, t[ACT_LN2_IN] + o, y + o, w.fc2_b, V->drop2 ? V->drop2 + o : NULL, p,

@@ -20,7 +20,7 @@ MiniAdapters mini_adapters(const GPT *m) {
 // Column site i's output blocks in the chunk's buffers: GPT-2's fc into a; gate|up, gate, up into a and b.
 static LoraOut chunk_out(const GPT *m, const MiniAdapters *ad, int i, float *a, float *b) {
     int fl = m->fl;
-    if (!swiglu(m)) return (LoraOut){1, {a}, {fl}, {fl}, {0}};
+    if (!swiglu(m)) return (LoraOut){1, {a}, {fl}, {fl}, {0}, {NULL}};
     return lora_gate_up_outs(m, ad->site[i], a, b);
 }
 
@@ -69,7 +69,7 @@ static void chunk_backward(GPT *m, int l, const BlockTensors *w, const BlockTens
     const float *hidden = chunk_hidden(m, l, w, x_all, ad, r0, nc);
     float *d_hidden = ws(m, swiglu(m) ? W_MINI_D : W_MINI_C);   // GPT-2's GeLU backward runs in place over it
     linear_bwd(m, d_hidden, fl, 0, g->fc2_w, NULL, dy, h, hidden, fl, w->fc2_w, nc, fl, h);
-    LoraOut d_down = {1, {(float *)dy}, {h}, {h}, {0}};
+    LoraOut d_down = {1, {(float *)dy}, {h}, {h}, {0}, {NULL}};
     if (ad->on[2]) lora_chunk_backward(m, l, ad->site[2], &d_down, ad->v[2], hidden, fl, d_hidden, fl, r0, nc);
     if (swiglu(m)) {   // dgate, dup in place over gate and up
         m->be->swiglu_backward(m->be, a, b, fl, NULL, d_hidden, a, b, fl, nc, fl, 0);

@@ -126,7 +126,7 @@ static void qk_again(GPT *m, int l) {
 // y [s·b, cols] += the column site's (α/r)·B(A x) from its kept x·Aᵀ (nothing without an adapter there).
 static void adapter_again(GPT *m, int l, LoraSite s, float *y, int cols) {
     if (!lora_on(m, s)) return;
-    LoraOut o = {1, {y}, {cols}, {cols}, {0}};
+    LoraOut o = {1, {y}, {cols}, {cols}, {0}, {NULL}};
     lora_column_add(m, l, s, &o);
 }
 

@@ -64,6 +64,13 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
 
 int saved_as_bf16_copy(const GPT *m, ActName name, int keep) { return keep == KEEP_ARENA && stored_bf16(m, name); }
 
+uint16_t *saved_copy_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n) {
+    if (!saved_as_bf16_copy(m, name, KEEP_ARENA)) ctron_fatal("saved_copy_out: %s is not kept in bf16", act_name_str(name));
+    uint16_t *p = keep_place(m, name, layer, n * sizeof(uint16_t), KEEP_ARENA);
+    A->saved[name] = p;
+    return p;
+}
+
 void saved_done_copy_only(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep) {
     if (!saved_as_bf16_copy(m, name, keep)) {
         saved_done(m, A, name, layer, buf, n, keep, 0);

@@ -22,6 +22,9 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
 void saved_done_copy_only(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_t n, int keep);
 // Will saved_done keep a bf16 copy in the arena (what saved_bf16 then returns) for `name` kept so?
 int saved_as_bf16_copy(const GPT *m, ActName name, int keep);
+// The arena's place for `name`'s bf16 copy, taken now (as saved_done would take it) for a kernel that writes the
+// copy itself (saved_as_bf16_copy must hold); saved_bf16 and saved_in_bf16 then return it.
+uint16_t *saved_copy_out(GPT *m, BlockActs *A, ActName name, int layer, size_t n);
 // A tensor kept in the arena whose values are finished after later pushes (MEMO's layer writes its output,
 // allocated after its own tensors, range by range between): its kept place is taken now (fp32: the buffer
 // itself; bf16: the packed copy's, the values in a work slot), and saved_done_placed packs the values,

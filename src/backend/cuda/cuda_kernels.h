@@ -88,13 +88,15 @@ void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, 
 void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
                           const float *gate, const float *up, int ld, int n, int f, int round_bf16);
 void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
-void cuda_swiglu_backward16(Backend *be, float *dgate, float *dup, int ldd, const float *dy, const uint16_t *gate,
-                            const uint16_t *up, int ld, int n, int f);
+void cuda_swiglu_backward16(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
+                            const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
 
 // ---- gelu.cu (GeLU, its bit and Few-Bit forms)
 void cuda_bias_gelu_forward(Backend *be, float *y, float *x, const float *bias, int n, int cols, int round_bf16);
 void cuda_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count);
 void cuda_gelu_backward16(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count);
+void cuda_bias_gelu_forward16(Backend *be, uint16_t *y16, uint16_t *x16, const float *x, const float *bias, int n,
+                              int cols);
 void cuda_gelu_branch_pack(Backend *be, uint8_t *bits, const float *x, size_t count);
 void cuda_gelu_backward_from_output(Backend *be, float *dx, const float *dy, const float *y, const uint8_t *bits,
                                     size_t count);

@@ -148,6 +148,35 @@ static __global__ void bias_gelu_kernel(float *y, float *x, const float *bias, s
     }
 }
 
+// bias_gelu_kernel<ROUND = true> into bf16 copies: x16 = x + bias rounded, y16 = gelu of it rounded (the bits
+// bf16_pack gives of bias_gelu_forward's rounded outputs); x itself is left as it was.
+template <bool VEC>
+static __global__ void bias_gelu16_kernel(uint16_t *y16, uint16_t *x16, const float *x, const float *bias,
+                                          size_t total, int cols) {
+    size_t done = 0;
+    if (VEC) {
+        CT_GRID_LOOP(i, total / 4) {
+            float v[4], bb[4], o[4];
+            load_v<4>(v, x + 4 * i);
+            load_v<4>(bb, bias + (4 * i) % (size_t)cols);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                v[k] = bf16_round_f(fadd(v[k], bb[k]));
+                o[k] = gelu_d(v[k]);
+            }
+            store_v<4>(x16 + 4 * i, v);
+            store_v<4>(y16 + 4 * i, o);
+        }
+        done = total / 4 * 4;
+    }
+    CT_GRID_LOOP(j, total - done) {
+        size_t i = done + j;
+        float v = bf16_round_f(fadd(x[i], bias[i % (size_t)cols]));
+        x16[i] = bf16_from_f32(v);
+        y16[i] = bf16_from_f32(gelu_d(v));
+    }
+}
+
 // y[count] = gelu(x[count]); grid-stride, float4 over the aligned part when VEC.
 template <bool VEC>
 static __global__ void gelu_forward_kernel(float *y, const float *x, size_t count) {
@@ -295,6 +324,18 @@ extern "C" void cuda_bias_gelu_forward(Backend *be, float *y, float *x, const fl
         if (vec) bias_gelu_kernel<false, true><<<blocks, GELU_THREADS, 0, st>>>(y, x, bias, total, cols);
         else bias_gelu_kernel<false, false><<<blocks, GELU_THREADS, 0, st>>>(y, x, bias, total, cols);
     }
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_bias_gelu_forward16(Backend *be, uint16_t *y16, uint16_t *x16, const float *x, const float *bias,
+                                         int n, int cols) {
+    size_t total = (size_t)n * (size_t)cols;
+    if (n <= 0 || cols <= 0) return;
+    cudaStream_t st = cuda_stream(be);
+    bool vec = cols % 4 == 0 && aligned16(x) && aligned16(bias) && aligned8(x16) && aligned8(y16);
+    unsigned blocks = ct_elementwise_blocks(vec ? total / 4 : total, GELU_THREADS);
+    if (vec) bias_gelu16_kernel<true><<<blocks, GELU_THREADS, 0, st>>>(y16, x16, x, bias, total, cols);
+    else bias_gelu16_kernel<false><<<blocks, GELU_THREADS, 0, st>>>(y16, x16, x, bias, total, cols);
     CUDA_LAUNCHED();
 }
 

@@ -45,8 +45,8 @@ static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, in
 // dy [n, f], gate, up (stride ld) -> dgate, dup (stride ldd; may alias gate, up: each element is read
 // before it is written, by the same thread) and, when y is not NULL, y = silu(gate)·up again. TI: fp32, or
 // bf16 (the kept copies, read exactly).
-template <int V, typename TI>
-static __global__ void swiglu_backward_kernel(float *dgate, float *dup, int ldd, float *y, const float *dy,
+template <int V, typename TI, typename TG = float>
+static __global__ void swiglu_backward_kernel(TG *dgate, TG *dup, int ldd, float *y, const float *dy,
                                               const TI *gate, const TI *up, int ld, int n, int f, int round_bf16) {
     int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (c >= f) return;
@@ -122,7 +122,9 @@ extern "C" void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t
     CUDA_LAUNCHED();
 }
 
-extern "C" void cuda_swiglu_backward16(Backend *be, float *dgate, float *dup, int ldd, const float *dy,
+// grad16: dgate and dup written as bf16 (uint16_t, row stride ldd elements), rounded as a GEMM's packing rounds
+// the fp32 gradients; else fp32.
+extern "C" void cuda_swiglu_backward16(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
                                        const uint16_t *gate, const uint16_t *up, int ld, int n, int f) {
     if (n <= 0 || f <= 0) return;
     cudaStream_t st = cuda_stream(be);
@@ -130,9 +132,15 @@ extern "C" void cuda_swiglu_backward16(Backend *be, float *dgate, float *dup, in
                aligned8(gate) && aligned8(up);
     unsigned threads;
     dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    if (vec)
-        swiglu_backward_kernel<4, uint16_t><<<grid, threads, 0, st>>>(dgate, dup, ldd, NULL, dy, gate, up, ld, n, f, 0);
+    uint16_t *g16 = (uint16_t *)dgate, *u16 = (uint16_t *)dup;
+    float *g32 = (float *)dgate, *u32 = (float *)dup;
+    if (grad16 && vec)
+        swiglu_backward_kernel<4, uint16_t, uint16_t><<<grid, threads, 0, st>>>(g16, u16, ldd, NULL, dy, gate, up, ld, n, f, 0);
+    else if (grad16)
+        swiglu_backward_kernel<1, uint16_t, uint16_t><<<grid, threads, 0, st>>>(g16, u16, ldd, NULL, dy, gate, up, ld, n, f, 0);
+    else if (vec)
+        swiglu_backward_kernel<4, uint16_t><<<grid, threads, 0, st>>>(g32, u32, ldd, NULL, dy, gate, up, ld, n, f, 0);
     else
-        swiglu_backward_kernel<1, uint16_t><<<grid, threads, 0, st>>>(dgate, dup, ldd, NULL, dy, gate, up, ld, n, f, 0);
+        swiglu_backward_kernel<1, uint16_t><<<grid, threads, 0, st>>>(g32, u32, ldd, NULL, dy, gate, up, ld, n, f, 0);
     CUDA_LAUNCHED();
 }
