@@ -10,7 +10,8 @@
 #   9. kernel times: CUDA events after every launch, the device time per launcher and GEMM shape of a
 #      GPT-2 124M and 1.5B step (CTRON_KERNEL_TIMES; works where ncu's counters are refused;
 #      GPU_KT_CONFIGS=llama-bench,lora-8b-2l ... for others: space- or comma-separated gpu_bench configs;
-#      GPU_KT_SPLIT=1: each also with gemm.cu's opt-in split-K on, side by side),
+#      GPU_KT_SPLIT=1: each also with gemm.cu's opt-in split-K on, side by side; GPU_KT_COPIES=1: each also
+#      with the kernels on the arena's bf16 copies off, CTRON_BF16_COPIES=0),
 #      then torch.compile's kernels on GPT-2 124M (torch.profiler; GPU_KT_PEERS="compile eager", or "none")
 #      and both by category (scripts/kernel_categories.py);
 #   4. compute-sanitizer memcheck and racecheck on the attention and flash kernel tests;
@@ -173,6 +174,21 @@ fi
 #    the device's time per launcher and GEMM shape averaged over steps 2..5, in gpu_bench's setting (bf16,
 #    flash, no recompute) for GPU_KT_CONFIGS (default gpt2-124m,gpt2-1.5b; any gpu_bench config, e.g.
 #    llama-bench,lora-8b-2l). Needs no hardware counters (ncu may be refused).
+# kt_variant CFG SUFFIX WHAT LABEL_DEFAULT LABEL_VARIANT VAR=VALUE: kt_cmd again with VAR=VALUE in its environment,
+# its kernel times beside the default run's by category.
+kt_variant() {
+  local cfg=$1 suffix=$2 what=$3 base_label=$4 label=$5 setting=$6 rc
+  [ "$(left)" -gt 45 ] || return 0
+  env "$setting" CTRON_KERNEL_TIMES="$out/kernel_times_${cfg}_$suffix.json" timeout $(( $(left) - 30 )) \
+    "${kt_cmd[@]}" --no-ledger > "$logs/kernel_times_${cfg}_$suffix.log" 2>&1
+  rc=$?
+  row "kernel times $cfg, $what" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
+    "$(grep -m1 '^kernel times' "$logs/kernel_times_${cfg}_$suffix.log")"
+  [ $rc -eq 0 ] && python3 scripts/kernel_categories.py "$base_label=$out/kernel_times_$cfg.json" \
+    "$label=$out/kernel_times_${cfg}_$suffix.json" | tee -a "$summary"
+  return 0
+}
+
 if want 9 && [ "$(left)" -gt 60 ]; then
   GPU_KT_CONFIGS=${GPU_KT_CONFIGS:-gpt2-124m,gpt2-1.5b}
   for cfg in ${GPU_KT_CONFIGS//,/ }; do
@@ -184,16 +200,11 @@ if want 9 && [ "$(left)" -gt 60 ]; then
     row "kernel times $cfg" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
       "$(grep -m1 '^kernel times' "$logs/kernel_times_$cfg.log")"
     sed -n '/^| what/,$p' "$logs/kernel_times_$cfg.log" | grep -v '^done' | head -32 | tee -a "$summary"
-    # GPU_KT_SPLIT=1: the same run with gemm.cu's opt-in split-K on (CTRON_GEMM_SPLIT_K=1), both by category.
-    if [ "${GPU_KT_SPLIT:-0}" = 1 ] && [ "$(left)" -gt 45 ]; then
-      CTRON_GEMM_SPLIT_K=1 CTRON_KERNEL_TIMES="$out/kernel_times_${cfg}_split.json" timeout $(( $(left) - 30 )) \
-        "${kt_cmd[@]}" --no-ledger > "$logs/kernel_times_${cfg}_split.log" 2>&1
-      rc=$?
-      row "kernel times $cfg, split-K on" "$([ $rc -eq 0 ] && echo ok || echo "FAIL (exit $rc)")" \
-        "$(grep -m1 '^kernel times' "$logs/kernel_times_${cfg}_split.log")"
-      [ $rc -eq 0 ] && python3 scripts/kernel_categories.py "no-split=$out/kernel_times_$cfg.json" \
-        "split=$out/kernel_times_${cfg}_split.json" | tee -a "$summary"
-    fi
+    # GPU_KT_SPLIT=1: the same run with gemm.cu's opt-in split-K on (CTRON_GEMM_SPLIT_K=1); GPU_KT_COPIES=1: with
+    # the kernels on the arena's bf16 copies off (CTRON_BF16_COPIES=0, fp32 values unpacked and rounded again,
+    # the same bits). Each beside the default run, by category.
+    [ "${GPU_KT_SPLIT:-0}" = 1 ] && kt_variant "$cfg" split "split-K on" no-split split CTRON_GEMM_SPLIT_K=1
+    [ "${GPU_KT_COPIES:-0}" = 1 ] && kt_variant "$cfg" nocopies "bf16 copies off" copies copies-off CTRON_BF16_COPIES=0
     save_logs
   done
   # The peer's kernels over the same steps (torch.profiler), and both by category: where the gap is.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu_check.sh rehearsed on the emulated GPU (GPU_CHECK_DRY=1, GPU_CHECK_CTRON=ctron-emu): the
 # smoke step, stage c (a row after 1 and 3 steps on both devices), stage 9 (kernel times in gpu_bench's
-# setting, bench/gpu_bench.py --print-cmd; GPU_KT_SPLIT=1: also with the opt-in split-K on) and stage m
+# setting, bench/gpu_bench.py --print-cmd; GPU_KT_SPLIT=1: also with the opt-in split-K on; GPU_KT_COPIES=1:
+# also with the kernels on the bf16 copies off) and stage m
 # (bench/memo_bench.py --device cuda, a small model) land in the summary and in $OUT as a GPU call would
 # bring them back. GPU time is rare: a stage that breaks
 # should break here. usage: test_gpu_check_emu.sh CTRON_EMU [PYTHON]   (run from anywhere; data/kjv.txt needed)
@@ -13,7 +14,7 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 pass=0; fail=0
 check() { if eval "$1"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $2"; fi; }
 
-OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_PY="$py" GPU_CHECK_STAGES=0c9m GPU_KT_CONFIGS=gpt2-tiny,llama-tiny GPU_KT_SPLIT=1 \
+OUT="$dir/out" GPU_CHECK_DRY=1 GPU_CHECK_CTRON="$emu" GPU_CHECK_PY="$py" GPU_CHECK_STAGES=0c9m GPU_KT_CONFIGS=gpt2-tiny,llama-tiny GPU_KT_SPLIT=1 GPU_KT_COPIES=1 \
   GPU_COND_ROWS="hd8|--arch llama --kv-heads 1 --head-dim 8 --recompute selective --dropout 0.1" \
   GPU_MEMO_ARGS="--model 2,64,4,256 --budget 1536KiB --host-gbps 50 --gemm-gflops 700000 --gpu-seqs 4096" \
   GPU_CHECK_LIMIT_S=280 OMP_NUM_THREADS=1 bash "$root/scripts/gpu_check.sh" > "$dir/check.out" 2>&1
@@ -33,6 +34,12 @@ for cfg in gpt2-tiny llama-tiny; do
     "$cfg: no split-K-on row or JSON: $(grep "kernel times $cfg, split" "$sum")"
 done
 check 'grep -q "^| category | no-split ms/step | share | split ms/step" "$sum"' "no no-split / split category table"
+# GPU_KT_COPIES=1: each config again with CTRON_BF16_COPIES=0, both by category.
+for cfg in gpt2-tiny llama-tiny; do
+  check 'grep -q "^| kernel times $cfg, bf16 copies off | ok | kernel times (CTRON_KERNEL_TIMES)" "$sum" && [ -f "$dir/out/kernel_times_${cfg}_nocopies.json" ]' \
+    "$cfg: no copies-off row or JSON: $(grep "kernel times $cfg, bf16" "$sum")"
+done
+check 'grep -q "^| category | copies ms/step | share | copies-off ms/step" "$sum"' "no copies / copies-off category table"
 # Stage c (GPU_COND_ROWS): the row on the CPU and the device after 1 and 3 steps, and the device twice.
 check 'grep -q "^| cond hd8, 1 step(s) | GPU vs CPU | loss rel [0-9.e+-]* over 1 steps, model rel L2 " "$sum" && grep -q "^| cond hd8, 3 step(s) | GPU vs CPU | loss rel [0-9.e+-]* over 3 steps" "$sum"' \
   "stage c: $(grep "cond hd8" "$sum")"
