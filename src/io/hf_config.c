@@ -461,7 +461,7 @@ static void token_ids(Reader *r, SpecialTokens *t) {
     if (bos && !r->failed) {
         if (!cJSON_IsNull(bos) && !is_token_id(bos)) bad(r, "bos_token_id", "is not a token id (a non-negative integer or null)");
         t->has_bos = !cJSON_IsNull(bos);
-        t->bos = t->has_bos ? (int)bos->valuedouble : 0;
+        t->bos = t->has_bos && is_token_id(bos) ? (int)bos->valuedouble : 0;   // a refused one: never cast
     }
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(r->root, "eos_token_id");
     if (!eos || r->failed) return;

@@ -167,8 +167,9 @@ int32_t bpe_pair_rank(const Bpe *bpe, int32_t a, int32_t b);
 // The bytes of one token (not NUL-terminated; empty for an id without a token); tok must be in
 // 0..vocab_size-1.
 static inline const uint8_t *bpe_token_bytes(const Bpe *bpe, int32_t tok, size_t *len) {
+    static const uint8_t none[1] = {0};
     *len = bpe->tok_len[tok];
-    return bpe->bytes + bpe->tok_off[tok];
+    return bpe->bytes ? bpe->bytes + bpe->tok_off[tok] : none;   // no token bytes at all: every token empty
 }
 
 // Decodes tokens into a fresh byte array (*n_bytes long; free() it). Byte-level: each token's bytes,
