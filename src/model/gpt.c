@@ -834,7 +834,7 @@ static double head_forward(GPT *m, const float *x, const int32_t *targets, float
     linear_fwd16(m, logits, vl, lm_all, lm16, h, out_w(m, &m->w), NULL, n, h, vl);
     snapshot_forward_end(m);
     if (!targets) return 0.0;
-    if (m->tp.t <= 1 && train && logits_grad16(m)) {
+    if (train && logits_grad16(m)) {
         m->be->crossentropy_deferred16(m->be, logits, targets, m->row_loss, n, vl, grad_scale);
         return 0.0;
     }

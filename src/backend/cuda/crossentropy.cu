@@ -156,9 +156,10 @@ static __device__ __forceinline__ void ce_row_grad16(float *z, int width, int tg
     }
 }
 
-// logits [n, v] (grid n, block ce_threads(v)) -> row_loss [n] = lse − z[target]; with `train` the row
-// becomes grad_scale·(softmax − onehot(target)). A target outside [0, v) (a bug upstream: the CPU
-// would read out of bounds) gives a NaN loss, which the non-finite guards report, and no onehot.
+// logits [n, v] (grid n, block ce_threads(v)) -> row_loss [n] = lse − z[target]; with train 1 the row
+// becomes grad_scale·(softmax − onehot(target)), with train 2 that gradient in bf16 (ce_row_grad16). A
+// target outside [0, v) (a bug upstream: the CPU would read out of bounds) gives a NaN loss, which the
+// non-finite guards report, and no onehot.
 static __global__ void __launch_bounds__(CE_MAX_THREADS)
     ce_rows_kernel(float *logits, const int32_t *targets, float *row_loss, int v, float gs, int train) {
     __shared__ float red[32];

@@ -302,8 +302,8 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     }
     const char *copies = getenv("CTRON_BF16_COPIES");
     if (copies && *copies && strcmp(copies, "0") && strcmp(copies, "1")) {
-        snprintf(err, errlen, "CTRON_BF16_COPIES='%s': expected 1 (flash, SwiGLU, GeLU's backward and the "
-                 "output layer's GEMM read bf16 copies, the default) or 0 (fp32 values, rounded again)", copies);
+        snprintf(err, errlen, "CTRON_BF16_COPIES='%s': expected 1 (at bf16 the kernels read and write the "
+                 "arena's bf16 copies, the default) or 0 (fp32 values unpacked and rounded again)", copies);
         return NULL;
     }
     CudaImpl *c = xcalloc(sizeof *c);

@@ -194,27 +194,11 @@ static __global__ void gelu_forward_kernel(float *y, const float *x, size_t coun
     CT_GRID_LOOP(j, count - done) { size_t i = done + j; y[i] = gelu_d(x[i]); }
 }
 
-// dx[count] = dy · gelu′(x) (dx may alias dy); grid-stride, float4 over the aligned part when VEC.
-template <bool VEC>
-static __global__ void gelu_backward_kernel(float *dx, const float *dy, const float *x, size_t count) {
-    size_t done = 0;
-    if (VEC) {
-        float4 *dx4 = reinterpret_cast<float4 *>(dx);
-        const float4 *dy4 = reinterpret_cast<const float4 *>(dy), *x4 = reinterpret_cast<const float4 *>(x);
-        CT_GRID_LOOP(i, count / 4) {
-            float4 v = x4[i], d = dy4[i], o;
-            o.x = fmul(d.x, gelu_slope_d(v.x)); o.y = fmul(d.y, gelu_slope_d(v.y));
-            o.z = fmul(d.z, gelu_slope_d(v.z)); o.w = fmul(d.w, gelu_slope_d(v.w));
-            dx4[i] = o;
-        }
-        done = count / 4 * 4;
-    }
-    CT_GRID_LOOP(j, count - done) { size_t i = done + j; dx[i] = fmul(dy[i], gelu_slope_d(x[i])); }
-}
-
-// gelu_backward with x the kept bf16 copy of GeLU's input, read exactly: the same products.
-template <bool VEC>
-static __global__ void gelu_backward16_kernel(float *dx, const float *dy, const uint16_t *x, size_t count) {
+// dx[count] = dy · gelu′(x) (dx may alias dy: each element read before written, by the same thread);
+// grid-stride, 4 at a time over the aligned part when VEC. x: fp32, or the kept bf16 copy of GeLU's input,
+// read exactly (the same products).
+template <bool VEC, typename TI>
+static __global__ void gelu_backward_kernel(float *dx, const float *dy, const TI *x, size_t count) {
     size_t done = 0;
     if (VEC) {
         CT_GRID_LOOP(i, count / 4) {
@@ -229,7 +213,9 @@ static __global__ void gelu_backward16_kernel(float *dx, const float *dy, const 
     }
     CT_GRID_LOOP(j, count - done) {
         size_t i = done + j;
-        dx[i] = fmul(dy[i], gelu_slope_d(bf16_to_f32(x[i])));
+        float v[1];
+        load_v<1>(v, x + i);
+        dx[i] = fmul(dy[i], gelu_slope_d(v[0]));
     }
 }
 
@@ -348,22 +334,20 @@ extern "C" void cuda_gelu_forward(Backend *be, float *y, const float *x, size_t 
     CUDA_LAUNCHED();
 }
 
-extern "C" void cuda_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count) {
-    if (!count) return;
-    bool vec = aligned16(dx) && aligned16(dy) && aligned16(x);
+template <typename TI>
+static void gelu_backward_launch(Backend *be, bool vec, float *dx, const float *dy, const TI *x, size_t count) {
     unsigned blocks = ct_elementwise_blocks(vec ? (count + 3) / 4 : count, GELU_THREADS);
-    if (vec) gelu_backward_kernel<true><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
-    else gelu_backward_kernel<false><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
+    if (vec) gelu_backward_kernel<true, TI><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
+    else gelu_backward_kernel<false, TI><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
     CUDA_LAUNCHED();
 }
 
+extern "C" void cuda_gelu_backward(Backend *be, float *dx, const float *dy, const float *x, size_t count) {
+    if (count) gelu_backward_launch(be, aligned16(dx) && aligned16(dy) && aligned16(x), dx, dy, x, count);
+}
+
 extern "C" void cuda_gelu_backward16(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count) {
-    if (!count) return;
-    bool vec = aligned16(dx) && aligned16(dy) && aligned8(x);
-    unsigned blocks = ct_elementwise_blocks(vec ? (count + 3) / 4 : count, GELU_THREADS);
-    if (vec) gelu_backward16_kernel<true><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
-    else gelu_backward16_kernel<false><<<blocks, GELU_THREADS, 0, cuda_stream(be)>>>(dx, dy, x, count);
-    CUDA_LAUNCHED();
+    if (count) gelu_backward_launch(be, aligned16(dx) && aligned16(dy) && aligned8(x), dx, dy, x, count);
 }
 
 extern "C" void cuda_gelu_branch_pack(Backend *be, uint8_t *bits, const float *x, size_t count) {

@@ -32,9 +32,9 @@
 // Split-K of our own. Without cuBLASLt's split-K, a GEMM with few output tiles and a long k leaves most
 // SMs idle: on an H100 GPT-2 124M's 768×768 weight gradients of q, k, v and the projection (k = 16,384
 // tokens: 36 tiles for 132 SMs) ran at 53 TFLOP/s and took a fifth of the step, and LoRA's rank-16
-// products (x·Aᵀ, k = 14,336) at 7 TFLOP/s (docs/PERFORMANCE.md, the second H100). gemm_ksplit picks S from the shape alone; the
-// GEMM then runs as one strided batch of S GEMMs over consecutive k-chunks into CUDA_SCRATCH_GEMM_SPLIT,
-// and ksplit_sum_kernel adds the S partial products in the order 0..S-1 (then D's old value when beta is
+// products (x·Aᵀ, k = 14,336) at 7 TFLOP/s (docs/PERFORMANCE.md, the second H100). gemm_ksplit picks S
+// from the shape alone; the GEMM then runs as one strided batch of S GEMMs over consecutive k-chunks into
+// CUDA_SCRATCH_GEMM_SPLIT, and ksplit_sum_kernel adds the S partial products in the order 0..S-1 (then D's old value when beta is
 // 1). The bits are a function of the shape, as every plan's are: run to run, and wherever the tensors sit.
 // CTRON_GEMM_SPLIT_K=1 turns it on; unset or 0, each GEMM runs in one pass, the path the H100s verified
 // against the CPU (the split has run only on the host emulation so far); any other value is refused.
@@ -687,13 +687,7 @@ void cuda_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, f
     }
     uint16_t *dy16 = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_DY, (size_t)n * out * sizeof(uint16_t));
     pack_and_colsum(be, dy16, dy, lddy, n, out, db);
-    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
-        uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
-        pack_and_colsum(be, packed, x, ldx, n, in, NULL);
-        x16 = packed;
-    }
-    if (dx) gemm_lt(be, 0, 0, in, n, out, w16, in, dy16, out, 1, beta_dx, dx, ldx_out, NULL);
-    if (dw) gemm_lt(be, 0, 1, in, out, n, x16, in, dy16, out, 1, 1.0f, dw, in, NULL);
+    cuda_linear_backward16(be, dx, ldx_out, accumulate, dw, dy16, out, x, x16, ldx, w16, n, in, out);
 }
 
 // linear_backward at bf16 with dy given in bf16 (dy16 [n, out], row stride lddy16): the GEMMs of
@@ -702,7 +696,7 @@ void cuda_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate,
                             int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
                             int in, int out) {
     if (n <= 0 || out <= 0) return;
-    if (!x16 && dw) {
+    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
         uint16_t *packed = (uint16_t *)cuda_scratch(be, CUDA_SCRATCH_GEMM_X, (size_t)n * in * sizeof(uint16_t));
         pack_and_colsum(be, packed, x, ldx, n, in, NULL);
         x16 = packed;

@@ -75,35 +75,45 @@ static dim3 swiglu_grid(int n, int f, int V, unsigned *threads) {
     return dim3(cuda_blocks((size_t)items, *threads), (unsigned)(n < 65535 ? n : 65535));
 }
 
+// One launch of each kernel over [n, f], V = 4 where vec (every row and pointer aligned for it), else 1.
+template <typename TI, typename TY>
+static void forward_launch(Backend *be, bool vec, TY *y, TI *gate, TI *up, int ld, int n, int f, int round_bf16) {
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    if (vec) swiglu_forward_kernel<4, TI, TY><<<grid, threads, 0, cuda_stream(be)>>>(y, gate, up, ld, n, f, round_bf16);
+    else swiglu_forward_kernel<1, TI, TY><<<grid, threads, 0, cuda_stream(be)>>>(y, gate, up, ld, n, f, round_bf16);
+    CUDA_LAUNCHED();
+}
+template <typename TI, typename TG>
+static void backward_launch(Backend *be, bool vec, TG *dgate, TG *dup, int ldd, float *y, const float *dy,
+                            const TI *gate, const TI *up, int ld, int n, int f, int round_bf16) {
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    cudaStream_t st = cuda_stream(be);
+    if (vec)
+        swiglu_backward_kernel<4, TI, TG><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f,
+                                                                    round_bf16);
+    else
+        swiglu_backward_kernel<1, TI, TG><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f,
+                                                                    round_bf16);
+    CUDA_LAUNCHED();
+}
+
 // ---- entries
 
 extern "C" void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, int n, int f,
                                     int round_bf16) {
     if (n <= 0 || f <= 0) return;
-    cudaStream_t st = cuda_stream(be);
     bool vec = f % 4 == 0 && ld % 4 == 0 && aligned16(y) && aligned16(gate) && aligned16(up);
-    unsigned threads;
-    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    if (vec)
-        swiglu_forward_kernel<4, float, float><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
-    else
-        swiglu_forward_kernel<1, float, float><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16);
-    CUDA_LAUNCHED();
+    forward_launch(be, vec, y, gate, up, ld, n, f, round_bf16);
 }
 
 extern "C" void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
                                      const float *gate, const float *up, int ld, int n, int f, int round_bf16) {
     if (n <= 0 || f <= 0) return;
-    cudaStream_t st = cuda_stream(be);
     bool vec = f % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 && aligned16(dgate) && aligned16(dup) && aligned16(dy) &&
                aligned16(gate) && aligned16(up) && (!y || aligned16(y));
-    unsigned threads;
-    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    if (vec)
-        swiglu_backward_kernel<4, float><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
-    else
-        swiglu_backward_kernel<1, float><<<grid, threads, 0, st>>>(dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
-    CUDA_LAUNCHED();
+    backward_launch(be, vec, dgate, dup, ldd, y, dy, gate, up, ld, n, f, round_bf16);
 }
 
 // On the kept bf16 copies of gate and up (backend.h's swiglu_forward16 / _backward16): y into y16 [n, f] as the
@@ -111,15 +121,8 @@ extern "C" void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int 
 extern "C" void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld,
                                       int n, int f) {
     if (n <= 0 || f <= 0) return;
-    cudaStream_t st = cuda_stream(be);
     bool vec = f % 4 == 0 && ld % 4 == 0 && aligned8(y16) && aligned8(gate) && aligned8(up);
-    unsigned threads;
-    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    if (vec)
-        swiglu_forward_kernel<4, const uint16_t, uint16_t><<<grid, threads, 0, st>>>(y16, gate, up, ld, n, f, 0);
-    else
-        swiglu_forward_kernel<1, const uint16_t, uint16_t><<<grid, threads, 0, st>>>(y16, gate, up, ld, n, f, 0);
-    CUDA_LAUNCHED();
+    forward_launch(be, vec, y16, gate, up, ld, n, f, 0);
 }
 
 // grad16: dgate and dup written as bf16 (uint16_t, row stride ldd elements), rounded as a GEMM's packing rounds
@@ -127,20 +130,10 @@ extern "C" void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t
 extern "C" void cuda_swiglu_backward16(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
                                        const uint16_t *gate, const uint16_t *up, int ld, int n, int f) {
     if (n <= 0 || f <= 0) return;
-    cudaStream_t st = cuda_stream(be);
     bool vec = f % 4 == 0 && ld % 4 == 0 && ldd % 4 == 0 && aligned16(dgate) && aligned16(dup) && aligned16(dy) &&
                aligned8(gate) && aligned8(up);
-    unsigned threads;
-    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    uint16_t *g16 = (uint16_t *)dgate, *u16 = (uint16_t *)dup;
-    float *g32 = (float *)dgate, *u32 = (float *)dup;
-    if (grad16 && vec)
-        swiglu_backward_kernel<4, uint16_t, uint16_t><<<grid, threads, 0, st>>>(g16, u16, ldd, NULL, dy, gate, up, ld, n, f, 0);
-    else if (grad16)
-        swiglu_backward_kernel<1, uint16_t, uint16_t><<<grid, threads, 0, st>>>(g16, u16, ldd, NULL, dy, gate, up, ld, n, f, 0);
-    else if (vec)
-        swiglu_backward_kernel<4, uint16_t><<<grid, threads, 0, st>>>(g32, u32, ldd, NULL, dy, gate, up, ld, n, f, 0);
+    if (grad16)
+        backward_launch(be, vec, (uint16_t *)dgate, (uint16_t *)dup, ldd, NULL, dy, gate, up, ld, n, f, 0);
     else
-        swiglu_backward_kernel<1, uint16_t><<<grid, threads, 0, st>>>(g32, u32, ldd, NULL, dy, gate, up, ld, n, f, 0);
-    CUDA_LAUNCHED();
+        backward_launch(be, vec, (float *)dgate, (float *)dup, ldd, NULL, dy, gate, up, ld, n, f, 0);
 }
