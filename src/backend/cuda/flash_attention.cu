@@ -11,10 +11,10 @@
 // Dropout: each tile's keep bits are drawn from the same Philox counters as the CPU (element index
 // (head·s + i)·s + j of sample sample0 + bi), so the mask equals attention_forward's.
 // Backward, deterministic without atomics: D = rowsum(dO ∘ O) per query (into the model's scratch),
-// then one block per (key tile, head, sample) accumulates dK, dV over the query tiles in a fixed order
-// (grouped-query attention: a launch per query head of a group, in ascending order, the later ones'
-// dK, dV added to the kv head's), and one block per (query tile, head, sample) accumulates dQ over the
-// key tiles in a fixed order.
+// then one block per (key tile, kv head, sample) accumulates dK, dV over the query tiles in a fixed order
+// (grouped-query attention: the kv head's query heads one after another in the block, in ascending
+// order, each one's sum added to the earlier ones'), and one block per (query tile, head, sample)
+// accumulates dQ over the key tiles in a fixed order.
 // Grouped-query attention: k, v, dk, dv are [s, b, kv·d]; query head j reads kv head j / (a/kv).
 // Head dims up to 128: kernels are instantiated for padded widths 32, 64, 96, 128 (zero columns past d).
 // Architectures: mma.sync, ldmatrix and cp.async are sm_80 features (the build's sm_80, sm_90 and
@@ -38,7 +38,6 @@ struct FlashDims {
     int q0, q1;   // the forward's query positions [q0, q1) (0, s: every one; MEMO's token ranges: a part)
     int window;   // sliding window: query i sees keys attn_first_key(i, window) .. i (0: none, also for one ≥ s)
     uint32_t span;   // i sees j iff 0 <= i − j < span: window, or INT_MAX for none (flash_sees)
-    int t;        // the dK/dV kernels: query head t of each kv head's group
     uint32_t sample0, thresh;
     float scale, keep_scale;
     DropoutSite site;
@@ -134,11 +133,6 @@ static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, c
     for (int c = lane; c < f.d; c += CT_WARP) acc = fmaf(flash_f32(orow[c]), grow[c], acc);
     acc = warp_sum(acc);
     if (lane == 0) Drow[item] = acc;
-}
-
-// ---- grouped-query attention: dst += src over the [s, b, kv·d] dk or dv (a later query head's part)
-static __global__ void flash_add_kernel(float *dst, const float *src, size_t n) {
-    CT_GRID_LOOP(i, n) dst[i] += src[i];
 }
 
 // =====================================================================================================
@@ -328,9 +322,18 @@ static __global__ void __launch_bounds__(256, 1) flash_fwd_f32(float *ctx, float
     }
 }
 
-// dK, dV, fp32: grid (key tiles, b·kv), 256 threads, for query head f.t of each kv head's group; tr owns
-// keys 4·tr.., tc queries tc+16u of each query tile (scores) and columns tc+16u (accumulators). Query
-// tiles from the diagonal down, in order. Writes the kv head's rows of dk, dv.
+// The group's sum: the first query head's product writes, each later one's is added (the order of the
+// earlier launch per head and its separate add, so the same bits).
+__device__ __forceinline__ void dkdv_store(float *dk, float *dv, float dka, float dva, int t, const FlashDims &f) {
+    float k = dka * f.scale;
+    *dk = t ? fadd(*dk, k) : k;
+    *dv = t ? fadd(*dv, dva) : dva;
+}
+
+// dK, dV, fp32: grid (key tiles, b·kv), 256 threads; the key tile stays in shared memory while the kv
+// head's query heads go by in ascending order, each summed on its own and added to the group's sum in dk,
+// dv (dkdv_store). tr owns keys 4·tr.., tc queries tc+16u of each query tile (scores) and columns tc+16u
+// (accumulators). Query tiles from the diagonal down, in order.
 template <int DPAD>
 static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, float *dv, const float *q, const float *k,
                                                                  const float *v, const float *dout, const float *lse,
@@ -341,58 +344,61 @@ static __global__ void __launch_bounds__(256, 1) flash_bwd_dkdv_f32(float *dk, f
     float *Ks = reinterpret_cast<float *>(smem_raw), *Vs = Ks + SM::tile, *Qs = Vs + SM::tile, *Os = Qs + SM::tile;
     float *Pt = Os + SM::tile, *dSt = Pt + SM::score, *lse_s = dSt + SM::score, *D_s = lse_s + FT;
     uint16_t *bits = reinterpret_cast<uint16_t *>(D_s + FT);
-    int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0), bj = blockIdx.y * f.grp + f.t;
+    int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0);
     int tr = threadIdx.x >> 4, tc = threadIdx.x & 15;
-    FlashHead hd = flash_head(f, bj);
-    load_tile_f32<DPAD, 256>(Ks, k + hd.koff, j0, f, f.ldk);
-    load_tile_f32<DPAD, 256>(Vs, v + hd.koff, j0, f, f.ldk);
-    float dka[4][NU], dva[4][NU];
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-#pragma unroll
-        for (int u = 0; u < NU; u++) dka[i][u] = dva[i][u] = 0.0f;
-    for (int qt = kt; qt < qend; qt++) {   // from the diagonal to the last query tile whose windows reach it
-        int i0 = qt * FT;
-        __syncthreads();
-        load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
-        load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f, f.ld);
-        load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
-        if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
-        __syncthreads();
-        float st[4][4], dpt[4][4];   // Sᵀ = K Qᵀ and dP̃ᵀ = V dOᵀ, this thread's keys × queries
+    size_t koff = flash_head(f, blockIdx.y * f.grp).koff;
+    load_tile_f32<DPAD, 256>(Ks, k + koff, j0, f, f.ldk);
+    load_tile_f32<DPAD, 256>(Vs, v + koff, j0, f, f.ldk);
+    for (int t = 0; t < f.grp; t++) {   // the group's query heads, in ascending order
+        int bj = blockIdx.y * f.grp + t;
+        FlashHead hd = flash_head(f, bj);
+        float dka[4][NU], dva[4][NU];
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int u = 0; u < 4; u++) st[i][u] = dpt[i][u] = 0.0f;
-        scores_f32<DPAD>(st, Ks, Qs, tr, tc);
-        scores_f32<DPAD>(dpt, Vs, Os, tr, tc);
+            for (int u = 0; u < NU; u++) dka[i][u] = dva[i][u] = 0.0f;
+        for (int qt = kt; qt < qend; qt++) {   // from the diagonal to the last query tile whose windows reach it
+            int i0 = qt * FT;
+            __syncthreads();
+            load_tile_f32<DPAD, 256>(Qs, q + hd.off, i0, f, f.ld);
+            load_tile_f32<DPAD, 256>(Os, dout + hd.off, i0, f, f.ld);
+            load_rows(lse_s, D_s, lse, Drow, bj, i0, f);
+            if (f.drop) keep_bits_tile<256>(bits, f, hd.sample, hd.head, i0, j0);
+            __syncthreads();
+            float st[4][4], dpt[4][4];   // Sᵀ = K Qᵀ and dP̃ᵀ = V dOᵀ, this thread's keys × queries
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) st[i][u] = dpt[i][u] = 0.0f;
+            scores_f32<DPAD>(st, Ks, Qs, tr, tc);
+            scores_f32<DPAD>(dpt, Vs, Os, tr, tc);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int kr = 4 * tr + i, key = j0 + kr;
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    int qr = tc + 16 * u, qi = i0 + qr;
+                    float p = flash_sees(f, qi, key) && qi < f.s ? ctron_expf(st[i][u] * f.scale - lse_s[qr])
+                                                                 : 0.0f;
+                    float m = f.drop ? (keep_bit(bits, qr, kr) ? f.keep_scale : 0.0f) : 1.0f;
+                    dSt[kr * LDP + qr] = p * (dpt[i][u] * m - D_s[qr]);   // dS = P ⊙ (dP − D)
+                    Pt[kr * LDP + qr] = p * m;                             // P̃
+                }
+            }
+            __syncwarp();   // a thread's P̃ᵀ, dSᵀ rows come from its own half-warp
+            pv_f32<DPAD>(dva, Pt, Os, tr, tc);    // dV += P̃ᵀ dO
+            pv_f32<DPAD>(dka, dSt, Qs, tr, tc);   // dK += dSᵀ Q (scaled at the end)
+        }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            int kr = 4 * tr + i, key = j0 + kr;
+            int key = j0 + 4 * tr + i;
+            if (key >= f.s) continue;
+            size_t at = (size_t)blockIdx.y * f.d + (size_t)key * f.ldk;   // the kv head's rows
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                int qr = tc + 16 * u, qi = i0 + qr;
-                float p = flash_sees(f, qi, key) && qi < f.s ? ctron_expf(st[i][u] * f.scale - lse_s[qr]) : 0.0f;
-                float m = f.drop ? (keep_bit(bits, qr, kr) ? f.keep_scale : 0.0f) : 1.0f;
-                dSt[kr * LDP + qr] = p * (dpt[i][u] * m - D_s[qr]);   // dS = P ⊙ (dP − D)
-                Pt[kr * LDP + qr] = p * m;                             // P̃
-            }
+            for (int u = 0; u < NU; u++)
+                if (tc + 16 * u < f.d)
+                    dkdv_store(dk + at + tc + 16 * u, dv + at + tc + 16 * u, dka[i][u], dva[i][u], t, f);
         }
-        __syncwarp();   // a thread's P̃ᵀ, dSᵀ rows come from its own half-warp
-        pv_f32<DPAD>(dva, Pt, Os, tr, tc);    // dV += P̃ᵀ dO
-        pv_f32<DPAD>(dka, dSt, Qs, tr, tc);   // dK += dSᵀ Q (scaled at the end)
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        int key = j0 + 4 * tr + i;
-        if (key >= f.s) continue;
-        size_t at = (size_t)blockIdx.y * f.d + (size_t)key * f.ldk;   // the kv head's rows
-#pragma unroll
-        for (int u = 0; u < NU; u++)
-            if (tc + 16 * u < f.d) {
-                dk[at + tc + 16 * u] = dka[i][u] * f.scale;
-                dv[at + tc + 16 * u] = dva[i][u];
-            }
     }
 }
 
@@ -667,29 +673,42 @@ static __global__ void __launch_bounds__(128, 2) flash_fwd_bf16(float *ctx, floa
     }
 }
 
-// dK, dV, bf16: grid (key tiles, b·kv), 128 threads, two blocks per SM, for query head f.t of each kv
-// head's group; warp w owns keys 16·w.. of the tile and keeps their dK, dV (16×DPAD each) in
-// accumulators. Query tiles from the diagonal down, in order; each is taken QS queries at a time (QS = 16
-// at DPAD 128 to stay within registers: at 32 the double buffers' pointers made ptxas spill 48 bytes on
-// sm_90; the sums run in the same order at any QS, so the bits do not depend on it). Writes the kv head's
-// rows of dk, dv. q, k, v, dout: the bf16 copies.
+// dK, dV, bf16: grid (key tiles, b·kv), 128 threads, two blocks per SM. The key tile stays in shared
+// memory while the kv head's query heads go by in ascending order, each summed on its own (dkdv_head_bf16)
+// and added to the group's sum in dk, dv (dkdv_store). Warp w owns keys 16·w.. of the tile. q, k, v, dout:
+// the bf16 copies.
 template <int DPAD>
-static __global__ void __launch_bounds__(128, 2) flash_bwd_dkdv_bf16(float *dk, float *dv, const uint16_t *q,
-                                                                  const uint16_t *k, const uint16_t *v,
-                                                                  const uint16_t *dout, const float *lse,
-                                                                  const float *Drow, FlashDims f) {
-    using SM = B16Smem<DPAD>;
-    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, QS = DPAD > 96 ? 16 : 64, NQ = QS / 8, TB = FT * LDB;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    float *rows2 = reinterpret_cast<float *>(smem_raw);   // [2][lse 64, D 64]
-    uint16_t *Kb = reinterpret_cast<uint16_t *>(rows2 + 4 * FT), *Vb = Kb + TB, *Qb2 = Vb + TB, *Ob2 = Qb2 + 2 * TB,
-             *bits2 = Ob2 + 2 * TB;
-    int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0), bj = blockIdx.y * f.grp + f.t;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
-    FlashHead hd = flash_head(f, bj);
+struct DkdvSmem {   // the kernel's shared memory: the key tile, double-buffered query tiles, their rows
+    static constexpr int TB = FT * B16Smem<DPAD>::LDB;
+    float *rows2;   // [2][lse 64, D 64]
+    uint16_t *Kb, *Vb, *Qb2, *Ob2, *bits2;
+    __device__ explicit DkdvSmem(unsigned char *raw) {
+        rows2 = reinterpret_cast<float *>(raw);
+        Kb = reinterpret_cast<uint16_t *>(rows2 + 4 * FT);
+        Vb = Kb + TB;
+        Qb2 = Vb + TB;
+        Ob2 = Qb2 + 2 * TB;
+        bits2 = Ob2 + 2 * TB;
+    }
+};
 
-    fetch_tile<DPAD, 128>(Kb, k + hd.koff, j0, f, f.ldk);
-    fetch_tile<DPAD, 128>(Vb, v + hd.koff, j0, f, f.ldk);
+// One query head bj's dK, dV of key tile kt (scale not applied) into this warp's accumulators: query
+// tiles from the diagonal down to qend, in order; each is taken QS queries at a time (QS = 16 at DPAD 128
+// to stay within registers: at 32 the double buffers' pointers made ptxas spill 48 bytes on sm_90; the
+// sums run in the same order at any QS, so the bits do not depend on it). The key tile has been fetched.
+template <int DPAD>
+__device__ __forceinline__ void dkdv_head_bf16(float (&dka)[DPAD / 8][4], float (&dva)[DPAD / 8][4],
+                                               const DkdvSmem<DPAD> &sm, const uint16_t *q, const uint16_t *dout,
+                                               const float *lse, const float *Drow, const FlashDims &f, int bj,
+                                               int kt, int qend) {
+    constexpr int LDB = B16Smem<DPAD>::LDB, KS = DPAD / 16, NO = DPAD / 8, QS = DPAD > 96 ? 16 : 64, NQ = QS / 8;
+    constexpr int TB = DkdvSmem<DPAD>::TB;
+    const uint16_t *Kb = sm.Kb, *Vb = sm.Vb;
+    uint16_t *Qb2 = sm.Qb2, *Ob2 = sm.Ob2, *bits2 = sm.bits2;
+    float *rows2 = sm.rows2;
+    int j0 = kt * FT, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
+    int kr0 = w16 + g, key0 = j0 + kr0, key1 = key0 + 8;   // this thread's two keys
+    FlashHead hd = flash_head(f, bj);
     if (kt < qend) {
         fetch_tile<DPAD, 128>(Qb2, q + hd.off, j0, f, f.ld);
         fetch_tile<DPAD, 128>(Ob2, dout + hd.off, j0, f, f.ld);
@@ -698,12 +717,10 @@ static __global__ void __launch_bounds__(128, 2) flash_bwd_dkdv_bf16(float *dk, 
     }
     cp_async_commit();
 
-    float dka[NO][4], dva[NO][4];
 #pragma unroll
     for (int n = 0; n < NO; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[n][e] = dva[n][e] = 0.0f;
-    int kr0 = w16 + g, key0 = j0 + kr0, key1 = key0 + 8;   // this thread's two keys
     for (int qt = kt; qt < qend; qt++) {   // from the diagonal to the last query tile whose windows reach it
         int i0 = qt * FT, buf = (qt - kt) & 1;
         const uint16_t *Qb = Qb2 + buf * TB, *Ob = Ob2 + buf * TB, *bits = bits2 + buf * FT * 4;
@@ -779,20 +796,40 @@ static __global__ void __launch_bounds__(128, 2) flash_bwd_dkdv_bf16(float *dk, 
             }
         }
     }
+}
+
+template <int DPAD>
+static __global__ void __launch_bounds__(128, 2) flash_bwd_dkdv_bf16(float *dk, float *dv, const uint16_t *q,
+                                                                  const uint16_t *k, const uint16_t *v,
+                                                                  const uint16_t *dout, const float *lse,
+                                                                  const float *Drow, FlashDims f) {
+    constexpr int NO = DPAD / 8;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const DkdvSmem<DPAD> sm(smem_raw);
+    int kt = blockIdx.x, j0 = kt * FT, qend = flash_query_tile_end(f, j0);
+    int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    int key0 = j0 + (threadIdx.x >> 5) * 16 + g, key1 = key0 + 8;   // this thread's two keys
+    size_t koff = flash_head(f, blockIdx.y * f.grp).koff;
+    fetch_tile<DPAD, 128>(sm.Kb, k + koff, j0, f, f.ldk);
+    fetch_tile<DPAD, 128>(sm.Vb, v + koff, j0, f, f.ldk);
+    for (int t = 0; t < f.grp; t++) {   // the group's query heads, in ascending order
+        if (t) __syncthreads();         // every reader of the previous head's last query tiles is done
+        float dka[NO][4], dva[NO][4];
+        dkdv_head_bf16<DPAD>(dka, dva, sm, q, dout, lse, Drow, f, blockIdx.y * f.grp + t, kt, qend);
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        int key = hh ? key1 : key0;
-        if (key >= f.s) continue;
-        size_t at = (size_t)blockIdx.y * f.d + (size_t)key * f.ldk;   // the kv head's rows
+        for (int hh = 0; hh < 2; hh++) {
+            int key = hh ? key1 : key0;
+            if (key >= f.s) continue;
+            size_t at = (size_t)blockIdx.y * f.d + (size_t)key * f.ldk;   // the kv head's rows
 #pragma unroll
-        for (int n = 0; n < NO; n++)
+            for (int n = 0; n < NO; n++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int col = n * 8 + 2 * c + e;
-                if (col >= f.d) continue;
-                dk[at + col] = dka[n][2 * hh + e] * f.scale;
-                dv[at + col] = dva[n][2 * hh + e];
-            }
+                for (int e = 0; e < 2; e++) {
+                    int col = n * 8 + 2 * c + e;
+                    if (col < f.d)
+                        dkdv_store(dk + at + col, dv + at + col, dka[n][2 * hh + e], dva[n][2 * hh + e], t, f);
+                }
+        }
     }
 }
 
@@ -928,7 +965,6 @@ static FlashDims flash_dims(int s, int b, int a, int kv, int h, int window, int 
     f.keep_scale = f.drop ? 1.0f / (1.0f - site.p) : 1.0f;
     f.vec = 0;
     f.vec8 = f.d % 8 == 0;
-    f.t = 0;
     f.q0 = 0;
     f.q1 = s;
     f.window = window > 0 && window < s ? window : 0;   // one of s or more sees every key: no window, its bits
@@ -959,14 +995,12 @@ static void set_smem(Backend *be, K kernel, size_t bytes, const char *which, int
 }
 
 // The bf16 path's operands: bf16 copies (bf16_from_f32, the bits the tiles were rounded to in the kernels
-// before) in CUDA_SCRATCH_FLASH, each part 256-byte aligned, after the fp32 room of the grouped-query
-// partials (2·s·ldk floats when grp > 1, the backward only). Only the rows a call's tiles read are
+// before) in CUDA_SCRATCH_FLASH, each part 256-byte aligned. Only the rows a call's tiles read are
 // packed: q (and dO) rows [r0, r1) and k, v rows [0, r1), r1 taken to the end of its 64-row tile (or s):
 // a tile's rows past the last query still meet P·V with probability 0, and 0 · (stale scratch, maybe
 // NaN) would not be 0. The copies keep the fp32 tensors' indexing.
 struct Flash16 {
     const uint16_t *q, *k, *v, *o;
-    float *part;   // the grouped-query partials (NULL unless asked for)
 };
 // The end of the 64-row tile holding row r − 1, tiles counted from row base, at most s.
 static int tile_end(int r, int base, int s) {
@@ -976,14 +1010,11 @@ static int tile_end(int r, int base, int s) {
 // in: operands given as kept bf16 copies (flash_attention_forward16 / _backward16), used as they are; f.vec8
 // then also asks that they start on 16 bytes (an arena's copies do; the packed ones are 256-byte aligned).
 static Flash16 pack_operands(Backend *be, FlashDims &f, const float *q, const float *k, const float *v,
-                             const float *o, int r0, int r1, int partials, const FlashIn16 *in) {
+                             const float *o, int r0, int r1, const FlashIn16 *in) {
     size_t nq = (size_t)f.s * (size_t)f.ld, nk = (size_t)f.s * (size_t)f.ldk;
-    size_t part_bytes = partials ? ct_round256(2 * nk * sizeof(float)) : 0;
     size_t qb = ct_round256(nq * sizeof(uint16_t)), kb = ct_round256(nk * sizeof(uint16_t));
-    char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, part_bytes + qb * (o ? 2 : 1) + 2 * kb);
+    char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, qb * (o ? 2 : 1) + 2 * kb);
     Flash16 x;
-    x.part = partials ? (float *)w : NULL;
-    w += part_bytes;
     uint16_t *q16 = (uint16_t *)w, *k16 = (uint16_t *)(w + qb), *v16 = (uint16_t *)(w + qb + kb);
     uint16_t *o16 = o ? (uint16_t *)(w + qb + 2 * kb) : NULL;
     int qend = tile_end(r1, r0, f.s);    // the query tiles start at r0 (flash_query_tiles)
@@ -1008,7 +1039,7 @@ static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, 
     dim3 grid((unsigned)((f.q1 - f.q0 + FT - 1) / FT), (unsigned)(f.b * f.a));   // flash_query_tiles
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
-        Flash16 x = pack_operands(be, f, q, k, v, NULL, f.q0, f.q1, 0, in);
+        Flash16 x = pack_operands(be, f, q, k, v, NULL, f.q0, f.q1, in);
         size_t bytes = B16Smem<DPAD>::fwd;
         set_smem(be, flash_fwd_bf16<DPAD>, bytes, "the bf16 forward", f.d);
         flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, x.q, x.k, x.v, f);
@@ -1020,56 +1051,32 @@ static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, 
     CUDA_LAUNCHED();
 }
 
-// dK, dV of query head f.t of every group into dk, dv: a block per (key tile, kv head). x: the bf16
-// copies (the bf16 path), else q, k, v, dout are read as they are.
-template <int DPAD>
-static void dkdv_launch(Backend *be, float *dk, float *dv, const float *q, const float *k, const float *v,
-                        const float *dout, const Flash16 &x, const float *lse, const float *Drow, const FlashDims &f) {
-    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.kv));
-    cudaStream_t st = cuda_stream(be);
-    if (be->precision == PRECISION_BF16) {
-        size_t bytes = B16Smem<DPAD>::bwd;
-        set_smem(be, flash_bwd_dkdv_bf16<DPAD>, bytes, "the bf16 backward (dK, dV)", f.d);
-        flash_bwd_dkdv_bf16<DPAD><<<grid, 128, bytes, st>>>(dk, dv, x.q, x.k, x.v, x.o, lse, Drow, f);
-    } else {
-        size_t bytes = F32Smem<DPAD>::dkdv;
-        set_smem(be, flash_bwd_dkdv_f32<DPAD>, bytes, "the fp32 backward (dK, dV)", f.d);
-        flash_bwd_dkdv_f32<DPAD><<<grid, 256, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
-    }
-    CUDA_LAUNCHED();
-}
-
-// dK, dV: the first query head of each group writes dk, dv; each later one (grouped-query attention)
-// writes its own into part_k, part_v ([s, b, kv·d] each, CUDA_SCRATCH_FLASH), which are then added:
-// the kv head's sum in ascending head order, no atomics. dQ: a block per (query tile, query head).
+// dK, dV (a block per key tile and kv head, the group's query heads summed in the block), then dQ (a
+// block per query tile and query head). x: the bf16 copies (the bf16 path), else q, k, v, dout are read as
+// they are.
 template <int DPAD>
 static void backward_launch(Backend *be, float *dq, float *dk, float *dv, const float *q, const float *k,
                             const float *v, const float *dout, const float *lse, const float *Drow, FlashDims f,
                             const FlashIn16 *in) {
-    size_t nk = (size_t)f.s * (size_t)f.ldk;
-    Flash16 x = {NULL, NULL, NULL, NULL, NULL};
-    if (be->precision == PRECISION_BF16) x = pack_operands(be, f, q, k, v, dout, 0, f.s, f.grp > 1, in);
-    else if (f.grp > 1) x.part = (float *)cuda_scratch(be, CUDA_SCRATCH_FLASH, 2 * nk * sizeof(float));
-    FlashDims g = f;
-    float *part_k = x.part, *part_v = x.part ? x.part + nk : NULL;
-    for (g.t = 0; g.t < f.grp; g.t++) {
-        dkdv_launch<DPAD>(be, g.t ? part_k : dk, g.t ? part_v : dv, q, k, v, dout, x, lse, Drow, g);
-        if (!g.t) continue;
-        flash_add_kernel<<<ct_elementwise_blocks(nk, 256), 256, 0, cuda_stream(be)>>>(dk, part_k, nk);
-        CUDA_LAUNCHED();
-        flash_add_kernel<<<ct_elementwise_blocks(nk, 256), 256, 0, cuda_stream(be)>>>(dv, part_v, nk);
-        CUDA_LAUNCHED();
-    }
-    dim3 grid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
+    dim3 kgrid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.kv));
+    dim3 qgrid((unsigned)((f.s + FT - 1) / FT), (unsigned)(f.b * f.a));
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
+        Flash16 x = pack_operands(be, f, q, k, v, dout, 0, f.s, in);
         size_t bytes = B16Smem<DPAD>::bwd;
+        set_smem(be, flash_bwd_dkdv_bf16<DPAD>, bytes, "the bf16 backward (dK, dV)", f.d);
+        flash_bwd_dkdv_bf16<DPAD><<<kgrid, 128, bytes, st>>>(dk, dv, x.q, x.k, x.v, x.o, lse, Drow, f);
+        CUDA_LAUNCHED();
         set_smem(be, flash_bwd_dq_bf16<DPAD>, bytes, "the bf16 backward (dQ)", f.d);
-        flash_bwd_dq_bf16<DPAD><<<grid, 128, bytes, st>>>(dq, x.q, x.k, x.v, x.o, lse, Drow, f);
+        flash_bwd_dq_bf16<DPAD><<<qgrid, 128, bytes, st>>>(dq, x.q, x.k, x.v, x.o, lse, Drow, f);
     } else {
-        size_t bytes = F32Smem<DPAD>::dq;
+        size_t bytes = F32Smem<DPAD>::dkdv;
+        set_smem(be, flash_bwd_dkdv_f32<DPAD>, bytes, "the fp32 backward (dK, dV)", f.d);
+        flash_bwd_dkdv_f32<DPAD><<<kgrid, 256, bytes, st>>>(dk, dv, q, k, v, dout, lse, Drow, f);
+        CUDA_LAUNCHED();
+        bytes = F32Smem<DPAD>::dq;
         set_smem(be, flash_bwd_dq_f32<DPAD>, bytes, "the fp32 backward (dQ)", f.d);
-        flash_bwd_dq_f32<DPAD><<<grid, 256, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
+        flash_bwd_dq_f32<DPAD><<<qgrid, 256, bytes, st>>>(dq, q, k, v, dout, lse, Drow, f);
     }
     CUDA_LAUNCHED();
 }
