@@ -1007,28 +1007,35 @@ static int tile_end(int r, int base, int s) {
     int end = base + (r - base + FT - 1) / FT * FT;
     return end < s ? end : s;
 }
-// in: operands given as kept bf16 copies (flash_attention_forward16 / _backward16), used as they are; f.vec8
-// then also asks that they start on 16 bytes (an arena's copies do; the packed ones are 256-byte aligned).
+// A part of the flash scratch, or the given copy: room for one operand only when it is packed.
+static uint16_t *operand_room(char **w, const uint16_t *given, size_t bytes) {
+    if (given) return (uint16_t *)given;
+    uint16_t *at = (uint16_t *)*w;
+    *w += bytes;
+    return at;
+}
+// in: operands given as kept bf16 copies (flash_attention_forward16 / _backward16), used as they are, with
+// no room for them in the scratch; f.vec8 then also asks that they start on 16 bytes (an arena's copies do;
+// the packed ones are 256-byte aligned).
 static Flash16 pack_operands(Backend *be, FlashDims &f, const float *q, const float *k, const float *v,
                              const float *o, int r0, int r1, const FlashIn16 *in) {
+    static const FlashIn16 none = {NULL, NULL, NULL, NULL};
+    const FlashIn16 *g = in ? in : &none;
     size_t nq = (size_t)f.s * (size_t)f.ld, nk = (size_t)f.s * (size_t)f.ldk;
     size_t qb = ct_round256(nq * sizeof(uint16_t)), kb = ct_round256(nk * sizeof(uint16_t));
-    char *w = (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, qb * (o ? 2 : 1) + 2 * kb);
-    Flash16 x;
-    uint16_t *q16 = (uint16_t *)w, *k16 = (uint16_t *)(w + qb), *v16 = (uint16_t *)(w + qb + kb);
-    uint16_t *o16 = o ? (uint16_t *)(w + qb + 2 * kb) : NULL;
+    size_t room = (g->q ? 0 : qb) + (o ? qb : 0) + (g->k ? 0 : kb) + (g->v ? 0 : kb);
+    char *w = room ? (char *)cuda_scratch(be, CUDA_SCRATCH_FLASH, room) : NULL;
+    uint16_t *q16 = operand_room(&w, g->q, qb), *k16 = operand_room(&w, g->k, kb), *v16 = operand_room(&w, g->v, kb);
+    uint16_t *o16 = o ? operand_room(&w, NULL, qb) : NULL;
     int qend = tile_end(r1, r0, f.s);    // the query tiles start at r0 (flash_query_tiles)
     int kend = tile_end(qend, 0, f.s);   // the key tiles at 0, up to the one holding the last query
     size_t qrow0 = (size_t)r0 * (size_t)f.ld, qrows = (size_t)(qend - r0) * (size_t)f.ld;
     size_t krows = (size_t)kend * (size_t)f.ldk;
-    if (in && in->q) q16 = (uint16_t *)in->q;
-    else cuda_bf16_pack(be, q16 + qrow0, q + qrow0, qrows);
-    if (in && in->k) k16 = (uint16_t *)in->k;
-    else cuda_bf16_pack(be, k16, k, krows);
-    if (in && in->v) v16 = (uint16_t *)in->v;
-    else cuda_bf16_pack(be, v16, v, krows);
+    if (!g->q) cuda_bf16_pack(be, q16 + qrow0, q + qrow0, qrows);
+    if (!g->k) cuda_bf16_pack(be, k16, k, krows);
+    if (!g->v) cuda_bf16_pack(be, v16, v, krows);
     if (o) cuda_bf16_pack(be, o16 + qrow0, o + qrow0, qrows);
-    x.q = q16, x.k = k16, x.v = v16, x.o = o16;
+    Flash16 x = {q16, k16, v16, o16};
     f.vec8 = f.d % 8 == 0 && aligned16(q16) && aligned16(k16) && aligned16(v16);
     return x;
 }
