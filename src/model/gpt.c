@@ -443,6 +443,11 @@ static void norm_forward(GPT *m, float *y, float *stats, const float *x, const f
     family_norm_forward(m->be, m, y, stats, x, w, b, nr);
 }
 
+// Whether a GEMM input kept in bf16 goes on as its arena copy alone: its readers, the block's GEMMs and their
+// adapters, take the copy as it is (backend.h's linear_backward16: the CUDA backend at bf16), unless LoRA's
+// dropout drops the adapters' fp32 input. Then the fp32 values are left unrounded: nothing reads them.
+static int gemm_input_copy_only(const GPT *m) { return m->be->linear_backward16 && m->cfg.lora_dropout <= 0.0f; }
+
 // LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),
 // then g: the whole input for the linear (SP all-gathers the rows; otherwise it is the kept tensor).
 // x16: the kept bf16 copy of the (whole, ungathered) output for the next GEMM, else NULL.
@@ -455,7 +460,9 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
     float *stats = saved_out(m, A, stats_name, l, norm_stats(m) * (size_t)nr, keeps(m, l, stats_name, pass));
     float *out = saved_out(m, A, out_name, l, nrh, keep_out);
     norm_forward(m, out, stats, x, gamma, beta, nr);
-    saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
+    if (gemm_input_copy_only(m) && (m->tp.t <= 1 || !m->tp.sp) && (out_name != ACT_FC1_IN || m->policy.mini_seq <= 1))
+        saved_done_copy_only(m, A, out_name, l, out, nrh, keep_out);   // no gathered or chunked fp32 rows either
+    else saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
     const float *all = tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
     *x16 = all == out ? saved_bf16(m, A, out_name, keep_out) : NULL;
     return all;
@@ -618,7 +625,8 @@ float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float 
     qkv_forward(m, l, &w, qkv_all, qkv16, pass, &q, &k, &v);
     float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nql, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
-    saved_done(m, A, ACT_PROJ_IN, l, proj_in, nql, KEEP(ACT_PROJ_IN), 0);
+    if (gemm_input_copy_only(m)) saved_done_copy_only(m, A, ACT_PROJ_IN, l, proj_in, nql, KEEP(ACT_PROJ_IN));
+    else saved_done(m, A, ACT_PROJ_IN, l, proj_in, nql, KEEP(ACT_PROJ_IN), 0);
     x16 = saved_bf16(m, A, ACT_PROJ_IN, KEEP(ACT_PROJ_IN));
     linear_fwd16(m, ws(m, W_OUT), h, proj_in, x16, ql, w.proj_w, NULL, n, ql, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
