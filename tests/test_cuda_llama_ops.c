@@ -463,6 +463,44 @@ static void test_bias_gelu16(Backend *gpu16, int n, int cols, int off) {
     free(x), free(bias), free(xc), free(y), free(want_x), free(want_y);
 }
 
+// RMSNorm's and LayerNorm's backward from the copy of their input: bitwise the same backend's fp32 op on the
+// copy's values (dx, dw, db), accumulating or not, with weight gradients or frozen (dw NULL); `off` elements in
+// (off 1: the copy 2-byte aligned, the scalar path).
+static void test_norm_backward16(Backend *gpu16, int rms, int n, int h, int accumulate, int frozen, int off) {
+    char what[128];
+    size_t nh = (size_t)n * h;
+    float *x0 = host_random(nh + off, -2.0f, 3.0f), *w = host_random(h, 0.5f, 1.5f);
+    float *stats = host_random(2 * (size_t)n, 0.2f, 1.5f), *dy = host_random(nh, -1.0f, 1.0f);
+    float *dx0 = host_random(nh, -1.0f, 1.0f), *dw0 = host_random(2 * (size_t)h, -1.0f, 1.0f);
+    uint16_t *x16 = host_bf16(x0, nh + off);
+    float *xf = host_unpacked(x16, nh + off);
+    float *g_xf = dev_upload(gpu16, xf, (nh + off) * 4), *g_st = dev_upload(gpu16, stats, 2 * (size_t)n * 4);
+    float *g_w = dev_upload(gpu16, w, (size_t)h * 4), *g_dy = dev_upload(gpu16, dy, nh * 4);
+    uint16_t *g_x16 = dev_upload(gpu16, x16, (nh + off) * 2);
+    float *gdx[2], *gdw[2];
+    for (int run = 0; run < 2; run++) {   // run 0: the fp32 op on the unpacked values; run 1: from the copy
+        gdx[run] = accumulate ? dev_upload(gpu16, dx0, nh * 4) : dev_poisoned(gpu16, nh * 4);
+        gdw[run] = dev_upload(gpu16, dw0, 2 * (size_t)h * 4);
+        float *dw = frozen ? NULL : gdw[run], *db = frozen ? NULL : gdw[run] + h;
+        if (rms && run) gpu16->rmsnorm_backward16(gpu16, gdx[run], accumulate, dw, g_dy, g_x16 + off, g_st, g_w, n, h);
+        else if (rms) gpu16->rmsnorm_backward(gpu16, gdx[run], accumulate, dw, g_dy, g_xf + off, g_st, g_w, n, h);
+        else if (run)
+            gpu16->layernorm_backward16(gpu16, gdx[run], accumulate, dw, db, g_dy, g_x16 + off, g_st, g_w, n, h);
+        else gpu16->layernorm_backward(gpu16, gdx[run], accumulate, dw, db, g_dy, g_xf + off, g_st, g_w, n, h);
+    }
+    float *want_dx = host_download(gpu16, gdx[0], nh * 4), *want_dw = host_download(gpu16, gdw[0], 2 * (size_t)h * 4);
+    snprintf(what, sizeof what, "%s_backward16 dx n=%d h=%d acc=%d frozen=%d off=%d", rms ? "rmsnorm" : "layernorm", n, h,
+             accumulate, frozen, off);
+    CHECK_BYTES_EQUAL(gpu16, gdx[1], want_dx, nh * 4, what);
+    snprintf(what, sizeof what, "%s_backward16 dw, db n=%d h=%d acc=%d frozen=%d off=%d", rms ? "rmsnorm" : "layernorm",
+             n, h, accumulate, frozen, off);
+    CHECK_BYTES_EQUAL(gpu16, gdw[1], want_dw, 2 * (size_t)h * 4, what);
+    for (int run = 0; run < 2; run++) gpu16->free(gpu16, gdx[run]), gpu16->free(gpu16, gdw[run]);
+    gpu16->free(gpu16, g_xf), gpu16->free(gpu16, g_st), gpu16->free(gpu16, g_w), gpu16->free(gpu16, g_dy);
+    gpu16->free(gpu16, g_x16);
+    free(x0), free(w), free(stats), free(dy), free(dx0), free(dw0), free(x16), free(xf), free(want_dx), free(want_dw);
+}
+
 static void test_copies_ops(void) {
     printf("ops on bf16 copies\n");
     CHECK(!gpu->swiglu_forward16 && !gpu->swiglu_backward16 && !gpu->gelu_backward16 && !gpu->bias_gelu_forward16 &&
@@ -482,6 +520,17 @@ static void test_copies_ops(void) {
     test_gelu_backward16(gpu16, 4099, 0);
     test_gelu_backward16(gpu16, 4099, 1);
     test_gelu_backward16(gpu16, 3, 0);
+    CHECK(gpu16->rmsnorm_backward16 && gpu16->layernorm_backward16 && !gpu->rmsnorm_backward16 &&
+              !gpu->layernorm_backward16 && !cpu->rmsnorm_backward16 && !cpu->layernorm_backward16,
+          "the norms' backward on bf16 copies: offered by the CUDA backend at bf16 only");
+    if (gpu16->rmsnorm_backward16 && gpu16->layernorm_backward16) {
+        // vector rows (h % 4 == 0) and scalar ones (h odd, or the copy 2 bytes off); rows across the dw tiles
+        static const int norm_sizes[][3] = {{37, 68, 0}, {37, 68, 1}, {37, 45, 0}, {300, 96, 0}, {5, 1100, 0}};
+        for (size_t i = 0; i < sizeof norm_sizes / sizeof norm_sizes[0]; i++)
+            for (int rms = 0; rms < 2; rms++)
+                for (int acc = 0; acc < 2; acc++)
+                    test_norm_backward16(gpu16, rms, norm_sizes[i][0], norm_sizes[i][1], acc, acc, norm_sizes[i][2]);
+    }
     backend_close(gpu16);
 }
 

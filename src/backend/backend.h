@@ -283,6 +283,11 @@ struct Backend {
     // only as bf16 copies (x16 = x + bias, y16 = GeLU of it: the bits bf16_pack gives of its fp32 outputs), x
     // left as it was.
     void (*gelu_backward16)(Backend *be, float *dx, const float *dy, const uint16_t *x, size_t count);
+    // layernorm_backward and rmsnorm_backward with x the copy of the norm's input.
+    void (*layernorm_backward16)(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
+                                 const uint16_t *x, const float *stats, const float *w, int n, int h);
+    void (*rmsnorm_backward16)(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const uint16_t *x,
+                               const float *rstd, const float *w, int n, int h);
     void (*bias_gelu_forward16)(Backend *be, uint16_t *y16, uint16_t *x16, const float *x, const float *bias, int n,
                                 int cols);
     // The output layer's gradient in bf16: crossentropy_deferred (train) leaving row r's gradient, rounded as a

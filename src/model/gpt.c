@@ -1034,6 +1034,18 @@ static void norm_backward_rows(GPT *m, float *dx, int accumulate, float *dgamma,
     }
 }
 
+// The family's norm backward from its input's bf16 copy (backend.h's *norm_backward16), when the backend has it.
+static int norm_backward16(const GPT *m) {
+    return norm_kind(m) == NORM_RMS ? m->be->rmsnorm_backward16 != NULL : m->be->layernorm_backward16 != NULL;
+}
+// norm_backward_rows from x16, the copy of the norm's input.
+static void norm_backward_rows16(GPT *m, float *dx, int accumulate, float *dgamma, float *dbeta, const float *dy,
+                                 const uint16_t *x16, const float *stats, const float *gamma, int nr) {
+    int h = m->cfg.hidden;
+    if (norm_kind(m) == NORM_RMS) m->be->rmsnorm_backward16(m->be, dx, accumulate, dgamma, dy, x16, stats, gamma, nr, h);
+    else m->be->layernorm_backward16(m->be, dx, accumulate, dgamma, dbeta, dy, x16, stats, gamma, nr, h);
+}
+
 // dx += dL/d(norm input) for one of the block's norms: from its kept input, or with Tempo from
 // its kept output (the input of the next linear) and the statistics.
 static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActName stats_name, const float *dy, float *dx,
@@ -1042,12 +1054,14 @@ static void norm_backward(GPT *m, int l, ActName in_name, ActName out_name, ActN
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
     const float *stats = saved_in(m, A, stats_name, l, norm_stats(m) * (size_t)nr);
-    if (tempo(m, TEMPO_LAYERNORM))
+    if (tempo(m, TEMPO_LAYERNORM)) {
         norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, NULL, saved_in(m, A, out_name, l, nrh), stats,
                            gamma, beta, nr);
-    else
-        norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, remat_in(m, l, in_name, nrh), NULL, stats,
-                           gamma, beta, nr);
+        return;
+    }
+    const uint16_t *x16 = norm_backward16(m) ? remat_copy16(m, l, in_name) : NULL;
+    if (x16) norm_backward_rows16(m, dx, 1, dgamma, dbeta, dy, x16, stats, gamma, nr);
+    else norm_backward_rows(m, dx, 1, dgamma, dbeta, dy, remat_in(m, l, in_name, nrh), NULL, stats, gamma, beta, nr);
 }
 
 // Mini-seq: the MLP's chunks again from the kept (regathered) norm output, each straight into its
@@ -1356,8 +1370,11 @@ static void head_backward(GPT *m) {
     }
     const float *lnf_w, *lnf_b;
     gpt_head_norm_weights(m, &lnf_w, &lnf_b);
-    norm_backward_rows(m, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh), NULL,
-                       saved_in(m, M, ACT_LNF_STATS, -1, norm_stats(m) * (size_t)nr), lnf_w, lnf_b, nr);
+    const float *stats = saved_in(m, M, ACT_LNF_STATS, -1, norm_stats(m) * (size_t)nr);
+    const uint16_t *x16 = norm_backward16(m) ? saved_in_bf16(m, M, ACT_LNF_IN, -1) : NULL;
+    if (x16) norm_backward_rows16(m, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, x16, stats, lnf_w, nr);
+    else norm_backward_rows(m, ws(m, W_D_RES), 0, m->g.lnf_w, m->g.lnf_b, d_lm_in, saved_in(m, M, ACT_LNF_IN, -1, nrh),
+                            NULL, stats, lnf_w, lnf_b, nr);
     arena_pop_to(&m->act->arena, m->act->mark_head);
     scope_end(m, scope_key(m, SCOPE_HEAD));
 }

@@ -265,9 +265,12 @@ const float *remat_in(GPT *m, int l, ActName name, size_t n) {
     return saved_in(m, &m->act->blocks[l], name, l, n);
 }
 
+const uint16_t *remat_copy16(GPT *m, int l, ActName name) {
+    return remat_makes(m, name) ? NULL : saved_in_bf16(m, &m->act->blocks[l], name, l);
+}
+
 const uint16_t *remat_flash16(GPT *m, int l, ActName name) {
-    if (!m->be->flash_attention_forward16 || remat_makes(m, name)) return NULL;
-    return saved_in_bf16(m, &m->act->blocks[l], name, l);
+    return m->be->flash_attention_forward16 ? remat_copy16(m, l, name) : NULL;
 }
 
 const uint8_t *remat_mask_in(GPT *m, int l, ActName name, size_t n) {

@@ -20,8 +20,10 @@ int remat_makes(const GPT *m, ActName name);
 const float *remat_tensor(GPT *m, int l, ActName name);
 // Layer l's `name` for its backward: made again (remat_tensor) or the kept one (saved_in, n elements).
 const float *remat_in(GPT *m, int l, ActName name, size_t n);
-// Flash's operands on a backend whose flash multiplies bf16 (backend.h's flash_attention_*16): the arena's
-// bf16 copy of layer l's `name` when it is kept there in bf16, not made again; else NULL (read remat_in's fp32).
+// The bf16 copy of layer l's `name` for a backward kernel that reads copies (backend.h's *16 ops): the kept
+// one when it is stored in bf16, not made again; else NULL (read remat_in's fp32).
+const uint16_t *remat_copy16(GPT *m, int l, ActName name);
+// Flash's operands on a backend whose flash multiplies bf16 (backend.h's flash_attention_*16): remat_copy16's.
 const uint16_t *remat_flash16(GPT *m, int l, ActName name);
 // Layer l's dropout mask `name` (n elements) for its backward: drawn again under its mask part
 // (RECOMPUTE_ATTN_MASK, _DROP1_MASK, _DROP2_MASK: once per layer, into its workspace slot, read back from there

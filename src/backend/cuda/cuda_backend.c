@@ -357,6 +357,8 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
         be->swiglu_forward16 = cuda_swiglu_forward16;
         be->swiglu_backward16 = cuda_swiglu_backward16;
         be->gelu_backward16 = cuda_gelu_backward16;
+        be->layernorm_backward16 = cuda_layernorm_backward16;
+        be->rmsnorm_backward16 = cuda_rmsnorm_backward16;
         be->bias_gelu_forward16 = cuda_bias_gelu_forward16;
         be->crossentropy_deferred16 = cuda_crossentropy_deferred16;
         be->linear_backward16 = cuda_linear_backward16;

@@ -77,6 +77,12 @@ __device__ __forceinline__ float fsub(float a, float b) { return __fsub_rn(a, b)
 
 static inline int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 static inline int aligned8(const void *p) { return ((uintptr_t)p & 7u) == 0; }
+// Whether 4 elements at p load as one vector (load_v<4>: a float4, or 8 bytes of a bf16 copy).
+static inline int aligned_v4(const float *p) { return aligned16(p); }
+static inline int aligned_v4(const uint16_t *p) { return aligned8(p); }
+// A stored element's value: itself, or a bf16 copy's (exact in fp32).
+__device__ __forceinline__ float ct_f32(float x) { return x; }
+__device__ __forceinline__ float ct_f32(uint16_t x) { return bf16_to_f32(x); }
 // bytes rounded up to 256: the start of the next part of a scratch slot carved in pieces (cudaMalloc's alignment)
 static inline size_t ct_round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 

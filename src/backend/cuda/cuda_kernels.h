@@ -69,6 +69,8 @@ void cuda_layernorm_forward(Backend *be, float *y, float *stats, const float *x,
                             int n, int h);
 void cuda_layernorm_backward(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
                              const float *x, const float *stats, const float *w, int n, int h);
+void cuda_layernorm_backward16(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
+                               const uint16_t *x, const float *stats, const float *w, int n, int h);
 void cuda_layernorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, float *db,
                                          const float *dy, const float *y, const float *stats, const float *w,
                                          const float *b, int n, int h);
@@ -78,6 +80,8 @@ void cuda_rmsnorm_forward(Backend *be, float *y, float *rstd, const float *x, co
                           int round_bf16);
 void cuda_rmsnorm_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const float *x,
                            const float *rstd, const float *w, int n, int h);
+void cuda_rmsnorm_backward16(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const uint16_t *x,
+                             const float *rstd, const float *w, int n, int h);
 void cuda_rmsnorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
                                        const float *y, const float *rstd, const float *w, int n, int h);
 void cuda_rope_forward(Backend *be, float *y, const float *x, int ld, const float *cs, int positions, int rows, int b,

@@ -117,8 +117,6 @@ __device__ __forceinline__ int keep_bit(const uint16_t *bits, int r, int col) {
 }
 
 // ---- D = rowsum(dO ∘ O): one warp per (query, head, sample), 8 per block; Drow [b·a, s] as lse.
-__device__ __forceinline__ float flash_f32(float x) { return x; }
-__device__ __forceinline__ float flash_f32(uint16_t x) { return bf16_to_f32(x); }
 template <typename OT>
 static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, const OT *o, const float *dout,
                                                                   FlashDims f) {
@@ -130,7 +128,7 @@ static __global__ void __launch_bounds__(256) flash_rowdot_kernel(float *Drow, c
     const OT *orow = o + hd.off + (size_t)i * f.ld;
     const float *grow = dout + hd.off + (size_t)i * f.ld;
     float acc = 0.0f;
-    for (int c = lane; c < f.d; c += CT_WARP) acc = fmaf(flash_f32(orow[c]), grow[c], acc);
+    for (int c = lane; c < f.d; c += CT_WARP) acc = fmaf(ct_f32(orow[c]), grow[c], acc);
     acc = warp_sum(acc);
     if (lane == 0) Drow[item] = acc;
 }

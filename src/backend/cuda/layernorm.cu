@@ -66,13 +66,15 @@ static __device__ __forceinline__ float xhat_of(float xv, float mean, float rstd
 }
 
 // dy, x (or y) [n,h], stats -> dx[n,h] = (or +=) rstd·(dy·w − mean(dy·w) − x̂·mean(dy·w·x̂)): one block
-// per row, threads over the columns V at a time.
-template <int V, bool FROM_OUT>
-static __global__ void ln_backward_rows_kernel(float *dx, int accumulate, const float *dy, const float *x,
+// per row, threads over the columns V at a time. XT: the source's type, fp32 or the arena's bf16 copy (its
+// values exactly, so the same bits).
+template <int V, bool FROM_OUT, typename XT>
+static __global__ void ln_backward_rows_kernel(float *dx, int accumulate, const float *dy, const XT *x,
                                                const float *stats, const float *w, const float *beta, int h) {
     __shared__ float red[32];
     size_t r = blockIdx.x;
-    const float *dyr = dy + r * (size_t)h, *xr = x + r * (size_t)h;
+    const float *dyr = dy + r * (size_t)h;
+    const XT *xr = x + r * (size_t)h;
     float *dxr = dx + r * (size_t)h;
     float mean = stats[2 * r], rstd = stats[2 * r + 1];
     int step = (int)blockDim.x * V;
@@ -112,8 +114,8 @@ static __global__ void ln_backward_rows_kernel(float *dx, int accumulate, const 
 
 // dy, x (or y) [n,h] -> part[chunk][2][h]: Σ dy·x̂ and Σ dy over the rows of chunk blockIdx.y
 // ([k·rows, k·rows + rows), in order), one thread per column (blockIdx.x: LN_COL_THREADS columns).
-template <bool FROM_OUT>
-static __global__ void ln_dwdb_partial_kernel(float *part, const float *dy, const float *x, const float *stats,
+template <bool FROM_OUT, typename XT>
+static __global__ void ln_dwdb_partial_kernel(float *part, const float *dy, const XT *x, const float *stats,
                                               const float *w, const float *beta, int n, int h, int rows) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= h) return;
@@ -124,7 +126,7 @@ static __global__ void ln_dwdb_partial_kernel(float *part, const float *dy, cons
     for (int r = r0; r < r1; r++) {
         size_t o = (size_t)r * h + c;
         float d = dy[o];
-        float xh = xhat_of<FROM_OUT>(x[o], stats[2 * r], stats[2 * r + 1], wc, bc);
+        float xh = xhat_of<FROM_OUT>(ct_f32(x[o]), stats[2 * r], stats[2 * r + 1], wc, bc);
         aw = fadd(aw, fmul(d, xh));
         ab = fadd(ab, d);
     }
@@ -161,19 +163,19 @@ extern "C" void cuda_layernorm_forward(Backend *be, float *y, float *stats, cons
     CUDA_LAUNCHED();
 }
 
-template <bool FROM_OUT>
+template <bool FROM_OUT, typename XT>
 static void ln_backward(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
-                        const float *x, const float *stats, const float *w, const float *beta, int n, int h) {
+                        const XT *x, const float *stats, const float *w, const float *beta, int n, int h) {
     if (n <= 0 || h <= 0) return;
     cudaStream_t st = cuda_stream(be);
-    bool vec = h % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(x) && aligned16(w) &&
+    bool vec = h % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned_v4(x) && aligned16(w) &&
                (!FROM_OUT || aligned16(beta));
     if (vec)
-        ln_backward_rows_kernel<4, FROM_OUT><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(dx, accumulate, dy, x, stats,
-                                                                                          w, beta, h);
+        ln_backward_rows_kernel<4, FROM_OUT, XT><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(dx, accumulate, dy, x,
+                                                                                              stats, w, beta, h);
     else
-        ln_backward_rows_kernel<1, FROM_OUT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy, x, stats,
-                                                                                          w, beta, h);
+        ln_backward_rows_kernel<1, FROM_OUT, XT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy, x,
+                                                                                              stats, w, beta, h);
     CUDA_LAUNCHED();
     if (!dw) return;   // a frozen norm (LoRA): no weight gradients
 
@@ -183,7 +185,7 @@ static void ln_backward(Backend *be, float *dx, int accumulate, float *dw, float
     int chunks = (n + rows - 1) / rows;
     float *part = (float *)cuda_scratch(be, CUDA_SCRATCH_REDUCE, (size_t)chunks * 2 * (size_t)h * sizeof(float));
     dim3 grid((unsigned)((h + LN_COL_THREADS - 1) / LN_COL_THREADS), (unsigned)chunks);
-    ln_dwdb_partial_kernel<FROM_OUT><<<grid, LN_COL_THREADS, 0, st>>>(part, dy, x, stats, w, beta, n, h, rows);
+    ln_dwdb_partial_kernel<FROM_OUT, XT><<<grid, LN_COL_THREADS, 0, st>>>(part, dy, x, stats, w, beta, n, h, rows);
     CUDA_LAUNCHED();
     ln_dwdb_final_kernel<<<(unsigned)((h + 255) / 256), 256, 0, st>>>(dw, db, part, chunks, h);
     CUDA_LAUNCHED();
@@ -191,7 +193,14 @@ static void ln_backward(Backend *be, float *dx, int accumulate, float *dw, float
 
 extern "C" void cuda_layernorm_backward(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
                                         const float *x, const float *stats, const float *w, int n, int h) {
-    ln_backward<false>(be, dx, accumulate, dw, db, dy, x, stats, w, NULL, n, h);
+    ln_backward<false>(be, dx, accumulate, dw, db, dy, x, stats, w, (const float *)NULL, n, h);
+}
+
+// The same from the input's bf16 copy in the arena (backend.h's layernorm_backward16).
+extern "C" void cuda_layernorm_backward16(Backend *be, float *dx, int accumulate, float *dw, float *db,
+                                          const float *dy, const uint16_t *x, const float *stats, const float *w,
+                                          int n, int h) {
+    ln_backward<false>(be, dx, accumulate, dw, db, dy, x, stats, w, (const float *)NULL, n, h);
 }
 
 extern "C" void cuda_layernorm_backward_from_output(Backend *be, float *dx, int accumulate, float *dw, float *db,

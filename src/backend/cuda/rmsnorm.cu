@@ -56,13 +56,15 @@ static __device__ __forceinline__ float rms_xhat(float src, float rs, float wv) 
 }
 
 // dy, x (or y) [n,h], rstd -> dx[n,h] = (or +=) rstd·(dy·w − x̂·mean(dy·w·x̂)); from the output the
-// mean is taken as mean(dy·y) (no division, as the CPU). One block per row, V columns at a time.
-template <int V, bool FROM_OUT>
-static __global__ void rms_backward_rows_kernel(float *dx, int accumulate, const float *dy, const float *src,
+// mean is taken as mean(dy·y) (no division, as the CPU). One block per row, V columns at a time. XT: the
+// source's type, fp32 or the arena's bf16 copy (its values exactly, so the same bits).
+template <int V, bool FROM_OUT, typename XT>
+static __global__ void rms_backward_rows_kernel(float *dx, int accumulate, const float *dy, const XT *src,
                                                 const float *rstd, const float *w, int h) {
     __shared__ float red[32];
     size_t r = blockIdx.x;
-    const float *dyr = dy + r * (size_t)h, *sr = src + r * (size_t)h;
+    const float *dyr = dy + r * (size_t)h;
+    const XT *sr = src + r * (size_t)h;
     float *dxr = dx + r * (size_t)h;
     float rs = rstd[r];
     int step = (int)blockDim.x * V;
@@ -97,9 +99,9 @@ static __global__ void rms_backward_rows_kernel(float *dx, int accumulate, const
 // products of its rows (warp k: rows k, k + 8, ...) into registers; warp 0 adds up the previous tile
 // from shared memory meanwhile; then the registers go to shared memory and one barrier. Two tile
 // buffers: a buffer written in iteration t was last read by warp 0 in iteration t − 1.
-template <bool FROM_OUT>
+template <bool FROM_OUT, typename XT>
 static __global__ void __launch_bounds__(RMS_DW_WARPS * CT_WARP)
-rms_dw_kernel(float *dw, const float *dy, const float *src, const float *rstd, const float *w, int n, int h) {
+rms_dw_kernel(float *dw, const float *dy, const XT *src, const float *rstd, const float *w, int n, int h) {
     constexpr int PER = RMS_DW_TILE / RMS_DW_WARPS;
     __shared__ float tile[2][RMS_DW_TILE][RMS_DW_COLS];
     int lane = (int)threadIdx.x % CT_WARP, warp = (int)threadIdx.x / CT_WARP;
@@ -118,7 +120,7 @@ rms_dw_kernel(float *dw, const float *dy, const float *src, const float *rstd, c
                 bool in = col && r < n;
                 size_t o = (size_t)r * h + c;
                 dv[k] = in ? dy[o] : 0.0f;
-                sv[k] = in ? src[o] : 0.0f;
+                sv[k] = in ? ct_f32(src[o]) : 0.0f;
                 rv[k] = !FROM_OUT && in ? rstd[r] : 1.0f;
             }
 #pragma unroll
@@ -153,26 +155,32 @@ extern "C" void cuda_rmsnorm_forward(Backend *be, float *y, float *rstd, const f
 }
 
 // dx by rows, then dw by columns (the CPU's order: dx may alias dy only as the CPU allows it).
-template <bool FROM_OUT>
-static void rms_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const float *src,
+template <bool FROM_OUT, typename XT>
+static void rms_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const XT *src,
                          const float *rstd, const float *w, int n, int h) {
     if (n <= 0 || h <= 0) return;
     cudaStream_t st = cuda_stream(be);
-    if (h % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned16(src) && aligned16(w))
-        rms_backward_rows_kernel<4, FROM_OUT><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(dx, accumulate, dy, src,
-                                                                                           rstd, w, h);
+    if (h % 4 == 0 && aligned16(dx) && aligned16(dy) && aligned_v4(src) && aligned16(w))
+        rms_backward_rows_kernel<4, FROM_OUT, XT><<<(unsigned)n, row_threads_v(h, 4), 0, st>>>(dx, accumulate, dy,
+                                                                                               src, rstd, w, h);
     else
-        rms_backward_rows_kernel<1, FROM_OUT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy, src,
-                                                                                           rstd, w, h);
+        rms_backward_rows_kernel<1, FROM_OUT, XT><<<(unsigned)n, row_threads_v(h, 1), 0, st>>>(dx, accumulate, dy,
+                                                                                               src, rstd, w, h);
     CUDA_LAUNCHED();
     if (!dw) return;   // a frozen norm (LoRA): no weight gradient
     unsigned blocks = (unsigned)((h + RMS_DW_COLS - 1) / RMS_DW_COLS);
-    rms_dw_kernel<FROM_OUT><<<blocks, RMS_DW_WARPS * CT_WARP, 0, st>>>(dw, dy, src, rstd, w, n, h);
+    rms_dw_kernel<FROM_OUT, XT><<<blocks, RMS_DW_WARPS * CT_WARP, 0, st>>>(dw, dy, src, rstd, w, n, h);
     CUDA_LAUNCHED();
 }
 
 extern "C" void cuda_rmsnorm_backward(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
                                       const float *x, const float *rstd, const float *w, int n, int h) {
+    rms_backward<false>(be, dx, accumulate, dw, dy, x, rstd, w, n, h);
+}
+
+// The same from the input's bf16 copy in the arena (backend.h's rmsnorm_backward16).
+extern "C" void cuda_rmsnorm_backward16(Backend *be, float *dx, int accumulate, float *dw, const float *dy,
+                                        const uint16_t *x, const float *rstd, const float *w, int n, int h) {
     rms_backward<false>(be, dx, accumulate, dw, dy, x, rstd, w, n, h);
 }
 
