@@ -433,6 +433,17 @@ static void test_bf16(size_t count, int off) {
     gpu->bf16_pack(gpu, gp + off, gsrc + off, count);
     snprintf(what, sizeof what, "bf16_pack count=%zu off=%d", count, off);
     CHECK_BYTES_EQUAL(gpu, gp + off, packed + off, count * sizeof(uint16_t), what);
+    // both at once: the packed bits, and x rounded in place to their values
+    CHECK(gpu->bf16_pack_round != NULL, "the CUDA backend lacks bf16_pack_round");
+    if (gpu->bf16_pack_round) {
+        uint16_t *gq = dev_poisoned(gpu, all * sizeof(uint16_t));
+        gpu->bf16_pack_round(gpu, gq + off, gsrc + off, count);
+        snprintf(what, sizeof what, "bf16_pack_round bits count=%zu off=%d", count, off);
+        CHECK_BYTES_EQUAL(gpu, gq + off, packed + off, count * sizeof(uint16_t), what);
+        snprintf(what, sizeof what, "bf16_pack_round values count=%zu off=%d", count, off);
+        CHECK_BYTES_EQUAL(gpu, gsrc + off, xr + off, count * sizeof(float), what);
+        gpu->free(gpu, gq);
+    }
     gpu->free(gpu, gx); gpu->free(gpu, gx2); gpu->free(gpu, gsrc); gpu->free(gpu, gp);
     free(x); free(xr); free(packed);
 }

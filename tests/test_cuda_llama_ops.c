@@ -407,6 +407,27 @@ static void test_swiglu16(Backend *gpu16, int n, int f, int halves, int off) {
     gpu16->swiglu_forward16(gpu16, gy + off, dgate, dup, ld, n, f);
     snprintf(what, sizeof what, "swiglu_forward16 n=%d f=%d ld=%d off=%d", n, f, ld, off);
     CHECK_BYTES_EQUAL(gpu16, gy + off, want, nf * 2, what);
+    // from fp32 gate and up, writing their copies ([n, f], bf16_pack's bits) and the same y16
+    float *gg32 = dev_upload(gpu16, g0, gsz * 4), *gu32 = halves ? gg32 : dev_upload(gpu16, u0, gsz * 4);
+    uint16_t *py = dev_poisoned(gpu16, (nf + 1) * 2), *pg = dev_poisoned(gpu16, (nf + 1) * 2);
+    uint16_t *pu = dev_poisoned(gpu16, (nf + 1) * 2);
+    gpu16->swiglu_forward_pack16(gpu16, py + off, pg + off, pu + off, gg32 + off, (halves ? gg32 + f : gu32) + off, ld,
+                                 n, f);
+    uint16_t *want_g16 = malloc(nf * 2), *want_u16 = malloc(nf * 2);
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < f; c++) {
+            want_g16[(size_t)r * f + c] = g16[off + (size_t)r * ld + c];
+            want_u16[(size_t)r * f + c] = (halves ? g16 + f : u16)[off + (size_t)r * ld + c];
+        }
+    snprintf(what, sizeof what, "swiglu_forward_pack16 y16 n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, py + off, want, nf * 2, what);
+    snprintf(what, sizeof what, "swiglu_forward_pack16 gate16 n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, pg + off, want_g16, nf * 2, what);
+    snprintf(what, sizeof what, "swiglu_forward_pack16 up16 n=%d f=%d ld=%d off=%d", n, f, ld, off);
+    CHECK_BYTES_EQUAL(gpu16, pu + off, want_u16, nf * 2, what);
+    gpu16->free(gpu16, gg32), gpu16->free(gpu16, py), gpu16->free(gpu16, pg), gpu16->free(gpu16, pu);
+    if (!halves) gpu16->free(gpu16, gu32);
+    free(want_g16), free(want_u16);
     gpu16->swiglu_backward16(gpu16, gdg, gdu, f, 0, gdy, dgate, dup, ld, n, f);
     snprintf(what, sizeof what, "swiglu_backward16 dgate n=%d f=%d ld=%d off=%d", n, f, ld, off);
     CHECK_BYTES_EQUAL(gpu16, gdg, dg, nf * 4, what);
@@ -503,13 +524,16 @@ static void test_norm_backward16(Backend *gpu16, int rms, int n, int h, int accu
 
 static void test_copies_ops(void) {
     printf("ops on bf16 copies\n");
-    CHECK(!gpu->swiglu_forward16 && !gpu->swiglu_backward16 && !gpu->gelu_backward16 && !gpu->bias_gelu_forward16 &&
+    CHECK(!gpu->swiglu_forward16 && !gpu->swiglu_forward_pack16 && !gpu->swiglu_backward16 && !gpu->gelu_backward16 &&
+              !gpu->bias_gelu_forward16 &&
               !cpu->swiglu_forward16 && !cpu->bias_gelu_forward16,
           "ops on bf16 copies offered by a backend that computes in fp32");
     Backend *gpu16 = cuda_or_skip(PRECISION_BF16);
-    CHECK(gpu16->swiglu_forward16 && gpu16->swiglu_backward16 && gpu16->gelu_backward16 && gpu16->bias_gelu_forward16,
+    CHECK(gpu16->swiglu_forward16 && gpu16->swiglu_forward_pack16 && gpu16->swiglu_backward16 &&
+              gpu16->gelu_backward16 && gpu16->bias_gelu_forward16,
           "the CUDA backend at bf16 lacks an op on bf16 copies");
-    if (!gpu16->swiglu_forward16 || !gpu16->swiglu_backward16 || !gpu16->gelu_backward16 || !gpu16->bias_gelu_forward16)
+    if (!gpu16->swiglu_forward16 || !gpu16->swiglu_forward_pack16 || !gpu16->swiglu_backward16 ||
+        !gpu16->gelu_backward16 || !gpu16->bias_gelu_forward16)
         return;
     test_bias_gelu16(gpu16, 37, 68, 0);
     test_bias_gelu16(gpu16, 37, 68, 1);

@@ -144,6 +144,8 @@ struct Backend {
     // ---- storage formats
     void (*bf16_round)(Backend *be, float *x, size_t n);
     void (*bf16_pack)(Backend *be, uint16_t *dst, const float *src, size_t n);
+    // bf16_pack, then x = the packed values (bf16_unpack) in one pass; optional (NULL: the two ops)
+    void (*bf16_pack_round)(Backend *be, uint16_t *dst, float *x, size_t n);
     void (*bf16_unpack)(Backend *be, float *dst, const uint16_t *src, size_t n);
     void (*mask_pack_bits)(Backend *be, uint8_t *bits, const uint8_t *keep, size_t n);
     void (*mask_unpack_bits)(Backend *be, uint8_t *keep, const uint8_t *bits, size_t n);
@@ -277,6 +279,10 @@ struct Backend {
     // dgate and dup fp32 (float *), or with grad16 rounded so into bf16 (uint16_t *, row stride ldd elements)
     // for the gate and up GEMMs (linear_backward16).
     void (*swiglu_forward16)(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
+    // The same from fp32 gate and up (row stride ld), writing their bf16 copies gate16, up16 ([n, f]: bf16_pack's
+    // bits) as it goes: the kept copies and SwiGLU's output in one pass.
+    void (*swiglu_forward_pack16)(Backend *be, uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                                  const float *up, int ld, int n, int f);
     void (*swiglu_backward16)(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
                               const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
     // gelu_backward with x the copy of GeLU's input; bias_gelu_forward (round_bf16 1) writing its two outputs

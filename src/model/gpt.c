@@ -579,11 +579,18 @@ static const float *mlp_inner_gelu(GPT *m, int l, const BlockTensors *w, const f
 // values, so SwiGLU writes fp32 rather than bf16 for the GEMMs.
 static int down_input_dropped(const GPT *m) { return lora_on(m, LORA_DOWN) && m->cfg.lora_dropout > 0.0f; }
 
+// How SwiGLU's forward meets gate and up kept in bf16 (mlp_inner_swiglu).
+enum {
+    SWIGLU_FP32,          // the fp32 values, rounded
+    SWIGLU_COPIES,        // their arena copies (backend.h's swiglu_forward16)
+    SWIGLU_WRITES_COPIES  // the fp32 values, writing the copies as it goes (swiglu_forward_pack16)
+};
+
 // Llama's MLP up to what its backward reads: gate = x·W_gateᵀ and up = x·W_upᵀ ([s,b,fl] each), kept.
-// Returns 1 when SwiGLU is to read their bf16 copies (saved_bf16; backend.h's swiglu_forward16): then the
-// fp32 gate and up are left unrounded, since nothing reads them.
+// Returns how SwiGLU is to read them (SWIGLU_*): from the copies, the fp32 gate and up are left unrounded,
+// since nothing reads them; swiglu_runs: SwiGLU's forward comes, so it may write the copies itself.
 static int mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *x_all, const uint16_t *x16, int pass,
-                            float **gate, float **up) {
+                            int swiglu_runs, float **gate, float **up) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, fl = m->fl, n = m->s_cur * m->b_cur;
     size_t nfl = (size_t)n * fl;
@@ -598,13 +605,18 @@ static int mlp_inner_swiglu(GPT *m, int l, const BlockTensors *w, const float *x
     }
     if (m->be->swiglu_forward16 && !down_input_dropped(m) && saved_as_bf16_copy(m, ACT_GATE, KEEP(ACT_GATE)) &&
         saved_as_bf16_copy(m, ACT_UP, KEEP(ACT_UP))) {
+        if (swiglu_runs && m->be->swiglu_forward_pack16) {   // the copies' places, in the same arena order
+            saved_copy_out(m, A, ACT_GATE, l, nfl);
+            saved_copy_out(m, A, ACT_UP, l, nfl);
+            return SWIGLU_WRITES_COPIES;
+        }
         saved_done_copy_only(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE));
         saved_done_copy_only(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP));
-        return 1;
+        return SWIGLU_COPIES;
     }
     saved_done(m, A, ACT_GATE, l, *gate, nfl, KEEP(ACT_GATE), 0);
     saved_done(m, A, ACT_UP, l, *up, nfl, KEEP(ACT_UP), 0);
-    return 0;
+    return SWIGLU_FP32;
 }
 
 // The attention half: out = res + Dropout(Proj(Attn(Norm1(x)))) (the standard block: res = x, out NULL:
@@ -677,20 +689,24 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
     const float *fc2_in = NULL;
     float *gate = NULL, *up = NULL;
-    int mini = m->policy.mini_seq > 1, copies = 0;
-    if (swiglu(m) && !mini) copies = mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, &gate, &up);
-    else if (!swiglu(m)) fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
-    uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
+    int mini = m->policy.mini_seq > 1, reads = SWIGLU_FP32;
     // The down projection's adapter (row-parallel): its input is SwiGLU's output or fc2_in (mini-seq: the
     // chunks' hidden rows).
     LoraSite d_site = swiglu(m) ? LORA_DOWN : LORA_FC2;
+    int swiglu_runs = swiglu(m) && !mini && (where != OUT_DISCARD || lora_on(m, d_site));
+    if (swiglu(m) && !mini) reads = mlp_inner_swiglu(m, l, &w, fc1_all, fc1_16, pass, swiglu_runs, &gate, &up);
+    else if (!swiglu(m)) fc2_in = mlp_inner_gelu(m, l, &w, fc1_all, fc1_16, pass);
+    uint8_t *drop2 = drop ? residual_mask(m, A, ACT_DROP2_MASK, l, SITE_DROP2, KEEP(ACT_DROP2_MASK)) : NULL;
     const float *d_in = swiglu(m) ? ws(m, W_FFN) : fc2_in;
     const uint16_t *d_in16 = swiglu(m) ? NULL : saved_bf16(m, A, ACT_FC2_IN, KEEP(ACT_FC2_IN));
-    if (swiglu(m) && !mini && (where != OUT_DISCARD || lora_on(m, d_site))) {   // SwiGLU's output is not kept:
-        if (copies) {   // its backward makes it again; in bf16 from the copies, for the GEMMs as they are
-            m->be->swiglu_forward16(m->be, (uint16_t *)ws(m, W_FFN), saved_bf16(m, A, ACT_GATE, KEEP(ACT_GATE)),
-                                    saved_bf16(m, A, ACT_UP, KEEP(ACT_UP)), fl, n, fl);
-            d_in16 = (const uint16_t *)ws(m, W_FFN);
+    if (swiglu_runs) {   // SwiGLU's output is not kept: its backward makes it again
+        uint16_t *y16 = (uint16_t *)ws(m, W_FFN);   // in bf16 from the copies' values, for the GEMMs as they are
+        uint16_t *gate16 = (uint16_t *)saved_bf16(m, A, ACT_GATE, KEEP(ACT_GATE));
+        uint16_t *up16 = (uint16_t *)saved_bf16(m, A, ACT_UP, KEEP(ACT_UP));
+        if (reads == SWIGLU_WRITES_COPIES) m->be->swiglu_forward_pack16(m->be, y16, gate16, up16, gate, up, fl, n, fl);
+        else if (reads == SWIGLU_COPIES) m->be->swiglu_forward16(m->be, y16, gate16, up16, fl, n, fl);
+        if (reads != SWIGLU_FP32) {
+            d_in16 = y16;
             d_in = NULL;
         } else {
             m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);

@@ -54,9 +54,13 @@ void saved_done(GPT *m, BlockActs *A, ActName name, int layer, float *buf, size_
     if (!stored_bf16(m, name)) return;
     if (keep) {
         uint16_t *p = keep_place(m, name, layer, n * sizeof(uint16_t), keep);
-        m->be->bf16_pack(m->be, p, buf, n);                 // exact when already rounded
         A->saved[name] = p;
-        if (!rounded) m->be->bf16_unpack(m->be, buf, p, n);  // the forward goes on with the stored value
+        if (!rounded && m->be->bf16_pack_round) {   // the forward goes on with the stored value
+            m->be->bf16_pack_round(m->be, p, buf, n);
+            return;
+        }
+        m->be->bf16_pack(m->be, p, buf, n);                 // exact when already rounded
+        if (!rounded) m->be->bf16_unpack(m->be, buf, p, n);
     } else if (!rounded) {
         m->be->bf16_round(m->be, buf, n);
     }

@@ -229,7 +229,8 @@ static const Backend cuda_table = {
     .crossentropy_vocab_partial = cuda_crossentropy_vocab_partial,
     .crossentropy_vocab_combine = cuda_crossentropy_vocab_combine,
     .crossentropy_vocab_backward = cuda_crossentropy_vocab_backward,
-    .bf16_round = cuda_bf16_round, .bf16_pack = cuda_bf16_pack, .bf16_unpack = cuda_bf16_unpack,
+    .bf16_round = cuda_bf16_round, .bf16_pack = cuda_bf16_pack, .bf16_pack_round = cuda_bf16_pack_round,
+    .bf16_unpack = cuda_bf16_unpack,
     .mask_pack_bits = cuda_mask_pack_bits, .mask_unpack_bits = cuda_mask_unpack_bits,
     .adamw_update = cuda_adamw_update, .sum_squares = cuda_sum_squares, .count_nonfinite = cuda_count_nonfinite,
     .host_alloc = cuda_host_alloc, .host_free = cuda_host_free, .host_addressable = 0,
@@ -355,6 +356,7 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
         be->flash_attention_forward16 = cuda_flash_attention_forward16;
         be->flash_attention_backward16 = cuda_flash_attention_backward16;
         be->swiglu_forward16 = cuda_swiglu_forward16;
+        be->swiglu_forward_pack16 = cuda_swiglu_forward_pack16;
         be->swiglu_backward16 = cuda_swiglu_backward16;
         be->gelu_backward16 = cuda_gelu_backward16;
         be->layernorm_backward16 = cuda_layernorm_backward16;

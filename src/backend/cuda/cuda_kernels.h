@@ -92,6 +92,8 @@ void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *up, int ld, 
 void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
                           const float *gate, const float *up, int ld, int n, int f, int round_bf16);
 void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
+void cuda_swiglu_forward_pack16(Backend *be, uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                                const float *up, int ld, int n, int f);
 void cuda_swiglu_backward16(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
                             const uint16_t *gate, const uint16_t *up, int ld, int n, int f);
 
@@ -124,6 +126,7 @@ void cuda_dropout_backward(Backend *be, float *dy, const float *dout, const uint
 void cuda_bf16_round(Backend *be, float *x, size_t n);
 void cuda_bf16_pack(Backend *be, uint16_t *dst, const float *src, size_t n);
 void cuda_bf16_unpack(Backend *be, float *dst, const uint16_t *src, size_t n);
+void cuda_bf16_pack_round(Backend *be, uint16_t *dst, float *x, size_t n);
 void cuda_mask_pack_bits(Backend *be, uint8_t *bits, const uint8_t *keep, size_t n);
 void cuda_mask_unpack_bits(Backend *be, uint8_t *keep, const uint8_t *bits, size_t n);
 

@@ -129,6 +129,33 @@ static __global__ void bf16_pack_kernel(uint16_t *dst, const float *src, size_t 
     CT_GRID_LOOP(j, n - done) { size_t i = done + j; dst[i] = bf16_from_f32(src[i]); }
 }
 
+// dst[n] = bf16 bits of x[n], and x[n] = their value: bf16_pack then bf16_unpack in one pass (a kept tensor
+// the forward goes on with).
+template <bool VEC>
+static __global__ void bf16_pack_round_kernel(uint16_t *dst, float *x, size_t n) {
+    size_t done = 0;
+    if (VEC) {
+        float4 *x4 = reinterpret_cast<float4 *>(x);
+        uint2 *d2 = reinterpret_cast<uint2 *>(dst);
+        CT_GRID_LOOP(i, n / 4) {
+            float4 v = x4[i];
+            uint16_t a = bf16_from_f32(v.x), b = bf16_from_f32(v.y), c = bf16_from_f32(v.z), d = bf16_from_f32(v.w);
+            uint2 o;
+            o.x = (uint32_t)a | ((uint32_t)b << 16);
+            o.y = (uint32_t)c | ((uint32_t)d << 16);
+            d2[i] = o;
+            x4[i] = make_float4(bf16_to_f32(a), bf16_to_f32(b), bf16_to_f32(c), bf16_to_f32(d));
+        }
+        done = n / 4 * 4;
+    }
+    CT_GRID_LOOP(j, n - done) {
+        size_t i = done + j;
+        uint16_t c = bf16_from_f32(x[i]);
+        dst[i] = c;
+        x[i] = bf16_to_f32(c);
+    }
+}
+
 // dst[n] = fp32 of the bf16 bits src[n]; VEC: 4 halves in as one 8-byte load, a float4 out.
 template <bool VEC>
 static __global__ void bf16_unpack_kernel(float *dst, const uint16_t *src, size_t n) {
@@ -280,6 +307,15 @@ extern "C" void cuda_bf16_pack(Backend *be, uint16_t *dst, const float *src, siz
     unsigned blocks = ct_elementwise_blocks(vec ? (n + 3) / 4 : n, DROP_THREADS);
     if (vec) bf16_pack_kernel<true><<<blocks, DROP_THREADS, 0, cuda_stream(be)>>>(dst, src, n);
     else bf16_pack_kernel<false><<<blocks, DROP_THREADS, 0, cuda_stream(be)>>>(dst, src, n);
+    CUDA_LAUNCHED();
+}
+
+extern "C" void cuda_bf16_pack_round(Backend *be, uint16_t *dst, float *x, size_t n) {
+    if (!n) return;
+    bool vec = aligned16(x) && aligned8(dst);
+    unsigned blocks = ct_elementwise_blocks(vec ? (n + 3) / 4 : n, DROP_THREADS);
+    if (vec) bf16_pack_round_kernel<true><<<blocks, DROP_THREADS, 0, cuda_stream(be)>>>(dst, x, n);
+    else bf16_pack_round_kernel<false><<<blocks, DROP_THREADS, 0, cuda_stream(be)>>>(dst, x, n);
     CUDA_LAUNCHED();
 }
 

@@ -42,6 +42,30 @@ static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, in
     }
 }
 
+// fp32 gate, up [n, f] (row stride ld) -> their bf16 copies gate16, up16 and y16 = SwiGLU of the copies'
+// values ([n, f] each, row stride f): bf16_pack of gate and up, then swiglu_forward16, in one pass.
+template <int V>
+static __global__ void swiglu_forward_pack_kernel(uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                                                  const float *up, int ld, int n, int f) {
+    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
+    if (c >= f) return;
+    for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
+        size_t o = (size_t)r * ld + c, oc = (size_t)r * f + c;
+        float g[V], u[V], out[V];
+        load_v<V>(g, gate + o);
+        load_v<V>(u, up + o);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            g[k] = bf16_round_f(g[k]);
+            u[k] = bf16_round_f(u[k]);
+            out[k] = fmul(swiglu_silu(g[k]), u[k]);
+        }
+        store_v<V>(gate16 + oc, g);   // exact: already rounded
+        store_v<V>(up16 + oc, u);
+        store_v<V>(y16 + oc, out);
+    }
+}
+
 // dy [n, f], gate, up (stride ld) -> dgate, dup (stride ldd; may alias gate, up: each element is read
 // before it is written, by the same thread) and, when y is not NULL, y = silu(gate)·up again. TI: fp32, or
 // bf16 (the kept copies, read exactly).
@@ -123,6 +147,21 @@ extern "C" void cuda_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t
     if (n <= 0 || f <= 0) return;
     bool vec = f % 4 == 0 && ld % 4 == 0 && aligned8(y16) && aligned8(gate) && aligned8(up);
     forward_launch(be, vec, y16, gate, up, ld, n, f, 0);
+}
+
+// The same from the fp32 gate and up, writing their copies too (backend.h's swiglu_forward_pack16).
+extern "C" void cuda_swiglu_forward_pack16(Backend *be, uint16_t *y16, uint16_t *gate16, uint16_t *up16,
+                                           const float *gate, const float *up, int ld, int n, int f) {
+    if (n <= 0 || f <= 0) return;
+    bool vec = f % 4 == 0 && ld % 4 == 0 && aligned8(y16) && aligned8(gate16) && aligned8(up16) && aligned16(gate) &&
+               aligned16(up);
+    unsigned threads;
+    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
+    if (vec)
+        swiglu_forward_pack_kernel<4><<<grid, threads, 0, cuda_stream(be)>>>(y16, gate16, up16, gate, up, ld, n, f);
+    else
+        swiglu_forward_pack_kernel<1><<<grid, threads, 0, cuda_stream(be)>>>(y16, gate16, up16, gate, up, ld, n, f);
+    CUDA_LAUNCHED();
 }
 
 // grad16: dgate and dup written as bf16 (uint16_t, row stride ldd elements), rounded as a GEMM's packing rounds
