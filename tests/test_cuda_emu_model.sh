@@ -219,6 +219,13 @@ copies_swa|--arch llama --kv-heads 1 --head-dim 24 --sliding-window 40 --recompu
 CTRON_BF16_COPIES=2 "$emu" "${base[@]}" --device cuda --precision bf16 > "$dir/copies_bad.out" 2>&1
 if [ $? -ne 0 ] && grep -q "CTRON_BF16_COPIES='2': expected 1" "$dir/copies_bad.out"; then ok
 else bad "CTRON_BF16_COPIES=2 was not refused: $(tail -2 "$dir/copies_bad.out")"; fi
+# The bf16 flash forward with 32 query rows a warp (two query tiles a block): the same bits as 16
+CTRON_FLASH_FWD_ROWS=32 run emu_copies_lora_fwd32 "$emu" cuda --precision bf16 --attention flash --seq 96 \
+  --arch llama --kv-heads 2 --recompute full --lora-rank 4 --lora-dropout 0.1 --lr 5e-3 &&
+  same_bits emu_copies_lora emu_copies_lora_fwd32
+CTRON_FLASH_FWD_ROWS=8 "$emu" "${base[@]}" --device cuda --precision bf16 > "$dir/fwd_rows_bad.out" 2>&1
+if [ $? -ne 0 ] && grep -q "CTRON_FLASH_FWD_ROWS='8': expected 16" "$dir/fwd_rows_bad.out"; then ok
+else bad "CTRON_FLASH_FWD_ROWS=8 was not refused: $(tail -2 "$dir/fwd_rows_bad.out")"; fi
 
 # The comparison can fail: another seed's run is not the same bits.
 run emu_seed8 "$emu" cuda --seed 8

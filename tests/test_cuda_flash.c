@@ -398,6 +398,33 @@ static void copies_case(Backend *gpu, const Case *c, const Ref *r, int misalign,
     gpu->free(gpu, scratch);
 }
 
+// The bf16 forward with two query tiles a block and 32 rows a warp (CTRON_FLASH_FWD_ROWS=32): ctx and lse
+// bitwise the default's (16 rows a warp), over the case's window and over the key-tile-skipping windows.
+static void pairs_case(Backend *gpu16, Backend *pairs, const Case *c, const Ref *r) {
+    int h = c->a * c->d, kv = kv_of(c);
+    DropoutSite site = site_of(c);
+    float *got[2][2];
+    Backend *be[2] = {gpu16, pairs};
+    for (int i = 0; i < 2; i++) {
+        float *q = dev_upload(be[i], r->q, r->n * 4), *k = dev_upload(be[i], r->k, r->nk * 4);
+        float *v = dev_upload(be[i], r->v, r->nk * 4);
+        float *scratch = dev_poisoned(be[i], be[i]->attention_scratch_floats(be[i], ATTN_SCRATCH_FLASH, c->s, c->b, c->a,
+                                                                               kv, h) * 4);
+        float *ctx = dev_poisoned(be[i], r->n * 4), *lse = dev_poisoned(be[i], r->nl * 4);
+        be[i]->flash_attention_forward(be[i], ctx, lse, q, k, v, scratch, c->s, c->b, c->a, kv, h, c->window, c->head0,
+                                       site, c->sample0);
+        got[i][0] = host_download(be[i], ctx, r->n * 4), got[i][1] = host_download(be[i], lse, r->nl * 4);
+        float *bufs[] = {q, k, v, scratch, ctx, lse};
+        for (size_t j = 0; j < sizeof bufs / sizeof *bufs; j++) be[i]->free(be[i], bufs[j]);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "32 rows a warp s=%d b=%d a=%d kv=%d d=%d p=%.1f w=%d: ctx", c->s, c->b, c->a, kv, c->d,
+             (double)c->p, c->window);
+    CHECK(!memcmp(got[0][0], got[1][0], r->n * 4), "%s differs from 16 rows a warp", what);
+    CHECK(!memcmp(got[0][1], got[1][1], r->nl * 4), "%s (lse) differs from 16 rows a warp", what);
+    for (int i = 0; i < 2; i++) free(got[i][0]), free(got[i][1]);
+}
+
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -518,16 +545,35 @@ int main(void) {
         copies_case(gpu16, &copies[i], &r, 0, 1);
         ref_free(&r);
     }
+    // 32 rows a warp: the same bits for every forward case, and its ranges (a block of one tile) the whole call's
+    setenv("CTRON_FLASH_FWD_ROWS", "32", 1);
+    Backend *pairs = cuda_or_skip(PRECISION_BF16);
+    unsetenv("CTRON_FLASH_FWD_ROWS");
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cuda_test_small_only(cases[i].s)) continue;
+        Ref r = cpu_reference(cpu, &cases[i]);
+        pairs_case(gpu16, pairs, &cases[i], &r);
+        ref_free(&r);
+    }
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        Ref r = cpu_reference(cpu, &rows[i]);
+        rows_case(pairs, cpu, &rows[i], &r);
+        ref_free(&r);
+    }
     if (cuda_test_timed()) {
         time_case(gpu16, 2048, 4, 8, 8, 96, 0.1f);
         time_case(gpu16, 2048, 4, 8, 8, 96, 0.0f);
         time_case(gpu16, 2048, 2, 32, 8, 128, 0.0f);   // Llama 3 8B's attention (lora-8b-2l's)
         time_case(gpu16, 1024, 16, 12, 12, 64, 0.0f);   // GPT-2 124M's
         time_case(gpu32, 2048, 4, 8, 8, 96, 0.1f);
+        printf("  timing with 32 rows a warp in the bf16 forward (CTRON_FLASH_FWD_ROWS=32; the backward as above)\n");
+        time_case(pairs, 2048, 2, 32, 8, 128, 0.0f);
+        time_case(pairs, 1024, 16, 12, 12, 64, 0.0f);
     } else {
         printf("  timed cases left out: the emulated GPU shows no speed, or CT_CUDA_TEST_SMALL is set\n");
     }
     backend_close(cpu);
+    backend_close(pairs);
     backend_close(gpu16);
     backend_close(gpu32);
     return check_summary();

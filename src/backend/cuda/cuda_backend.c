@@ -307,8 +307,16 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
                  "arena's bf16 copies, the default) or 0 (fp32 values unpacked and rounded again)", copies);
         return NULL;
     }
+    const char *fwd_rows = getenv("CTRON_FLASH_FWD_ROWS");
+    if (fwd_rows && *fwd_rows && strcmp(fwd_rows, "16") && strcmp(fwd_rows, "32")) {
+        snprintf(err, errlen, "CTRON_FLASH_FWD_ROWS='%s': expected 16 (the bf16 flash forward's warps own 16 query "
+                 "rows each, the default) or 32 (two row groups a warp sharing each K and V fragment)", fwd_rows);
+        return NULL;
+    }
     CudaImpl *c = xcalloc(sizeof *c);
     c->device = dev;
+    // Opt-in until a GPU has timed it; the same bits either way.
+    c->flash_fwd_pairs = fwd_rows && !strcmp(fwd_rows, "32");
     // Opt-in until a GPU has verified and timed it: off is the path the H100s checked against the CPU.
     c->split_k = split && !strcmp(split, "1");
     CUDA_CHECK(cudaSetDevice(dev));

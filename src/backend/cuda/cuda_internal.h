@@ -50,6 +50,7 @@ typedef struct {
     void *lt_workspace;         // cuBLASLt's workspace (32 MiB, the size cuBLAS recommends on Hopper)
     size_t lt_workspace_bytes;
     int split_k;                // gemm.cu's own split-K on (CTRON_GEMM_SPLIT_K=1) or off (unset or 0)
+    int flash_fwd_pairs;        // the bf16 flash forward: 32 query rows a warp (CTRON_FLASH_FWD_ROWS=32) or 16
     size_t used_at_open;   // in use on the device before the backend's first cudaMalloc (context, other processes)
     void *scratch[CUDA_SCRATCH_SLOTS];
     size_t scratch_cap[CUDA_SCRATCH_SLOTS];   // bytes

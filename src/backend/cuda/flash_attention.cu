@@ -485,8 +485,6 @@ struct B16Smem {
     static constexpr size_t tile_b = (size_t)FT * LDB * sizeof(uint16_t);
     static constexpr size_t bits_bytes = FT * 4 * sizeof(uint16_t);
     static constexpr size_t rows_bytes = 2 * FT * sizeof(float);   // lse and D of one query tile
-    // Q, then K and V twice; the bits twice
-    static constexpr size_t fwd = 5 * tile_b + 2 * bits_bytes;
     // two fixed tiles (Q, dO or K, V), two streamed ones twice; lse and D twice; the bits twice
     static constexpr size_t bwd = 6 * tile_b + 2 * rows_bytes + 2 * bits_bytes;
 };
@@ -535,139 +533,215 @@ __device__ __forceinline__ void fetch_tile(uint16_t *dst, const uint16_t *base, 
     }
 }
 
-// Forward, bf16: grid (query tiles, b·a), 128 threads, two blocks per SM; heaviest query tiles first.
-// Each warp keeps its 16 query rows' Q fragments in registers, S (16×64) and O (16×DPAD) in
-// accumulators. q, k, v: the bf16 copies.
-template <int DPAD>
+// One 16-row group's online softmax over key tile j0 (the forward): S in sacc (scaled and masked here, left as
+// P̃, the dropped probabilities), O rescaled, the running max m and sum l of its rows row0 = first + g and
+// row0 + 8 (first: the group's first query; r0: row0's row in its 64-row tile, for the dropout bits).
+template <int NO>
+__device__ __forceinline__ void online_softmax_tile(float (&sacc)[8][4], float (&o)[NO][4], float (&m)[2],
+                                                    float (&l)[2], const FlashDims &f, const uint16_t *bits, int first,
+                                                    int r0, int j0, int g, int c) {
+    int row0 = first + g, row1 = row0 + 8;
+    float mx0 = m[0], mx1 = m[1];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int key = j0 + n * 8 + 2 * c + e;
+            sacc[n][e] = flash_sees(f, row0, key) ? sacc[n][e] * f.scale : -INFINITY;
+            sacc[n][2 + e] = flash_sees(f, row1, key) ? sacc[n][2 + e] * f.scale : -INFINITY;
+            mx0 = fmaxf(mx0, sacc[n][e]);
+            mx1 = fmaxf(mx1, sacc[n][2 + e]);
+        }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 2));
+    // A row with no key seen yet (its window starts past this tile: mx = −∞) exponentiates against 0
+    // instead: its p and corr are e^−∞ = 0, its l and O stay 0 (not e^(−∞+∞) = NaN); m stays −∞.
+    float ms0 = mx0 == -INFINITY ? 0.0f : mx0, ms1 = mx1 == -INFINITY ? 0.0f : mx1;
+    float corr0 = exp_fast(m[0] - ms0), corr1 = exp_fast(m[1] - ms1), sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int col = n * 8 + 2 * c + e;
+            float p0 = exp_fast(sacc[n][e] - ms0), p1 = exp_fast(sacc[n][2 + e] - ms1);   // masked: e^−∞ = 0
+            sum0 += p0;
+            sum1 += p1;
+            if (f.drop) {
+                p0 = keep_bit(bits, r0, col) ? p0 * f.keep_scale : 0.0f;
+                p1 = keep_bit(bits, r0 + 8, col) ? p1 * f.keep_scale : 0.0f;
+            }
+            sacc[n][e] = p0;
+            sacc[n][2 + e] = p1;
+        }
+    sum0 += __shfl_xor_sync(0xFFFFFFFFu, sum0, 1);
+    sum0 += __shfl_xor_sync(0xFFFFFFFFu, sum0, 2);
+    sum1 += __shfl_xor_sync(0xFFFFFFFFu, sum1, 1);
+    sum1 += __shfl_xor_sync(0xFFFFFFFFu, sum1, 2);
+    l[0] = l[0] * corr0 + sum0;
+    l[1] = l[1] * corr1 + sum1;
+    m[0] = mx0;
+    m[1] = mx1;
+#pragma unroll
+    for (int n = 0; n < NO; n++) {
+        o[n][0] *= corr0;
+        o[n][1] *= corr0;
+        o[n][2] *= corr1;
+        o[n][3] *= corr1;
+    }
+}
+
+// Forward, bf16: grid (blocks of MT query tiles, b·a), 128 threads, two blocks per SM; heaviest query tiles
+// first. Warp w owns 16·MT query rows of one 64-row query tile (MT 1: rows 16w.. of the block's tile; MT 2:
+// rows 32(w%2).. of tile w/2): their S (16×64 each) and O (16×DPAD each) in accumulators. MT 2 shares each K
+// and V fragment between two row groups (half the shared-memory reads a product), reading Q's fragments from
+// shared memory; MT 1 keeps them in registers. A warp runs exactly the key tiles its own 64-row tile needs, in
+// the same order with the same products, so every row's bits are the same for MT 1 and 2. q, k, v: the bf16
+// copies.
+template <int DPAD, int MT>
+struct FwdSmem {
+    static constexpr size_t bytes = (size_t)(MT + 4) * B16Smem<DPAD>::tile_b + 2 * MT * B16Smem<DPAD>::bits_bytes;
+};
+template <int DPAD, int MT>
 static __global__ void __launch_bounds__(128, 2) flash_fwd_bf16(float *ctx, float *lse, const uint16_t *q,
                                                              const uint16_t *k, const uint16_t *v, FlashDims f) {
     using SM = B16Smem<DPAD>;
-    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, TB = FT * LDB;
+    constexpr int LDB = SM::LDB, KS = DPAD / 16, NO = DPAD / 8, TB = FT * LDB, BT = FT * 4;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    uint16_t *Qb = reinterpret_cast<uint16_t *>(smem_raw), *Kb2 = Qb + TB, *Vb2 = Kb2 + 2 * TB, *bits2 = Vb2 + 2 * TB;
-    int qt = flash_query_tiles(f) - 1 - (int)blockIdx.x, i0 = f.q0 + qt * FT, bj = blockIdx.y;
-    int nkt = flash_key_tiles(f, i0), kt0 = flash_first_key_tile(f, i0);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3, w16 = warp * 16;
+    // Q's MT tiles, then K and V twice; the bits [2][MT][64·4]
+    uint16_t *Qb = reinterpret_cast<uint16_t *>(smem_raw), *Kb2 = Qb + MT * TB, *Vb2 = Kb2 + 2 * TB;
+    uint16_t *bits2 = Vb2 + 2 * TB;
+    int nqt = flash_query_tiles(f), t0 = ((nqt + MT - 1) / MT - 1 - (int)blockIdx.x) * MT, bj = blockIdx.y;
+    int tiles = nqt - t0 < MT ? nqt - t0 : MT;   // the block's query tiles t0 .. t0 + tiles − 1
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    int u = warp * MT / 4, w16 = (warp * 16 * MT) % FT;   // this warp's tile and its first row in it
+    int iu = f.q0 + (t0 + u) * FT;                         // that tile's first query
+    bool live = u < tiles;
+    // the block's key tiles, and this warp's (its tile's): from the window's first to the diagonal
+    int kt0 = flash_first_key_tile(f, f.q0 + t0 * FT), nkt = flash_key_tiles(f, f.q0 + (t0 + tiles - 1) * FT);
+    int wkt0 = flash_first_key_tile(f, iu), wnkt = live ? flash_key_tiles(f, iu) : 0;
     FlashHead hd = flash_head(f, bj);
 
-    fetch_tile<DPAD, 128>(Qb, q + hd.off, i0, f, f.ld);
+    for (int t = 0; t < tiles; t++) fetch_tile<DPAD, 128>(Qb + t * TB, q + hd.off, f.q0 + (t0 + t) * FT, f, f.ld);
     fetch_tile<DPAD, 128>(Kb2, k + hd.koff, kt0 * FT, f, f.ldk);
     fetch_tile<DPAD, 128>(Vb2, v + hd.koff, kt0 * FT, f, f.ldk);
-    if (f.drop) keep_bits_tile<128>(bits2, f, hd.sample, hd.head, i0, kt0 * FT);
+    if (f.drop)
+        for (int t = 0; t < tiles; t++)
+            keep_bits_tile<128>(bits2 + t * BT, f, hd.sample, hd.head, f.q0 + (t0 + t) * FT, kt0 * FT);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
-    uint32_t qf[KS][4];
+    const uint16_t *Qu = Qb + u * TB;
+    uint32_t qf[MT == 1 ? KS : 1][4];   // MT 1: the rows' Q fragments, kept
+    if constexpr (MT == 1) {
 #pragma unroll
-    for (int kk = 0; kk < KS; kk++) ldsm_x4(qf[kk], frag_a<LDB>(Qb, w16, kk * 16, lane));
+        for (int kk = 0; kk < KS; kk++) ldsm_x4(qf[kk], frag_a<LDB>(Qu, w16, kk * 16, lane));
+    }
 
-    float o[NO][4];
+    float o[MT][NO][4], m[MT][2], l[MT][2];
 #pragma unroll
-    for (int n = 0; n < NO; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-    int r0 = w16 + g, row0 = i0 + r0, row1 = row0 + 8;   // this thread's two query rows
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < NO; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
     for (int kt = kt0; kt < nkt; kt++) {   // key tiles from the window's to the diagonal
         int j0 = kt * FT, buf = (kt - kt0) & 1;
-        const uint16_t *Kb = Kb2 + buf * TB, *Vb = Vb2 + buf * TB, *bits = bits2 + buf * FT * 4;
+        const uint16_t *Kb = Kb2 + buf * TB, *Vb = Vb2 + buf * TB, *bits = bits2 + (buf * MT + u) * BT;
         cp_async_wait_all();
         __syncthreads();   // tile kt has landed; every reader of the other buffer (tile kt − 1) is done
         if (kt + 1 < nkt) {   // the next tile streams in while this one computes
             fetch_tile<DPAD, 128>(Kb2 + (buf ^ 1) * TB, k + hd.koff, j0 + FT, f, f.ldk);
             fetch_tile<DPAD, 128>(Vb2 + (buf ^ 1) * TB, v + hd.koff, j0 + FT, f, f.ldk);
-            if (f.drop) keep_bits_tile<128>(bits2 + (buf ^ 1) * FT * 4, f, hd.sample, hd.head, i0, j0 + FT);
+            if (f.drop)
+                for (int t = 0; t < tiles; t++)
+                    keep_bits_tile<128>(bits2 + ((buf ^ 1) * MT + t) * BT, f, hd.sample, hd.head, f.q0 + (t0 + t) * FT,
+                                        j0 + FT);
             cp_async_commit();
         }
-        float sacc[8][4];
+        if (kt < wkt0 || kt >= wnkt) continue;   // outside this warp's tile's key tiles
+        float sacc[MT][8][4];
 #pragma unroll
-        for (int n = 0; n < 8; n++) sacc[n][0] = sacc[n][1] = sacc[n][2] = sacc[n][3] = 0.0f;
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int kk = 0; kk < KS; kk++)
+            for (int n = 0; n < 8; n++) sacc[mt][n][0] = sacc[mt][n][1] = sacc[mt][n][2] = sacc[mt][n][3] = 0.0f;
+        if constexpr (MT == 1) {
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t b[4];
-                ldsm_x4(b, frag_bn<LDB>(Kb, np * 16, kk * 16, lane));
-                mma_bf16(sacc[2 * np], qf[kk], b[0], b[1]);
-                mma_bf16(sacc[2 * np + 1], qf[kk], b[2], b[3]);
-            }
-        // online softmax over this tile: rows row0 (entries 0, 1) and row1 (entries 2, 3)
-        float mx0 = m0, mx1 = m1;
+            for (int kk = 0; kk < KS; kk++)
 #pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int key = j0 + n * 8 + 2 * c + e;
-                sacc[n][e] = flash_sees(f, row0, key) ? sacc[n][e] * f.scale : -INFINITY;
-                sacc[n][2 + e] = flash_sees(f, row1, key) ? sacc[n][2 + e] * f.scale : -INFINITY;
-                mx0 = fmaxf(mx0, sacc[n][e]);
-                mx1 = fmaxf(mx1, sacc[n][2 + e]);
-            }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xFFFFFFFFu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xFFFFFFFFu, mx1, 2));
-        // A row with no key seen yet (its window starts past this tile: mx = −∞) exponentiates against 0
-        // instead: its p and corr are e^−∞ = 0, its l and O stay 0 (not e^(−∞+∞) = NaN); m stays −∞.
-        float ms0 = mx0 == -INFINITY ? 0.0f : mx0, ms1 = mx1 == -INFINITY ? 0.0f : mx1;
-        float corr0 = exp_fast(m0 - ms0), corr1 = exp_fast(m1 - ms1), sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int col = n * 8 + 2 * c + e;
-                float p0 = exp_fast(sacc[n][e] - ms0), p1 = exp_fast(sacc[n][2 + e] - ms1);   // masked: e^−∞ = 0
-                sum0 += p0;
-                sum1 += p1;
-                if (f.drop) {
-                    p0 = keep_bit(bits, r0, col) ? p0 * f.keep_scale : 0.0f;
-                    p1 = keep_bit(bits, r0 + 8, col) ? p1 * f.keep_scale : 0.0f;
+                for (int np = 0; np < 4; np++) {
+                    uint32_t b[4];
+                    ldsm_x4(b, frag_bn<LDB>(Kb, np * 16, kk * 16, lane));
+                    mma_bf16(sacc[0][2 * np], qf[kk], b[0], b[1]);
+                    mma_bf16(sacc[0][2 * np + 1], qf[kk], b[2], b[3]);
                 }
-                sacc[n][e] = p0;
-                sacc[n][2 + e] = p1;
-            }
-        sum0 += __shfl_xor_sync(0xFFFFFFFFu, sum0, 1);
-        sum0 += __shfl_xor_sync(0xFFFFFFFFu, sum0, 2);
-        sum1 += __shfl_xor_sync(0xFFFFFFFFu, sum1, 1);
-        sum1 += __shfl_xor_sync(0xFFFFFFFFu, sum1, 2);
-        l0 = l0 * corr0 + sum0;
-        l1 = l1 * corr1 + sum1;
-        m0 = mx0;
-        m1 = mx1;
+        } else {
+#pragma unroll 1   // rolled: its addresses made per step, not all held (the two groups' S and O fill the registers)
+            for (int kk = 0; kk < KS; kk++) {
+                uint32_t qa[MT][4];
 #pragma unroll
-        for (int n = 0; n < NO; n++) {
-            o[n][0] *= corr0;
-            o[n][1] *= corr0;
-            o[n][2] *= corr1;
-            o[n][3] *= corr1;
+                for (int mt = 0; mt < MT; mt++) ldsm_x4(qa[mt], frag_a<LDB>(Qu, w16 + 16 * mt, kk * 16, lane));
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t b[4];
+                    ldsm_x4(b, frag_bn<LDB>(Kb, np * 16, kk * 16, lane));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma_bf16(sacc[mt][2 * np], qa[mt], b[0], b[1]);
+                        mma_bf16(sacc[mt][2 * np + 1], qa[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        // P̃ as the A fragments of P̃·V, packed to bf16 as soon as each group's softmax is done (half the registers)
+        uint32_t pa[MT][4][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            online_softmax_tile<NO>(sacc[mt], o[mt], m[mt], l[mt], f, bits, iu + w16 + 16 * mt, w16 + 16 * mt + g, j0,
+                                    g, c);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                pa[mt][kk][0] = pack_bf16(sacc[mt][2 * kk][0], sacc[mt][2 * kk][1]);
+                pa[mt][kk][1] = pack_bf16(sacc[mt][2 * kk][2], sacc[mt][2 * kk][3]);
+                pa[mt][kk][2] = pack_bf16(sacc[mt][2 * kk + 1][0], sacc[mt][2 * kk + 1][1]);
+                pa[mt][kk][3] = pack_bf16(sacc[mt][2 * kk + 1][2], sacc[mt][2 * kk + 1][3]);
+            }
         }
         // O += P̃ · V_tile
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            uint32_t a[4] = {pack_bf16(sacc[2 * kk][0], sacc[2 * kk][1]), pack_bf16(sacc[2 * kk][2], sacc[2 * kk][3]),
-                             pack_bf16(sacc[2 * kk + 1][0], sacc[2 * kk + 1][1]),
-                             pack_bf16(sacc[2 * kk + 1][2], sacc[2 * kk + 1][3])};
+        for (int kk = 0; kk < 4; kk++)
 #pragma unroll
             for (int dp = 0; dp < KS; dp++) {
                 uint32_t b[4];
                 ldsm_x4_t(b, frag_bk<LDB>(Vb, kk * 16, dp * 16, lane));
-                mma_bf16(o[2 * dp], a, b[0], b[1]);
-                mma_bf16(o[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    mma_bf16(o[mt][2 * dp], pa[mt][kk], b[0], b[1]);
+                    mma_bf16(o[mt][2 * dp + 1], pa[mt][kk], b[2], b[3]);
+                }
             }
-        }
     }
-    float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-    float *dst0 = ctx + hd.off + (size_t)row0 * f.ld, *dst1 = ctx + hd.off + (size_t)row1 * f.ld;
+    if (!live) return;
 #pragma unroll
-    for (int n = 0; n < NO; n++)
+    for (int mt = 0; mt < MT; mt++) {
+        int row0 = iu + w16 + 16 * mt + g, row1 = row0 + 8;   // this thread's two query rows
+        float inv0 = 1.0f / l[mt][0], inv1 = 1.0f / l[mt][1];
+        float *dst0 = ctx + hd.off + (size_t)row0 * f.ld, *dst1 = ctx + hd.off + (size_t)row1 * f.ld;
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            int col = n * 8 + 2 * c + e;
-            if (col >= f.d) continue;
-            if (row0 < f.q1) dst0[col] = o[n][e] * inv0;
-            if (row1 < f.q1) dst1[col] = o[n][2 + e] * inv1;
+        for (int n = 0; n < NO; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int col = n * 8 + 2 * c + e;
+                if (col >= f.d) continue;
+                if (row0 < f.q1) dst0[col] = o[mt][n][e] * inv0;
+                if (row1 < f.q1) dst1[col] = o[mt][n][2 + e] * inv1;
+            }
+        if (c == 0) {
+            if (row0 < f.q1) lse[(size_t)bj * f.s + row0] = m[mt][0] + logf(l[mt][0]);
+            if (row1 < f.q1) lse[(size_t)bj * f.s + row1] = m[mt][1] + logf(l[mt][1]);
         }
-    if (c == 0) {
-        if (row0 < f.q1) lse[(size_t)bj * f.s + row0] = m0 + logf(l0);
-        if (row1 < f.q1) lse[(size_t)bj * f.s + row1] = m1 + logf(l1);
     }
 }
 
@@ -1045,9 +1119,16 @@ static void forward_launch(Backend *be, float *ctx, float *lse, const float *q, 
     cudaStream_t st = cuda_stream(be);
     if (be->precision == PRECISION_BF16) {
         Flash16 x = pack_operands(be, f, q, k, v, NULL, f.q0, f.q1, in);
-        size_t bytes = B16Smem<DPAD>::fwd;
-        set_smem(be, flash_fwd_bf16<DPAD>, bytes, "the bf16 forward", f.d);
-        flash_fwd_bf16<DPAD><<<grid, 128, bytes, st>>>(ctx, lse, x.q, x.k, x.v, f);
+        if (cuda_impl(be)->flash_fwd_pairs) {   // two query tiles a block (CTRON_FLASH_FWD_ROWS=32)
+            size_t bytes = FwdSmem<DPAD, 2>::bytes;
+            set_smem(be, flash_fwd_bf16<DPAD, 2>, bytes, "the bf16 forward", f.d);
+            grid.x = (grid.x + 1) / 2;
+            flash_fwd_bf16<DPAD, 2><<<grid, 128, bytes, st>>>(ctx, lse, x.q, x.k, x.v, f);
+        } else {
+            size_t bytes = FwdSmem<DPAD, 1>::bytes;
+            set_smem(be, flash_fwd_bf16<DPAD, 1>, bytes, "the bf16 forward", f.d);
+            flash_fwd_bf16<DPAD, 1><<<grid, 128, bytes, st>>>(ctx, lse, x.q, x.k, x.v, f);
+        }
     } else {
         size_t bytes = F32Smem<DPAD>::fwd;
         set_smem(be, flash_fwd_f32<DPAD>, bytes, "the fp32 forward", f.d);
