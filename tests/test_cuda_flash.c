@@ -435,7 +435,8 @@ static double now_s(void) {
 // heads, d = 128) and GPT-2 124M's: forward and backward timed, the bf16 operands' rounding included (printed,
 // not asserted: a report for the run) and the backward's dq/dk/dv of the first and last of the
 // timed runs compared bit for bit (determinism at many tiles).
-static void time_case(Backend *gpu, int s, int b, int a, int kv, int d, float p) {
+// fwd_rows32: gpu was opened with CTRON_FLASH_FWD_ROWS=32 (the label says so).
+static void time_case(Backend *gpu, int fwd_rows32, int s, int b, int a, int kv, int d, float p) {
     int h = a * d, reps = 5;
     size_t n = (size_t)s * b * h, nk = (size_t)s * b * kv * d, nl = (size_t)b * a * s;
     DropoutSite site = {philox_key_from_seed(99), 1, 0, SITE_ATTN, p};
@@ -463,8 +464,9 @@ static void time_case(Backend *gpu, int s, int b, int a, int kv, int d, float p)
     t_fwd /= reps, t_bwd /= reps;
     // causal: half of the s² scores; forward 2 GEMMs, backward 5 (this backward computes 7), 2·d flops each per score
     double fl = (double)s * s / 2 * b * a * 2.0 * d;
+    const char *kind = gpu->precision != PRECISION_BF16 ? "fp32" : fwd_rows32 ? "bf16 fwd-rows-32" : "bf16";
     printf("  timing %s s=%d b=%d a=%d kv=%d d=%d p=%.1f: forward %.3f ms (%.1f TFLOP/s), backward %.3f ms (%.1f TFLOP/s "
-           "counting 5 products)\n", gpu->precision == PRECISION_BF16 ? "bf16" : "fp32", s, b, a, kv, d, (double)p,
+           "counting 5 products)\n", kind, s, b, a, kv, d, (double)p,
            t_fwd * 1e3, 2 * fl / t_fwd * 1e-12, t_bwd * 1e3, 5 * fl / t_bwd * 1e-12);
     CHECK_BYTES_EQUAL(gpu, dq, first[0], n * 4, "timed dq, last run against the first");
     CHECK_BYTES_EQUAL(gpu, dk, first[1], nk * 4, "timed dk, last run against the first");
@@ -561,14 +563,13 @@ int main(void) {
         ref_free(&r);
     }
     if (cuda_test_timed()) {
-        time_case(gpu16, 2048, 4, 8, 8, 96, 0.1f);
-        time_case(gpu16, 2048, 4, 8, 8, 96, 0.0f);
-        time_case(gpu16, 2048, 2, 32, 8, 128, 0.0f);   // Llama 3 8B's attention (lora-8b-2l's)
-        time_case(gpu16, 1024, 16, 12, 12, 64, 0.0f);   // GPT-2 124M's
-        time_case(gpu32, 2048, 4, 8, 8, 96, 0.1f);
-        printf("  timing with 32 rows a warp in the bf16 forward (CTRON_FLASH_FWD_ROWS=32; the backward as above)\n");
-        time_case(pairs, 2048, 2, 32, 8, 128, 0.0f);
-        time_case(pairs, 1024, 16, 12, 12, 64, 0.0f);
+        time_case(gpu16, 0, 2048, 4, 8, 8, 96, 0.1f);
+        time_case(gpu16, 0, 2048, 4, 8, 8, 96, 0.0f);
+        time_case(gpu16, 0, 2048, 2, 32, 8, 128, 0.0f);   // Llama 3 8B's attention (lora-8b-2l's)
+        time_case(gpu16, 0, 1024, 16, 12, 12, 64, 0.0f);   // GPT-2 124M's
+        time_case(gpu32, 0, 2048, 4, 8, 8, 96, 0.1f);
+        time_case(pairs, 1, 2048, 2, 32, 8, 128, 0.0f);
+        time_case(pairs, 1, 1024, 16, 12, 12, 64, 0.0f);
     } else {
         printf("  timed cases left out: the emulated GPU shows no speed, or CT_CUDA_TEST_SMALL is set\n");
     }
