@@ -16,6 +16,9 @@ of which the first is dropped:
     peft-lora-bf16  peft LoRA under torch.autocast(bf16): kept only when PyTorch's CPU bf16 matmul
                     runs at least at half its fp32 rate (run_bench.py's probe), unless --bf16-peer
                     always
+    peft-lora-fa-bf16, ctron-lora-fa-bf16 (--precision bf16): LoRA-FA at bf16 on both sides, kept
+                    by the same probe (a machine with native bf16 GEMMs: AVX512-BF16, AMX), so that
+                    ctron at bf16 meets the peers at bf16 (ctron-lora-bf16 only when --impls names it)
 
 Reported per implementation: the median ms/step over every timed step of every round, and the
 activation bytes: ctron's ledger peak of the step (`act_bytes`, measured == predicted) and the
@@ -55,8 +58,12 @@ IMPLS = {
     "peft-lora": ("peer", "hf-fp32", "lora"),
     "peft-lora-fa": ("peer", "hf-fp32", "fa"),
     "peft-lora-bf16": ("peer", "hf-bf16", "lora"),
+    "peft-lora-fa-bf16": ("peer", "hf-bf16", "fa"),
+    "ctron-lora-bf16": ("ctron", "ctron-bf16", "lora"),
+    "ctron-lora-fa-bf16": ("ctron", "ctron-bf16", "fa"),
 }
-OPTIONAL = ("ctron-lora-fa-flash", "ctron-lora-fa-before")   # only when --impls names them
+OPTIONAL = ("ctron-lora-fa-flash", "ctron-lora-fa-before", "ctron-lora-bf16")   # only when --impls names them
+BF16 = ("peft-lora-bf16", "peft-lora-fa-bf16", "ctron-lora-bf16", "ctron-lora-fa-bf16")   # kept by the bf16 probe
 LABELS = {
     "ctron-full": "ctron full fine-tuning", "ctron-lora": "ctron LoRA", "ctron-lora-fa": "ctron LoRA-FA",
     "ctron-lora-fa-flash": "ctron LoRA-FA, --attention flash",
@@ -64,6 +71,8 @@ LABELS = {
     "hf-full": "transformers full fine-tuning (fp32, SDPA)", "peft-lora": "peft LoRA (fp32, SDPA)",
     "peft-lora-fa": "peft LoRA-FA (fp32, SDPA, lora_A frozen)",
     "peft-lora-bf16": "peft LoRA (bf16 autocast, SDPA)",
+    "peft-lora-fa-bf16": "peft LoRA-FA (bf16 autocast, SDPA, lora_A frozen)",
+    "ctron-lora-bf16": "ctron LoRA, --precision bf16", "ctron-lora-fa-bf16": "ctron LoRA-FA, --precision bf16",
 }
 
 
@@ -144,7 +153,7 @@ def summarise_cpu(pairs, names):
     return out
 
 
-FA_VARIANTS = ("ctron-lora-fa", "ctron-lora-fa-flash", "ctron-lora-fa-before")
+FA_VARIANTS = ("ctron-lora-fa", "ctron-lora-fa-flash", "ctron-lora-fa-before", "ctron-lora-fa-bf16")
 
 
 def verdicts(summary):
@@ -178,7 +187,7 @@ def markdown(result):
     c = result["config"]
     lines = [f"# LoRA and LoRA-FA: ctron vs peft ({result['date']})", "",
              f"Config {CONFIG}: L{c['layers']} h{c['hidden']} a{c['heads']} kv{c['kv_heads']} "
-             f"ffn{c['ffn']} s{c['seq']} b{c['batch']} v{c['vocab']}, fp32, recompute none, "
+             f"ffn{c['ffn']} s{c['seq']} b{c['batch']} v{c['vocab']}, fp32 (bf16 where a row says so), recompute none, "
              f"{result['threads']} threads; LoRA r {result['rank']}, alpha {result['alpha']}, "
              f"targets q,k,v,o,gate,up,down; {result['steps']} steps per run (first dropped), "
              f"{result['rounds']} interleaved rounds.", "",
@@ -301,16 +310,20 @@ def main(argv=None):
                               ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")})
     notes = []
     names = list(args.impls)
-    if "peft-lora-bf16" in names and args.bf16_peer != "always":
+    bf16 = [n for n in names if n in BF16]
+    if bf16 and args.bf16_peer != "always":
         probe = rb.probe_bf16(args.hf_python, env) if args.bf16_peer == "auto" else {}
         f32, b16 = probe.get("fp32_gflops"), probe.get("bf16_gflops")
         if args.bf16_peer == "never" or (f32 and b16 is not None and b16 < rb.BF16_SLOW * f32):
-            names.remove("peft-lora-bf16")
+            names = [n for n in names if n not in BF16]
             if f32:
-                notes.append(f"peft LoRA under bf16 autocast left out: this PyTorch's CPU bf16 matmul runs "
+                notes.append(f"The bf16 rows ({', '.join(bf16)}) left out: this PyTorch's CPU bf16 matmul runs "
                              f"at {b16:.1f} GFLOP per CPU second against {f32:.1f} in fp32 (run_bench.py's "
                              f"probe; no AVX512-BF16/AMX here), so fp32 is the strongest peer "
-                             f"(`--bf16-peer always` runs it).")
+                             f"(`--bf16-peer always` runs them).")
+        elif f32:
+            notes.append(f"bf16 rows kept: this PyTorch's CPU bf16 matmul runs at {b16:.1f} GFLOP per CPU second "
+                         f"against {f32:.1f} in fp32 (run_bench.py's probe).")
     runs, pairs = [], []
     with tempfile.TemporaryDirectory(prefix="ctron-lora-bench-") as workdir:
         for rnd in range(1, args.rounds + 1):
