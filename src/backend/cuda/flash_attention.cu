@@ -5,7 +5,8 @@
 //   fp32 — SIMT FMAs, 256 threads per block, the CPU's exp (ctron_expf): matches the CPU to fp32
 //          summation order;
 //   bf16 — mma.sync m16n8k16 (bf16 operands, fp32 accumulation) for every tile product, 128 threads
-//          (four warps of 16 rows, two blocks per SM), operands rounded to bf16 copies once per call
+//          (four warps of 16 rows, two blocks per SM; the forward's warps own 32 rows, two query tiles a
+//          block, under CTRON_FLASH_FWD_ROWS=32, with the same bits), operands rounded to bf16 copies once per call
 //          and streamed by cp.async into double-buffered tiles while the previous tile computes, exp
 //          through ex2.approx (bf16 operands dominate the error by far).
 // Dropout: each tile's keep bits are drawn from the same Philox counters as the CPU (element index
