@@ -8,11 +8,13 @@
 
 enum { SWIGLU_THREADS = 256 };
 
-// gate, up [n, f] (row stride ld) -> y [n, f]; round_bf16: gate and up rounded in place first, y too.
-// Thread: V consecutive columns (blockIdx.x); rows over blockIdx.y, grid-strided. TI, TY: fp32, or bf16
-// (the kept copies of gate and up, read exactly; y rounded as the GEMMs' packing rounds it).
-template <int V, typename TI, typename TY>
-static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, int n, int f, int round_bf16) {
+// gate, up [n, f] (row stride ld) -> y [n, f]; round_bf16: gate and up rounded first, into gr, ur (row stride
+// ldr: in place over fp32 gate and up, or their bf16 copies), y too. Thread: V consecutive columns
+// (blockIdx.x); rows over blockIdx.y, grid-strided. TI, TY: fp32, or bf16 (the kept copies of gate and up,
+// read exactly; y rounded as the GEMMs' packing rounds it).
+template <int V, typename TI, typename TY, typename TR = float>
+static __global__ void swiglu_forward_kernel(TY *y, const TI *gate, const TI *up, int ld, int n, int f, int round_bf16,
+                                             TR *gr, TR *ur, int ldr) {
     int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
     if (c >= f) return;
     for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
@@ -21,7 +23,7 @@ static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, in
         load_v<V>(g, gate + o);
         load_v<V>(u, up + o);
         bool rounded = false;
-        if constexpr (sizeof(TI) == sizeof(float)) {   // fp32 gate and up: rounded in place when asked
+        if constexpr (sizeof(TI) == sizeof(float)) {   // fp32 gate and up: rounded when asked
             if (round_bf16) {
 #pragma unroll
                 for (int k = 0; k < V; k++) {
@@ -29,8 +31,8 @@ static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, in
                     u[k] = bf16_round_f(u[k]);
                     out[k] = bf16_round_f(fmul(swiglu_silu(g[k]), u[k]));
                 }
-                store_v<V>(gate + o, g);
-                store_v<V>(up + o, u);
+                store_v<V>(gr + (size_t)r * ldr + c, g);   // exact into bf16: already rounded
+                store_v<V>(ur + (size_t)r * ldr + c, u);
                 rounded = true;
             }
         }
@@ -39,30 +41,6 @@ static __global__ void swiglu_forward_kernel(TY *y, TI *gate, TI *up, int ld, in
             for (int k = 0; k < V; k++) out[k] = fmul(swiglu_silu(g[k]), u[k]);
         }
         store_v<V>(y + (size_t)r * f + c, out);
-    }
-}
-
-// fp32 gate, up [n, f] (row stride ld) -> their bf16 copies gate16, up16 and y16 = SwiGLU of the copies'
-// values ([n, f] each, row stride f): bf16_pack of gate and up, then swiglu_forward16, in one pass.
-template <int V>
-static __global__ void swiglu_forward_pack_kernel(uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate,
-                                                  const float *up, int ld, int n, int f) {
-    int c = (int)(blockIdx.x * blockDim.x + threadIdx.x) * V;
-    if (c >= f) return;
-    for (int r = (int)blockIdx.y; r < n; r += (int)gridDim.y) {
-        size_t o = (size_t)r * ld + c, oc = (size_t)r * f + c;
-        float g[V], u[V], out[V];
-        load_v<V>(g, gate + o);
-        load_v<V>(u, up + o);
-#pragma unroll
-        for (int k = 0; k < V; k++) {
-            g[k] = bf16_round_f(g[k]);
-            u[k] = bf16_round_f(u[k]);
-            out[k] = fmul(swiglu_silu(g[k]), u[k]);
-        }
-        store_v<V>(gate16 + oc, g);   // exact: already rounded
-        store_v<V>(up16 + oc, u);
-        store_v<V>(y16 + oc, out);
     }
 }
 
@@ -100,12 +78,16 @@ static dim3 swiglu_grid(int n, int f, int V, unsigned *threads) {
 }
 
 // One launch of each kernel over [n, f], V = 4 where vec (every row and pointer aligned for it), else 1.
-template <typename TI, typename TY>
-static void forward_launch(Backend *be, bool vec, TY *y, TI *gate, TI *up, int ld, int n, int f, int round_bf16) {
+template <typename TI, typename TY, typename TR = float>
+static void forward_launch(Backend *be, bool vec, TY *y, const TI *gate, const TI *up, int ld, int n, int f,
+                           int round_bf16, TR *gr = NULL, TR *ur = NULL, int ldr = 0) {
     unsigned threads;
     dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    if (vec) swiglu_forward_kernel<4, TI, TY><<<grid, threads, 0, cuda_stream(be)>>>(y, gate, up, ld, n, f, round_bf16);
-    else swiglu_forward_kernel<1, TI, TY><<<grid, threads, 0, cuda_stream(be)>>>(y, gate, up, ld, n, f, round_bf16);
+    cudaStream_t st = cuda_stream(be);
+    if (vec)
+        swiglu_forward_kernel<4, TI, TY, TR><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16, gr, ur, ldr);
+    else
+        swiglu_forward_kernel<1, TI, TY, TR><<<grid, threads, 0, st>>>(y, gate, up, ld, n, f, round_bf16, gr, ur, ldr);
     CUDA_LAUNCHED();
 }
 template <typename TI, typename TG>
@@ -129,7 +111,7 @@ extern "C" void cuda_swiglu_forward(Backend *be, float *y, float *gate, float *u
                                     int round_bf16) {
     if (n <= 0 || f <= 0) return;
     bool vec = f % 4 == 0 && ld % 4 == 0 && aligned16(y) && aligned16(gate) && aligned16(up);
-    forward_launch(be, vec, y, gate, up, ld, n, f, round_bf16);
+    forward_launch(be, vec, y, (const float *)gate, (const float *)up, ld, n, f, round_bf16, gate, up, ld);
 }
 
 extern "C" void cuda_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
@@ -155,13 +137,7 @@ extern "C" void cuda_swiglu_forward_pack16(Backend *be, uint16_t *y16, uint16_t 
     if (n <= 0 || f <= 0) return;
     bool vec = f % 4 == 0 && ld % 4 == 0 && aligned8(y16) && aligned8(gate16) && aligned8(up16) && aligned16(gate) &&
                aligned16(up);
-    unsigned threads;
-    dim3 grid = swiglu_grid(n, f, vec ? 4 : 1, &threads);
-    if (vec)
-        swiglu_forward_pack_kernel<4><<<grid, threads, 0, cuda_stream(be)>>>(y16, gate16, up16, gate, up, ld, n, f);
-    else
-        swiglu_forward_pack_kernel<1><<<grid, threads, 0, cuda_stream(be)>>>(y16, gate16, up16, gate, up, ld, n, f);
-    CUDA_LAUNCHED();
+    forward_launch(be, vec, y16, gate, up, ld, n, f, 1, gate16, up16, f);
 }
 
 // grad16: dgate and dup written as bf16 (uint16_t, row stride ldd elements), rounded as a GEMM's packing rounds
