@@ -25,6 +25,15 @@ int precision_parse(const char *text, Precision *out) {
     return 0;
 }
 
+int backend_bf16_copies(char *err, size_t errlen) {
+    const char *copies = getenv("CTRON_BF16_COPIES");
+    if (!copies || !*copies || !strcmp(copies, "1")) return 1;
+    if (!strcmp(copies, "0")) return 0;
+    snprintf(err, errlen, "CTRON_BF16_COPIES='%s': expected 1 (at bf16 the kernels read and write the arena's bf16 "
+             "copies, the default) or 0 (fp32 values unpacked and rounded again)", copies);
+    return -1;
+}
+
 Backend *backend_open(const char *name, Precision precision, char *err, size_t errlen) {
     if (!strcmp(name, "cpu")) return backend_cpu_open(precision, err, errlen);
     if (!strcmp(name, "cpu-guarded")) return backend_guard_open(precision, err, errlen);

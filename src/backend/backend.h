@@ -264,7 +264,7 @@ struct Backend {
     // kernels can read bf16 (the CUDA backend at bf16), the model hands them the arena's bf16 copies of what
     // they read instead of fp32 tensors unpacked from those copies (and, for a GEMM or flash, rounded to the
     // same bits again). Results: bitwise those of the fp32 op on the unpacked values. NULL where a backend has
-    // none (the CPU backend, the CUDA backend at fp32).
+    // none (at fp32; the CPU backend has those of the llama block, the norms and linear_backward16 at bf16).
     // Flash: q, k, v (and the backward's ctx) in `in`; a member of `in` that is NULL is read from its fp32
     // argument, as flash_attention_forward_rows / flash_attention_backward read it.
     void (*flash_attention_forward16)(Backend *be, float *ctx, float *lse, const FlashIn16 *in, const float *q,
@@ -352,6 +352,10 @@ void backend_close(Backend *be);
 // The gradient clipping factor: max_norm / (norm + 1e-6) when norm > max_norm, else 1 (max_norm <= 0:
 // off; a NaN norm: 1). A GPU's step_guard computes the same expression on the device.
 float backend_clip_scale(double norm, float max_norm);
+// CTRON_BF16_COPIES: 1 (or unset) when a backend's kernels at bf16 read and write the arena's bf16 copies as they are
+// (the ops above on the copies), 0 when they get the fp32 values unpacked from them (the same bits, for comparison);
+// -1 with err naming the value for anything else.
+int backend_bf16_copies(char *err, size_t errlen);
 // 1 when this build has the CUDA backend.
 int backend_has_cuda(void);
 // The CPU backend's attention_scratch_floats for a run of `threads` OpenMP threads (its op gives this

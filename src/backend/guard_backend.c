@@ -717,6 +717,71 @@ static void g_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, fl
     guard_close_all(be);
 }
 
+// ---- the ops on the arena's bf16 copies (the CPU backend has them at bf16)
+static void g_bf16_pack_round(Backend *be, uint16_t *dst, float *x, size_t n) {
+    static const char *const names[] = {"dst", "x"};
+    const void *ptrs[] = {dst, x};
+    guard_check(be, "bf16_pack_round", names, ptrs, 2);
+    guard_open_all(be);
+    inner(be)->bf16_pack_round(inner(be), dst, x, n);
+    guard_close_all(be);
+}
+static void g_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                                int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
+                                int in, int out) {
+    static const char *const names[] = {"dx", "dw", "dy16", "x", "x16", "w16"};
+    const void *ptrs[] = {dx, dw, dy16, x, x16, w16};
+    guard_check(be, "linear_backward16", names, ptrs, 6);
+    guard_open_all(be);
+    inner(be)->linear_backward16(inner(be), dx, ldx_out, accumulate, dw, dy16, lddy16, x, x16, ldx, w16, n, in, out);
+    guard_close_all(be);
+}
+static void g_rmsnorm_backward16(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const uint16_t *x,
+                                 const float *rstd, const float *w, int n, int h) {
+    static const char *const names[] = {"dx", "dw", "dy", "x16", "rstd", "w"};
+    const void *ptrs[] = {dx, dw, dy, x, rstd, w};
+    guard_check(be, "rmsnorm_backward16", names, ptrs, 6);
+    guard_open_all(be);
+    inner(be)->rmsnorm_backward16(inner(be), dx, accumulate, dw, dy, x, rstd, w, n, h);
+    guard_close_all(be);
+}
+static void g_layernorm_backward16(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
+                                   const uint16_t *x, const float *stats, const float *w, int n, int h) {
+    static const char *const names[] = {"dx", "dw", "db", "dy", "x16", "stats", "w"};
+    const void *ptrs[] = {dx, dw, db, dy, x, stats, w};
+    guard_check(be, "layernorm_backward16", names, ptrs, 7);
+    guard_open_all(be);
+    inner(be)->layernorm_backward16(inner(be), dx, accumulate, dw, db, dy, x, stats, w, n, h);
+    guard_close_all(be);
+}
+static void g_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n,
+                               int f) {
+    static const char *const names[] = {"y16", "gate16", "up16"};
+    const void *ptrs[] = {y16, gate, up};
+    guard_check(be, "swiglu_forward16", names, ptrs, 3);
+    guard_open_all(be);
+    inner(be)->swiglu_forward16(inner(be), y16, gate, up, ld, n, f);
+    guard_close_all(be);
+}
+static void g_swiglu_forward_pack16(Backend *be, uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                                    const float *up, int ld, int n, int f) {
+    static const char *const names[] = {"y16", "gate16", "up16", "gate", "up"};
+    const void *ptrs[] = {y16, gate16, up16, gate, up};
+    guard_check(be, "swiglu_forward_pack16", names, ptrs, 5);
+    guard_open_all(be);
+    inner(be)->swiglu_forward_pack16(inner(be), y16, gate16, up16, gate, up, ld, n, f);
+    guard_close_all(be);
+}
+static void g_swiglu_backward16(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
+                                const uint16_t *gate, const uint16_t *up, int ld, int n, int f) {
+    static const char *const names[] = {"dgate", "dup", "dy", "gate16", "up16"};
+    const void *ptrs[] = {dgate, dup, dy, gate, up};
+    guard_check(be, "swiglu_backward16", names, ptrs, 5);
+    guard_open_all(be);
+    inner(be)->swiglu_backward16(inner(be), dgate, dup, ldd, grad16, dy, gate, up, ld, n, f);
+    guard_close_all(be);
+}
+
 static void guard_kernels(Backend *t) {
     t->linear_forward = g_linear_forward;
     t->linear_forward_acc = g_linear_forward_acc;
@@ -786,6 +851,17 @@ static void guard_kernels(Backend *t) {
     t->rope_backward = g_rope_backward;
     t->swiglu_forward = g_swiglu_forward;
     t->swiglu_backward = g_swiglu_backward;
+    if (t->bf16_pack_round) t->bf16_pack_round = g_bf16_pack_round;
+    if (t->linear_backward16) t->linear_backward16 = g_linear_backward16;
+    if (t->rmsnorm_backward16) t->rmsnorm_backward16 = g_rmsnorm_backward16;
+    if (t->layernorm_backward16) t->layernorm_backward16 = g_layernorm_backward16;
+    if (t->swiglu_forward16) t->swiglu_forward16 = g_swiglu_forward16;
+    if (t->swiglu_forward_pack16) t->swiglu_forward_pack16 = g_swiglu_forward_pack16;
+    if (t->swiglu_backward16) t->swiglu_backward16 = g_swiglu_backward16;
+    // any op on the copies not wrapped above would reach guarded memory unguarded: none may be left set
+    if (t->flash_attention_forward16 || t->flash_attention_backward16 || t->gelu_backward16 ||
+        t->bias_gelu_forward16 || t->crossentropy_deferred16)
+        ctron_fatal("cpu-guarded: the CPU backend has an op on bf16 copies this guard does not wrap");
 }
 
 Backend *backend_guard_open(Precision precision, char *err, size_t errlen) {

@@ -37,8 +37,9 @@ static void note_cpu_bf16(const TrainOptions *o) {
 // through host memory around MPI. The device's capacity (0 on the CPU) is kept for check_size.
 static size_t device_capacity;
 static int check_device(const TrainOptions *o) {
-    if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
     char err[512] = "";
+    if (backend_bf16_copies(err, sizeof err) < 0) return usage_error("%s", err);   // read by every backend
+    if (!o->device || strcmp(o->device, "cpu") == 0) return 0;
     Backend *be = backend_open(o->device, (Precision)o->precision, err, sizeof err);
     if (!be) return usage_error("--device %s: %s", o->device, err);
     size_t in_use = 0;

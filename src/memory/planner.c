@@ -54,7 +54,10 @@ size_t plan_gemm_scratch_bytes(const ActShape *sh, Precision precision, unsigned
     // FC1, head: n·h) and mini-seq's chunks (FC2's ⌈n/M⌉·fl, FC1's and the head's ⌈n/M⌉·h) — and
     // attention's per-thread operands
     size_t slot1 = sh->t > 1 && sh->sp ? n * h : 0;
-    if (sh->swiglu && sh->mini_seq <= 1 && n * fl > slot1) slot1 = n * fl;   // down's input, SwiGLU's output again
+    // down's input, SwiGLU's output made again for its weight gradient: in fp32, packed here, unless SwiGLU
+    // writes it in bf16 from the kept copies of gate and up (CTRON_BF16_COPIES, on by default)
+    int copies = backend_bf16_copies(NULL, 0) == 1;
+    if (sh->swiglu && sh->mini_seq <= 1 && !copies && n * fl > slot1) slot1 = n * fl;
     if (sh->mini_seq > 1) {
         if (rows_mlp * fl > slot1) slot1 = rows_mlp * fl;
         if (rows_mlp * h > slot1) slot1 = rows_mlp * h;

@@ -215,6 +215,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         size_t fl = m->be->attention_scratch_floats(m->be, ATTN_SCRATCH_FLASH, c->seq, c->batch, m->al, m->kvh, m->ql);
         if (fl > scratch) scratch = fl;
     }
+    int gemm16 = m->policy.precision == PRECISION_BF16 || c->base_bf16;   // some GEMMs read bf16 inputs
     size_t floats[W_COUNT] = {
         // SP's gathered inputs and gradients (without SP the region edges need no buffer)
         [W_OUT] = nh, [W_GATHER] = sp ? nh : 0, [W_GATHER2] = sp && mini ? nh : 0, [W_D_RES] = nh, [W_D_TMP] = nh,
@@ -227,7 +228,8 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_FFN] = swiglu(m) && !mini ? n * (size_t)m->fl : 0, [W_D_UP] = swiglu(m) && !mini ? n * (size_t)m->fl : 0,
         [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
         [W_LORA] = lora_dropout_elems(m, n, mini_rows), [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
-        [W_LORA_MASK] = (lora_dropout_elems(m, n, mini_rows) + 3) / 4};
+        [W_LORA_MASK] = (lora_dropout_elems(m, n, mini_rows) + 3) / 4,
+        [W_X16] = gemm16 ? (n * (size_t)(m->ql > c->hidden ? m->ql : c->hidden) + 1) / 2 : 0};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);
@@ -448,11 +450,22 @@ static void norm_forward(GPT *m, float *y, float *stats, const float *x, const f
 // dropout drops the adapters' fp32 input. Then the fp32 values are left unrounded: nothing reads them.
 static int gemm_input_copy_only(const GPT *m) { return m->be->linear_backward16 && m->cfg.lora_dropout <= 0.0f; }
 
+// A GEMM input that several GEMMs read (w: the first's weight) in bf16, as they read it: x16, the arena's copy, when
+// it keeps one; else x rounded once into W_X16 (the backend would round it again for each GEMM); NULL when the
+// GEMMs run in fp32.
+static const uint16_t *gemm_input_shared16(GPT *m, const float *x, const uint16_t *x16, size_t count, const float *w) {
+    if (x16 || !gpt_w16(m, w)) return x16;
+    uint16_t *p = (uint16_t *)ws(m, W_X16);
+    m->be->bf16_pack(m->be, p, x, count);
+    return p;
+}
+
 // LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),
 // then g: the whole input for the linear (SP all-gathers the rows; otherwise it is the kept tensor).
-// x16: the kept bf16 copy of the (whole, ungathered) output for the next GEMM, else NULL.
+// x16: the whole input in bf16 for the GEMMs that read it (gemm_input_shared16; w: the first one's weight), else NULL.
 static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName out_name, const float *x,
-                                    const float *gamma, const float *beta, int pass, const uint16_t **x16) {
+                                    const float *gamma, const float *beta, int pass, const float *w,
+                                    const uint16_t **x16) {
     BlockActs *A = &m->act->blocks[l];
     int h = m->cfg.hidden, nr = m->s_rank * m->b_cur;
     size_t nrh = (size_t)nr * h;
@@ -464,7 +477,8 @@ static const float *norm_and_gather(GPT *m, int l, ActName stats_name, ActName o
         saved_done_copy_only(m, A, out_name, l, out, nrh, keep_out);   // no gathered or chunked fp32 rows either
     else saved_done(m, A, out_name, l, out, nrh, keep_out, 0);
     const float *all = tp_gather_rows(m, out, sp_buf(m, W_GATHER), h, TPC_BLOCK);
-    *x16 = all == out ? saved_bf16(m, A, out_name, keep_out) : NULL;
+    *x16 = gemm_input_shared16(m, all, all == out ? saved_bf16(m, A, out_name, keep_out) : NULL,
+                               (size_t)m->s_cur * m->b_cur * h, w);
     return all;
 }
 
@@ -632,17 +646,18 @@ float *attn_half_forward(GPT *m, int l, const float *x, const float *res, float 
 
     // x1 = x + Dropout(Proj(Attn(Norm1(x))))     (llama: RoPE on q and k, grouped k and v)
     const uint16_t *qkv16, *x16;
-    const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass, &qkv16);
+    const float *qkv_all = norm_and_gather(m, l, ACT_LN1_STATS, ACT_QKV_IN, x, w.ln1_w, w.ln1_b, pass, w.qkv_w, &qkv16);
     float *q, *k, *v;
     qkv_forward(m, l, &w, qkv_all, qkv16, pass, &q, &k, &v);
     float *proj_in = saved_out(m, A, ACT_PROJ_IN, l, nql, KEEP(ACT_PROJ_IN));
     attention_core(m, l, q, k, v, proj_in, pass);
     if (gemm_input_copy_only(m)) saved_done_copy_only(m, A, ACT_PROJ_IN, l, proj_in, nql, KEEP(ACT_PROJ_IN));
     else saved_done(m, A, ACT_PROJ_IN, l, proj_in, nql, KEEP(ACT_PROJ_IN), 0);
+    LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
     x16 = saved_bf16(m, A, ACT_PROJ_IN, KEEP(ACT_PROJ_IN));
+    if (lora_on(m, o_site)) x16 = gemm_input_shared16(m, proj_in, x16, nql, w.proj_w);   // o's GEMM and its adapter's
     linear_fwd16(m, ws(m, W_OUT), h, proj_in, x16, ql, w.proj_w, NULL, n, ql, h);
     float *attn_out = tp_reduce_rows(m, ws(m, W_OUT), sp_buf(m, W_GATHER), h, TPC_BLOCK);   // ḡ
-    LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
     if (lora_on(m, o_site)) lora_row_forward(m, l, o_site, proj_in, x16, ql, attn_out, h, KEEP(lora_act(o_site)));
     uint8_t *drop1 = drop ? residual_mask(m, A, ACT_DROP1_MASK, l, SITE_DROP1, KEEP(ACT_DROP1_MASK)) : NULL;
     float *x1 = out ? out : saved_out(m, A, ACT_LN2_IN, l, nrh, KEEP(ACT_LN2_IN));
@@ -686,7 +701,7 @@ float *mlp_half_forward(GPT *m, int l, const float *x1, const float *res, float 
     const uint16_t *fc1_16;
 
     // x2 = x1 + Dropout(FC2(GeLU(FC1(Norm2(x1)))))     (llama: Down(SiLU(Gate) ⊙ Up))
-    const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, &fc1_16);
+    const float *fc1_all = norm_and_gather(m, l, ACT_LN2_STATS, ACT_FC1_IN, x1, w.ln2_w, w.ln2_b, pass, w.fc1_w, &fc1_16);
     const float *fc2_in = NULL;
     float *gate = NULL, *up = NULL;
     int mini = m->policy.mini_seq > 1, reads = SWIGLU_FP32;

@@ -215,7 +215,7 @@ typedef struct {
 
 typedef enum {
     W_OUT, W_GATHER, W_GATHER2, W_D_RES, W_D_TMP, W_D_Q, W_D_K, W_D_V, W_D_4H, W_ATTN_SCRATCH,
-    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_LORA_MASK, W_COUNT
+    W_MINI_A, W_MINI_B, W_MINI_C, W_MINI_LOGITS, W_FFN, W_D_UP, W_MINI_D, W_D_RES2, W_LORA, W_LORA_R, W_LORA_MASK, W_X16, W_COUNT
 } WorkName;
 
 typedef struct {
@@ -291,6 +291,8 @@ typedef struct {
     //              W_LORA_R [s,b,r] dL/d(x·Aᵀ) (LoRA only)
     //   W_LORA_MASK bytes, as many as W_LORA's floats: --lora-dropout's mask of one site's rows, drawn where
     //              they are read
+    //   W_X16      bf16 GEMMs only: [s,b,max(h, a·d/t)] bf16, a GEMM input that the arena keeps no copy of (the
+    //              norms' outputs, the attention output) rounded once for all the GEMMs that read it
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each

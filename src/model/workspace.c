@@ -7,7 +7,7 @@
 static const char *work_name(WorkName w) {
     static const char *names[W_COUNT] = {"ws_out", "ws_gather", "ws_gather2", "d_res", "d_tmp", "d_q", "d_k",
                                          "d_v", "d_4h", "attn_scratch", "mini_a", "mini_b", "mini_c", "mini_logits", "ffn",
-                                         "d_up", "mini_d", "d_res2", "lora_out", "lora_r", "lora_mask"};
+                                         "d_up", "mini_d", "d_res2", "lora_out", "lora_r", "lora_mask", "x16"};
     return w < W_COUNT ? names[w] : "?";
 }
 

@@ -10,6 +10,23 @@ void bf16_round(float *x, size_t n) {
 
 void bf16_pack(uint16_t *dst, const float *src, size_t n) { cvt_f32_to_bf16(dst, src, n); }
 
+void bf16_pack_round(uint16_t *dst, float *x, size_t n) {
+    enum { CHUNK = 1 << 14 };
+    size_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t c = 0; c < chunks; c++) {
+        float *xc = x + c * CHUNK;
+        uint16_t *dc = dst + c * CHUNK;
+        size_t len = c + 1 < chunks ? CHUNK : n - c * CHUNK;
+#pragma omp simd
+        for (size_t i = 0; i < len; i++) {
+            uint16_t b = bf16_from_f32(xc[i]);
+            dc[i] = b;
+            xc[i] = bf16_to_f32(b);
+        }
+    }
+}
+
 void bf16_unpack(float *dst, const uint16_t *src, size_t n) { cvt_bf16_to_f32(dst, src, n); }
 
 void bf16_pack_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols) {

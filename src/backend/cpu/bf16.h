@@ -21,10 +21,20 @@ CT_HD float bf16_to_f32(uint16_t b) {
     memcpy(&f, &u, sizeof f);
     return f;
 }
+#ifndef __CUDACC__
+// dst[0, n) = src[0, n) widened (exact); returns dst. A row of a bf16 copy for an fp32 kernel's loop.
+static inline const float *bf16_widen_row(float *dst, const uint16_t *src, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+    return dst;
+}
+#endif
 // x[i] = bf16(x[i]) as fp32: the value the forward goes on with when the tensor is stored in bf16.
 void bf16_round(float *x, size_t n);
 void bf16_pack(uint16_t *dst, const float *src, size_t n);
 void bf16_unpack(float *dst, const uint16_t *src, size_t n);
+// bf16_pack, then x = the packed values, in one pass.
+void bf16_pack_round(uint16_t *dst, float *x, size_t n);
 // dst[r, c] = bf16(src[r, c]) for a [rows, cols] view with row strides ld_src / ld_dst.
 void bf16_pack_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
 

@@ -14,6 +14,7 @@
 #include "backend/cpu/embedding.h"
 #include "backend/cpu/flash_attention.h"
 #include "backend/cpu/gelu.h"
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/infer_kernels.h"
 #include "backend/cpu/layernorm.h"
 #include "backend/cpu/linear.h"
@@ -105,6 +106,22 @@ static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumul
         x16 = packed;
     }
     linear_backward_bf16(dx, ldx_out, accumulate, dw, db, dy, lddy, dy16, x16, w16, n, in, out);
+}
+
+// linear_backward with dy given as a bf16 copy a kernel wrote (row stride lddy16); no bias gradient.
+static void cpu_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                                  int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
+                                  int in, int out) {
+    if (!w16) ctron_fatal("linear_backward16: no bf16 weight (the op runs only under mixed precision)");
+    if (dx) gemm_bf16(0, 0, n, in, out, dy16, lddy16, w16, in, accumulate ? 1.0f : 0.0f, dx, ldx_out);
+    if (!dw) return;
+    if (!x16) {
+        uint16_t *packed = scratch(be, 1, (size_t)n * in);
+        bf16_pack_rows(packed, in, x, ldx, n, in);
+        x16 = packed;
+        ldx = in;
+    }
+    gemm_bf16(1, 0, out, in, n, dy16, lddy16, x16, ldx, 1.0f, dw, in);   // fp32 weight gradients accumulate
 }
 
 // Inference: one row is sgemv in fp32 (infer_kernels.h); under mixed precision the bf16 GEMM, whose
@@ -340,6 +357,10 @@ static void be_bf16_pack(Backend *be, uint16_t *dst, const float *src, size_t n)
     (void)be;
     bf16_pack(dst, src, n);
 }
+static void be_bf16_pack_round(Backend *be, uint16_t *dst, float *x, size_t n) {
+    (void)be;
+    bf16_pack_round(dst, x, n);
+}
 static void be_bf16_unpack(Backend *be, float *dst, const uint16_t *src, size_t n) {
     (void)be;
     bf16_unpack(dst, src, n);
@@ -459,6 +480,31 @@ static void be_swiglu_forward(Backend *be, float *y, float *gate, float *up, int
     (void)be;
     swiglu_forward(y, gate, up, ld, n, f, round_bf16);
 }
+static void be_swiglu_forward16(Backend *be, uint16_t *y16, const uint16_t *gate, const uint16_t *up, int ld, int n,
+                                int f) {
+    (void)be;
+    swiglu_forward16(y16, gate, up, ld, n, f);
+}
+static void be_swiglu_forward_pack16(Backend *be, uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate,
+                                     const float *up, int ld, int n, int f) {
+    (void)be;
+    swiglu_forward_pack16(y16, gate16, up16, gate, up, ld, n, f);
+}
+static void be_swiglu_backward16(Backend *be, void *dgate, void *dup, int ldd, int grad16, const float *dy,
+                                 const uint16_t *gate, const uint16_t *up, int ld, int n, int f) {
+    (void)be;
+    swiglu_backward16(dgate, dup, ldd, grad16, dy, gate, up, ld, n, f);
+}
+static void be_rmsnorm_backward16(Backend *be, float *dx, int accumulate, float *dw, const float *dy, const uint16_t *x,
+                                  const float *rstd, const float *w, int n, int h) {
+    (void)be;
+    rmsnorm_backward16(dx, accumulate, dw, dy, x, rstd, w, n, h);
+}
+static void be_layernorm_backward16(Backend *be, float *dx, int accumulate, float *dw, float *db, const float *dy,
+                                    const uint16_t *x, const float *stats, const float *w, int n, int h) {
+    (void)be;
+    layernorm_backward16(dx, accumulate, dw, db, dy, x, stats, w, n, h);
+}
 static void be_swiglu_backward(Backend *be, float *dgate, float *dup, int ldd, float *y, const float *dy,
                                const float *gate, const float *up, int ld, int n, int f, int round_bf16) {
     (void)be;
@@ -516,7 +562,7 @@ static const Backend cpu_table = {
     .crossentropy_forward_backward = be_crossentropy_forward_backward, .crossentropy_loss = be_crossentropy_loss,
     .crossentropy_vocab_partial = be_crossentropy_vocab_partial, .crossentropy_vocab_combine = be_crossentropy_vocab_combine,
     .crossentropy_vocab_backward = be_crossentropy_vocab_backward,
-    .bf16_round = be_bf16_round, .bf16_pack = be_bf16_pack, .bf16_unpack = be_bf16_unpack,
+    .bf16_round = be_bf16_round, .bf16_pack = be_bf16_pack, .bf16_pack_round = be_bf16_pack_round, .bf16_unpack = be_bf16_unpack,
     .mask_pack_bits = be_mask_pack_bits, .mask_unpack_bits = be_mask_unpack_bits,
     .adamw_update = be_adamw_update, .sum_squares = be_sum_squares, .count_nonfinite = be_count_nonfinite,
     .host_alloc = cpu_host_alloc, .host_free = cpu_host_free, .host_addressable = 1,
@@ -539,10 +585,21 @@ static const Backend cpu_table = {
 };
 
 Backend *backend_cpu_open(Precision precision, char *err, size_t errlen) {
-    (void)err; (void)errlen;
+    int copies = backend_bf16_copies(err, errlen);
+    if (copies < 0) return NULL;
     Backend *be = xmalloc(sizeof *be);
     *be = cpu_table;
     be->precision = precision;
+    // At bf16 the kernels read the arena's bf16 copies as they are, as the CUDA backend's do (CTRON_BF16_COPIES=0:
+    // the fp32 values unpacked from them, the same bits, for comparison)
+    if (precision == PRECISION_BF16 && copies) {
+        be->swiglu_forward16 = be_swiglu_forward16;
+        be->swiglu_forward_pack16 = be_swiglu_forward_pack16;
+        be->swiglu_backward16 = be_swiglu_backward16;
+        be->rmsnorm_backward16 = be_rmsnorm_backward16;
+        be->layernorm_backward16 = be_layernorm_backward16;
+        be->linear_backward16 = cpu_linear_backward16;
+    }
     be->impl = xcalloc(sizeof(CpuImpl));
     return be;
 }

@@ -1,4 +1,5 @@
 #include "backend/cpu/layernorm.h"
+#include "backend/cpu/bf16.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -41,18 +42,21 @@ static inline void xhat_row(float *restrict xhat, const float *restrict xr, floa
 
 enum { LN_CHUNK = 64 };
 
+// x16 (x NULL): the input's bf16 copy, each row widened exactly first: the same arithmetic on the same values.
 static void backward_impl(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
-                          const float *stats, const float *w, const float *beta, int n, int h) {
+                          const uint16_t *x16, const float *stats, const float *w, const float *beta, int n, int h) {
     // dx = rstd · (dx̂ − mean(dx̂) − x̂ · mean(dx̂ · x̂)), with dx̂ = dy · w; rows in parallel.
 #pragma omp parallel
     {
         float *xhat = xmalloc((size_t)h * sizeof(float));   // one row's x̂ per thread, any hidden size
+        float *wide = x16 ? xmalloc((size_t)h * sizeof(float)) : NULL;
 #pragma omp for schedule(static)
         for (int r = 0; r < n; r++) {
             const float *dyr = dy + (size_t)r * h;
             float *dxr = dx + (size_t)r * h;
             float rstd = stats[2 * r + 1];
-            xhat_row(xhat, x + (size_t)r * h, stats[2 * r], rstd, w, beta, h);
+            const float *xr = x16 ? bf16_widen_row(wide, x16 + (size_t)r * h, h) : x + (size_t)r * h;
+            xhat_row(xhat, xr, stats[2 * r], rstd, w, beta, h);
             float sum_dxhat = 0.0f, sum_dxhat_xhat = 0.0f;
 #pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
             for (int c = 0; c < h; c++) {
@@ -70,6 +74,7 @@ static void backward_impl(float *dx, int accumulate, float *dw, float *db, const
             }
         }
         free(xhat);
+        free(wide);
     }
     if (!dw) return;   // a frozen norm (LoRA): no weight gradients
     // dw, db: column chunks in parallel, rows in order, so the sum order never depends on threads.
@@ -77,11 +82,11 @@ static void backward_impl(float *dx, int accumulate, float *dw, float *db, const
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < nchunks; ch++) {
         int c0 = ch * LN_CHUNK, len = c0 + LN_CHUNK < h ? LN_CHUNK : h - c0;
-        float aw[LN_CHUNK] = {0}, ab[LN_CHUNK] = {0}, xhat[LN_CHUNK];
+        float aw[LN_CHUNK] = {0}, ab[LN_CHUNK] = {0}, xhat[LN_CHUNK], wide[LN_CHUNK];
         for (int r = 0; r < n; r++) {
             const float *dyr = dy + (size_t)r * h + c0;
-            xhat_row(xhat, x + (size_t)r * h + c0, stats[2 * r], stats[2 * r + 1], w + c0, beta ? beta + c0 : NULL,
-                     len);
+            const float *xr = x16 ? bf16_widen_row(wide, x16 + (size_t)r * h + c0, len) : x + (size_t)r * h + c0;
+            xhat_row(xhat, xr, stats[2 * r], stats[2 * r + 1], w + c0, beta ? beta + c0 : NULL, len);
 #pragma omp simd
             for (int c = 0; c < len; c++) {
                 aw[c] += dyr[c] * xhat[c];
@@ -94,10 +99,15 @@ static void backward_impl(float *dx, int accumulate, float *dw, float *db, const
 
 void layernorm_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
                         const float *stats, const float *w, int n, int h) {
-    backward_impl(dx, accumulate, dw, db, dy, x, stats, w, NULL, n, h);
+    backward_impl(dx, accumulate, dw, db, dy, x, NULL, stats, w, NULL, n, h);
+}
+
+void layernorm_backward16(float *dx, int accumulate, float *dw, float *db, const float *dy, const uint16_t *x16,
+                          const float *stats, const float *w, int n, int h) {
+    backward_impl(dx, accumulate, dw, db, dy, NULL, x16, stats, w, NULL, n, h);
 }
 
 void layernorm_backward_from_output(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *y,
                                     const float *stats, const float *w, const float *b, int n, int h) {
-    backward_impl(dx, accumulate, dw, db, dy, y, stats, w, b, n, h);
+    backward_impl(dx, accumulate, dw, db, dy, y, NULL, stats, w, b, n, h);
 }

@@ -41,20 +41,22 @@ static inline void xhat_row(float *restrict xhat, const float *restrict src, flo
 
 enum { RMS_CHUNK = 64 };
 
-static void backward_impl(float *dx, int accumulate, float *dw, const float *dy, const float *src, const float *rstd,
-                          const float *w, int from_output, int n, int h) {
+// src16 (src NULL): the input's bf16 copy, each row widened exactly first: the same arithmetic on the same values.
+static void backward_impl(float *dx, int accumulate, float *dw, const float *dy, const float *src,
+                          const uint16_t *src16, const float *rstd, const float *w, int from_output, int n, int h) {
 #pragma omp parallel
     {
         float *xhat = xmalloc((size_t)h * sizeof(float));   // one row's x̂ per thread, any width
+        float *wide = src16 ? xmalloc((size_t)h * sizeof(float)) : NULL;
 #pragma omp for schedule(static)
         for (int r = 0; r < n; r++) {
             const float *dyr = dy + (size_t)r * h;
             float *dxr = dx + (size_t)r * h;
             float rs = rstd[r];
-            xhat_row(xhat, src + (size_t)r * h, rs, w, from_output, h);
+            const float *sr = src16 ? bf16_widen_row(wide, src16 + (size_t)r * h, h) : src + (size_t)r * h;
+            xhat_row(xhat, sr, rs, w, from_output, h);
             // Σ dx̂ ⊙ x̂; from the output it is Σ dy ⊙ y (w ⊙ x̂ = y): no division, so a zero w[c]
             // spoils only column c
-            const float *sr = src + (size_t)r * h;
             float dot = 0.0f;
             if (from_output) {
 #pragma omp simd reduction(+ : dot)
@@ -73,6 +75,7 @@ static void backward_impl(float *dx, int accumulate, float *dw, const float *dy,
             }
         }
         free(xhat);
+        free(wide);
     }
     if (!dw) return;   // a frozen norm (LoRA): no weight gradient
     // dw: column chunks in parallel, rows in order, so the sum order never depends on threads.
@@ -80,10 +83,11 @@ static void backward_impl(float *dx, int accumulate, float *dw, const float *dy,
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < nchunks; ch++) {
         int c0 = ch * RMS_CHUNK, len = c0 + RMS_CHUNK < h ? RMS_CHUNK : h - c0;
-        float aw[RMS_CHUNK] = {0}, xhat[RMS_CHUNK];
+        float aw[RMS_CHUNK] = {0}, xhat[RMS_CHUNK], wide[RMS_CHUNK];
         for (int r = 0; r < n; r++) {
             const float *dyr = dy + (size_t)r * h + c0;
-            xhat_row(xhat, src + (size_t)r * h + c0, rstd[r], w + c0, from_output, len);
+            const float *sr = src16 ? bf16_widen_row(wide, src16 + (size_t)r * h + c0, len) : src + (size_t)r * h + c0;
+            xhat_row(xhat, sr, rstd[r], w + c0, from_output, len);
 #pragma omp simd
             for (int c = 0; c < len; c++) aw[c] += dyr[c] * xhat[c];
         }
@@ -93,10 +97,15 @@ static void backward_impl(float *dx, int accumulate, float *dw, const float *dy,
 
 void rmsnorm_backward(float *dx, int accumulate, float *dw, const float *dy, const float *x, const float *rstd,
                       const float *w, int n, int h) {
-    backward_impl(dx, accumulate, dw, dy, x, rstd, w, 0, n, h);
+    backward_impl(dx, accumulate, dw, dy, x, NULL, rstd, w, 0, n, h);
+}
+
+void rmsnorm_backward16(float *dx, int accumulate, float *dw, const float *dy, const uint16_t *x16, const float *rstd,
+                        const float *w, int n, int h) {
+    backward_impl(dx, accumulate, dw, dy, NULL, x16, rstd, w, 0, n, h);
 }
 
 void rmsnorm_backward_from_output(float *dx, int accumulate, float *dw, const float *dy, const float *y,
                                   const float *rstd, const float *w, int n, int h) {
-    backward_impl(dx, accumulate, dw, dy, y, rstd, w, 1, n, h);
+    backward_impl(dx, accumulate, dw, dy, y, NULL, rstd, w, 1, n, h);
 }

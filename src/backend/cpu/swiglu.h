@@ -4,6 +4,7 @@
 // are recomputed from gate, and nothing else is saved (not silu(gate), not y).
 #ifndef CTRON_SWIGLU_H
 #define CTRON_SWIGLU_H
+#include <stdint.h>
 #include "backend/cpu/fastmath.h"
 #include "util/hd.h"
 
@@ -29,4 +30,15 @@ void swiglu_forward(float *y, float *gate, float *up, int ld, int n, int f, int 
 // the forward need not keep y. dgate may alias gate and dup may alias up; y aliases nothing.
 void swiglu_backward(float *dgate, float *dup, int ldd, float *y, const float *dy, const float *gate,
                      const float *up, int ld, int n, int f, int round_bf16);
+
+// On the arena's bf16 copies (backend.h's ops of the same names; bitwise the fp32 ops on the copies' values):
+// y16[n,f] = bf16(silu(gate)·up) from the copies gate16, up16 (row stride ld);
+void swiglu_forward16(uint16_t *y16, const uint16_t *gate16, const uint16_t *up16, int ld, int n, int f);
+// the same from fp32 gate, up (row stride ld), writing their copies gate16, up16 [n,f] as it goes;
+void swiglu_forward_pack16(uint16_t *y16, uint16_t *gate16, uint16_t *up16, const float *gate, const float *up, int ld,
+                           int n, int f);
+// swiglu_backward (y NULL) from the copies: dgate, dup fp32 (float *), or with grad16 rounded to bf16 (uint16_t *),
+// row stride ldd elements.
+void swiglu_backward16(void *dgate, void *dup, int ldd, int grad16, const float *dy, const uint16_t *gate16,
+                       const uint16_t *up16, int ld, int n, int f);
 #endif

@@ -301,12 +301,8 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
                  "into k-chunks) or 0 (never, the default)", split);
         return NULL;
     }
-    const char *copies = getenv("CTRON_BF16_COPIES");
-    if (copies && *copies && strcmp(copies, "0") && strcmp(copies, "1")) {
-        snprintf(err, errlen, "CTRON_BF16_COPIES='%s': expected 1 (at bf16 the kernels read and write the "
-                 "arena's bf16 copies, the default) or 0 (fp32 values unpacked and rounded again)", copies);
-        return NULL;
-    }
+    int copies = backend_bf16_copies(err, errlen);
+    if (copies < 0) return NULL;
     const char *fwd_rows = getenv("CTRON_FLASH_FWD_ROWS");
     if (fwd_rows && *fwd_rows && strcmp(fwd_rows, "16") && strcmp(fwd_rows, "32")) {
         snprintf(err, errlen, "CTRON_FLASH_FWD_ROWS='%s': expected 16 (the bf16 flash forward's warps own 16 query "
@@ -360,7 +356,7 @@ Backend *backend_cuda_open(const char *name, Precision precision, char *err, siz
     be->precision = precision;
     // At bf16 the kernels read the arena's bf16 copies as they are (CTRON_BF16_COPIES=0: the fp32 values
     // unpacked from them, the same bits, for comparison)
-    if (precision == PRECISION_BF16 && !(copies && !strcmp(copies, "0"))) {
+    if (precision == PRECISION_BF16 && copies) {
         be->flash_attention_forward16 = cuda_flash_attention_forward16;
         be->flash_attention_backward16 = cuda_flash_attention_backward16;
         be->swiglu_forward16 = cuda_swiglu_forward16;
