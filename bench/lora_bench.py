@@ -9,7 +9,8 @@ of which the first is dropped:
     ctron-lora      ... --lora-rank R --lora-alpha A                   all seven llama targets
     ctron-lora-fa   ... --lora-fa
     ctron-lora-fa-before  the same with the --ctron-before binary (a change's before, interleaved with
-                    its after; only when --impls names it, as ctron-lora-fa-flash: --attention flash)
+                    its after; ctron-lora-fa-bf16-before at bf16; only when --impls names them, as
+                    ctron-lora-fa-flash: --attention flash)
     hf-full         transformers' LlamaForCausalLM, fp32 SDPA            full fine-tuning
     peft-lora       peft 0.21 LoRA on it, fp32 SDPA                     (bench/peers/hf_llama.py)
     peft-lora-fa    the same with every lora_A frozen (requires_grad=False)
@@ -61,9 +62,10 @@ IMPLS = {
     "peft-lora-fa-bf16": ("peer", "hf-bf16", "fa"),
     "ctron-lora-bf16": ("ctron", "ctron-bf16", "lora"),
     "ctron-lora-fa-bf16": ("ctron", "ctron-bf16", "fa"),
+    "ctron-lora-fa-bf16-before": ("ctron", "ctron-bf16", "fa"),   # --ctron-before's binary at bf16
 }
-OPTIONAL = ("ctron-lora-fa-flash", "ctron-lora-fa-before", "ctron-lora-bf16")   # only when --impls names them
-BF16 = ("peft-lora-bf16", "peft-lora-fa-bf16", "ctron-lora-bf16", "ctron-lora-fa-bf16")   # kept by the bf16 probe
+OPTIONAL = ("ctron-lora-fa-flash", "ctron-lora-fa-before", "ctron-lora-bf16", "ctron-lora-fa-bf16-before")   # only when --impls names them
+BF16 = ("peft-lora-bf16", "peft-lora-fa-bf16", "ctron-lora-bf16", "ctron-lora-fa-bf16", "ctron-lora-fa-bf16-before")   # kept by the bf16 probe
 LABELS = {
     "ctron-full": "ctron full fine-tuning", "ctron-lora": "ctron LoRA", "ctron-lora-fa": "ctron LoRA-FA",
     "ctron-lora-fa-flash": "ctron LoRA-FA, --attention flash",
@@ -73,6 +75,7 @@ LABELS = {
     "peft-lora-bf16": "peft LoRA (bf16 autocast, SDPA)",
     "peft-lora-fa-bf16": "peft LoRA-FA (bf16 autocast, SDPA, lora_A frozen)",
     "ctron-lora-bf16": "ctron LoRA, --precision bf16", "ctron-lora-fa-bf16": "ctron LoRA-FA, --precision bf16",
+    "ctron-lora-fa-bf16-before": "ctron LoRA-FA, --precision bf16, the --ctron-before binary",
 }
 
 
@@ -153,7 +156,8 @@ def summarise_cpu(pairs, names):
     return out
 
 
-FA_VARIANTS = ("ctron-lora-fa", "ctron-lora-fa-flash", "ctron-lora-fa-before", "ctron-lora-fa-bf16")
+FA_VARIANTS = ("ctron-lora-fa", "ctron-lora-fa-flash", "ctron-lora-fa-before", "ctron-lora-fa-bf16",
+               "ctron-lora-fa-bf16-before")
 
 
 def verdicts(summary):
@@ -266,8 +270,9 @@ def parse_args(argv):
     if args.steps < 2 or args.rounds < 1 or args.threads < 1 or args.rank < 1:
         ap.error(f"--steps {args.steps} --rounds {args.rounds} --threads {args.threads} --rank {args.rank}: "
                  f"expected steps >= 2, rounds, threads and rank >= 1")
-    if "ctron-lora-fa-before" in names and not (args.ctron_before and os.access(args.ctron_before, os.X_OK)):
-        ap.error(f"--impls ctron-lora-fa-before needs --ctron-before BINARY (got {args.ctron_before!r})")
+    for before in ("ctron-lora-fa-before", "ctron-lora-fa-bf16-before"):
+        if before in names and not (args.ctron_before and os.access(args.ctron_before, os.X_OK)):
+            ap.error(f"--impls {before} needs --ctron-before BINARY (got {args.ctron_before!r})")
     args.impls = names
     try:
         args.cpu_steps = [int(x) for x in args.cpu_steps.split(",")] if args.cpu_steps else []
