@@ -104,6 +104,15 @@ static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
     return peak + (size_t)(act_max_entries(pol) + rev_arena_entries(&m->shape)) * 64;
 }
 
+// W_X16's columns: the widest GEMM input rounded once for its GEMMs (the norms' outputs, h; the attention output,
+// a·d/t), and with an adapter on q, k or v under bf16 the widest gradient of them so (dq, dk and dv at once).
+static size_t x16_cols(const GPT *m) {
+    size_t cols = (size_t)(m->ql > m->cfg.hidden ? m->ql : m->cfg.hidden), dqkv = (size_t)m->ql + 2 * (size_t)m->kvl;
+    int qkv_adapter = 0;
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) qkv_adapter |= lora_on(m, lora_qkv_site(i));
+    return qkv_adapter && m->policy.precision == PRECISION_BF16 && dqkv > cols ? dqkv : cols;
+}
+
 // --lora-dropout's workspace: W_LORA (floats) and W_LORA_MASK (bytes) hold one site's [rows, in] input at a
 // time, so they are as large as the largest any site this rank adapts reads (a buffer no targeted site reads
 // is not kept: a q,v run needs n·h, a down-only one n·f/t). In-widths on a TP rank are model/adapters.c's:
@@ -229,7 +238,7 @@ void gpt_init_pp(GPT *m, const GPTConfig *cfg, const MemoryPolicy *policy, const
         [W_MINI_D] = swiglu(m) ? mini_rows * (size_t)m->fl : 0, [W_D_RES2] = c->reversible ? nh : 0,
         [W_LORA] = lora_dropout_elems(m, n, mini_rows), [W_LORA_R] = gpt_lora(m) ? n * (size_t)c->lora_rank : 0,
         [W_LORA_MASK] = (lora_dropout_elems(m, n, mini_rows) + 3) / 4,
-        [W_X16] = gemm16 ? (n * (size_t)(m->ql > c->hidden ? m->ql : c->hidden) + 1) / 2 : 0};
+        [W_X16] = gemm16 ? (n * x16_cols(m) + 1) / 2 : 0};
     m->workspace_bytes = 0;
     for (int w = 0; w < W_COUNT; w++) {
         m->ws_bytes[w] = floats[w] * sizeof(float);
@@ -458,6 +467,16 @@ static const uint16_t *gemm_input_shared16(GPT *m, const float *x, const uint16_
     uint16_t *p = (uint16_t *)ws(m, W_X16);
     m->be->bf16_pack(m->be, p, x, count);
     return p;
+}
+
+// A gradient dy [count] that a base GEMM and its adapter's GEMMs read, rounded once into dst (a place in W_X16) and
+// handed to them all as bf16 (backend.h's linear_backward16), where each would round it again: only with an adapter
+// on the site (else one reader), no base bias gradient (linear_backward16 makes none) and bf16 GEMMs. Else NULL.
+static const uint16_t *grad_shared16(GPT *m, uint16_t *dst, const float *dy, size_t count, int adapter,
+                                     const float *bias_grad) {
+    if (!adapter || bias_grad || !m->be->linear_backward16) return NULL;
+    m->be->bf16_pack(m->be, dst, dy, count);
+    return dst;
 }
 
 // LN on the rank's rows into the kept input of a column-parallel linear (`out`, with its statistics),
@@ -1118,9 +1137,12 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
         return;
     }
     GemmIn fc2_in = grad_input(m, A, ACT_FC2_IN, l, nfl, 0, g->fc2_w || lora_a_trains(m, LORA_FC2));
-    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_fc2_out, h, fc2_in, fl, w->fc2_w, n, fl, h);
+    const uint16_t *d16 =
+        grad_shared16(m, (uint16_t *)ws(m, W_X16), d_fc2_out, (size_t)n * h, lora_on(m, LORA_FC2), NULL);
+    if (d16) linear_bwd_dy16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, d16, h, fc2_in, fl, w->fc2_w, n, fl, h);
+    else linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_fc2_out, h, fc2_in, fl, w->fc2_w, n, fl, h);
     if (lora_on(m, LORA_FC2))
-        lora_row_backward(m, l, LORA_FC2, d_fc2_out, fc2_in.f32, fc2_in.bf16, fl, ws(m, W_D_4H), h);
+        lora_row_backward(m, l, LORA_FC2, d_fc2_out, d16, fc2_in.f32, fc2_in.bf16, fl, ws(m, W_D_4H), h);
     if (tempo(m, GELU_FEWBIT))   // the optimal piecewise-constant GeLU′ of the input's k-bit code
         m->be->fewbit_gelu_backward(m->be, ws(m, W_D_4H), ws(m, W_D_4H), bits_in(m, A, ACT_GELU_CODE, l), nfl,
                                     fewbit_gelu_table(m->policy.gelu_bits));
@@ -1165,9 +1187,12 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     if (y16) m->be->swiglu_forward16(m->be, (uint16_t *)ws(m, W_FFN), gate16, up16, fl, n, fl);
     else if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);
     if (down_x) ffn = y16 ? (GemmIn){NULL, (const uint16_t *)ws(m, W_FFN)} : (GemmIn){ws(m, W_FFN), NULL};
-    linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
+    const uint16_t *d16 =
+        grad_shared16(m, (uint16_t *)ws(m, W_X16), d_down_out, (size_t)n * h, lora_on(m, LORA_DOWN), NULL);
+    if (d16) linear_bwd_dy16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, d16, h, ffn, fl, w->fc2_w, n, fl, h);
+    else linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
     if (lora_on(m, LORA_DOWN))
-        lora_row_backward(m, l, LORA_DOWN, d_down_out, ffn.f32, ffn.bf16, fl, ws(m, W_D_4H), h);
+        lora_row_backward(m, l, LORA_DOWN, d_down_out, d16, ffn.f32, ffn.bf16, fl, ws(m, W_D_4H), h);
     // dgate and dup: bf16 for the GEMMs straight from SwiGLU's backward where the backend has both (W_FFN and W_D_UP
     // hold them in their first halves), else fp32
     int grad16 = copies && m->be->linear_backward16;
@@ -1279,15 +1304,32 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     int x_read = gw != NULL;
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) x_read |= lora_a_trains(m, lora_qkv_site(i));
     GemmIn x = grad_input(m, A, ACT_QKV_IN, l, nrh, 1, x_read);
-    linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, dq, ql, x, h, w->qkv_w, n, h, ql);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh : NULL, gb ? gb + ql : NULL, dk, kvl, x, h,
-                 w->qkv_w + qh, n, h, kvl);
-    linear_bwd16(m, ws(m, W_OUT), h, 1, gw ? gw + qh + kh : NULL, gb ? gb + ql + kvl : NULL, ws(m, W_D_V), kvl, x, h,
-                 w->qkv_w + qh + kh, n, h, kvl);
+    int adapters = 0;
+    for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) adapters |= lora_on(m, lora_qkv_site(i));
+    // dq, dk, dv rounded once each for the base's GEMMs and the adapters' (all three held in W_X16 at once)
+    const float *d32[3] = {dq, dk, ws(m, W_D_V)};
+    size_t dn[3] = {(size_t)n * ql, (size_t)n * kvl, (size_t)n * kvl};
+    const uint16_t *d16[3] = {NULL, NULL, NULL};
+    uint16_t *at = (uint16_t *)ws(m, W_X16);
+    for (int i = 0; i < 3; at += dn[i], i++) d16[i] = grad_shared16(m, at, d32[i], dn[i], adapters, gb);
+    const float *wk = w->qkv_w + qh, *wv = wk + kh;
+    float *gwk = gw ? gw + qh : NULL, *gwv = gw ? gw + qh + kh : NULL;
+    if (d16[0]) {
+        linear_bwd_dy16(m, ws(m, W_OUT), h, 0, gw, d16[0], ql, x, h, w->qkv_w, n, h, ql);
+        linear_bwd_dy16(m, ws(m, W_OUT), h, 1, gwk, d16[1], kvl, x, h, wk, n, h, kvl);
+        linear_bwd_dy16(m, ws(m, W_OUT), h, 1, gwv, d16[2], kvl, x, h, wv, n, h, kvl);
+    } else {
+        linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, dq, ql, x, h, w->qkv_w, n, h, ql);
+        linear_bwd16(m, ws(m, W_OUT), h, 1, gwk, gb ? gb + ql : NULL, dk, kvl, x, h, wk, n, h, kvl);
+        linear_bwd16(m, ws(m, W_OUT), h, 1, gwv, gb ? gb + ql + kvl : NULL, ws(m, W_D_V), kvl, x, h, wv, n, h, kvl);
+    }
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // the adapters' part of dL/dx, and their gradients
         LoraSite s = lora_qkv_site(i);
         if (!lora_on(m, s)) continue;
         LoraOut dy = lora_qkv_outs(m, s, dq, dk, ws(m, W_D_V));
+        for (int k = 0; d16[0] && k < dy.blocks; k++)   // each block's place in its gradient's bf16 copy
+            for (int b = 0; b < 3; b++)
+                if (dy.y[k] >= d32[b] && dy.y[k] < d32[b] + dn[b]) dy.y16[k] = d16[b] + (dy.y[k] - d32[b]);
         int a = lora_a_trains(m, s);
         lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, ws(m, W_OUT), h);
     }
@@ -1342,8 +1384,11 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
     GemmIn ctx_in = grad_input(m, A, ACT_PROJ_IN, l, nql, 0, g.proj_w || lora_a_trains(m, o_site));
-    linear_bwd16(m, d_ctx, ql, 0, g.proj_w, NULL, d_proj_out, h, ctx_in, ql, w.proj_w, n, ql, h);
-    if (lora_on(m, o_site)) lora_row_backward(m, l, o_site, d_proj_out, ctx_in.f32, ctx_in.bf16, ql, d_ctx, h);
+    const uint16_t *d16 = grad_shared16(m, (uint16_t *)ws(m, W_X16), d_proj_out, (size_t)n * h, lora_on(m, o_site), NULL);
+    if (d16) linear_bwd_dy16(m, d_ctx, ql, 0, g.proj_w, d16, h, ctx_in, ql, w.proj_w, n, ql, h);
+    else linear_bwd16(m, d_ctx, ql, 0, g.proj_w, NULL, d_proj_out, h, ctx_in, ql, w.proj_w, n, ql, h);
+    if (lora_on(m, o_site))
+        lora_row_backward(m, l, o_site, d_proj_out, d16, ctx_in.f32, ctx_in.bf16, ql, d_ctx, h);
     attention_core_backward(m, l, d_ctx);
     qkv_backward(m, l, &w, &g);
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward

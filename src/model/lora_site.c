@@ -186,10 +186,10 @@ void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t 
     if (y) lora_row_add(m, l, s, (LoraV){v, saved_bf16(m, A, name, keep)}, y, out);
 }
 
-void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *x, const uint16_t *x16, int in_l,
-                       float *dx, int out) {
+void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const uint16_t *dy16, const float *x,
+                       const uint16_t *x16, int in_l, float *dx, int out) {
     int n = m->s_cur * m->b_cur;
-    LoraOut d = {1, {(float *)dy}, {out}, {out}, {0}, {NULL}};
+    LoraOut d = {1, {(float *)dy}, {out}, {out}, {0}, {dy16}};
     output_backward(m, l, s, &d, lora_v_kept(m, l, s), n);
     input_backward(m, layer_a(m, &m->lg, s, l, in_l), layer_a(m, &m->lw, s, l, in_l), x, x16, in_l, dx, in_l, n,
                    lora_p(m) > 0.0f ? rows_mask(m, l, s, in_l, 0, n) : NULL);

@@ -69,9 +69,10 @@ void lora_row_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t 
                       int keep);
 // y [nr, out] += v·Bᵀ of the rank's rows (the tail of lora_row_forward).
 void lora_row_add(GPT *m, int l, LoraSite s, LoraV v, float *y, int out);
-// dy [n, out] (all rows, as the base's backward gets it), x [n, in_l] (NULL under LoRA-FA); dx [n, in_l] +=.
-void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const float *x, const uint16_t *x16, int in_l,
-                       float *dx, int out);
+// dy [n, out] (all rows, as the base's backward gets it; dy16: its bf16 copy for the GEMMs, or NULL), x [n, in_l]
+// (NULL under LoRA-FA); dx [n, in_l] +=.
+void lora_row_backward(GPT *m, int l, LoraSite s, const float *dy, const uint16_t *dy16, const float *x,
+                       const uint16_t *x16, int in_l, float *dx, int out);
 // Layer l's kept v of site s (the backward's operand).
 LoraV lora_v_kept(GPT *m, int l, LoraSite s);
 // out's blocks += (α/r)·B(A x) of a column site from its kept v: lora_column_forward's tail, for a GEMM output
