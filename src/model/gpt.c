@@ -469,12 +469,14 @@ static const uint16_t *gemm_input_shared16(GPT *m, const float *x, const uint16_
     return p;
 }
 
-// A gradient dy [count] that a base GEMM and its adapter's GEMMs read, rounded once into dst (a place in W_X16) and
-// handed to them all as bf16 (backend.h's linear_backward16), where each would round it again: only with an adapter
-// on the site (else one reader), no base bias gradient (linear_backward16 makes none) and bf16 GEMMs. Else NULL.
-static const uint16_t *grad_shared16(GPT *m, uint16_t *dst, const float *dy, size_t count, int adapter,
+// A gradient dy [count] that a base GEMM and its adapter's GEMMs read, rounded once into W_X16 from element `at` on
+// and handed to them all as bf16 (backend.h's linear_backward16), where each would round it again: only with an
+// adapter on the site (else one reader), no base bias gradient (linear_backward16 makes none) and bf16 GEMMs. Else
+// NULL, and W_X16 is not asked for (the static plan records each buffer a step asks for).
+static const uint16_t *grad_shared16(GPT *m, size_t at, const float *dy, size_t count, int adapter,
                                      const float *bias_grad) {
     if (!adapter || bias_grad || !m->be->linear_backward16) return NULL;
+    uint16_t *dst = (uint16_t *)ws(m, W_X16) + at;
     m->be->bf16_pack(m->be, dst, dy, count);
     return dst;
 }
@@ -1138,7 +1140,7 @@ static void mlp_backward_gelu(GPT *m, int l, const BlockTensors *w, const BlockT
     }
     GemmIn fc2_in = grad_input(m, A, ACT_FC2_IN, l, nfl, 0, g->fc2_w || lora_a_trains(m, LORA_FC2));
     const uint16_t *d16 =
-        grad_shared16(m, (uint16_t *)ws(m, W_X16), d_fc2_out, (size_t)n * h, lora_on(m, LORA_FC2), NULL);
+        grad_shared16(m, 0, d_fc2_out, (size_t)n * h, lora_on(m, LORA_FC2), NULL);
     if (d16) linear_bwd_dy16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, d16, h, fc2_in, fl, w->fc2_w, n, fl, h);
     else linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_fc2_out, h, fc2_in, fl, w->fc2_w, n, fl, h);
     if (lora_on(m, LORA_FC2))
@@ -1188,7 +1190,7 @@ static void mlp_backward_swiglu(GPT *m, int l, const BlockTensors *w, const Bloc
     else if (down_x) m->be->swiglu_forward(m->be, ws(m, W_FFN), gate, up, fl, n, fl, 0);
     if (down_x) ffn = y16 ? (GemmIn){NULL, (const uint16_t *)ws(m, W_FFN)} : (GemmIn){ws(m, W_FFN), NULL};
     const uint16_t *d16 =
-        grad_shared16(m, (uint16_t *)ws(m, W_X16), d_down_out, (size_t)n * h, lora_on(m, LORA_DOWN), NULL);
+        grad_shared16(m, 0, d_down_out, (size_t)n * h, lora_on(m, LORA_DOWN), NULL);
     if (d16) linear_bwd_dy16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, d16, h, ffn, fl, w->fc2_w, n, fl, h);
     else linear_bwd16(m, ws(m, W_D_4H), fl, 0, g->fc2_w, NULL, d_down_out, h, ffn, fl, w->fc2_w, n, fl, h);
     if (lora_on(m, LORA_DOWN))
@@ -1310,7 +1312,7 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     const float *d32[3] = {dq, dk, ws(m, W_D_V)};
     size_t dn[3] = {(size_t)n * ql, (size_t)n * kvl, (size_t)n * kvl};
     const uint16_t *d16[3] = {NULL, NULL, NULL};
-    uint16_t *at = (uint16_t *)ws(m, W_X16);
+    size_t at = 0;
     for (int i = 0; i < 3; at += dn[i], i++) d16[i] = grad_shared16(m, at, d32[i], dn[i], adapters, gb);
     const float *wk = w->qkv_w + qh, *wv = wk + kh;
     float *gwk = gw ? gw + qh : NULL, *gwv = gw ? gw + qh + kh : NULL;
@@ -1384,7 +1386,7 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
     float *d_ctx = ws(m, W_D_4H);  // [s,b,h/t] slice of the MLP scratch
     LoraSite o_site = swiglu(m) ? LORA_O : LORA_PROJ;
     GemmIn ctx_in = grad_input(m, A, ACT_PROJ_IN, l, nql, 0, g.proj_w || lora_a_trains(m, o_site));
-    const uint16_t *d16 = grad_shared16(m, (uint16_t *)ws(m, W_X16), d_proj_out, (size_t)n * h, lora_on(m, o_site), NULL);
+    const uint16_t *d16 = grad_shared16(m, 0, d_proj_out, (size_t)n * h, lora_on(m, o_site), NULL);
     if (d16) linear_bwd_dy16(m, d_ctx, ql, 0, g.proj_w, d16, h, ctx_in, ql, w.proj_w, n, ql, h);
     else linear_bwd16(m, d_ctx, ql, 0, g.proj_w, NULL, d_proj_out, h, ctx_in, ql, w.proj_w, n, ql, h);
     if (lora_on(m, o_site))
