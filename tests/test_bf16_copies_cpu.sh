@@ -45,20 +45,22 @@ same_bits() {   # same_bits REF NAME: losses and final checkpoint bytes equal to
 }
 scratch() { grep -o 'backend scratch (bf16 GEMM operands) [0-9.]* [KMG]*i*B' "$dir/$1.out" | grep -o '[0-9.]* [KMG]*i*B$'; }
 
-llama=(--arch llama --kv-heads 2 --ffn-hidden 512)
+llama="--arch llama --kv-heads 2 --ffn-hidden 512"
+lora_fa="$llama --lora-rank 4 --lora-fa --lr 5e-3"
+gpt2="--dropout 0.1"
 while IFS='|' read -r name flags; do
   # shellcheck disable=SC2086
   run "$name" $flags || continue
   # shellcheck disable=SC2086
   CTRON_BF16_COPIES=0 run "${name}_f32ops" $flags && same_bits "$name" "${name}_f32ops"
 done <<EOF
-lora_fa|${llama[*]} --lora-rank 4 --lora-fa --lr 5e-3
-lora_selective|${llama[*]} --lora-rank 4 --recompute selective --lr 5e-3
-lora_dropout_full|${llama[*]} --lora-rank 4 --lora-dropout 0.1 --recompute full --lr 5e-3
-llama_full_regen|${llama[*]} --dropout 0.1 --recompute full --dropout-masks regen
-llama_mini|${llama[*]} --mini-seq 2 --recompute selective
-llama_static|${llama[*]} --lora-rank 4 --lora-fa --static-plan --lr 5e-3
-gpt2|--dropout 0.1
+lora_fa|$lora_fa
+lora_selective|$llama --lora-rank 4 --recompute selective --lr 5e-3
+lora_dropout_full|$llama --lora-rank 4 --lora-dropout 0.1 --recompute full --lr 5e-3
+llama_full_regen|$llama --dropout 0.1 --recompute full --dropout-masks regen
+llama_mini|$llama --mini-seq 2 --recompute selective
+llama_static|$lora_fa --static-plan
+gpt2|$gpt2
 gpt2_lora_fa|--lora-rank 4 --lora-fa --recompute selective --lr 5e-3
 EOF
 
@@ -68,22 +70,18 @@ if [ "$s1" = "35.00 KiB" ] && [ "$s0" = "67.00 KiB" ]; then ok
 else bad "backend scratch with the copies '$s1' (expected 35.00 KiB), without '$s0' (expected 67.00 KiB)"; fi
 
 # 3. the guarded backend on the copies path
-for name in lora_fa gpt2; do
-  flags=$(sed -n "s/^$name|//p" <<EOF
-lora_fa|${llama[*]} --lora-rank 4 --lora-fa --lr 5e-3
-gpt2|--dropout 0.1
-EOF
-)
-  # shellcheck disable=SC2086
-  run "${name}_guarded" $flags --device cpu-guarded && same_bits "$name" "${name}_guarded"
-done
+# shellcheck disable=SC2086
+run lora_fa_guarded $lora_fa --device cpu-guarded && same_bits lora_fa lora_fa_guarded
+# shellcheck disable=SC2086
+run gpt2_guarded $gpt2 --device cpu-guarded && same_bits gpt2 gpt2_guarded
 
 # 4. a bad value is refused; another seed differs (the comparisons above can fail)
 CTRON_BF16_COPIES=2 "$ctron" "${base[@]}" --ckpt-dir "$dir/bad" > "$dir/bad.out" 2>&1
 rc=$?
 if [ $rc -eq 2 ] && grep -q "CTRON_BF16_COPIES='2': expected 1" "$dir/bad.out" && [ ! -e "$dir/bad" ]; then ok
 else bad "CTRON_BF16_COPIES=2: exit $rc, $(tail -2 "$dir/bad.out")"; fi
-run seed8 "${llama[@]}" --lora-rank 4 --lora-fa --lr 5e-3 --seed 8
+# shellcheck disable=SC2086
+run seed8 $lora_fa --seed 8
 if ! cmp -s "$dir/lora_fa/$step3/model.safetensors" "$dir/seed8/$step3/model.safetensors" \
    && [ "$(losses "$dir/seed8.jsonl")" != "$(losses "$dir/lora_fa.jsonl")" ]; then ok
 else bad "--seed 8 gave seed 7's bits: the comparisons above cannot fail"; fi

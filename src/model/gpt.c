@@ -105,12 +105,13 @@ static size_t context_capacity(const GPT *m, const MemoryPolicy *pol) {
 }
 
 // W_X16's columns: the widest GEMM input rounded once for its GEMMs (the norms' outputs, h; the attention output,
-// a·d/t), and with an adapter on q, k or v under bf16 the widest gradient of them so (dq, dk and dv at once).
+// a·d/t), and with an adapter on q, k or v where the GEMMs take a bf16 dy (grad_shared16: linear_backward16) the
+// widest gradient of them so (dq, dk and dv at once).
 static size_t x16_cols(const GPT *m) {
     size_t cols = (size_t)(m->ql > m->cfg.hidden ? m->ql : m->cfg.hidden), dqkv = (size_t)m->ql + 2 * (size_t)m->kvl;
     int qkv_adapter = 0;
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) qkv_adapter |= lora_on(m, lora_qkv_site(i));
-    return qkv_adapter && m->policy.precision == PRECISION_BF16 && dqkv > cols ? dqkv : cols;
+    return qkv_adapter && m->be->linear_backward16 && dqkv > cols ? dqkv : cols;
 }
 
 // --lora-dropout's workspace: W_LORA (floats) and W_LORA_MASK (bytes) hold one site's [rows, in] input at a

@@ -294,7 +294,7 @@ typedef struct {
     //   W_X16      bf16 GEMMs only: [s,b,max(h, a·d/t)] bf16, a GEMM input that the arena keeps no copy of (the
     //              norms' outputs, the attention output) rounded once for all the GEMMs that read it; in backward
     //              an adapted site's dy so, for the base's GEMM and the adapter's (q, k and v's at once: with
-    //              an adapter on one of them under bf16 [s,b,(a + 2·kv)·d/t] when that is wider)
+    //              an adapter on one of them and linear_backward16, [s,b,(a + 2·kv)·d/t] when wider)
     float *ws[W_COUNT];
     size_t ws_bytes[W_COUNT];
     float *ws_memo[W_COUNT];      // --static-plan: this scope's place of each

@@ -94,34 +94,28 @@ static void cpu_linear_forward_acc(Backend *be, float *y, int ldy, const float *
     linear_forward_acc_bf16(y, ldy, x16, w16, n, in, out);
 }
 
+// linear_backward with dy given as a bf16 copy a kernel wrote (row stride lddy16; x16, given or x packed here, at
+// row stride in, as the CUDA backend reads it); no bias gradient.
+static void cpu_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
+                                  int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
+                                  int in, int out) {
+    if (!w16) ctron_fatal("linear_backward16: no bf16 weight (the op runs only under mixed precision)");
+    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
+        uint16_t *packed = scratch(be, 1, (size_t)n * in);
+        bf16_pack_rows(packed, in, x, ldx, n, in);
+        x16 = packed;
+    }
+    linear_backward_bf16(dx, ldx_out, accumulate, dw, dy16, lddy16, x16, w16, n, in, out);
+}
+
 static void cpu_linear_backward(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, float *db,
                                 const float *dy, int lddy, const float *x, const uint16_t *x16, int ldx,
                                 const float *w, const uint16_t *w16, int n, int in, int out) {
     if (!w16) { linear_backward(dx, ldx_out, accumulate, dw, db, dy, lddy, x, ldx, w, n, in, out); return; }
     uint16_t *dy16 = scratch(be, 0, (size_t)n * out);
     bf16_pack_rows(dy16, out, dy, lddy, n, out);
-    if (!x16 && dw) {   // x is read only for the weight gradient (none for a frozen weight)
-        uint16_t *packed = scratch(be, 1, (size_t)n * in);
-        bf16_pack_rows(packed, in, x, ldx, n, in);
-        x16 = packed;
-    }
-    linear_backward_bf16(dx, ldx_out, accumulate, dw, db, dy, lddy, dy16, x16, w16, n, in, out);
-}
-
-// linear_backward with dy given as a bf16 copy a kernel wrote (row stride lddy16); no bias gradient.
-static void cpu_linear_backward16(Backend *be, float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16,
-                                  int lddy16, const float *x, const uint16_t *x16, int ldx, const uint16_t *w16, int n,
-                                  int in, int out) {
-    if (!w16) ctron_fatal("linear_backward16: no bf16 weight (the op runs only under mixed precision)");
-    if (dx) gemm_bf16(0, 0, n, in, out, dy16, lddy16, w16, in, accumulate ? 1.0f : 0.0f, dx, ldx_out);
-    if (!dw) return;
-    if (!x16) {
-        uint16_t *packed = scratch(be, 1, (size_t)n * in);
-        bf16_pack_rows(packed, in, x, ldx, n, in);
-        x16 = packed;
-        ldx = in;
-    }
-    gemm_bf16(1, 0, out, in, n, dy16, lddy16, x16, ldx, 1.0f, dw, in);   // fp32 weight gradients accumulate
+    cpu_linear_backward16(be, dx, ldx_out, accumulate, dw, dy16, out, x, x16, ldx, w16, n, in, out);
+    if (db) bias_backward(db, dy, lddy, n, out);
 }
 
 // Inference: one row is sgemv in fp32 (infer_kernels.h); under mixed precision the bf16 GEMM, whose

@@ -55,9 +55,8 @@ void linear_forward_acc_bf16(float *y, int ldy, const uint16_t *x16, const uint1
     gemm_bf16(0, 1, n, out, in, x16, in, w16, in, 1.0f, y, ldy);
 }
 
-void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
-                          const uint16_t *dy16, const uint16_t *x16, const uint16_t *w16, int n, int in, int out) {
-    if (dx) gemm_bf16(0, 0, n, in, out, dy16, out, w16, in, accumulate ? 1.0f : 0.0f, dx, ldx_out);
-    if (dw) gemm_bf16(1, 0, out, in, n, dy16, out, x16, in, 1.0f, dw, in);   // fp32 weight gradients accumulate
-    if (db) bias_backward(db, dy, lddy, n, out);
+void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16, int lddy16,
+                          const uint16_t *x16, const uint16_t *w16, int n, int in, int out) {
+    if (dx) gemm_bf16(0, 0, n, in, out, dy16, lddy16, w16, in, accumulate ? 1.0f : 0.0f, dx, ldx_out);
+    if (dw) gemm_bf16(1, 0, out, in, n, dy16, lddy16, x16, in, 1.0f, dw, in);   // fp32 weight gradients accumulate
 }

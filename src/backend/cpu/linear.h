@@ -20,10 +20,11 @@ void bias_backward(float *db, const float *dy, int lddy, int n, int cols);
 void bias_add(float *y, int ldy, const float *bias, int n, int cols);
 
 // Mixed precision (bf16 inputs, fp32 accumulation and outputs): the same maps with x16/dy16/w16 the
-// bf16 copies of x, dy and W (contiguous rows: ld = in or out). dy (fp32) feeds only the bias sum.
+// bf16 copies of x, dy and W (contiguous rows: ld = in or out; dy16's row stride lddy16); the bias sum
+// (bias_backward, on the fp32 dy) is the caller's.
 void linear_forward_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, const float *bias, int n,
                          int in, int out);
 void linear_forward_acc_bf16(float *y, int ldy, const uint16_t *x16, const uint16_t *w16, int n, int in, int out);
-void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, float *db, const float *dy, int lddy,
-                          const uint16_t *dy16, const uint16_t *x16, const uint16_t *w16, int n, int in, int out);
+void linear_backward_bf16(float *dx, int ldx_out, int accumulate, float *dw, const uint16_t *dy16, int lddy16,
+                          const uint16_t *x16, const uint16_t *w16, int n, int in, int out);
 #endif
