@@ -54,7 +54,14 @@ static void check_shape(int s, int b, int a, int d) {
     attention_backward_recompute_bf16(dq16, dk16, dv16, dctx, q, k, v, scr, s, b, a, a, h, 0, 0, site, 0, 0, s16);
     e = fmax(max_diff(dq32, dq16, n), fmax(max_diff(dk32, dk16, n), max_diff(dv32, dv16, n)));
     CHECK(e < 3e-2, "s %d d %d: bf16 selective recompute %.3g from fp32 (want < 3e-2)", s, d, e);
-    printf("  s %2d d %2d: bf16 - fp32: ctx %.2g, P %.2g, backward %.2g\n", s, d, e_ctx, e_p, e);
+    // The stored backward (from the bf16 forward's P) and the selective recompute run the same causal
+    // blocks (64 rows at bf16): the same bits.
+    float *dq = xcalloc(n * 4), *dk = xcalloc(n * 4), *dv = xcalloc(n * 4);
+    attention_backward_bf16(dq, dk, dv, dctx, p16, NULL, NULL, q, k, v, scr, s, b, a, a, h, 0.0f, 0, s16);
+    CHECK(!memcmp(dq, dq16, n * 4) && !memcmp(dk, dk16, n * 4) && !memcmp(dv, dv16, n * 4),
+          "s %d d %d: bf16 backward from the stored P differs from the selective recompute's", s, d);
+    free(dq); free(dk); free(dv);
+    printf("  s %3d d %2d: bf16 - fp32: ctx %.2g, P %.2g, backward %.2g\n", s, d, e_ctx, e_p, e);
     free(q); free(k); free(v); free(dctx); free(ctx32); free(ctx16); free(p32); free(p16); free(s16);
     free(dq32); free(dk32); free(dv32); free(dq16); free(dk16); free(dv16); free(scr);
 }
@@ -112,5 +119,6 @@ int main(void) {
     check_shape(5, 2, 2, 12);    // d > s: q's s·d > s²
     check_shape(3, 1, 3, 32);    // d ≫ s
     check_shape(16, 1, 2, 8);    // d < s, as before
+    check_shape(150, 1, 2, 16);  // three causal blocks of the bf16 GEMMs (64, 64, 22 rows)
     return check_summary();
 }

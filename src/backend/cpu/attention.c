@@ -37,8 +37,13 @@ static void head_gemm(uint16_t *t16, size_t a_room, int ta, int tb, int m, int n
 // can see, skipping the blocks above the diagonal: about half the attention FLOPs at long sequences
 // (s = 2048: 36 of 64 blocks), the same result (the skipped products are exact zeros). The forward
 // and selective recompute run the same blocks, so recomputation stays bitwise.
-enum { CAUSAL_BLOCK = ATTENTION_CAUSAL_BLOCK };
-static int block_end(int r0, int s) { return r0 + CAUSAL_BLOCK < s ? r0 + CAUSAL_BLOCK : s; }
+// The bf16 GEMMs (t16) run 64-row blocks: at s = 256 they compute 10 of 16 blocks instead of the whole
+// square (S-llama LoRA-FA at bf16, one thread: -1.3 % a step). The fp32 ones keep 256 rows: a block's
+// GEMM sums its keys in another order, and fp32's results are GPT-2's reference bits.
+enum { CAUSAL_BLOCK = ATTENTION_CAUSAL_BLOCK, CAUSAL_BLOCK_BF16 = 64 };
+_Static_assert(CAUSAL_BLOCK_BF16 <= CAUSAL_BLOCK, "ATTENTION_GQA_SCRATCH is sized for the larger block");
+static int causal_block(const uint16_t *t16) { return t16 ? CAUSAL_BLOCK_BF16 : CAUSAL_BLOCK; }
+static int block_end(int r0, int blk, int s) { return r0 + blk < s ? r0 + blk : s; }
 
 // Where head j of sequence bi sits: q, ctx (and dq, dctx) columns of [s, b, a·d], row stride ldq; k, v
 // (and dk, dv) columns of its kv head in [s, b, kv·d], row stride ldk.
@@ -105,8 +110,9 @@ static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float
                       int ldq, int ldk, int window, DropoutSite site, uint32_t sample, int head, int round_bf16) {
     size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
-    for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // S[r0:r1, c0:r1] = scale · q[r0:r1] · k[c0:r1]ᵀ
-        int r1 = block_end(r0, s), c0 = attention_first_key(r0, window);   // no row of the block sees a key before c0
+    int blk = causal_block(t16);
+    for (int r0 = 0; r0 < s; r0 += blk) {   // S[r0:r1, c0:r1] = scale · q[r0:r1] · k[c0:r1]ᵀ
+        int r1 = block_end(r0, blk, s), c0 = attention_first_key(r0, window);   // no row of the block sees a key before c0
         head_gemm(t16, room, 0, 1, r1 - r0, r1 - c0, d, scale, q + (size_t)r0 * ldq, ldq, k + (size_t)c0 * ldk, ldk,
                   P + (size_t)r0 * s + c0, s);
     }
@@ -145,8 +151,8 @@ void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop,
         head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + koff, s, d, L.ldq, L.ldk, window,
                   site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
         if (ctx)
-            for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {   // ctx[r0:r1] = D[r0:r1, c0:r1] · v[c0:r1]
-                int r1 = block_end(r0, s), c0 = attention_first_key(r0, window);
+            for (int r0 = 0, blk = causal_block(t16); r0 < s; r0 += blk) {   // ctx[r0:r1] = D[r0:r1, c0:r1] · v[c0:r1]
+                int r1 = block_end(r0, blk, s), c0 = attention_first_key(r0, window);
                 head_gemm(t16, room, 0, 0, r1 - r0, d, r1 - c0, 1.0f, D + (size_t)r0 * s + c0, s,
                           v + koff + (size_t)c0 * L.ldk, L.ldk, ctx + off + (size_t)r0 * L.ldq, L.ldq);
             }
@@ -187,8 +193,9 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - p);
     // d(attn_drop) = dctx · vᵀ ;  dv = attn_dropᵀ · dctx
     size_t room = ATTENTION_BF16_A_ROOM(s, d);
-    for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {
-        int r1 = block_end(r0, s);
+    int blk = causal_block(t16);
+    for (int r0 = 0; r0 < s; r0 += blk) {
+        int r1 = block_end(r0, blk, s);
         // dP[r0:r1, 0:r1] = dctx[r0:r1] · v[0:r1]ᵀ ;  dv[r0:r1] = D[r0:s, r0:r1]ᵀ · dctx[r0:s]
         head_gemm(t16, room, 0, 1, r1 - r0, r1, d, 1.0f, dctx + (size_t)r0 * ldq, ldq, v, ldk, dP + (size_t)r0 * s, s);
         head_gemm_into(t16, room, part, 1, 0, r1 - r0, d, s - r0, 1.0f, D + (size_t)r0 * s + r0, s,
@@ -211,8 +218,8 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
         for (int c = i + 1; c < s; c++) dr[c] = 0.0f;
     }
     // dq = scale · dS · k ;  dk = scale · dSᵀ · q
-    for (int r0 = 0; r0 < s; r0 += CAUSAL_BLOCK) {
-        int r1 = block_end(r0, s);
+    for (int r0 = 0; r0 < s; r0 += blk) {
+        int r1 = block_end(r0, blk, s);
         // dq[r0:r1] = scale · dS[r0:r1, 0:r1] · k[0:r1] ;  dk[r0:r1] = scale · dS[r0:s, r0:r1]ᵀ · q[r0:s]
         head_gemm(t16, room, 0, 0, r1 - r0, d, r1, scale, dP + (size_t)r0 * s, s, k, ldk, dq + (size_t)r0 * ldq, ldq);
         head_gemm_into(t16, room, part, 1, 0, r1 - r0, d, s - r0, scale, dP + (size_t)r0 * s + r0, s,
