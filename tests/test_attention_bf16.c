@@ -1,6 +1,6 @@
-// The CPU's mixed-precision attention with a head wider than the sequence (d > s, issue 24): its
-// per-thread bf16 scratch (ATTENTION_BF16_SCRATCH) must hold a GEMM's first operand of s rows of q
-// (s·d elements) as well as an s×s block, or q's tail is overwritten by k's copy. The forward, the
+// The CPU's mixed-precision attention with a head wider than the sequence (d > s, issue 24) and with
+// several causal blocks: its per-thread bf16 scratch (ATTENTION_BF16_SCRATCH) must hold the head's q, k, v
+// and dctx copies (s·d each) and a block of P or dP, or one overwrites another. The forward, the
 // backward and the selective recompute are compared with the fp32 kernels (bf16 operands: a few
 // 1e-3 apart; a clobbered q is O(1) apart), with the scratch allocated at exactly the macro's size
 // (AddressSanitizer under make sanitize reports any write past it). And the planner sizes the
@@ -102,15 +102,18 @@ static void check_planner_asks(void) {
     backend_close(cpu);
 }
 
-// The per-thread layout itself (runs where no bf16 GEMM does): a first operand's room holds s·max(s, d).
+// The per-thread layout itself (runs where no bf16 GEMM does): a block's first operand (at most s × the
+// 64-row block) in the room, then the head's k, v, q and dctx copies, s·d each.
 static void check_layout(void) {
-    CHECK(ATTENTION_BF16_A_ROOM(5, 12) == 60 && ATTENTION_BF16_SCRATCH(5, 12) == 120,
-          "s 5 d 12: room %zu (want 60: q is 5×12), scratch %zu (want 120)", ATTENTION_BF16_A_ROOM(5, 12),
+    CHECK(ATTENTION_BF16_A_ROOM(5, 12) == 25 && ATTENTION_BF16_SCRATCH(5, 12) == 265,
+          "s 5 d 12: room %zu (want 25 = s²), scratch %zu (want 25 + 4·60)", ATTENTION_BF16_A_ROOM(5, 12),
           ATTENTION_BF16_SCRATCH(5, 12));
-    CHECK(ATTENTION_BF16_A_ROOM(16, 8) == 256 && ATTENTION_BF16_SCRATCH(16, 8) == 384,
-          "s 16 d 8: room %zu (want 256 = s²), scratch %zu (want 384)", ATTENTION_BF16_A_ROOM(16, 8),
+    CHECK(ATTENTION_BF16_A_ROOM(16, 8) == 256 && ATTENTION_BF16_SCRATCH(16, 8) == 768,
+          "s 16 d 8: room %zu (want 256 = s²), scratch %zu (want 256 + 4·128)", ATTENTION_BF16_A_ROOM(16, 8),
           ATTENTION_BF16_SCRATCH(16, 8));
-    CHECK(ATTENTION_BF16_A_ROOM(64, 64) == 4096 && ATTENTION_BF16_SCRATCH(64, 64) == 8192, "s = d = 64");
+    CHECK(ATTENTION_BF16_A_ROOM(150, 16) == 9600 && ATTENTION_BF16_SCRATCH(150, 16) == 19200,
+          "s 150 d 16: room %zu (want 150·64), scratch %zu (want 9600 + 4·2400)", ATTENTION_BF16_A_ROOM(150, 16),
+          ATTENTION_BF16_SCRATCH(150, 16));
 }
 
 int main(void) {

@@ -8,8 +8,9 @@
 #      mini-seq and the static plan.
 #   2. The copies path is the one that ran: SwiGLU writes the down projection's input and the gate and up
 #      GEMMs' dy in bf16 itself, so the training step's GEMM scratch holds no [s·b, ffn] operand (the run
-#      header's "backend scratch", after step 1: 35.00 KiB, the output layer's dy [64, 256] and attention's
-#      per-thread operands, instead of 67.00 KiB with [64, 512] for ffn 512; the evaluation forward, which
+#      header's "backend scratch", after step 1: 38.00 KiB, the output layer's dy [64, 256] (32 KiB) and
+#      attention's per-thread operands (6 KiB: a 32×32 block, and q, k, v and dctx 32×16), instead of 70.00 KiB
+#      with [64, 512] for ffn 512; the evaluation forward, which
 #      keeps no copies, still packs SwiGLU's output there).
 #   3. The guarded CPU backend (--device cpu-guarded: every tensor reached only through the backend, as on a
 #      GPU) runs the copies path with the same bits.
@@ -66,8 +67,8 @@ EOF
 
 # 2. the copies path ran: no [s·b, ffn] GEMM operand in the backend's scratch
 s1=$(scratch lora_fa); s0=$(scratch lora_fa_f32ops)
-if [ "$s1" = "35.00 KiB" ] && [ "$s0" = "67.00 KiB" ]; then ok
-else bad "backend scratch with the copies '$s1' (expected 35.00 KiB), without '$s0' (expected 67.00 KiB)"; fi
+if [ "$s1" = "38.00 KiB" ] && [ "$s0" = "70.00 KiB" ]; then ok
+else bad "backend scratch with the copies '$s1' (expected 38.00 KiB), without '$s0' (expected 70.00 KiB)"; fi
 
 # 3. the guarded backend on the copies path
 # shellcheck disable=SC2086

@@ -9,21 +9,59 @@
 #include <omp.h>
 #include <stddef.h>
 
-// C[m,n] = alpha·op(A)·op(B) for one head: sgemm, or with the thread's bf16 scratch t16 (NULL: fp32)
-// bf16 copies of A and B (A first, in a_room = ATTENTION_BF16_A_ROOM elements; B after it) and a bf16 GEMM with fp32
-// accumulation, alpha applied to the fp32 result.
-static void head_gemm(uint16_t *t16, size_t a_room, int ta, int tb, int m, int n, int k, float alpha, const float *A,
-                      int lda, const float *B, int ldb, float *C, int ldc) {
-    if (!t16) {
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
-                    lda, B, ldb, 0.0f, C, ldc);
+// A GEMM operand: fp32 rows of stride ld, and on the bf16 path (HeadScratch) maybe its bf16 copy, d wide
+// (a head's q, k, v or dctx, packed once per head: every causal block reads part of it).
+typedef struct {
+    const float *f;
+    int ld;
+    const uint16_t *h;
+} Operand;
+static Operand operand(const float *f, int ld) { return (Operand){f, ld, NULL}; }
+// Rows r0.. of a head's [s, d] operand.
+static Operand rows_from(Operand x, int r0, int d) {
+    return (Operand){x.f + (size_t)r0 * x.ld, x.ld, x.h ? x.h + (size_t)r0 * d : NULL};
+}
+
+// This thread's bf16 scratch (attention.h's layout): the room where a GEMM's first operand is packed when it
+// has no copy, then the bf16 copies of the head's k, v, q and dctx. NULL throughout the fp32 path.
+typedef struct {
+    uint16_t *a_room, *k, *v, *q, *dctx;
+} HeadScratch;
+static HeadScratch head_scratch(uint16_t *s16, int s, int d) {
+    HeadScratch t = {NULL, NULL, NULL, NULL, NULL};
+    if (!s16) return t;
+    size_t sd = (size_t)s * d;
+    t.a_room = s16 + (size_t)omp_get_thread_num() * ATTENTION_BF16_SCRATCH(s, d);
+    t.k = t.a_room + ATTENTION_BF16_A_ROOM(s, d);
+    t.v = t.k + sd;
+    t.q = t.v + sd;
+    t.dctx = t.q + sd;
+    return t;
+}
+// x [s, d] (row stride ld) as an operand, its bf16 copy made in dst on the bf16 path (dst NULL: fp32).
+static Operand packed_head(uint16_t *dst, const float *x, int ld, int s, int d) {
+    if (dst) bf16_pack_rows(dst, d, x, ld, s, d);
+    return (Operand){x, ld, dst};
+}
+
+// C[m,n] = alpha·op(A)·op(B) for one head: sgemm, or (t->a_room set) a bf16 GEMM with fp32 accumulation on
+// the operands' bf16 copies (A packed into the room when it has none; d is their width), alpha applied to
+// the fp32 result.
+static void head_gemm(const HeadScratch *t, int d, int ta, int tb, int m, int n, int k, float alpha, Operand A,
+                      Operand B, float *C, int ldc) {
+    if (!t->a_room) {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                    A.f, A.ld, B.f, B.ld, 0.0f, C, ldc);
         return;
     }
-    int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-    uint16_t *a16 = t16, *b16 = t16 + a_room;
-    bf16_pack_rows(a16, a_cols, A, lda, a_rows, a_cols);
-    bf16_pack_rows(b16, b_cols, B, ldb, b_rows, b_cols);
-    gemm_bf16(ta, tb, m, n, k, a16, a_cols, b16, b_cols, 0.0f, C, ldc);
+    if (!B.h) ctron_fatal("attention: a bf16 GEMM's second operand has no bf16 copy");
+    int a_rows = ta ? k : m, a_cols = ta ? m : k;
+    const uint16_t *a16 = A.h;
+    if (!a16) {
+        bf16_pack_rows(t->a_room, a_cols, A.f, A.ld, a_rows, a_cols);
+        a16 = t->a_room;
+    }
+    gemm_bf16(ta, tb, m, n, k, a16, A.h ? d : a_cols, B.h, d, 0.0f, C, ldc);
     if (alpha != 1.0f)
         for (int r = 0; r < m; r++) {
             float *row = C + (size_t)r * ldc;
@@ -40,9 +78,9 @@ static void head_gemm(uint16_t *t16, size_t a_room, int ta, int tb, int m, int n
 // The bf16 GEMMs (t16) run 64-row blocks: at s = 256 they compute 10 of 16 blocks instead of the whole
 // square (S-llama LoRA-FA at bf16, one thread: -1.3 % a step). The fp32 ones keep 256 rows: a block's
 // GEMM sums its keys in another order, and fp32's results are GPT-2's reference bits.
-enum { CAUSAL_BLOCK = ATTENTION_CAUSAL_BLOCK, CAUSAL_BLOCK_BF16 = 64 };
+enum { CAUSAL_BLOCK = ATTENTION_CAUSAL_BLOCK, CAUSAL_BLOCK_BF16 = ATTENTION_CAUSAL_BLOCK_BF16 };
 _Static_assert(CAUSAL_BLOCK_BF16 <= CAUSAL_BLOCK, "ATTENTION_GQA_SCRATCH is sized for the larger block");
-static int causal_block(const uint16_t *t16) { return t16 ? CAUSAL_BLOCK_BF16 : CAUSAL_BLOCK; }
+static int causal_block(const HeadScratch *t) { return t->a_room ? CAUSAL_BLOCK_BF16 : CAUSAL_BLOCK; }
 static int block_end(int r0, int blk, int s) { return r0 + blk < s ? r0 + blk : s; }
 
 // Where head j of sequence bi sits: q, ctx (and dq, dctx) columns of [s, b, a·d], row stride ldq; k, v
@@ -106,14 +144,14 @@ static void form_dropped(float *D, const float *P, const uint8_t *K, int s, floa
 // and D = dropped P (K, D NULL without dropout), rounded to bf16 when asked. q rows of stride ldq, k of
 // ldk. The forward and selective recompute both run exactly this, so a recomputed head equals the
 // stored one bit for bit.
-static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float *q, const float *k, int s, int d,
-                      int ldq, int ldk, int window, DropoutSite site, uint32_t sample, int head, int round_bf16) {
-    size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
+static void head_core(const HeadScratch *t, float *P, uint8_t *K, float *D, Operand q, Operand k, int s, int d,
+                      int window, DropoutSite site, uint32_t sample, int head, int round_bf16) {
+    size_t ss = (size_t)s * s;
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - site.p);
-    int blk = causal_block(t16);
+    int blk = causal_block(t);
     for (int r0 = 0; r0 < s; r0 += blk) {   // S[r0:r1, c0:r1] = scale · q[r0:r1] · k[c0:r1]ᵀ
         int r1 = block_end(r0, blk, s), c0 = attention_first_key(r0, window);   // no row of the block sees a key before c0
-        head_gemm(t16, room, 0, 1, r1 - r0, r1 - c0, d, scale, q + (size_t)r0 * ldq, ldq, k + (size_t)c0 * ldk, ldk,
+        head_gemm(t, d, 0, 1, r1 - r0, r1 - c0, d, scale, rows_from(q, r0, d), rows_from(k, c0, d),
                   P + (size_t)r0 * s + c0, s);
     }
     causal_softmax_rows(P, s, window);
@@ -121,11 +159,6 @@ static void head_core(uint16_t *t16, float *P, uint8_t *K, float *D, const float
     if (!K) return;
     causal_mask_rows(K, site, sample, head, s);
     form_dropped(D, P, K, s, keep_scale, round_bf16);
-}
-
-// This thread's bf16 GEMM scratch (NULL: fp32 GEMMs).
-static uint16_t *thread_s16(uint16_t *s16, int s, int d) {
-    return s16 ? s16 + (size_t)omp_get_thread_num() * ATTENTION_BF16_SCRATCH(s, d) : NULL;
 }
 
 void attention_forward(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
@@ -140,22 +173,33 @@ void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop,
                             uint32_t sample0, int round_bf16, uint16_t *s16) {
     HeadLayout L = head_layout(b, a, kv, h);
     int d = L.d;
-    size_t ss = (size_t)s * s, room = ATTENTION_BF16_A_ROOM(s, d);
-    // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded.
-#pragma omp parallel for schedule(static)
-    for (int bj = 0; bj < b * a; bj++) {
-        int bi = bj / a, j = bj % a;
-        size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
-        float *P = prob + (size_t)bj * ss, *D = keep ? drop + (size_t)bj * ss : P;
-        uint16_t *t16 = thread_s16(s16, s, d);
-        head_core(t16, P, keep ? keep + (size_t)bj * ss : NULL, D, q + off, k + koff, s, d, L.ldq, L.ldk, window,
-                  site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
-        if (ctx)
-            for (int r0 = 0, blk = causal_block(t16); r0 < s; r0 += blk) {   // ctx[r0:r1] = D[r0:r1, c0:r1] · v[c0:r1]
-                int r1 = block_end(r0, blk, s), c0 = attention_first_key(r0, window);
-                head_gemm(t16, room, 0, 0, r1 - r0, d, r1 - c0, 1.0f, D + (size_t)r0 * s + c0, s,
-                          v + koff + (size_t)c0 * L.ldk, L.ldk, ctx + off + (size_t)r0 * L.ldq, L.ldq);
+    size_t ss = (size_t)s * s;
+    // One (sequence, head) per iteration; GEMMs inside a parallel region run single-threaded. A thread's
+    // heads are consecutive, so a kv head's k and v are packed once for its query heads (GQA).
+#pragma omp parallel
+    {
+        HeadScratch hs = head_scratch(s16, s, d);
+        Operand kh = {NULL, 0, NULL}, vh = kh;
+        size_t packed = (size_t)-1;
+#pragma omp for schedule(static)
+        for (int bj = 0; bj < b * a; bj++) {
+            int bi = bj / a, j = bj % a;
+            size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
+            float *P = prob + (size_t)bj * ss, *D = keep ? drop + (size_t)bj * ss : P;
+            if (koff != packed) {
+                kh = packed_head(hs.k, k + koff, L.ldk, s, d);
+                vh = packed_head(hs.v, v + koff, L.ldk, s, d);
+                packed = koff;
             }
+            head_core(&hs, P, keep ? keep + (size_t)bj * ss : NULL, D, packed_head(hs.q, q + off, L.ldq, s, d), kh, s, d,
+                      window, site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
+            if (ctx)
+                for (int r0 = 0, blk = causal_block(&hs); r0 < s; r0 += blk) {   // ctx[r0:r1] = D[r0:r1, c0:r1] · v[c0:r1]
+                    int r1 = block_end(r0, blk, s), c0 = attention_first_key(r0, window);
+                    head_gemm(&hs, d, 0, 0, r1 - r0, d, r1 - c0, 1.0f, operand(D + (size_t)r0 * s + c0, s),
+                              rows_from(vh, c0, d), ctx + off + (size_t)r0 * L.ldq, L.ldq);
+                }
+        }
     }
 }
 
@@ -170,13 +214,13 @@ void attention_mask(uint8_t *keep, int s, int b, int a, int head0, DropoutSite s
 // dv (row stride ldd). With part (a query head after the first of its kv head) the product goes to
 // part [(r1−r0) × d] first and is then added row by row: the kv head's sum runs over its query heads
 // in ascending order, each term the bits the head alone would have written.
-static void head_gemm_into(uint16_t *t16, size_t room, float *part, int ta, int tb, int m, int n, int k, float alpha,
-                           const float *A, int lda, const float *B, int ldb, float *dst, int ldd) {
+static void head_gemm_into(const HeadScratch *t, int d, float *part, int ta, int tb, int m, int n, int k, float alpha,
+                           Operand A, Operand B, float *dst, int ldd) {
     if (!part) {
-        head_gemm(t16, room, ta, tb, m, n, k, alpha, A, lda, B, ldb, dst, ldd);
+        head_gemm(t, d, ta, tb, m, n, k, alpha, A, B, dst, ldd);
         return;
     }
-    head_gemm(t16, room, ta, tb, m, n, k, alpha, A, lda, B, ldb, part, n);
+    head_gemm(t, d, ta, tb, m, n, k, alpha, A, B, part, n);
     for (int r = 0; r < m; r++) {
         float *row = dst + (size_t)r * ldd;
         const float *pr = part + (size_t)r * n;
@@ -187,19 +231,18 @@ static void head_gemm_into(uint16_t *t16, size_t room, float *part, int ta, int 
 
 // Backward of one (sequence, head) from its P, K, D; dP is s·s scratch. q, dq, dctx rows of stride
 // ldq; k, v, dk, dv of ldk. part NULL: dk, dv are written; else added (head_gemm_into).
-static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const float *dctx, const float *P,
-                          const uint8_t *K, const float *D, const float *q, const float *k, const float *v, float *dP,
-                          float *part, int s, int d, int ldq, int ldk, float p) {
+static void head_backward(const HeadScratch *t, float *dq, float *dk, float *dv, Operand dctx, const float *P,
+                          const uint8_t *K, const float *D, Operand q, Operand k, Operand v, float *dP, float *part,
+                          int s, int d, int ldq, int ldk, float p) {
     float scale = 1.0f / sqrtf((float)d), keep_scale = 1.0f / (1.0f - p);
     // d(attn_drop) = dctx · vᵀ ;  dv = attn_dropᵀ · dctx
-    size_t room = ATTENTION_BF16_A_ROOM(s, d);
-    int blk = causal_block(t16);
+    int blk = causal_block(t);
     for (int r0 = 0; r0 < s; r0 += blk) {
         int r1 = block_end(r0, blk, s);
         // dP[r0:r1, 0:r1] = dctx[r0:r1] · v[0:r1]ᵀ ;  dv[r0:r1] = D[r0:s, r0:r1]ᵀ · dctx[r0:s]
-        head_gemm(t16, room, 0, 1, r1 - r0, r1, d, 1.0f, dctx + (size_t)r0 * ldq, ldq, v, ldk, dP + (size_t)r0 * s, s);
-        head_gemm_into(t16, room, part, 1, 0, r1 - r0, d, s - r0, 1.0f, D + (size_t)r0 * s + r0, s,
-                       dctx + (size_t)r0 * ldq, ldq, dv + (size_t)r0 * ldk, ldk);
+        head_gemm(t, d, 0, 1, r1 - r0, r1, d, 1.0f, rows_from(dctx, r0, d), v, dP + (size_t)r0 * s, s);
+        head_gemm_into(t, d, part, 1, 0, r1 - r0, d, s - r0, 1.0f, operand(D + (size_t)r0 * s + r0, s),
+                       rows_from(dctx, r0, d), dv + (size_t)r0 * ldk, ldk);
     }
     // softmax backward: dS = P ⊙ (dP − rowsum(dP ⊙ P)); above the diagonal P = 0, so dS = 0 there.
     for (int i = 0; i < s; i++) {
@@ -221,9 +264,9 @@ static void head_backward(uint16_t *t16, float *dq, float *dk, float *dv, const 
     for (int r0 = 0; r0 < s; r0 += blk) {
         int r1 = block_end(r0, blk, s);
         // dq[r0:r1] = scale · dS[r0:r1, 0:r1] · k[0:r1] ;  dk[r0:r1] = scale · dS[r0:s, r0:r1]ᵀ · q[r0:s]
-        head_gemm(t16, room, 0, 0, r1 - r0, d, r1, scale, dP + (size_t)r0 * s, s, k, ldk, dq + (size_t)r0 * ldq, ldq);
-        head_gemm_into(t16, room, part, 1, 0, r1 - r0, d, s - r0, scale, dP + (size_t)r0 * s + r0, s,
-                       q + (size_t)r0 * ldq, ldq, dk + (size_t)r0 * ldk, ldk);
+        head_gemm(t, d, 0, 0, r1 - r0, d, r1, scale, operand(dP + (size_t)r0 * s, s), k, dq + (size_t)r0 * ldq, ldq);
+        head_gemm_into(t, d, part, 1, 0, r1 - r0, d, s - r0, scale, operand(dP + (size_t)r0 * s + r0, s),
+                       rows_from(q, r0, d), dk + (size_t)r0 * ldk, ldk);
     }
 }
 
@@ -255,17 +298,20 @@ void attention_backward_bf16(float *dq, float *dk, float *dv, const float *dctx,
     for (int bk = 0; bk < b * kv; bk++) {
         int bi = bk / kv;
         float *dP = scratch + (size_t)omp_get_thread_num() * per_thread;
-        uint16_t *t16 = thread_s16(s16, s, d);
+        HeadScratch hs = head_scratch(s16, s, d);
+        size_t koff = kv_offset(L, a, kv, bi, bk % kv * group);   // the kv head's k, v packed once for its group
+        Operand kh = packed_head(hs.k, k + koff, L.ldk, s, d), vh = packed_head(hs.v, v + koff, L.ldk, s, d);
         for (int t = 0; t < group; t++) {
             int j = bk % kv * group + t, bj = bi * a + j;
-            size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j), o = (size_t)bj * ss;
+            size_t off = q_offset(L, a, bi, j), o = (size_t)bj * ss;
             const float *P = prob + o, *D = keep ? drop + o : P;
             if (tempo) {   // Tempo: D again from P and the mask, in this thread's scratch
                 form_dropped(dP + ss, P, keep + o, s, keep_scale, round_bf16);
                 D = dP + ss;
             }
-            head_backward(t16, dq + off, dk + koff, dv + koff, dctx + off, P, keep ? keep + o : NULL, D, q + off,
-                          k + koff, v + koff, dP, t ? dP + own : NULL, s, d, L.ldq, L.ldk, p);
+            head_backward(&hs, dq + off, dk + koff, dv + koff, packed_head(hs.dctx, dctx + off, L.ldq, s, d), P,
+                          keep ? keep + o : NULL, D, packed_head(hs.q, q + off, L.ldq, s, d), kh, vh, dP,
+                          t ? dP + own : NULL, s, d, L.ldq, L.ldk, p);
         }
     }
 }
@@ -291,14 +337,16 @@ void attention_backward_recompute_bf16(float *dq, float *dk, float *dv, const fl
         float *P = scratch + (size_t)omp_get_thread_num() * per_thread;
         float *D = drop ? P + ss : P, *dP = P + 2 * ss;
         uint8_t *K = drop ? (uint8_t *)(P + 3 * ss) : NULL;
-        uint16_t *t16 = thread_s16(s16, s, d);
+        HeadScratch hs = head_scratch(s16, s, d);
+        size_t koff = kv_offset(L, a, kv, bi, bk % kv * group);   // the kv head's k, v packed once for its group
+        Operand kh = packed_head(hs.k, k + koff, L.ldk, s, d), vh = packed_head(hs.v, v + koff, L.ldk, s, d);
         for (int t = 0; t < group; t++) {
             int j = bk % kv * group + t;
-            size_t off = q_offset(L, a, bi, j), koff = kv_offset(L, a, kv, bi, j);
-            head_core(t16, P, K, D, q + off, k + koff, s, d, L.ldq, L.ldk, window, site, sample0 + (uint32_t)bi,
-                      head0 + j, round_bf16);
-            head_backward(t16, dq + off, dk + koff, dv + koff, dctx + off, P, K, D, q + off, k + koff, v + koff, dP,
-                          t ? P + own : NULL, s, d, L.ldq, L.ldk, site.p);
+            size_t off = q_offset(L, a, bi, j);
+            Operand qh = packed_head(hs.q, q + off, L.ldq, s, d);
+            head_core(&hs, P, K, D, qh, kh, s, d, window, site, sample0 + (uint32_t)bi, head0 + j, round_bf16);
+            head_backward(&hs, dq + off, dk + koff, dv + koff, packed_head(hs.dctx, dctx + off, L.ldq, s, d), P, K, D,
+                          qh, kh, vh, dP, t ? P + own : NULL, s, d, L.ldq, L.ldk, site.p);
         }
     }
 }

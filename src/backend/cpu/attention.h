@@ -54,11 +54,14 @@ void attention_backward_recompute(float *dq, float *dk, float *dv, const float *
                                   int window, int head0, DropoutSite site, uint32_t sample0, int round_bf16);
 
 // Mixed precision: the same, with every per-head GEMM on bf16 copies of its operands (fp32
-// accumulation), made in s16: ATTENTION_BF16_SCRATCH(s, d) elements per OpenMP thread. A GEMM's
-// first operand (an s×s block of P or dP, or up to s rows of q or dctx, s×d) goes in the first
-// ATTENTION_BF16_A_ROOM(s, d) = s·max(s, d) elements, its second (k, v, q or dctx: s×d) after it.
-#define ATTENTION_BF16_A_ROOM(s, d) ((size_t)(s) * ((size_t)(s) > (size_t)(d) ? (size_t)(s) : (size_t)(d)))
-#define ATTENTION_BF16_SCRATCH(s, d) (ATTENTION_BF16_A_ROOM(s, d) + (size_t)(s) * (size_t)(d))
+// accumulation), made in s16: ATTENTION_BF16_SCRATCH(s, d) elements per OpenMP thread. The GEMMs run
+// causal blocks of ATTENTION_CAUSAL_BLOCK_BF16 rows. The head's k, v, q and dctx (s×d each) are packed once
+// into the scratch's last 4·s·d elements, where every block reads them; a block of P, D or dP (at most
+// s × the block) is packed into the first ATTENTION_BF16_A_ROOM(s, d) elements.
+#define ATTENTION_CAUSAL_BLOCK_BF16 64
+#define ATTENTION_BF16_A_ROOM(s, d) \
+    ((size_t)(s) * (size_t)((s) < ATTENTION_CAUSAL_BLOCK_BF16 ? (s) : ATTENTION_CAUSAL_BLOCK_BF16))
+#define ATTENTION_BF16_SCRATCH(s, d) (ATTENTION_BF16_A_ROOM(s, d) + 4 * (size_t)(s) * (size_t)(d))
 void attention_forward_bf16(float *ctx, float *prob, uint8_t *keep, float *drop, const float *q, const float *k,
                             const float *v, int s, int b, int a, int kv, int h, int window, int head0,
                             DropoutSite site, uint32_t sample0, int round_bf16, uint16_t *s16);
