@@ -231,7 +231,8 @@ def markdown(result):
         lines.append("")
         lines.append(n)
     lines += ["", "ctron's activation bytes: the ledger's peak over the step (`act_bytes`; per layer: what layer 0 "
-              "keeps, `act_layer_bytes`). The peers': bytes of the distinct storages autograd saves during step 1's "
+              "keeps, `act_layer_bytes`; since session 27 without its `ln1_in` and `ln1_stats`, which nothing reads "
+              "under LoRA: the other layers keep e·s·b·h + 4·s·b more). The peers': bytes of the distinct storages autograd saves during step 1's "
               "forward (saved_tensors_hooks; per layer: the mean over decoder layers), parameters (the frozen base "
               "too) excluded. trainable: the peer's "
               "parameters with requires_grad (ctron's are the same tensors: the A and B stacks).",

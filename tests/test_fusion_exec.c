@@ -72,11 +72,12 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
                     size_t want = act_layer_name_bytes(&m.shape, &m.policy, l, (ActName)nm);
                     CHECK(got == want, "%s: layer %d %s measured %zu, predicted %zu", what, l, act_name_str((ActName)nm),
                           got, want);
-                    if (l == 0) layer += got;
+                    if (l == L - 1) layer += got;
                 }
             }
-            CHECK(layer == fusion_bytes(&g, fusion_mode_kept(&g, md)), "%s: layer 0 measured %zu, the search's graph %zu",
-                  what, layer, fusion_bytes(&g, fusion_mode_kept(&g, md)));
+            // The graph is a layer's; the last one (layer 0 keeps less under LoRA: no input gradient)
+            CHECK(layer == fusion_bytes(&g, fusion_mode_kept(&g, md)), "%s: layer %d measured %zu, the search's graph %zu",
+                  what, L - 1, layer, fusion_bytes(&g, fusion_mode_kept(&g, md)));
             CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &m.policy), "%s: end of forward %zu, "
                   "predicted %zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &m.policy));
         }

@@ -59,6 +59,8 @@ static size_t expected(const Shape *sh, const MemoryPolicy *p, int l, ActName n)
     if (p->kind[l] == RECOMPUTE_FULL)
         return n == ACT_LN1_IN && p->group_start[l] == l ? (size_t)sh->e * sh->s * sh->b * sh->h : 0;
     if (p->kind[l] == RECOMPUTE_SELECTIVE && (n == ACT_ATTN_PROB || n == ACT_ATTN_MASK || n == ACT_ATTN_DROP)) return 0;
+    // Layer 0 has no input gradient (the embedding is frozen): its Norm1 backward, the only reader of these, is not run
+    if (l == 0 && (n == ACT_LN1_IN || n == ACT_LN1_STATS)) return 0;
     return none_bytes(sh, n);
 }
 

@@ -6,18 +6,18 @@
 // A site's shape (lora_A [r, in], lora_B [out, r] in every family: GPT-2's Conv1D only changes how peft
 // merges, fan_in_fan_out, not the adapters' orientation).
 static const LoraSiteRow ROWS[LORA_SITES] = {
-    [LORA_Q] = {"q", LW_H, LW_Q, LORA_COLUMN, 1},
-    [LORA_K] = {"k", LW_H, LW_KV, LORA_COLUMN, 1},
-    [LORA_V] = {"v", LW_H, LW_KV, LORA_COLUMN, 1},
-    [LORA_O] = {"o", LW_Q, LW_H, LORA_ROW, 1},
-    [LORA_GATE] = {"gate", LW_H, LW_F, LORA_COLUMN, 1},
-    [LORA_UP] = {"up", LW_H, LW_F, LORA_COLUMN, 1},
-    [LORA_DOWN] = {"down", LW_F, LW_H, LORA_ROW, 1},
-    [LORA_QKV] = {"qkv", LW_H, LW_QKV, LORA_COLUMN, 3},
-    [LORA_PROJ] = {"proj", LW_Q, LW_H, LORA_ROW, 1},
-    [LORA_FC] = {"fc", LW_H, LW_F, LORA_COLUMN, 1},
-    [LORA_FC2] = {"fc2", LW_F, LW_H, LORA_ROW, 1},
-    [LORA_GATE_UP] = {"gate_up", LW_H, LW_2F, LORA_COLUMN, 2},
+    [LORA_Q] = {"q", LW_H, LW_Q, LORA_COLUMN, 1, 1},
+    [LORA_K] = {"k", LW_H, LW_KV, LORA_COLUMN, 1, 1},
+    [LORA_V] = {"v", LW_H, LW_KV, LORA_COLUMN, 1, 1},
+    [LORA_O] = {"o", LW_Q, LW_H, LORA_ROW, 1, 0},
+    [LORA_GATE] = {"gate", LW_H, LW_F, LORA_COLUMN, 1, 0},
+    [LORA_UP] = {"up", LW_H, LW_F, LORA_COLUMN, 1, 0},
+    [LORA_DOWN] = {"down", LW_F, LW_H, LORA_ROW, 1, 0},
+    [LORA_QKV] = {"qkv", LW_H, LW_QKV, LORA_COLUMN, 3, 1},
+    [LORA_PROJ] = {"proj", LW_Q, LW_H, LORA_ROW, 1, 0},
+    [LORA_FC] = {"fc", LW_H, LW_F, LORA_COLUMN, 1, 0},
+    [LORA_FC2] = {"fc2", LW_F, LW_H, LORA_ROW, 1, 0},
+    [LORA_GATE_UP] = {"gate_up", LW_H, LW_2F, LORA_COLUMN, 2, 0},
 };
 
 // peft's module paths of each family's linears (GPT2LMHeadModel, LlamaForCausalLM, Phi3ForCausalLM), and

@@ -40,6 +40,8 @@ typedef struct {
     LoraWidth in, out;
     LoraParallel parallel;
     int out_blocks;               // B's row blocks split separately under TP (q|k|v: 3, gate|up: 2)
+    int reads_norm1;              // reads the block's first norm's output (q, k, v): layer 0's dL/dx is not
+                                  // needed under LoRA (memory_model.h's act_input_grad_dead)
 } LoraSiteRow;
 
 const LoraSiteRow *lora_site(LoraSite s);

@@ -1,5 +1,6 @@
 #include "memory/flops.h"
 #include "arch/lora.h"
+#include "memory/memory_model.h"
 #include "memory/memo_model.h"
 
 double flops_model(double B, double L, double s, double h, double v) {
@@ -94,11 +95,16 @@ double flops_lora_delta(const ActShape *sh, double B) {
     double h = (double)sh->h, s = (double)sh->s, L = (double)sh->L, r = (double)sh->lora_rank;
     double linears = h * (blk.q_width + 2 * blk.kv_width) + blk.q_width * h + h * blk.ffn * (blk.mlp_mats + 1);
     double delta = -2 * B * s * (L * linears + h * (double)sh->v);
+    // Layer 0's dL/dx is never read (memory_model.h's act_input_grad_dead): its q, k and v GEMMs and their
+    // adapters compute none
+    int dead = act_input_grad_dead(sh, 0);
+    if (dead) delta -= 2 * B * s * h * (blk.q_width + 2 * blk.kv_width);
     for (int k = 0; k < LORA_SITES; k++) {
         if (!(sh->lora_sites >> k & 1u)) continue;
         const LoraSiteRow *row = lora_site((LoraSite)k);
         double in = (double)flops_lora_width(sh, row->in, 1), out = (double)flops_lora_width(sh, row->out, 1);
         delta += L * 2 * B * s * r * ((in + out) + (2 * out + in) + (sh->lora_fa ? 0 : in));
+        if (dead && row->reads_norm1) delta -= 2 * B * s * r * in;
     }
     return delta;
 }

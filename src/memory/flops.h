@@ -51,7 +51,8 @@ double flops_recompute_full_block(double B, double s, double h, int skip_down, c
 // LoRA's change to a step's model FLOPs (B sequences, the shape's s, h, L, v and lora_*; widths of the
 // whole model, t ignored): the frozen base runs no weight-gradient GEMM (its linears' and the output
 // layer's, 2·B·s per weight), and each adapted site adds its forward (2·B·s·r·(in + out)) and backward
-// (dv, dB, dx: 2·B·s·r·(2·out + in); dA without LoRA-FA: 2·B·s·r·in). 0 without LoRA.
+// (dv, dB, dx: 2·B·s·r·(2·out + in); dA without LoRA-FA: 2·B·s·r·in). Layer 0 computes no dL/dx through
+// its q, k and v GEMMs nor their adapters (the frozen embedding reads none). 0 without LoRA.
 double flops_lora_delta(const ActShape *sh, double B);
 // A LoRA site's width w (arch/lora.h) on a tensor-parallel rank of t (1: the whole model's): h is never split
 // (a column-parallel site reads all of x, a row-parallel one's B holds all h rows); the query, k/v and FFN

@@ -180,17 +180,30 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     return 1;
 }
 
-size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
+int act_input_grad_dead(const ActShape *sh, int l) { return l == 0 && sh->lora_rank > 0 && !sh->reversible; }
+
+int act_kept_layer(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
     LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
-    int start = p ? p->group_start[l] == l : 1;
+    unsigned tempo = p ? p->tempo : 0;
+    if (!act_kept(kind, p ? p->group_start[l] == l : 1, tempo, name)) return 0;
+    int first_norm = name == ACT_LN1_IN || name == ACT_LN1_STATS;
+    // model/remat.c makes qkv_in again from them (NORM_OUT; QKV_OUT where qkv_in is not kept), ln2_in from ln1_in
+    int qkv_in_again = (tempo & RECOMPUTE_NORM_OUT) ||
+                       ((tempo & RECOMPUTE_QKV_OUT) && !act_kept(RECOMPUTE_NONE, 1, tempo, ACT_QKV_IN));
+    int rebuilt_from = qkv_in_again || (tempo & RECOMPUTE_PROJ_OUT);
+    return !(first_norm && act_input_grad_dead(sh, l) && (kind == RECOMPUTE_NONE || kind == RECOMPUTE_SELECTIVE) &&
+             !rebuilt_from);
+}
+
+size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
     if (act_offloaded(p, name)) return 0;
     if (sh->reversible && !(p && p->rev_store)) return 0;   // inverted in backward: nothing kept
-    return act_kept(kind, start, p ? p->tempo : 0, name) ? act_tensor_bytes(sh, name) : 0;
+    return act_kept_layer(sh, p, l, name) ? act_tensor_bytes(sh, name) : 0;
 }
 
 size_t act_layer_offload_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
     if (!act_offloaded(p, name)) return 0;
-    return act_kept(p->kind[l], p->group_start[l] == l, p->tempo, name) ? act_tensor_bytes(sh, name) : 0;
+    return act_kept_layer(sh, p, l, name) ? act_tensor_bytes(sh, name) : 0;
 }
 
 size_t act_layer_names_sum(const ActShape *sh, const MemoryPolicy *p, int l, ActNameBytesFn fn, size_t align) {

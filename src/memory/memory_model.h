@@ -71,6 +71,15 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name);
 // Does a layer under this policy keep `name` through the forward? (group_start: the layer's input
 // is a full-recompute checkpoint; tempo: the TEMPO_* bits of the policy)
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name);
+// Layer 0 under a frozen embedding (LoRA; not reversible blocks): nothing reads dL/d(its input), so its
+// backward skips its first norm's backward and the q, k and v GEMMs' dL/dx (the adapters' too).
+int act_input_grad_dead(const ActShape *sh, int l);
+// Does layer l keep `name` through the forward? act_kept for its kind, except that a layer whose input
+// gradient is dead keeps no first-norm input and statistics where only that norm's backward would read
+// them: a none or selective layer without the fusion search's NORM_OUT (qkv_in made again from them; QKV_OUT
+// too where qkv_in is not kept) or PROJ_OUT (ln2_in made again from ln1_in) parts. A full group's checkpoint
+// and a MEMO layer's input stay.
+int act_kept_layer(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
 // The fusion search's part that regenerates the dropout mask `name` alone (RECOMPUTE_ATTN_MASK,
 // RECOMPUTE_DROP1_MASK, RECOMPUTE_DROP2_MASK; model/policy.h); 0 for any other name.
 unsigned act_mask_part(ActName name);

@@ -4,7 +4,8 @@
 #include "memory/memo_model.h"
 
 // Layers that keep the same names: one column each in the per-name table.
-typedef struct { LayerRecompute kind; int group_input; int count; int first; long memo_positions; } LayerClass;
+// input_dead: layer 0 under LoRA, which keeps no first-norm input for a dL/dx nobody reads (act_kept_layer).
+typedef struct { LayerRecompute kind; int group_input; int count; int first; long memo_positions; int input_dead; } LayerClass;
 
 static int layer_classes(const MemoryConfig *c, LayerClass *cls, int max) {
     int n = 0;
@@ -13,16 +14,20 @@ static int layer_classes(const MemoryConfig *c, LayerClass *cls, int max) {
         LayerRecompute k = c->policy.kind[l];
         int gi = k == RECOMPUTE_FULL && c->policy.group_start[l] == l;
         long pos = memo_layer_positions(&c->lay.sh, &c->policy, l);   // memo layers of another α: another class
+        int dead = act_input_grad_dead(&c->lay.sh, l);
         int j = 0;
-        while (j < n && !(cls[j].kind == k && cls[j].group_input == gi && cls[j].memo_positions == pos)) j++;
-        if (j == n && n < max) cls[n++] = (LayerClass){k, gi, 0, l, pos};
+        while (j < n && !(cls[j].kind == k && cls[j].group_input == gi && cls[j].memo_positions == pos &&
+                          cls[j].input_dead == dead))
+            j++;
+        if (j == n && n < max) cls[n++] = (LayerClass){k, gi, 0, l, pos, dead};
         if (j < n) cls[j].count++;
     }
     return n;
 }
 
 static const char *class_name(const LayerClass *k, char *buf, size_t len) {
-    if (k->kind == RECOMPUTE_FULL) snprintf(buf, len, "full:%s ×%d", k->group_input ? "input" : "inner", k->count);
+    if (k->input_dead) snprintf(buf, len, "%s: layer 0", k->kind == RECOMPUTE_FULL ? "full" : recompute_name(k->kind));
+    else if (k->kind == RECOMPUTE_FULL) snprintf(buf, len, "full:%s ×%d", k->group_input ? "input" : "inner", k->count);
     else if (k->kind == RECOMPUTE_MEMO) snprintf(buf, len, "memo:%ld ×%d", k->memo_positions, k->count);
     else snprintf(buf, len, "%s ×%d", recompute_name(k->kind), k->count);
     return buf;
@@ -329,6 +334,7 @@ cJSON *memory_report_json(const MemoryConfig *c) {
         cJSON *k = cJSON_CreateObject();
         cJSON_AddStringToObject(k, "recompute", recompute_name(cls[j].kind));
         if (cls[j].kind == RECOMPUTE_FULL) cJSON_AddBoolToObject(k, "group_input", cls[j].group_input);
+        cJSON_AddBoolToObject(k, "input_gradient", !cls[j].input_dead);
         cJSON_AddNumberToObject(k, "layers", cls[j].count);
         cJSON *bytes = cJSON_AddObjectToObject(k, "bytes");
         for (int a = 0; a < ACT_N_LAYER; a++)

@@ -88,13 +88,23 @@ static int better(const MemPlan *a, const MemPlan *b) {
 // the end of the forward, or the backward of the last full layer (layers 0..F−1 held, the last one
 // rebuilt on its checkpoint). Every other backward point holds less than the end of the forward.
 // With offload, each kind's bill is what stays on the device; its offloaded bytes go to the pool
-// and its region (64-byte aligned tensors) sizes the stage: two slots of the largest region.
-typedef struct { size_t none, sel, ck, work, extras, emb; size_t off[3], span[3]; } LayerBills;
+// and its region (64-byte aligned tensors) sizes the stage: two slots of the largest region. Layer 0, the
+// plan's first, has bills of its own (first_*): under LoRA it keeps no first-norm input (act_kept_layer).
+typedef struct {
+    size_t none, sel, ck, work, extras, emb;
+    size_t off[3], span[3];
+    size_t first[3], first_off[3], first_span[3];
+} LayerBills;
 enum { K_NONE, K_SEL, K_CK };
 
+// Layer 0's kind in the plan: full when any layer is (they come first), else selective when any is.
+static int first_kind(int nf, int ns) { return nf > 0 ? K_CK : ns > 0 ? K_SEL : K_NONE; }
+
 static size_t plan_stage(const LayerBills *k, int L, int nf, int ns) {
-    int counts[3] = {L - nf - ns, ns, nf}, layers = 0;
-    size_t span = 0;
+    int counts[3] = {L - nf - ns, ns, nf}, layers = 0, k0 = first_kind(nf, ns);
+    counts[k0]--;   // layer 0 counted on its own
+    size_t span = k->first_span[k0];
+    layers += span > 0;
     for (int i = 0; i < 3; i++)
         if (counts[i] > 0 && k->span[i] > 0) {
             layers += counts[i];
@@ -104,22 +114,28 @@ static size_t plan_stage(const LayerBills *k, int L, int nf, int ns) {
 }
 
 static size_t plan_pool(const LayerBills *k, int L, int nf, int ns) {
-    return (size_t)(L - nf - ns) * k->off[K_NONE] + (size_t)ns * k->off[K_SEL] + (size_t)nf * k->off[K_CK];
+    int k0 = first_kind(nf, ns);
+    return (size_t)(L - nf - ns) * k->off[K_NONE] + (size_t)ns * k->off[K_SEL] + (size_t)nf * k->off[K_CK] -
+           (k->off[k0] - k->first_off[k0]);
 }
 
 static size_t plan_peak(const LayerBills *k, int L, int nf, int ns) {
     size_t stage = plan_stage(k, L, nf, ns);
-    size_t fwd = k->extras + stage + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none;
+    int k0 = first_kind(nf, ns);
+    size_t fwd = k->extras + stage + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none -
+                 (k->none * (k0 == K_NONE) + k->sel * (k0 == K_SEL) + k->ck * (k0 == K_CK) - k->first[k0]);
     size_t last_full = nf ? k->emb + stage + (size_t)nf * k->ck + k->work : 0;
     return fwd > last_full ? fwd : last_full;
 }
 
-// One layer of a kind under an offload set: its device bill, offloaded bytes and region.
-static void kind_bill(const ActShape *sh, LayerRecompute kind, unsigned tempo, unsigned offload, size_t *dev,
-                      size_t *off, size_t *span) {
+// One layer of a kind under an offload set (layer 0 when first): its device bill, offloaded bytes and region.
+static void kind_bill(const ActShape *sh, LayerRecompute kind, unsigned tempo, unsigned offload, int first,
+                      size_t *dev, size_t *off, size_t *span) {
+    int start = 0;
+    MemoryPolicy one = {.layers = 1, .kind = &kind, .group_start = &start, .tempo = tempo};
     *dev = *off = *span = 0;
     for (int n = 0; n < ACT_N_LAYER; n++) {
-        if (!act_kept(kind, 1, tempo, (ActName)n)) continue;
+        if (first ? !act_kept_layer(sh, &one, 0, (ActName)n) : !act_kept(kind, 1, tempo, (ActName)n)) continue;
         size_t b = act_tensor_bytes(sh, (ActName)n);
         if (n < ACT_N_OFFLOADABLE && (offload >> n & 1u)) { *off += b; *span += (b + 63) / 64 * 64; }
         else *dev += b;
@@ -128,9 +144,11 @@ static void kind_bill(const ActShape *sh, LayerRecompute kind, unsigned tempo, u
 
 static LayerBills bills_of(const ActShape *sh, unsigned tempo, unsigned offload) {
     LayerBills k;
-    kind_bill(sh, RECOMPUTE_NONE, tempo, offload, &k.none, &k.off[K_NONE], &k.span[K_NONE]);
-    kind_bill(sh, RECOMPUTE_SELECTIVE, tempo, offload, &k.sel, &k.off[K_SEL], &k.span[K_SEL]);
-    kind_bill(sh, RECOMPUTE_FULL, tempo, offload, &k.ck, &k.off[K_CK], &k.span[K_CK]);
+    kind_bill(sh, RECOMPUTE_NONE, tempo, offload, 0, &k.none, &k.off[K_NONE], &k.span[K_NONE]);
+    kind_bill(sh, RECOMPUTE_SELECTIVE, tempo, offload, 0, &k.sel, &k.off[K_SEL], &k.span[K_SEL]);
+    kind_bill(sh, RECOMPUTE_FULL, tempo, offload, 0, &k.ck, &k.off[K_CK], &k.span[K_CK]);
+    const LayerRecompute kinds[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
+    for (int i = 0; i < 3; i++) kind_bill(sh, kinds[i], tempo, offload, 1, &k.first[i], &k.first_off[i], &k.first_span[i]);
     k.work = act_group_working_bytes(sh, tempo, 1);
     k.extras = act_model_extra_bytes(sh);
     k.emb = act_tensor_bytes(sh, ACT_EMB_MASK);

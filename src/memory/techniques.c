@@ -39,6 +39,7 @@ size_t technique_layer_bytes_block(const ActShape *fam, Technique k) {
     sh.sp = k == TECH_TP_SP || k == TECH_TP_SP_SELECTIVE;
     sh.gelu_bits = 0;
     sh.reversible = 0;   // the paper's block, whatever the configuration
+    sh.lora_rank = 0;    // no adapters (the policy carries no LoRA bits either)
     sh.mini_seq = 0;
     size_t sum = 0;
     for (int n = 0; n < ACT_N_LAYER; n++)

@@ -333,7 +333,7 @@ static int keeps(const GPT *m, int l, ActName name, int pass) {
     if (!m->act->ctx.train) return KEEP_NO;
     if (pass == PASS_FORWARD && m->cfg.reversible && !m->policy.rev_store) return KEEP_NO;   // inverted in backward
     if (pass != PASS_FORWARD) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name) ? KEEP_ARENA : KEEP_NO;
-    if (!act_kept(plan_of(m)->kind[l], plan_of(m)->group_start[l] == l, m->policy.tempo, name)) return KEEP_NO;
+    if (!act_kept_layer(&m->shape, plan_of(m), l, name)) return KEEP_NO;   // layer 0 without an input gradient too
     return act_offloaded(&m->policy, name) ? KEEP_OFFLOAD : KEEP_ARENA;
 }
 
@@ -1317,14 +1317,16 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
     for (int i = 0; i < 3; at += dn[i], i++) d16[i] = grad_shared16(m, at, d32[i], dn[i], adapters, gb);
     const float *wk = w->qkv_w + qh, *wv = wk + kh;
     float *gwk = gw ? gw + qh : NULL, *gwv = gw ? gw + qh + kh : NULL;
-    if (d16[0]) {
-        linear_bwd_dy16(m, ws(m, W_OUT), h, 0, gw, d16[0], ql, x, h, w->qkv_w, n, h, ql);
-        linear_bwd_dy16(m, ws(m, W_OUT), h, 1, gwk, d16[1], kvl, x, h, wk, n, h, kvl);
-        linear_bwd_dy16(m, ws(m, W_OUT), h, 1, gwv, d16[2], kvl, x, h, wv, n, h, kvl);
-    } else {
-        linear_bwd16(m, ws(m, W_OUT), h, 0, gw, gb, dq, ql, x, h, w->qkv_w, n, h, ql);
-        linear_bwd16(m, ws(m, W_OUT), h, 1, gwk, gb ? gb + ql : NULL, dk, kvl, x, h, wk, n, h, kvl);
-        linear_bwd16(m, ws(m, W_OUT), h, 1, gwv, gb ? gb + ql + kvl : NULL, ws(m, W_D_V), kvl, x, h, wv, n, h, kvl);
+    // No dL/dx where nothing reads it (layer 0 under LoRA: the base is frozen, so gw and gb are NULL too)
+    float *dx = act_input_grad_dead(&m->shape, l) ? NULL : ws(m, W_OUT);
+    if (dx && d16[0]) {
+        linear_bwd_dy16(m, dx, h, 0, gw, d16[0], ql, x, h, w->qkv_w, n, h, ql);
+        linear_bwd_dy16(m, dx, h, 1, gwk, d16[1], kvl, x, h, wk, n, h, kvl);
+        linear_bwd_dy16(m, dx, h, 1, gwv, d16[2], kvl, x, h, wv, n, h, kvl);
+    } else if (dx) {
+        linear_bwd16(m, dx, h, 0, gw, gb, dq, ql, x, h, w->qkv_w, n, h, ql);
+        linear_bwd16(m, dx, h, 1, gwk, gb ? gb + ql : NULL, dk, kvl, x, h, wk, n, h, kvl);
+        linear_bwd16(m, dx, h, 1, gwv, gb ? gb + ql + kvl : NULL, ws(m, W_D_V), kvl, x, h, wv, n, h, kvl);
     }
     for (int i = 0; i < LORA_QKV_SITE_COUNT; i++) {   // the adapters' part of dL/dx, and their gradients
         LoraSite s = lora_qkv_site(i);
@@ -1334,7 +1336,7 @@ static void qkv_backward(GPT *m, int l, const BlockTensors *w, const BlockTensor
             for (int b = 0; b < 3; b++)
                 if (dy.y[k] >= d32[b] && dy.y[k] < d32[b] + dn[b]) dy.y16[k] = d16[b] + (dy.y[k] - d32[b]);
         int a = lora_a_trains(m, s);
-        lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, ws(m, W_OUT), h);
+        lora_column_backward(m, l, s, &dy, a ? x.f32 : NULL, a ? x.bf16 : NULL, h, dx, h);
     }
 }
 
@@ -1394,6 +1396,7 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
         lora_row_backward(m, l, o_site, d_proj_out, d16, ctx_in.f32, ctx_in.bf16, ql, d_ctx, h);
     attention_core_backward(m, l, d_ctx);
     qkv_backward(m, l, &w, &g);
+    if (act_input_grad_dead(&m->shape, l)) return;   // the frozen embedding reads no dL/d(layer 0's input)
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
     norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, dx, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
 }

@@ -61,10 +61,12 @@ static const uint8_t *rows_mask(GPT *m, int l, LoraSite s, int in, int r0, int r
 }
 
 // The adapter's input side of the backward over `rows` rows, from dv = dy·B in W_LORA_R: du = (α/r)·dv;
-// dA += duᵀ·u (ga given: A trains; u = x or its dropped copy); dx += du·A (⊙ keep/(1−p) under dropout).
+// dA += duᵀ·u (ga given: A trains; u = x or its dropped copy); dx += du·A (⊙ keep/(1−p) under dropout; dx
+// NULL: nothing reads it).
 static void input_backward(GPT *m, float *ga, const float *a, const float *x, const uint16_t *x16, int in, float *dx,
                            int ldx, int rows, const uint8_t *keep) {
     int r = m->cfg.lora_rank;
+    if (!ga && !dx) return;
     float *du = ws(m, W_LORA_R);
     m->be->axpby(m->be, du, 0.0f, NULL, m->lora_scale, (size_t)rows * r);
     if (!keep) {
@@ -77,6 +79,7 @@ static void input_backward(GPT *m, float *ga, const float *a, const float *x, co
         const float *u = dropped(m, x, x16, rows, in, keep);
         m->be->linear_backward(m->be, NULL, in, 0, ga, NULL, du, r, u, NULL, in, a, gpt_w16(m, a), rows, in, r);
     }
+    if (!dx) return;
     float *tmp = ws(m, W_LORA);
     m->be->linear_backward(m->be, tmp, in, 0, NULL, NULL, du, r, NULL, NULL, in, a, gpt_w16(m, a), rows, in, r);
     m->be->dropout_apply(m->be, tmp, keep, lora_p(m), (size_t)rows * in);

@@ -58,7 +58,7 @@ typedef struct { const float *f32; const uint16_t *bf16; } LoraV;
 LoraV lora_column_forward(GPT *m, int l, LoraSite s, const float *x, const uint16_t *x16, int in, const LoraOut *out,
                           int keep);
 // dy of each block (same layout as out, y = dL/dy), x the input (NULL under LoRA-FA): dx [n, in] += the
-// adapter's part (this rank's partial sum, as the base's).
+// adapter's part (this rank's partial sum, as the base's; dx NULL where nothing reads it).
 void lora_column_backward(GPT *m, int l, LoraSite s, const LoraOut *dy, const float *x, const uint16_t *x16, int in,
                           float *dx, int ldx);
 // Row-parallel base (its input columns split): x [n, in_l] this rank's input columns; the partial
