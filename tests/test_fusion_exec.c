@@ -65,7 +65,7 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
             FusionGraph g;   // the run's own bits: flash, and LoRA's that gpt_init adds
             fusion_graph_build(&g, &m.shape, m.policy.tempo & FUSION_BASE_BITS);
             FusionMode md = {pol.kind[0], parts & FUSION_PARTS};
-            size_t layer = 0;
+            size_t layer = 0, first = 0;
             for (int l = 0; l < L; l++) {
                 for (int nm = 0; nm < ACT_N_LAYER; nm++) {
                     size_t got = ledger_stored_bytes(&m.ledger, (ActName)nm, l);
@@ -73,11 +73,18 @@ static void run(Trace *t, const GPTConfig *cfg, const char *kind, unsigned parts
                     CHECK(got == want, "%s: layer %d %s measured %zu, predicted %zu", what, l, act_name_str((ActName)nm),
                           got, want);
                     if (l == L - 1) layer += got;
+                    if (l == 0) first += got;
                 }
             }
-            // The graph is a layer's; the last one (layer 0 keeps less under LoRA: no input gradient)
-            CHECK(layer == fusion_bytes(&g, fusion_mode_kept(&g, md)), "%s: layer %d measured %zu, the search's graph %zu",
-                  what, L - 1, layer, fusion_bytes(&g, fusion_mode_kept(&g, md)));
+            // The graph is a layer's: the last one. Layer 0 keeps the same but, under LoRA, its ln1_in and ln1_stats
+            // (no input gradient: nothing reads them) where no part makes qkv_in or ln2_in again from them.
+            size_t graph = fusion_bytes(&g, fusion_mode_kept(&g, md));
+            CHECK(layer == graph, "%s: layer %d measured %zu, the search's graph %zu", what, L - 1, layer, graph);
+            size_t ln1 = ledger_stored_bytes(&m.ledger, ACT_LN1_IN, L - 1) + ledger_stored_bytes(&m.ledger, ACT_LN1_STATS, L - 1);
+            int remakes = (parts & (RECOMPUTE_NORM_OUT | RECOMPUTE_PROJ_OUT | RECOMPUTE_QKV_OUT)) != 0;
+            if (!gpt_lora(&m) || !remakes)
+                CHECK(first == graph - (gpt_lora(&m) ? ln1 : 0), "%s: layer 0 measured %zu, the search's graph %zu, "
+                      "less %zu under LoRA", what, first, graph, gpt_lora(&m) ? ln1 : (size_t)0);
             CHECK(m.ledger.total_fwd_end == act_forward_end_bytes(&m.shape, &m.policy), "%s: end of forward %zu, "
                   "predicted %zu", what, m.ledger.total_fwd_end, act_forward_end_bytes(&m.shape, &m.policy));
         }

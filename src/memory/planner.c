@@ -99,6 +99,8 @@ enum { K_NONE, K_SEL, K_CK };
 
 // Layer 0's kind in the plan: full when any layer is (they come first), else selective when any is.
 static int first_kind(int nf, int ns) { return nf > 0 ? K_CK : ns > 0 ? K_SEL : K_NONE; }
+// The device bill of any other layer of kind i; layer 0's is first[i].
+static size_t kind_dev(const LayerBills *k, int i) { return i == K_NONE ? k->none : i == K_SEL ? k->sel : k->ck; }
 
 static size_t plan_stage(const LayerBills *k, int L, int nf, int ns) {
     int counts[3] = {L - nf - ns, ns, nf}, layers = 0, k0 = first_kind(nf, ns);
@@ -123,7 +125,7 @@ static size_t plan_peak(const LayerBills *k, int L, int nf, int ns) {
     size_t stage = plan_stage(k, L, nf, ns);
     int k0 = first_kind(nf, ns);
     size_t fwd = k->extras + stage + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none -
-                 (k->none * (k0 == K_NONE) + k->sel * (k0 == K_SEL) + k->ck * (k0 == K_CK) - k->first[k0]);
+                 (kind_dev(k, k0) - k->first[k0]);
     size_t last_full = nf ? k->emb + stage + (size_t)nf * k->ck + k->work : 0;
     return fwd > last_full ? fwd : last_full;
 }

@@ -1396,7 +1396,10 @@ void attn_half_backward(GPT *m, int l, const float *dy, float *dx) {
         lora_row_backward(m, l, o_site, d_proj_out, d16, ctx_in.f32, ctx_in.bf16, ql, d_ctx, h);
     attention_core_backward(m, l, d_ctx);
     qkv_backward(m, l, &w, &g);
-    if (act_input_grad_dead(&m->shape, l)) return;   // the frozen embedding reads no dL/d(layer 0's input)
+    if (act_input_grad_dead(&m->shape, l)) {   // the frozen embedding reads no dL/d(layer 0's input)
+        if (g.ln1_w || g.ln1_b) ctron_fatal("layer %d: its first norm trains, but its backward is skipped", l);
+        return;
+    }
     const float *d_qkv_in = tp_reduce_rows(m, ws(m, W_OUT), ws(m, W_D_TMP), h, TPC_BLOCK);      // g backward
     norm_backward(m, l, ACT_LN1_IN, ACT_QKV_IN, ACT_LN1_STATS, d_qkv_in, dx, w.ln1_w, w.ln1_b, g.ln1_w, g.ln1_b);
 }
