@@ -61,6 +61,9 @@ static size_t expected(const Shape *sh, const MemoryPolicy *p, int l, ActName n)
     if (p->kind[l] == RECOMPUTE_SELECTIVE && (n == ACT_ATTN_PROB || n == ACT_ATTN_MASK || n == ACT_ATTN_DROP)) return 0;
     // Layer 0 has no input gradient (the embedding is frozen): its Norm1 backward, the only reader of these, is not run
     if (l == 0 && (n == ACT_LN1_IN || n == ACT_LN1_STATS)) return 0;
+    // nor Tempo's norm's qkv_in, where no adapter's dA reads it
+    if (l == 0 && n == ACT_QKV_IN && !(!sh->fa && on(sh, SITE(LORA_Q) | SITE(LORA_K) | SITE(LORA_V) | SITE(LORA_QKV))))
+        return 0;
     return none_bytes(sh, n);
 }
 
@@ -360,6 +363,18 @@ int main(void) {
                 sh.fa = fa;
                 sh.e = t == 0 ? 2 : 4;
                 Grads g = run_step(&sh, L, "selective", NULL, 1, NULL);
+                free(g.a_grad);
+                free(g.b_grad);
+            }
+    // One layer under full recompute: the step's peak is layer 0's rebuild, which keeps no ln1_stats (nor, with
+    // Tempo's norm and no adapter reading it, qkv_in) for the first norm's backward it skips
+    for (size_t i = 0; i < 4; i += 3)
+        for (int t = 0; t < 2; t++)
+            for (int fa = 0; fa <= 1; fa++) {
+                Shape sh = shapes[i];
+                sh.tempo = t ? TEMPO_LAYERNORM : 0;
+                sh.fa = fa;
+                Grads g = run_step(&sh, 1, "full", "uniform", 1, NULL);
                 free(g.a_grad);
                 free(g.b_grad);
             }

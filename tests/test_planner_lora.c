@@ -48,6 +48,14 @@ static void check_budget_planner(void) {
     CHECK(pf.act_peak == 3712000 - 66560 && pl.act_peak == 3712000 - 66560 + 4 * 196608,
           "none: LoRA-FA %zu (3645440), LoRA %zu (4431872)", pf.act_peak, pl.act_peak);
     CHECK(policy_peak(&pl, &lora) == pl.act_peak && policy_peak(&pf, &fa) == pf.act_peak, "the model's peaks");
+    // A later pipeline stage planned alone (the cluster planner's stage_plan): its first layer is the model's
+    // layer 4, whose input gradient the stage before reads, so it keeps its ln1_in and ln1_stats
+    ActShape later = fa;
+    later.first_layer = 4;
+    MemPlan pv;
+    CHECK(plan_memory(&later, 1, 64.0 * 1048576, 0, &pv) == 0 && pv.act_peak == 3712000 &&
+              policy_peak(&pv, &later) == pv.act_peak && !act_input_grad_dead(&later, 0) && act_input_grad_dead(&fa, 0),
+          "a later stage's LoRA-FA: %zu (3712000: no layer without an input gradient)", pv.act_peak);
     // A budget of LoRA-FA's own (its arena and scratch): LoRA-FA as it is; LoRA must take something
     double budget = (double)(pf.arena_bytes + pf.scratch_bytes);
     CHECK(plan_memory(&fa, 1, budget, 0, &pf) == 0 && pf.n_full == 0 && pf.n_sel == 0 &&
@@ -58,6 +66,21 @@ static void check_budget_planner(void) {
     CHECK((double)(pl.arena_bytes + pl.scratch_bytes) <= budget && policy_peak(&pl, &lora) == pl.act_peak &&
               (pl.tempo & act_keep_bits(&lora)) == act_keep_bits(&lora), "LoRA's plan within the budget, exact, its bits kept");
     CHECK(!(pl.tempo & MINI_SEQ), "no mini-seq for llama (the planners offer it to no SwiGLU MLP)");
+    // One layer, budgets down to where it is rebuilt: the plan's peak is its rebuild's (first_work: no ln1_stats)
+    for (int f = 0; f <= 1; f++) {
+        ActShape one = tiny(f);
+        one.L = 1;
+        MemPlan p0, p;
+        CHECK(plan_memory(&one, 1, 64.0 * 1048576, 0, &p0) == 0, "one layer fits 64 MiB");
+        int full = 0;
+        for (double b = (double)(p0.arena_bytes + p0.scratch_bytes); b > 0 && !full; b *= 0.97)
+            if (plan_memory(&one, 1, b, 0, &p) == 0 && p.n_full == 1) {
+                full = 1;
+                CHECK(policy_peak(&p, &one) == p.act_peak, "fa %d: one full layer's plan %zu, the model's %zu", f,
+                      p.act_peak, policy_peak(&p, &one));
+            }
+        CHECK(full, "fa %d: some budget rebuilds the layer", f);
+    }
 }
 
 // GPT-2 with LoRA / LoRA-FA on every site: from what keeping everything needs down to nothing fitting, every

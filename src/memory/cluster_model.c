@@ -175,6 +175,7 @@ static void states(const ClusterJob *job, const ClusterLayout *lay, double param
 static void stage_plan(const StageLayout *sl, const StageSplit *sp, int r, double left, MemPlan *plan) {
     ActShape sh = sl->sh;
     sh.L = stage_layers_split(sl, sp, r);
+    sh.first_layer = stage_layer_split(sl, sp, r, 0);   // only the model's layer 0 drops its first norm's input
     StageActivations none;
     MemoryPolicy pol;
     policy_default(&pol, (int)sl->sh.L);

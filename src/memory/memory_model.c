@@ -180,19 +180,33 @@ int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name)
     return 1;
 }
 
-int act_input_grad_dead(const ActShape *sh, int l) { return l == 0 && sh->lora_rank > 0 && !sh->reversible; }
+int act_input_grad_dead(const ActShape *sh, int l) {
+    return l + sh->first_layer == 0 && sh->lora_rank > 0 && !sh->reversible;
+}
 
-int act_kept_layer(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
-    LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
-    unsigned tempo = p ? p->tempo : 0;
-    if (!act_kept(kind, p ? p->group_start[l] == l : 1, tempo, name)) return 0;
+// act_kept for a layer of this kind at index l, less what only a dead input gradient's first norm reads.
+static int kept_at(const ActShape *sh, LayerRecompute kind, int group_start, unsigned tempo, int l, ActName name) {
+    if (!act_kept(kind, group_start, tempo, name)) return 0;
+    int dead_none = act_input_grad_dead(sh, l) && (kind == RECOMPUTE_NONE || kind == RECOMPUTE_SELECTIVE);
+    // Tempo's norm keeps qkv_in for Norm1's backward from its output, which layer 0 under LoRA does not run:
+    // it stays only where an adapter's dA reads it (model/remat.c's parts are refused with Tempo's norm)
+    if (name == ACT_QKV_IN && dead_none && (tempo & TEMPO_LAYERNORM))
+        return act_kept(kind, group_start, tempo & ~(unsigned)TEMPO_LAYERNORM, name);
     int first_norm = name == ACT_LN1_IN || name == ACT_LN1_STATS;
     // model/remat.c makes qkv_in again from them (NORM_OUT; QKV_OUT where qkv_in is not kept), ln2_in from ln1_in
     int qkv_in_again = (tempo & RECOMPUTE_NORM_OUT) ||
                        ((tempo & RECOMPUTE_QKV_OUT) && !act_kept(RECOMPUTE_NONE, 1, tempo, ACT_QKV_IN));
     int rebuilt_from = qkv_in_again || (tempo & RECOMPUTE_PROJ_OUT);
-    return !(first_norm && act_input_grad_dead(sh, l) && (kind == RECOMPUTE_NONE || kind == RECOMPUTE_SELECTIVE) &&
-             !rebuilt_from);
+    return !(first_norm && dead_none && !rebuilt_from);
+}
+
+int act_kept_layer(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
+    LayerRecompute kind = p ? p->kind[l] : RECOMPUTE_NONE;
+    return kept_at(sh, kind, p ? p->group_start[l] == l : 1, p ? p->tempo : 0, l, name);
+}
+
+int act_kept_rebuilt(const ActShape *sh, unsigned tempo, int l, ActName name) {
+    return kept_at(sh, RECOMPUTE_NONE, 1, tempo, l, name);
 }
 
 size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, ActName name) {
@@ -261,12 +275,12 @@ size_t act_forward_end_bytes(const ActShape *sh, const MemoryPolicy *p) {
     return sum;
 }
 
-// What a recomputed layer holds during its backward besides its input: a none-policy layer's bill
-// (with the policy's Tempo parts) without ln1_in.
-static size_t layer_recomputed_bytes(const ActShape *sh, unsigned tempo) {
+// What recomputed layer l holds during its backward besides its input: a none-policy layer's bill (with
+// the policy's Tempo parts) without ln1_in.
+static size_t layer_recomputed_bytes(const ActShape *sh, unsigned tempo, int l) {
     size_t sum = 0;
     for (int n = 0; n < ACT_N_LAYER; n++)
-        if (n != ACT_LN1_IN && act_kept(RECOMPUTE_NONE, 1, tempo, (ActName)n)) sum += act_tensor_bytes(sh, (ActName)n);
+        if (n != ACT_LN1_IN && act_kept_rebuilt(sh, tempo, l, (ActName)n)) sum += act_tensor_bytes(sh, (ActName)n);
     return sum;
 }
 
@@ -277,9 +291,13 @@ size_t act_layer_kind_bytes(const ActShape *sh, LayerRecompute kind, int group_s
     return sum;
 }
 
-size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int n) {
-    size_t inputs = act_kept(RECOMPUTE_NONE, 1, tempo, ACT_LN1_IN) ? act_tensor_bytes(sh, ACT_LN1_IN) : 0;
-    return (size_t)n * layer_recomputed_bytes(sh, tempo) + (size_t)(n - 1) * inputs;
+size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int g0, int n) {
+    size_t sum = 0;
+    for (int l = g0; l < g0 + n; l++) {   // the later layers' inputs are kept too unless Tempo's norm drops them
+        sum += layer_recomputed_bytes(sh, tempo, l);
+        if (l > g0 && act_kept_rebuilt(sh, tempo, l, ACT_LN1_IN)) sum += act_tensor_bytes(sh, ACT_LN1_IN);
+    }
+    return sum;
 }
 
 size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, int l) {
@@ -289,7 +307,7 @@ size_t act_recompute_working_bytes(const ActShape *sh, const MemoryPolicy *p, in
     // already); the later layers' inputs are kept too unless Tempo's LayerNorm drops them.
     int g0 = p->group_start[l];
     int last = l + 1 == sh->L || p->kind[l + 1] != RECOMPUTE_FULL || p->group_start[l + 1] != g0;
-    return last ? act_group_working_bytes(sh, p->tempo, l - g0 + 1) : 0;
+    return last ? act_group_working_bytes(sh, p->tempo, g0, l - g0 + 1) : 0;
 }
 
 size_t act_peak_bytes(const ActShape *sh, const MemoryPolicy *p) {

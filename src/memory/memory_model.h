@@ -40,6 +40,8 @@ typedef struct {
     int reversible;    // two residual streams (model/reversible.h): rev_x1, rev_x2 kept; layers inverted in backward
     long window;       // sliding window W (llama): each query's core runs over W keys, not s (FLOPs and flash's
                        // time only: no saved tensor changes; 0: the whole causal prefix)
+    long first_layer;  // the model's index of this shape's layer 0: > 0 for a later pipeline stage planned alone
+                       // (the cluster planner), whose first layer has an input gradient under LoRA
 } ActShape;
 
 // A head's width d (h/a unless head_dim says otherwise), the q width a·d and the k/v width kv·d.
@@ -71,7 +73,7 @@ size_t act_tensor_bytes(const ActShape *sh, ActName name);
 // Does a layer under this policy keep `name` through the forward? (group_start: the layer's input
 // is a full-recompute checkpoint; tempo: the TEMPO_* bits of the policy)
 int act_kept(LayerRecompute kind, int group_start, unsigned tempo, ActName name);
-// Layer 0 under a frozen embedding (LoRA; not reversible blocks): nothing reads dL/d(its input), so its
+// The model's layer 0 under a frozen embedding (LoRA; not reversible blocks): nothing reads dL/d(its input), so its
 // backward skips its first norm's backward and the q, k and v GEMMs' dL/dx (the adapters' too).
 int act_input_grad_dead(const ActShape *sh, int l);
 // Does layer l keep `name` through the forward? act_kept for its kind, except that a layer whose input
@@ -80,6 +82,9 @@ int act_input_grad_dead(const ActShape *sh, int l);
 // too where qkv_in is not kept) or PROJ_OUT (ln2_in made again from ln1_in) parts. A full group's checkpoint
 // and a MEMO layer's input stay.
 int act_kept_layer(const ActShape *sh, const MemoryPolicy *p, int l, ActName name);
+// What a full group's recompute pass keeps of layer l for its backward: a none layer's tensors, less the
+// same dead first-norm tensors (and Tempo's norm's qkv_in, where no adapter reads it).
+int act_kept_rebuilt(const ActShape *sh, unsigned tempo, int l, ActName name);
 // The fusion search's part that regenerates the dropout mask `name` alone (RECOMPUTE_ATTN_MASK,
 // RECOMPUTE_DROP1_MASK, RECOMPUTE_DROP2_MASK; model/policy.h); 0 for any other name.
 unsigned act_mask_part(ActName name);
@@ -95,10 +100,10 @@ size_t act_layer_name_bytes(const ActShape *sh, const MemoryPolicy *p, int l, Ac
 size_t act_layer_core_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 size_t act_layer_bytes(const ActShape *sh, const MemoryPolicy *p, int l);
 // What one layer of a kind keeps (LN statistics and Tempo's bits included), and what a full-
-// recompute group of n layers holds again during its backward on top of its checkpoint: the
-// planner's closed forms (equal to the sums above for its plans).
+// recompute group of n layers from layer g0 holds again during its backward on top of its checkpoint:
+// the planner's closed forms (equal to the sums above for its plans).
 size_t act_layer_kind_bytes(const ActShape *sh, LayerRecompute kind, int group_start, unsigned tempo);
-size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int n);
+size_t act_group_working_bytes(const ActShape *sh, unsigned tempo, int g0, int n);
 // Model-level extras: embedding mask, final LN input and statistics, output-layer input, logits.
 size_t act_model_extra_bytes(const ActShape *sh);
 // Held at the end of a training forward.

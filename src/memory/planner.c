@@ -89,9 +89,10 @@ static int better(const MemPlan *a, const MemPlan *b) {
 // rebuilt on its checkpoint). Every other backward point holds less than the end of the forward.
 // With offload, each kind's bill is what stays on the device; its offloaded bytes go to the pool
 // and its region (64-byte aligned tensors) sizes the stage: two slots of the largest region. Layer 0, the
-// plan's first, has bills of its own (first_*): under LoRA it keeps no first-norm input (act_kept_layer).
+// plan's first, has bills of its own (first_*): under LoRA it keeps no first-norm input (act_kept_layer),
+// nor does its recompute pass where it is the only full layer (first_work).
 typedef struct {
-    size_t none, sel, ck, work, extras, emb;
+    size_t none, sel, ck, work, first_work, extras, emb;
     size_t off[3], span[3];
     size_t first[3], first_off[3], first_span[3];
 } LayerBills;
@@ -126,7 +127,7 @@ static size_t plan_peak(const LayerBills *k, int L, int nf, int ns) {
     int k0 = first_kind(nf, ns);
     size_t fwd = k->extras + stage + (size_t)nf * k->ck + (size_t)ns * k->sel + (size_t)(L - nf - ns) * k->none -
                  (kind_dev(k, k0) - k->first[k0]);
-    size_t last_full = nf ? k->emb + stage + (size_t)nf * k->ck + k->work : 0;
+    size_t last_full = nf ? k->emb + stage + (size_t)nf * k->ck + (nf == 1 ? k->first_work : k->work) : 0;
     return fwd > last_full ? fwd : last_full;
 }
 
@@ -151,7 +152,8 @@ static LayerBills bills_of(const ActShape *sh, unsigned tempo, unsigned offload)
     kind_bill(sh, RECOMPUTE_FULL, tempo, offload, 0, &k.ck, &k.off[K_CK], &k.span[K_CK]);
     const LayerRecompute kinds[3] = {RECOMPUTE_NONE, RECOMPUTE_SELECTIVE, RECOMPUTE_FULL};
     for (int i = 0; i < 3; i++) kind_bill(sh, kinds[i], tempo, offload, 1, &k.first[i], &k.first_off[i], &k.first_span[i]);
-    k.work = act_group_working_bytes(sh, tempo, 1);
+    k.work = act_group_working_bytes(sh, tempo, 1, 1);   // a later layer rebuilt alone; layer 0 below
+    k.first_work = act_group_working_bytes(sh, tempo, 0, 1);
     k.extras = act_model_extra_bytes(sh);
     k.emb = act_tensor_bytes(sh, ACT_EMB_MASK);
     return k;

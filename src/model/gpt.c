@@ -332,7 +332,7 @@ const uint16_t *gpt_w16(const GPT *m, const float *w) {
 static int keeps(const GPT *m, int l, ActName name, int pass) {
     if (!m->act->ctx.train) return KEEP_NO;
     if (pass == PASS_FORWARD && m->cfg.reversible && !m->policy.rev_store) return KEEP_NO;   // inverted in backward
-    if (pass != PASS_FORWARD) return act_kept(RECOMPUTE_NONE, 1, m->policy.tempo, name) ? KEEP_ARENA : KEEP_NO;
+    if (pass != PASS_FORWARD) return act_kept_rebuilt(&m->shape, m->policy.tempo, l, name) ? KEEP_ARENA : KEEP_NO;
     if (!act_kept_layer(&m->shape, plan_of(m), l, name)) return KEEP_NO;   // layer 0 without an input gradient too
     return act_offloaded(&m->policy, name) ? KEEP_OFFLOAD : KEEP_ARENA;
 }
